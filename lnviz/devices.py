@@ -1,0 +1,49 @@
+"""Which devices and precisions this machine offers, and moving arrays onto them."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["DTYPES", "available_devices", "supported_dtypes", "to_tensor"]
+
+#: The precisions a learner can pick, by the name shown in the app.
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+def available_devices() -> list[str]:
+    """The devices torch can use here: ``"cpu"`` first, then ``"cuda"``/``"mps"`` if present."""
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def supported_dtypes(device: str) -> list[str]:
+    """The names in :data:`DTYPES` that ``device`` can compute in (MPS has no float64)."""
+    return [name for name in DTYPES if not (device == "mps" and name == "float64")]
+
+
+def to_tensor(
+    values: np.ndarray | torch.Tensor, device: str = "cpu", dtype: str = "float32"
+) -> torch.Tensor:
+    """``values`` as a tensor of precision ``dtype`` (a key of :data:`DTYPES`) on ``device``.
+
+    Raises ValueError, with the alternatives, for a device or precision this machine lacks.
+    """
+    if device not in available_devices():
+        raise ValueError(f"device {device!r} is not available here; choose one of "
+                         f"{available_devices()}")
+    if dtype not in supported_dtypes(device):
+        raise ValueError(f"precision {dtype!r} is not supported on {device}; choose one of "
+                         f"{supported_dtypes(device)}")
+    tensor = torch.as_tensor(values) if isinstance(values, np.ndarray) else values
+    return tensor.to(device=device, dtype=DTYPES[dtype])
