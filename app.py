@@ -1,8 +1,23 @@
-"""lnviz app entry point: ``streamlit run app.py``."""
+"""lnviz — the app's entry point and shared frame: ``streamlit run app.py``.
+
+Sets up the page, draws the shared sidebar (device, precision, seed) and routes to the pages in
+pages/ with st.navigation. Pages read the sidebar's choices with lnviz.ui.state.current_settings.
+"""
 
 import streamlit as st
 
-st.set_page_config(page_title="lnviz — see normalization", page_icon="📐", layout="wide")
-st.title("lnviz")
-st.latex(r"y = \gamma \cdot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta")
-st.write("A visual explorer of Layer Normalization and its relatives.")
+from lnviz.ui.pages import PAGES
+from lnviz.ui.state import sidebar_settings
+
+st.set_page_config(
+    page_title="lnviz — see what normalization does",
+    page_icon="📐",
+    layout="wide",
+    menu_items={"About": "lnviz: a visual explorer of LayerNorm, BatchNorm and their relatives."},
+)
+page = st.navigation(
+    {section: [st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
+               for p in pages] for section, pages in PAGES.items()}
+)
+sidebar_settings()
+page.run()

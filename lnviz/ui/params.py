@@ -1,0 +1,125 @@
+"""Controls for the normalization and its parameters (norm, dims, mode, ε, γ, β)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from lnviz.explore import NORMS, Batch, NormSpec, channel_dim, param_size
+
+MAX_TABLE_FEATURES = 256
+#: ε on a log scale, plus 0 to see what ε protects against.
+EPSILONS = [0.0] + [10.0**k for k in range(-12, 1)]
+_HELP = {
+    "BatchNorm": "one μ, σ per feature, taken across the batch (and sequence/space)",
+    "LayerNorm": "one μ, σ per sample (token), taken across its features",
+    "RMSNorm": "LayerNorm without subtracting μ: only the root-mean-square is fixed",
+    "GroupNorm": "one μ, σ per sample and group of channels",
+    "InstanceNorm": "one μ, σ per sample and channel, across the sequence/space",
+}
+
+
+def _eps_label(eps: float) -> str:
+    return "0" if eps == 0 else f"1e{round(math.log10(eps)):d}"
+
+
+def _reset_affine() -> None:
+    st.session_state["gamma"] = 1.0
+    st.session_state["beta"] = 0.0
+    for key in [k for k in st.session_state if str(k).startswith("affine_table")]:
+        del st.session_state[key]
+
+
+def norm_controls(batch: Batch) -> NormSpec:
+    """Draw the normalization controls for ``batch`` and return the chosen settings."""
+    shape = batch.values.shape
+    norm = st.segmented_control(
+        "Normalization", list(NORMS), default="LayerNorm", required=True, key="norm",
+        bind="query-params",
+        help="Which statistics are shared: " + "; ".join(f"{k}: {v}" for k, v in _HELP.items()),
+    )
+    st.caption(f"**{norm}**: {_HELP[norm]}.")
+    spec = {"norm": norm}
+    cols = st.columns(3)
+    if norm in ("LayerNorm", "RMSNorm"):
+        spec["dims"] = cols[0].radio(
+            "Normalize over the last", list(range(1, len(shape))), horizontal=True,
+            format_func=lambda k: f"{k} dim{'s' if k > 1 else ''} {list(shape[-k:])}",
+            key="dims", bind="query-params",
+            help="normalized_shape: the trailing dims that share one μ and σ. Last 1 = per "
+                 "token; last 2 of (words, batch, embedding) = seed 003's example.",
+        )
+    elif norm == "BatchNorm":
+        mode = cols[0].segmented_control(
+            "Mode", ["train", "eval"], default="train", required=True, key="mode",
+            bind="query-params",
+            help="train: normalize with this batch's statistics. eval: with running averages "
+                 "built by earlier training passes — BatchNorm behaves differently in the two.",
+        )
+        spec["training"] = mode == "train"
+        if not spec["training"]:
+            spec["warmup_steps"] = cols[1].slider(
+                "Training passes before eval", 1, 100, 10, key="warmup", bind="query-params",
+                help="Running μ/σ² start at 0/1 and move 10% of the way (momentum 0.1) to this "
+                     "batch's statistics at each training pass.",
+            )
+        if batch.mask is not None:
+            spec["use_mask"] = cols[2].checkbox(
+                "Leave padding out of the statistics", True, key="usemask",
+                bind="query-params",
+                help="Masked BatchNorm: μ and σ per feature from the real tokens only, so pad "
+                     "tokens do not drag the statistics.",
+            )
+    elif norm == "GroupNorm":
+        channels = shape[channel_dim(batch.layout)]
+        divisors = [g for g in range(1, channels + 1) if channels % g == 0]
+        spec["groups"] = cols[0].select_slider(
+            "Groups", divisors, value=divisors[min(1, len(divisors) - 1)], key="groups",
+            bind="query-params",
+            help=f"How many groups the {channels} channels are split into: 1 group is "
+                 "LayerNorm over (C, …); one group per channel is InstanceNorm.",
+        )
+    spec["eps"] = st.select_slider(
+        "ε (epsilon)", EPSILONS, value=1e-5, format_func=_eps_label, key="eps",
+        bind="query-params",
+        help="Added to σ² before the square root so that a row with no spread does not divide "
+             "by zero. Try 0 on the constant-row example.",
+    )
+    spec.update(_affine_controls(batch, NormSpec(norm=norm, dims=spec.get("dims", 1))))
+    return NormSpec(**spec)
+
+
+def _affine_controls(batch: Batch, spec: NormSpec) -> dict:
+    """γ and β: two sliders, or a per-feature table; a button resets them to 1 and 0."""
+    n = param_size(batch.values.shape, batch.layout, spec)
+    cols = st.columns([2, 3, 3, 2])
+    per_feature = cols[0].radio(
+        "γ, β", ["scalar", "per feature"], horizontal=True, key="affine", bind="query-params",
+        help="One γ and β for every feature, or one pair per feature (the learnable "
+             "parameters of the layer).",
+    ) == "per feature"
+    cols[3].button("Reset γ=1, β=0", on_click=_reset_affine, key="reset",
+                   help="Back to the initial values: the identity affine step.")
+    if per_feature and n > MAX_TABLE_FEATURES:
+        st.caption(f"{n} features are too many to edit one by one (at most "
+                   f"{MAX_TABLE_FEATURES}); using one γ and β for all.")
+        per_feature = False
+    if not per_feature:
+        gamma = cols[1].slider("γ (scale)", -3.0, 3.0, 1.0, 0.1, key="gamma",
+                               bind="query-params", help="Multiplies x̂: the output's spread.")
+        if spec.norm == "RMSNorm":
+            cols[2].caption("RMSNorm has no β.")
+            return {"gamma": float(gamma)}
+        beta = cols[2].slider("β (shift)", -3.0, 3.0, 0.0, 0.1, key="beta",
+                              bind="query-params", help="Added after scaling: the output's mean.")
+        return {"gamma": float(gamma), "beta": float(beta)}
+    table = pd.DataFrame({"γ": [1.0] * n, "β": [0.0] * n},
+                         index=[f"feature {i}" for i in range(n)])
+    st.caption("One γ and β per feature; click a cell to edit it.")
+    edited = st.data_editor(table, key=f"affine_table_{n}")
+    values = edited.to_numpy(dtype=float)
+    if not (values == values).all():
+        raise ValueError("every γ and β needs a number")
+    return {"gamma": tuple(values[:, 0].tolist()), "beta": tuple(values[:, 1].tolist())}

@@ -1,0 +1,288 @@
+"""The data-source picker: presets, generators, typed numbers and uploaded .npy/.npz files.
+
+:func:`data_source` draws the controls and returns a :class:`lnviz.explore.Batch` plus a key
+that identifies it (for memoising what is computed from it), or ``None`` after showing the
+learner a clear message about what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from lnviz import data
+from lnviz.explore import LAYOUTS, Batch
+from lnviz.io import DEFAULT_MAX_ELEMENTS, TensorFileError, load_arrays, nonfinite_report
+
+SOURCES = {
+    "preset": "Seed examples",
+    "random": "Random batch",
+    "padded": "Padded sequences",
+    "images": "Image batch",
+    "typed": "Type numbers",
+    "upload": "Upload .npy/.npz",
+}
+#: Per-widget upload limit in MB (the server-wide one is in .streamlit/config.toml).
+MAX_UPLOAD_MB = 200
+_DEFAULT_TABLE = pd.DataFrame(
+    [[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0], [0.5, -1.0, 3.5, 10.0]],
+    columns=["f0", "f1", "f2", "f3"],
+)
+
+
+@st.cache_data(max_entries=8, show_spinner="Generating the batch…")
+def _random(layout: str, shape: tuple[int, ...], distribution: str, spread: float,
+            seed: int) -> np.ndarray:
+    return data.random_batch(shape, distribution=distribution, feature_spread=spread, seed=seed)
+
+
+@st.cache_data(max_entries=8, show_spinner="Generating sequences…")
+def _padded(batch: int, d_model: int, lengths: tuple[int, ...] | None, max_len: int,
+            pad_value: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    return data.padded_batch(batch, d_model, lengths=lengths, max_len=max_len,
+                             pad_value=pad_value, seed=seed)
+
+
+@st.cache_data(max_entries=8, show_spinner="Generating images…")
+def _images(n: int, c: int, h: int, w: int, spread: float, seed: int) -> np.ndarray:
+    return data.image_batch(n, c, h, w, seed=seed, channel_spread=spread)
+
+
+def data_source(seed: int) -> tuple[Batch, tuple] | None:
+    """Draw the source controls; return (batch, identifying key), or None with a message."""
+    kind = st.segmented_control(
+        "Data source", list(SOURCES), format_func=SOURCES.__getitem__, default="preset",
+        required=True, key="src", bind="query-params",
+        help="Where the numbers come from: the worked examples of the course notes, a "
+             "generated batch, numbers you type, or your own tensor file.",
+    )
+    try:
+        if kind == "preset":
+            return _preset_source()
+        if kind == "random":
+            return _random_source(seed)
+        if kind == "padded":
+            return _padded_source(seed)
+        if kind == "images":
+            return _image_source(seed)
+        if kind == "typed":
+            return _typed_source()
+        return _upload_source()
+    except (ValueError, TensorFileError) as err:
+        st.error(str(err), icon="🚫")
+        return None
+
+
+def _preset_source() -> tuple[Batch, tuple]:
+    key = st.selectbox(
+        "Example", list(data.PRESETS), format_func=lambda k: data.PRESETS[k].name,
+        key="preset", bind="query-params",
+        help="The numbers from the course notes, plus a few cases that stress normalization.",
+    )
+    preset = data.get_preset(key)
+    st.caption(f"{preset.description}" + (f" ({preset.source})" if preset.source else ""))
+    values = preset.values if preset.values.ndim > 1 else preset.values[None, :]
+    layout = "NLC" if values.ndim == 3 else "NC"
+    rows = values.size // max(values.shape[-1], 1)
+    labels = preset.labels if preset.labels and len(preset.labels) == rows else None
+    return Batch(values, layout, preset.mask, labels), ("preset", key)
+
+
+def _random_source(seed: int) -> tuple[Batch, tuple]:
+    cols = st.columns(4)
+    layout = cols[0].selectbox(
+        "Layout", ["NC", "NLC", "NCHW"], format_func=lambda k: f"{k} {LAYOUTS[k]}",
+        key="rlayout", bind="query-params",
+        help="A table of features, a batch of token sequences, or a batch of images.",
+    )
+    n = cols[1].number_input("Batch size", 1, 100_000, 8, key="rn", bind="query-params",
+                             help="Samples in the batch (N).")
+    c = cols[2].number_input("Features / channels", 1, 100_000, 6, key="rc",
+                             bind="query-params", help="Features per token or channels (C).")
+    shape: tuple[int, ...] = (n, c)
+    if layout == "NLC":
+        length = cols[3].number_input("Sequence length", 1, 100_000, 5, key="rl",
+                                      bind="query-params", help="Tokens per sequence (L).")
+        shape = (n, length, c)
+    elif layout == "NCHW":
+        side = cols[3].number_input("Image side", 1, 4096, 4, key="rhw", bind="query-params",
+                                    help="Height = width of each image (H = W).")
+        shape = (n, c, side, side)
+    cols = st.columns(2)
+    distribution = cols[0].selectbox(
+        "Distribution", list(data.DISTRIBUTIONS), key="rdist", bind="query-params",
+        help="normal; uniform; heavy-tailed (Student t, 2 d.o.f.); or normal with 1% outliers.",
+    )
+    spread = cols[1].slider(
+        "Feature scale spread", 0.0, 3.0, 1.0, 0.25, key="rspread", bind="query-params",
+        help="0: every feature on the same scale. Higher: feature scales range over "
+             "10^±spread — the situation normalization exists for.",
+    )
+    _check_size(shape)
+    values = _random(layout, tuple(int(s) for s in shape), distribution, float(spread), seed)
+    return Batch(values, layout), ("random", layout, shape, distribution, spread, seed)
+
+
+def _padded_source(seed: int) -> tuple[Batch, tuple]:
+    cols = st.columns(4)
+    batch = cols[0].number_input("Sequences", 1, 10_000, 3, key="pb", bind="query-params",
+                                 help="How many sequences are in the batch.")
+    d_model = cols[1].number_input("d_model", 1, 100_000, 4, key="pd", bind="query-params",
+                                   help="Embedding size of every token.")
+    max_len = cols[2].number_input("Padded length", 1, 100_000, 6, key="pl",
+                                   bind="query-params",
+                                   help="Every sequence is padded to this many tokens.")
+    pad_value = cols[3].number_input("Pad value", -1e6, 1e6, 0.0, key="ppad",
+                                     bind="query-params",
+                                     help="What the padding positions hold (often 0).")
+    text = st.text_input(
+        "Lengths (optional)", "", key="plen", bind="query-params",
+        placeholder="e.g. 6, 3, 1 — empty for random lengths",
+        help="Real tokens per sequence, comma-separated; the rest is padding.",
+    )
+    lengths = _parse_lengths(text)
+    _check_size((batch, max_len, d_model))
+    values, mask = _padded(int(batch), int(d_model), lengths, int(max_len), float(pad_value),
+                           seed)
+    return Batch(values, "NLC", mask), ("padded", batch, d_model, lengths, max_len, pad_value,
+                                        seed)
+
+
+def _parse_lengths(text: str) -> tuple[int, ...] | None:
+    if not text.strip():
+        return None
+    try:
+        return tuple(int(part) for part in text.replace(";", ",").split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"lengths must be whole numbers separated by commas, got {text!r}") \
+            from None
+
+
+def _image_source(seed: int) -> tuple[Batch, tuple]:
+    cols = st.columns(4)
+    n = cols[0].number_input("Images", 1, 10_000, 2, key="in", bind="query-params",
+                             help="Images in the batch (N).")
+    c = cols[1].number_input("Channels", 1, 4096, 4, key="ic", bind="query-params",
+                             help="Channels per image (C); GroupNorm splits these into groups.")
+    side = cols[2].number_input("Side", 2, 4096, 6, key="is", bind="query-params",
+                                help="Height = width (H = W).")
+    spread = cols[3].slider("Channel spread", 0.0, 3.0, 1.0, 0.25, key="ispread",
+                            bind="query-params",
+                            help="How differently scaled and offset the channels are.")
+    _check_size((n, c, side, side))
+    values = _images(int(n), int(c), int(side), int(side), float(spread), seed)
+    return Batch(values, "NCHW"), ("images", n, c, side, spread, seed)
+
+
+def _typed_source() -> tuple[Batch, tuple] | None:
+    how = st.radio("Enter as", ["table", "text"], horizontal=True, key="tmode",
+                   bind="query-params",
+                   help="Edit a small table, or type rows / nested lists as text.")
+    if how == "table":
+        st.caption("Rows are samples, columns are features. Add rows at the bottom; every cell "
+                   "must hold a number.")
+        table = st.data_editor(_DEFAULT_TABLE, num_rows="dynamic", key="ttable")
+        values = table.to_numpy(dtype=np.float64, na_value=np.nan)
+        if values.size == 0:
+            raise ValueError("the table is empty: add at least one row and one column")
+        if np.isnan(values).any():
+            raise ValueError("every cell of the table needs a number; fill the empty cells")
+        values = values.astype(np.float32)
+        key = ("table", hashlib.sha1(values.tobytes()).hexdigest(), values.shape)
+    else:
+        text = st.text_area(
+            "Numbers", "1, 2, 3\n2, 4, 6\n0, 0, 0", key="ttext", bind="query-params",
+            help="One row per line (commas or spaces), or nested lists like "
+                 "[[[1, 2], [3, 4]], [[5, 6], [7, 8]]] for a 3-D (batch, seq, features) tensor.",
+        )
+        values = data.parse_numbers(text)
+        key = ("text", text)
+    values = values if values.ndim > 1 else values[None, :]
+    if values.ndim > 3:
+        raise ValueError("typed numbers can have at most 3 dims (batch, sequence, features)")
+    return Batch(values, "NLC" if values.ndim == 3 else "NC"), key
+
+
+def _upload_source() -> tuple[Batch, tuple] | None:
+    uploaded = st.file_uploader(
+        "Tensor file", type=["npy", "npz"], key="upload", max_upload_size=MAX_UPLOAD_MB,
+        help=f"A .npy or .npz file saved with numpy (at most {MAX_UPLOAD_MB} MB and "
+             f"{DEFAULT_MAX_ELEMENTS:,} values). Files are parsed, never unpickled.",
+    )
+    if uploaded is None:
+        st.info("Upload a .npy or .npz file to explore your own tensor, e.g. "
+                "`numpy.save('acts.npy', activations)`.", icon="📂")
+        return None
+    cache = st.session_state.get("_upload")
+    if cache is None or cache[0] != uploaded.file_id:
+        arrays = load_arrays(uploaded.getvalue())
+        st.session_state["_upload"] = (uploaded.file_id, arrays)
+    arrays = st.session_state["_upload"][1]
+    names = [n for n in arrays if n != "mask"] or list(arrays)
+    name = st.selectbox("Array", names, key="array",
+                        help="Which array of the .npz file to explore.") if len(names) > 1 \
+        else names[0]
+    values = arrays[name]
+    for bad, (nans, infs) in nonfinite_report({name: values}).items():
+        st.warning(f"`{bad}` holds {nans} NaN and {infs} infinite values; they spread through "
+                   "the statistics of every group they are in.", icon="⚠️")
+    values, layout = _arrange_axes(values)
+    mask = _uploaded_mask(arrays.get("mask"), values, layout)
+    return Batch(values, layout, mask), ("upload", uploaded.file_id, name, values.shape)
+
+
+def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str]:
+    """Ask which axis is which for 3-D/4-D arrays and bring them to the NLC/NCHW layout."""
+    if values.ndim == 0 or values.size == 0:
+        raise ValueError(f"this array has shape {list(values.shape)}: there is nothing to "
+                         "normalize; upload an array with at least one value along every axis")
+    if values.ndim == 1:
+        return values[None, :], "NC"
+    if values.ndim == 2:
+        return values, "NC"
+    if values.ndim > 4:
+        raise ValueError(f"this array has {values.ndim} dims {list(values.shape)}; the Explorer "
+                         "shows 1-D to 4-D tensors — reshape or slice it before saving")
+    axes = list(range(values.ndim))
+
+    def label(a: int) -> str:
+        return f"axis {a} (size {values.shape[a]})"
+
+    cols = st.columns(3)
+    batch = cols[0].selectbox("Batch axis", axes, index=0, format_func=label, key="ax_batch",
+                              help="The axis that indexes samples.")
+    if values.ndim == 3:
+        rest = [a for a in axes if a != batch]
+        seq = cols[1].selectbox("Sequence axis", rest, index=0, format_func=label,
+                                key="ax_seq", help="The axis that indexes tokens/time steps.")
+        features = next(a for a in rest if a != seq)
+        cols[2].caption(f"Features: {label(features)}")
+        return np.ascontiguousarray(values.transpose(batch, seq, features)), "NLC"
+    rest = [a for a in axes if a != batch]
+    channel = cols[1].selectbox("Channel axis", rest, index=0, format_func=label, key="ax_ch",
+                                help="The axis that indexes channels; the other two are "
+                                     "height and width, in order.")
+    h, w = [a for a in rest if a != channel]
+    cols[2].caption(f"Height: {label(h)}, width: {label(w)}")
+    return np.ascontiguousarray(values.transpose(batch, channel, h, w)), "NCHW"
+
+
+def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str) -> np.ndarray | None:
+    """An .npz member called ``mask`` of shape (batch, seq) marks real tokens of an NLC array."""
+    if mask is None or layout != "NLC":
+        return None
+    if mask.shape != values.shape[:2]:
+        st.warning(f"the file's `mask` has shape {list(mask.shape)}, not {list(values.shape[:2])}"
+                   " (batch, sequence); it is ignored.", icon="⚠️")
+        return None
+    return mask != 0
+
+
+def _check_size(shape: tuple[int, ...]) -> None:
+    count = int(np.prod([int(s) for s in shape], dtype=object))
+    if count > data.MAX_ELEMENTS:
+        raise ValueError(f"{data.describe_shape(shape)} is more than the "
+                         f"{data.MAX_ELEMENTS:,} values the Explorer handles; make it smaller")

@@ -1,0 +1,88 @@
+"""Settings shared by every page (device, precision, seed) and a small per-session memo."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import streamlit as st
+
+from lnviz.devices import available_devices, supported_dtypes
+
+T = TypeVar("T")
+_MEMO_KEY = "_lnviz_memo"
+_MEMO_ENTRIES = 4
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the shared sidebar chose: where and in which precision to compute, and the seed."""
+
+    device: str
+    dtype: str
+    seed: int
+
+
+def sidebar_settings() -> Settings:
+    """Draw the shared sidebar controls (once, from app.py) and return their values."""
+    with st.sidebar:
+        st.subheader("Compute")
+        devices = available_devices()
+        device = st.selectbox(
+            "Device", devices, key="device", bind="query-params",
+            help="Where the normalization runs. CUDA or Apple MPS appear only when torch sees "
+                 "one; figures always show a small window of the result.",
+        )
+        dtypes = supported_dtypes(device)
+        dtype = st.selectbox(
+            "Precision", dtypes, key="precision", bind="query-params",
+            help="The input's dtype. float16/bfloat16 keep fewer digits; their statistics are "
+                 "still accumulated in float32, as torch does.",
+        )
+        seed = st.number_input(
+            "Random seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="seed",
+            bind="query-params",
+            help="Seeds every random batch, so the same seed gives the same numbers.",
+        )
+    st.session_state["_settings"] = Settings(device, dtype, int(seed))
+    return st.session_state["_settings"]
+
+
+def current_settings() -> Settings:
+    """The settings app.py's sidebar chose on this run (defaults when a page runs alone)."""
+    if "_settings" not in st.session_state and _legacy_pages_mode():
+        st.rerun()
+    return st.session_state.get("_settings", Settings("cpu", "float32", 0))
+
+
+def _legacy_pages_mode() -> bool:
+    """Leave Streamlit's legacy multipage mode if this run is in it.
+
+    Streamlit treats an app with a ``pages/`` folder as a legacy multipage app until the first
+    run of app.py calls ``st.navigation``; a first visit straight to a page's URL would run that
+    page without app.py's frame. Switching the flag off and rerunning routes it through app.py.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        return True
+    return False
+
+
+def memo(key: Hashable, compute: Callable[[], T]) -> T:
+    """``compute()`` once per ``key`` for this session, keeping the last few results.
+
+    Per-session (never shared between learners) and bounded, unlike a global cache; used for
+    results that hold large tensors, which ``st.cache_data`` would copy on every hit.
+    """
+    store: dict = st.session_state.setdefault(_MEMO_KEY, {})
+    if key in store:
+        store[key] = store.pop(key)  # most recently used goes last
+        return store[key]
+    value = compute()
+    store[key] = value
+    while len(store) > _MEMO_ENTRIES:
+        store.pop(next(iter(store)))
+    return value

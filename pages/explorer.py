@@ -1,0 +1,142 @@
+"""Explorer: any batch through any normalization, with every number visible."""
+
+import numpy as np
+import streamlit as st
+
+from lnviz import charts
+from lnviz.explore import (
+    explore,
+    grid_labels,
+    grid_view,
+    pytorch_snippet,
+    step_by_step,
+    to_grid,
+    worked_example_latex,
+)
+from lnviz.io import to_csv_text, to_npy_bytes, to_npz_bytes
+from lnviz.ui.params import norm_controls
+from lnviz.ui.source import data_source
+from lnviz.ui.state import current_settings, memo
+
+CSV_LIMIT = 1_000_000  # values; a larger CSV would be slow to build and to open
+
+st.title("Explorer")
+st.caption("Choose a batch, choose a normalization, move ε, γ and β — every figure and number "
+           "below follows. The URL keeps your settings: copy it to share this exact view.")
+settings = current_settings()
+
+# --- Controls ---------------------------------------------------------------------------------
+with st.container(border=True):
+    picked = data_source(settings.seed)
+if picked is None:
+    st.stop()
+batch, source_key = picked
+with st.container(border=True):
+    try:
+        spec = norm_controls(batch)
+    except ValueError as err:
+        st.error(str(err), icon="🚫")
+        st.stop()
+
+# --- Computation (one call into lnviz, once per setting) ---------------------------------------
+try:
+    with st.spinner("Normalizing…"):
+        ex = memo((source_key, spec, settings.device, settings.dtype),
+                  lambda: explore(batch, spec, settings.device, settings.dtype))
+except ValueError as err:
+    st.error(str(err), icon="🚫")
+    st.stop()
+result, shape, layout = ex.result, ex.x.shape, batch.layout
+
+if not np.isfinite(ex.input_values).all():
+    st.warning("The input holds NaN or infinite values; every group that contains one gets a "
+               "NaN mean and variance, so its whole output is NaN.", icon="⚠️")
+if ex.nonfinite_outputs:
+    st.warning(
+        f"{ex.nonfinite_outputs:,} output values are NaN or infinite. With ε = {spec.eps:g}, a "
+        "group whose values are all equal has σ² = 0, so x − μ = 0 is divided by √0 = 0: 0/0 "
+        "is NaN. This is the true answer of the formula — ε > 0 is what prevents it.", icon="⚠️")
+
+# --- Figures ----------------------------------------------------------------------------------
+st.subheader("Which numbers share a mean and a deviation")
+grid_in = to_grid(ex.input_values, layout)
+cols = st.columns([2, 2, 3])
+mode = cols[0].radio("Large tensors", ["downsample", "slice"], horizontal=True, key="view",
+                     bind="query-params",
+                     help="The figures draw at most 128 × 128 cells: evenly spaced rows and "
+                          "columns of the whole tensor, or a contiguous window of it.")
+start = 0
+if mode == "slice" and grid_in.shape[0] > 128:
+    start = cols[1].number_input("First row", 0, grid_in.shape[0] - 1, 0, key="row0",
+                                 help="The window's first row.")
+view = grid_view(grid_in.shape, mode=mode, start_row=start)
+cols[2].caption(f"Tensor {tuple(shape)} in layout {layout}, drawn as a "
+                f"{grid_in.shape[0]} × {grid_in.shape[1]} grid"
+                + ("" if view.shape == grid_in.shape
+                   else f"; showing {view.shape[0]} × {view.shape[1]} of it") + ".")
+rows, columns = grid_labels(tuple(shape), layout, batch.row_labels)
+padding = None
+if batch.mask is not None:
+    pad = np.broadcast_to(np.expand_dims(~batch.mask, -1 if layout == "NLC" else 1), shape)
+    padding = view.take(to_grid(pad, layout))
+st.plotly_chart(charts.norm_heatmaps(
+    view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
+    view.take(to_grid(ex.groups, layout)), padding=padding,
+    row_labels=[rows[i] for i in view.rows], col_labels=[columns[i] for i in view.cols],
+    title_out=f"output y ({spec.norm})",
+), key="heatmaps")
+
+n_groups = len(ex.mean_in)
+shown = grid_view((1, n_groups), max_rows=1, max_cols=512).cols
+st.plotly_chart(charts.group_stats_figure(
+    ex.mean_in[shown], ex.std_in[shown], ex.mean_out[shown], ex.std_out[shown],
+    labels=[str(g) for g in shown],
+), key="stats")
+st.caption(f"{n_groups:,} groups" + ("" if len(shown) == n_groups
+                                     else f", {len(shown)} of them drawn") +
+           ". After normalization with γ = 1, β = 0 every group has mean 0 and deviation "
+           "close to 1 (a little below it when ε is large next to σ²).")
+st.plotly_chart(charts.distributions_figure(ex.input_values, ex.output_values),
+                key="distributions")
+
+# --- Step by step -----------------------------------------------------------------------------
+st.subheader("Step by step")
+group = st.number_input(
+    "Group", 0, n_groups - 1, 0, key="group",
+    help="Which group to work through: a token for LayerNorm, a feature for BatchNorm.")
+table = step_by_step(ex.x, result, spec, ex.groups, int(group), layout)
+st.dataframe(table, hide_index=True, key="steps")
+st.latex(worked_example_latex(table.iloc[0], spec.eps, rms=spec.norm == "RMSNorm"))
+st.caption("The first element of the group, with its numbers substituted into the formula.")
+
+# --- Check ------------------------------------------------------------------------------------
+st.subheader("Check against PyTorch")
+verdict = "matches" if ex.agrees_with_torch else "differs from"
+message = (f"lnviz {verdict} torch.nn.functional: largest |lnviz − torch| = "
+           f"{ex.max_difference:.3g} (tolerance {ex.tolerance:.3g} for {settings.dtype}).")
+if ex.agrees_with_torch:
+    st.success(message, icon="✅")
+else:
+    st.error(message, icon="❌")
+
+# --- Take it away -----------------------------------------------------------------------------
+st.subheader("Take it away")
+cols = st.columns(4)
+cols[0].download_button("output.npy", lambda: to_npy_bytes(result.output), "output.npy",
+                        help="The normalized output y as a NumPy file.")
+cols[1].download_button(
+    "intermediates.npz",
+    lambda: to_npz_bytes(ex.intermediates()),
+    "intermediates.npz", help="Input, μ, σ², 1/√(σ²+ε), x̂ and y in one .npz file.")
+cols[2].download_button("input.npy", lambda: to_npy_bytes(ex.x), "input.npy",
+                        help="The input, for the PyTorch snippet below.")
+if ex.output_values.size <= CSV_LIMIT:
+    cols[3].download_button("output.csv", lambda: to_csv_text(result.output), "output.csv",
+                            help="The output as comma-separated text.")
+else:
+    cols[3].caption(f"CSV is offered up to {CSV_LIMIT:,} values; use the .npy file.")
+if batch.mask is not None:
+    st.download_button("mask.npy", lambda: to_npy_bytes(batch.mask), "mask.npy",
+                       help="True at real tokens, False at padding.")
+st.code(pytorch_snippet(tuple(shape), layout, spec, settings.dtype, settings.device,
+                        has_mask=batch.mask is not None), language="python")
