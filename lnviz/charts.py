@@ -173,25 +173,17 @@ def group_stats_figure(
     return fig
 
 
-def _histogram(values: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return np.zeros(0), np.zeros(0)
-    counts, edges = np.histogram(finite, bins=bins)
-    return (edges[:-1] + edges[1:]) / 2, counts
-
-
 def distributions_figure(
-    values_in: np.ndarray, values_out: np.ndarray, bins: int = 60
+    histogram_in: tuple[np.ndarray, np.ndarray], histogram_out: tuple[np.ndarray, np.ndarray]
 ) -> go.Figure:
-    """Histograms of all values before and after (counts are computed here, so the figure
-    carries ``bins`` bars whatever the tensor's size)."""
+    """Histograms of all values before and after, from (bin centres, counts) pairs (see
+    :func:`lnviz.explore.histogram`), so the figure's size does not grow with the tensor."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("values before", "values after"))
-    for col, values, name, color in ((1, values_in, "before", BEFORE),
-                                     (2, values_out, "after", AFTER)):
-        centres, counts = _histogram(np.asarray(values, dtype=np.float64).ravel(), bins)
-        fig.add_trace(go.Bar(x=centres.astype(np.float32), y=counts.astype(np.int64),
-                             name=name, marker_color=color, showlegend=False), row=1, col=col)
+    for col, (centres, counts), name, color in ((1, histogram_in, "before", BEFORE),
+                                                (2, histogram_out, "after", AFTER)):
+        fig.add_trace(go.Bar(x=np.asarray(centres, dtype=np.float32),
+                             y=np.asarray(counts, dtype=np.int64), name=name,
+                             marker_color=color, showlegend=False), row=1, col=col)
     fig.update_layout(height=280, bargap=0.02, margin=dict(t=40, b=10))
     fig.update_yaxes(title_text="count", row=1, col=1)
     return fig

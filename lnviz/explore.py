@@ -19,7 +19,15 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.devices import to_tensor
-from lnviz.norms import NormResult, batch_norm, group_norm, instance_norm, layer_norm, rms_norm
+from lnviz.norms import (
+    NormResult,
+    batch_norm,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    mean_and_var,
+    rms_norm,
+)
 
 __all__ = [
     "LAYOUTS",
@@ -35,6 +43,7 @@ __all__ = [
     "grid_view",
     "group_ids",
     "group_stats",
+    "histogram",
     "max_abs_difference",
     "normalize",
     "param_size",
@@ -295,15 +304,20 @@ def max_abs_difference(
     ours: torch.Tensor, reference: torch.Tensor, where: torch.Tensor | None = None
 ) -> float:
     """max |ours − reference| over ``where`` (all positions if None); NaN where both are NaN
-    counts as agreement, NaN on one side only as an infinite difference."""
-    a, b = ours.double(), reference.double()
+    and equal infinities count as agreement, NaN on one side only as an infinite difference."""
+    dtype = torch.promote_types(torch.promote_types(ours.dtype, reference.dtype), torch.float32)
+    a, b = ours.to(dtype), reference.to(dtype)
     if where is not None:
         a, b = a[where], b[where]
-    both_nan = torch.isnan(a) & torch.isnan(b)
-    diff = (a - b).abs().masked_fill(both_nan, 0.0).nan_to_num(nan=math.inf)
-    same_inf = torch.isinf(a) & (a == b)
-    diff = diff.masked_fill(same_inf, 0.0)
-    return float(diff.max()) if diff.numel() else 0.0
+    if a.numel() == 0:
+        return 0.0
+    diff = (a - b).abs_()
+    largest = float(diff.max())
+    if math.isnan(largest):  # only NaN/inf values pay for the careful comparison
+        agree = (torch.isnan(a) & torch.isnan(b)) | (a == b)
+        diff = torch.where(agree, torch.zeros_like(diff), diff.nan_to_num(nan=math.inf))
+        largest = float(diff.max())
+    return largest
 
 
 # --- From tensors to what figures show --------------------------------------------------------
@@ -397,20 +411,27 @@ def grid_view(
 
 
 def group_stats(
-    values: np.ndarray, ids: np.ndarray, weights: np.ndarray | None = None
+    x: torch.Tensor, layout: str, spec: NormSpec, mask: torch.Tensor | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-group mean and (biased) standard deviation of ``values``, two-pass, in float64.
-
-    ``weights`` (0/1, the values' shape) leaves positions out, as masked BatchNorm does.
-    """
-    flat_ids = ids.ravel()
-    v = values.astype(np.float64).ravel()
-    w = np.ones_like(v) if weights is None else weights.astype(np.float64).ravel()
-    count = np.bincount(flat_ids, weights=w)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.bincount(flat_ids, weights=v * w) / count
-        var = np.bincount(flat_ids, weights=w * (v - mean[flat_ids]) ** 2) / count
-    return mean, np.sqrt(var)
+    """Mean and (biased) standard deviation of ``x`` over each group of ``spec``'s norm, in the
+    order of :func:`group_ids` — the batch's own statistics, even where the norm itself uses
+    running ones. ``mask`` leaves padding out (masked BatchNorm)."""
+    x = x.detach().to(torch.promote_types(x.dtype, torch.float32))
+    weights = None
+    if spec.norm in ("LayerNorm", "RMSNorm"):
+        dims = tuple(range(x.dim() - spec.dims, x.dim()))
+    elif spec.norm == "BatchNorm":
+        c = channel_dim(layout)
+        dims = tuple(d for d in range(x.dim()) if d != c)
+        if mask is not None and spec.use_mask:
+            weights = mask.unsqueeze(c).to(x.dtype)
+    else:
+        x = _channels_first(x, layout)
+        if spec.norm == "GroupNorm":
+            x = x.reshape(x.shape[0], spec.groups, -1)
+        dims = tuple(range(2, x.dim()))
+    mean, var, _ = mean_and_var(x, dims, weights)
+    return mean.double().cpu().numpy().ravel(), var.sqrt().double().cpu().numpy().ravel()
 
 
 def step_by_step(
@@ -559,6 +580,10 @@ class Exploration:
     std_out: np.ndarray
     max_difference: float
     tolerance: float
+    nonfinite_inputs: int
+    nonfinite_outputs: int
+    histogram_in: tuple[np.ndarray, np.ndarray]
+    histogram_out: tuple[np.ndarray, np.ndarray]
 
     @property
     def agrees_with_torch(self) -> bool:
@@ -571,10 +596,6 @@ class Exploration:
                  "x_hat": r.x_hat, "output": r.output}
         return {name: t for name, t in named.items() if t is not None}
 
-    @property
-    def nonfinite_outputs(self) -> int:
-        return int((~np.isfinite(self.output_values)).sum())
-
 
 def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "float32"
             ) -> Exploration:
@@ -586,18 +607,31 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
         result = normalize(x, batch.layout, spec, mask)
         reference, where = torch_reference(x, batch.layout, spec, mask)
     difference = max_abs_difference(result.output, reference, where)
-    scale = float(reference.double().abs().nan_to_num(0.0, 0.0, 0.0).max()) if x.numel() else 1
+    magnitude = reference.float().abs().nan_to_num(nan=0.0, posinf=0.0)
+    scale = float(magnitude.max()) if magnitude.numel() else 1.0
     ids = group_ids(tuple(x.shape), batch.layout, spec)
-    weights = None
-    if spec.norm == "BatchNorm" and spec.use_mask and batch.mask is not None:
-        weights = np.broadcast_to(np.expand_dims(batch.mask, channel_dim(batch.layout)),
-                                  x.shape)
+    mean_in, std_in = group_stats(x, batch.layout, spec, mask)
+    mean_out, std_out = group_stats(result.output, batch.layout, spec, mask)
     input_values = x.detach().float().cpu().numpy()
     output_values = result.output.detach().float().cpu().numpy()
-    mean_in, std_in = group_stats(input_values, ids, weights)
-    mean_out, std_out = group_stats(output_values, ids, weights)
     return Exploration(
         x=x, result=result, input_values=input_values, output_values=output_values,
         groups=ids, mean_in=mean_in, std_in=std_in, mean_out=mean_out, std_out=std_out,
         max_difference=difference, tolerance=TOLERANCE[dtype] * max(1.0, scale),
+        nonfinite_inputs=_count_nonfinite(input_values),
+        nonfinite_outputs=_count_nonfinite(output_values),
+        histogram_in=histogram(input_values), histogram_out=histogram(output_values),
     )
+
+
+def _count_nonfinite(values: np.ndarray) -> int:
+    return int(values.size - np.count_nonzero(np.isfinite(values)))
+
+
+def histogram(values: np.ndarray, bins: int = 60) -> tuple[np.ndarray, np.ndarray]:
+    """(bin centres, counts) of the finite values; empty arrays when there are none."""
+    finite = values[np.isfinite(values)] if _count_nonfinite(values) else values.ravel()
+    if finite.size == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    counts, edges = np.histogram(finite, bins=bins)
+    return (edges[:-1] + edges[1:]) / 2, counts

@@ -37,6 +37,7 @@ __all__ = [
     "group_norm",
     "instance_norm",
     "layer_norm",
+    "mean_and_var",
     "rms_norm",
 ]
 
@@ -78,7 +79,7 @@ def _mean(x: torch.Tensor, dims: tuple[int, ...], count: int | torch.Tensor) -> 
     return x.sum(dim=dims, keepdim=True) / count
 
 
-def _mean_and_var(
+def mean_and_var(
     x: torch.Tensor, dims: tuple[int, ...], weights: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
     """Two-pass μ and biased σ² over ``dims``; ``weights`` (0/1) leaves positions out.
@@ -180,7 +181,7 @@ def layer_norm(
     """
     dims = _trailing_dims(input, normalized_shape)
     x = input.to(_accumulation_dtype(input.dtype))
-    mean, var, _ = _mean_and_var(x, dims)  # μ, then σ² = mean((x − μ)²)
+    mean, var, _ = mean_and_var(x, dims)  # μ, then σ² = mean((x − μ)²)
     param_shape = tuple(input.shape[d] for d in dims)
     return _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
 
@@ -329,7 +330,7 @@ def batch_norm(
             "BatchNorm in training mode needs more than one value per channel to estimate a "
             f"variance; this input has one (shape {list(input.shape)})"
         )
-    mean, var, _ = _mean_and_var(x, dims, weights)
+    mean, var, _ = mean_and_var(x, dims, weights)
 
     if count > 0:
         with torch.no_grad():
@@ -389,7 +390,7 @@ def group_norm(
     # View the channels as (G, C/G) so that one group is a block of whole dims to reduce over.
     grouped = x.reshape(n, num_groups, c // num_groups, *input.shape[2:])
     group_dims = tuple(range(2, grouped.dim()))
-    mean, var, _ = _mean_and_var(grouped, group_dims)
+    mean, var, _ = mean_and_var(grouped, group_dims)
     stat_shape = (n, c) + (1,) * (input.dim() - 2)
     mean = mean.reshape(n, num_groups, 1).expand(n, num_groups, c // num_groups).reshape(stat_shape)
     var = var.reshape(n, num_groups, 1).expand(n, num_groups, c // num_groups).reshape(stat_shape)
@@ -459,7 +460,7 @@ def instance_norm(
             "InstanceNorm needs more than one spatial position per channel; this input has one "
             f"(shape {list(input.shape)})"
         )
-    mean, var, _ = _mean_and_var(x, dims)
+    mean, var, _ = mean_and_var(x, dims)
     if input.shape[0] > 0 and count > 0:
         with torch.no_grad():
             # The running buffers see the batch average of the per-instance statistics.

@@ -48,7 +48,7 @@ except ValueError as err:
     st.stop()
 result, shape, layout = ex.result, ex.x.shape, batch.layout
 
-if not np.isfinite(ex.input_values).all():
+if ex.nonfinite_inputs:
     st.warning("The input holds NaN or infinite values; every group that contains one gets a "
                "NaN mean and variance, so its whole output is NaN.", icon="⚠️")
 if ex.nonfinite_outputs:
@@ -96,7 +96,7 @@ st.caption(f"{n_groups:,} groups" + ("" if len(shown) == n_groups
                                      else f", {len(shown)} of them drawn") +
            ". After normalization with γ = 1, β = 0 every group has mean 0 and deviation "
            "close to 1 (a little below it when ε is large next to σ²).")
-st.plotly_chart(charts.distributions_figure(ex.input_values, ex.output_values),
+st.plotly_chart(charts.distributions_figure(ex.histogram_in, ex.histogram_out),
                 key="distributions")
 
 # --- Step by step -----------------------------------------------------------------------------

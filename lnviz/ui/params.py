@@ -45,12 +45,12 @@ def norm_controls(batch: Batch) -> NormSpec:
     cols = st.columns(3)
     if norm in ("LayerNorm", "RMSNorm"):
         spec["dims"] = cols[0].radio(
-            "Normalize over the last", list(range(1, len(shape))), horizontal=True,
-            format_func=lambda k: f"{k} dim{'s' if k > 1 else ''} {list(shape[-k:])}",
+            "Normalize over the last … dims", list(range(1, len(shape))), horizontal=True,
             key="dims", bind="query-params",
             help="normalized_shape: the trailing dims that share one μ and σ. Last 1 = per "
                  "token; last 2 of (words, batch, embedding) = seed 003's example.",
         )
+        cols[1].caption(f"normalized_shape = {tuple(shape[-spec['dims']:])}")
     elif norm == "BatchNorm":
         mode = cols[0].segmented_control(
             "Mode", ["train", "eval"], default="train", required=True, key="mode",

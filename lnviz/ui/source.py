@@ -94,9 +94,8 @@ def _preset_source() -> tuple[Batch, tuple]:
 def _random_source(seed: int) -> tuple[Batch, tuple]:
     cols = st.columns(4)
     layout = cols[0].selectbox(
-        "Layout", ["NC", "NLC", "NCHW"], format_func=lambda k: f"{k} {LAYOUTS[k]}",
-        key="rlayout", bind="query-params",
-        help="A table of features, a batch of token sequences, or a batch of images.",
+        "Layout", list(LAYOUTS), key="rlayout", bind="query-params",
+        help="; ".join(f"{k} = {v}" for k, v in LAYOUTS.items()),
     )
     n = cols[1].number_input("Batch size", 1, 100_000, 8, key="rn", bind="query-params",
                              help="Samples in the batch (N).")

@@ -51,7 +51,7 @@ def sidebar_settings() -> Settings:
 
 def current_settings() -> Settings:
     """The settings app.py's sidebar chose on this run (defaults when a page runs alone)."""
-    if "_settings" not in st.session_state and _legacy_pages_mode():
+    if _legacy_pages_mode():
         st.rerun()
     return st.session_state.get("_settings", Settings("cpu", "float32", 0))
 

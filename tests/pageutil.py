@@ -1,0 +1,46 @@
+"""Helpers for page tests: run a page through app.py with AppTest and read its figures."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60) -> AppTest:
+    """Run app.py (the shared frame) on ``page`` (e.g. "pages/explorer.py")."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    at.query_params.update(query or {})  # as if the page's URL carried them
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    """Every Plotly figure on the page, as its JSON spec."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def decode(value: object) -> np.ndarray:
+    """A Plotly array (plain list or the base64 typed-array form) as a NumPy array."""
+    if isinstance(value, dict) and "bdata" in value:
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        if shape:
+            array = array.reshape([int(s) for s in str(shape).split(",")])
+        return array
+    return np.asarray(value)
+
+
+def trace_data(at: AppTest, figure: int, trace: int, field: str = "z") -> np.ndarray:
+    return decode(figures(at)[figure]["data"][trace][field])
+
+
+def alerts(at: AppTest) -> dict[str, list[str]]:
+    return {"error": [e.value for e in at.error], "warning": [w.value for w in at.warning],
+            "success": [s.value for s in at.success], "info": [i.value for i in at.info]}

@@ -1,0 +1,78 @@
+"""lnviz.charts: figures built from data, checked without a browser."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from lnviz import charts
+from lnviz.explore import Batch, NormSpec, explore, grid_view, group_ids, histogram, to_grid
+
+MB = 1_000_000
+
+
+def heatmaps_for(values: np.ndarray, layout: str, spec: NormSpec) -> go.Figure:
+    ids = group_ids(values.shape, layout, spec)
+    grid = to_grid(values, layout)
+    view = grid_view(grid.shape)
+    return charts.norm_heatmaps(view.take(grid), view.take(grid), view.take(to_grid(ids, layout)))
+
+
+def test_group_boundaries_merge_runs():
+    rows = np.repeat(np.arange(3), 4).reshape(3, 4)  # one group per row (LayerNorm)
+    xs, ys = charts.group_boundaries(rows)
+    assert xs == [-0.5, 3.5, None, -0.5, 3.5, None]
+    assert ys == [0.5, 0.5, None, 1.5, 1.5, None]
+    cols = np.tile(np.arange(2), (3, 1))  # one group per column (BatchNorm)
+    assert charts.group_boundaries(cols) == ([0.5, 0.5, None], [-0.5, 2.5, None])
+    assert charts.group_boundaries(np.zeros((3, 3), int)) == ([], [])
+
+
+def test_heatmaps_carry_the_values_and_groups():
+    values = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    fig = charts.norm_heatmaps(values, -values, np.array([[0, 0], [1, 1]]),
+                               padding=np.array([[False, False], [False, True]]),
+                               row_labels=["a", "b"], col_labels=["f0", "f1"])
+    heatmaps = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert np.array_equal(np.asarray(heatmaps[0].z), values)
+    assert np.array_equal(np.asarray(heatmaps[1].z), -values)
+    assert np.asarray(heatmaps[2].customdata).tolist() == [[0, 0], [1, 1]]
+    pads = [t for t in fig.data if t.name == "padding"]
+    assert len(pads) == 3 and list(pads[0].x) == [1.0] and list(pads[0].y) == [1.0]
+    assert list(fig.layout.yaxis.ticktext) == ["a", "b"]
+
+
+def test_stats_and_distributions():
+    fig = charts.group_stats_figure(np.array([2.0, 5.0]), np.array([1.0, 3.0]),
+                                    np.zeros(2), np.ones(2))
+    assert [list(t.y) for t in fig.data] == [[2.0, 5.0], [0.0, 0.0], [1.0, 3.0], [1.0, 1.0]]
+    values = np.arange(100, dtype=np.float64)
+    fig = charts.distributions_figure(histogram(values, bins=10),
+                                      histogram(np.full(100, np.nan)))
+    assert np.asarray(fig.data[0].y).tolist() == [10] * 10
+    assert np.asarray(fig.data[0].x)[0] == pytest.approx(4.95)
+    assert len(fig.data[1].y) == 0  # all NaN: nothing to count, and no error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("shape", "layout", "spec"), [
+    ((50_000, 1_000), "NC", NormSpec(norm="LayerNorm")),
+    ((50_000, 1_000), "NC", NormSpec(norm="BatchNorm")),
+    ((100, 500, 1_000), "NLC", NormSpec(norm="BatchNorm")),
+    ((10, 50, 316, 316), "NCHW", NormSpec(norm="GroupNorm", groups=5)),
+])
+def test_no_figure_carries_more_than_a_megabyte(shape, layout, spec):
+    """50 million values in, at most ~1 MB of figure JSON out, whatever the norm and layout."""
+    values = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    figures = [heatmaps_for(values, layout, spec)]
+    if layout == "NC":
+        ex = explore(Batch(values, layout), spec)
+        shown = grid_view((1, len(ex.mean_in)), max_rows=1, max_cols=512).cols
+        figures += [
+            charts.group_stats_figure(ex.mean_in[shown], ex.std_in[shown], ex.mean_out[shown],
+                                      ex.std_out[shown]),
+            charts.distributions_figure(ex.histogram_in, ex.histogram_out),
+        ]
+    for fig in figures:
+        assert len(fig.to_json()) < MB

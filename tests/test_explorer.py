@@ -1,0 +1,199 @@
+"""The app shell and the Explorer page, run headless with Streamlit's AppTest."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import numpy as np
+import pytest
+from pageutil import alerts, figures, open_page, trace_data
+
+EXPLORER = "pages/explorer.py"
+
+
+def output_grid(at) -> np.ndarray:
+    """The output heatmap of the first figure (input, groups, output are traces 0, 1, 2)."""
+    return trace_data(at, 0, 1)
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def explorer():
+    return open_page(EXPLORER)
+
+
+def test_home_page_links_every_page_and_shows_the_formula():
+    at = open_page("pages/home.py")
+    assert any(r"\sqrt{\sigma^2 + \epsilon}" in latex.value for latex in at.latex)
+    links = [link.proto.page for link in at.get("page_link")]
+    assert any("explorer" in link for link in links)
+
+
+def test_sidebar_offers_devices_precisions_and_seed(explorer):
+    assert explorer.selectbox(key="device").options == ["cpu"] or "cuda" in \
+        explorer.selectbox(key="device").options
+    assert explorer.selectbox(key="precision").options == ["float32", "float64", "float16",
+                                                           "bfloat16"]
+    assert explorer.number_input(key="seed").value == 0
+
+
+def test_default_view_is_seed_002_under_layer_norm(explorer):
+    assert len(figures(explorer)) == 3
+    out = output_grid(explorer)
+    assert out.shape == (8, 3)
+    np.testing.assert_allclose(out[0], [-1.2247, 0.0, 1.2247], atol=1e-4)  # "I" = [1, 2, 3]
+    np.testing.assert_allclose(out[7], [0.0, 0.0, 0.0])  # the pad token
+    assert "matches torch.nn.functional" in alerts(explorer)["success"][0]
+    assert any("= (-1.225)" in latex.value for latex in explorer.latex)
+
+
+def test_switching_to_batch_norm_changes_the_output_and_groups(explorer):
+    layer = output_grid(explorer)
+    explorer.segmented_control(key="norm").set_value("BatchNorm").run()
+    batch = output_grid(explorer)
+    assert not np.allclose(layer, batch)
+    groups = trace_data(explorer, 0, 2, "customdata")
+    assert groups[0].tolist() == [0, 1, 2]  # one group per feature (column)
+    # masked by default: feature 1 of "I" is (1 − 4)/2 = −1.5 (seed 002, pad left out)
+    assert batch[0, 0] == pytest.approx(-1.5, abs=1e-4)
+    explorer.checkbox(key="usemask").uncheck().run()
+    assert output_grid(explorer)[0, 0] == pytest.approx((1 - 3.5) / 2.2913, abs=1e-3)
+    explorer.segmented_control(key="mode").set_value("eval").run()
+    evaluated = output_grid(explorer)
+    trained = output_grid(open_page(EXPLORER, {"norm": "BatchNorm", "usemask": "false"}))
+    assert not np.allclose(evaluated, trained)
+    assert "matches" in alerts(explorer)["success"][0]
+
+
+@pytest.mark.parametrize("norm", ["RMSNorm", "GroupNorm", "InstanceNorm"])
+def test_every_norm_runs_and_matches_torch(explorer, norm):
+    explorer.segmented_control(key="norm").set_value(norm).run()
+    assert not explorer.exception
+    assert "matches torch.nn.functional" in alerts(explorer)["success"][0]
+
+
+def test_epsilon_gamma_beta_move_the_output():
+    at = open_page(EXPLORER, {"preset": "Almost constant vector"})
+    # seed 000: σ² = 4e-9, so ε = 1e-5 (the default) swamps it: x̂ = ±1e-4/√(1e-5) ≈ ±0.0316
+    assert np.abs(output_grid(at)).max() == pytest.approx(0.03162, abs=1e-4)
+    at.select_slider(key="eps").set_value(0.0).run()
+    assert np.abs(output_grid(at)).max() == pytest.approx(1.5811, abs=1e-3)
+    at.select_slider(key="eps").set_value(1e-8).run()
+    damped = output_grid(at)
+    assert np.abs(damped).max() == pytest.approx(0.8452, abs=1e-3)
+    at.slider(key="gamma").set_value(2.0).run()
+    at.slider(key="beta").set_value(1.0).run()
+    np.testing.assert_allclose(output_grid(at), 2.0 * damped + 1.0, atol=1e-4)
+    at.button(key="reset").click().run()
+    assert at.slider(key="gamma").value == 1.0 and at.slider(key="beta").value == 0.0
+    np.testing.assert_allclose(output_grid(at), damped, atol=1e-6)
+
+
+def test_eps_zero_on_a_constant_row_warns_instead_of_crashing():
+    at = open_page(EXPLORER, {"preset": "A constant row"})
+    at.select_slider(key="eps").set_value(0.0).run()
+    assert not at.exception
+    assert any("NaN" in w for w in alerts(at)["warning"])
+    assert np.isnan(output_grid(at)[0]).all()
+
+
+def test_layer_norm_over_the_last_two_dims_of_seed_003():
+    at = open_page(EXPLORER, {"preset": "Two words, batch of one"})
+    at.radio(key="dims").set_value(2).run()
+    np.testing.assert_allclose(output_grid(at), [[0.0, -1.2238, 1.2238],
+                                                 [1.4140, -0.7070, -0.7070]], atol=1e-4)
+
+
+def test_per_feature_gamma_table():
+    at = open_page(EXPLORER, {"preset": "The vector [1, 2, 3]"})
+    at.radio(key="affine").set_value("per feature").run()
+    assert not at.exception
+    assert len(at.data_editor) == 1
+
+
+@pytest.mark.parametrize(("source", "shape"), [
+    ("random", (8, 6)), ("padded", (18, 4)), ("images", (8, 36)), ("typed", (3, 4)),
+])
+def test_generated_sources(explorer, source, shape):
+    explorer.segmented_control(key="src").set_value(source).run()
+    assert not explorer.exception and not alerts(explorer)["error"]
+    assert output_grid(explorer).shape == shape
+
+
+def test_random_batch_follows_its_controls_and_seed(explorer):
+    explorer.segmented_control(key="src").set_value("random").run()
+    first = trace_data(explorer, 0, 0)
+    explorer.number_input(key="seed").set_value(7).run()
+    assert not np.allclose(first, trace_data(explorer, 0, 0))
+    explorer.selectbox(key="rlayout").set_value("NLC").run()
+    assert output_grid(explorer).shape == (8 * 5, 6)
+
+
+def test_typed_text_and_its_errors(explorer):
+    explorer.segmented_control(key="src").set_value("typed").run()
+    explorer.radio(key="tmode").set_value("text").run()
+    explorer.text_area(key="ttext").set_value("1 2 3\n4 5 6").run()
+    np.testing.assert_allclose(output_grid(explorer)[1], [-1.2247, 0, 1.2247], atol=1e-4)
+    explorer.text_area(key="ttext").set_value("1 2 3\n4 five 6").run()
+    assert not explorer.exception
+    assert "line 2" in alerts(explorer)["error"][0]
+
+
+def test_upload_a_good_npy(explorer):
+    explorer.segmented_control(key="src").set_value("upload").run()
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    explorer.file_uploader(key="upload").upload("acts.npy", npy_bytes(values)).run()
+    assert not explorer.exception
+    np.testing.assert_allclose(trace_data(explorer, 0, 0), values)
+    assert "matches" in alerts(explorer)["success"][0]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"this is not a tensor", "not a .npy or .npz file"),
+    (npy_bytes(np.zeros((2, 3)))[:-8], "truncated"),
+    (npy_bytes(np.zeros((1, 1, 1, 1, 2))), "1-D to 4-D"),
+    (npy_bytes(np.zeros((0, 3))), "nothing to normalize"),
+])
+def test_a_refused_upload_shows_a_message_not_a_traceback(explorer, content, message):
+    explorer.segmented_control(key="src").set_value("upload").run()
+    explorer.file_uploader(key="upload").upload("bad.npy", content).run()
+    assert not explorer.exception
+    assert any(message in e for e in alerts(explorer)["error"]), alerts(explorer)
+
+
+def test_npz_with_several_arrays_and_a_3d_tensor(explorer):
+    buffer = io.BytesIO()
+    acts = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    np.savez(buffer, first=np.ones((2, 2)), acts=acts)
+    explorer.segmented_control(key="src").set_value("upload").run()
+    explorer.file_uploader(key="upload").upload("two.npz", buffer.getvalue()).run()
+    explorer.selectbox(key="array").set_value("acts").run()
+    assert output_grid(explorer).shape == (6, 4)  # (batch, seq, features) -> 6 tokens × 4
+    explorer.selectbox(key="ax_seq").set_value(2).run()  # features now on axis 1
+    assert output_grid(explorer).shape == (8, 3)
+    assert not zipfile.is_zipfile(io.BytesIO(b"x"))
+
+
+def test_url_parameters_restore_the_settings():
+    at = open_page(EXPLORER, {"src": "Random batch", "rlayout": "NLC", "norm": "BatchNorm",
+                              "eps": "1e-3", "gamma": "2.0", "seed": "3"})
+    assert at.segmented_control(key="src").value == "random"
+    assert at.segmented_control(key="norm").value == "BatchNorm"
+    assert at.select_slider(key="eps").value == pytest.approx(1e-3)
+    assert at.slider(key="gamma").value == 2.0
+    assert at.number_input(key="seed").value == 3
+    assert output_grid(at).shape == (40, 6)
+
+
+def test_downloads_and_snippet(explorer):
+    labels = [b.label for b in explorer.get("download_button")]
+    assert {"output.npy", "intermediates.npz", "input.npy", "output.csv", "mask.npy"} <= \
+        set(labels)
+    code = explorer.code[0].value
+    assert "F.layer_norm(x, normalized_shape, gamma, beta, eps=1e-05)" in code
