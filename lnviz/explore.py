@@ -198,12 +198,12 @@ def _channels_first(x: torch.Tensor, layout: str) -> torch.Tensor:
 def _result_channels_last(r: NormResult) -> NormResult:
     swap = {1: 2, 2: 1}
     return NormResult(
-        output=r.output.transpose(1, 2),
-        mean=None if r.mean is None else r.mean.transpose(1, 2),
-        var=r.var.transpose(1, 2),
-        rstd=r.rstd.transpose(1, 2),
-        x_hat=r.x_hat.transpose(1, 2),
-        reduce_dims=tuple(sorted(swap.get(d, d) for d in r.reduce_dims)),
+        r.output.transpose(1, 2),
+        None if r.mean is None else r.mean.transpose(1, 2),
+        r.var.transpose(1, 2),
+        r.rstd.transpose(1, 2),
+        lambda: r.x_hat.transpose(1, 2),
+        tuple(sorted(swap.get(d, d) for d in r.reduce_dims)),
     )
 
 
@@ -436,9 +436,10 @@ def group_stats(
 
 def step_by_step(
     x: torch.Tensor, result: NormResult, spec: NormSpec, ids: np.ndarray, group: int,
-    layout: str, max_rows: int = 64,
+    layout: str, max_rows: int = 64, mask: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """The worked example for one group: x, μ, σ², √(σ²+ε), x̂, γ, β and y for its elements."""
+    """The worked example for one group: x, μ, σ², √(σ²+ε), x̂, γ, β and y for its elements
+    (the first ``max_rows``), with a padding column when the batch has a ``mask``."""
     positions = np.flatnonzero(ids.ravel() == group)[:max_rows]
     if positions.size == 0:
         raise ValueError(f"there is no group {group}")
@@ -465,6 +466,9 @@ def step_by_step(
         "β": at(beta) if spec.norm != "RMSNorm" else np.zeros(positions.size),
         "y": at(result.output),
     }
+    if mask is not None:
+        c = channel_dim(layout)
+        table["padding"] = ~mask[tuple(i for d, i in enumerate(idx) if d != c)]
     return pd.DataFrame(table)
 
 

@@ -21,17 +21,24 @@ InstanceNorm   the spatial dims                                   (sample, chann
 Statistics are accumulated in at least float32 (float16/bfloat16 inputs are promoted), and the
 variance is computed in two passes — first μ, then the mean of (x − μ)² — never as E[x²] − E[x]²,
 which cancels catastrophically when the values sit far from zero.
+
+Every function also takes a keyword-only ``impl``: ``"scratch"`` (the default) is the readable
+code above each docstring's formula, materialising every intermediate; ``"fast"`` returns the
+same :class:`NormResult` from torch's fused native kernels (``torch.native_layer_norm``,
+``torch.native_batch_norm``, ``torch.native_group_norm``), building ``x_hat`` only when it is
+read. The app uses ``fast`` for large tensors; tests hold the two to the same answers.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
 __all__ = [
+    "IMPLS",
     "NormResult",
     "batch_norm",
     "group_norm",
@@ -56,15 +63,30 @@ class NormResult:
 
     ``mean``, ``var`` and ``rstd`` keep the reduced dims with size 1 so that they broadcast
     against the input; they and ``x_hat`` are in the accumulation dtype (float32 for float16 and
-    bfloat16 inputs, otherwise the input's dtype).
+    bfloat16 inputs, otherwise the input's dtype). ``x_hat`` may be given as a function that
+    computes it: the fast path builds it only when it is read, which saves a full-size tensor.
     """
 
     output: torch.Tensor
     mean: torch.Tensor | None
     var: torch.Tensor
     rstd: torch.Tensor
-    x_hat: torch.Tensor
+    _x_hat: torch.Tensor | Callable[[], torch.Tensor] = field(repr=False)
     reduce_dims: tuple[int, ...]
+
+    @property
+    def x_hat(self) -> torch.Tensor:
+        if callable(self._x_hat):
+            object.__setattr__(self, "_x_hat", self._x_hat())  # computed once, then kept
+        return self._x_hat
+
+
+IMPLS = ("scratch", "fast")
+
+
+def _check_impl(impl: str) -> None:
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
 
 
 def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -127,14 +149,7 @@ def _result(
     rstd = torch.rsqrt(var + eps)  # 1/√(σ² + ε); ε = 0 on a constant row gives the true inf
     x_hat = (x - mean) * rstd if mean is not None else x * rstd
     y = _affine(x_hat, weight, bias, param_shape)
-    return NormResult(
-        output=y.to(input_dtype),
-        mean=mean,
-        var=var,
-        rstd=rstd,
-        x_hat=x_hat,
-        reduce_dims=reduce_dims,
-    )
+    return NormResult(y.to(input_dtype), mean, var, rstd, x_hat, reduce_dims)
 
 
 def _trailing_dims(input: torch.Tensor, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -153,6 +168,8 @@ def layer_norm(
     weight: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     eps: float = 1e-5,
+    *,
+    impl: str = "scratch",
 ) -> NormResult:
     r"""Layer Normalization (Ba et al., 2016): each sample is normalized over its own features.
 
@@ -180,6 +197,9 @@ def layer_norm(
         tensor([[-1.2247,  0.0000,  1.2247]])
     """
     dims = _trailing_dims(input, normalized_shape)
+    _check_impl(impl)
+    if impl == "fast":
+        return _fast_layer_norm(input, dims, weight, bias, eps)
     x = input.to(_accumulation_dtype(input.dtype))
     mean, var, _ = mean_and_var(x, dims)  # μ, then σ² = mean((x − μ)²)
     param_shape = tuple(input.shape[d] for d in dims)
@@ -191,6 +211,8 @@ def rms_norm(
     normalized_shape: int | Sequence[int],
     weight: torch.Tensor | None = None,
     eps: float | None = None,
+    *,
+    impl: str = "scratch",
 ) -> NormResult:
     r"""RMSNorm (Zhang & Sennrich, 2019): LayerNorm without centering and without β.
 
@@ -216,9 +238,12 @@ def rms_norm(
         tensor([[0.8485, 1.1314]])
     """
     dims = _trailing_dims(input, normalized_shape)
+    _check_impl(impl)
     x = input.to(_accumulation_dtype(input.dtype))
     if eps is None:
         eps = torch.finfo(x.dtype).eps
+    if impl == "fast":
+        return _fast_rms_norm(input, dims, weight, eps)
     mean_square = _mean(x**2, dims, math.prod(x.shape[d] for d in dims))
     param_shape = tuple(input.shape[d] for d in dims)
     return _result(x, None, mean_square, eps, weight, None, param_shape, dims, input.dtype)
@@ -254,6 +279,7 @@ def batch_norm(
     channel_dim: int = 1,
     mask: torch.Tensor | None = None,
     num_batches_tracked: torch.Tensor | None = None,
+    impl: str = "scratch",
 ) -> NormResult:
     r"""Batch Normalization (Ioffe & Szegedy, 2015): each channel is normalized over the batch.
 
@@ -297,6 +323,7 @@ def batch_norm(
         tensor([[-1.0000, -1.0000],
                 [ 1.0000,  1.0000]])
     """
+    _check_impl(impl)
     channel = channel_dim % input.dim() if input.dim() else 0
     dims = tuple(d for d in range(input.dim()) if d != channel)
     param_shape = [1] * input.dim()
@@ -304,6 +331,9 @@ def batch_norm(
     x = input.to(_accumulation_dtype(input.dtype))
     use_batch_stats = training or running_mean is None or running_var is None
 
+    if impl == "fast" and mask is None and (momentum is not None or not training):
+        return _fast_batch_norm(input, running_mean, running_var, weight, bias, training,
+                                momentum, eps, channel, dims, use_batch_stats)
     if not use_batch_stats:
         mean = running_mean.to(x.dtype).reshape(param_shape)
         var = running_var.to(x.dtype).reshape(param_shape)
@@ -350,6 +380,8 @@ def group_norm(
     weight: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     eps: float = 1e-5,
+    *,
+    impl: str = "scratch",
 ) -> NormResult:
     r"""Group Normalization (Wu & He, 2018): channels are split into groups, and each sample is
     normalized over one group of channels and all spatial positions.
@@ -386,6 +418,9 @@ def group_norm(
     if n * (c // num_groups) * math.prod(input.shape[2:]) == 1:
         # torch refuses this too: one value per group has no spread to normalize by.
         raise ValueError("group_norm needs more than one value per group; this input has one")
+    _check_impl(impl)
+    if impl == "fast":
+        return _fast_group_norm(input, num_groups, weight, bias, eps)
     x = input.to(_accumulation_dtype(input.dtype))
     # View the channels as (G, C/G) so that one group is a block of whole dims to reduce over.
     grouped = x.reshape(n, num_groups, c // num_groups, *input.shape[2:])
@@ -408,6 +443,8 @@ def instance_norm(
     use_input_stats: bool = True,
     momentum: float = 0.1,
     eps: float = 1e-5,
+    *,
+    impl: str = "scratch",
 ) -> NormResult:
     r"""Instance Normalization (Ulyanov et al., 2016): each channel of each sample is normalized
     over its own spatial positions.
@@ -442,6 +479,7 @@ def instance_norm(
         raise ValueError(
             f"instance_norm needs (N, C, *) input with a spatial dim, got {list(input.shape)}"
         )
+    _check_impl(impl)
     c = input.shape[1]
     dims = tuple(range(2, input.dim()))
     param_shape = (1, c) + (1,) * len(dims)
@@ -460,13 +498,127 @@ def instance_norm(
             "InstanceNorm needs more than one spatial position per channel; this input has one "
             f"(shape {list(input.shape)})"
         )
-    mean, var, _ = mean_and_var(x, dims)
+    if impl == "fast":  # InstanceNorm is GroupNorm with one group per channel
+        fast = _fast_group_norm(input, c, weight, bias, eps)
+        result = NormResult(fast.output, fast.mean, fast.var, fast.rstd, fast._x_hat, dims)
+    else:
+        mean, var, _ = mean_and_var(x, dims)
+        result = _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
     if input.shape[0] > 0 and count > 0:
         with torch.no_grad():
             # The running buffers see the batch average of the per-instance statistics.
             if running_mean is not None:
-                _update_running(running_mean, mean.mean(dim=0).flatten(), momentum, None)
+                _update_running(running_mean, result.mean.mean(dim=0).flatten(), momentum, None)
             if running_var is not None:
-                unbiased = var * count / (count - 1)
+                unbiased = result.var * count / (count - 1)
                 _update_running(running_var, unbiased.mean(dim=0).flatten(), momentum, None)
-    return _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+    return result
+
+
+# --- The fast path: torch's fused kernels, the same NormResult -----------------------------------
+#
+# Each native kernel returns the output and the statistics it used (μ and 1/√(σ²+ε)) in one pass
+# over the input, so the result costs about one read and one write of the tensor. σ² is
+# recovered from rstd as rstd⁻² − ε (exact up to rounding unless σ² is far below ε), and x̂ is
+# computed from the input only if someone reads it.
+
+
+def _lazy_x_hat(
+    input: torch.Tensor, mean: torch.Tensor | None, rstd: torch.Tensor
+) -> Callable[[], torch.Tensor]:
+    def x_hat() -> torch.Tensor:
+        x = input.to(rstd.dtype)
+        return (x - mean) * rstd if mean is not None else x * rstd
+
+    return x_hat
+
+
+def _var_from_rstd(rstd: torch.Tensor, eps: float) -> torch.Tensor:
+    return (rstd.pow(-2) - eps).clamp_min(0)
+
+
+def _fast_layer_norm(
+    input: torch.Tensor,
+    dims: tuple[int, ...],
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+) -> NormResult:
+    shape = [input.shape[d] for d in dims]
+    output, mean, rstd = torch.native_layer_norm(input, shape, weight, bias, eps)
+    stat_shape = tuple(input.shape[: input.dim() - len(dims)]) + (1,) * len(dims)
+    mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
+    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
+                      _lazy_x_hat(input, mean, rstd), dims)
+
+
+def _fast_rms_norm(
+    input: torch.Tensor, dims: tuple[int, ...], weight: torch.Tensor | None, eps: float
+) -> NormResult:
+    shape = [input.shape[d] for d in dims]
+    output, rstd = torch.ops.aten._fused_rms_norm(input, shape, weight, eps)
+    stat_shape = tuple(input.shape[: input.dim() - len(dims)]) + (1,) * len(dims)
+    rstd = rstd.to(_accumulation_dtype(input.dtype)).reshape(stat_shape)
+    return NormResult(output, None, _var_from_rstd(rstd, eps), rstd,
+                      _lazy_x_hat(input, None, rstd), dims)
+
+
+def _fast_batch_norm(
+    input: torch.Tensor,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    training: bool,
+    momentum: float | None,
+    eps: float,
+    channel: int,
+    dims: tuple[int, ...],
+    use_batch_stats: bool,
+) -> NormResult:
+    if use_batch_stats and not training:
+        raise ValueError(
+            "running_mean and running_var must be given in evaluation mode (training=False); "
+            "pass training=True to normalize with the batch's own statistics"
+        )
+    if training and math.prod(input.shape[d] for d in dims) == 1:
+        raise ValueError(
+            "BatchNorm in training mode needs more than one value per channel to estimate a "
+            f"variance; this input has one (shape {list(input.shape)})"
+        )
+    x = input.movedim(channel, 1) if channel != 1 else input
+    output, save_mean, save_rstd = torch.native_batch_norm(
+        x, weight, bias, running_mean, running_var, training, momentum or 0.0, eps
+    )
+    stat_shape = [1] * input.dim()
+    stat_shape[channel] = input.shape[channel]
+    acc = _accumulation_dtype(input.dtype)
+    if training:
+        mean, rstd = save_mean.to(acc), save_rstd.to(acc)
+    else:  # evaluation: the running statistics
+        mean = running_mean.to(acc)
+        rstd = torch.rsqrt(running_var.to(acc) + eps)
+    mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
+    output = output.movedim(1, channel) if channel != 1 else output
+    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
+                      _lazy_x_hat(input, mean, rstd), dims)
+
+
+def _fast_group_norm(
+    input: torch.Tensor,
+    num_groups: int,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+) -> NormResult:
+    n, c = input.shape[0], input.shape[1]
+    spatial = math.prod(input.shape[2:])
+    output, mean, rstd = torch.native_group_norm(input, weight, bias, n, c, spatial, num_groups,
+                                                 eps)
+    # (N, G) statistics, repeated for each channel of a group so that they broadcast.
+    stat_shape = (n, c) + (1,) * (input.dim() - 2)
+    acc = _accumulation_dtype(input.dtype)
+    mean = mean.to(acc).repeat_interleave(c // num_groups, dim=1).reshape(stat_shape)
+    rstd = rstd.to(acc).repeat_interleave(c // num_groups, dim=1).reshape(stat_shape)
+    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
+                      _lazy_x_hat(input, mean, rstd), tuple(range(1, input.dim())))

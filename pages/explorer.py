@@ -104,7 +104,7 @@ st.subheader("Step by step")
 group = st.number_input(
     "Group", 0, n_groups - 1, 0, key="group",
     help="Which group to work through: a token for LayerNorm, a feature for BatchNorm.")
-table = step_by_step(ex.x, result, spec, ex.groups, int(group), layout)
+table = step_by_step(ex.x, result, spec, ex.groups, int(group), layout, mask=batch.mask)
 st.dataframe(table, hide_index=True, key="steps")
 st.latex(worked_example_latex(table.iloc[0], spec.eps, rms=spec.norm == "RMSNorm"))
 st.caption("The first element of the group, with its numbers substituted into the formula.")

@@ -187,8 +187,10 @@ def test_step_by_step_for_seed_002_feature_one():
     spec = NormSpec(norm="BatchNorm", use_mask=True)
     x = torch.tensor(batch.values)
     result = normalize(x, "NLC", spec, torch.tensor(batch.mask))
-    table = step_by_step(x, result, spec, group_ids(x.shape, "NLC", spec), 0, "NLC")
+    table = step_by_step(x, result, spec, group_ids(x.shape, "NLC", spec), 0, "NLC",
+                         mask=batch.mask)
     assert table["x"].tolist() == [1, 2, 3, 4, 5, 6, 7, 0]
+    assert table["padding"].tolist() == [False] * 7 + [True]
     assert set(table["μ"]) == {4.0}
     assert table["σ²"].iloc[0] == pytest.approx(4.0)
     assert table["y"].iloc[0] == pytest.approx(-1.5, abs=1e-5)

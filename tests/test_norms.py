@@ -34,12 +34,14 @@ def close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> N
 
 
 def matches(actual: torch.Tensor, torch_same_dtype: torch.Tensor, torch_exact: torch.Tensor,
-            dtype: torch.dtype) -> None:
+            dtype: torch.dtype, condition: float = 0.0) -> None:
     """Close to torch in the same dtype, or at least as close to the exact answer as torch is.
 
     Where a row is ill-conditioned (a single feature, two nearly equal values, ε ≪ σ²) the last
     bits of both results are rounding noise; lnviz must then be no further from torch's float64
-    answer on the same input than torch's own kernel is (up to a factor of 4).
+    answer on the same input than torch's own kernel is (up to a factor of 4), or within the
+    rounding bound that the problem's ``condition`` number (max |x| / σ) allows: torch's CPU
+    BatchNorm accumulates float32 in float64, so it can beat that bound.
     """
     try:
         close(actual, torch_same_dtype, dtype)
@@ -47,7 +49,8 @@ def matches(actual: torch.Tensor, torch_same_dtype: torch.Tensor, torch_exact: t
         exact = torch_exact.double().cpu()
         ours = (actual.double().cpu() - exact).abs().nan_to_num(0.0)
         theirs = (torch_same_dtype.double().cpu() - exact).abs().nan_to_num(0.0)
-        assert bool((ours <= 4 * theirs + TOL[dtype]["atol"]).all()), (ours.max(), theirs.max())
+        bound = 4 * theirs + TOL[dtype]["atol"] + 4 * torch.finfo(dtype).eps * condition
+        assert bool((ours <= bound).all()), (ours.max(), theirs.max())
         assert torch.equal(torch.isnan(actual.cpu()), torch.isnan(torch_exact.cpu()))
 
 
@@ -348,7 +351,9 @@ def test_channel_last_with_mask_matches_torch_on_real_tokens(device, batch, leng
     result = lnviz.batch_norm(x, rm, rv, weight, bias, True, channel_dim=-1, mask=mask.to(device))
     expected = F.batch_norm(real, trm, trv, weight, bias, True)
     exact = F.batch_norm(*double(real), None, None, *double(weight, bias), True)
-    matches(result.output[mask.to(device)], expected, exact, torch.float32)
+    scale = 1.0 if weight is None else float(weight.abs().max())
+    condition = scale * float(real.abs().max() / real.double().std(0, unbiased=False).min())
+    matches(result.output[mask.to(device)], expected, exact, torch.float32, condition)
     close(rm, trm, torch.float32)
     close(rv, trv, torch.float32)
     assert result.mean.shape == (1, 1, channels)

@@ -1,0 +1,118 @@
+"""impl="fast" returns the same NormResult as the readable impl="scratch" (and as torch)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lnviz
+from lnviz.devices import DTYPES, supported_dtypes
+
+TOL = {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}
+
+
+def same(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, rel: bool = False) -> None:
+    tol = TOL[dtype]
+    torch.testing.assert_close(a.double().cpu(), b.double().cpu(), atol=0 if rel else tol,
+                               rtol=tol, equal_nan=True)
+
+
+def both(fn, *args, **kwargs) -> tuple[lnviz.NormResult, lnviz.NormResult]:
+    return fn(*args, **kwargs, impl="scratch"), fn(*args, **kwargs, impl="fast")
+
+
+def compare(scratch: lnviz.NormResult, fast: lnviz.NormResult, dtype: torch.dtype) -> None:
+    assert fast.output.dtype == scratch.output.dtype == dtype
+    assert fast.reduce_dims == scratch.reduce_dims
+    same(fast.output, scratch.output, dtype)
+    if scratch.mean is not None:
+        same(fast.mean, scratch.mean, dtype)
+    same(fast.rstd, scratch.rstd, dtype, rel=True)
+    assert fast.mean is None or fast.mean.shape == scratch.mean.shape
+    assert fast.var.shape == scratch.var.shape and fast.rstd.shape == scratch.rstd.shape
+    same(fast.x_hat, scratch.x_hat, dtype)
+
+
+CASE = settings(max_examples=40, deadline=None)
+SIZES = st.integers(2, 6)
+
+
+@CASE
+@given(n=SIZES, c=SIZES, length=SIZES, dtype_name=st.sampled_from(list(DTYPES)),
+       affine=st.booleans(), eps=st.sampled_from([1e-5, 1e-2]), seed=st.integers(0, 999))
+def test_fast_equals_scratch(device, n, c, length, dtype_name, affine, eps, seed):
+    if dtype_name not in supported_dtypes(device):
+        pytest.skip(f"{dtype_name} is not supported on {device}")
+    dtype = DTYPES[dtype_name]
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(n, c, length, generator=g) * 3 + 1).to(device, dtype)
+    pdtype = torch.float64 if dtype == torch.float64 else torch.float32
+    w = (torch.rand(c, generator=g) + 0.5).to(device, pdtype) if affine else None
+    b = torch.randn(c, generator=g).to(device, pdtype) if affine else None
+    wl = (torch.rand(length, generator=g) + 0.5).to(device, dtype) if affine else None
+    bl = torch.randn(length, generator=g).to(device, dtype) if affine else None
+
+    compare(*both(lnviz.layer_norm, x, length, wl, bl, eps), dtype)
+    compare(*both(lnviz.layer_norm, x, (c, length), None, None, eps), dtype)
+    compare(*both(lnviz.rms_norm, x, length, wl, eps), dtype)
+    compare(*both(lnviz.group_norm, x, 1, w, b, eps), dtype)
+    compare(*both(lnviz.group_norm, x, c, w, b, eps), dtype)
+    compare(*both(lnviz.instance_norm, x, None, None, w, b, True, 0.1, eps), dtype)
+    compare(*both(lnviz.batch_norm, x, None, None, w, b, True, 0.1, eps), dtype)
+    compare(*both(lnviz.batch_norm, x.transpose(1, 2), None, None, w, b, True, 0.1, eps,
+                  channel_dim=-1), dtype)
+
+
+def test_fast_batch_norm_updates_running_statistics_like_torch():
+    x = torch.randn(8, 3, 5)
+    ours = (torch.zeros(3), torch.ones(3))
+    theirs = (torch.zeros(3), torch.ones(3))
+    for _ in range(3):
+        lnviz.batch_norm(x, *ours, training=True, momentum=0.3, impl="fast")
+        F.batch_norm(x, *theirs, training=True, momentum=0.3)
+    torch.testing.assert_close(ours[0], theirs[0])
+    torch.testing.assert_close(ours[1], theirs[1])
+    evaluated = lnviz.batch_norm(x, *ours, impl="fast")
+    torch.testing.assert_close(evaluated.output, F.batch_norm(x, *theirs))
+    torch.testing.assert_close(evaluated.mean.flatten(), ours[0])
+
+
+def test_fast_falls_back_to_scratch_where_torch_has_no_kernel():
+    """A mask (padding) and momentum=None have no native kernel: the result is still right."""
+    x = torch.tensor([[[1.0], [3.0], [0.0]]])
+    mask = torch.tensor([[True, True, False]])
+    r = lnviz.batch_norm(x, None, None, training=True, channel_dim=-1, mask=mask, impl="fast")
+    assert r.mean.item() == pytest.approx(2.0)
+    rm, rv, count = torch.zeros(1), torch.ones(1), torch.zeros((), dtype=torch.long)
+    lnviz.batch_norm(x[:, :2], rm, rv, training=True, momentum=None, channel_dim=-1,
+                     num_batches_tracked=count, impl="fast")
+    assert rm.item() == pytest.approx(2.0) and int(count) == 1
+
+
+def test_x_hat_is_built_only_when_read():
+    r = lnviz.layer_norm(torch.randn(4, 8), 8, impl="fast")
+    assert callable(r._x_hat)
+    first = r.x_hat
+    assert r.x_hat is first  # computed once, then kept
+    torch.testing.assert_close(first, lnviz.layer_norm(r.output, 8).output, atol=1e-4, rtol=0)
+
+
+def test_fast_keeps_the_refusals():
+    with pytest.raises(ValueError, match="more than one value per channel"):
+        lnviz.batch_norm(torch.ones(1, 3), None, None, training=True, impl="fast")
+    with pytest.raises(ValueError, match="evaluation mode"):
+        lnviz.batch_norm(torch.ones(2, 3), None, None, impl="fast")
+    with pytest.raises(ValueError, match="impl must be one of"):
+        lnviz.layer_norm(torch.ones(2, 3), 3, impl="turbo")
+
+
+def test_fast_var_is_recovered_from_rstd():
+    x = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
+    r = lnviz.layer_norm(x, 3, impl="fast")
+    assert r.var.item() == pytest.approx(2 / 3, rel=1e-9)
+    assert r.rstd.item() == pytest.approx(1 / math.sqrt(2 / 3 + 1e-5), rel=1e-12)
