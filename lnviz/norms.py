@@ -108,15 +108,25 @@ def mean_and_var(
 
     Returns (μ, σ², n) where n is the number of values each statistic was taken over.
     """
+    _, mean, var, count = _centered_stats(x, dims, weights)
+    return mean, var, count
+
+
+def _centered_stats(
+    x: torch.Tensor, dims: tuple[int, ...], weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | int]:
+    """(x − μ, μ, σ², n): the first pass finds μ, the second averages the squared deviations."""
     if weights is None:
         count: torch.Tensor | int = math.prod(x.shape[d] for d in dims)
         mean = _mean(x, dims, count)
-        var = _mean((x - mean) ** 2, dims, count)
+        centered = x - mean
+        var = _mean(centered.square(), dims, count)
     else:
         count = weights.sum(dim=dims, keepdim=True)
         mean = _mean(x * weights, dims, count)
-        var = _mean(((x - mean) * weights) ** 2, dims, count)
-    return mean, var, count
+        centered = x - mean
+        var = _mean((centered * weights).square(), dims, count)
+    return centered, mean, var, count
 
 
 def _affine(
@@ -126,16 +136,17 @@ def _affine(
     param_shape: Sequence[int],
 ) -> torch.Tensor:
     """y = γ·x̂ + β, with γ and β reshaped to ``param_shape`` so that they broadcast."""
-    y = x_hat
-    if weight is not None:
-        y = y * weight.to(x_hat.dtype).reshape(param_shape)
-    if bias is not None:
-        y = y + bias.to(x_hat.dtype).reshape(param_shape)
-    return y
+    gamma = None if weight is None else weight.to(x_hat.dtype).reshape(param_shape)
+    beta = None if bias is None else bias.to(x_hat.dtype).reshape(param_shape)
+    if gamma is not None and beta is not None:
+        return torch.addcmul(beta, x_hat, gamma)  # β + x̂·γ in one pass over the tensor
+    if gamma is not None:
+        return x_hat * gamma
+    return x_hat + beta if beta is not None else x_hat
 
 
 def _result(
-    x: torch.Tensor,
+    centered: torch.Tensor,
     mean: torch.Tensor | None,
     var: torch.Tensor,
     eps: float,
@@ -145,9 +156,9 @@ def _result(
     reduce_dims: tuple[int, ...],
     input_dtype: torch.dtype,
 ) -> NormResult:
-    """The steps every norm shares once μ and σ² are known."""
+    """The steps every norm shares once x − μ (just x for RMSNorm) and σ² are known."""
     rstd = torch.rsqrt(var + eps)  # 1/√(σ² + ε); ε = 0 on a constant row gives the true inf
-    x_hat = (x - mean) * rstd if mean is not None else x * rstd
+    x_hat = centered * rstd
     y = _affine(x_hat, weight, bias, param_shape)
     return NormResult(y.to(input_dtype), mean, var, rstd, x_hat, reduce_dims)
 
@@ -201,9 +212,9 @@ def layer_norm(
     if impl == "fast":
         return _fast_layer_norm(input, dims, weight, bias, eps)
     x = input.to(_accumulation_dtype(input.dtype))
-    mean, var, _ = mean_and_var(x, dims)  # μ, then σ² = mean((x − μ)²)
+    centered, mean, var, _ = _centered_stats(x, dims)  # μ, then σ² = mean((x − μ)²)
     param_shape = tuple(input.shape[d] for d in dims)
-    return _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+    return _result(centered, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
 
 
 def rms_norm(
@@ -246,6 +257,7 @@ def rms_norm(
         return _fast_rms_norm(input, dims, weight, eps)
     mean_square = _mean(x**2, dims, math.prod(x.shape[d] for d in dims))
     param_shape = tuple(input.shape[d] for d in dims)
+    # No centering: x itself plays the part of x − μ.
     return _result(x, None, mean_square, eps, weight, None, param_shape, dims, input.dtype)
 
 
@@ -337,7 +349,7 @@ def batch_norm(
     if not use_batch_stats:
         mean = running_mean.to(x.dtype).reshape(param_shape)
         var = running_var.to(x.dtype).reshape(param_shape)
-        return _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+        return _result(x - mean, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
     if not training:
         raise ValueError(
             "running_mean and running_var must be given in evaluation mode (training=False); "
@@ -360,7 +372,7 @@ def batch_norm(
             "BatchNorm in training mode needs more than one value per channel to estimate a "
             f"variance; this input has one (shape {list(input.shape)})"
         )
-    mean, var, _ = mean_and_var(x, dims, weights)
+    centered, mean, var, _ = _centered_stats(x, dims, weights)
 
     if count > 0:
         with torch.no_grad():
@@ -371,7 +383,7 @@ def batch_norm(
             if running_var is not None:
                 unbiased = var.flatten() * count / (count - 1)  # Bessel's correction
                 _update_running(running_var, unbiased, momentum, num_batches_tracked)
-    return _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+    return _result(centered, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
 
 
 def group_norm(
@@ -425,13 +437,14 @@ def group_norm(
     # View the channels as (G, C/G) so that one group is a block of whole dims to reduce over.
     grouped = x.reshape(n, num_groups, c // num_groups, *input.shape[2:])
     group_dims = tuple(range(2, grouped.dim()))
-    mean, var, _ = mean_and_var(grouped, group_dims)
+    centered, mean, var, _ = _centered_stats(grouped, group_dims)
     stat_shape = (n, c) + (1,) * (input.dim() - 2)
     mean = mean.reshape(n, num_groups, 1).expand(n, num_groups, c // num_groups).reshape(stat_shape)
     var = var.reshape(n, num_groups, 1).expand(n, num_groups, c // num_groups).reshape(stat_shape)
     param_shape = (1, c) + (1,) * (input.dim() - 2)
     dims = tuple(range(1, input.dim()))
-    return _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+    return _result(centered.reshape(input.shape), mean, var, eps, weight, bias, param_shape, dims,
+                   input.dtype)
 
 
 def instance_norm(
@@ -490,7 +503,7 @@ def instance_norm(
             raise ValueError("use_input_stats=False needs running_mean and running_var")
         mean = running_mean.to(x.dtype).reshape(param_shape)
         var = running_var.to(x.dtype).reshape(param_shape)
-        return _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+        return _result(x - mean, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
 
     count = math.prod(input.shape[d] for d in dims)
     if count == 1:
@@ -502,8 +515,8 @@ def instance_norm(
         fast = _fast_group_norm(input, c, weight, bias, eps)
         result = NormResult(fast.output, fast.mean, fast.var, fast.rstd, fast._x_hat, dims)
     else:
-        mean, var, _ = mean_and_var(x, dims)
-        result = _result(x, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+        centered, mean, var, _ = _centered_stats(x, dims)
+        result = _result(centered, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
     if input.shape[0] > 0 and count > 0:
         with torch.no_grad():
             # The running buffers see the batch average of the per-instance statistics.
