@@ -15,15 +15,6 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-__all__ = [
-    "DIVERGING",
-    "OKABE_ITO",
-    "distributions_figure",
-    "group_boundaries",
-    "group_stats_figure",
-    "norm_heatmaps",
-]
-
 #: Okabe & Ito's palette, distinguishable with the common kinds of colour blindness.
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
              "#000000"]
@@ -186,4 +177,1494 @@ def distributions_figure(
                              marker_color=color, showlegend=False), row=1, col=col)
     fig.update_layout(height=280, bargap=0.02, margin=dict(t=40, b=10))
     fig.update_yaxes(title_text="count", row=1, col=1)
+    return fig
+
+
+# --- ε and numerical stability (pages/epsilon.py) --------------------------------------------
+
+
+def _eps_loggable(values: np.ndarray) -> list[float | None]:
+    """Values for a log axis: zeros, negatives, inf and NaN become gaps (None)."""
+    return [float(v) if np.isfinite(v) and v > 0 else None for v in np.asarray(values, float)]
+
+
+def _eps_vertical(fig: go.Figure, x: float, low: float, high: float, name: str, color: str,
+                  dash: str, row: int, col: int, showlegend: bool) -> None:
+    """A vertical marker line at ``x`` drawn as a trace, so it works on log axes."""
+    fig.add_trace(go.Scatter(
+        x=[x, x], y=[low, high], mode="lines", name=name, legendgroup=name,
+        showlegend=showlegend, line=dict(color=color, width=2, dash=dash),
+        hovertemplate=f"{name}<extra></extra>",
+    ), row=row, col=col)
+
+
+def eps_sweep_figure(
+    eps: np.ndarray,
+    max_output: np.ndarray,
+    grad_norm: np.ndarray,
+    variance: float,
+    chosen_eps: float | None = None,
+) -> go.Figure:
+    """max|y| and ‖∂L/∂x‖ against ε (log–log), with ε = σ² and the chosen ε marked.
+
+    Traces: 0 max|y|, 1 ‖∂L/∂x‖, then the ε = σ² lines (when σ² > 0) and the chosen-ε lines
+    (when it is > 0). Points that cannot sit on a log axis (0, inf, NaN) are left as gaps.
+    """
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=("output size max |y|", "gradient size ‖∂L/∂x‖"))
+    panels = ((1, max_output, "max |y|", BEFORE), (2, grad_norm, "‖∂L/∂x‖", AFTER))
+    for col, values, name, color in panels:
+        fig.add_trace(go.Scatter(
+            x=np.asarray(eps, dtype=np.float64), y=_eps_loggable(values), mode="lines+markers",
+            name=name, marker=dict(color=color, size=5), line=dict(color=color),
+            hovertemplate="ε = %{x:.2g}<br>" + name + " = %{y:.4g}<extra></extra>",
+        ), row=1, col=col)
+    for col, values, _, _ in panels:
+        shown = [v for v in _eps_loggable(values) if v is not None]
+        low, high = (min(shown), max(shown)) if shown else (0.1, 10.0)
+        if variance > 0:
+            _eps_vertical(fig, variance, low, high, f"ε = σ² = {variance:.3g}", OKABE_ITO[2],
+                          "dash", 1, col, col == 1)
+        if chosen_eps:
+            _eps_vertical(fig, chosen_eps, low, high, f"chosen ε = {chosen_eps:.0e}",
+                          OKABE_ITO[3], "dot", 1, col, col == 1)
+        if not shown:
+            fig.add_annotation(text="0 at every ε > 0", showarrow=False, row=1, col=col,
+                               x=0.5, y=0.5, xref="x domain", yref="y domain")
+    fig.update_xaxes(type="log", title_text="ε", exponentformat="power")
+    fig.update_yaxes(type="log", exponentformat="power")
+    fig.update_layout(height=360, margin=dict(t=40, b=10),
+                      legend=dict(orientation="h", y=-0.22))
+    return fig
+
+
+def eps_precision_figure(values: np.ndarray, errors: dict[str, np.ndarray],
+                         axis_title: str) -> go.Figure:
+    """max |LN(x in dtype) − LN(x in float64)| per dtype against ``values`` (log–log).
+
+    One trace per dtype, in the order of ``errors``; NaN (the dtype overflowed) is a gap.
+    """
+    fig = go.Figure()
+    symbols = ("circle", "square", "diamond", "triangle-up")
+    for i, (dtype, err) in enumerate(errors.items()):
+        color = OKABE_ITO[(i + 1) % len(OKABE_ITO)]
+        fig.add_trace(go.Scatter(
+            x=np.asarray(values, dtype=np.float64), y=_eps_loggable(err), mode="lines+markers",
+            name=dtype, line=dict(color=color),
+            marker=dict(color=color, size=6, symbol=symbols[i % len(symbols)]),
+            hovertemplate=axis_title + " %{x:.3g}<br>max error %{y:.3g}<extra>" + dtype +
+                          "</extra>",
+        ))
+    fig.update_xaxes(type="log", title_text=axis_title, exponentformat="power")
+    fig.update_yaxes(type="log", title_text="max |y_dtype − y_float64|", exponentformat="power")
+    fig.update_layout(height=380, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.1))
+    return fig
+
+
+def eps_cancellation_figure(
+    offsets: np.ndarray,
+    relative_error: dict[str, np.ndarray],
+    variances: dict[str, np.ndarray],
+) -> go.Figure:
+    """Relative error of each variance method against the offset from zero (log–log).
+
+    One trace per method (in the order of ``relative_error``), then one trace marking the
+    points where a method returned a negative variance, then the 100 % line. Hover shows the
+    variance each method computed; an error of exactly 0 is a gap.
+    """
+    fig = go.Figure()
+    x = np.asarray(offsets, dtype=np.float64)
+    negative_x: list[float] = []
+    negative_y: list[float | None] = []
+    for i, (name, err) in enumerate(relative_error.items()):
+        color = OKABE_ITO[[5, 0, 2, 3][i % 4]]
+        computed = np.asarray(variances[name], dtype=np.float64)
+        fig.add_trace(go.Scatter(
+            x=x, y=_eps_loggable(err), mode="lines+markers", name=name, customdata=computed,
+            line=dict(color=color), marker=dict(color=color, size=6),
+            hovertemplate="offset %{x:.3g}<br>relative error %{y:.3g}<br>"
+                          "computed σ² %{customdata:.4g}<extra>" + name + "</extra>",
+        ))
+        below = computed < 0
+        negative_x += x[below].tolist()
+        negative_y += _eps_loggable(np.asarray(err)[below])
+    fig.add_trace(go.Scatter(
+        x=negative_x, y=negative_y, mode="markers", name="σ² < 0 (impossible)",
+        marker=dict(symbol="x-thin", size=14, line=dict(width=3, color=OKABE_ITO[7])),
+        hoverinfo="skip",
+    ))
+    fig.add_trace(go.Scatter(
+        x=[x.min(), x.max()], y=[1.0, 1.0], mode="lines", name="100 % error",
+        line=dict(color="#777777", dash="dash", width=1), hoverinfo="skip",
+    ))
+    fig.update_xaxes(type="log", title_text="offset from zero (values are offset + N(0, 1))",
+                     exponentformat="power")
+    fig.update_yaxes(type="log", title_text="|σ² − σ²_true| / σ²_true", exponentformat="power")
+    fig.update_layout(height=400, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.12))
+    return fig
+
+
+# --- Scale and shift, γ and β (pages/scale_shift.py) -----------------------------------------
+
+
+def _affine_histogram_panel(fig: go.Figure, centres: np.ndarray, counts: np.ndarray,
+                            mean: float, std: float, color: str, row: int, col: int,
+                            showlegend: bool) -> None:
+    """Bars of one histogram, a solid line at its mean and dotted lines at mean ± std."""
+    counts = np.asarray(counts, dtype=np.int64)
+    fig.add_trace(go.Bar(x=np.asarray(centres, dtype=np.float64), y=counts, marker_color=color,
+                         name="values", showlegend=False,
+                         hovertemplate="value ≈ %{x:.3g}<br>count %{y}<extra></extra>"),
+                  row=row, col=col)
+    top = float(counts.max()) if counts.size else 1.0
+    for x, name, dash, first in ((mean, "mean", "solid", True),
+                                 (mean - std, "mean ± std", "dot", True),
+                                 (mean + std, "mean ± std", "dot", False)):
+        fig.add_trace(go.Scatter(
+            x=[x, x], y=[0.0, top * 1.05], mode="lines", name=name, legendgroup=name,
+            showlegend=showlegend and first, hoverinfo="skip",
+            line=dict(color=OKABE_ITO[7], width=1.5, dash=dash),
+        ), row=row, col=col)
+
+
+def affine_grid_figure(
+    centres: np.ndarray,
+    counts: np.ndarray,
+    gammas: Sequence[float],
+    betas: Sequence[float],
+    mean: np.ndarray,
+    std: np.ndarray,
+) -> go.Figure:
+    """One histogram of γ·x̂ + β per (γ, β): rows are γ, columns β, on a shared x axis.
+
+    ``counts`` has shape (len(gammas), len(betas), bins). The panel with γ = 1, β = 0 (x̂
+    itself) is drawn in the "after" colour. Each panel is a bar trace followed by its three
+    mean/std lines, row by row.
+    """
+    # "+ 0.0" turns a mean of -0.0 (rounded from a tiny negative) into a plain 0.00.
+    titles = [f"γ = {g:g}, β = {b:g}: mean {round(mean[i, j], 2) + 0.0:.2f}, "
+              f"std {std[i, j]:.2f}"
+              for i, g in enumerate(gammas) for j, b in enumerate(betas)]
+    fig = make_subplots(rows=len(gammas), cols=len(betas), shared_xaxes=True,
+                        subplot_titles=titles, vertical_spacing=0.08, horizontal_spacing=0.05)
+    for i, g in enumerate(gammas):
+        for j, b in enumerate(betas):
+            color = AFTER if (g, b) == (1.0, 0.0) else BEFORE
+            _affine_histogram_panel(fig, centres, counts[i, j], float(mean[i, j]),
+                                    float(std[i, j]), color, i + 1, j + 1, i == j == 0)
+    fig.update_annotations(font_size=12)
+    fig.update_xaxes(title_text="value", row=len(gammas))
+    fig.update_yaxes(title_text="count", col=1)
+    fig.update_layout(height=220 * len(gammas) + 80, bargap=0.05, margin=dict(t=40, b=10),
+                      legend=dict(orientation="h", y=-0.06))
+    return fig
+
+
+def affine_histogram_figure(centres: np.ndarray, counts: np.ndarray, mean: float, std: float,
+                            gamma: float, beta: float) -> go.Figure:
+    """One histogram of γ·x̂ + β with its mean and mean ± std marked (trace 0: the bars)."""
+    fig = make_subplots(rows=1, cols=1)
+    _affine_histogram_panel(fig, centres, counts, mean, std, AFTER, 1, 1, True)
+    centres = np.asarray(centres, dtype=np.float64)
+    if centres.size:
+        fig.update_xaxes(range=[float(centres[0]), float(centres[-1])])
+    fig.update_layout(
+        title=f"γ = {gamma:g}, β = {beta:g} → mean {mean:.3f}, std {std:.3f}",
+        height=340, bargap=0.05, margin=dict(t=50, b=10), legend=dict(orientation="h", y=-0.2),
+        xaxis_title="value γ·x̂ + β", yaxis_title="count",
+    )
+    return fig
+
+
+def affine_feature_figure(output: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
+                          mean: np.ndarray, std: np.ndarray) -> go.Figure:
+    """Each feature's output values, its target β_c ± |γ_c| and its actual mean ± std.
+
+    Traces: 0 the values (a strip per feature, spread sideways so that they do not overlap),
+    1 the targets, 2 the measured mean ± std.
+    """
+    output = np.asarray(output, dtype=np.float64)
+    n, c = output.shape
+    spread = np.linspace(-0.18, 0.18, n) if n > 1 else np.zeros(1)
+    x = (np.arange(c)[None, :] - 0.1 + spread[:, None]).ravel()
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=x, y=output.ravel(), mode="markers", name="output y",
+        marker=dict(color=BEFORE, size=6, opacity=0.6),
+        hovertemplate="y = %{y:.4g}<extra></extra>",
+    ))
+    for offset, centre, half, name, color, symbol in (
+        (0.25, beta, np.abs(gamma), "target β_c ± |γ_c|", OKABE_ITO[2], "diamond"),
+        (0.4, mean, std, "actual mean ± std", AFTER, "circle"),
+    ):
+        fig.add_trace(go.Scatter(
+            x=np.arange(c) + offset, y=np.asarray(centre, dtype=np.float64), mode="markers",
+            name=name, marker=dict(color=color, size=11, symbol=symbol),
+            error_y=dict(type="data", array=np.asarray(half, dtype=np.float64), width=6,
+                         thickness=2, color=color),
+            hovertemplate="%{y:.4g} ± %{error_y.array:.4g}<extra>" + name + "</extra>",
+        ))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(c)),
+                     ticktext=[f"feature {i}" for i in range(c)])
+    fig.update_yaxes(title_text="value")
+    fig.update_layout(height=380, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.12))
+    return fig
+
+
+def affine_recovery_figure(x: np.ndarray, outputs: dict[str, np.ndarray],
+                           errors: dict[str, float]) -> go.Figure:
+    """y against x for each way of undoing a normalization; the diagonal y = x is recovery.
+
+    One marker trace per entry of ``outputs`` (named with its max |y − x|), then the diagonal.
+    """
+    x = np.asarray(x, dtype=np.float64).ravel()
+    fig = go.Figure()
+    # Open circles around small diamonds, so two exact recoveries on the diagonal both show.
+    styles = (("circle-open", 14), ("x-thin", 11), ("diamond", 6))
+    for i, (name, y) in enumerate(outputs.items()):
+        color = OKABE_ITO[[2, 5, 0][i % 3]]
+        symbol, size = styles[i % 3]
+        fig.add_trace(go.Scatter(
+            x=x, y=np.asarray(y, dtype=np.float64).ravel(), mode="markers",
+            name=f"{name}: max |y − x| = {errors[name]:.2g}",
+            marker=dict(color=color, size=size, symbol=symbol,
+                        line=dict(width=2, color=color)),
+            hovertemplate="x = %{x:.4g}<br>y = %{y:.4g}<extra>" + name + "</extra>",
+        ))
+    low, high = (float(x.min()), float(x.max())) if x.size else (0.0, 1.0)
+    fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="y = x",
+                             line=dict(color="#777777", dash="dash", width=1),
+                             hoverinfo="skip"))
+    fig.update_xaxes(title_text="input x")
+    fig.update_yaxes(title_text="output y with the recovering γ, β")
+    fig.update_layout(height=420, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.15))
+    return fig
+
+
+def affine_two_betas_figure(beta1: np.ndarray, beta2: np.ndarray, separate: np.ndarray,
+                            merged: np.ndarray) -> go.Figure:
+    """Left: β₁, β₂ and their sum per unit (traces 0–2). Right: the gate pre-activations of
+    one sample with two betas (trace 3) and with one merged bias (trace 4)."""
+    units = [str(u) for u in range(len(beta1))]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08,
+                        subplot_titles=("the two betas, and their sum",
+                                        "LN(Wx; β₁) + LN(Uh; β₂) vs LN(Wx) + LN(Uh) + (β₁ + β₂)"))
+    for values, name, color in ((beta1, "β₁", BEFORE), (beta2, "β₂", AFTER),
+                                (np.asarray(beta1) + np.asarray(beta2), "β₁ + β₂",
+                                 OKABE_ITO[2])):
+        fig.add_trace(go.Bar(x=units, y=np.asarray(values, dtype=np.float64), name=name,
+                             marker_color=color), row=1, col=1)
+    fig.add_trace(go.Scatter(x=units, y=np.asarray(separate, dtype=np.float64),
+                             mode="markers", name="two betas",
+                             marker=dict(color=OKABE_ITO[5], size=12, symbol="circle-open",
+                                         line=dict(width=2))), row=1, col=2)
+    fig.add_trace(go.Scatter(x=units, y=np.asarray(merged, dtype=np.float64),
+                             mode="lines+markers", name="one bias",
+                             marker=dict(color=OKABE_ITO[0], size=5),
+                             line=dict(color=OKABE_ITO[0], width=1)), row=1, col=2)
+    fig.update_xaxes(title_text="gate unit")
+    fig.update_layout(height=360, barmode="group", margin=dict(t=40, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    fig.update_annotations(font_size=12)
+    return fig
+
+
+# --- Gradients and invariances (pages/gradients.py) -------------------------------------------
+
+#: One colour per norm on the gradients page, and one per placement of LayerNorm in a block.
+GRADS_COLORS = {"LayerNorm": OKABE_ITO[0], "BatchNorm": OKABE_ITO[1]}
+BLOCKS_COLORS = {"post-LN": OKABE_ITO[0], "pre-LN": OKABE_ITO[1], "none": OKABE_ITO[5]}
+
+
+def grads_heatmaps(panels: dict[str, np.ndarray]) -> go.Figure:
+    """Small (batch × features) tables side by side — e.g. x, ∂L/∂y and ∂L/∂x under each norm —
+    one row per sample, each on its own symmetric colour scale, with the values written in."""
+    titles = list(panels)
+    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles,
+                        horizontal_spacing=0.04)
+    for i, title in enumerate(titles, start=1):
+        grid = np.asarray(panels[title], dtype=np.float64)
+        low, high = _symmetric_range(grid)
+        rows, cols = grid.shape
+        fig.add_trace(go.Heatmap(
+            z=grid.astype(np.float32), zmin=low, zmax=high, colorscale=DIVERGING,
+            showscale=False, texttemplate="%{z:.2f}", textfont=dict(size=10),
+            x=list(range(cols)), y=list(range(rows)),
+            hovertemplate="sample %{y}, feature %{x}<br>%{z:.4g}<extra>" + title + "</extra>",
+        ), row=1, col=i)
+        fig.update_xaxes(title_text="feature", dtick=1, row=1, col=i)
+        fig.update_yaxes(autorange="reversed", dtick=1, showticklabels=i == 1, row=1, col=i)
+    fig.update_yaxes(title_text="sample", row=1, col=1)
+    height = max(260, min(520, 34 * max(np.shape(g)[0] for g in panels.values()) + 120))
+    fig.update_layout(height=height, margin=dict(t=40, b=10))
+    return fig
+
+
+def grads_param_figure(grad_weight: dict[str, np.ndarray], grad_bias: dict[str, np.ndarray]
+                       ) -> go.Figure:
+    """∂L/∂γ and ∂L/∂β per feature, one bar per norm (keys of the dicts)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("∂L/∂γ", "∂L/∂β"))
+    for col, grads in ((1, grad_weight), (2, grad_bias)):
+        for norm, values in grads.items():
+            values = np.asarray(values, dtype=np.float64)
+            fig.add_trace(go.Bar(
+                x=list(range(len(values))), y=values, name=norm, legendgroup=norm,
+                showlegend=col == 1, marker_color=GRADS_COLORS.get(norm, OKABE_ITO[2]),
+            ), row=1, col=col)
+    fig.update_xaxes(title_text="feature", dtick=1)
+    fig.update_layout(height=300, barmode="group", margin=dict(t=40, b=10),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def grads_jacobian_figure(jacobians: dict[str, np.ndarray], batch: int) -> go.Figure:
+    """∂y/∂x heatmaps side by side on one symmetric scale, with lines around each sample's
+    diagonal block: entries outside the blocks are one sample's output moved by another's
+    input."""
+    titles = list(jacobians)
+    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles,
+                        horizontal_spacing=0.08)
+    low, high = _symmetric_range(np.concatenate(
+        [np.asarray(j, dtype=np.float64).ravel() for j in jacobians.values()]))
+    size = np.shape(jacobians[titles[0]])[0]
+    per_sample = size // batch
+    centres = [k * per_sample + (per_sample - 1) / 2 for k in range(batch)]
+    names = [f"sample {k}" for k in range(batch)]
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for k in range(batch):
+        a, b = k * per_sample - 0.5, (k + 1) * per_sample - 0.5
+        xs += [a, b, b, a, a, None]
+        ys += [a, a, b, b, a, None]
+    for i, title in enumerate(titles, start=1):
+        fig.add_trace(go.Heatmap(
+            z=np.asarray(jacobians[title], dtype=np.float32), zmin=low, zmax=high,
+            colorscale=DIVERGING, showscale=i == len(titles),
+            colorbar=dict(thickness=12, len=0.9),
+            hovertemplate="∂y[%{y}]/∂x[%{x}] = %{z:.4g}<extra>" + title + "</extra>",
+        ), row=1, col=i)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                                 line=dict(color="black", width=1.5)), row=1, col=i)
+        fig.update_xaxes(range=[-0.5, size - 0.5], tickmode="array", tickvals=centres,
+                         ticktext=names, title_text="input x (flattened)", row=1, col=i)
+        fig.update_yaxes(range=[size - 0.5, -0.5], tickmode="array", tickvals=centres,
+                         ticktext=names, scaleanchor=f"x{i if i > 1 else ''}", row=1, col=i)
+    fig.update_yaxes(title_text="output y (flattened)", row=1, col=1)
+    fig.update_layout(height=480, margin=dict(t=40, b=10))
+    return fig
+
+
+def grads_invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[float]],
+                            floor: float = 1e-17) -> go.Figure:
+    """max |Δoutput| per probe and norm as horizontal bars on a log axis; exact zeros are drawn
+    at ``floor`` so that they stay visible, and every bar carries its value."""
+    fig = go.Figure()
+    for norm, values in deltas.items():
+        values = np.asarray(values, dtype=np.float64)
+        fig.add_trace(go.Bar(
+            y=list(probes), x=np.maximum(values, floor), orientation="h", name=norm,
+            marker_color=GRADS_COLORS.get(norm, OKABE_ITO[2]),
+            text=[f"{v:.1e}" for v in values], textposition="outside", cliponaxis=False,
+            customdata=values, hovertemplate="%{y}: max |Δy| = %{customdata:.3g}<extra>"
+                                              + norm + "</extra>",
+        ))
+    fig.update_xaxes(type="log", title_text="max |Δ output|  (log scale; ≈1e-16 is rounding)",
+                     exponentformat="power")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="group", height=90 + 55 * len(probes), margin=dict(t=20, b=10),
+                      legend=dict(orientation="h", y=1.08))
+    return fig
+
+
+# --- Transformer blocks (pages/shapes.py) -----------------------------------------------------
+
+
+def blocks_depth_figure(stream: dict[str, np.ndarray], attention: dict[str, np.ndarray],
+                        ffn: dict[str, np.ndarray]) -> go.Figure:
+    """RMS through a stack of blocks, one colour per variant, on log axes: the residual stream
+    after each block (left, block 0 = the input) and what each block's sublayers add (right;
+    solid = feed-forward, dotted = attention). NaN marks a value that overflowed."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(
+        "residual stream RMS", "sublayer output RMS (solid FFN, dotted attention)"))
+    for variant, values in stream.items():
+        color = BLOCKS_COLORS.get(variant, OKABE_ITO[2])
+        values = np.asarray(values, dtype=np.float64)
+        fig.add_trace(go.Scatter(
+            x=np.arange(len(values)), y=values, mode="lines+markers", name=variant,
+            legendgroup=variant, line=dict(color=color, width=2), marker=dict(size=4),
+            hovertemplate="after block %{x}: RMS %{y:.3g}<extra>" + variant + "</extra>",
+        ), row=1, col=1)
+        for part, dash in ((ffn, "solid"), (attention, "dot")):
+            out = np.asarray(part[variant], dtype=np.float64)
+            fig.add_trace(go.Scatter(
+                x=np.arange(1, len(out) + 1), y=out, mode="lines", name=variant,
+                legendgroup=variant, showlegend=False, line=dict(color=color, dash=dash),
+                hovertemplate="block %{x}: RMS %{y:.3g}<extra>" + variant + "</extra>",
+            ), row=1, col=2)
+    fig.update_xaxes(title_text="block")
+    fig.update_yaxes(type="log", exponentformat="power", title_text="RMS", row=1, col=1)
+    fig.update_yaxes(type="log", exponentformat="power", row=1, col=2)
+    fig.update_layout(height=420, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.18))
+    return fig
+
+
+# --- BatchNorm vs LayerNorm (pages/bn_vs_ln.py) -----------------------------------------------
+
+#: One colour per norm on the BatchNorm-vs-LayerNorm and padding pages.
+BNLN_BATCH, BNLN_LAYER = OKABE_ITO[0], OKABE_ITO[1]
+#: How far the C axis recedes in the cube drawing, and at what angle.
+_CUBE_DEPTH, _CUBE_ANGLE = 0.55, np.pi / 6
+
+
+def _cube_point(a: float, b: float, v: float) -> tuple[float, float]:
+    """Oblique projection of (along N, along C, height) onto the page: C recedes up-right."""
+    return (a + _CUBE_DEPTH * b * np.cos(_CUBE_ANGLE), v + _CUBE_DEPTH * b * np.sin(_CUBE_ANGLE))
+
+
+def _cube_quad(face: str, lo: tuple[float, float], hi: tuple[float, float],
+               size: tuple[float, float, float]) -> tuple[list[float], list[float]]:
+    """A closed outline of a rectangle on one visible face of the cube (front, top or right)."""
+    (p0, q0), (p1, q1) = lo, hi
+    length_n, _, height = size
+    corners = {
+        "front": [(p0, 0.0, q0), (p1, 0.0, q0), (p1, 0.0, q1), (p0, 0.0, q1)],
+        "top": [(p0, q0, height), (p1, q0, height), (p1, q1, height), (p0, q1, height)],
+        "right": [(length_n, p0, q0), (length_n, p1, q0), (length_n, p1, q1),
+                  (length_n, p0, q1)],
+    }[face]
+    points = [_cube_point(*corner) for corner in corners + corners[:1]]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def _cube_grid(counts: tuple[int, int, int], size: tuple[float, float, float],
+               max_lines: int = 40) -> tuple[list[float | None], list[float | None]]:
+    """Cell boundaries on the three visible faces (skipped along an axis with too many cells)."""
+    n, c, s = counts
+    length_n, length_c, height = size
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+
+    def segment(start: tuple[float, float, float], stop: tuple[float, float, float]) -> None:
+        (x0, y0), (x1, y1) = _cube_point(*start), _cube_point(*stop)
+        xs.extend([x0, x1, None])
+        ys.extend([y0, y1, None])
+
+    if n <= max_lines:
+        for i in range(1, n):
+            a = length_n * i / n
+            segment((a, 0, 0), (a, 0, height))
+            segment((a, 0, height), (a, length_c, height))
+    if c <= max_lines:
+        for j in range(1, c):
+            b = length_c * j / c
+            segment((0, b, height), (length_n, b, height))
+            segment((length_n, b, 0), (length_n, b, height))
+    if s <= max_lines:
+        for k in range(1, s):
+            v = height * k / s
+            segment((0, 0, v), (length_n, 0, v))
+            segment((length_n, 0, v), (length_n, length_c, v))
+    return xs, ys
+
+
+def bnln_cube_figure(
+    counts: tuple[int, int, int],
+    titles: Sequence[str],
+    cells: Sequence[np.ndarray | None],
+    notes: Sequence[str],
+    axis_names: tuple[str, str, str] = ("N", "C", "H·W"),
+) -> go.Figure:
+    """Wu & He's four cubes: one per norm, the cells that share one μ and σ shaded.
+
+    Args:
+        counts: (N, C, S), the cube's cells along the batch, channel and position axes.
+        titles: one title per cube.
+        cells: per cube a bool (N, C, S) array, True where a value enters the shaded μ/σ
+            (see :func:`lnviz.batchdep.sharing_cubes`), or ``None`` for a norm that does not
+            apply (the cube is drawn empty with its note).
+        notes: one line under each cube.
+        axis_names: labels of the N, C and position axes.
+
+    The shaded cells must form a box touching the front, top or right face (true of all four
+    norms for the cell at sample 0, channel 0, position 0); the faces of that box that lie on the
+    cube's visible faces are filled, as in the paper's figure. Axis lengths follow the counts
+    (a short axis is still drawn at 12% of the longest), so the cube's proportions are the
+    tensor's.
+    """
+    n, c, s = (int(k) for k in counts)
+    longest = max(n, c, s)
+    size = tuple(max(k / longest, 0.12) for k in (n, c, s))
+    length_n, length_c, height = size
+    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=list(titles),
+                        horizontal_spacing=0.03)
+    faces = {"front": ((0, 0), (length_n, height)), "top": ((0, 0), (length_n, length_c)),
+             "right": ((0, 0), (length_c, height))}
+    shades = {"front": ("#E8E8E8", BNLN_BATCH), "top": ("#F5F5F5", OKABE_ITO[4]),
+              "right": ("#D6D6D6", "#005A8C")}
+    grid_x, grid_y = _cube_grid((n, c, s), size)
+    for col, (box, note) in enumerate(zip(cells, notes, strict=True), start=1):
+        for face, (lo, hi) in faces.items():
+            x, y = _cube_quad(face, lo, hi, size)
+            fig.add_trace(go.Scatter(x=x, y=y, fill="toself", fillcolor=shades[face][0],
+                                     mode="lines", line=dict(color="#444444", width=1.5),
+                                     name="cube", hoverinfo="skip", showlegend=False),
+                          row=1, col=col)
+        if box is not None:
+            shaded = _shaded_faces(np.asarray(box, dtype=bool), size)
+            for i, (face, (x, y)) in enumerate(shaded.items()):
+                fig.add_trace(go.Scatter(
+                    x=x, y=y, fill="toself", fillcolor=shades[face][1], mode="lines",
+                    line=dict(color=shades[face][1], width=1), opacity=0.9,
+                    name="values pooled into one μ, σ", legendgroup="shared",
+                    showlegend=col == 1 and i == 0, hoverinfo="skip"), row=1, col=col)
+        fig.add_trace(go.Scatter(x=grid_x, y=grid_y, mode="lines", name="cells",
+                                 line=dict(color="#777777", width=0.6), hoverinfo="skip",
+                                 showlegend=False), row=1, col=col)
+        _label_cube(fig, col, size, axis_names, note, box is None)
+    x_max = _cube_point(length_n, length_c, 0)[0]
+    y_max = _cube_point(0, length_c, height)[1]
+    for col in range(1, len(titles) + 1):
+        fig.update_xaxes(range=[-0.2, x_max + 0.15], visible=False, row=1, col=col)
+        fig.update_yaxes(range=[-0.45, y_max + 0.08], visible=False, row=1, col=col,
+                         scaleanchor="x" if col == 1 else f"x{col}")
+    fig.update_layout(height=340, margin=dict(t=40, b=10, l=10, r=10),
+                      legend=dict(orientation="h", y=-0.02), plot_bgcolor="white")
+    return fig
+
+
+def _shaded_faces(box: np.ndarray, size: tuple[float, float, float]
+                  ) -> dict[str, tuple[list[float], list[float]]]:
+    """The parts of the box of True cells that show on the cube's front, top and right faces."""
+    if not box.any():
+        return {}
+    (n, c, s), (length_n, length_c, height) = box.shape, size
+    (n0, c0, s0), (n1, c1, s1) = (np.min(ix) for ix in np.nonzero(box)), \
+        (np.max(ix) + 1 for ix in np.nonzero(box))
+    a0, a1 = length_n * n0 / n, length_n * n1 / n
+    b0, b1 = length_c * c0 / c, length_c * c1 / c
+    # Position 0 is drawn at the top, so that it shows on the top face.
+    v0, v1 = height * (1 - s1 / s), height * (1 - s0 / s)
+    faces = {}
+    if c0 == 0:
+        faces["front"] = _cube_quad("front", (a0, v0), (a1, v1), size)
+    if s0 == 0:
+        faces["top"] = _cube_quad("top", (a0, b0), (a1, b1), size)
+    if n1 == n:
+        faces["right"] = _cube_quad("right", (b0, v0), (b1, v1), size)
+    return faces
+
+
+def _label_cube(fig: go.Figure, col: int, size: tuple[float, float, float],
+                axis_names: tuple[str, str, str], note: str, undefined: bool) -> None:
+    length_n, length_c, height = size
+    depth_mid = _cube_point(length_n, length_c / 2, 0)
+    labels = [((length_n / 2, -0.07), axis_names[0], 0),
+              ((depth_mid[0] + 0.07, depth_mid[1] - 0.05), axis_names[1], 0),
+              ((-0.08, height / 2), axis_names[2], -90)]
+    for (x, y), text, angle in labels:
+        fig.add_annotation(x=x, y=y, text=f"<b>{text}</b>", showarrow=False, textangle=angle,
+                           font=dict(size=13), row=1, col=col)
+    centre = _cube_point(length_n / 2, length_c / 2, height / 2)
+    if undefined:
+        fig.add_annotation(x=centre[0], y=centre[1], text="not defined", showarrow=False,
+                           font=dict(size=14, color="#B00020"), bgcolor="white", row=1, col=col)
+    fig.add_annotation(x=centre[0], y=-0.3, text=note, showarrow=False, font=dict(size=11),
+                       row=1, col=col)
+
+
+def bnln_fixed_sample_figure(
+    batch_norm: np.ndarray | None, layer_norm: np.ndarray, refusal: str | None = None
+) -> go.Figure:
+    """One sample's output feature by feature, one line per re-drawn batch, BatchNorm beside
+    LayerNorm. Args are (re-draws, C) arrays; where BatchNorm refused the batch
+    (``batch_norm=None``) its panel shows ``refusal`` instead."""
+    import textwrap
+
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06,
+                        subplot_titles=("BatchNorm (training mode)", "LayerNorm"))
+    features = np.arange(layer_norm.shape[1])
+    panels = ((1, batch_norm, "BatchNorm", BNLN_BATCH), (2, layer_norm, "LayerNorm", BNLN_LAYER))
+    for col, outputs, name, color in panels:
+        if outputs is None:
+            continue
+        for r, row in enumerate(np.asarray(outputs, dtype=np.float32)):
+            fig.add_trace(go.Scatter(
+                x=features, y=row, mode="lines+markers", name=name, legendgroup=name,
+                showlegend=r == 0, opacity=0.7, line=dict(color=color, width=1.5),
+                marker=dict(size=6),
+                hovertemplate=f"batch {r}<br>feature %{{x}}: %{{y:.4f}}<extra>{name}</extra>",
+            ), row=1, col=col)
+    if batch_norm is None:
+        text = "<br>".join(textwrap.wrap(refusal or "BatchNorm refused this batch", 42))
+        left, right = fig.layout.xaxis.domain
+        fig.add_annotation(x=(left + right) / 2, y=0.5, xref="paper", yref="paper", text=text,
+                           xanchor="center", showarrow=False, font=dict(color="#B00020", size=13),
+                           bgcolor="#FDECEA", borderpad=8)
+    else:
+        fig.update_yaxes(matches="y")  # one scale, so the two spreads compare at a glance
+    fig.update_xaxes(title_text="feature", dtick=1)
+    fig.update_yaxes(title_text="output y of the fixed sample", row=1, col=1)
+    fig.update_layout(height=340, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def bnln_batch_size_figure(
+    batch_sizes: np.ndarray, batch_norm: np.ndarray, layer_norm: np.ndarray, feature: int
+) -> go.Figure:
+    """One output feature of the fixed sample against the batch size: every re-draw as a dot and
+    the band they span for BatchNorm (NaN where refused), a line for LayerNorm.
+
+    ``batch_norm`` and ``layer_norm`` are (sizes, re-draws) arrays."""
+    sizes = np.asarray(batch_sizes, dtype=np.int64)
+    bn = np.asarray(batch_norm, dtype=np.float64)
+    # A refused batch size is NaN in every re-draw, so its band is simply NaN (a gap).
+    low, high = bn.min(axis=1), bn.max(axis=1)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=sizes, y=high, mode="lines", line=dict(width=0),
+                             name="BatchNorm range", legendgroup="bn", showlegend=False,
+                             hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=sizes, y=low, mode="lines", line=dict(width=0), fill="tonexty",
+                             fillcolor="rgba(0, 114, 178, 0.2)", name="BatchNorm range",
+                             legendgroup="bn", hoverinfo="skip"))
+    fig.add_trace(go.Scatter(
+        x=np.repeat(sizes, bn.shape[1]), y=bn.ravel(), mode="markers", name="BatchNorm",
+        marker=dict(color=BNLN_BATCH, size=6, opacity=0.7), legendgroup="bn",
+        hovertemplate="batch size %{x}: %{y:.4f}<extra>BatchNorm</extra>"))
+    fig.add_trace(go.Scatter(
+        x=sizes, y=np.asarray(layer_norm, dtype=np.float64).mean(axis=1), mode="lines+markers",
+        name="LayerNorm (every re-draw)", line=dict(color=BNLN_LAYER, width=3),
+        marker=dict(size=7), hovertemplate="batch size %{x}: %{y:.4f}<extra>LayerNorm</extra>"))
+    fig.update_xaxes(type="log", title_text="batch size", tickvals=sizes.tolist())
+    fig.update_yaxes(title_text=f"output y, feature {feature}")
+    fig.update_layout(height=340, margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def bnln_running_figure(
+    batch_mean: np.ndarray,
+    batch_var: np.ndarray,
+    batch_var_unbiased: np.ndarray,
+    running_mean: np.ndarray,
+    running_var: np.ndarray,
+    population_mean: float,
+    population_var: float,
+) -> go.Figure:
+    """The running μ and σ² of one feature step by step, next to each mini-batch's own μ and its
+    biased and unbiased σ², with the population's values dashed. Batch arrays have one entry per
+    step (1…k), running arrays one more (step 0 is the starting 0 and 1)."""
+    steps = np.arange(1, len(batch_mean) + 1)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08,
+                        subplot_titles=("mean μ", "variance σ²"))
+    series = (
+        (1, steps, batch_mean, "batch μ", "markers", OKABE_ITO[0], "circle"),
+        (1, np.arange(len(running_mean)), running_mean, "running μ", "lines+markers",
+         OKABE_ITO[1], "circle"),
+        (2, steps, batch_var, "batch σ², biased (÷m): normalizes", "markers", OKABE_ITO[0],
+         "circle"),
+        (2, steps, batch_var_unbiased, "batch σ², unbiased (÷(m−1)): fed to running σ²",
+         "markers", OKABE_ITO[2], "diamond"),
+        (2, np.arange(len(running_var)), running_var, "running σ²", "lines+markers",
+         OKABE_ITO[1], "circle"),
+    )
+    for col, x, y, name, mode, color, symbol in series:
+        fig.add_trace(go.Scatter(x=x, y=np.asarray(y, dtype=np.float64), mode=mode, name=name,
+                                 marker=dict(color=color, size=7, symbol=symbol),
+                                 line=dict(color=color, width=2)), row=1, col=col)
+    for col, value in ((1, population_mean), (2, population_var)):
+        fig.add_hline(y=value, line=dict(color="#555555", dash="dash", width=1), row=1, col=col,
+                      annotation_text="population", annotation_position="top left")
+    fig.update_xaxes(title_text="training step")
+    fig.update_layout(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def bnln_train_eval_figure(
+    train: np.ndarray, evaluated: np.ndarray, layer_norm: np.ndarray
+) -> go.Figure:
+    """Every output of one batch in training mode (x) against evaluation mode (y): BatchNorm's
+    points leave the diagonal while its running statistics differ from the batch's; LayerNorm
+    has one mode, so its points lie on it."""
+    train = np.asarray(train, dtype=np.float64).ravel()
+    evaluated = np.asarray(evaluated, dtype=np.float64).ravel()
+    ln = np.asarray(layer_norm, dtype=np.float64).ravel()
+    finite = np.concatenate([train, evaluated, ln])
+    finite = finite[np.isfinite(finite)]
+    bound = float(np.abs(finite).max()) * 1.05 if finite.size else 1.0
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[-bound, bound], y=[-bound, bound], mode="lines",
+                             line=dict(color="#999999", dash="dot"), name="train = eval",
+                             hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=train, y=evaluated, mode="markers", name="BatchNorm",
+                             marker=dict(color=BNLN_BATCH, size=7, opacity=0.75),
+                             hovertemplate="train %{x:.4f}<br>eval %{y:.4f}<extra>BatchNorm"
+                                           "</extra>"))
+    fig.add_trace(go.Scatter(x=ln, y=ln, mode="markers", name="LayerNorm",
+                             marker=dict(color=BNLN_LAYER, size=6, symbol="diamond",
+                                         opacity=0.75),
+                             hovertemplate="train = eval = %{x:.4f}<extra>LayerNorm</extra>"))
+    fig.update_xaxes(title_text="output in training mode", range=[-bound, bound])
+    fig.update_yaxes(title_text="output in evaluation mode", range=[-bound, bound])
+    fig.update_layout(height=420, margin=dict(t=30, b=10))
+    return fig
+
+
+# --- Padding and sequences (pages/padding.py) -------------------------------------------------
+
+#: BatchNorm with the pads counted, masked BatchNorm, LayerNorm.
+PAD_COUNTED, PAD_MASKED, PAD_LAYER = OKABE_ITO[5], OKABE_ITO[2], OKABE_ITO[1]
+
+
+def padding_stats_figure(
+    mean_with_pad: np.ndarray,
+    mean_masked: np.ndarray,
+    std_with_pad: np.ndarray,
+    std_masked: np.ndarray,
+) -> go.Figure:
+    """BatchNorm's μ and σ per feature, with the pads counted and with them masked out, as
+    labelled bars side by side."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("BatchNorm μ per feature",
+                                                        "BatchNorm σ per feature"))
+    features = [f"feature {i}" for i in range(len(mean_masked))]
+    for col, counted, masked in ((1, mean_with_pad, mean_masked), (2, std_with_pad, std_masked)):
+        for values, name, color in ((counted, "pads counted", PAD_COUNTED),
+                                    (masked, "real tokens only (masked)", PAD_MASKED)):
+            values = np.asarray(values, dtype=np.float64)
+            fig.add_trace(go.Bar(x=features, y=values, name=name, legendgroup=name,
+                                 showlegend=col == 1, marker_color=color,
+                                 text=[f"{v:.3g}" for v in values], textposition="outside"),
+                          row=1, col=col)
+    fig.update_layout(barmode="group", height=340, margin=dict(t=40, b=10),
+                      legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+def padding_heatmaps(
+    panels: Sequence[tuple[str, np.ndarray]],
+    padding: np.ndarray,
+    row_labels: Sequence[str] | None = None,
+) -> go.Figure:
+    """Token-by-feature grids side by side, pad positions marked ×: the first panel (the input)
+    has its own colour scale, the others (outputs) share one, centred on zero.
+
+    Args:
+        panels: (title, grid) pairs, each grid tokens × features.
+        padding: bool (tokens,), True at pad tokens.
+        row_labels: one name per token.
+    """
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.03,
+                        subplot_titles=[title for title, _ in panels], shared_yaxes=True)
+    outputs = np.concatenate([np.asarray(g, dtype=np.float64).ravel() for _, g in panels[1:]]) \
+        if len(panels) > 1 else np.zeros(1)
+    scales = {"coloraxis": _symmetric_range(np.asarray(panels[0][1], dtype=np.float64)),
+              "coloraxis2": _symmetric_range(outputs)}
+    rows = np.asarray(panels[0][1]).shape[0]
+    labels = list(row_labels) if row_labels is not None else [str(i) for i in range(rows)]
+    pad_rows = np.flatnonzero(np.asarray(padding, dtype=bool))
+    for col, (title, grid) in enumerate(panels, start=1):
+        grid = np.asarray(grid, dtype=np.float32)
+        fig.add_trace(go.Heatmap(
+            z=grid, y=labels, x=[f"f{j}" for j in range(grid.shape[1])],
+            coloraxis="coloraxis" if col == 1 else "coloraxis2", name=title,
+            hovertemplate="%{y}, %{x}: %{z:.4g}<extra>" + title + "</extra>",
+        ), row=1, col=col)
+        if pad_rows.size:
+            fig.add_trace(go.Scatter(
+                x=[f"f{j}" for _ in pad_rows for j in range(grid.shape[1])],
+                y=[labels[i] for i in pad_rows for _ in range(grid.shape[1])],
+                mode="markers", name="pad token", showlegend=col == 1, hoverinfo="skip",
+                marker=dict(symbol="x-thin", size=10, line=dict(width=2, color="#333333")),
+            ), row=1, col=col)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category")
+    fig.update_layout(
+        height=max(300, min(900, 22 * rows + 120)), margin=dict(t=40, b=10),
+        legend=dict(orientation="h", y=-0.12),
+        coloraxis=dict(colorscale=DIVERGING, cmin=scales["coloraxis"][0],
+                       cmax=scales["coloraxis"][1],
+                       colorbar=dict(title="x", y=0.77, len=0.45, thickness=10)),
+        coloraxis2=dict(colorscale=DIVERGING, cmin=scales["coloraxis2"][0],
+                        cmax=scales["coloraxis2"][1],
+                        colorbar=dict(title="y", y=0.23, len=0.45, thickness=10)),
+    )
+    return fig
+
+
+def padding_sweep_figure(
+    fraction: np.ndarray,
+    mean_with_pad: np.ndarray,
+    mean_masked: np.ndarray,
+    std_with_pad: np.ndarray,
+    std_masked: np.ndarray,
+    drift_with_pad: np.ndarray,
+    drift_masked: np.ndarray,
+    drift_layer_norm: np.ndarray,
+    current: float | None = None,
+    feature: int = 0,
+) -> go.Figure:
+    """Against the padded share of the batch: one feature's BatchNorm μ and σ with and without
+    the pads, and how far the real tokens' outputs move (max |change| against no padding) under
+    BatchNorm, masked BatchNorm and LayerNorm. ``current`` marks this batch's own share."""
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=(
+        f"μ of feature {feature}", f"σ of feature {feature}", "real tokens' output moved by"))
+    x = np.asarray(fraction, dtype=np.float64)
+    series = (
+        (1, mean_with_pad, "BatchNorm, pads counted", PAD_COUNTED, "solid", "circle"),
+        (1, mean_masked, "BatchNorm, masked", PAD_MASKED, "dash", "square"),
+        (2, std_with_pad, "BatchNorm, pads counted", PAD_COUNTED, "solid", "circle"),
+        (2, std_masked, "BatchNorm, masked", PAD_MASKED, "dash", "square"),
+        (3, drift_with_pad, "BatchNorm, pads counted", PAD_COUNTED, "solid", "circle"),
+        (3, drift_masked, "BatchNorm, masked", PAD_MASKED, "dash", "square"),
+        (3, drift_layer_norm, "LayerNorm", PAD_LAYER, "dot", "diamond-open"),
+    )
+    shown: set[str] = set()
+    for col, y, name, color, dash, symbol in series:
+        fig.add_trace(go.Scatter(
+            x=x, y=np.asarray(y, dtype=np.float64), mode="lines+markers", name=name,
+            legendgroup=name, showlegend=name not in shown,
+            line=dict(color=color, dash=dash, width=2), marker=dict(symbol=symbol, size=7),
+            hovertemplate="padded %{x:.0%}: %{y:.4g}<extra>" + name + "</extra>",
+        ), row=1, col=col)
+        shown.add(name)
+    if current is not None:
+        for col in (1, 2, 3):
+            fig.add_vline(x=current, line=dict(color="#555555", dash="dot", width=1),
+                          row=1, col=col)
+    fig.update_xaxes(title_text="padded share of the batch", tickformat=".0%")
+    fig.update_layout(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def padding_pad_token_figure(output: np.ndarray, beta: float) -> go.Figure:
+    """LayerNorm's output for a pad token, feature by feature, against the line y = β; NaN
+    outputs (ε = 0: 0/0) are labelled instead of drawn."""
+    y = np.asarray(output, dtype=np.float64)
+    features = [f"feature {i}" for i in range(y.size)]
+    fig = go.Figure(go.Bar(x=features, y=np.nan_to_num(y, nan=0.0), marker_color=PAD_LAYER,
+                           name="LayerNorm output of the pad token",
+                           text=["NaN" if np.isnan(v) else f"{v:.4g}" for v in y],
+                           textposition="outside"))
+    fig.add_hline(y=beta, line=dict(color="#333333", dash="dash"),
+                  annotation_text=f"β = {beta:g}", annotation_position="top left")
+    if np.isnan(y).any():
+        fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                           text="NaN: x − μ = 0 divided by √(0 + 0) = 0",
+                           font=dict(color="#B00020", size=14), bgcolor="#FDECEA")
+    fig.update_yaxes(title_text="y")
+    fig.update_layout(height=300, margin=dict(t=30, b=10), showlegend=False)
+    return fig
+
+
+def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) -> go.Figure:
+    """Benchmark results (lnviz.bench.Row): median time and achieved bandwidth against the
+    number of values, one line per (norm, implementation), with the copy roofline drawn."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("median time (ms)", "bandwidth (GB/s)"))
+    series: dict[tuple[str, str], list] = {}
+    for row in rows:
+        series.setdefault((row.norm, row.impl), []).append(row)
+    impls = sorted({impl for _, impl in series})
+    dashes = {"layer": "solid", "batch": "dash", "rms": "dot"}
+    for (norm, impl), points in series.items():
+        points = sorted(points, key=lambda r: r.size)
+        color = OKABE_ITO[impls.index(impl) % len(OKABE_ITO)]
+        common = dict(mode="lines+markers", name=f"{norm} · {impl}", legendgroup=f"{norm}{impl}",
+                      line=dict(color=color, dash=dashes.get(norm, "solid")))
+        sizes = [p.size for p in points]
+        fig.add_trace(go.Scatter(x=sizes, y=[p.seconds * 1e3 for p in points], **common),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=sizes, y=[p.gb_per_s for p in points], showlegend=False,
+                                 **common), row=1, col=2)
+    if roofline_gbps:
+        sizes = sorted(roofline_gbps)
+        fig.add_trace(go.Scatter(x=sizes, y=[roofline_gbps[s] for s in sizes], mode="lines",
+                                 name="copy (roofline)", line=dict(color="black", width=3)),
+                      row=1, col=2)
+    fig.update_xaxes(type="log", title_text="values in the tensor")
+    fig.update_yaxes(type="log")
+    fig.update_layout(height=420, margin=dict(t=40, b=10))
+    return fig
+
+
+# --- BatchNorm vs LayerNorm and padding pages (pages/bn_vs_ln.py, pages/padding.py) -----------
+# Built from plain dicts in a single go.Figure call: plotly's add_trace/add_annotation/
+# make_subplots validate the whole figure again on every call, which costs these multi-panel
+# figures hundreds of milliseconds per rerun.
+
+#: One colour per norm on the BatchNorm-vs-LayerNorm page.
+BNLN_COLORS = {"BatchNorm": OKABE_ITO[0], "LayerNorm": OKABE_ITO[1]}
+#: BatchNorm with the pads counted, masked BatchNorm and LayerNorm on the padding page.
+PADDING_COLORS = {"counted": OKABE_ITO[5], "masked": OKABE_ITO[2], "LayerNorm": OKABE_ITO[1]}
+_ALERT = dict(color="#B00020", size=13)
+
+
+def _side_by_side(titles: Sequence[str], gap: float = 0.07) -> tuple[dict, list[tuple[str, str]]]:
+    """Layout entries for panels in one row, and each panel's (xaxis, yaxis) trace references.
+
+    The layout dict holds ``xaxis``, ``yaxis``, ``xaxis2``… and the panel titles as
+    ``annotations``; callers add their own keys and annotations to it.
+    """
+    count = len(titles)
+    width = (1.0 - gap * (count - 1)) / count
+    layout: dict = {"annotations": []}
+    refs = []
+    for i, title in enumerate(titles):
+        suffix = "" if i == 0 else str(i + 1)
+        left = i * (width + gap)
+        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}")
+        layout[f"yaxis{suffix}"] = dict(anchor=f"x{suffix}")
+        layout["annotations"].append(dict(
+            text=title, x=left + width / 2, y=1.0, xref="paper", yref="paper",
+            xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)))
+        refs.append((f"x{suffix}", f"y{suffix}"))
+    return layout, refs
+
+
+def _axis_ids(refs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Layout keys of the panels' axes: ("xaxis", "yaxis"), ("xaxis2", "yaxis2")…"""
+    return [(x.replace("x", "xaxis"), y.replace("y", "yaxis")) for x, y in refs]
+
+
+# Cube drawing: the C axis recedes up and to the right at 30°, shortened to 55%.
+_RECEDE = 0.55 * np.array([np.cos(np.pi / 6), np.sin(np.pi / 6)])
+
+
+def _project(a: float, b: float, v: float) -> tuple[float, float]:
+    """(along N, along C, height) onto the page."""
+    return a + _RECEDE[0] * b, v + _RECEDE[1] * b
+
+
+def _face(face: str, lo: tuple[float, float], hi: tuple[float, float],
+          size: tuple[float, float, float]) -> list[tuple[float, float]]:
+    """The closed outline of a rectangle lying on the cube's front, top or right face."""
+    (p0, q0), (p1, q1) = lo, hi
+    length_n, _, height = size
+    corners = {
+        "front": [(p0, 0.0, q0), (p1, 0.0, q0), (p1, 0.0, q1), (p0, 0.0, q1)],
+        "top": [(p0, q0, height), (p1, q0, height), (p1, q1, height), (p0, q1, height)],
+        "right": [(length_n, p0, q0), (length_n, p1, q0), (length_n, p1, q1),
+                  (length_n, p0, q1)],
+    }[face]
+    return [_project(*corner) for corner in corners + corners[:1]]
+
+
+def _cube_cells(counts: tuple[int, int, int], size: tuple[float, float, float],
+                max_lines: int = 40) -> list[tuple[float, float, float]]:
+    """Segments between cells on the three visible faces (none along an axis with more than
+    ``max_lines`` cells, where they would only grey the face)."""
+    n, c, s = counts
+    length_n, length_c, height = size
+    segments = []
+    if n <= max_lines:
+        for a in np.arange(1, n) * length_n / n:
+            segments += [((a, 0, 0), (a, 0, height)), ((a, 0, height), (a, length_c, height))]
+    if c <= max_lines:
+        for b in np.arange(1, c) * length_c / c:
+            segments += [((0, b, height), (length_n, b, height)),
+                         ((length_n, b, 0), (length_n, b, height))]
+    if s <= max_lines:
+        for v in np.arange(1, s) * height / s:
+            segments += [((0, 0, v), (length_n, 0, v)),
+                         ((length_n, 0, v), (length_n, length_c, v))]
+    return segments
+
+
+def _pooled_faces(box: np.ndarray, size: tuple[float, float, float]
+                  ) -> dict[str, list[tuple[float, float]]]:
+    """Where the box of True cells shows on the cube's front, top and right faces."""
+    if not box.any():
+        return {}
+    (n, c, s), (length_n, length_c, height) = box.shape, size
+    where = np.nonzero(box)
+    (n0, c0, s0), (n1, c1, s1) = [int(i.min()) for i in where], [int(i.max()) + 1 for i in where]
+    a0, a1 = length_n * n0 / n, length_n * n1 / n
+    b0, b1 = length_c * c0 / c, length_c * c1 / c
+    v0, v1 = height * (1 - s1 / s), height * (1 - s0 / s)  # position 0 on top
+    faces = {}
+    if c0 == 0:
+        faces["front"] = _face("front", (a0, v0), (a1, v1), size)
+    if s0 == 0:
+        faces["top"] = _face("top", (a0, b0), (a1, b1), size)
+    if n1 == n:
+        faces["right"] = _face("right", (b0, v0), (b1, v1), size)
+    return faces
+
+
+def _polylines(shapes: Sequence[Sequence[tuple[float, float]]], dx: float = 0.0
+               ) -> tuple[list[float | None], list[float | None]]:
+    """Outlines as one x/y pair with None breaks, shifted right by ``dx``."""
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for points in shapes:
+        xs += [p[0] + dx for p in points] + [None]
+        ys += [p[1] for p in points] + [None]
+    return xs, ys
+
+
+def _shift(xs: list[float | None], offsets: Sequence[float], per_cube: int
+           ) -> list[float | None]:
+    """Move each cube's block of ``per_cube`` x values right by its offset."""
+    return [None if x is None else x + offsets[i // per_cube] for i, x in enumerate(xs)]
+
+
+def bnln_sharing_figure(
+    counts: tuple[int, int, int],
+    titles: Sequence[str],
+    cells: Sequence[np.ndarray | None],
+    notes: Sequence[str],
+    axis_names: tuple[str, str, str] = ("N", "C", "H·W"),
+) -> go.Figure:
+    """Wu & He's four cubes: one per norm, the cells that share one μ and σ shaded.
+
+    Args:
+        counts: (N, C, S), the cube's cells along the batch, channel and position axes.
+        titles: one title per cube.
+        cells: per cube a bool (N, C, S) array, True where a value enters the shaded μ/σ
+            (see :func:`lnviz.batchdep.sharing_cubes`), or ``None`` for a norm that does not
+            apply (the cube is drawn empty, with its note).
+        notes: one line under each cube.
+        axis_names: labels of the N, C and position axes.
+
+    The shaded cells must form a box (true of all four norms, for the cell at sample 0,
+    channel 0, position 0); the parts of it that lie on the cube's visible front, top and right
+    faces are filled, as in the paper's figure. Axis lengths follow the counts (a short axis is
+    still drawn at 12% of the longest), so the cube has the tensor's proportions. Trace names
+    say which cube a shaded face belongs to ("BatchNorm: front"…).
+    """
+    from textwrap import wrap
+
+    n, c, s = (int(k) for k in counts)
+    longest = max(n, c, s)
+    size = tuple(max(k / longest, 0.12) for k in (n, c, s))
+    length_n, length_c, height = size
+    right_edge, top_edge = _project(length_n, length_c, height)
+    # One cube and the gap to the next; at least about a quarter of a wide page, so that the
+    # notes under tall, narrow cubes do not run into each other.
+    step = max(right_edge + 0.45, 0.9 * (top_edge + 0.62))
+    grey = {"front": "#E8E8E8", "top": "#F5F5F5", "right": "#D6D6D6"}
+    blue = {"front": OKABE_ITO[0], "top": OKABE_ITO[4], "right": "#005A8C"}
+    whole = {"front": ((0, 0), (length_n, height)), "top": ((0, 0), (length_n, length_c)),
+             "right": ((0, 0), (length_c, height))}
+    offsets = [k * step for k in range(len(titles))]
+    data: list[dict] = []
+    for face, (lo, hi) in whole.items():
+        x, y = _polylines([_face(face, lo, hi, size)] * len(offsets), 0.0)
+        data.append(dict(type="scatter", x=_shift(x, offsets, 6), y=y, fill="toself",
+                         fillcolor=grey[face], mode="lines", name="cube", hoverinfo="skip",
+                         line=dict(color="#444444", width=1.5), showlegend=False))
+    for dx, title, box in zip(offsets, titles, cells, strict=True):
+        if box is None:
+            continue
+        for face, outline in _pooled_faces(np.asarray(box, dtype=bool), size).items():
+            x, y = _polylines([outline], dx)
+            data.append(dict(type="scatter", x=x, y=y, fill="toself", fillcolor=blue[face],
+                             mode="lines", line=dict(color=blue[face], width=1),
+                             name="values pooled into one μ, σ", meta=f"{title}: {face}",
+                             legendgroup="pooled", showlegend=len(data) == 3,
+                             hoverinfo="skip"))
+    segments = [[_project(*a), _project(*b)] for a, b in _cube_cells((n, c, s), size)]
+    x, y = _polylines(segments * len(offsets), 0.0)
+    data.append(dict(type="scatter", x=_shift(x, offsets, 3 * len(segments)), y=y,
+                     mode="lines", name="cells", hoverinfo="skip", showlegend=False,
+                     line=dict(color="#777777", width=0.6)))
+    annotations = []
+    depth_mid = _project(length_n, length_c / 2, 0)
+    centre = _project(length_n / 2, length_c / 2, height / 2)
+    for dx, title, box, note in zip(offsets, titles, cells, notes, strict=True):
+        labels = [(length_n / 2, -0.07, axis_names[0], 0),
+                  (depth_mid[0] + 0.07, depth_mid[1] - 0.05, axis_names[1], 0),
+                  (-0.08, height / 2, axis_names[2], -90)]
+        annotations += [dict(x=x + dx, y=y, text=f"<b>{text}</b>", showarrow=False,
+                             textangle=angle, font=dict(size=13)) for x, y, text, angle in labels]
+        annotations.append(dict(x=centre[0] + dx, y=top_edge + 0.12, text=title,
+                                showarrow=False, font=dict(size=15)))
+        annotations.append(dict(x=centre[0] + dx, y=-0.2, text="<br>".join(wrap(note, 40)),
+                                showarrow=False, font=dict(size=11), yanchor="top"))
+        if box is None:
+            annotations.append(dict(x=centre[0] + dx, y=centre[1], text="not defined",
+                                    showarrow=False, font=_ALERT, bgcolor="white"))
+    layout = dict(
+        height=330, margin=dict(t=10, b=10, l=10, r=10), plot_bgcolor="white",
+        annotations=annotations, legend=dict(orientation="h", y=-0.02),
+        xaxis=dict(range=[-0.2, offsets[-1] + right_edge + 0.2], visible=False),
+        yaxis=dict(range=[-0.45, top_edge + 0.22], visible=False, scaleanchor="x"),
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+def bnln_redraws_figure(
+    batch_norm: np.ndarray | None, layer_norm: np.ndarray, refusal: str | None = None
+) -> go.Figure:
+    """One sample's output feature by feature, one line per re-drawn batch: BatchNorm's panel
+    beside LayerNorm's, on one y scale. Args are (re-draws, C) arrays; where BatchNorm refused
+    the batch (``batch_norm=None``) its panel shows ``refusal`` instead."""
+    import textwrap
+
+    layout, refs = _side_by_side(["BatchNorm (training mode)", "LayerNorm"], gap=0.06)
+    features = np.arange(layer_norm.shape[1])
+    data = []
+    for (xref, yref), outputs, name in ((refs[0], batch_norm, "BatchNorm"),
+                                        (refs[1], layer_norm, "LayerNorm")):
+        if outputs is None:
+            continue
+        for r, row in enumerate(np.asarray(outputs, dtype=np.float32)):
+            data.append(dict(
+                type="scatter", x=features, y=row, xaxis=xref, yaxis=yref, name=name,
+                mode="lines+markers", legendgroup=name, showlegend=r == 0, opacity=0.7,
+                line=dict(color=BNLN_COLORS[name], width=1.5), marker=dict(size=6),
+                hovertemplate=f"batch {r}<br>feature %{{x}}: %{{y:.4f}}<extra>{name}</extra>"))
+    (x1, y1), (x2, y2) = _axis_ids(refs)
+    for xaxis in (x1, x2):
+        layout[xaxis].update(title_text="feature", dtick=1)
+    layout[y1]["title_text"] = "output y of the fixed sample"
+    if batch_norm is None:
+        left, right = layout[x1]["domain"]
+        text = "<br>".join(textwrap.wrap(refusal or "BatchNorm refused this batch", 42))
+        layout["annotations"].append(dict(
+            x=(left + right) / 2, y=0.5, xref="paper", yref="paper", xanchor="center",
+            text=text, showarrow=False, font=_ALERT, bgcolor="#FDECEA", borderpad=8))
+        layout[x1]["visible"] = layout[y1]["visible"] = False
+    else:
+        layout[y2]["matches"] = "y"  # one scale, so the two spreads compare at a glance
+    layout.update(height=340, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    return go.Figure(data=data, layout=layout)
+
+
+def bnln_batch_sizes_figure(
+    batch_sizes: np.ndarray, batch_norm: np.ndarray, layer_norm: np.ndarray, feature: int
+) -> go.Figure:
+    """One output feature of the fixed sample against the batch size: each re-draw a dot and
+    the band they span for BatchNorm (NaN where it refused), a line for LayerNorm.
+
+    ``batch_norm`` and ``layer_norm`` are (sizes, re-draws) arrays."""
+    sizes = np.asarray(batch_sizes, dtype=np.int64)
+    bn = np.asarray(batch_norm, dtype=np.float64)
+    # A refused size is NaN in every re-draw, so its band is NaN too: a gap.
+    low, high = bn.min(axis=1), bn.max(axis=1)
+    color = BNLN_COLORS["BatchNorm"]
+    data = [
+        dict(type="scatter", x=sizes, y=high, mode="lines", line=dict(width=0),
+             name="BatchNorm range", legendgroup="bn", showlegend=False, hoverinfo="skip"),
+        dict(type="scatter", x=sizes, y=low, mode="lines", line=dict(width=0), fill="tonexty",
+             fillcolor="rgba(0, 114, 178, 0.2)", name="BatchNorm range", legendgroup="bn",
+             hoverinfo="skip"),
+        dict(type="scatter", x=np.repeat(sizes, bn.shape[1]), y=bn.ravel(), mode="markers",
+             name="BatchNorm, one dot per re-draw", legendgroup="bn",
+             marker=dict(color=color, size=6, opacity=0.7),
+             hovertemplate="batch size %{x}: %{y:.4f}<extra>BatchNorm</extra>"),
+        dict(type="scatter", x=sizes, y=np.asarray(layer_norm, dtype=np.float64).mean(axis=1),
+             mode="lines+markers", name="LayerNorm (every re-draw)",
+             line=dict(color=BNLN_COLORS["LayerNorm"], width=3), marker=dict(size=7),
+             hovertemplate="batch size %{x}: %{y:.4f}<extra>LayerNorm</extra>"),
+    ]
+    layout = dict(
+        height=340, margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.25),
+        xaxis=dict(type="log", title_text="batch size", tickvals=sizes.tolist()),
+        yaxis=dict(title_text=f"output y, feature {feature}"),
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+def bnln_running_stats_figure(
+    batch_mean: np.ndarray,
+    batch_var: np.ndarray,
+    batch_var_unbiased: np.ndarray,
+    running_mean: np.ndarray,
+    running_var: np.ndarray,
+    population_mean: float,
+    population_var: float,
+) -> go.Figure:
+    """The running μ and σ² of one feature step by step, beside each mini-batch's own μ and its
+    biased and unbiased σ², with the population's values dashed. Batch arrays have one entry per
+    step (1…k), running arrays one more (step 0: the starting 0 and 1)."""
+    layout, refs = _side_by_side(["mean μ", "variance σ²"], gap=0.08)
+    k = len(batch_mean)
+    steps, running_steps = np.arange(1, k + 1), np.arange(k + 1)
+    series = (
+        (0, steps, batch_mean, "batch μ", "markers", OKABE_ITO[0], "circle"),
+        (0, running_steps, running_mean, "running μ", "lines+markers", OKABE_ITO[1], "circle"),
+        (1, steps, batch_var, "batch σ², biased (÷m): normalizes the batch", "markers",
+         OKABE_ITO[0], "circle"),
+        (1, steps, batch_var_unbiased, "batch σ², unbiased (÷(m−1)): feeds the running σ²",
+         "markers", OKABE_ITO[2], "diamond"),
+        (1, running_steps, running_var, "running σ²", "lines+markers", OKABE_ITO[1], "circle"),
+    )
+    data = [dict(type="scatter", x=x, y=np.asarray(y, dtype=np.float64), mode=mode, name=name,
+                 xaxis=refs[panel][0], yaxis=refs[panel][1],
+                 marker=dict(color=color, size=7, symbol=symbol),
+                 line=dict(color=color, width=2))
+            for panel, x, y, name, mode, color, symbol in series]
+    for (xref, yref), value in zip(refs, (population_mean, population_var), strict=True):
+        data.append(dict(type="scatter", x=[0, k], y=[value, value], mode="lines",
+                         xaxis=xref, yaxis=yref, name="population", legendgroup="population",
+                         showlegend=xref == "x", hoverinfo="skip",
+                         line=dict(color="#555555", dash="dash", width=1)))
+    for xaxis, _ in _axis_ids(refs):
+        layout[xaxis]["title_text"] = "training step"
+    layout.update(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.25))
+    return go.Figure(data=data, layout=layout)
+
+
+def bnln_modes_figure(
+    train: np.ndarray, evaluated: np.ndarray, layer_norm: np.ndarray
+) -> go.Figure:
+    """Every output of one batch in training mode (x) against evaluation mode (y): BatchNorm's
+    points leave the diagonal while its running statistics differ from the batch's; LayerNorm
+    has one mode, so its points lie on it."""
+    train = np.asarray(train, dtype=np.float64).ravel()
+    evaluated = np.asarray(evaluated, dtype=np.float64).ravel()
+    ln = np.asarray(layer_norm, dtype=np.float64).ravel()
+    values = np.concatenate([train, evaluated, ln])
+    values = values[np.isfinite(values)]
+    bound = float(np.abs(values).max()) * 1.05 if values.size else 1.0
+    data = [
+        dict(type="scatter", x=[-bound, bound], y=[-bound, bound], mode="lines",
+             line=dict(color="#999999", dash="dot"), name="train = eval", hoverinfo="skip"),
+        dict(type="scatter", x=train, y=evaluated, mode="markers", name="BatchNorm",
+             marker=dict(color=BNLN_COLORS["BatchNorm"], size=7, opacity=0.75),
+             hovertemplate="train %{x:.4f}<br>eval %{y:.4f}<extra>BatchNorm</extra>"),
+        dict(type="scatter", x=ln, y=ln, mode="markers", name="LayerNorm",
+             marker=dict(color=BNLN_COLORS["LayerNorm"], size=6, symbol="diamond",
+                         opacity=0.75),
+             hovertemplate="train = eval = %{x:.4f}<extra>LayerNorm</extra>"),
+    ]
+    layout = dict(height=420, margin=dict(t=30, b=10),
+                  xaxis=dict(title_text="output in training mode", range=[-bound, bound]),
+                  yaxis=dict(title_text="output in evaluation mode", range=[-bound, bound]))
+    return go.Figure(data=data, layout=layout)
+
+
+def padding_feature_stats_figure(
+    mean_with_pad: np.ndarray,
+    mean_masked: np.ndarray,
+    std_with_pad: np.ndarray,
+    std_masked: np.ndarray,
+) -> go.Figure:
+    """BatchNorm's μ and σ per feature, with the pads counted and with them masked out, as
+    labelled bars side by side."""
+    layout, refs = _side_by_side(["BatchNorm μ per feature", "BatchNorm σ per feature"])
+    features = [f"feature {i}" for i in range(len(mean_masked))]
+    data = []
+    for (xref, yref), counted, masked in ((refs[0], mean_with_pad, mean_masked),
+                                          (refs[1], std_with_pad, std_masked)):
+        for values, name, key in ((counted, "pads counted", "counted"),
+                                  (masked, "real tokens only (masked)", "masked")):
+            values = np.asarray(values, dtype=np.float64)
+            data.append(dict(type="bar", x=features, y=values, name=name, legendgroup=name,
+                             showlegend=xref == "x", marker_color=PADDING_COLORS[key],
+                             xaxis=xref, yaxis=yref, text=[f"{v:.3g}" for v in values],
+                             textposition="outside", cliponaxis=False))
+    layout.update(barmode="group", height=340, margin=dict(t=40, b=10),
+                  legend=dict(orientation="h", y=-0.15))
+    return go.Figure(data=data, layout=layout)
+
+
+def padding_tokens_figure(
+    panels: Sequence[tuple[str, np.ndarray]],
+    padding: np.ndarray,
+    row_labels: Sequence[str] | None = None,
+) -> go.Figure:
+    """Token-by-feature grids side by side with pad tokens marked ×: the first panel (the
+    input) has its own colour scale, the others (outputs) share one; both centred on zero.
+
+    Args:
+        panels: (title, grid) pairs, each grid tokens × features.
+        padding: bool (tokens,), True at pad tokens.
+        row_labels: one name per token (must be distinct).
+    """
+    layout, refs = _side_by_side([title for title, _ in panels], gap=0.03)
+    grids = [np.asarray(grid, dtype=np.float32) for _, grid in panels]
+    rows, cols = grids[0].shape
+    labels = list(row_labels) if row_labels is not None else [f"token {i}" for i in range(rows)]
+    features = [f"f{j}" for j in range(cols)]
+    pads = np.flatnonzero(np.asarray(padding, dtype=bool))
+    outputs = np.concatenate([g.ravel() for g in grids[1:]]) if len(grids) > 1 else grids[0]
+    data = []
+    for i, ((title, _), grid, (xref, yref)) in enumerate(zip(panels, grids, refs, strict=True)):
+        data.append(dict(type="heatmap", z=grid, x=features, y=labels, xaxis=xref, yaxis=yref,
+                         coloraxis="coloraxis" if i == 0 else "coloraxis2", name=title,
+                         hovertemplate="%{y}, %{x}: %{z:.4g}<extra>" + title + "</extra>"))
+        if pads.size:
+            data.append(dict(
+                type="scatter", x=features * pads.size, y=[labels[p] for p in pads
+                                                            for _ in features],
+                xaxis=xref, yaxis=yref, mode="markers", name="pad token",
+                showlegend=i == 0, hoverinfo="skip",
+                marker=dict(symbol="x-thin", size=10, line=dict(width=2, color="#333333"))))
+    for i, (xaxis, yaxis) in enumerate(_axis_ids(refs)):
+        layout[xaxis]["type"] = "category"
+        layout[yaxis].update(type="category", autorange="reversed", showticklabels=i == 0)
+    input_range, output_range = _symmetric_range(grids[0]), _symmetric_range(outputs)
+    layout.update(
+        height=max(340, min(900, 22 * rows + 120)), margin=dict(t=40, b=10),
+        legend=dict(orientation="h", y=-0.12),
+        coloraxis=dict(colorscale=DIVERGING, cmin=input_range[0], cmax=input_range[1],
+                       colorbar=dict(title="x", y=0.77, len=0.45, thickness=10)),
+        coloraxis2=dict(colorscale=DIVERGING, cmin=output_range[0], cmax=output_range[1],
+                        colorbar=dict(title="y", y=0.23, len=0.45, thickness=10)),
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+def padding_share_figure(
+    fraction: np.ndarray,
+    mean_with_pad: np.ndarray,
+    mean_masked: np.ndarray,
+    std_with_pad: np.ndarray,
+    std_masked: np.ndarray,
+    drift_with_pad: np.ndarray,
+    drift_masked: np.ndarray,
+    drift_layer_norm: np.ndarray,
+    current: float | None = None,
+    feature: int = 0,
+) -> go.Figure:
+    """Against the padded share of the batch: one feature's BatchNorm μ and σ with and without
+    the pads, and how far the real tokens' outputs move (max |change| against no padding) under
+    BatchNorm, masked BatchNorm and LayerNorm. ``current`` marks this batch's own share."""
+    layout, refs = _side_by_side([f"μ of feature {feature}", f"σ of feature {feature}",
+                                  "real tokens' output moved by"])
+    x = np.asarray(fraction, dtype=np.float64)
+    counted = ("BatchNorm, pads counted", PADDING_COLORS["counted"], "solid", "circle")
+    masked = ("BatchNorm, masked", PADDING_COLORS["masked"], "dash", "square")
+    layer = ("LayerNorm", PADDING_COLORS["LayerNorm"], "dot", "diamond-open")
+    series = ((0, mean_with_pad, counted), (0, mean_masked, masked),
+              (1, std_with_pad, counted), (1, std_masked, masked),
+              (2, drift_with_pad, counted), (2, drift_masked, masked),
+              (2, drift_layer_norm, layer))
+    data, shown = [], set()
+    for panel, y, (name, color, dash, symbol) in series:
+        data.append(dict(
+            type="scatter", x=x, y=np.asarray(y, dtype=np.float64), mode="lines+markers",
+            xaxis=refs[panel][0], yaxis=refs[panel][1], name=name, legendgroup=name,
+            showlegend=name not in shown, line=dict(color=color, dash=dash, width=2),
+            marker=dict(symbol=symbol, size=7),
+            hovertemplate="padded %{x:.0%}: %{y:.4g}<extra>" + name + "</extra>"))
+        shown.add(name)
+    if current is not None:
+        layout["shapes"] = [dict(type="line", x0=current, x1=current, y0=0, y1=1, xref=xref,
+                                 yref=f"{yref} domain", line=dict(color="#555555", dash="dot",
+                                                                  width=1))
+                            for xref, yref in refs]
+    for xaxis, _ in _axis_ids(refs):
+        layout[xaxis].update(title_text="padded share of the batch", tickformat=".0%")
+    layout.update(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.3))
+    return go.Figure(data=data, layout=layout)
+
+
+def padding_pad_row_figure(output: np.ndarray, beta: float) -> go.Figure:
+    """LayerNorm's output for a pad token, feature by feature, against the line y = β; NaN
+    outputs (ε = 0: 0/0) are labelled instead of drawn."""
+    y = np.asarray(output, dtype=np.float64)
+    features = [f"feature {i}" for i in range(y.size)]
+    nan = np.isnan(y)
+    annotations = [dict(x=1.0, y=beta, xref="paper", xanchor="right", yanchor="bottom",
+                        text=f"β = {beta:g}", showarrow=False)]
+    if nan.any():
+        annotations.append(dict(x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                                text="NaN: x − μ = 0 divided by √(0 + 0) = 0", font=_ALERT,
+                                bgcolor="#FDECEA"))
+    data = [dict(type="bar", x=features, y=np.where(nan, 0.0, y), name="pad token's output",
+                 marker_color=PADDING_COLORS["LayerNorm"], textposition="outside",
+                 text=["NaN" if v else f"{w:.4g}" for v, w in zip(nan, y, strict=True)],
+                 cliponaxis=False)]
+    layout = dict(height=300, margin=dict(t=30, b=10), showlegend=False, yaxis=dict(title="y"),
+                  annotations=annotations,
+                  shapes=[dict(type="line", x0=0, x1=1, xref="paper", y0=beta, y1=beta,
+                               line=dict(color="#333333", dash="dash"))])
+    return go.Figure(data=data, layout=layout)
+
+
+# --- Training: LN-LSTM vs LSTM (pages/training.py) ----------------------------------------------
+
+#: One colour per model of the training page: the plain LSTM in the "before" blue, the LN-LSTM in
+#: the "after" orange, the BN-LSTM in green.
+TRAINING_COLORS = {"LSTM": BEFORE, "LN-LSTM": AFTER, "BN-LSTM": OKABE_ITO[2]}
+
+
+def _training_color(label: str, index: int) -> str:
+    return TRAINING_COLORS.get(label, OKABE_ITO[(index + 3) % len(OKABE_ITO)])
+
+
+def training_curves_figure(
+    curves: dict[str, dict[str, Sequence[float]]],
+    total_steps: int | None = None,
+    chance: float | None = None,
+) -> go.Figure:
+    """Training loss and held-out accuracy against the step, one line per model.
+
+    ``curves`` maps a model label to its ``step``, ``loss`` and ``accuracy`` lists (as
+    :attr:`lnviz.train.ModelRun.curve` holds them). ``total_steps`` fixes the x range, so that a
+    chart redrawn while training grows into it instead of rescaling; ``chance`` draws the
+    accuracy of guessing (1 / classes) as a dotted line.
+    """
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(
+        "training loss (mean since the previous point)", "held-out accuracy"))
+    for index, (label, curve) in enumerate(curves.items()):
+        color = _training_color(label, index)
+        steps = np.asarray(curve["step"], dtype=np.int64)
+        for col, field in ((1, "loss"), (2, "accuracy")):
+            fig.add_trace(go.Scatter(
+                x=steps, y=np.asarray(curve[field], dtype=np.float64), mode="lines+markers",
+                name=label, legendgroup=label, showlegend=col == 1,
+                line=dict(color=color, width=2), marker=dict(size=4)), row=1, col=col)
+    if chance is not None:
+        fig.add_hline(y=chance, line=dict(color="#777777", dash="dot", width=1), row=1, col=2,
+                      annotation_text="chance", annotation_position="bottom right")
+    if total_steps:
+        fig.update_xaxes(range=[0, total_steps * 1.02])
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%", row=1, col=2)
+    fig.update_layout(height=340, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def training_grad_norm_figure(step_grad_norm: dict[str, Sequence[float]]) -> go.Figure:
+    """‖∇θ‖₂, the norm of all parameter gradients, at every step, one line per model, on a log
+    axis so that a spike and a slow drift both stay visible."""
+    fig = go.Figure()
+    for index, (label, norms) in enumerate(step_grad_norm.items()):
+        values = np.asarray(norms, dtype=np.float64)
+        fig.add_trace(go.Scatter(x=np.arange(1, values.size + 1), y=values, mode="lines",
+                                 name=label, line=dict(color=_training_color(label, index),
+                                                       width=1)))
+    fig.update_layout(height=300, margin=dict(t=30, b=10), xaxis_title="step",
+                      yaxis=dict(title="gradient norm ‖∇θ‖₂", type="log"),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def training_gates_figure(
+    quantiles: dict[str, np.ndarray], saturation: float | None = 4.0
+) -> go.Figure:
+    """The spread of the gate pre-activations at each time step, one panel per model.
+
+    ``quantiles`` maps a model label to a (T, 5) array of the 5 %, 25 %, 50 %, 75 % and 95 %
+    quantiles at every step (a row of :func:`lnviz.rnn.gate_quantiles`). Each panel draws the
+    5–95 % band light, the 25–75 % band darker and the median as a line; the y axis is shared, so
+    a model whose sums wander off shows it at once. ``saturation`` marks ±that value, beyond
+    which σ is flat (σ′(4) ≈ 0.018): a pre-activation out there passes almost no gradient.
+    """
+    labels = list(quantiles)
+    fig = make_subplots(rows=1, cols=max(len(labels), 1), shared_yaxes=True,
+                        subplot_titles=labels or None, horizontal_spacing=0.03)
+    for index, label in enumerate(labels):
+        q = np.asarray(quantiles[label], dtype=np.float64)
+        steps = np.arange(1, q.shape[0] + 1)
+        color = _training_color(label, index)
+        col = index + 1
+        for low, high, opacity, band in ((0, 4, 0.18, "5–95 %"), (1, 3, 0.4, "25–75 %")):
+            fig.add_trace(go.Scatter(
+                x=np.concatenate([steps, steps[::-1]]),
+                y=np.concatenate([q[:, high], q[::-1, low]]), fill="toself", mode="lines",
+                line=dict(width=0), fillcolor=color, opacity=opacity, hoverinfo="skip",
+                name=f"{label} {band}", showlegend=False), row=1, col=col)
+        fig.add_trace(go.Scatter(x=steps, y=q[:, 2], mode="lines+markers", name=f"{label} median",
+                                 line=dict(color=color, width=2), showlegend=False),
+                      row=1, col=col)
+        if saturation:
+            for level in (saturation, -saturation):
+                fig.add_hline(y=level, line=dict(color="#777777", dash="dot", width=1),
+                              row=1, col=col)
+        fig.update_xaxes(title_text="time step t", dtick=max(1, len(steps) // 8), row=1, col=col)
+    fig.update_yaxes(title_text="pre-activation z", row=1, col=1)
+    fig.update_layout(height=340, margin=dict(t=40, b=10))
     return fig

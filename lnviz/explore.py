@@ -30,6 +30,7 @@ from lnviz.norms import (
 )
 
 __all__ = [
+    "FAST_ABOVE",
     "LAYOUTS",
     "NORMS",
     "TOLERANCE",
@@ -47,6 +48,7 @@ __all__ = [
     "max_abs_difference",
     "normalize",
     "param_size",
+    "pick_impl",
     "pytorch_snippet",
     "step_by_step",
     "to_grid",
@@ -207,34 +209,46 @@ def _result_channels_last(r: NormResult) -> NormResult:
     )
 
 
+#: Above this many values the Explorer computes with impl="fast" (torch's fused kernels).
+FAST_ABOVE = 1_000_000
+
+
+def pick_impl(numel: int) -> str:
+    """``"fast"`` for large tensors, where the scratch code's intermediates would cost seconds
+    and gigabytes; the readable ``"scratch"`` code otherwise."""
+    return "fast" if numel > FAST_ABOVE else "scratch"
+
+
 def normalize(
-    x: torch.Tensor, layout: str, spec: NormSpec, mask: torch.Tensor | None = None
+    x: torch.Tensor, layout: str, spec: NormSpec, mask: torch.Tensor | None = None,
+    impl: str = "scratch",
 ) -> NormResult:
     """Run the chosen lnviz norm on ``x`` with every setting of ``spec``."""
     _check_dims(x, layout, spec)
     weight, bias = _affine(spec, x, layout)
     if spec.norm == "LayerNorm":
-        return layer_norm(x, x.shape[-spec.dims:], weight, bias, spec.eps)
+        return layer_norm(x, x.shape[-spec.dims:], weight, bias, spec.eps, impl=impl)
     if spec.norm == "RMSNorm":
-        return rms_norm(x, x.shape[-spec.dims:], weight, spec.eps)
+        return rms_norm(x, x.shape[-spec.dims:], weight, spec.eps, impl=impl)
     if spec.norm == "BatchNorm":
         c, m = channel_dim(layout), _mask(mask, spec)
         if spec.training:
             return batch_norm(x, None, None, weight, bias, True, spec.momentum, spec.eps,
-                              channel_dim=c, mask=m)
-        running_mean, running_var = _warm_up(x, spec, c, m)
+                              channel_dim=c, mask=m, impl=impl)
+        running_mean, running_var = _warm_up(x, spec, c, m, impl)
         return batch_norm(x, running_mean, running_var, weight, bias, False, spec.momentum,
-                          spec.eps, channel_dim=c)
+                          spec.eps, channel_dim=c, impl=impl)
     xc = _channels_first(x, layout)
     if spec.norm == "GroupNorm":
-        result = group_norm(xc, spec.groups, weight, bias, spec.eps)
+        result = group_norm(xc, spec.groups, weight, bias, spec.eps, impl=impl)
     else:
-        result = instance_norm(xc, None, None, weight, bias, True, spec.momentum, spec.eps)
+        result = instance_norm(xc, None, None, weight, bias, True, spec.momentum, spec.eps,
+                               impl=impl)
     return _result_channels_last(result) if layout == "NLC" else result
 
 
 def _warm_up(
-    x: torch.Tensor, spec: NormSpec, c: int, mask: torch.Tensor | None
+    x: torch.Tensor, spec: NormSpec, c: int, mask: torch.Tensor | None, impl: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Running statistics after ``warmup_steps`` training passes over ``x`` from (0, 1)."""
     n = x.shape[c]
@@ -242,7 +256,7 @@ def _warm_up(
     running_var = torch.ones(n, device=x.device, dtype=_param_dtype(x))
     for _ in range(spec.warmup_steps):
         batch_norm(x, running_mean, running_var, None, None, True, spec.momentum, spec.eps,
-                   channel_dim=c, mask=mask)
+                   channel_dim=c, mask=mask, impl=impl)
     return running_mean, running_var
 
 
@@ -477,6 +491,11 @@ def worked_example_latex(row: pd.Series, eps: float, rms: bool = False) -> str:
 
     def f(v: float) -> str:
         text = f"{v:.4g}".replace("inf", r"\infty").replace("nan", r"\mathrm{NaN}")
+        if "e" in text:  # 1e-05 -> 1 \times 10^{-5}, as a textbook would print it
+            mantissa, exponent = text.split("e")
+            power = rf"10^{{{int(exponent)}}}"
+            text = power if mantissa in ("1", "-1") else rf"{mantissa} \times {power}"
+            text = f"-{text}" if mantissa == "-1" else text
         return f"({text})" if v < 0 else text
 
     var_name = "mean(x²)" if rms else "σ²"
@@ -584,6 +603,7 @@ class Exploration:
     std_out: np.ndarray
     max_difference: float
     tolerance: float
+    impl: str
     nonfinite_inputs: int
     nonfinite_outputs: int
     histogram_in: tuple[np.ndarray, np.ndarray]
@@ -607,8 +627,9 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
     per-group statistics the figures show."""
     x = to_tensor(batch.values, device, dtype)
     mask = None if batch.mask is None else torch.as_tensor(batch.mask, device=x.device)
+    impl = pick_impl(x.numel())
     with torch.no_grad():
-        result = normalize(x, batch.layout, spec, mask)
+        result = normalize(x, batch.layout, spec, mask, impl)
         reference, where = torch_reference(x, batch.layout, spec, mask)
     difference = max_abs_difference(result.output, reference, where)
     magnitude = reference.float().abs().nan_to_num(nan=0.0, posinf=0.0)
@@ -621,7 +642,7 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
     return Exploration(
         x=x, result=result, input_values=input_values, output_values=output_values,
         groups=ids, mean_in=mean_in, std_in=std_in, mean_out=mean_out, std_out=std_out,
-        max_difference=difference, tolerance=TOLERANCE[dtype] * max(1.0, scale),
+        max_difference=difference, tolerance=TOLERANCE[dtype] * max(1.0, scale), impl=impl,
         nonfinite_inputs=_count_nonfinite(input_values),
         nonfinite_outputs=_count_nonfinite(output_values),
         histogram_in=histogram(input_values), histogram_out=histogram(output_values),

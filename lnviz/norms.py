@@ -120,13 +120,17 @@ def _centered_stats(
         count: torch.Tensor | int = math.prod(x.shape[d] for d in dims)
         mean = _mean(x, dims, count)
         centered = x - mean
-        var = _mean(centered.square(), dims, count)
+        # The rounded μ can sit a last bit off; the mean of the deviations is that error, so one
+        # correction makes μ exact to rounding (a constant row then centres to exactly 0).
+        correction = _mean(centered, dims, count)
+        var = _mean(centered.sub_(correction).square(), dims, count)
     else:
         count = weights.sum(dim=dims, keepdim=True)
         mean = _mean(x * weights, dims, count)
         centered = x - mean
-        var = _mean((centered * weights).square(), dims, count)
-    return centered, mean, var, count
+        correction = _mean(centered * weights, dims, count)
+        var = _mean((centered.sub_(correction) * weights).square(), dims, count)
+    return centered, mean + correction, var, count
 
 
 def _affine(

@@ -47,6 +47,10 @@ except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()
 result, shape, layout = ex.result, ex.x.shape, batch.layout
+if ex.impl == "fast":
+    st.caption(f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path (torch's "
+               "fused kernels, the same numbers as the readable code, without its full-size "
+               "intermediates).")
 
 if ex.nonfinite_inputs:
     st.warning("The input holds NaN or infinite values; every group that contains one gets a "

@@ -195,7 +195,9 @@ def test_step_by_step_for_seed_002_feature_one():
     assert table["σ²"].iloc[0] == pytest.approx(4.0)
     assert table["y"].iloc[0] == pytest.approx(-1.5, abs=1e-5)
     latex = worked_example_latex(table.iloc[0], spec.eps)
-    assert r"\frac{(1 - 4)}{\sqrt{4 + 1e-05}}" in latex and latex.endswith("= (-1.5)")
+    assert r"\frac{(1 - 4)}{\sqrt{4 + 10^{-5}}}" in latex and latex.endswith("= (-1.5)")
+    tiny = worked_example_latex(table.iloc[0].replace(1.0, 2.5e-7), 1e-8)
+    assert r"2.5 \times 10^{-7}" in tiny and r"10^{-8}" in tiny
 
 
 def test_pytorch_snippet_runs_and_reproduces_the_output(tmp_path, monkeypatch):

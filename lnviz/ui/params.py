@@ -21,7 +21,8 @@ _HELP = {
 }
 
 
-def _eps_label(eps: float) -> str:
+def eps_label(eps: float) -> str:
+    """ε as the sliders show it (and as the URL carries it): "0", "1e-5", …"""
     return "0" if eps == 0 else f"1e{round(math.log10(eps)):d}"
 
 
@@ -82,7 +83,7 @@ def norm_controls(batch: Batch) -> NormSpec:
                  "LayerNorm over (C, …); one group per channel is InstanceNorm.",
         )
     spec["eps"] = st.select_slider(
-        "ε (epsilon)", EPSILONS, value=1e-5, format_func=_eps_label, key="eps",
+        "ε (epsilon)", EPSILONS, value=1e-5, format_func=eps_label, key="eps",
         bind="query-params",
         help="Added to σ² before the square root so that a row with no spread does not divide "
              "by zero. Try 0 on the constant-row example.",

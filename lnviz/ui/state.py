@@ -12,7 +12,7 @@ from lnviz.devices import available_devices, supported_dtypes
 
 T = TypeVar("T")
 _MEMO_KEY = "_lnviz_memo"
-_MEMO_ENTRIES = 4
+_MEMO_ENTRIES = 2  # results can hold several full-size tensors: keep few per learner
 
 
 @dataclass(frozen=True)
@@ -86,3 +86,13 @@ def memo(key: Hashable, compute: Callable[[], T]) -> T:
     while len(store) > _MEMO_ENTRIES:
         store.pop(next(iter(store)))
     return value
+
+
+def request_run(flag: str) -> None:
+    """Button callback: remember that the learner asked for a run.
+
+    Callbacks run before the page script, so the request survives the rerun that
+    :func:`current_settings` may trigger; read it with ``st.session_state.pop(flag, False)``.
+    An ``if st.button(...)`` check would lose the click in that rerun.
+    """
+    st.session_state[flag] = True

@@ -1,0 +1,302 @@
+r"""Scale and shift: what the learnable γ and β do after the normalization.
+
+A normalization first fixes the statistics, x̂ = (x − μ)/√(σ² + ε), and then hands control back
+to the network with y = γ·x̂ + β. Because x̂ has mean 0 and standard deviation ≈ 1, the output
+has mean β and standard deviation ≈ |γ|: the two parameters choose the output's location and
+spread directly. This module holds the experiments of the "Scale and shift" page:
+
+* :func:`scale_shift_grid` — histograms of γ·x̂ + β for several (γ, β), with their mean and std;
+* :func:`per_feature_affine` — one (γ_c, β_c) per feature on a small (N, C) batch;
+* :func:`recover_input` — choosing γ = √(σ² + ε) and β = μ undoes the normalization, which a
+  per-feature γ/β can do for BatchNorm (per-feature statistics) but not for LayerNorm
+  (per-sample statistics);
+* :func:`two_betas` — in an LN-LSTM, LN(Wx; β₁) + LN(Uh; β₂) only ever uses β₁ + β₂.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lnviz.data import random_batch
+from lnviz.devices import to_tensor
+from lnviz.norms import NormResult, batch_norm, layer_norm, mean_and_var
+
+__all__ = [
+    "AFFINE_NORMS",
+    "FeatureAffine",
+    "Recovery",
+    "ScaleShiftGrid",
+    "TwoBetas",
+    "best_feature_affine",
+    "lstm_gate_inputs",
+    "per_feature_affine",
+    "recover_input",
+    "scale_shift_grid",
+    "split_bias",
+    "two_betas",
+]
+
+#: The norms whose per-feature γ/β the page compares: statistics per feature, or per sample.
+AFFINE_NORMS = ("BatchNorm", "LayerNorm")
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().double().cpu().numpy()
+
+
+def _mean_std(y: torch.Tensor, dims: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and (biased) standard deviation over ``dims``, two-pass, as float64 arrays."""
+    mean, var, _ = mean_and_var(y.to(torch.promote_types(y.dtype, torch.float32)), dims)
+    return _numpy(mean), _numpy(var.sqrt())
+
+
+@dataclass(frozen=True)
+class ScaleShiftGrid:
+    """Histograms of y = γ·x̂ + β for every (γ, β) pair, on shared bins.
+
+    ``counts[i, j]`` is the histogram for ``gammas[i]`` and ``betas[j]``; ``mean`` and ``std``
+    (shape (len(gammas), len(betas))) are each output's mean and standard deviation.
+    """
+
+    gammas: tuple[float, ...]
+    betas: tuple[float, ...]
+    centres: np.ndarray
+    counts: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+
+
+def scale_shift_grid(
+    gammas: Sequence[float] = (0.5, 1.0, 2.0),
+    betas: Sequence[float] = (-1.0, 0.0, 1.0),
+    *,
+    n: int = 1000,
+    seed: int = 0,
+    bins: int = 30,
+    span: tuple[float, float] | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> ScaleShiftGrid:
+    """``n`` standard-normal samples, normalized as one LayerNorm row, then scaled and shifted.
+
+    Each panel is :func:`lnviz.layer_norm` with weight γ and bias β (the same for every value),
+    so the output has mean β and std |γ|·√(σ²/(σ² + ε)) ≈ |γ|. All histograms share ``bins``
+    bins over ``span`` (default: the range of every output), so panels can be compared by eye.
+    Seed 000's figure is the default 3 × 3 grid.
+    """
+    if n < 2:
+        raise ValueError(f"a histogram of normalized values needs at least 2 samples, got {n}")
+    if not gammas or not betas:
+        raise ValueError("give at least one γ and one β")
+    x = to_tensor(random_batch((1, n), seed=seed), device, dtype)
+    ones = torch.ones(n, dtype=torch.float64)
+    outputs = [[layer_norm(x, n, ones * g, ones * b).output for b in betas] for g in gammas]
+    flat = np.stack([_numpy(y).ravel() for row in outputs for y in row])
+    if span is None:
+        span = (float(flat.min()), float(flat.max()))
+    edges = np.linspace(span[0], span[1], bins + 1)
+    counts = np.stack([np.histogram(values, bins=edges)[0] for values in flat])
+    stats = [_mean_std(y, (1,)) for row in outputs for y in row]
+    shape = (len(gammas), len(betas))
+    return ScaleShiftGrid(
+        gammas=tuple(float(g) for g in gammas),
+        betas=tuple(float(b) for b in betas),
+        centres=(edges[:-1] + edges[1:]) / 2,
+        counts=counts.reshape(*shape, bins),
+        mean=np.array([float(m.item()) for m, _ in stats]).reshape(shape),
+        std=np.array([float(s.item()) for _, s in stats]).reshape(shape),
+    )
+
+
+def _check_norm(norm: str) -> None:
+    if norm not in AFFINE_NORMS:
+        raise ValueError(f"norm must be one of {list(AFFINE_NORMS)}, got {norm!r}")
+
+
+def _normalize(
+    x: torch.Tensor,
+    norm: str,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> NormResult:
+    """BatchNorm (training mode, statistics per feature) or LayerNorm (per sample) of (N, C)."""
+    _check_norm(norm)
+    if x.dim() != 2:
+        raise ValueError(f"expected an (N, C) batch, got shape {list(x.shape)}")
+    if norm == "BatchNorm":
+        return batch_norm(x, None, None, weight, bias, training=True, eps=eps)
+    return layer_norm(x, x.shape[-1], weight, bias, eps)
+
+
+@dataclass(frozen=True)
+class FeatureAffine:
+    """One γ_c and β_c per feature, and what they made of each feature's column."""
+
+    norm: str
+    gamma: np.ndarray
+    beta: np.ndarray
+    output: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+
+
+def per_feature_affine(
+    x: torch.Tensor,
+    gamma: Sequence[float],
+    beta: Sequence[float],
+    norm: str = "BatchNorm",
+    eps: float = 1e-5,
+) -> FeatureAffine:
+    r"""Normalize the (N, C) batch ``x`` and apply y_{n,c} = γ_c·x̂_{n,c} + β_c.
+
+    Column c of the output has mean γ_c·mean_n(x̂_{n,c}) + β_c and std |γ_c|·std_n(x̂_{n,c}).
+    Under BatchNorm each column of x̂ has mean 0 and std √(σ_c²/(σ_c² + ε)), so the output's
+    column statistics are exactly β_c and ≈ |γ_c|. Under LayerNorm the rows of x̂ are
+    standardized, not the columns, so they are only roughly β_c and |γ_c|.
+    """
+    c = x.shape[-1]
+    if len(gamma) != c or len(beta) != c:
+        raise ValueError(f"need one γ and one β per feature ({c}); got {len(gamma)} and "
+                         f"{len(beta)}")
+    weight = torch.tensor(list(gamma), dtype=torch.float64)
+    bias = torch.tensor(list(beta), dtype=torch.float64)
+    y = _normalize(x, norm, weight, bias, eps).output
+    mean, std = _mean_std(y, (0,))
+    return FeatureAffine(norm, _numpy(weight), _numpy(bias), _numpy(y), mean.ravel(),
+                         std.ravel())
+
+
+def best_feature_affine(x: torch.Tensor, x_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The per-feature (γ_c, β_c) that bring γ_c·x̂ + β_c closest to x (least squares).
+
+    For each column c, the straight-line fit of x_{·,c} against x̂_{·,c}:
+
+    .. math::
+        γ_c = \frac{\mathrm{cov}(\hat x_c, x_c)}{\mathrm{var}(\hat x_c)},\qquad
+        β_c = \overline{x_c} - γ_c\,\overline{\hat x_c}
+
+    When the column of x̂ is an exact affine image of x (BatchNorm) the fit is exact:
+    γ_c = √(σ_c² + ε), β_c = μ_c. A column with no spread in x̂ gets γ_c = 0.
+    """
+    x = x.to(x_hat.dtype)
+    mean_hat, var_hat, _ = mean_and_var(x_hat, (0,))
+    mean_x, _, _ = mean_and_var(x, (0,))
+    cov = ((x_hat - mean_hat) * (x - mean_x)).mean(dim=0, keepdim=True)
+    gamma = torch.where(var_hat > 0, cov / var_hat, torch.zeros_like(cov))
+    beta = mean_x - gamma * mean_hat
+    return gamma.squeeze(0), beta.squeeze(0)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """γ and β chosen to undo a normalization, and how close y came to the input x.
+
+    ``gamma``/``beta`` have shape (C,) for per-feature parameters and (N, 1) for per-sample
+    ones; ``max_error`` is max |y − x|.
+    """
+
+    norm: str
+    per: str
+    gamma: np.ndarray
+    beta: np.ndarray
+    output: np.ndarray
+    max_error: float
+
+
+def recover_input(
+    x: torch.Tensor, norm: str = "BatchNorm", eps: float = 1e-5, per: str = "feature"
+) -> Recovery:
+    r"""Try to get x back out of norm(x) by choosing γ = √(σ² + ε) and β = μ.
+
+    Since x̂ = (x − μ)/√(σ² + ε), setting γ = √(σ² + ε) and β = μ gives γ·x̂ + β = x. That needs
+    one (γ, β) per *group of the statistics*:
+
+    * ``norm="BatchNorm"``, ``per="feature"``: the statistics are per feature, so γ_c, β_c of
+      shape (C,) — the layer's own parameters — recover x exactly.
+    * ``norm="LayerNorm"``, ``per="sample"``: the statistics are per sample, so the recovering
+      γ_n, β_n depend on the sample; they are not parameters a layer could learn.
+    * ``norm="LayerNorm"``, ``per="feature"``: the best a per-feature γ_c, β_c can do
+      (:func:`best_feature_affine`), which leaves an error.
+    """
+    if per not in ("feature", "sample"):
+        raise ValueError(f"per must be 'feature' or 'sample', got {per!r}")
+    result = _normalize(x, norm, eps=eps)
+    if per == "sample":
+        if norm != "LayerNorm":
+            raise ValueError("per-sample γ and β undo LayerNorm; BatchNorm's statistics are "
+                             "per feature — use per='feature'")
+        gamma, beta = torch.sqrt(result.var + eps), result.mean  # (N, 1): one pair per sample
+        y = gamma * result.x_hat + beta
+    else:
+        if norm == "BatchNorm":
+            gamma, beta = torch.sqrt(result.var + eps).flatten(), result.mean.flatten()
+        else:
+            gamma, beta = best_feature_affine(x, result.x_hat)
+        y = _normalize(x, norm, gamma, beta, eps).output
+    error = float((y.to(torch.float64) - x.to(torch.float64)).abs().max())
+    return Recovery(norm, per, _numpy(gamma), _numpy(beta), _numpy(y), error)
+
+
+def lstm_gate_inputs(
+    seed: int = 0, batch: int = 2, input_size: int = 5, hidden: int = 3,
+    device: str = "cpu", dtype: str = "float32",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """W·x and U·h of an LSTM step (4·hidden gate pre-activations each) and a bias b.
+
+    Random weights, input and hidden state from ``seed``, as at one step of an LN-LSTM, where
+    the gates are LN(W·x) + LN(U·h) + b before the sigmoids and tanh.
+    """
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    x, h = draw(batch, input_size), draw(batch, hidden)
+    w, u = draw(4 * hidden, input_size), draw(4 * hidden, hidden)
+    bias = draw(4 * hidden)
+    return (to_tensor(x @ w.T, device, dtype), to_tensor(h @ u.T, device, dtype),
+            to_tensor(bias, device, dtype))
+
+
+def split_bias(bias: torch.Tensor, share: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """β₁ = share·b and β₂ = (1 − share)·b: two betas that always add up to b."""
+    return share * bias, (1.0 - share) * bias
+
+
+@dataclass(frozen=True)
+class TwoBetas:
+    """LN(Wx; β₁) + LN(Uh; β₂) against LN(Wx; 0) + LN(Uh; 0) + (β₁ + β₂)."""
+
+    beta1: np.ndarray
+    beta2: np.ndarray
+    separate: np.ndarray
+    merged: np.ndarray
+    max_difference: float
+
+
+def two_betas(
+    wx: torch.Tensor, uh: torch.Tensor, beta1: torch.Tensor, beta2: torch.Tensor,
+    eps: float = 1e-5,
+) -> TwoBetas:
+    r"""Show that two LayerNorm biases summed are one bias (seed 001's LN-LSTM remark).
+
+    β enters LayerNorm after the normalization, LN(v; β) = x̂(v)·γ + β, so
+
+    .. math::
+        \mathrm{LN}(Wx; β_1) + \mathrm{LN}(Uh; β_2)
+            = \mathrm{LN}(Wx; 0) + \mathrm{LN}(Uh; 0) + (β_1 + β_2)
+
+    and gradient descent can only ever learn the sum: one of the two is redundant.
+    """
+    size = wx.shape[-1]
+    separate = layer_norm(wx, size, bias=beta1, eps=eps).output + \
+        layer_norm(uh, size, bias=beta2, eps=eps).output
+    merged = layer_norm(wx, size, eps=eps).output + layer_norm(uh, size, eps=eps).output + \
+        (beta1 + beta2).to(wx.dtype)
+    difference = float((separate.double() - merged.double()).abs().max())
+    return TwoBetas(_numpy(beta1), _numpy(beta2), _numpy(separate), _numpy(merged), difference)

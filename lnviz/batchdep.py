@@ -1,0 +1,406 @@
+"""BatchNorm against LayerNorm: which cells share statistics, and what a sample's batch does to it.
+
+Three questions, one function (or two) each:
+
+* **Who shares a μ and σ?** :func:`sharing_cubes` lays any (N, C), (N, L, C) or (N, C, H, W)
+  tensor out as the cube of Wu & He's Group Normalization paper — axes N, C and the positions
+  (L or H·W) — and marks, for BatchNorm, LayerNorm, InstanceNorm and GroupNorm, the cells whose
+  values are pooled into the μ and σ of the cell at sample 0, channel 0, first position.
+* **Does my output depend on the rest of my batch?** :func:`batch_dependence` keeps one sample
+  fixed, re-draws its batch-mates, and records the fixed sample's output: LayerNorm's μ and σ
+  come from the sample alone, so its output never moves; BatchNorm's μ_c = (1/m) Σ_j x_{j,c}
+  pools the whole batch, so it does. :func:`batch_size_sweep` repeats that for many batch sizes.
+* **What changes between training and evaluation?** :func:`running_statistics` steps BatchNorm
+  through k mini-batches, recording the running μ and σ² it keeps for evaluation, the biased
+  σ² it normalizes with and the unbiased one it feeds into the running average, and then puts
+  the last batch through both modes.
+
+Everything is computed by :mod:`lnviz.norms` (the same functions the Explorer checks against
+torch); this module only arranges the experiments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from lnviz.data import random_batch
+from lnviz.devices import to_tensor
+from lnviz.explore import NormSpec, group_ids
+from lnviz.norms import batch_norm, layer_norm
+
+__all__ = [
+    "CUBE_NORMS",
+    "POPULATION_MEAN",
+    "POPULATION_VAR",
+    "SWEEP_SIZES",
+    "BatchDependence",
+    "BatchSizeSweep",
+    "RunningStats",
+    "SharingCube",
+    "batch_dependence",
+    "batch_size_sweep",
+    "fixed_sample",
+    "running_statistics",
+    "sharing_cubes",
+    "variance_table",
+]
+
+#: The four cubes, in the order of the Group Normalization paper's figure.
+CUBE_NORMS = ("BatchNorm", "LayerNorm", "InstanceNorm", "GroupNorm")
+
+#: Features of the generated batches differ in centre and width (see ``random_batch``), as the
+#: activations normalization is meant for do.
+_FEATURE_SPREAD = 0.5
+
+#: The population the training mini-batches are drawn from: every feature ~ N(3, 2²), far from
+#: the running statistics' starting point (μ = 0, σ² = 1), so their approach is visible.
+POPULATION_MEAN = 3.0
+POPULATION_VAR = 4.0
+
+
+# --- Who shares a μ and σ ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SharingCube:
+    """One norm's cube: which cells share the μ, σ of the cell (sample 0, channel 0, position 0).
+
+    Attributes:
+        norm: one of :data:`CUBE_NORMS`.
+        cells: bool array (N, C, S) with S = L or H·W (1 for an (N, C) table), True where the
+            value enters that μ and σ; ``None`` where the norm is not defined for the layout.
+        values_per_statistic: m, how many values each μ and σ is taken over.
+        statistics: how many (μ, σ) pairs the norm computes for the whole tensor.
+        note: one line for the learner — what is pooled, or why the norm does not apply.
+    """
+
+    norm: str
+    cells: np.ndarray | None
+    values_per_statistic: int
+    statistics: int
+    note: str
+
+
+def _to_cube(array: np.ndarray, layout: str) -> np.ndarray:
+    """An (N, C), (N, L, C) or (N, C, H, W) array as (N, C, S)."""
+    if layout == "NC":
+        return array[:, :, None]
+    if layout == "NLC":
+        return array.transpose(0, 2, 1)
+    return array.reshape(array.shape[0], array.shape[1], -1)
+
+
+def sharing_cubes(shape: Sequence[int], layout: str, groups: int = 1) -> list[SharingCube]:
+    """The four norms' cubes for a tensor of ``shape`` in ``layout`` ("NC", "NLC" or "NCHW").
+
+    LayerNorm normalizes a token over its C features for "NC"/"NLC" (as transformers do) and an
+    image over (C, H, W) for "NCHW" (as the Group Normalization paper draws it). InstanceNorm
+    needs positions to pool over, so it is undefined on an (N, C) table. ``groups`` is
+    GroupNorm's G and must divide C.
+
+    The cells come from :func:`lnviz.explore.group_ids`, the same map the Explorer draws, so a
+    cube shows exactly which values one μ and σ of the lnviz norm were taken over.
+    """
+    shape = tuple(int(s) for s in shape)
+    if layout not in ("NC", "NLC", "NCHW") or len(shape) != len(layout):
+        raise ValueError(f"a shape for one of the layouts NC, NLC, NCHW is needed; got "
+                         f"{list(shape)} with layout {layout!r}")
+    if min(shape) < 1:
+        raise ValueError(f"every dim needs at least one element, got {list(shape)}")
+    c = shape[-1] if layout == "NLC" else shape[1]
+    if groups < 1 or c % groups:
+        raise ValueError(f"GroupNorm needs a number of groups that divides the {c} channels; "
+                         f"{groups} does not")
+    positions = "L" if layout == "NLC" else "H·W"
+    cubes = []
+    for norm in CUBE_NORMS:
+        if norm == "InstanceNorm" and layout == "NC":
+            cubes.append(SharingCube(norm, None, 0, 0, "not defined: an (N, C) table has no "
+                                                       "positions to pool over"))
+            continue
+        dims = 3 if (norm == "LayerNorm" and layout == "NCHW") else 1
+        ids = _to_cube(group_ids(shape, layout, NormSpec(norm=norm, dims=dims, groups=groups)),
+                       layout)
+        cells = ids == ids[0, 0, 0]
+        m = int(cells.sum())
+        statistics = int(np.unique(ids).size)
+        pooled = {
+            "BatchNorm": "N" + ("" if layout == "NC" else f", {positions}"),
+            "LayerNorm": "C" + (f", {positions}" if layout == "NCHW" else ""),
+            "InstanceNorm": positions,
+            "GroupNorm": f"C/{groups}" + ("" if layout == "NC" else f", {positions}"),
+        }[norm]
+        cubes.append(SharingCube(norm, cells, m, statistics,
+                                 f"{statistics} μ/σ, each over {m} values ({pooled})"))
+    return cubes
+
+
+# --- Does my output depend on my batch --------------------------------------------------------
+
+
+def fixed_sample(features: int, seed: int = 0) -> np.ndarray:
+    """The sample whose output we follow: one row of ``features`` values, drawn from ``seed``."""
+    return random_batch((1, features), feature_spread=_FEATURE_SPREAD, seed=seed)[0]
+
+
+@dataclass(frozen=True)
+class BatchDependence:
+    """One fixed sample's output in ``redraws`` batches of ``batch_size`` that differ only in its
+    batch-mates.
+
+    Attributes:
+        batch_size: the size of every batch, the fixed sample included.
+        batch_norm: (redraws, C) the sample's BatchNorm output (training mode, batch
+            statistics) in each batch; ``None`` where BatchNorm refuses the batch.
+        layer_norm: (redraws, C) its LayerNorm output in each batch.
+        refusal: lnviz's message where BatchNorm refuses (batch size 1), else ``None``.
+        torch_refusal: torch's own message for the same batch, else ``None``.
+    """
+
+    batch_size: int
+    batch_norm: np.ndarray | None
+    layer_norm: np.ndarray
+    refusal: str | None
+    torch_refusal: str | None
+
+    @property
+    def batch_norm_spread(self) -> float:
+        """Largest change of any output feature across the re-draws (NaN when refused)."""
+        return _spread(self.batch_norm) if self.batch_norm is not None else math.nan
+
+    @property
+    def layer_norm_spread(self) -> float:
+        return _spread(self.layer_norm)
+
+
+def _spread(outputs: np.ndarray) -> float:
+    """max over features of (max − min over re-draws)."""
+    return float((outputs.max(axis=0) - outputs.min(axis=0)).max())
+
+
+def _batch_mates(features: int, batch_size: int, redraws: int, seed: int) -> np.ndarray:
+    """(redraws, batch_size − 1, features): the other samples, fresh for each batch size."""
+    # Seeded by (seed, batch size) so that a batch of a given size is the same in the single
+    # experiment and in the sweep.
+    seq = np.random.SeedSequence([seed, batch_size])
+    return random_batch((redraws, batch_size - 1, features), feature_spread=_FEATURE_SPREAD,
+                        seed=int(seq.generate_state(1)[0]))
+
+
+def batch_dependence(
+    sample: np.ndarray,
+    batch_size: int,
+    redraws: int = 8,
+    seed: int = 0,
+    eps: float = 1e-5,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> BatchDependence:
+    r"""Put ``sample`` (C,) first in ``redraws`` batches of ``batch_size`` and normalize each.
+
+    .. math::
+        \text{BN: } y_{0,c} = \frac{x_{0,c} - μ_c}{\sqrt{σ_c^2 + ε}},\ μ_c = \frac{1}{B}
+        \sum_{j=0}^{B-1} x_{j,c} \qquad
+        \text{LN: } y_{0,c} = \frac{x_{0,c} - μ_0}{\sqrt{σ_0^2 + ε}},\ μ_0 = \frac{1}{C}
+        \sum_{c} x_{0,c}
+
+    BatchNorm's μ_c and σ_c include the batch-mates x_{j≥1}, so re-drawing them moves the fixed
+    sample's output; LayerNorm's μ_0 and σ_0 use row 0 only. At batch size 1 an (N, C) batch
+    has a single value per feature and no variance to estimate: BatchNorm in training mode is
+    refused, by torch and by lnviz, and the refusal is recorded instead of an output.
+    """
+    sample = np.asarray(sample, dtype=np.float32).reshape(-1)
+    if batch_size < 1 or redraws < 1:
+        raise ValueError(f"batch size and re-draws must be at least 1, got {batch_size} and "
+                         f"{redraws}")
+    features = sample.size
+    mates = _batch_mates(features, batch_size, redraws, seed)
+    bn_rows, ln_rows = [], []
+    refusal = torch_refusal = None
+    for r in range(redraws):
+        x = to_tensor(np.concatenate([sample[None, :], mates[r]]), device, dtype)
+        ln_rows.append(layer_norm(x, features, eps=eps).output[0])
+        if refusal is None:
+            try:
+                bn_rows.append(batch_norm(x, None, None, training=True, eps=eps).output[0])
+            except ValueError as err:
+                refusal, torch_refusal = str(err), _torch_refusal(x, eps)
+    return BatchDependence(
+        batch_size=batch_size,
+        batch_norm=None if refusal else _numpy(torch.stack(bn_rows)),
+        layer_norm=_numpy(torch.stack(ln_rows)),
+        refusal=refusal,
+        torch_refusal=torch_refusal,
+    )
+
+
+def _torch_refusal(x: torch.Tensor, eps: float) -> str | None:
+    """What torch says about the same batch (it refuses one value per channel too)."""
+    try:
+        F.batch_norm(x, None, None, training=True, eps=eps)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy()
+
+
+@dataclass(frozen=True)
+class BatchSizeSweep:
+    """:func:`batch_dependence` at several batch sizes.
+
+    Attributes:
+        batch_sizes: (S,) the sizes tried.
+        batch_norm: (S, redraws, C) the fixed sample's BatchNorm output; NaN where refused.
+        layer_norm: (S, redraws, C) its LayerNorm output.
+    """
+
+    batch_sizes: np.ndarray
+    batch_norm: np.ndarray
+    layer_norm: np.ndarray
+
+
+#: Batch sizes of the sweep, roughly evenly spaced on a log axis.
+SWEEP_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
+def batch_size_sweep(
+    sample: np.ndarray,
+    batch_sizes: Sequence[int] = SWEEP_SIZES,
+    redraws: int = 8,
+    seed: int = 0,
+    eps: float = 1e-5,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> BatchSizeSweep:
+    """The fixed sample's outputs for every batch size in ``batch_sizes``: BatchNorm's scatter
+    across re-draws narrows as the batch grows (its μ_c, σ_c approach the population's) but never
+    vanishes at a finite size; LayerNorm's is zero at every size."""
+    results = [batch_dependence(sample, int(b), redraws, seed, eps, device, dtype)
+               for b in batch_sizes]
+    nan = np.full_like(results[0].layer_norm, np.nan)
+    return BatchSizeSweep(
+        batch_sizes=np.asarray(batch_sizes, dtype=np.int64),
+        batch_norm=np.stack([nan if r.batch_norm is None else r.batch_norm for r in results]),
+        layer_norm=np.stack([r.layer_norm for r in results]),
+    )
+
+
+# --- Training and evaluation ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunningStats:
+    """BatchNorm stepped through k training mini-batches of m samples, then evaluated.
+
+    Attributes:
+        momentum: the running-average momentum, or ``None`` for a cumulative average.
+        batch_mean: (k, C) each mini-batch's μ.
+        batch_var: (k, C) its biased σ² = (1/m) Σ (x − μ)², the one it normalizes with.
+        batch_var_unbiased: (k, C) σ²·m/(m − 1), the one the running average receives.
+        running_mean, running_var: (k + 1, C) the running statistics before any batch (0 and 1)
+            and after each one.
+        train_output: (m, C) the last mini-batch normalized with its own statistics.
+        eval_output: (m, C) the same batch normalized with the running statistics.
+        layer_norm_output: (m, C) the same batch through LayerNorm, which has one mode only.
+    """
+
+    momentum: float | None
+    batch_mean: np.ndarray
+    batch_var: np.ndarray
+    batch_var_unbiased: np.ndarray
+    running_mean: np.ndarray
+    running_var: np.ndarray
+    train_output: np.ndarray
+    eval_output: np.ndarray
+    layer_norm_output: np.ndarray
+
+    @property
+    def train_eval_gap(self) -> float:
+        """max |train − eval| of BatchNorm's output on the last batch."""
+        return float(np.abs(self.train_output - self.eval_output).max())
+
+
+def running_statistics(
+    steps: int,
+    batch_size: int,
+    features: int,
+    momentum: float | None = 0.1,
+    seed: int = 0,
+    eps: float = 1e-5,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> RunningStats:
+    r"""Train BatchNorm on ``steps`` mini-batches drawn from N(3, 2²) and record its buffers.
+
+    At the k-th mini-batch of m samples, with μ_B and the biased σ_B² it normalizes with,
+
+    .. math::
+        \hat μ \leftarrow (1 - α)\,\hat μ + α\,μ_B,\qquad
+        \hat σ^2 \leftarrow (1 - α)\,\hat σ^2 + α\,\frac{m}{m-1}\,σ_B^2
+
+    where α = ``momentum``, or α = 1/k for ``momentum=None`` (then the running values are the
+    plain averages of all batches so far). The running σ² receives the *unbiased* estimate,
+    because it stands in for the population's variance at evaluation time; the batch is still
+    normalized with the biased one. In evaluation mode the output is (x − μ̂)/√(σ̂² + ε), so it
+    differs from the training output until μ̂, σ̂² match the batch's own μ_B, σ_B².
+    """
+    if steps < 1:
+        raise ValueError(f"at least one training step is needed, got {steps}")
+    if batch_size < 2:
+        raise ValueError("BatchNorm in training mode needs a mini-batch of at least 2 samples "
+                         f"to estimate a variance; got {batch_size}")
+    if momentum is not None and not 0.0 < momentum <= 1.0:
+        raise ValueError(f"momentum must be in (0, 1] or None, got {momentum}")
+    batches = to_tensor(random_batch((steps, batch_size, features), loc=POPULATION_MEAN,
+                                     scale=math.sqrt(POPULATION_VAR), seed=seed), device, dtype)
+    stat_dtype = torch.float64 if batches.dtype == torch.float64 else torch.float32
+    running_mean = torch.zeros(features, device=batches.device, dtype=stat_dtype)
+    running_var = torch.ones(features, device=batches.device, dtype=stat_dtype)
+    tracked = torch.zeros((), dtype=torch.long)  # nn.BatchNorm's num_batches_tracked
+    history_mean, history_var = [running_mean.clone()], [running_var.clone()]
+    means, variances = [], []
+    for batch in batches:
+        result = batch_norm(batch, running_mean, running_var, training=True, momentum=momentum,
+                            eps=eps, num_batches_tracked=tracked)
+        means.append(result.mean.flatten())
+        variances.append(result.var.flatten())
+        history_mean.append(running_mean.clone())
+        history_var.append(running_var.clone())
+    last = batches[-1]
+    evaluated = batch_norm(last, running_mean, running_var, training=False, eps=eps)
+    batch_var = _numpy(torch.stack(variances))
+    return RunningStats(
+        momentum=momentum,
+        batch_mean=_numpy(torch.stack(means)),
+        batch_var=batch_var,
+        batch_var_unbiased=batch_var * batch_size / (batch_size - 1),  # Bessel's correction
+        running_mean=_numpy(torch.stack(history_mean)),
+        running_var=_numpy(torch.stack(history_var)),
+        train_output=_numpy(result.output),
+        eval_output=_numpy(evaluated.output),
+        layer_norm_output=_numpy(layer_norm(last, features, eps=eps).output),
+    )
+
+
+def variance_table(stats: RunningStats) -> pd.DataFrame:
+    """Per feature, for the last mini-batch: μ, the biased and the unbiased σ² side by side, and
+    the running μ and σ² that evaluation will use."""
+    m = stats.train_output.shape[0]
+    return pd.DataFrame({
+        "feature": np.arange(stats.batch_mean.shape[1]),
+        "batch μ": stats.batch_mean[-1],
+        f"σ² biased (÷{m})": stats.batch_var[-1],
+        f"σ² unbiased (÷{m - 1})": stats.batch_var_unbiased[-1],
+        "running μ": stats.running_mean[-1],
+        "running σ²": stats.running_var[-1],
+    })

@@ -1,0 +1,312 @@
+"""How fast is a normalization? ``python -m lnviz.bench`` times implementations against the
+memory roofline.
+
+Layer, batch and RMS normalization do a handful of arithmetic operations per value, so on any
+modern machine they are limited by memory traffic, not arithmetic: the best an implementation
+can do is read x once and write y once. This module times several implementations of each norm
+— a NumPy two-pass version, lnviz's readable ``scratch`` code, lnviz's ``fast`` path, torch's
+native kernel and, where it works, ``torch.compile`` of the scratch code — and reports, for each,
+the median time, the bandwidth it achieved counting only the bytes that must move (read x,
+write y), and that bandwidth as a fraction of a plain copy's measured in the same run (the
+roofline: a copy also reads and writes every byte once).
+
+Run ``python -m lnviz.bench --help`` for the options; ``--quick`` finishes in under 30 s,
+``--memory`` measures the peak extra memory of each implementation, ``--app`` times the app's
+pages with Streamlit's AppTest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lnviz.norms import batch_norm, layer_norm, rms_norm
+
+__all__ = [
+    "IMPLEMENTATIONS",
+    "NORMS",
+    "Row",
+    "copy_bandwidth",
+    "implementations",
+    "main",
+    "peak_extra_memory",
+    "run",
+    "time_call",
+]
+
+NORMS = ("layer", "batch", "rms")
+IMPLEMENTATIONS = ("numpy", "scratch", "fast", "torch", "compiled")
+DEFAULT_SIZES = ((64, 64), (256, 256), (1024, 1024), (4096, 1024), (16384, 1024),
+                 (16384, 4096))
+QUICK_SIZES = ((256, 256), (1024, 1024), (4096, 1024))
+EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement: ``norm`` by ``impl`` on a ``rows × cols`` float32 input."""
+
+    norm: str
+    impl: str
+    rows: int
+    cols: int
+    device: str
+    seconds: float
+    gb_per_s: float
+    roofline: float  # gb_per_s as a fraction of a copy's bandwidth in the same run
+
+    @property
+    def copy_gb_per_s(self) -> float:
+        """The copy bandwidth this row was measured against."""
+        return self.gb_per_s / self.roofline if self.roofline else math.nan
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.cols
+
+
+def _numpy_norm(norm: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Two-pass NumPy: μ, then the mean of the squared deviations (BatchNorm over axis 0)."""
+    axis = 0 if norm == "batch" else -1
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        a = x.numpy()
+        if norm == "rms":
+            return torch.from_numpy(a / np.sqrt(np.mean(a * a, axis=axis, keepdims=True) + EPS))
+        centered = a - a.mean(axis=axis, keepdims=True)
+        var = np.mean(centered * centered, axis=axis, keepdims=True)
+        return torch.from_numpy(centered / np.sqrt(var + EPS))
+
+    return run
+
+
+def implementations(norm: str, device: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """The callables to time for ``norm`` on ``device`` (NumPy only on the CPU)."""
+    if norm == "layer":
+        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
+            return layer_norm(x, x.shape[-1], eps=EPS, impl=impl).output
+
+        def native(x: torch.Tensor) -> torch.Tensor:
+            return F.layer_norm(x, x.shape[-1:], eps=EPS)
+    elif norm == "batch":
+        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
+            return batch_norm(x, None, None, training=True, eps=EPS, impl=impl).output
+
+        def native(x: torch.Tensor) -> torch.Tensor:
+            return F.batch_norm(x, None, None, training=True, eps=EPS)
+    elif norm == "rms":
+        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
+            return rms_norm(x, x.shape[-1], eps=EPS, impl=impl).output
+
+        def native(x: torch.Tensor) -> torch.Tensor:
+            return F.rms_norm(x, x.shape[-1:], eps=EPS)
+    else:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    found: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+    if device == "cpu":
+        found["numpy"] = _numpy_norm(norm)
+    found["scratch"] = lambda x: lnviz_fn(x, "scratch")
+    found["fast"] = lambda x: lnviz_fn(x, "fast")
+    found["torch"] = native
+    found["compiled"] = _compiled(norm, found["scratch"])
+    return found
+
+
+_COMPILED: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+
+
+def _compiled(norm: str, scratch: Callable[[torch.Tensor], torch.Tensor]
+              ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """torch.compile of the scratch code, built once per norm (compiling takes seconds)."""
+    if norm not in _COMPILED:
+        _COMPILED[norm] = torch.compile(scratch, dynamic=False)
+    return _COMPILED[norm]
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_call(fn: Callable[[], object], device: str = "cpu", repeats: int = 7,
+              warmup: int = 2) -> float:
+    """Median wall time of ``fn()`` in seconds, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def copy_bandwidth(x: torch.Tensor, repeats: int = 7) -> float:
+    """GB/s of copying ``x`` (read it once, write it once): the roofline for a norm."""
+    seconds = time_call(lambda: x.clone(), x.device.type, repeats)
+    return 2 * x.numel() * x.element_size() / seconds / 1e9
+
+
+def run(
+    sizes: Sequence[tuple[int, int]] = QUICK_SIZES,
+    norms: Sequence[str] = NORMS,
+    impls: Sequence[str] = ("numpy", "scratch", "fast", "torch"),
+    device: str = "cpu",
+    repeats: int = 5,
+    budget_s: float = math.inf,
+    progress: Callable[[float, str], None] | None = None,
+) -> list[Row]:
+    """Time every (size, norm, impl) on ``device``; stops early once ``budget_s`` is spent.
+
+    ``progress(fraction, message)`` is called before each measurement (for a progress bar).
+    """
+    rows: list[Row] = []
+    cases = [(s, n, i) for s in sizes for n in norms for i in impls]
+    start = time.perf_counter()
+    generator = torch.Generator().manual_seed(0)
+    roofline: dict[tuple[int, int], float] = {}
+    for k, ((r, c), norm, impl) in enumerate(cases):
+        if time.perf_counter() - start > budget_s:
+            break
+        if progress is not None:
+            progress(k / len(cases), f"{norm} norm, {impl}, {r}×{c}")
+        fns = implementations(norm, device)
+        if impl not in fns:
+            continue
+        x = torch.randn(r, c, generator=generator).to(device)
+        if (r, c) not in roofline:
+            roofline[(r, c)] = copy_bandwidth(x, repeats)
+        try:
+            seconds = time_call(lambda f=fns[impl], x=x: f(x), device, repeats)
+        except Exception:  # torch.compile is optional: no compiler here, no row
+            continue
+        gbps = 2 * x.numel() * x.element_size() / seconds / 1e9
+        rows.append(Row(norm, impl, r, c, device, seconds, gbps, gbps / roofline[(r, c)]))
+    if progress is not None:
+        progress(1.0, "done")
+    return rows
+
+
+def peak_extra_memory(norm: str, impl: str, rows: int, cols: int, device: str = "cpu") -> int:
+    """Peak bytes an implementation allocates beyond its input, measured in a fresh process
+    (the CPU's peak resident size only grows, so each measurement needs its own)."""
+    code = (
+        "import sys, resource, torch\n"
+        "from lnviz.bench import implementations\n"
+        f"x = torch.randn({rows}, {cols}, device={device!r})\n"
+        f"fn = implementations({norm!r}, {device!r})[{impl!r}]\n"
+        "if x.device.type == 'cuda':\n"
+        "    torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()\n"
+        "    fn(x); torch.cuda.synchronize()\n"
+        "    print(torch.cuda.max_memory_allocated() - base)\n"
+        "else:\n"
+        "    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "    fn(x)\n"
+        "    print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=300)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def machine() -> str:
+    """A one-line description of where the numbers were measured."""
+    cpu = platform.processor() or platform.machine()
+    line = (f"{platform.system()} {platform.machine()}, {cpu}, {torch.get_num_threads()} torch "
+            f"threads, torch {torch.__version__}")
+    if torch.cuda.is_available():
+        line += f", {torch.cuda.get_device_name()}"
+    return line
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """The rows as a Markdown table."""
+    lines = ["| norm | impl | size | device | median ms | GB/s | of copy |",
+             "|---|---|---|---|---:|---:|---:|"]
+    lines += [f"| {r.norm} | {r.impl} | {r.rows}×{r.cols} | {r.device} | {r.seconds * 1e3:.2f} "
+              f"| {r.gb_per_s:.2f} | {r.roofline:.0%} |" for r in rows]
+    return "\n".join(lines)
+
+
+def ratios(rows: Sequence[Row]) -> dict[tuple[str, str, int, int], float]:
+    """Each lnviz implementation's time over torch's native one, per (norm, impl, size)."""
+    native = {(r.norm, r.rows, r.cols): r.seconds for r in rows if r.impl == "torch"}
+    return {(r.norm, r.impl, r.rows, r.cols): r.seconds / native[(r.norm, r.rows, r.cols)]
+            for r in rows if r.impl in ("scratch", "fast") and (r.norm, r.rows, r.cols) in native}
+
+
+def _parse_sizes(text: str) -> list[tuple[int, int]]:
+    try:
+        return [tuple(int(v) for v in part.lower().split("x")) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes look like 1024x1024,4096x1024; got {text!r}") \
+            from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lnviz.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or mps (default: cpu)")
+    parser.add_argument("--sizes", type=_parse_sizes, help="e.g. 1024x1024,16384x1024")
+    parser.add_argument("--norms", default=",".join(NORMS), help="comma-separated: layer,batch,rms")
+    parser.add_argument("--impls", default="numpy,scratch,fast,torch,compiled",
+                        help="comma-separated: " + ",".join(IMPLEMENTATIONS))
+    parser.add_argument("--repeats", type=int, default=7, help="timed calls per case (median)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, no torch.compile: <30 s")
+    parser.add_argument("--memory", action="store_true",
+                        help="also measure peak extra memory at 16384×1024")
+    parser.add_argument("--app", action="store_true",
+                        help="time a control change on every page with AppTest instead")
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    args = parser.parse_args(argv)
+
+    if args.app:
+        from lnviz.ui.apptiming import format_page_table, page_timings
+
+        timings = page_timings()
+        print(format_page_table(timings))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"machine": machine(), "pages": timings}, f, indent=2)
+        return 0
+
+    impls = [i for i in args.impls.split(",") if i]
+    sizes = args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)
+    if args.quick:
+        impls = [i for i in impls if i != "compiled"]
+        args.repeats = min(args.repeats, 5)
+    print(f"# {machine()}", flush=True)
+    rows = run(sizes, args.norms.split(","), impls, args.device, args.repeats,
+               progress=lambda f, m: print(f"  [{f:4.0%}] {m}", file=sys.stderr, flush=True))
+    print(format_table(rows))
+    result: dict = {"machine": machine(), "rows": [asdict(r) for r in rows]}
+    if args.memory:
+        memory = {f"{n}/{i}": peak_extra_memory(n, i, 16384, 1024, args.device)
+                  for n in args.norms.split(",") for i in ("scratch", "fast", "torch")}
+        input_bytes = 16384 * 1024 * 4
+        print("\npeak extra memory at 16384×1024 float32 (× input size):")
+        for key, value in memory.items():
+            print(f"  {key}: {value / input_bytes:.2f}×")
+        result["peak_extra_memory_bytes"] = memory
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,328 @@
+r"""Backpropagation through LayerNorm and BatchNorm, their Jacobians, and their invariances.
+
+Both norms compute y = γ·x̂ + β with x̂ = (x − μ)·rstd; they differ only in which values share μ
+and rstd — a sample's features (LayerNorm) or a feature's samples (BatchNorm in training mode).
+The backward pass follows the same split. Writing ĝ = γ ⊙ ∂L/∂y, and sums Σ over the H values that
+share one μ and rstd:
+
+.. math::
+    \frac{\partial L}{\partial x} = \frac{\mathrm{rstd}}{H}
+        \Big(H\,\hat g - \sum \hat g - \hat x \sum \hat g\,\hat x\Big),\qquad
+    \frac{\partial L}{\partial γ} = \sum_{n} \frac{\partial L}{\partial y}\,\hat x,\qquad
+    \frac{\partial L}{\partial β} = \sum_{n} \frac{\partial L}{\partial y}
+
+so a gradient arriving at one sample's output stays in that sample under LayerNorm but reaches
+every sample of the batch under BatchNorm. The two subtracted terms are the invariances at work:
+adding a constant to (or, with ε = 0, scaling) a group does not move y, so ∂L/∂x has no component
+along the ones vector or along x̂ within each group.
+
+Everything here works on a ``(batch, features)`` table, runs the lnviz norms
+(:func:`lnviz.norms.layer_norm`, :func:`lnviz.norms.batch_norm`) under ``torch.autograd`` and can
+replay the same computation through ``torch.nn.functional`` for the check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from lnviz.data import random_batch
+from lnviz.norms import batch_norm, layer_norm
+
+__all__ = [
+    "GRAD_NORMS",
+    "MAX_JACOBIAN",
+    "PROBES",
+    "UPSTREAM",
+    "GradientReport",
+    "Gradients",
+    "cross_sample_share",
+    "gradient_report",
+    "gradients_snippet",
+    "invariance_probes",
+    "norm_forward",
+    "norm_gradients",
+    "norm_jacobian",
+    "probe_inputs",
+    "upstream_gradient",
+]
+
+GRAD_NORMS = ("LayerNorm", "BatchNorm")
+#: Upstream gradients ∂L/∂y a learner can send back: one output cell, every cell, random.
+UPSTREAM = ("one-hot", "ones", "random")
+#: Largest Jacobian side (batch × features) drawn as a heatmap.
+MAX_JACOBIAN = 64
+
+
+def norm_forward(
+    x: torch.Tensor,
+    norm: str,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+    *,
+    implementation: str = "lnviz",
+) -> torch.Tensor:
+    """y for a ``(batch, features)`` table: LayerNorm over the features of each sample, or
+    BatchNorm in training mode over the samples of each feature.
+
+    ``implementation="torch"`` runs ``torch.nn.functional`` instead of lnviz, for comparison.
+    """
+    if x.dim() != 2:
+        raise ValueError(f"expected a (batch, features) table, got shape {list(x.shape)}")
+    if implementation not in ("lnviz", "torch"):
+        raise ValueError(f"implementation must be 'lnviz' or 'torch', got {implementation!r}")
+    reference = implementation == "torch"
+    if norm == "LayerNorm":
+        if reference:
+            return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+        return layer_norm(x, x.shape[-1:], weight, bias, eps).output
+    if norm == "BatchNorm":
+        if reference:
+            return F.batch_norm(x, None, None, weight, bias, True, 0.1, eps)
+        return batch_norm(x, None, None, weight, bias, True, 0.1, eps).output
+    raise ValueError(f"norm must be one of {list(GRAD_NORMS)}, got {norm!r}")
+
+
+def upstream_gradient(
+    shape: tuple[int, int],
+    kind: str,
+    *,
+    cell: tuple[int, int] = (0, 0),
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    """∂L/∂y, the gradient arriving from the layers above.
+
+    ``"one-hot"``: 1 at ``cell`` (L = y[cell]); ``"ones"``: 1 everywhere (L = Σ y);
+    ``"random"``: standard normal draws from ``seed``.
+    """
+    if kind == "one-hot":
+        row, col = cell
+        if not (0 <= row < shape[0] and 0 <= col < shape[1]):
+            raise ValueError(f"cell {tuple(cell)} is outside the {shape[0]} × {shape[1]} output")
+        grad = torch.zeros(shape, dtype=dtype)
+        grad[row, col] = 1.0
+        return grad
+    if kind == "ones":
+        return torch.ones(shape, dtype=dtype)
+    if kind == "random":
+        generator = torch.Generator().manual_seed(seed)
+        return torch.randn(shape, generator=generator, dtype=dtype)
+    raise ValueError(f"upstream gradient must be one of {list(UPSTREAM)}, got {kind!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Gradients:
+    """One backward pass: the output and the gradients of L = Σ (∂L/∂y) ⊙ y.
+
+    Attributes:
+        output: y, ``(batch, features)``.
+        grad_input: ∂L/∂x, ``(batch, features)``.
+        grad_weight: ∂L/∂γ, ``(features,)``.
+        grad_bias: ∂L/∂β, ``(features,)``.
+    """
+
+    output: np.ndarray
+    grad_input: np.ndarray
+    grad_weight: np.ndarray
+    grad_bias: np.ndarray
+
+
+def norm_gradients(
+    x: torch.Tensor,
+    norm: str,
+    grad_output: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+    *,
+    implementation: str = "lnviz",
+) -> Gradients:
+    """Backpropagate ``grad_output`` (∂L/∂y) through the norm with autograd.
+
+    γ and β default to 1 and 0 (a freshly initialised layer) and get gradients either way.
+    """
+    features = x.shape[-1]
+    x = x.detach().clone().requires_grad_(True)
+    weight = (torch.ones(features, dtype=x.dtype) if weight is None else weight.detach().clone())
+    bias = torch.zeros(features, dtype=x.dtype) if bias is None else bias.detach().clone()
+    weight.requires_grad_(True)
+    bias.requires_grad_(True)
+    y = norm_forward(x, norm, weight, bias, eps, implementation=implementation)
+    # L = Σ g ⊙ y has ∂L/∂y = g exactly, so one backward pass gives every gradient.
+    (grad_output.to(y.dtype) * y).sum().backward()
+    return Gradients(
+        output=y.detach().numpy(),
+        grad_input=x.grad.numpy(),
+        grad_weight=weight.grad.numpy(),
+        grad_bias=bias.grad.numpy(),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class GradientReport:
+    """The same backward pass through both norms, and how closely lnviz matches torch.
+
+    Attributes:
+        by_norm: :class:`Gradients` for each of :data:`GRAD_NORMS`, from lnviz.
+        max_difference: the largest |lnviz − torch| over every output and gradient compared.
+        compared: the norms torch agreed to run (it refuses BatchNorm in training with ε = 0).
+    """
+
+    by_norm: dict[str, Gradients]
+    max_difference: float
+    compared: tuple[str, ...]
+
+
+def gradient_report(x: torch.Tensor, grad_output: torch.Tensor, eps: float = 1e-5
+                    ) -> GradientReport:
+    """Backpropagate ``grad_output`` through LayerNorm and BatchNorm, with lnviz and with
+    ``torch.nn.functional``, and keep lnviz's gradients with the largest disagreement."""
+    by_norm, difference, compared = {}, 0.0, []
+    for norm in GRAD_NORMS:
+        by_norm[norm] = ours = norm_gradients(x, norm, grad_output, eps=eps)
+        if norm == "BatchNorm" and eps <= 0:
+            continue  # torch refuses it; lnviz shows the true 0/0 where a feature is constant
+        theirs = norm_gradients(x, norm, grad_output, eps=eps, implementation="torch")
+        for field in ("output", "grad_input", "grad_weight", "grad_bias"):
+            gap = np.abs(getattr(ours, field) - getattr(theirs, field))
+            difference = max(difference, float(np.nanmax(gap)) if gap.size else 0.0)
+        compared.append(norm)
+    return GradientReport(by_norm, difference, tuple(compared))
+
+
+def norm_jacobian(x: torch.Tensor, norm: str, eps: float = 1e-5) -> np.ndarray:
+    """∂y/∂x as a ``(batch·features) × (batch·features)`` matrix, with γ = 1 and β = 0.
+
+    Entry [n·C + c, m·C + d] is ∂y[n, c]/∂x[m, d]. LayerNorm's is block-diagonal (one C × C
+    block per sample); BatchNorm's links every pair of samples n, m, one feature at a time
+    (only entries with c = d are non-zero).
+    """
+    size = x.shape[0] * x.shape[1]
+    if size > MAX_JACOBIAN:
+        raise ValueError(f"the Jacobian is drawn for batch × features ≤ {MAX_JACOBIAN}; "
+                         f"{x.shape[0]} × {x.shape[1]} = {size} is too many")
+    # One backward pass per output; vectorize=True would be faster for large sizes but pulls in
+    # torch's symbolic-shape machinery (seconds of imports) on first use.
+    jac = torch.autograd.functional.jacobian(lambda t: norm_forward(t, norm, eps=eps), x.detach())
+    return jac.reshape(size, size).numpy()
+
+
+def cross_sample_share(jacobian: np.ndarray, batch: int) -> float:
+    """The share of Σ|J| that lies outside the per-sample diagonal blocks: how much of each
+    output is moved by *other* samples' inputs (0 when samples are independent)."""
+    per_sample = jacobian.shape[0] // batch
+    sample = np.arange(jacobian.shape[0]) // per_sample
+    magnitude = np.abs(jacobian)
+    total = magnitude.sum()
+    if total == 0:
+        return 0.0
+    return float(magnitude[sample[:, None] != sample[None, :]].sum() / total)
+
+
+#: The probes, in the order the page lists them.
+PROBES = (
+    "scale one sample",
+    "shift one sample",
+    "scale one feature",
+    "shift one feature",
+    "scale all of W",
+    "scale one row of W",
+)
+
+
+def invariance_probes(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    *,
+    factor: float = 2.0,
+    shift: float = 3.0,
+    sample: int = 0,
+    feature: int = 0,
+    eps: float = 1e-5,
+) -> pd.DataFrame:
+    """max |Δy| for LayerNorm and BatchNorm under each of :data:`PROBES`, with y = Norm(x Wᵀ).
+
+    The norm's input is h = x Wᵀ, ``(batch, features)``. The first four probes change h: one
+    sample (row) or one feature (column) multiplied by ``factor`` or shifted by ``shift``. The
+    last two change the linear layer: every weight multiplied by ``factor`` (h scales as a
+    whole), or only row ``feature`` of W (that feature of h scales). A norm is invariant to a
+    change when it normalizes it away: LayerNorm to anything done to a whole sample, BatchNorm to
+    anything done to a whole feature, both to scaling everything. Scalings are undone only up to
+    ε, which is measured against σ², not σ² · factor²; with ε = 0 they are undone exactly.
+    """
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        raise ValueError(f"need x (batch, inputs) and W (features, inputs) with the same number "
+                         f"of inputs, got {list(x.shape)} and {list(weight.shape)}")
+    batch, features = x.shape[0], weight.shape[0]
+    if not (0 <= sample < batch and 0 <= feature < features):
+        raise ValueError(f"sample must be in 0…{batch - 1} and feature in 0…{features - 1}")
+    h = x @ weight.T
+
+    def changed(index: tuple, scale: float = 1.0, offset: float = 0.0) -> torch.Tensor:
+        out = h.clone()
+        out[index] = out[index] * scale + offset
+        return out
+
+    row_w = weight.clone()
+    row_w[feature] = row_w[feature] * factor
+    inputs = {
+        "scale one sample": changed((sample, slice(None)), scale=factor),
+        "shift one sample": changed((sample, slice(None)), offset=shift),
+        "scale one feature": changed((slice(None), feature), scale=factor),
+        "shift one feature": changed((slice(None), feature), offset=shift),
+        "scale all of W": x @ (factor * weight).T,
+        "scale one row of W": x @ row_w.T,
+    }
+    rows = []
+    with torch.no_grad():
+        base = {norm: norm_forward(h, norm, eps=eps) for norm in GRAD_NORMS}
+        for name in PROBES:
+            rows.append({"probe": name} | {
+                norm: float((norm_forward(inputs[name], norm, eps=eps) - base[norm]).abs().max())
+                for norm in GRAD_NORMS})
+    return pd.DataFrame(rows)
+
+
+def probe_inputs(batch: int, features: int, inputs: int = 6, seed: int = 0
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random input x ``(batch, inputs)`` and linear weights W ``(features, inputs)``, scaled
+    by 1/√inputs so that h = x Wᵀ has entries of order one (float64)."""
+    x = torch.from_numpy(random_batch((batch, inputs), seed=seed)).double()
+    weight = torch.from_numpy(random_batch((features, inputs), seed=seed + 1)).double()
+    return x, weight / inputs**0.5
+
+
+def gradients_snippet(shape: tuple[int, int], kind: str, cell: tuple[int, int] = (0, 0),
+                      eps: float = 1e-5) -> str:
+    """PyTorch code for the page's backward pass and Jacobian."""
+    n, c = shape
+    upstream = {
+        "one-hot": f"g = torch.zeros(N, C, dtype=torch.float64)\ng[{cell[0]}, {cell[1]}] = 1.0",
+        "ones": "g = torch.ones(N, C, dtype=torch.float64)",
+        "random": "g = torch.randn(N, C, dtype=torch.float64)",
+    }[kind]
+    return f"""import torch
+import torch.nn.functional as F
+
+N, C = {n}, {c}
+x = torch.randn(N, C, dtype=torch.float64, requires_grad=True)
+gamma = torch.ones(C, dtype=torch.float64, requires_grad=True)
+beta = torch.zeros(C, dtype=torch.float64, requires_grad=True)
+{upstream}  # the upstream gradient ∂L/∂y
+
+y = F.layer_norm(x, (C,), gamma, beta, eps={eps!r})
+# BatchNorm in training mode instead:
+# y = F.batch_norm(x, None, None, gamma, beta, training=True, eps={eps!r})
+y.backward(g)
+print(x.grad, gamma.grad, beta.grad)
+
+# The Jacobian ∂y/∂x, flattened to (N·C) × (N·C)
+J = torch.autograd.functional.jacobian(lambda t: F.layer_norm(t, (C,), eps={eps!r}), x.detach())
+J = J.reshape(N * C, N * C)
+"""

@@ -1,0 +1,337 @@
+r"""ε and numerical stability: what can go wrong when LayerNorm meets finite-precision numbers.
+
+Four experiments, each a plain function returning arrays for a figure:
+
+* :func:`epsilon_sweep` — for one vector, the output's size max|y| and the gradient's size
+  ‖∂L/∂x‖ as ε runs over many decades. With spread σ², the normalized values are
+  (x − μ)/√(σ² + ε): while ε ≪ σ² the vector's own spread sets the scale, once ε ≫ σ² the
+  output shrinks like 1/√ε. The crossover sits at ε ≈ σ².
+* :func:`epsilon_steps` — every intermediate of LayerNorm for one ε, including ε = 0 on a
+  constant vector, where x − μ = 0 and √(σ² + ε) = 0 make 0/0 = NaN.
+* :func:`precision_sweep` — how far LayerNorm computed in float16/bfloat16/float32 lands from
+  the float64 answer, as the input moves away from zero or grows in size.
+* :func:`cancellation_sweep` — three ways of computing a variance in float32 (the naive
+  E[x²] − E[x]², the two-pass one lnviz uses, and Welford's streaming update) as the data's
+  offset from zero grows.
+
+:func:`naive_mean_and_var` and :func:`welford_mean_and_var` are written here for comparison
+only; lnviz's norms use the two-pass :func:`lnviz.norms.mean_and_var`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lnviz.data import get_preset
+from lnviz.devices import DTYPES, to_tensor
+from lnviz.norms import layer_norm, mean_and_var
+
+__all__ = [
+    "EPSILON_GRID",
+    "OFFSET_GRID",
+    "PRECISION_AXES",
+    "VECTORS",
+    "CancellationSweep",
+    "EpsilonSteps",
+    "EpsilonSweep",
+    "PrecisionSweep",
+    "cancellation_sweep",
+    "epsilon_steps",
+    "epsilon_sweep",
+    "naive_mean_and_var",
+    "precision_sweep",
+    "stability_vector",
+    "upstream_gradient",
+    "welford_mean_and_var",
+]
+
+#: ε from 1e-12 to 1, four points per decade: the x axis of :func:`epsilon_sweep`.
+EPSILON_GRID = np.logspace(-12, 0, 49)
+
+#: The vectors the ε experiments offer: (preset, row) in :data:`lnviz.data.PRESETS`.
+VECTORS = {
+    "tiny": ("tiny_variance", 0),  # seed 000: [0.001, 0.001, 0.0011, 0.0009, 0.001], σ² = 4e-9
+    "constant": ("constant_row", 0),  # [3, 3, 3, 3]: σ² = 0 exactly
+    "ordinary": ("constant_row", 1),  # [1, 2, 4, 7]: σ² = 5.25, far above any usual ε
+}
+
+
+def stability_vector(name: str) -> np.ndarray:
+    """One of the :data:`VECTORS`, as a 1-D float32 array."""
+    if name not in VECTORS:
+        raise ValueError(f"unknown vector {name!r}; choose one of {list(VECTORS)}")
+    preset, row = VECTORS[name]
+    return get_preset(preset).values[row]
+
+
+def upstream_gradient(size: int, seed: int = 0) -> torch.Tensor:
+    """A fixed upstream gradient g (standard normal, float64) for the loss L = Σ y·g.
+
+    Any fixed g would do: it stands for whatever the layers above send back. Fixing it makes
+    ‖∂L/∂x‖ a property of the normalization alone.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(size, generator=generator, dtype=torch.float64)
+
+
+def _output_and_grad(
+    x: torch.Tensor, eps: float, upstream: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(LayerNorm result's x̂ and y, ∂L/∂x) for L = Σ y·g, by autograd through lnviz."""
+    leaf = x.detach().clone().requires_grad_(True)
+    result = layer_norm(leaf, leaf.shape[-1], eps=eps)
+    loss = (result.output.to(upstream.dtype) * upstream.to(leaf.device)).sum()
+    (grad,) = torch.autograd.grad(loss, leaf)
+    return result.x_hat.detach(), result.output.detach(), grad
+
+
+@dataclass(frozen=True)
+class EpsilonSweep:
+    """max|y| and ‖∂L/∂x‖ of one vector at each ε of ``eps``.
+
+    ``variance`` is the vector's σ² as LayerNorm computed it: the ε at which the curves bend.
+    Entries are inf or NaN where the precision overflowed (float16 gradients above 65504).
+    """
+
+    eps: np.ndarray
+    max_output: np.ndarray
+    grad_norm: np.ndarray
+    variance: float
+
+    @property
+    def nonfinite(self) -> int:
+        """How many points of either curve are inf or NaN (and so missing from a log plot)."""
+        return int((~np.isfinite(self.max_output)).sum() + (~np.isfinite(self.grad_norm)).sum())
+
+
+def epsilon_sweep(
+    x: np.ndarray,
+    eps: Sequence[float] = tuple(EPSILON_GRID),
+    *,
+    seed: int = 0,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> EpsilonSweep:
+    r"""LayerNorm of the 1-D vector ``x`` at every ε, with the sizes of its output and gradient.
+
+    For each ε: y = (x − μ)/√(σ² + ε) and, with L = Σᵢ yᵢ gᵢ for the fixed
+    :func:`upstream_gradient` g,
+
+    .. math::
+        \frac{\partial L}{\partial x} = \frac{1}{\sqrt{σ^2 + ε}}
+            \Big(g - \bar g - \hat x\,\overline{g \hat x}\Big)
+
+    (bars are means over the features). Both shrink like 1/√ε once ε ≫ σ²; while ε ≪ σ² they
+    do not depend on ε. The gradient comes from autograd through :func:`lnviz.layer_norm`.
+    """
+    if np.ndim(x) != 1 or len(x) < 1:
+        raise ValueError(f"the ε sweep takes one vector, got shape {list(np.shape(x))}")
+    values = to_tensor(np.asarray(x), device, dtype)
+    g = upstream_gradient(values.shape[0], seed)
+    max_output, grad_norm = [], []
+    for e in eps:
+        _, y, grad = _output_and_grad(values, float(e), g)
+        max_output.append(float(y.abs().max()))
+        grad_norm.append(float(torch.linalg.vector_norm(grad.double())))
+    _, variance, _ = mean_and_var(values.to(torch.promote_types(values.dtype, torch.float32)),
+                                  (0,))
+    return EpsilonSweep(np.asarray(eps, dtype=np.float64), np.array(max_output),
+                        np.array(grad_norm), float(variance))
+
+
+@dataclass(frozen=True)
+class EpsilonSteps:
+    """Every intermediate of LayerNorm on one vector at one ε (see :func:`epsilon_steps`).
+
+    ``max_output`` is max |x̂| (NaN when any x̂ is NaN); the two counts say how many outputs and
+    gradient entries are inf or NaN.
+    """
+
+    table: pd.DataFrame
+    mean: float
+    variance: float
+    eps: float
+    max_output: float
+    nonfinite_outputs: int
+    nonfinite_grads: int
+
+    def text_table(self) -> pd.DataFrame:
+        """The table as text with 4 significant digits, NaN and inf spelled out (a table widget
+        would show NaN as an empty cell, hiding exactly what ε = 0 produces)."""
+        return self.table.map(lambda v: "NaN" if np.isnan(v) else f"{v:.4g}")
+
+
+def epsilon_steps(
+    x: np.ndarray, eps: float, *, seed: int = 0, device: str = "cpu", dtype: str = "float32"
+) -> EpsilonSteps:
+    r"""The steps μ → x − μ → σ² + ε → 1/√(σ² + ε) → x̂ → ∂L/∂x for one vector.
+
+    Nothing is guarded: with ε = 0 on a constant vector, σ² = 0 gives 1/√0 = inf and
+    x̂ = (x − μ)·inf = 0·inf = NaN — the 0/0 of the formula — and the gradient is NaN too.
+    """
+    if not eps >= 0:
+        raise ValueError(f"ε must be ≥ 0, got {eps}")
+    values = to_tensor(np.asarray(x), device, dtype)
+    x_hat, _, grad = _output_and_grad(values, float(eps), upstream_gradient(values.shape[0], seed))
+    acc = values.to(torch.promote_types(values.dtype, torch.float32))
+    mean, var, _ = mean_and_var(acc, (0,))
+    rstd = torch.rsqrt(var + eps)
+    table = pd.DataFrame({
+        "x": acc.double().cpu().numpy(),
+        "x − μ": (acc - mean).double().cpu().numpy(),
+        "σ² + ε": np.full(values.shape[0], float(var + eps)),
+        "1/√(σ²+ε)": np.full(values.shape[0], float(rstd)),
+        "x̂": x_hat.double().cpu().numpy(),
+        "∂L/∂x": grad.double().cpu().numpy(),
+    })
+    return EpsilonSteps(table, float(mean), float(var), float(eps), float(x_hat.abs().max()),
+                        int((~torch.isfinite(x_hat)).sum()), int((~torch.isfinite(grad)).sum()))
+
+
+@dataclass(frozen=True)
+class PrecisionSweep:
+    """max |LN(x in dtype) − LN(x in float64)| per dtype, along ``values`` of ``axis``.
+
+    NaN marks points where the dtype cannot hold the input at all (float16 above 65504).
+    """
+
+    axis: str
+    values: np.ndarray
+    errors: dict[str, np.ndarray]
+
+
+#: The x axes :func:`precision_sweep` can run along, with their default grids.
+PRECISION_AXES = {
+    "offset": np.logspace(-2, 6, 33),
+    "size": 2 ** np.arange(2, 17),
+}
+
+
+def precision_sweep(
+    axis: str = "offset",
+    values: Sequence[float] | None = None,
+    *,
+    size: int = 256,
+    offset: float = 0.0,
+    seed: int = 0,
+    dtypes: Sequence[str] = ("float16", "bfloat16", "float32"),
+    device: str = "cpu",
+) -> PrecisionSweep:
+    """How much of LayerNorm's answer survives a lower precision.
+
+    The input is ``size`` standard-normal values plus ``offset`` (float64, the reference). Each
+    dtype gets that input rounded to it; the error is max |LN(x_dtype) − LN(x_float64)|. With
+    ``axis="offset"`` the offset runs over ``values`` (size fixed); with ``axis="size"`` the size
+    does (offset fixed). Rounding the input costs about |offset|·(machine ε of the dtype), so
+    once the offset is that many times σ, the normalized values are mostly rounding noise;
+    accumulating the statistics in float32 keeps the size from mattering much.
+    """
+    if axis not in PRECISION_AXES:
+        raise ValueError(f"axis must be one of {list(PRECISION_AXES)}, got {axis!r}")
+    grid = np.asarray(PRECISION_AXES[axis] if values is None else values, dtype=np.float64)
+    errors: dict[str, list[float]] = {d: [] for d in dtypes}
+    for value in grid:
+        n, shift = (size, float(value)) if axis == "offset" else (int(value), offset)
+        if n < 2:
+            raise ValueError(f"a vector needs at least 2 values, got {n}")
+        generator = torch.Generator().manual_seed(seed)
+        x64 = torch.randn(n, generator=generator, dtype=torch.float64) + shift
+        reference = layer_norm(x64, n).output
+        for d in dtypes:
+            y = layer_norm(to_tensor(x64, device, d), n).output.double().cpu()
+            errors[d].append(float((y - reference).abs().max()))
+    return PrecisionSweep(axis, grid, {d: np.array(e) for d, e in errors.items()})
+
+
+# --- Three ways to compute a variance ----------------------------------------------------------
+
+
+def naive_mean_and_var(x: torch.Tensor, dim: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""μ and σ² in one pass as σ² = E[x²] − E[x]² — the textbook shortcut that fails.
+
+    Both terms are about μ² when the values sit far from zero; their difference, σ², is what
+    is left after subtracting two nearly equal numbers, each rounded to the dtype's ~7 (float32)
+    significant digits. When μ²/σ² passes about 1/(machine ε), nothing of σ² survives and the
+    result can even be negative. Shown for comparison; lnviz never uses it.
+    """
+    mean = x.mean(dim=dim)
+    return mean, (x * x).mean(dim=dim) - mean * mean
+
+
+def welford_mean_and_var(x: torch.Tensor, dim: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""μ and σ² in one streaming pass with Welford's update, vectorized over the other dims.
+
+    After the k-th value x_k the running mean and sum of squared deviations M₂ are
+
+    .. math::
+        μ_k = μ_{k-1} + \frac{x_k - μ_{k-1}}{k},\qquad
+        M_{2,k} = M_{2,k-1} + (x_k - μ_{k-1})(x_k - μ_k)
+
+    and σ² = M₂/n. Each update only adds deviations from the current mean, so no large terms
+    cancel. Fused GPU kernels use this when they cannot afford a second pass over the data.
+    """
+    values = x.movedim(dim, 0)
+    mean = torch.zeros_like(values[0])
+    m2 = torch.zeros_like(values[0])
+    for k, x_k in enumerate(values, start=1):
+        delta = x_k - mean
+        mean = mean + delta / k
+        m2 = m2 + delta * (x_k - mean)
+    return mean, m2 / values.shape[0]
+
+
+@dataclass(frozen=True)
+class CancellationSweep:
+    """σ² of the same data computed three ways in one dtype, as its offset from zero grows.
+
+    ``variances`` holds each method's result and ``relative_error`` its
+    |σ²_method − σ²_true| / σ²_true, where σ²_true is the two-pass variance in float64 of the
+    very numbers the dtype stored.
+    """
+
+    offsets: np.ndarray
+    true_variance: np.ndarray
+    variances: dict[str, np.ndarray]
+    relative_error: dict[str, np.ndarray]
+
+
+#: Offsets from 1 to 10⁶ on a log axis: the x axis of :func:`cancellation_sweep`.
+OFFSET_GRID = np.logspace(0, 6, 25)
+
+
+def cancellation_sweep(
+    offsets: Sequence[float] = tuple(OFFSET_GRID),
+    *,
+    size: int = 256,
+    seed: int = 0,
+    dtype: str = "float32",
+) -> CancellationSweep:
+    """The variance of ``size`` standard-normal values shifted by each offset, three ways.
+
+    All offsets are computed at once, one row each: the naive E[x²] − E[x]², the two-pass
+    :func:`lnviz.norms.mean_and_var` and :func:`welford_mean_and_var`, in ``dtype``. The spread
+    is the same at every offset, so only the offset is to blame for any error.
+    """
+    if size < 2:
+        raise ValueError(f"a variance needs at least 2 values, got {size}")
+    generator = torch.Generator().manual_seed(seed)
+    base = torch.randn(size, generator=generator, dtype=torch.float64)
+    shifts = torch.as_tensor(np.asarray(offsets, dtype=np.float64))
+    x = (base + shifts[:, None]).to(DTYPES[dtype])
+    _, truth, _ = mean_and_var(x.double(), (1,))
+    truth = truth.squeeze(1)
+    _, two_pass, _ = mean_and_var(x, (1,))
+    computed = {
+        "naive E[x²] − E[x]²": naive_mean_and_var(x)[1],
+        "two-pass": two_pass.squeeze(1),
+        "Welford": welford_mean_and_var(x)[1],
+    }
+    variances = {name: v.double().numpy() for name, v in computed.items()}
+    truth_np = truth.numpy()
+    errors = {name: np.abs(v - truth_np) / truth_np for name, v in variances.items()}
+    return CancellationSweep(shifts.numpy(), truth_np, variances, errors)

@@ -1,0 +1,662 @@
+"""Train LSTM, LN-LSTM and BN-LSTM side by side on sequential digits, in steps or from the CLI.
+
+Images are read as sequences, one row per time step: scikit-learn's bundled 8×8 digits (8 steps of
+8 features, no download) by default, or sequential MNIST (28 steps of 28) from a ``mnist.npz`` or
+the four IDX files a learner supplies. Every model of a comparison starts from the same seed and
+sees the same mini-batches, so their curves differ only by the normalization.
+
+:class:`Training` advances all models a few steps at a time, which lets the app draw the curves
+while they grow and stop between chunks; :func:`summarize` turns a finished (or stopped) training
+into plain numbers for the figures. From a shell::
+
+    python -m lnviz.train --models lstm ln-lstm --steps 300 --json runs.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lnviz.devices import available_devices
+from lnviz.io import load_arrays
+from lnviz.rnn import (
+    MODEL_LABELS,
+    MODELS,
+    SequenceClassifier,
+    batch_dependence,
+    gate_quantiles,
+    make_model,
+)
+
+__all__ = [
+    "MAX_ELEMENTS",
+    "BatchDependence",
+    "ModelRun",
+    "SequenceData",
+    "TrainConfig",
+    "Training",
+    "TrainingResult",
+    "load_data",
+    "load_digits_data",
+    "load_files",
+    "load_mnist_idx",
+    "load_mnist_npz",
+    "main",
+    "read_idx",
+    "summarize",
+    "to_json",
+    "train",
+]
+
+#: The most values a dataset file may hold: all of MNIST (70 000 × 785) with room to spare.
+MAX_ELEMENTS = 64_000_000
+#: Held-out samples used for the accuracy curves (a fixed random subset of larger test sets).
+EVAL_SAMPLES = 2000
+#: Held-out samples whose gate pre-activations are summarized.
+GATE_SAMPLES = 256
+_IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_IDX_NAMES = ("train-images", "train-labels", "t10k-images", "t10k-labels")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+# --- Data -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SequenceData:
+    """Images as sequences: ``x`` of shape (N, T, F) in [0, 1], one image row per step.
+
+    The held-out part (``x_test``, ``y_test``) is fixed by the dataset, never by the seed.
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+    @property
+    def steps(self) -> int:
+        """T, the sequence length (image rows)."""
+        return int(self.x_train.shape[1])
+
+    @property
+    def features(self) -> int:
+        """F, the features per step (image columns)."""
+        return int(self.x_train.shape[2])
+
+    @property
+    def num_classes(self) -> int:
+        """The number of classes: one more than the largest label."""
+        return int(max(self.y_train.max(), self.y_test.max())) + 1
+
+
+def _as_sequences(images: np.ndarray, what: str) -> np.ndarray:
+    """(N, T, F) float32 images; (N, D) with D a square is read as square images."""
+    if images.ndim == 2 and math.isqrt(images.shape[1]) ** 2 == images.shape[1]:
+        side = math.isqrt(images.shape[1])
+        images = images.reshape(len(images), side, side)
+    if images.ndim != 3 or min(images.shape) == 0:
+        raise ValueError(f"{what} must be images of shape (N, rows, columns), got shape "
+                         f"{list(images.shape)}")
+    if not np.isfinite(images).all():
+        raise ValueError(f"{what} hold NaN or infinite values")
+    return images.astype(np.float32, copy=False)
+
+
+def _as_labels(labels: np.ndarray, count: int, what: str) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.ndim != 1 or len(labels) != count:
+        raise ValueError(f"{what} must hold one label per image ({count}), got shape "
+                         f"{list(labels.shape)}")
+    whole = np.isfinite(labels).all() and (labels == np.round(labels)).all()
+    if not whole or labels.min() < 0 or labels.max() > 999:
+        raise ValueError(f"{what} must be whole numbers from 0 to 999 (class indices)")
+    return labels.astype(np.int64)
+
+
+def _sequence_data(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
+                   y_test: np.ndarray) -> SequenceData:
+    """Check shapes and labels, and scale the pixel values into [0, 1] with the training range."""
+    x_train = _as_sequences(x_train, "the training images")
+    x_test = _as_sequences(x_test, "the test images")
+    if x_train.shape[1:] != x_test.shape[1:]:
+        raise ValueError(f"training images {list(x_train.shape[1:])} and test images "
+                         f"{list(x_test.shape[1:])} must have the same size")
+    y_train = _as_labels(y_train, len(x_train), "the training labels")
+    y_test = _as_labels(y_test, len(x_test), "the test labels")
+    if int(max(y_train.max(), y_test.max())) < 1:
+        raise ValueError("the labels hold a single class; there is nothing to classify")
+    # Pixels usually come as 0…255 (or 0…16 for the 8×8 digits); dividing by the range keeps
+    # every input step on the same [0, 1] scale whatever the source.
+    low, high = min(0.0, float(x_train.min())), max(1.0, float(x_train.max()))
+    scale = np.float32(high - low)
+    return SequenceData(name, (x_train - low) / scale, y_train,
+                        np.clip((x_test - low) / scale, 0, 1), y_test)
+
+
+def load_digits_data(test_fraction: float = 0.25) -> SequenceData:
+    """scikit-learn's bundled 8×8 digits (1797 images, 10 classes) as 8 steps of 8 features.
+
+    The held-out set is a fixed quarter of the images (the same for every seed).
+    """
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    order = np.random.RandomState(0).permutation(len(digits.target))
+    held_out = math.ceil(len(order) * test_fraction)
+    test, train = order[:held_out], order[held_out:]
+    images = digits.images.astype(np.float32)
+    return _sequence_data("digits 8×8 (scikit-learn)", images[train], digits.target[train],
+                          images[test], digits.target[test])
+
+
+def load_mnist_npz(source: bytes | str | os.PathLike[str]) -> SequenceData:
+    """Sequential MNIST from the standard ``mnist.npz`` (x_train, y_train, x_test, y_test).
+
+    Read with :func:`lnviz.load_arrays`, which never unpickles. Raises ValueError (a
+    :class:`lnviz.TensorFileError` for a damaged file) saying what is missing or wrong.
+    """
+    arrays = load_arrays(source, max_elements=MAX_ELEMENTS)
+    missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in arrays]
+    if missing:
+        raise ValueError(f"the .npz file lacks {', '.join(missing)}; expected the arrays "
+                         f"x_train, y_train, x_test, y_test (found {', '.join(arrays)})")
+    return _sequence_data("sequential MNIST (mnist.npz)", arrays["x_train"], arrays["y_train"],
+                          arrays["x_test"], arrays["y_test"])
+
+
+def _read_bytes(source: bytes | str | os.PathLike[str], limit: int) -> bytes:
+    if isinstance(source, bytes | bytearray | memoryview):
+        data = bytes(source)
+    else:
+        try:
+            with open(source, "rb") as file:
+                data = file.read(limit + 1)
+        except OSError as err:
+            raise ValueError(f"cannot read {os.fspath(source)!r}: {err.strerror}") from err
+    if len(data) > limit:
+        raise ValueError(f"the file is larger than the {limit} bytes accepted")
+    return data
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """Decompress a .gz file, refusing it as soon as it would grow past ``limit`` bytes."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as err:
+        raise ValueError(f"corrupt .gz file ({err})") from err
+    if len(out) > limit:
+        raise ValueError(f"the .gz file expands to more than the {limit} bytes accepted")
+    if not inflater.eof:
+        raise ValueError("truncated .gz file: the compressed stream ends early")
+    return out
+
+
+def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_ELEMENTS
+             ) -> np.ndarray:
+    """Parse an IDX file (the format of the original MNIST files), optionally gzipped.
+
+    The format: two zero bytes, a type code (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32,
+    0x0D float32, 0x0E float64), the number of dims d, then d big-endian uint32 sizes, then the
+    values, big-endian, in C order. The declared size must match the file exactly.
+
+    Raises ValueError saying what is wrong with a file that is not a well-formed IDX file.
+    """
+    limit = max_elements * 8 + 1024
+    data = _read_bytes(source, limit)
+    if data[:2] == _GZIP_MAGIC:
+        data = _gunzip(data, limit)
+    if len(data) < 4:
+        raise ValueError(f"not an IDX file: {len(data)} bytes, shorter than the 4-byte magic")
+    if data[:2] != b"\0\0":
+        raise ValueError(f"not an IDX file: it starts with {data[:4]!r}, but an IDX magic "
+                         "number starts with two zero bytes")
+    code, ndim = data[2], data[3]
+    if code not in _IDX_DTYPES:
+        raise ValueError(f"not an IDX file: unknown type code 0x{code:02X} (known: "
+                         f"{', '.join(f'0x{c:02X}' for c in _IDX_DTYPES)})")
+    if not 1 <= ndim <= 8:
+        raise ValueError(f"IDX file declares {ndim} dimensions; 1 to 8 are accepted")
+    offset = 4 + 4 * ndim
+    if len(data) < offset:
+        raise ValueError("truncated IDX file: it ends inside the list of dimension sizes")
+    shape = struct.unpack(f">{ndim}I", data[4:offset])
+    count = math.prod(shape)
+    if count > max_elements:
+        raise ValueError(f"IDX file declares shape {list(shape)}, {count} values, more than the "
+                         f"{max_elements} accepted")
+    dtype = np.dtype(_IDX_DTYPES[code])
+    expected = offset + count * dtype.itemsize
+    if len(data) != expected:
+        problem = "truncated" if len(data) < expected else "trailing bytes after the data"
+        raise ValueError(f"{problem}: an IDX file of shape {list(shape)} holds {expected} bytes, "
+                         f"this one {len(data)}")
+    values = np.frombuffer(data, dtype, count, offset).reshape(shape)
+    return values.astype(dtype.newbyteorder("="))
+
+
+def _idx_role(name: str) -> str | None:
+    """Which of the four MNIST files a name is (train/t10k × images/labels), if any."""
+    base = Path(name).name.lower().replace(".", "-").replace("_", "-")
+    split = "train" if base.startswith("train") else "t10k" if base.startswith(
+        ("t10k", "test")) else None
+    kind = "images" if ("images" in base or "idx3" in base) else "labels" if (
+        "labels" in base or "idx1" in base) else None
+    return f"{split}-{kind}" if split and kind else None
+
+
+def load_mnist_idx(files: Mapping[str, bytes | str | os.PathLike[str]]) -> SequenceData:
+    """Sequential MNIST from its four IDX files, given as {file name: bytes or path}.
+
+    The names tell the files apart as MNIST names them: ``train-images-idx3-ubyte``,
+    ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``
+    (``.gz`` or ``train-images.idx3-ubyte`` spellings too).
+    """
+    found: dict[str, bytes | str | os.PathLike[str]] = {}
+    for name, source in files.items():
+        role = _idx_role(name)
+        if role is not None:
+            found[role] = source
+    missing = [role for role in _IDX_NAMES if role not in found]
+    if missing:
+        raise ValueError(f"need the four MNIST IDX files; missing {', '.join(missing)} (got "
+                         f"{', '.join(Path(n).name for n in files) or 'none'})")
+    parts = {}
+    for role in _IDX_NAMES:
+        try:
+            parts[role] = read_idx(found[role])
+        except ValueError as err:
+            raise ValueError(f"{role}: {err}") from err
+    return _sequence_data("sequential MNIST (IDX files)", parts["train-images"],
+                          parts["train-labels"], parts["t10k-images"], parts["t10k-labels"])
+
+
+def load_files(files: Mapping[str, bytes]) -> SequenceData:
+    """What the app's uploader received: one ``.npz`` file, or the four IDX files."""
+    if len(files) == 1:
+        ((name, data),) = files.items()
+        if data[:2] == b"PK" or name.lower().endswith(".npz"):
+            return load_mnist_npz(data)
+    return load_mnist_idx(files)
+
+
+def load_data(path: str | os.PathLike[str] | None = None) -> SequenceData:
+    """The CLI's data: the bundled digits (``None``), an ``mnist.npz`` file, or a folder with the
+    four IDX files."""
+    if path is None:
+        return load_digits_data()
+    path = Path(path)
+    if path.is_dir():
+        return load_mnist_idx({p.name: p for p in sorted(path.iterdir()) if p.is_file()})
+    return load_mnist_npz(path)
+
+
+# --- Training ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides a comparison's numbers (with the data): same config, same curves.
+
+    Every model in ``models`` starts from ``seed`` and sees the same sequence of mini-batches.
+    ``gamma_init``/``beta_init``/``single_bias`` configure the norms of the LN- and BN-LSTM.
+    The held-out set is evaluated every ``eval_every`` steps.
+    """
+
+    models: tuple[str, ...] = ("lstm", "ln-lstm")
+    hidden_size: int = 64
+    lr: float = 1e-2
+    batch_size: int = 64
+    steps: int = 300
+    eval_every: int = 10
+    gamma_init: float = 1.0
+    beta_init: float = 0.0
+    single_bias: bool = False
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.models if m not in MODELS]
+        if not self.models or unknown or len(set(self.models)) != len(self.models):
+            raise ValueError(f"models must be distinct names from {', '.join(MODELS)}; got "
+                             f"{list(self.models)}")
+        if self.batch_size < 2:
+            raise ValueError("batch_size must be at least 2 (BatchNorm needs two samples)")
+        if min(self.hidden_size, self.steps, self.eval_every) < 1 or not self.lr > 0:
+            raise ValueError("hidden_size, steps and eval_every must be positive, lr above 0")
+        if self.device not in available_devices():
+            raise ValueError(f"device {self.device!r} is not available here; choose one of "
+                             f"{available_devices()}")
+
+
+@dataclass
+class _Tensors:
+    """The dataset on the training device, with the held-out subset used for the curves."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_eval: torch.Tensor
+    y_eval: torch.Tensor
+
+    @classmethod
+    def build(cls, data: SequenceData, device: str) -> _Tensors:
+        held_out = np.arange(len(data.y_test))
+        if len(held_out) > EVAL_SAMPLES:
+            held_out = np.sort(np.random.RandomState(0).choice(held_out, EVAL_SAMPLES, False))
+
+        def put(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+        return cls(put(data.x_train), put(data.y_train), put(data.x_test[held_out]),
+                   put(data.y_test[held_out]))
+
+
+class ModelRun:
+    """One model of a comparison: its parameters, Adam state, batch sampler and curves so far.
+
+    Attributes:
+        kind: the model's name (see :data:`lnviz.rnn.MODELS`).
+        step: optimizer steps taken.
+        curve: at each evaluation, ``step``, ``loss`` (mean training loss since the previous
+            evaluation), ``accuracy`` (on the held-out set) and ``grad_norm`` (mean ‖∇θ‖₂).
+        step_loss, step_grad_norm: the training loss and the gradient norm of every step.
+        seconds: time spent training and evaluating this model.
+        gates_at_init: gate pre-activation quantiles before training (see
+            :func:`lnviz.rnn.gate_quantiles`).
+    """
+
+    def __init__(self, kind: str, tensors: _Tensors, num_classes: int, config: TrainConfig
+                 ) -> None:
+        self.kind, self.config, self.tensors = kind, config, tensors
+        torch.manual_seed(config.seed)  # the same initial weights on every run of this seed
+        self.model: SequenceClassifier = make_model(
+            kind, tensors.x_train.shape[2], config.hidden_size, num_classes,
+            gamma_init=config.gamma_init, beta_init=config.beta_init,
+            single_bias=config.single_bias, max_steps=tensors.x_train.shape[1],
+        ).to(config.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        # The same generator seed for every model, so all of them see the same mini-batches.
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.step = 0
+        self.curve: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": [],
+                                              "grad_norm": []}
+        self.step_loss: list[float] = []
+        self.step_grad_norm: list[float] = []
+        self.seconds = 0.0
+        self.gates_at_init = gate_quantiles(self.model, tensors.x_eval[:GATE_SAMPLES])
+
+    def advance(self, n: int) -> None:
+        """Take ``n`` optimizer steps (evaluating every ``eval_every``) on random mini-batches."""
+        start = time.perf_counter()
+        config, tensors = self.config, self.tensors
+        self.model.train()
+        for _ in range(n):
+            index = torch.randint(len(tensors.y_train), (config.batch_size,),
+                                  generator=self.generator).to(tensors.y_train.device)
+            loss = F.cross_entropy(self.model(tensors.x_train[index]), tensors.y_train[index])
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.get_total_norm(  # ‖∇θ‖₂ over all parameters
+                [p.grad for p in self.model.parameters() if p.grad is not None])
+            self.optimizer.step()
+            self.step += 1
+            self.step_loss.append(float(loss.detach()))
+            self.step_grad_norm.append(float(grad_norm))
+            if self.step % config.eval_every == 0 or self.step == config.steps:
+                self._evaluate()
+        self.seconds += time.perf_counter() - start
+
+    @torch.no_grad()
+    def _evaluate(self) -> None:
+        since = self.step - (self.curve["step"][-1] if self.curve["step"] else 0)
+        self.model.eval()
+        logits = torch.cat([self.model(x) for x in self.tensors.x_eval.split(1000)])
+        self.model.train()
+        accuracy = (logits.argmax(1) == self.tensors.y_eval).float().mean()
+        self.curve["step"].append(self.step)
+        self.curve["loss"].append(float(np.mean(self.step_loss[-since:])))
+        self.curve["accuracy"].append(float(accuracy))
+        self.curve["grad_norm"].append(float(np.mean(self.step_grad_norm[-since:])))
+
+
+class Training:
+    """A comparison in progress: every model of ``config`` on ``data``, advanced in chunks.
+
+    ``advance(n)`` moves each model n steps further (all of them, so that their curves grow
+    together); ``stop()`` ends it early; ``done`` says whether it has ended.
+    """
+
+    def __init__(self, data: SequenceData, config: TrainConfig) -> None:
+        self.data, self.config = data, config
+        self.tensors = _Tensors.build(data, config.device)
+        self.runs = [ModelRun(kind, self.tensors, data.num_classes, config)
+                     for kind in config.models]
+        self.stopped = False
+
+    @property
+    def step(self) -> int:
+        """Steps every model has taken."""
+        return min(run.step for run in self.runs)
+
+    @property
+    def done(self) -> bool:
+        """Whether all steps are taken or the training was stopped."""
+        return self.stopped or self.step >= self.config.steps
+
+    def advance(self, n: int) -> None:
+        """Up to ``n`` more steps for every model (fewer at the end)."""
+        for run in self.runs:
+            run.advance(max(0, min(n, self.config.steps - run.step)))
+
+    def stop(self) -> None:
+        """End the training where it is; what was learned so far is kept."""
+        self.stopped = True
+
+    def curves(self) -> dict[str, dict[str, list[float]]]:
+        """Each model's evaluation curve, keyed by its label (e.g. "LN-LSTM")."""
+        return {MODEL_LABELS[run.kind]: run.curve for run in self.runs}
+
+
+@dataclass(frozen=True)
+class BatchDependence:
+    """How much one model's outputs change when the same samples are batched differently."""
+
+    model: str
+    statistics: str
+    batch_sizes: tuple[int, int]
+    max_difference: float
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """A finished (or stopped) comparison as plain numbers, ready for figures and JSON.
+
+    ``gates`` and ``gates_at_init`` map a model label to the (5, T, 5) quantiles of
+    :func:`lnviz.rnn.gate_quantiles` after and before training.
+    """
+
+    dataset: str
+    num_classes: int
+    config: TrainConfig
+    steps_done: int
+    stopped: bool
+    curves: dict[str, dict[str, list[float]]]
+    step_loss: dict[str, list[float]]
+    step_grad_norm: dict[str, list[float]]
+    seconds: dict[str, float]
+    parameters: dict[str, int]
+    gates: dict[str, np.ndarray]
+    gates_at_init: dict[str, np.ndarray]
+    batch_dependence: list[BatchDependence] = field(default_factory=list)
+
+    def final_accuracy(self) -> dict[str, float]:
+        """Held-out accuracy at the last evaluation, per model label."""
+        return {label: c["accuracy"][-1] for label, c in self.curves.items() if c["accuracy"]}
+
+    def steps_to_accuracy(self, threshold: float) -> dict[str, int | None]:
+        """The first evaluated step at which each model's held-out accuracy reached
+        ``threshold`` (None if it never did): a measure of how fast it converged."""
+        return {label: next((s for s, a in zip(c["step"], c["accuracy"], strict=True)
+                             if a >= threshold), None) for label, c in self.curves.items()}
+
+    def diverged(self) -> list[str]:
+        """The models whose training loss became NaN or infinite."""
+        return [label for label, losses in self.step_loss.items()
+                if not np.isfinite(losses).all()]
+
+
+def _batch_dependence(run: ModelRun, x: torch.Tensor) -> list[BatchDependence]:
+    """LayerNorm and the plain LSTM: one sample alone vs in a batch of len(x). BatchNorm: its
+    batch statistics (pairs, the smallest batch it can normalize, vs len(x)) and its running
+    averages (alone vs batched)."""
+    label, n = MODEL_LABELS[run.kind], len(x)
+    if run.kind != "bn-lstm":
+        stats = "per sample (LayerNorm)" if run.kind == "ln-lstm" else "none"
+        return [BatchDependence(label, stats, (1, n), batch_dependence(run.model, x, 1))]
+    return [
+        BatchDependence(label, "batch statistics (training mode)", (2, n),
+                        batch_dependence(run.model, x, 2, training=True)),
+        BatchDependence(label, "running averages (evaluation mode)", (1, n),
+                        batch_dependence(run.model, x, 1)),
+    ]
+
+
+def summarize(training: Training) -> TrainingResult:
+    """The numbers a page or a JSON file needs from a training, finished or stopped: curves,
+    times, gate pre-activation quantiles and the batch-dependence check on 64 held-out
+    samples."""
+    x_gates = training.tensors.x_eval[:GATE_SAMPLES]
+    x_batch = training.tensors.x_eval[:64]
+    runs = training.runs
+    return TrainingResult(
+        dataset=training.data.name,
+        num_classes=training.data.num_classes,
+        config=training.config,
+        steps_done=training.step,
+        stopped=training.stopped and training.step < training.config.steps,
+        curves={MODEL_LABELS[r.kind]: {k: list(v) for k, v in r.curve.items()} for r in runs},
+        step_loss={MODEL_LABELS[r.kind]: list(r.step_loss) for r in runs},
+        step_grad_norm={MODEL_LABELS[r.kind]: list(r.step_grad_norm) for r in runs},
+        seconds={MODEL_LABELS[r.kind]: r.seconds for r in runs},
+        parameters={MODEL_LABELS[r.kind]: sum(p.numel() for p in r.model.parameters())
+                    for r in runs},
+        gates={MODEL_LABELS[r.kind]: gate_quantiles(r.model, x_gates) for r in runs},
+        gates_at_init={MODEL_LABELS[r.kind]: r.gates_at_init for r in runs},
+        batch_dependence=[row for r in runs for row in _batch_dependence(r, x_batch)],
+    )
+
+
+def train(data: SequenceData, config: TrainConfig,
+          on_eval: Callable[[ModelRun], None] | None = None) -> Training:
+    """Train each model of ``config`` to the end, one after the other (so that each one's
+    ``seconds`` is its own), calling ``on_eval(run)`` after every evaluation."""
+    training = Training(data, config)
+    for run in training.runs:
+        while run.step < config.steps:
+            run.advance(min(config.eval_every, config.steps - run.step))
+            if on_eval is not None:
+                on_eval(run)
+    return training
+
+
+def to_json(result: TrainingResult) -> dict:
+    """The JSON the CLI writes: the dataset, the config and one record per model."""
+    label_to_kind = {label: kind for kind, label in MODEL_LABELS.items()}
+    return {
+        "dataset": result.dataset,
+        "config": {k: list(v) if isinstance(v, tuple) else v
+                   for k, v in asdict(result.config).items()},
+        "runs": [{"model": label_to_kind[label], **curve, "seconds": result.seconds[label]}
+                 for label, curve in result.curves.items()],
+        "batch_dependence": [asdict(row) for row in result.batch_dependence],
+    }
+
+
+# --- Command line -----------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    defaults = TrainConfig()
+    parser = argparse.ArgumentParser(
+        prog="python -m lnviz.train",
+        description="Train an LSTM with and without LayerNorm (and with BatchNorm) on sequential "
+                    "digits, and report loss and held-out accuracy.")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(defaults.models),
+                        help="the models to compare (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=defaults.steps,
+                        help="optimizer steps per model (default: %(default)s)")
+    parser.add_argument("--hidden-size", type=int, default=defaults.hidden_size,
+                        help="H, units of the LSTM state (default: %(default)s)")
+    parser.add_argument("--lr", type=float, default=defaults.lr,
+                        help="Adam's learning rate (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size,
+                        help="samples per mini-batch, at least 2 (default: %(default)s)")
+    parser.add_argument("--eval-every", type=int, default=defaults.eval_every,
+                        help="steps between held-out evaluations (default: %(default)s)")
+    parser.add_argument("--gamma-init", type=float, default=defaults.gamma_init,
+                        help="initial γ of the norms (default: %(default)s)")
+    parser.add_argument("--beta-init", type=float, default=defaults.beta_init,
+                        help="initial β of the norms (default: %(default)s)")
+    parser.add_argument("--single-bias", action="store_true",
+                        help="normalize W x and U h without β and add one shared bias instead")
+    parser.add_argument("--seed", type=int, default=defaults.seed,
+                        help="seeds the initial weights and the mini-batches (default: "
+                             "%(default)s)")
+    parser.add_argument("--device", choices=available_devices(), default=defaults.device,
+                        help="where to train (default: %(default)s)")
+    parser.add_argument("--data", metavar="PATH",
+                        help="mnist.npz, or a folder with the four MNIST IDX files; default: "
+                             "scikit-learn's bundled 8×8 digits")
+    parser.add_argument("--json", metavar="PATH", help="write the curves to this JSON file")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``python -m lnviz.train``; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        config = TrainConfig(
+            models=tuple(args.models), hidden_size=args.hidden_size, lr=args.lr,
+            batch_size=args.batch_size, steps=args.steps, eval_every=args.eval_every,
+            gamma_init=args.gamma_init, beta_init=args.beta_init, single_bias=args.single_bias,
+            seed=args.seed, device=args.device)
+        data = load_data(args.data)
+    except ValueError as err:
+        parser.error(str(err))
+    print(f"{data.name}: {len(data.y_train)} training and {len(data.y_test)} held-out "
+          f"sequences of {data.steps} steps × {data.features} features")
+
+    def report(run: ModelRun) -> None:
+        c = run.curve
+        print(f"{MODEL_LABELS[run.kind]:>8} step {c['step'][-1]:>5}  loss {c['loss'][-1]:.4f}  "
+              f"held-out accuracy {c['accuracy'][-1]:.3f}", flush=True)
+
+    result = summarize(train(data, config, on_eval=report))
+    for label, accuracy in result.final_accuracy().items():
+        print(f"{label}: held-out accuracy {accuracy:.3f} after {result.seconds[label]:.1f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(to_json(result), indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

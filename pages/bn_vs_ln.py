@@ -1,0 +1,228 @@
+"""BatchNorm vs LayerNorm: which values share statistics, how one sample's output depends on its
+batch, and what changes between training and evaluation."""
+
+import streamlit as st
+
+from lnviz import charts
+from lnviz.batchdep import (
+    POPULATION_MEAN,
+    POPULATION_VAR,
+    batch_dependence,
+    batch_size_sweep,
+    fixed_sample,
+    running_statistics,
+    sharing_cubes,
+    variance_table,
+)
+from lnviz.ui.state import current_settings, memo
+
+MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
+
+settings = current_settings()
+st.title("BatchNorm vs LayerNorm")
+st.caption("The same recipe, different company: both subtract a mean and divide by a standard "
+           "deviation, but they take those statistics over different values. The URL keeps "
+           "your settings.")
+st.markdown(
+    "**BatchNorm** computes one μ and σ per *feature*, pooling that feature across every sample "
+    "of the batch (and every position of a sequence or image). **LayerNorm** computes one μ and "
+    "σ per *sample*, pooling its own features and nothing else. That single difference decides "
+    "whether a sample's output depends on its batch-mates, whether batch size 1 works, and "
+    "whether training and evaluation give the same answer."
+)
+st.latex(r"\text{BatchNorm: } \mu_c = \frac{1}{m}\sum_{j\,\in\,\text{batch}} x_{j,c}"
+         r"\qquad\text{LayerNorm: } \mu_j = \frac{1}{C}\sum_{c\,\in\,\text{features}} x_{j,c}"
+         r"\qquad y = \gamma\,\frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta")
+
+# --- 1. Who shares a μ and σ -------------------------------------------------------------------
+st.subheader("1 · Which values share one μ and σ")
+cols = st.columns([2, 2, 2, 2, 2])
+layout = cols[0].segmented_control(
+    "Tensor layout", ["NC", "NLC", "NCHW"], default="NCHW", required=True, key="bl_layout",
+    bind="query-params",
+    help="NC = (batch, features), a plain table; NLC = (batch, sequence, features), tokens as "
+         "in a transformer; NCHW = (batch, channels, height, width), images.",
+)
+n = cols[1].slider("N (batch size)", 1, 16, 4, key="bl_n", bind="query-params",
+                   help="Samples in the batch: the cube's width.")
+c = cols[2].slider("C (features / channels)", 2, 32, 6, key="bl_c", bind="query-params",
+                   help="Features per token or channels per image: the cube's depth. Also the "
+                        "feature count of the experiments below.")
+if layout == "NLC":
+    length = cols[3].slider("L (sequence length)", 1, 32, 5, key="bl_l", bind="query-params",
+                            help="Tokens per sequence: the cube's height.")
+    shape, positions, axis = (n, length, c), length, "L"
+elif layout == "NCHW":
+    h = cols[3].slider("H (height)", 1, 8, 3, key="bl_h", bind="query-params",
+                       help="Image height; the cube's height is H·W.")
+    w = cols[4].slider("W (width)", 1, 8, 3, key="bl_w", bind="query-params",
+                       help="Image width; the cube's height is H·W.")
+    shape, positions, axis = (n, c, h, w), h * w, "H·W"
+else:
+    shape, positions, axis = (n, c), 1, ""
+divisors = [g for g in range(1, c + 1) if c % g == 0]
+groups = st.columns([3, 2])[0].select_slider(
+    "GroupNorm: number of groups G", divisors, value=divisors[1], key="bl_groups",
+    bind="query-params",
+    help=f"GroupNorm splits the {c} channels into G groups of C/G. G = 1 pools all channels "
+         "(LayerNorm over C, H, W); G = C pools one channel (InstanceNorm).",
+)
+try:
+    cubes = sharing_cubes(shape, layout, groups)
+except ValueError as err:
+    st.error(str(err), icon=":material/block:")
+    st.stop()
+st.plotly_chart(charts.bnln_sharing_figure(
+    (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
+    [cube.note for cube in cubes], ("N", "C", axis),
+), key="bl_cubes")
+st.caption(
+    "After Wu & He (2018), *Group Normalization*, Figure 2: each cube is your tensor with the "
+    "batch N across, the channels C going back and the positions (L or H·W) up. The blue cells "
+    "are pooled into the μ and σ that normalize the front-top-left value. Only BatchNorm's "
+    "blue region runs along N — across the batch. For tokens (NLC), LayerNorm pools one token's "
+    "features; for images it pools the whole image, as in the paper."
+)
+
+# --- 2. Batch dependence -----------------------------------------------------------------------
+st.subheader("2 · One sample, many batches")
+st.markdown(
+    "Follow one fixed sample of C features through a batch of shape (batch size, C) and "
+    "re-draw the *other* samples of its batch. "
+    "LayerNorm normalizes the sample with its own μ and σ, so its output is the same in every "
+    "batch. BatchNorm's μ and σ include the batch-mates, so the fixed sample's output moves with "
+    "them — less in large batches, but never not at all."
+)
+cols = st.columns(3)
+batch_size = cols[0].slider(
+    "Batch size", 1, 64, 8, key="bl_b", bind="query-params",
+    help="Samples per batch, the fixed one included. At 1, BatchNorm in training mode has a "
+         "single value per feature and refuses, as torch does.")
+redraws = cols[1].slider(
+    "Re-drawn batches", 2, 20, 8, key="bl_r", bind="query-params",
+    help="How many batches to try: each keeps the fixed sample and draws new batch-mates.")
+feature = cols[2].slider(
+    "Feature to follow", 0, c - 1, 0, key="bl_feat", bind="query-params",
+    help="The feature plotted against batch size here and in the training steps below.")
+
+sample = fixed_sample(c, settings.seed)
+try:
+    dependence = memo(
+        ("bl_dep", c, batch_size, redraws, settings.seed, settings.device, settings.dtype),
+        lambda: batch_dependence(sample, batch_size, redraws, settings.seed,
+                                 device=settings.device, dtype=settings.dtype))
+    sweep = memo(
+        ("bl_sweep", c, redraws, settings.seed, settings.device, settings.dtype),
+        lambda: batch_size_sweep(sample, redraws=redraws, seed=settings.seed,
+                                 device=settings.device, dtype=settings.dtype))
+except ValueError as err:
+    st.error(str(err), icon=":material/block:")
+    st.stop()
+st.plotly_chart(charts.bnln_redraws_figure(dependence.batch_norm, dependence.layer_norm,
+                                                dependence.refusal), key="bl_fixed")
+if dependence.refusal:
+    st.warning(f"**lnviz:** {dependence.refusal}.  \n**torch.nn.functional.batch_norm:** "
+               f"{dependence.torch_refusal}.  \nLayerNorm is happy with a batch of one: it "
+               "never looks at the other samples.", icon=":material/warning:")
+else:
+    cols = st.columns(2)
+    cols[0].metric("BatchNorm: largest change across re-draws",
+                   f"{dependence.batch_norm_spread:.3g}")
+    cols[1].metric("LayerNorm: largest change across re-draws",
+                   f"{dependence.layer_norm_spread:.3g}")
+st.plotly_chart(charts.bnln_batch_sizes_figure(
+    sweep.batch_sizes, sweep.batch_norm[:, :, feature], sweep.layer_norm[:, :, feature], feature,
+), key="bl_sweep")
+st.caption("Each dot is the fixed sample's output for this feature in one re-drawn batch. The "
+           "band narrows as the batch grows, because a bigger batch's μ and σ wobble less — "
+           "but at batch size 2 BatchNorm can only answer ±1.")
+
+# --- 3. Training and evaluation ----------------------------------------------------------------
+st.subheader("3 · Training mode vs evaluation mode")
+st.markdown(
+    "While training, BatchNorm normalizes with the current mini-batch's μ and σ² and keeps "
+    "running averages of them for later; in evaluation it uses those running averages instead, "
+    "so that a single test sample gets a deterministic answer. Step through k mini-batches drawn "
+    f"from a population with μ = {POPULATION_MEAN:g}, σ² = {POPULATION_VAR:g} and watch the "
+    "running values (starting at 0 and 1) approach it."
+)
+st.latex(r"\hat\mu \leftarrow (1-\alpha)\,\hat\mu + \alpha\,\mu_B \qquad "
+         r"\hat\sigma^2 \leftarrow (1-\alpha)\,\hat\sigma^2 + \alpha\,\frac{m}{m-1}\,\sigma_B^2"
+         r"\qquad \alpha = \text{momentum, or } 1/k \text{ when momentum is None}")
+cols = st.columns(3)
+steps = cols[0].slider("Training steps k", 1, 100, 10, key="bl_steps", bind="query-params",
+                       help="How many mini-batches BatchNorm sees in training mode.")
+momentum = cols[1].select_slider(
+    "Momentum", MOMENTA, value=0.1, key="bl_mom", bind="query-params",
+    format_func=lambda m: "None" if m is None else f"{m:g}",
+    help="Weight of each new mini-batch in the running averages (torch's default is 0.1). "
+         "None gives the plain average of all mini-batches so far (momentum = 1/k).")
+minibatch = cols[2].slider(
+    "Mini-batch size m", 2, 64, 4, key="bl_mb", bind="query-params",
+    help="Samples per training mini-batch. Small m: noisy batch statistics, and a big gap "
+         "between the biased (÷m) and unbiased (÷(m−1)) variance.")
+try:
+    stats = memo(("bl_run", steps, minibatch, c, momentum, settings.seed, settings.device,
+                  settings.dtype),
+                 lambda: running_statistics(steps, minibatch, c, momentum, settings.seed,
+                                            device=settings.device, dtype=settings.dtype))
+except ValueError as err:
+    st.error(str(err), icon=":material/block:")
+    st.stop()
+st.plotly_chart(charts.bnln_running_stats_figure(
+    stats.batch_mean[:, feature], stats.batch_var[:, feature],
+    stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],
+    stats.running_var[:, feature], POPULATION_MEAN, POPULATION_VAR,
+), key="bl_running")
+st.markdown(
+    f"**Biased or unbiased?** A mini-batch is normalized with its biased variance (÷m, the "
+    f"spread of exactly these values), but the running σ² is fed the unbiased one "
+    f"(÷(m−1) = ×{minibatch / (minibatch - 1):.3g} here), because it estimates the "
+    "population's variance from a small sample. The last mini-batch, feature by feature:"
+)
+st.dataframe(variance_table(stats), hide_index=True, key="bl_vartable")
+st.plotly_chart(charts.bnln_modes_figure(stats.train_output, stats.eval_output,
+                                              stats.layer_norm_output), key="bl_traineval")
+st.caption(f"The last mini-batch through BatchNorm in both modes: the largest difference is "
+           f"{stats.train_eval_gap:.3g}. It shrinks as the running statistics settle, but the "
+           "batch's own μ and σ² are never exactly the running ones. LayerNorm has no running "
+           "statistics and a single mode: its points sit on the diagonal.")
+
+st.info(
+    "**Try this.** Set the batch size to 1: LayerNorm still answers, BatchNorm refuses. Slide "
+    "it up to 64 and watch BatchNorm's band narrow without ever closing. In the cubes, switch "
+    "to NLC: LayerNorm's blue shrinks to a single token. In the training steps, compare "
+    "momentum 0.01 with None, and a mini-batch of 2 with 64 — where do biased and unbiased "
+    "variance differ most?", icon=":material/science:")
+
+st.subheader("The same in PyTorch")
+shown_batch = max(batch_size, 2)
+momentum_text = "None" if momentum is None else f"{momentum:g}"
+st.code(f"""import torch
+
+torch.manual_seed({settings.seed})
+bn = torch.nn.BatchNorm1d({c}, momentum={momentum_text}, affine=False)
+ln = torch.nn.LayerNorm({c}, elementwise_affine=False)
+
+# One fixed sample, then re-draw its batch-mates: LayerNorm's row 0 stays, BatchNorm's moves.
+x = torch.randn({shown_batch}, {c})
+bn_before, ln_before = bn(x)[0], ln(x)[0]
+x[1:] = torch.randn({shown_batch - 1}, {c})
+print(torch.equal(ln(x)[0], ln_before), torch.allclose(bn(x)[0], bn_before))  # True False
+
+# A batch of one: BatchNorm in training mode refuses, LayerNorm does not.
+try:
+    bn(x[:1])
+except ValueError as err:
+    print(err)  # Expected more than 1 value per channel when training, ...
+
+# {steps} training mini-batches of {minibatch} update the running statistics ...
+bn.reset_running_stats()
+for _ in range({steps}):
+    batch = 3 + 2 * torch.randn({minibatch}, {c})
+    out_train = bn(batch)  # normalized with the batch's biased variance
+print(bn.running_mean, bn.running_var)  # fed the unbiased variance
+# ... which evaluation mode uses instead of the batch's own statistics.
+bn.eval()
+print((bn(batch) - out_train).abs().max())  # not 0
+""", language="python")

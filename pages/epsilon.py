@@ -1,0 +1,198 @@
+"""ε and numerical stability: tiny variances, ε = 0, low precision and the E[x²] − E[x]² trap."""
+
+import streamlit as st
+
+from lnviz import charts
+from lnviz.stability import (
+    VECTORS,
+    cancellation_sweep,
+    epsilon_steps,
+    epsilon_sweep,
+    precision_sweep,
+    stability_vector,
+)
+from lnviz.ui.params import EPSILONS
+from lnviz.ui.state import current_settings
+
+settings = current_settings()
+
+# Cached on plain values: the sweeps run LayerNorm dozens of times and Welford's loop is long.
+cached_sweep = st.cache_data(epsilon_sweep, max_entries=16, show_spinner=False)
+cached_precision = st.cache_data(precision_sweep, max_entries=16, show_spinner=False)
+cached_cancellation = st.cache_data(cancellation_sweep, max_entries=8, show_spinner=False)
+
+VECTOR_HELP = {
+    "tiny": "seed 000's [0.001, 0.001, 0.0011, 0.0009, 0.001]: σ² = 4e-9",
+    "constant": "[3, 3, 3, 3]: no spread at all, σ² = 0",
+    "ordinary": "[1, 2, 4, 7]: σ² = 5.25, far above any usual ε",
+}
+
+st.title("ε and numerical stability")
+st.markdown(
+    "LayerNorm divides by the row's standard deviation. That is harmless for ordinary rows, "
+    "but a row whose values barely differ has a deviation near zero, and dividing by nearly "
+    "zero blows tiny differences (often just rounding noise) up to order one, with gradients "
+    "to match. The small ε under the square root sets a floor on the divisor. This page shows "
+    "where that floor starts to matter, what happens without it, and two other ways finite "
+    "precision can spoil a normalization."
+)
+st.latex(r"\hat x_i = \frac{x_i - \mu}{\sqrt{\sigma^2 + \epsilon}}, \qquad "
+         r"\sigma^2 = \frac{1}{H}\sum_{i=1}^{H}(x_i - \mu)^2")
+
+# --- 1. ε against a tiny variance -------------------------------------------------------------
+st.subheader("1 · How ε competes with σ²")
+cols = st.columns([2, 3])
+vector = cols[0].segmented_control(
+    "Vector", list(VECTORS), default="tiny", required=True, key="ep_vec", bind="query-params",
+    help="tiny: " + VECTOR_HELP["tiny"] + ". constant: " + VECTOR_HELP["constant"] +
+         ". ordinary: " + VECTOR_HELP["ordinary"] + ".",
+)
+eps = cols[1].select_slider(
+    "ε (epsilon)", EPSILONS, value=1e-5, format_func="{:g}".format, key="ep_eps",
+    bind="query-params",
+    help="The ε added to σ² (marked on the sweep). 1e-05 is PyTorch's default; 0 removes the "
+         "floor entirely — try it on the constant vector.",
+)
+st.caption(f"**{vector}**: {VECTOR_HELP[vector]}. Computed in {settings.dtype} on "
+           f"{settings.device} (sidebar).")
+x = stability_vector(vector)
+try:
+    sweep = cached_sweep(x, seed=settings.seed, device=settings.device, dtype=settings.dtype)
+    steps = epsilon_steps(x, eps, seed=settings.seed, device=settings.device,
+                          dtype=settings.dtype)
+except ValueError as err:
+    st.error(str(err), icon="🚫")
+    st.stop()
+
+st.plotly_chart(charts.eps_sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm,
+                                        sweep.variance, eps), key="ep_sweep_chart")
+st.caption(
+    "Both axes are logarithmic. L = Σ yᵢ·gᵢ for a fixed random upstream gradient g (from the "
+    "sidebar's seed), differentiated by autograd through lnviz.layer_norm. Left of the green "
+    "line ε = σ² (drawn when σ² > 0) the vector's own spread sets the scale and ε does "
+    "nothing; right of it ε sets the scale and both curves fall like 1/√ε."
+)
+if sweep.nonfinite:
+    st.warning(f"{sweep.nonfinite} points of the sweep overflowed {settings.dtype} (inf or NaN) "
+               "and are missing from the plot: float16 stops at 65 504, and a small ε makes "
+               "the gradient larger than that.", icon="⚠️")
+if sweep.variance > 0:
+    st.markdown(
+        f"Here σ² = {sweep.variance:.3g}. At ε = σ² the divisor is √(2σ²), so the output is "
+        f"1/√2 ≈ 0.71 of its ε = 0 size. With ε = {eps:g} the largest |x̂| is "
+        f"**{steps.max_output:.4g}**."
+    )
+else:
+    st.markdown(
+        "This vector has σ² = 0 and x − μ = 0 everywhere, so for every ε > 0 the output is "
+        "0/√ε = 0. Its gradient is not zero, though: it grows like 1/√ε as ε shrinks, "
+        "because a vanishing ε leaves nothing to limit how strongly a small change in x is "
+        "amplified."
+    )
+
+st.dataframe(steps.text_table(), hide_index=True, key="ep_steps")
+if steps.nonfinite_outputs or steps.nonfinite_grads:
+    st.warning(
+        f"With ε = {eps:g} and σ² = {steps.variance:g}: {steps.nonfinite_outputs} outputs and "
+        f"{steps.nonfinite_grads} gradient entries are NaN or infinite. Every x equals μ, so "
+        "x − μ = 0, and √(σ² + ε) = √0 = 0: the formula asks for 0/0, which has no value. "
+        "Computers answer NaN (1/√0 = inf, then 0 · inf = NaN), and the NaN flows back "
+        "through the gradient into every weight. This is not a bug of the implementation "
+        "— it is what the formula means, and it is exactly why ε > 0.", icon="⚠️")
+
+# --- 2. Precision -----------------------------------------------------------------------------
+st.subheader("2 · Half precision: how many digits survive")
+st.markdown(
+    "float16 keeps about 3 significant decimal digits and overflows above 65 504; bfloat16 "
+    "keeps the float32 range but only about 2–3 digits; float32 about 7. Each point below is "
+    "the worst difference between LayerNorm computed from the input rounded to that dtype and "
+    "LayerNorm of the exact float64 input (statistics are accumulated in float32, as torch "
+    "does). Values offset from zero lose their *spread* to rounding: the input's step size "
+    "grows with the offset, while σ stays 1."
+)
+cols = st.columns(2)
+axis = cols[0].radio(
+    "Vary", ["offset", "size"], horizontal=True, key="ep_axis", bind="query-params",
+    help="offset: N(0, 1) values plus an offset from 0.01 to 10⁶. size: the row length, "
+         "from 4 to 65 536 values.",
+)
+if axis == "offset":
+    size = cols[1].select_slider(
+        "Row length", [16, 64, 256, 1024, 4096], value=256, key="ep_psize",
+        bind="query-params", help="How many values each row holds while the offset varies.")
+    options = {"size": size}
+else:
+    offset = cols[1].select_slider(
+        "Offset from zero", [0.0, 1.0, 10.0, 100.0, 1000.0], value=0.0, key="ep_poff",
+        bind="query-params", help="Added to every value while the row length varies.")
+    options = {"offset": offset}
+try:
+    precision = cached_precision(axis, seed=settings.seed, device=settings.device, **options)
+except ValueError as err:
+    st.error(str(err), icon="🚫")
+    st.stop()
+title = "offset from zero" if axis == "offset" else "row length H"
+st.plotly_chart(charts.eps_precision_figure(precision.values, precision.errors, title),
+                key="ep_precision_chart")
+st.caption(
+    "Gaps in the float16 curve are offsets above 65 504, where float16 holds only inf and "
+    "LayerNorm returns NaN. Where the error reaches about 1, the normalized values are noise. "
+    "Against the row length the curves stay nearly flat: summing in float32 keeps the mean "
+    "and variance accurate, so the input's rounding is what costs digits."
+)
+
+# --- 3. Cancellation --------------------------------------------------------------------------
+st.subheader("3 · The E[x²] − E[x]² trap")
+st.markdown(
+    "Expanding the variance gives a tempting one-pass formula, σ² = E[x²] − E[x]². For data "
+    "near 10 000 with spread 1, both terms are about 10⁸ and differ by about 1; float32 stores "
+    "each to about 7 digits, so their difference is mostly rounding error — and can come out "
+    "negative, which √ turns into NaN. Subtracting the mean first (two passes) or updating a "
+    "running mean and sum of squared deviations (Welford) only ever subtracts nearby numbers."
+)
+st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{naive: cancels}}"
+         r"\quad\text{vs}\quad"
+         r"\underbrace{\tfrac{1}{H}\textstyle\sum (x_i - \mu)^2}_{\text{two-pass}}"
+         r"\quad\text{vs}\quad"
+         r"\underbrace{M_{2,k} = M_{2,k-1} + (x_k - \mu_{k-1})(x_k - \mu_k)}_{\text{Welford}}")
+cancel_size = st.select_slider(
+    "Row length", [16, 64, 256, 1024], value=256, key="ep_csize", bind="query-params",
+    help="How many values (offset + N(0, 1)) each variance is taken over, in float32.")
+cancellation = cached_cancellation(size=cancel_size, seed=settings.seed)
+st.plotly_chart(charts.eps_cancellation_figure(cancellation.offsets,
+                                               cancellation.relative_error,
+                                               cancellation.variances),
+                key="ep_cancel_chart")
+st.caption(
+    "Always float32, whatever the sidebar says, so the three methods meet the same rounding. "
+    "The reference is the two-pass variance in float64 of the very numbers float32 stored. "
+    "× marks a negative variance from the naive formula; hover a point for the σ² it "
+    "computed. lnviz's norms all use the two-pass variance."
+)
+
+st.info(
+    "**Try this.** On the tiny vector, slide ε from 1e-12 up to 1 and watch the table: x̂ "
+    "stays near ±1.58 until ε passes σ² = 4e-9, then shrinks (1e-08 gives 0.845, seed 000's "
+    "number). Choose the constant vector and set ε to 0 to see the 0/0. Switch the sidebar's "
+    "precision to float16 and compare the gradient sizes. In part 3, find the offset where "
+    "the naive variance first goes negative.", icon="🧪")
+
+st.subheader("The same in PyTorch")
+st.code(
+    f"""import torch
+import torch.nn.functional as F
+
+x = torch.tensor([0.001, 0.001, 0.0011, 0.0009, 0.001], requires_grad=True)
+y = F.layer_norm(x, (5,), eps={eps!r})          # ε = σ² = 4e-9 is where it bends
+(y * torch.randn(5)).sum().backward()           # x.grad: size grows like 1/√(σ² + ε)
+
+F.layer_norm(torch.full((4,), 3.0), (4,), eps=0.0)   # tensor([nan, nan, nan, nan]): 0/0
+
+x64 = torch.randn(256, dtype=torch.float64) + 1000.0
+err = (F.layer_norm(x64.half().float(), (256,)) - F.layer_norm(x64, (256,))).abs().max()
+
+x32 = x64.float() + 9000.0
+naive = (x32 ** 2).mean() - x32.mean() ** 2    # cancels: may be far off, even negative
+two_pass = x32.var(unbiased=False)            # subtracts the mean first""",
+    language="python",
+)

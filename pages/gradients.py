@@ -1,0 +1,174 @@
+"""Gradients and invariances: backpropagation through LayerNorm and BatchNorm, their Jacobians,
+and what changes to the input or the weights leave each norm's output alone."""
+
+import streamlit as st
+import torch
+
+from lnviz import charts
+from lnviz.data import random_batch
+from lnviz.grads import (
+    GRAD_NORMS,
+    MAX_JACOBIAN,
+    UPSTREAM,
+    cross_sample_share,
+    gradient_report,
+    gradients_snippet,
+    invariance_probes,
+    norm_jacobian,
+    probe_inputs,
+    upstream_gradient,
+)
+from lnviz.ui.params import EPSILONS, eps_label
+from lnviz.ui.state import current_settings
+
+settings = current_settings()
+st.title("Gradients and invariances")
+st.markdown(
+    "A normalization layer is differentiated like any other layer, but its μ and σ are "
+    "themselves functions of the input, so every input that went into them also receives "
+    "gradient. Which inputs those are decides where a gradient can travel: inside one sample "
+    "for LayerNorm, across the whole batch for BatchNorm. The same fact decides what the "
+    "layer ignores: whatever is spread evenly over a group that shares μ and σ is normalized "
+    "away. Everything here runs the lnviz norms under `torch.autograd` in float64."
+)
+st.latex(
+    r"\frac{\partial L}{\partial x} = \frac{1}{H\sqrt{\sigma^2+\epsilon}}\Big(H\,\hat g"
+    r" - \textstyle\sum \hat g - \hat x \sum \hat g\,\hat x\Big),\quad \hat g = \gamma\odot"
+    r"\frac{\partial L}{\partial y},\qquad \frac{\partial L}{\partial \gamma} = \sum_n"
+    r"\frac{\partial L}{\partial y}\,\hat x,\quad \frac{\partial L}{\partial \beta} = \sum_n"
+    r"\frac{\partial L}{\partial y}"
+)
+st.caption("The sums run over the H values that share one μ and σ: a sample's C features for "
+           "LayerNorm, a feature's N samples for BatchNorm (training mode).")
+
+# --- Controls ---------------------------------------------------------------------------------
+with st.container(border=True):
+    cols = st.columns([2, 2, 3, 3])
+    n = cols[0].slider("Batch size N", 2, 8, 4, key="gr_n", bind="query-params",
+                       help="How many samples (rows) the batch holds.")
+    c = cols[1].slider("Features C", 2, 8, 4, key="gr_c", bind="query-params",
+                       help="How many features (columns) each sample has.")
+    eps = cols[2].select_slider(
+        "ε (epsilon)", EPSILONS, value=1e-5, format_func=eps_label, key="gr_eps",
+        bind="query-params",
+        help="Added to σ². The scale invariances below are exact only for ε = 0; a large ε "
+             "also damps the gradients.")
+    kind = cols[3].segmented_control(
+        "Upstream gradient ∂L/∂y", list(UPSTREAM), default="one-hot", required=True,
+        key="gr_up", bind="query-params",
+        help="What the layers above send back: 1 at one output cell (L = y[n, c]), 1 at "
+             "every cell (L = Σ y), or random values (seeded by the sidebar's seed).")
+    cell = (0, 0)
+    if kind == "one-hot":
+        cols = st.columns([2, 2, 6])
+        row = cols[0].number_input("Sample n of the one-hot", 0, n - 1, 0, key="gr_row",
+                                   bind="query-params",
+                                   help="The row of the output cell the loss looks at.")
+        col = cols[1].number_input("Feature c of the one-hot", 0, c - 1, 0, key="gr_col",
+                                   bind="query-params",
+                                   help="The column of the output cell the loss looks at.")
+        cell = (int(row), int(col))
+
+# --- Computation --------------------------------------------------------------------------------
+x = torch.from_numpy(random_batch((n, c), feature_spread=0.5, seed=settings.seed)).double()
+try:
+    grad_output = upstream_gradient((n, c), kind, cell=cell, seed=settings.seed)
+    report = gradient_report(x, grad_output, eps)
+except ValueError as err:
+    st.error(str(err), icon="🚫")
+    st.stop()
+ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
+
+# --- Gradients ----------------------------------------------------------------------------------
+st.subheader("Where the gradient goes")
+st.plotly_chart(charts.grads_heatmaps({
+    "input x": x.numpy(), "upstream ∂L/∂y": grad_output.numpy(),
+    "∂L/∂x, LayerNorm": ln.grad_input, "∂L/∂x, BatchNorm": bn.grad_input,
+}), key="gr_grads")
+st.plotly_chart(charts.grads_param_figure(
+    {norm: report.by_norm[norm].grad_weight for norm in GRAD_NORMS},
+    {norm: report.by_norm[norm].grad_bias for norm in GRAD_NORMS},
+), key="gr_params")
+st.caption("∂L/∂β is the upstream gradient summed over the batch, the same for both norms; "
+           "∂L/∂γ weighs it by x̂, which each norm computes differently.")
+message = (f"lnviz's outputs and gradients match torch.nn.functional's autograd: largest "
+           f"|lnviz − torch| = {report.max_difference:.2g}"
+           + ("." if len(report.compared) == len(GRAD_NORMS) else
+              f" ({', '.join(report.compared)} only: torch refuses BatchNorm in training "
+              "mode with ε = 0)."))
+if report.max_difference <= 1e-9:
+    st.success(message, icon="✅")
+else:
+    st.error(message.replace("match", "differ from"), icon="❌")
+st.info(
+    "**Try this.** With the one-hot upstream gradient, LayerNorm's ∂L/∂x is non-zero only in "
+    "the chosen sample's row: the other samples never saw that output. BatchNorm's fills the "
+    "chosen feature's column in *every* sample — a loss on one example trains on the whole "
+    "batch. Now pick **ones**: L = Σ y, and both ∂L/∂x vanish, because each group's x̂ sums "
+    "to zero whatever x is. Each row of LayerNorm's ∂L/∂x always sums to 0 — shifting a "
+    "sample cannot change its output, so the gradient has no component along that shift.",
+    icon="🔍")
+
+# --- Jacobian -----------------------------------------------------------------------------------
+st.subheader("The Jacobian ∂y/∂x")
+st.markdown(
+    "Every output against every input, with the batch flattened sample by sample. The "
+    "outlined squares are each sample's own block: an entry outside them means one sample's "
+    "output moves when *another* sample's input does."
+)
+if n * c <= MAX_JACOBIAN:
+    jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
+                 norm_jacobian(x, norm, eps) for norm in GRAD_NORMS}
+    st.plotly_chart(charts.grads_jacobian_figure(jacobians, n), key="gr_jac")
+    shares = {name: cross_sample_share(j, n) for name, j in jacobians.items()}
+    st.caption(" · ".join(f"{name}: {share:.0%} of Σ|J| outside the sample blocks"
+                          for name, share in shares.items())
+               + ". LayerNorm's is block-diagonal; BatchNorm's ties each feature across the "
+                 "batch — in evaluation mode, with frozen running statistics, it would be "
+                 "diagonal.")
+
+# --- Invariances --------------------------------------------------------------------------------
+st.subheader("What leaves the output unchanged")
+st.markdown(
+    "Here the norm sits after a linear layer, y = Norm(x Wᵀ), as it does in a network. Each "
+    "probe changes one thing and measures the largest change of the output. LayerNorm "
+    "normalizes each sample, so it cancels anything done to a whole sample; BatchNorm "
+    "normalizes each feature, so it cancels anything done to a whole feature — and re-scaling "
+    "one row of W scales exactly one feature. Both cancel scaling all of W: the weights' "
+    "overall size does not matter to the layers above."
+)
+with st.container(border=True):
+    cols = st.columns(4)
+    factor = cols[0].select_slider(
+        "Scale factor", [0.01, 0.1, 0.5, 2.0, 10.0, 100.0], value=2.0, key="gr_factor",
+        bind="query-params", help="What the scaling probes multiply by.")
+    shift = cols[1].slider("Shift", -5.0, 5.0, 3.0, 0.5, key="gr_shift", bind="query-params",
+                           help="What the shifting probes add.")
+    sample = cols[2].number_input("Probed sample", 0, n - 1, 0, key="gr_sample",
+                                  bind="query-params",
+                                  help="The sample (row of h) the sample probes change.")
+    feature = cols[3].number_input("Probed feature", 0, c - 1, 0, key="gr_feature",
+                                   bind="query-params",
+                                   help="The feature (column of h, row of W) the feature "
+                                        "probes change.")
+try:
+    x_in, weight = probe_inputs(n, c, seed=settings.seed)
+    table = invariance_probes(x_in, weight, factor=factor, shift=shift, sample=int(sample),
+                              feature=int(feature), eps=eps)
+except ValueError as err:
+    st.error(str(err), icon="🚫")
+    st.stop()
+st.plotly_chart(charts.grads_invariance_figure(
+    list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS}), key="gr_probes")
+st.dataframe(table, hide_index=True, key="gr_table", column_config={
+    norm: st.column_config.NumberColumn(f"{norm}: max |Δy|", format="%.2e")
+    for norm in GRAD_NORMS})
+st.info(
+    "**Try this.** Shifts are cancelled exactly (≈1e-16 is float64 rounding). Scalings are "
+    "cancelled only up to ε, which is not scaled along with σ²: set the factor to 0.01 and "
+    "watch the 'invariant' bars grow, then set ε to 0 and watch them drop to rounding. Note "
+    "that 'scale one feature' and 'scale one row of W' give the same numbers — they are the "
+    "same change, seen from the layer or from its weights.", icon="🔍")
+
+st.subheader("In PyTorch")
+st.code(gradients_snippet((n, c), kind, cell, eps), language="python")

@@ -1,0 +1,202 @@
+"""Padding and sequences: how pad tokens drag BatchNorm's statistics, masked BatchNorm as the
+repair, and why LayerNorm does not care (seed 002)."""
+
+import streamlit as st
+
+from lnviz import charts
+from lnviz.data import get_preset, padded_batch
+from lnviz.explore import Batch, grid_labels, worked_example_latex
+from lnviz.padding import feature_stats, pad_token_steps, padding_outputs, padding_sweep
+from lnviz.ui.params import EPSILONS
+from lnviz.ui.source import _parse_lengths
+from lnviz.ui.state import current_settings, memo
+
+settings = current_settings()
+st.title("Padding and sequences")
+st.caption("Sentences come in different lengths; a batch needs one length. The URL keeps your "
+           "settings.")
+st.markdown(
+    "To stack sentences of unequal length into one tensor, the short ones are filled up with "
+    "**pad tokens** — placeholders, usually all zeros, that carry no meaning. A mask records "
+    "which positions are real. **BatchNorm** pools every position of a feature into its μ and "
+    "σ, so unless it is told about the mask the pads are averaged in like real words. "
+    "**LayerNorm** looks at one token at a time, so a real token cannot notice the pads around "
+    "it."
+)
+st.latex(r"\mu_c^{\text{BN}} = \frac{\sum_{t} m_t\,x_{t,c}}{\sum_t m_t}\quad"
+         r"(m_t = 1 \text{ for a real token, } 0 \text{ for a pad}) \qquad "
+         r"\mu_t^{\text{LN}} = \frac{1}{C}\sum_{c} x_{t,c}")
+
+# --- The batch --------------------------------------------------------------------------------
+with st.container(border=True):
+    source = st.segmented_control(
+        "Batch", ["Seed 002", "Generated"], default="Seed 002", required=True, key="pd_src",
+        bind="query-params",
+        help="Seed 002: “I love deep learning” and “Transformers are powerful” plus one pad, "
+             "three features each. Generated: random sequences padded to a common length.",
+    )
+    try:
+        if source == "Seed 002":
+            preset = get_preset("padded_tokens")
+            st.caption(preset.description)
+            batch = Batch(preset.values, "NLC", preset.mask, preset.labels)
+            pad_value, batch_key = 0.0, ("preset",)
+            make_batch = f"x = torch.tensor({batch.values.tolist()})\nmask = torch.tensor(" \
+                         f"{batch.mask.tolist()})"
+        else:
+            cols = st.columns(4)
+            size = cols[0].slider("Sequences", 1, 16, 3, key="pd_bs", bind="query-params",
+                                  help="How many sequences are in the batch (ignored when you "
+                                       "type the lengths).")
+            max_len = cols[1].slider("Padded length", 1, 32, 6, key="pd_len",
+                                     bind="query-params",
+                                     help="Every sequence is padded to this many positions.")
+            d_model = cols[2].slider("d_model", 1, 16, 4, key="pd_d", bind="query-params",
+                                     help="Features (embedding size) of every token.")
+            pad_value = cols[3].number_input(
+                "Pad value", -100.0, 100.0, 0.0, 0.5, key="pd_pad", bind="query-params",
+                help="What the pad positions hold. Zero is usual; any constant is a flat row "
+                     "for LayerNorm.")
+            text = st.text_input(
+                "Lengths (optional)", "", key="pd_lengths", bind="query-params",
+                placeholder="e.g. 6, 3, 1 — empty for random lengths from the seed",
+                help="Real tokens per sequence, comma-separated; the rest is padding. When "
+                     "given, they also set the number of sequences.")
+            lengths = _parse_lengths(text)
+            batch_size = len(lengths) if lengths else size
+            values, mask = padded_batch(batch_size, d_model, lengths=lengths, max_len=max_len,
+                                        pad_value=float(pad_value), seed=settings.seed)
+            labels = grid_labels(values.shape, "NLC")[0]
+            batch = Batch(values, "NLC", mask, tuple(labels))
+            batch_key = ("generated", batch_size, d_model, lengths, max_len, pad_value,
+                         settings.seed)
+            make_batch = (
+                "from lnviz.data import padded_batch  # this page's generator\n\n"
+                f"values, mask = padded_batch({batch_size}, {d_model}, lengths={lengths}, "
+                f"max_len={max_len}, pad_value={float(pad_value)!r}, seed={settings.seed})\n"
+                "x, mask = torch.from_numpy(values), torch.from_numpy(mask)")
+        key = (batch_key, settings.device, settings.dtype)
+        stats = memo(("pd_stats", key),
+                     lambda: feature_stats(batch, settings.device, settings.dtype))
+        outputs = memo(("pd_out", key),
+                       lambda: padding_outputs(batch, settings.device, settings.dtype))
+        sweep = memo(("pd_sweep", key),
+                     lambda: padding_sweep(batch, float(pad_value), device=settings.device,
+                                           dtype=settings.dtype))
+    except ValueError as err:
+        st.error(str(err), icon=":material/block:")
+        st.stop()
+
+n, length, d = batch.values.shape
+padding = ~batch.mask.reshape(-1)
+st.markdown(f"**{n} sequences × {length} positions × {d} features**, "
+            f"{int(padding.sum())} of {n * length} positions padding "
+            f"({stats.pad_fraction:.1%}).")
+st.plotly_chart(charts.padding_tokens_figure(
+    [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
+    batch.row_labels,
+), key="pd_tokens")
+st.caption("Each row is one position, each column a feature; × marks the pads. The input has "
+           "its own colour scale, the three outputs share one. Compare the real rows of the two "
+           "BatchNorm panels: counting the pads shifts every one of them.")
+
+# --- BatchNorm's statistics -------------------------------------------------------------------
+st.subheader("1 · BatchNorm's μ and σ, with and without the pads")
+st.plotly_chart(charts.padding_feature_stats_figure(
+    stats.mean_with_pad, stats.mean_masked, stats.std_with_pad, stats.std_masked,
+), key="pd_stats")
+st.dataframe(stats.table(), hide_index=True, key="pd_stats_table")
+st.markdown(
+    f"Feature 0 with the pads: μ = **{stats.mean_with_pad[0]:.4g}**, σ = "
+    f"**{stats.std_with_pad[0]:.3g}**; real tokens only: μ = **{stats.mean_masked[0]:.4g}**, "
+    f"σ = **{stats.std_masked[0]:.3g}**."
+    + (" In seed 002 the first feature's real values are 1, 2, …, 7 (mean 4, σ = 2); the one "
+       "zero pad pulls the mean to 28/8 = 3.5 and widens σ to √5.25 ≈ 2.29, so the word "
+       "“I” is normalized to (1 − 3.5)/2.29 ≈ −1.09 instead of (1 − 4)/2 = −1.5."
+       if source == "Seed 002" else "")
+)
+
+# --- The sweep --------------------------------------------------------------------------------
+st.subheader("2 · More padding, more drift")
+st.markdown(
+    "Keep this batch's real tokens and put more and more pads beside them. BatchNorm's mean "
+    "slides toward the pad value, its σ first widens and then collapses, and every real "
+    "token's output moves. Masked BatchNorm and LayerNorm stay exactly where they were."
+)
+feature = st.columns(4)[0].selectbox(
+    "Feature", list(range(d)), key="pd_feat", bind="query-params",
+    help="Which feature's μ and σ the first two panels follow.")
+st.plotly_chart(charts.padding_share_figure(
+    sweep.fraction, sweep.mean_with_pad[:, feature], sweep.mean_masked[:, feature],
+    sweep.std_with_pad[:, feature], sweep.std_masked[:, feature], sweep.drift_with_pad,
+    sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction, feature=feature,
+), key="pd_sweep")
+moved = float(sweep.drift_layer_norm.max())
+tried = f"{len(sweep.pads)} amounts of padding (up to {int(sweep.pads.max())} pads)"
+if moved == 0.0:
+    st.success(f"LayerNorm: across {tried}, the real tokens' outputs did not move at all — "
+               "identical, bit for bit.", icon=":material/check_circle:")
+else:
+    st.warning(f"LayerNorm: across {tried}, the real tokens' outputs moved by at most "
+               f"{moved:.3g}.", icon=":material/warning:")
+st.caption("The dotted line marks this batch's own padded share. Masked BatchNorm is the repair "
+           "for BatchNorm: with the pads left out of the sums, its μ and σ are those of the "
+           "real tokens however much padding there is.")
+
+# --- LayerNorm on the pad token ---------------------------------------------------------------
+st.subheader("3 · What LayerNorm does to the pad token itself")
+st.markdown(
+    "A pad token is a flat row: all its features are equal, so its mean is the pad value and "
+    "its variance is 0. Then x − μ = 0 and x̂ = 0/√ε = 0: the output is **β**, whatever γ "
+    "is. Only ε keeps this finite — with ε = 0 it is 0/0. (For a zero pad this is exact; for "
+    "another pad value in low precision, rounding can leave μ a hair off the pad value, and a "
+    "very small ε magnifies that hair.)"
+)
+cols = st.columns(3)
+eps = cols[0].select_slider(
+    "ε (epsilon)", EPSILONS, value=1e-5, key="pd_eps", bind="query-params",
+    format_func=lambda e: "0" if e == 0 else f"{e:.0e}",
+    help="Added to σ² before the square root. Try 0: the pad token's output becomes NaN.")
+gamma = cols[1].slider("γ (scale)", -3.0, 3.0, 1.0, 0.1, key="pd_gamma", bind="query-params",
+                       help="Multiplies x̂ — which is 0 for the pad, so γ changes nothing.")
+beta = cols[2].slider("β (shift)", -3.0, 3.0, 0.5, 0.1, key="pd_beta", bind="query-params",
+                      help="Added after scaling: the pad token's whole output.")
+steps = pad_token_steps(batch, eps, gamma, beta, settings.device, settings.dtype)
+if steps is None:
+    st.info("This batch has no padding: every sequence is full length. Type shorter lengths "
+            "above to get pad tokens.", icon=":material/info:")
+else:
+    st.plotly_chart(charts.padding_pad_row_figure(steps["y"].to_numpy(), beta), key="pd_pad_row")
+    st.latex(worked_example_latex(steps.iloc[0], eps))
+    st.dataframe(steps, hide_index=True, key="pd_pad_steps")
+    if steps["y"].isna().any():
+        st.warning("With ε = 0 the pad token's σ² + ε is 0, so x̂ = 0/0 = NaN — and the NaN "
+                   "would flow into everything computed from it. This is why ε exists.",
+                   icon=":material/warning:")
+
+st.info(
+    "**Try this.** Compare the “pads counted” and “masked” bars for feature 0 with seed 002's "
+    "numbers (μ 3.5, σ 2.29 with the pad against 4 and 2 without). Then "
+    "choose *Generated*, type lengths like 6, 1, 1 and watch the padded share jump and "
+    "BatchNorm's statistics slide, while LayerNorm's drift stays at 0. Finally set ε to 0 and "
+    "see the pad token's LayerNorm output turn into NaN.", icon=":material/science:")
+
+st.subheader("The same in PyTorch")
+st.code(f"""import torch
+import torch.nn.functional as F
+
+# x: (batch, seq, features); mask: True = real token
+{make_batch}
+
+# BatchNorm over (batch, seq) per feature: torch wants (N, C, L), and counts the pads.
+bn_with_pads = F.batch_norm(x.transpose(1, 2), None, None, training=True).transpose(1, 2)
+# Masked BatchNorm: torch has no mask argument, so normalize the real tokens alone.
+bn_masked = torch.zeros_like(x)
+bn_masked[mask] = F.batch_norm(x[mask], None, None, training=True)
+print(x[mask].mean(0), x.reshape(-1, x.shape[-1]).mean(0))  # μ without / with the pads
+
+# LayerNorm per token: the pads cannot reach a real token; a pad row itself gives β.
+gamma, beta = torch.full(({d},), {gamma!r}), torch.full(({d},), {beta!r})
+ln = F.layer_norm(x, ({d},), gamma, beta, eps={eps!r})
+print(ln[~mask])  # every pad token: β
+""", language="python")

@@ -1,0 +1,208 @@
+"""Scale and shift: what γ and β do after normalizing, and how they can undo it entirely."""
+
+import streamlit as st
+
+from lnviz import charts
+from lnviz.affine import (
+    AFFINE_NORMS,
+    lstm_gate_inputs,
+    per_feature_affine,
+    recover_input,
+    scale_shift_grid,
+    split_bias,
+    two_betas,
+)
+from lnviz.data import random_batch
+from lnviz.devices import to_tensor
+from lnviz.ui.state import current_settings
+
+settings = current_settings()
+
+# Cached on plain values: each grid runs LayerNorm nine times on up to 10 000 samples.
+cached_grid = st.cache_data(scale_shift_grid, max_entries=16, show_spinner=False)
+
+FEATURES = 4
+SAMPLES = 16
+#: Where the free sliders start: a spread of 1.5 around 0.5, visibly not (1, 0).
+FREE_GAMMA, FREE_BETA = 1.5, 0.5
+#: Per-feature starting values: four different targets, so each column lands somewhere else.
+FEATURE_GAMMA = (0.5, 1.0, 2.0, 1.0)
+FEATURE_BETA = (-1.0, 0.0, 1.0, 2.0)
+#: The slider histogram's fixed range: wide enough for γ = ±3, β = ±3, so the axis stays put.
+FREE_SPAN = (-13.0, 13.0)
+
+st.title("Scale and shift: γ and β")
+st.markdown(
+    "Normalizing forces every group of values to mean 0 and standard deviation 1. That is "
+    "good for optimization, but a layer may *want* its outputs elsewhere — a wider spread "
+    "before a tanh, a positive shift before a ReLU. So every normalization layer ends with "
+    "two learnable vectors: γ stretches the normalized values and β moves them. They start at "
+    "γ = 1, β = 0 (no change) and are trained like any other weight."
+)
+st.latex(r"y = \gamma \cdot \hat x + \beta, \qquad \hat x = \frac{x - \mu}{\sqrt{\sigma^2 + "
+         r"\epsilon}} \quad\Rightarrow\quad \operatorname{mean}(y) = \beta,\;\; "
+         r"\operatorname{std}(y) = |\gamma|\sqrt{\tfrac{\sigma^2}{\sigma^2 + \epsilon}} "
+         r"\approx |\gamma|")
+
+# --- 1. The 3 × 3 grid ------------------------------------------------------------------------
+st.subheader("1 · Nine choices of γ and β")
+samples = st.select_slider(
+    "Samples", [100, 1000, 10000], value=1000, key="ss_n", bind="query-params",
+    help="How many N(0, 1) values are drawn (sidebar seed) and normalized before γ and β are "
+         "applied. Seed 000 uses 1000.",
+)
+try:
+    grid = cached_grid(n=samples, seed=settings.seed, bins=40, device=settings.device,
+                       dtype=settings.dtype)
+except ValueError as err:
+    st.error(str(err), icon="🚫")
+    st.stop()
+st.plotly_chart(charts.affine_grid_figure(grid.centres, grid.counts, grid.gammas, grid.betas,
+                                          grid.mean, grid.std), key="ss_grid_chart")
+st.caption(
+    "Rows: γ = 0.5, 1, 2. Columns: β = −1, 0, 1. The orange panel (γ = 1, β = 0) is x̂ itself. "
+    "Along a row the same shape slides sideways (β is the mean); down a column it widens (γ is "
+    "the standard deviation). The shape never changes: γ and β are a straight-line map."
+)
+
+# --- 2. Free sliders --------------------------------------------------------------------------
+st.subheader("2 · Your own γ and β")
+cols = st.columns(2)
+gamma = cols[0].slider(
+    "γ (scale)", -3.0, 3.0, FREE_GAMMA, 0.1, key="ss_gamma", bind="query-params",
+    help="Multiplies x̂: the output's standard deviation becomes |γ|. A negative γ also flips "
+         "the values.",
+)
+beta = cols[1].slider(
+    "β (shift)", -3.0, 3.0, FREE_BETA, 0.1, key="ss_beta", bind="query-params",
+    help="Added after scaling: the output's mean becomes β.",
+)
+one = cached_grid((gamma,), (beta,), n=samples, seed=settings.seed, bins=78, span=FREE_SPAN,
+                  device=settings.device, dtype=settings.dtype)
+st.plotly_chart(charts.affine_histogram_figure(one.centres, one.counts[0, 0],
+                                               float(one.mean[0, 0]), float(one.std[0, 0]),
+                                               gamma, beta), key="ss_free_chart")
+
+# --- 3. Per feature ---------------------------------------------------------------------------
+st.subheader("3 · One γ and β per feature")
+st.markdown(
+    f"In a real layer γ and β are vectors with one entry per feature. Below, a batch of "
+    f"{SAMPLES} samples × {FEATURES} features on very different scales (sidebar seed) is "
+    "normalized and each feature gets its own pair. Under BatchNorm every feature column was "
+    "standardized, so its output has mean exactly β_c and deviation ≈ |γ_c|. Under LayerNorm "
+    "the *rows* were standardized instead, so the columns only roughly follow their γ_c, β_c."
+)
+norm = st.segmented_control(
+    "Normalization", list(AFFINE_NORMS), default="BatchNorm", required=True, key="ss_norm",
+    bind="query-params",
+    help="BatchNorm: μ, σ per feature (column). LayerNorm: μ, σ per sample (row).",
+)
+gammas, betas = [], []
+for c, col in enumerate(st.columns(FEATURES)):
+    gammas.append(col.slider(
+        f"γ_{c}", -3.0, 3.0, FEATURE_GAMMA[c], 0.1, key=f"ss_g{c}", bind="query-params",
+        help=f"Scale of feature {c}: its output's standard deviation."))
+    betas.append(col.slider(
+        f"β_{c}", -3.0, 3.0, FEATURE_BETA[c], 0.1, key=f"ss_b{c}", bind="query-params",
+        help=f"Shift of feature {c}: its output's mean."))
+x = to_tensor(random_batch((SAMPLES, FEATURES), feature_spread=1.0, seed=settings.seed),
+              settings.device, settings.dtype)
+try:
+    features = per_feature_affine(x, gammas, betas, norm)
+except ValueError as err:
+    st.error(str(err), icon="🚫")
+    st.stop()
+st.plotly_chart(charts.affine_feature_figure(features.output, features.gamma, features.beta,
+                                             features.mean, features.std),
+                key="ss_feature_chart")
+st.caption("Blue dots: the output values of each feature. Green: where γ_c and β_c aim "
+           "(β_c ± |γ_c|). Orange: where the column actually landed (mean ± std).")
+
+# --- 4. Undoing the normalization -------------------------------------------------------------
+st.subheader("4 · γ and β can undo the normalization")
+st.markdown(
+    "Choose γ = √(σ² + ε) and β = μ, and γ·x̂ + β = (x − μ) + μ = x: the input comes back "
+    "exactly. So adding a normalization layer never *removes* something the network could "
+    "express — if undoing it is best, training can find that. But the recovering γ and β "
+    "must have one value per group of the statistics. BatchNorm's statistics are per feature, "
+    "so its own per-feature γ_c, β_c can undo it. LayerNorm's are per sample: undoing it "
+    "needs γ_n, β_n that change with every input, which are not parameters at all; the best "
+    "per-feature pair (a least-squares fit) still misses."
+)
+try:
+    recoveries = {
+        "BatchNorm, per-feature γ_c, β_c": recover_input(x, "BatchNorm"),
+        "LayerNorm, best per-feature γ_c, β_c": recover_input(x, "LayerNorm"),
+        "LayerNorm, per-sample γ_n, β_n": recover_input(x, "LayerNorm", per="sample"),
+    }
+except ValueError as err:
+    st.error(str(err), icon="🚫")
+    st.stop()
+cols = st.columns(len(recoveries))
+for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
+    col.metric(name, f"max |y − x| = {recovery.max_error:.2g}",
+               help="The largest difference between the input and the output of the "
+                    f"normalization with the recovering γ and β, in {settings.dtype}.")
+st.plotly_chart(charts.affine_recovery_figure(
+    x.double().cpu().numpy(), {name: r.output for name, r in recoveries.items()},
+    {name: r.max_error for name, r in recoveries.items()}), key="ss_recovery_chart")
+st.caption("Points on the dashed diagonal are recovered exactly (up to the rounding of the "
+           "sidebar's precision).")
+
+# --- 5. Two betas in an LN-LSTM ---------------------------------------------------------------
+st.subheader("5 · Two betas that are really one (LN-LSTM)")
+st.markdown(
+    "A layer-normalized LSTM normalizes the input term and the recurrent term separately and "
+    "adds them: LN(Wx) + LN(Uh). If each LayerNorm keeps its own β, the two shifts are simply "
+    "added — β enters after the normalization — so the network can only ever use β₁ + β₂. "
+    "One of the two vectors is redundant; a single bias b after the sum does the same job."
+)
+st.latex(r"\mathrm{LN}(Wx;\,\beta_1) + \mathrm{LN}(Uh;\,\beta_2) "
+         r"= \mathrm{LN}(Wx;\,0) + \mathrm{LN}(Uh;\,0) + (\beta_1 + \beta_2)")
+share = st.slider(
+    "Share of the bias in β₁", 0.0, 1.0, 0.3, 0.05, key="ss_share", bind="query-params",
+    help="β₁ = share · b and β₂ = (1 − share) · b for a fixed bias b: the split changes, the "
+         "sum does not.",
+)
+wx, uh, bias = lstm_gate_inputs(seed=settings.seed, device=settings.device,
+                                dtype=settings.dtype)
+beta1, beta2 = split_bias(bias, share)
+betas_result = two_betas(wx, uh, beta1, beta2)
+st.plotly_chart(charts.affine_two_betas_figure(betas_result.beta1, betas_result.beta2,
+                                               betas_result.separate[0],
+                                               betas_result.merged[0]),
+                key="ss_betas_chart")
+st.success(f"Largest difference between the two sides over the whole batch: "
+           f"{betas_result.max_difference:.2g} — zero up to {settings.dtype} rounding, whatever "
+           "the split.", icon="✅")
+
+st.info(
+    "**Try this.** In part 2, set γ to −1: the histogram flips but its deviation stays 1. In "
+    "part 3, switch to LayerNorm and watch the orange markers leave the green targets, most "
+    "for the widest feature. In part 5, move the share from 0 to 1: β₁ and β₂ trade places, "
+    "and the gate values on the right do not move at all.", icon="🧪")
+
+st.subheader("The same in PyTorch")
+st.code(
+    f"""import torch
+import torch.nn as nn
+
+x = torch.randn(1, 1000)                        # one row of N(0, 1) samples
+ln = nn.LayerNorm(1000)                         # γ = ln.weight (ones), β = ln.bias (zeros)
+with torch.no_grad():
+    ln.weight.fill_({gamma!r}); ln.bias.fill_({beta!r})
+y = ln(x)                                       # mean ≈ β, std ≈ |γ|
+
+bn = nn.BatchNorm1d(4)                          # undo BatchNorm with its own γ and β
+batch = torch.randn(16, 4) * 5 + 3
+with torch.no_grad():
+    bn.weight.copy_((batch.var(0, unbiased=False) + bn.eps).sqrt())
+    bn.bias.copy_(batch.mean(0))
+print((bn(batch) - batch).abs().max())           # ≈ 0
+
+# LN-LSTM: two betas add up, so one bias after the sum is enough
+wx, uh, b = torch.randn(2, 12), torch.randn(2, 12), torch.randn(12)   # W x, U h, bias
+ln_x, ln_h = nn.LayerNorm(12, bias=False), nn.LayerNorm(12, bias=False)
+gates = ln_x(wx) + ln_h(uh) + b                 # 4 gates × hidden 3, before σ and tanh""",
+    language="python",
+)

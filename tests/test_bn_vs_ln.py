@@ -1,0 +1,377 @@
+"""BatchNorm vs LayerNorm: lnviz.batchdep checked against torch and worked numbers, its figures,
+and the page run headless with AppTest."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pageutil import alerts, decode, figures, open_page
+
+from lnviz import charts
+from lnviz.batchdep import (
+    POPULATION_MEAN,
+    POPULATION_VAR,
+    SWEEP_SIZES,
+    _batch_mates,
+    batch_dependence,
+    batch_size_sweep,
+    fixed_sample,
+    running_statistics,
+    sharing_cubes,
+    variance_table,
+)
+from lnviz.data import random_batch
+from lnviz.explore import NormSpec, normalize
+
+PAGE = "pages/bn_vs_ln.py"
+
+
+# --- Which cells share a μ and σ --------------------------------------------------------------
+
+
+def test_cube_counts_for_an_image_batch():
+    cubes = {c.norm: c for c in sharing_cubes((4, 6, 3, 3), "NCHW", groups=2)}
+    # (values per μ/σ, number of μ/σ) for N=4, C=6, H·W=9, G=2
+    expected = {"BatchNorm": (36, 6), "LayerNorm": (54, 4), "InstanceNorm": (9, 24),
+                "GroupNorm": (27, 8)}
+    for norm, (m, count) in expected.items():
+        assert (cubes[norm].values_per_statistic, cubes[norm].statistics) == (m, count)
+        assert cubes[norm].cells.shape == (4, 6, 9)
+        assert int(cubes[norm].cells.sum()) == m
+    assert cubes["BatchNorm"].cells[:, 0, :].all()  # all of N and H·W, channel 0 only
+    assert not cubes["BatchNorm"].cells[:, 1:, :].any()
+    assert cubes["GroupNorm"].cells[0, :3, :].all() and not cubes["GroupNorm"].cells[0, 3:].any()
+    assert "(N, H·W)" in cubes["BatchNorm"].note
+
+
+def test_tokens_are_normalized_per_token_and_a_table_has_no_instance_norm():
+    ln = {c.norm: c for c in sharing_cubes((2, 5, 3), "NLC")}["LayerNorm"]
+    assert ln.values_per_statistic == 3 and ln.statistics == 10  # one token, its 3 features
+    assert ln.cells[0, :, 0].all() and ln.cells.sum() == 3
+    table = {c.norm: c for c in sharing_cubes((4, 6), "NC", groups=3)}
+    assert table["InstanceNorm"].cells is None and "not defined" in table["InstanceNorm"].note
+    assert table["BatchNorm"].cells.shape == (4, 6, 1)
+
+
+@pytest.mark.parametrize(("shape", "layout", "groups", "message"), [
+    ((4, 6), "NC", 4, "divides the 6 channels"),
+    ((4, 6, 2), "NC", 1, "layouts NC, NLC, NCHW"),
+    ((0, 6), "NC", 1, "at least one element"),
+])
+def test_cube_refusals(shape, layout, groups, message):
+    with pytest.raises(ValueError, match=message):
+        sharing_cubes(shape, layout, groups)
+
+
+def _to_cube(array: np.ndarray, layout: str) -> np.ndarray:
+    if layout == "NC":
+        return array[:, :, None]
+    if layout == "NLC":
+        return array.transpose(0, 2, 1)
+    return array.reshape(array.shape[0], array.shape[1], -1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(layout=st.sampled_from(["NC", "NLC", "NCHW"]), n=st.integers(2, 4),
+       c=st.sampled_from([2, 4, 6]), s=st.integers(2, 4), seed=st.integers(0, 100))
+def test_shaded_cells_are_exactly_the_values_each_norm_pools(layout, n, c, s, seed):
+    shape = {"NC": (n, c), "NLC": (n, s, c), "NCHW": (n, c, s, 2)}[layout]
+    x = torch.from_numpy(random_batch(shape, seed=seed)).double()
+    for cube in sharing_cubes(shape, layout, groups=2):
+        if cube.cells is None:
+            continue
+        dims = 3 if (cube.norm == "LayerNorm" and layout == "NCHW") else 1
+        result = normalize(x, layout, NormSpec(norm=cube.norm, dims=dims, groups=2))
+        mean = _to_cube(result.mean.expand(shape).numpy(), layout)
+        var = _to_cube(result.var.expand(shape).numpy(), layout)
+        pooled = _to_cube(x.numpy(), layout)[cube.cells]
+        # The μ and σ² that normalize the first cell are those of the shaded values.
+        assert pooled.mean() == pytest.approx(mean[0, 0, 0], rel=1e-9, abs=1e-12)
+        assert pooled.var() == pytest.approx(var[0, 0, 0], rel=1e-9, abs=1e-12)
+        assert cube.values_per_statistic == pooled.size
+
+
+# --- One sample, many batches -----------------------------------------------------------------
+
+
+def test_layer_norm_ignores_the_batch_and_batch_norm_does_not():
+    sample = fixed_sample(5, seed=3)
+    dep = batch_dependence(sample, 6, redraws=5, seed=3)
+    expected = F.layer_norm(torch.from_numpy(sample)[None], (5,))[0].numpy()
+    for row in dep.layer_norm:
+        np.testing.assert_array_equal(row, dep.layer_norm[0])
+        np.testing.assert_allclose(row, expected, atol=1e-6)
+    assert dep.layer_norm_spread == 0.0
+    assert dep.batch_norm_spread > 0.1
+    mates = _batch_mates(5, 6, 5, 3)
+    for r in range(5):
+        batch = torch.from_numpy(np.concatenate([sample[None], mates[r]]))
+        np.testing.assert_allclose(dep.batch_norm[r], F.batch_norm(batch, None, None,
+                                                                   training=True)[0], atol=1e-5)
+
+
+def test_batch_of_two_normalizes_to_plus_or_minus_one():
+    # With two samples μ_c is their midpoint and σ_c half their distance: y = ±1 (ε aside).
+    dep = batch_dependence(fixed_sample(4), 2, redraws=6, eps=0.0)
+    np.testing.assert_allclose(np.abs(dep.batch_norm), 1.0, atol=1e-5)
+
+
+def test_batch_of_one_is_refused_by_batch_norm_like_torch():
+    dep = batch_dependence(fixed_sample(3), 1, redraws=4)
+    assert dep.batch_norm is None and math.isnan(dep.batch_norm_spread)
+    assert "more than one value per channel" in dep.refusal
+    assert "Expected more than 1 value per channel when training" in dep.torch_refusal
+    assert dep.layer_norm.shape == (4, 3) and dep.layer_norm_spread == 0.0
+    with pytest.raises(ValueError, match="at least 1"):
+        batch_dependence(fixed_sample(3), 0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(features=st.integers(2, 8), batch_size=st.integers(2, 12), seed=st.integers(0, 10**6))
+def test_layer_norm_output_is_the_same_whatever_the_batch(features, batch_size, seed):
+    sample = fixed_sample(features, seed)
+    dep = batch_dependence(sample, batch_size, redraws=3, seed=seed)
+    np.testing.assert_array_equal(dep.layer_norm, np.broadcast_to(dep.layer_norm[0],
+                                                                  dep.layer_norm.shape))
+    np.testing.assert_allclose(dep.layer_norm[0], F.layer_norm(
+        torch.from_numpy(sample)[None], (features,))[0].numpy(), atol=1e-5)
+
+
+def test_sweep_repeats_the_experiment_and_narrows_with_batch_size():
+    sample = fixed_sample(4, seed=1)
+    sweep = batch_size_sweep(sample, redraws=6, seed=1)
+    assert sweep.batch_sizes.tolist() == list(SWEEP_SIZES)
+    assert np.isnan(sweep.batch_norm[0]).all()  # batch size 1: refused
+    eight = SWEEP_SIZES.index(8)
+    np.testing.assert_array_equal(sweep.batch_norm[eight],
+                                  batch_dependence(sample, 8, 6, seed=1).batch_norm)
+    spread = sweep.batch_norm.max(axis=1) - sweep.batch_norm.min(axis=1)  # (sizes, C)
+    assert spread[-1].mean() < spread[1].mean() / 3  # 64 samples against 2
+    assert (sweep.layer_norm.max(axis=1) == sweep.layer_norm.min(axis=1)).all()
+
+
+# --- Training and evaluation ------------------------------------------------------------------
+
+
+def _torch_replay(steps, m, c, momentum, seed, eps=1e-5):
+    """nn.BatchNorm1d on the same mini-batches: running statistics after each step and the eval
+    output of the last batch."""
+    bn = torch.nn.BatchNorm1d(c, momentum=momentum, eps=eps, affine=False)
+    batches = torch.from_numpy(random_batch((steps, m, c), loc=POPULATION_MEAN,
+                                            scale=math.sqrt(POPULATION_VAR), seed=seed))
+    means, variances = [bn.running_mean.clone()], [bn.running_var.clone()]
+    for batch in batches:
+        train = bn(batch)
+        means.append(bn.running_mean.clone())
+        variances.append(bn.running_var.clone())
+    bn.eval()
+    return torch.stack(means), torch.stack(variances), train.detach(), bn(batches[-1]).detach(), \
+        batches
+
+
+@settings(max_examples=15, deadline=None)
+@given(steps=st.integers(1, 12), m=st.integers(2, 9), c=st.integers(1, 5),
+       momentum=st.sampled_from([0.01, 0.1, 0.5, 1.0, None]), seed=st.integers(0, 1000))
+def test_running_statistics_match_torch(steps, m, c, momentum, seed):
+    stats = running_statistics(steps, m, c, momentum, seed)
+    means, variances, train, evaluated, batches = _torch_replay(steps, m, c, momentum, seed)
+    np.testing.assert_allclose(stats.running_mean, means.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(stats.running_var, variances.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(stats.train_output, train.numpy(), atol=1e-4)
+    np.testing.assert_allclose(stats.eval_output, evaluated.numpy(), atol=1e-4)
+    np.testing.assert_allclose(stats.batch_var_unbiased[-1],
+                               batches[-1].var(dim=0, unbiased=True).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(stats.batch_var[-1],
+                               batches[-1].var(dim=0, unbiased=False).numpy(), rtol=1e-5)
+
+
+def test_cumulative_average_and_full_momentum_by_hand():
+    cumulative = running_statistics(5, 4, 3, momentum=None, seed=2)
+    # momentum=None: the running mean is the plain average of the batch means (the starting 0
+    # gets weight 1 − 1/1 = 0 at the first step).
+    np.testing.assert_allclose(cumulative.running_mean[-1], cumulative.batch_mean.mean(axis=0),
+                               rtol=1e-5)
+    np.testing.assert_allclose(cumulative.running_var[-1],
+                               cumulative.batch_var_unbiased.mean(axis=0), rtol=1e-5)
+    last_only = running_statistics(5, 4, 3, momentum=1.0, seed=2)
+    np.testing.assert_allclose(last_only.running_mean[-1], last_only.batch_mean[-1], rtol=1e-6)
+    # Even then eval differs from train: the running σ² is the unbiased one, 4/3 of the biased.
+    np.testing.assert_allclose(last_only.running_var[-1],
+                               last_only.batch_var[-1] * 4 / 3, rtol=1e-5)
+    assert last_only.train_eval_gap > 0.01
+    np.testing.assert_array_equal(last_only.layer_norm_output.shape, (4, 3))
+
+
+def test_variance_table_puts_biased_and_unbiased_side_by_side():
+    stats = running_statistics(3, 5, 2, seed=4)
+    table = variance_table(stats)
+    assert list(table.columns) == ["feature", "batch μ", "σ² biased (÷5)", "σ² unbiased (÷4)",
+                                   "running μ", "running σ²"]
+    np.testing.assert_allclose(table["σ² unbiased (÷4)"], table["σ² biased (÷5)"] * 5 / 4)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(steps=0, batch_size=4, features=3), "at least one training step"),
+    (dict(steps=3, batch_size=1, features=3), "at least 2 samples"),
+    (dict(steps=3, batch_size=4, features=3, momentum=0.0), "momentum must be"),
+    (dict(steps=3, batch_size=4, features=3, momentum=1.5), "momentum must be"),
+])
+def test_running_statistics_refusals(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        running_statistics(**kwargs)
+
+
+# --- Figures ----------------------------------------------------------------------------------
+
+
+def _span(xs) -> float:
+    values = [v for v in xs if v is not None]
+    return max(values) - min(values)
+
+
+def test_sharing_figure_shades_each_norm():
+    cubes = sharing_cubes((4, 6), "NC", groups=3)
+    fig = charts.bnln_sharing_figure((4, 6, 1), [c.norm for c in cubes],
+                                     [c.cells for c in cubes], [c.note for c in cubes])
+    shaded = {t.meta for t in fig.data if t.meta}
+    assert {"BatchNorm: front", "LayerNorm: front", "GroupNorm: top"} <= shaded
+    assert not any(str(m).startswith("InstanceNorm") for m in shaded)
+    texts = [a.text for a in fig.layout.annotations]
+    assert "not defined" in texts and "BatchNorm" in texts
+    bn_front = next(t for t in fig.data if t.meta == "BatchNorm: front")
+    ln_front = next(t for t in fig.data if t.meta == "LayerNorm: front")
+    assert _span(bn_front.x) == pytest.approx(4 * _span(ln_front.x))  # 4 samples against one
+
+
+def test_redraws_figure_shows_a_refusal_instead_of_batch_norm():
+    dep = batch_dependence(fixed_sample(3), 1, redraws=2)
+    fig = charts.bnln_redraws_figure(dep.batch_norm, dep.layer_norm, dep.refusal)
+    assert {t.name for t in fig.data} == {"LayerNorm"}
+    assert any("more than one value" in a.text.replace("<br>", " ")
+               for a in fig.layout.annotations)
+
+
+# --- The page ---------------------------------------------------------------------------------
+
+
+def _named(fig: dict, name: str) -> list[dict]:
+    return [t for t in fig["data"] if t.get("name") == name]
+
+
+def _y(trace: dict) -> np.ndarray:
+    return decode(trace["y"]).astype(float)
+
+
+@pytest.fixture(scope="module")
+def page():
+    return open_page(PAGE)
+
+
+def test_default_page_draws_every_section(page):
+    figs = figures(page)
+    assert len(figs) == 5 and not alerts(page)["error"]
+    shaded = {t.get("meta") for t in figs[0]["data"] if t.get("meta")}
+    assert {"BatchNorm: front", "LayerNorm: front", "InstanceNorm: front",
+            "GroupNorm: front"} <= shaded
+    ln = _named(figs[1], "LayerNorm")
+    bn = _named(figs[1], "BatchNorm")
+    assert len(ln) == len(bn) == 8
+    for trace in ln[1:]:
+        np.testing.assert_array_equal(_y(trace), _y(ln[0]))  # LayerNorm: same every re-draw
+    assert np.ptp(np.stack([_y(t) for t in bn]), axis=0).max() > 0.1
+    assert any(r"\sqrt{\sigma^2 + \epsilon}" in latex.value for latex in page.latex)
+    assert "Try this" in alerts(page)["info"][0]
+    assert "torch.nn.BatchNorm1d(6, momentum=0.1" in page.code[0].value
+    assert len(page.dataframe) == 1
+
+
+def test_shape_controls_move_the_cubes():
+    at = open_page(PAGE)
+    first = figures(at)[0]
+    for key, value in (("bl_h", 5), ("bl_w", 1), ("bl_n", 8)):
+        before = figures(at)[0]
+        at.slider(key=key).set_value(value).run()
+        assert figures(at)[0]["data"] != before["data"], key
+    wider = figures(at)[0]
+    assert wider["data"][0]["x"] != first["data"][0]["x"]
+    at.segmented_control(key="bl_layout").set_value("NLC").run()
+    tall = figures(at)[0]
+    at.slider(key="bl_l").set_value(12).run()
+    tokens = figures(at)[0]
+    assert tokens["data"] != tall["data"]
+    ln_top = next(t for t in tokens["data"] if t.get("meta") == "LayerNorm: top")
+    assert ln_top != next(t for t in wider["data"] if t.get("meta") == "LayerNorm: top")
+    before = next(t for t in tokens["data"] if t.get("meta") == "GroupNorm: top")
+    at.select_slider(key="bl_groups").set_value(1).run()
+    after = next(t for t in figures(at)[0]["data"] if t.get("meta") == "GroupNorm: top")
+    assert after["x"] != before["x"]
+    at.slider(key="bl_c").set_value(4).run()
+    assert not at.exception
+    assert decode(_named(figures(at)[1], "LayerNorm")[0]["x"]).size == 4  # 4 features now
+
+
+def test_batch_size_one_shows_the_refusal_not_a_traceback():
+    at = open_page(PAGE)
+    before = _y(_named(figures(at)[1], "BatchNorm")[0])
+    at.slider(key="bl_b").set_value(32).run()
+    assert not np.array_equal(before, _y(_named(figures(at)[1], "BatchNorm")[0]))
+    at.slider(key="bl_b").set_value(1).run()
+    assert not at.exception
+    warning = alerts(at)["warning"][0]
+    assert "more than one value per channel" in warning
+    assert "Expected more than 1 value per channel when training" in warning
+    assert _named(figures(at)[1], "BatchNorm") == []
+    assert len(_named(figures(at)[1], "LayerNorm")) == 8
+
+
+def test_redraws_feature_and_seed_controls_change_the_figures():
+    at = open_page(PAGE)
+    sweep = _y(figures(at)[2]["data"][2])
+    at.slider(key="bl_r").set_value(12).run()
+    assert len(_named(figures(at)[1], "LayerNorm")) == 12
+    assert _y(figures(at)[2]["data"][2]).size == 12 * len(SWEEP_SIZES) != sweep.size
+    running = _y(figures(at)[3]["data"][1])
+    at.slider(key="bl_feat").set_value(3).run()
+    assert figures(at)[2]["layout"]["yaxis"]["title"]["text"] == "output y, feature 3"
+    assert not np.array_equal(running, _y(figures(at)[3]["data"][1]))
+    batch_norm = _y(_named(figures(at)[1], "BatchNorm")[0])
+    at.number_input(key="seed").set_value(5).run()
+    assert not np.array_equal(batch_norm, _y(_named(figures(at)[1], "BatchNorm")[0]))
+
+
+def test_training_controls_change_the_running_statistics():
+    at = open_page(PAGE)
+    running = _y(figures(at)[3]["data"][1])
+    assert running.size == 11 and running[0] == 0.0  # steps 0…10, starting at μ = 0
+    at.slider(key="bl_steps").set_value(30).run()
+    assert _y(figures(at)[3]["data"][1]).size == 31
+    modes = _y(figures(at)[4]["data"][1])
+    at.slider(key="bl_mb").set_value(16).run()
+    assert not np.array_equal(modes, _y(figures(at)[4]["data"][1]))
+    assert "σ² unbiased (÷15)" in at.dataframe[0].value.columns
+    at.select_slider(key="bl_mom").set_value(0.5).run()
+    assert not np.array_equal(_y(figures(at)[3]["data"][1])[1:], running[1:])
+
+
+def test_url_restores_the_settings():
+    at = open_page(PAGE, {"bl_layout": "NC", "bl_n": "5", "bl_c": "8", "bl_groups": "4",
+                          "bl_b": "3", "bl_feat": "2", "bl_steps": "4", "bl_mom": "None",
+                          "bl_mb": "6"})
+    assert at.segmented_control(key="bl_layout").value == "NC"
+    assert at.slider(key="bl_n").value == 5 and at.slider(key="bl_c").value == 8
+    assert at.select_slider(key="bl_groups").value == 4
+    assert at.select_slider(key="bl_mom").value is None
+    assert at.slider(key="bl_b").value == 3 and at.slider(key="bl_steps").value == 4
+    figs = figures(at)
+    assert "not defined" in [a["text"] for a in figs[0]["layout"]["annotations"]]
+    assert decode(_named(figs[1], "LayerNorm")[0]["x"]).size == 8
+    assert _y(figs[3]["data"][1]).size == 5
+    stats = running_statistics(4, 6, 8, None, seed=0)
+    np.testing.assert_allclose(_y(figs[3]["data"][1]), stats.running_mean[:, 2], rtol=1e-6)
+    assert "momentum=None" in at.code[0].value

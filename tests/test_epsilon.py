@@ -1,0 +1,312 @@
+"""lnviz.stability and the "ε and numerical stability" page: values against torch, autograd
+and seed 000's numbers; the page run headless with AppTest."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pageutil import alerts, decode, figures, open_page
+
+from lnviz import charts
+from lnviz.stability import (
+    EPSILON_GRID,
+    cancellation_sweep,
+    epsilon_steps,
+    epsilon_sweep,
+    naive_mean_and_var,
+    precision_sweep,
+    stability_vector,
+    upstream_gradient,
+    welford_mean_and_var,
+)
+
+PAGE = "pages/epsilon.py"
+SEED_000 = [0.001, 0.001, 0.0011, 0.0009, 0.001]
+
+
+def torch_output_and_grad(x: np.ndarray, eps: float, g: torch.Tensor) -> tuple[float, float]:
+    """max|y| and ‖∂L/∂x‖ for L = Σ y·g, through torch's own layer_norm (float64)."""
+    leaf = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = F.layer_norm(leaf, leaf.shape, eps=eps)
+    (y * g).sum().backward()
+    return float(y.abs().max()), float(leaf.grad.norm())
+
+
+# --- the vectors and the ε sweep --------------------------------------------------------------
+
+
+def test_vectors_are_the_seed_examples():
+    np.testing.assert_allclose(stability_vector("tiny"), SEED_000, rtol=1e-6)
+    assert stability_vector("constant").tolist() == [3.0, 3.0, 3.0, 3.0]
+    assert stability_vector("ordinary").tolist() == [1.0, 2.0, 4.0, 7.0]
+    with pytest.raises(ValueError, match="unknown vector"):
+        stability_vector("huge")
+
+
+def test_sweep_on_seed_000_bends_at_eps_equal_variance():
+    sweep = epsilon_sweep(np.array(SEED_000), dtype="float64")
+    assert sweep.variance == pytest.approx(4e-9, rel=1e-9)
+    # ε ≪ σ²: x − μ = ±1e-4 over σ = 6.32e-5 gives ±√2.5 = ±1.5811
+    assert sweep.max_output[0] == pytest.approx(math.sqrt(2.5), rel=1e-3)
+    # seed 000's ε = 1e-8: 1e-4/√(4e-9 + 1e-8) = 0.8452
+    at_1e8 = epsilon_sweep(np.array(SEED_000), [1e-8, 4e-9], dtype="float64")
+    assert at_1e8.max_output[0] == pytest.approx(0.8452, abs=1e-4)
+    # ε = σ²: 1/√2 of the ε → 0 value
+    assert at_1e8.max_output[1] == pytest.approx(math.sqrt(2.5) / math.sqrt(2), rel=1e-9)
+    # ε ≫ σ²: both fall like 1/√ε, so a factor 100 in ε is a factor 10
+    assert sweep.max_output[-1] == pytest.approx(1e-4 / math.sqrt(1.0 + 4e-9), rel=1e-6)
+    np.testing.assert_allclose(sweep.grad_norm[-9] / sweep.grad_norm[-1], 10.0, rtol=1e-6)
+    assert np.all(np.diff(sweep.max_output) < 0) and np.all(np.diff(sweep.grad_norm) < 0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    values=st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=12),
+    exponent=st.integers(-10, 0),
+    seed=st.integers(0, 1000),
+)
+def test_sweep_matches_torch_autograd(values, exponent, seed):
+    x = np.array(values)
+    eps = 10.0**exponent
+    sweep = epsilon_sweep(x, [eps], seed=seed, dtype="float64")
+    max_y, grad = torch_output_and_grad(x, eps, upstream_gradient(len(x), seed))
+    assert sweep.max_output[0] == pytest.approx(max_y, rel=1e-9, abs=1e-12)
+    assert sweep.grad_norm[0] == pytest.approx(grad, rel=1e-7, abs=1e-9)
+
+
+def test_gradient_matches_the_closed_form():
+    x, eps = np.array([1.0, 2.0, 4.0, 7.0]), 1e-3
+    g = upstream_gradient(4, seed=3)
+    steps = epsilon_steps(x, eps, seed=3, dtype="float64")
+    xt = torch.tensor(x)
+    rstd = 1 / math.sqrt(float(xt.var(unbiased=False)) + eps)
+    x_hat = (xt - xt.mean()) * rstd
+    expected = rstd * (g - g.mean() - x_hat * (g * x_hat).mean())
+    np.testing.assert_allclose(steps.table["∂L/∂x"], expected.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(steps.table["x̂"], x_hat.numpy(), rtol=1e-12)
+
+
+def test_eps_zero_on_a_constant_vector_is_nan_not_an_error():
+    steps = epsilon_steps(stability_vector("constant"), 0.0)
+    assert steps.variance == 0.0 and steps.mean == 3.0
+    assert steps.nonfinite_outputs == 4 and steps.nonfinite_grads == 4
+    assert steps.table["x − μ"].eq(0).all()
+    assert np.isinf(steps.table["1/√(σ²+ε)"]).all()
+    assert steps.table["x̂"].isna().all() and steps.table["∂L/∂x"].isna().all()
+    assert math.isnan(steps.max_output)
+    text = steps.text_table()
+    assert text["x̂"].tolist() == ["NaN"] * 4 and text["1/√(σ²+ε)"].tolist() == ["inf"] * 4
+    assert text["x"].tolist() == ["3"] * 4
+    with pytest.raises(ValueError, match="ε must be"):
+        epsilon_steps(stability_vector("constant"), -1e-5)
+
+
+def test_constant_vector_with_eps_has_zero_output_and_centred_gradient():
+    eps = 1e-4
+    steps = epsilon_steps(stability_vector("constant"), eps, seed=5, dtype="float64")
+    assert steps.nonfinite_outputs == 0 and steps.max_output == 0.0
+    g = upstream_gradient(4, seed=5)
+    np.testing.assert_allclose(steps.table["∂L/∂x"], ((g - g.mean()) / math.sqrt(eps)).numpy(),
+                               rtol=1e-10)
+    sweep = epsilon_sweep(stability_vector("constant"), dtype="float64")
+    assert sweep.variance == 0.0 and not sweep.max_output.any()
+
+
+def test_float16_gradients_overflow_honestly():
+    sweep = epsilon_sweep(stability_vector("constant"), [1e-12, 1e-2], dtype="float16")
+    assert math.isinf(sweep.grad_norm[0]) and math.isfinite(sweep.grad_norm[1])
+    assert sweep.nonfinite == 1
+    assert epsilon_sweep(stability_vector("constant"), [1e-12]).nonfinite == 0  # float32
+
+
+def test_sweep_rejects_a_matrix():
+    with pytest.raises(ValueError, match="one vector"):
+        epsilon_sweep(np.ones((2, 3)))
+
+
+# --- precision --------------------------------------------------------------------------------
+
+
+def test_precision_errors_follow_the_dtypes_digits():
+    sweep = precision_sweep("offset", [0.0, 1e3, 1e5], size=64, seed=0,
+                            dtypes=("float16", "bfloat16", "float32", "float64"))
+    e = sweep.errors
+    assert e["float64"].tolist() == [0.0, 0.0, 0.0]  # the reference itself
+    assert e["float32"][0] < 1e-6 and e["float16"][0] < 5e-3 and e["bfloat16"][0] < 5e-2
+    assert e["float32"][0] < e["float16"][0] < e["bfloat16"][0]
+    assert e["float16"][1] > 0.1  # at 1000 float16's step is 0.5: σ = 1 is mostly lost
+    assert math.isnan(e["float16"][2])  # 1e5 > 65504 overflows float16
+    assert e["float32"][2] < 0.1
+
+
+def test_precision_matches_a_direct_torch_computation():
+    sweep = precision_sweep("offset", [100.0], size=32, seed=4, dtypes=("bfloat16",))
+    x64 = torch.randn(32, generator=torch.Generator().manual_seed(4), dtype=torch.float64) + 100
+    torch_y = F.layer_norm(x64.to(torch.bfloat16).float(), (32,)).to(torch.bfloat16)
+    expected = float((torch_y.double() - F.layer_norm(x64, (32,))).abs().max())
+    assert sweep.errors["bfloat16"][0] == pytest.approx(expected, rel=0.05)
+
+
+def test_precision_along_size_and_bad_axes():
+    sweep = precision_sweep("size", [4, 1024], offset=0.0, dtypes=("float32",))
+    assert sweep.values.tolist() == [4, 1024] and (sweep.errors["float32"] < 1e-6).all()
+    with pytest.raises(ValueError, match="axis"):
+        precision_sweep("time")
+    with pytest.raises(ValueError, match="at least 2"):
+        precision_sweep("size", [1])
+
+
+# --- three variances --------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.integers(1, 4), cols=st.integers(2, 40), offset=st.floats(-1e3, 1e3),
+    scale=st.floats(1e-2, 1e2), seed=st.integers(0, 2**16),
+)
+def test_welford_and_naive_match_float64_near_zero(rows, cols, offset, scale, seed):
+    x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(seed),
+                    dtype=torch.float64) * scale + offset
+    expected_mean, expected_var = x.mean(-1), x.var(-1, unbiased=False)
+    mean, var = welford_mean_and_var(x)
+    torch.testing.assert_close(mean, expected_mean, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(var, expected_var, rtol=1e-9, atol=1e-12)
+    mean, var = welford_mean_and_var(x, dim=0)  # along the other dim too
+    torch.testing.assert_close(var, x.var(0, unbiased=False), rtol=1e-9, atol=1e-12)
+    # in float64 with |offset|/σ ≤ 1e5 the naive one still keeps ~5 digits
+    _, naive = naive_mean_and_var(x)
+    torch.testing.assert_close(naive, expected_var, rtol=1e-4, atol=1e-6 * offset**2)
+
+
+def test_naive_variance_cancels_in_float32_far_from_zero():
+    base = torch.randn(256, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = (base + 1e4).float()
+    truth = float(x.double().var(unbiased=False))
+    naive = float(naive_mean_and_var(x)[1])
+    welford = float(welford_mean_and_var(x)[1])
+    assert abs(naive - truth) / truth > 0.5  # most of σ² is rounding error
+    assert welford == pytest.approx(truth, rel=1e-3)
+    assert float(x.var(unbiased=False)) == pytest.approx(truth, rel=1e-4)
+
+
+def test_cancellation_sweep_naive_fails_the_others_hold():
+    sweep = cancellation_sweep(size=256, seed=0)
+    assert sweep.offsets[0] == 1.0 and sweep.offsets[-1] == pytest.approx(1e6)
+    np.testing.assert_allclose(sweep.true_variance[:12], sweep.true_variance[0], rtol=1e-2)
+    err = sweep.relative_error
+    naive = err["naive E[x²] − E[x]²"]
+    assert naive[0] < 1e-5 and naive.max() > 1.0
+    assert (sweep.variances["naive E[x²] − E[x]²"] < 0).any()  # an impossible variance
+    assert err["two-pass"].max() < 1e-2 and err["Welford"].max() < 1e-2
+    with pytest.raises(ValueError, match="at least 2"):
+        cancellation_sweep(size=1)
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+def test_sweep_figure_marks_variance_and_chosen_eps():
+    sweep = epsilon_sweep(np.array(SEED_000), dtype="float64")
+    fig = charts.eps_sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm, sweep.variance,
+                                  1e-5)
+    assert fig.data[0].y == tuple(sweep.max_output)
+    lines = {t.name: t.x for t in fig.data[2:]}
+    assert lines["ε = σ² = 4e-09"] == pytest.approx((4e-9, 4e-9), rel=1e-9)
+    assert lines["chosen ε = 1e-05"] == (1e-5, 1e-5)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis2.type == "log"
+    constant = epsilon_sweep(stability_vector("constant"))
+    fig = charts.eps_sweep_figure(constant.eps, constant.max_output, constant.grad_norm,
+                                  constant.variance, 0.0)
+    assert len(fig.data) == 2 and all(v is None for v in fig.data[0].y)
+    assert fig.layout.annotations[-1].text == "0 at every ε > 0"
+
+
+def test_cancellation_figure_marks_negative_variances():
+    sweep = cancellation_sweep(size=256, seed=0)
+    fig = charts.eps_cancellation_figure(sweep.offsets, sweep.relative_error, sweep.variances)
+    negatives = sum(int((v < 0).sum()) for v in sweep.variances.values())
+    assert len(fig.data[3].x) == negatives > 0
+    assert fig.data[4].y == (1.0, 1.0)
+
+
+# --- the page ---------------------------------------------------------------------------------
+
+
+def y_values(at, figure: int, trace: int, field: str = "y") -> np.ndarray:
+    """A trace's data as floats, gaps (None) as NaN."""
+    value = figures(at)[figure]["data"][trace][field]
+    return np.array(decode(value) if isinstance(value, dict) else value, dtype=float)
+
+
+def test_page_opens_on_seed_000_with_pytorch_default_eps():
+    at = open_page(PAGE)
+    assert len(figures(at)) == 3 and not alerts(at)["error"]
+    assert at.title[0].value == "ε and numerical stability"
+    assert at.latex and at.code and "Try this" in alerts(at)["info"][0]
+    table = at.dataframe[0].value
+    # seed 000 with ε = 1e-5 ≫ σ²: x̂ = ±1e-4/√(1e-5) ≈ ±0.0316
+    assert table["x̂"].astype(float).abs().max() == pytest.approx(0.03162, abs=1e-4)
+    np.testing.assert_allclose(y_values(at, 0, 0)[0], math.sqrt(2.5), rtol=1e-3)
+    np.testing.assert_allclose(y_values(at, 0, 0, "x"), EPSILON_GRID)
+
+
+def test_eps_and_vector_controls_move_the_figures_and_eps_zero_warns():
+    at = open_page(PAGE)
+    chosen = y_values(at, 0, 3, "x")  # traces: curves 0, 1; then (ε = σ², chosen ε) per panel
+    at.select_slider(key="ep_eps").set_value(1e-8).run()
+    assert y_values(at, 0, 3, "x").tolist() == [1e-8, 1e-8] != chosen.tolist()
+    assert at.dataframe[0].value["x̂"].astype(float).abs().max() == pytest.approx(0.8452,
+                                                                                  abs=1e-3)
+    curve = y_values(at, 0, 1)
+    at.segmented_control(key="ep_vec").set_value("ordinary").run()
+    assert not np.allclose(curve, y_values(at, 0, 1))
+    at.segmented_control(key="ep_vec").set_value("constant").run()
+    at.select_slider(key="ep_eps").set_value(0.0).run()
+    assert not at.exception and not alerts(at)["error"]
+    assert any("0/0" in w for w in alerts(at)["warning"])
+    assert (at.dataframe[0].value["x̂"] == "NaN").all()
+    assert (at.dataframe[0].value["1/√(σ²+ε)"] == "inf").all()
+
+
+def test_precision_and_cancellation_controls_move_their_figures():
+    at = open_page(PAGE)
+    float16 = y_values(at, 1, 0)
+    at.select_slider(key="ep_psize").set_value(16).run()
+    assert not np.array_equal(float16, y_values(at, 1, 0), equal_nan=True)
+    at.radio(key="ep_axis").set_value("size").run()
+    sizes = y_values(at, 1, 0, "x")
+    assert sizes[0] == 4 and sizes[-1] == 2**16
+    errors = y_values(at, 1, 2)
+    at.select_slider(key="ep_poff").set_value(1000.0).run()
+    assert np.nanmin(y_values(at, 1, 2)) > np.nanmax(errors)  # offset costs float32 digits
+    naive = y_values(at, 2, 0)
+    at.select_slider(key="ep_csize").set_value(16).run()
+    assert not np.array_equal(naive, y_values(at, 2, 0), equal_nan=True)
+
+
+def test_sidebar_precision_changes_the_sweep():
+    at = open_page(PAGE)
+    grad32 = y_values(at, 0, 1)
+    at.selectbox(key="precision").set_value("float16").run()
+    assert not at.exception and not alerts(at)["error"]
+    assert not np.allclose(grad32, y_values(at, 0, 1), equal_nan=True)
+    at.segmented_control(key="ep_vec").set_value("constant").run()
+    assert any("overflowed float16" in w for w in alerts(at)["warning"])
+    assert np.isnan(y_values(at, 0, 1)[0])  # the overflowed point is a gap
+
+
+def test_url_parameters_restore_the_settings():
+    at = open_page(PAGE, {"ep_vec": "constant", "ep_eps": "0", "ep_axis": "size",
+                          "ep_poff": "100.0", "ep_csize": "64"})
+    assert at.segmented_control(key="ep_vec").value == "constant"
+    assert at.select_slider(key="ep_eps").value == 0.0
+    assert at.radio(key="ep_axis").value == "size"
+    assert at.select_slider(key="ep_poff").value == 100.0
+    assert at.select_slider(key="ep_csize").value == 64
+    assert any("0/0" in w for w in alerts(at)["warning"])

@@ -1,0 +1,339 @@
+"""lnviz.grads (backward passes, Jacobians, invariance probes) and the Gradients page."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pageutil import alerts, figures, open_page, trace_data
+
+from lnviz.grads import (
+    GRAD_NORMS,
+    MAX_JACOBIAN,
+    PROBES,
+    cross_sample_share,
+    gradient_report,
+    gradients_snippet,
+    invariance_probes,
+    norm_forward,
+    norm_gradients,
+    norm_jacobian,
+    probe_inputs,
+    upstream_gradient,
+)
+
+PAGE = "pages/gradients.py"
+
+
+def torch_forward(x, norm, weight=None, bias=None, eps=1e-5):
+    """The reference, written out here rather than through lnviz.grads."""
+    if norm == "LayerNorm":
+        return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+    return F.batch_norm(x, None, None, weight, bias, training=True, eps=eps)
+
+
+def torch_gradients(x, norm, g, weight, bias, eps):
+    x, weight, bias = (t.detach().clone().requires_grad_(True) for t in (x, weight, bias))
+    torch_forward(x, norm, weight, bias, eps).backward(g)
+    return x.grad, weight.grad, bias.grad
+
+
+def table(n: int, c: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n, c, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+# --- forward and upstream gradients ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", GRAD_NORMS)
+def test_forward_matches_torch_in_both_implementations(norm):
+    x = table(5, 4)
+    expected = torch_forward(x, norm)
+    torch.testing.assert_close(norm_forward(x, norm), expected)
+    torch.testing.assert_close(norm_forward(x, norm, implementation="torch"), expected)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((table(2, 3, 0)[0], "LayerNorm"), "(batch, features)"),
+    ((table(2, 3), "RMSNorm"), "norm must be one of"),
+])
+def test_forward_refuses_what_it_cannot_do(args, message):
+    with pytest.raises(ValueError, match=message):
+        norm_forward(*args)
+    with pytest.raises(ValueError, match="implementation"):
+        norm_forward(table(2, 3), "LayerNorm", implementation="numpy")
+
+
+def test_upstream_gradients():
+    one_hot = upstream_gradient((3, 4), "one-hot", cell=(2, 1))
+    assert one_hot.sum() == 1 and one_hot[2, 1] == 1
+    assert torch.equal(upstream_gradient((3, 4), "ones"), torch.ones(3, 4, dtype=torch.float64))
+    first = upstream_gradient((3, 4), "random", seed=1)
+    assert torch.equal(first, upstream_gradient((3, 4), "random", seed=1))
+    assert not torch.equal(first, upstream_gradient((3, 4), "random", seed=2))
+    with pytest.raises(ValueError, match="outside the 3 × 4 output"):
+        upstream_gradient((3, 4), "one-hot", cell=(3, 0))
+    with pytest.raises(ValueError, match="upstream gradient must be one of"):
+        upstream_gradient((3, 4), "zeros")
+
+
+# --- backward passes ---------------------------------------------------------------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 6), c=st.integers(2, 6), seed=st.integers(0, 2**16),
+       eps=st.sampled_from([1e-8, 1e-5, 0.1]), norm=st.sampled_from(GRAD_NORMS))
+def test_gradients_match_torch_autograd(n, c, seed, eps, norm):
+    x = table(n, c, seed) * 3 + 1
+    g, weight, bias = table(n, c, seed + 1), table(1, c, seed + 2)[0], table(1, c, seed + 3)[0]
+    ours = norm_gradients(x, norm, g, weight, bias, eps)
+    dx, dw, db = torch_gradients(x, norm, g, weight, bias, eps)
+    np.testing.assert_allclose(ours.grad_input, dx.numpy(), atol=1e-9)
+    np.testing.assert_allclose(ours.grad_weight, dw.numpy(), atol=1e-9)
+    np.testing.assert_allclose(ours.grad_bias, db.numpy(), atol=1e-9)
+    np.testing.assert_allclose(ours.output, torch_forward(x, norm, weight, bias, eps)
+                               .detach().numpy(), atol=1e-9)
+
+
+def test_layer_norm_gradient_of_one_two_three_by_hand():
+    # x = [1, 2, 3]: μ = 2, σ² = 2/3, x̂ = [−√1.5, 0, √1.5]. With L = y[0] and ε = 0,
+    # ∂L/∂x = rstd/3·(3ĝ − Σĝ − x̂·Σĝx̂) = √1.5/3·[0.5, −1, 0.5].
+    x = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
+    grads = norm_gradients(x, "LayerNorm", upstream_gradient((1, 3), "one-hot"), eps=0.0)
+    np.testing.assert_allclose(grads.grad_input, [[0.204124, -0.408248, 0.204124]], atol=1e-6)
+    np.testing.assert_allclose(grads.grad_weight, [-math.sqrt(1.5), 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(grads.grad_bias, [1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("norm", GRAD_NORMS)
+def test_gradient_follows_the_closed_form(norm):
+    x, g = table(4, 5, 3), table(4, 5, 4)
+    gamma = table(1, 5, 5)[0]
+    eps = 1e-3
+    axis = 1 if norm == "LayerNorm" else 0  # the values that share one μ, σ
+    h = x.shape[axis]
+    mean = x.mean(axis, keepdim=True)
+    rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(axis, keepdim=True) + eps)
+    x_hat, g_hat = (x - mean) * rstd, g * gamma
+    expected = rstd / h * (h * g_hat - g_hat.sum(axis, keepdim=True)
+                           - x_hat * (g_hat * x_hat).sum(axis, keepdim=True))
+    ours = norm_gradients(x, norm, g, gamma, None, eps)
+    np.testing.assert_allclose(ours.grad_input, expected.numpy(), atol=1e-10)
+    np.testing.assert_allclose(ours.grad_weight, (g * x_hat).sum(0).numpy(), atol=1e-10)
+    np.testing.assert_allclose(ours.grad_bias, g.sum(0).numpy(), atol=1e-12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(2, 6), c=st.integers(2, 6), seed=st.integers(0, 2**16))
+def test_invariances_show_up_in_the_gradient(n, c, seed):
+    """Shifting (and, with ε = 0, scaling) a group leaves y alone, so ∂L/∂x is orthogonal to
+    the ones vector and to x within each group: rows for LayerNorm, columns for BatchNorm."""
+    x, g = table(n, c, seed), table(n, c, seed + 1)
+    ln = norm_gradients(x, "LayerNorm", g, eps=0.0).grad_input
+    bn = norm_gradients(x, "BatchNorm", g, eps=0.0).grad_input
+    np.testing.assert_allclose(ln.sum(1), 0, atol=1e-9)
+    np.testing.assert_allclose((ln * x.numpy()).sum(1), 0, atol=1e-9)
+    np.testing.assert_allclose(bn.sum(0), 0, atol=1e-9)
+    np.testing.assert_allclose((bn * x.numpy()).sum(0), 0, atol=1e-9)
+
+
+def test_one_hot_reaches_one_sample_under_layer_norm_and_the_whole_batch_under_batch_norm():
+    x = table(4, 3)
+    g = upstream_gradient((4, 3), "one-hot", cell=(1, 2))
+    ln = norm_gradients(x, "LayerNorm", g).grad_input
+    bn = norm_gradients(x, "BatchNorm", g).grad_input
+    assert np.all(ln[[0, 2, 3]] == 0) and np.all(ln[1] != 0)
+    assert np.all(bn[:, [0, 1]] == 0) and np.all(bn[:, 2] != 0)
+
+
+def test_a_sum_loss_sends_no_gradient_to_the_input():
+    x = table(4, 3)
+    report = gradient_report(x, upstream_gradient((4, 3), "ones"))
+    for norm in GRAD_NORMS:
+        np.testing.assert_allclose(report.by_norm[norm].grad_input, 0, atol=1e-12)
+        np.testing.assert_allclose(report.by_norm[norm].grad_bias, [4.0, 4.0, 4.0])
+    np.testing.assert_allclose(report.by_norm["BatchNorm"].grad_weight, 0, atol=1e-12)
+    assert np.abs(report.by_norm["LayerNorm"].grad_weight).max() > 0.1
+    assert report.max_difference < 1e-12 and report.compared == GRAD_NORMS
+
+
+def test_report_compares_layer_norm_only_where_torch_refuses_batch_norm():
+    report = gradient_report(table(3, 2), upstream_gradient((3, 2), "random"), eps=0.0)
+    assert report.compared == ("LayerNorm",)
+    assert np.isfinite(report.by_norm["BatchNorm"].grad_input).all()
+
+
+# --- Jacobians ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", GRAD_NORMS)
+def test_jacobian_matches_torch(norm):
+    x = table(3, 4)
+    expected = torch.autograd.functional.jacobian(lambda t: torch_forward(t, norm, eps=1e-5), x)
+    np.testing.assert_allclose(norm_jacobian(x, norm), expected.reshape(12, 12).numpy(),
+                               atol=1e-10)
+
+
+def test_jacobian_structure():
+    x = table(4, 3)
+    ln, bn = norm_jacobian(x, "LayerNorm"), norm_jacobian(x, "BatchNorm")
+    assert cross_sample_share(ln, 4) == 0.0
+    assert cross_sample_share(bn, 4) > 0.3
+    # BatchNorm ties sample n to sample m only through the same feature
+    feature = np.arange(12) % 3
+    assert np.all(bn[feature[:, None] != feature[None, :]] == 0)
+    with pytest.raises(ValueError, match=f"≤ {MAX_JACOBIAN}"):
+        norm_jacobian(table(9, 8), "LayerNorm")
+
+
+def test_cross_sample_share_by_hand():
+    assert cross_sample_share(np.eye(6), 3) == 0.0
+    assert cross_sample_share(np.ones((4, 4)), 2) == pytest.approx(0.5)
+    assert cross_sample_share(np.zeros((4, 4)), 2) == 0.0
+
+
+# --- invariance probes -------------------------------------------------------------------------
+
+
+def test_probes_with_eps_zero_separate_the_two_norms():
+    x, weight = probe_inputs(5, 4, seed=3)
+    probes = invariance_probes(x, weight, factor=3.0, shift=2.0, sample=1, feature=2, eps=0.0)
+    assert list(probes["probe"]) == list(PROBES)
+    delta = probes.set_index("probe")
+    ln_invariant = ["scale one sample", "shift one sample", "scale all of W"]
+    bn_invariant = ["scale one feature", "shift one feature", "scale all of W",
+                    "scale one row of W"]
+    assert delta.loc[ln_invariant, "LayerNorm"].max() < 1e-12
+    assert delta.loc[bn_invariant, "BatchNorm"].max() < 1e-12
+    assert delta.drop(ln_invariant)["LayerNorm"].min() > 0.1
+    assert delta.drop(bn_invariant)["BatchNorm"].min() > 0.1
+    # one row of W is one feature of h: the same change seen from the weights
+    assert delta.loc["scale one row of W", "LayerNorm"] == pytest.approx(
+        delta.loc["scale one feature", "LayerNorm"])
+
+
+@settings(max_examples=12, deadline=None)
+@given(factor=st.sampled_from([0.1, 0.5, 2.0, 10.0]), shift=st.floats(-5, 5),
+       sample=st.integers(0, 3), feature=st.integers(0, 2), seed=st.integers(0, 1000))
+def test_probe_values_match_a_direct_computation(factor, shift, sample, feature, seed):
+    x, weight = probe_inputs(4, 3, seed=seed)
+    eps = 1e-5
+    probes = invariance_probes(x, weight, factor=factor, shift=shift, sample=sample,
+                               feature=feature, eps=eps).set_index("probe")
+    h = x @ weight.T
+    shifted = h.clone()
+    shifted[sample] += shift
+    for norm in GRAD_NORMS:
+        expected = (torch_forward(shifted, norm, eps=eps) - torch_forward(h, norm, eps=eps))
+        assert probes.loc["shift one sample", norm] == pytest.approx(
+            float(expected.abs().max()), abs=1e-9)
+        scaled = torch_forward(factor * h, norm, eps=eps) - torch_forward(h, norm, eps=eps)
+        assert probes.loc["scale all of W", norm] == pytest.approx(
+            float(scaled.abs().max()), abs=1e-9)
+
+
+def test_probes_refuse_bad_arguments():
+    x, weight = probe_inputs(3, 2)
+    with pytest.raises(ValueError, match="same number of inputs"):
+        invariance_probes(x, weight[:, :3])
+    with pytest.raises(ValueError, match="sample must be in 0…2"):
+        invariance_probes(x, weight, sample=3)
+
+
+def test_probe_inputs_are_seeded():
+    x, weight = probe_inputs(3, 2, inputs=5, seed=4)
+    assert x.shape == (3, 5) and weight.shape == (2, 5) and x.dtype == torch.float64
+    assert torch.equal(x, probe_inputs(3, 2, inputs=5, seed=4)[0])
+    assert not torch.equal(x, probe_inputs(3, 2, inputs=5, seed=5)[0])
+
+
+def test_snippet_runs_and_gives_a_block_diagonal_jacobian():
+    scope: dict = {}
+    exec(gradients_snippet((3, 2), "one-hot", (1, 0), 1e-5), scope)
+    assert scope["x"].grad.shape == (3, 2)
+    assert torch.all(scope["x"].grad[[0, 2]] == 0)
+    jac = scope["J"].numpy()
+    assert cross_sample_share(jac, 3) == 0.0
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+
+def grad_panels(at) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """x, ∂L/∂y, LayerNorm's and BatchNorm's ∂L/∂x from the first figure."""
+    return tuple(trace_data(at, 0, i) for i in range(4))
+
+
+def probe_values(at) -> np.ndarray:
+    return np.stack([trace_data(at, 3, i, "customdata") for i in range(2)])
+
+
+def test_default_view_shows_where_a_one_hot_gradient_goes():
+    at = open_page(PAGE)
+    assert len(figures(at)) == 4
+    x, g, ln, bn = grad_panels(at)
+    assert x.shape == g.shape == (4, 4) and g[0, 0] == 1 and g.sum() == 1
+    assert np.all(ln[1:] == 0) and np.all(ln[0] != 0)
+    assert np.all(bn[:, 1:] == 0) and np.all(bn[:, 0] != 0)
+    assert "match torch.nn.functional" in alerts(at)["success"][0]
+    jac_ln, jac_bn = trace_data(at, 2, 0), trace_data(at, 2, 2)
+    assert jac_ln.shape == (16, 16) and cross_sample_share(jac_ln, 4) == 0.0
+    assert cross_sample_share(jac_bn, 4) > 0.2
+    assert any("0% of Σ|J|" in c.value for c in at.caption)
+    assert "F.layer_norm" in at.code[0].value
+
+
+def test_gradient_controls_move_the_figures():
+    at = open_page(PAGE)
+    at.number_input(key="gr_row").set_value(2).run()
+    _, g, moved, _ = grad_panels(at)
+    assert g[2, 0] == 1 and np.all(moved[[0, 1, 3]] == 0) and np.all(moved[2] != 0)
+    at.segmented_control(key="gr_up").set_value("ones").run()
+    _, g, ln_ones, bn_ones = grad_panels(at)
+    assert np.all(g == 1)
+    np.testing.assert_allclose(ln_ones, 0, atol=1e-6)
+    np.testing.assert_allclose(bn_ones, 0, atol=1e-6)
+    at.segmented_control(key="gr_up").set_value("random").run()
+    before = grad_panels(at)[2]
+    at.select_slider(key="gr_eps").set_value(1.0).run()
+    assert not np.allclose(before, grad_panels(at)[2])
+    at.slider(key="gr_n").set_value(3).run()
+    at.slider(key="gr_c").set_value(5).run()
+    assert grad_panels(at)[0].shape == (3, 5)
+    assert trace_data(at, 2, 0).shape == (15, 15)
+    first = grad_panels(at)[0]
+    at.number_input(key="seed").set_value(9).run()
+    assert not np.allclose(first, grad_panels(at)[0])
+
+
+def test_probe_controls_move_the_probe_figure():
+    at = open_page(PAGE)
+    values = probe_values(at)
+    for widget, key, value in (("select_slider", "gr_factor", 10.0),
+                               ("slider", "gr_shift", -2.0),
+                               ("number_input", "gr_sample", 3),
+                               ("number_input", "gr_feature", 2),
+                               ("select_slider", "gr_eps", 0.0)):
+        getattr(at, widget)(key=key).set_value(value).run()
+        moved = probe_values(at)
+        assert not np.allclose(values, moved, rtol=1e-3, atol=0), key
+        values = moved
+    # with ε = 0 the invariant probes are exact: LayerNorm row 0 (scale one sample), BN row 2
+    assert values[0, 0] < 1e-12 and values[1, 2] < 1e-12
+    assert not at.exception and len(at.dataframe) == 1
+
+
+def test_url_restores_the_settings():
+    at = open_page(PAGE, {"gr_n": "3", "gr_c": "5", "gr_up": "random", "gr_eps": "0",
+                          "gr_factor": "10.0", "gr_shift": "-1.5"})
+    assert at.slider(key="gr_n").value == 3 and at.slider(key="gr_c").value == 5
+    assert at.segmented_control(key="gr_up").value == "random"
+    assert at.select_slider(key="gr_eps").value == 0.0
+    assert at.select_slider(key="gr_factor").value == 10.0
+    assert at.slider(key="gr_shift").value == -1.5
+    assert grad_panels(at)[1].shape == (3, 5)

@@ -1,0 +1,259 @@
+"""Padding and sequences: lnviz.padding checked against seed 002's numbers and torch, its
+figures, and the page run headless with AppTest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pageutil import alerts, decode, figures, open_page
+
+from lnviz import charts
+from lnviz.data import get_preset, padded_batch
+from lnviz.explore import Batch
+from lnviz.padding import (
+    SWEEP_FRACTIONS,
+    feature_stats,
+    pad_token_steps,
+    padding_outputs,
+    padding_sweep,
+)
+
+PAGE = "pages/padding.py"
+
+
+def seed_002() -> Batch:
+    preset = get_preset("padded_tokens")
+    return Batch(preset.values, "NLC", preset.mask, preset.labels)
+
+
+# --- BatchNorm's statistics -------------------------------------------------------------------
+
+
+def test_seed_002_numbers():
+    stats = feature_stats(seed_002())
+    # Feature 1 of the seed: 1…7 and one pad 0 → μ = 3.5, σ = √5.25 ≈ 2.29; without it 4 and 2.
+    assert stats.mean_with_pad[0] == pytest.approx(3.5)
+    assert stats.std_with_pad[0] == pytest.approx(2.2913, abs=1e-4)
+    assert stats.mean_masked[0] == pytest.approx(4.0)
+    assert stats.std_masked[0] == pytest.approx(2.0)
+    assert stats.pad_fraction == pytest.approx(1 / 8)
+    table = stats.table()
+    assert table["μ with pads"].tolist() == pytest.approx([3.5, 6.875, 10.25])
+    assert table.shape == (3, 5)
+
+
+def test_outputs_match_torch_and_the_seed():
+    batch = seed_002()
+    out = padding_outputs(batch)
+    x = torch.from_numpy(batch.values)
+    mask = torch.from_numpy(batch.mask)
+    counted = F.batch_norm(x.reshape(-1, 3), None, None, training=True).reshape(2, 4, 3)
+    np.testing.assert_allclose(out["BatchNorm, pads counted"], counted, atol=1e-5)
+    np.testing.assert_allclose(out["BatchNorm, masked"][batch.mask],
+                               F.batch_norm(x[mask], None, None, training=True), atol=1e-5)
+    np.testing.assert_allclose(out["LayerNorm"], F.layer_norm(x, (3,)), atol=1e-5)
+    # "I" = [1, 2, 3]: (1 − 3.5)/2.29 = −1.09 with the pad, (1 − 4)/2 = −1.5 without; the seed's
+    # "powerful" is (7 − 3.5)/2.29 = 1.53, and LayerNorm gives "I" [−1.22, 0, 1.22].
+    assert out["BatchNorm, pads counted"][0, 0, 0] == pytest.approx(-1.0911, abs=1e-4)
+    assert out["BatchNorm, pads counted"][1, 2, 0] == pytest.approx(1.5275, abs=1e-4)
+    assert out["BatchNorm, masked"][0, 0, 0] == pytest.approx(-1.5, abs=1e-5)
+    np.testing.assert_allclose(out["LayerNorm"][0, 0], [-1.2247, 0.0, 1.2247], atol=1e-4)
+    np.testing.assert_array_equal(out["LayerNorm"][1, 3], [0.0, 0.0, 0.0])  # the pad token
+
+
+def test_refuses_what_is_not_a_padded_batch():
+    with pytest.raises(ValueError, match="padded batch"):
+        feature_stats(Batch(np.ones((2, 3), np.float32), "NC"))
+    all_pad = Batch(np.zeros((1, 2, 3), np.float32), "NLC", np.zeros((1, 2), bool))
+    with pytest.raises(ValueError, match="nothing to normalize"):
+        padding_outputs(all_pad)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        padding_sweep(seed_002(), fractions=[0.5, 1.0])
+
+
+# --- The sweep --------------------------------------------------------------------------------
+
+
+def test_sweep_on_seed_002():
+    sweep = padding_sweep(seed_002())
+    # R = 7 real tokens; P pads give a share P/(7 + P) and, with zero pads, μ = 28/(7 + P).
+    assert sweep.pads[0] == 0 and len(np.unique(sweep.pads)) == len(sweep.pads)
+    np.testing.assert_allclose(sweep.fraction, sweep.pads / (7 + sweep.pads))
+    np.testing.assert_allclose(sweep.mean_with_pad[:, 0], 28 / (7 + sweep.pads), rtol=1e-6)
+    np.testing.assert_allclose(sweep.mean_masked[:, 0], 4.0, rtol=1e-6)
+    np.testing.assert_allclose(sweep.std_masked[:, 0], 2.0, rtol=1e-6)
+    assert sweep.pads.max() == 63  # 90% padding
+    assert sweep.drift_with_pad[0] == 0.0
+    assert np.all(np.diff(sweep.drift_with_pad) > 0)  # every extra pad moves the real tokens more
+    assert sweep.drift_masked.max() < 1e-6
+    assert sweep.drift_layer_norm.max() == 0.0
+    assert len(SWEEP_FRACTIONS) == 19
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch_size=st.integers(1, 5), d_model=st.integers(2, 6), max_len=st.integers(2, 7),
+       pad=st.floats(-5, 5, allow_nan=False), seed=st.integers(0, 10**6))
+def test_padding_never_reaches_layer_norm_or_masked_batch_norm(batch_size, d_model, max_len,
+                                                               pad, seed):
+    values, mask = padded_batch(batch_size, d_model, max_len=max_len, pad_value=pad, seed=seed)
+    batch = Batch(values, "NLC", mask)
+    real = values[mask].astype(np.float64)
+    sweep = padding_sweep(batch, pad, fractions=(0.0, 0.3, 0.6))  # max_len ≥ 2: ≥ 2 real tokens
+    assert sweep.drift_layer_norm.max() == 0.0
+    r, p = real.shape[0], sweep.pads
+    np.testing.assert_allclose(sweep.mean_masked, np.broadcast_to(real.mean(0), (p.size, d_model)),
+                               rtol=1e-5, atol=1e-5)
+    stats = feature_stats(batch)
+    np.testing.assert_allclose(stats.std_masked, real.std(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(stats.mean_with_pad, values.reshape(-1, d_model).mean(0),
+                               rtol=1e-5, atol=1e-5)
+    expected = (r * real.mean(0)[None] + p[:, None] * pad) / (r + p[:, None])
+    np.testing.assert_allclose(sweep.mean_with_pad, expected, rtol=1e-5, atol=1e-5)
+
+
+# --- LayerNorm on the pad token ---------------------------------------------------------------
+
+
+def test_pad_token_gives_beta_and_nan_without_epsilon():
+    steps = pad_token_steps(seed_002(), eps=1e-5, gamma=2.0, beta=0.5)
+    assert steps["position"].tolist() == ["(1, 3, 0)", "(1, 3, 1)", "(1, 3, 2)"]
+    assert steps["σ²"].tolist() == [0.0] * 3 and steps["x̂"].tolist() == [0.0] * 3
+    assert steps["y"].tolist() == [0.5] * 3
+    assert steps["√(σ²+ε)"].iloc[0] == pytest.approx(1e-5 ** 0.5)
+    assert steps["padding"].all()
+    unguarded = pad_token_steps(seed_002(), eps=0.0)
+    assert unguarded["y"].isna().all()
+    full = Batch(np.ones((1, 2, 3), np.float32), "NLC", np.ones((1, 2), bool))
+    assert pad_token_steps(full) is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(d_model=st.integers(1, 8), eps=st.sampled_from([1e-12, 1e-8, 1e-5, 1e-2, 1.0]),
+       gamma=st.floats(-3, 3), beta=st.floats(-3, 3))
+def test_a_zero_pad_row_comes_out_as_exactly_beta(d_model, eps, gamma, beta):
+    values, mask = padded_batch(2, d_model, lengths=[3, 1])
+    steps = pad_token_steps(Batch(values, "NLC", mask), eps, gamma, beta)
+    np.testing.assert_array_equal(steps["x̂"], 0.0)
+    np.testing.assert_array_equal(steps["y"], np.float32(beta))
+
+
+@settings(max_examples=25, deadline=None)
+@given(pad=st.floats(-100, 100, allow_nan=False), d_model=st.integers(1, 8),
+       eps=st.sampled_from([1e-12, 1e-8, 1e-5, 1e-2, 1.0]), gamma=st.floats(-3, 3),
+       beta=st.floats(-3, 3))
+def test_any_constant_pad_row_comes_out_as_beta(pad, d_model, eps, gamma, beta):
+    values, mask = padded_batch(2, d_model, lengths=[3, 1], pad_value=pad)
+    # In float64, μ of a constant row is the pad value up to ~1e-14, so x̂ stays ~0 even for
+    # ε = 1e-12 (in float32 the rounding of μ, ~1e-7, would be amplified by 1/√ε).
+    steps = pad_token_steps(Batch(values, "NLC", mask), eps, gamma, beta, dtype="float64")
+    np.testing.assert_allclose(steps["y"], beta, atol=1e-6)
+
+
+# --- Figures ----------------------------------------------------------------------------------
+
+
+def test_figures_carry_the_numbers():
+    stats = feature_stats(seed_002())
+    fig = charts.padding_feature_stats_figure(stats.mean_with_pad, stats.mean_masked,
+                                              stats.std_with_pad, stats.std_masked)
+    assert [t.name for t in fig.data] == ["pads counted", "real tokens only (masked)"] * 2
+    assert list(fig.data[0].text) == ["3.5", "6.88", "10.2"]
+    pad_row = charts.padding_pad_row_figure(np.array([np.nan, np.nan]), 0.0)
+    assert list(pad_row.data[0].text) == ["NaN", "NaN"]
+    assert any("NaN" in a.text for a in pad_row.layout.annotations)
+
+
+# --- The page ---------------------------------------------------------------------------------
+
+
+def _trace(fig: dict, name: str, field: str = "y", index: int = 0) -> np.ndarray:
+    traces = [t for t in fig["data"] if t.get("name") == name]
+    return decode(traces[index][field])
+
+
+@pytest.fixture(scope="module")
+def page():
+    return open_page(PAGE)
+
+
+def test_default_page_shows_seed_002(page):
+    figs = figures(page)
+    assert len(figs) == 4 and not alerts(page)["error"]
+    np.testing.assert_allclose(_trace(figs[1], "pads counted"), [3.5, 6.875, 10.25], rtol=1e-6)
+    np.testing.assert_allclose(_trace(figs[1], "real tokens only (masked)", index=1)[0], 2.0)
+    layer = _trace(figs[0], "LayerNorm", "z")
+    np.testing.assert_allclose(layer[0], [-1.2247, 0.0, 1.2247], atol=1e-4)
+    np.testing.assert_array_equal(layer[7], [0.0, 0.0, 0.0])
+    assert "did not move at all" in alerts(page)["success"][0]
+    # The pad row comes out as β, which the page opens at 0.5 so that the bars show it.
+    np.testing.assert_array_equal(_trace(figs[3], "pad token's output"), [0.5, 0.5, 0.5])
+    assert any(r"\sqrt{0 + 10^{-5}}" in latex.value for latex in page.latex)  # the pad row
+    assert any("(1 − 3.5)/2.29 ≈ −1.09" in m.value for m in page.markdown)
+    assert "Try this" in alerts(page)["info"][0]
+    assert "F.layer_norm(x, (3,), gamma, beta, eps=1e-05)" in page.code[0].value
+
+
+def test_generated_batch_and_its_controls():
+    at = open_page(PAGE)
+    at.segmented_control(key="pd_src").set_value("Generated").run()
+    assert not at.exception and not alerts(at)["error"]
+    first = _trace(figures(at)[0], "input x", "z")
+    assert first.shape == (3 * 6, 4)
+    for key, value in (("pd_bs", 5), ("pd_len", 9), ("pd_d", 6), ("pd_pad", -2.0)):
+        widget = at.number_input(key=key) if key == "pd_pad" else at.slider(key=key)
+        before = _trace(figures(at)[0], "input x", "z")
+        widget.set_value(value).run()
+        after = _trace(figures(at)[0], "input x", "z")
+        assert before.shape != after.shape or not np.array_equal(before, after), key
+    assert after.shape == (5 * 9, 6)
+    at.text_input(key="pd_lengths").set_value("9, 1").run()
+    tokens = _trace(figures(at)[0], "input x", "z")
+    assert tokens.shape == (2 * 9, 6)
+    np.testing.assert_array_equal(tokens[10:], -2.0)  # sequence 1: one real token, 8 pads
+    np.testing.assert_array_equal(_trace(figures(at)[3], "pad token's output"), [0.5] * 6)
+
+
+def test_bad_lengths_are_a_message_not_a_traceback():
+    at = open_page(PAGE, {"pd_src": "Generated"})
+    at.text_input(key="pd_lengths").set_value("4, two").run()
+    assert not at.exception
+    assert "whole numbers" in alerts(at)["error"][0]
+    at.text_input(key="pd_lengths").set_value("40, 1").run()
+    assert "max_len is 6 but the longest sequence has 40 tokens" in alerts(at)["error"][0]
+    at.text_input(key="pd_lengths").set_value("6, 6").run()
+    assert "no padding" in " ".join(alerts(at)["info"])
+
+
+def test_feature_epsilon_gamma_beta_controls():
+    at = open_page(PAGE)
+    mean = _trace(figures(at)[2], "BatchNorm, pads counted")
+    np.testing.assert_allclose(mean[:2], [4.0, 3.5], rtol=1e-6)
+    at.selectbox(key="pd_feat").set_value(2).run()
+    np.testing.assert_allclose(_trace(figures(at)[2], "BatchNorm, pads counted")[0], 82 / 7,
+                               rtol=1e-6)
+    pad = _trace(figures(at)[3], "pad token's output")
+    at.slider(key="pd_gamma").set_value(2.5).run()
+    np.testing.assert_array_equal(_trace(figures(at)[3], "pad token's output"), pad)
+    at.slider(key="pd_beta").set_value(-1.5).run()
+    np.testing.assert_allclose(_trace(figures(at)[3], "pad token's output"), [-1.5] * 3)
+    at.select_slider(key="pd_eps").set_value(0.0).run()
+    assert not at.exception
+    assert any("NaN" in w for w in alerts(at)["warning"])
+    assert list(figures(at)[3]["data"][0]["text"]) == ["NaN"] * 3
+
+
+def test_url_restores_the_settings():
+    at = open_page(PAGE, {"pd_src": "Generated", "pd_bs": "4", "pd_len": "5", "pd_d": "2",
+                          "pd_pad": "1.5", "pd_lengths": "5, 2, 1, 3", "pd_feat": "1",
+                          "pd_eps": "1e-02", "pd_beta": "0.7"})
+    assert at.segmented_control(key="pd_src").value == "Generated"
+    assert at.select_slider(key="pd_eps").value == pytest.approx(1e-2)
+    tokens = _trace(figures(at)[0], "input x", "z")
+    assert tokens.shape == (4 * 5, 2)
+    np.testing.assert_array_equal(tokens[5 + 2:10], 1.5)  # sequence 1 padded after 2 tokens
+    np.testing.assert_allclose(_trace(figures(at)[3], "pad token's output"), [0.7, 0.7])
+    assert figures(at)[2]["layout"]["annotations"][0]["text"] == "μ of feature 1"

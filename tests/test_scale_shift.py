@@ -1,0 +1,283 @@
+"""lnviz.affine and the "Scale and shift" page: values against torch.nn.functional, numpy and
+seed 000/001's examples; the page run headless with AppTest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pageutil import alerts, figures, open_page, trace_data
+
+from lnviz import charts
+from lnviz.affine import (
+    best_feature_affine,
+    lstm_gate_inputs,
+    per_feature_affine,
+    recover_input,
+    scale_shift_grid,
+    split_bias,
+    two_betas,
+)
+from lnviz.data import random_batch
+
+PAGE = "pages/scale_shift.py"
+EPS = 1e-5
+
+
+def feature_batch(seed: int = 0, n: int = 16, c: int = 4) -> torch.Tensor:
+    """The page's batch: features on very different scales, in float64."""
+    return torch.as_tensor(random_batch((n, c), feature_spread=1.0, seed=seed)).double()
+
+
+# --- the γ × β grid ---------------------------------------------------------------------------
+
+
+def test_grid_is_seed_000s_figure_computed_by_hand():
+    grid = scale_shift_grid(n=1000, seed=0, bins=30, dtype="float64")
+    assert grid.gammas == (0.5, 1.0, 2.0) and grid.betas == (-1.0, 0.0, 1.0)
+    assert grid.counts.shape == (3, 3, 30) and (grid.counts.sum(-1) == 1000).all()
+    x = random_batch((1, 1000), seed=0).astype(np.float64).ravel()
+    x_hat = (x - x.mean()) / np.sqrt(x.var() + EPS)
+    outputs = [g * x_hat + b for g in grid.gammas for b in grid.betas]
+    low, high = min(o.min() for o in outputs), max(o.max() for o in outputs)
+    edges = np.linspace(low, high, 31)
+    for k, output in enumerate(outputs):
+        np.testing.assert_array_equal(grid.counts.reshape(9, 30)[k],
+                                      np.histogram(output, bins=edges)[0])
+    np.testing.assert_allclose(grid.mean, [[-1, 0, 1]] * 3, atol=1e-12)
+    shrink = np.sqrt(x.var() / (x.var() + EPS))
+    np.testing.assert_allclose(grid.std, np.array([[0.5], [1.0], [2.0]]) * shrink * np.ones(3))
+
+
+@settings(max_examples=25, deadline=None)
+@given(gamma=st.floats(-5, 5), beta=st.floats(-5, 5), n=st.integers(2, 300),
+       seed=st.integers(0, 1000))
+def test_output_mean_is_beta_and_std_is_gamma(gamma, beta, n, seed):
+    grid = scale_shift_grid([gamma], [beta], n=n, seed=seed, dtype="float64")
+    x = random_batch((1, n), seed=seed).astype(np.float64)
+    shrink = np.sqrt(x.var() / (x.var() + EPS))
+    assert grid.mean[0, 0] == pytest.approx(beta, abs=1e-9)
+    assert grid.std[0, 0] == pytest.approx(abs(gamma) * shrink, rel=1e-9, abs=1e-12)
+    assert grid.counts.sum() == n
+
+
+def test_grid_with_a_fixed_span_and_bad_arguments():
+    grid = scale_shift_grid([3.0], [3.0], n=1000, bins=10, span=(-1.0, 1.0))
+    np.testing.assert_allclose(grid.centres, np.linspace(-0.9, 0.9, 10))
+    assert grid.counts.sum() < 1000  # values outside the span are not counted
+    with pytest.raises(ValueError, match="at least 2"):
+        scale_shift_grid(n=1)
+    with pytest.raises(ValueError, match="at least one"):
+        scale_shift_grid([], [0.0])
+
+
+# --- per-feature γ and β ----------------------------------------------------------------------
+
+
+def test_per_feature_batch_norm_hits_its_targets():
+    x = feature_batch()
+    gamma, beta = [0.5, 1.0, 2.0, -1.0], [-1.0, 0.0, 1.0, 2.0]
+    result = per_feature_affine(x, gamma, beta, "BatchNorm")
+    expected = F.batch_norm(x, None, None, torch.tensor(gamma).double(),
+                            torch.tensor(beta).double(), training=True, eps=EPS)
+    np.testing.assert_allclose(result.output, expected.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(result.mean, beta, atol=1e-12)
+    var = x.var(0, unbiased=False).numpy()
+    np.testing.assert_allclose(result.std, np.abs(gamma) * np.sqrt(var / (var + EPS)))
+
+
+def test_per_feature_layer_norm_only_roughly_hits_them():
+    x = feature_batch()
+    gamma, beta = [0.5, 1.0, 2.0, 1.0], [-1.0, 0.0, 1.0, 2.0]
+    result = per_feature_affine(x, gamma, beta, "LayerNorm")
+    expected = F.layer_norm(x, (4,), torch.tensor(gamma).double(), torch.tensor(beta).double())
+    np.testing.assert_allclose(result.output, expected.numpy(), rtol=1e-10, atol=1e-12)
+    x_hat = F.layer_norm(x, (4,)).numpy()
+    np.testing.assert_allclose(result.mean, np.array(gamma) * x_hat.mean(0) + beta, atol=1e-12)
+    assert np.abs(result.mean - beta).max() > 0.3  # rows were standardized, not columns
+
+
+def test_per_feature_refuses_bad_input():
+    x = feature_batch()
+    with pytest.raises(ValueError, match="one γ and one β per feature"):
+        per_feature_affine(x, [1.0], [0.0, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="norm must be"):
+        per_feature_affine(x, [1.0] * 4, [0.0] * 4, "GroupNorm")
+    with pytest.raises(ValueError, match=r"\(N, C\)"):
+        per_feature_affine(x[None], [1.0] * 4, [0.0] * 4)
+    with pytest.raises(ValueError, match="more than one value"):
+        per_feature_affine(x[:1], [1.0] * 4, [0.0] * 4, "BatchNorm")
+
+
+# --- undoing the normalization ----------------------------------------------------------------
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), rows=st.integers(2, 6), cols=st.integers(2, 6))
+def test_least_squares_fit_matches_numpy_polyfit(seed, rows, cols):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=gen, dtype=torch.float64)
+    x_hat = torch.randn(rows, cols, generator=gen, dtype=torch.float64)
+    gamma, beta = best_feature_affine(x, x_hat)
+    for c in range(cols):
+        slope, intercept = np.polyfit(x_hat[:, c].numpy(), x[:, c].numpy(), 1)
+        assert gamma[c].item() == pytest.approx(slope, rel=1e-6, abs=1e-9)
+        assert beta[c].item() == pytest.approx(intercept, rel=1e-6, abs=1e-9)
+
+
+def test_batch_norm_is_undone_by_its_own_gamma_and_beta():
+    x = feature_batch()
+    recovery = recover_input(x, "BatchNorm")
+    np.testing.assert_allclose(recovery.gamma, np.sqrt(x.var(0, unbiased=False).numpy() + EPS))
+    np.testing.assert_allclose(recovery.beta, x.mean(0).numpy())
+    assert recovery.max_error < 1e-12
+    # the least-squares fit finds the same pair, because x is an exact line in x̂
+    x_hat = F.batch_norm(x, None, None, training=True, eps=EPS)
+    gamma, beta = best_feature_affine(x, x_hat)
+    np.testing.assert_allclose(gamma.numpy(), recovery.gamma, rtol=1e-10)
+    np.testing.assert_allclose(beta.numpy(), recovery.beta, rtol=1e-10, atol=1e-12)
+
+
+def test_layer_norm_needs_per_sample_gamma_and_beta():
+    x = feature_batch()
+    per_sample = recover_input(x, "LayerNorm", per="sample")
+    assert per_sample.gamma.shape == (16, 1) and per_sample.max_error < 1e-12
+    np.testing.assert_allclose(per_sample.gamma.ravel(),
+                               np.sqrt(x.var(1, unbiased=False).numpy() + EPS))
+    per_feature = recover_input(x, "LayerNorm")
+    assert per_feature.gamma.shape == (4,) and per_feature.max_error > 1.0
+    with pytest.raises(ValueError, match="per-sample"):
+        recover_input(x, "BatchNorm", per="sample")
+    with pytest.raises(ValueError, match="per must be"):
+        recover_input(x, per="group")
+
+
+def test_per_feature_undoes_layer_norm_when_every_row_has_the_same_statistics():
+    # rows are permutations of one vector: one μ and σ for every sample, so a per-feature
+    # pair is enough — the statistics do not really vary per sample
+    x = torch.tensor([[1.0, 2.0, 4.0, 7.0], [7.0, 4.0, 2.0, 1.0], [2.0, 7.0, 1.0, 4.0]],
+                     dtype=torch.float64)
+    assert recover_input(x, "LayerNorm").max_error < 1e-12
+
+
+# --- two betas in an LN-LSTM (seed 001) -------------------------------------------------------
+
+
+def test_lstm_gate_inputs_are_reproducible():
+    wx, uh, bias = lstm_gate_inputs(seed=3, dtype="float64")
+    again = lstm_gate_inputs(seed=3, dtype="float64")
+    assert wx.shape == uh.shape == (2, 12) and bias.shape == (12,)
+    assert all(torch.equal(a, b) for a, b in zip((wx, uh, bias), again, strict=True))
+    assert not torch.equal(wx, lstm_gate_inputs(seed=4, dtype="float64")[0])
+
+
+@settings(max_examples=25, deadline=None)
+@given(share=st.floats(-2, 3), seed=st.integers(0, 10_000))
+def test_two_betas_are_one_bias(share, seed):
+    wx, uh, bias = lstm_gate_inputs(seed=seed, dtype="float64")
+    beta1, beta2 = split_bias(bias, share)
+    torch.testing.assert_close(beta1 + beta2, bias)
+    result = two_betas(wx, uh, beta1, beta2)
+    expected = F.layer_norm(wx, (12,), None, beta1) + F.layer_norm(uh, (12,), None, beta2)
+    np.testing.assert_allclose(result.separate, expected.numpy(), atol=1e-12)
+    assert result.max_difference < 1e-12
+    whole = two_betas(wx, uh, bias, torch.zeros_like(bias))  # every bit of it in β₁
+    np.testing.assert_allclose(result.separate, whole.separate, atol=1e-12)
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+def test_grid_figure_draws_every_panel_with_its_counts():
+    grid = scale_shift_grid(n=200, bins=12)
+    fig = charts.affine_grid_figure(grid.centres, grid.counts, grid.gammas, grid.betas,
+                                    grid.mean, grid.std)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == 9
+    np.testing.assert_array_equal(np.asarray(bars[4].y), grid.counts[1, 1])
+    assert bars[4].marker.color == charts.AFTER and bars[0].marker.color == charts.BEFORE
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[0] == "γ = 0.5, β = -1: mean -1.00, std 0.50"
+    assert "mean 0.00" in titles[4]  # never "-0.00"
+
+
+def test_feature_and_two_betas_figures_carry_the_numbers():
+    result = per_feature_affine(feature_batch(), [0.5, 1.0, 2.0, -1.0], [-1.0, 0, 1, 2])
+    fig = charts.affine_feature_figure(result.output, result.gamma, result.beta, result.mean,
+                                       result.std)
+    np.testing.assert_allclose(fig.data[1].error_y.array, [0.5, 1.0, 2.0, 1.0])
+    np.testing.assert_allclose(fig.data[2].y, result.mean)
+    assert len(fig.data[0].y) == 64
+    wx, uh, bias = lstm_gate_inputs(dtype="float64")
+    betas = two_betas(wx, uh, *split_bias(bias, 0.25))
+    fig = charts.affine_two_betas_figure(betas.beta1, betas.beta2, betas.separate[0],
+                                         betas.merged[0])
+    np.testing.assert_allclose(fig.data[2].y, bias.numpy())
+    np.testing.assert_allclose(fig.data[3].y, fig.data[4].y, atol=1e-12)
+
+
+# --- the page ---------------------------------------------------------------------------------
+
+
+def test_page_opens_with_the_grid_and_every_section():
+    at = open_page(PAGE)
+    assert at.title[0].value == "Scale and shift: γ and β"
+    assert len(figures(at)) == 5 and not alerts(at)["error"]
+    assert at.latex and at.code and "Try this" in alerts(at)["info"][0]
+    assert trace_data(at, 0, 0, "y").sum() == 1000  # the first of nine histograms
+    metrics = [m.value for m in at.metric]
+    assert float(metrics[0].split("=")[1]) < 1e-5 and float(metrics[1].split("=")[1]) > 1.0
+    assert "zero up to float32 rounding" in alerts(at)["success"][0]
+    # the free histogram's title: default γ = 1.5, β = 0.5
+    assert figures(at)[1]["layout"]["title"]["text"].startswith("γ = 1.5, β = 0.5 → mean 0.500")
+
+
+def test_grid_and_free_sliders_move_their_figures():
+    at = open_page(PAGE)
+    grid = trace_data(at, 0, 0, "y")
+    at.select_slider(key="ss_n").set_value(100).run()
+    assert trace_data(at, 0, 0, "y").sum() == 100 != grid.sum()
+    free = trace_data(at, 1, 0, "y")
+    at.slider(key="ss_gamma").set_value(-1.0).run()
+    assert not np.array_equal(free, trace_data(at, 1, 0, "y"))
+    shifted = trace_data(at, 1, 0, "y")
+    at.slider(key="ss_beta").set_value(-2.0).run()
+    assert not np.array_equal(shifted, trace_data(at, 1, 0, "y"))
+    assert "mean -2.000, std 1.000" in figures(at)[1]["layout"]["title"]["text"]
+
+
+def test_per_feature_controls_move_the_feature_figure():
+    at = open_page(PAGE)
+    np.testing.assert_allclose(trace_data(at, 2, 2, "y"), [-1.0, 0.0, 1.0, 2.0], atol=1e-5)
+    values = trace_data(at, 2, 0, "y")
+    at.slider(key="ss_g2").set_value(-3.0).run()
+    assert not np.allclose(values, trace_data(at, 2, 0, "y"))
+    at.slider(key="ss_b0").set_value(2.5).run()
+    assert trace_data(at, 2, 2, "y")[0] == pytest.approx(2.5, abs=1e-5)
+    at.segmented_control(key="ss_norm").set_value("LayerNorm").run()
+    assert not np.allclose(trace_data(at, 2, 2, "y"), [2.5, 0.0, 1.0, 2.0], atol=1e-2)
+
+
+def test_share_moves_the_betas_but_not_the_gates():
+    at = open_page(PAGE)
+    beta1, gates = trace_data(at, 4, 0, "y"), trace_data(at, 4, 4, "y")
+    at.slider(key="ss_share").set_value(0.9).run()
+    assert not np.allclose(beta1, trace_data(at, 4, 0, "y"))
+    np.testing.assert_allclose(gates, trace_data(at, 4, 4, "y"), atol=1e-5)
+    np.testing.assert_allclose(trace_data(at, 4, 3, "y"), trace_data(at, 4, 4, "y"), atol=1e-5)
+
+
+def test_seed_changes_the_batch_and_url_restores_settings():
+    at = open_page(PAGE, {"ss_n": "100", "ss_gamma": "-1.0", "ss_norm": "LayerNorm",
+                          "ss_g1": "2.0", "ss_share": "0.8", "seed": "5"})
+    assert at.select_slider(key="ss_n").value == 100
+    assert at.slider(key="ss_gamma").value == -1.0
+    assert at.segmented_control(key="ss_norm").value == "LayerNorm"
+    assert at.slider(key="ss_g1").value == 2.0
+    assert at.slider(key="ss_share").value == 0.8
+    recovered = trace_data(at, 3, 0, "x")
+    at.number_input(key="seed").set_value(6).run()
+    assert not np.allclose(recovered, trace_data(at, 3, 0, "x"))
