@@ -1,0 +1,370 @@
+"""End to end: a real ``streamlit run app.py`` server driven by headless Chromium (Playwright).
+
+One server is started for the module and stopped afterwards; every test gets a fresh browser
+context. Screenshots of each tested state go to ``screenshots/`` at the repository root.
+
+Needs the ``playwright`` package and a ``chromium`` executable on PATH (Playwright's own browser
+download is not used). Where either is missing the tests are skipped — or fail, when
+``LNVIZ_REQUIRE_BROWSER=1`` says this run must drive a browser (as CI does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+try:
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
+    from playwright.sync_api import Error as PlaywrightError
+except ImportError:  # checked (skip or fail) by the ``browser`` fixture
+    sync_playwright = None
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+SCREENSHOTS = REPO / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SERVER_START_S = 60
+#: The first run of a page imports torch and computes; later runs are much faster.
+APP_TIMEOUT_MS = 60_000
+
+#: Opening a page from the navigation: its script must have run to the end by then.
+PAGE_RUN_TIMEOUT_MS = 90_000
+
+#: Record the script-run states and the page's text from now on (for ``_RAN_SINCE_WATCH``).
+_WATCH_RUNS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (window.__e2eObserver) window.__e2eObserver.disconnect();
+  window.__e2eApp = app;
+  window.__e2eText = document.querySelector('[data-testid="stMain"]').innerText;
+  window.__e2eStates = [];
+  window.__e2eObserver = new MutationObserver((records) => {
+    for (const r of records) {
+      window.__e2eStates.push(r.oldValue, r.target.getAttribute(r.attributeName));
+    }
+  });
+  window.__e2eObserver.observe(app, {attributes: true, attributeOldValue: true,
+                                     attributeFilter: ['data-test-script-state']});
+}"""
+#: True once a script run happened after ``_WATCH_RUNS`` and the app is idle again. A short
+#: run (one that fails at once, say) can start and end within one render, so that the DOM
+#: never shows "running": then the changed page text is the sign of the run.
+_RAN_SINCE_WATCH = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const main = document.querySelector('[data-testid="stMain"]');
+  return app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"]')
+    && (window.__e2eStates.includes('running') || main.innerText !== window.__e2eText);
+}"""
+#: What the page's run looked like, for a failure message.
+_RUN_REPORT = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return {seen: window.__e2eStates, now: app && app.getAttribute('data-test-script-state'),
+          connection: app && app.getAttribute('data-test-connection-state'),
+          watchedAppAttached: !!window.__e2eApp && window.__e2eApp.isConnected,
+          status: Array.from(document.querySelectorAll('[data-testid="stStatusWidget"]'))
+                       .map(e => e.innerText)};
+}"""
+
+CHARTS = '[data-testid="stPlotlyChart"]'
+EXCEPTION = '[data-testid="stException"]'
+ALERT = '[data-testid="stAlert"]'
+NAV_LINKS = '[data-testid="stSidebarNav"] a, [data-testid="stSidebarNavLink"]'
+TITLE = '[data-testid="stMain"] h1'
+CHECK_BADGE = "matches torch.nn.functional"
+REDACTED_ERROR = "This app has encountered an error"
+#: Each running server's log, by base URL, for failure messages.
+_SERVER_LOGS: dict[str, Path] = {}
+
+
+def _missing(what: str) -> None:
+    """Skip for a missing browser prerequisite, or fail where the run must drive a browser."""
+    message = f"browser tests need {what}"
+    if os.environ.get("LNVIZ_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{message}, and LNVIZ_REQUIRE_BROWSER=1 requires them", pytrace=False)
+    pytest.skip(f"{message} (set LNVIZ_REQUIRE_BROWSER=1 to make this a failure)")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.read().strip() == b"ok"
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Debian Chromium through Playwright, for the whole module."""
+    if sync_playwright is None:
+        _missing("the playwright Python package (pip install playwright)")
+    executable = shutil.which("chromium")
+    if executable is None:
+        _missing("a `chromium` executable on PATH (apt-get install chromium)")
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=executable, headless=True,
+                                      args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``streamlit run app.py`` on a free local port; yields its base URL, stops it after."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
+    command = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.port", str(port),
+        "--server.headless", "true",
+        "--server.address", "127.0.0.1",
+        "--browser.gatherUsageStats", "false",
+        # others may edit the sources while the tests run: no "source changed" prompts
+        "--server.fileWatcherType", "none",
+    ]
+    base = f"http://127.0.0.1:{port}"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + SERVER_START_S
+            while not _healthy(f"{base}/_stcore/health"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    state = (f"exited with code {proc.returncode}" if proc.poll() is not None
+                             else f"not healthy after {SERVER_START_S} s")
+                    pytest.fail(f"streamlit server {state}; its log:\n"
+                                f"{log_path.read_text(errors='replace')[-4000:]}",
+                                pytrace=False)
+                time.sleep(0.25)
+            _SERVER_LOGS[base] = log_path
+            yield base
+        finally:
+            _SERVER_LOGS.pop(base, None)
+            _stop(proc)
+
+
+@pytest.fixture
+def page(browser: Browser, server: str) -> Iterator[Page]:
+    """A fresh browser context and page per test, with generous but bounded timeouts."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(APP_TIMEOUT_MS)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def _shot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "page"
+
+
+def _wait_idle(page: Page) -> None:
+    """Wait until the script has finished its run (the status widget shows no running state)."""
+    expect(page.locator('[data-testid="stApp"]')).to_have_attribute(
+        "data-test-script-state", "notRunning", timeout=APP_TIMEOUT_MS)
+    expect(page.locator('[data-testid="stStatusWidget"]')
+           .filter(has_text=re.compile("running", re.IGNORECASE))).to_have_count(0)
+
+
+def _assert_no_exception(page: Page) -> None:
+    """No exception box; on failure, say what the server logged (the page shows no details)."""
+    # with client.showErrorDetails = "none" an uncaught error shows only a redacted notice
+    shown = page.locator(EXCEPTION).count() + page.get_by_text(REDACTED_ERROR).count()
+    if shown:
+        origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(page.url))
+        log = _SERVER_LOGS.get(origin)
+        tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else "(no log)"
+        raise AssertionError(f"{page.url} shows an exception; the server's log ends with:\n"
+                             f"{tail}")
+
+
+def _open_explorer(page: Page, base: str, query: str = "") -> None:
+    page.goto(f"{base}/explorer{query}")
+    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+
+
+def _norm_option(page: Page, name: str):
+    """One option of the Normalization segmented control (its buttons have role radio)."""
+    return (page.get_by_role("radiogroup", name="Normalization")
+            .get_by_role("radio", name=name, exact=True))
+
+
+def _open_from_navigation(page: Page, number: int, href: str | None) -> None:
+    """Click the navigation's link ``number``; wait for its page's run; check it for errors."""
+    link = page.locator(NAV_LINKS).nth(number)
+    page.evaluate(_WATCH_RUNS)
+    link.click()
+    if href:
+        expect(page).to_have_url(re.compile(re.escape(href.rstrip("/")) + r"/?(\?.*)?$"))
+    expect(link).to_have_attribute("aria-current", "page")
+    # the click started a run of the page's script, and that run has finished
+    page.wait_for_function(_RAN_SINCE_WATCH, polling=100, timeout=PAGE_RUN_TIMEOUT_MS)
+    title = page.locator(TITLE).first
+    expect(title).to_be_visible()
+    expect(title).not_to_have_text(re.compile(r"^\s*$"))
+    _assert_no_exception(page)
+
+
+def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
+    page.goto(server)
+    links = page.locator(NAV_LINKS)
+    expect(links.first).to_be_visible(timeout=APP_TIMEOUT_MS)
+    expect(page.locator(TITLE).first).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    targets = [(links.nth(i).get_attribute("href"), links.nth(i).inner_text().split("\n")[-1])
+               for i in range(links.count())]
+    assert len(targets) >= 2, f"expected the navigation to list every page, got {targets}"
+
+    # the default page (first link) is open already: visit it last, so every click changes page
+    for number in [*range(1, len(targets)), 0]:
+        href, label = targets[number]
+        name = f"nav-{number:02d}-{_slug(label)}"
+        started = time.monotonic()
+        try:
+            _open_from_navigation(page, number, href)
+            if number == 0 or label == "Home":  # the home page shows the formula
+                expect(page.locator(".katex").first).to_be_visible()
+        except (AssertionError, PlaywrightError) as err:
+            _shot(page, f"{name}-FAILED")
+            raise AssertionError(f"page {label!r} ({href}) from the navigation: {err}\n"
+                                 f"script runs: {page.evaluate(_RUN_REPORT)}") from err
+        _shot(page, name)
+        print(f"{label}: {time.monotonic() - started:.1f} s")
+
+
+def test_explorer_renders_charts(page: Page, server: str) -> None:
+    _open_explorer(page, server)
+    charts = page.locator(CHARTS)
+    assert charts.count() >= 3
+    expect(page.locator(f"{CHARTS} .js-plotly-plot").nth(2)).to_be_visible()
+    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
+    expect(page.locator(ALERT).filter(has_text=CHECK_BADGE).first).to_be_visible()
+    _assert_no_exception(page)
+    _shot(page, "explorer-default")
+
+
+def test_switching_between_batchnorm_and_layernorm(page: Page, server: str) -> None:
+    _open_explorer(page, server)
+    captions = page.locator('[data-testid="stCaptionContainer"]')
+    expect(_norm_option(page, "LayerNorm")).to_be_checked()
+
+    _norm_option(page, "BatchNorm").click()
+    expect(page.locator("text=output y (BatchNorm)")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"[?&]norm=BatchNorm(&|$)"))
+    expect(_norm_option(page, "BatchNorm")).to_be_checked()
+    expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_be_visible()
+    expect(page.locator("text=output y (LayerNorm)")).to_have_count(0)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
+    _shot(page, "explorer-batchnorm")
+
+    _norm_option(page, "LayerNorm").click()
+    expect(page.locator("text=output y (LayerNorm)")).to_be_visible()
+    expect(_norm_option(page, "LayerNorm")).to_be_checked()
+    expect(captions.filter(has_text="LayerNorm: one μ, σ per sample")).to_be_visible()
+    expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_have_count(0)
+    expect(page.locator("text=output y (BatchNorm)")).to_have_count(0)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "explorer-layernorm")
+
+
+def test_upload_npy_through_the_dropzone(page: Page, server: str, tmp_path: Path) -> None:
+    good = tmp_path / "acts.npy"
+    np.save(good, (np.arange(30, dtype=np.float32).reshape(6, 5) - 14.5) / 4)
+    bad = tmp_path / "bad.npy"
+    # junk: random bytes behind a prefix that is neither .npy, zip (.npz) nor pickle magic
+    bad.write_bytes(b"junk" + np.random.default_rng(0).bytes(252))
+
+    page.goto(f"{server}/explorer")
+    sources = page.get_by_role("radiogroup", name="Data source")
+    expect(sources).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    sources.get_by_role("radio", name="Upload .npy/.npz", exact=True).click()
+    dropzone = page.locator('[data-testid="stFileUploaderDropzoneInput"], '
+                            '[data-testid="stFileUploader"] input[type=file]').first
+    expect(dropzone).to_be_attached()
+    expect(page.locator(ALERT).filter(has_text="Upload a .npy or .npz file")).to_be_visible()
+    expect(page.locator(CHARTS)).to_have_count(0)  # no data yet: the page waits for a file
+    _wait_idle(page)
+    _shot(page, "upload-empty")
+
+    dropzone.set_input_files(str(good))
+    expect(page.get_by_text("Tensor (6, 5) in layout NC")).to_be_visible()
+    expect(page.locator(CHARTS).nth(2)).to_be_visible()
+    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "upload-good")
+
+    dropzone.set_input_files(str(bad))
+    error = page.locator(ALERT).filter(has_text="not a .npy or .npz file")
+    expect(error.first).to_be_visible()
+    expect(page.locator(CHARTS)).to_have_count(0)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "upload-bad")
+
+
+def test_url_restores_the_settings(page: Page, server: str) -> None:
+    # ε is bound by its slider's label: the URL the app writes for ε = 0.001 says eps=1e-3
+    _open_explorer(page, server, "?norm=RMSNorm&eps=1e-3")
+    expect(page.locator("text=output y (RMSNorm)")).to_be_visible()
+    expect(_norm_option(page, "RMSNorm")).to_be_checked()
+    expect(_norm_option(page, "LayerNorm")).not_to_be_checked()
+    expect(page.locator('[data-testid="stCaptionContainer"]')
+           .filter(has_text="RMSNorm: LayerNorm without subtracting μ")).to_be_visible()
+    expect(page.get_by_text("RMSNorm has no β.")).to_be_visible()
+    thumbs = page.locator('[data-testid="stSliderThumbValue"]')
+    expect(thumbs.filter(has_text=re.compile(r"^1e-3$"))).to_have_count(1)
+    expect(page.locator('[data-testid="stCode"]')
+           .filter(has_text="F.rms_norm(")).to_contain_text("eps=0.001")
+    expect(page).to_have_url(re.compile(r"[?&]norm=RMSNorm(&|$)"))
+    expect(page).to_have_url(re.compile(r"[?&]eps=1e-3(&|$)"))
+    _assert_no_exception(page)
+    _shot(page, "explorer-url-rmsnorm")
