@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -86,10 +87,11 @@ def norm_heatmaps(
         subplot_titles=(title_in, "cells sharing one μ, σ", title_out),
     )
     hover = "row %{y}, column %{x}<br>"
-    for col, grid, bar_x in ((1, grid_in, 0.285), (3, grid_out, 1.0)):
+    for col, grid, bar_x, name in ((1, grid_in, 0.285, title_in), (3, grid_out, 1.0, title_out)):
         low, high = _symmetric_range(np.asarray(grid, dtype=np.float64))
         fig.add_trace(go.Heatmap(
             z=np.asarray(grid, dtype=np.float32), zmin=low, zmax=high, colorscale=DIVERGING,
+            name=name,
             colorbar=dict(x=bar_x, len=0.9, thickness=12),
             hovertemplate=hover + "value %{z:.4g}<extra></extra>",
         ), row=1, col=col)
@@ -101,6 +103,7 @@ def norm_heatmaps(
                for edge in (i, i + 1)]
     fig.add_trace(go.Heatmap(
         z=categories, zmin=-0.5, zmax=steps - 0.5, colorscale=palette, showscale=False,
+        name="group (colour index)",
         customdata=np.asarray(groups, dtype=np.int32),
         hovertemplate=hover + "group %{customdata}<extra></extra>",
     ), row=1, col=2)
@@ -605,452 +608,6 @@ def blocks_depth_figure(stream: dict[str, np.ndarray], attention: dict[str, np.n
     fig.update_yaxes(type="log", exponentformat="power", title_text="RMS", row=1, col=1)
     fig.update_yaxes(type="log", exponentformat="power", row=1, col=2)
     fig.update_layout(height=420, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.18))
-    return fig
-
-
-# --- BatchNorm vs LayerNorm (pages/bn_vs_ln.py) -----------------------------------------------
-
-#: One colour per norm on the BatchNorm-vs-LayerNorm and padding pages.
-BNLN_BATCH, BNLN_LAYER = OKABE_ITO[0], OKABE_ITO[1]
-#: How far the C axis recedes in the cube drawing, and at what angle.
-_CUBE_DEPTH, _CUBE_ANGLE = 0.55, np.pi / 6
-
-
-def _cube_point(a: float, b: float, v: float) -> tuple[float, float]:
-    """Oblique projection of (along N, along C, height) onto the page: C recedes up-right."""
-    return (a + _CUBE_DEPTH * b * np.cos(_CUBE_ANGLE), v + _CUBE_DEPTH * b * np.sin(_CUBE_ANGLE))
-
-
-def _cube_quad(face: str, lo: tuple[float, float], hi: tuple[float, float],
-               size: tuple[float, float, float]) -> tuple[list[float], list[float]]:
-    """A closed outline of a rectangle on one visible face of the cube (front, top or right)."""
-    (p0, q0), (p1, q1) = lo, hi
-    length_n, _, height = size
-    corners = {
-        "front": [(p0, 0.0, q0), (p1, 0.0, q0), (p1, 0.0, q1), (p0, 0.0, q1)],
-        "top": [(p0, q0, height), (p1, q0, height), (p1, q1, height), (p0, q1, height)],
-        "right": [(length_n, p0, q0), (length_n, p1, q0), (length_n, p1, q1),
-                  (length_n, p0, q1)],
-    }[face]
-    points = [_cube_point(*corner) for corner in corners + corners[:1]]
-    return [p[0] for p in points], [p[1] for p in points]
-
-
-def _cube_grid(counts: tuple[int, int, int], size: tuple[float, float, float],
-               max_lines: int = 40) -> tuple[list[float | None], list[float | None]]:
-    """Cell boundaries on the three visible faces (skipped along an axis with too many cells)."""
-    n, c, s = counts
-    length_n, length_c, height = size
-    xs: list[float | None] = []
-    ys: list[float | None] = []
-
-    def segment(start: tuple[float, float, float], stop: tuple[float, float, float]) -> None:
-        (x0, y0), (x1, y1) = _cube_point(*start), _cube_point(*stop)
-        xs.extend([x0, x1, None])
-        ys.extend([y0, y1, None])
-
-    if n <= max_lines:
-        for i in range(1, n):
-            a = length_n * i / n
-            segment((a, 0, 0), (a, 0, height))
-            segment((a, 0, height), (a, length_c, height))
-    if c <= max_lines:
-        for j in range(1, c):
-            b = length_c * j / c
-            segment((0, b, height), (length_n, b, height))
-            segment((length_n, b, 0), (length_n, b, height))
-    if s <= max_lines:
-        for k in range(1, s):
-            v = height * k / s
-            segment((0, 0, v), (length_n, 0, v))
-            segment((length_n, 0, v), (length_n, length_c, v))
-    return xs, ys
-
-
-def bnln_cube_figure(
-    counts: tuple[int, int, int],
-    titles: Sequence[str],
-    cells: Sequence[np.ndarray | None],
-    notes: Sequence[str],
-    axis_names: tuple[str, str, str] = ("N", "C", "H·W"),
-) -> go.Figure:
-    """Wu & He's four cubes: one per norm, the cells that share one μ and σ shaded.
-
-    Args:
-        counts: (N, C, S), the cube's cells along the batch, channel and position axes.
-        titles: one title per cube.
-        cells: per cube a bool (N, C, S) array, True where a value enters the shaded μ/σ
-            (see :func:`lnviz.batchdep.sharing_cubes`), or ``None`` for a norm that does not
-            apply (the cube is drawn empty with its note).
-        notes: one line under each cube.
-        axis_names: labels of the N, C and position axes.
-
-    The shaded cells must form a box touching the front, top or right face (true of all four
-    norms for the cell at sample 0, channel 0, position 0); the faces of that box that lie on the
-    cube's visible faces are filled, as in the paper's figure. Axis lengths follow the counts
-    (a short axis is still drawn at 12% of the longest), so the cube's proportions are the
-    tensor's.
-    """
-    n, c, s = (int(k) for k in counts)
-    longest = max(n, c, s)
-    size = tuple(max(k / longest, 0.12) for k in (n, c, s))
-    length_n, length_c, height = size
-    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=list(titles),
-                        horizontal_spacing=0.03)
-    faces = {"front": ((0, 0), (length_n, height)), "top": ((0, 0), (length_n, length_c)),
-             "right": ((0, 0), (length_c, height))}
-    shades = {"front": ("#E8E8E8", BNLN_BATCH), "top": ("#F5F5F5", OKABE_ITO[4]),
-              "right": ("#D6D6D6", "#005A8C")}
-    grid_x, grid_y = _cube_grid((n, c, s), size)
-    for col, (box, note) in enumerate(zip(cells, notes, strict=True), start=1):
-        for face, (lo, hi) in faces.items():
-            x, y = _cube_quad(face, lo, hi, size)
-            fig.add_trace(go.Scatter(x=x, y=y, fill="toself", fillcolor=shades[face][0],
-                                     mode="lines", line=dict(color="#444444", width=1.5),
-                                     name="cube", hoverinfo="skip", showlegend=False),
-                          row=1, col=col)
-        if box is not None:
-            shaded = _shaded_faces(np.asarray(box, dtype=bool), size)
-            for i, (face, (x, y)) in enumerate(shaded.items()):
-                fig.add_trace(go.Scatter(
-                    x=x, y=y, fill="toself", fillcolor=shades[face][1], mode="lines",
-                    line=dict(color=shades[face][1], width=1), opacity=0.9,
-                    name="values pooled into one μ, σ", legendgroup="shared",
-                    showlegend=col == 1 and i == 0, hoverinfo="skip"), row=1, col=col)
-        fig.add_trace(go.Scatter(x=grid_x, y=grid_y, mode="lines", name="cells",
-                                 line=dict(color="#777777", width=0.6), hoverinfo="skip",
-                                 showlegend=False), row=1, col=col)
-        _label_cube(fig, col, size, axis_names, note, box is None)
-    x_max = _cube_point(length_n, length_c, 0)[0]
-    y_max = _cube_point(0, length_c, height)[1]
-    for col in range(1, len(titles) + 1):
-        fig.update_xaxes(range=[-0.2, x_max + 0.15], visible=False, row=1, col=col)
-        fig.update_yaxes(range=[-0.45, y_max + 0.08], visible=False, row=1, col=col,
-                         scaleanchor="x" if col == 1 else f"x{col}")
-    fig.update_layout(height=340, margin=dict(t=40, b=10, l=10, r=10),
-                      legend=dict(orientation="h", y=-0.02), plot_bgcolor="white")
-    return fig
-
-
-def _shaded_faces(box: np.ndarray, size: tuple[float, float, float]
-                  ) -> dict[str, tuple[list[float], list[float]]]:
-    """The parts of the box of True cells that show on the cube's front, top and right faces."""
-    if not box.any():
-        return {}
-    (n, c, s), (length_n, length_c, height) = box.shape, size
-    (n0, c0, s0), (n1, c1, s1) = (np.min(ix) for ix in np.nonzero(box)), \
-        (np.max(ix) + 1 for ix in np.nonzero(box))
-    a0, a1 = length_n * n0 / n, length_n * n1 / n
-    b0, b1 = length_c * c0 / c, length_c * c1 / c
-    # Position 0 is drawn at the top, so that it shows on the top face.
-    v0, v1 = height * (1 - s1 / s), height * (1 - s0 / s)
-    faces = {}
-    if c0 == 0:
-        faces["front"] = _cube_quad("front", (a0, v0), (a1, v1), size)
-    if s0 == 0:
-        faces["top"] = _cube_quad("top", (a0, b0), (a1, b1), size)
-    if n1 == n:
-        faces["right"] = _cube_quad("right", (b0, v0), (b1, v1), size)
-    return faces
-
-
-def _label_cube(fig: go.Figure, col: int, size: tuple[float, float, float],
-                axis_names: tuple[str, str, str], note: str, undefined: bool) -> None:
-    length_n, length_c, height = size
-    depth_mid = _cube_point(length_n, length_c / 2, 0)
-    labels = [((length_n / 2, -0.07), axis_names[0], 0),
-              ((depth_mid[0] + 0.07, depth_mid[1] - 0.05), axis_names[1], 0),
-              ((-0.08, height / 2), axis_names[2], -90)]
-    for (x, y), text, angle in labels:
-        fig.add_annotation(x=x, y=y, text=f"<b>{text}</b>", showarrow=False, textangle=angle,
-                           font=dict(size=13), row=1, col=col)
-    centre = _cube_point(length_n / 2, length_c / 2, height / 2)
-    if undefined:
-        fig.add_annotation(x=centre[0], y=centre[1], text="not defined", showarrow=False,
-                           font=dict(size=14, color="#B00020"), bgcolor="white", row=1, col=col)
-    fig.add_annotation(x=centre[0], y=-0.3, text=note, showarrow=False, font=dict(size=11),
-                       row=1, col=col)
-
-
-def bnln_fixed_sample_figure(
-    batch_norm: np.ndarray | None, layer_norm: np.ndarray, refusal: str | None = None
-) -> go.Figure:
-    """One sample's output feature by feature, one line per re-drawn batch, BatchNorm beside
-    LayerNorm. Args are (re-draws, C) arrays; where BatchNorm refused the batch
-    (``batch_norm=None``) its panel shows ``refusal`` instead."""
-    import textwrap
-
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06,
-                        subplot_titles=("BatchNorm (training mode)", "LayerNorm"))
-    features = np.arange(layer_norm.shape[1])
-    panels = ((1, batch_norm, "BatchNorm", BNLN_BATCH), (2, layer_norm, "LayerNorm", BNLN_LAYER))
-    for col, outputs, name, color in panels:
-        if outputs is None:
-            continue
-        for r, row in enumerate(np.asarray(outputs, dtype=np.float32)):
-            fig.add_trace(go.Scatter(
-                x=features, y=row, mode="lines+markers", name=name, legendgroup=name,
-                showlegend=r == 0, opacity=0.7, line=dict(color=color, width=1.5),
-                marker=dict(size=6),
-                hovertemplate=f"batch {r}<br>feature %{{x}}: %{{y:.4f}}<extra>{name}</extra>",
-            ), row=1, col=col)
-    if batch_norm is None:
-        text = "<br>".join(textwrap.wrap(refusal or "BatchNorm refused this batch", 42))
-        left, right = fig.layout.xaxis.domain
-        fig.add_annotation(x=(left + right) / 2, y=0.5, xref="paper", yref="paper", text=text,
-                           xanchor="center", showarrow=False, font=dict(color="#B00020", size=13),
-                           bgcolor="#FDECEA", borderpad=8)
-    else:
-        fig.update_yaxes(matches="y")  # one scale, so the two spreads compare at a glance
-    fig.update_xaxes(title_text="feature", dtick=1)
-    fig.update_yaxes(title_text="output y of the fixed sample", row=1, col=1)
-    fig.update_layout(height=340, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
-    return fig
-
-
-def bnln_batch_size_figure(
-    batch_sizes: np.ndarray, batch_norm: np.ndarray, layer_norm: np.ndarray, feature: int
-) -> go.Figure:
-    """One output feature of the fixed sample against the batch size: every re-draw as a dot and
-    the band they span for BatchNorm (NaN where refused), a line for LayerNorm.
-
-    ``batch_norm`` and ``layer_norm`` are (sizes, re-draws) arrays."""
-    sizes = np.asarray(batch_sizes, dtype=np.int64)
-    bn = np.asarray(batch_norm, dtype=np.float64)
-    # A refused batch size is NaN in every re-draw, so its band is simply NaN (a gap).
-    low, high = bn.min(axis=1), bn.max(axis=1)
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=sizes, y=high, mode="lines", line=dict(width=0),
-                             name="BatchNorm range", legendgroup="bn", showlegend=False,
-                             hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=sizes, y=low, mode="lines", line=dict(width=0), fill="tonexty",
-                             fillcolor="rgba(0, 114, 178, 0.2)", name="BatchNorm range",
-                             legendgroup="bn", hoverinfo="skip"))
-    fig.add_trace(go.Scatter(
-        x=np.repeat(sizes, bn.shape[1]), y=bn.ravel(), mode="markers", name="BatchNorm",
-        marker=dict(color=BNLN_BATCH, size=6, opacity=0.7), legendgroup="bn",
-        hovertemplate="batch size %{x}: %{y:.4f}<extra>BatchNorm</extra>"))
-    fig.add_trace(go.Scatter(
-        x=sizes, y=np.asarray(layer_norm, dtype=np.float64).mean(axis=1), mode="lines+markers",
-        name="LayerNorm (every re-draw)", line=dict(color=BNLN_LAYER, width=3),
-        marker=dict(size=7), hovertemplate="batch size %{x}: %{y:.4f}<extra>LayerNorm</extra>"))
-    fig.update_xaxes(type="log", title_text="batch size", tickvals=sizes.tolist())
-    fig.update_yaxes(title_text=f"output y, feature {feature}")
-    fig.update_layout(height=340, margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.25))
-    return fig
-
-
-def bnln_running_figure(
-    batch_mean: np.ndarray,
-    batch_var: np.ndarray,
-    batch_var_unbiased: np.ndarray,
-    running_mean: np.ndarray,
-    running_var: np.ndarray,
-    population_mean: float,
-    population_var: float,
-) -> go.Figure:
-    """The running μ and σ² of one feature step by step, next to each mini-batch's own μ and its
-    biased and unbiased σ², with the population's values dashed. Batch arrays have one entry per
-    step (1…k), running arrays one more (step 0 is the starting 0 and 1)."""
-    steps = np.arange(1, len(batch_mean) + 1)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08,
-                        subplot_titles=("mean μ", "variance σ²"))
-    series = (
-        (1, steps, batch_mean, "batch μ", "markers", OKABE_ITO[0], "circle"),
-        (1, np.arange(len(running_mean)), running_mean, "running μ", "lines+markers",
-         OKABE_ITO[1], "circle"),
-        (2, steps, batch_var, "batch σ², biased (÷m): normalizes", "markers", OKABE_ITO[0],
-         "circle"),
-        (2, steps, batch_var_unbiased, "batch σ², unbiased (÷(m−1)): fed to running σ²",
-         "markers", OKABE_ITO[2], "diamond"),
-        (2, np.arange(len(running_var)), running_var, "running σ²", "lines+markers",
-         OKABE_ITO[1], "circle"),
-    )
-    for col, x, y, name, mode, color, symbol in series:
-        fig.add_trace(go.Scatter(x=x, y=np.asarray(y, dtype=np.float64), mode=mode, name=name,
-                                 marker=dict(color=color, size=7, symbol=symbol),
-                                 line=dict(color=color, width=2)), row=1, col=col)
-    for col, value in ((1, population_mean), (2, population_var)):
-        fig.add_hline(y=value, line=dict(color="#555555", dash="dash", width=1), row=1, col=col,
-                      annotation_text="population", annotation_position="top left")
-    fig.update_xaxes(title_text="training step")
-    fig.update_layout(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.25))
-    return fig
-
-
-def bnln_train_eval_figure(
-    train: np.ndarray, evaluated: np.ndarray, layer_norm: np.ndarray
-) -> go.Figure:
-    """Every output of one batch in training mode (x) against evaluation mode (y): BatchNorm's
-    points leave the diagonal while its running statistics differ from the batch's; LayerNorm
-    has one mode, so its points lie on it."""
-    train = np.asarray(train, dtype=np.float64).ravel()
-    evaluated = np.asarray(evaluated, dtype=np.float64).ravel()
-    ln = np.asarray(layer_norm, dtype=np.float64).ravel()
-    finite = np.concatenate([train, evaluated, ln])
-    finite = finite[np.isfinite(finite)]
-    bound = float(np.abs(finite).max()) * 1.05 if finite.size else 1.0
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[-bound, bound], y=[-bound, bound], mode="lines",
-                             line=dict(color="#999999", dash="dot"), name="train = eval",
-                             hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=train, y=evaluated, mode="markers", name="BatchNorm",
-                             marker=dict(color=BNLN_BATCH, size=7, opacity=0.75),
-                             hovertemplate="train %{x:.4f}<br>eval %{y:.4f}<extra>BatchNorm"
-                                           "</extra>"))
-    fig.add_trace(go.Scatter(x=ln, y=ln, mode="markers", name="LayerNorm",
-                             marker=dict(color=BNLN_LAYER, size=6, symbol="diamond",
-                                         opacity=0.75),
-                             hovertemplate="train = eval = %{x:.4f}<extra>LayerNorm</extra>"))
-    fig.update_xaxes(title_text="output in training mode", range=[-bound, bound])
-    fig.update_yaxes(title_text="output in evaluation mode", range=[-bound, bound])
-    fig.update_layout(height=420, margin=dict(t=30, b=10))
-    return fig
-
-
-# --- Padding and sequences (pages/padding.py) -------------------------------------------------
-
-#: BatchNorm with the pads counted, masked BatchNorm, LayerNorm.
-PAD_COUNTED, PAD_MASKED, PAD_LAYER = OKABE_ITO[5], OKABE_ITO[2], OKABE_ITO[1]
-
-
-def padding_stats_figure(
-    mean_with_pad: np.ndarray,
-    mean_masked: np.ndarray,
-    std_with_pad: np.ndarray,
-    std_masked: np.ndarray,
-) -> go.Figure:
-    """BatchNorm's μ and σ per feature, with the pads counted and with them masked out, as
-    labelled bars side by side."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("BatchNorm μ per feature",
-                                                        "BatchNorm σ per feature"))
-    features = [f"feature {i}" for i in range(len(mean_masked))]
-    for col, counted, masked in ((1, mean_with_pad, mean_masked), (2, std_with_pad, std_masked)):
-        for values, name, color in ((counted, "pads counted", PAD_COUNTED),
-                                    (masked, "real tokens only (masked)", PAD_MASKED)):
-            values = np.asarray(values, dtype=np.float64)
-            fig.add_trace(go.Bar(x=features, y=values, name=name, legendgroup=name,
-                                 showlegend=col == 1, marker_color=color,
-                                 text=[f"{v:.3g}" for v in values], textposition="outside"),
-                          row=1, col=col)
-    fig.update_layout(barmode="group", height=340, margin=dict(t=40, b=10),
-                      legend=dict(orientation="h", y=-0.15))
-    return fig
-
-
-def padding_heatmaps(
-    panels: Sequence[tuple[str, np.ndarray]],
-    padding: np.ndarray,
-    row_labels: Sequence[str] | None = None,
-) -> go.Figure:
-    """Token-by-feature grids side by side, pad positions marked ×: the first panel (the input)
-    has its own colour scale, the others (outputs) share one, centred on zero.
-
-    Args:
-        panels: (title, grid) pairs, each grid tokens × features.
-        padding: bool (tokens,), True at pad tokens.
-        row_labels: one name per token.
-    """
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.03,
-                        subplot_titles=[title for title, _ in panels], shared_yaxes=True)
-    outputs = np.concatenate([np.asarray(g, dtype=np.float64).ravel() for _, g in panels[1:]]) \
-        if len(panels) > 1 else np.zeros(1)
-    scales = {"coloraxis": _symmetric_range(np.asarray(panels[0][1], dtype=np.float64)),
-              "coloraxis2": _symmetric_range(outputs)}
-    rows = np.asarray(panels[0][1]).shape[0]
-    labels = list(row_labels) if row_labels is not None else [str(i) for i in range(rows)]
-    pad_rows = np.flatnonzero(np.asarray(padding, dtype=bool))
-    for col, (title, grid) in enumerate(panels, start=1):
-        grid = np.asarray(grid, dtype=np.float32)
-        fig.add_trace(go.Heatmap(
-            z=grid, y=labels, x=[f"f{j}" for j in range(grid.shape[1])],
-            coloraxis="coloraxis" if col == 1 else "coloraxis2", name=title,
-            hovertemplate="%{y}, %{x}: %{z:.4g}<extra>" + title + "</extra>",
-        ), row=1, col=col)
-        if pad_rows.size:
-            fig.add_trace(go.Scatter(
-                x=[f"f{j}" for _ in pad_rows for j in range(grid.shape[1])],
-                y=[labels[i] for i in pad_rows for _ in range(grid.shape[1])],
-                mode="markers", name="pad token", showlegend=col == 1, hoverinfo="skip",
-                marker=dict(symbol="x-thin", size=10, line=dict(width=2, color="#333333")),
-            ), row=1, col=col)
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category")
-    fig.update_layout(
-        height=max(300, min(900, 22 * rows + 120)), margin=dict(t=40, b=10),
-        legend=dict(orientation="h", y=-0.12),
-        coloraxis=dict(colorscale=DIVERGING, cmin=scales["coloraxis"][0],
-                       cmax=scales["coloraxis"][1],
-                       colorbar=dict(title="x", y=0.77, len=0.45, thickness=10)),
-        coloraxis2=dict(colorscale=DIVERGING, cmin=scales["coloraxis2"][0],
-                        cmax=scales["coloraxis2"][1],
-                        colorbar=dict(title="y", y=0.23, len=0.45, thickness=10)),
-    )
-    return fig
-
-
-def padding_sweep_figure(
-    fraction: np.ndarray,
-    mean_with_pad: np.ndarray,
-    mean_masked: np.ndarray,
-    std_with_pad: np.ndarray,
-    std_masked: np.ndarray,
-    drift_with_pad: np.ndarray,
-    drift_masked: np.ndarray,
-    drift_layer_norm: np.ndarray,
-    current: float | None = None,
-    feature: int = 0,
-) -> go.Figure:
-    """Against the padded share of the batch: one feature's BatchNorm μ and σ with and without
-    the pads, and how far the real tokens' outputs move (max |change| against no padding) under
-    BatchNorm, masked BatchNorm and LayerNorm. ``current`` marks this batch's own share."""
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=(
-        f"μ of feature {feature}", f"σ of feature {feature}", "real tokens' output moved by"))
-    x = np.asarray(fraction, dtype=np.float64)
-    series = (
-        (1, mean_with_pad, "BatchNorm, pads counted", PAD_COUNTED, "solid", "circle"),
-        (1, mean_masked, "BatchNorm, masked", PAD_MASKED, "dash", "square"),
-        (2, std_with_pad, "BatchNorm, pads counted", PAD_COUNTED, "solid", "circle"),
-        (2, std_masked, "BatchNorm, masked", PAD_MASKED, "dash", "square"),
-        (3, drift_with_pad, "BatchNorm, pads counted", PAD_COUNTED, "solid", "circle"),
-        (3, drift_masked, "BatchNorm, masked", PAD_MASKED, "dash", "square"),
-        (3, drift_layer_norm, "LayerNorm", PAD_LAYER, "dot", "diamond-open"),
-    )
-    shown: set[str] = set()
-    for col, y, name, color, dash, symbol in series:
-        fig.add_trace(go.Scatter(
-            x=x, y=np.asarray(y, dtype=np.float64), mode="lines+markers", name=name,
-            legendgroup=name, showlegend=name not in shown,
-            line=dict(color=color, dash=dash, width=2), marker=dict(symbol=symbol, size=7),
-            hovertemplate="padded %{x:.0%}: %{y:.4g}<extra>" + name + "</extra>",
-        ), row=1, col=col)
-        shown.add(name)
-    if current is not None:
-        for col in (1, 2, 3):
-            fig.add_vline(x=current, line=dict(color="#555555", dash="dot", width=1),
-                          row=1, col=col)
-    fig.update_xaxes(title_text="padded share of the batch", tickformat=".0%")
-    fig.update_layout(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.3))
-    return fig
-
-
-def padding_pad_token_figure(output: np.ndarray, beta: float) -> go.Figure:
-    """LayerNorm's output for a pad token, feature by feature, against the line y = β; NaN
-    outputs (ε = 0: 0/0) are labelled instead of drawn."""
-    y = np.asarray(output, dtype=np.float64)
-    features = [f"feature {i}" for i in range(y.size)]
-    fig = go.Figure(go.Bar(x=features, y=np.nan_to_num(y, nan=0.0), marker_color=PAD_LAYER,
-                           name="LayerNorm output of the pad token",
-                           text=["NaN" if np.isnan(v) else f"{v:.4g}" for v in y],
-                           textposition="outside"))
-    fig.add_hline(y=beta, line=dict(color="#333333", dash="dash"),
-                  annotation_text=f"β = {beta:g}", annotation_position="top left")
-    if np.isnan(y).any():
-        fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                           text="NaN: x − μ = 0 divided by √(0 + 0) = 0",
-                           font=dict(color="#B00020", size=14), bgcolor="#FDECEA")
-    fig.update_yaxes(title_text="y")
-    fig.update_layout(height=300, margin=dict(t=30, b=10), showlegend=False)
     return fig
 
 
@@ -1627,7 +1184,8 @@ def training_grad_norm_figure(step_grad_norm: dict[str, Sequence[float]]) -> go.
                                  name=label, line=dict(color=_training_color(label, index),
                                                        width=1)))
     fig.update_layout(height=300, margin=dict(t=30, b=10), xaxis_title="step",
-                      yaxis=dict(title="gradient norm ‖∇θ‖₂", type="log"),
+                      yaxis=dict(title="gradient norm ‖∇θ‖₂", type="log", dtick=1,
+                                 exponentformat="power"),
                       legend=dict(orientation="h", y=-0.25))
     return fig
 
@@ -1668,3 +1226,25 @@ def training_gates_figure(
     fig.update_yaxes(title_text="pre-activation z", row=1, col=1)
     fig.update_layout(height=340, margin=dict(t=40, b=10))
     return fig
+
+
+def figure_tables(fig: go.Figure, max_rows: int = 2000) -> list[tuple[str, pd.DataFrame]]:
+    """The numbers behind a figure, for readers who cannot see the chart (or want the values):
+    each heatmap as its grid, and every other trace in one long table of (trace, x, y).
+
+    Traces without hover text (group boundaries, guide lines, markers) are decoration and are
+    left out.
+    """
+    tables: list[tuple[str, pd.DataFrame]] = []
+    points: list[pd.DataFrame] = []
+    for i, trace in enumerate(fig.data):
+        name = trace.name or f"{trace.type} {i + 1}"
+        if trace.type == "heatmap" and trace.z is not None:
+            tables.append((name, pd.DataFrame(np.asarray(trace.z, dtype=float)[:max_rows])))
+        elif getattr(trace, "y", None) is not None and trace.hoverinfo != "skip":
+            y = np.asarray(trace.y, dtype=object)
+            x = np.asarray(trace.x if trace.x is not None else range(len(y)), dtype=object)
+            points.append(pd.DataFrame({"trace": name, "x": x[: len(y)], "y": y}))
+    if points:
+        tables.append(("points", pd.concat(points, ignore_index=True).head(max_rows)))
+    return tables

@@ -14,6 +14,7 @@ from lnviz.batchdep import (
     sharing_cubes,
     variance_table,
 )
+from lnviz.ui.figures import show_figure
 from lnviz.ui.state import current_settings, memo
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
@@ -72,7 +73,7 @@ try:
 except ValueError as err:
     st.error(str(err), icon=":material/block:")
     st.stop()
-st.plotly_chart(charts.bnln_sharing_figure(
+show_figure(charts.bnln_sharing_figure(
     (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
     [cube.note for cube in cubes], ("N", "C", axis),
 ), key="bl_cubes")
@@ -118,7 +119,7 @@ try:
 except ValueError as err:
     st.error(str(err), icon=":material/block:")
     st.stop()
-st.plotly_chart(charts.bnln_redraws_figure(dependence.batch_norm, dependence.layer_norm,
+show_figure(charts.bnln_redraws_figure(dependence.batch_norm, dependence.layer_norm,
                                                 dependence.refusal), key="bl_fixed")
 if dependence.refusal:
     st.warning(f"**lnviz:** {dependence.refusal}.  \n**torch.nn.functional.batch_norm:** "
@@ -130,7 +131,7 @@ else:
                    f"{dependence.batch_norm_spread:.3g}")
     cols[1].metric("LayerNorm: largest change across re-draws",
                    f"{dependence.layer_norm_spread:.3g}")
-st.plotly_chart(charts.bnln_batch_sizes_figure(
+show_figure(charts.bnln_batch_sizes_figure(
     sweep.batch_sizes, sweep.batch_norm[:, :, feature], sweep.layer_norm[:, :, feature], feature,
 ), key="bl_sweep")
 st.caption("Each dot is the fixed sample's output for this feature in one re-drawn batch. The "
@@ -169,7 +170,7 @@ try:
 except ValueError as err:
     st.error(str(err), icon=":material/block:")
     st.stop()
-st.plotly_chart(charts.bnln_running_stats_figure(
+show_figure(charts.bnln_running_stats_figure(
     stats.batch_mean[:, feature], stats.batch_var[:, feature],
     stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],
     stats.running_var[:, feature], POPULATION_MEAN, POPULATION_VAR,
@@ -181,7 +182,7 @@ st.markdown(
     "population's variance from a small sample. The last mini-batch, feature by feature:"
 )
 st.dataframe(variance_table(stats), hide_index=True, key="bl_vartable")
-st.plotly_chart(charts.bnln_modes_figure(stats.train_output, stats.eval_output,
+show_figure(charts.bnln_modes_figure(stats.train_output, stats.eval_output,
                                               stats.layer_norm_output), key="bl_traineval")
 st.caption(f"The last mini-batch through BatchNorm in both modes: the largest difference is "
            f"{stats.train_eval_gap:.3g}. It shrinks as the running statistics settle, but the "

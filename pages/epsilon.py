@@ -11,6 +11,7 @@ from lnviz.stability import (
     precision_sweep,
     stability_vector,
 )
+from lnviz.ui.figures import show_figure
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.state import current_settings
 
@@ -64,7 +65,7 @@ except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()
 
-st.plotly_chart(charts.eps_sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm,
+show_figure(charts.eps_sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm,
                                         sweep.variance, eps), key="ep_sweep_chart")
 st.caption(
     "Both axes are logarithmic. L = Σ yᵢ·gᵢ for a fixed random upstream gradient g (from the "
@@ -132,7 +133,7 @@ except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()
 title = "offset from zero" if axis == "offset" else "row length H"
-st.plotly_chart(charts.eps_precision_figure(precision.values, precision.errors, title),
+show_figure(charts.eps_precision_figure(precision.values, precision.errors, title),
                 key="ep_precision_chart")
 st.caption(
     "Gaps in the float16 curve are offsets above 65 504, where float16 holds only inf and "
@@ -159,7 +160,7 @@ cancel_size = st.select_slider(
     "Row length", [16, 64, 256, 1024], value=256, key="ep_csize", bind="query-params",
     help="How many values (offset + N(0, 1)) each variance is taken over, in float32.")
 cancellation = cached_cancellation(size=cancel_size, seed=settings.seed)
-st.plotly_chart(charts.eps_cancellation_figure(cancellation.offsets,
+show_figure(charts.eps_cancellation_figure(cancellation.offsets,
                                                cancellation.relative_error,
                                                cancellation.variances),
                 key="ep_cancel_chart")

@@ -14,6 +14,7 @@ from lnviz.explore import (
     worked_example_latex,
 )
 from lnviz.io import to_csv_text, to_npy_bytes, to_npz_bytes
+from lnviz.ui.figures import show_figure
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source
 from lnviz.ui.state import current_settings, memo
@@ -83,7 +84,7 @@ padding = None
 if batch.mask is not None:
     pad = np.broadcast_to(np.expand_dims(~batch.mask, -1 if layout == "NLC" else 1), shape)
     padding = view.take(to_grid(pad, layout))
-st.plotly_chart(charts.norm_heatmaps(
+show_figure(charts.norm_heatmaps(
     view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
     view.take(to_grid(ex.groups, layout)), padding=padding,
     row_labels=[rows[i] for i in view.rows], col_labels=[columns[i] for i in view.cols],
@@ -92,7 +93,7 @@ st.plotly_chart(charts.norm_heatmaps(
 
 n_groups = len(ex.mean_in)
 shown = grid_view((1, n_groups), max_rows=1, max_cols=512).cols
-st.plotly_chart(charts.group_stats_figure(
+show_figure(charts.group_stats_figure(
     ex.mean_in[shown], ex.std_in[shown], ex.mean_out[shown], ex.std_out[shown],
     labels=[str(g) for g in shown],
 ), key="stats")
@@ -100,7 +101,7 @@ st.caption(f"{n_groups:,} groups" + ("" if len(shown) == n_groups
                                      else f", {len(shown)} of them drawn") +
            ". After normalization with γ = 1, β = 0 every group has mean 0 and deviation "
            "close to 1 (a little below it when ε is large next to σ²).")
-st.plotly_chart(charts.distributions_figure(ex.histogram_in, ex.histogram_out),
+show_figure(charts.distributions_figure(ex.histogram_in, ex.histogram_out),
                 key="distributions")
 
 # --- Step by step -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from lnviz import charts
 from lnviz.data import get_preset, padded_batch
 from lnviz.explore import Batch, grid_labels, worked_example_latex
 from lnviz.padding import feature_stats, pad_token_steps, padding_outputs, padding_sweep
+from lnviz.ui.figures import show_figure
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.source import _parse_lengths
 from lnviz.ui.state import current_settings, memo
@@ -92,7 +93,7 @@ padding = ~batch.mask.reshape(-1)
 st.markdown(f"**{n} sequences × {length} positions × {d} features**, "
             f"{int(padding.sum())} of {n * length} positions padding "
             f"({stats.pad_fraction:.1%}).")
-st.plotly_chart(charts.padding_tokens_figure(
+show_figure(charts.padding_tokens_figure(
     [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
     batch.row_labels,
 ), key="pd_tokens")
@@ -102,7 +103,7 @@ st.caption("Each row is one position, each column a feature; × marks the pads. 
 
 # --- BatchNorm's statistics -------------------------------------------------------------------
 st.subheader("1 · BatchNorm's μ and σ, with and without the pads")
-st.plotly_chart(charts.padding_feature_stats_figure(
+show_figure(charts.padding_feature_stats_figure(
     stats.mean_with_pad, stats.mean_masked, stats.std_with_pad, stats.std_masked,
 ), key="pd_stats")
 st.dataframe(stats.table(), hide_index=True, key="pd_stats_table")
@@ -126,7 +127,7 @@ st.markdown(
 feature = st.columns(4)[0].selectbox(
     "Feature", list(range(d)), key="pd_feat", bind="query-params",
     help="Which feature's μ and σ the first two panels follow.")
-st.plotly_chart(charts.padding_share_figure(
+show_figure(charts.padding_share_figure(
     sweep.fraction, sweep.mean_with_pad[:, feature], sweep.mean_masked[:, feature],
     sweep.std_with_pad[:, feature], sweep.std_masked[:, feature], sweep.drift_with_pad,
     sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction, feature=feature,
@@ -166,7 +167,7 @@ if steps is None:
     st.info("This batch has no padding: every sequence is full length. Type shorter lengths "
             "above to get pad tokens.", icon=":material/info:")
 else:
-    st.plotly_chart(charts.padding_pad_row_figure(steps["y"].to_numpy(), beta), key="pd_pad_row")
+    show_figure(charts.padding_pad_row_figure(steps["y"].to_numpy(), beta), key="pd_pad_row")
     st.latex(worked_example_latex(steps.iloc[0], eps))
     st.dataframe(steps, hide_index=True, key="pd_pad_steps")
     if steps["y"].isna().any():

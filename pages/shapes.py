@@ -20,6 +20,7 @@ from lnviz.blocks import (
     shape_example,
 )
 from lnviz.explore import grid_labels
+from lnviz.ui.figures import show_figure
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -80,7 +81,7 @@ cols[2].metric("μ, σ² shape", str(view.stats_shape),
 cols[3].metric("groups × values", f"{view.groups} × {view.group_size}",
                help="How many (μ, σ²) pairs there are, and how many values each is taken over.")
 rows, columns = grid_labels(view.shape, batch.layout, batch.row_labels)
-st.plotly_chart(charts.norm_heatmaps(
+show_figure(charts.norm_heatmaps(
     view.input_grid, view.output_grid, view.group_grid, row_labels=rows, col_labels=columns,
     title_out="LayerNorm output y",
 ), key="sh_groups")
@@ -134,7 +135,7 @@ try:
 except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()
-st.plotly_chart(charts.blocks_depth_figure(
+show_figure(charts.blocks_depth_figure(
     {v: profiles[v].stream for v in VARIANTS},
     {v: profiles[v].attention for v in VARIANTS},
     {v: profiles[v].ffn for v in VARIANTS},

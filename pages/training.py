@@ -129,6 +129,8 @@ if job is not None:
     total = training.config.steps
     chance = 1 / training.data.num_classes
     progress = st.progress(training.step / total, text="Training…")
+    curves_slot.plotly_chart(charts.training_curves_figure(training.curves(), total, chance),
+                             key=f"tr_live_{training.step}")
     try:
         while not training.done:
             training.advance(training.config.eval_every)
@@ -260,15 +262,16 @@ h_t &= \sigma(o) \odot \tanh\big(\mathrm{LN}(c_t;\, \gamma_c, \beta_c)\big) \\
   \sigma^2 = \tfrac{1}{n}\textstyle\sum_k (z_k - \mu)^2
 \end{aligned}""")
 st.caption("n is 4H for the two projections and H for the cell state; μ and σ² belong to one "
-           "sample at one time step. The plain LSTM is the same without the three LN's, plus a "
+           "sample at one time step. The plain LSTM is the same without the three LNs, plus a "
            "bias b.")
 st.markdown(
     "**Try this**\n"
-    "- Raise the learning rate to 0.1: which model still learns, and what do its gradient "
-    "norms do?\n"
+    "- Raise the learning rate to 0.1, or lower it to 0.001: does LayerNorm's head start "
+    "survive, and what do the gradient norms do?\n"
     "- Set the initial γ to 3 and look at the gates at initialization, then to 0.1.\n"
     "- Add the BN-LSTM and shrink the batch size to 4: compare its curves and the batch check.\n"
-    "- Switch on *One shared bias*: the parameter count drops by 4H, the curves hardly move.")
+    "- Switch on *One shared bias*: the parameter count drops by 4H for the same family of "
+    "models. Do the curves change?")
 st.markdown("**The LN-LSTM cell in PyTorch**, self-contained (this app's version, "
             "`lnviz.rnn.LayerNormLSTMCell`, computes the same numbers with lnviz's own "
             "layer_norm):")

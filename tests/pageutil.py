@@ -44,3 +44,9 @@ def trace_data(at: AppTest, figure: int, trace: int, field: str = "z") -> np.nda
 def alerts(at: AppTest) -> dict[str, list[str]]:
     return {"error": [e.value for e in at.error], "warning": [w.value for w in at.warning],
             "success": [s.value for s in at.success], "info": [i.value for i in at.info]}
+
+
+def table_with(at: AppTest, column: str):
+    """The first st.dataframe on the page whose table has ``column`` (figures' data tables
+    behind their expanders come first on some pages, so position is no guide)."""
+    return next(d for d in at.dataframe if column in d.value.columns)

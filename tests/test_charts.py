@@ -76,3 +76,18 @@ def test_no_figure_carries_more_than_a_megabyte(shape, layout, spec):
         ]
     for fig in figures:
         assert len(fig.to_json()) < MB
+
+
+def test_figure_tables_expose_the_numbers_behind_a_figure():
+    fig = charts.norm_heatmaps(np.array([[1.0, 2.0]]), np.array([[-1.0, 1.0]]),
+                               np.array([[0, 0]]), padding=np.array([[False, True]]))
+    tables = dict(charts.figure_tables(fig))
+    assert tables["input x"].to_numpy().tolist() == [[1.0, 2.0]]
+    assert tables["output y"].to_numpy().tolist() == [[-1.0, 1.0]]
+    assert tables["group (colour index)"].to_numpy().tolist() == [[0.0, 0.0]]
+    assert "padding" not in tables  # markers without hover text are decoration, not data
+    stats = charts.group_stats_figure(np.array([2.0]), np.array([1.0]), np.zeros(1), np.ones(1))
+    (name, points), = charts.figure_tables(stats)
+    assert name == "points"
+    assert points["trace"].tolist() == ["before", "after", "before", "after"]
+    assert points["y"].tolist() == [2.0, 0.0, 1.0, 1.0]

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page
+from pageutil import alerts, decode, figures, open_page, table_with
 
 from lnviz import charts
 from lnviz.stability import (
@@ -249,7 +249,7 @@ def test_page_opens_on_seed_000_with_pytorch_default_eps():
     assert len(figures(at)) == 3 and not alerts(at)["error"]
     assert at.title[0].value == "ε and numerical stability"
     assert at.latex and at.code and "Try this" in alerts(at)["info"][0]
-    table = at.dataframe[0].value
+    table = table_with(at, "x̂").value
     # seed 000 with ε = 1e-5 ≫ σ²: x̂ = ±1e-4/√(1e-5) ≈ ±0.0316
     assert table["x̂"].astype(float).abs().max() == pytest.approx(0.03162, abs=1e-4)
     np.testing.assert_allclose(y_values(at, 0, 0)[0], math.sqrt(2.5), rtol=1e-3)
@@ -261,7 +261,7 @@ def test_eps_and_vector_controls_move_the_figures_and_eps_zero_warns():
     chosen = y_values(at, 0, 3, "x")  # traces: curves 0, 1; then (ε = σ², chosen ε) per panel
     at.select_slider(key="ep_eps").set_value(1e-8).run()
     assert y_values(at, 0, 3, "x").tolist() == [1e-8, 1e-8] != chosen.tolist()
-    assert at.dataframe[0].value["x̂"].astype(float).abs().max() == pytest.approx(0.8452,
+    assert table_with(at, "x̂").value["x̂"].astype(float).abs().max() == pytest.approx(0.8452,
                                                                                   abs=1e-3)
     curve = y_values(at, 0, 1)
     at.segmented_control(key="ep_vec").set_value("ordinary").run()
@@ -270,8 +270,8 @@ def test_eps_and_vector_controls_move_the_figures_and_eps_zero_warns():
     at.select_slider(key="ep_eps").set_value(0.0).run()
     assert not at.exception and not alerts(at)["error"]
     assert any("0/0" in w for w in alerts(at)["warning"])
-    assert (at.dataframe[0].value["x̂"] == "NaN").all()
-    assert (at.dataframe[0].value["1/√(σ²+ε)"] == "inf").all()
+    assert (table_with(at, "x̂").value["x̂"] == "NaN").all()
+    assert (table_with(at, "x̂").value["1/√(σ²+ε)"] == "inf").all()
 
 
 def test_precision_and_cancellation_controls_move_their_figures():

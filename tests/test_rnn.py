@@ -17,7 +17,7 @@ from lnviz.rnn import (
     make_model,
 )
 
-N, T, I, H, C = 5, 4, 3, 6, 7
+N, T, I, H, C = 5, 4, 3, 6, 7  # noqa: E741  (I: input size, as in the equations)
 
 
 def randomize(module: torch.nn.Module, seed: int = 0) -> None:
@@ -151,7 +151,7 @@ def test_bn_lstm_cell_matches_batch_norm_per_step() -> None:
     cell = BatchNormLSTMCell(I, H, max_steps=2)
     randomize(cell, seed=6)
     x, h, c = torch.randn(N, I), torch.randn(N, H), torch.randn(N, H)
-    h1, _, z = cell(x, (h, c), step=1)
+    _, _, z = cell(x, (h, c), step=1)
 
     def bn(values, gamma, beta):
         return F.batch_norm(values, None, None, gamma, beta, training=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from lnviz.train import (
     TrainConfig,
@@ -26,6 +27,17 @@ from lnviz.train import (
 )
 
 TINY = TrainConfig(hidden_size=16, batch_size=32, steps=24, eval_every=8, lr=3e-2)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Train these tiny models on one thread. With two, every small matmul waits for the second
+    core; when other processes keep that core busy, each wait costs milliseconds and the tests
+    run ten times slower, though their numbers are the same."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

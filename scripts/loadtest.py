@@ -1,0 +1,790 @@
+"""Load test: N concurrent Chromium sessions walking every page of a local ``streamlit run app.py``.
+
+A script, not a pytest test::
+
+    python scripts/loadtest.py                          # 10 sessions, 60 s
+    python scripts/loadtest.py --sessions 2 --seconds 15 --json /tmp/smoke.json
+    python scripts/loadtest.py --sessions 1 --once      # open every page once: memory footprint
+
+What it does, bounded in count and time throughout:
+
+1. starts ``python -m streamlit run app.py`` on a free port of 127.0.0.1 (nothing else is ever
+   contacted), waits for ``/_stcore/health`` and reads the server's resident memory (VmRSS of
+   the process and its children, from /proc);
+2. starts one process per session, each with its own ``sync_playwright()`` and its own headless
+   Debian Chromium (``shutil.which("chromium")``); every session opens the home page, and once
+   all are ready they start together;
+3. each session walks the pages of the sidebar navigation (read at run time), round and round,
+   for ``--seconds``. On each page it moves up to two controls — a slider (ArrowRight/ArrowLeft
+   on its thumb) and a segmented control (a click on an unselected option) — and times each
+   rerun from the interaction until the app is idle again (the script-run state and the status
+   widget ``[data-testid="stStatusWidget"]`` both seen, each wait bounded). The training page and
+   the Performance page are only opened: their work is started on purpose by a learner;
+4. errors: an exception box, the redacted "This app has encountered an error" notice, a lost
+   connection, a crashed page, a timed-out wait, a session that could not start;
+5. the server's RSS is sampled every second (peak), and again ``--settle`` seconds after the
+   browsers have closed.
+
+It prints a summary table and, with ``--json PATH``, writes every figure. The exit status is 0
+when every session ran and no error was counted, 1 otherwise. The server and every browser are
+stopped in ``finally``, and a global ``--timeout`` bounds the whole run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import queue
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+#: Pages that are only opened, never driven: their work is a long computation started on purpose.
+NO_MOVES = {"LN-LSTM vs LSTM", "Performance"}
+#: Segmented-control options never clicked: "Upload" leaves the Explorer waiting for a file.
+SKIP_OPTIONS = ("Upload",)
+VIEWPORT = {"width": 1280, "height": 900}
+
+NAV_LINKS = '[data-testid="stSidebarNavLink"]'
+EXCEPTION = '[data-testid="stException"]'
+REDACTED_ERROR = "This app has encountered an error"
+
+#: Installed before the app's own scripts: timestamps (page clock, ms) of the server's messages on
+#: the app's WebSocket that start and end a script run. Each message is a ForwardMsg protobuf:
+#: field 6 is ``script_finished`` (an enum; 2 = stopped early for a newer rerun) and field 9 is
+#: ``session_status_changed`` (a SessionStatus whose field 2 is ``script_is_running``). Only
+#: top-level fields are read, so the cost per message is tiny.
+_WS_HOOK = r"""(() => {
+  if (window.__ltHooked) return;
+  window.__ltHooked = true;
+  window.__ltws = [];
+  const varint = (b, i) => {
+    let v = 0, s = 1, x;
+    do { x = b[i++]; v += (x & 0x7f) * s; s *= 128; } while (x & 0x80 && i < b.length);
+    return [v, i];
+  };
+  const fields = (b, from, to, cb) => {
+    let i = from;
+    while (i < to) {
+      let key, v, n;
+      [key, i] = varint(b, i);
+      const f = Math.floor(key / 8), w = key & 7;
+      if (w === 0) { [v, i] = varint(b, i); cb(f, v, 0, 0); }
+      else if (w === 2) { [n, i] = varint(b, i); cb(f, null, i, i + n); i += n; }
+      else if (w === 1) i += 8;
+      else if (w === 5) i += 4;
+      else return;
+    }
+  };
+  const parse = (b, t) => {
+    try {
+      fields(b, 0, b.length, (f, v, from, to) => {
+        if (f === 6) window.__ltws.push({t: t, kind: 'finished', v: v});
+        if (f === 9) {
+          let running = false;
+          fields(b, from, to, (g, w) => { if (g === 2 && w) running = true; });
+          window.__ltws.push({t: t, kind: running ? 'start' : 'stop'});
+        }
+      });
+    } catch (e) { /* not a ForwardMsg: ignore */ }
+    if (window.__ltws.length > 2000) window.__ltws.splice(0, 1000);
+  };
+  const Native = window.WebSocket;
+  class Hooked extends Native {
+    constructor(...args) {
+      super(...args);
+      if (!String(args[0]).includes('/_stcore/stream')) return;
+      this.addEventListener('message', (ev) => {
+        const t = performance.now();
+        if (ev.data instanceof ArrayBuffer) parse(new Uint8Array(ev.data), t);
+        else if (ev.data instanceof Blob) {
+          ev.data.arrayBuffer().then(a => parse(new Uint8Array(a), t));
+        }
+      });
+    }
+  }
+  window.WebSocket = Hooked;
+})();"""
+
+#: Start watching for a script run: the interaction's time, and the DOM's switch back to idle.
+_WATCH = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (window.__lt && window.__lt.observer) window.__lt.observer.disconnect();
+  const lt = {t0: performance.now(), idleAt: null, status: false};
+  lt.observer = new MutationObserver(() => {
+    if (app.getAttribute('data-test-script-state') === 'notRunning') lt.idleAt = performance.now();
+  });
+  lt.observer.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  window.__lt = lt;
+}"""
+
+#: Polled after an interaction: null while the run it caused is pending, else its timings (ms
+#: from the interaction). Done means: the server said a run started and then finished (not
+#: "stopped early for a rerun", with no newer start), the script-run state is "notRunning", the
+#: status widget ``[data-testid="stStatusWidget"]`` is gone and no element is stale. The end is
+#: the latest of the finish message, the "not running" status message and the DOM's switch to
+#: "notRunning" — the moment the learner sees the app idle again.
+_DONE = """() => {
+  const lt = window.__lt;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!lt || !app || !window.__ltws) return null;
+  if (document.querySelector('[data-testid="stStatusWidget"]')) { lt.status = true; return null; }
+  if (app.getAttribute('data-test-script-state') !== 'notRunning') return null;
+  if (document.querySelector('[data-stale="true"]')) return null;
+  const ev = window.__ltws.filter(e => e.t >= lt.t0);
+  const start = ev.find(e => e.kind === 'start');
+  let last = -1;
+  ev.forEach((e, i) => { if (e.kind === 'start') last = i; });
+  const after = ev.slice(last + 1);
+  const fin = after.find(e => e.kind === 'finished' && e.v !== 2);
+  if (!start || !fin) return null;
+  const stop = after.find(e => e.kind === 'stop');
+  let end = fin.t;
+  if (stop && stop.t > end) end = stop.t;
+  if (lt.idleAt !== null && lt.idleAt > end) end = lt.idleAt;
+  return {ms: end - lt.t0, start_ms: start.t - lt.t0, server_ms: fin.t - start.t,
+          status_seen: lt.status, runs: ev.filter(e => e.kind === 'start').length};
+}"""
+
+#: The page's script has run to the end: idle, nothing stale, a title in the main area.
+_IDLE_WITH_TITLE = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return !!app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-stale="true"]')
+    && !!document.querySelector('[data-testid="stMain"] h1');
+}"""
+
+#: Candidate controls in the main area: sliders (their thumbs are range inputs or role=slider)
+#: and segmented controls (button groups of role=radio); each tagged for a later locator.
+_CONTROLS = """(skip) => {
+  const out = [];
+  const main = document.querySelector('[data-testid="stMain"]');
+  if (!main) return out;
+  document.querySelectorAll('[data-lt-id]').forEach(e => e.removeAttribute('data-lt-id'));
+  let n = 0;
+  const visible = (e) => {
+    const r = e.getBoundingClientRect();
+    return r.width > 0 && r.height > 0;
+  };
+  main.querySelectorAll('[data-testid="stSlider"]').forEach(box => {
+    const thumb = box.querySelector('input[type="range"], [role="slider"]');
+    if (!thumb || !visible(box) || thumb.disabled) return;
+    const get = (a, b) => parseFloat(thumb.getAttribute(a) ?? thumb.getAttribute(b));
+    const id = 'lt' + (n++);
+    thumb.setAttribute('data-lt-id', id);
+    const label = box.querySelector('[data-testid="stWidgetLabel"]');
+    out.push({kind: 'slider', id: id, label: label ? label.innerText.trim() : '?',
+              value: thumb.value !== undefined && thumb.tagName === 'INPUT'
+                       ? parseFloat(thumb.value) : get('aria-valuenow', 'value'),
+              min: get('min', 'aria-valuemin'), max: get('max', 'aria-valuemax')});
+  });
+  main.querySelectorAll('[data-testid="stButtonGroup"] [role="radiogroup"]').forEach(group => {
+    if (!visible(group)) return;
+    const options = [];
+    group.querySelectorAll('[role="radio"]').forEach(b => {
+      const text = b.innerText.trim();
+      if (b.getAttribute('aria-checked') === 'true' || b.disabled) return;
+      if (skip.some(s => text.startsWith(s))) return;
+      const id = 'lt' + (n++);
+      b.setAttribute('data-lt-id', id);
+      options.push({id: id, text: text});
+    });
+    if (options.length) out.push({kind: 'segmented', label: group.getAttribute('aria-label') || '?',
+                                  options: options});
+  });
+  return out;
+}"""
+
+
+# --- memory ----------------------------------------------------------------------------------
+
+def _children_map() -> dict[int, list[int]]:
+    """Each live process's children, from /proc/*/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        # the command name is in parentheses and may hold spaces: split after its last ")"
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def descendants(pid: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    """Every process below ``pid`` (not ``pid`` itself)."""
+    children = _children_map() if children is None else children
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def rss_kb(pid: int) -> int:
+    """VmRSS of one process in kB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def pss_kb(pid: int) -> int:
+    """Proportional set size of one process in kB: shared pages split among their users, so
+    that the sum over many browser processes is not inflated (0 when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def tree_pss_mb(pid: int, children: dict[int, list[int]] | None = None) -> float:
+    """PSS of ``pid`` and all its descendants, in MB (MiB)."""
+    return sum(pss_kb(p) for p in [pid, *descendants(pid, children)]) / 1024
+
+
+def tree_rss_mb(pid: int, children: dict[int, list[int]] | None = None) -> float:
+    """Resident memory of ``pid`` and all its descendants, in MB (MiB)."""
+    return sum(rss_kb(p) for p in [pid, *descendants(pid, children)]) / 1024
+
+
+# --- server ----------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.read().strip() == b"ok"
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def server_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", "app.py",
+            "--server.port", str(port), "--server.address", "127.0.0.1",
+            "--server.headless", "true", "--server.fileWatcherType", "none"]
+
+
+def stop_tree(proc: mp.Process | subprocess.Popen, grace: float = 10) -> None:
+    """Stop a process and everything below it, each by its own pid: TERM, then KILL."""
+    pid = proc.pid
+    if pid is None:
+        return
+    below = descendants(pid)
+    alive = proc.poll() is None if isinstance(proc, subprocess.Popen) else proc.is_alive()
+    if alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            done = proc.poll() is not None if isinstance(proc, subprocess.Popen) \
+                else not proc.is_alive()
+            if done:
+                break
+            time.sleep(0.2)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    if isinstance(proc, subprocess.Popen):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    else:
+        proc.join(timeout=5)
+    # what it started (browsers, Playwright's driver) may outlive it: end those by pid too
+    for p in below:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGKILL)
+
+
+# --- one session (runs in its own process) ---------------------------------------------------
+
+class SessionError(Exception):
+    """Something the session counts as an error."""
+
+
+def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
+             results: mp.Queue) -> None:
+    """One browser session: its own Playwright and Chromium; reports one dict on ``results``."""
+    # the parent stops this process with SIGTERM: unwind, so that the browser closes
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    rng = random.Random(1000 + index)
+    out: dict = {"session": index, "reruns": [], "opens": [], "errors": [], "noops": 0,
+                 "js_errors": 0, "pages_visited": 0, "started": False}
+    hard_end = cfg["hard_deadline"]
+    rerun_ms = int(cfg["rerun_timeout"] * 1000)
+    page_ms = int(cfg["page_timeout"] * 1000)
+    crashed = {"flag": False}
+
+    def error(what: str) -> None:
+        out["errors"].append(f"session {index}: {what}")
+
+    def left_ms(cap: int) -> int:
+        return max(1000, min(cap, int((hard_end - time.time()) * 1000)))
+
+    def check(page, where: str) -> None:
+        """Count an exception box, the redacted error notice, a lost connection, a crash."""
+        if crashed["flag"]:
+            raise SessionError(f"{where}: page crashed")
+        found = page.evaluate(
+            """(notice) => {
+              const app = document.querySelector('[data-testid="stApp"]');
+              return {exc: document.querySelectorAll('[data-testid="stException"]').length,
+                      notice: (document.body.innerText || '').includes(notice),
+                      conn: app ? app.getAttribute('data-test-connection-state') : null};
+            }""", REDACTED_ERROR)
+        if found["exc"]:
+            error(f"{where}: {found['exc']} exception box(es)")
+        if found["notice"]:
+            error(f"{where}: '{REDACTED_ERROR}'")
+        if found["conn"] not in (None, "CONNECTED"):
+            error(f"{where}: connection state {found['conn']}")
+
+    def wait_run(page, where: str, timeout_ms: int) -> dict | None:
+        """Wait for the run the last action started; its timings, or None when none started."""
+        try:
+            handle = page.wait_for_function(_DONE, polling=50, timeout=left_ms(timeout_ms))
+            return handle.json_value()
+        except PlaywrightTimeout:
+            started = page.evaluate(
+                "() => !!window.__ltws && window.__ltws.some(e => e.kind === 'start'"
+                " && e.t >= window.__lt.t0)")
+            if started:
+                error(f"{where}: run not finished within {timeout_ms / 1000:.0f} s")
+            return None
+
+    def open_page(page, link: dict) -> None:
+        """Click the page's navigation link; wait until its script has run to the end."""
+        where = f"open {link['title']}"
+        page.evaluate(_WATCH)
+        page.locator(NAV_LINKS).nth(link["index"]).click(timeout=left_ms(page_ms))
+        timing = wait_run(page, where, page_ms)
+        if timing is None:
+            raise SessionError(f"{where}: no script run within {page_ms / 1000:.0f} s")
+        page.wait_for_function(_IDLE_WITH_TITLE, polling=100, timeout=left_ms(page_ms))
+        here = page.evaluate("() => location.href.split('?')[0].replace(/\\/$/, '')")
+        if here != link["href"]:
+            error(f"{where}: landed on {here}")
+        out["opens"].append({"page": link["title"], **timing})
+        out["pages_visited"] += 1
+        check(page, where)
+
+    def move(page, title: str, slider_dirs: dict) -> None:
+        controls = page.evaluate(_CONTROLS, list(SKIP_OPTIONS))
+        sliders = [c for c in controls if c["kind"] == "slider" and c["max"] > c["min"]]
+        groups = [c for c in controls if c["kind"] == "segmented"]
+        chosen = []
+        if sliders:
+            chosen.append(rng.choice(sliders))
+        if groups:
+            chosen.append(rng.choice(groups))
+        for control in chosen[: cfg["moves"]]:
+            if time.time() > hard_end:
+                return
+            if control["kind"] == "slider":
+                key = (title, control["label"])
+                direction = -slider_dirs.get(key, -1)   # alternate: +1, -1, +1, ...
+                if control["value"] >= control["max"]:
+                    direction = -1
+                elif control["value"] <= control["min"]:
+                    direction = 1
+                slider_dirs[key] = direction
+                what = f"slider {control['label']!r} {'→' if direction > 0 else '←'}"
+                target = page.locator(f'[data-lt-id="{control["id"]}"]')
+                target.focus(timeout=left_ms(page_ms))
+                page.evaluate(_WATCH)
+                page.keyboard.press("ArrowRight" if direction > 0 else "ArrowLeft")
+                now = page.evaluate(
+                    """(id) => {
+                      const e = document.querySelector(`[data-lt-id="${id}"]`);
+                      return e ? parseFloat(e.value ?? e.getAttribute('aria-valuenow')) : null;
+                    }""", control["id"])
+                if now == control["value"]:  # the thumb did not move: no rerun to wait for
+                    out["noops"] += 1
+                    continue
+            else:
+                option = rng.choice(control["options"])
+                what = f"segmented {control['label']!r} → {option['text']!r}"
+                target = page.locator(f'[data-lt-id="{option["id"]}"]')
+                target.scroll_into_view_if_needed(timeout=left_ms(page_ms))
+                page.evaluate(_WATCH)
+                target.click(timeout=left_ms(page_ms))
+            timing = wait_run(page, f"{title}: {what}", rerun_ms)
+            if timing is None:
+                out["noops"] += 1
+            else:
+                out["reruns"].append({"page": title, "control": what, **timing})
+            check(page, f"{title}: {what}")
+
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=cfg["chromium"], headless=True,
+                                         args=CHROMIUM_ARGS, timeout=left_ms(120_000))
+            try:
+                context = browser.new_context(viewport=VIEWPORT)
+                context.set_default_timeout(page_ms)
+                context.add_init_script(_WS_HOOK)
+                page = context.new_page()
+                page.on("crash", lambda *_: crashed.update(flag=True))
+                page.on("pageerror", lambda *_: out.__setitem__("js_errors",
+                                                                 out["js_errors"] + 1))
+                # open the home page; the navigation is complete once its script has run
+                page.goto(base, timeout=left_ms(page_ms))
+                page.wait_for_function(_IDLE_WITH_TITLE, polling=100, timeout=left_ms(page_ms))
+                links = page.evaluate(
+                    """(sel) => Array.from(document.querySelectorAll(sel)).map((a, i) => ({
+                         index: i, href: a.href.split('?')[0].replace(/\\/$/, ''),
+                         title: a.innerText.split('\\n').filter(s => s.trim()).pop().trim()}))""",
+                    NAV_LINKS)
+                if len(links) < 2:
+                    raise SessionError(f"navigation lists {len(links)} page(s)")
+                check(page, "home")
+                out["pages"] = [link["title"] for link in links]
+                ready.put(index)
+                if not go.wait(timeout=max(1.0, hard_end - time.time())):
+                    raise SessionError("never told to start")
+                out["started"] = True
+                end = time.time() + cfg["seconds"]
+                slider_dirs: dict = {}
+                # spread the sessions over the pages: session i starts at page i + 1
+                order = [links[(index + 1 + k) % len(links)] for k in range(len(links))]
+                current = links[0]["href"]
+                k = 0
+                while time.time() < hard_end:
+                    if cfg["once"] and k >= len(order):
+                        break
+                    if not cfg["once"] and time.time() >= end:
+                        break
+                    link = order[k % len(order)]
+                    k += 1
+                    if link["href"] == current:
+                        continue
+                    try:
+                        open_page(page, link)
+                        current = link["href"]
+                        if link["title"] not in NO_MOVES and cfg["moves"] > 0:
+                            move(page, link["title"], slider_dirs)
+                    except PlaywrightTimeout as err:
+                        error(f"{link['title']}: timeout: {str(err).splitlines()[0]}")
+                        current = None
+                    except SessionError as err:
+                        error(str(err))
+                        if crashed["flag"]:  # start over in a fresh page
+                            crashed["flag"] = False
+                            page = context.new_page()
+                            page.on("crash", lambda *_: crashed.update(flag=True))
+                            current = None
+                out["seconds_walked"] = cfg["seconds"] - max(0.0, end - time.time())
+            finally:
+                with contextlib.suppress(PlaywrightError):
+                    browser.close()
+    except SessionError as err:
+        error(str(err))
+    except PlaywrightTimeout as err:
+        error(f"timeout: {str(err).splitlines()[0]}")
+    except (PlaywrightError, OSError) as err:
+        error(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+    finally:
+        results.put(out)
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (None for no values)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def run(args: argparse.Namespace) -> dict:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        raise SystemExit("needs a `chromium` executable on PATH (apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError as err:
+        raise SystemExit("needs the playwright package (pip install playwright)") from err
+
+    started_at = time.time()
+    deadline = started_at + args.timeout
+    port = args.port or free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = server_command(port)
+    fd, log_name = tempfile.mkstemp(prefix="lnviz-loadtest-", suffix=".log")
+    log = os.fdopen(fd, "wb")
+    ctx = mp.get_context("spawn")
+    workers: list[mp.Process] = []
+    server: subprocess.Popen | None = None
+    report: dict = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version()},
+        "command": " ".join(["python", "scripts/loadtest.py", *sys.argv[1:]]),
+        "server_command": " ".join(["python", *command[1:]]),
+        "sessions": args.sessions, "seconds": args.seconds, "once": args.once,
+        "errors": [], "server_log": log_name,
+    }
+    samples: list[dict] = []
+
+    def sample(phase: str) -> dict:
+        children = _children_map()
+        browsers = sum(tree_pss_mb(w.pid, children) for w in workers if w.pid)
+        s = {"t": round(time.time() - started_at, 1), "phase": phase,
+             "server_mb": round(tree_rss_mb(server.pid, children), 1),
+             "sessions_mb": round(browsers, 1)}
+        samples.append(s)
+        return s
+
+    try:
+        server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        while not healthy(f"{base}/_stcore/health"):
+            if server.poll() is not None:
+                raise SystemExit(f"the server exited with code {server.returncode}; log: "
+                                 f"{log_name}")
+            if time.time() > min(deadline, started_at + args.server_start):
+                raise SystemExit(f"the server was not healthy after {args.server_start} s")
+            time.sleep(0.25)
+        report["server_start_s"] = round(time.time() - started_at, 1)
+        time.sleep(1)
+        report["rss_before_mb"] = sample("before")["server_mb"]
+
+        cfg = {"chromium": chromium, "seconds": args.seconds, "once": args.once,
+               "moves": args.moves, "rerun_timeout": args.rerun_timeout,
+               "page_timeout": args.page_timeout, "hard_deadline": deadline - 30}
+        ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+        for i in range(args.sessions):
+            w = ctx.Process(target=_session, args=(i, base, cfg, ready, go, results),
+                            name=f"loadtest-session-{i}", daemon=True)
+            w.start()
+            workers.append(w)
+            time.sleep(args.stagger)
+
+        # wait until every session has opened the home page (or died, or ran out of time)
+        n_ready, got = 0, []
+        ready_end = min(deadline - 60, time.time() + args.ready_timeout)
+        while n_ready < args.sessions and time.time() < ready_end:
+            with contextlib.suppress(queue.Empty):
+                ready.get(timeout=1)
+                n_ready += 1
+            while True:  # a session that failed early reports at once
+                try:
+                    got.append(results.get_nowait())
+                except queue.Empty:
+                    break
+            if len(got) + n_ready >= args.sessions:
+                break
+            sample("warmup")
+        report["sessions_ready"] = n_ready
+        report["rss_ready_mb"] = sample("ready")["server_mb"]
+        go.set()
+        walk_start = time.time()
+
+        while len(got) < args.sessions and time.time() < deadline - 25:
+            tick = time.time()
+            sample("load")
+            while True:
+                try:
+                    got.append(results.get_nowait())
+                except queue.Empty:
+                    break
+            time.sleep(max(0.0, 1.0 - (time.time() - tick)))
+        report["walk_s"] = round(time.time() - walk_start, 1)
+        missing = args.sessions - len(got)
+        if missing:
+            report["errors"].append(f"{missing} session(s) did not report before the deadline")
+        for w in workers:
+            stop_tree(w, grace=10)
+        report["rss_peak_mb"] = max(s["server_mb"] for s in samples)
+        report["sessions_pss_peak_mb"] = max(s["sessions_mb"] for s in samples)
+
+        settle_end = min(deadline - 2, time.time() + args.settle)
+        while time.time() < settle_end:
+            sample("settle")
+            time.sleep(1)
+        report["rss_after_mb"] = sample("after")["server_mb"]
+    finally:
+        for w in workers:
+            stop_tree(w, grace=5)
+        if server is not None:
+            stop_tree(server, grace=15)
+        log.close()
+
+    got.sort(key=lambda o: o["session"])
+    reruns = [r for o in got for r in o["reruns"]]
+    opens = [r for o in got for r in o["opens"]]
+    report["errors"] += [e for o in got for e in o["errors"]]
+    report["errors"] += [f"session {o['session']}: never started walking" for o in got
+                         if not o["started"] and not o["errors"]]
+    ms = [r["ms"] for r in reruns]
+    open_ms = [r["ms"] for r in opens]
+    by_open: dict[str, list[float]] = {}
+    for r in opens:
+        by_open.setdefault(r["page"], []).append(r["ms"])
+    by_page: dict[str, list[float]] = {}
+    for r in reruns:
+        by_page.setdefault(r["page"], []).append(r["ms"])
+    report.update({
+        "sessions_reported": len(got),
+        "pages": got[0].get("pages") if got else None,
+        "page_opens": len(opens),
+        "page_open_p50_ms": percentile(open_ms, 50), "page_open_p95_ms": percentile(open_ms, 95),
+        "reruns": len(reruns), "noop_moves": sum(o["noops"] for o in got),
+        "rerun_p50_ms": percentile(ms, 50), "rerun_p95_ms": percentile(ms, 95),
+        "rerun_max_ms": max(ms) if ms else None,
+        "rerun_start_p50_ms": percentile([r["start_ms"] for r in reruns], 50),
+        "rerun_server_p50_ms": percentile([r["server_ms"] for r in reruns], 50),
+        "rerun_server_p95_ms": percentile([r["server_ms"] for r in reruns], 95),
+        "reruns_status_widget_seen": sum(r["status_seen"] for r in reruns),
+        "by_page": {p: {"reruns": len(v), "p50_ms": percentile(v, 50),
+                        "p95_ms": percentile(v, 95)} for p, v in sorted(by_page.items())},
+        "opens_by_page": {p: {"opens": len(v), "p50_ms": percentile(v, 50),
+                              "p95_ms": percentile(v, 95)} for p, v in sorted(by_open.items())},
+        "js_errors": sum(o["js_errors"] for o in got),
+        "error_count": 0,
+        "rerun_records": reruns,
+        "samples": samples,
+    })
+    report["error_count"] = len(report["errors"])
+    return report
+
+
+def _fmt(v: float | None, digits: int = 0) -> str:
+    return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def summary(r: dict) -> str:
+    rows = [
+        ("sessions (ready / reported)", f"{r['sessions']} ({r.get('sessions_ready', 0)} / "
+                                        f"{r.get('sessions_reported', 0)})"),
+        ("duration per session", "every page once" if r["once"] else f"{r['seconds']} s"),
+        ("page opens (p50 / p95 ms)", f"{r.get('page_opens', 0)} ({_fmt(r.get('page_open_p50_ms'))}"
+                                      f" / {_fmt(r.get('page_open_p95_ms'))})"),
+        ("reruns measured", str(r.get("reruns", 0))),
+        ("rerun p50 / p95 / max (ms)", f"{_fmt(r.get('rerun_p50_ms'))} / "
+                                       f"{_fmt(r.get('rerun_p95_ms'))} / "
+                                       f"{_fmt(r.get('rerun_max_ms'))}"),
+        ("  of which: to run start p50 (ms)", _fmt(r.get("rerun_start_p50_ms"))),
+        ("  of which: server run p50 / p95 (ms)", f"{_fmt(r.get('rerun_server_p50_ms'))} / "
+                                                 f"{_fmt(r.get('rerun_server_p95_ms'))}"),
+        ("moves with no rerun", str(r.get("noop_moves", 0))),
+        ("errors", str(r.get("error_count", 0))),
+        ("server RSS before (MB)", _fmt(r.get("rss_before_mb"), 1)),
+        ("server RSS sessions ready (MB)", _fmt(r.get("rss_ready_mb"), 1)),
+        ("server RSS peak (MB)", _fmt(r.get("rss_peak_mb"), 1)),
+        ("server RSS after (MB)", _fmt(r.get("rss_after_mb"), 1)),
+        ("browsers' PSS peak, all (MB)", _fmt(r.get("sessions_pss_peak_mb"), 1)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    if r.get("by_page"):
+        lines += ["", "reruns by page: count, p50 / p95 ms"]
+        lines += [f"  {p:<36} {v['reruns']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
+                  for p, v in r["by_page"].items()]
+    if r.get("errors"):
+        lines += ["", "errors:"] + [f"  {e}" for e in r["errors"][:30]]
+        if len(r["errors"]) > 30:
+            lines.append(f"  … and {len(r['errors']) - 30} more")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=10, help="concurrent browser sessions")
+    parser.add_argument("--seconds", type=float, default=60,
+                        help="how long each session walks the pages (default 60)")
+    parser.add_argument("--once", action="store_true",
+                        help="open every page once per session instead of walking for --seconds")
+    parser.add_argument("--moves", type=int, default=2,
+                        help="controls moved on each page visit (0: only open pages)")
+    parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    parser.add_argument("--port", type=int, help="server port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--settle", type=float, default=20,
+                        help="seconds to wait after the sessions close before the last RSS")
+    parser.add_argument("--stagger", type=float, default=1.0,
+                        help="seconds between starting two browsers")
+    parser.add_argument("--rerun-timeout", type=float, default=60,
+                        help="longest wait for one rerun, s")
+    parser.add_argument("--page-timeout", type=float, default=90,
+                        help="longest wait for one page to open, s")
+    parser.add_argument("--ready-timeout", type=float, default=240,
+                        help="longest wait for every session to open the home page, s")
+    parser.add_argument("--server-start", type=float, default=90,
+                        help="longest wait for the server's health check, s")
+    parser.add_argument("--timeout", type=float,
+                        help="global limit for the whole run, s (default: seconds + 240 + "
+                             "10 per session + settle)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.sessions <= 50:
+        parser.error("--sessions must be between 1 and 50")
+    if not 0 < args.seconds <= 3600:
+        parser.error("--seconds must be in (0, 3600]")
+    if args.timeout is None:
+        args.timeout = args.seconds + 240 + 10 * args.sessions + args.settle
+    if args.once:
+        args.timeout += 180
+
+    # SIGTERM unwinds like Ctrl-C, so that ``finally`` stops the server and the browsers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
+    report = run(args)
+    print(summary(report))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        print(f"\nwritten: {args.json}")
+    ok = report["error_count"] == 0 and report.get("sessions_reported") == args.sessions
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

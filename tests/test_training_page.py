@@ -1,0 +1,87 @@
+"""The LN-LSTM vs LSTM page, run through app.py with AppTest on a tiny training."""
+
+from __future__ import annotations
+
+import pytest
+from pageutil import alerts, decode, figures, open_page
+from test_train import single_thread  # noqa: F401  (one thread: see its docstring)
+
+from lnviz.train import TrainConfig, Training, load_digits_data
+
+PAGE = "pages/training.py"
+
+
+def tiny_page(models: list[str]):
+    at = open_page(PAGE)
+    at.multiselect(key="tr_models").set_value(models)
+    at.select_slider(key="tr_hidden").set_value(16)
+    at.select_slider(key="tr_batch").set_value(16)
+    at.number_input(key="tr_steps").set_value(6)
+    return at.run()
+
+
+@pytest.fixture(scope="module")
+def trained_page():
+    at = tiny_page(["lstm", "ln-lstm", "bn-lstm"])
+    at.button(key="tr_run").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_page_explains_before_anything_is_trained() -> None:
+    at = open_page(PAGE)
+    assert any("Press **Run**" in text for text in alerts(at)["info"])
+    assert any("class LayerNormLSTMCell" in code.value for code in at.code)
+    assert any(r"\mathrm{LN}(W x_t" in latex.value for latex in at.latex)
+    assert any("Try this" in md.value for md in at.markdown)
+    assert at.session_state["tr_results"] == {}
+
+
+def test_run_draws_curves_gradients_gates_and_the_batch_check(trained_page) -> None:
+    at = trained_page
+    curves, grads, gates = figures(at)
+    names = {t["name"] for t in curves["data"]}
+    assert names == {"LSTM", "LN-LSTM", "BN-LSTM"}
+    steps = next(t["x"] for t in curves["data"] if t["name"] == "LN-LSTM")
+    assert decode(steps).tolist() == [1, 2, 3, 4, 5, 6]  # 6 steps, evaluated after each
+    assert len(grads["data"]) == 3
+    assert len(gates["data"]) == 3 * 3  # two bands and a median per model
+    table = at.dataframe[0].value.set_index(["model", "normalization statistics"])
+    column = "max |difference| of the logits"
+    assert table.loc[("LN-LSTM", "per sample (LayerNorm)"), column] < 1e-5
+    assert table.loc[("BN-LSTM", "batch statistics (training mode)"), column] > 1e-2
+    assert [m.label for m in at.metric] == [f"{m}: held-out accuracy"
+                                           for m in ("LSTM", "LN-LSTM", "BN-LSTM")]
+    assert not alerts(at)["error"]
+
+
+def test_chart_options_do_not_retrain(trained_page) -> None:
+    at = trained_page
+    result = next(iter(at.session_state["tr_results"].values()))
+    at.segmented_control(key="tr_gate").set_value("forget f").run()
+    at.radio(key="tr_when").set_value("at initialization").run()
+    assert not at.exception
+    assert next(iter(at.session_state["tr_results"].values())) is result
+    assert len(figures(at)) == 3
+
+
+def test_stop_ends_a_running_training_and_keeps_its_curves() -> None:
+    at = open_page(PAGE)
+    training = Training(load_digits_data(), TrainConfig(hidden_size=8, steps=50, eval_every=2))
+    training.advance(4)  # as if a rerun had interrupted it here
+    at.session_state["tr_job"] = ("earlier settings", training)
+    at.button(key="tr_stop").click().run()
+    assert not at.exception, at.exception
+    assert training.done and at.session_state["tr_job"] is None
+    assert any("Stopped after 4 of 50 steps" in w for w in alerts(at)["warning"])
+    assert decode(figures(at)[0]["data"][0]["x"]).tolist() == [2, 4]
+
+
+def test_missing_upload_and_no_models_are_explained() -> None:
+    at = open_page(PAGE, {"tr_data": "MNIST (upload)"})  # the URL holds the label
+    assert any("Upload mnist.npz" in text for text in alerts(at)["info"])
+    at.multiselect(key="tr_models").set_value([]).run()
+    assert not at.exception
+    assert any("at least one model" in text for text in alerts(at)["info"])
+    at.button(key="tr_run").click().run()
+    assert not at.exception and at.session_state["tr_results"] == {}
