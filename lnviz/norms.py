@@ -630,6 +630,9 @@ def _fast_group_norm(
 ) -> NormResult:
     n, c = input.shape[0], input.shape[1]
     spatial = math.prod(input.shape[2:])
+    # CUDA's kernel wants γ and β in the input's dtype (the CPU one also takes float32 ones).
+    weight = None if weight is None else weight.to(input.dtype)
+    bias = None if bias is None else bias.to(input.dtype)
     output, mean, rstd = torch.native_group_norm(input, weight, bias, n, c, spatial, num_groups,
                                                  eps)
     # (N, G) statistics, repeated for each channel of a group so that they broadcast.
