@@ -197,3 +197,17 @@ def test_downloads_and_snippet(explorer):
         set(labels)
     code = explorer.code[0].value
     assert "F.layer_norm(x, normalized_shape, gamma, beta, eps=1e-05)" in code
+
+
+def test_demo_mode_caps_uploads_and_generated_tensors(monkeypatch):
+    monkeypatch.setenv("LNVIZ_DEMO", "1")
+    at = open_page(EXPLORER, {"src": "Random batch"})
+    at.number_input(key="rn").set_value(100_000).run()
+    at.number_input(key="rc").set_value(100).run()  # 10 million values: fine on a laptop
+    assert not at.exception
+    assert any("2,000,000 values" in e for e in alerts(at)["error"])
+    at.segmented_control(key="src").set_value("upload").run()
+    assert at.file_uploader(key="upload").proto.max_upload_size_mb == 20
+    big = npy_bytes(np.zeros((2_000_001,), dtype=np.float32))
+    at.file_uploader(key="upload").upload("big.npy", big).run()
+    assert any("2000000" in e or "2,000,000" in e for e in alerts(at)["error"]), alerts(at)

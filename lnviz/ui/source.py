@@ -15,7 +15,8 @@ import streamlit as st
 
 from lnviz import data
 from lnviz.explore import LAYOUTS, Batch
-from lnviz.io import DEFAULT_MAX_ELEMENTS, TensorFileError, load_arrays, nonfinite_report
+from lnviz.io import TensorFileError, load_arrays, nonfinite_report
+from lnviz.limits import current_limits
 
 SOURCES = {
     "preset": "Seed examples",
@@ -25,8 +26,6 @@ SOURCES = {
     "typed": "Type numbers",
     "upload": "Upload .npy/.npz",
 }
-#: Per-widget upload limit in MB (the server-wide one is in .streamlit/config.toml).
-MAX_UPLOAD_MB = 200
 _DEFAULT_TABLE = pd.DataFrame(
     [[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0], [0.5, -1.0, 3.5, 10.0]],
     columns=["f0", "f1", "f2", "f3"],
@@ -206,10 +205,11 @@ def _typed_source() -> tuple[Batch, tuple] | None:
 
 
 def _upload_source() -> tuple[Batch, tuple] | None:
+    limits = current_limits()
     uploaded = st.file_uploader(
-        "Tensor file", type=["npy", "npz"], key="upload", max_upload_size=MAX_UPLOAD_MB,
-        help=f"A .npy or .npz file saved with numpy (at most {MAX_UPLOAD_MB} MB and "
-             f"{DEFAULT_MAX_ELEMENTS:,} values). Files are parsed, never unpickled.",
+        "Tensor file", type=["npy", "npz"], key="upload", max_upload_size=limits.upload_mb,
+        help=f"A .npy or .npz file saved with numpy (at most {limits.upload_mb} MB and "
+             f"{limits.max_elements:,} values). Files are parsed, never unpickled.",
     )
     if uploaded is None:
         st.info("Upload a .npy or .npz file to explore your own tensor, e.g. "
@@ -217,7 +217,7 @@ def _upload_source() -> tuple[Batch, tuple] | None:
         return None
     cache = st.session_state.get("_upload")
     if cache is None or cache[0] != uploaded.file_id:
-        arrays = load_arrays(uploaded.getvalue())
+        arrays = load_arrays(uploaded.getvalue(), max_elements=limits.max_elements)
         st.session_state["_upload"] = (uploaded.file_id, arrays)
     arrays = st.session_state["_upload"][1]
     names = [n for n in arrays if n != "mask"] or list(arrays)
@@ -282,6 +282,7 @@ def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str) -> 
 
 def _check_size(shape: tuple[int, ...]) -> None:
     count = int(np.prod([int(s) for s in shape], dtype=object))
-    if count > data.MAX_ELEMENTS:
-        raise ValueError(f"{data.describe_shape(shape)} is more than the "
-                         f"{data.MAX_ELEMENTS:,} values the Explorer handles; make it smaller")
+    cap = current_limits().max_elements
+    if count > cap:
+        raise ValueError(f"{data.describe_shape(shape)} is more than the {cap:,} values the "
+                         "Explorer handles here; make it smaller")
