@@ -20,6 +20,7 @@ import math
 import os
 import struct
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -441,14 +442,39 @@ class Training:
 
     ``advance(n)`` moves each model n steps further (all of them, so that their curves grow
     together); ``stop()`` ends it early; ``done`` says whether it has ended.
+
+    Creating one is instant: the models are built on first use. The app keeps a training between
+    reruns, and Streamlit may start a rerun while the previous run is still inside ``advance``,
+    so ``advance`` and :func:`summarize` take a lock: one waits for the other's chunk to end
+    instead of both changing the same weights at once.
     """
 
     def __init__(self, data: SequenceData, config: TrainConfig) -> None:
         self.data, self.config = data, config
-        self.tensors = _Tensors.build(data, config.device)
-        self.runs = [ModelRun(kind, self.tensors, data.num_classes, config)
-                     for kind in config.models]
         self.stopped = False
+        self._lock = threading.RLock()
+        self._tensors: _Tensors | None = None
+        self._runs: list[ModelRun] = []
+
+    def _build(self) -> None:
+        with self._lock:
+            if self._tensors is None:
+                tensors = _Tensors.build(self.data, self.config.device)
+                self._runs = [ModelRun(kind, tensors, self.data.num_classes, self.config)
+                              for kind in self.config.models]
+                self._tensors = tensors
+
+    @property
+    def tensors(self) -> _Tensors:
+        """The dataset on the training device, with the held-out subset used for the curves."""
+        self._build()
+        return self._tensors
+
+    @property
+    def runs(self) -> list[ModelRun]:
+        """One :class:`ModelRun` per model, in the order of ``config.models``."""
+        self._build()
+        return self._runs
 
     @property
     def step(self) -> int:
@@ -461,9 +487,11 @@ class Training:
         return self.stopped or self.step >= self.config.steps
 
     def advance(self, n: int) -> None:
-        """Up to ``n`` more steps for every model (fewer at the end)."""
-        for run in self.runs:
-            run.advance(max(0, min(n, self.config.steps - run.step)))
+        """Up to ``n`` more steps for every model (fewer at the end, none once stopped)."""
+        with self._lock:
+            for run in self.runs:
+                if not self.stopped:
+                    run.advance(max(0, min(n, self.config.steps - run.step)))
 
     def stop(self) -> None:
         """End the training where it is; what was learned so far is kept."""
@@ -542,6 +570,11 @@ def summarize(training: Training) -> TrainingResult:
     """The numbers a page or a JSON file needs from a training, finished or stopped: curves,
     times, gate pre-activation quantiles and the batch-dependence check on 64 held-out
     samples."""
+    with training._lock:  # not while another thread is inside advance()
+        return _summarize(training)
+
+
+def _summarize(training: Training) -> TrainingResult:
     x_gates = training.tensors.x_eval[:GATE_SAMPLES]
     x_batch = training.tensors.x_eval[:64]
     runs = training.runs

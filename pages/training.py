@@ -71,11 +71,11 @@ with st.container(border=True):
             help="mnist.npz with x_train, y_train, x_test, y_test (as keras saves it), or "
                  "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
                  "and t10k-labels-idx1-ubyte (optionally .gz). Nothing is downloaded.")
-    cols = st.columns([1, 1, 6])
+    cols = st.columns([1, 1.5, 5.5])
     cols[0].button("Run", type="primary", key="tr_run", icon=":material/play_arrow:",
                    on_click=request_run, args=("tr_run_requested",),
                    help="Train every chosen model from scratch with these settings.")
-    cols[1].button("Stop", key="tr_stop", icon=":material/stop:",
+    cols[1].button("Stop training", key="tr_stop", icon=":material/stop:",
                    on_click=request_run, args=("tr_stop_requested",),
                    help="Stop the training; what was learned so far is kept and shown.")
 run = st.session_state.pop("tr_run_requested", False)
@@ -90,10 +90,11 @@ elif not upload:
     st.info("Upload mnist.npz or the four MNIST IDX files above, or switch back to the built-in "
             "digits.", icon="📂")
 else:
+    upload_key = tuple(f.file_id for f in upload)
     try:
-        data = memo(("tr_data", *(f.file_id for f in upload)),
+        data = memo(("tr_data", upload_key),
                     lambda: load_files({f.name: f.getvalue() for f in upload}))
-        data_key = tuple(f.file_id for f in upload)
+        data_key = upload_key
     except ValueError as err:
         st.error(f"Cannot read the upload: {err}", icon="🚫")
 if not models:
@@ -107,7 +108,8 @@ key = (config, data_key)
 
 # --- Computation: a training in chunks, which the next rerun resumes or stops ----------------
 # The running training lives in the session, so a rerun (a click on Stop, any other widget, a
-# visit to another page) finds it where it was: Stop ends it, anything else lets it go on.
+# visit to another page) finds it where it was: Stop ends it, anything else lets it go on. The
+# interrupted run ends at its next redraw; Training's lock keeps the two from stepping at once.
 results: dict = st.session_state.setdefault("tr_results", {})
 job: tuple | None = st.session_state.get("tr_job")  # (key, Training) while one is running
 if stop:
@@ -115,37 +117,37 @@ if stop:
         st.toast("Nothing is training.")
     else:
         job[1].stop()
-if run and config is not None and data is not None:
-    try:
-        job = (key, Training(data, config))
-    except (RuntimeError, ValueError) as err:
-        st.error(f"Cannot start the training: {err}", icon="🚫")
-        job = None
-    st.session_state["tr_job"] = job
+if run and (config is None or data is None):
+    st.warning("Nothing to train yet: choose a model and a dataset first.", icon="👆")
+elif run:
+    # Stored before any work (building a Training is instant), so that a rerun started by a
+    # quick click on Stop already finds it.
+    job = st.session_state["tr_job"] = (key, Training(data, config))
 
 curves_slot = st.empty()
 if job is not None:
     job_key, training = job
     total = training.config.steps
-    chance = 1 / training.data.num_classes
-    progress = st.progress(training.step / total, text="Training…")
-    curves_slot.plotly_chart(charts.training_curves_figure(training.curves(), total, chance),
-                             key=f"tr_live_{training.step}")
+    progress = st.progress(0.0, text="Preparing the models…")
     try:
-        while not training.done:
-            training.advance(training.config.eval_every)
+        while True:
+            step = training.step  # the models are built on first use
             accuracies = ", ".join(f"{label} {c['accuracy'][-1]:.0%}"
                                    for label, c in training.curves().items() if c["accuracy"])
-            progress.progress(training.step / total,
-                              text=f"Step {training.step} of {total} · held-out accuracy: "
-                                   f"{accuracies}")
-            curves_slot.plotly_chart(charts.training_curves_figure(training.curves(), total,
-                                                                   chance),
-                                     key=f"tr_live_{training.step}")
-        results.pop(job_key, None)
-        results[job_key] = summarize(training)
-        while len(results) > RESULTS_KEPT:
-            results.pop(next(iter(results)))
+            progress.progress(step / total, text=f"Step {step} of {total}" + (
+                f" · held-out accuracy: {accuracies}" if accuracies else ""))
+            curves_slot.plotly_chart(charts.training_curves_figure(
+                training.curves(), total, 1 / training.data.num_classes), key=f"tr_live_{step}")
+            if training.done:
+                break
+            training.advance(training.config.eval_every)
+        if training.step == 0:
+            st.info("Stopped before the first step: nothing to show.", icon="⏹️")
+        else:
+            results.pop(job_key, None)
+            results[job_key] = summarize(training)
+            while len(results) > RESULTS_KEPT:
+                results.pop(next(iter(results)))
     except (RuntimeError, ValueError) as err:  # e.g. out of memory on the device
         st.error(f"Training failed: {err}", icon="🚫")
     st.session_state["tr_job"] = None
