@@ -4,8 +4,10 @@ import pandas as pd
 import streamlit as st
 
 from lnviz import charts
+from lnviz.limits import current_limits
 from lnviz.rnn import GATES, LN_LSTM_CELL_CODE, MODEL_LABELS, MODELS
 from lnviz.train import TrainConfig, Training, load_digits_data, load_files, summarize
+from lnviz.ui.figures import show_figure
 from lnviz.ui.state import current_settings, memo, request_run
 
 settings = current_settings()
@@ -46,7 +48,8 @@ with st.container(border=True):
         help="Sequences per mini-batch. BatchNorm's statistics come from these samples, so "
              "small batches make them noisy; LayerNorm does not look at the batch at all.")
     steps = cols[3].number_input(
-        "Training steps", min_value=1, max_value=5000, value=300, step=50, key="tr_steps",
+        "Training steps", min_value=1, max_value=current_limits().max_training_steps,
+        value=300, step=50, key="tr_steps",
         bind="query-params", help="Optimizer steps per model; the curves are redrawn about "
                                   f"{CHART_UPDATES} times on the way.")
     cols = st.columns(4)
@@ -188,7 +191,7 @@ else:
 
     # --- Gradients ----------------------------------------------------------------------------
     st.subheader("Gradient norms")
-    st.plotly_chart(charts.training_grad_norm_figure(result.step_grad_norm), key="tr_grads")
+    show_figure(charts.training_grad_norm_figure(result.step_grad_norm), key="tr_grads")
     st.caption("‖∇θ‖₂ of all parameters together at every step (log scale), before Adam's "
                "update. Adam rescales each step, so these norms do not set the step size, but "
                "spikes and drifts show how rough the loss surface is along the way.")
@@ -207,7 +210,7 @@ else:
     row = 0 if gate == "all" else 1 + GATES.index(gate)
     gates = result.gates if moment == "after training" else result.gates_at_init
     quantiles = {label: q[4 if row == 0 else row - 1] for label, q in gates.items()}
-    st.plotly_chart(charts.training_gates_figure(quantiles), key="tr_gates")
+    show_figure(charts.training_gates_figure(quantiles), key="tr_gates")
     st.caption("Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
                "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02) and "
                "a gate is stuck open or shut. LayerNorm makes each projection a sum of "

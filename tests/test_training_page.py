@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pageutil import alerts, decode, figures, open_page
+from pageutil import alerts, decode, figures, open_page, table_with
 from test_train import single_thread  # noqa: F401  (one thread: see its docstring)
 
 from lnviz.train import TrainConfig, Training, load_digits_data
@@ -46,7 +46,8 @@ def test_run_draws_curves_gradients_gates_and_the_batch_check(trained_page) -> N
     assert decode(steps).tolist() == [1, 2, 3, 4, 5, 6]  # 6 steps, evaluated after each
     assert len(grads["data"]) == 3
     assert len(gates["data"]) == 3 * 3  # two bands and a median per model
-    table = at.dataframe[0].value.set_index(["model", "normalization statistics"])
+    table = table_with(at, "normalization statistics").value.set_index(
+        ["model", "normalization statistics"])
     column = "max |difference| of the logits"
     assert table.loc[("LN-LSTM", "per sample (LayerNorm)"), column] < 1e-5
     assert table.loc[("BN-LSTM", "batch statistics (training mode)"), column] > 1e-2
