@@ -2,7 +2,7 @@
 
 Used by ``python -m lnviz.bench --app``. For each page (except the ones whose work is a long
 computation the learner starts on purpose: training and benchmarking) it opens the page with its
-default data, then moves its first slider-like control back and forth and times each rerun.
+default data, then moves its first slider back and forth and times each rerun.
 """
 
 from __future__ import annotations
@@ -20,15 +20,13 @@ SKIPPED = {"pages/training.py", "pages/performance.py"}
 
 
 def _movable(at: AppTest) -> tuple[object, list] | None:
-    """The first control whose value can be moved between two options, and those options."""
-    for widget in [*at.select_slider, *at.segmented_control]:
-        options = list(widget.options)
-        if len(options) > 1:
-            return widget, options
+    """The first numeric slider (or else number input) and two values to move it between."""
     for widget in at.slider:
-        low, high = widget.min, widget.max
-        if high > low:
-            return widget, [low, high]
+        if isinstance(widget.value, (int, float)) and widget.max > widget.min:
+            return widget, [widget.min, widget.max]
+    for widget in at.number_input:
+        if widget.max is None or widget.max > widget.value:
+            return widget, [widget.value, widget.value + (widget.step or 1)]
     return None
 
 
@@ -45,9 +43,7 @@ def time_page(page: str, reruns: int = 7) -> dict:
     key, kind = widget.key, widget.type
     times = []
     for k in range(reruns):
-        target = getattr(at, kind)(key=key)
-        value = options[(k + 1) % 2] if kind == "slider" else options[(k + 1) % len(options)]
-        target.set_value(value)
+        getattr(at, kind)(key=key).set_value(options[(k + 1) % 2])
         start = time.perf_counter()
         at.run()
         times.append(time.perf_counter() - start)
