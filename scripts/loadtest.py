@@ -16,10 +16,12 @@ What it does, bounded in count and time throughout:
    all are ready they start together;
 3. each session walks the pages of the sidebar navigation (read at run time), round and round,
    for ``--seconds``. On each page it moves up to two controls — a slider (ArrowRight/ArrowLeft
-   on its thumb) and a segmented control (a click on an unselected option) — and times each
-   rerun from the interaction until the app is idle again (the script-run state and the status
-   widget ``[data-testid="stStatusWidget"]`` both seen, each wait bounded). The training page and
-   the Performance page are only opened: their work is started on purpose by a learner;
+   on its focused thumb) and a segmented control (a click on an unselected option) — and times
+   each rerun from the interaction until the app is idle again: the server's messages on the
+   app's WebSocket said the run started and finished, the script-run state is "notRunning" and
+   the status widget ``[data-testid="stStatusWidget"]`` is gone (every wait bounded). Page
+   opens from the navigation are timed the same way. The training page and the Performance
+   page are only opened: their work is a long computation a learner starts on purpose;
 4. errors: an exception box, the redacted "This app has encountered an error" notice, a lost
    connection, a crashed page, a timed-out wait, a session that could not start;
 5. the server's RSS is sampled every second (peak), and again ``--settle`` seconds after the
@@ -47,6 +49,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -224,9 +227,10 @@ _CONTROLS = """(skip) => {
 
 # --- memory ----------------------------------------------------------------------------------
 
-def _children_map() -> dict[int, list[int]]:
-    """Each live process's children, from /proc/*/stat."""
-    children: dict[int, list[int]] = {}
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """Each live process: (parent pid, CPU clock ticks used so far, user + system), from
+    /proc/*/stat."""
+    table: dict[int, tuple[int, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -237,8 +241,25 @@ def _children_map() -> dict[int, list[int]]:
             continue
         # the command name is in parentheses and may hold spaces: split after its last ")"
         fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry))
+        if len(fields) > 12:
+            table[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    return table
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores, from /proc/stat)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_map(table: dict[int, tuple[int, int]] | None = None) -> dict[int, list[int]]:
+    """Each live process's children."""
+    table = _proc_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
     return children
 
 
@@ -286,6 +307,56 @@ def tree_pss_mb(pid: int, children: dict[int, list[int]] | None = None) -> float
 def tree_rss_mb(pid: int, children: dict[int, list[int]] | None = None) -> float:
     """Resident memory of ``pid`` and all its descendants, in MB (MiB)."""
     return sum(rss_kb(p) for p in [pid, *descendants(pid, children)]) / 1024
+
+
+class Sampler(threading.Thread):
+    """Samples once a second: the server's RSS (its process and children); every
+    ``browser_every`` samples also the browsers' PSS; and the CPU time both have used (each
+    process's last-seen total, so that a browser that has exited still counts)."""
+
+    def __init__(self, server_pid: int, workers: list, t0: float, browser_every: int = 5):
+        super().__init__(name="loadtest-sampler", daemon=True)
+        self.server_pid, self.workers, self.t0 = server_pid, workers, t0
+        self.browser_every = browser_every
+        self.phase = "before"
+        self.samples: list[dict] = []
+        self.cpu_ticks: dict[str, dict[int, int]] = {"server": {}, "browsers": {}}
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def snap(self, browsers: bool = True) -> dict:
+        with self._lock:
+            table = _proc_table()
+            children = _children_map(table)
+            server_pids = [self.server_pid, *descendants(self.server_pid, children)]
+            browser_pids = [p for w in self.workers if w.pid
+                            for p in [w.pid, *descendants(w.pid, children)]]
+            for name, pids in (("server", server_pids), ("browsers", browser_pids)):
+                seen = self.cpu_ticks[name]
+                for pid in pids:
+                    if pid in table:
+                        seen[pid] = max(seen.get(pid, 0), table[pid][1])
+            s = {"t": round(time.time() - self.t0, 1), "phase": self.phase,
+                 "server_mb": round(sum(rss_kb(p) for p in server_pids) / 1024, 1),
+                 "server_cpu_s": round(sum(self.cpu_ticks["server"].values()) / self._tick, 2),
+                 "browsers_cpu_s": round(sum(self.cpu_ticks["browsers"].values())
+                                         / self._tick, 2),
+                 "machine_cpu_s": round(machine_cpu_s(), 2)}
+            if browsers:
+                s["sessions_mb"] = round(sum(pss_kb(p) for p in browser_pids) / 1024, 1)
+            self.samples.append(s)
+            return s
+
+    def run(self) -> None:
+        n = 0
+        while not self._halt.wait(1.0):
+            n += 1
+            self.snap(browsers=n % self.browser_every == 0)
+
+    def halt(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
 
 
 # --- server ----------------------------------------------------------------------------------
@@ -352,6 +423,8 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
     """One browser session: its own Playwright and Chromium; reports one dict on ``results``."""
     # the parent stops this process with SIGTERM: unwind, so that the browser closes
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    if cfg["nice"]:  # the browser (a child) inherits it: the server gets the CPU first
+        os.nice(cfg["nice"])
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
@@ -401,14 +474,17 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
                 error(f"{where}: run not finished within {timeout_ms / 1000:.0f} s")
             return None
 
-    def open_page(page, link: dict) -> None:
+    def open_page(page, link: dict) -> bool:
         """Click the page's navigation link; wait until its script has run to the end."""
         where = f"open {link['title']}"
         page.evaluate(_WATCH)
         page.locator(NAV_LINKS).nth(link["index"]).click(timeout=left_ms(page_ms))
+        n_errors = len(out["errors"])
         timing = wait_run(page, where, page_ms)
         if timing is None:
-            raise SessionError(f"{where}: no script run within {page_ms / 1000:.0f} s")
+            if len(out["errors"]) == n_errors:  # else wait_run has said what happened
+                error(f"{where}: no script run within {page_ms / 1000:.0f} s")
+            return False
         page.wait_for_function(_IDLE_WITH_TITLE, polling=100, timeout=left_ms(page_ms))
         here = page.evaluate("() => location.href.split('?')[0].replace(/\\/$/, '')")
         if here != link["href"]:
@@ -416,6 +492,7 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
         out["opens"].append({"page": link["title"], **timing})
         out["pages_visited"] += 1
         check(page, where)
+        return True
 
     def move(page, title: str, slider_dirs: dict) -> None:
         controls = page.evaluate(_CONTROLS, list(SKIP_OPTIONS))
@@ -472,13 +549,19 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
                 context = browser.new_context(viewport=VIEWPORT)
                 context.set_default_timeout(page_ms)
                 context.add_init_script(_WS_HOOK)
-                page = context.new_page()
-                page.on("crash", lambda *_: crashed.update(flag=True))
-                page.on("pageerror", lambda *_: out.__setitem__("js_errors",
-                                                                 out["js_errors"] + 1))
-                # open the home page; the navigation is complete once its script has run
-                page.goto(base, timeout=left_ms(page_ms))
-                page.wait_for_function(_IDLE_WITH_TITLE, polling=100, timeout=left_ms(page_ms))
+
+                def fresh_page():
+                    """A new tab on the home page; the navigation is complete once the home
+                    page's script has run."""
+                    tab = context.new_page()
+                    tab.on("crash", lambda *_: crashed.update(flag=True))
+                    tab.on("pageerror", lambda *_: out.update(js_errors=out["js_errors"] + 1))
+                    tab.goto(base, timeout=left_ms(page_ms))
+                    tab.wait_for_function(_IDLE_WITH_TITLE, polling=100,
+                                          timeout=left_ms(page_ms))
+                    return tab
+
+                page = fresh_page()
                 links = page.evaluate(
                     """(sel) => Array.from(document.querySelectorAll(sel)).map((a, i) => ({
                          index: i, href: a.href.split('?')[0].replace(/\\/$/, ''),
@@ -508,7 +591,9 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
                     if link["href"] == current:
                         continue
                     try:
-                        open_page(page, link)
+                        if not open_page(page, link):
+                            current = None
+                            continue
                         current = link["href"]
                         if link["title"] not in NO_MOVES and cfg["moves"] > 0:
                             move(page, link["title"], slider_dirs)
@@ -517,12 +602,13 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
                         current = None
                     except SessionError as err:
                         error(str(err))
-                        if crashed["flag"]:  # start over in a fresh page
+                        if crashed["flag"]:  # start over in a fresh tab
                             crashed["flag"] = False
-                            page = context.new_page()
-                            page.on("crash", lambda *_: crashed.update(flag=True))
-                            current = None
-                out["seconds_walked"] = cfg["seconds"] - max(0.0, end - time.time())
+                            with contextlib.suppress(PlaywrightError):
+                                page.close()
+                            page = fresh_page()
+                            current = links[0]["href"]
+                out["seconds_walked"] = round(time.time() - (end - cfg["seconds"]), 1)
             finally:
                 with contextlib.suppress(PlaywrightError):
                     browser.close()
@@ -572,18 +658,11 @@ def run(args: argparse.Namespace) -> dict:
         "command": " ".join(["python", "scripts/loadtest.py", *sys.argv[1:]]),
         "server_command": " ".join(["python", *command[1:]]),
         "sessions": args.sessions, "seconds": args.seconds, "once": args.once,
+        "browser_nice": args.nice,
         "errors": [], "server_log": log_name,
     }
-    samples: list[dict] = []
-
-    def sample(phase: str) -> dict:
-        children = _children_map()
-        browsers = sum(tree_pss_mb(w.pid, children) for w in workers if w.pid)
-        s = {"t": round(time.time() - started_at, 1), "phase": phase,
-             "server_mb": round(tree_rss_mb(server.pid, children), 1),
-             "sessions_mb": round(browsers, 1)}
-        samples.append(s)
-        return s
+    sampler: Sampler | None = None
+    got: list[dict] = []
 
     try:
         server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
@@ -595,12 +674,17 @@ def run(args: argparse.Namespace) -> dict:
                 raise SystemExit(f"the server was not healthy after {args.server_start} s")
             time.sleep(0.25)
         report["server_start_s"] = round(time.time() - started_at, 1)
+        report["load_average_at_start"] = os.getloadavg()[0]
         time.sleep(1)
-        report["rss_before_mb"] = sample("before")["server_mb"]
+        sampler = Sampler(server.pid, workers, started_at)
+        report["rss_before_mb"] = sampler.snap()["server_mb"]
+        sampler.phase = "warmup"
+        sampler.start()
 
         cfg = {"chromium": chromium, "seconds": args.seconds, "once": args.once,
                "moves": args.moves, "rerun_timeout": args.rerun_timeout,
-               "page_timeout": args.page_timeout, "hard_deadline": deadline - 30}
+               "page_timeout": args.page_timeout, "hard_deadline": deadline - 30,
+               "nice": args.nice}
         ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         for i in range(args.sessions):
             w = ctx.Process(target=_session, args=(i, base, cfg, ready, go, results),
@@ -609,50 +693,63 @@ def run(args: argparse.Namespace) -> dict:
             workers.append(w)
             time.sleep(args.stagger)
 
+        def collect() -> None:
+            while True:
+                try:
+                    got.append(results.get_nowait())
+                except queue.Empty:
+                    return
+
         # wait until every session has opened the home page (or died, or ran out of time)
-        n_ready, got = 0, []
+        n_ready = 0
         ready_end = min(deadline - 60, time.time() + args.ready_timeout)
         while n_ready < args.sessions and time.time() < ready_end:
             with contextlib.suppress(queue.Empty):
                 ready.get(timeout=1)
                 n_ready += 1
-            while True:  # a session that failed early reports at once
-                try:
-                    got.append(results.get_nowait())
-                except queue.Empty:
-                    break
+            collect()  # a session that failed early reports at once
             if len(got) + n_ready >= args.sessions:
                 break
-            sample("warmup")
         report["sessions_ready"] = n_ready
-        report["rss_ready_mb"] = sample("ready")["server_mb"]
+        sampler.phase = "load"
+        at_go = sampler.snap()
+        report["rss_ready_mb"] = at_go["server_mb"]
         go.set()
         walk_start = time.time()
 
         while len(got) < args.sessions and time.time() < deadline - 25:
-            tick = time.time()
-            sample("load")
-            while True:
-                try:
-                    got.append(results.get_nowait())
-                except queue.Empty:
-                    break
-            time.sleep(max(0.0, 1.0 - (time.time() - tick)))
+            time.sleep(0.5)
+            collect()
+        at_end = sampler.snap()
+        sampler.phase = "closing"
         report["walk_s"] = round(time.time() - walk_start, 1)
+        busy = max(1e-9, time.time() - walk_start)
+        report["server_cores_busy"] = round(
+            (at_end["server_cpu_s"] - at_go["server_cpu_s"]) / busy, 2)
+        report["browsers_cores_busy"] = round(
+            (at_end["browsers_cpu_s"] - at_go["browsers_cpu_s"]) / busy, 2)
+        report["machine_cores_busy"] = round(
+            (at_end["machine_cpu_s"] - at_go["machine_cpu_s"]) / busy, 2)
+        # what else ran meanwhile (this script itself, and anything else on the machine)
+        report["other_cores_busy"] = round(report["machine_cores_busy"]
+                                           - report["server_cores_busy"]
+                                           - report["browsers_cores_busy"], 2)
+        report["load_average_at_end"] = os.getloadavg()[0]
         missing = args.sessions - len(got)
         if missing:
             report["errors"].append(f"{missing} session(s) did not report before the deadline")
         for w in workers:
             stop_tree(w, grace=10)
+        samples = sampler.samples
         report["rss_peak_mb"] = max(s["server_mb"] for s in samples)
-        report["sessions_pss_peak_mb"] = max(s["sessions_mb"] for s in samples)
+        report["sessions_pss_peak_mb"] = max(s.get("sessions_mb", 0) for s in samples)
 
-        settle_end = min(deadline - 2, time.time() + args.settle)
-        while time.time() < settle_end:
-            sample("settle")
-            time.sleep(1)
-        report["rss_after_mb"] = sample("after")["server_mb"]
+        sampler.phase = "settle"
+        time.sleep(max(0.0, min(deadline - 2, time.time() + args.settle) - time.time()))
+        report["rss_after_mb"] = sampler.snap()["server_mb"]
     finally:
+        if sampler is not None and sampler.is_alive():
+            sampler.halt()
         for w in workers:
             stop_tree(w, grace=5)
         if server is not None:
@@ -692,7 +789,7 @@ def run(args: argparse.Namespace) -> dict:
         "js_errors": sum(o["js_errors"] for o in got),
         "error_count": 0,
         "rerun_records": reruns,
-        "samples": samples,
+        "samples": sampler.samples if sampler else [],
     })
     report["error_count"] = len(report["errors"])
     return report
@@ -723,6 +820,9 @@ def summary(r: dict) -> str:
         ("server RSS peak (MB)", _fmt(r.get("rss_peak_mb"), 1)),
         ("server RSS after (MB)", _fmt(r.get("rss_after_mb"), 1)),
         ("browsers' PSS peak, all (MB)", _fmt(r.get("sessions_pss_peak_mb"), 1)),
+        ("CPU cores busy: server / browsers / other",
+         f"{_fmt(r.get('server_cores_busy'), 2)} / {_fmt(r.get('browsers_cores_busy'), 2)} / "
+         f"{_fmt(r.get('other_cores_busy'), 2)} (of {r['machine']['cpus']})"),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
@@ -740,19 +840,23 @@ def summary(r: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sessions", type=int, default=10, help="concurrent browser sessions")
+    parser.add_argument("--sessions", type=int, default=10,
+                        help="concurrent browser sessions (default 10)")
     parser.add_argument("--seconds", type=float, default=60,
                         help="how long each session walks the pages (default 60)")
     parser.add_argument("--once", action="store_true",
                         help="open every page once per session instead of walking for --seconds")
     parser.add_argument("--moves", type=int, default=2,
-                        help="controls moved on each page visit (0: only open pages)")
+                        help="controls moved on each page visit (default 2; 0: only open pages)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--port", type=int, help="server port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--settle", type=float, default=20,
                         help="seconds to wait after the sessions close before the last RSS")
     parser.add_argument("--stagger", type=float, default=1.0,
                         help="seconds between starting two browsers")
+    parser.add_argument("--nice", type=int, default=0,
+                        help="run the browsers at this niceness (e.g. 10): a lower CPU priority "
+                             "than the server's, for a machine that hosts both")
     parser.add_argument("--rerun-timeout", type=float, default=60,
                         help="longest wait for one rerun, s")
     parser.add_argument("--page-timeout", type=float, default=90,

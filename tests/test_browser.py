@@ -233,6 +233,12 @@ def _norm_option(page: Page, name: str):
             .get_by_role("radio", name=name, exact=True))
 
 
+def chart_title(page: Page, title: str):
+    """A Plotly chart's (sub)title: SVG text inside the chart, not the same words that label
+    the figure's data table behind its expander."""
+    return page.locator(".js-plotly-plot text", has_text=title)
+
+
 def _open_from_navigation(page: Page, number: int, href: str | None) -> None:
     """Click the navigation's link ``number``; wait for its page's run; check it for errors."""
     link = page.locator(NAV_LINKS).nth(number)
@@ -293,22 +299,22 @@ def test_switching_between_batchnorm_and_layernorm(page: Page, server: str) -> N
     expect(_norm_option(page, "LayerNorm")).to_be_checked()
 
     _norm_option(page, "BatchNorm").click()
-    expect(page.locator("text=output y (BatchNorm)")).to_be_visible()
+    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]norm=BatchNorm(&|$)"))
     expect(_norm_option(page, "BatchNorm")).to_be_checked()
     expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_be_visible()
-    expect(page.locator("text=output y (LayerNorm)")).to_have_count(0)
+    expect(chart_title(page, "output y (LayerNorm)")).to_have_count(0)
     _wait_idle(page)
     _assert_no_exception(page)
     expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
     _shot(page, "explorer-batchnorm")
 
     _norm_option(page, "LayerNorm").click()
-    expect(page.locator("text=output y (LayerNorm)")).to_be_visible()
+    expect(chart_title(page, "output y (LayerNorm)")).to_be_visible()
     expect(_norm_option(page, "LayerNorm")).to_be_checked()
     expect(captions.filter(has_text="LayerNorm: one μ, σ per sample")).to_be_visible()
     expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_have_count(0)
-    expect(page.locator("text=output y (BatchNorm)")).to_have_count(0)
+    expect(chart_title(page, "output y (BatchNorm)")).to_have_count(0)
     _wait_idle(page)
     _assert_no_exception(page)
     _shot(page, "explorer-layernorm")
@@ -354,7 +360,7 @@ def test_upload_npy_through_the_dropzone(page: Page, server: str, tmp_path: Path
 def test_url_restores_the_settings(page: Page, server: str) -> None:
     # ε is bound by its slider's label: the URL the app writes for ε = 0.001 says eps=1e-3
     _open_explorer(page, server, "?norm=RMSNorm&eps=1e-3")
-    expect(page.locator("text=output y (RMSNorm)")).to_be_visible()
+    expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
     expect(_norm_option(page, "RMSNorm")).to_be_checked()
     expect(_norm_option(page, "LayerNorm")).not_to_be_checked()
     expect(page.locator('[data-testid="stCaptionContainer"]')
