@@ -23,7 +23,8 @@ import torch
 
 from lnviz.data import random_batch
 from lnviz.devices import to_tensor
-from lnviz.norms import NormResult, batch_norm, layer_norm, mean_and_var
+from lnviz.explore import table_norm
+from lnviz.norms import layer_norm, mean_and_var
 
 __all__ = [
     "AFFINE_NORMS",
@@ -112,27 +113,6 @@ def scale_shift_grid(
     )
 
 
-def _check_norm(norm: str) -> None:
-    if norm not in AFFINE_NORMS:
-        raise ValueError(f"norm must be one of {list(AFFINE_NORMS)}, got {norm!r}")
-
-
-def _normalize(
-    x: torch.Tensor,
-    norm: str,
-    weight: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-    eps: float = 1e-5,
-) -> NormResult:
-    """BatchNorm (training mode, statistics per feature) or LayerNorm (per sample) of (N, C)."""
-    _check_norm(norm)
-    if x.dim() != 2:
-        raise ValueError(f"expected an (N, C) batch, got shape {list(x.shape)}")
-    if norm == "BatchNorm":
-        return batch_norm(x, None, None, weight, bias, training=True, eps=eps)
-    return layer_norm(x, x.shape[-1], weight, bias, eps)
-
-
 @dataclass(frozen=True)
 class FeatureAffine:
     """One γ_c and β_c per feature, and what they made of each feature's column."""
@@ -165,7 +145,7 @@ def per_feature_affine(
                          f"{len(beta)}")
     weight = torch.tensor(list(gamma), dtype=torch.float64)
     bias = torch.tensor(list(beta), dtype=torch.float64)
-    y = _normalize(x, norm, weight, bias, eps).output
+    y = table_norm(x, norm, weight, bias, eps).output
     mean, std = _mean_std(y, (0,))
     return FeatureAffine(norm, _numpy(weight), _numpy(bias), _numpy(y), mean.ravel(),
                          std.ravel())
@@ -225,7 +205,7 @@ def recover_input(
     """
     if per not in ("feature", "sample"):
         raise ValueError(f"per must be 'feature' or 'sample', got {per!r}")
-    result = _normalize(x, norm, eps=eps)
+    result = table_norm(x, norm, eps=eps)
     if per == "sample":
         if norm != "LayerNorm":
             raise ValueError("per-sample γ and β undo LayerNorm; BatchNorm's statistics are "
@@ -237,7 +217,7 @@ def recover_input(
             gamma, beta = torch.sqrt(result.var + eps).flatten(), result.mean.flatten()
         else:
             gamma, beta = best_feature_affine(x, result.x_hat)
-        y = _normalize(x, norm, gamma, beta, eps).output
+        y = table_norm(x, norm, gamma, beta, eps).output
     error = float((y.to(torch.float64) - x.to(torch.float64)).abs().max())
     return Recovery(norm, per, _numpy(gamma), _numpy(beta), _numpy(y), error)
 

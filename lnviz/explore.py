@@ -33,6 +33,7 @@ __all__ = [
     "FAST_ABOVE",
     "LAYOUTS",
     "NORMS",
+    "TABLE_NORMS",
     "TOLERANCE",
     "Batch",
     "Exploration",
@@ -51,6 +52,7 @@ __all__ = [
     "pick_impl",
     "pytorch_snippet",
     "step_by_step",
+    "table_norm",
     "to_grid",
     "torch_reference",
     "worked_example_latex",
@@ -207,6 +209,29 @@ def _result_channels_last(r: NormResult) -> NormResult:
         lambda: r.x_hat.transpose(1, 2),
         tuple(sorted(swap.get(d, d) for d in r.reduce_dims)),
     )
+
+
+#: The norms :func:`table_norm` offers.
+TABLE_NORMS = ("BatchNorm", "LayerNorm")
+
+
+def table_norm(
+    x: torch.Tensor,
+    norm: str,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> NormResult:
+    """A (batch, features) table through LayerNorm (statistics per sample) or BatchNorm in
+    training mode (statistics per feature), with γ/β as tensors so autograd reaches them."""
+    if x.dim() != 2:
+        raise ValueError(f"expected a (batch, features) table, (N, C), got shape "
+                         f"{list(x.shape)}")
+    if norm == "LayerNorm":
+        return layer_norm(x, x.shape[-1:], weight, bias, eps)
+    if norm == "BatchNorm":
+        return batch_norm(x, None, None, weight, bias, True, 0.1, eps)
+    raise ValueError(f"norm must be one of {list(TABLE_NORMS)}, got {norm!r}")
 
 
 #: Above this many values the Explorer computes with impl="fast" (torch's fused kernels).

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.data import random_batch
-from lnviz.norms import batch_norm, layer_norm
+from lnviz.explore import table_norm
 
 __all__ = [
     "GRAD_NORMS",
@@ -72,19 +72,16 @@ def norm_forward(
 
     ``implementation="torch"`` runs ``torch.nn.functional`` instead of lnviz, for comparison.
     """
-    if x.dim() != 2:
-        raise ValueError(f"expected a (batch, features) table, got shape {list(x.shape)}")
     if implementation not in ("lnviz", "torch"):
         raise ValueError(f"implementation must be 'lnviz' or 'torch', got {implementation!r}")
-    reference = implementation == "torch"
+    if implementation == "lnviz":
+        return table_norm(x, norm, weight, bias, eps).output
+    if x.dim() != 2:
+        raise ValueError(f"expected a (batch, features) table, got shape {list(x.shape)}")
     if norm == "LayerNorm":
-        if reference:
-            return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
-        return layer_norm(x, x.shape[-1:], weight, bias, eps).output
+        return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
     if norm == "BatchNorm":
-        if reference:
-            return F.batch_norm(x, None, None, weight, bias, True, 0.1, eps)
-        return batch_norm(x, None, None, weight, bias, True, 0.1, eps).output
+        return F.batch_norm(x, None, None, weight, bias, True, 0.1, eps)
     raise ValueError(f"norm must be one of {list(GRAD_NORMS)}, got {norm!r}")
 
 

@@ -19,6 +19,7 @@ from lnviz.batchdep import (
     POPULATION_VAR,
     SWEEP_SIZES,
     _batch_mates,
+    _to_cube,
     batch_dependence,
     batch_size_sweep,
     fixed_sample,
@@ -67,14 +68,6 @@ def test_tokens_are_normalized_per_token_and_a_table_has_no_instance_norm():
 def test_cube_refusals(shape, layout, groups, message):
     with pytest.raises(ValueError, match=message):
         sharing_cubes(shape, layout, groups)
-
-
-def _to_cube(array: np.ndarray, layout: str) -> np.ndarray:
-    if layout == "NC":
-        return array[:, :, None]
-    if layout == "NLC":
-        return array.transpose(0, 2, 1)
-    return array.reshape(array.shape[0], array.shape[1], -1)
 
 
 @settings(max_examples=25, deadline=None)
