@@ -60,6 +60,47 @@ def _symmetric_range(values: np.ndarray) -> tuple[float, float]:
     return -(bound or 1.0), bound or 1.0
 
 
+def _panel_grid(titles: Sequence[str], rows: int = 1, gap: float = 0.07, vgap: float = 0.08,
+                title_size: int = 15) -> tuple[dict, list[tuple[str, str]]]:
+    """Layout entries for panels on a grid, filled row by row from the top left, and each
+    panel's (xaxis, yaxis) trace references — what ``make_subplots`` lays out, without its cost.
+
+    The layout dict holds ``xaxis``, ``yaxis``, ``xaxis2``… and the panel titles as
+    ``annotations``; callers add their own keys and annotations to it. Axes are numbered as
+    ``make_subplots`` numbers them, so "xaxis2" is the second panel of the first row.
+    """
+    cols = -(-len(titles) // rows)
+    width = (1.0 - gap * (cols - 1)) / cols
+    height = (1.0 - vgap * (rows - 1)) / rows
+    layout: dict = {"annotations": []}
+    refs = []
+    for k, title in enumerate(titles):
+        row, col = divmod(k, cols)
+        suffix = "" if k == 0 else str(k + 1)
+        left, top = col * (width + gap), 1.0 - row * (height + vgap)
+        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}")
+        layout[f"yaxis{suffix}"] = dict(domain=[max(top - height, 0.0), top],
+                                        anchor=f"x{suffix}")
+        layout["annotations"].append(dict(
+            text=title, x=left + width / 2, y=top, xref="paper", yref="paper",
+            xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=title_size)))
+        refs.append((f"x{suffix}", f"y{suffix}"))
+    return layout, refs
+
+
+def _axis_ids(refs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Layout keys of the panels' axes: ("xaxis", "yaxis"), ("xaxis2", "yaxis2")…"""
+    return [(x.replace("x", "xaxis"), y.replace("y", "yaxis")) for x, y in refs]
+
+
+def _each_axis(layout: dict, refs: list[tuple[str, str]], x: dict | None = None,
+               y: dict | None = None) -> None:
+    """Set the same properties on every panel's x (and y) axis."""
+    for xaxis, yaxis in _axis_ids(refs):
+        layout[xaxis].update(x or {})
+        layout[yaxis].update(y or {})
+
+
 def norm_heatmaps(
     grid_in: np.ndarray,
     grid_out: np.ndarray,
@@ -80,67 +121,59 @@ def norm_heatmaps(
         row_labels, col_labels: names of the window's rows and columns (tick labels).
 
     Cells sit at integer coordinates so that group boundaries can be drawn between them.
+    Traces: the input heatmap, the output heatmap, the group heatmap, then per panel the group
+    boundaries (when there are any) and the padding marks (when there is padding).
     """
     rows, cols = grid_in.shape
-    fig = make_subplots(
-        rows=1, cols=3, horizontal_spacing=0.06,
-        subplot_titles=(title_in, "cells sharing one μ, σ", title_out),
-    )
+    layout, refs = _panel_grid((title_in, "cells sharing one μ, σ", title_out), gap=0.06,
+                               title_size=16)
     hover = "row %{y}, column %{x}<br>"
-    for col, grid, bar_x, name in ((1, grid_in, 0.285, title_in), (3, grid_out, 1.0, title_out)):
+    data: list[dict] = []
+    for (xref, yref), grid, bar_x, name in ((refs[0], grid_in, 0.285, title_in),
+                                            (refs[2], grid_out, 1.0, title_out)):
         low, high = _symmetric_range(np.asarray(grid, dtype=np.float64))
-        fig.add_trace(go.Heatmap(
-            z=np.asarray(grid, dtype=np.float32), zmin=low, zmax=high, colorscale=DIVERGING,
-            name=name,
-            colorbar=dict(x=bar_x, len=0.9, thickness=12),
-            hovertemplate=hover + "value %{z:.4g}<extra></extra>",
-        ), row=1, col=col)
+        data.append(dict(
+            type="heatmap", z=np.asarray(grid, dtype=np.float32), zmin=low, zmax=high,
+            colorscale=DIVERGING, name=name, colorbar=dict(x=bar_x, len=0.9, thickness=12),
+            hovertemplate=hover + "value %{z:.4g}<extra></extra>", xaxis=xref, yaxis=yref))
     # Colour groups in order of first appearance, so neighbouring groups differ in colour.
     _, first_seen = np.unique(groups, return_inverse=True)
     steps = len(OKABE_ITO)
     categories = (first_seen.reshape(groups.shape) % steps).astype(np.int8)
     palette = [[min(edge / steps, 1.0), color] for i, color in enumerate(OKABE_ITO)
                for edge in (i, i + 1)]
-    fig.add_trace(go.Heatmap(
-        z=categories, zmin=-0.5, zmax=steps - 0.5, colorscale=palette, showscale=False,
-        name="group (colour index)",
+    data.append(dict(
+        type="heatmap", z=categories, zmin=-0.5, zmax=steps - 0.5, colorscale=palette,
+        showscale=False, name="group (colour index)",
         customdata=np.asarray(groups, dtype=np.int32),
         hovertemplate=hover + "group %{customdata}<extra></extra>",
-    ), row=1, col=2)
+        xaxis=refs[1][0], yaxis=refs[1][1]))
 
     bx, by = group_boundaries(np.asarray(groups))
     pad_rows, pad_cols = np.nonzero(padding) if padding is not None else ((), ())
-    for col in (1, 2, 3):
+    for k, (xref, yref) in enumerate(refs):
         if bx:
-            fig.add_trace(go.Scatter(
-                x=bx, y=by, mode="lines", line=dict(color="black", width=1.5),
-                name="group boundary", hoverinfo="skip", showlegend=False,
-            ), row=1, col=col)
+            data.append(dict(type="scatter", x=bx, y=by, mode="lines",
+                             line=dict(color="black", width=1.5), name="group boundary",
+                             hoverinfo="skip", showlegend=False, xaxis=xref, yaxis=yref))
         if len(pad_rows):
-            fig.add_trace(go.Scatter(
-                x=np.asarray(pad_cols, dtype=np.float32), y=np.asarray(pad_rows, np.float32),
-                mode="markers", name="padding", showlegend=col == 1, hoverinfo="skip",
-                marker=dict(symbol="x-thin", size=9, line=dict(width=2, color="#444444")),
-            ), row=1, col=col)
-    _label_axes(fig, rows, cols, row_labels, col_labels)
-    fig.update_layout(height=max(320, min(900, 16 * rows + 140)), margin=dict(t=40, b=10),
-                      legend=dict(orientation="h", y=-0.08))
-    return fig
-
-
-def _label_axes(fig: go.Figure, rows: int, cols: int, row_labels: Sequence[str] | None,
-                col_labels: Sequence[str] | None) -> None:
-    """At most ~24 row and ~12 column tick labels, rows reading top to bottom."""
-    step_x, step_y = max(1, cols // 12), max(1, rows // 24)
-    xt = list(range(0, cols, step_x))
-    yt = list(range(0, rows, step_y))
-    for col in (1, 2, 3):
-        fig.update_xaxes(range=[-0.5, cols - 0.5], tickmode="array", tickvals=xt,
-                         ticktext=[str(col_labels[i]) for i in xt] if col_labels else None,
-                         row=1, col=col)
-        fig.update_yaxes(range=[rows - 0.5, -0.5], tickmode="array", tickvals=yt,
-                         ticktext=[str(row_labels[i]) for i in yt] if row_labels else None,
-                         showticklabels=col == 1, row=1, col=col)
+            data.append(dict(
+                type="scatter", x=np.asarray(pad_cols, dtype=np.float32),
+                y=np.asarray(pad_rows, np.float32), mode="markers", name="padding",
+                showlegend=k == 0, hoverinfo="skip", xaxis=xref, yaxis=yref,
+                marker=dict(symbol="x-thin", size=9, line=dict(width=2, color="#444444"))))
+    # At most ~24 row and ~12 column tick labels, rows reading top to bottom.
+    xt = list(range(0, cols, max(1, cols // 12)))
+    yt = list(range(0, rows, max(1, rows // 24)))
+    for k, (xaxis, yaxis) in enumerate(_axis_ids(refs)):
+        layout[xaxis].update(range=[-0.5, cols - 0.5], tickmode="array", tickvals=xt,
+                             ticktext=[str(col_labels[i]) for i in xt] if col_labels else None)
+        layout[yaxis].update(range=[rows - 0.5, -0.5], tickmode="array", tickvals=yt,
+                             ticktext=[str(row_labels[i]) for i in yt] if row_labels else None,
+                             showticklabels=k == 0)
+    layout.update(height=max(320, min(900, 16 * rows + 140)), margin=dict(t=40, b=10),
+                  legend=dict(orientation="h", y=-0.08))
+    return go.Figure(data=data, layout=layout)
 
 
 def group_stats_figure(
@@ -151,20 +184,25 @@ def group_stats_figure(
     labels: Sequence[str] | None = None,
 ) -> go.Figure:
     """μ and σ of every group, before and after normalization (two panels, one marker per
-    group): after LayerNorm with γ = 1, β = 0 every group sits at μ = 0, σ ≈ 1."""
+    group): after LayerNorm with γ = 1, β = 0 every group sits at μ = 0, σ ≈ 1.
+
+    Traces: μ before, μ after, σ before, σ after."""
     n = len(mean_in)
     x = list(labels) if labels is not None else list(range(n))
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("mean μ per group", "std σ per group"))
-    for col, before, after in ((1, mean_in, mean_out), (2, std_in, std_out)):
+    layout, refs = _panel_grid(("mean μ per group", "std σ per group"), gap=0.1,
+                               title_size=16)
+    data = []
+    for k, ((xref, yref), before, after) in enumerate(((refs[0], mean_in, mean_out),
+                                                       (refs[1], std_in, std_out))):
         for values, name, color in ((before, "before", BEFORE), (after, "after", AFTER)):
-            fig.add_trace(go.Scatter(
-                x=x, y=np.asarray(values, dtype=np.float32), mode="markers+lines",
-                name=name, legendgroup=name, showlegend=col == 1,
+            data.append(dict(
+                type="scatter", x=x, y=np.asarray(values, dtype=np.float32),
+                mode="markers+lines", name=name, legendgroup=name, showlegend=k == 0,
                 marker=dict(color=color, size=7), line=dict(color=color, width=1),
-            ), row=1, col=col)
-    fig.update_xaxes(title_text="group", type="category")
-    fig.update_layout(height=320, margin=dict(t=40, b=10))
-    return fig
+                xaxis=xref, yaxis=yref))
+    _each_axis(layout, refs, x=dict(title_text="group", type="category"))
+    layout.update(height=320, margin=dict(t=40, b=10))
+    return go.Figure(data=data, layout=layout)
 
 
 def distributions_figure(
@@ -172,15 +210,16 @@ def distributions_figure(
 ) -> go.Figure:
     """Histograms of all values before and after, from (bin centres, counts) pairs (see
     :func:`lnviz.explore.histogram`), so the figure's size does not grow with the tensor."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("values before", "values after"))
-    for col, (centres, counts), name, color in ((1, histogram_in, "before", BEFORE),
-                                                (2, histogram_out, "after", AFTER)):
-        fig.add_trace(go.Bar(x=np.asarray(centres, dtype=np.float32),
-                             y=np.asarray(counts, dtype=np.int64), name=name,
-                             marker_color=color, showlegend=False), row=1, col=col)
-    fig.update_layout(height=280, bargap=0.02, margin=dict(t=40, b=10))
-    fig.update_yaxes(title_text="count", row=1, col=1)
-    return fig
+    layout, refs = _panel_grid(("values before", "values after"), gap=0.1, title_size=16)
+    data = [dict(type="bar", x=np.asarray(centres, dtype=np.float32),
+                 y=np.asarray(counts, dtype=np.int64), name=name, marker_color=color,
+                 showlegend=False, xaxis=xref, yaxis=yref)
+            for (xref, yref), (centres, counts), name, color in (
+                (refs[0], histogram_in, "before", BEFORE), (refs[1], histogram_out, "after",
+                                                             AFTER))]
+    layout["yaxis"]["title_text"] = "count"
+    layout.update(height=280, bargap=0.02, margin=dict(t=40, b=10))
+    return go.Figure(data=data, layout=layout)
 
 
 # --- ε and numerical stability (pages/epsilon.py) --------------------------------------------
@@ -653,33 +692,6 @@ PADDING_COLORS = {"counted": OKABE_ITO[5], "masked": OKABE_ITO[2], "LayerNorm": 
 _ALERT = dict(color="#B00020", size=13)
 
 
-def _side_by_side(titles: Sequence[str], gap: float = 0.07) -> tuple[dict, list[tuple[str, str]]]:
-    """Layout entries for panels in one row, and each panel's (xaxis, yaxis) trace references.
-
-    The layout dict holds ``xaxis``, ``yaxis``, ``xaxis2``… and the panel titles as
-    ``annotations``; callers add their own keys and annotations to it.
-    """
-    count = len(titles)
-    width = (1.0 - gap * (count - 1)) / count
-    layout: dict = {"annotations": []}
-    refs = []
-    for i, title in enumerate(titles):
-        suffix = "" if i == 0 else str(i + 1)
-        left = i * (width + gap)
-        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}")
-        layout[f"yaxis{suffix}"] = dict(anchor=f"x{suffix}")
-        layout["annotations"].append(dict(
-            text=title, x=left + width / 2, y=1.0, xref="paper", yref="paper",
-            xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)))
-        refs.append((f"x{suffix}", f"y{suffix}"))
-    return layout, refs
-
-
-def _axis_ids(refs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Layout keys of the panels' axes: ("xaxis", "yaxis"), ("xaxis2", "yaxis2")…"""
-    return [(x.replace("x", "xaxis"), y.replace("y", "yaxis")) for x, y in refs]
-
-
 # Cube drawing: the C axis recedes up and to the right at 30°, shortened to 55%.
 _RECEDE = 0.55 * np.array([np.cos(np.pi / 6), np.sin(np.pi / 6)])
 
@@ -855,7 +867,7 @@ def bnln_redraws_figure(
     the batch (``batch_norm=None``) its panel shows ``refusal`` instead."""
     import textwrap
 
-    layout, refs = _side_by_side(["BatchNorm (training mode)", "LayerNorm"], gap=0.06)
+    layout, refs = _panel_grid(["BatchNorm (training mode)", "LayerNorm"], gap=0.06)
     features = np.arange(layer_norm.shape[1])
     data = []
     for (xref, yref), outputs, name in ((refs[0], batch_norm, "BatchNorm"),
@@ -932,7 +944,7 @@ def bnln_running_stats_figure(
     """The running μ and σ² of one feature step by step, beside each mini-batch's own μ and its
     biased and unbiased σ², with the population's values dashed. Batch arrays have one entry per
     step (1…k), running arrays one more (step 0: the starting 0 and 1)."""
-    layout, refs = _side_by_side(["mean μ", "variance σ²"], gap=0.08)
+    layout, refs = _panel_grid(["mean μ", "variance σ²"], gap=0.08)
     k = len(batch_mean)
     steps, running_steps = np.arange(1, k + 1), np.arange(k + 1)
     series = (
@@ -997,7 +1009,7 @@ def padding_feature_stats_figure(
 ) -> go.Figure:
     """BatchNorm's μ and σ per feature, with the pads counted and with them masked out, as
     labelled bars side by side."""
-    layout, refs = _side_by_side(["BatchNorm μ per feature", "BatchNorm σ per feature"])
+    layout, refs = _panel_grid(["BatchNorm μ per feature", "BatchNorm σ per feature"])
     features = [f"feature {i}" for i in range(len(mean_masked))]
     data = []
     for (xref, yref), counted, masked in ((refs[0], mean_with_pad, mean_masked),
@@ -1027,7 +1039,7 @@ def padding_tokens_figure(
         padding: bool (tokens,), True at pad tokens.
         row_labels: one name per token (must be distinct).
     """
-    layout, refs = _side_by_side([title for title, _ in panels], gap=0.03)
+    layout, refs = _panel_grid([title for title, _ in panels], gap=0.03)
     grids = [np.asarray(grid, dtype=np.float32) for _, grid in panels]
     rows, cols = grids[0].shape
     labels = list(row_labels) if row_labels is not None else [f"token {i}" for i in range(rows)]
@@ -1076,7 +1088,7 @@ def padding_share_figure(
     """Against the padded share of the batch: one feature's BatchNorm μ and σ with and without
     the pads, and how far the real tokens' outputs move (max |change| against no padding) under
     BatchNorm, masked BatchNorm and LayerNorm. ``current`` marks this batch's own share."""
-    layout, refs = _side_by_side([f"μ of feature {feature}", f"σ of feature {feature}",
+    layout, refs = _panel_grid([f"μ of feature {feature}", f"σ of feature {feature}",
                                   "real tokens' output moved by"])
     x = np.asarray(fraction, dtype=np.float64)
     counted = ("BatchNorm, pads counted", PADDING_COLORS["counted"], "solid", "circle")

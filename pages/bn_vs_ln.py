@@ -73,10 +73,9 @@ try:
 except ValueError as err:
     st.error(str(err), icon=":material/block:")
     st.stop()
-show_figure(charts.bnln_sharing_figure(
-    (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
-    [cube.note for cube in cubes], ("N", "C", axis),
-), key="bl_cubes")
+show_figure(charts.bnln_sharing_figure,
+            (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
+            [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
 st.caption(
     "After Wu & He (2018), *Group Normalization*, Figure 2: each cube is your tensor with the "
     "batch N across, the channels C going back and the positions (L or H·W) up. The blue cells "
@@ -119,8 +118,8 @@ try:
 except ValueError as err:
     st.error(str(err), icon=":material/block:")
     st.stop()
-show_figure(charts.bnln_redraws_figure(dependence.batch_norm, dependence.layer_norm,
-                                                dependence.refusal), key="bl_fixed")
+show_figure(charts.bnln_redraws_figure, dependence.batch_norm, dependence.layer_norm,
+            dependence.refusal, key="bl_fixed")
 if dependence.refusal:
     st.warning(f"**lnviz:** {dependence.refusal}.  \n**torch.nn.functional.batch_norm:** "
                f"{dependence.torch_refusal}.  \nLayerNorm is happy with a batch of one: it "
@@ -131,9 +130,8 @@ else:
                    f"{dependence.batch_norm_spread:.3g}")
     cols[1].metric("LayerNorm: largest change across re-draws",
                    f"{dependence.layer_norm_spread:.3g}")
-show_figure(charts.bnln_batch_sizes_figure(
-    sweep.batch_sizes, sweep.batch_norm[:, :, feature], sweep.layer_norm[:, :, feature], feature,
-), key="bl_sweep")
+show_figure(charts.bnln_batch_sizes_figure, sweep.batch_sizes, sweep.batch_norm[:, :, feature],
+            sweep.layer_norm[:, :, feature], feature, key="bl_sweep")
 st.caption("Each dot is the fixed sample's output for this feature in one re-drawn batch. The "
            "band narrows as the batch grows, because a bigger batch's μ and σ wobble less — "
            "but at batch size 2 BatchNorm can only answer ±1.")
@@ -170,11 +168,10 @@ try:
 except ValueError as err:
     st.error(str(err), icon=":material/block:")
     st.stop()
-show_figure(charts.bnln_running_stats_figure(
-    stats.batch_mean[:, feature], stats.batch_var[:, feature],
-    stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],
-    stats.running_var[:, feature], POPULATION_MEAN, POPULATION_VAR,
-), key="bl_running")
+show_figure(charts.bnln_running_stats_figure,
+            stats.batch_mean[:, feature], stats.batch_var[:, feature],
+            stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],
+            stats.running_var[:, feature], POPULATION_MEAN, POPULATION_VAR, key="bl_running")
 st.markdown(
     f"**Biased or unbiased?** A mini-batch is normalized with its biased variance (÷m, the "
     f"spread of exactly these values), but the running σ² is fed the unbiased one "
@@ -182,8 +179,8 @@ st.markdown(
     "population's variance from a small sample. The last mini-batch, feature by feature:"
 )
 st.dataframe(variance_table(stats), hide_index=True, key="bl_vartable")
-show_figure(charts.bnln_modes_figure(stats.train_output, stats.eval_output,
-                                              stats.layer_norm_output), key="bl_traineval")
+show_figure(charts.bnln_modes_figure, stats.train_output, stats.eval_output,
+            stats.layer_norm_output, key="bl_traineval")
 st.caption(f"The last mini-batch through BatchNorm in both modes: the largest difference is "
            f"{stats.train_eval_gap:.3g}. It shrinks as the running statistics settle, but the "
            "batch's own μ and σ² are never exactly the running ones. LayerNorm has no running "

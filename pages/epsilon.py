@@ -65,8 +65,8 @@ except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()
 
-show_figure(charts.eps_sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm,
-                                        sweep.variance, eps), key="ep_sweep_chart")
+show_figure(charts.eps_sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
+            sweep.variance, eps, key="ep_sweep_chart")
 st.caption(
     "Both axes are logarithmic. L = Σ yᵢ·gᵢ for a fixed random upstream gradient g (from the "
     "sidebar's seed), differentiated by autograd through lnviz.layer_norm. Left of the green "
@@ -133,8 +133,8 @@ except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()
 title = "offset from zero" if axis == "offset" else "row length H"
-show_figure(charts.eps_precision_figure(precision.values, precision.errors, title),
-                key="ep_precision_chart")
+show_figure(charts.eps_precision_figure, precision.values, precision.errors, title,
+            key="ep_precision_chart")
 st.caption(
     "Gaps in the float16 curve are offsets above 65 504, where float16 holds only inf and "
     "LayerNorm returns NaN. Where the error reaches about 1, the normalized values are noise. "
@@ -160,10 +160,8 @@ cancel_size = st.select_slider(
     "Row length", [16, 64, 256, 1024], value=256, key="ep_csize", bind="query-params",
     help="How many values (offset + N(0, 1)) each variance is taken over, in float32.")
 cancellation = cached_cancellation(size=cancel_size, seed=settings.seed)
-show_figure(charts.eps_cancellation_figure(cancellation.offsets,
-                                               cancellation.relative_error,
-                                               cancellation.variances),
-                key="ep_cancel_chart")
+show_figure(charts.eps_cancellation_figure, cancellation.offsets,
+            cancellation.relative_error, cancellation.variances, key="ep_cancel_chart")
 st.caption(
     "Always float32, whatever the sidebar says, so the three methods meet the same rounding. "
     "The reference is the two-pass variance in float64 of the very numbers float32 stored. "

@@ -42,7 +42,7 @@ with st.container(border=True):
 # --- Computation (one call into lnviz, once per setting) ---------------------------------------
 try:
     with st.spinner("Normalizing…"):
-        ex = memo((source_key, spec, settings.device, settings.dtype),
+        ex = memo(("explore", source_key, spec, settings.device, settings.dtype),
                   lambda: explore(batch, spec, settings.device, settings.dtype))
 except ValueError as err:
     st.error(str(err), icon="🚫")
@@ -84,25 +84,23 @@ padding = None
 if batch.mask is not None:
     pad = np.broadcast_to(np.expand_dims(~batch.mask, -1 if layout == "NLC" else 1), shape)
     padding = view.take(to_grid(pad, layout))
-show_figure(charts.norm_heatmaps(
-    view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
-    view.take(to_grid(ex.groups, layout)), padding=padding,
-    row_labels=[rows[i] for i in view.rows], col_labels=[columns[i] for i in view.cols],
-    title_out=f"output y ({spec.norm})",
-), key="heatmaps")
+show_figure(charts.norm_heatmaps,
+            view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
+            view.take(to_grid(ex.groups, layout)), padding=padding,
+            row_labels=[rows[i] for i in view.rows], col_labels=[columns[i] for i in view.cols],
+            title_out=f"output y ({spec.norm})", key="heatmaps")
 
 n_groups = len(ex.mean_in)
 shown = grid_view((1, n_groups), max_rows=1, max_cols=512).cols
-show_figure(charts.group_stats_figure(
-    ex.mean_in[shown], ex.std_in[shown], ex.mean_out[shown], ex.std_out[shown],
-    labels=[str(g) for g in shown],
-), key="stats")
+show_figure(charts.group_stats_figure,
+            ex.mean_in[shown], ex.std_in[shown], ex.mean_out[shown], ex.std_out[shown],
+            labels=[str(g) for g in shown], key="stats")
 st.caption(f"{n_groups:,} groups" + ("" if len(shown) == n_groups
                                      else f", {len(shown)} of them drawn") +
            ". After normalization with γ = 1, β = 0 every group has mean 0 and deviation "
            "close to 1 (a little below it when ε is large next to σ²).")
-show_figure(charts.distributions_figure(ex.histogram_in, ex.histogram_out),
-                key="distributions")
+show_figure(charts.distributions_figure, ex.histogram_in, ex.histogram_out,
+            key="distributions")
 
 # --- Step by step -----------------------------------------------------------------------------
 st.subheader("Step by step")

@@ -82,14 +82,13 @@ ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
 
 # --- Gradients ----------------------------------------------------------------------------------
 st.subheader("Where the gradient goes")
-show_figure(charts.grads_heatmaps({
+show_figure(charts.grads_heatmaps, {
     "input x": x.numpy(), "upstream ∂L/∂y": grad_output.numpy(),
     "∂L/∂x, LayerNorm": ln.grad_input, "∂L/∂x, BatchNorm": bn.grad_input,
-}), key="gr_grads")
-show_figure(charts.grads_param_figure(
-    {norm: report.by_norm[norm].grad_weight for norm in GRAD_NORMS},
-    {norm: report.by_norm[norm].grad_bias for norm in GRAD_NORMS},
-), key="gr_params")
+}, key="gr_grads")
+show_figure(charts.grads_param_figure,
+            {norm: report.by_norm[norm].grad_weight for norm in GRAD_NORMS},
+            {norm: report.by_norm[norm].grad_bias for norm in GRAD_NORMS}, key="gr_params")
 st.caption("∂L/∂β is the upstream gradient summed over the batch, the same for both norms; "
            "∂L/∂γ weighs it by x̂, which each norm computes differently.")
 message = (f"lnviz's outputs and gradients match torch.nn.functional's autograd: largest "
@@ -120,7 +119,7 @@ st.markdown(
 if n * c <= MAX_JACOBIAN:
     jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
                  norm_jacobian(x, norm, eps) for norm in GRAD_NORMS}
-    show_figure(charts.grads_jacobian_figure(jacobians, n), key="gr_jac")
+    show_figure(charts.grads_jacobian_figure, jacobians, n, key="gr_jac")
     shares = {name: cross_sample_share(j, n) for name, j in jacobians.items()}
     st.caption(" · ".join(f"{name}: {share:.0%} of Σ|J| outside the sample blocks"
                           for name, share in shares.items())
@@ -159,8 +158,8 @@ try:
 except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()
-show_figure(charts.grads_invariance_figure(
-    list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS}), key="gr_probes")
+show_figure(charts.grads_invariance_figure,
+            list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS}, key="gr_probes")
 st.dataframe(table, hide_index=True, key="gr_table", column_config={
     norm: st.column_config.NumberColumn(f"{norm}: max |Δy|", format="%.2e")
     for norm in GRAD_NORMS})

@@ -93,19 +93,17 @@ padding = ~batch.mask.reshape(-1)
 st.markdown(f"**{n} sequences × {length} positions × {d} features**, "
             f"{int(padding.sum())} of {n * length} positions padding "
             f"({stats.pad_fraction:.1%}).")
-show_figure(charts.padding_tokens_figure(
-    [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
-    batch.row_labels,
-), key="pd_tokens")
+show_figure(charts.padding_tokens_figure,
+            [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
+            batch.row_labels, key="pd_tokens")
 st.caption("Each row is one position, each column a feature; × marks the pads. The input has "
            "its own colour scale, the three outputs share one. Compare the real rows of the two "
            "BatchNorm panels: counting the pads shifts every one of them.")
 
 # --- BatchNorm's statistics -------------------------------------------------------------------
 st.subheader("1 · BatchNorm's μ and σ, with and without the pads")
-show_figure(charts.padding_feature_stats_figure(
-    stats.mean_with_pad, stats.mean_masked, stats.std_with_pad, stats.std_masked,
-), key="pd_stats")
+show_figure(charts.padding_feature_stats_figure, stats.mean_with_pad, stats.mean_masked,
+            stats.std_with_pad, stats.std_masked, key="pd_stats")
 st.dataframe(stats.table(), hide_index=True, key="pd_stats_table")
 st.markdown(
     f"Feature 0 with the pads: μ = **{stats.mean_with_pad[0]:.4g}**, σ = "
@@ -127,11 +125,11 @@ st.markdown(
 feature = st.columns(4)[0].selectbox(
     "Feature", list(range(d)), key="pd_feat", bind="query-params",
     help="Which feature's μ and σ the first two panels follow.")
-show_figure(charts.padding_share_figure(
-    sweep.fraction, sweep.mean_with_pad[:, feature], sweep.mean_masked[:, feature],
-    sweep.std_with_pad[:, feature], sweep.std_masked[:, feature], sweep.drift_with_pad,
-    sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction, feature=feature,
-), key="pd_sweep")
+show_figure(charts.padding_share_figure,
+            sweep.fraction, sweep.mean_with_pad[:, feature], sweep.mean_masked[:, feature],
+            sweep.std_with_pad[:, feature], sweep.std_masked[:, feature], sweep.drift_with_pad,
+            sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction, feature=feature,
+            key="pd_sweep")
 moved = float(sweep.drift_layer_norm.max())
 tried = f"{len(sweep.pads)} amounts of padding (up to {int(sweep.pads.max())} pads)"
 if moved == 0.0:
@@ -167,7 +165,7 @@ if steps is None:
     st.info("This batch has no padding: every sequence is full length. Type shorter lengths "
             "above to get pad tokens.", icon=":material/info:")
 else:
-    show_figure(charts.padding_pad_row_figure(steps["y"].to_numpy(), beta), key="pd_pad_row")
+    show_figure(charts.padding_pad_row_figure, steps["y"].to_numpy(), beta, key="pd_pad_row")
     st.latex(worked_example_latex(steps.iloc[0], eps))
     st.dataframe(steps, hide_index=True, key="pd_pad_steps")
     if steps["y"].isna().any():

@@ -64,7 +64,7 @@ if not rows:
             "about 10–30 seconds on a laptop.", icon="⏱️")
 else:
     roofline = {r.size: r.copy_gb_per_s for r in rows}
-    show_figure(charts.bench_figure(rows, roofline), key="pf_figure")
+    show_figure(charts.bench_figure, rows, roofline, key="pf_figure")
     with st.expander("The numbers", expanded=False):
         st.markdown(bench.format_table(rows))
     st.caption(f"Measured on: {bench.machine()}")

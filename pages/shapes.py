@@ -81,10 +81,9 @@ cols[2].metric("μ, σ² shape", str(view.stats_shape),
 cols[3].metric("groups × values", f"{view.groups} × {view.group_size}",
                help="How many (μ, σ²) pairs there are, and how many values each is taken over.")
 rows, columns = grid_labels(view.shape, batch.layout, batch.row_labels)
-show_figure(charts.norm_heatmaps(
-    view.input_grid, view.output_grid, view.group_grid, row_labels=rows, col_labels=columns,
-    title_out="LayerNorm output y",
-), key="sh_groups")
+show_figure(charts.norm_heatmaps,
+            view.input_grid, view.output_grid, view.group_grid, row_labels=rows, col_labels=columns,
+            title_out="LayerNorm output y", key="sh_groups")
 with st.expander("Output values", expanded=view.output_grid.size <= 24):
     st.dataframe(pd.DataFrame(view.output_grid, index=rows, columns=columns), key="sh_output")
 st.info(
@@ -135,11 +134,10 @@ try:
 except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()
-show_figure(charts.blocks_depth_figure(
-    {v: profiles[v].stream for v in VARIANTS},
-    {v: profiles[v].attention for v in VARIANTS},
-    {v: profiles[v].ffn for v in VARIANTS},
-), key="sh_depth_chart")
+show_figure(charts.blocks_depth_figure,
+            {v: profiles[v].stream for v in VARIANTS},
+            {v: profiles[v].attention for v in VARIANTS},
+            {v: profiles[v].ffn for v in VARIANTS}, key="sh_depth_chart")
 cols = st.columns(len(VARIANTS))
 for col, variant in zip(cols, VARIANTS, strict=True):
     final = profiles[variant].stream[-1]

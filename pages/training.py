@@ -191,7 +191,7 @@ else:
 
     # --- Gradients ----------------------------------------------------------------------------
     st.subheader("Gradient norms")
-    show_figure(charts.training_grad_norm_figure(result.step_grad_norm), key="tr_grads")
+    show_figure(charts.training_grad_norm_figure, result.step_grad_norm, key="tr_grads")
     st.caption("‖∇θ‖₂ of all parameters together at every step (log scale), before Adam's "
                "update. Adam rescales each step, so these norms do not set the step size, but "
                "spikes and drifts show how rough the loss surface is along the way.")
@@ -210,7 +210,7 @@ else:
     row = 0 if gate == "all" else 1 + GATES.index(gate)
     gates = result.gates if moment == "after training" else result.gates_at_init
     quantiles = {label: q[4 if row == 0 else row - 1] for label, q in gates.items()}
-    show_figure(charts.training_gates_figure(quantiles), key="tr_gates")
+    show_figure(charts.training_gates_figure, quantiles, key="tr_gates")
     st.caption("Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
                "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02) and "
                "a gate is stuck open or shut. LayerNorm makes each projection a sum of "

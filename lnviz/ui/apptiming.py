@@ -2,7 +2,7 @@
 
 Used by ``python -m lnviz.bench --app``. For each page (except the ones whose work is a long
 computation the learner starts on purpose: training and benchmarking) it opens the page with its
-default data, then moves its first slider back and forth and times each rerun.
+default data, then moves its first slider to new values across its range and times each rerun.
 """
 
 from __future__ import annotations
@@ -19,31 +19,42 @@ ROOT = Path(__file__).resolve().parents[2]
 SKIPPED = {"pages/training.py", "pages/performance.py"}
 
 
-def _movable(at: AppTest) -> tuple[object, list] | None:
-    """The first numeric slider (or else number input) and two values to move it between."""
+def _movable(at: AppTest, count: int) -> tuple[object, list] | None:
+    """The first numeric slider (or else number input) and ``count`` new values for it.
+
+    The values are spread over the control's range and differ from each other and from the
+    current value, so every rerun meets numbers no cache has seen (a learner dragging a slider).
+    """
     for widget in at.slider:
         if isinstance(widget.value, (int, float)) and widget.max > widget.min:
-            return widget, [widget.min, widget.max]
+            step = widget.step or (widget.max - widget.min) / 100
+            slots = int(round((widget.max - widget.min) / step))
+            picks = sorted({round(k * slots / count) for k in range(count + 1)})
+            values = [type(widget.value)(widget.min + i * step) for i in picks]
+            values = [v for v in values if v != widget.value]
+            return widget, values
     for widget in at.number_input:
-        if widget.max is None or widget.max > widget.value:
-            return widget, [widget.value, widget.value + (widget.step or 1)]
+        step = widget.step or 1
+        values = [widget.value + (k + 1) * step for k in range(count)]
+        if widget.max is None or values[-1] <= widget.max:
+            return widget, values
     return None
 
 
 def time_page(page: str, reruns: int = 7) -> dict:
-    """Median and max seconds of a rerun after moving ``page``'s first control."""
+    """Median and max seconds of a rerun after moving ``page``'s first control to a new value."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.switch_page(page).run()
     if at.exception:
         return {"page": page, "error": str(at.exception[0].message)}
-    found = _movable(at)
+    found = _movable(at, reruns)
     if found is None:
         return {"page": page, "error": "no movable control"}
-    widget, options = found
+    widget, values = found
     key, kind = widget.key, widget.type
     times = []
-    for k in range(reruns):
-        getattr(at, kind)(key=key).set_value(options[(k + 1) % 2])
+    for value in values:
+        getattr(at, kind)(key=key).set_value(value)
         start = time.perf_counter()
         at.run()
         times.append(time.perf_counter() - start)

@@ -1,23 +1,56 @@
 """Drawing a figure the accessible way: the chart, and its numbers as tables behind an
-expander (for screen readers, keyboard users and anyone who wants the values)."""
+expander (for screen readers, keyboard users and anyone who wants the values).
+
+Figures are built through a cache keyed by the builder and its arguments: moving one control
+rebuilds only the figures whose numbers changed, which keeps a rerun fast (plotly spends
+milliseconds validating every trace of a figure it builds).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from lnviz.charts import figure_tables
+from lnviz import charts
+
+#: Figures kept across reruns and sessions. Each is bounded (at most 128 × 128 cells of a tensor
+#: are ever drawn), so the cache stays at tens of megabytes.
+FIGURE_CACHE_ENTRIES = 128
 
 
-def show_figure(fig: go.Figure, key: str, caption: str | None = None) -> None:
-    """``st.plotly_chart`` plus a "Data behind this figure" expander with one table per trace."""
+@st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, ttl=3600, show_spinner=False)
+def _built(name: str, args: tuple, kwargs: dict
+           ) -> tuple[go.Figure, list[tuple[str, pd.DataFrame]]]:
+    """``charts.<name>(*args, **kwargs)`` and its data tables, shared read-only between reruns.
+
+    Figures depend only on their arguments (no session data), so sharing them between learners
+    shows nobody anything of anyone else's.
+    """
+    fig = getattr(charts, name)(*args, **kwargs)
+    return fig, charts.figure_tables(fig)
+
+
+def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
+                caption: str | None = None, **kwargs: Any) -> None:
+    """Draw ``builder(*args, **kwargs)`` (a figure builder of :mod:`lnviz.charts`) with
+    ``st.plotly_chart``, plus a "Data behind this figure" expander with one table per trace.
+
+    The figure and its tables come from a cache keyed by the builder's name and arguments.
+    """
+    name = getattr(builder, "__name__", "")
+    if getattr(charts, name, None) is not builder:
+        raise TypeError(f"show_figure takes a figure builder from lnviz.charts, not {builder!r}")
+    fig, tables = _built(name, args, kwargs)
     st.plotly_chart(fig, key=key)
     if caption:
         st.caption(caption)
-    tables = figure_tables(fig)
     if not tables:
         return
     with st.expander("Data behind this figure"):
-        for name, table in tables:
-            st.markdown(f"**{name}**")
+        for title, table in tables:
+            st.markdown(f"**{title}**")
             st.dataframe(table, height=min(35 * (len(table) + 1) + 3, 300))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -12,7 +12,7 @@ from lnviz.devices import available_devices, supported_dtypes
 
 T = TypeVar("T")
 _MEMO_KEY = "_lnviz_memo"
-_MEMO_ENTRIES = 2  # results can hold several full-size tensors: keep few per learner
+_MEMO_ENTRIES = 2  # per slot: results can hold several full-size tensors, keep few per learner
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,17 @@ def _legacy_pages_mode() -> bool:
     return False
 
 
-def memo(key: Hashable, compute: Callable[[], T]) -> T:
-    """``compute()`` once per ``key`` for this session, keeping the last few results.
+def memo(key: tuple, compute: Callable[[], T]) -> T:
+    """``compute()`` once per ``key`` for this session, keeping the last few results per slot.
 
-    Per-session (never shared between learners) and bounded, unlike a global cache; used for
-    results that hold large tensors, which ``st.cache_data`` would copy on every hit.
+    ``key`` is a tuple whose first item names the slot (``("bl_sweep", n, seed)``): each slot
+    keeps its own last :data:`_MEMO_ENTRIES` results, so a page's several computations do not
+    push one another out. Per-session (never shared between learners) and bounded, unlike a
+    global cache; used for results that hold large tensors, which ``st.cache_data`` would copy
+    on every hit.
     """
-    store: dict = st.session_state.setdefault(_MEMO_KEY, {})
+    slots: dict = st.session_state.setdefault(_MEMO_KEY, {})
+    store: dict = slots.setdefault(key[0], {})
     if key in store:
         store[key] = store.pop(key)  # most recently used goes last
         return store[key]
