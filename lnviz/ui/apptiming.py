@@ -28,7 +28,7 @@ def _movable(at: AppTest, count: int) -> tuple[object, list] | None:
     for widget in at.slider:
         if isinstance(widget.value, (int, float)) and widget.max > widget.min:
             step = widget.step or (widget.max - widget.min) / 100
-            slots = int(round((widget.max - widget.min) / step))
+            slots = round((widget.max - widget.min) / step)
             picks = sorted({round(k * slots / count) for k in range(count + 1)})
             values = [type(widget.value)(widget.min + i * step) for i in picks]
             values = [v for v in values if v != widget.value]
