@@ -2,6 +2,7 @@
 placement of LayerNorm in a block (post-LN, pre-LN, none) shapes the residual stream with depth."""
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -15,6 +16,7 @@ from lnviz.blocks import (
     StackConfig,
     block_snippet,
     depth_profiles,
+    first_blocks,
     layer_norm_shapes,
     layer_norm_snippet,
     shape_example,
@@ -24,12 +26,16 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
+#: The depth slider's maximum (and default): the stack that is computed and cached.
+MAX_DEPTH = 48
 
 
 @st.cache_data(max_entries=16, show_spinner="Sending the batch through the stack…")
 def _profiles(config: StackConfig) -> dict[str, DepthProfile]:
     # A 48-block stack takes a few hundred milliseconds; every learner shares the results.
-    return depth_profiles(config)
+    # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
+    # slices the cached result.
+    return depth_profiles(replace(config, depth=MAX_DEPTH))
 
 
 st.title("Shapes, and where LayerNorm sits")
@@ -115,8 +121,8 @@ st.latex(
 )
 with st.container(border=True):
     cols = st.columns(4)
-    depth = cols[0].slider("Depth (blocks)", 1, 48, 48, key="sh_depth", bind="query-params",
-                           help="How many blocks are stacked.")
+    depth = cols[0].slider("Depth (blocks)", 1, MAX_DEPTH, MAX_DEPTH, key="sh_depth",
+                           bind="query-params", help="How many blocks are stacked.")
     d_model = cols[1].select_slider("d_model", [16, 32, 64, 128], value=64, key="sh_dmodel",
                                     bind="query-params",
                                     help="Width of the residual stream; the FFN has 4·d_model "
@@ -129,8 +135,8 @@ with st.container(border=True):
         help="Weights are drawn with standard deviation gain/√fan_in: 1 keeps a linear layer's "
              "output as large as its input, 1.414 (√2) does so after a ReLU.")
 try:
-    profiles = _profiles(StackConfig(depth=depth, d_model=d_model, activation=activation,
-                                     init_gain=gain, seed=settings.seed))
+    profiles = first_blocks(_profiles(StackConfig(d_model=d_model, activation=activation,
+                                                  init_gain=gain, seed=settings.seed)), depth)
 except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()

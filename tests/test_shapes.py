@@ -23,6 +23,7 @@ from lnviz.blocks import (
     block_snippet,
     depth_profiles,
     feed_forward,
+    first_blocks,
     init_block,
     layer_norm_shapes,
     layer_norm_snippet,
@@ -198,6 +199,16 @@ def test_post_ln_keeps_the_stream_at_rms_one_and_none_grows_fastest(seed, d_mode
     np.testing.assert_allclose(profiles["post-LN"].stream[1:], 1.0, atol=1e-3)
     assert profiles["none"].stream[-1] > profiles["pre-LN"].stream[-1] > \
         profiles["post-LN"].stream[-1]
+
+
+def test_a_shallower_stack_is_the_first_blocks_of_a_deeper_one():
+    deep = depth_profiles(StackConfig(depth=12, d_model=16, seed=3))
+    shallow = depth_profiles(StackConfig(depth=5, d_model=16, seed=3))
+    for variant, profile in first_blocks(deep, 5).items():
+        np.testing.assert_array_equal(profile.stream, shallow[variant].stream)
+        np.testing.assert_array_equal(profile.attention, shallow[variant].attention)
+        np.testing.assert_array_equal(profile.ffn, shallow[variant].ffn)
+        assert profile.stream.shape == (6,) and profile.ffn.shape == (5,)
 
 
 def test_depth_profiles_are_seeded_and_mark_overflow():
