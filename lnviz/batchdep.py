@@ -222,20 +222,26 @@ def batch_dependence(
                          f"{redraws}")
     features = sample.size
     mates = _batch_mates(features, batch_size, redraws, seed)
-    bn_rows, ln_rows = [], []
+    # All re-drawn batches at once, (redraws, B, C): LayerNorm normalizes each row of each;
+    # BatchNorm sees them side by side as one (B, redraws·C) table, so that each column — one
+    # feature of one re-drawn batch — gets its own μ and σ over the B samples, as it would alone.
+    batches = np.concatenate([np.broadcast_to(sample, (redraws, 1, features)), mates], axis=1)
+    x = to_tensor(batches, device, dtype)
+    ln = layer_norm(x, features, eps=eps).output[:, 0]
+    table = x.transpose(0, 1).reshape(batch_size, redraws * features)
     refusal = torch_refusal = None
-    for r in range(redraws):
-        x = to_tensor(np.concatenate([sample[None, :], mates[r]]), device, dtype)
-        ln_rows.append(layer_norm(x, features, eps=eps).output[0])
-        if refusal is None:
-            try:
-                bn_rows.append(batch_norm(x, None, None, training=True, eps=eps).output[0])
-            except ValueError as err:
-                refusal, torch_refusal = str(err), _torch_refusal(x, eps)
+    bn = None
+    try:
+        bn = batch_norm(table, None, None, training=True, eps=eps).output[0]
+    except ValueError:  # one batch alone gets the same refusal, naming its own shape
+        try:
+            batch_norm(x[0], None, None, training=True, eps=eps)
+        except ValueError as err:
+            refusal, torch_refusal = str(err), _torch_refusal(x[0], eps)
     return BatchDependence(
         batch_size=batch_size,
-        batch_norm=None if refusal else _numpy(torch.stack(bn_rows)),
-        layer_norm=_numpy(torch.stack(ln_rows)),
+        batch_norm=None if refusal else _numpy(bn.reshape(redraws, features)),
+        layer_norm=_numpy(ln),
         refusal=refusal,
         torch_refusal=torch_refusal,
     )

@@ -67,7 +67,13 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
         st.caption(caption)
     if not tables:
         return
-    with st.expander("Data behind this figure"):
+    # The tables are sent only while the expander is open (opening it reruns the page): most
+    # learners never open it, and converting every table on every rerun would cost each rerun
+    # several milliseconds per figure.
+    data = st.expander("Data behind this figure", key=f"{key}_data", on_change="rerun")
+    with data:
+        if not data.open:
+            return
         for title, table in tables:
             st.markdown(f"**{title}**")
             st.dataframe(table, height=min(35 * (len(table) + 1) + 3, 300))
