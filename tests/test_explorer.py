@@ -53,6 +53,16 @@ def test_default_view_is_seed_002_under_layer_norm(explorer):
     assert any("= (-1.225)" in latex.value for latex in explorer.latex)
 
 
+def test_a_figures_data_tables_are_sent_once_its_expander_opens(explorer):
+    closed = len(explorer.dataframe)
+    assert [e.label for e in explorer.expander].count("Data behind this figure") == 3
+    explorer.session_state["heatmaps_data"] = True  # the learner opens the first expander
+    explorer.run()
+    assert len(explorer.dataframe) == closed + 3  # the input, output and group grids
+    grids = [t.value for t in explorer.dataframe if t.value.shape == (8, 3)]
+    np.testing.assert_allclose(grids[1].iloc[0], [-1.2247, 0.0, 1.2247], atol=1e-4)
+
+
 def test_switching_to_batch_norm_changes_the_output_and_groups(explorer):
     layer = output_grid(explorer)
     explorer.segmented_control(key="norm").set_value("BatchNorm").run()
