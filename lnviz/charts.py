@@ -6,10 +6,11 @@ values, the Okabe–Ito palette for categories), and each figure is sized by wha
 callers pass windows of the tensor (see :func:`lnviz.explore.grid_view`) and histogram counts, so
 no figure grows with the tensor.
 
-Every figure is built from plain dicts in a single ``go.Figure(data=..., layout=...)`` call, with
-panels laid out by :func:`_panel_grid`: plotly's ``make_subplots``, ``add_trace`` and
-``update_*`` validate the figure again on every call, which cost multi-panel figures 20–120 ms
-each per rerun (a 3 × 3 grid: 121 ms that way, a few ms this way).
+Every figure is built from plain dicts in a single ``go.Figure(data=..., layout=...)`` call
+(:func:`_figure`), with panels laid out by :func:`_panel_grid`: plotly's ``make_subplots``,
+``add_trace`` and ``update_*`` validate the figure again on every call, which cost multi-panel
+figures 20–120 ms each per rerun (a 3 × 3 grid of histograms: 121 ms that way, 65 ms in one
+call, 9 ms in one call without validation; see :data:`VALIDATE`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,34 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "
 DIVERGING = [[0.0, "#2166AC"], [0.25, "#67A9CF"], [0.5, "#F7F7F7"], [0.75, "#FDB863"],
              [1.0, "#B35806"]]
 BEFORE, AFTER = OKABE_ITO[0], OKABE_ITO[1]
+
+#: Whether plotly checks every property of a figure as it builds it. The check catches a
+#: misspelt property or a value of the wrong kind, and costs most of a figure's build time; the
+#: test suite turns it on (tests/conftest.py), so every builder is checked there, and the app
+#: builds without it. A valid figure's JSON is the same either way (tested).
+VALIDATE = False
+
+
+def _figure(data: list[dict], layout: dict) -> go.Figure:
+    """``go.Figure(data=data, layout=layout)``, validated only when :data:`VALIDATE` is on.
+
+    Builders write nested dicts (``title=dict(text=...)``, not plotly's ``title_text``
+    shorthand, which only validation expands); entries set to None mean "not set" and are
+    dropped, as validation drops them.
+    """
+    if VALIDATE:
+        return go.Figure(data=data, layout=layout)
+    return go.Figure(data=_unset(data), layout=_unset(layout), _validate=False)
+
+
+def _unset(value: object) -> object:
+    """``value`` with every dict entry whose value is None removed, at any depth (None inside
+    a list of numbers is a gap in the data and stays)."""
+    if isinstance(value, dict):
+        return {k: _unset(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_unset(v) if isinstance(v, (dict, list)) else v for v in value]
+    return value
 
 
 def group_boundaries(groups: np.ndarray) -> tuple[list[float | None], list[float | None]]:
@@ -177,7 +206,7 @@ def norm_heatmaps(
                              showticklabels=k == 0)
     layout.update(height=max(320, min(900, 16 * rows + 140)), margin=dict(t=40, b=10),
                   legend=dict(orientation="h", y=-0.08))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def group_stats_figure(
@@ -204,9 +233,9 @@ def group_stats_figure(
                 mode="markers+lines", name=name, legendgroup=name, showlegend=k == 0,
                 marker=dict(color=color, size=7), line=dict(color=color, width=1),
                 xaxis=xref, yaxis=yref))
-    _each_axis(layout, refs, x=dict(title_text="group", type="category"))
+    _each_axis(layout, refs, x=dict(title=dict(text="group"), type="category"))
     layout.update(height=320, margin=dict(t=40, b=10))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def distributions_figure(
@@ -216,14 +245,14 @@ def distributions_figure(
     :func:`lnviz.explore.histogram`), so the figure's size does not grow with the tensor."""
     layout, refs = _panel_grid(("values before", "values after"), gap=0.1, title_size=16)
     data = [dict(type="bar", x=np.asarray(centres, dtype=np.float32),
-                 y=np.asarray(counts, dtype=np.int64), name=name, marker_color=color,
+                 y=np.asarray(counts, dtype=np.int64), name=name, marker=dict(color=color),
                  showlegend=False, xaxis=xref, yaxis=yref)
             for (xref, yref), (centres, counts), name, color in (
                 (refs[0], histogram_in, "before", BEFORE), (refs[1], histogram_out, "after",
                                                              AFTER))]
-    layout["yaxis"]["title_text"] = "count"
+    layout["yaxis"]["title"] = dict(text="count")
     layout.update(height=280, bargap=0.02, margin=dict(t=40, b=10))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 # --- ε and numerical stability (pages/epsilon.py) --------------------------------------------
@@ -276,10 +305,10 @@ def eps_sweep_figure(
             layout["annotations"].append(dict(
                 text="0 at every ε > 0", showarrow=False, x=0.5, y=0.5,
                 xref=f"{ref[0]} domain", yref=f"{ref[1]} domain"))
-    _each_axis(layout, refs, x=dict(type="log", title_text="ε", exponentformat="power"),
+    _each_axis(layout, refs, x=dict(type="log", title=dict(text="ε"), exponentformat="power"),
                y=dict(type="log", exponentformat="power"))
     layout.update(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.22))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def eps_precision_figure(values: np.ndarray, errors: dict[str, np.ndarray],
@@ -300,10 +329,11 @@ def eps_precision_figure(values: np.ndarray, errors: dict[str, np.ndarray],
                           "</extra>",
         ))
     layout = dict(
-        xaxis=dict(type="log", title_text=axis_title, exponentformat="power"),
-        yaxis=dict(type="log", title_text="max |y_dtype − y_float64|", exponentformat="power"),
+        xaxis=dict(type="log", title=dict(text=axis_title), exponentformat="power"),
+        yaxis=dict(type="log", title=dict(text="max |y_dtype − y_float64|"),
+                   exponentformat="power"),
         height=380, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.1))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def eps_cancellation_figure(
@@ -343,11 +373,11 @@ def eps_cancellation_figure(
         line=dict(color="#777777", dash="dash", width=1), hoverinfo="skip",
     ))
     layout = dict(
-        xaxis=dict(type="log", title_text="offset from zero (values are offset + N(0, 1))",
+        xaxis=dict(type="log", title=dict(text="offset from zero (values are offset + N(0, 1))"),
                    exponentformat="power"),
-        yaxis=dict(type="log", title_text="|σ² − σ²_true| / σ²_true", exponentformat="power"),
+        yaxis=dict(type="log", title=dict(text="|σ² − σ²_true| / σ²_true"), exponentformat="power"),
         height=400, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.12))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 # --- Scale and shift, γ and β (pages/scale_shift.py) -----------------------------------------
@@ -359,7 +389,7 @@ def _affine_histogram_panel(centres: np.ndarray, counts: np.ndarray, mean: float
     counts = np.asarray(counts, dtype=np.int64)
     axes = dict(xaxis=refs[0], yaxis=refs[1])
     traces = [dict(type="bar", x=np.asarray(centres, dtype=np.float64), y=counts,
-                   marker_color=color, name="values", showlegend=False,
+                   marker=dict(color=color), name="values", showlegend=False,
                    hovertemplate="value ≈ %{x:.3g}<br>count %{y}<extra></extra>", **axes)]
     top = float(counts.max()) if counts.size else 1.0
     for x, name, dash, first in ((mean, "mean", "solid", True),
@@ -406,12 +436,12 @@ def affine_grid_figure(
         if row < rows - 1:
             layout[xaxis].update(matches=refs[(rows - 1) * cols + col][0], showticklabels=False)
         else:
-            layout[xaxis]["title_text"] = "value"
+            layout[xaxis]["title"] = dict(text="value")
         if col == 0:
-            layout[yaxis]["title_text"] = "count"
+            layout[yaxis]["title"] = dict(text="count")
     layout.update(height=220 * rows + 80, bargap=0.05, margin=dict(t=40, b=10),
                   legend=dict(orientation="h", y=-0.06))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def affine_histogram_figure(centres: np.ndarray, counts: np.ndarray, mean: float, std: float,
@@ -420,13 +450,13 @@ def affine_histogram_figure(centres: np.ndarray, counts: np.ndarray, mean: float
     centres = np.asarray(centres, dtype=np.float64)
     data = _affine_histogram_panel(centres, counts, mean, std, AFTER, ("x", "y"), True)
     layout = dict(
-        title=f"γ = {gamma:g}, β = {beta:g} → mean {mean:.3f}, std {std:.3f}",
+        title=dict(text=f"γ = {gamma:g}, β = {beta:g} → mean {mean:.3f}, std {std:.3f}"),
         height=340, bargap=0.05, margin=dict(t=50, b=10), legend=dict(orientation="h", y=-0.2),
-        xaxis=dict(title_text="value γ·x̂ + β"), yaxis=dict(title_text="count"),
+        xaxis=dict(title=dict(text="value γ·x̂ + β")), yaxis=dict(title=dict(text="count")),
     )
     if centres.size:
         layout["xaxis"]["range"] = [float(centres[0]), float(centres[-1])]
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def affine_feature_figure(output: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
@@ -457,9 +487,9 @@ def affine_feature_figure(output: np.ndarray, gamma: np.ndarray, beta: np.ndarra
     layout = dict(
         xaxis=dict(tickmode="array", tickvals=list(range(c)),
                    ticktext=[f"feature {i}" for i in range(c)]),
-        yaxis=dict(title_text="value"),
+        yaxis=dict(title=dict(text="value")),
         height=380, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.12))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def affine_recovery_figure(x: np.ndarray, outputs: dict[str, np.ndarray],
@@ -485,10 +515,10 @@ def affine_recovery_figure(x: np.ndarray, outputs: dict[str, np.ndarray],
     low, high = (float(x.min()), float(x.max())) if x.size else (0.0, 1.0)
     data.append(dict(type="scatter", x=[low, high], y=[low, high], mode="lines", name="y = x",
                      line=dict(color="#777777", dash="dash", width=1), hoverinfo="skip"))
-    layout = dict(xaxis=dict(title_text="input x"),
-                  yaxis=dict(title_text="output y with the recovering γ, β"),
+    layout = dict(xaxis=dict(title=dict(text="input x")),
+                  yaxis=dict(title=dict(text="output y with the recovering γ, β")),
                   height=420, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.15))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def affine_two_betas_figure(beta1: np.ndarray, beta2: np.ndarray, separate: np.ndarray,
@@ -502,7 +532,7 @@ def affine_two_betas_figure(beta1: np.ndarray, beta2: np.ndarray, separate: np.n
     left = dict(xaxis=refs[0][0], yaxis=refs[0][1])
     right = dict(xaxis=refs[1][0], yaxis=refs[1][1])
     data = [dict(type="bar", x=units, y=np.asarray(values, dtype=np.float64), name=name,
-                 marker_color=color, **left)
+                 marker=dict(color=color), **left)
             for values, name, color in ((beta1, "β₁", BEFORE), (beta2, "β₂", AFTER),
                                         (np.asarray(beta1) + np.asarray(beta2), "β₁ + β₂",
                                          OKABE_ITO[2]))]
@@ -514,10 +544,10 @@ def affine_two_betas_figure(beta1: np.ndarray, beta2: np.ndarray, separate: np.n
                      mode="lines+markers", name="one bias",
                      marker=dict(color=OKABE_ITO[0], size=5),
                      line=dict(color=OKABE_ITO[0], width=1), **right))
-    _each_axis(layout, refs, x=dict(title_text="gate unit"))
+    _each_axis(layout, refs, x=dict(title=dict(text="gate unit")))
     layout.update(height=360, barmode="group", margin=dict(t=40, b=10),
                   legend=dict(orientation="h", y=-0.25))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 # --- Gradients and invariances (pages/gradients.py) -------------------------------------------
@@ -544,12 +574,12 @@ def grads_heatmaps(panels: dict[str, np.ndarray]) -> go.Figure:
             hovertemplate="sample %{y}, feature %{x}<br>%{z:.4g}<extra>" + title + "</extra>",
             xaxis=xref, yaxis=yref))
         xaxis, yaxis = _axis_ids([(xref, yref)])[0]
-        layout[xaxis].update(title_text="feature", dtick=1)
+        layout[xaxis].update(title=dict(text="feature"), dtick=1)
         layout[yaxis].update(autorange="reversed", dtick=1, showticklabels=k == 0)
-    layout["yaxis"]["title_text"] = "sample"
+    layout["yaxis"]["title"] = dict(text="sample")
     height = max(260, min(520, 34 * max(np.shape(g)[0] for g in panels.values()) + 120))
     layout.update(height=height, margin=dict(t=40, b=10))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def grads_param_figure(grad_weight: dict[str, np.ndarray], grad_bias: dict[str, np.ndarray]
@@ -562,12 +592,12 @@ def grads_param_figure(grad_weight: dict[str, np.ndarray], grad_bias: dict[str, 
             values = np.asarray(values, dtype=np.float64)
             data.append(dict(
                 type="bar", x=list(range(len(values))), y=values, name=norm, legendgroup=norm,
-                showlegend=k == 0, marker_color=GRADS_COLORS.get(norm, OKABE_ITO[2]),
+                showlegend=k == 0, marker=dict(color=GRADS_COLORS.get(norm, OKABE_ITO[2])),
                 xaxis=xref, yaxis=yref))
-    _each_axis(layout, refs, x=dict(title_text="feature", dtick=1))
+    _each_axis(layout, refs, x=dict(title=dict(text="feature"), dtick=1))
     layout.update(height=300, barmode="group", margin=dict(t=40, b=10),
                   legend=dict(orientation="h", y=-0.2))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def grads_jacobian_figure(jacobians: dict[str, np.ndarray], batch: int) -> go.Figure:
@@ -600,12 +630,12 @@ def grads_jacobian_figure(jacobians: dict[str, np.ndarray], batch: int) -> go.Fi
                          xaxis=xref, yaxis=yref))
     ticks = dict(tickmode="array", tickvals=centres, ticktext=names)
     for (xaxis, yaxis), (xref, _) in zip(_axis_ids(refs), refs, strict=True):
-        layout[xaxis].update(range=[-0.5, size - 0.5], title_text="input x (flattened)",
+        layout[xaxis].update(range=[-0.5, size - 0.5], title=dict(text="input x (flattened)"),
                              **ticks)
         layout[yaxis].update(range=[size - 0.5, -0.5], scaleanchor=xref, **ticks)
-    layout["yaxis"]["title_text"] = "output y (flattened)"
+    layout["yaxis"]["title"] = dict(text="output y (flattened)")
     layout.update(height=480, margin=dict(t=40, b=10))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def grads_invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[float]],
@@ -617,18 +647,18 @@ def grads_invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[fl
         values = np.asarray(values, dtype=np.float64)
         data.append(dict(
             type="bar", y=list(probes), x=np.maximum(values, floor), orientation="h", name=norm,
-            marker_color=GRADS_COLORS.get(norm, OKABE_ITO[2]),
+            marker=dict(color=GRADS_COLORS.get(norm, OKABE_ITO[2])),
             text=[f"{v:.1e}" for v in values], textposition="outside", cliponaxis=False,
             customdata=values, hovertemplate="%{y}: max |Δy| = %{customdata:.3g}<extra>"
                                               + norm + "</extra>",
         ))
     layout = dict(
-        xaxis=dict(type="log", title_text="max |Δ output|  (log scale; ≈1e-16 is rounding)",
+        xaxis=dict(type="log", title=dict(text="max |Δ output|  (log scale; ≈1e-16 is rounding)"),
                    exponentformat="power"),
         yaxis=dict(autorange="reversed"),
         barmode="group", height=90 + 55 * len(probes), margin=dict(t=20, b=10),
         legend=dict(orientation="h", y=1.08))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 # --- Transformer blocks (pages/shapes.py) -----------------------------------------------------
@@ -660,11 +690,11 @@ def blocks_depth_figure(stream: dict[str, np.ndarray], attention: dict[str, np.n
                 name=variant, legendgroup=variant, showlegend=False,
                 line=dict(color=color, dash=dash), **right,
                 hovertemplate="block %{x}: RMS %{y:.3g}<extra>" + variant + "</extra>"))
-    _each_axis(layout, refs, x=dict(title_text="block"),
+    _each_axis(layout, refs, x=dict(title=dict(text="block")),
                y=dict(type="log", exponentformat="power"))
-    layout["yaxis"]["title_text"] = "RMS"
+    layout["yaxis"]["title"] = dict(text="RMS")
     layout.update(height=420, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.18))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) -> go.Figure:
@@ -695,10 +725,10 @@ def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) 
         data.append(dict(type="scatter", x=sizes, y=[roofline_gbps[s] for s in sizes],
                          mode="lines", name="copy (roofline)",
                          line=dict(color="black", width=3), **right))
-    _each_axis(layout, refs, x=dict(type="log", title_text="values in the tensor"),
+    _each_axis(layout, refs, x=dict(type="log", title=dict(text="values in the tensor")),
                y=dict(type="log"))
     layout.update(height=420, margin=dict(t=40, b=10))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 # --- BatchNorm vs LayerNorm and padding pages (pages/bn_vs_ln.py, pages/padding.py) -----------
@@ -874,7 +904,7 @@ def bnln_sharing_figure(
         xaxis=dict(range=[-0.2, offsets[-1] + right_edge + 0.2], visible=False),
         yaxis=dict(range=[-0.45, top_edge + 0.22], visible=False, scaleanchor="x"),
     )
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def bnln_redraws_figure(
@@ -900,8 +930,8 @@ def bnln_redraws_figure(
                 hovertemplate=f"batch {r}<br>feature %{{x}}: %{{y:.4f}}<extra>{name}</extra>"))
     (x1, y1), (x2, y2) = _axis_ids(refs)
     for xaxis in (x1, x2):
-        layout[xaxis].update(title_text="feature", dtick=1)
-    layout[y1]["title_text"] = "output y of the fixed sample"
+        layout[xaxis].update(title=dict(text="feature"), dtick=1)
+    layout[y1]["title"] = dict(text="output y of the fixed sample")
     if batch_norm is None:
         left, right = layout[x1]["domain"]
         text = "<br>".join(textwrap.wrap(refusal or "BatchNorm refused this batch", 42))
@@ -912,7 +942,7 @@ def bnln_redraws_figure(
     else:
         layout[y2]["matches"] = "y"  # one scale, so the two spreads compare at a glance
     layout.update(height=340, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def bnln_batch_sizes_figure(
@@ -944,10 +974,10 @@ def bnln_batch_sizes_figure(
     ]
     layout = dict(
         height=340, margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.25),
-        xaxis=dict(type="log", title_text="batch size", tickvals=sizes.tolist()),
-        yaxis=dict(title_text=f"output y, feature {feature}"),
+        xaxis=dict(type="log", title=dict(text="batch size"), tickvals=sizes.tolist()),
+        yaxis=dict(title=dict(text=f"output y, feature {feature}")),
     )
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def bnln_running_stats_figure(
@@ -985,9 +1015,9 @@ def bnln_running_stats_figure(
                          showlegend=xref == "x", hoverinfo="skip",
                          line=dict(color="#555555", dash="dash", width=1)))
     for xaxis, _ in _axis_ids(refs):
-        layout[xaxis]["title_text"] = "training step"
+        layout[xaxis]["title"] = dict(text="training step")
     layout.update(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.25))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def bnln_modes_figure(
@@ -1014,9 +1044,9 @@ def bnln_modes_figure(
              hovertemplate="train = eval = %{x:.4f}<extra>LayerNorm</extra>"),
     ]
     layout = dict(height=420, margin=dict(t=30, b=10),
-                  xaxis=dict(title_text="output in training mode", range=[-bound, bound]),
-                  yaxis=dict(title_text="output in evaluation mode", range=[-bound, bound]))
-    return go.Figure(data=data, layout=layout)
+                  xaxis=dict(title=dict(text="output in training mode"), range=[-bound, bound]),
+                  yaxis=dict(title=dict(text="output in evaluation mode"), range=[-bound, bound]))
+    return _figure(data, layout)
 
 
 def padding_feature_stats_figure(
@@ -1036,12 +1066,12 @@ def padding_feature_stats_figure(
                                   (masked, "real tokens only (masked)", "masked")):
             values = np.asarray(values, dtype=np.float64)
             data.append(dict(type="bar", x=features, y=values, name=name, legendgroup=name,
-                             showlegend=xref == "x", marker_color=PADDING_COLORS[key],
+                             showlegend=xref == "x", marker=dict(color=PADDING_COLORS[key]),
                              xaxis=xref, yaxis=yref, text=[f"{v:.3g}" for v in values],
                              textposition="outside", cliponaxis=False))
     layout.update(barmode="group", height=340, margin=dict(t=40, b=10),
                   legend=dict(orientation="h", y=-0.15))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def padding_tokens_figure(
@@ -1084,11 +1114,11 @@ def padding_tokens_figure(
         height=max(340, min(900, 22 * rows + 120)), margin=dict(t=40, b=10),
         legend=dict(orientation="h", y=-0.12),
         coloraxis=dict(colorscale=DIVERGING, cmin=input_range[0], cmax=input_range[1],
-                       colorbar=dict(title="x", y=0.77, len=0.45, thickness=10)),
+                       colorbar=dict(title=dict(text="x"), y=0.77, len=0.45, thickness=10)),
         coloraxis2=dict(colorscale=DIVERGING, cmin=output_range[0], cmax=output_range[1],
-                        colorbar=dict(title="y", y=0.23, len=0.45, thickness=10)),
+                        colorbar=dict(title=dict(text="y"), y=0.23, len=0.45, thickness=10)),
     )
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def padding_share_figure(
@@ -1131,9 +1161,9 @@ def padding_share_figure(
                                                                   width=1))
                             for xref, yref in refs]
     for xaxis, _ in _axis_ids(refs):
-        layout[xaxis].update(title_text="padded share of the batch", tickformat=".0%")
+        layout[xaxis].update(title=dict(text="padded share of the batch"), tickformat=".0%")
     layout.update(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.3))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def padding_pad_row_figure(output: np.ndarray, beta: float) -> go.Figure:
@@ -1149,14 +1179,14 @@ def padding_pad_row_figure(output: np.ndarray, beta: float) -> go.Figure:
                                 text="NaN: x − μ = 0 divided by √(0 + 0) = 0", font=_ALERT,
                                 bgcolor="#FDECEA"))
     data = [dict(type="bar", x=features, y=np.where(nan, 0.0, y), name="pad token's output",
-                 marker_color=PADDING_COLORS["LayerNorm"], textposition="outside",
+                 marker=dict(color=PADDING_COLORS["LayerNorm"]), textposition="outside",
                  text=["NaN" if v else f"{w:.4g}" for v, w in zip(nan, y, strict=True)],
                  cliponaxis=False)]
-    layout = dict(height=300, margin=dict(t=30, b=10), showlegend=False, yaxis=dict(title="y"),
-                  annotations=annotations,
+    layout = dict(height=300, margin=dict(t=30, b=10), showlegend=False,
+                  yaxis=dict(title=dict(text="y")), annotations=annotations,
                   shapes=[dict(type="line", x0=0, x1=1, xref="paper", y0=beta, y1=beta,
                                line=dict(color="#333333", dash="dash"))])
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 # --- Training: LN-LSTM vs LSTM (pages/training.py) ----------------------------------------------
@@ -1204,13 +1234,13 @@ def training_curves_figure(
         layout["annotations"].append(dict(
             text="chance", xref=f"{refs[1][0]} domain", x=1, xanchor="right", yref=refs[1][1],
             y=chance, yanchor="top", showarrow=False))
-    _each_axis(layout, refs, x=dict(title_text="step"))
+    _each_axis(layout, refs, x=dict(title=dict(text="step")))
     if total_steps:
         _each_axis(layout, refs, x=dict(range=[0, total_steps * 1.02]))
     layout["yaxis"]["rangemode"] = "tozero"
     layout["yaxis2"].update(range=[0, 1.02], tickformat=".0%")
     layout.update(height=340, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def training_grad_norm_figure(step_grad_norm: dict[str, Sequence[float]]) -> go.Figure:
@@ -1222,11 +1252,11 @@ def training_grad_norm_figure(step_grad_norm: dict[str, Sequence[float]]) -> go.
         data.append(dict(type="scatter", x=np.arange(1, values.size + 1), y=values,
                          mode="lines", name=label,
                          line=dict(color=_training_color(label, index), width=1)))
-    layout = dict(height=300, margin=dict(t=30, b=10), xaxis_title="step",
-                  yaxis=dict(title="gradient norm ‖∇θ‖₂", type="log", dtick=1,
+    layout = dict(height=300, margin=dict(t=30, b=10), xaxis=dict(title=dict(text="step")),
+                  yaxis=dict(title=dict(text="gradient norm ‖∇θ‖₂"), type="log", dtick=1,
                              exponentformat="power"),
                   legend=dict(orientation="h", y=-0.25))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def training_gates_figure(
@@ -1261,12 +1291,12 @@ def training_gates_figure(
         if saturation:
             shapes += [_hline(level, (xref, yref)) for level in (saturation, -saturation)]
         xaxis, yaxis = _axis_ids([(xref, yref)])[0]
-        layout[xaxis].update(title_text="time step t", dtick=max(1, len(steps) // 8))
+        layout[xaxis].update(title=dict(text="time step t"), dtick=max(1, len(steps) // 8))
         if index:  # one y axis for all panels
             layout[yaxis].update(matches="y", showticklabels=False)
-    layout["yaxis"]["title_text"] = "pre-activation z"
+    layout["yaxis"]["title"] = dict(text="pre-activation z")
     layout.update(shapes=shapes, height=340, margin=dict(t=40, b=10))
-    return go.Figure(data=data, layout=layout)
+    return _figure(data, layout)
 
 
 def figure_tables(fig: go.Figure, max_rows: int = 2000) -> list[tuple[str, pd.DataFrame]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import plotly.graph_objects as go
 import pytest
@@ -91,3 +93,43 @@ def test_figure_tables_expose_the_numbers_behind_a_figure():
     assert name == "points"
     assert points["trace"].tolist() == ["before", "after", "before", "after"]
     assert points["y"].tolist() == [2.0, 0.0, 1.0, 1.0]
+
+
+def _sample_figures() -> list[go.Figure]:
+    """One figure of each layout kind: panels with padding marks, a 3 × 3 grid of shared axes,
+    log axes with an annotation, heatmaps with text, shapes across panels, cubes."""
+    rng = np.random.default_rng(0)
+    grid = rng.normal(size=(4, 5))
+    groups = np.repeat(np.arange(4), 5).reshape(4, 5)
+    return [
+        charts.norm_heatmaps(grid, -grid, groups, padding=grid > 1.0, row_labels=list("abcd")),
+        charts.affine_grid_figure(np.linspace(-3, 3, 7), rng.integers(0, 9, (3, 3, 7)),
+                                  [0.5, 1.0, 2.0], [-1.0, 0.0, 1.0], np.zeros((3, 3)),
+                                  np.ones((3, 3))),
+        charts.eps_sweep_figure(np.logspace(-8, 0, 5), np.zeros(5), np.zeros(5), 0.0, 1e-5),
+        charts.grads_heatmaps({"x": grid, "y": grid * 2}),
+        charts.training_gates_figure({"LSTM": rng.normal(size=(6, 5)),
+                                      "LN-LSTM": rng.normal(size=(6, 5))}),
+        charts.bnln_sharing_figure((2, 3, 4), ["BatchNorm", "LayerNorm"],
+                                   [np.ones((2, 1, 4), bool), None], ["one", "two"]),
+        charts.group_stats_figure(grid[0], grid[1], grid[2], grid[3]),
+        charts.distributions_figure(histogram(grid.ravel()), histogram(grid.ravel() * 2)),
+        charts.grads_jacobian_figure({"LayerNorm": np.eye(4), "BatchNorm": np.ones((4, 4))}, 2),
+        charts.training_curves_figure({"LSTM": {"step": [1, 2], "loss": [2.0, 1.0],
+                                                "accuracy": [0.1, 0.5]}}, 10, chance=0.1),
+        charts.training_grad_norm_figure({"LSTM": [1.0, 2.0]}),
+        charts.eps_cancellation_figure(np.array([1.0, 1e4]), {"naive": np.array([0.1, 2.0])},
+                                       {"naive": np.array([1.0, -1.0])}),
+    ]
+
+
+def test_figures_built_without_validation_send_the_same_json(monkeypatch):
+    validated = [json.loads(fig.to_json()) for fig in _sample_figures()]
+    monkeypatch.setattr(charts, "VALIDATE", False)
+    assert [json.loads(fig.to_json()) for fig in _sample_figures()] == validated
+
+
+def test_validation_is_on_in_the_tests_and_catches_a_misspelt_property():
+    assert charts.VALIDATE
+    with pytest.raises(ValueError, match="colour"):
+        charts._figure([dict(type="bar", y=[1], marker=dict(colour="red"))], {})

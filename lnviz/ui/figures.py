@@ -32,7 +32,7 @@ class _FinishedFigure(go.Figure):
     """
 
     def __init__(self, fig: go.Figure) -> None:
-        super().__init__()
+        super().__init__(layout={"template": {}})  # an empty shell: only to_dict() is used
         self._finished = fig.to_dict()
 
     def to_dict(self) -> dict:
@@ -40,15 +40,23 @@ class _FinishedFigure(go.Figure):
 
 
 @st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, ttl=3600, show_spinner=False)
-def _built(name: str, args: tuple, kwargs: dict
-           ) -> tuple[_FinishedFigure, list[tuple[str, pd.DataFrame]]]:
-    """``charts.<name>(*args, **kwargs)`` and its data tables, shared read-only between reruns.
+def _built(name: str, args: tuple, kwargs: dict) -> _FinishedFigure:
+    """``charts.<name>(*args, **kwargs)``, shared read-only between reruns and sessions.
 
     Figures depend only on their arguments (no session data), so sharing them between learners
     shows nobody anything of anyone else's.
     """
-    fig = getattr(charts, name)(*args, **kwargs)
-    return _FinishedFigure(fig), charts.figure_tables(fig)
+    return _FinishedFigure(getattr(charts, name)(*args, **kwargs))
+
+
+@st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, ttl=3600, show_spinner=False)
+def _tables(name: str, args: tuple, kwargs: dict) -> list[tuple[str, pd.DataFrame]]:
+    """The numbers behind ``charts.<name>(*args, **kwargs)`` (:func:`lnviz.charts.figure_tables`).
+
+    Built again from the arguments when a learner opens the tables, rather than kept with every
+    figure that nobody inspects.
+    """
+    return charts.figure_tables(getattr(charts, name)(*args, **kwargs))
 
 
 def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
@@ -56,17 +64,15 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
     """Draw ``builder(*args, **kwargs)`` (a figure builder of :mod:`lnviz.charts`) with
     ``st.plotly_chart``, plus a "Data behind this figure" expander with one table per trace.
 
-    The figure and its tables come from a cache keyed by the builder's name and arguments.
+    The figure (and its tables, once asked for) come from caches keyed by the builder's name
+    and arguments.
     """
     name = getattr(builder, "__name__", "")
     if getattr(charts, name, None) is not builder:
         raise TypeError(f"show_figure takes a figure builder from lnviz.charts, not {builder!r}")
-    fig, tables = _built(name, args, kwargs)
-    st.plotly_chart(fig, key=key)
+    st.plotly_chart(_built(name, args, kwargs), key=key)
     if caption:
         st.caption(caption)
-    if not tables:
-        return
     # The tables are sent only while the expander is open (opening it reruns the page): most
     # learners never open it, and converting every table on every rerun would cost each rerun
     # several milliseconds per figure.
@@ -74,6 +80,9 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
     with data:
         if not data.open:
             return
+        tables = _tables(name, args, kwargs)
+        if not tables:
+            st.caption("This figure is a diagram: it has no numbers to tabulate.")
         for title, table in tables:
             st.markdown(f"**{title}**")
             st.dataframe(table, height=min(35 * (len(table) + 1) + 3, 300))
