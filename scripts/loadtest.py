@@ -768,8 +768,12 @@ def run(args: argparse.Namespace) -> dict:
     for r in opens:
         by_open.setdefault(r["page"], []).append(r["ms"])
     by_page: dict[str, list[float]] = {}
+    by_page_slider: dict[str, list[float]] = {}
     for r in reruns:
         by_page.setdefault(r["page"], []).append(r["ms"])
+        if r["control"].startswith("slider"):
+            by_page_slider.setdefault(r["page"], []).append(r["ms"])
+    slider_ms = [v for values in by_page_slider.values() for v in values]
     report.update({
         "sessions_reported": len(got),
         "pages": got[0].get("pages") if got else None,
@@ -784,6 +788,11 @@ def run(args: argparse.Namespace) -> dict:
         "reruns_status_widget_seen": sum(r["status_seen"] for r in reruns),
         "by_page": {p: {"reruns": len(v), "p50_ms": percentile(v, 50),
                         "p95_ms": percentile(v, 95)} for p, v in sorted(by_page.items())},
+        "slider_reruns": len(slider_ms),
+        "slider_p50_ms": percentile(slider_ms, 50), "slider_p95_ms": percentile(slider_ms, 95),
+        "slider_by_page": {p: {"reruns": len(v), "p50_ms": percentile(v, 50),
+                               "p95_ms": percentile(v, 95)}
+                           for p, v in sorted(by_page_slider.items())},
         "opens_by_page": {p: {"opens": len(v), "p50_ms": percentile(v, 50),
                               "p95_ms": percentile(v, 95)} for p, v in sorted(by_open.items())},
         "js_errors": sum(o["js_errors"] for o in got),
@@ -810,6 +819,9 @@ def summary(r: dict) -> str:
         ("rerun p50 / p95 / max (ms)", f"{_fmt(r.get('rerun_p50_ms'))} / "
                                        f"{_fmt(r.get('rerun_p95_ms'))} / "
                                        f"{_fmt(r.get('rerun_max_ms'))}"),
+        ("  slider moves: count, p50 / p95 (ms)", f"{r.get('slider_reruns', 0)}, "
+                                                 f"{_fmt(r.get('slider_p50_ms'))} / "
+                                                 f"{_fmt(r.get('slider_p95_ms'))}"),
         ("  of which: to run start p50 (ms)", _fmt(r.get("rerun_start_p50_ms"))),
         ("  of which: server run p50 / p95 (ms)", f"{_fmt(r.get('rerun_server_p50_ms'))} / "
                                                  f"{_fmt(r.get('rerun_server_p95_ms'))}"),
@@ -830,6 +842,10 @@ def summary(r: dict) -> str:
         lines += ["", "reruns by page: count, p50 / p95 ms"]
         lines += [f"  {p:<36} {v['reruns']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
                   for p, v in r["by_page"].items()]
+    if r.get("slider_by_page"):
+        lines += ["", "slider moves by page: count, p50 / p95 ms"]
+        lines += [f"  {p:<36} {v['reruns']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
+                  for p, v in r["slider_by_page"].items()]
     if r.get("errors"):
         lines += ["", "errors:"] + [f"  {e}" for e in r["errors"][:30]]
         if len(r["errors"]) > 30:
