@@ -40,6 +40,7 @@ __all__ = [
     "GridView",
     "NormSpec",
     "channel_dim",
+    "explain",
     "explore",
     "grid_labels",
     "grid_view",
@@ -633,6 +634,12 @@ class Exploration:
     nonfinite_outputs: int
     histogram_in: tuple[np.ndarray, np.ndarray]
     histogram_out: tuple[np.ndarray, np.ndarray]
+    #: values that were finite in the batch and became ±inf in the chosen dtype
+    overflowed_inputs: int = 0
+    #: groups whose σ² (the mean square for RMSNorm) overflowed to inf from finite values
+    overflowed_groups: int = 0
+    #: the fewest values any group's μ and σ are taken over
+    smallest_group: int = 0
 
     @property
     def agrees_with_torch(self) -> bool:
@@ -664,6 +671,7 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
     mean_out, std_out = group_stats(result.output, batch.layout, spec, mask)
     input_values = x.detach().float().cpu().numpy()
     output_values = result.output.detach().float().cpu().numpy()
+    source_nonfinite = _count_nonfinite(np.asarray(batch.values))
     return Exploration(
         x=x, result=result, input_values=input_values, output_values=output_values,
         groups=ids, mean_in=mean_in, std_in=std_in, mean_out=mean_out, std_out=std_out,
@@ -671,7 +679,54 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
         nonfinite_inputs=_count_nonfinite(input_values),
         nonfinite_outputs=_count_nonfinite(output_values),
         histogram_in=histogram(input_values), histogram_out=histogram(output_values),
+        overflowed_inputs=max(0, _count_nonfinite(input_values) - source_nonfinite),
+        # σ² (the mean square for RMSNorm) is inf only when finite values overflowed: an inf
+        # or NaN input makes it NaN instead.
+        overflowed_groups=int(torch.isinf(result.var).sum()),
+        smallest_group=int(np.bincount(ids.ravel()).min()) if ids.size else 0,
     )
+
+
+def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
+    """Plain-language warnings about what in this input makes the output unusual, and why:
+    values too large for ``dtype``, NaN or inf in the input, statistics that overflowed, 0/0
+    at ε = 0, groups of a single value. Empty when nothing is unusual."""
+    notes = []
+    largest = float(torch.finfo(getattr(torch, dtype)).max)
+    if ex.overflowed_inputs:
+        notes.append(
+            f"{ex.overflowed_inputs:,} input values lie beyond {dtype}'s range (±{largest:.3g}) "
+            "and became ±inf when converted, so their groups' outputs are NaN. Choose float64 "
+            "under Precision in the sidebar, or rescale the input.")
+    own = ex.nonfinite_inputs - ex.overflowed_inputs
+    if own > 0:
+        notes.append(
+            f"The input holds {own:,} NaN or infinite values. Every group that contains one gets "
+            "a NaN mean and variance, so its whole output is NaN; the other groups are "
+            "unaffected.")
+    if ex.overflowed_groups:
+        finite = ex.input_values[np.isfinite(ex.input_values)]
+        size = float(np.abs(finite).max()) if finite.size else largest
+        notes.append(
+            f"σ² overflowed in {ex.overflowed_groups:,} group(s): values around {size:.0e} "
+            f"square to about {size * size:.0e}, beyond {dtype}'s largest number "
+            f"({largest:.3g}). lnviz's σ² is then inf and its output 0 (torch's is NaN), but "
+            "the true output is finite — normalizing ignores the scale. Choose float64 under "
+            "Precision in the sidebar, or divide the input by a constant first.")
+    if ex.nonfinite_outputs and not ex.nonfinite_inputs and not ex.overflowed_groups:
+        notes.append(
+            f"{ex.nonfinite_outputs:,} output values are NaN or infinite. "
+            + (f"With ε = {spec.eps:g}, a group whose values are all equal has σ² = 0, so "
+               "x − μ = 0 is divided by √0 = 0: 0/0 is NaN. This is the true answer of the "
+               "formula — ε > 0 is what prevents it." if spec.eps == 0 else
+               f"Their groups' statistics are too large or too small for {dtype}: choose "
+               "float64 under Precision in the sidebar."))
+    if ex.smallest_group == 1:
+        notes.append(
+            "Some groups hold a single value, so μ = x and σ² = 0 there: x − μ = 0 and the "
+            "output is β (or NaN with ε = 0). Normalizing needs at least two values per group "
+            "— for LayerNorm, at least two features.")
+    return notes
 
 
 def _count_nonfinite(values: np.ndarray) -> int:

@@ -5,6 +5,7 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.explore import (
+    explain,
     explore,
     grid_labels,
     grid_view,
@@ -53,14 +54,8 @@ if ex.impl == "fast":
                "fused kernels, the same numbers as the readable code, without its full-size "
                "intermediates).")
 
-if ex.nonfinite_inputs:
-    st.warning("The input holds NaN or infinite values; every group that contains one gets a "
-               "NaN mean and variance, so its whole output is NaN.", icon="⚠️")
-if ex.nonfinite_outputs:
-    st.warning(
-        f"{ex.nonfinite_outputs:,} output values are NaN or infinite. With ε = {spec.eps:g}, a "
-        "group whose values are all equal has σ² = 0, so x − μ = 0 is divided by √0 = 0: 0/0 "
-        "is NaN. This is the true answer of the formula — ε > 0 is what prevents it.", icon="⚠️")
+for note in explain(ex, spec, settings.dtype):
+    st.warning(note, icon="⚠️")
 
 # --- Figures ----------------------------------------------------------------------------------
 st.subheader("Which numbers share a mean and a deviation")
@@ -119,6 +114,9 @@ message = (f"lnviz {verdict} torch.nn.functional: largest |lnviz − torch| = "
            f"{ex.max_difference:.3g} (tolerance {ex.tolerance:.3g} for {settings.dtype}).")
 if ex.agrees_with_torch:
     st.success(message, icon="✅")
+elif ex.overflowed_groups:
+    st.warning(f"{message} Both overflowed (see the warning above): compare in float64.",
+               icon="⚠️")
 else:
     st.error(message, icon="❌")
 

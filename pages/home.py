@@ -3,7 +3,9 @@
 import streamlit as st
 
 from lnviz.ui.pages import PAGES
+from lnviz.ui.state import current_settings
 
+current_settings()  # routes a first visit straight to this page through app.py's frame
 st.title("lnviz — see what normalization does")
 st.markdown(
     "Neural networks keep their activations in a healthy range by **normalizing** them: "

@@ -69,11 +69,14 @@ with st.container(border=True):
                     " (both from the sidebar).")
     upload = None
     if source == "mnist":
+        upload_mb = current_limits().upload_mb
         upload = st.file_uploader(
             "mnist.npz, or the four IDX files", accept_multiple_files=True, key="tr_upload",
+            max_upload_size=upload_mb,
             help="mnist.npz with x_train, y_train, x_test, y_test (as keras saves it), or "
                  "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
-                 "and t10k-labels-idx1-ubyte (optionally .gz). Nothing is downloaded.")
+                 f"and t10k-labels-idx1-ubyte (optionally .gz), at most {upload_mb} MB each. "
+                 "Nothing is downloaded.")
     cols = st.columns([1, 1.5, 5.5])
     cols[0].button("Run", type="primary", key="tr_run", icon=":material/play_arrow:",
                    on_click=request_run, args=("tr_run_requested",),

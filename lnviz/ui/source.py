@@ -15,7 +15,7 @@ import streamlit as st
 
 from lnviz import data
 from lnviz.explore import LAYOUTS, Batch
-from lnviz.io import TensorFileError, load_arrays, nonfinite_report
+from lnviz.io import TensorFileError, load_arrays
 from lnviz.limits import current_limits
 
 SOURCES = {
@@ -217,7 +217,8 @@ def _upload_source() -> tuple[Batch, tuple] | None:
         return None
     cache = st.session_state.get("_upload")
     if cache is None or cache[0] != uploaded.file_id:
-        arrays = load_arrays(uploaded.getvalue(), max_elements=limits.max_elements)
+        arrays = load_arrays(uploaded.getvalue(), max_elements=limits.max_elements,
+                             keep_float64=True)  # the sidebar's precision decides
         st.session_state["_upload"] = (uploaded.file_id, arrays)
     arrays = st.session_state["_upload"][1]
     names = [n for n in arrays if n != "mask"] or list(arrays)
@@ -225,9 +226,6 @@ def _upload_source() -> tuple[Batch, tuple] | None:
                         help="Which array of the .npz file to explore.") if len(names) > 1 \
         else names[0]
     values = arrays[name]
-    for bad, (nans, infs) in nonfinite_report({name: values}).items():
-        st.warning(f"`{bad}` holds {nans} NaN and {infs} infinite values; they spread through "
-                   "the statistics of every group they are in.", icon="⚠️")
     values, layout = _arrange_axes(values)
     mask = _uploaded_mask(arrays.get("mask"), values, layout)
     return Batch(values, layout, mask), ("upload", uploaded.file_id, name, values.shape)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -22,6 +23,45 @@ class Settings:
     device: str
     dtype: str
     seed: int
+
+
+#: The longest URL value kept: every value a control writes is a short label or number.
+MAX_URL_VALUE = 200
+#: Numbers beyond this are refused in the URL: integers up to it convert exactly to floats.
+MAX_URL_NUMBER = 2.0**53
+
+
+def plausible_url_value(value: str) -> bool:
+    """Whether a control of this app could have written ``value`` into the URL: not empty, not
+    huge, and, when it reads as a number, finite and at most 2⁵³ in size."""
+    if not value or len(value) > MAX_URL_VALUE:
+        return False
+    try:
+        number = float(value)
+    except ValueError:
+        return True  # a label (an option's name): the control itself checks it
+    return math.isfinite(number) and abs(number) <= MAX_URL_NUMBER
+
+
+def clean_query_params() -> None:
+    """Drop URL parameters that no control could have written, before any control reads them.
+
+    Each control bound to the URL checks its own value, but Streamlit 1.67 crashes on some
+    (an integer input given "1e309" raises OverflowError) and an empty value turns a required
+    choice into None. A shared link is input like any other. Controls seed themselves from the
+    URL as it was when the page loaded, so that snapshot is refreshed too, the way Streamlit
+    refreshes it after a page change.
+    """
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+
+    with get_session_state().query_params() as params:
+        bad = [key for key in list(params)
+               if not params.is_bound(key)
+               and not all(plausible_url_value(v) for v in params.get_all(key))]
+        for key in bad:
+            del params[key]
+        if bad:
+            params.set_initial_query_params_from_current()
 
 
 def sidebar_settings() -> Settings:

@@ -1,0 +1,209 @@
+"""Bad input never crashes a page: every odd tensor gets a clear message, every page survives a
+URL full of junk, and nothing a learner sends (file names included) is run or used as a path.
+
+The Explorer is where learners bring their own tensors (uploads, typed numbers); the other pages
+take only bounded controls, whose one outside door is the URL (every control is bound to it).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pageutil import ROOT, alerts, figures, open_page
+from streamlit.testing.v1 import AppTest
+
+from lnviz.explore import Batch, NormSpec, explain, explore
+from lnviz.ui.pages import PAGES
+from lnviz.ui.state import plausible_url_value
+
+EXPLORER = "pages/explorer.py"
+ALL_PAGES = [p.path for pages in PAGES.values() for p in pages]
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def npz(**arrays: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def upload(name: str, content: bytes, norm: str | None = None):
+    at = open_page(EXPLORER)
+    at.segmented_control(key="src").set_value("upload").run()
+    at.file_uploader(key="upload").upload(name, content).run()
+    if norm is not None:
+        at.segmented_control(key="norm").set_value(norm).run()
+    assert not at.exception, at.exception
+    return at
+
+
+# --- explain(): the reasons, as plain functions ------------------------------------------------
+
+
+def notes_for(values, norm: str = "LayerNorm", eps: float = 1e-5, dtype: str = "float32"):
+    spec = NormSpec(norm, eps=eps)
+    ex = explore(Batch(np.asarray(values, dtype=np.float64), "NC"), spec, dtype=dtype)
+    return ex, explain(ex, spec, dtype)
+
+
+def test_an_ordinary_batch_needs_no_explanation():
+    ex, notes = notes_for([[1.0, 2.0, 3.0], [4.0, 6.0, 8.0]])
+    assert notes == [] and ex.overflowed_groups == ex.overflowed_inputs == 0
+    assert ex.smallest_group == 3
+
+
+def test_values_whose_square_overflows_float32_are_explained_and_float64_is_exact():
+    values = [[1e30, -2e30, 3e30], [1.0, 2.0, 3.0]]
+    ex, notes = notes_for(values)
+    assert ex.overflowed_groups == 1 and len(notes) == 1
+    assert "σ² overflowed in 1 group" in notes[0] and "float64" in notes[0]
+    np.testing.assert_array_equal(ex.output_values[0], 0.0)  # lnviz: σ² = inf, so 0
+    ex64, notes64 = notes_for(values, dtype="float64")
+    assert notes64 == []
+    row = np.array(values[0]) / 1e30
+    np.testing.assert_allclose(ex64.output_values[0], (row - row.mean()) / row.std(), atol=1e-6)
+
+
+def test_values_beyond_the_dtype_are_told_apart_from_nan_in_the_data():
+    ex, notes = notes_for([[1e300, 1.0, 2.0], [1.0, 2.0, 3.0]])
+    assert ex.overflowed_inputs == 1
+    assert "1 input values lie beyond float32's range" in notes[0]
+    ex, notes = notes_for([[np.nan, 1.0, 2.0], [1.0, np.inf, 3.0]])
+    assert ex.overflowed_inputs == 0
+    assert notes[0].startswith("The input holds 2 NaN or infinite values")
+
+
+def test_eps_zero_on_a_constant_group_and_single_value_groups():
+    _, notes = notes_for([[2.0, 2.0, 2.0], [1.0, 2.0, 3.0]], eps=0.0)
+    assert len(notes) == 1 and "0/0 is NaN" in notes[0]
+    ex, notes = notes_for([[1.0], [5.0]])  # LayerNorm over one feature
+    assert ex.smallest_group == 1 and "single value" in notes[0]
+    np.testing.assert_array_equal(ex.output_values, 0.0)  # x − μ = 0 everywhere: y = β
+
+
+# --- The Explorer with odd uploads --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "content", "norm", "kind", "message", "charts"), [
+    ("nan.npy", npy(np.array([[1, np.nan, 3], [4, 5, 6]], np.float32)), None, "warning",
+     "1 NaN or infinite values", 3),
+    ("inf.npy", npy(np.array([[1, np.inf, 3], [4, 5, 6]], np.float32)), None, "warning",
+     "1 NaN or infinite values", 3),
+    ("huge.npy", npy(np.array([[1e30, -2e30, 3e30], [1, 2, 3]], np.float32)), None, "warning",
+     "σ² overflowed", 3),
+    ("beyond.npy", npy(np.array([[1e300, 1, 2], [1, 2, 3]])), None, "warning",
+     "beyond float32's range", 3),
+    ("one_feature.npy", npy(np.arange(4, dtype=np.float32).reshape(4, 1)), None, "warning",
+     "single value", 3),
+    ("one_sample.npy", npy(np.arange(5, dtype=np.float32).reshape(1, 5)), "BatchNorm", "error",
+     "more than one value per channel", 0),
+    ("empty.npz", npz(), None, "error", "holds no arrays", 0),
+    ("zero_size.npy", npy(np.zeros((3, 0), np.float32)), None, "error", "nothing to normalize", 0),
+    ("five_d.npy", npy(np.zeros((1, 2, 1, 2, 2), np.float32)), None, "error", "1-D to 4-D", 0),
+    ("text.npy", b"print('hello')", None, "error", "not a .npy or .npz file", 0),
+])
+def test_every_odd_upload_gets_a_clear_message(name, content, norm, kind, message, charts):
+    at = upload(name, content, norm)
+    found = alerts(at)[kind]
+    assert any(message in text for text in found), alerts(at)
+    assert len(figures(at)) == charts  # NaN, inf and overflow still draw every figure
+
+
+def test_overflow_is_not_reported_as_an_lnviz_bug():
+    at = upload("huge.npy", npy(np.array([[1e30, -2e30, 3e30], [1, 2, 3]], np.float32)))
+    assert not alerts(at)["error"]
+    assert any("Both overflowed" in w for w in alerts(at)["warning"])
+    at.selectbox(key="precision").set_value("float64").run()
+    assert not alerts(at)["warning"] and "matches" in alerts(at)["success"][0]
+
+
+def test_eps_zero_on_a_constant_row_of_an_upload():
+    at = upload("constant.npy", npy(np.array([[3, 3, 3], [1, 2, 3]], np.float32)))
+    at.select_slider(key="eps").set_value(0.0).run()
+    assert not at.exception
+    assert any("0/0 is NaN" in w for w in alerts(at)["warning"]), alerts(at)
+    assert len(figures(at)) == 3
+
+
+# --- File names are text, never markup or paths -------------------------------------------------
+
+
+def test_a_hostile_file_name_is_neither_markup_nor_a_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = '../../<img src=x onerror="alert(1)">.npy'
+    at = upload(name, npy(np.ones((2, 3), np.float32)))
+    assert len(figures(at)) == 3
+    assert list(tmp_path.iterdir()) == []  # nothing written, nowhere
+    assert not (tmp_path.parent.parent / '<img src=x onerror="alert(1)">.npy').exists()
+    for element in at.markdown:  # markdown is shown without raw HTML (see the next test)
+        assert "onerror" not in element.value or "<img" not in element.value
+
+
+def test_no_raw_html_anywhere_in_the_app():
+    """Streamlit escapes text unless a call passes ``unsafe_allow_html=True`` (or uses st.html):
+    no page and no part of lnviz does, so nothing a learner types or uploads becomes markup."""
+    sources = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")),
+               *sorted((ROOT / "lnviz").rglob("*.py"))]
+    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in sources
+                 for n, line in enumerate(Path(path).read_text().splitlines(), 1)
+                 if re.search(r"unsafe_allow_html\s*=\s*True|\bst\.html\(|components\.html\(",
+                              line)]
+    assert offenders == []
+
+
+def test_no_pickle_on_the_path_of_user_data():
+    """Uploads are parsed by lnviz.io (never unpickled; its hostile corpus is in test_io.py);
+    nothing imports pickle, loads with torch.load or evaluates text (module.eval() is fine)."""
+    sources = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")),
+               *sorted((ROOT / "lnviz").rglob("*.py"))]
+    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in sources
+                 for n, line in enumerate(Path(path).read_text().splitlines(), 1)
+                 if re.search(r"\bimport pickle\b|allow_pickle\s*=\s*True|torch\.load\(|"
+                              r"(?<![.\w])(eval|exec)\(", line)]
+    assert offenders == []
+
+
+# --- Every page survives a URL full of junk -----------------------------------------------------
+
+JUNK = ["", "abc", "-1", "1e309", "nan", "9" * 40, "<script>", "Random+batch", "0"]
+
+
+def open_with_query(page: str, query: dict[str, str]) -> AppTest:
+    """Run ``page`` as if its URL carried ``query`` (values that may well be refused)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update(query)
+    at.switch_page(page).run()
+    return at
+
+
+@pytest.mark.parametrize("page", ALL_PAGES)
+def test_every_page_survives_junk_in_every_url_parameter(page):
+    at = open_page(page)
+    keys = sorted({w.key for kind in ("slider", "select_slider", "number_input", "selectbox",
+                                      "segmented_control", "radio", "toggle", "multiselect",
+                                      "text_area", "text_input", "checkbox")
+                   for w in getattr(at, kind) if w.key and not w.key.startswith("$$")})
+    assert keys, f"{page} has no controls bound to the URL"
+    for k in range(len(JUNK)):  # every key gets every junk value once
+        query = {key: JUNK[(k + i) % len(JUNK)] for i, key in enumerate(keys)}
+        at = open_with_query(page, query)
+        assert not at.exception, (page, query, at.exception)
+        assert at.title and at.title[0].value
+
+
+@pytest.mark.parametrize(("value", "kept"), [
+    ("3", True), ("1e-3", True), ("Random batch", True), ("-2.5", True), (str(2**53), True),
+    ("", False), ("1e309", False), ("-inf", False), ("nan", False), (str(2**53 + 2), False),
+    ("x" * 201, False),
+])
+def test_only_values_a_control_could_have_written_stay_in_the_url(value, kept):
+    assert plausible_url_value(value) is kept
