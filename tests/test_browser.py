@@ -374,3 +374,71 @@ def test_url_restores_the_settings(page: Page, server: str) -> None:
     expect(page).to_have_url(re.compile(r"[?&]eps=1e-3(&|$)"))
     _assert_no_exception(page)
     _shot(page, "explorer-url-rmsnorm")
+
+
+#: What has the keyboard focus: its role, accessible label, text, and the group it sits in.
+_FOCUSED = """() => {
+  const e = document.activeElement;
+  if (!e) return {};
+  const group = e.closest('[role=radiogroup]');
+  return {tag: e.tagName, role: e.getAttribute('role') || '', label: e.getAttribute('aria-label')
+          || '', text: (e.innerText || '').trim(), group: group ? group.getAttribute('aria-label')
+          : '', testid: e.getAttribute('data-testid') || ''};
+}"""
+
+
+def _tab_to(page: Page, wanted, what: str, limit: int = 150) -> dict:
+    """Press Tab (only) until ``wanted(focused)`` holds; the focused element's description."""
+    seen = []
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(_FOCUSED)
+        if wanted(focused):
+            return focused
+        seen.append(f"{focused.get('tag')}:{focused.get('label') or focused.get('text')[:20]}")
+    raise AssertionError(f"{what} not reached with {limit} Tabs; focus went {seen[-40:]}")
+
+
+def test_the_explorer_works_with_the_keyboard_alone(page: Page, server: str) -> None:
+    """Navigation, a choice, a slider and a figure's data table, without touching the mouse."""
+    page.goto(server)
+    expect(page.locator(TITLE)).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+
+    _tab_to(page, lambda f: f["testid"] == "stSidebarNavLink" and f["text"].endswith("Explorer"),
+            "the Explorer's navigation link")
+    page.evaluate(_WATCH_RUNS)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/explorer/?(\?.*)?$"))
+    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+
+    # the Normalization choice is one tab stop; arrow keys move within it, Space picks
+    focused = _tab_to(page, lambda f: f["role"] == "radio" and f["group"] == "Normalization",
+                      "the Normalization choice")
+    for _ in range(6):
+        if focused["text"] == "BatchNorm":
+            break
+        page.keyboard.press("ArrowRight")
+        focused = page.evaluate(_FOCUSED)
+    assert focused["text"] == "BatchNorm", focused
+    page.keyboard.press("Space")
+    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible()
+    expect(_norm_option(page, "BatchNorm")).to_be_checked()
+    _wait_idle(page)
+
+    _tab_to(page, lambda f: f["label"] == "γ (scale)", "the γ slider")
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"[?&]gamma=1\.1(&|$)"))
+    expect(page.locator('[data-testid="stSliderThumbValue"]')
+           .filter(has_text=re.compile(r"^1\.10$"))).to_have_count(1)
+    _wait_idle(page)
+
+    _tab_to(page, lambda f: f["tag"] == "SUMMARY" and "Data behind this figure" in f["text"],
+            "a figure's data expander")
+    page.keyboard.press("Enter")
+    table = page.locator('[data-testid="stExpander"] [data-testid="stDataFrame"]').first
+    expect(table).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "explorer-keyboard")
