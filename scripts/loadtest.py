@@ -45,18 +45,18 @@ import queue
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from anywhere: lnviz is beside it
+
+from lnviz.localserver import free_port, healthy, server_command  # noqa: E402
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -361,26 +361,6 @@ class Sampler(threading.Thread):
 
 # --- server ----------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.read().strip() == b"ok"
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def server_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", "app.py",
-            "--server.port", str(port), "--server.address", "127.0.0.1",
-            "--server.headless", "true", "--server.fileWatcherType", "none"]
-
-
 def stop_tree(proc: mp.Process | subprocess.Popen, grace: float = 10) -> None:
     """Stop a process and everything below it, each by its own pid: TERM, then KILL."""
     pid = proc.pid
@@ -666,7 +646,7 @@ def run(args: argparse.Namespace) -> dict:
 
     try:
         server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        while not healthy(f"{base}/_stcore/health"):
+        while not healthy(base):
             if server.poll() is not None:
                 raise SystemExit(f"the server exited with code {server.returncode}; log: "
                                  f"{log_name}")

@@ -13,18 +13,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from lnviz.localserver import HOST, free_port, healthy, server_command
 
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -106,20 +104,6 @@ def _missing(what: str) -> None:
     pytest.skip(f"{message} (set LNVIZ_REQUIRE_BROWSER=1 to make this a failure)")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.read().strip() == b"ok"
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -150,23 +134,15 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(scope="module")
 def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``streamlit run app.py`` on a free local port; yields its base URL, stops it after."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
-    command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.port", str(port),
-        "--server.headless", "true",
-        "--server.address", "127.0.0.1",
-        "--browser.gatherUsageStats", "false",
-        # others may edit the sources while the tests run: no "source changed" prompts
-        "--server.fileWatcherType", "none",
-    ]
-    base = f"http://127.0.0.1:{port}"
+    command = server_command(port)
+    base = f"http://{HOST}:{port}"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + SERVER_START_S
-            while not _healthy(f"{base}/_stcore/health"):
+            while not healthy(base):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     state = (f"exited with code {proc.returncode}" if proc.poll() is not None
                              else f"not healthy after {SERVER_START_S} s")

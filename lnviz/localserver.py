@@ -1,0 +1,42 @@
+"""A local ``streamlit run app.py`` for the browser tests and the load test.
+
+Only 127.0.0.1 is ever used: a free port there, the command that serves the app on it, and the
+health check that says it is ready.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import urllib.error
+import urllib.request
+
+__all__ = ["HOST", "free_port", "healthy", "server_command"]
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def healthy(base_url: str) -> bool:
+    """Whether the app server at ``base_url`` answers its health check (``/_stcore/health``)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/_stcore/health", timeout=2) as response:
+            return response.read().strip() == b"ok"
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def server_command(port: int) -> list[str]:
+    """``python -m streamlit run app.py`` on ``port`` of 127.0.0.1, headless, without usage
+    statistics and without watching the sources (others may edit them while it runs). Run it
+    from the repository root."""
+    return [sys.executable, "-m", "streamlit", "run", "app.py",
+            "--server.port", str(port), "--server.address", HOST,
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none"]
