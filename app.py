@@ -7,7 +7,7 @@ pages/ with st.navigation. Pages read the sidebar's choices with lnviz.ui.state.
 import streamlit as st
 
 from lnviz.ui.pages import PAGES
-from lnviz.ui.state import clean_query_params, sidebar_settings
+from lnviz.ui.state import clean_query_params, logged_run, sidebar_settings
 
 st.set_page_config(
     page_title="lnviz — see what normalization does",
@@ -15,10 +15,12 @@ st.set_page_config(
     layout="wide",
     menu_items={"About": "lnviz: a visual explorer of LayerNorm, BatchNorm and their relatives."},
 )
-clean_query_params()
-page = st.navigation(
-    {section: [st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
-               for p in pages] for section, pages in PAGES.items()}
-)
-sidebar_settings()
-page.run()
+with logged_run() as run:
+    clean_query_params()
+    page = st.navigation(
+        {section: [st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
+                   for p in pages] for section, pages in PAGES.items()}
+    )
+    run.page = page.title
+    sidebar_settings()
+    page.run()

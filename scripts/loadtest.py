@@ -628,6 +628,8 @@ def run(args: argparse.Namespace) -> dict:
     command = server_command(port)
     fd, log_name = tempfile.mkstemp(prefix="lnviz-loadtest-", suffix=".log")
     log = os.fdopen(fd, "wb")
+    fd, runs_name = tempfile.mkstemp(prefix="lnviz-loadtest-runs-", suffix=".log")
+    os.close(fd)  # the server appends one line per script run (LNVIZ_RUN_LOG)
     ctx = mp.get_context("spawn")
     workers: list[mp.Process] = []
     server: subprocess.Popen | None = None
@@ -639,13 +641,14 @@ def run(args: argparse.Namespace) -> dict:
         "server_command": " ".join(["python", *command[1:]]),
         "sessions": args.sessions, "seconds": args.seconds, "once": args.once,
         "browser_nice": args.nice,
-        "errors": [], "server_log": log_name,
+        "errors": [], "server_log": log_name, "server_run_log": runs_name,
     }
     sampler: Sampler | None = None
     got: list[dict] = []
 
     try:
-        server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "LNVIZ_RUN_LOG": runs_name})
         while not healthy(base):
             if server.poll() is not None:
                 raise SystemExit(f"the server exited with code {server.returncode}; log: "
@@ -703,6 +706,7 @@ def run(args: argparse.Namespace) -> dict:
         at_end = sampler.snap()
         sampler.phase = "closing"
         report["walk_s"] = round(time.time() - walk_start, 1)
+        report["walk_window"] = (walk_start, time.time())
         busy = max(1e-9, time.time() - walk_start)
         report["server_cores_busy"] = round(
             (at_end["server_cpu_s"] - at_go["server_cpu_s"]) / busy, 2)
@@ -736,6 +740,7 @@ def run(args: argparse.Namespace) -> dict:
             stop_tree(server, grace=15)
         log.close()
 
+    report.update(_server_runs(Path(runs_name), report.get("walk_window")))
     got.sort(key=lambda o: o["session"])
     reruns = [r for o in got for r in o["reruns"]]
     opens = [r for o in got for r in o["opens"]]
@@ -784,6 +789,25 @@ def run(args: argparse.Namespace) -> dict:
     return report
 
 
+def _server_runs(path: Path, window: tuple[float, float] | None) -> dict:
+    """The server's own script-run times (LNVIZ_RUN_LOG) while the sessions walked."""
+    runs: list[tuple[float, str]] = []
+    with contextlib.suppress(OSError):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            stamp, ms, page = line.split(" ", 2)
+            if window is None or window[0] <= float(stamp) <= window[1] + 1:
+                runs.append((float(ms), page))
+    by_page: dict[str, list[float]] = {}
+    for ms, page in runs:
+        by_page.setdefault(page, []).append(ms)
+    times = [ms for ms, _ in runs]
+    return {"server_runs": len(times), "server_script_p50_ms": percentile(times, 50),
+            "server_script_p95_ms": percentile(times, 95),
+            "server_script_by_page": {p: {"runs": len(v), "p50_ms": percentile(v, 50),
+                                          "p95_ms": percentile(v, 95)}
+                                      for p, v in sorted(by_page.items())}}
+
+
 def _fmt(v: float | None, digits: int = 0) -> str:
     return "—" if v is None else f"{v:,.{digits}f}"
 
@@ -805,6 +829,9 @@ def summary(r: dict) -> str:
         ("  of which: to run start p50 (ms)", _fmt(r.get("rerun_start_p50_ms"))),
         ("  of which: server run p50 / p95 (ms)", f"{_fmt(r.get('rerun_server_p50_ms'))} / "
                                                  f"{_fmt(r.get('rerun_server_p95_ms'))}"),
+        ("server's own script runs: count, p50 / p95 (ms)",
+         f"{r.get('server_runs', 0)}, {_fmt(r.get('server_script_p50_ms'))} / "
+         f"{_fmt(r.get('server_script_p95_ms'))}"),
         ("moves with no rerun", str(r.get("noop_moves", 0))),
         ("errors", str(r.get("error_count", 0))),
         ("server RSS before (MB)", _fmt(r.get("rss_before_mb"), 1)),
@@ -822,6 +849,10 @@ def summary(r: dict) -> str:
         lines += ["", "reruns by page: count, p50 / p95 ms"]
         lines += [f"  {p:<36} {v['reruns']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
                   for p, v in r["by_page"].items()]
+    if r.get("server_script_by_page"):
+        lines += ["", "server's own script runs by page: count, p50 / p95 ms"]
+        lines += [f"  {p:<36} {v['runs']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
+                  for p, v in r["server_script_by_page"].items()]
     if r.get("slider_by_page"):
         lines += ["", "slider moves by page: count, p50 / p95 ms"]
         lines += [f"  {p:<36} {v['reruns']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
@@ -853,24 +884,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nice", type=int, default=0,
                         help="run the browsers at this niceness (e.g. 10): a lower CPU priority "
                              "than the server's, for a machine that hosts both")
-    parser.add_argument("--rerun-timeout", type=float, default=60,
+    parser.add_argument("--rerun-timeout", type=float, default=150,
                         help="longest wait for one rerun, s")
-    parser.add_argument("--page-timeout", type=float, default=90,
+    parser.add_argument("--page-timeout", type=float, default=180,
                         help="longest wait for one page to open, s")
     parser.add_argument("--ready-timeout", type=float, default=240,
                         help="longest wait for every session to open the home page, s")
     parser.add_argument("--server-start", type=float, default=90,
                         help="longest wait for the server's health check, s")
     parser.add_argument("--timeout", type=float,
-                        help="global limit for the whole run, s (default: seconds + 240 + "
-                             "10 per session + settle)")
+                        help="global limit for the whole run, s (default: seconds + the "
+                             "ready and page timeouts + 10 per session + settle + 60)")
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 50:
         parser.error("--sessions must be between 1 and 50")
     if not 0 < args.seconds <= 3600:
         parser.error("--seconds must be in (0, 3600]")
     if args.timeout is None:
-        args.timeout = args.seconds + 240 + 10 * args.sessions + args.settle
+        args.timeout = (args.seconds + args.ready_timeout + args.page_timeout
+                        + 10 * args.sessions + args.settle + 60)
     if args.once:
         args.timeout += 180
 

@@ -11,3 +11,14 @@ def test_app_starts_and_shows_the_formula():
     at = AppTest.from_file(APP, default_timeout=30).run()
     assert not at.exception
     assert any("\\gamma" in latex.value for latex in at.latex)
+
+
+def test_each_run_is_timed_into_the_run_log(tmp_path, monkeypatch):
+    log = tmp_path / "runs.log"
+    monkeypatch.setenv("LNVIZ_RUN_LOG", str(log))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page("pages/padding.py").run()
+    at.run()
+    lines = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    assert len(lines) >= 2 and lines[-1][2] == "Padding and sequences"
+    assert all(0 < float(ms) < 60_000 for _, ms, _ in lines)

@@ -829,6 +829,21 @@ def test_mutated_files_load_or_are_refused(data: bytes, max_elements: int) -> No
 # ---------------------------------------------------------------------------------------------
 
 
+def test_a_float64_file_kept_as_float64_allocates_under_3x_its_size(tmp_path: Path) -> None:
+    path = tmp_path / "big64.npy"
+    np.save(path, np.linspace(-1.0, 1.0, 4_000_000).reshape(2000, 2000))  # 32 MB of float64
+    size = path.stat().st_size
+    data = path.read_bytes()  # as an upload arrives: bytes already in memory
+    tracemalloc.start()
+    try:
+        result = load_arrays(data, keep_float64=True)  # what the Explorer asks for
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * size
+    assert result["array"].dtype == np.float64 and result["array"][-1, -1] == 1.0
+
+
 def test_loading_40mb_allocates_under_3x_its_size(tmp_path: Path) -> None:
     array = np.arange(10_000_000, dtype=np.float32).reshape(1000, 10_000)
     path = tmp_path / "big.npy"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -62,6 +65,34 @@ def clean_query_params() -> None:
             del params[key]
         if bad:
             params.set_initial_query_params_from_current()
+
+
+#: Environment variable naming a file to which every script run appends its duration.
+RUN_LOG_ENV = "LNVIZ_RUN_LOG"
+
+
+@dataclass
+class RunRecord:
+    """What :func:`logged_run` writes for one run: the page, filled in once it is known."""
+
+    page: str = "?"
+
+
+@contextmanager
+def logged_run() -> Iterator[RunRecord]:
+    """Time one run of the app's script and, when ``LNVIZ_RUN_LOG`` names a file, append
+    "<unix time> <milliseconds> <page>" to it — the server-side rerun time, as the load test
+    reads it. Costs nothing when the variable is unset."""
+    path = os.environ.get(RUN_LOG_ENV)
+    record = RunRecord()
+    start = time.perf_counter()
+    try:
+        yield record
+    finally:
+        if path:
+            with open(path, "a", encoding="utf-8") as log:
+                log.write(f"{time.time():.3f} {(time.perf_counter() - start) * 1e3:.1f} "
+                          f"{record.page}\n")
 
 
 def sidebar_settings() -> Settings:
