@@ -1299,6 +1299,19 @@ def training_gates_figure(
     return _figure(data, layout)
 
 
+def _tabulated(trace: go.basedatatypes.BaseTraceType) -> bool:
+    """Whether :func:`figure_tables` gives this trace's numbers: a heatmap's grid, or the points
+    of a trace with hover text (one without is decoration: boundaries, guide lines, marks)."""
+    if trace.type == "heatmap":
+        return trace.z is not None
+    return getattr(trace, "y", None) is not None and trace.hoverinfo != "skip"
+
+
+def has_tables(fig: go.Figure) -> bool:
+    """Whether :func:`figure_tables` would find any numbers in ``fig`` (a diagram has none)."""
+    return any(_tabulated(trace) for trace in fig.data)
+
+
 def figure_tables(fig: go.Figure, max_rows: int = 2000) -> list[tuple[str, pd.DataFrame]]:
     """The numbers behind a figure, for readers who cannot see the chart (or want the values):
     each heatmap as its grid, and every other trace in one long table of (trace, x, y).
@@ -1309,10 +1322,12 @@ def figure_tables(fig: go.Figure, max_rows: int = 2000) -> list[tuple[str, pd.Da
     tables: list[tuple[str, pd.DataFrame]] = []
     points: list[pd.DataFrame] = []
     for i, trace in enumerate(fig.data):
+        if not _tabulated(trace):
+            continue
         name = trace.name or f"{trace.type} {i + 1}"
-        if trace.type == "heatmap" and trace.z is not None:
+        if trace.type == "heatmap":
             tables.append((name, pd.DataFrame(np.asarray(trace.z, dtype=float)[:max_rows])))
-        elif getattr(trace, "y", None) is not None and trace.hoverinfo != "skip":
+        else:
             y = np.asarray(trace.y, dtype=object)
             x = np.asarray(trace.x if trace.x is not None else range(len(y)), dtype=object)
             points.append(pd.DataFrame({"trace": name, "x": x[: len(y)], "y": y}))

@@ -133,3 +133,11 @@ def test_validation_is_on_in_the_tests_and_catches_a_misspelt_property():
     assert charts.VALIDATE
     with pytest.raises(ValueError, match="colour"):
         charts._figure([dict(type="bar", y=[1], marker=dict(colour="red"))], {})
+
+
+def test_a_diagram_has_no_data_tables_and_a_chart_does():
+    cubes = charts.bnln_sharing_figure((2, 3, 4), ["BatchNorm"], [np.ones((2, 1, 4), bool)],
+                                       ["per feature"])
+    assert not charts.has_tables(cubes) and charts.figure_tables(cubes) == []
+    stats = charts.group_stats_figure(np.ones(2), np.ones(2), np.zeros(2), np.ones(2))
+    assert charts.has_tables(stats) and charts.figure_tables(stats)

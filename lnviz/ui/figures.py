@@ -34,6 +34,12 @@ class _FinishedFigure(go.Figure):
     def __init__(self, fig: go.Figure) -> None:
         super().__init__(layout={"template": {}})  # an empty shell: only to_dict() is used
         self._finished = fig.to_dict()
+        self._has_tables = charts.has_tables(fig)
+
+    @property
+    def has_tables(self) -> bool:
+        """Whether the figure has numbers to show as tables (a diagram has none)."""
+        return self._has_tables
 
     def to_dict(self) -> dict:
         return self._finished
@@ -70,9 +76,12 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
     name = getattr(builder, "__name__", "")
     if getattr(charts, name, None) is not builder:
         raise TypeError(f"show_figure takes a figure builder from lnviz.charts, not {builder!r}")
-    st.plotly_chart(_built(name, args, kwargs), key=key)
+    fig = _built(name, args, kwargs)
+    st.plotly_chart(fig, key=key)
     if caption:
         st.caption(caption)
+    if not fig.has_tables:
+        return
     # The tables are sent only while the expander is open (opening it reruns the page): most
     # learners never open it, and converting every table on every rerun would cost each rerun
     # several milliseconds per figure.
@@ -80,9 +89,6 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
     with data:
         if not data.open:
             return
-        tables = _tables(name, args, kwargs)
-        if not tables:
-            st.caption("This figure is a diagram: it has no numbers to tabulate.")
-        for title, table in tables:
+        for title, table in _tables(name, args, kwargs):
             st.markdown(f"**{title}**")
             st.dataframe(table, height=min(35 * (len(table) + 1) + 3, 300))
