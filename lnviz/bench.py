@@ -205,12 +205,18 @@ def run(
 def peak_extra_memory(norm: str, impl: str, rows: int, cols: int, device: str = "cpu") -> int:
     """Peak bytes an implementation allocates beyond its input, measured in a fresh process
     (the CPU's peak resident size only grows, so each measurement needs its own)."""
+    # The peak resident size is a high-water mark: the baseline must be the process's largest
+    # footprint so far, or new allocations can hide below an earlier peak. So the input is
+    # filled in place (randn would allocate temporaries) and freed memory is handed back to the
+    # system (malloc_trim) before the baseline is read.
     code = (
-        "import sys, resource, torch\n"
+        "import ctypes, sys, resource, torch\n"
         "from lnviz.bench import implementations\n"
-        f"x = torch.randn({rows}, {cols}, device={device!r})\n"
+        f"x = torch.empty({rows}, {cols}, device={device!r}).normal_()\n"
         f"fn = implementations({norm!r}, {device!r})[{impl!r}]\n"
         "fn(x[:2].clone())  # load kernels and libraries before the baseline\n"
+        "if sys.platform.startswith('linux'):\n"
+        "    ctypes.CDLL('libc.so.6').malloc_trim(0)\n"
         "if x.device.type == 'cuda':\n"
         "    torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()\n"
         "    fn(x); torch.cuda.synchronize()\n"

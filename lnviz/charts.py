@@ -28,6 +28,8 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "
 DIVERGING = [[0.0, "#2166AC"], [0.25, "#67A9CF"], [0.5, "#F7F7F7"], [0.75, "#FDB863"],
              [1.0, "#B35806"]]
 BEFORE, AFTER = OKABE_ITO[0], OKABE_ITO[1]
+#: Okabe–Ito's blue, darker: the shaded side of a cube drawn in that blue.
+DARK_BLUE = "#005A8C"
 
 #: Whether plotly checks every property of a figure as it builds it. The check catches a
 #: misspelt property or a value of the wrong kind, and costs most of a figure's build time; the
@@ -857,7 +859,7 @@ def bnln_sharing_figure(
     # notes under tall, narrow cubes do not run into each other.
     step = max(right_edge + 0.45, 0.9 * (top_edge + 0.62))
     grey = {"front": "#E8E8E8", "top": "#F5F5F5", "right": "#D6D6D6"}
-    blue = {"front": OKABE_ITO[0], "top": OKABE_ITO[4], "right": "#005A8C"}
+    blue = {"front": OKABE_ITO[0], "top": OKABE_ITO[4], "right": DARK_BLUE}
     whole = {"front": ((0, 0), (length_n, height)), "top": ((0, 0), (length_n, length_c)),
              "right": ((0, 0), (length_c, height))}
     offsets = [k * step for k in range(len(titles))]
