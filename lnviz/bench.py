@@ -203,24 +203,35 @@ def run(
 
 
 def peak_extra_memory(norm: str, impl: str, rows: int, cols: int, device: str = "cpu") -> int:
-    """Peak bytes an implementation allocates beyond its input, measured in a fresh process
-    (the CPU's peak resident size only grows, so each measurement needs its own)."""
-    # The peak resident size is a high-water mark: the baseline must be the process's largest
-    # footprint so far, or new allocations can hide below an earlier peak. So the input is
-    # filled in place (randn would allocate temporaries) and freed memory is handed back to the
-    # system (malloc_trim) before the baseline is read.
+    """Peak bytes an implementation allocates beyond its input, measured in a fresh process.
+
+    On the CPU the peak is the process's resident high-water mark. On Linux that is VmHWM,
+    reset to the current size just before the call (``/proc/self/clear_refs``); not
+    ``ru_maxrss``, which a child inherits from its parent at fork (a test process of 450 MB hid
+    every allocation of the measured call). Elsewhere ``ru_maxrss``, with the input filled in
+    place (randn would allocate temporaries) so that the baseline is the peak so far.
+    """
     code = (
-        "import ctypes, sys, resource, torch\n"
+        "import sys, resource, torch\n"
         "from lnviz.bench import implementations\n"
+        "def status(field):\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith(field + ':'):\n"
+        "            return int(line.split()[1]) * 1024\n"
+        "linux = sys.platform.startswith('linux')\n"
         f"x = torch.empty({rows}, {cols}, device={device!r}).normal_()\n"
         f"fn = implementations({norm!r}, {device!r})[{impl!r}]\n"
         "fn(x[:2].clone())  # load kernels and libraries before the baseline\n"
-        "if sys.platform.startswith('linux'):\n"
-        "    ctypes.CDLL('libc.so.6').malloc_trim(0)\n"
         "if x.device.type == 'cuda':\n"
         "    torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()\n"
         "    fn(x); torch.cuda.synchronize()\n"
         "    print(torch.cuda.max_memory_allocated() - base)\n"
+        "elif linux:\n"
+        "    with open('/proc/self/clear_refs', 'w') as f:\n"
+        "        f.write('5')  # reset the high-water mark to the current size\n"
+        "    base = status('VmRSS')\n"
+        "    fn(x)\n"
+        "    print(status('VmHWM') - base)\n"
         "else:\n"
         "    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "    fn(x)\n"
