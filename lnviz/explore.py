@@ -671,15 +671,16 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
     mean_out, std_out = group_stats(result.output, batch.layout, spec, mask)
     input_values = x.detach().float().cpu().numpy()
     output_values = result.output.detach().float().cpu().numpy()
+    nonfinite_inputs = _count_nonfinite(input_values)
     source_nonfinite = _count_nonfinite(np.asarray(batch.values))
     return Exploration(
         x=x, result=result, input_values=input_values, output_values=output_values,
         groups=ids, mean_in=mean_in, std_in=std_in, mean_out=mean_out, std_out=std_out,
         max_difference=difference, tolerance=TOLERANCE[dtype] * max(1.0, scale), impl=impl,
-        nonfinite_inputs=_count_nonfinite(input_values),
+        nonfinite_inputs=nonfinite_inputs,
         nonfinite_outputs=_count_nonfinite(output_values),
         histogram_in=histogram(input_values), histogram_out=histogram(output_values),
-        overflowed_inputs=max(0, _count_nonfinite(input_values) - source_nonfinite),
+        overflowed_inputs=max(0, nonfinite_inputs - source_nonfinite),
         # σ² (the mean square for RMSNorm) is inf only when finite values overflowed: an inf
         # or NaN input makes it NaN instead.
         overflowed_groups=int(torch.isinf(result.var).sum()),

@@ -1,7 +1,7 @@
 """A local ``streamlit run app.py`` for the browser tests and the load test.
 
-Only 127.0.0.1 is ever used: a free port there, the command that serves the app on it, and the
-health check that says it is ready.
+Only 127.0.0.1 is ever used: a free port there, the command that serves the app on it, the
+health check that says it is ready, and the flags the browsers driving it are started with.
 """
 
 from __future__ import annotations
@@ -11,9 +11,20 @@ import sys
 import urllib.error
 import urllib.request
 
-__all__ = ["HOST", "free_port", "healthy", "server_command"]
+__all__ = ["CHROMIUM_ARGS", "HOST", "free_port", "healthy", "server_command"]
 
 HOST = "127.0.0.1"
+#: Headless Debian Chromium as the tests and the load test launch it: no sandbox (root in a
+#: container), software rendering, and nothing that would reach the network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def free_port() -> int:

@@ -2,7 +2,6 @@
 placement of LayerNorm in a block (post-LN, pre-LN, none) shapes the residual stream with depth."""
 
 import math
-from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -33,9 +32,7 @@ MAX_DEPTH = 48
 @st.cache_data(max_entries=16, show_spinner="Sending the batch through the stack…")
 def _profiles(config: StackConfig) -> dict[str, DepthProfile]:
     # A 48-block stack takes a few hundred milliseconds; every learner shares the results.
-    # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
-    # slices the cached result.
-    return depth_profiles(replace(config, depth=MAX_DEPTH))
+    return depth_profiles(config)
 
 
 st.title("Shapes, and where LayerNorm sits")
@@ -135,8 +132,11 @@ with st.container(border=True):
         help="Weights are drawn with standard deviation gain/√fan_in: 1 keeps a linear layer's "
              "output as large as its input, 1.414 (√2) does so after a ReLU.")
 try:
-    profiles = first_blocks(_profiles(StackConfig(d_model=d_model, activation=activation,
-                                                  init_gain=gain, seed=settings.seed)), depth)
+    # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
+    # slices the cached result.
+    profiles = first_blocks(_profiles(StackConfig(depth=MAX_DEPTH, d_model=d_model,
+                                                  activation=activation, init_gain=gain,
+                                                  seed=settings.seed)), depth)
 except ValueError as err:
     st.error(str(err), icon="🚫")
     st.stop()

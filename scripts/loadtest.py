@@ -56,17 +56,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere: lnviz is beside it
 
-from lnviz.localserver import free_port, healthy, server_command  # noqa: E402
+from lnviz.localserver import CHROMIUM_ARGS, free_port, healthy, server_command  # noqa: E402
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 #: Pages that are only opened, never driven: their work is a long computation started on purpose.
 NO_MOVES = {"LN-LSTM vs LSTM", "Performance"}
 #: Segmented-control options never clicked: "Upload" leaves the Explorer waiting for a file.

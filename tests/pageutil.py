@@ -9,7 +9,11 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from lnviz.ui.pages import PAGES
+
 ROOT = Path(__file__).resolve().parents[1]
+#: Every page of the navigation, as app.py routes to it.
+ALL_PAGES = [p.path for pages in PAGES.values() for p in pages]
 
 
 def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60) -> AppTest:

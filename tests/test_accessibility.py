@@ -6,12 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from pageutil import figures, open_page
+from pageutil import ALL_PAGES, figures, open_page
 
 from lnviz import charts
-from lnviz.ui.pages import PAGES
 
-ALL_PAGES = [p.path for pages in PAGES.values() for p in pages]
 CONTROLS = ("slider", "select_slider", "number_input", "selectbox", "segmented_control", "radio",
             "toggle", "multiselect", "text_area", "text_input", "checkbox", "button",
             "color_picker", "date_input", "time_input")

@@ -13,15 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pageutil import ROOT, alerts, figures, open_page
+from pageutil import ALL_PAGES, ROOT, alerts, figures, open_page
 from streamlit.testing.v1 import AppTest
 
 from lnviz.explore import Batch, NormSpec, explain, explore
-from lnviz.ui.pages import PAGES
 from lnviz.ui.state import plausible_url_value
 
 EXPLORER = "pages/explorer.py"
-ALL_PAGES = [p.path for pages in PAGES.values() for p in pages]
 
 
 def npy(array: np.ndarray) -> bytes:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lnviz.localserver import HOST, free_port, healthy, server_command
+from lnviz.localserver import CHROMIUM_ARGS, HOST, free_port, healthy, server_command
 
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -34,15 +34,6 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "screenshots"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SERVER_START_S = 60
 #: The first run of a page imports torch and computes; later runs are much faster.
 APP_TIMEOUT_MS = 60_000
