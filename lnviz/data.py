@@ -1,7 +1,8 @@
 """Data sources for the explorer: worked-example presets, seeded random batches, and typed numbers.
 
-Everything here returns float32 numpy arrays, with shapes that put the features (the axis
-LayerNorm normalizes over) last, except `image_batch`, which uses the (N, C, H, W) image layout.
+Everything here returns float32 numpy arrays (numbers typed by hand: float64, so that the sidebar's
+precision decides how they are rounded), with shapes that put the features (the axis LayerNorm
+normalizes over) last, except `image_batch`, which uses the (N, C, H, W) image layout.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +29,6 @@ _MAX_DIMS = 5
 _OUTLIER_SHARE = 0.01
 _OUTLIER_FACTOR = 20.0
 _CHANNEL_LIFT = 3.0
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,8 +426,8 @@ def _to_number(token: str) -> float | str:
         return f"{token!r} is not a number"
     value = float(token)
     # float() turns '1e400' into inf; only a literal 'inf' should mean infinity.
-    if abs(value) > _FLOAT32_MAX and "inf" not in token.lower():
-        return f"{token!r} is too large for float32 (about ±3.4e38)"
+    if math.isinf(value) and "inf" not in token.lower():
+        return f"{token!r} is too large for any float (float64 holds up to about ±1.8e308)"
     return value
 
 
@@ -475,7 +476,7 @@ def _parse_rows(text: str, max_elements: int) -> np.ndarray:
             rows.append(row)
     if not rows:
         raise ValueError("nothing to parse: type some numbers")
-    return np.array(rows, dtype=np.float32)
+    return np.array(rows, dtype=np.float64)
 
 
 class _NestedParser:
@@ -524,7 +525,7 @@ class _NestedParser:
                 "wrap everything in one pair of brackets"
             )
         shape = tuple(self.sizes[depth] for depth in range(1, (self.leaf_depth or 0) + 1))
-        return np.array(self.numbers, dtype=np.float32).reshape(shape)
+        return np.array(self.numbers, dtype=np.float64).reshape(shape)
 
     def read_list(self, depth: int) -> None:
         _, start = self.current
@@ -584,7 +585,8 @@ class _NestedParser:
 
 
 def parse_numbers(text: str, *, max_elements: int = 100_000) -> np.ndarray:
-    """Turn numbers typed by hand into a float32 array.
+    """Turn numbers typed by hand into a float64 array (every digit typed is kept; the
+    sidebar's precision rounds them later, and says when a value does not fit it).
 
     Two layouts are understood:
 
@@ -609,6 +611,29 @@ def parse_numbers(text: str, *, max_elements: int = 100_000) -> np.ndarray:
     if text.lstrip().startswith("["):
         return _NestedParser(text, max_elements).parse()
     return _parse_rows(text, max_elements)
+
+
+def parse_table(table: Any) -> np.ndarray:
+    """The cells of a table typed by hand (a pandas DataFrame of text or numbers) as a float64
+    array of its shape. Each cell is read as one number the way :func:`parse_numbers` reads
+    them (1e-3, -2.5E+1, nan, inf); an empty or malformed cell raises ValueError naming its row
+    and column.
+    """
+    cells = table.to_numpy(dtype=object)
+    out = np.empty(cells.shape, dtype=np.float64)
+    for (i, j), cell in np.ndenumerate(cells):
+        where = f"row {table.index[i]}, column {table.columns[j]}"
+        if isinstance(cell, (int, float, np.number)) and not isinstance(cell, bool):
+            value: float | str = float(cell)
+            if math.isnan(value):
+                value = "empty"
+        else:
+            token = "" if cell is None else str(cell).strip().replace("\u2212", "-")
+            value = _to_number(token) if token else "empty"
+        if isinstance(value, str):
+            raise ValueError(f"{where}: {value}; every cell needs a number, e.g. 0.5 or 1e-3")
+        out[i, j] = value
+    return out
 
 
 def describe_shape(shape: Sequence[int]) -> str:

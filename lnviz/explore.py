@@ -33,13 +33,17 @@ __all__ = [
     "FAST_ABOVE",
     "LAYOUTS",
     "NORMS",
+    "REFERENCE_LIMIT",
     "TABLE_NORMS",
-    "TOLERANCE",
     "Batch",
     "Exploration",
     "GridView",
     "NormSpec",
+    "TorchCheck",
     "channel_dim",
+    "check_against_torch",
+    "check_tolerance",
+    "describe_check",
     "explain",
     "explore",
     "grid_labels",
@@ -327,9 +331,12 @@ def _torch_batch_norm(
     if spec.training:
         out = F.batch_norm(xc, None, None, weight, bias, True, spec.momentum, spec.eps)
     else:
+        # The running statistics do not depend on ε; torch refuses ε = 0 in training passes,
+        # so the warm-up passes use a positive one and only the eval pass uses spec.eps.
+        warmup_eps = spec.eps or 1e-5
         for _ in range(spec.warmup_steps):
             F.batch_norm(xc, running_mean, running_var, None, None, True, spec.momentum,
-                         spec.eps)
+                         warmup_eps)
         out = F.batch_norm(x.movedim(c, 1), running_mean, running_var, weight, bias, False,
                            spec.momentum, spec.eps)
         return out.movedim(1, c), None
@@ -495,10 +502,24 @@ def step_by_step(
     gamma, beta = (p.reshape(_broadcast_shape(shape, layout, spec)) for p in
                    _affine(spec, x, layout))
     var = at(result.var)
+    mean = at(result.mean)
+    note = ""
+    if result.mean is not None and not (spec.norm == "BatchNorm" and not spec.training):
+        exact = _exact_group_mean(x, ids, group, layout, mask if spec.use_mask else None)
+        # Only where the rounding of the stored μ shows in x̂ (as it does far from zero).
+        rstd = float(at(result.rstd)[0])
+        finite = math.isfinite(exact) and math.isfinite(rstd)
+        shift = abs(exact - mean[0]) * rstd if finite else 0.0
+        if shift > 1e-6:
+            note = (f"μ is shown exactly, as the float64 mean of the group's values: "
+                    f"{exact:.10g}. lnviz stores μ in {str(x.dtype).removeprefix('torch.')} as "
+                    f"{mean[0]:.10g}, the nearest number it can hold, and centres x with the "
+                    "more exact two-pass value, so (x − μ)/√(σ²+ε) with the μ shown gives x̂.")
+            mean = np.full(positions.size, exact)
     table = {
         "position": [str(tuple(int(i) for i in p)) for p in zip(*idx, strict=True)],
         "x": at(x),
-        "μ": at(result.mean),
+        "μ": mean,
         "σ²" if spec.norm != "RMSNorm" else "mean(x²)": var,
         "√(σ²+ε)": np.sqrt(var + spec.eps),
         "x̂": at(result.x_hat),
@@ -509,14 +530,35 @@ def step_by_step(
     if mask is not None:
         c = channel_dim(layout)
         table["padding"] = ~mask[tuple(i for d, i in enumerate(idx) if d != c)]
-    return pd.DataFrame(table)
+    frame = pd.DataFrame(table)
+    frame.attrs["note"] = note
+    return frame
+
+
+def _exact_group_mean(x: torch.Tensor, ids: np.ndarray, group: int, layout: str,
+                      mask: np.ndarray | None) -> float:
+    """The mean of one group's values in float64 (real tokens only when ``mask`` is given)."""
+    positions = np.flatnonzero(ids.ravel() == group)
+    if mask is not None:
+        idx = np.unravel_index(positions, tuple(x.shape))
+        c = channel_dim(layout)
+        positions = positions[mask[tuple(i for d, i in enumerate(idx) if d != c)]]
+    if positions.size == 0:
+        return math.nan
+    values = x.detach().reshape(-1)[torch.from_numpy(positions).to(x.device)]
+    return float(values.double().mean())
 
 
 def worked_example_latex(row: pd.Series, eps: float, rms: bool = False) -> str:
-    """The formula with one element's numbers substituted, as a textbook would print it."""
+    """The formula with one element's numbers substituted, as a textbook would print it.
 
-    def f(v: float) -> str:
-        text = f"{v:.4g}".replace("inf", r"\infty").replace("nan", r"\mathrm{NaN}")
+    Numbers get four significant digits, and x and μ one more plus as many as they share
+    leading digits (10000.00098 − 9999.886108, not 10⁴ − 10⁴), so that the substituted numbers
+    reproduce x̂ to the digits shown.
+    """
+
+    def f(v: float, digits: int = 4) -> str:
+        text = f"{v:.{digits}g}".replace("inf", r"\infty").replace("nan", r"\mathrm{NaN}")
         if "e" in text:  # 1e-05 -> 1 \times 10^{-5}, as a textbook would print it
             mantissa, exponent = text.split("e")
             power = rf"10^{{{int(exponent)}}}"
@@ -526,7 +568,13 @@ def worked_example_latex(row: pd.Series, eps: float, rms: bool = False) -> str:
 
     var_name = "mean(x²)" if rms else "σ²"
     var = row[var_name]
-    centred = rf"{f(row['x'])}" if rms else rf"({f(row['x'])} - {f(row['μ'])})"
+    x = float(row["x"])
+    mu = 0.0 if rms else float(row["μ"])
+    shared = 0
+    if not rms and math.isfinite(x - mu) and x != mu:
+        shared = max(0, math.ceil(math.log10(max(abs(x), abs(mu)) / abs(x - mu))))
+    digits = min(17, 5 + shared)
+    centred = rf"{f(x, digits)}" if rms else rf"({f(x, digits)} - {f(mu, digits)})"
     symbol = r"x" if rms else r"(x - \mu)"
     denominator = r"\sqrt{\overline{x^2} + \epsilon}" if rms else r"\sqrt{\sigma^2 + \epsilon}"
     shift = "" if rms else r" + \beta"
@@ -544,10 +592,14 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
     n = param_size(shape, layout, spec)
     masked = has_mask and spec.use_mask
 
+    # γ, β and running statistics in x's dtype (float32 for half inputs, as torch's kernels
+    # take them), on x's device: torch refuses float32 parameters with a float64 input.
+    where = f"dtype=torch.{'float64' if dtype == 'float64' else 'float32'}, device={device!r}"
+
     def param(value: float | tuple[float, ...]) -> str:
         if isinstance(value, (tuple, list)):
-            return f"torch.tensor({[round(v, 6) for v in value]})"
-        return f"torch.full(({n},), {float(value)!r})"
+            return f"torch.tensor({[float(v) for v in value]}, {where})"
+        return f"torch.full(({n},), {float(value)!r}, {where})"
 
     lines = [
         "import numpy as np",
@@ -578,7 +630,7 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
             lines += [
                 "# mask.npy: True at real tokens; torch has no mask, so take statistics from",
                 "# the real tokens alone: x[mask] is (real tokens, features)",
-                "mask = torch.from_numpy(np.load('mask.npy')).bool()",
+                f"mask = torch.from_numpy(np.load('mask.npy')).to({device!r}, torch.bool)",
             ]
             batch = "x[mask]"
         if spec.training and masked:
@@ -592,7 +644,8 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
                          f"eps={spec.eps!r}){back}")
         else:
             lines += [
-                f"running_mean, running_var = torch.zeros({n}), torch.ones({n})",
+                f"running_mean, running_var = torch.zeros({n}, {where}), "
+                f"torch.ones({n}, {where})",
                 f"for _ in range({spec.warmup_steps}):  # training passes build the running stats",
                 f"    F.batch_norm({batch}, running_mean, running_var, training=True, "
                 f"momentum={spec.momentum!r}, eps={spec.eps!r})",
@@ -610,8 +663,184 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
 
 
 
-#: Largest |lnviz − torch| accepted as agreement, relative to the output's magnitude.
-TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-1}
+#: How many unit roundoffs of error a correct implementation may show, per unit of conditioning.
+ROUNDOFF_FACTOR = 8
+#: Above this many values the check skips its float64 reference (it would double the memory).
+REFERENCE_LIMIT = 4_000_000
+
+
+def _unit_roundoff(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).eps) / 2
+
+
+def _largest(values: float | tuple[float, ...]) -> float:
+    return max(abs(v) for v in values) if isinstance(values, (tuple, list)) else abs(values)
+
+
+def check_tolerance(x: torch.Tensor, result: NormResult, spec: NormSpec,
+                    reference: torch.Tensor) -> float:
+    """The largest error a correct float implementation may make on this input.
+
+    Two sources: rounding the output (``u_out·|y|``), and centring, where x − μ loses the
+    digits that x and μ share: an error of ``u·|x|`` in x − μ becomes ``u·|x|·|γ|/σ`` in y. So
+    the tolerance grows with κ = max |x|/√(σ²+ε), the input's conditioning: about 1e4 for
+    values near 10⁴ with σ ≈ 1, where even torch's float32 result is off in the third decimal.
+    ``u`` is the unit roundoff of the dtype the statistics are accumulated in (at least
+    float32, as torch does), ``u_out`` that of the output's dtype.
+    """
+    u_out = _unit_roundoff(x.dtype)
+    u_acc = _unit_roundoff(torch.promote_types(x.dtype, torch.float32))
+    dims = result.reduce_dims or tuple(range(x.dim()))
+    with torch.no_grad():
+        largest = x.abs().float().amax(dim=dims, keepdim=True) if x.numel() else x.float()
+        kappa = largest * result.rstd.float()
+        kappa = kappa[torch.isfinite(kappa)]
+        finite_out = reference.abs().float()
+        finite_out = finite_out[torch.isfinite(finite_out)]
+    k = float(kappa.max()) if kappa.numel() else 1.0
+    y = float(finite_out.max()) if finite_out.numel() else 1.0
+    gamma = max(1.0, _largest(spec.gamma))
+    return ROUNDOFF_FACTOR * (u_out * max(1.0, y) + u_acc * max(1.0, k) * gamma)
+
+
+@dataclass(frozen=True)
+class TorchCheck:
+    """lnviz and ``torch.nn.functional`` on the same input, each judged against a float64
+    evaluation of the same formula (torch's, in float64 on the CPU).
+
+    Attributes:
+        difference: max |lnviz − torch|; NaN when torch refused.
+        lnviz_error: max |lnviz − reference|; NaN when there is no reference.
+        torch_error: max |torch − reference|; NaN when torch refused or there is no reference.
+        tolerance: the error a correct implementation may make here (:func:`check_tolerance`).
+        refusal: torch's own message when it refuses the computation, else None.
+        undefined: positions where σ² = 0 and ε = 0, so the formula is 0/0; left out of the
+            comparison (lnviz gives NaN there, some torch kernels 0).
+        torch_at_undefined: what torch returns at those positions ("0", "NaN", or "").
+    """
+
+    difference: float
+    lnviz_error: float
+    torch_error: float
+    tolerance: float
+    refusal: str | None = None
+    undefined: int = 0
+    torch_at_undefined: str = ""
+
+    @property
+    def has_reference(self) -> bool:
+        return not math.isnan(self.lnviz_error)
+
+    @property
+    def lnviz_ok(self) -> bool:
+        """lnviz is within tolerance of the reference (of torch, when there is no reference)."""
+        if self.has_reference:
+            return self.lnviz_error <= self.tolerance
+        return self.refusal is not None or self.difference <= self.tolerance
+
+    @property
+    def torch_ok(self) -> bool:
+        if self.refusal is not None:
+            return False
+        if self.has_reference:
+            return self.torch_error <= self.tolerance
+        return self.difference <= self.tolerance
+
+
+def check_against_torch(x: torch.Tensor, layout: str, spec: NormSpec, ours: torch.Tensor,
+                        result: NormResult, mask: torch.Tensor | None = None) -> TorchCheck:
+    """Run torch on the same input and judge both results against a float64 reference."""
+    try:
+        theirs, where = torch_reference(x, layout, spec, mask)
+    except (RuntimeError, ValueError) as err:  # torch refuses, e.g. BatchNorm with ε = 0
+        return TorchCheck(math.nan, math.nan, math.nan, 0.0, refusal=str(err))
+    # Compare on full-shape boolean masks: masked BatchNorm compares the real tokens alone.
+    keep = None if where is None else where.unsqueeze(channel_dim(layout)).expand(x.shape)
+    count, torch_at = 0, ""
+    if spec.eps == 0:
+        undefined = (result.var == 0).expand(x.shape)
+        if keep is not None:
+            undefined = undefined & keep
+        count = int(undefined.sum())
+        if count:
+            keep = ~undefined if keep is None else keep & ~undefined
+            torch_at = ", ".join(sorted({"NaN" if math.isnan(v) else f"{v:g}"
+                                         for v in theirs[undefined].float().unique().tolist()}))
+    difference = max_abs_difference(ours, theirs, keep)
+    lnviz_error = torch_error = math.nan
+    reference = theirs
+    if x.numel() <= REFERENCE_LIMIT:
+        x64 = x.detach().to("cpu", torch.float64)
+        mask64 = None if mask is None else mask.cpu()
+        reference, _ = torch_reference(x64, layout, spec, mask64)
+        keep64 = None if keep is None else keep.cpu()
+        lnviz_error = max_abs_difference(ours.cpu(), reference, keep64)
+        torch_error = max_abs_difference(theirs.cpu(), reference, keep64)
+    tolerance = check_tolerance(x, result, spec, reference)
+    return TorchCheck(difference, lnviz_error, torch_error, tolerance,
+                      undefined=count, torch_at_undefined=torch_at)
+
+
+def _overflow_remedy(dtype: str) -> str:
+    if dtype == "float64":
+        return "Divide the input by a constant first: float64 is the widest precision."
+    return ("Choose float64 under Precision in the sidebar, or divide the input by a constant "
+            "first.")
+
+
+def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
+                   overflowed: bool = False) -> tuple[str, str]:
+    """(level, message) for the Explorer's "Check against PyTorch": level is "success",
+    "warning" or "error". Says which side is closer to the float64 reference and why they
+    differ; an error only where lnviz itself is wrong. ``overflowed``: σ² overflowed in
+    ``dtype`` (see :func:`explain`)."""
+    if check.refusal is not None:
+        return "warning", (
+            f"torch.nn.functional refuses this computation: “{check.refusal}”. "
+            f"lnviz computes the formula as written (shown above) — with ε = {spec.eps:g} a "
+            "feature whose values are all equal gives 0/0, which lnviz shows as NaN. There is "
+            "nothing of torch's to compare with; choose ε > 0 to compare.")
+    reference = "a float64 evaluation of the same formula on the same input"
+    errors = (f"lnviz is off by {check.lnviz_error:.3g}, torch by {check.torch_error:.3g} "
+              f"(tolerance {check.tolerance:.3g} for this input in {dtype}: it grows with "
+              "|x|/σ, because x − μ loses the digits x and μ share)")
+    if check.undefined:
+        undefined = (f" {check.undefined:,} value(s) sit in groups with σ² = 0 and ε = 0, where "
+                     "the formula is 0/0 and has no value: lnviz shows NaN, torch gives "
+                     f"{check.torch_at_undefined or 'NaN'}; they are left out of the comparison.")
+    else:
+        undefined = ""
+    if not check.has_reference:
+        verdict = "matches" if check.lnviz_ok else "differs from"
+        message = (f"lnviz {verdict} torch.nn.functional: largest |lnviz − torch| = "
+                   f"{check.difference:.3g} (tolerance {check.tolerance:.3g} for {dtype}; "
+                   f"no float64 reference above {REFERENCE_LIMIT:,} values).{undefined}")
+        return ("success" if check.lnviz_ok else "error"), message
+    closer = ("lnviz is the closer of the two" if check.lnviz_error < check.torch_error
+              else "torch is the closer of the two" if check.torch_error < check.lnviz_error
+              else "both are equally close")
+    if overflowed:  # the float64 reference overflows too when the input is float64
+        return "warning", (
+            f"Both overflowed (see the warning above): largest |lnviz − torch| = "
+            f"{check.difference:.3g}, and neither is the true output. "
+            f"{_overflow_remedy(dtype)}")
+    if check.lnviz_ok and check.torch_ok:
+        return "success", (
+            f"lnviz matches torch.nn.functional: largest |lnviz − torch| = "
+            f"{check.difference:.3g}. Against {reference}, {errors}.{undefined}")
+    if check.lnviz_ok:
+        return "warning", (
+            f"lnviz and torch.nn.functional differ by {check.difference:.3g}, and the rounding "
+            f"is torch's: against {reference}, {errors}; {closer}. torch's {dtype} kernels "
+            f"lose digits here that lnviz's two-pass statistics keep.{undefined}")
+    if check.torch_ok:
+        return "error", (
+            f"lnviz differs from torch.nn.functional by {check.difference:.3g}, and the error "
+            f"is lnviz's: against {reference}, {errors}.{undefined}")
+    return "warning", (
+        f"Neither lnviz nor torch.nn.functional computes this accurately in {dtype}: against "
+        f"{reference}, {errors}; {closer}. Choose float64 under Precision in the sidebar."
+        f"{undefined}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -627,8 +856,7 @@ class Exploration:
     std_in: np.ndarray
     mean_out: np.ndarray
     std_out: np.ndarray
-    max_difference: float
-    tolerance: float
+    check: TorchCheck
     impl: str
     nonfinite_inputs: int
     nonfinite_outputs: int
@@ -643,7 +871,16 @@ class Exploration:
 
     @property
     def agrees_with_torch(self) -> bool:
-        return self.max_difference <= self.tolerance
+        """lnviz is right: within tolerance of the float64 reference (or of torch)."""
+        return self.check.lnviz_ok
+
+    @property
+    def max_difference(self) -> float:
+        return self.check.difference
+
+    @property
+    def tolerance(self) -> float:
+        return self.check.tolerance
 
     def intermediates(self) -> dict[str, torch.Tensor]:
         """Input, μ (not for RMSNorm), σ², rstd, x̂ and output, by name, for downloading."""
@@ -662,21 +899,18 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
     impl = pick_impl(x.numel())
     with torch.no_grad():
         result = normalize(x, batch.layout, spec, mask, impl)
-        reference, where = torch_reference(x, batch.layout, spec, mask)
-    difference = max_abs_difference(result.output, reference, where)
-    magnitude = reference.float().abs().nan_to_num(nan=0.0, posinf=0.0)
-    scale = float(magnitude.max()) if magnitude.numel() else 1.0
+        check = check_against_torch(x, batch.layout, spec, result.output, result, mask)
     ids = group_ids(tuple(x.shape), batch.layout, spec)
     mean_in, std_in = group_stats(x, batch.layout, spec, mask)
     mean_out, std_out = group_stats(result.output, batch.layout, spec, mask)
-    input_values = x.detach().float().cpu().numpy()
-    output_values = result.output.detach().float().cpu().numpy()
+    input_values = _for_display(x)
+    output_values = _for_display(result.output)
     nonfinite_inputs = _count_nonfinite(input_values)
     source_nonfinite = _count_nonfinite(np.asarray(batch.values))
     return Exploration(
         x=x, result=result, input_values=input_values, output_values=output_values,
         groups=ids, mean_in=mean_in, std_in=std_in, mean_out=mean_out, std_out=std_out,
-        max_difference=difference, tolerance=TOLERANCE[dtype] * max(1.0, scale), impl=impl,
+        check=check, impl=impl,
         nonfinite_inputs=nonfinite_inputs,
         nonfinite_outputs=_count_nonfinite(output_values),
         histogram_in=histogram(input_values), histogram_out=histogram(output_values),
@@ -708,20 +942,17 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
     if ex.overflowed_groups:
         finite = ex.input_values[np.isfinite(ex.input_values)]
         size = float(np.abs(finite).max()) if finite.size else largest
+        square = (f"{size * size:.0e}" if math.isfinite(size * size)
+                  else f"1e+{2 * math.floor(math.log10(size))}")
         notes.append(
             f"σ² overflowed in {ex.overflowed_groups:,} group(s): values around {size:.0e} "
-            f"square to about {size * size:.0e}, beyond {dtype}'s largest number "
-            f"({largest:.3g}). lnviz's σ² is then inf and its output 0 (torch's is NaN), but "
-            "the true output is finite — normalizing ignores the scale. Choose float64 under "
-            "Precision in the sidebar, or divide the input by a constant first.")
+            f"square to about {square}, beyond {dtype}'s largest number "
+            f"({largest:.3g}). lnviz's σ² is then inf and its output 0 (torch gives NaN or 0), "
+            "but the true output is finite — normalizing ignores the scale. "
+            f"{_overflow_remedy(dtype)}")
     if ex.nonfinite_outputs and not ex.nonfinite_inputs and not ex.overflowed_groups:
-        notes.append(
-            f"{ex.nonfinite_outputs:,} output values are NaN or infinite. "
-            + (f"With ε = {spec.eps:g}, a group whose values are all equal has σ² = 0, so "
-               "x − μ = 0 is divided by √0 = 0: 0/0 is NaN. This is the true answer of the "
-               "formula — ε > 0 is what prevents it." if spec.eps == 0 else
-               f"Their groups' statistics are too large or too small for {dtype}: choose "
-               "float64 under Precision in the sidebar."))
+        notes.append(f"{ex.nonfinite_outputs:,} output values are NaN or infinite. "
+                     + _nonfinite_output_cause(ex, spec, dtype, largest))
     if ex.smallest_group == 1:
         notes.append(
             "Some groups hold a single value, so μ = x and σ² = 0 there: x − μ = 0 and the "
@@ -730,14 +961,49 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
     return notes
 
 
+def _nonfinite_output_cause(ex: Exploration, spec: NormSpec, dtype: str, largest: float) -> str:
+    """Why a finite input gave a NaN or infinite output: γ/β beyond the dtype, 0/0 at ε = 0,
+    1/√(σ²+ε) overflowing, or γ·x̂ + β overflowing."""
+    params = max(_largest(spec.gamma), _largest(spec.beta))
+    if params > largest:
+        return (f"Some γ or β values ({params:.3g} in size) lie beyond {dtype}'s range "
+                f"(±{largest:.3g}) and became ±inf, so y = γ·x̂ + β is ±inf or NaN there. Keep "
+                f"γ and β within ±{largest:.3g}, or choose float64 under Precision.")
+    rstd = ex.result.rstd
+    if spec.eps == 0 and bool((ex.result.var == 0).any()):
+        return ("With ε = 0, a group whose values are all equal has σ² = 0, so x − μ = 0 is "
+                "divided by √0 = 0, and in floating point 0/0 is NaN: the formula has no value "
+                "there (torch's BatchNorm and InstanceNorm kernels return 0 by convention). "
+                "ε > 0 is what gives such a group an output: 0/√ε = 0.")
+    if not bool(torch.isfinite(rstd).all()):
+        return (f"1/√(σ²+ε) is too large for {dtype} in some groups (σ² + ε is below "
+                f"{dtype}'s smallest normal numbers): raise ε or choose float64 under "
+                "Precision.")
+    return (f"The output γ·x̂ + β exceeds {dtype}'s range (±{largest:.3g}): |γ| up to "
+            f"{_largest(spec.gamma):.3g} times |x̂| up to a few units, plus β. Use a smaller γ "
+            "or β, or choose float64 under Precision.")
+
+
+def _for_display(t: torch.Tensor) -> np.ndarray:
+    """A tensor as numpy for figures: float64 stays float64 (its values may not fit float32)."""
+    t = t.detach()
+    return (t if t.dtype == torch.float64 else t.float()).cpu().numpy()
+
+
 def _count_nonfinite(values: np.ndarray) -> int:
     return int(values.size - np.count_nonzero(np.isfinite(values)))
 
 
 def histogram(values: np.ndarray, bins: int = 60) -> tuple[np.ndarray, np.ndarray]:
-    """(bin centres, counts) of the finite values; empty arrays when there are none."""
+    """(bin centres, counts) of the finite values; empty arrays when there are none.
+
+    Binned in float64 after dividing by the largest magnitude, so that values near a dtype's
+    limit (±3e38 in float32, ±1.8e308 in float64) do not overflow the range max − min.
+    """
     finite = values[np.isfinite(values)] if _count_nonfinite(values) else values.ravel()
     if finite.size == 0:
         return np.zeros(0), np.zeros(0, dtype=np.int64)
-    counts, edges = np.histogram(finite, bins=bins)
-    return (edges[:-1] + edges[1:]) / 2, counts
+    finite = finite.astype(np.float64)
+    scale = float(np.abs(finite).max()) or 1.0
+    counts, edges = np.histogram(finite / scale, bins=bins)
+    return (edges[:-1] / 2 + edges[1:] / 2) * scale, counts

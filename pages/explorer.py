@@ -5,6 +5,7 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.explore import (
+    describe_check,
     explain,
     explore,
     grid_labels,
@@ -104,21 +105,16 @@ group = st.number_input(
     help="Which group to work through: a token for LayerNorm, a feature for BatchNorm.")
 table = step_by_step(ex.x, result, spec, ex.groups, int(group), layout, mask=batch.mask)
 st.dataframe(table, hide_index=True, key="steps")
+if table.attrs["note"]:
+    st.caption(table.attrs["note"])
 st.latex(worked_example_latex(table.iloc[0], spec.eps, rms=spec.norm == "RMSNorm"))
 st.caption("The first element of the group, with its numbers substituted into the formula.")
 
 # --- Check ------------------------------------------------------------------------------------
 st.subheader("Check against PyTorch")
-verdict = "matches" if ex.agrees_with_torch else "differs from"
-message = (f"lnviz {verdict} torch.nn.functional: largest |lnviz − torch| = "
-           f"{ex.max_difference:.3g} (tolerance {ex.tolerance:.3g} for {settings.dtype}).")
-if ex.agrees_with_torch:
-    st.success(message, icon="✅")
-elif ex.overflowed_groups:
-    st.warning(f"{message} Both overflowed (see the warning above): compare in float64.",
-               icon="⚠️")
-else:
-    st.error(message, icon="❌")
+level, message = describe_check(ex.check, spec, settings.dtype, ex.overflowed_groups > 0)
+{"success": st.success, "warning": st.warning, "error": st.error}[level](
+    message, icon={"success": "✅", "warning": "⚠️", "error": "❌"}[level])
 
 # --- Take it away -----------------------------------------------------------------------------
 st.subheader("Take it away")

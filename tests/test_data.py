@@ -496,8 +496,16 @@ def test_image_batch_rejects_bad_parameters(args, kwargs, fragment):
 )
 def test_parse_good_inputs(text, expected):
     result = parse_numbers(text)
-    assert result.dtype == np.float32
-    np.testing.assert_array_equal(result, np.array(expected, dtype=np.float32))
+    assert result.dtype == np.float64
+    np.testing.assert_array_equal(result, np.array(expected, dtype=np.float64))
+
+
+def test_typed_numbers_keep_every_digit_typed():
+    # Issue 11 (10): 1.00000001 and 1.00000002 are one float32; typed numbers stay float64.
+    close = parse_numbers("1.00000001, 1.00000002, 1.00000003")
+    assert close.dtype == np.float64
+    assert close[0, 1] - close[0, 0] == pytest.approx(1e-8, rel=1e-6)
+    assert parse_numbers("1e300, -1e300")[0, 0] == 1e300
 
 
 def test_parse_special_values():
@@ -519,7 +527,7 @@ def test_parse_special_values():
         ("1 2; 3", ["line 1, row 2 has 1 numbers", "line 1, row 1 has 2"]),
         ("1,,2", ["line 1, item 2", "empty item"]),
         (",1", ["line 1, item 1", "empty item"]),
-        ("1e39", ["line 1, item 1", "too large"]),
+        ("1e309", ["line 1, item 1", "too large for any float"]),
         ("1_000", ["'1_000' is not a number"]),
         ("0x10", ["'0x10' is not a number"]),
         ("[[1, 2, 3], [4, 5]]", ["ragged nested list at depth 2", "expected 3 items, found 2"]),
@@ -641,7 +649,7 @@ def test_any_text_gives_array_or_value_error(text):
     except ValueError:
         return
     assert isinstance(result, np.ndarray)
-    assert result.dtype == np.float32
+    assert result.dtype == np.float64
 
 
 @FAST
@@ -651,7 +659,7 @@ def test_number_like_text_gives_array_or_value_error(text):
         result = parse_numbers(text)
     except ValueError:
         return
-    assert result.dtype == np.float32
+    assert result.dtype == np.float64
     assert 1 <= result.ndim <= 5
 
 

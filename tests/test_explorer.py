@@ -221,3 +221,53 @@ def test_demo_mode_caps_uploads_and_generated_tensors(monkeypatch):
     big = npy_bytes(np.zeros((2_000_001,), dtype=np.float32))
     at.file_uploader(key="upload").upload("big.npy", big).run()
     assert any("2000000" in e or "2,000,000" in e for e in alerts(at)["error"]), alerts(at)
+
+
+# --- Issue 11: defects a hostile tester found on the Explorer ----------------------------------
+
+
+def test_far_from_zero_does_not_blame_lnviz_for_torchs_rounding():
+    at = open_page(EXPLORER, {"preset": "Far from zero"})
+    assert not alerts(at)["error"], alerts(at)
+    check = alerts(at)["success"][0]
+    assert "float64 evaluation" in check and "lnviz is off by 1.3" in check
+    # the worked example keeps the digits x and μ do not share, and reproduces x̂
+    assert any(r"10000.00098 - 9999.886108" in latex.value for latex in at.latex)
+    assert any("9999.885742" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_batch_norm_with_eps_zero_shows_lnviz_and_says_torch_refuses(mode):
+    at = open_page(EXPLORER, {"norm": "BatchNorm", "eps": "0", "mode": mode})
+    assert not at.exception and not alerts(at)["error"], alerts(at)
+    assert len(figures(at)) == 3
+    if mode == "train":
+        assert any("refuses" in w for w in alerts(at)["warning"])
+    else:
+        assert "matches torch.nn.functional" in alerts(at)["success"][0]
+
+
+@pytest.mark.parametrize("typed", ["1e38, 3e38, -3e38", "1, 2, 3\n1e38, 3e38, -3e38"])
+def test_values_near_float32_limit_keep_every_figure(explorer, typed):
+    explorer.segmented_control(key="src").set_value("typed").run()
+    explorer.radio(key="tmode").set_value("text").run()
+    explorer.text_area(key="ttext").set_value(typed).run()
+    assert not explorer.exception and not alerts(explorer)["error"], alerts(explorer)
+    assert len(figures(explorer)) == 3
+
+
+def test_typed_numbers_keep_float64_digits(explorer):
+    explorer.selectbox(key="precision").set_value("float64").run()
+    explorer.segmented_control(key="src").set_value("typed").run()
+    explorer.radio(key="tmode").set_value("text").run()
+    explorer.text_area(key="ttext").set_value("1.00000001, 1.00000002, 1.00000003").run()
+    explorer.select_slider(key="eps").set_value(0.0).run()
+    np.testing.assert_allclose(output_grid(explorer)[0], [-1.2247, 0, 1.2247], atol=1e-3)
+    assert not alerts(explorer)["warning"], alerts(explorer)
+    explorer.text_area(key="ttext").set_value("1e150, 2e150, 4e150").run()  # refused before
+    assert not alerts(explorer)["error"], alerts(explorer)
+    np.testing.assert_allclose(output_grid(explorer)[0], [-1.069, -0.267, 1.336], atol=1e-3)
+    explorer.text_area(key="ttext").set_value("1e300, 2e300, 4e300").run()  # σ² = 1e600
+    warnings = alerts(explorer)["warning"]
+    assert not alerts(explorer)["error"] and any("square to about 1e+600" in w for w in warnings)
+    assert not any("Choose float64" in w for w in warnings)  # float64 is already chosen

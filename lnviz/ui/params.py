@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
+from lnviz.data import parse_table
 from lnviz.explore import NORMS, Batch, NormSpec, channel_dim, param_size
 
 MAX_TABLE_FEATURES = 256
@@ -31,6 +34,27 @@ def _reset_affine() -> None:
     st.session_state["beta"] = 0.0
     for key in [k for k in st.session_state if str(k).startswith("affine_table")]:
         del st.session_state[key]
+
+
+def _cell_text(value: float) -> str:
+    text = repr(float(value))
+    return text.removesuffix(".0") if text.endswith(".0") else text
+
+
+def number_table(table: pd.DataFrame, key: str, **editor: Any) -> np.ndarray:
+    """An editable table of numbers; returns its cells as a float64 array.
+
+    The cells are text, read by :func:`lnviz.data.parse_table`: the grid's own number cells
+    drop the "e" of 1e-3 as it is typed (1e-3 became −13), so scientific notation, nan and inf
+    are read here instead, and a cell that is not a number is named in the error.
+    """
+    text = table.map(_cell_text)
+    edited = st.data_editor(
+        text, key=key,
+        column_config={c: st.column_config.TextColumn(
+            c, help="A number: 0.5, -2, 1e-3, 2.5E+2, nan or inf.") for c in text.columns},
+        **editor)
+    return parse_table(edited)
 
 
 def norm_controls(batch: Batch) -> NormSpec:
@@ -118,9 +142,6 @@ def _affine_controls(batch: Batch, spec: NormSpec) -> dict:
         return {"gamma": float(gamma), "beta": float(beta)}
     table = pd.DataFrame({"γ": [1.0] * n, "β": [0.0] * n},
                          index=[f"feature {i}" for i in range(n)])
-    st.caption("One γ and β per feature; click a cell to edit it.")
-    edited = st.data_editor(table, key=f"affine_table_{n}")
-    values = edited.to_numpy(dtype=float)
-    if not (values == values).all():
-        raise ValueError("every γ and β needs a number")
+    st.caption("One γ and β per feature; click a cell to edit it (1e-3 and the like work).")
+    values = number_table(table, key=f"affine_table_{n}")
     return {"gamma": tuple(values[:, 0].tolist()), "beta": tuple(values[:, 1].tolist())}

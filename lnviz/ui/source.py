@@ -17,6 +17,7 @@ from lnviz import data
 from lnviz.explore import LAYOUTS, Batch
 from lnviz.io import TensorFileError, load_arrays
 from lnviz.limits import current_limits
+from lnviz.ui.params import number_table
 
 SOURCES = {
     "preset": "Seed examples",
@@ -182,13 +183,9 @@ def _typed_source() -> tuple[Batch, tuple] | None:
     if how == "table":
         st.caption("Rows are samples, columns are features. Add rows at the bottom; every cell "
                    "must hold a number.")
-        table = st.data_editor(_DEFAULT_TABLE, num_rows="dynamic", key="ttable")
-        values = table.to_numpy(dtype=np.float64, na_value=np.nan)
+        values = number_table(_DEFAULT_TABLE, key="ttable", num_rows="dynamic")
         if values.size == 0:
             raise ValueError("the table is empty: add at least one row and one column")
-        if np.isnan(values).any():
-            raise ValueError("every cell of the table needs a number; fill the empty cells")
-        values = values.astype(np.float32)
         key = ("table", hashlib.sha1(values.tobytes()).hexdigest(), values.shape)
     else:
         text = st.text_area(
