@@ -20,6 +20,7 @@ only; lnviz's norms use the two-pass :func:`lnviz.norms.mean_and_var`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -159,6 +160,29 @@ class EpsilonSteps:
     max_output: float
     nonfinite_outputs: int
     nonfinite_grads: int
+
+    def explain(self, dtype: str) -> str | None:
+        """Why some outputs or gradient entries are NaN or infinite; None when none are."""
+        if not (self.nonfinite_outputs or self.nonfinite_grads):
+            return None
+        counts = (f"With ε = {self.eps:g} and σ² = {self.variance:g}: {self.nonfinite_outputs} "
+                  f"outputs and {self.nonfinite_grads} gradient entries are NaN or infinite. ")
+        if self.eps == 0 and self.variance == 0:
+            return counts + (
+                "Every x equals μ, so x − μ = 0, and √(σ² + ε) = √0 = 0: the formula asks for "
+                "0/0, which has no value. Computers answer NaN (1/√0 = inf, then 0 · inf = NaN), "
+                "and the NaN flows back through the gradient into every weight. This is not a "
+                "bug of the implementation — it is what the formula means, and it is exactly why "
+                "ε > 0.")
+        largest = float(torch.finfo(getattr(torch, dtype)).max)
+        wider = {"float16": "Choose float32 in the sidebar, or ",
+                 "bfloat16": "Choose float32 in the sidebar, or ",
+                 "float32": "Choose float64 in the sidebar, or "}.get(dtype, "Choose ")
+        return counts + (
+            f"ε > 0, so nothing here divides by zero: the numbers outgrow {dtype}, whose largest "
+            f"is {largest:.5g}. 1/√(σ² + ε) = {1 / math.sqrt(self.variance + self.eps):.3g}, "
+            "and the gradient grows with it (like 1/√ε when σ² is tiny), so it overflows to inf "
+            f"(and inf − inf gives NaN). {wider}a larger ε.")
 
     def text_table(self) -> pd.DataFrame:
         """The table as text with 4 significant digits, NaN and inf spelled out (a table widget

@@ -92,14 +92,9 @@ else:
     )
 
 st.dataframe(steps.text_table(), hide_index=True, key="ep_steps")
-if steps.nonfinite_outputs or steps.nonfinite_grads:
-    st.warning(
-        f"With ε = {eps:g} and σ² = {steps.variance:g}: {steps.nonfinite_outputs} outputs and "
-        f"{steps.nonfinite_grads} gradient entries are NaN or infinite. Every x equals μ, so "
-        "x − μ = 0, and √(σ² + ε) = √0 = 0: the formula asks for 0/0, which has no value. "
-        "Computers answer NaN (1/√0 = inf, then 0 · inf = NaN), and the NaN flows back "
-        "through the gradient into every weight. This is not a bug of the implementation "
-        "— it is what the formula means, and it is exactly why ε > 0.", icon="⚠️")
+note = steps.explain(settings.dtype)
+if note:
+    st.warning(note, icon="⚠️")
 
 # --- 2. Precision -----------------------------------------------------------------------------
 st.subheader("2 · Half precision: how many digits survive")

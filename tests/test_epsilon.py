@@ -310,3 +310,15 @@ def test_url_parameters_restore_the_settings():
     assert at.select_slider(key="ep_poff").value == 100.0
     assert at.select_slider(key="ep_csize").value == 64
     assert any("0/0" in w for w in alerts(at)["warning"])
+
+
+def test_float16_gradient_overflow_is_not_called_zero_over_zero():
+    # Issue 11 (15): float16, ε = 1e-12, constant vector: no output is NaN, the gradient
+    # overflows float16 — the page said "√0 … 0/0 … NaN".
+    at = open_page(PAGE, {"ep_vec": "constant", "ep_eps": "1e-12", "precision": "float16"})
+    warnings = [w for w in alerts(at)["warning"] if "gradient entries" in w]
+    assert len(warnings) == 1
+    assert "0 outputs" in warnings[0] and "outgrow float16" in warnings[0]
+    assert "0/0" not in warnings[0] and "1e+06" in warnings[0]
+    at = open_page(PAGE, {"ep_vec": "constant", "ep_eps": "0"})
+    assert any("0/0, which has no value" in w for w in alerts(at)["warning"])
