@@ -409,3 +409,28 @@ def test_the_explorer_works_with_the_keyboard_alone(page: Page, server: str) -> 
     _wait_idle(page)
     _assert_no_exception(page)
     _shot(page, "explorer-keyboard")
+
+
+def test_scientific_notation_in_the_per_feature_table(page: Page, server: str) -> None:
+    """Issue 11 (12): typing 1e-3 into a γ cell stored −13 (the grid's number cell dropped the
+    "e"). The cell is read as text by lnviz now: the worked example must show γ = 0.001."""
+    _open_explorer(page, server, "?affine=per+feature")
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # let the scroll settle before measuring the grid
+    box = grid.bounding_box()
+    assert box is not None
+    page.evaluate(_WATCH_RUNS)
+    # row 0 ("feature 0") of the γ column: the index column is about 64 px wide
+    page.mouse.dblclick(box["x"] + 64 + (box["width"] - 64) * 0.3, box["y"] + 35 + 17)
+    editor = page.locator("#portal textarea, #portal input").first
+    expect(editor).to_be_visible()
+    page.keyboard.press("Control+a")
+    page.keyboard.type("1e-3")
+    page.keyboard.press("Enter")
+    page.wait_for_function(_RAN_SINCE_WATCH, polling=100, timeout=PAGE_RUN_TIMEOUT_MS)
+    _assert_no_exception(page)
+    tex = [a.text_content() or "" for a in
+           page.locator('annotation[encoding="application/x-tex"]').all()]
+    assert any(r"= 0.001 \cdot" in t for t in tex), tex
+    _shot(page, "explorer-table-scientific")
