@@ -724,9 +724,12 @@ def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) 
                          **right))
     if roofline_gbps:
         sizes = sorted(roofline_gbps)
+        # A level mark at each size: with a single size a bare line would be one invisible point.
         data.append(dict(type="scatter", x=sizes, y=[roofline_gbps[s] for s in sizes],
-                         mode="lines", name="copy (roofline)",
-                         line=dict(color="black", width=3), **right))
+                         mode="lines+markers", name="copy (roofline)",
+                         line=dict(color="black", width=3),
+                         marker=dict(symbol="line-ew-open", size=26, color="black",
+                                     line=dict(width=3, color="black")), **right))
     _each_axis(layout, refs, x=dict(type="log", title=dict(text="values in the tensor")),
                y=dict(type="log"))
     layout.update(height=420, margin=dict(t=40, b=10))
