@@ -224,10 +224,11 @@ def run(
     """Time every (size, norm, impl) on ``device``, smallest sizes first, within ``budget_s``.
 
     A case that would not end within the budget is skipped and handed to ``on_skip`` with the
-    reason. Its cost is estimated before any call from the same norm and implementation at a
-    smaller size (else from the copy of this size, a lower bound), and again after each call
-    (:func:`time_call`); a compiled case's compile time counts (:func:`_compile_estimate`). So
-    a run ends within about one call of the budget. ``progress(fraction, message)`` is called
+    reason: before its first call when that call alone would not fit (estimated from the same
+    norm and implementation at a smaller size, else from the copy of this size), and after any
+    call once the calls still to come would not (:func:`time_call`). A compiled case's compile
+    time counts (:func:`_compile_estimate`). So a run ends within about one call of the
+    budget. ``progress(fraction, message)`` is called
     before each case (for a progress bar).
     """
     rows: list[Row] = []
@@ -253,21 +254,23 @@ def run(
                 roofline[shape] = math.nan
         if math.isnan(roofline[shape]):
             return "even timing a plain copy at this size did not fit in the budget"
-        calls = 2 + repeats
-        # A norm moves at least a copy's bytes: the copy's pace is a floor for an unseen case.
-        per_call = (pace.get((norm, impl), 0.0) * x.numel()
-                    or 2 * x.numel() * x.element_size() / roofline[shape] / 1e9)
+        # Only the first call is estimated here, and generously: a per-value pace taken at a
+        # small size, where the fixed cost of a call dominates, overstates a larger size's;
+        # time_call judges the rest from that first call. A norm moves at least a copy's bytes,
+        # so the copy's pace is a floor for an unseen case.
+        first_call = (pace.get((norm, impl), 0.0) * x.numel()
+                      or 2 * x.numel() * x.element_size() / roofline[shape] / 1e9)
         compile_s = 0.0
         if impl == "compiled" and (norm, shape) not in _COMPILED_SHAPES:
             compile_s = _compile_estimate()
-        need = compile_s + calls * per_call
         left = deadline - time.perf_counter()
-        if need > left:
+        if compile_s + first_call > left:
             if compile_s:
                 first = "" if _COMPILE_SECONDS else " the first time (it loads the compiler)"
                 return (f"compiling takes about {compile_s:.0f} s{first}, and {left:.1f} s of "
                         "the budget was left")
-            return f"{calls} calls take about {need:.1f} s, and {left:.1f} s of the budget was left"
+            return (f"one call takes about {first_call:.1f} s at the pace of a smaller size, "
+                    f"and {left:.1f} s of the budget was left")
         try:
             if compile_s:
                 start = time.perf_counter()

@@ -60,18 +60,17 @@ def test_a_case_that_would_overrun_stops_after_its_first_call(slow):
 
 
 def test_a_larger_size_is_skipped_before_any_call_from_the_smaller_ones_pace(slow):
-    """64×64 takes ≥ 0.8 ms a call, so 4096×64 (64× the values) would take ≥ 0.37 s for its
-    seven calls: more than a 0.2 s budget leaves, so it is never called. Sizes run smallest
-    first."""
+    """64×64 takes ≥ 0.8 ms a call, so one call at 16384×64 (256× the values) takes ≥ 0.2 s:
+    more than a 0.15 s budget leaves, so it is never called. Sizes run smallest first."""
     slow.per_value = 2e-7
     skipped: list[bench.Skipped] = []
-    rows = bench.run([(4096, 64), (64, 64)], ["layer"], ["torch"], repeats=5, budget_s=0.2,
+    rows = bench.run([(16384, 64), (64, 64)], ["layer"], ["torch"], repeats=5, budget_s=0.15,
                      on_skip=skipped.append)
     assert [(r.rows, r.cols) for r in rows] == [(64, 64)]
     assert slow.calls == {64 * 64: 7}
-    assert len(skipped) == 1 and (skipped[0].rows, skipped[0].cols) == (4096, 64)
-    assert re.fullmatch(r"7 calls take about [\d.]+ s, and 0\.\d s of the budget was left",
-                        skipped[0].reason)
+    assert len(skipped) == 1 and (skipped[0].rows, skipped[0].cols) == (16384, 64)
+    assert re.fullmatch(r"one call takes about [\d.]+ s at the pace of a smaller size, and "
+                        r"0\.\d s of the budget was left", skipped[0].reason)
 
 
 def test_after_the_budget_every_remaining_case_is_listed(slow):
