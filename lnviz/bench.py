@@ -10,6 +10,10 @@ the median time, the bandwidth it achieved counting only the bytes that must mov
 write y), and that bandwidth as a fraction of a plain copy's measured in the same run (the
 roofline: a copy also reads and writes every byte once).
 
+A time budget is kept by estimating each case before running it (from the same norm at a smaller
+size, or from one call) and skipping what would not fit; torch.compile's compile time counts, and
+before the first compile in a process it is assumed to be :data:`FIRST_COMPILE_S`.
+
 Run ``python -m lnviz.bench --help`` for the options; ``--quick`` finishes in under 30 s,
 ``--memory`` measures the peak extra memory of each implementation, ``--app`` times the app's
 pages with Streamlit's AppTest.
@@ -35,9 +39,12 @@ import torch.nn.functional as F
 from lnviz.norms import batch_norm, layer_norm, rms_norm
 
 __all__ = [
+    "FIRST_COMPILE_S",
     "IMPLEMENTATIONS",
     "NORMS",
+    "BudgetExceeded",
     "Row",
+    "Skipped",
     "copy_bandwidth",
     "implementations",
     "main",
@@ -52,6 +59,10 @@ DEFAULT_SIZES = ((64, 64), (256, 256), (1024, 1024), (4096, 1024), (16384, 1024)
                  (16384, 4096))
 QUICK_SIZES = ((256, 256), (1024, 1024), (4096, 1024))
 EPS = 1e-5
+#: Seconds the first torch.compile in a process is assumed to take before one has been seen: it
+#: also loads the compiler. Measured on a 2-core machine: 29 s with an empty compiler cache, 9 s
+#: with a warm one; each later shape or norm took 0.3–3 s.
+FIRST_COMPILE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,25 @@ class Row:
     @property
     def size(self) -> int:
         return self.rows * self.cols
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A case :func:`run` left out, and why (in words a learner can act on)."""
+
+    norm: str
+    impl: str
+    rows: int
+    cols: int
+    reason: str
+
+
+class BudgetExceeded(Exception):
+    """Timing was abandoned because the calls still to come would end after the deadline."""
+
+    def __init__(self, need_s: float, left_s: float) -> None:
+        super().__init__(f"needs about {need_s:.1f} s more, {max(left_s, 0.0):.1f} s left")
+        self.need_s, self.left_s = need_s, left_s
 
 
 def _numpy_norm(norm: str) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -126,6 +156,18 @@ def implementations(norm: str, device: str) -> dict[str, Callable[[torch.Tensor]
 
 
 _COMPILED: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+#: (norm, shape) already compiled in this process (dynamic=False compiles once per shape), and
+#: the seconds each compile took, in order.
+_COMPILED_SHAPES: set[tuple[str, tuple[int, int]]] = set()
+_COMPILE_SECONDS: list[float] = []
+
+
+def _compile_estimate() -> float:
+    """Seconds a new compile is expected to take: :data:`FIRST_COMPILE_S` before any, then the
+    slowest seen after the first (which also loaded the compiler), or the first if it is alone."""
+    if not _COMPILE_SECONDS:
+        return FIRST_COMPILE_S
+    return max(_COMPILE_SECONDS[1:] or _COMPILE_SECONDS)
 
 
 def _compiled(norm: str, scratch: Callable[[torch.Tensor], torch.Tensor]
@@ -142,23 +184,30 @@ def _sync(device: str) -> None:
 
 
 def time_call(fn: Callable[[], object], device: str = "cpu", repeats: int = 7,
-              warmup: int = 2) -> float:
-    """Median wall time of ``fn()`` in seconds, after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    _sync(device)
+              warmup: int = 2, deadline: float = math.inf) -> float:
+    """Median wall time of ``fn()`` in seconds, after ``warmup`` untimed calls.
+
+    With a ``deadline`` (a :func:`time.perf_counter` value), timing stops with
+    :class:`BudgetExceeded` as soon as the calls still to come, at the pace of the latest, would
+    end after it: the first call doubles as a cheap probe of what the whole case costs.
+    """
+    calls = warmup + repeats
     times = []
-    for _ in range(repeats):
+    for k in range(calls):
         start = time.perf_counter()
         fn()
         _sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        now = time.perf_counter()
+        times.append(now - start)
+        need = (calls - k - 1) * times[-1]
+        if now + need > deadline:
+            raise BudgetExceeded(need, deadline - now)
+    return statistics.median(times[warmup:])
 
 
-def copy_bandwidth(x: torch.Tensor, repeats: int = 7) -> float:
+def copy_bandwidth(x: torch.Tensor, repeats: int = 7, deadline: float = math.inf) -> float:
     """GB/s of copying ``x`` (read it once, write it once): the roofline for a norm."""
-    seconds = time_call(lambda: x.clone(), x.device.type, repeats)
+    seconds = time_call(lambda: x.clone(), x.device.type, repeats, deadline=deadline)
     return 2 * x.numel() * x.element_size() / seconds / 1e9
 
 
@@ -170,33 +219,84 @@ def run(
     repeats: int = 5,
     budget_s: float = math.inf,
     progress: Callable[[float, str], None] | None = None,
+    on_skip: Callable[[Skipped], None] | None = None,
 ) -> list[Row]:
-    """Time every (size, norm, impl) on ``device``; stops early once ``budget_s`` is spent.
+    """Time every (size, norm, impl) on ``device``, smallest sizes first, within ``budget_s``.
 
-    ``progress(fraction, message)`` is called before each measurement (for a progress bar).
+    A case that would not end within the budget is skipped and handed to ``on_skip`` with the
+    reason: before its first call when that call alone would not fit (estimated from the same
+    norm and implementation at a smaller size, else from the copy of this size), and after any
+    call once the calls still to come would not (:func:`time_call`). A compiled case's compile
+    time counts (:func:`_compile_estimate`). So a run ends within about one call of the
+    budget. ``progress(fraction, message)`` is called
+    before each case (for a progress bar).
     """
     rows: list[Row] = []
-    cases = [(s, n, i) for s in sizes for n in norms for i in impls]
-    start = time.perf_counter()
+    cases = [(s, n, i) for s in sorted(sizes, key=math.prod) for n in norms for i in impls]
+    deadline = time.perf_counter() + budget_s
     generator = torch.Generator().manual_seed(0)
-    roofline: dict[tuple[int, int], float] = {}
+    inputs: dict[tuple[int, int], torch.Tensor] = {}
+    roofline: dict[tuple[int, int], float] = {}  # NaN: the copy itself did not fit
+    pace: dict[tuple[str, str], float] = {}  # seconds per value, from the latest row
+
+    def measure(fn: Callable[[torch.Tensor], torch.Tensor], norm: str, impl: str,
+                shape: tuple[int, int]) -> str | None:
+        """Time one case into ``rows``, or say why it was skipped."""
+        if time.perf_counter() >= deadline:
+            return "the time budget was used up"
+        if shape not in inputs:
+            inputs[shape] = torch.randn(*shape, generator=generator).to(device)
+        x = inputs[shape]
+        if shape not in roofline:
+            try:
+                roofline[shape] = copy_bandwidth(x, repeats, deadline)
+            except BudgetExceeded:
+                roofline[shape] = math.nan
+        if math.isnan(roofline[shape]):
+            return "even timing a plain copy at this size did not fit in the budget"
+        # Only the first call is estimated here, and generously: a per-value pace taken at a
+        # small size, where the fixed cost of a call dominates, overstates a larger size's;
+        # time_call judges the rest from that first call. A norm moves at least a copy's bytes,
+        # so the copy's pace is a floor for an unseen case.
+        first_call = (pace.get((norm, impl), 0.0) * x.numel()
+                      or 2 * x.numel() * x.element_size() / roofline[shape] / 1e9)
+        compile_s = 0.0
+        if impl == "compiled" and (norm, shape) not in _COMPILED_SHAPES:
+            compile_s = _compile_estimate()
+        left = deadline - time.perf_counter()
+        if compile_s + first_call > left:
+            if compile_s:
+                first = "" if _COMPILE_SECONDS else " the first time (it loads the compiler)"
+                return (f"compiling takes about {compile_s:.0f} s{first}, and {left:.1f} s of "
+                        "the budget was left")
+            return (f"one call takes about {first_call:.1f} s at the pace of a smaller size, "
+                    f"and {left:.1f} s of the budget was left")
+        try:
+            if compile_s:
+                start = time.perf_counter()
+                fn(x)
+                _sync(device)
+                _COMPILE_SECONDS.append(time.perf_counter() - start)
+                _COMPILED_SHAPES.add((norm, shape))
+            seconds = time_call(lambda: fn(x), device, repeats, deadline=deadline)
+        except BudgetExceeded as err:
+            return f"stopped after its first calls: it {err}"
+        except Exception as err:  # torch.compile is optional: no compiler here, no row
+            return f"it failed ({type(err).__name__})"
+        pace[(norm, impl)] = seconds / x.numel()
+        gbps = 2 * x.numel() * x.element_size() / seconds / 1e9
+        rows.append(Row(norm, impl, *shape, device, seconds, gbps, gbps / roofline[shape]))
+        return None
+
     for k, ((r, c), norm, impl) in enumerate(cases):
-        if time.perf_counter() - start > budget_s:
-            break
         if progress is not None:
             progress(k / len(cases), f"{norm} norm, {impl}, {r}×{c}")
         fns = implementations(norm, device)
         if impl not in fns:
             continue
-        x = torch.randn(r, c, generator=generator).to(device)
-        if (r, c) not in roofline:
-            roofline[(r, c)] = copy_bandwidth(x, repeats)
-        try:
-            seconds = time_call(lambda f=fns[impl], x=x: f(x), device, repeats)
-        except Exception:  # torch.compile is optional: no compiler here, no row
-            continue
-        gbps = 2 * x.numel() * x.element_size() / seconds / 1e9
-        rows.append(Row(norm, impl, r, c, device, seconds, gbps, gbps / roofline[(r, c)]))
+        reason = measure(fns[impl], norm, impl, (r, c))
+        if reason and on_skip is not None:
+            on_skip(Skipped(norm, impl, r, c, reason))
     if progress is not None:
         progress(1.0, "done")
     return rows
@@ -310,7 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.repeats = min(args.repeats, 5)
     print(f"# {machine()}", flush=True)
     rows = run(sizes, args.norms.split(","), impls, args.device, args.repeats,
-               progress=lambda f, m: print(f"  [{f:4.0%}] {m}", file=sys.stderr, flush=True))
+               progress=lambda f, m: print(f"  [{f:4.0%}] {m}", file=sys.stderr, flush=True),
+               on_skip=lambda s: print(f"  skipped {s.norm} {s.impl} {s.rows}×{s.cols}: "
+                                       f"{s.reason}", file=sys.stderr, flush=True))
     print(format_table(rows))
     result: dict = {"machine": machine(), "rows": [asdict(r) for r in rows]}
     if args.memory:

@@ -724,9 +724,12 @@ def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) 
                          **right))
     if roofline_gbps:
         sizes = sorted(roofline_gbps)
+        # A level mark at each size: with a single size a bare line would be one invisible point.
         data.append(dict(type="scatter", x=sizes, y=[roofline_gbps[s] for s in sizes],
-                         mode="lines", name="copy (roofline)",
-                         line=dict(color="black", width=3), **right))
+                         mode="lines+markers", name="copy (roofline)",
+                         line=dict(color="black", width=3),
+                         marker=dict(symbol="line-ew-open", size=26, color="black",
+                                     line=dict(width=3, color="black")), **right))
     _each_axis(layout, refs, x=dict(type="log", title=dict(text="values in the tensor")),
                y=dict(type="log"))
     layout.update(height=420, margin=dict(t=40, b=10))
@@ -1058,7 +1061,8 @@ def padding_feature_stats_figure(
     std_masked: np.ndarray,
 ) -> go.Figure:
     """BatchNorm's μ and σ per feature, with the pads counted and with them masked out, as
-    labelled bars side by side."""
+    labelled bars side by side; a series that is all NaN (too few values to pool) is left out,
+    legend entry and all."""
     layout, refs = _panel_grid(["BatchNorm μ per feature", "BatchNorm σ per feature"])
     features = [f"feature {i}" for i in range(len(mean_masked))]
     data = []
@@ -1067,6 +1071,8 @@ def padding_feature_stats_figure(
         for values, name, key in ((counted, "pads counted", "counted"),
                                   (masked, "real tokens only (masked)", "masked")):
             values = np.asarray(values, dtype=np.float64)
+            if not np.isfinite(values).any():
+                continue
             data.append(dict(type="bar", x=features, y=values, name=name, legendgroup=name,
                              showlegend=xref == "x", marker=dict(color=PADDING_COLORS[key]),
                              xaxis=xref, yaxis=yref, text=[f"{v:.3g}" for v in values],
@@ -1081,8 +1087,13 @@ def padding_tokens_figure(
     padding: np.ndarray,
     row_labels: Sequence[str] | None = None,
 ) -> go.Figure:
-    """Token-by-feature grids side by side with pad tokens marked ×: the first panel (the
-    input) has its own colour scale, the others (outputs) share one; both centred on zero.
+    """Token-by-feature grids side by side with each run of pad tokens veiled in grey and
+    outlined: the first panel (the input) has its own colour scale, the others (outputs) share
+    one; both centred on zero.
+
+    A veil per run rather than a mark per cell: with hundreds of rows a cell is a pixel or two
+    high, and marks sized for a cell would cover the heatmap; the veil leaves every colour
+    visible at any size, and the figure grows with the number of runs, not of cells.
 
     Args:
         panels: (title, grid) pairs, each grid tokens × features.
@@ -1094,27 +1105,28 @@ def padding_tokens_figure(
     rows, cols = grids[0].shape
     labels = list(row_labels) if row_labels is not None else [f"token {i}" for i in range(rows)]
     features = [f"f{j}" for j in range(cols)]
-    pads = np.flatnonzero(np.asarray(padding, dtype=bool))
+    runs = _runs(np.asarray(padding, dtype=bool))
     outputs = np.concatenate([g.ravel() for g in grids[1:]]) if len(grids) > 1 else grids[0]
-    data = []
+    data, shapes = [], []
     for i, ((title, _), grid, (xref, yref)) in enumerate(zip(panels, grids, refs, strict=True)):
         data.append(dict(type="heatmap", z=grid, x=features, y=labels, xaxis=xref, yaxis=yref,
                          coloraxis="coloraxis" if i == 0 else "coloraxis2", name=title,
                          hovertemplate="%{y}, %{x}: %{z:.4g}<extra>" + title + "</extra>"))
-        if pads.size:
-            data.append(dict(
-                type="scatter", x=features * pads.size, y=[labels[p] for p in pads
-                                                            for _ in features],
-                xaxis=xref, yaxis=yref, mode="markers", name="pad token",
-                showlegend=i == 0, hoverinfo="skip",
-                marker=dict(symbol="x-thin", size=10, line=dict(width=2, color="#333333"))))
+        # Category axes place cell k at k, so a run of rows [a, b) spans a − ½ to b − ½.
+        shapes += [dict(type="rect", xref=xref, yref=yref, x0=-0.5, x1=cols - 0.5,
+                        y0=a - 0.5, y1=b - 0.5, fillcolor="rgba(51, 51, 51, 0.35)",
+                        line=dict(color="#333333", width=1.5), layer="above",
+                        name="pad tokens", legendgroup="pad tokens", showlegend=False)
+                   for a, b in runs]
+    if shapes:
+        shapes[0]["showlegend"] = True
     for i, (xaxis, yaxis) in enumerate(_axis_ids(refs)):
         layout[xaxis]["type"] = "category"
         layout[yaxis].update(type="category", autorange="reversed", showticklabels=i == 0)
     input_range, output_range = _symmetric_range(grids[0]), _symmetric_range(outputs)
     layout.update(
         height=max(340, min(900, 22 * rows + 120)), margin=dict(t=40, b=10),
-        legend=dict(orientation="h", y=-0.12),
+        legend=dict(orientation="h", y=-0.12), shapes=shapes,
         coloraxis=dict(colorscale=DIVERGING, cmin=input_range[0], cmax=input_range[1],
                        colorbar=dict(title=dict(text="x"), y=0.77, len=0.45, thickness=10)),
         coloraxis2=dict(colorscale=DIVERGING, cmin=output_range[0], cmax=output_range[1],
@@ -1137,7 +1149,9 @@ def padding_share_figure(
 ) -> go.Figure:
     """Against the padded share of the batch: one feature's BatchNorm μ and σ with and without
     the pads, and how far the real tokens' outputs move (max |change| against no padding) under
-    BatchNorm, masked BatchNorm and LayerNorm. ``current`` marks this batch's own share."""
+    BatchNorm, masked BatchNorm and LayerNorm. ``current`` marks this batch's own share. A
+    series that is all NaN (one real token: no BatchNorm without pads to compare with, no masked
+    BatchNorm) is left out, legend entry and all."""
     layout, refs = _panel_grid([f"μ of feature {feature}", f"σ of feature {feature}",
                                   "real tokens' output moved by"])
     x = np.asarray(fraction, dtype=np.float64)
@@ -1150,8 +1164,11 @@ def padding_share_figure(
               (2, drift_layer_norm, layer))
     data, shown = [], set()
     for panel, y, (name, color, dash, symbol) in series:
+        y = np.asarray(y, dtype=np.float64)
+        if not np.isfinite(y).any():
+            continue
         data.append(dict(
-            type="scatter", x=x, y=np.asarray(y, dtype=np.float64), mode="lines+markers",
+            type="scatter", x=x, y=y, mode="lines+markers",
             xaxis=refs[panel][0], yaxis=refs[panel][1], name=name, legendgroup=name,
             showlegend=name not in shown, line=dict(color=color, dash=dash, width=2),
             marker=dict(symbol=symbol, size=7),

@@ -11,6 +11,10 @@ With seed 002's first feature, 1…7 and one pad 0, that is μ = 3.5, σ = 2.29 
 outputs (BatchNorm with the pads, masked BatchNorm, LayerNorm), and :func:`padding_sweep` how far
 the statistics and the real tokens' outputs drift as the padded share of the batch grows.
 
+BatchNorm in training mode needs at least two values per feature to estimate a spread (torch
+refuses one): counting the pads, two positions; masked, two real tokens (:data:`MIN_REAL_TOKENS`).
+A batch with fewer gets NaN for what cannot be computed, and the rest as usual.
+
 LayerNorm takes μ and σ over one token's own features, so a real token's output cannot depend on
 how many pads sit beside it. The pad token itself is a constant row: μ = pad value, σ² = 0,
 x̂ = 0·(1/√ε) = 0, so its output is exactly β — finite only because ε > 0
@@ -28,12 +32,17 @@ import torch
 
 from lnviz.devices import to_tensor
 from lnviz.explore import Batch, NormSpec, group_ids, normalize, step_by_step
-from lnviz.norms import batch_norm, layer_norm
+from lnviz.norms import NormResult, batch_norm, layer_norm
 
 __all__ = [
+    "MAX_D_MODEL",
+    "MAX_PADDED_LENGTH",
+    "MAX_SEQUENCES",
+    "MIN_REAL_TOKENS",
     "SWEEP_FRACTIONS",
     "FeatureStats",
     "PaddingSweep",
+    "check_lengths",
     "feature_stats",
     "pad_token_steps",
     "padding_outputs",
@@ -42,6 +51,35 @@ __all__ = [
 
 #: Padded shares of the batch tried by :func:`padding_sweep`: none up to nine pads in ten.
 SWEEP_FRACTIONS = tuple(np.round(np.linspace(0.0, 0.9, 19), 2).tolist())
+#: The largest generated batch: the page draws every position of every sequence, so at most
+#: 16 × 32 = 512 rows of 16 features per panel.
+MAX_SEQUENCES, MAX_PADDED_LENGTH, MAX_D_MODEL = 16, 32, 16
+#: BatchNorm in training mode estimates a feature's σ from the values it pools, and needs two;
+#: masked BatchNorm pools the real tokens alone.
+MIN_REAL_TOKENS = 2
+
+
+def check_lengths(lengths: Sequence[int], padded_length: int) -> tuple[int, ...]:
+    """Typed sequence lengths (real tokens per sequence), checked against the page's limits:
+    1 to :data:`MAX_SEQUENCES` of them, each from 1 to ``padded_length``; a ValueError says
+    what to change."""
+    if not lengths:
+        raise ValueError("Type at least one length (e.g. 6, 3, 1), or leave the field empty "
+                         "for random lengths.")
+    if len(lengths) > MAX_SEQUENCES:
+        raise ValueError(f"At most {MAX_SEQUENCES} sequences: you typed {len(lengths)} lengths. "
+                         "Every position of every sequence is drawn, so the batch keeps to the "
+                         "“Sequences” slider's range.")
+    for i, length in enumerate(lengths, start=1):
+        if length < 1:
+            raise ValueError(f"Every sequence needs at least one real token, but length {i} is "
+                             f"{length}.")
+        if length > padded_length:
+            raise ValueError(
+                f"Length {i} is {length} tokens, more than the padded length of "
+                f"{padded_length}: raise “Padded length” (up to {MAX_PADDED_LENGTH}) or type a "
+                "shorter length.")
+    return tuple(lengths)
 
 
 def _check(batch: Batch) -> None:
@@ -57,14 +95,24 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().double().cpu().numpy()
 
 
+def _stats(result: NormResult | None, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """(μ, σ) per feature of a batch_norm result, NaN where none could be computed."""
+    if result is None:
+        return np.full(c, np.nan), np.full(c, np.nan)
+    return _numpy(result.mean).ravel(), np.sqrt(_numpy(result.var).ravel())
+
+
 @dataclass(frozen=True)
 class FeatureStats:
     """BatchNorm's per-feature μ and σ (the biased, normalizing one), with and without pads.
 
     Attributes:
-        mean_with_pad, std_with_pad: (C,) over every position, pads included.
-        mean_masked, std_masked: (C,) over the real tokens only.
+        mean_with_pad, std_with_pad: (C,) over every position, pads included; NaN with fewer
+            than two positions.
+        mean_masked, std_masked: (C,) over the real tokens only; NaN with fewer than
+            :data:`MIN_REAL_TOKENS` of them.
         pad_fraction: the share of positions that are padding.
+        positions, real_tokens: how many positions the batch has, and how many are real.
     """
 
     mean_with_pad: np.ndarray
@@ -72,48 +120,68 @@ class FeatureStats:
     mean_masked: np.ndarray
     std_masked: np.ndarray
     pad_fraction: float
+    positions: int
+    real_tokens: int
+
+    @property
+    def counted_ok(self) -> bool:
+        """Whether BatchNorm with the pads counted has two values per feature to pool."""
+        return self.positions >= MIN_REAL_TOKENS
+
+    @property
+    def masked_ok(self) -> bool:
+        """Whether masked BatchNorm has the :data:`MIN_REAL_TOKENS` real tokens it needs."""
+        return self.real_tokens >= MIN_REAL_TOKENS
 
     def table(self) -> pd.DataFrame:
-        """One row per feature, the four numbers side by side."""
-        return pd.DataFrame({
-            "feature": np.arange(self.mean_masked.size),
-            "μ with pads": self.mean_with_pad,
-            "μ real tokens only": self.mean_masked,
-            "σ with pads": self.std_with_pad,
-            "σ real tokens only": self.std_masked,
-        })
+        """One row per feature, the numbers side by side (those that could be computed)."""
+        columns = {"feature": np.arange(self.mean_masked.size)}
+        if self.counted_ok:
+            columns["μ with pads"] = self.mean_with_pad
+        if self.masked_ok:
+            columns["μ real tokens only"] = self.mean_masked
+        if self.counted_ok:
+            columns["σ with pads"] = self.std_with_pad
+        if self.masked_ok:
+            columns["σ real tokens only"] = self.std_masked
+        return pd.DataFrame(columns)
 
 
 def feature_stats(batch: Batch, device: str = "cpu", dtype: str = "float32") -> FeatureStats:
     """BatchNorm's statistics for a padded (N, L, C) batch, with and without the pads, taken by
-    :func:`lnviz.batch_norm` itself (``channel_dim=-1``; ``mask`` leaves the pads out)."""
+    :func:`lnviz.batch_norm` itself (``channel_dim=-1``; ``mask`` leaves the pads out), NaN
+    where BatchNorm has fewer than two values per feature."""
     _check(batch)
     x = to_tensor(batch.values, device, dtype)
     mask = torch.as_tensor(batch.mask, device=x.device)
-    with_pad = batch_norm(x, None, None, training=True, channel_dim=-1)
-    masked = batch_norm(x, None, None, training=True, channel_dim=-1, mask=mask)
-    return FeatureStats(
-        mean_with_pad=_numpy(with_pad.mean).ravel(),
-        std_with_pad=np.sqrt(_numpy(with_pad.var).ravel()),
-        mean_masked=_numpy(masked.mean).ravel(),
-        std_masked=np.sqrt(_numpy(masked.var).ravel()),
-        pad_fraction=float(1.0 - batch.mask.mean()),
-    )
+    positions, real = batch.mask.size, int(batch.mask.sum())
+    with_pad = (batch_norm(x, None, None, training=True, channel_dim=-1)
+                if positions >= MIN_REAL_TOKENS else None)
+    masked = (batch_norm(x, None, None, training=True, channel_dim=-1, mask=mask)
+              if real >= MIN_REAL_TOKENS else None)
+    mean_with_pad, std_with_pad = _stats(with_pad, x.shape[-1])
+    mean_masked, std_masked = _stats(masked, x.shape[-1])
+    return FeatureStats(mean_with_pad=mean_with_pad, std_with_pad=std_with_pad,
+                        mean_masked=mean_masked, std_masked=std_masked,
+                        pad_fraction=float(1.0 - batch.mask.mean()), positions=positions,
+                        real_tokens=real)
 
 
 def padding_outputs(
     batch: Batch, device: str = "cpu", dtype: str = "float32"
 ) -> dict[str, np.ndarray]:
-    """The batch and its three normalizations (γ = 1, β = 0, ε = 1e-5), each (N, L, C):
-    BatchNorm with the pads counted, masked BatchNorm, and LayerNorm per token."""
+    """The batch and its normalizations (γ = 1, β = 0, ε = 1e-5), each (N, L, C): BatchNorm with
+    the pads counted, masked BatchNorm, and LayerNorm per token. A BatchNorm with fewer than two
+    values per feature to pool (two positions; masked, two real tokens) is left out."""
     _check(batch)
     x = to_tensor(batch.values, device, dtype)
     mask = torch.as_tensor(batch.mask, device=x.device)
-    specs = {
-        "BatchNorm, pads counted": NormSpec(norm="BatchNorm", use_mask=False),
-        "BatchNorm, masked": NormSpec(norm="BatchNorm", use_mask=True),
-        "LayerNorm": NormSpec(norm="LayerNorm"),
-    }
+    specs = {}
+    if batch.mask.size >= MIN_REAL_TOKENS:
+        specs["BatchNorm, pads counted"] = NormSpec(norm="BatchNorm", use_mask=False)
+    if batch.mask.sum() >= MIN_REAL_TOKENS:
+        specs["BatchNorm, masked"] = NormSpec(norm="BatchNorm", use_mask=True)
+    specs["LayerNorm"] = NormSpec(norm="LayerNorm")
     outputs = {"input x": _numpy(x)}
     outputs.update({name: _numpy(normalize(x, "NLC", spec, mask).output)
                     for name, spec in specs.items()})
@@ -131,6 +199,10 @@ class PaddingSweep:
         drift_with_pad, drift_masked, drift_layer_norm: (F,) max |change| of the real tokens'
             output against the same tokens with no padding, for BatchNorm with the pads counted,
             masked BatchNorm and LayerNorm.
+
+    With a single real token, BatchNorm without pads and masked BatchNorm have one value per
+    feature and cannot be computed: their statistics and drifts are NaN (and BatchNorm with the
+    pads counted is computed from one pad on).
     """
 
     fraction: np.ndarray
@@ -169,20 +241,25 @@ def padding_sweep(
     stats: dict[str, list[np.ndarray]] = {k: [] for k in ("m", "s", "mm", "sm")}
     drift: dict[str, list[float]] = {k: [] for k in ("bn", "masked", "ln")}
     # Without padding, masked and unmasked BatchNorm agree: both pool the real tokens alone.
-    alone = batch_norm(real, None, None, training=True).output
+    alone = batch_norm(real, None, None, training=True).output if r >= MIN_REAL_TOKENS else None
     reference = {"bn": alone, "masked": alone, "ln": layer_norm(real, c).output}
     for p in pads.tolist():
         # One long sequence (1, R + P, C): BatchNorm pools every position however it is laid out.
         x = torch.cat([real, real.new_full((p, c), pad_value)])[None]
         mask = torch.arange(r + p, device=x.device)[None] < r
-        with_pad = batch_norm(x, None, None, training=True, channel_dim=-1)
-        masked = batch_norm(x, None, None, training=True, channel_dim=-1, mask=mask)
+        with_pad = (batch_norm(x, None, None, training=True, channel_dim=-1)
+                    if r + p >= MIN_REAL_TOKENS else None)
+        masked = (batch_norm(x, None, None, training=True, channel_dim=-1, mask=mask)
+                  if r >= MIN_REAL_TOKENS else None)
         ln = layer_norm(x, c)
-        stats["m"].append(_numpy(with_pad.mean).ravel())
-        stats["s"].append(np.sqrt(_numpy(with_pad.var).ravel()))
-        stats["mm"].append(_numpy(masked.mean).ravel())
-        stats["sm"].append(np.sqrt(_numpy(masked.var).ravel()))
+        for (mean_key, std_key), result in ((("m", "s"), with_pad), (("mm", "sm"), masked)):
+            mean, std = _stats(result, c)
+            stats[mean_key].append(mean)
+            stats[std_key].append(std)
         for key, result in (("bn", with_pad), ("masked", masked), ("ln", ln)):
+            if result is None or reference[key] is None:
+                drift[key].append(np.nan)
+                continue
             change = result.output[0, :r].double() - reference[key].double()
             drift[key].append(float(change.abs().max()))
     return PaddingSweep(

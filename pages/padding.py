@@ -6,11 +6,26 @@ import streamlit as st
 from lnviz import charts
 from lnviz.data import get_preset, padded_batch
 from lnviz.explore import Batch, grid_labels, worked_example_latex
-from lnviz.padding import feature_stats, pad_token_steps, padding_outputs, padding_sweep
+from lnviz.padding import (
+    MAX_D_MODEL,
+    MAX_PADDED_LENGTH,
+    MAX_SEQUENCES,
+    check_lengths,
+    feature_stats,
+    pad_token_steps,
+    padding_outputs,
+    padding_sweep,
+)
 from lnviz.ui.figures import show_figure
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.source import _parse_lengths
 from lnviz.ui.state import current_settings, memo
+
+
+def count(k: int, noun: str) -> str:
+    """"1 sequence", "3 sequences"."""
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
 
 settings = current_settings()
 st.title("Padding and sequences")
@@ -46,13 +61,14 @@ with st.container(border=True):
                          f"{batch.mask.tolist()})"
         else:
             cols = st.columns(4)
-            size = cols[0].slider("Sequences", 1, 16, 3, key="pd_bs", bind="query-params",
+            size = cols[0].slider("Sequences", 1, MAX_SEQUENCES, 3, key="pd_bs",
+                                  bind="query-params",
                                   help="How many sequences are in the batch (ignored when you "
                                        "type the lengths).")
-            max_len = cols[1].slider("Padded length", 1, 32, 6, key="pd_len",
+            max_len = cols[1].slider("Padded length", 1, MAX_PADDED_LENGTH, 6, key="pd_len",
                                      bind="query-params",
                                      help="Every sequence is padded to this many positions.")
-            d_model = cols[2].slider("d_model", 1, 16, 4, key="pd_d", bind="query-params",
+            d_model = cols[2].slider("d_model", 1, MAX_D_MODEL, 4, key="pd_d", bind="query-params",
                                      help="Features (embedding size) of every token.")
             pad_value = cols[3].number_input(
                 "Pad value", -100.0, 100.0, 0.0, 0.5, key="pd_pad", bind="query-params",
@@ -62,8 +78,11 @@ with st.container(border=True):
                 "Lengths (optional)", "", key="pd_lengths", bind="query-params",
                 placeholder="e.g. 6, 3, 1 — empty for random lengths from the seed",
                 help="Real tokens per sequence, comma-separated; the rest is padding. When "
-                     "given, they also set the number of sequences.")
+                     f"given, they also set the number of sequences (at most {MAX_SEQUENCES}); "
+                     "each is at most the padded length.")
             lengths = _parse_lengths(text)
+            if lengths is not None:
+                lengths = check_lengths(lengths, max_len)
             batch_size = len(lengths) if lengths else size
             values, mask = padded_batch(batch_size, d_model, lengths=lengths, max_len=max_len,
                                         pad_value=float(pad_value), seed=settings.seed)
@@ -90,30 +109,55 @@ with st.container(border=True):
 
 n, length, d = batch.values.shape
 padding = ~batch.mask.reshape(-1)
-st.markdown(f"**{n} sequences × {length} positions × {d} features**, "
-            f"{int(padding.sum())} of {n * length} positions padding "
-            f"({stats.pad_fraction:.1%}).")
+st.markdown(f"**{count(n, 'sequence')} × {count(length, 'position')} × {count(d, 'feature')}**, "
+            f"{int(padding.sum())} of {count(n * length, 'position')} padding "
+            f"({stats.pad_fraction:.1%}); {count(stats.real_tokens, 'real token')}.")
 show_figure(charts.padding_tokens_figure,
             [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
             batch.row_labels, key="pd_tokens")
-st.caption("Each row is one position, each column a feature; × marks the pads. The input has "
-           "its own colour scale, the three outputs share one. Compare the real rows of the two "
-           "BatchNorm panels: counting the pads shifts every one of them.")
+st.caption("Each row is one position, each column a feature; a grey veil marks the pads. The "
+           "input has its own colour scale, "
+           + ("the outputs share one." if len(outputs) > 2 else "the output another.")
+           + (" Compare the real rows of the two BatchNorm panels: counting the pads shifts "
+              "every one of them." if stats.counted_ok and stats.masked_ok else ""))
+
+# Training-mode BatchNorm estimates each feature's σ from what it pools, and torch refuses a
+# single value; masked BatchNorm pools the real tokens alone.
+too_few = (
+    "" if stats.masked_ok else
+    f"**Masked BatchNorm needs at least 2 real tokens**: it takes each feature's μ and σ over "
+    f"the real tokens alone, and this batch has {count(stats.real_tokens, 'real token')}. One "
+    "value has no spread to estimate, and BatchNorm in training mode (torch's too) refuses it. "
+    + ("BatchNorm with the pads counted still runs: it pools all "
+       f"{count(stats.positions, 'position')}, the pads with the real token. "
+       if stats.counted_ok else
+       "BatchNorm with the pads counted has nothing more to pool: this batch has a single "
+       "position. ")
+    + "LayerNorm works token by token and is unaffected. Type lengths with at least 2 real "
+      "tokens in all (e.g. 2, or 1, 1) to compare the BatchNorms.")
+if too_few:
+    st.warning(too_few, icon=":material/warning:")
 
 # --- BatchNorm's statistics -------------------------------------------------------------------
 st.subheader("1 · BatchNorm's μ and σ, with and without the pads")
-show_figure(charts.padding_feature_stats_figure, stats.mean_with_pad, stats.mean_masked,
-            stats.std_with_pad, stats.std_masked, key="pd_stats")
-st.dataframe(stats.table(), hide_index=True, key="pd_stats_table")
-st.markdown(
-    f"Feature 0 with the pads: μ = **{stats.mean_with_pad[0]:.4g}**, σ = "
-    f"**{stats.std_with_pad[0]:.3g}**; real tokens only: μ = **{stats.mean_masked[0]:.4g}**, "
-    f"σ = **{stats.std_masked[0]:.3g}**."
-    + (" In seed 002 the first feature's real values are 1, 2, …, 7 (mean 4, σ = 2); the one "
+if not stats.counted_ok:
+    st.info("With a single position there are no BatchNorm statistics to show: see the note "
+            "above.", icon=":material/info:")
+else:
+    show_figure(charts.padding_feature_stats_figure, stats.mean_with_pad, stats.mean_masked,
+                stats.std_with_pad, stats.std_masked, key="pd_stats")
+    st.dataframe(stats.table(), hide_index=True, key="pd_stats_table")
+    st.markdown(
+        f"Feature 0 with the pads: μ = **{stats.mean_with_pad[0]:.4g}**, σ = "
+        f"**{stats.std_with_pad[0]:.3g}**"
+        + (f"; real tokens only: μ = **{stats.mean_masked[0]:.4g}**, σ = "
+           f"**{stats.std_masked[0]:.3g}**." if stats.masked_ok else
+           "; real tokens only: none — masked BatchNorm needs at least 2 real tokens.")
+        + (" In seed 002 the first feature's real values are 1, 2, …, 7 (mean 4, σ = 2); the one "
        "zero pad pulls the mean to 28/8 = 3.5 and widens σ to √5.25 ≈ 2.29, so the word "
        "“I” is normalized to (1 − 3.5)/2.29 ≈ −1.09 instead of (1 − 4)/2 = −1.5."
-       if source == "Seed 002" else "")
-)
+           if source == "Seed 002" else "")
+    )
 
 # --- The sweep --------------------------------------------------------------------------------
 st.subheader("2 · More padding, more drift")
@@ -121,6 +165,11 @@ st.markdown(
     "Keep this batch's real tokens and put more and more pads beside them. BatchNorm's mean "
     "slides toward the pad value, its σ first widens and then collapses, and every real "
     "token's output moves. Masked BatchNorm and LayerNorm stay exactly where they were."
+    if stats.masked_ok else
+    "Keep this batch's single real token and put more and more pads beside it. BatchNorm's "
+    "mean (from one pad on) slides toward the pad value. With one real token there is no "
+    "BatchNorm without pads to measure a drift against, and no masked BatchNorm, so the last "
+    "panel shows LayerNorm alone: it stays exactly where it was."
 )
 feature = st.columns(4)[0].selectbox(
     "Feature", list(range(d)), key="pd_feat", bind="query-params",
@@ -138,9 +187,10 @@ if moved == 0.0:
 else:
     st.warning(f"LayerNorm: across {tried}, the real tokens' outputs moved by at most "
                f"{moved:.3g}.", icon=":material/warning:")
-st.caption("The dotted line marks this batch's own padded share. Masked BatchNorm is the repair "
-           "for BatchNorm: with the pads left out of the sums, its μ and σ are those of the "
-           "real tokens however much padding there is.")
+st.caption("The dotted line marks this batch's own padded share."
+           + (" Masked BatchNorm is the repair for BatchNorm: with the pads left out of the "
+              "sums, its μ and σ are those of the real tokens however much padding there is."
+              if stats.masked_ok else ""))
 
 # --- LayerNorm on the pad token ---------------------------------------------------------------
 st.subheader("3 · What LayerNorm does to the pad token itself")
@@ -181,15 +231,18 @@ st.info(
     "see the pad token's LayerNorm output turn into NaN.", icon=":material/science:")
 
 st.subheader("The same in PyTorch")
+refuses = "" if stats.counted_ok else "\n# With a single position torch raises here: one value."
+refuses_masked = ("" if stats.masked_ok else
+                  "\n# With one real token torch raises here: one value per channel.")
 st.code(f"""import torch
 import torch.nn.functional as F
 
 # x: (batch, seq, features); mask: True = real token
 {make_batch}
 
-# BatchNorm over (batch, seq) per feature: torch wants (N, C, L), and counts the pads.
+# BatchNorm over (batch, seq) per feature: torch wants (N, C, L), and counts the pads.{refuses}
 bn_with_pads = F.batch_norm(x.transpose(1, 2), None, None, training=True).transpose(1, 2)
-# Masked BatchNorm: torch has no mask argument, so normalize the real tokens alone.
+# Masked BatchNorm: torch has no mask argument, so normalize the real tokens alone.{refuses_masked}
 bn_masked = torch.zeros_like(x)
 bn_masked[mask] = F.batch_norm(x[mask], None, None, training=True)
 print(x[mask].mean(0), x.reshape(-1, x.shape[-1]).mean(0))  # μ without / with the pads

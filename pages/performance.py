@@ -1,5 +1,7 @@
 """Performance: time the implementations of the norms against the memory roofline."""
 
+import time
+
 import streamlit as st
 
 from lnviz import bench, charts
@@ -42,7 +44,8 @@ sizes = cols[2].multiselect("Sizes (rows × features)", list(SIZE_LABELS),
                             help="Float32 inputs; larger sizes take longer to time.")
 cols = st.columns(3)
 budget = cols[0].slider("Time budget (s)", 5, 120, 30, 5, key="pf_budget", bind="query-params",
-                        help="Measuring stops once this much time has passed.")
+                        help="A case that would not finish within this time is skipped "
+                             "(and listed); torch.compile's compile time counts.")
 repeats = cols[1].slider("Repeats", 3, 15, 5, key="pf_repeats", bind="query-params",
                          help="Each case is timed this many times; the median is shown.")
 cols[2].caption(f"Device: **{settings.device}** (change it in the sidebar).")
@@ -52,17 +55,32 @@ st.button("Run benchmark", type="primary", key="pf_run", on_click=request_run,
           help="Times every chosen case on the selected device.")
 if st.session_state.pop("pf_requested", False):
     progress = st.progress(0.0, text="Starting…")
+    skipped: list[bench.Skipped] = []
+    start = time.perf_counter()
     rows = bench.run([SIZE_LABELS[s] for s in sizes], norms, impls, settings.device,
                      repeats, budget,
-                     progress=lambda f, m: progress.progress(min(f, 1.0), text=m))
+                     progress=lambda f, m: progress.progress(min(f, 1.0), text=m),
+                     on_skip=skipped.append)
     st.session_state["pf_rows"] = rows
+    st.session_state["pf_skipped"] = skipped
+    st.session_state["pf_took"] = (time.perf_counter() - start, budget)
     progress.empty()
 
 rows = st.session_state.get("pf_rows")
-if not rows:
+skipped = st.session_state.get("pf_skipped", [])
+if "pf_took" in st.session_state:
+    took, budget_then = st.session_state["pf_took"]
+    st.caption(f"The run took {took:.1f} s; its budget was {budget_then} s.")
+if skipped:
+    st.warning(f"{len(skipped)} of the chosen cases were not timed; the table says why. To "
+               "time those skipped for time, raise the budget or choose fewer or smaller cases.",
+               icon=":material/timer_off:")
+    st.dataframe([{"norm": s.norm, "implementation": s.impl, "size": f"{s.rows}×{s.cols}",
+                   "why": s.reason} for s in skipped], hide_index=True, key="pf_skipped_table")
+if "pf_took" not in st.session_state:
     st.info("Choose what to compare and press **Run benchmark**. With the defaults it takes "
             "about 10–30 seconds on a laptop.", icon="⏱️")
-else:
+elif rows:
     roofline = {r.size: r.copy_gb_per_s for r in rows}
     show_figure(charts.bench_figure, rows, roofline, key="pf_figure")
     with st.expander("The numbers", expanded=False):

@@ -223,7 +223,7 @@ def test_bad_lengths_are_a_message_not_a_traceback():
     assert not at.exception
     assert "whole numbers" in alerts(at)["error"][0]
     at.text_input(key="pd_lengths").set_value("40, 1").run()
-    assert "max_len is 6 but the longest sequence has 40 tokens" in alerts(at)["error"][0]
+    assert "Length 1 is 40 tokens, more than the padded length of 6" in alerts(at)["error"][0]
     at.text_input(key="pd_lengths").set_value("6, 6").run()
     assert "no padding" in " ".join(alerts(at)["info"])
 
