@@ -15,6 +15,7 @@ call, 9 ms in one call without validation; see :data:`VALIDATE`).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,14 +38,70 @@ DARK_BLUE = "#005A8C"
 #: builds without it. A valid figure's JSON is the same either way (tested).
 VALIDATE = False
 
+#: The width in pixels of a figure's plot area on a 390-px phone (iPhone 12–15, upright): the
+#: screen less the page's and the figure's margins. Figures cannot know the screen they are
+#: drawn on, so text that shares a row between panels (panel titles, axis titles) is wrapped to
+#: fit this width, and multi-panel figures are laid out so that they read at it; a desktop shows
+#: the same lines with room to spare.
+NARROW_PLOT_PX = 290
+#: The figures' font (Streamlit's theme): mean width of a character, and plotly's line
+#: height, both in ems.
+_CHAR_EM, _LINE_EM = 0.55, 1.3
+#: Panel titles are annotations with this name, so that :func:`_figure` can find them.
+_PANEL_TITLE = "panel title"
+#: A horizontal legend on the figure's bottom edge. Placed relative to the whole figure
+#: ("container"), plotly reserves the margin it takes and pushes tick labels and axis titles
+#: above it; one placed below the plot area in plot fractions lands on them on a short or
+#: narrow figure (the rotated tick "feature 0" showed as "ure 0").
+LEGEND_BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0,
+                    xanchor="left")
+#: The same on the top edge: a legend placed above the plot area in plot fractions grows down
+#: onto it when a narrow screen wraps its entries onto more rows.
+LEGEND_ABOVE = dict(LEGEND_BELOW, y=1, yanchor="top")
+#: The height of one row of a legend, which panel titles make room for when it is on top.
+_LEGEND_ROW_PX = 24
+
+
+def _wrap(text: str, width_px: float, size: float) -> list[str]:
+    """``text`` in lines of at most ``width_px`` pixels at font ``size`` (words kept whole; a
+    ``<br>`` in it always breaks the line)."""
+    chars = max(4, int(width_px / (_CHAR_EM * size)))
+    return [line for part in text.split("<br>")
+            for line in textwrap.wrap(part, chars, break_long_words=False) or [part]]
+
+
+def _lines(text: str) -> int:
+    return text.count("<br>") + 1
+
+
+def _colorbar_below(left: float, right: float, low: float, high: float) -> dict:
+    """A horizontal colorbar on the figure's bottom edge, under the panels spanning ``left``
+    to ``right`` (fractions of the plot area's width): never on a panel, on any screen. Its
+    scale runs from ``low`` to ``high`` through 0, and only those three are labelled, which fit
+    under the narrowest panel."""
+    # 80 % of the span: the end labels stick out past the bar, into the gap to the next one
+    return dict(orientation="h", x=(left + right) / 2, xanchor="center", len=0.8 * (right - left),
+                yref="container", y=0, yanchor="bottom", thickness=10, xpad=2, tickmode="array",
+                tickvals=[low, 0.0, high], ticktext=[f"{low:.2g}", "0", f"{high:.2g}"])
+
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
     """``go.Figure(data=data, layout=layout)``, validated only when :data:`VALIDATE` is on.
 
     Builders write nested dicts (``title=dict(text=...)``, not plotly's ``title_text``
     shorthand, which only validation expands); entries set to None mean "not set" and are
-    dropped, as validation drops them.
+    dropped, as validation drops them. The top margin is raised where the panel titles of
+    :func:`_panel_grid` need more lines than it holds (and a row more for a legend on top:
+    plotly reserves the legend's room in the margin, not the titles').
     """
+    titles = [a for a in layout.get("annotations", ()) if a.get("name") == _PANEL_TITLE
+              and a.get("y", 0) >= 1]
+    if titles:
+        need = max(_lines(a["text"]) * _LINE_EM * a["font"]["size"] for a in titles) + 12
+        if layout.get("legend", {}).get("yanchor") == "top":
+            need += _LEGEND_ROW_PX
+        margin = layout.setdefault("margin", {})
+        margin["t"] = max(margin.get("t", 0), int(np.ceil(need)))
     if VALIDATE:
         return go.Figure(data=data, layout=layout)
     return go.Figure(data=_unset(data), layout=_unset(layout), _validate=False)
@@ -95,6 +152,18 @@ def _symmetric_range(values: np.ndarray) -> tuple[float, float]:
     return -(bound or 1.0), bound or 1.0
 
 
+def _fit_titles(titles: Sequence[str], width_px: float, size: int, max_lines: int = 2,
+                smallest: int = 11) -> tuple[int, list[str]]:
+    """The largest font size from ``size`` down to ``smallest`` at which every title wraps
+    into at most ``max_lines`` lines of ``width_px`` pixels (``smallest`` with more lines
+    where none does), and the titles wrapped at it, lines joined by ``<br>``."""
+    for font in range(size, smallest - 1, -1):
+        wrapped = [_wrap(title, width_px, font) for title in titles]
+        if font == smallest or all(len(lines) <= max_lines for lines in wrapped):
+            return font, ["<br>".join(lines) for lines in wrapped]
+    raise ValueError(f"no font size from {size} down to {smallest}")
+
+
 def _panel_grid(titles: Sequence[str], rows: int = 1, gap: float = 0.07, vgap: float = 0.08,
                 title_size: int = 15) -> tuple[dict, list[tuple[str, str]]]:
     """Layout entries for panels on a grid, filled row by row from the top left, and each
@@ -103,22 +172,30 @@ def _panel_grid(titles: Sequence[str], rows: int = 1, gap: float = 0.07, vgap: f
     The layout dict holds ``xaxis``, ``yaxis``, ``xaxis2``… and the panel titles as
     ``annotations``; callers add their own keys and annotations to it. Axes are numbered as
     ``make_subplots`` numbers them, so "xaxis2" is the second panel of the first row.
+
+    Titles are wrapped to their panel's width on a phone (:data:`NARROW_PLOT_PX`), in a smaller
+    font where that saves lines, so that neighbouring titles never overlap; every axis makes
+    room for its tick labels (``automargin``), so none is cut off by the figure's edge.
     """
     cols = -(-len(titles) // rows)
     width = (1.0 - gap * (cols - 1)) / cols
     height = (1.0 - vgap * (rows - 1)) / rows
+    # a title may reach into the gap on either side of its panel, leaving 40 % of it clear
+    size, wrapped = _fit_titles(titles, (width + 0.6 * gap) * NARROW_PLOT_PX, title_size)
     layout: dict = {"annotations": []}
     refs = []
-    for k, title in enumerate(titles):
+    for k, title in enumerate(wrapped):
         row, col = divmod(k, cols)
         suffix = "" if k == 0 else str(k + 1)
         left, top = col * (width + gap), 1.0 - row * (height + vgap)
-        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}")
+        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}",
+                                        automargin=True)
         layout[f"yaxis{suffix}"] = dict(domain=[max(top - height, 0.0), top],
-                                        anchor=f"x{suffix}")
+                                        anchor=f"x{suffix}", automargin=True)
         layout["annotations"].append(dict(
             text=title, x=left + width / 2, y=top, xref="paper", yref="paper",
-            xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=title_size)))
+            xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=size),
+            name=_PANEL_TITLE))
         refs.append((f"x{suffix}", f"y{suffix}"))
     return layout, refs
 
@@ -130,10 +207,16 @@ def _axis_ids(refs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def _each_axis(layout: dict, refs: list[tuple[str, str]], x: dict | None = None,
                y: dict | None = None) -> None:
-    """Set the same properties on every panel's x (and y) axis."""
+    """Set the same properties on every panel's x (and y) axis. An x axis title is wrapped to
+    its panel's width on a phone, as panel titles are, so that neighbours' do not overlap."""
     for xaxis, yaxis in _axis_ids(refs):
         layout[xaxis].update(x or {})
         layout[yaxis].update(y or {})
+        title = (x or {}).get("title")
+        if title and len(refs) > 1:
+            left, right = layout[xaxis]["domain"]
+            layout[xaxis]["title"] = dict(title, text="<br>".join(
+                _wrap(title["text"], (right - left) * NARROW_PLOT_PX, 14)))
 
 
 def norm_heatmaps(
@@ -164,12 +247,13 @@ def norm_heatmaps(
                                title_size=16)
     hover = "row %{y}, column %{x}<br>"
     data: list[dict] = []
-    for (xref, yref), grid, bar_x, name in ((refs[0], grid_in, 0.285, title_in),
-                                            (refs[2], grid_out, 1.0, title_out)):
+    for (xref, yref), grid, name in ((refs[0], grid_in, title_in),
+                                     (refs[2], grid_out, title_out)):
         low, high = _symmetric_range(np.asarray(grid, dtype=np.float64))
         data.append(dict(
             type="heatmap", z=np.asarray(grid, dtype=np.float32), zmin=low, zmax=high,
-            colorscale=DIVERGING, name=name, colorbar=dict(x=bar_x, len=0.9, thickness=12),
+            colorscale=DIVERGING, name=name,
+            colorbar=_colorbar_below(*layout[xref.replace("x", "xaxis")]["domain"], low, high),
             hovertemplate=hover + "value %{z:.4g}<extra></extra>", xaxis=xref, yaxis=yref))
     # Colour groups in order of first appearance, so neighbouring groups differ in colour.
     _, first_seen = np.unique(groups, return_inverse=True)
@@ -206,8 +290,10 @@ def norm_heatmaps(
         layout[yaxis].update(range=[rows - 0.5, -0.5], tickmode="array", tickvals=yt,
                              ticktext=[str(row_labels[i]) for i in yt] if row_labels else None,
                              showticklabels=k == 0)
-    layout.update(height=max(320, min(900, 16 * rows + 140)), margin=dict(t=40, b=10),
-                  legend=dict(orientation="h", y=-0.08))
+    # the padding legend under the middle panel, between the two colorbars
+    layout.update(height=max(320, min(900, 16 * rows + 180)), margin=dict(t=40, b=10),
+                  legend=dict(LEGEND_BELOW, x=sum(layout["xaxis2"]["domain"]) / 2,
+                              xanchor="center"))
     return _figure(data, layout)
 
 
@@ -236,7 +322,7 @@ def group_stats_figure(
                 marker=dict(color=color, size=7), line=dict(color=color, width=1),
                 xaxis=xref, yaxis=yref))
     _each_axis(layout, refs, x=dict(title=dict(text="group"), type="category"))
-    layout.update(height=320, margin=dict(t=40, b=10))
+    layout.update(height=340, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -309,7 +395,7 @@ def eps_sweep_figure(
                 xref=f"{ref[0]} domain", yref=f"{ref[1]} domain"))
     _each_axis(layout, refs, x=dict(type="log", title=dict(text="ε"), exponentformat="power"),
                y=dict(type="log", exponentformat="power"))
-    layout.update(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.22))
+    layout.update(height=360, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -334,7 +420,7 @@ def eps_precision_figure(values: np.ndarray, errors: dict[str, np.ndarray],
         xaxis=dict(type="log", title=dict(text=axis_title), exponentformat="power"),
         yaxis=dict(type="log", title=dict(text="max |y_dtype − y_float64|"),
                    exponentformat="power"),
-        height=380, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.1))
+        height=380, margin=dict(t=30, b=10), legend=LEGEND_ABOVE)
     return _figure(data, layout)
 
 
@@ -378,7 +464,7 @@ def eps_cancellation_figure(
         xaxis=dict(type="log", title=dict(text="offset from zero (values are offset + N(0, 1))"),
                    exponentformat="power"),
         yaxis=dict(type="log", title=dict(text="|σ² − σ²_true| / σ²_true"), exponentformat="power"),
-        height=400, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.12))
+        height=400, margin=dict(t=30, b=10), legend=LEGEND_ABOVE)
     return _figure(data, layout)
 
 
@@ -419,11 +505,11 @@ def affine_grid_figure(
     mean/std lines, row by row.
     """
     # "+ 0.0" turns a mean of -0.0 (rounded from a tiny negative) into a plain 0.00.
-    titles = [f"γ = {g:g}, β = {b:g}: mean {round(mean[i, j], 2) + 0.0:.2f}, "
+    titles = [f"γ = {g:g}, β = {b:g}:<br>mean {round(mean[i, j], 2) + 0.0:.2f},<br>"
               f"std {std[i, j]:.2f}"
               for i, g in enumerate(gammas) for j, b in enumerate(betas)]
     rows, cols = len(gammas), len(betas)
-    layout, refs = _panel_grid(titles, rows=rows, gap=0.05, vgap=0.08, title_size=12)
+    layout, refs = _panel_grid(titles, rows=rows, gap=0.05, vgap=0.1, title_size=12)
     data: list[dict] = []
     for i, g in enumerate(gammas):
         for j, b in enumerate(betas):
@@ -442,7 +528,7 @@ def affine_grid_figure(
         if col == 0:
             layout[yaxis]["title"] = dict(text="count")
     layout.update(height=220 * rows + 80, bargap=0.05, margin=dict(t=40, b=10),
-                  legend=dict(orientation="h", y=-0.06))
+                  legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -453,7 +539,7 @@ def affine_histogram_figure(centres: np.ndarray, counts: np.ndarray, mean: float
     data = _affine_histogram_panel(centres, counts, mean, std, AFTER, ("x", "y"), True)
     layout = dict(
         title=dict(text=f"γ = {gamma:g}, β = {beta:g} → mean {mean:.3f}, std {std:.3f}"),
-        height=340, bargap=0.05, margin=dict(t=50, b=10), legend=dict(orientation="h", y=-0.2),
+        height=340, bargap=0.05, margin=dict(t=50, b=10), legend=LEGEND_BELOW,
         xaxis=dict(title=dict(text="value γ·x̂ + β")), yaxis=dict(title=dict(text="count")),
     )
     if centres.size:
@@ -490,7 +576,7 @@ def affine_feature_figure(output: np.ndarray, gamma: np.ndarray, beta: np.ndarra
         xaxis=dict(tickmode="array", tickvals=list(range(c)),
                    ticktext=[f"feature {i}" for i in range(c)]),
         yaxis=dict(title=dict(text="value")),
-        height=380, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.12))
+        height=380, margin=dict(t=30, b=10), legend=LEGEND_ABOVE)
     return _figure(data, layout)
 
 
@@ -519,7 +605,7 @@ def affine_recovery_figure(x: np.ndarray, outputs: dict[str, np.ndarray],
                      line=dict(color="#777777", dash="dash", width=1), hoverinfo="skip"))
     layout = dict(xaxis=dict(title=dict(text="input x")),
                   yaxis=dict(title=dict(text="output y with the recovering γ, β")),
-                  height=420, margin=dict(t=30, b=10), legend=dict(orientation="h", y=1.15))
+                  height=420, margin=dict(t=30, b=10), legend=LEGEND_ABOVE)
     return _figure(data, layout)
 
 
@@ -548,7 +634,7 @@ def affine_two_betas_figure(beta1: np.ndarray, beta2: np.ndarray, separate: np.n
                      line=dict(color=OKABE_ITO[0], width=1), **right))
     _each_axis(layout, refs, x=dict(title=dict(text="gate unit")))
     layout.update(height=360, barmode="group", margin=dict(t=40, b=10),
-                  legend=dict(orientation="h", y=-0.25))
+                  legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -560,27 +646,40 @@ BLOCKS_COLORS = {"post-LN": OKABE_ITO[0], "pre-LN": OKABE_ITO[1], "none": OKABE_
 
 
 def grads_heatmaps(panels: dict[str, np.ndarray]) -> go.Figure:
-    """Small (batch × features) tables side by side — e.g. x, ∂L/∂y and ∂L/∂x under each norm —
-    one row per sample, each on its own symmetric colour scale, with the values written in."""
+    """Small (batch × features) tables — e.g. x, ∂L/∂y and ∂L/∂x under each norm — one row per
+    sample, each on its own symmetric colour scale, with the values written in.
+
+    Two tables a row (more would leave a phone a few pixels per cell), the x axes labelled on
+    the bottom row only; the values are written into the cells only where they fit on a phone
+    (:data:`NARROW_PLOT_PX`), and are always in the hover text and the data tables."""
     titles = list(panels)
-    layout, refs = _panel_grid(titles, gap=0.04, title_size=16)
+    grid_rows = -(-len(titles) // 2)
+    samples = max(np.shape(g)[0] for g in panels.values())
+    row_px = min(400, 34 * samples + 30)
+    layout, refs = _panel_grid(titles, rows=grid_rows, gap=0.06,
+                               vgap=70 / (grid_rows * row_px), title_size=16)
     data = []
     for k, (title, (xref, yref)) in enumerate(zip(titles, refs, strict=True)):
         grid = np.asarray(panels[title], dtype=np.float64)
         low, high = _symmetric_range(grid)
         rows, cols = grid.shape
+        xaxis, yaxis = _axis_ids([(xref, yref)])[0]
+        left, right = layout[xaxis]["domain"]
+        cell_px = (right - left) * NARROW_PLOT_PX / cols
+        written = cell_px >= _CHAR_EM * 10 * len("-0.00") + 4
         data.append(dict(
             type="heatmap", z=grid.astype(np.float32), zmin=low, zmax=high,
-            colorscale=DIVERGING, showscale=False, texttemplate="%{z:.2f}",
-            textfont=dict(size=10), x=list(range(cols)), y=list(range(rows)),
+            colorscale=DIVERGING, showscale=False,
+            texttemplate="%{z:.2f}" if written else None, textfont=dict(size=10),
+            x=list(range(cols)), y=list(range(rows)),
             hovertemplate="sample %{y}, feature %{x}<br>%{z:.4g}<extra>" + title + "</extra>",
             xaxis=xref, yaxis=yref))
-        xaxis, yaxis = _axis_ids([(xref, yref)])[0]
-        layout[xaxis].update(title=dict(text="feature"), dtick=1)
-        layout[yaxis].update(autorange="reversed", dtick=1, showticklabels=k == 0)
-    layout["yaxis"]["title"] = dict(text="sample")
-    height = max(260, min(520, 34 * max(np.shape(g)[0] for g in panels.values()) + 120))
-    layout.update(height=height, margin=dict(t=40, b=10))
+        bottom = k + 2 >= len(titles)
+        layout[xaxis].update(title=dict(text="feature") if bottom else None, dtick=1,
+                             showticklabels=bottom)
+        layout[yaxis].update(autorange="reversed", dtick=1, showticklabels=k % 2 == 0,
+                             title=dict(text="sample") if k % 2 == 0 else None)
+    layout.update(height=grid_rows * row_px + 110, margin=dict(t=40, b=10))
     return _figure(data, layout)
 
 
@@ -598,16 +697,16 @@ def grads_param_figure(grad_weight: dict[str, np.ndarray], grad_bias: dict[str, 
                 xaxis=xref, yaxis=yref))
     _each_axis(layout, refs, x=dict(title=dict(text="feature"), dtick=1))
     layout.update(height=300, barmode="group", margin=dict(t=40, b=10),
-                  legend=dict(orientation="h", y=-0.2))
+                  legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
 def grads_jacobian_figure(jacobians: dict[str, np.ndarray], batch: int) -> go.Figure:
-    """∂y/∂x heatmaps side by side on one symmetric scale, with lines around each sample's
-    diagonal block: entries outside the blocks are one sample's output moved by another's
-    input."""
+    """∂y/∂x heatmaps one above the other (square: side by side, a phone drew them 130 px
+    wide), on one symmetric scale, with lines around each sample's diagonal block: entries
+    outside the blocks are one sample's output moved by another's input."""
     titles = list(jacobians)
-    layout, refs = _panel_grid(titles, gap=0.08, title_size=16)
+    layout, refs = _panel_grid(titles, rows=len(titles), vgap=0.2, title_size=16)
     low, high = _symmetric_range(np.concatenate(
         [np.asarray(j, dtype=np.float64).ravel() for j in jacobians.values()]))
     size = np.shape(jacobians[titles[0]])[0]
@@ -625,7 +724,7 @@ def grads_jacobian_figure(jacobians: dict[str, np.ndarray], batch: int) -> go.Fi
         data.append(dict(
             type="heatmap", z=np.asarray(jacobians[title], dtype=np.float32), zmin=low,
             zmax=high, colorscale=DIVERGING, showscale=i == len(titles) - 1,
-            colorbar=dict(thickness=12, len=0.9), xaxis=xref, yaxis=yref,
+            colorbar=_colorbar_below(0.25, 0.75, low, high), xaxis=xref, yaxis=yref,
             hovertemplate="∂y[%{y}]/∂x[%{x}] = %{z:.4g}<extra>" + title + "</extra>"))
         data.append(dict(type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip",
                          showlegend=False, line=dict(color="black", width=1.5),
@@ -634,9 +733,9 @@ def grads_jacobian_figure(jacobians: dict[str, np.ndarray], batch: int) -> go.Fi
     for (xaxis, yaxis), (xref, _) in zip(_axis_ids(refs), refs, strict=True):
         layout[xaxis].update(range=[-0.5, size - 0.5], title=dict(text="input x (flattened)"),
                              **ticks)
-        layout[yaxis].update(range=[size - 0.5, -0.5], scaleanchor=xref, **ticks)
-    layout["yaxis"]["title"] = dict(text="output y (flattened)")
-    layout.update(height=480, margin=dict(t=40, b=10))
+        layout[yaxis].update(range=[size - 0.5, -0.5], scaleanchor=xref, **ticks,
+                             title=dict(text="output y (flattened)"))
+    layout.update(height=360 * len(titles) + 60, margin=dict(t=40, b=10))
     return _figure(data, layout)
 
 
@@ -650,16 +749,17 @@ def grads_invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[fl
         data.append(dict(
             type="bar", y=list(probes), x=np.maximum(values, floor), orientation="h", name=norm,
             marker=dict(color=GRADS_COLORS.get(norm, OKABE_ITO[2])),
-            text=[f"{v:.1e}" for v in values], textposition="outside", cliponaxis=False,
+            text=[f"{v:.1e}" for v in values], textposition="auto", cliponaxis=False,
             customdata=values, hovertemplate="%{y}: max |Δy| = %{customdata:.3g}<extra>"
                                               + norm + "</extra>",
         ))
     layout = dict(
-        xaxis=dict(type="log", title=dict(text="max |Δ output|  (log scale; ≈1e-16 is rounding)"),
-                   exponentformat="power"),
+        xaxis=dict(type="log", title=dict(text="max |Δ output|<br>(log scale; ≈1e-16 is "
+                                                 "rounding)"),
+                   exponentformat="power", automargin=True),
         yaxis=dict(autorange="reversed"),
         barmode="group", height=90 + 55 * len(probes), margin=dict(t=20, b=10),
-        legend=dict(orientation="h", y=1.08))
+        legend=LEGEND_ABOVE)
     return _figure(data, layout)
 
 
@@ -695,7 +795,7 @@ def blocks_depth_figure(stream: dict[str, np.ndarray], attention: dict[str, np.n
     _each_axis(layout, refs, x=dict(title=dict(text="block")),
                y=dict(type="log", exponentformat="power"))
     layout["yaxis"]["title"] = dict(text="RMS")
-    layout.update(height=420, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.18))
+    layout.update(height=420, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -823,7 +923,7 @@ def _polylines(shapes: Sequence[Sequence[tuple[float, float]]], dx: float = 0.0
 
 def _shift(xs: list[float | None], offsets: Sequence[float], per_cube: int
            ) -> list[float | None]:
-    """Move each cube's block of ``per_cube`` x values right by its offset."""
+    """Move each cube's block of ``per_cube`` coordinates (x or y) by its offset."""
     return [None if x is None else x + offsets[i // per_cube] for i, x in enumerate(xs)]
 
 
@@ -851,63 +951,75 @@ def bnln_sharing_figure(
     still drawn at 12% of the longest), so the cube has the tensor's proportions. Trace names
     say which cube a shaded face belongs to ("BatchNorm: front"…).
     """
-    from textwrap import wrap
-
     n, c, s = (int(k) for k in counts)
     longest = max(n, c, s)
     size = tuple(max(k / longest, 0.12) for k in (n, c, s))
     length_n, length_c, height = size
     right_edge, top_edge = _project(length_n, length_c, height)
-    # One cube and the gap to the next; at least about a quarter of a wide page, so that the
-    # notes under tall, narrow cubes do not run into each other.
-    step = max(right_edge + 0.45, 0.9 * (top_edge + 0.62))
+    # Two cubes a row (four in one left a phone 80 px per cube, and their notes ran into each
+    # other). One cube and the gap to the next: at least about half the height of one, so that
+    # tall, narrow cubes do not make the figure tall.
+    cols = min(2, len(titles))
+    step = max(right_edge + 0.45, 0.6 * (top_edge + 0.8))
+    span = (cols - 1) * step + right_edge + 0.4
+    # Notes wrap to the width of one step on a phone; each row makes room for its note's lines
+    # there (the drawing keeps its proportions: a wider screen only adds room at the sides).
+    unit_px = NARROW_PLOT_PX / span
+    notes = ["<br>".join(_wrap(note, 0.95 * step * unit_px, 11)) for note in notes]
+    note_height = max(_lines(note) for note in notes) * _LINE_EM * 11 / unit_px
+    row_step = top_edge + 0.5 + note_height
+    positions = [((k % cols) * step, -(k // cols) * row_step) for k in range(len(titles))]
+    dxs, dys = [dx for dx, _ in positions], [dy for _, dy in positions]
     grey = {"front": "#E8E8E8", "top": "#F5F5F5", "right": "#D6D6D6"}
     blue = {"front": OKABE_ITO[0], "top": OKABE_ITO[4], "right": DARK_BLUE}
     whole = {"front": ((0, 0), (length_n, height)), "top": ((0, 0), (length_n, length_c)),
              "right": ((0, 0), (length_c, height))}
-    offsets = [k * step for k in range(len(titles))]
     data: list[dict] = []
     for face, (lo, hi) in whole.items():
-        x, y = _polylines([_face(face, lo, hi, size)] * len(offsets), 0.0)
-        data.append(dict(type="scatter", x=_shift(x, offsets, 6), y=y, fill="toself",
-                         fillcolor=grey[face], mode="lines", name="cube", hoverinfo="skip",
-                         line=dict(color="#444444", width=1.5), showlegend=False))
-    for dx, title, box in zip(offsets, titles, cells, strict=True):
+        x, y = _polylines([_face(face, lo, hi, size)] * len(positions), 0.0)
+        data.append(dict(type="scatter", x=_shift(x, dxs, 6), y=_shift(y, dys, 6),
+                         fill="toself", fillcolor=grey[face], mode="lines", name="cube",
+                         hoverinfo="skip", line=dict(color="#444444", width=1.5),
+                         showlegend=False))
+    for (dx, dy), title, box in zip(positions, titles, cells, strict=True):
         if box is None:
             continue
         for face, outline in _pooled_faces(np.asarray(box, dtype=bool), size).items():
             x, y = _polylines([outline], dx)
-            data.append(dict(type="scatter", x=x, y=y, fill="toself", fillcolor=blue[face],
-                             mode="lines", line=dict(color=blue[face], width=1),
+            data.append(dict(type="scatter", x=x, y=_shift(y, [dy], len(y)), fill="toself",
+                             fillcolor=blue[face], mode="lines",
+                             line=dict(color=blue[face], width=1),
                              name="values pooled into one μ, σ", meta=f"{title}: {face}",
                              legendgroup="pooled", showlegend=len(data) == 3,
                              hoverinfo="skip"))
     segments = [[_project(*a), _project(*b)] for a, b in _cube_cells((n, c, s), size)]
-    x, y = _polylines(segments * len(offsets), 0.0)
-    data.append(dict(type="scatter", x=_shift(x, offsets, 3 * len(segments)), y=y,
-                     mode="lines", name="cells", hoverinfo="skip", showlegend=False,
-                     line=dict(color="#777777", width=0.6)))
+    x, y = _polylines(segments * len(positions), 0.0)
+    data.append(dict(type="scatter", x=_shift(x, dxs, 3 * len(segments)),
+                     y=_shift(y, dys, 3 * len(segments)), mode="lines", name="cells",
+                     hoverinfo="skip", showlegend=False, line=dict(color="#777777", width=0.6)))
     annotations = []
     depth_mid = _project(length_n, length_c / 2, 0)
     centre = _project(length_n / 2, length_c / 2, height / 2)
-    for dx, title, box, note in zip(offsets, titles, cells, notes, strict=True):
+    for (dx, dy), title, box, note in zip(positions, titles, cells, notes, strict=True):
         labels = [(length_n / 2, -0.07, axis_names[0], 0),
                   (depth_mid[0] + 0.07, depth_mid[1] - 0.05, axis_names[1], 0),
                   (-0.08, height / 2, axis_names[2], -90)]
-        annotations += [dict(x=x + dx, y=y, text=f"<b>{text}</b>", showarrow=False,
+        annotations += [dict(x=x + dx, y=y + dy, text=f"<b>{text}</b>", showarrow=False,
                              textangle=angle, font=dict(size=13)) for x, y, text, angle in labels]
-        annotations.append(dict(x=centre[0] + dx, y=top_edge + 0.12, text=title,
+        annotations.append(dict(x=centre[0] + dx, y=top_edge + 0.12 + dy, text=title,
                                 showarrow=False, font=dict(size=15)))
-        annotations.append(dict(x=centre[0] + dx, y=-0.2, text="<br>".join(wrap(note, 40)),
+        annotations.append(dict(x=centre[0] + dx, y=-0.2 + dy, text=note,
                                 showarrow=False, font=dict(size=11), yanchor="top"))
         if box is None:
-            annotations.append(dict(x=centre[0] + dx, y=centre[1], text="not defined",
+            annotations.append(dict(x=centre[0] + dx, y=centre[1] + dy, text="not defined",
                                     showarrow=False, font=_ALERT, bgcolor="white"))
+    bottom = dys[-1] - 0.3 - note_height
     layout = dict(
-        height=330, margin=dict(t=10, b=10, l=10, r=10), plot_bgcolor="white",
-        annotations=annotations, legend=dict(orientation="h", y=-0.02),
-        xaxis=dict(range=[-0.2, offsets[-1] + right_edge + 0.2], visible=False),
-        yaxis=dict(range=[-0.45, top_edge + 0.22], visible=False, scaleanchor="x"),
+        height=int(np.clip((top_edge + 0.22 - bottom) * unit_px + 50, 300, 900)),
+        margin=dict(t=10, b=10, l=10, r=10), plot_bgcolor="white",
+        annotations=annotations, legend=LEGEND_BELOW,
+        xaxis=dict(range=[-0.2, span - 0.2], visible=False),
+        yaxis=dict(range=[bottom, top_edge + 0.22], visible=False, scaleanchor="x"),
     )
     return _figure(data, layout)
 
@@ -946,7 +1058,7 @@ def bnln_redraws_figure(
         layout[x1]["visible"] = layout[y1]["visible"] = False
     else:
         layout[y2]["matches"] = "y"  # one scale, so the two spreads compare at a glance
-    layout.update(height=340, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    layout.update(height=340, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -978,7 +1090,7 @@ def bnln_batch_sizes_figure(
              hovertemplate="batch size %{x}: %{y:.4f}<extra>LayerNorm</extra>"),
     ]
     layout = dict(
-        height=340, margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.25),
+        height=340, margin=dict(t=30, b=10), legend=LEGEND_BELOW,
         xaxis=dict(type="log", title=dict(text="batch size"), tickvals=sizes.tolist()),
         yaxis=dict(title=dict(text=f"output y, feature {feature}")),
     )
@@ -1021,7 +1133,7 @@ def bnln_running_stats_figure(
                          line=dict(color="#555555", dash="dash", width=1)))
     for xaxis, _ in _axis_ids(refs):
         layout[xaxis]["title"] = dict(text="training step")
-    layout.update(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.25))
+    layout.update(height=360, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -1078,7 +1190,7 @@ def padding_feature_stats_figure(
                              xaxis=xref, yaxis=yref, text=[f"{v:.3g}" for v in values],
                              textposition="outside", cliponaxis=False))
     layout.update(barmode="group", height=340, margin=dict(t=40, b=10),
-                  legend=dict(orientation="h", y=-0.15))
+                  legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -1124,13 +1236,19 @@ def padding_tokens_figure(
         layout[xaxis]["type"] = "category"
         layout[yaxis].update(type="category", autorange="reversed", showticklabels=i == 0)
     input_range, output_range = _symmetric_range(grids[0]), _symmetric_range(outputs)
+    # colorbars on the bottom edge (x under the input, y under the outputs), the legend on top
+    first = layout["xaxis"]["domain"]
+    rest = (layout[_axis_ids(refs)[1][0]]["domain"][0],
+            layout[_axis_ids(refs)[-1][0]]["domain"][1]) if len(refs) > 1 else first
     layout.update(
-        height=max(340, min(900, 22 * rows + 120)), margin=dict(t=40, b=10),
-        legend=dict(orientation="h", y=-0.12), shapes=shapes,
+        height=max(340, min(900, 22 * rows + 160)), margin=dict(t=40, b=10),
+        legend=dict(LEGEND_ABOVE, x=1, xanchor="right"), shapes=shapes,
         coloraxis=dict(colorscale=DIVERGING, cmin=input_range[0], cmax=input_range[1],
-                       colorbar=dict(title=dict(text="x"), y=0.77, len=0.45, thickness=10)),
+                       colorbar=dict(_colorbar_below(*first, *input_range),
+                                     title=dict(text="x", side="top"))),
         coloraxis2=dict(colorscale=DIVERGING, cmin=output_range[0], cmax=output_range[1],
-                        colorbar=dict(title=dict(text="y"), y=0.23, len=0.45, thickness=10)),
+                        colorbar=dict(_colorbar_below(*rest, *output_range),
+                                      title=dict(text="y", side="top"))),
     )
     return _figure(data, layout)
 
@@ -1179,9 +1297,9 @@ def padding_share_figure(
                                  yref=f"{yref} domain", line=dict(color="#555555", dash="dot",
                                                                   width=1))
                             for xref, yref in refs]
-    for xaxis, _ in _axis_ids(refs):
-        layout[xaxis].update(title=dict(text="padded share of the batch"), tickformat=".0%")
-    layout.update(height=360, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.3))
+    _each_axis(layout, refs, x=dict(title=dict(text="padded share of the batch"),
+                                    tickformat=".0%"))
+    layout.update(height=360, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -1258,7 +1376,7 @@ def training_curves_figure(
         _each_axis(layout, refs, x=dict(range=[0, total_steps * 1.02]))
     layout["yaxis"]["rangemode"] = "tozero"
     layout["yaxis2"].update(range=[0, 1.02], tickformat=".0%")
-    layout.update(height=340, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    layout.update(height=340, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 
@@ -1274,7 +1392,7 @@ def training_grad_norm_figure(step_grad_norm: dict[str, Sequence[float]]) -> go.
     layout = dict(height=300, margin=dict(t=30, b=10), xaxis=dict(title=dict(text="step")),
                   yaxis=dict(title=dict(text="gradient norm ‖∇θ‖₂"), type="log", dtick=1,
                              exponentformat="power"),
-                  legend=dict(orientation="h", y=-0.25))
+                  legend=LEGEND_BELOW)
     return _figure(data, layout)
 
 

@@ -199,7 +199,7 @@ def test_grid_figure_draws_every_panel_with_its_counts():
     assert len(bars) == 9
     np.testing.assert_array_equal(np.asarray(bars[4].y), grid.counts[1, 1])
     assert bars[4].marker.color == charts.AFTER and bars[0].marker.color == charts.BEFORE
-    titles = [a.text for a in fig.layout.annotations]
+    titles = [a.text.replace("<br>", " ") for a in fig.layout.annotations]  # lines joined
     assert titles[0] == "γ = 0.5, β = -1: mean -1.00, std 0.50"
     assert "mean 0.00" in titles[4]  # never "-0.00"
 

@@ -1,0 +1,146 @@
+"""Figures on a phone (390 × 844, an iPhone 12–15 held upright) and on a 1280-px desktop: read
+from the DOM of every rendered Plotly SVG, panel titles and other annotations do not overlap,
+no colorbar lies on a plot area, no tick label or annotation is cut off by the figure's edge,
+and the values written into heatmap cells do not run together.
+
+Screenshots of every figure go to ``screenshots/narrow-*.png``. Uses the server and browser of
+tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from test_browser import (  # noqa: F401  (browser, server: fixtures)
+    APP_TIMEOUT_MS,
+    CHARTS,
+    SCREENSHOTS,
+    _assert_no_exception,
+    _slug,
+    _wait_idle,
+    browser,
+    server,
+)
+
+with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
+    from playwright.sync_api import Browser, Page, expect
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+#: Every page with a figure of more than one panel, a colorbar or values written into cells.
+PAGES = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_shift", "shapes"]
+#: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
+SLACK = 1.0
+
+#: Boxes (left, top, right, bottom in page pixels) of what one Plotly chart drew.
+_GEOMETRY = """(root) => {
+  const box = (e) => { const b = e.getBoundingClientRect();
+                       return {text: (e.textContent || '').trim(), l: b.left, t: b.top,
+                               r: b.right, b: b.bottom}; };
+  const all = (selector) => Array.from(root.querySelectorAll(selector)).map(box)
+                                 .filter((b) => b.r - b.l > 0 && b.b - b.t > 0);
+  const svg = root.querySelector('svg.main-svg');
+  return {
+    frame: {...box(svg), text: 'the figure'},
+    plots: all('.draglayer .nsewdrag'),
+    colorbars: Array.from(root.querySelectorAll('g.colorbar')).map((bar) => {
+      // the bar and its ticks and title, not its (transparent) padded background
+      const parts = Array.from(bar.querySelectorAll('.cbfills, .cbaxis text, .cbtitle text'))
+                         .map(box).filter((b) => b.r - b.l > 0 && b.b - b.t > 0);
+      return parts.length ? {text: 'colorbar', l: Math.min(...parts.map((p) => p.l)),
+                             t: Math.min(...parts.map((p) => p.t)),
+                             r: Math.max(...parts.map((p) => p.r)),
+                             b: Math.max(...parts.map((p) => p.b))} : null;
+    }).filter((b) => b),
+    annotations: all('g.annotation'),
+    ticks: all('.xtick text, .ytick text, .cbaxis text, .g-xtitle text, .g-ytitle text'),
+    legends: all('g.legend'),
+    // one list per heatmap trace: the values written into its cells
+    cells: Array.from(root.querySelectorAll('g.hm'))
+                .map((g) => Array.from(g.querySelectorAll('.heatmap-label text')).map(box)),
+  };
+}"""
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return (min(a["r"], b["r"]) - max(a["l"], b["l"]) > SLACK
+            and min(a["b"], b["b"]) - max(a["t"], b["t"]) > SLACK)
+
+
+def _inside(inner: dict, outer: dict) -> bool:
+    return (inner["l"] >= outer["l"] - SLACK and inner["r"] <= outer["r"] + SLACK
+            and inner["t"] >= outer["t"] - SLACK and inner["b"] <= outer["b"] + SLACK)
+
+
+def _xy(b: dict) -> str:
+    return f"x {b['l']:.0f}–{b['r']:.0f}, y {b['t']:.0f}–{b['b']:.0f}"
+
+
+def _pairs(boxes: list[dict]) -> Iterator[tuple[dict, dict]]:
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            yield a, b
+
+
+def layout_problems(geometry: dict) -> list[str]:
+    """What is wrong with one rendered chart's layout, in words (empty when nothing is)."""
+    frame = geometry["frame"]
+    problems = [f"annotations {a['text']!r} and {b['text']!r} overlap"
+                for a, b in _pairs(geometry["annotations"]) if _overlap(a, b)]
+    problems += [f"the colorbar covers a plot area ({_xy(bar)} on {_xy(plot)})"
+                 for bar in geometry["colorbars"] for plot in geometry["plots"]
+                 if _overlap(bar, plot)]
+    # a legend has a background: it hides what it lies on ("ure 0" was left of "feature 0")
+    problems += [f"the legend covers {kind} {b['text']!r}"
+                 for legend in geometry["legends"]
+                 for kind, boxes in (("a plot area", geometry["plots"]),
+                                     ("tick label", geometry["ticks"]),
+                                     ("annotation", geometry["annotations"]))
+                 for b in boxes if _overlap(legend, b)]
+    problems += [f"{kind} {b['text']!r} is cut off by the figure's edge "
+                 f"({_xy(b)} outside {_xy(frame)})"
+                 for kind, boxes in (("tick label", geometry["ticks"]),
+                                     ("annotation", geometry["annotations"]),
+                                     ("colorbar", geometry["colorbars"]))
+                 for b in boxes if not _inside(b, frame)]
+    problems += [f"cell labels {a['text']!r} and {b['text']!r} run together"
+                 for labels in geometry["cells"] for a, b in _pairs(labels) if _overlap(a, b)]
+    return problems
+
+
+@pytest.fixture(params=[PHONE, DESKTOP], ids=["phone", "desktop"])
+def screen(request: pytest.FixtureRequest, browser: Browser, server: str  # noqa: F811
+           ) -> Iterator[tuple[Page, str]]:
+    """A fresh page in a phone-sized (390 px) or desktop-sized (1280 px) viewport."""
+    viewport = request.param
+    context = browser.new_context(viewport=viewport, device_scale_factor=1)
+    context.set_default_timeout(APP_TIMEOUT_MS)
+    try:
+        yield context.new_page(), f"{viewport['width']}px"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_figures_are_laid_out_for_the_screen(screen: tuple[Page, str], server: str,  # noqa: F811
+                                             name: str) -> None:
+    page, width = screen
+    page.goto(f"{server}/{name}")
+    charts = page.locator(CHARTS)
+    expect(charts.first).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    problems = []
+    for k in range(charts.count()):
+        chart = charts.nth(k)
+        chart.scroll_into_view_if_needed()
+        plot = chart.locator(".js-plotly-plot")
+        expect(plot.locator(".draglayer").first).to_be_attached()
+        chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{_slug(name)}-{k}.png"))
+        problems += [f"figure {k}: {p}" for p in layout_problems(plot.evaluate(_GEOMETRY))]
+    assert problems == [], f"{name} at {width}:\n" + "\n".join(problems)
