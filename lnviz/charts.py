@@ -270,6 +270,9 @@ def norm_heatmaps(
 
     bx, by = group_boundaries(np.asarray(groups))
     pad_rows, pad_cols = np.nonzero(padding) if padding is not None else ((), ())
+    # A mark no larger than a cell (about 700 px of height over the rows, and at least 120 px of
+    # a phone-width panel over the columns), so that many pads cannot black out the colours.
+    mark = float(np.clip(0.7 * min(700 / rows, 120 / cols), 2, 9))
     for k, (xref, yref) in enumerate(refs):
         if bx:
             data.append(dict(type="scatter", x=bx, y=by, mode="lines",
@@ -280,7 +283,8 @@ def norm_heatmaps(
                 type="scatter", x=np.asarray(pad_cols, dtype=np.float32),
                 y=np.asarray(pad_rows, np.float32), mode="markers", name="padding",
                 showlegend=k == 0, hoverinfo="skip", xaxis=xref, yaxis=yref,
-                marker=dict(symbol="x-thin", size=9, line=dict(width=2, color="#444444"))))
+                marker=dict(symbol="x-thin", size=mark,
+                            line=dict(width=2 if mark >= 6 else 1, color="#444444"))))
     # At most ~24 row and ~12 column tick labels, rows reading top to bottom.
     xt = list(range(0, cols, max(1, cols // 12)))
     yt = list(range(0, rows, max(1, rows // 24)))

@@ -141,3 +141,19 @@ def test_a_diagram_has_no_data_tables_and_a_chart_does():
     assert not charts.has_tables(cubes) and charts.figure_tables(cubes) == []
     stats = charts.group_stats_figure(np.ones(2), np.ones(2), np.zeros(2), np.ones(2))
     assert charts.has_tables(stats) and charts.figure_tables(stats)
+
+
+def test_padding_marks_stay_inside_their_cells_on_large_windows():
+    # Issue 11: with 128 × 128 cells, 9-px × marks on every pad blacked out the heatmaps.
+    from lnviz.charts import norm_heatmaps
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 128)).astype(np.float32)
+    groups = np.repeat(np.arange(128), 128).reshape(128, 128)
+    padding = np.zeros((128, 128), bool)
+    padding[64:] = True
+    fig = norm_heatmaps(x, x, groups, padding=padding)
+    marks = [t for t in fig.data if t.name == "padding"]
+    assert marks and all(t.marker.size <= 0.7 * 120 / 128 + 2 for t in marks)
+    small = norm_heatmaps(x[:8, :3], x[:8, :3], groups[:8, :3], padding=padding[60:68, :3])
+    assert next(t.marker.size for t in small.data if t.name == "padding") == 9
