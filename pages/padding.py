@@ -8,9 +8,10 @@ from lnviz.data import get_preset, padded_batch
 from lnviz.explore import Batch, grid_labels, worked_example_latex
 from lnviz.padding import feature_stats, pad_token_steps, padding_outputs, padding_sweep
 from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.source import _parse_lengths
-from lnviz.ui.state import current_settings, memo
+from lnviz.ui.state import current_settings, keep_in_range, memo, url_text
 
 settings = current_settings()
 st.title("Padding and sequences")
@@ -58,8 +59,8 @@ with st.container(border=True):
                 "Pad value", -100.0, 100.0, 0.0, 0.5, key="pd_pad", bind="query-params",
                 help="What the pad positions hold. Zero is usual; any constant is a flat row "
                      "for LayerNorm.")
-            text = st.text_input(
-                "Lengths (optional)", "", key="pd_lengths", bind="query-params",
+            text = url_text(
+                st.text_input, "Lengths (optional)", "", key="pd_lengths", what="the lengths",
                 placeholder="e.g. 6, 3, 1 — empty for random lengths from the seed",
                 help="Real tokens per sequence, comma-separated; the rest is padding. When "
                      "given, they also set the number of sequences.")
@@ -85,8 +86,7 @@ with st.container(border=True):
                      lambda: padding_sweep(batch, float(pad_value), device=settings.device,
                                            dtype=settings.dtype))
     except ValueError as err:
-        st.error(str(err), icon=":material/block:")
-        st.stop()
+        stop_with_error(err, icon=":material/block:")
 
 n, length, d = batch.values.shape
 padding = ~batch.mask.reshape(-1)
@@ -122,6 +122,7 @@ st.markdown(
     "slides toward the pad value, its σ first widens and then collapses, and every real "
     "token's output moves. Masked BatchNorm and LayerNorm stay exactly where they were."
 )
+keep_in_range("pd_feat", range(d))
 feature = st.columns(4)[0].selectbox(
     "Feature", list(range(d)), key="pd_feat", bind="query-params",
     help="Which feature's μ and σ the first two panels follow.")
