@@ -10,11 +10,11 @@ import zipfile
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
-from pageutil import open_page
+from pageutil import open_page, shown_text
 
 from lnviz import data
 from lnviz.io import load_arrays
-from lnviz.ui.messages import WORD_JOINER, plain
+from lnviz.ui.messages import plain
 from lnviz.ui.source import _parse_lengths
 from lnviz.ui.state import MAX_SHARED_TEXT, url_size
 
@@ -37,12 +37,6 @@ HOSTILE = [
 ]
 
 
-def unescape(markdown: str) -> str:
-    """The characters that :func:`plain`'s markdown renders as."""
-    text = markdown.replace("  \n", "\n").replace(WORD_JOINER, "")
-    return re.sub(rf"\\([{PUNCTUATION}])", r"\1", text)
-
-
 def assert_inert(markdown: str) -> None:
     """No markup can start anywhere in ``markdown``: every punctuation character is escaped, no
     line is indented, and no escaped colon runs into a name (Streamlit's ``:name:`` codes)."""
@@ -63,14 +57,14 @@ def shown_as(text: str) -> str:
 def test_plain_text_has_no_markup_and_keeps_every_character(text):
     markdown = plain(text)
     assert_inert(markdown)
-    assert unescape(markdown) == shown_as(text)
+    assert shown_text(markdown) == shown_as(text)
 
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_each_hostile_string_becomes_inert_literal_text(text):
     markdown = plain(text)
     assert_inert(markdown)
-    assert unescape(markdown) == shown_as(text)
+    assert shown_text(markdown) == shown_as(text)
 
 
 # --- Hostile text through every page input that reaches a message --------------------------------
@@ -93,7 +87,7 @@ def _check_error_box(at, expected: str) -> None:
     bodies = [e.value for e in at.error]
     assert bodies, "no error box"
     assert_inert(bodies[0])
-    assert unescape(bodies[0]) == shown_as(expected)
+    assert shown_text(bodies[0]) == shown_as(expected)
 
 
 @pytest.mark.parametrize("text", HOSTILE)
@@ -139,8 +133,8 @@ def test_training_upload_names_show_as_text():
     assert not at.exception, at.exception
     (body,) = [e.value for e in at.error]
     assert_inert(body)
-    assert unescape(body).startswith("Cannot read the upload: ")
-    assert name in unescape(body)
+    assert shown_text(body).startswith("Cannot read the upload: ")
+    assert name in shown_text(body)
 
 
 # --- Long typed text stays out of the URL ------------------------------------------------------
