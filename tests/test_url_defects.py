@@ -14,7 +14,7 @@ from pageutil import open_page, shown_text
 
 from lnviz import data
 from lnviz.io import load_arrays
-from lnviz.ui.messages import plain
+from lnviz.ui.messages import WORD_JOINER, plain
 from lnviz.ui.source import _parse_lengths
 from lnviz.ui.state import MAX_SHARED_TEXT, url_size
 
@@ -39,21 +39,25 @@ HOSTILE = [
 
 def assert_inert(markdown: str) -> None:
     """No markup can start anywhere in ``markdown``: every punctuation character is escaped, no
-    line is indented, and no escaped colon runs into a name (Streamlit's ``:name:`` codes)."""
+    line is indented, and nothing Streamlit recognises in the unescaped text is left whole: a
+    colon or @ runs into what follows (``:smile:``, ``https://``, ``a@b.c``), ``www.``, or an
+    arrow or dash pair (``->``, ``<=``, ``--``)."""
     assert INERT.fullmatch(markdown), markdown
     assert not re.search(r"^[ \t]+\S", markdown, re.M), markdown
-    assert not re.search(r"\\:\\?[\w+-]", markdown), markdown
+    assert not re.search(rf"\\[:@](?!{WORD_JOINER})", markdown), markdown
+    assert not re.search(r"www\\\.", markdown, re.I), markdown
+    assert not re.search(r"\\[-<>~]\\[->=]", markdown), markdown
 
 
 def shown_as(text: str) -> str:
     """What a learner sees for ``text``: lines without their leading indentation."""
-    return "\n".join(line.lstrip(" \t") for line in
-                     text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.lstrip(" \t") for line in lines).replace(WORD_JOINER, "")
 
 
 @settings(max_examples=300, deadline=None)
 @given(hs.text(alphabet=hs.characters(codec="utf-8"), max_size=200)
-       | hs.text(alphabet="*_[]()!<>`$:#~|\\-+=.&{}\n\t abc1", max_size=200))
+       | hs.text(alphabet="*_[]()!<>`$:@#~|\\-+=.&{}\n\t abcw1\u2060", max_size=200))
 def test_plain_text_has_no_markup_and_keeps_every_character(text):
     markdown = plain(text)
     assert_inert(markdown)

@@ -16,12 +16,14 @@ import streamlit as st
 
 #: Every ASCII punctuation character. CommonMark lets a backslash escape each of them, and the
 #: escaped character then stands for itself: no emphasis, link, image, HTML, code, heading, list,
-#: table, strikethrough, autolink, ``$`` math or ``:name[…]`` directive can start from it.
+#: table, strikethrough, ``$`` math or ``:name[…]`` directive can start from it.
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
-#: Streamlit turns ``:smile:``, ``:material_home:`` and ``:streamlit:`` into emoji, icons and
-#: images after the escapes are resolved, so an escaped colon still starts one. An invisible
-#: word joiner between a colon and a name keeps the two apart.
-_SHORTCODE_START = re.compile(r"(\\:)(?=\\?[\w+-])")
+#: Some of Streamlit's markdown works on the text after the escapes are resolved: it turns
+#: ``https://…``, ``www.…`` and ``a@b.c`` into links, ``:smile:``, ``:material_home:`` and
+#: ``:streamlit:`` into emoji, icons and images, and ``->``, ``<=``, ``--`` … into arrows and
+#: dashes. An invisible word joiner after each colon and ``@``, inside ``www.`` and between the
+#: characters of those pairs keeps each from being recognised, and shows nothing.
+_BREAKS = re.compile(r"(?<=[:@])|(?<=www)(?=\.)|(?<=[-<>~])(?=[->=])", re.IGNORECASE)
 WORD_JOINER = "\u2060"
 #: Markdown's hard line break: the line ends here, but the paragraph (and its escapes) goes on.
 _HARD_BREAK = "  \n"
@@ -35,7 +37,7 @@ def plain(text: object) -> str:
     """
     lines = str(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return _HARD_BREAK.join(
-        _SHORTCODE_START.sub(r"\1" + WORD_JOINER, _PUNCTUATION.sub(r"\\\1", line.lstrip(" \t")))
+        _PUNCTUATION.sub(r"\\\1", _BREAKS.sub(WORD_JOINER, line.lstrip(" \t")))
         for line in lines)
 
 

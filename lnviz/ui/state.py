@@ -107,11 +107,13 @@ def url_text(widget: Callable[..., str], label: str, value: str, *, key: str, wh
         st.session_state[key] = incoming
     text = widget(label, value, key=key, bind="query-params" if shareable else None, **kwargs)
     if not shareable:
+        if not st.session_state.get(unshared) or key in st.query_params:
+            # The browser wrote the long text into its address as it was typed, while the
+            # control was still bound; the copy of the URL this run received may predate that
+            # write. Sending this run's URL, without the text, replaces the browser's.
+            st.query_params.pop(key, None)
+            st.query_params.update()
         st.session_state[unshared] = True
-        # Unbinding removes the text from the URL only when this run's URL already held it:
-        # the browser may write it there just after; the next run removes it then.
-        if key in st.query_params:
-            del st.query_params[key]
         st.caption(f"This view is too large to share by link: {what} take "
                    f"{url_size(text):,} characters in the address (at most "
                    f"{MAX_SHARED_TEXT:,} fit), so the link leaves them out.")
