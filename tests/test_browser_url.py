@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 
+import numpy as np
 import pytest
 import test_browser
 from test_browser import (
@@ -116,3 +117,25 @@ def test_twenty_thousand_typed_numbers_work_and_keep_the_link_small(page: Page,
     expect(page.get_by_text(NOTE)).to_have_count(0)
     expect(page).to_have_url(re.compile(r"[?&]ttext=1%2C\+2%0A3%2C\+5(&|$)"))
     assert MAX_SHARED_TEXT < MAX_URL
+
+
+def test_npz_member_names_are_plain_text_in_the_array_picker(page: Page, server: str,
+                                                             tmp_path) -> None:
+    """The picker (a selectbox) shows its options as text, not markdown: the names appear as
+    they are, unescaped, and make no link."""
+    hostile = "**bold** [fix](https://evil.example/f) ![i](http://evil.example/p.png)"
+    path = tmp_path / "names.npz"
+    np.savez(path, **{hostile: np.ones((2, 3)), "plain": np.zeros((2, 3))})
+    page.goto(f"{server}/explorer?src=Upload+.npy%2F.npz")
+    dropzone = page.locator('[data-testid="stFileUploader"] input[type=file]').first
+    expect(dropzone).to_be_attached(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    dropzone.set_input_files(str(path))
+    expect(page.locator(CHARTS).nth(2)).to_be_visible()
+    _wait_idle(page)
+    picker = page.get_by_label("Array", exact=True)
+    picker.click()
+    expect(page.get_by_role("option", name=hostile, exact=True)).to_be_visible()
+    found = page.evaluate(_SMUGGLED)
+    assert found["links"] == [] and found["media"] == [], found
+    _shot(page, "url-npz-names")
