@@ -15,7 +15,8 @@ from lnviz.batchdep import (
     variance_table,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.state import current_settings, memo
+from lnviz.ui.messages import stop_with_error
+from lnviz.ui.state import current_settings, keep_in_range, memo
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
 
@@ -62,6 +63,7 @@ elif layout == "NCHW":
 else:
     shape, positions, axis = (n, c), 1, ""
 divisors = [g for g in range(1, c + 1) if c % g == 0]
+keep_in_range("bl_groups", divisors)
 groups = st.columns([3, 2])[0].select_slider(
     "GroupNorm: number of groups G", divisors, value=divisors[1], key="bl_groups",
     bind="query-params",
@@ -71,8 +73,7 @@ groups = st.columns([3, 2])[0].select_slider(
 try:
     cubes = sharing_cubes(shape, layout, groups)
 except ValueError as err:
-    st.error(str(err), icon=":material/block:")
-    st.stop()
+    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bnln_sharing_figure,
             (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
             [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
@@ -101,6 +102,7 @@ batch_size = cols[0].slider(
 redraws = cols[1].slider(
     "Re-drawn batches", 2, 20, 8, key="bl_r", bind="query-params",
     help="How many batches to try: each keeps the fixed sample and draws new batch-mates.")
+keep_in_range("bl_feat", range(c), reset_to=0)
 feature = cols[2].slider(
     "Feature to follow", 0, c - 1, 0, key="bl_feat", bind="query-params",
     help="The feature plotted against batch size here and in the training steps below.")
@@ -116,8 +118,7 @@ try:
         lambda: batch_size_sweep(sample, redraws=redraws, seed=settings.seed,
                                  device=settings.device, dtype=settings.dtype))
 except ValueError as err:
-    st.error(str(err), icon=":material/block:")
-    st.stop()
+    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bnln_redraws_figure, dependence.batch_norm, dependence.layer_norm,
             dependence.refusal, key="bl_fixed")
 if dependence.refusal:
@@ -166,8 +167,7 @@ try:
                  lambda: running_statistics(steps, minibatch, c, momentum, settings.seed,
                                             device=settings.device, dtype=settings.dtype))
 except ValueError as err:
-    st.error(str(err), icon=":material/block:")
-    st.stop()
+    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bnln_running_stats_figure,
             stats.batch_mean[:, feature], stats.batch_var[:, feature],
             stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],

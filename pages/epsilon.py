@@ -12,6 +12,7 @@ from lnviz.stability import (
     stability_vector,
 )
 from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.state import current_settings
 
@@ -62,8 +63,7 @@ try:
     steps = epsilon_steps(x, eps, seed=settings.seed, device=settings.device,
                           dtype=settings.dtype)
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 
 show_figure(charts.eps_sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
             sweep.variance, eps, key="ep_sweep_chart")
@@ -125,8 +125,7 @@ else:
 try:
     precision = cached_precision(axis, seed=settings.seed, device=settings.device, **options)
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 title = "offset from zero" if axis == "offset" else "row length H"
 show_figure(charts.eps_precision_figure, precision.values, precision.errors, title,
             key="ep_precision_chart")

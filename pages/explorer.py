@@ -17,6 +17,7 @@ from lnviz.explore import (
 )
 from lnviz.io import to_csv_text, to_npy_bytes, to_npz_bytes
 from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source
 from lnviz.ui.state import current_settings, memo
@@ -38,8 +39,7 @@ with st.container(border=True):
     try:
         spec = norm_controls(batch)
     except ValueError as err:
-        st.error(str(err), icon="🚫")
-        st.stop()
+        stop_with_error(err)
 
 # --- Computation (one call into lnviz, once per setting) ---------------------------------------
 try:
@@ -47,8 +47,7 @@ try:
         ex = memo(("explore", source_key, spec, settings.device, settings.dtype),
                   lambda: explore(batch, spec, settings.device, settings.dtype))
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 result, shape, layout = ex.result, ex.x.shape, batch.layout
 if ex.impl == "fast":
     st.caption(f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path (torch's "

@@ -19,8 +19,9 @@ from lnviz.grads import (
     upstream_gradient,
 )
 from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import EPSILONS, eps_label
-from lnviz.ui.state import current_settings
+from lnviz.ui.state import current_settings, keep_in_range
 
 settings = current_settings()
 st.title("Gradients and invariances")
@@ -62,6 +63,8 @@ with st.container(border=True):
     cell = (0, 0)
     if kind == "one-hot":
         cols = st.columns([2, 2, 6])
+        keep_in_range("gr_row", range(n))
+        keep_in_range("gr_col", range(c))
         row = cols[0].number_input("Sample n of the one-hot", 0, n - 1, 0, key="gr_row",
                                    bind="query-params",
                                    help="The row of the output cell the loss looks at.")
@@ -76,8 +79,7 @@ try:
     grad_output = upstream_gradient((n, c), kind, cell=cell, seed=settings.seed)
     report = gradient_report(x, grad_output, eps)
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
 
 # --- Gradients ----------------------------------------------------------------------------------
@@ -144,6 +146,8 @@ with st.container(border=True):
         bind="query-params", help="What the scaling probes multiply by.")
     shift = cols[1].slider("Shift", -5.0, 5.0, 3.0, 0.5, key="gr_shift", bind="query-params",
                            help="What the shifting probes add.")
+    keep_in_range("gr_sample", range(n))
+    keep_in_range("gr_feature", range(c))
     sample = cols[2].number_input("Probed sample", 0, n - 1, 0, key="gr_sample",
                                   bind="query-params",
                                   help="The sample (row of h) the sample probes change.")
@@ -156,8 +160,7 @@ try:
     table = invariance_probes(x_in, weight, factor=factor, shift=shift, sample=int(sample),
                               feature=int(feature), eps=eps)
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 show_figure(charts.grads_invariance_figure,
             list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS}, key="gr_probes")
 st.dataframe(table, hide_index=True, key="gr_table", column_config={

@@ -17,9 +17,10 @@ from lnviz.padding import (
     padding_sweep,
 )
 from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.source import _parse_lengths
-from lnviz.ui.state import current_settings, memo
+from lnviz.ui.state import current_settings, keep_in_range, memo, url_text
 
 
 def count(k: int, noun: str) -> str:
@@ -74,8 +75,8 @@ with st.container(border=True):
                 "Pad value", -100.0, 100.0, 0.0, 0.5, key="pd_pad", bind="query-params",
                 help="What the pad positions hold. Zero is usual; any constant is a flat row "
                      "for LayerNorm.")
-            text = st.text_input(
-                "Lengths (optional)", "", key="pd_lengths", bind="query-params",
+            text = url_text(
+                st.text_input, "Lengths (optional)", "", key="pd_lengths", what="the lengths",
                 placeholder="e.g. 6, 3, 1 — empty for random lengths from the seed",
                 help="Real tokens per sequence, comma-separated; the rest is padding. When "
                      f"given, they also set the number of sequences (at most {MAX_SEQUENCES}); "
@@ -104,8 +105,7 @@ with st.container(border=True):
                      lambda: padding_sweep(batch, float(pad_value), device=settings.device,
                                            dtype=settings.dtype))
     except ValueError as err:
-        st.error(str(err), icon=":material/block:")
-        st.stop()
+        stop_with_error(err, icon=":material/block:")
 
 n, length, d = batch.values.shape
 padding = ~batch.mask.reshape(-1)
@@ -171,6 +171,7 @@ st.markdown(
     "BatchNorm without pads to measure a drift against, and no masked BatchNorm, so the last "
     "panel shows LayerNorm alone: it stays exactly where it was."
 )
+keep_in_range("pd_feat", range(d))
 feature = st.columns(4)[0].selectbox(
     "Feature", list(range(d)), key="pd_feat", bind="query-params",
     help="Which feature's μ and σ the first two panels follow.")

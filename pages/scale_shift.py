@@ -15,6 +15,7 @@ from lnviz.affine import (
 from lnviz.data import random_batch
 from lnviz.devices import to_tensor
 from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import stop_with_error
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -56,8 +57,7 @@ try:
     grid = cached_grid(n=samples, seed=settings.seed, bins=40, device=settings.device,
                        dtype=settings.dtype)
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 show_figure(charts.affine_grid_figure, grid.centres, grid.counts, grid.gammas, grid.betas,
             grid.mean, grid.std, key="ss_grid_chart")
 st.caption(
@@ -110,8 +110,7 @@ x = to_tensor(random_batch((SAMPLES, FEATURES), feature_spread=1.0, seed=setting
 try:
     features = per_feature_affine(x, gammas, betas, norm)
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 show_figure(charts.affine_feature_figure, features.output, features.gamma, features.beta,
             features.mean, features.std, key="ss_feature_chart")
 st.caption("Blue dots: the output values of each feature. Green: where γ_c and β_c aim "
@@ -135,8 +134,7 @@ try:
         "LayerNorm, per-sample γ_n, β_n": recover_input(x, "LayerNorm", per="sample"),
     }
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 cols = st.columns(len(recoveries))
 for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
     col.metric(name, f"max |y − x| = {recovery.max_error:.2g}",

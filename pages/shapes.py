@@ -22,7 +22,8 @@ from lnviz.blocks import (
 )
 from lnviz.explore import grid_labels
 from lnviz.ui.figures import show_figure
-from lnviz.ui.state import current_settings
+from lnviz.ui.messages import stop_with_error
+from lnviz.ui.state import current_settings, keep_in_range
 
 settings = current_settings()
 #: The depth slider's maximum (and default): the stack that is computed and cached.
@@ -63,6 +64,7 @@ with st.container(border=True):
              "small images, (batch, channels, H, W).")
     batch = shape_example(example, settings.seed)
     ndim = batch.values.ndim
+    keep_in_range("sh_dims", range(1, ndim))
     dims = cols[1].radio(
         "Normalize over the last … dims", list(range(1, ndim)), horizontal=True,
         key="sh_dims", bind="query-params",
@@ -72,8 +74,7 @@ st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
 try:
     view = layer_norm_shapes(batch, dims)
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 
 cols = st.columns(4)
 cols[0].metric("x.shape", str(view.shape), help="The input tensor.")
@@ -138,8 +139,7 @@ try:
                                                   activation=activation, init_gain=gain,
                                                   seed=settings.seed)), depth)
 except ValueError as err:
-    st.error(str(err), icon="🚫")
-    st.stop()
+    stop_with_error(err)
 show_figure(charts.blocks_depth_figure,
             {v: profiles[v].stream for v in VARIANTS},
             {v: profiles[v].attention for v in VARIANTS},

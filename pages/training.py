@@ -8,6 +8,7 @@ from lnviz.limits import current_limits
 from lnviz.rnn import GATES, LN_LSTM_CELL_CODE, MODEL_LABELS, MODELS
 from lnviz.train import TrainConfig, Training, load_digits_data, load_files, summarize
 from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import show_error
 from lnviz.ui.state import current_settings, memo, request_run
 
 settings = current_settings()
@@ -102,7 +103,7 @@ else:
                     lambda: load_files({f.name: f.getvalue() for f in upload}))
         data_key = upload_key
     except ValueError as err:
-        st.error(f"Cannot read the upload: {err}", icon="🚫")
+        show_error(f"Cannot read the upload: {err}")
 if not models:
     st.info("Choose at least one model.", icon="👆")
 config = None if not models else TrainConfig(
@@ -155,7 +156,7 @@ if job is not None:
             while len(results) > RESULTS_KEPT:
                 results.pop(next(iter(results)))
     except (RuntimeError, ValueError) as err:  # e.g. out of memory on the device
-        st.error(f"Training failed: {err}", icon="🚫")
+        show_error(f"Training failed: {err}")
     st.session_state["tr_job"] = None
     progress.empty()
 

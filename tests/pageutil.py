@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from lnviz.ui.messages import WORD_JOINER
 from lnviz.ui.pages import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,9 +47,17 @@ def trace_data(at: AppTest, figure: int, trace: int, field: str = "z") -> np.nda
     return decode(figures(at)[figure]["data"][trace][field])
 
 
+def shown_text(markdown: str) -> str:
+    """The characters markdown made by :func:`lnviz.ui.messages.plain` renders as (any other
+    markdown comes back unchanged, unless it escapes a character itself)."""
+    text = markdown.replace("  \n", "\n").replace(WORD_JOINER, "")
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
+
 def alerts(at: AppTest) -> dict[str, list[str]]:
-    return {"error": [e.value for e in at.error], "warning": [w.value for w in at.warning],
-            "success": [s.value for s in at.success], "info": [i.value for i in at.info]}
+    """Each kind of alert box on the page: the text it shows."""
+    return {kind: [shown_text(box.value) for box in getattr(at, kind)]
+            for kind in ("error", "warning", "success", "info")}
 
 
 def table_with(at: AppTest, column: str):

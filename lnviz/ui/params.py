@@ -11,6 +11,7 @@ import streamlit as st
 
 from lnviz.data import parse_table
 from lnviz.explore import NORMS, Batch, NormSpec, channel_dim, param_size
+from lnviz.ui.state import keep_in_range
 
 MAX_TABLE_FEATURES = 256
 #: ε on a log scale, plus 0 to see what ε protects against.
@@ -69,6 +70,7 @@ def norm_controls(batch: Batch) -> NormSpec:
     spec = {"norm": norm}
     cols = st.columns(3)
     if norm in ("LayerNorm", "RMSNorm"):
+        keep_in_range("dims", range(1, len(shape)))
         spec["dims"] = cols[0].radio(
             "Normalize over the last … dims", list(range(1, len(shape))), horizontal=True,
             key="dims", bind="query-params",
@@ -100,6 +102,7 @@ def norm_controls(batch: Batch) -> NormSpec:
     elif norm == "GroupNorm":
         channels = shape[channel_dim(batch.layout)]
         divisors = [g for g in range(1, channels + 1) if channels % g == 0]
+        keep_in_range("groups", divisors)
         spec["groups"] = cols[0].select_slider(
             "Groups", divisors, value=divisors[min(1, len(divisors) - 1)], key="groups",
             bind="query-params",

@@ -17,7 +17,9 @@ from lnviz import data
 from lnviz.explore import LAYOUTS, Batch
 from lnviz.io import TensorFileError, load_arrays
 from lnviz.limits import current_limits
+from lnviz.ui.messages import show_error
 from lnviz.ui.params import number_table
+from lnviz.ui.state import url_text
 
 SOURCES = {
     "preset": "Seed examples",
@@ -72,7 +74,7 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
             return _typed_source()
         return _upload_source()
     except (ValueError, TensorFileError) as err:
-        st.error(str(err), icon="🚫")
+        show_error(err)
         return None
 
 
@@ -137,8 +139,8 @@ def _padded_source(seed: int) -> tuple[Batch, tuple]:
     pad_value = cols[3].number_input("Pad value", -1e6, 1e6, 0.0, key="ppad",
                                      bind="query-params",
                                      help="What the padding positions hold (often 0).")
-    text = st.text_input(
-        "Lengths (optional)", "", key="plen", bind="query-params",
+    text = url_text(
+        st.text_input, "Lengths (optional)", "", key="plen", what="the lengths",
         placeholder="e.g. 6, 3, 1 — empty for random lengths",
         help="Real tokens per sequence, comma-separated; the rest is padding.",
     )
@@ -188,8 +190,9 @@ def _typed_source() -> tuple[Batch, tuple] | None:
             raise ValueError("the table is empty: add at least one row and one column")
         key = ("table", hashlib.sha1(values.tobytes()).hexdigest(), values.shape)
     else:
-        text = st.text_area(
-            "Numbers", "1, 2, 3\n2, 4, 6\n0, 0, 0", key="ttext", bind="query-params",
+        text = url_text(
+            st.text_area, "Numbers", "1, 2, 3\n2, 4, 6\n0, 0, 0", key="ttext",
+            what="the typed numbers",
             help="One row per line (commas or spaces), or nested lists like "
                  "[[[1, 2], [3, 4]], [[5, 6], [7, 8]]] for a 3-D (batch, seq, features) tensor.",
         )

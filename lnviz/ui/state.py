@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -32,6 +33,18 @@ class Settings:
 MAX_URL_VALUE = 200
 #: Numbers beyond this are refused in the URL: integers up to it convert exactly to floats.
 MAX_URL_NUMBER = 2.0**53
+#: The most characters a free-text control (typed numbers, sequence lengths) may take in the
+#: address, URL-encoded. With every other setting a link stays under 8 KB, far inside what
+#: browsers and servers accept (Streamlit's server answers HTTP 400 from about 64 KB on).
+MAX_SHARED_TEXT = 4000
+#: The free-text controls bound to the URL: the only ones whose values may be longer than
+#: MAX_URL_VALUE (up to MAX_SHARED_TEXT), or empty.
+TEXT_URL_KEYS = frozenset({"ttext", "plen", "pd_lengths"})
+
+
+def url_size(text: str) -> int:
+    """How many characters ``text`` takes in a URL (encoded as Streamlit encodes it)."""
+    return len(urllib.parse.quote_plus(text))
 
 
 def plausible_url_value(value: str) -> bool:
@@ -60,11 +73,67 @@ def clean_query_params() -> None:
     with get_session_state().query_params() as params:
         bad = [key for key in list(params)
                if not params.is_bound(key)
-               and not all(plausible_url_value(v) for v in params.get_all(key))]
+               and not all(_plausible(key, v) for v in params.get_all(key))]
         for key in bad:
             del params[key]
         if bad:
             params.set_initial_query_params_from_current()
+
+
+def _plausible(key: str, value: str) -> bool:
+    if key in TEXT_URL_KEYS:
+        return url_size(value) <= MAX_SHARED_TEXT
+    return plausible_url_value(value)
+
+
+def url_text(widget: Callable[..., str], label: str, value: str, *, key: str, what: str,
+             **kwargs) -> str:
+    """A text control (``st.text_input``, ``st.text_area``) kept in the URL while its text is
+    short enough to share, and the note that says so when it is not.
+
+    ``what`` names the text in that note ("the typed numbers"). A longer text is left out of the
+    address, so that the link still opens (the server refuses an address above about 64 KB) and
+    every other setting still travels with it.
+    """
+    if key not in TEXT_URL_KEYS:
+        raise ValueError(f"{key!r} is not in TEXT_URL_KEYS, so a shared link would drop it")
+    # the value this run will show: what the learner just typed, or what they had before
+    incoming = st.session_state.get(key)
+    shareable = not isinstance(incoming, str) or url_size(incoming) <= MAX_SHARED_TEXT
+    unshared = f"_unshared_{key}"
+    if shareable and st.session_state.pop(unshared, False):
+        # Short again, but typed while the control was not bound, so the browser left it out of
+        # the URL: set through the session state, Streamlit writes it there.
+        st.session_state[key] = incoming
+    text = widget(label, value, key=key, bind="query-params" if shareable else None, **kwargs)
+    if not shareable:
+        if not st.session_state.get(unshared) or key in st.query_params:
+            # The browser wrote the long text into its address as it was typed, while the
+            # control was still bound; the copy of the URL this run received may predate that
+            # write. Sending this run's URL, without the text, replaces the browser's.
+            st.query_params.pop(key, None)
+            st.query_params.update()
+        st.session_state[unshared] = True
+        st.caption(f"This view is too large to share by link: {what} take "
+                   f"{url_size(text):,} characters in the address (at most "
+                   f"{MAX_SHARED_TEXT:,} fit), so the link leaves them out.")
+    return text
+
+
+def keep_in_range(key: str, options: Sequence[int], *, reset_to: int | None = None) -> None:
+    """Call before drawing the URL-bound control ``key`` whose choices (``options``) another
+    control sets: a value that is no longer among them moves to the nearest one.
+
+    Left alone, Streamlit shows the control's default while the URL keeps the old value, so the
+    link no longer opens what the screen shows (``gr_row=7`` with ``gr_n=2``). A value set
+    through the session state is one Streamlit writes into the URL. An ``st.slider`` is the
+    exception: a new range makes it a new control, whose old value Streamlit only takes out of
+    the URL, so a slider passes its default as ``reset_to`` and goes back to it.
+    """
+    value = st.session_state.get(key)
+    if value is not None and value not in options:
+        st.session_state[key] = reset_to if reset_to is not None else min(
+            options, key=lambda option: (abs(option - value), option))
 
 
 #: Environment variable naming a file to which every script run appends its duration.

@@ -1,0 +1,52 @@
+"""Messages that may carry what a learner typed, uploaded or put in a link: shown as text.
+
+Streamlit renders every message, caption and label as markdown, so text from a shared link
+(``?pd_lengths=[download](https://evil.example)``), a typed number list or an .npz member name
+would otherwise become live links, images, HTML, LaTeX, icons or coloured text inside the app's
+own error box. :func:`plain` turns any text into markdown that renders as exactly those
+characters; :func:`show_error` and :func:`stop_with_error` show an error through it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NoReturn
+
+import streamlit as st
+
+#: Every ASCII punctuation character. CommonMark lets a backslash escape each of them, and the
+#: escaped character then stands for itself: no emphasis, link, image, HTML, code, heading, list,
+#: table, strikethrough, ``$`` math or ``:name[…]`` directive can start from it.
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+#: Some of Streamlit's markdown works on the text after the escapes are resolved: it turns
+#: ``https://…``, ``www.…`` and ``a@b.c`` into links, ``:smile:``, ``:material_home:`` and
+#: ``:streamlit:`` into emoji, icons and images, and ``->``, ``<=``, ``--`` … into arrows and
+#: dashes. An invisible word joiner after each colon and ``@``, inside ``www.`` and between the
+#: characters of those pairs keeps each from being recognised, and shows nothing.
+_BREAKS = re.compile(r"(?<=[:@])|(?<=www)(?=\.)|(?<=[-<>~])(?=[->=])", re.IGNORECASE)
+WORD_JOINER = "\u2060"
+#: Markdown's hard line break: the line ends here, but the paragraph (and its escapes) goes on.
+_HARD_BREAK = "  \n"
+
+
+def plain(text: object) -> str:
+    """``text`` as markdown that Streamlit renders as the same characters, with no markup.
+
+    Line breaks stay line breaks; indentation at the start of a line is dropped (browsers do
+    not show it, and four spaces would start a code block).
+    """
+    lines = str(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return _HARD_BREAK.join(
+        _PUNCTUATION.sub(r"\\\1", _BREAKS.sub(WORD_JOINER, line.lstrip(" \t")))
+        for line in lines)
+
+
+def show_error(message: object, icon: str = "🚫") -> None:
+    """An error box with ``message`` (an exception or a string) as plain text."""
+    st.error(plain(message), icon=icon)
+
+
+def stop_with_error(message: object, icon: str = "🚫") -> NoReturn:
+    """Show ``message`` as plain text in an error box and end this run of the page."""
+    show_error(message, icon)
+    st.stop()

@@ -1,0 +1,233 @@
+"""Shared links (issue 11): user text is never rendered as markdown, long typed text stays out of
+the URL, and the URL always holds what the screen shows when one control narrows another."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+from pageutil import open_page, shown_text
+
+from lnviz import data
+from lnviz.io import load_arrays
+from lnviz.ui.messages import WORD_JOINER, plain
+from lnviz.ui.source import _parse_lengths
+from lnviz.ui.state import MAX_SHARED_TEXT, url_size
+
+# --- Markdown escaping ------------------------------------------------------------------------
+
+PUNCTUATION = r"!-/:-@\[-`{-~"
+#: Markdown that is only text: escaped punctuation, any other character but a line break, and
+#: hard line breaks ("  " + newline).
+INERT = re.compile(rf"(?:\\[{PUNCTUATION}]|[^{PUNCTUATION}\n]|  \n)*")
+
+HOSTILE = [
+    "**IMPORTANT** [download the fixed notebook](https://evil.example/x.ipynb)",
+    "x![img](http://evil.example/pixel.png)",
+    "<img src=http://evil.example/p.png onerror=alert(1)> <b>bold</b> &amp;",
+    "$x^2$ and $$\\frac{1}{0}$$",
+    ":material/warning: :red[red text] :blue-badge[badge] :smile: :+1: :streamlit:",
+    "`code` ~~struck~~ _em_ __strong__",
+    "# heading\n- item\n1. item\n> quote\n    indented code\n---\n| a | b |",
+    "www.evil.example a@evil.example https://evil.example",
+]
+
+
+def assert_inert(markdown: str) -> None:
+    """No markup can start anywhere in ``markdown``: every punctuation character is escaped, no
+    line is indented, and nothing Streamlit recognises in the unescaped text is left whole: a
+    colon or @ runs into what follows (``:smile:``, ``https://``, ``a@b.c``), ``www.``, or an
+    arrow or dash pair (``->``, ``<=``, ``--``)."""
+    assert INERT.fullmatch(markdown), markdown
+    assert not re.search(r"^[ \t]+\S", markdown, re.M), markdown
+    assert not re.search(rf"\\[:@](?!{WORD_JOINER})", markdown), markdown
+    assert not re.search(r"www\\\.", markdown, re.I), markdown
+    assert not re.search(r"\\[-<>~]\\[->=]", markdown), markdown
+
+
+def shown_as(text: str) -> str:
+    """What a learner sees for ``text``: lines without their leading indentation."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.lstrip(" \t") for line in lines).replace(WORD_JOINER, "")
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.text(alphabet=hs.characters(codec="utf-8"), max_size=200)
+       | hs.text(alphabet="*_[]()!<>`$:@#~|\\-+=.&{}\n\t abcw1\u2060", max_size=200))
+def test_plain_text_has_no_markup_and_keeps_every_character(text):
+    markdown = plain(text)
+    assert_inert(markdown)
+    assert shown_text(markdown) == shown_as(text)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_each_hostile_string_becomes_inert_literal_text(text):
+    markdown = plain(text)
+    assert_inert(markdown)
+    assert shown_text(markdown) == shown_as(text)
+
+
+# --- Hostile text through every page input that reaches a message --------------------------------
+
+def _error_of(call) -> str:
+    with pytest.raises(ValueError) as err:
+        call()
+    return str(err.value)
+
+
+def _npz_with_member(name: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(name, b"not an array")
+    return buffer.getvalue()
+
+
+def _check_error_box(at, expected: str) -> None:
+    assert not at.exception, at.exception
+    bodies = [e.value for e in at.error]
+    assert bodies, "no error box"
+    assert_inert(bodies[0])
+    assert shown_text(bodies[0]) == shown_as(expected)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_padding_lengths_from_a_link_show_as_text(text):
+    at = open_page("pages/padding.py", {"pd_src": "Generated", "pd_lengths": text})
+    _check_error_box(at, _error_of(lambda: _parse_lengths(text)))
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_explorer_padded_lengths_from_a_link_show_as_text(text):
+    at = open_page("pages/explorer.py", {"src": "Padded sequences", "plen": text})
+    _check_error_box(at, _error_of(lambda: _parse_lengths(text)))
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_explorer_typed_numbers_from_a_link_show_as_text(text):
+    typed = "1," + text
+    at = open_page("pages/explorer.py", {"src": "Type numbers", "tmode": "text", "ttext": typed})
+    _check_error_box(at, _error_of(lambda: data.parse_numbers(typed)))
+
+
+def test_explorer_typed_numbers_typed_in_show_as_text():
+    at = open_page("pages/explorer.py", {"src": "Type numbers", "tmode": "text"})
+    typed = "1, 2\n3, x![img](http://evil.example/pixel.png)"
+    at.text_area(key="ttext").set_value(typed).run()
+    _check_error_box(at, _error_of(lambda: data.parse_numbers(typed)))
+
+
+def test_npz_member_names_show_as_text():
+    content = _npz_with_member("**x** [fix](https://evil.example/f).txt")
+    expected = _error_of(lambda: load_arrays(content))
+    assert "evil.example" in expected
+    at = open_page("pages/explorer.py", {"src": "Upload .npy/.npz"})
+    at.file_uploader(key="upload").upload("a.npz", content).run()
+    _check_error_box(at, expected)
+
+
+def test_training_upload_names_show_as_text():
+    name = "**x** [fix](evil.example) ![i](pixel.png)"
+    at = open_page("pages/training.py")
+    at.radio(key="tr_data").set_value("mnist").run()
+    at.file_uploader(key="tr_upload").upload(name, b"junk").run()
+    assert not at.exception, at.exception
+    (body,) = [e.value for e in at.error]
+    assert_inert(body)
+    assert shown_text(body).startswith("Cannot read the upload: ")
+    assert name in shown_text(body)
+
+
+# --- Long typed text stays out of the URL ------------------------------------------------------
+
+def _numbers(count: int) -> str:
+    return "\n".join(", ".join(f"{(i * 37 + j * 11) % 1000 / 7:.4f}" for j in range(100))
+                     for i in range(count // 100))
+
+
+def test_long_typed_numbers_work_and_stay_out_of_the_url():
+    at = open_page("pages/explorer.py", {"src": "Type numbers", "tmode": "text"})
+    text = _numbers(20_000)
+    assert url_size(text) > 200_000  # what the old link carried: refused by the server
+    at.text_area(key="ttext").set_value(text).run()
+    assert not at.exception and not at.error
+    assert "ttext" not in at.query_params
+    assert any("too large to share by link" in c.value for c in at.caption)
+    # short again: back in the link, and the note is gone
+    at.text_area(key="ttext").set_value("1, 2\n3, 5").run()
+    assert at.query_params.get("ttext") == "1, 2\n3, 5"
+    assert not any("too large to share by link" in c.value for c in at.caption)
+
+
+def test_a_link_with_the_longest_shared_text_opens_it():
+    text = _numbers(1000)[: MAX_SHARED_TEXT // 3].rsplit("\n", 1)[0]
+    assert 200 < url_size(text) <= MAX_SHARED_TEXT
+    at = open_page("pages/explorer.py", {"src": "Type numbers", "tmode": "text", "ttext": text})
+    assert at.text_area(key="ttext").value == text
+    assert not at.error
+
+
+@pytest.mark.parametrize(("page", "query", "key"), [
+    ("pages/padding.py", {"pd_src": "Generated"}, "pd_lengths"),
+    ("pages/explorer.py", {"src": "Padded sequences"}, "plen"),
+])
+def test_long_lengths_stay_out_of_the_url(page, query, key):
+    at = open_page(page, query)
+    lengths = ", ".join(["1"] * 2000)
+    at.text_input(key=key).set_value(lengths).run()
+    assert key not in at.query_params
+    assert any("too large to share by link" in c.value for c in at.caption)
+
+
+# --- The URL holds what the screen shows -------------------------------------------------------
+
+WIDGETS = ("slider", "select_slider", "number_input", "selectbox", "segmented_control", "radio",
+           "toggle", "checkbox", "multiselect", "text_area", "text_input")
+
+
+def shown(at) -> dict:
+    """Every keyed control's value, as the screen shows it."""
+    return {w.key: w.value for kind in WIDGETS for w in getattr(at, kind)
+            if w.key and not w.key.startswith("$$")}
+
+
+#: page, the link it opens with, the control then changed (kind, key, new value, the value the
+#: browser writes into the address for it), and the controls whose range that change narrows.
+NARROWING = [
+    ("pages/gradients.py", {"gr_n": "8", "gr_row": "7", "gr_sample": "6"},
+     ("slider", "gr_n", 2, "2"), ["gr_row", "gr_sample"]),
+    ("pages/gradients.py", {"gr_c": "8", "gr_col": "7", "gr_feature": "5"},
+     ("slider", "gr_c", 3, "3"), ["gr_col", "gr_feature"]),
+    ("pages/bn_vs_ln.py", {"bl_c": "16", "bl_groups": "16", "bl_feat": "9"},
+     ("slider", "bl_c", 2, "2"), ["bl_groups", "bl_feat"]),
+    ("pages/bn_vs_ln.py", {"bl_c": "16", "bl_groups": "8"},
+     ("slider", "bl_c", 12, "12"), ["bl_groups"]),
+    ("pages/explorer.py", {"src": "Image batch", "dims": "3"},
+     ("segmented_control", "src", "preset", "Seed examples"), ["dims"]),
+    ("pages/explorer.py", {"src": "Image batch", "norm": "GroupNorm", "ic": "8", "groups": "8"},
+     ("number_input", "ic", 6, "6"), ["groups"]),
+    ("pages/padding.py", {"pd_src": "Generated", "pd_d": "8", "pd_feat": "6"},
+     ("slider", "pd_d", 2, "2"), ["pd_feat"]),
+    ("pages/shapes.py", {"sh_tensor": "4-D", "sh_dims": "3"},
+     ("segmented_control", "sh_tensor", "2-D", "2-D"), ["sh_dims"]),
+]
+
+
+@pytest.mark.parametrize(("page", "link", "change", "narrowed"), NARROWING,
+                         ids=[f"{c[0][6:-3]}-{c[2][1]}" for c in NARROWING])
+def test_the_url_follows_a_control_another_control_narrowed(page, link, change, narrowed):
+    at = open_page(page, link)
+    assert {k: str(shown(at)[k]) for k in narrowed} == {k: link[k] for k in narrowed}
+    kind, key, value, url_value = change
+    getattr(at, kind)(key=key).set_value(value)
+    at.query_params[key] = url_value  # as the browser writes a changed control into the URL
+    at.run()
+    assert not at.exception, at.exception
+    screen = shown(at)
+    for k in narrowed:
+        assert at.query_params.get(k) in (None, str(screen[k])), (k, screen[k], at.query_params)
+    fresh = open_page(page, dict(at.query_params))  # the link, opened by someone else
+    assert shown(fresh) == screen
