@@ -18,10 +18,15 @@ class Limits:
     upload_mb: int  # largest uploaded file
     max_elements: int  # largest tensor, uploaded or generated
     max_training_steps: int  # longest training run on the LN-LSTM page
+    #: the most multiply-adds of one training run (see lnviz.train.training_work): full, the
+    #: largest run the page offers on MNIST (about an hour on two cores); demo, about a minute
+    max_training_work: float
 
 
-FULL_LIMITS = Limits(upload_mb=200, max_elements=50_000_000, max_training_steps=5_000)
-DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500)
+FULL_LIMITS = Limits(upload_mb=200, max_elements=50_000_000, max_training_steps=5_000,
+                     max_training_work=1e14)
+DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500,
+                     max_training_work=1e12)
 
 
 def current_limits() -> Limits:

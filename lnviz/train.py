@@ -5,9 +5,11 @@ Images are read as sequences, one row per time step: scikit-learn's bundled 8×8
 the four IDX files a learner supplies. Every model of a comparison starts from the same seed and
 sees the same mini-batches, so their curves differ only by the normalization.
 
-:class:`Training` advances all models a few steps at a time, which lets the app draw the curves
-while they grow and stop between chunks; :func:`summarize` turns a finished (or stopped) training
-into plain numbers for the figures. From a shell::
+:class:`Training` advances all models a piece at a time (one training step, or a slice of an
+evaluation) for a given number of seconds, which lets the app draw the curves while they grow and
+stop within a fraction of a second; :func:`check_work` refuses, before it starts, a training that
+would ask the server for too much; :func:`summarize` turns a finished (or stopped) training into
+plain numbers for the figures. From a shell::
 
     python -m lnviz.train --models lstm ln-lstm --steps 300 --json runs.json
 """
@@ -33,6 +35,7 @@ import torch.nn.functional as F
 
 from lnviz.devices import available_devices
 from lnviz.io import load_arrays
+from lnviz.limits import DEMO_LIMITS, Limits
 from lnviz.rnn import (
     MODEL_LABELS,
     MODELS,
@@ -44,12 +47,16 @@ from lnviz.rnn import (
 
 __all__ = [
     "MAX_ELEMENTS",
+    "MAX_FEATURES",
+    "MAX_SEQUENCE_STEPS",
+    "MAX_STEP_WORK",
     "BatchDependence",
     "ModelRun",
     "SequenceData",
     "TrainConfig",
     "Training",
     "TrainingResult",
+    "check_work",
     "load_data",
     "load_digits_data",
     "load_files",
@@ -57,9 +64,11 @@ __all__ = [
     "load_mnist_npz",
     "main",
     "read_idx",
+    "step_work",
     "summarize",
     "to_json",
     "train",
+    "training_work",
 ]
 
 #: The most values a dataset file may hold: all of MNIST (70 000 × 785) with room to spare.
@@ -68,6 +77,20 @@ MAX_ELEMENTS = 64_000_000
 EVAL_SAMPLES = 2000
 #: Held-out samples whose gate pre-activations are summarized.
 GATE_SAMPLES = 256
+#: The longest sequences (image rows) and the most features per step (columns) accepted. Every
+#: training step loops over the rows one by one, and the gate figures keep every row's gates: an
+#: upload of 20 000 rows made a single step take minutes. MNIST has 28 × 28.
+MAX_SEQUENCE_STEPS = 128
+MAX_FEATURES = 1024
+#: What one time step of one forward pass costs beyond its matrix products (the Python loop over
+#: the steps, the norms' small ops), as the number of multiply-adds that take as long: measured
+#: at about 0.15 ms on a CPU core. It dominates for small models and long sequences.
+TIME_STEP_OVERHEAD = 3_000_000
+#: The most multiply-adds one uninterruptible piece of work may take: a training step of one
+#: model, or one slice of an evaluation (about a third of a second on two CPU cores). The largest
+#: step the page offers on MNIST (batch 256, H = 256, 28 × 28) takes 6.5e9. A training is
+#: stopped between pieces, so this bounds how long Stop waits.
+MAX_STEP_WORK = 8_000_000_000
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 _IDX_NAMES = ("train-images", "train-labels", "t10k-images", "t10k-labels")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -139,6 +162,14 @@ def _sequence_data(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: 
     if x_train.shape[1:] != x_test.shape[1:]:
         raise ValueError(f"training images {list(x_train.shape[1:])} and test images "
                          f"{list(x_test.shape[1:])} must have the same size")
+    rows, columns = x_train.shape[1:]
+    if rows > MAX_SEQUENCE_STEPS:
+        raise ValueError(f"the images have {rows} rows, read as {rows} time steps; at most "
+                         f"{MAX_SEQUENCE_STEPS} are accepted (MNIST has 28), since every "
+                         "training step goes through the rows one by one")
+    if columns > MAX_FEATURES:
+        raise ValueError(f"the images have {columns} columns, read as {columns} features per "
+                         f"time step; at most {MAX_FEATURES} are accepted (MNIST has 28)")
     y_train = _as_labels(y_train, len(x_train), "the training labels")
     y_test = _as_labels(y_test, len(x_test), "the test labels")
     if int(max(y_train.max(), y_test.max())) < 1:
@@ -369,6 +400,71 @@ class _Tensors:
                    put(data.y_test[held_out]))
 
 
+# --- How much a training asks for -------------------------------------------------------------
+
+
+def _forward_work(samples: int, hidden: int, steps: int, features: int) -> int:
+    """Multiply-adds of one forward pass of ``samples`` sequences of ``steps`` × ``features``:
+    at every time step each sample's W x and U h (4H × (F + H)), plus the fixed cost of a time
+    step."""
+    return steps * (samples * 4 * hidden * (features + hidden) + TIME_STEP_OVERHEAD)
+
+
+def step_work(config: TrainConfig, data: SequenceData) -> int:
+    """Multiply-adds of one training step of one model: the batch's forward pass, and the
+    backward pass at about twice its cost."""
+    return 3 * _forward_work(config.batch_size, config.hidden_size, data.steps, data.features)
+
+
+def _eval_slice(hidden: int, steps: int, features: int) -> int:
+    """Held-out samples evaluated in one piece: as many as fit in :data:`MAX_STEP_WORK`
+    (at least one, at most 1000, which keeps the activations small)."""
+    per_sample = steps * 4 * hidden * (features + hidden)
+    room = MAX_STEP_WORK - steps * TIME_STEP_OVERHEAD
+    return max(1, min(1000, room // per_sample))
+
+
+def training_work(config: TrainConfig, data: SequenceData) -> int:
+    """Multiply-adds of a whole training, roughly: every step of every model, and every
+    evaluation of the held-out set (one every ``eval_every`` steps and one at the end)."""
+    held_out = min(len(data.y_test), EVAL_SAMPLES)
+    size = (config.hidden_size, data.steps, data.features)
+    slices = math.ceil(held_out / _eval_slice(*size))
+    evaluation = _forward_work(held_out, *size) + (slices - 1) * data.steps * TIME_STEP_OVERHEAD
+    evaluations = math.ceil(config.steps / config.eval_every)
+    per_model = config.steps * step_work(config, data) + evaluations * evaluation
+    return len(config.models) * per_model
+
+
+def check_work(config: TrainConfig, data: SequenceData, limits: Limits) -> None:
+    """Refuse, before it starts, a training that would ask too much of the server.
+
+    One training step must fit in :data:`MAX_STEP_WORK` (Stop is checked between steps), and the
+    whole training in ``limits.max_training_work``. Raises ValueError saying what to lower.
+    """
+    shape = (f"a batch of {config.batch_size} sequences of {data.steps} steps × "
+             f"{data.features} features with H = {config.hidden_size}")
+    one_step = step_work(config, data)
+    if one_step > MAX_STEP_WORK:
+        raise ValueError(f"One training step would be too big to stop promptly: {shape} is "
+                         f"{_times(one_step / MAX_STEP_WORK)} the most one step may take. "
+                         "Lower the batch size or the hidden size H.")
+    work = training_work(config, data)
+    if work > limits.max_training_work:
+        where = "this server in demo mode" if limits == DEMO_LIMITS else "this server"
+        models = len(config.models)
+        raise ValueError(f"This training asks for too much work: {models} model"
+                         f"{'s' * (models > 1)} × {config.steps} steps of {shape} is "
+                         f"{_times(work / limits.max_training_work)} the most {where} allows "
+                         "for one run. Lower the training steps, the batch size, the hidden "
+                         "size H or the number of models.")
+
+
+def _times(ratio: float) -> str:
+    """A ratio above 1 as "1.3 times", rounded up so that it never reads as 1."""
+    return f"{math.ceil(ratio * 10) / 10:g} times"
+
+
 class ModelRun:
     """One model of a comparison: its parameters, Adam state, batch sampler and curves so far.
 
@@ -402,51 +498,89 @@ class ModelRun:
         self.step_grad_norm: list[float] = []
         self.seconds = 0.0
         self.gates_at_init = gate_quantiles(self.model, tensors.x_eval[:GATE_SAMPLES])
+        # An evaluation goes through the held-out set in slices, one per piece of work, so that
+        # a long one can be stopped too: the next sample and the hits so far, None between them.
+        self.eval_slice = _eval_slice(config.hidden_size, *tensors.x_train.shape[1:])
+        self._evaluation: tuple[int, int] | None = None
 
-    def advance(self, n: int) -> None:
-        """Take ``n`` optimizer steps (evaluating every ``eval_every``) on random mini-batches."""
+    @property
+    def evaluating(self) -> bool:
+        """Whether an evaluation of the held-out set is under way (the weights wait for it)."""
+        return self._evaluation is not None
+
+    @property
+    def finished(self) -> bool:
+        """Whether every step is taken and the last evaluation recorded."""
+        return self.step >= self.config.steps and not self.evaluating
+
+    def work(self) -> None:
+        """One piece of work, at most :data:`MAX_STEP_WORK` (as :func:`check_work` checks): the
+        next slice of the evaluation under way, else one optimizer step (which starts an
+        evaluation every ``eval_every`` steps and after the last)."""
         start = time.perf_counter()
-        config, tensors = self.config, self.tensors
-        self.model.train()
-        for _ in range(n):
-            index = torch.randint(len(tensors.y_train), (config.batch_size,),
-                                  generator=self.generator).to(tensors.y_train.device)
-            loss = F.cross_entropy(self.model(tensors.x_train[index]), tensors.y_train[index])
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.get_total_norm(  # ‖∇θ‖₂ over all parameters
-                [p.grad for p in self.model.parameters() if p.grad is not None])
-            self.optimizer.step()
-            self.step += 1
-            self.step_loss.append(float(loss.detach()))
-            self.step_grad_norm.append(float(grad_norm))
-            if self.step % config.eval_every == 0 or self.step == config.steps:
-                self._evaluate()
+        if self.evaluating:
+            self._evaluate_slice()
+        else:
+            self._train_step()
         self.seconds += time.perf_counter() - start
 
-    @torch.no_grad()
-    def _evaluate(self) -> None:
-        since = self.step - (self.curve["step"][-1] if self.curve["step"] else 0)
-        self.model.eval()
-        logits = torch.cat([self.model(x) for x in self.tensors.x_eval.split(1000)])
+    def advance(self, n: int) -> None:
+        """Take ``n`` optimizer steps on random mini-batches, with their evaluations."""
+        target = self.step + n
+        while self.step < target or self.evaluating:
+            self.work()
+
+    def _train_step(self) -> None:
+        config, tensors = self.config, self.tensors
         self.model.train()
-        accuracy = (logits.argmax(1) == self.tensors.y_eval).float().mean()
+        index = torch.randint(len(tensors.y_train), (config.batch_size,),
+                              generator=self.generator).to(tensors.y_train.device)
+        loss = F.cross_entropy(self.model(tensors.x_train[index]), tensors.y_train[index])
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.get_total_norm(  # ‖∇θ‖₂ over all parameters
+            [p.grad for p in self.model.parameters() if p.grad is not None])
+        self.optimizer.step()
+        self.step += 1
+        self.step_loss.append(float(loss.detach()))
+        self.step_grad_norm.append(float(grad_norm))
+        if self.step % config.eval_every == 0 or self.step == config.steps:
+            self._evaluation = (0, 0)
+
+    @torch.no_grad()
+    def _evaluate_slice(self) -> None:
+        start, hits = self._evaluation
+        x = self.tensors.x_eval[start:start + self.eval_slice]
+        y = self.tensors.y_eval[start:start + self.eval_slice]
+        self.model.eval()
+        try:
+            hits += int((self.model(x).argmax(1) == y).sum())
+        finally:
+            self.model.train()
+        start += len(y)
+        if start < len(self.tensors.y_eval):
+            self._evaluation = (start, hits)
+            return
+        self._evaluation = None
+        since = self.step - (self.curve["step"][-1] if self.curve["step"] else 0)
         self.curve["step"].append(self.step)
         self.curve["loss"].append(float(np.mean(self.step_loss[-since:])))
-        self.curve["accuracy"].append(float(accuracy))
+        self.curve["accuracy"].append(hits / start)
         self.curve["grad_norm"].append(float(np.mean(self.step_grad_norm[-since:])))
 
 
 class Training:
     """A comparison in progress: every model of ``config`` on ``data``, advanced in chunks.
 
-    ``advance(n)`` moves each model n steps further (all of them, so that their curves grow
-    together); ``stop()`` ends it early; ``done`` says whether it has ended.
+    ``advance_for(seconds)`` works on the models piece by piece (a training step, or a slice of
+    an evaluation) for about that long, always on the model furthest behind, so that their
+    curves grow together; ``advance(n)`` moves each model n steps further; ``stop()`` ends it
+    early, at the end of the piece under way; ``done`` says whether it has ended.
 
     Creating one is instant: the models are built on first use. The app keeps a training between
-    reruns, and Streamlit may start a rerun while the previous run is still inside ``advance``,
-    so ``advance`` and :func:`summarize` take a lock: one waits for the other's chunk to end
-    instead of both changing the same weights at once.
+    reruns, and Streamlit starts a rerun (a click on Stop) while the previous run is still inside
+    ``advance_for``, so the advances and :func:`summarize` take a lock: one waits for the other's
+    chunk to end instead of both changing the same weights at once.
     """
 
     def __init__(self, data: SequenceData, config: TrainConfig) -> None:
@@ -483,15 +617,38 @@ class Training:
 
     @property
     def done(self) -> bool:
-        """Whether all steps are taken or the training was stopped."""
-        return self.stopped or self.step >= self.config.steps
+        """Whether all steps are taken and evaluated, or the training was stopped."""
+        return self.stopped or all(run.finished for run in self.runs)
 
     def advance(self, n: int) -> None:
-        """Up to ``n`` more steps for every model (fewer at the end, none once stopped)."""
+        """Up to ``n`` more steps for every model, with their evaluations (fewer at the end, and
+        none once stopped)."""
         with self._lock:
             for run in self.runs:
-                if not self.stopped:
-                    run.advance(max(0, min(n, self.config.steps - run.step)))
+                target = min(run.step + n, self.config.steps)
+                while not self.stopped and (run.step < target or run.evaluating):
+                    run.work()
+
+    def advance_for(self, seconds: float, *, clock: Callable[[], float] = time.perf_counter
+                    ) -> int:
+        """Work for about ``seconds``: piece after piece (see :meth:`ModelRun.work`) of the model
+        furthest behind, until the time is up (after at least one piece), the training is done
+        or it is stopped. Returns the number of pieces done.
+
+        Time rather than a number of steps sizes the chunk, so that the app hands control back
+        to Streamlit (which stops an abandoned run, or starts the one a click asked for, only
+        there) every ``seconds`` plus at most one piece, however large the settings.
+        """
+        with self._lock:
+            start, pieces = clock(), 0
+            while not self.done:
+                behind = min((run for run in self.runs if not run.finished),
+                             key=lambda run: run.step)
+                behind.work()
+                pieces += 1
+                if clock() - start >= seconds:
+                    break
+            return pieces
 
     def stop(self) -> None:
         """End the training where it is; what was learned so far is kept."""

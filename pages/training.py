@@ -6,7 +6,14 @@ import streamlit as st
 from lnviz import charts
 from lnviz.limits import current_limits
 from lnviz.rnn import GATES, LN_LSTM_CELL_CODE, MODEL_LABELS, MODELS
-from lnviz.train import TrainConfig, Training, load_digits_data, load_files, summarize
+from lnviz.train import (
+    TrainConfig,
+    Training,
+    check_work,
+    load_digits_data,
+    load_files,
+    summarize,
+)
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import show_error
 from lnviz.ui.state import current_settings, memo, request_run
@@ -14,6 +21,10 @@ from lnviz.ui.state import current_settings, memo, request_run
 settings = current_settings()
 RESULTS_KEPT = 4  # finished comparisons kept per session, newest last
 CHART_UPDATES = 30  # about this many redraws of the live curves per training
+# Seconds of training between two redraws of the progress bar. Streamlit stops an abandoned run
+# (a closed tab) or starts the one a click on Stop asks for only when the script draws, so the
+# page draws this often whatever the settings.
+CHUNK_SECONDS = 0.3
 
 st.title("LN-LSTM vs LSTM")
 st.caption("Train an LSTM with and without Layer Normalization on images read row by row, and "
@@ -127,9 +138,16 @@ if stop:
 if run and (config is None or data is None):
     st.warning("Nothing to train yet: choose a model and a dataset first.", icon="👆")
 elif run:
-    # Stored before any work (building a Training is instant), so that a rerun started by a
-    # quick click on Stop already finds it.
-    job = st.session_state["tr_job"] = (key, Training(data, config))
+    try:
+        check_work(config, data, current_limits())
+    except ValueError as err:
+        st.error(str(err), icon="🚫")
+    else:
+        if job is not None:
+            job[1].stop()  # the run still drawing it ends at its next piece of work
+        # Stored before any work (building a Training is instant), so that a rerun started by
+        # a quick click on Stop already finds it.
+        job = st.session_state["tr_job"] = (key, Training(data, config))
 
 curves_slot = st.empty()
 if job is not None:
@@ -137,17 +155,22 @@ if job is not None:
     total = training.config.steps
     progress = st.progress(0.0, text="Preparing the models…")
     try:
+        drawn = -1  # evaluations shown in the live chart
         while True:
             step = training.step  # the models are built on first use
+            curves = training.curves()
             accuracies = ", ".join(f"{label} {c['accuracy'][-1]:.0%}"
-                                   for label, c in training.curves().items() if c["accuracy"])
+                                   for label, c in curves.items() if c["accuracy"])
             progress.progress(step / total, text=f"Step {step} of {total}" + (
                 f" · held-out accuracy: {accuracies}" if accuracies else ""))
-            curves_slot.plotly_chart(charts.training_curves_figure(
-                training.curves(), total, 1 / training.data.num_classes), key=f"tr_live_{step}")
+            evaluated = sum(len(c["step"]) for c in curves.values())
+            if evaluated != drawn:
+                curves_slot.plotly_chart(charts.training_curves_figure(
+                    curves, total, 1 / training.data.num_classes), key=f"tr_live_{evaluated}")
+                drawn = evaluated
             if training.done:
                 break
-            training.advance(training.config.eval_every)
+            training.advance_for(CHUNK_SECONDS)
         if training.step == 0:
             st.info("Stopped before the first step: nothing to show.", icon="⏹️")
         else:

@@ -85,6 +85,8 @@ CHECK_BADGE = "matches torch.nn.functional"
 REDACTED_ERROR = "This app has encountered an error"
 #: Each running server's log, by base URL, for failure messages.
 _SERVER_LOGS: dict[str, Path] = {}
+#: Each running server's process, by base URL (a test may check what the server is doing).
+SERVER_PROCS: dict[str, subprocess.Popen] = {}
 
 
 def _missing(what: str) -> None:
@@ -142,9 +144,11 @@ def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                                 pytrace=False)
                 time.sleep(0.25)
             _SERVER_LOGS[base] = log_path
+            SERVER_PROCS[base] = proc
             yield base
         finally:
             _SERVER_LOGS.pop(base, None)
+            SERVER_PROCS.pop(base, None)
             _stop(proc)
 
 

@@ -1,0 +1,127 @@
+"""End to end on the LN-LSTM page: Stop ends a long training promptly, and the server goes quiet.
+
+Reuses the server, browser and page fixtures of ``test_browser`` (a ``streamlit run app.py`` of
+its own for this module, driven by headless Chromium).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from test_browser import (  # noqa: F401  (fixtures are found by name)
+    ALERT,
+    APP_TIMEOUT_MS,
+    SERVER_PROCS,
+    _assert_no_exception,
+    _shot,
+    _wait_idle,
+    browser,
+    page,
+    server,
+)
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser fixture skips (or fails) the test
+    expect = None
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="reads the server's CPU time from /proc")]
+
+#: The largest settings the page allows (full limits), with all three models: each chunk of the
+#: old page took eval_every = 167 steps of every model before it looked at Stop again.
+LARGE = ("tr_models=LSTM&tr_models=LN-LSTM&tr_models=BN-LSTM&tr_hidden=256&tr_batch=256"
+         "&tr_steps=5000")
+#: Generous bounds: what they catch is a page that steps on for minutes (as it did), not a slow
+#: machine. The measured times are printed.
+FIRST_PROGRESS_TIMEOUT_MS = 30_000
+STOP_TIMEOUT_MS = 30_000
+#: The server counts as quiet when it uses less than half a CPU-second in a 3 s window (training
+#: three models keeps both cores busy, 2 CPU-seconds a second); it must get there within 30 s.
+QUIET_WINDOW_S = 3.0
+QUIET_WITHIN_S = 30.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads together (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_quiet(base: str) -> tuple[float, float]:
+    """Wait until the server at ``base`` is quiet: (seconds waited, CPU-seconds of its last
+    window)."""
+    pid, start = SERVER_PROCS[base].pid, time.monotonic()
+    while True:
+        before = _cpu_seconds(pid)
+        time.sleep(QUIET_WINDOW_S)
+        busy = _cpu_seconds(pid) - before
+        waited = time.monotonic() - start
+        if busy < 0.5 * QUIET_WINDOW_S or waited > QUIET_WITHIN_S:
+            return waited, busy
+
+
+def _start_large_run(tab, base: str) -> tuple[float, int]:
+    """Open the page at the largest settings and press Run: (seconds to the first step shown,
+    the step shown two seconds later)."""
+    tab.goto(f"{base}/training?{LARGE}")
+    run = tab.get_by_role("button", name="Run", exact=True)
+    expect(run).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(tab)
+    thumbs = tab.locator('[data-testid="stSliderThumbValue"]')
+    expect(thumbs.filter(has_text=re.compile(r"^256$"))).to_have_count(2)  # H and batch
+    clicked = time.monotonic()
+    run.click()
+    progress = tab.locator('[data-testid="stProgress"]')
+    expect(progress.filter(has_text=re.compile(r"Step [1-9]\d* of 5000"))).to_be_visible(
+        timeout=FIRST_PROGRESS_TIMEOUT_MS)
+    first_progress = time.monotonic() - clicked
+    tab.wait_for_timeout(2000)  # let it train a little further
+    return first_progress, _step_shown(progress.inner_text())
+
+
+def _step_shown(text: str) -> int:
+    match = re.search(r"Step (\d+) of 5000", text)
+    assert match, f"no 'Step … of 5000' in {text!r}"
+    return int(match.group(1))
+
+
+def test_stop_ends_a_large_training_and_the_server_goes_quiet(
+        page, server: str) -> None:  # noqa: F811 (the imported fixtures)
+    first_progress, step_at_stop = _start_large_run(page, server)
+    clicked = time.monotonic()
+    page.get_by_role("button", name="Stop training", exact=True).click()
+    stopped = page.locator(ALERT).filter(has_text=re.compile(r"Stopped after \d+ of 5000 steps"))
+    try:
+        expect(stopped).to_be_visible(timeout=STOP_TIMEOUT_MS)
+    except AssertionError:
+        _shot(page, "training-stop-FAILED")
+        raise
+    to_stopped = time.monotonic() - clicked
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "training-stopped")
+    steps_done = int(re.search(r"Stopped after (\d+)", stopped.inner_text()).group(1))
+    assert step_at_stop <= steps_done < 5000
+    # the live progress bar is gone: no run is training
+    expect(page.locator('[data-testid="stProgress"]')).to_have_count(0)
+
+    # nothing trains on behind the page: the interrupted run ended too
+    waited, busy = _wait_quiet(server)
+    print(f"first progress {first_progress:.1f} s; Stop at step {step_at_stop} -> stopped "
+          f"after {steps_done} steps in {to_stopped:.1f} s; server quiet {waited:.1f} s later")
+    assert busy < 0.5 * QUIET_WINDOW_S, f"the server still uses {busy:.1f} CPU-s every 3 s"
+
+
+def test_closing_the_tab_ends_its_training(page, server: str) -> None:  # noqa: F811 (fixtures)
+    first_progress, step = _start_large_run(page, server)
+    page.close()  # the session is gone: Streamlit stops its script at the next redraw
+    waited, busy = _wait_quiet(server)
+    print(f"first progress {first_progress:.1f} s; tab closed at step {step}; server quiet "
+          f"{waited:.1f} s later")
+    assert busy < 0.5 * QUIET_WINDOW_S, f"the server still uses {busy:.1f} CPU-s every 3 s " \
+                                        f"{waited:.0f} s after the tab closed"
