@@ -29,7 +29,7 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.4,<2.
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 
-# 3. The app (what .dockerignore leaves: app.py, pages/, lnviz/, .streamlit/config.toml, ...).
+# 3. The app (what .dockerignore leaves: app.py, app_pages/, lnviz/, .streamlit/config.toml, ...).
 #    Owned by root: the user that runs the app can read the code but not change it.
 COPY . .
 

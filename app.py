@@ -1,8 +1,11 @@
 """lnviz — the app's entry point and shared frame: ``streamlit run app.py``.
 
 Sets up the page, draws the shared sidebar (device, precision, seed) and routes to the pages in
-pages/ with st.navigation. Pages read the sidebar's choices with lnviz.ui.state.current_settings.
+app_pages/ with st.navigation. Pages read the sidebar's choices with
+lnviz.ui.state.current_settings.
 """
+
+import sys
 
 import streamlit as st
 
@@ -22,5 +25,13 @@ with logged_run() as run:
                    for p in pages] for section, pages in PAGES.items()}
     )
     run.page = page.title
+    # The first run after the server starts loads torch, numpy and plotly (seconds on a small
+    # machine): say so instead of showing a blank page. Later runs find them loaded.
+    starting = None if "torch" in sys.modules else st.empty()
+    if starting is not None:
+        starting.info("Starting lnviz: loading PyTorch and the figures takes a few seconds "
+                      "after the server starts…", icon=":material/hourglass_top:")
     sidebar_settings()
     page.run()
+    if starting is not None:
+        starting.empty()

@@ -5,16 +5,40 @@ data sources (:mod:`lnviz.data`), safe tensor files (:mod:`lnviz.io`) and device
 (:mod:`lnviz.devices`). It never imports Streamlit outside :mod:`lnviz.ui`.
 """
 
-from lnviz.devices import DTYPES, available_devices, supported_dtypes, to_tensor
-from lnviz.io import TensorFileError, load_arrays
-from lnviz.norms import (
-    NormResult,
-    batch_norm,
-    group_norm,
-    instance_norm,
-    layer_norm,
-    rms_norm,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lnviz.devices import DTYPES, available_devices, supported_dtypes, to_tensor
+    from lnviz.io import TensorFileError, load_arrays
+    from lnviz.norms import (
+        NormResult,
+        batch_norm,
+        group_norm,
+        instance_norm,
+        layer_norm,
+        rms_norm,
+    )
+
+#: Where each public name lives. They load on first use, so that ``import lnviz.ui.pages`` (the
+#: app's navigation) does not wait seconds for torch: a cold server shows its frame at once.
+_PUBLIC = {
+    "DTYPES": "devices", "available_devices": "devices", "supported_dtypes": "devices",
+    "to_tensor": "devices", "TensorFileError": "io", "load_arrays": "io",
+    "NormResult": "norms", "batch_norm": "norms", "group_norm": "norms",
+    "instance_norm": "norms", "layer_norm": "norms", "rms_norm": "norms",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'lnviz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"lnviz.{_PUBLIC[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DTYPES",

@@ -347,7 +347,7 @@ def distributions_figure(
     return _figure(data, layout)
 
 
-# --- ε and numerical stability (pages/epsilon.py) --------------------------------------------
+# --- ε and numerical stability (app_pages/epsilon.py) ---------------------------------------------
 
 
 def _eps_loggable(values: np.ndarray) -> list[float | None]:
@@ -472,7 +472,7 @@ def eps_cancellation_figure(
     return _figure(data, layout)
 
 
-# --- Scale and shift, γ and β (pages/scale_shift.py) -----------------------------------------
+# --- Scale and shift, γ and β (app_pages/scale_shift.py) ------------------------------------------
 
 
 def _affine_histogram_panel(centres: np.ndarray, counts: np.ndarray, mean: float, std: float,
@@ -642,7 +642,7 @@ def affine_two_betas_figure(beta1: np.ndarray, beta2: np.ndarray, separate: np.n
     return _figure(data, layout)
 
 
-# --- Gradients and invariances (pages/gradients.py) -------------------------------------------
+# --- Gradients and invariances (app_pages/gradients.py) -------------------------------------------
 
 #: One colour per norm on the gradients page, and one per placement of LayerNorm in a block.
 GRADS_COLORS = {"LayerNorm": OKABE_ITO[0], "BatchNorm": OKABE_ITO[1]}
@@ -767,7 +767,7 @@ def grads_invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[fl
     return _figure(data, layout)
 
 
-# --- Transformer blocks (pages/shapes.py) -----------------------------------------------------
+# --- Transformer blocks (app_pages/shapes.py) -----------------------------------------------------
 
 
 def blocks_depth_figure(stream: dict[str, np.ndarray], attention: dict[str, np.ndarray],
@@ -840,7 +840,7 @@ def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) 
     return _figure(data, layout)
 
 
-# --- BatchNorm vs LayerNorm and padding pages (pages/bn_vs_ln.py, pages/padding.py) -----------
+# --- BatchNorm vs LayerNorm and padding pages (app_pages/bn_vs_ln.py, app_pages/padding.py) -------
 
 #: One colour per norm on the BatchNorm-vs-LayerNorm page.
 BNLN_COLORS = {"BatchNorm": OKABE_ITO[0], "LayerNorm": OKABE_ITO[1]}
@@ -1330,7 +1330,7 @@ def padding_pad_row_figure(output: np.ndarray, beta: float) -> go.Figure:
     return _figure(data, layout)
 
 
-# --- Training: LN-LSTM vs LSTM (pages/training.py) ----------------------------------------------
+# --- Training: LN-LSTM vs LSTM (app_pages/training.py) --------------------------------------------
 
 #: One colour per model of the training page: the plain LSTM in the "before" blue, the LN-LSTM in
 #: the "after" orange, the BN-LSTM in green.

@@ -19,7 +19,7 @@ ALL_PAGES = [p.path for pages in PAGES.values() for p in pages]
 
 
 def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60) -> AppTest:
-    """Run app.py (the shared frame) on ``page`` (e.g. "pages/explorer.py")."""
+    """Run app.py (the shared frame) on ``page`` (e.g. "app_pages/explorer.py")."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
     at.query_params.update(query or {})  # as if the page's URL carried them
     at.switch_page(page).run()

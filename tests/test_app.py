@@ -17,7 +17,7 @@ def test_each_run_is_timed_into_the_run_log(tmp_path, monkeypatch):
     log = tmp_path / "runs.log"
     monkeypatch.setenv("LNVIZ_RUN_LOG", str(log))
     at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page("pages/padding.py").run()
+    at.switch_page("app_pages/padding.py").run()
     at.run()
     lines = [line.split(" ", 2) for line in log.read_text().splitlines()]
     assert len(lines) >= 2 and lines[-1][2] == "Padding and sequences"

@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 from lnviz.explore import Batch, NormSpec, explain, explore
 from lnviz.ui.state import plausible_url_value
 
-EXPLORER = "pages/explorer.py"
+EXPLORER = "app_pages/explorer.py"
 
 
 def npy(array: np.ndarray) -> bytes:

@@ -60,7 +60,7 @@ def test_peak_extra_memory_of_fast_layer_norm_is_about_the_output():
 
 
 def test_performance_page_runs_a_small_benchmark():
-    at = open_page("pages/performance.py")
+    at = open_page("app_pages/performance.py")
     at.multiselect(key="pf_sizes").set_value(["64×64"]).run()
     at.multiselect(key="pf_impls").set_value(["fast", "torch"]).run()
     at.button(key="pf_run").click().run()

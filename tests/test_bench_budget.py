@@ -115,7 +115,7 @@ def test_roofline_with_one_size_is_visible():
 
 
 def test_page_skips_compile_within_a_5_s_budget_and_lists_it(no_compile_yet):
-    at = open_page("pages/performance.py")
+    at = open_page("app_pages/performance.py")
     at.multiselect(key="pf_sizes").set_value(["256×256"]).run()
     at.multiselect(key="pf_impls").set_value(["torch", "compiled"]).run()
     at.slider(key="pf_budget").set_value(5).run()

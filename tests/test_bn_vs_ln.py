@@ -30,7 +30,7 @@ from lnviz.batchdep import (
 from lnviz.data import random_batch
 from lnviz.explore import NormSpec, normalize
 
-PAGE = "pages/bn_vs_ln.py"
+PAGE = "app_pages/bn_vs_ln.py"
 
 
 # --- Which cells share a μ and σ --------------------------------------------------------------

@@ -10,6 +10,7 @@ download is not used). Where either is missing the tests are skipped — or fail
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -124,11 +125,11 @@ def browser() -> Iterator[Browser]:
             chromium.close()
 
 
-@pytest.fixture(scope="module")
-def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextlib.contextmanager
+def serve(log_dir: Path) -> Iterator[str]:
     """``streamlit run app.py`` on a free local port; yields its base URL, stops it after."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
+    log_path = log_dir / "server.log"
     command = server_command(port)
     base = f"http://{HOST}:{port}"
     with open(log_path, "wb") as log:
@@ -150,6 +151,13 @@ def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             _SERVER_LOGS.pop(base, None)
             SERVER_PROCS.pop(base, None)
             _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server for the module's tests."""
+    with serve(tmp_path_factory.mktemp("streamlit")) as base:
+        yield base
 
 
 @pytest.fixture
@@ -438,3 +446,43 @@ def test_scientific_notation_in_the_per_feature_table(page: Page, server: str) -
            page.locator('annotation[encoding="application/x-tex"]').all()]
     assert any(r"= 0.001 \cdot" in t for t in tex), tex
     _shot(page, "explorer-table-scientific")
+
+
+#: What the sidebar and the main area show, sampled while a cold server answers a first visit.
+_FIRST_VISIT = """() => {
+  const nav = Array.from(document.querySelectorAll('[data-testid="stSidebarNavLink"]'))
+    .map(a => a.innerText.replace(/^[a-z_]+\\n/, '').trim());
+  const main = document.querySelector('[data-testid="stMain"]');
+  const title = document.querySelector('[data-testid="stMain"] h1');
+  return {nav, main: main ? main.innerText : '', title: title ? title.innerText : ''};
+}"""
+
+
+def test_first_visit_to_a_cold_server(browser: Browser, tmp_path: Path) -> None:
+    """Issue 11 (20): a first visit after a server start showed the pages' raw file names in
+    the sidebar (Streamlit's legacy pages/ folder) and a blank main area for seconds."""
+    from lnviz.ui.pages import PAGES
+
+    titles = {p.title for pages in PAGES.values() for p in pages}
+    with serve(tmp_path) as base:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            page = context.new_page()
+            page.goto(f"{base}/explorer", wait_until="commit")
+            samples = []
+            deadline = time.monotonic() + APP_TIMEOUT_MS / 1000
+            while time.monotonic() < deadline:
+                samples.append(page.evaluate(_FIRST_VISIT))
+                if samples[-1]["title"] == "Explorer":
+                    break
+                page.wait_for_timeout(100)
+            assert samples[-1]["title"] == "Explorer", samples[-1]
+            navs = [s["nav"] for s in samples if s["nav"]]
+            assert navs and all(set(nav) <= titles for nav in navs), navs[0]
+            # before the page's own content, the cold start says what it is doing
+            early = [s["main"] for s in samples if s["nav"] and not s["title"]]
+            assert any("Starting lnviz" in text for text in early), early
+            _wait_idle(page)
+            assert "Starting lnviz" not in page.locator("[data-testid=stMain]").inner_text()
+        finally:
+            context.close()

@@ -26,7 +26,7 @@ from lnviz.stability import (
     welford_mean_and_var,
 )
 
-PAGE = "pages/epsilon.py"
+PAGE = "app_pages/epsilon.py"
 SEED_000 = [0.001, 0.001, 0.0011, 0.0009, 0.001]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pageutil import alerts, figures, open_page, trace_data
 
-EXPLORER = "pages/explorer.py"
+EXPLORER = "app_pages/explorer.py"
 
 
 def output_grid(at) -> np.ndarray:
@@ -29,7 +29,7 @@ def explorer():
 
 
 def test_home_page_links_every_page_and_shows_the_formula():
-    at = open_page("pages/home.py")
+    at = open_page("app_pages/home.py")
     assert any(r"\sqrt{\sigma^2 + \epsilon}" in latex.value for latex in at.latex)
     links = [link.proto.page for link in at.get("page_link")]
     assert any("explorer" in link for link in links)

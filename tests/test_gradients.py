@@ -27,7 +27,7 @@ from lnviz.grads import (
     upstream_gradient,
 )
 
-PAGE = "pages/gradients.py"
+PAGE = "app_pages/gradients.py"
 
 
 def torch_forward(x, norm, weight=None, bias=None, eps=1e-5):

@@ -22,7 +22,7 @@ from lnviz.padding import (
     padding_sweep,
 )
 
-PAGE = "pages/padding.py"
+PAGE = "app_pages/padding.py"
 
 
 def seed_002() -> Batch:

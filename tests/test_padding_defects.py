@@ -25,7 +25,7 @@ from lnviz.padding import (
     padding_sweep,
 )
 
-PAGE = "pages/padding.py"
+PAGE = "app_pages/padding.py"
 
 
 def _names(fig: dict) -> list[str]:

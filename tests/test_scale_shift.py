@@ -23,7 +23,7 @@ from lnviz.affine import (
 )
 from lnviz.data import random_batch
 
-PAGE = "pages/scale_shift.py"
+PAGE = "app_pages/scale_shift.py"
 EPS = 1e-5
 
 

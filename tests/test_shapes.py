@@ -32,7 +32,7 @@ from lnviz.blocks import (
     shape_example,
 )
 
-PAGE = "pages/shapes.py"
+PAGE = "app_pages/shapes.py"
 SEED_003 = [[0.0, -1.2238, 1.2238], [1.4140, -0.7070, -0.7070]]
 
 

@@ -33,7 +33,7 @@ from lnviz.train import (
     training_work,
 )
 
-PAGE = "pages/training.py"
+PAGE = "app_pages/training.py"
 #: The largest comparison the page offers (full limits): eval_every as the page sets it.
 LARGEST = TrainConfig(models=tuple(MODELS), hidden_size=256, batch_size=256, steps=5000,
                       eval_every=167)

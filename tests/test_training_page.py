@@ -8,7 +8,7 @@ from test_train import single_thread  # noqa: F401  (one thread: see its docstri
 
 from lnviz.train import TrainConfig, Training, load_digits_data
 
-PAGE = "pages/training.py"
+PAGE = "app_pages/training.py"
 
 
 def tiny_page(models: list[str]):

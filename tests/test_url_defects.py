@@ -96,25 +96,26 @@ def _check_error_box(at, expected: str) -> None:
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_padding_lengths_from_a_link_show_as_text(text):
-    at = open_page("pages/padding.py", {"pd_src": "Generated", "pd_lengths": text})
+    at = open_page("app_pages/padding.py", {"pd_src": "Generated", "pd_lengths": text})
     _check_error_box(at, _error_of(lambda: _parse_lengths(text)))
 
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_explorer_padded_lengths_from_a_link_show_as_text(text):
-    at = open_page("pages/explorer.py", {"src": "Padded sequences", "plen": text})
+    at = open_page("app_pages/explorer.py", {"src": "Padded sequences", "plen": text})
     _check_error_box(at, _error_of(lambda: _parse_lengths(text)))
 
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_explorer_typed_numbers_from_a_link_show_as_text(text):
     typed = "1," + text
-    at = open_page("pages/explorer.py", {"src": "Type numbers", "tmode": "text", "ttext": typed})
+    at = open_page("app_pages/explorer.py",
+                   {"src": "Type numbers", "tmode": "text", "ttext": typed})
     _check_error_box(at, _error_of(lambda: data.parse_numbers(typed)))
 
 
 def test_explorer_typed_numbers_typed_in_show_as_text():
-    at = open_page("pages/explorer.py", {"src": "Type numbers", "tmode": "text"})
+    at = open_page("app_pages/explorer.py", {"src": "Type numbers", "tmode": "text"})
     typed = "1, 2\n3, x![img](http://evil.example/pixel.png)"
     at.text_area(key="ttext").set_value(typed).run()
     _check_error_box(at, _error_of(lambda: data.parse_numbers(typed)))
@@ -124,14 +125,14 @@ def test_npz_member_names_show_as_text():
     content = _npz_with_member("**x** [fix](https://evil.example/f).txt")
     expected = _error_of(lambda: load_arrays(content))
     assert "evil.example" in expected
-    at = open_page("pages/explorer.py", {"src": "Upload .npy/.npz"})
+    at = open_page("app_pages/explorer.py", {"src": "Upload .npy/.npz"})
     at.file_uploader(key="upload").upload("a.npz", content).run()
     _check_error_box(at, expected)
 
 
 def test_training_upload_names_show_as_text():
     name = "**x** [fix](evil.example) ![i](pixel.png)"
-    at = open_page("pages/training.py")
+    at = open_page("app_pages/training.py")
     at.radio(key="tr_data").set_value("mnist").run()
     at.file_uploader(key="tr_upload").upload(name, b"junk").run()
     assert not at.exception, at.exception
@@ -149,7 +150,7 @@ def _numbers(count: int) -> str:
 
 
 def test_long_typed_numbers_work_and_stay_out_of_the_url():
-    at = open_page("pages/explorer.py", {"src": "Type numbers", "tmode": "text"})
+    at = open_page("app_pages/explorer.py", {"src": "Type numbers", "tmode": "text"})
     text = _numbers(20_000)
     assert url_size(text) > 200_000  # what the old link carried: refused by the server
     at.text_area(key="ttext").set_value(text).run()
@@ -165,14 +166,14 @@ def test_long_typed_numbers_work_and_stay_out_of_the_url():
 def test_a_link_with_the_longest_shared_text_opens_it():
     text = _numbers(1000)[: MAX_SHARED_TEXT // 3].rsplit("\n", 1)[0]
     assert 200 < url_size(text) <= MAX_SHARED_TEXT
-    at = open_page("pages/explorer.py", {"src": "Type numbers", "tmode": "text", "ttext": text})
+    at = open_page("app_pages/explorer.py", {"src": "Type numbers", "tmode": "text", "ttext": text})
     assert at.text_area(key="ttext").value == text
     assert not at.error
 
 
 @pytest.mark.parametrize(("page", "query", "key"), [
-    ("pages/padding.py", {"pd_src": "Generated"}, "pd_lengths"),
-    ("pages/explorer.py", {"src": "Padded sequences"}, "plen"),
+    ("app_pages/padding.py", {"pd_src": "Generated"}, "pd_lengths"),
+    ("app_pages/explorer.py", {"src": "Padded sequences"}, "plen"),
 ])
 def test_long_lengths_stay_out_of_the_url(page, query, key):
     at = open_page(page, query)
@@ -197,21 +198,21 @@ def shown(at) -> dict:
 #: page, the link it opens with, the control then changed (kind, key, new value, the value the
 #: browser writes into the address for it), and the controls whose range that change narrows.
 NARROWING = [
-    ("pages/gradients.py", {"gr_n": "8", "gr_row": "7", "gr_sample": "6"},
+    ("app_pages/gradients.py", {"gr_n": "8", "gr_row": "7", "gr_sample": "6"},
      ("slider", "gr_n", 2, "2"), ["gr_row", "gr_sample"]),
-    ("pages/gradients.py", {"gr_c": "8", "gr_col": "7", "gr_feature": "5"},
+    ("app_pages/gradients.py", {"gr_c": "8", "gr_col": "7", "gr_feature": "5"},
      ("slider", "gr_c", 3, "3"), ["gr_col", "gr_feature"]),
-    ("pages/bn_vs_ln.py", {"bl_c": "16", "bl_groups": "16", "bl_feat": "9"},
+    ("app_pages/bn_vs_ln.py", {"bl_c": "16", "bl_groups": "16", "bl_feat": "9"},
      ("slider", "bl_c", 2, "2"), ["bl_groups", "bl_feat"]),
-    ("pages/bn_vs_ln.py", {"bl_c": "16", "bl_groups": "8"},
+    ("app_pages/bn_vs_ln.py", {"bl_c": "16", "bl_groups": "8"},
      ("slider", "bl_c", 12, "12"), ["bl_groups"]),
-    ("pages/explorer.py", {"src": "Image batch", "dims": "3"},
+    ("app_pages/explorer.py", {"src": "Image batch", "dims": "3"},
      ("segmented_control", "src", "preset", "Seed examples"), ["dims"]),
-    ("pages/explorer.py", {"src": "Image batch", "norm": "GroupNorm", "ic": "8", "groups": "8"},
+    ("app_pages/explorer.py", {"src": "Image batch", "norm": "GroupNorm", "ic": "8", "groups": "8"},
      ("number_input", "ic", 6, "6"), ["groups"]),
-    ("pages/padding.py", {"pd_src": "Generated", "pd_d": "8", "pd_feat": "6"},
+    ("app_pages/padding.py", {"pd_src": "Generated", "pd_d": "8", "pd_feat": "6"},
      ("slider", "pd_d", 2, "2"), ["pd_feat"]),
-    ("pages/shapes.py", {"sh_tensor": "4-D", "sh_dims": "3"},
+    ("app_pages/shapes.py", {"sh_tensor": "4-D", "sh_dims": "3"},
      ("segmented_control", "sh_tensor", "2-D", "2-D"), ["sh_dims"]),
 ]
 

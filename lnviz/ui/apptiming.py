@@ -30,7 +30,7 @@ from streamlit.testing.v1 import AppTest
 from lnviz.ui.pages import PAGES
 
 ROOT = Path(__file__).resolve().parents[2]
-SKIPPED = {"pages/training.py", "pages/performance.py"}
+SKIPPED = {"app_pages/training.py", "app_pages/performance.py"}
 
 
 @contextmanager

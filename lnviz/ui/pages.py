@@ -15,39 +15,39 @@ class PageInfo:
     default: bool = False
 
 
-#: Sections of the navigation, in order; each page file lives in pages/.
+#: Sections of the navigation, in order; each page file lives in app_pages/.
 PAGES: dict[str, list[PageInfo]] = {
     "Explore": [
-        PageInfo("pages/home.py", "Home", ":material/home:",
+        PageInfo("app_pages/home.py", "Home", ":material/home:",
                  "What normalization layers do, in one formula.", default=True),
-        PageInfo("pages/explorer.py", "Explorer", ":material/biotech:",
+        PageInfo("app_pages/explorer.py", "Explorer", ":material/biotech:",
                  "Put any batch through any normalization and watch every number: which cells "
                  "share a mean and variance, before and after, step by step."),
     ],
     "Concepts": [
-        PageInfo("pages/bn_vs_ln.py", "BatchNorm vs LayerNorm", ":material/compare:",
+        PageInfo("app_pages/bn_vs_ln.py", "BatchNorm vs LayerNorm", ":material/compare:",
                  "The same batch through both: which cells share statistics, how one sample's "
                  "output depends on its batch, and what changes between training and eval."),
-        PageInfo("pages/padding.py", "Padding and sequences", ":material/short_text:",
+        PageInfo("app_pages/padding.py", "Padding and sequences", ":material/short_text:",
                  "How pad tokens drag BatchNorm's statistics, masked BatchNorm as the repair, "
                  "and why LayerNorm does not care."),
-        PageInfo("pages/epsilon.py", "ε and numerical stability", ":material/functions:",
+        PageInfo("app_pages/epsilon.py", "ε and numerical stability", ":material/functions:",
                  "Tiny variances, ε = 0, half precision, and the E[x²] − E[x]² trap."),
-        PageInfo("pages/scale_shift.py", "Scale and shift: γ and β", ":material/tune:",
+        PageInfo("app_pages/scale_shift.py", "Scale and shift: γ and β", ":material/tune:",
                  "What the learnable γ and β do to the normalized values, and how they can undo "
                  "normalization entirely."),
-        PageInfo("pages/gradients.py", "Gradients and invariances", ":material/timeline:",
+        PageInfo("app_pages/gradients.py", "Gradients and invariances", ":material/timeline:",
                  "Backpropagation through the norms, their Jacobians, and what rescaling or "
                  "shifting the input leaves unchanged."),
-        PageInfo("pages/shapes.py", "Shapes and transformer blocks", ":material/view_in_ar:",
+        PageInfo("app_pages/shapes.py", "Shapes and transformer blocks", ":material/view_in_ar:",
                  "normalized_shape on 2-D, 3-D and 4-D tensors, and where LayerNorm sits in a "
                  "transformer block: post-LN, pre-LN or none."),
     ],
     "Experiments": [
-        PageInfo("pages/training.py", "LN-LSTM vs LSTM", ":material/model_training:",
+        PageInfo("app_pages/training.py", "LN-LSTM vs LSTM", ":material/model_training:",
                  "Train an LSTM with and without LayerNorm on sequential digits, live, and watch "
                  "the curves and the gate activations diverge."),
-        PageInfo("pages/performance.py", "Performance", ":material/speed:",
+        PageInfo("app_pages/performance.py", "Performance", ":material/speed:",
                  "Time the implementations of LayerNorm, BatchNorm and RMSNorm against the "
                  "memory roofline: why normalization is memory-bound."),
     ],

@@ -13,8 +13,6 @@ from typing import TypeVar
 
 import streamlit as st
 
-from lnviz.devices import available_devices, supported_dtypes
-
 T = TypeVar("T")
 _MEMO_KEY = "_lnviz_memo"
 _MEMO_ENTRIES = 2  # per slot: results can hold several full-size tensors, keep few per learner
@@ -166,6 +164,10 @@ def logged_run() -> Iterator[RunRecord]:
 
 def sidebar_settings() -> Settings:
     """Draw the shared sidebar controls (once, from app.py) and return their values."""
+    # Imported here, not at the top: it loads torch, and app.py imports this module before it
+    # can show anything on a cold server.
+    from lnviz.devices import available_devices, supported_dtypes
+
     with st.sidebar:
         st.subheader("Compute")
         devices = available_devices()
@@ -191,24 +193,7 @@ def sidebar_settings() -> Settings:
 
 def current_settings() -> Settings:
     """The settings app.py's sidebar chose on this run (defaults when a page runs alone)."""
-    if _legacy_pages_mode():
-        st.rerun()
     return st.session_state.get("_settings", Settings("cpu", "float32", 0))
-
-
-def _legacy_pages_mode() -> bool:
-    """Leave Streamlit's legacy multipage mode if this run is in it.
-
-    Streamlit treats an app with a ``pages/`` folder as a legacy multipage app until the first
-    run of app.py calls ``st.navigation``; a first visit straight to a page's URL would run that
-    page without app.py's frame. Switching the flag off and rerunning routes it through app.py.
-    """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        return True
-    return False
 
 
 def memo(key: tuple, compute: Callable[[], T]) -> T:
@@ -235,8 +220,7 @@ def memo(key: tuple, compute: Callable[[], T]) -> T:
 def request_run(flag: str) -> None:
     """Button callback: remember that the learner asked for a run.
 
-    Callbacks run before the page script, so the request survives the rerun that
-    :func:`current_settings` may trigger; read it with ``st.session_state.pop(flag, False)``.
-    An ``if st.button(...)`` check would lose the click in that rerun.
+    Callbacks run before the page script; read the request with
+    ``st.session_state.pop(flag, False)``, which sees it exactly once.
     """
     st.session_state[flag] = True

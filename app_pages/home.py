@@ -3,9 +3,7 @@
 import streamlit as st
 
 from lnviz.ui.pages import PAGES
-from lnviz.ui.state import current_settings
 
-current_settings()  # routes a first visit straight to this page through app.py's frame
 st.title("lnviz — see what normalization does")
 st.markdown(
     "Neural networks keep their activations in a healthy range by **normalizing** them: "
@@ -24,7 +22,7 @@ st.markdown(
 for section, pages in PAGES.items():
     st.subheader(section)
     for page in pages:
-        if page.path == "pages/home.py":
+        if page.path == "app_pages/home.py":
             continue
         st.page_link(page.path, label=page.title, icon=page.icon)
         st.caption(page.summary)
