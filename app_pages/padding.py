@@ -4,7 +4,7 @@ repair, and why LayerNorm does not care (seed 002)."""
 import streamlit as st
 
 from lnviz import charts
-from lnviz.data import get_preset, padded_batch
+from lnviz.data import get_preset, padded_batch, parse_lengths
 from lnviz.explore import Batch, grid_labels, worked_example_latex
 from lnviz.padding import (
     MAX_D_MODEL,
@@ -19,7 +19,6 @@ from lnviz.padding import (
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import EPSILONS
-from lnviz.ui.source import _parse_lengths
 from lnviz.ui.state import current_settings, keep_in_range, memo, url_text
 
 
@@ -81,7 +80,7 @@ with st.container(border=True):
                 help="Real tokens per sequence, comma-separated; the rest is padding. When "
                      f"given, they also set the number of sequences (at most {MAX_SEQUENCES}); "
                      "each is at most the padded length.")
-            lengths = _parse_lengths(text)
+            lengths = parse_lengths(text)
             if lengths is not None:
                 lengths = check_lengths(lengths, max_len)
             batch_size = len(lengths) if lengths else size

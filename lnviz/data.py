@@ -636,6 +636,25 @@ def parse_table(table: Any) -> np.ndarray:
     return out
 
 
+def parse_lengths(text: str) -> tuple[int, ...] | None:
+    """Sequence lengths typed by hand ("6, 3, 1"; commas or semicolons), or None for empty
+    text. A piece that is not a whole number raises ValueError naming that piece alone (never
+    the whole text, which may be long)."""
+    if not text.strip():
+        return None
+    lengths = []
+    for number, part in enumerate(text.replace(";", ",").split(","), start=1):
+        piece = part.strip()
+        if not piece:
+            continue
+        if not re.fullmatch(r"[+-]?\d{1,9}", piece):
+            shown = piece if len(piece) <= 20 else piece[:20] + "…"
+            raise ValueError(f"lengths must be whole numbers separated by commas; item {number} "
+                             f"is {shown!r}")
+        lengths.append(int(piece))
+    return tuple(lengths)
+
+
 def describe_shape(shape: Sequence[int]) -> str:
     """Describe a shape for people, e.g. (2, 4, 3) -> '2 × 4 × 3 (24 values)'."""
     dims = [int(dim) for dim in shape]

@@ -20,7 +20,9 @@ from lnviz.data import (
     get_preset,
     image_batch,
     padded_batch,
+    parse_lengths,
     parse_numbers,
+    parse_table,
     random_batch,
 )
 
@@ -767,3 +769,29 @@ def test_padded_batch_arbitrary_parameters_raise_only_value_error(
         padded_batch(
             batch_size, d_model, lengths=lengths, max_len=max_len, pad_value=pad_value, seed=seed
         )
+
+
+def test_parse_lengths_names_the_bad_item_not_the_whole_text():
+    assert parse_lengths("6, 3; 1,") == (6, 3, 1)
+    assert parse_lengths("  ") is None
+    long = "1, " * 2000 + "x" * 300
+    with pytest.raises(ValueError) as info:
+        parse_lengths(long)
+    assert "item 2001 is 'xxxxxxxxxxxxxxxxxxxx…'" in str(info.value)
+    assert len(str(info.value)) < 120
+
+
+def test_parse_table_reads_scientific_notation_and_names_bad_cells():
+    import pandas as pd
+
+    table = pd.DataFrame({"γ": ["1e-3", "2.5E-1", " -4 "], "β": [0.5, "nan", "\u22122"]},
+                         index=["feature 0", "feature 1", "feature 2"])
+    values = parse_table(table)
+    assert values.dtype == np.float64
+    np.testing.assert_array_equal(values[:, 0], [1e-3, 0.25, -4.0])
+    assert values[0, 1] == 0.5 and np.isnan(values[1, 1]) and values[2, 1] == -2.0
+    for bad, fragment in [("", "empty"), (None, "empty"), ("1e", "'1e' is not a number"),
+                          ("1e999", "'1e999' is too large")]:
+        table.iloc[2, 0] = bad
+        with pytest.raises(ValueError, match=f"row feature 2, column γ: {fragment}"):
+            parse_table(table)

@@ -15,7 +15,6 @@ from pageutil import open_page, shown_text
 from lnviz import data
 from lnviz.io import load_arrays
 from lnviz.ui.messages import WORD_JOINER, plain
-from lnviz.ui.source import _parse_lengths
 from lnviz.ui.state import MAX_SHARED_TEXT, url_size
 
 # --- Markdown escaping ------------------------------------------------------------------------
@@ -97,13 +96,13 @@ def _check_error_box(at, expected: str) -> None:
 @pytest.mark.parametrize("text", HOSTILE)
 def test_padding_lengths_from_a_link_show_as_text(text):
     at = open_page("app_pages/padding.py", {"pd_src": "Generated", "pd_lengths": text})
-    _check_error_box(at, _error_of(lambda: _parse_lengths(text)))
+    _check_error_box(at, _error_of(lambda: data.parse_lengths(text)))
 
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_explorer_padded_lengths_from_a_link_show_as_text(text):
     at = open_page("app_pages/explorer.py", {"src": "Padded sequences", "plen": text})
-    _check_error_box(at, _error_of(lambda: _parse_lengths(text)))
+    _check_error_box(at, _error_of(lambda: data.parse_lengths(text)))
 
 
 @pytest.mark.parametrize("text", HOSTILE)

@@ -144,22 +144,12 @@ def _padded_source(seed: int) -> tuple[Batch, tuple]:
         placeholder="e.g. 6, 3, 1 — empty for random lengths",
         help="Real tokens per sequence, comma-separated; the rest is padding.",
     )
-    lengths = _parse_lengths(text)
+    lengths = data.parse_lengths(text)
     _check_size((batch, max_len, d_model))
     values, mask = _padded(int(batch), int(d_model), lengths, int(max_len), float(pad_value),
                            seed)
     return Batch(values, "NLC", mask), ("padded", batch, d_model, lengths, max_len, pad_value,
                                         seed)
-
-
-def _parse_lengths(text: str) -> tuple[int, ...] | None:
-    if not text.strip():
-        return None
-    try:
-        return tuple(int(part) for part in text.replace(";", ",").split(",") if part.strip())
-    except ValueError:
-        raise ValueError(f"lengths must be whole numbers separated by commas, got {text!r}") \
-            from None
 
 
 def _image_source(seed: int) -> tuple[Batch, tuple]:
