@@ -85,6 +85,16 @@ def _colorbar_below(left: float, right: float, low: float, high: float) -> dict:
                 tickvals=[low, 0.0, high], ticktext=[f"{low:.2g}", "0", f"{high:.2g}"])
 
 
+def _compact(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Numbers for a figure as float32 (half the bytes sent), or float64 where a finite value
+    would not fit float32 (an input in float64 near 1e300 must not be drawn as inf)."""
+    values = np.asarray(values)
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    if finite.size and np.abs(finite).max() > np.finfo(np.float32).max:
+        return values.astype(np.float64)
+    return values.astype(np.float32)
+
+
 def _figure(data: list[dict], layout: dict) -> go.Figure:
     """``go.Figure(data=data, layout=layout)``, validated only when :data:`VALIDATE` is on.
 
@@ -251,7 +261,7 @@ def norm_heatmaps(
                                      (refs[2], grid_out, title_out)):
         low, high = _symmetric_range(np.asarray(grid, dtype=np.float64))
         data.append(dict(
-            type="heatmap", z=np.asarray(grid, dtype=np.float32), zmin=low, zmax=high,
+            type="heatmap", z=_compact(grid), zmin=low, zmax=high,
             colorscale=DIVERGING, name=name,
             colorbar=_colorbar_below(*layout[xref.replace("x", "xaxis")]["domain"], low, high),
             hovertemplate=hover + "value %{z:.4g}<extra></extra>", xaxis=xref, yaxis=yref))
@@ -321,7 +331,7 @@ def group_stats_figure(
                                                        (refs[1], std_in, std_out))):
         for values, name, color in ((before, "before", BEFORE), (after, "after", AFTER)):
             data.append(dict(
-                type="scatter", x=x, y=np.asarray(values, dtype=np.float32),
+                type="scatter", x=x, y=_compact(values),
                 mode="markers+lines", name=name, legendgroup=name, showlegend=k == 0,
                 marker=dict(color=color, size=7), line=dict(color=color, width=1),
                 xaxis=xref, yaxis=yref))
@@ -336,7 +346,7 @@ def distributions_figure(
     """Histograms of all values before and after, from (bin centres, counts) pairs (see
     :func:`lnviz.explore.histogram`), so the figure's size does not grow with the tensor."""
     layout, refs = _panel_grid(("values before", "values after"), gap=0.1, title_size=16)
-    data = [dict(type="bar", x=np.asarray(centres, dtype=np.float32),
+    data = [dict(type="bar", x=_compact(centres),
                  y=np.asarray(counts, dtype=np.int64), name=name, marker=dict(color=color),
                  showlegend=False, xaxis=xref, yaxis=yref)
             for (xref, yref), (centres, counts), name, color in (

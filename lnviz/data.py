@@ -648,7 +648,7 @@ def parse_lengths(text: str) -> tuple[int, ...] | None:
         if not piece:
             continue
         if not re.fullmatch(r"[+-]?\d{1,9}", piece):
-            shown = piece if len(piece) <= 20 else piece[:20] + "…"
+            shown = piece if len(piece) <= 100 else piece[:100] + "…"
             raise ValueError(f"lengths must be whole numbers separated by commas; item {number} "
                              f"is {shown!r}")
         lengths.append(int(piece))

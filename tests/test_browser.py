@@ -214,8 +214,10 @@ def _norm_option(page: Page, name: str):
 
 def chart_title(page: Page, title: str):
     """A Plotly chart's (sub)title: SVG text inside the chart, not the same words that label
-    the figure's data table behind its expander."""
-    return page.locator(".js-plotly-plot text", has_text=title)
+    the figure's data table behind its expander. A title wrapped onto two lines (narrow
+    panels) reads as its lines run together, so the words may meet without a space."""
+    words = r"\s*".join(re.escape(word) for word in title.split())
+    return page.locator(".js-plotly-plot text", has_text=re.compile(words))
 
 
 def _open_from_navigation(page: Page, number: int, href: str | None) -> None:
@@ -437,6 +439,7 @@ def test_scientific_notation_in_the_per_feature_table(page: Page, server: str) -
     page.mouse.dblclick(box["x"] + 64 + (box["width"] - 64) * 0.3, box["y"] + 35 + 17)
     editor = page.locator("#portal textarea, #portal input").first
     expect(editor).to_be_visible()
+    page.wait_for_timeout(300)  # the grid's editor takes keys once it has focus
     page.keyboard.press("Control+a")
     page.keyboard.type("1e-3")
     page.keyboard.press("Enter")

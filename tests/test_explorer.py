@@ -266,6 +266,7 @@ def test_typed_numbers_keep_float64_digits(explorer):
     assert not alerts(explorer)["warning"], alerts(explorer)
     explorer.text_area(key="ttext").set_value("1e150, 2e150, 4e150").run()  # refused before
     assert not alerts(explorer)["error"], alerts(explorer)
+    np.testing.assert_allclose(trace_data(explorer, 0, 0)[0], [1e150, 2e150, 4e150])  # not inf
     np.testing.assert_allclose(output_grid(explorer)[0], [-1.069, -0.267, 1.336], atol=1e-3)
     explorer.text_area(key="ttext").set_value("1e300, 2e300, 4e300").run()  # σ² = 1e600
     warnings = alerts(explorer)["warning"]
