@@ -225,21 +225,24 @@ def _upload_source() -> tuple[Batch, tuple] | None:
     name = st.selectbox("Array", names, key="array",
                         help="Which array of the .npz file to explore.") if len(names) > 1 \
         else names[0]
-    values = arrays[name]
-    values, layout = _arrange_axes(values)
+    values, layout, order = _arrange_axes(arrays[name])
     mask = _uploaded_mask(arrays.get("mask"), values, layout)
-    return Batch(values, layout, mask), ("upload", uploaded.file_id, name, values.shape)
+    # The key names everything the batch is built from: the file, the array and the order of
+    # its axes (a permutation keeps the shape of a cube, so the shape alone cannot tell).
+    return Batch(values, layout, mask), ("upload", uploaded.file_id, name, order, values.shape)
 
 
-def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str]:
-    """Ask which axis is which for 3-D/4-D arrays and bring them to the NLC/NCHW layout."""
+def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str, tuple[int, ...]]:
+    """Ask which axis is which for 3-D/4-D arrays and bring them to the NLC/NCHW layout.
+
+    Returns the arranged values, their layout and the file's axes in their new order."""
     if values.ndim == 0 or values.size == 0:
         raise ValueError(f"this array has shape {list(values.shape)}: there is nothing to "
                          "normalize; upload an array with at least one value along every axis")
     if values.ndim == 1:
-        return values[None, :], "NC"
+        return values[None, :], "NC", (0,)
     if values.ndim == 2:
-        return values, "NC"
+        return values, "NC", (0, 1)
     if values.ndim > 4:
         raise ValueError(f"this array has {values.ndim} dims {list(values.shape)}; the Explorer "
                          "shows 1-D to 4-D tensors — reshape or slice it before saving")
@@ -257,14 +260,16 @@ def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str]:
                                 key="ax_seq", help="The axis that indexes tokens/time steps.")
         features = next(a for a in rest if a != seq)
         cols[2].caption(f"Features: {label(features)}")
-        return np.ascontiguousarray(values.transpose(batch, seq, features)), "NLC"
+        order = (batch, seq, features)
+        return np.ascontiguousarray(values.transpose(order)), "NLC", order
     rest = [a for a in axes if a != batch]
     channel = cols[1].selectbox("Channel axis", rest, index=0, format_func=label, key="ax_ch",
                                 help="The axis that indexes channels; the other two are "
                                      "height and width, in order.")
     h, w = [a for a in rest if a != channel]
     cols[2].caption(f"Height: {label(h)}, width: {label(w)}")
-    return np.ascontiguousarray(values.transpose(batch, channel, h, w)), "NCHW"
+    order = (batch, channel, h, w)
+    return np.ascontiguousarray(values.transpose(order)), "NCHW", order
 
 
 def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str) -> np.ndarray | None:
