@@ -7,6 +7,7 @@ pages/ with st.navigation. Pages read the sidebar's choices with lnviz.ui.state.
 import streamlit as st
 
 from lnviz.ui.pages import PAGES
+from lnviz.ui.source import release_upload
 from lnviz.ui.state import clean_query_params, logged_run, sidebar_settings
 
 st.set_page_config(
@@ -22,5 +23,7 @@ with logged_run() as run:
                    for p in pages] for section, pages in PAGES.items()}
     )
     run.page = page.title
+    if page.url_path != "explorer":  # an uploaded tensor is kept only while the Explorer shows it
+        release_upload()
     sidebar_settings()
     page.run()

@@ -15,8 +15,9 @@ import streamlit as st
 
 from lnviz import data
 from lnviz.explore import LAYOUTS, Batch
-from lnviz.io import TensorFileError, load_arrays
-from lnviz.limits import current_limits
+from lnviz.io import TensorFileError, TensorTooLargeError, load_arrays
+from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
+from lnviz.ui.state import forget
 
 SOURCES = {
     "preset": "Seed examples",
@@ -26,6 +27,7 @@ SOURCES = {
     "typed": "Type numbers",
     "upload": "Upload .npy/.npz",
 }
+_UPLOAD_KEY = "_upload"  # session state: (file id, the file's arrays)
 _DEFAULT_TABLE = pd.DataFrame(
     [[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0], [0.5, -1.0, 3.5, 10.0]],
     columns=["f0", "f1", "f2", "f3"],
@@ -58,6 +60,8 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
         help="Where the numbers come from: the worked examples of the course notes, a "
              "generated batch, numbers you type, or your own tensor file.",
     )
+    if kind != "upload":
+        release_upload()
     try:
         if kind == "preset":
             return _preset_source()
@@ -204,23 +208,40 @@ def _typed_source() -> tuple[Batch, tuple] | None:
     return Batch(values, "NLC" if values.ndim == 3 else "NC"), key
 
 
+def release_upload() -> None:
+    """Forget the uploaded arrays and every result computed from them, so that their memory is
+    released as soon as the learner moves on: to another source, or to another page (app.py)."""
+    st.session_state.pop(_UPLOAD_KEY, None)
+    forget(lambda key: any(isinstance(part, tuple) and part[:1] == ("upload",) for part in key))
+
+
 def _upload_source() -> tuple[Batch, tuple] | None:
     limits = current_limits()
+    cap = limits.upload_values
     uploaded = st.file_uploader(
         "Tensor file", type=["npy", "npz"], key="upload", max_upload_size=limits.upload_mb,
         help=f"A .npy or .npz file saved with numpy (at most {limits.upload_mb} MB and "
-             f"{limits.max_elements:,} values). Files are parsed, never unpickled.",
+             f"{cap:,} values). Files are parsed, never unpickled.",
     )
     if uploaded is None:
+        release_upload()
         st.info("Upload a .npy or .npz file to explore your own tensor, e.g. "
                 "`numpy.save('acts.npy', activations)`.", icon="📂")
         return None
-    cache = st.session_state.get("_upload")
-    if cache is None or cache[0] != uploaded.file_id:
-        arrays = load_arrays(uploaded.getvalue(), max_elements=limits.max_elements,
-                             keep_float64=True)  # the sidebar's precision decides
-        st.session_state["_upload"] = (uploaded.file_id, arrays)
-    arrays = st.session_state["_upload"][1]
+    cached = st.session_state.get(_UPLOAD_KEY)
+    if cached is None or cached[0] != uploaded.file_id:
+        release_upload()  # the previous file's arrays and results, before the new one loads
+        try:
+            arrays = load_arrays(uploaded.getvalue(), max_elements=cap,
+                                 keep_float64=True)  # the sidebar's precision decides
+        except TensorTooLargeError as err:
+            raise TensorTooLargeError(
+                f"this file is too large: an uploaded tensor may hold at most {cap:,} values "
+                f"here, because each value costs the Explorer about {EXPLORER_BYTES_PER_VALUE} "
+                "bytes for its copies and intermediates and one learner's tensor may take "
+                f"{limits.tensor_mb:,} MB; save a slice or a smaller array") from err
+        st.session_state[_UPLOAD_KEY] = (uploaded.file_id, arrays)
+    arrays = st.session_state[_UPLOAD_KEY][1]
     names = [n for n in arrays if n != "mask"] or list(arrays)
     name = st.selectbox("Array", names, key="array",
                         help="Which array of the .npz file to explore.") if len(names) > 1 \

@@ -163,6 +163,13 @@ def memo(key: tuple, compute: Callable[[], T]) -> T:
     return value
 
 
+def forget(match: Callable[[tuple], bool]) -> None:
+    """Drop every result :func:`memo` keeps whose key ``match`` accepts, releasing its memory."""
+    for store in st.session_state.get(_MEMO_KEY, {}).values():
+        for key in [key for key in store if match(key)]:
+            del store[key]
+
+
 def request_run(flag: str) -> None:
     """Button callback: remember that the learner asked for a run.
 
