@@ -10,7 +10,7 @@ import sys
 import streamlit as st
 
 from lnviz.ui.pages import PAGES
-from lnviz.ui.state import clean_query_params, logged_run, sidebar_settings
+from lnviz.ui.state import clean_query_params, logged_run, release_upload, sidebar_settings
 
 st.set_page_config(
     page_title="lnviz — see what normalization does",
@@ -25,6 +25,8 @@ with logged_run() as run:
                    for p in pages] for section, pages in PAGES.items()}
     )
     run.page = page.title
+    if page.url_path != "explorer":  # an uploaded tensor is kept only while the Explorer shows it
+        release_upload()
     # The first run after the server starts loads torch, numpy and plotly (seconds on a small
     # machine): say so instead of showing a blank page. Later runs find them loaded.
     starting = None if "torch" in sys.modules else st.empty()

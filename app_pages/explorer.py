@@ -1,5 +1,7 @@
 """Explorer: any batch through any normalization, with every number visible."""
 
+from functools import partial
+
 import numpy as np
 import streamlit as st
 
@@ -16,6 +18,7 @@ from lnviz.explore import (
     worked_example_latex,
 )
 from lnviz.io import to_csv_text, to_npy_bytes, to_npz_bytes
+from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import norm_controls
@@ -74,7 +77,7 @@ cols[2].caption(f"Tensor {tuple(shape)} in layout {layout}, drawn as a "
                 f"{grid_in.shape[0]} × {grid_in.shape[1]} grid"
                 + ("" if view.shape == grid_in.shape
                    else f"; showing {view.shape[0]} × {view.shape[1]} of it") + ".")
-rows, columns = grid_labels(tuple(shape), layout, batch.row_labels)
+rows, columns = grid_labels(tuple(shape), layout, batch.row_labels, view)
 padding = None
 if batch.mask is not None:
     pad = np.broadcast_to(np.expand_dims(~batch.mask, -1 if layout == "NLC" else 1), shape)
@@ -82,7 +85,7 @@ if batch.mask is not None:
 show_figure(charts.norm_heatmaps,
             view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
             view.take(to_grid(ex.groups, layout)), padding=padding,
-            row_labels=[rows[i] for i in view.rows], col_labels=[columns[i] for i in view.cols],
+            row_labels=rows, col_labels=columns,
             title_out=f"output y ({spec.norm})", key="heatmaps")
 
 n_groups = len(ex.mean_in)
@@ -118,21 +121,21 @@ level, message = describe_check(ex.check, spec, settings.dtype, ex.overflowed_gr
 # --- Take it away -----------------------------------------------------------------------------
 st.subheader("Take it away")
 cols = st.columns(4)
-cols[0].download_button("output.npy", lambda: to_npy_bytes(result.output), "output.npy",
-                        help="The normalized output y as a NumPy file.")
-cols[1].download_button(
-    "intermediates.npz",
-    lambda: to_npz_bytes(ex.intermediates()),
-    "intermediates.npz", help="Input, μ, σ², 1/√(σ²+ε), x̂ and y in one .npz file.")
-cols[2].download_button("input.npy", lambda: to_npy_bytes(ex.x), "input.npy",
-                        help="The input, for the PyTorch snippet below.")
+n = ex.x.numel()  # partials, not lambdas: a lambda would keep this whole run's variables alive
+download_button(cols[0], "output.npy", partial(to_npy_bytes, result.output), "output.npy",
+                values=n, help="The normalized output y as a NumPy file.")
+download_button(cols[1], "intermediates.npz", partial(to_npz_bytes, ex.intermediates()),
+                "intermediates.npz", values=sum(t.numel() for t in ex.intermediates().values()),
+                help="Input, μ, σ², 1/√(σ²+ε), x̂ and y in one .npz file.")
+download_button(cols[2], "input.npy", partial(to_npy_bytes, ex.x), "input.npy", values=n,
+                help="The input, for the PyTorch snippet below.")
 if ex.output_values.size <= CSV_LIMIT:
-    cols[3].download_button("output.csv", lambda: to_csv_text(result.output), "output.csv",
-                            help="The output as comma-separated text.")
+    download_button(cols[3], "output.csv", partial(to_csv_text, result.output), "output.csv",
+                    values=n, help="The output as comma-separated text.")
 else:
     cols[3].caption(f"CSV is offered up to {CSV_LIMIT:,} values; use the .npy file.")
 if batch.mask is not None:
-    st.download_button("mask.npy", lambda: to_npy_bytes(batch.mask), "mask.npy",
-                       help="True at real tokens, False at padding.")
+    download_button(None, "mask.npy", partial(to_npy_bytes, batch.mask), "mask.npy",
+                    values=batch.mask.size, help="True at real tokens, False at padding.")
 st.code(pytorch_snippet(tuple(shape), layout, spec, settings.dtype, settings.device,
                         has_mask=batch.mask is not None), language="python")

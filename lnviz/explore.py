@@ -380,20 +380,27 @@ def to_grid(array: np.ndarray, layout: str) -> np.ndarray:
 
 
 def grid_labels(
-    shape: tuple[int, ...], layout: str, row_labels: tuple[str, ...] | None = None
+    shape: tuple[int, ...], layout: str, row_labels: tuple[str, ...] | None = None,
+    view: GridView | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Names for the rows and columns of :func:`to_grid`'s table."""
-    if layout == "NC":
-        rows = [f"sample {n}" for n in range(shape[0])]
-        cols = [f"feature {c}" for c in range(shape[1])]
-    elif layout == "NLC":
-        rows = [f"seq {n} · pos {t}" for n in range(shape[0]) for t in range(shape[1])]
-        cols = [f"feature {c}" for c in range(shape[2])]
+    """Names for the rows and columns of :func:`to_grid`'s table; with ``view``, for its rows
+    and columns only (a label takes about 60 bytes: naming every row or column of a large
+    tensor would take more memory than the tensor)."""
+    n_rows = math.prod(shape[:2]) if layout == "NCHW" else math.prod(shape[:-1])
+    n_cols = math.prod(shape[2:]) if layout == "NCHW" else shape[-1]
+    picked_rows = range(n_rows) if view is None else view.rows.tolist()
+    picked_cols = range(n_cols) if view is None else view.cols.tolist()
+    if row_labels is not None and len(row_labels) == n_rows:
+        rows = [row_labels[i] for i in picked_rows]
+    elif layout == "NC":
+        rows = [f"sample {i}" for i in picked_rows]
     else:
-        rows = [f"image {n} · ch {c}" for n in range(shape[0]) for c in range(shape[1])]
-        cols = [f"({i}, {j})" for i in range(shape[2]) for j in range(shape[3])]
-    if row_labels is not None and len(row_labels) == len(rows):
-        rows = list(row_labels)
+        word, inner = ("seq", "pos") if layout == "NLC" else ("image", "ch")
+        rows = [f"{word} {i // shape[1]} · {inner} {i % shape[1]}" for i in picked_rows]
+    if layout == "NCHW":
+        cols = [f"({j // shape[3]}, {j % shape[3]})" for j in picked_cols]
+    else:
+        cols = [f"feature {j}" for j in picked_cols]
     return rows, cols
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_ELEMENTS",
     "MAX_NPZ_MEMBERS",
     "TensorFileError",
+    "TensorTooLargeError",
     "load_arrays",
     "nonfinite_report",
     "to_csv_text",
@@ -53,6 +54,11 @@ _READ_CHUNK = 1024 * 1024
 
 class TensorFileError(ValueError):
     """A file that cannot be loaded as arrays; the message says what was wrong and what works."""
+
+
+class TensorTooLargeError(TensorFileError):
+    """A file refused for its size (bytes, values or decompressed bytes) alone: it may be well
+    formed, but it is more than `max_elements` allows."""
 
 
 @dataclass(frozen=True)
@@ -246,9 +252,9 @@ def _remaining_size(file: Any) -> int | None:
     return max(end - position, 0)
 
 
-def _too_large(size: int | None, limit: int) -> TensorFileError:
+def _too_large(size: int | None, limit: int) -> TensorTooLargeError:
     held = f"{size} bytes, more than" if size is not None else "more than"
-    return TensorFileError(
+    return TensorTooLargeError(
         f"the file holds {held} the {limit} bytes accepted for the element cap "
         "(max_elements); load a smaller array or raise max_elements"
     )
@@ -326,11 +332,12 @@ def _read_npy_header(data: bytes, max_elements: int, where: str) -> _NpyHeader:
         raise refuse(f"the array has {len(shape)} dimensions; at most {_MAX_NDIM} are accepted")
     count = math.prod(shape)
     if count > max_elements:
-        raise refuse(
-            f"the array has shape {shape_text}, i.e. {count} elements, more than the cap of "
-            f"{max_elements} elements (max_elements)"
+        raise TensorTooLargeError(
+            f"{where}the array has shape {shape_text}, i.e. {count} elements, more than the cap "
+            f"of {max_elements} elements (max_elements)"
         )
     if max(shape, default=0) > max_elements:
+        # Not TensorTooLargeError: with a zero elsewhere in the shape it holds no values at all.
         raise refuse(
             f"the array has shape {shape_text}, with a dimension larger than the cap of "
             f"{max_elements} elements (max_elements)"
@@ -442,7 +449,7 @@ def _load_npz(data: bytes, max_elements: int, keep_float64: bool) -> dict[str, n
                     f"member {info.filename!r} of the .npz file is encrypted; {_SAVE_HINT}"
                 )
             if info.file_size > member_budget:
-                raise TensorFileError(
+                raise TensorTooLargeError(
                     f"member {info.filename!r} of the .npz file declares {info.file_size} bytes "
                     f"uncompressed, more than the {member_budget} bytes accepted for the cap of "
                     f"{max_elements} elements (max_elements)"
@@ -450,7 +457,7 @@ def _load_npz(data: bytes, max_elements: int, keep_float64: bool) -> dict[str, n
         total_size = sum(info.file_size for info in infos)
         total_budget = max_elements * 8 + len(infos) * _HEADER_ALLOWANCE
         if total_size > total_budget:
-            raise TensorFileError(
+            raise TensorTooLargeError(
                 f"the .npz members declare {total_size} bytes uncompressed in all, more than the "
                 f"{total_budget} bytes accepted for the cap of {max_elements} elements "
                 "(max_elements)"
@@ -464,7 +471,7 @@ def _load_npz(data: bytes, max_elements: int, keep_float64: bool) -> dict[str, n
             header = _read_npy_header(raw, max_elements, where)
             total_count += header.count
             if total_count > max_elements:
-                raise TensorFileError(
+                raise TensorTooLargeError(
                     f"the .npz arrays hold more than the cap of {max_elements} elements in all "
                     "(max_elements)"
                 )

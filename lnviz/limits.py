@@ -10,7 +10,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["DEMO_LIMITS", "FULL_LIMITS", "Limits", "current_limits"]
+__all__ = ["DEMO_LIMITS", "EXPLORER_BYTES_PER_VALUE", "FULL_LIMITS", "Limits", "current_limits"]
+
+#: What one uploaded value costs the server at the Explorer's peak, in bytes. Counted: the
+#: float64 array kept for the session and Streamlit's copy of the file (8 + 8); two results kept
+#: per session, each with x, x̂ and y (12 in float32; 16 in float64, where x is the upload
+#: itself); and while one is computed, torch's reference output, |reference|, their difference,
+#: the group ids and the float64 copies of the step-by-step table (about 50). Measured with
+#: scripts/upload_memory.py (upload, move ε, switch to float64 and to BatchNorm): the peak rose
+#: by 134-144 bytes per value for 5 million values and by about 170 for 400,000 (fixed costs
+#: weigh more there; the rest is memory the allocator keeps after freeing it).
+EXPLORER_BYTES_PER_VALUE = 160
 
 
 @dataclass(frozen=True)
@@ -21,12 +31,19 @@ class Limits:
     #: the most multiply-adds of one training run (see lnviz.train.training_work): full, the
     #: largest run the page offers on MNIST (about an hour on two cores); demo, about a minute
     max_training_work: float
+    tensor_mb: int  # memory one learner's uploaded tensor may take, with all built from it
+
+    @property
+    def upload_values(self) -> int:
+        """The most values an uploaded file may hold (decompressed, in all its arrays): as many
+        as fit in :attr:`tensor_mb` at :data:`EXPLORER_BYTES_PER_VALUE` each."""
+        return min(self.max_elements, self.tensor_mb * 2**20 // EXPLORER_BYTES_PER_VALUE)
 
 
 FULL_LIMITS = Limits(upload_mb=200, max_elements=50_000_000, max_training_steps=5_000,
-                     max_training_work=1e14)
+                     max_training_work=1e14, tensor_mb=2048)
 DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500,
-                     max_training_work=1e12)
+                     max_training_work=1e12, tensor_mb=64)
 
 
 def current_limits() -> Limits:

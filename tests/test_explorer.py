@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from pageutil import alerts, figures, open_page, trace_data
 
+from lnviz.limits import DEMO_LIMITS
+
 EXPLORER = "app_pages/explorer.py"
 
 
@@ -218,9 +220,10 @@ def test_demo_mode_caps_uploads_and_generated_tensors(monkeypatch):
     assert any("2,000,000 values" in e for e in alerts(at)["error"])
     at.segmented_control(key="src").set_value("upload").run()
     assert at.file_uploader(key="upload").proto.max_upload_size_mb == 20
-    big = npy_bytes(np.zeros((2_000_001,), dtype=np.float32))
+    cap = DEMO_LIMITS.upload_values  # below 2,000,000: an upload costs more than its values
+    big = npy_bytes(np.zeros((cap + 1,), dtype=np.float32))
     at.file_uploader(key="upload").upload("big.npy", big).run()
-    assert any("2000000" in e or "2,000,000" in e for e in alerts(at)["error"]), alerts(at)
+    assert any(f"{cap:,} values" in e for e in alerts(at)["error"]), alerts(at)
 
 
 # --- Issue 11: defects a hostile tester found on the Explorer ----------------------------------

@@ -15,11 +15,11 @@ import streamlit as st
 
 from lnviz import data
 from lnviz.explore import LAYOUTS, Batch
-from lnviz.io import TensorFileError, load_arrays
-from lnviz.limits import current_limits
+from lnviz.io import TensorFileError, TensorTooLargeError, load_arrays
+from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
 from lnviz.ui.messages import show_error
 from lnviz.ui.params import number_table
-from lnviz.ui.state import url_text
+from lnviz.ui.state import UPLOAD_KEY, release_upload, url_text
 
 SOURCES = {
     "preset": "Seed examples",
@@ -61,6 +61,8 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
         help="Where the numbers come from: the worked examples of the course notes, a "
              "generated batch, numbers you type, or your own tensor file.",
     )
+    if kind != "upload":
+        release_upload()
     try:
         if kind == "preset":
             return _preset_source()
@@ -196,40 +198,53 @@ def _typed_source() -> tuple[Batch, tuple] | None:
 
 def _upload_source() -> tuple[Batch, tuple] | None:
     limits = current_limits()
+    cap = limits.upload_values
     uploaded = st.file_uploader(
         "Tensor file", type=["npy", "npz"], key="upload", max_upload_size=limits.upload_mb,
         help=f"A .npy or .npz file saved with numpy (at most {limits.upload_mb} MB and "
-             f"{limits.max_elements:,} values). Files are parsed, never unpickled.",
+             f"{cap:,} values). Files are parsed, never unpickled.",
     )
     if uploaded is None:
+        release_upload()
         st.info("Upload a .npy or .npz file to explore your own tensor, e.g. "
                 "`numpy.save('acts.npy', activations)`.", icon="📂")
         return None
-    cache = st.session_state.get("_upload")
-    if cache is None or cache[0] != uploaded.file_id:
-        arrays = load_arrays(uploaded.getvalue(), max_elements=limits.max_elements,
-                             keep_float64=True)  # the sidebar's precision decides
-        st.session_state["_upload"] = (uploaded.file_id, arrays)
-    arrays = st.session_state["_upload"][1]
+    cached = st.session_state.get(UPLOAD_KEY)
+    if cached is None or cached[0] != uploaded.file_id:
+        release_upload()  # the previous file's arrays and results, before the new one loads
+        try:
+            arrays = load_arrays(uploaded.getvalue(), max_elements=cap,
+                                 keep_float64=True)  # the sidebar's precision decides
+        except TensorTooLargeError as err:
+            raise TensorTooLargeError(
+                f"this file is too large: an uploaded tensor may hold at most {cap:,} values "
+                f"here, because each value costs the Explorer about {EXPLORER_BYTES_PER_VALUE} "
+                "bytes for its copies and intermediates and one learner's tensor may take "
+                f"{limits.tensor_mb:,} MB; save a slice or a smaller array") from err
+        st.session_state[UPLOAD_KEY] = (uploaded.file_id, arrays)
+    arrays = st.session_state[UPLOAD_KEY][1]
     names = [n for n in arrays if n != "mask"] or list(arrays)
     name = st.selectbox("Array", names, key="array",
                         help="Which array of the .npz file to explore.") if len(names) > 1 \
         else names[0]
-    values = arrays[name]
-    values, layout = _arrange_axes(values)
+    values, layout, order = _arrange_axes(arrays[name])
     mask = _uploaded_mask(arrays.get("mask"), values, layout)
-    return Batch(values, layout, mask), ("upload", uploaded.file_id, name, values.shape)
+    # The key names everything the batch is built from: the file, the array and the order of
+    # its axes (a permutation keeps the shape of a cube, so the shape alone cannot tell).
+    return Batch(values, layout, mask), ("upload", uploaded.file_id, name, order, values.shape)
 
 
-def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str]:
-    """Ask which axis is which for 3-D/4-D arrays and bring them to the NLC/NCHW layout."""
+def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str, tuple[int, ...]]:
+    """Ask which axis is which for 3-D/4-D arrays and bring them to the NLC/NCHW layout.
+
+    Returns the arranged values, their layout and the file's axes in their new order."""
     if values.ndim == 0 or values.size == 0:
         raise ValueError(f"this array has shape {list(values.shape)}: there is nothing to "
                          "normalize; upload an array with at least one value along every axis")
     if values.ndim == 1:
-        return values[None, :], "NC"
+        return values[None, :], "NC", (0,)
     if values.ndim == 2:
-        return values, "NC"
+        return values, "NC", (0, 1)
     if values.ndim > 4:
         raise ValueError(f"this array has {values.ndim} dims {list(values.shape)}; the Explorer "
                          "shows 1-D to 4-D tensors — reshape or slice it before saving")
@@ -247,14 +262,16 @@ def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str]:
                                 key="ax_seq", help="The axis that indexes tokens/time steps.")
         features = next(a for a in rest if a != seq)
         cols[2].caption(f"Features: {label(features)}")
-        return np.ascontiguousarray(values.transpose(batch, seq, features)), "NLC"
+        order = (batch, seq, features)
+        return np.ascontiguousarray(values.transpose(order)), "NLC", order
     rest = [a for a in axes if a != batch]
     channel = cols[1].selectbox("Channel axis", rest, index=0, format_func=label, key="ax_ch",
                                 help="The axis that indexes channels; the other two are "
                                      "height and width, in order.")
     h, w = [a for a in rest if a != channel]
     cols[2].caption(f"Height: {label(h)}, width: {label(w)}")
-    return np.ascontiguousarray(values.transpose(batch, channel, h, w)), "NCHW"
+    order = (batch, channel, h, w)
+    return np.ascontiguousarray(values.transpose(order)), "NCHW", order
 
 
 def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str) -> np.ndarray | None:

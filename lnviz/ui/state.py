@@ -217,6 +217,24 @@ def memo(key: tuple, compute: Callable[[], T]) -> T:
     return value
 
 
+def forget(match: Callable[[tuple], bool]) -> None:
+    """Drop every result :func:`memo` keeps whose key ``match`` accepts, releasing its memory."""
+    for store in st.session_state.get(_MEMO_KEY, {}).values():
+        for key in [key for key in store if match(key)]:
+            del store[key]
+
+
+#: Session state holding the Explorer's upload: (file id, the file's arrays).
+UPLOAD_KEY = "_upload"
+
+
+def release_upload() -> None:
+    """Forget the uploaded arrays and every result computed from them, so that their memory is
+    released as soon as the learner moves on: to another source, or to another page (app.py)."""
+    st.session_state.pop(UPLOAD_KEY, None)
+    forget(lambda key: any(isinstance(part, tuple) and part[:1] == ("upload",) for part in key))
+
+
 def request_run(flag: str) -> None:
     """Button callback: remember that the learner asked for a run.
 

@@ -1,0 +1,65 @@
+"""In the browser: a download clicked while the Explorer reruns still arrives (issue 11, #21).
+
+Uses the server, browser and page fixtures of tests/test_browser.py (a real ``streamlit run``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from test_browser import (  # noqa: F401  (fixtures)
+    _SERVER_LOGS,
+    _assert_no_exception,
+    _norm_option,
+    _open_explorer,
+    _wait_idle,
+    browser,
+    page,
+    server,
+)
+
+from lnviz.data import get_preset
+
+pytestmark = pytest.mark.browser
+
+
+def _outputs() -> list[np.ndarray]:
+    """The default batch (seed 002: 2 sentences × 4 tokens × 3 features) through torch's
+    LayerNorm, BatchNorm with the statistics of the real tokens (the page masks the pad by
+    default, and normalizes it with those statistics too) and RMSNorm, ε = 1e-5."""
+    preset = get_preset("padded_tokens")
+    x, real = torch.tensor(preset.values, dtype=torch.float32), torch.tensor(preset.mask)
+    mean, var = x[real].mean(0), x[real].var(0, unbiased=False)
+    batch_norm = F.batch_norm(x.reshape(-1, 3), mean, var, training=False, eps=1e-5)
+    return [F.layer_norm(x, (3,), eps=1e-5).numpy(), batch_norm.reshape(x.shape).numpy(),
+            F.rms_norm(x, (3,), eps=1e-5).numpy()]
+
+
+#: Rounds of the race: on the old code each lost the download about half the time.
+ROUNDS = 5
+
+
+def test_a_download_clicked_during_a_rerun_arrives(page, server) -> None:  # noqa: F811
+    """Two quick choices: the second cuts the first one's rerun short, and the click on the
+    button of the run before asked for a file that Streamlit had forgotten at the end of the
+    cut-short run ("MediaFileStorageError: Deferred file … not found" in the server's log), or
+    the click's own rerun cut the run short just before: nothing arrived. Now the bytes are a
+    stored file that outlives one such clean-up, and the click reruns nothing. (A race, so it
+    is run several times; tests/test_upload_defects.py replays it without a browser.)"""
+    _open_explorer(page, server)
+    button = page.get_by_role("button", name="output.npy", exact=True)
+    for _ in range(ROUNDS):
+        button.scroll_into_view_if_needed()
+        current = _norm_option(page, "LayerNorm").is_checked()
+        for norm in ("BatchNorm", "RMSNorm") if current else ("BatchNorm", "LayerNorm"):
+            _norm_option(page, norm).click()  # the second click cuts the first one's run short
+        with page.expect_download(timeout=15_000) as download:
+            button.click()  # an earlier run's button, or the last run's
+        content = np.load(download.value.path())
+        assert any(np.allclose(content, out, atol=1e-5) for out in _outputs()), content
+        assert page.locator('[data-testid="stDownloadButtonError"]').count() == 0
+        _wait_idle(page)
+    _assert_no_exception(page)
+    assert "Deferred file" not in _SERVER_LOGS[server].read_text(errors="replace")
