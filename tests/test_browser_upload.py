@@ -52,9 +52,10 @@ def test_a_download_clicked_during_a_rerun_arrives(page, server) -> None:  # noq
     button = page.get_by_role("button", name="output.npy", exact=True)
     for _ in range(ROUNDS):
         button.scroll_into_view_if_needed()
-        current = _norm_option(page, "LayerNorm").is_checked()
+        # mid-rerun the page can briefly hold the old control beside the new: take the first
+        current = _norm_option(page, "LayerNorm").first.is_checked()
         for norm in ("BatchNorm", "RMSNorm") if current else ("BatchNorm", "LayerNorm"):
-            _norm_option(page, norm).click()  # the second click cuts the first one's run short
+            _norm_option(page, norm).first.click()  # the second cuts the first one's run short
         with page.expect_download(timeout=15_000) as download:
             button.click()  # an earlier run's button, or the last run's
         content = np.load(download.value.path())

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import open_page, trace_data
+from pageutil import alerts, open_page, trace_data
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test
@@ -132,7 +132,7 @@ def test_an_upload_over_the_cap_gets_a_clear_message_and_keeps_nothing(zeros_50m
                f"about {EXPLORER_BYTES_PER_VALUE} bytes for its copies and intermediates and "
                f"one learner's tensor may take {limits.tensor_mb:,} MB; save a slice or a "
                "smaller array")
-    assert [e.value for e in at.error] == [message]
+    assert alerts(at)["error"] == [message]
     assert not at.get("plotly_chart") and "_upload" not in at.session_state
     uploader = at.file_uploader(key="upload")
     assert f"{limits.upload_values:,} values" in uploader.proto.help
@@ -143,7 +143,7 @@ def test_demo_mode_refuses_the_reported_2m_value_file(monkeypatch):
     buffer = io.BytesIO()
     np.savez_compressed(buffer, x=np.zeros(2_000_000))
     at = uploaded(buffer.getvalue(), "zeros2m.npz")
-    assert any(f"{DEMO_LIMITS.upload_values:,} values" in e.value for e in at.error)
+    assert any(f"{DEMO_LIMITS.upload_values:,} values" in e for e in alerts(at)["error"])
     at2 = uploaded(npy(np.zeros((DEMO_LIMITS.upload_values,), np.float32)))  # at the cap: fine
     assert not at2.error and len(at2.get("plotly_chart")) == 3
 
