@@ -640,6 +640,9 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
                 f"mask = torch.from_numpy(np.load('mask.npy')).to({device!r}, torch.bool)",
             ]
             batch = "x[mask]"
+        if spec.training and spec.eps == 0:
+            lines.append("# torch refuses eps=0 in training mode: the next line raises "
+                         "ValueError (lnviz computes it)")
         if spec.training and masked:
             lines += [
                 "y = torch.zeros_like(x)",

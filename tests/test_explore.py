@@ -381,3 +381,15 @@ def test_pytorch_snippet_runs_in_every_precision(tmp_path, monkeypatch, dtype):
         assert namespace["y"].dtype == x.dtype
         tolerance = {"float64": 1e-12, "float32": 1e-5}.get(dtype, 2e-2)
         assert max_abs_difference(ours.output, namespace["y"], where) < tolerance, spec
+
+
+def test_snippet_says_torch_refuses_batch_norm_with_eps_zero(tmp_path, monkeypatch):
+    batch = padded()
+    monkeypatch.chdir(tmp_path)
+    np.save("input.npy", batch.values)
+    np.save("mask.npy", batch.mask)
+    code = pytorch_snippet(batch.values.shape, "NLC", NormSpec(norm="BatchNorm", eps=0.0),
+                           has_mask=True)
+    assert "torch refuses eps=0 in training mode" in code
+    with pytest.raises(ValueError, match="eps must be positive"):
+        exec(compile(code, "snippet", "exec"), {})  # our own generated code
