@@ -6,6 +6,7 @@ from lnviz import charts
 from lnviz.stability import (
     VECTORS,
     cancellation_sweep,
+    epsilon_snippet,
     epsilon_steps,
     epsilon_sweep,
     precision_sweep,
@@ -171,21 +172,4 @@ st.info(
     "the naive variance first goes negative.", icon="🧪")
 
 st.subheader("The same in PyTorch")
-st.code(
-    f"""import torch
-import torch.nn.functional as F
-
-x = torch.tensor([0.001, 0.001, 0.0011, 0.0009, 0.001], requires_grad=True)
-y = F.layer_norm(x, (5,), eps={eps!r})          # ε = σ² = 4e-9 is where it bends
-(y * torch.randn(5)).sum().backward()           # x.grad: size grows like 1/√(σ² + ε)
-
-F.layer_norm(torch.full((4,), 3.0), (4,), eps=0.0)   # tensor([nan, nan, nan, nan]): 0/0
-
-x64 = torch.randn(256, dtype=torch.float64) + 1000.0
-err = (F.layer_norm(x64.half().float(), (256,)) - F.layer_norm(x64, (256,))).abs().max()
-
-x32 = x64.float() + 9000.0
-naive = (x32 ** 2).mean() - x32.mean() ** 2    # cancels: may be far off, even negative
-two_pass = x32.var(unbiased=False)            # subtracts the mean first""",
-    language="python",
-)
+st.code(epsilon_snippet(vector, eps, settings.dtype), language="python")

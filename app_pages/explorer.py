@@ -13,6 +13,7 @@ from lnviz.explore import (
     grid_labels,
     grid_view,
     pytorch_snippet,
+    statistics_note,
     step_by_step,
     to_grid,
     worked_example_latex,
@@ -23,7 +24,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source
-from lnviz.ui.state import current_settings, memo
+from lnviz.ui.state import current_settings, keep_in_range, memo
 
 CSV_LIMIT = 1_000_000  # values; a larger CSV would be slow to build and to open
 
@@ -70,8 +71,9 @@ mode = cols[0].radio("Large tensors", ["downsample", "slice"], horizontal=True, 
                           "columns of the whole tensor, or a contiguous window of it.")
 start = 0
 if mode == "slice" and grid_in.shape[0] > 128:
+    keep_in_range("row0", range(grid_in.shape[0]))
     start = cols[1].number_input("First row", 0, grid_in.shape[0] - 1, 0, key="row0",
-                                 help="The window's first row.")
+                                 bind="query-params", help="The window's first row.")
 view = grid_view(grid_in.shape, mode=mode, start_row=start)
 cols[2].caption(f"Tensor {tuple(shape)} in layout {layout}, drawn as a "
                 f"{grid_in.shape[0]} × {grid_in.shape[1]} grid"
@@ -95,15 +97,15 @@ show_figure(charts.group_stats_figure,
             labels=[str(g) for g in shown], key="stats")
 st.caption(f"{n_groups:,} groups" + ("" if len(shown) == n_groups
                                      else f", {len(shown)} of them drawn") +
-           ". After normalization with γ = 1, β = 0 every group has mean 0 and deviation "
-           "close to 1 (a little below it when ε is large next to σ²).")
+           ". " + statistics_note(ex, spec))
 show_figure(charts.distributions_figure, ex.histogram_in, ex.histogram_out,
             key="distributions")
 
 # --- Step by step -----------------------------------------------------------------------------
 st.subheader("Step by step")
+keep_in_range("group", range(n_groups))
 group = st.number_input(
-    "Group", 0, n_groups - 1, 0, key="group",
+    "Group", 0, n_groups - 1, 0, key="group", bind="query-params",
     help="Which group to work through: a token for LayerNorm, a feature for BatchNorm.")
 table = step_by_step(ex.x, result, spec, ex.groups, int(group), layout, mask=batch.mask)
 st.dataframe(table, hide_index=True, key="steps")

@@ -56,6 +56,7 @@ __all__ = [
     "param_size",
     "pick_impl",
     "pytorch_snippet",
+    "statistics_note",
     "step_by_step",
     "table_norm",
     "to_grid",
@@ -726,6 +727,7 @@ class TorchCheck:
         refusal: torch's own message when it refuses the computation, else None.
         undefined: positions where σ² = 0 and ε = 0, so the formula is 0/0; left out of the
             comparison (lnviz gives NaN there, some torch kernels 0).
+        both_nonfinite: compared positions where both are NaN or ±inf.
         torch_at_undefined: what torch returns at those positions ("0", "NaN", or "").
     """
 
@@ -736,6 +738,7 @@ class TorchCheck:
     refusal: str | None = None
     undefined: int = 0
     torch_at_undefined: str = ""
+    both_nonfinite: int = 0
 
     @property
     def has_reference(self) -> bool:
@@ -777,6 +780,8 @@ def check_against_torch(x: torch.Tensor, layout: str, spec: NormSpec, ours: torc
             torch_at = ", ".join(sorted({"NaN" if math.isnan(v) else f"{v:g}"
                                          for v in theirs[undefined].float().unique().tolist()}))
     difference = max_abs_difference(ours, theirs, keep)
+    both = ~torch.isfinite(ours) & ~torch.isfinite(theirs)
+    both_nonfinite = int((both if keep is None else both & keep).sum())
     lnviz_error = torch_error = math.nan
     reference = theirs
     if x.numel() <= REFERENCE_LIMIT:
@@ -788,7 +793,7 @@ def check_against_torch(x: torch.Tensor, layout: str, spec: NormSpec, ours: torc
         torch_error = max_abs_difference(theirs.cpu(), reference, keep64)
     tolerance = check_tolerance(x, result, spec, reference)
     return TorchCheck(difference, lnviz_error, torch_error, tolerance,
-                      undefined=count, torch_at_undefined=torch_at)
+                      undefined=count, torch_at_undefined=torch_at, both_nonfinite=both_nonfinite)
 
 
 def _overflow_remedy(dtype: str) -> str:
@@ -820,6 +825,10 @@ def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
                      f"{check.torch_at_undefined or 'NaN'}; they are left out of the comparison.")
     else:
         undefined = ""
+    if check.both_nonfinite:
+        undefined += (f" {check.both_nonfinite:,} output value(s) are NaN or infinite in both "
+                      "(see the warnings above); they count as agreeing, and the numbers here "
+                      "compare the rest.")
     if not check.has_reference:
         verdict = "matches" if check.lnviz_ok else "differs from"
         message = (f"lnviz {verdict} torch.nn.functional: largest |lnviz − torch| = "
@@ -878,6 +887,9 @@ class Exploration:
     overflowed_groups: int = 0
     #: the fewest values any group's μ and σ are taken over
     smallest_group: int = 0
+    #: the largest rounding of an input value by the conversion to the chosen dtype, relative
+    #: to its group's spread σ (0 when nothing was rounded, or above REFERENCE_LIMIT values)
+    rounding: float = 0.0
 
     @property
     def agrees_with_torch(self) -> bool:
@@ -929,7 +941,57 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
         # or NaN input makes it NaN instead.
         overflowed_groups=int(torch.isinf(result.var).sum()),
         smallest_group=int(np.bincount(ids.ravel()).min()) if ids.size else 0,
+        rounding=_rounding(batch, x, spec, ids, std_in),
     )
+
+
+#: Input rounding, relative to a group's σ, above which :func:`explain` speaks up: about the
+#: effect float16's three digits have on ordinary data is ten times smaller.
+ROUNDING_NOTE = 0.01
+
+
+def _rounding(batch: Batch, x: torch.Tensor, spec: NormSpec, ids: np.ndarray,
+              std: np.ndarray) -> float:
+    """max over groups of max |x in its dtype − x as given| / σ of the group (σ of the rounded
+    values, ``std``): how much converting the input moved it, in units of its own spread."""
+    source = np.asarray(batch.values)
+    if x.numel() > REFERENCE_LIMIT or source.dtype.itemsize <= x.element_size():
+        return 0.0
+    error = np.abs(x.detach().double().cpu().numpy() - source.astype(np.float64))
+    error[~np.isfinite(error)] = 0.0  # values beyond the dtype: explain() names them apart
+    if not error.any():
+        return 0.0
+    largest = np.zeros(len(std))
+    np.maximum.at(largest, ids.ravel(), error.ravel())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(largest > 0, largest / std, 0.0)
+    ratio = ratio[~np.isnan(ratio)]
+    return float(ratio.max()) if ratio.size else 0.0
+
+
+def statistics_note(ex: Exploration, spec: NormSpec) -> str:
+    """What the before/after statistics chart should show for this norm and setting, in words
+    that hold for it: RMSNorm fixes the RMS, not the mean; BatchNorm in eval mode uses running
+    statistics; a group whose values are all equal has no spread to scale to 1."""
+    if spec.norm == "RMSNorm":
+        return ("RMSNorm divides by the root-mean-square and subtracts nothing, so with γ = 1 "
+                "each group's RMS becomes close to 1 while its mean stays away from 0 wherever "
+                "the input's does: the chart's μ and σ after are not 0 and 1.")
+    if spec.norm == "BatchNorm" and not spec.training:
+        return ("In eval mode BatchNorm normalizes with its running μ and σ², not this batch's "
+                "own, so the groups reach mean 0 and deviation 1 only as far as the running "
+                "statistics have caught up with this batch (more training passes: closer).")
+    constant = int(np.count_nonzero(ex.std_in == 0))
+    note = ("With γ = 1 and β = 0 every group has mean 0 and deviation close to 1 after "
+            "normalization (a little below 1 when ε is large next to σ²)")
+    if constant:
+        note += (f"; {constant:,} group(s) whose values are all equal have no spread to scale: "
+                 + ("0/0 makes them NaN at ε = 0" if spec.eps == 0 else
+                    "they stay at deviation 0"))
+    if not (spec.gamma == 1.0 and spec.beta == 0.0):
+        note += ("; with the γ and β set here, each feature's values are then scaled by its γ "
+                 "and shifted by its β")
+    return note + "."
 
 
 def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
@@ -943,6 +1005,15 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
             f"{ex.overflowed_inputs:,} input values lie beyond {dtype}'s range (±{largest:.3g}) "
             "and became ±inf when converted, so their groups' outputs are NaN. Choose float64 "
             "under Precision in the sidebar, or rescale the input.")
+    if ex.rounding > ROUNDING_NOTE:
+        notes.append(
+            f"Converting the input to {dtype} rounds some values by "
+            + (f"{ex.rounding:.0%} of their group's spread σ" if math.isfinite(ex.rounding)
+               else "more than their group's whole spread (distinct values became equal)")
+            + f": they carry more digits than {dtype} keeps (for float32, integers above "
+            "2²⁴ = 16,777,216, or numbers that differ only past their 7th digit). The "
+            "normalized values move by as much, and lnviz and torch agree on the rounded "
+            "input. Choose float64 under Precision in the sidebar.")
     own = ex.nonfinite_inputs - ex.overflowed_inputs
     if own > 0:
         notes.append(

@@ -81,11 +81,12 @@ def load_arrays(
     `source` is the file's bytes, a path, or a binary file object (read from its current
     position, as an uploaded file is). The format is recognised from the content, not the name.
     A .npy gives ``{"array": arr}``; a .npz gives one entry per member, named without ".npy", in
-    archive order. Arrays come back as float32, or float64 where the file holds float64 and
-    `keep_float64` is set. Nothing is ever unpickled, and files declaring more than
-    `max_elements` values in all are refused before any memory is set aside for them; so are
-    files over ``8 * max_elements`` bytes plus 1 MiB (read no further than that) and archives of
-    more than `MAX_NPZ_MEMBERS` members or whose declared sizes exceed that budget (zip bombs).
+    archive order. Arrays come back as float32, or float64 where the file holds float64 or
+    integers of 32 bits or more (which float32 rounds above 2**24) and `keep_float64` is set.
+    Nothing is ever unpickled, and files declaring more than `max_elements` values in all are
+    refused before any memory is set aside for them; so are files over ``8 * max_elements``
+    bytes plus 1 MiB (read no further than that) and archives of more than `MAX_NPZ_MEMBERS`
+    members or whose declared sizes exceed that budget (zip bombs).
 
     Raises TensorFileError for anything that is not a safe, well-formed .npy/.npz file.
     """
@@ -369,7 +370,9 @@ def _check_dtype(dtype: np.dtype, refuse: Callable[[str], TensorFileError]) -> N
 
 
 def _build_array(data: bytes, header: _NpyHeader, keep_float64: bool) -> np.ndarray:
-    keep = keep_float64 and header.dtype.kind == "f" and header.dtype.itemsize == 8
+    # float64, and integers that float32 cannot hold exactly (above 2**24: int32, int64, ...)
+    kind, size = header.dtype.kind, header.dtype.itemsize
+    keep = keep_float64 and ((kind == "f" and size == 8) or (kind in "iu" and size >= 4))
     target = np.float64 if keep else np.float32
     if header.count == 0:
         return np.zeros(header.shape, dtype=target)

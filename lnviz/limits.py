@@ -26,7 +26,7 @@ EXPLORER_BYTES_PER_VALUE = 160
 @dataclass(frozen=True)
 class Limits:
     upload_mb: int  # largest uploaded file
-    max_elements: int  # largest tensor, uploaded or generated
+    max_elements: int  # largest Explorer tensor before the memory budget (tensor_values)
     max_training_steps: int  # longest training run on the LN-LSTM page
     #: the most multiply-adds of one training run (see lnviz.train.training_work): full, the
     #: largest run the page offers on MNIST (about an hour on two cores); demo, about a minute
@@ -34,9 +34,10 @@ class Limits:
     tensor_mb: int  # memory one learner's uploaded tensor may take, with all built from it
 
     @property
-    def upload_values(self) -> int:
-        """The most values an uploaded file may hold (decompressed, in all its arrays): as many
-        as fit in :attr:`tensor_mb` at :data:`EXPLORER_BYTES_PER_VALUE` each."""
+    def tensor_values(self) -> int:
+        """The most values one Explorer tensor may hold, uploaded (decompressed, in all its
+        arrays) or generated: as many as fit in :attr:`tensor_mb` at
+        :data:`EXPLORER_BYTES_PER_VALUE` each."""
         return min(self.max_elements, self.tensor_mb * 2**20 // EXPLORER_BYTES_PER_VALUE)
 
 

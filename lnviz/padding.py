@@ -59,17 +59,19 @@ MAX_SEQUENCES, MAX_PADDED_LENGTH, MAX_D_MODEL = 16, 32, 16
 MIN_REAL_TOKENS = 2
 
 
-def check_lengths(lengths: Sequence[int], padded_length: int) -> tuple[int, ...]:
-    """Typed sequence lengths (real tokens per sequence), checked against the page's limits:
-    1 to :data:`MAX_SEQUENCES` of them, each from 1 to ``padded_length``; a ValueError says
-    what to change."""
+def check_lengths(lengths: Sequence[int], padded_length: int,
+                  max_sequences: int = MAX_SEQUENCES,
+                  max_padded_length: int = MAX_PADDED_LENGTH) -> tuple[int, ...]:
+    """Typed sequence lengths (real tokens per sequence), checked against a page's limits:
+    1 to ``max_sequences`` of them, each from 1 to ``padded_length``; a ValueError names the
+    control to change. The defaults are this page's; the Explorer passes its own."""
     if not lengths:
         raise ValueError("Type at least one length (e.g. 6, 3, 1), or leave the field empty "
                          "for random lengths.")
-    if len(lengths) > MAX_SEQUENCES:
-        raise ValueError(f"At most {MAX_SEQUENCES} sequences: you typed {len(lengths)} lengths. "
+    if len(lengths) > max_sequences:
+        raise ValueError(f"At most {max_sequences} sequences: you typed {len(lengths)} lengths. "
                          "Every position of every sequence is drawn, so the batch keeps to the "
-                         "“Sequences” slider's range.")
+                         "“Sequences” control's range.")
     for i, length in enumerate(lengths, start=1):
         if length < 1:
             raise ValueError(f"Every sequence needs at least one real token, but length {i} is "
@@ -77,7 +79,7 @@ def check_lengths(lengths: Sequence[int], padded_length: int) -> tuple[int, ...]
         if length > padded_length:
             raise ValueError(
                 f"Length {i} is {length} tokens, more than the padded length of "
-                f"{padded_length}: raise “Padded length” (up to {MAX_PADDED_LENGTH}) or type a "
+                f"{padded_length}: raise “Padded length” (up to {max_padded_length}) or type a "
                 "shorter length.")
     return tuple(lengths)
 

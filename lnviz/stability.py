@@ -42,6 +42,7 @@ __all__ = [
     "EpsilonSweep",
     "PrecisionSweep",
     "cancellation_sweep",
+    "epsilon_snippet",
     "epsilon_steps",
     "epsilon_sweep",
     "naive_mean_and_var",
@@ -68,6 +69,32 @@ def stability_vector(name: str) -> np.ndarray:
         raise ValueError(f"unknown vector {name!r}; choose one of {list(VECTORS)}")
     preset, row = VECTORS[name]
     return get_preset(preset).values[row]
+
+
+def epsilon_snippet(vector: str, eps: float, dtype: str = "float32") -> str:
+    """PyTorch code for the page's view: the chosen vector in the chosen dtype through
+    ``F.layer_norm`` at ``eps`` with its gradient, then the page's other three experiments."""
+    values = [float(v) for v in stability_vector(vector)]
+    variance = float(np.var(np.asarray(values, dtype=np.float64)))
+    where = (f"ε = σ² = {variance:.3g} is where it bends" if variance > 0
+             else "σ² = 0: every output is 0/√ε = 0 (NaN at ε = 0)")
+    n = len(values)
+    return f"""import torch
+import torch.nn.functional as F
+
+x = torch.tensor({values}, dtype=torch.{dtype}, requires_grad=True)
+y = F.layer_norm(x, ({n},), eps={eps!r})  # {where}
+(y * torch.randn({n}, dtype=torch.{dtype})).sum().backward()  # x.grad grows like 1/√(σ² + ε)
+
+F.layer_norm(torch.full((4,), 3.0), (4,), eps=0.0)   # tensor([nan, nan, nan, nan]): 0/0
+
+x64 = torch.randn(256, dtype=torch.float64) + 1000.0
+err = (F.layer_norm(x64.half().float(), (256,)) - F.layer_norm(x64, (256,))).abs().max()
+
+x32 = x64.float() + 9000.0
+naive = (x32 ** 2).mean() - x32.mean() ** 2    # cancels: may be far off, even negative
+two_pass = x32.var(unbiased=False)            # subtracts the mean first
+"""
 
 
 def upstream_gradient(size: int, seed: int = 0) -> torch.Tensor:

@@ -322,3 +322,23 @@ def test_float16_gradient_overflow_is_not_called_zero_over_zero():
     assert "0/0" not in warnings[0] and "1e+06" in warnings[0]
     at = open_page(PAGE, {"ep_vec": "constant", "ep_eps": "0"})
     assert any("0/0, which has no value" in w for w in alerts(at)["warning"])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("vector", ["tiny", "constant", "ordinary"])
+def test_snippet_follows_the_chosen_vector_and_precision(vector, dtype):
+    # Issue 11 (hostile pass): the snippet always built the tiny vector in float32.
+    from lnviz.stability import epsilon_snippet
+
+    code = epsilon_snippet(vector, 1e-5, dtype)
+    scope: dict = {}
+    exec(compile(code, "snippet", "exec"), scope)  # our own generated code
+    x = scope["x"]
+    assert x.dtype == getattr(torch, dtype)
+    rounded = torch.tensor(stability_vector(vector)).to(getattr(torch, dtype)).double()
+    np.testing.assert_array_equal(x.detach().double().numpy(), rounded.numpy())
+    expected = epsilon_steps(stability_vector(vector), 1e-5, dtype=dtype).table["x̂"].to_numpy()
+    np.testing.assert_allclose(scope["y"].detach().double().numpy(), expected,
+                               atol={"bfloat16": 2e-2}.get(dtype, 1e-5))
+    at = open_page(PAGE, {"ep_vec": vector, "precision": dtype})
+    assert any(f"dtype=torch.{dtype}" in c.value for c in at.code)

@@ -393,3 +393,25 @@ def test_snippet_says_torch_refuses_batch_norm_with_eps_zero(tmp_path, monkeypat
     assert "torch refuses eps=0 in training mode" in code
     with pytest.raises(ValueError, match="eps must be positive"):
         exec(compile(code, "snippet", "exec"), {})  # our own generated code
+
+
+def test_statistics_note_holds_for_the_norm_and_the_batch():
+    # Issue 11 (hostile pass): "every group has mean 0 and deviation close to 1" sat under a
+    # chart where the pad group's σ after was 0; RMSNorm and eval BatchNorm do not give 0 and 1.
+    from lnviz.explore import statistics_note
+
+    batch = padded()
+    for spec, fragment in [(NormSpec(), "1 group(s) whose values are all equal"),
+                           (NormSpec(norm="RMSNorm"), "RMS becomes close to 1"),
+                           (NormSpec(norm="BatchNorm", training=False), "running μ and σ²"),
+                           (NormSpec(gamma=2.0), "scaled by its γ")]:
+        ex = explore(batch, spec)
+        note = statistics_note(ex, spec)
+        assert fragment in note, (spec, note)
+        if spec.norm == "LayerNorm" and spec.gamma == 1.0:
+            real = ex.std_in > 0
+            np.testing.assert_allclose(ex.mean_out, 0, atol=1e-6)
+            np.testing.assert_allclose(ex.std_out[real], 1, atol=1e-4)
+            assert (ex.std_out[~real] == 0).all()
+    rms = explore(batch, NormSpec(norm="RMSNorm"))
+    assert np.abs(rms.mean_out).max() > 0.5  # the mean stays away from 0

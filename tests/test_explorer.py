@@ -217,10 +217,12 @@ def test_demo_mode_caps_uploads_and_generated_tensors(monkeypatch):
     at.number_input(key="rn").set_value(100_000).run()
     at.number_input(key="rc").set_value(100).run()  # 10 million values: fine on a laptop
     assert not at.exception
-    assert any("2,000,000 values" in e for e in alerts(at)["error"])
+    # a generated tensor has the upload's memory budget (issue 11: 50M generated float64 values
+    # took a server from 0.8 to 3.3 GB)
+    assert any(f"{DEMO_LIMITS.tensor_values:,} values" in e for e in alerts(at)["error"])
     at.segmented_control(key="src").set_value("upload").run()
     assert at.file_uploader(key="upload").proto.max_upload_size_mb == 20
-    cap = DEMO_LIMITS.upload_values  # below 2,000,000: an upload costs more than its values
+    cap = DEMO_LIMITS.tensor_values  # below 2,000,000: a value costs more than its 4 bytes
     big = npy_bytes(np.zeros((cap + 1,), dtype=np.float32))
     at.file_uploader(key="upload").upload("big.npy", big).run()
     assert any(f"{cap:,} values" in e for e in alerts(at)["error"]), alerts(at)
@@ -275,3 +277,59 @@ def test_typed_numbers_keep_float64_digits(explorer):
     warnings = alerts(explorer)["warning"]
     assert not alerts(explorer)["error"] and any("square to about 1e+600" in w for w in warnings)
     assert not any("Choose float64" in w for w in warnings)  # float64 is already chosen
+
+
+# --- Issue 11: the second hostile pass ---------------------------------------------------------
+
+
+def test_integer_uploads_keep_their_digits_in_float64_and_warn_in_float32(explorer):
+    ints = np.array([[16777216, 16777217, 16777218, 16777219]], np.int32)
+    explorer.segmented_control(key="src").set_value("upload").run()
+    explorer.file_uploader(key="upload").upload("ints.npy", npy_bytes(ints)).run()
+    explorer.selectbox(key="precision").set_value("float64").run()
+    exact = (ints[0] - ints[0].mean()) / np.sqrt(ints[0].var() + 1e-5)  # ±1.342, ±0.447
+    np.testing.assert_allclose(output_grid(explorer)[0], exact, atol=1e-6)
+    assert not alerts(explorer)["warning"], alerts(explorer)
+    explorer.selectbox(key="precision").set_value("float32").run()  # 16777217 → 16777216
+    assert any("rounds some values by 60%" in w and "2²⁴" in w
+               for w in alerts(explorer)["warning"]), alerts(explorer)
+
+
+def test_group_and_first_row_are_in_the_link():
+    at = open_page(EXPLORER, {"src": "Random batch", "group": "3"})  # 8 samples × 6 features
+    assert at.number_input(key="group").value == 3
+    at = open_page(EXPLORER, {"src": "Random batch", "group": "7", "norm": "BatchNorm"})
+    assert at.number_input(key="group").value == 0  # 6 features: an impossible group is dropped
+    at = open_page(EXPLORER, {"src": "Random batch", "rn": "300", "view": "slice",
+                              "row0": "150"})
+    assert at.number_input(key="row0").value == 150
+    at = open_page(EXPLORER, {"affine": "per feature"})
+    assert any("a copied link does not carry them" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ({"plen": "1,2,3,4,5,6,6"}, None),  # typed lengths set the number of sequences
+    ({"pl": "3", "plen": "5,1,1"}, "Length 1 is 5 tokens, more than the padded length of 3: "
+                                   "raise “Padded length”"),
+    ({"plen": "0,1,1"}, "Every sequence needs at least one real token, but length 1 is 0."),
+])
+def test_padded_source_speaks_of_its_controls(query, expected):
+    at = open_page(EXPLORER, {"src": "Padded sequences", **query})
+    if expected is None:
+        assert not alerts(at)["error"], alerts(at)
+        assert output_grid(at).shape[0] == 7 * 6  # 7 sequences × padded length 6
+    else:
+        assert any(expected in e for e in alerts(at)["error"]), alerts(at)
+        assert not any("batch_size" in e or "max_len" in e for e in alerts(at)["error"])
+
+
+def test_check_says_when_it_compares_around_nan():
+    at = open_page(EXPLORER, {"src": "Type numbers", "tmode": "text",
+                              "ttext": "1e308, -1e308, 1\n2, 3, 4"})
+    check = alerts(at)["success"][0]
+    assert "3 output value(s) are NaN or infinite in both" in check
+
+
+def test_a_generated_tensor_has_the_upload_memory_budget():
+    at = open_page(EXPLORER, {"src": "Random batch", "rn": "50000", "rc": "1000"})
+    assert any("13,421,772 values" in e and "2,048 MB" in e for e in alerts(at)["error"])

@@ -257,9 +257,16 @@ GOOD = [
         lambda p: npy(np.array([1e300, -1e300, 1e-300])),
         {"array": [np.inf, -np.inf, 0.0]},
     ),
-    Case(
-        "npy-int32-not-kept-as-float64",
-        lambda p: npy(np.array([-3, 7], dtype=np.int32)),
+    Case(  # float32 would round integers above 2**24: 16777217 became 16777216 (issue 11)
+        "npy-int32-kept-as-float64",
+        lambda p: npy(np.array([-3, 16_777_217], dtype=np.int32)),
+        {"array": np.array([-3, 16_777_217], dtype=np.float64)},
+        kwargs={"keep_float64": True},
+        dtype=np.float64,
+    ),
+    Case(  # 16 bits fit float32 exactly: no need for twice the memory
+        "npy-int16-not-kept-as-float64",
+        lambda p: npy(np.array([-3, 7], dtype=np.int16)),
         {"array": np.array([-3, 7], dtype=np.float32)},
         kwargs={"keep_float64": True},
     ),
@@ -657,11 +664,13 @@ def test_saved_arrays_load_back_equal(array: np.ndarray, fortran: bool, containe
 
 
 def test_float64_kept_only_on_request() -> None:
-    data = npz(x=F64, y=np.arange(3, dtype=np.int64))
+    data = npz(x=F64, y=np.arange(3, dtype=np.int64), z=np.arange(3, dtype=np.uint8))
     kept = load_arrays(data, keep_float64=True)
-    assert kept["x"].dtype == np.float64 and kept["y"].dtype == np.float32
+    # int64 rounds in float32 above 2**24, uint8 never does
+    assert (kept["x"].dtype, kept["y"].dtype, kept["z"].dtype) == (np.float64, np.float64,
+                                                                   np.float32)
     np.testing.assert_array_equal(kept["x"], F64)
-    assert load_arrays(data)["x"].dtype == np.float32
+    assert {a.dtype for a in load_arrays(data).values()} == {np.dtype(np.float32)}
 
 
 def test_nonfinite_report_counts_nan_and_inf() -> None:

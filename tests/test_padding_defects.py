@@ -71,7 +71,7 @@ def test_two_hundred_typed_lengths_are_refused_with_a_message():
     assert not at.exception
     assert alerts(at)["error"] == [
         "At most 16 sequences: you typed 200 lengths. Every position of every sequence is "
-        "drawn, so the batch keeps to the “Sequences” slider's range."]
+        "drawn, so the batch keeps to the “Sequences” control's range."]
     assert figures(at) == []
 
 

@@ -99,13 +99,13 @@ def zeros_50m() -> bytes:
 
 def test_the_caps_follow_from_the_memory_a_tensor_may_take():
     for limits in (FULL_LIMITS, DEMO_LIMITS):
-        assert limits.upload_values == min(
+        assert limits.tensor_values == min(
             limits.max_elements, limits.tensor_mb * 2**20 // EXPLORER_BYTES_PER_VALUE)
         # at the cap, the measured cost per value stays within the tensor's share of memory
-        assert limits.upload_values * EXPLORER_BYTES_PER_VALUE <= limits.tensor_mb * 2**20
-    assert (FULL_LIMITS.upload_values, DEMO_LIMITS.upload_values) == (13_421_772, 419_430)
+        assert limits.tensor_values * EXPLORER_BYTES_PER_VALUE <= limits.tensor_mb * 2**20
+    assert (FULL_LIMITS.tensor_values, DEMO_LIMITS.tensor_values) == (13_421_772, 419_430)
     # the reported files: 50 million values (389 KB) and, in demo mode, 2 million (15.7 KB)
-    assert FULL_LIMITS.upload_values < 50_000_000 and DEMO_LIMITS.upload_values < 2_000_000
+    assert FULL_LIMITS.tensor_values < 50_000_000 and DEMO_LIMITS.tensor_values < 2_000_000
 
 
 def test_the_reported_npz_is_refused_before_it_is_decompressed(zeros_50m):
@@ -113,7 +113,7 @@ def test_the_reported_npz_is_refused_before_it_is_decompressed(zeros_50m):
     tracemalloc.start()
     try:
         with pytest.raises(TensorTooLargeError, match="400000128 bytes uncompressed"):
-            load_arrays(zeros_50m, max_elements=FULL_LIMITS.upload_values, keep_float64=True)
+            load_arrays(zeros_50m, max_elements=FULL_LIMITS.tensor_values, keep_float64=True)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -128,14 +128,14 @@ def test_an_upload_over_the_cap_gets_a_clear_message_and_keeps_nothing(zeros_50m
     limits = DEMO_LIMITS if demo else FULL_LIMITS
     at = uploaded(zeros_50m, "zeros.npz")
     message = (f"this file is too large: an uploaded tensor may hold at most "
-               f"{limits.upload_values:,} values here, because each value costs the Explorer "
+               f"{limits.tensor_values:,} values here, because each value costs the Explorer "
                f"about {EXPLORER_BYTES_PER_VALUE} bytes for its copies and intermediates and "
                f"one learner's tensor may take {limits.tensor_mb:,} MB; save a slice or a "
                "smaller array")
     assert alerts(at)["error"] == [message]
     assert not at.get("plotly_chart") and "_upload" not in at.session_state
     uploader = at.file_uploader(key="upload")
-    assert f"{limits.upload_values:,} values" in uploader.proto.help
+    assert f"{limits.tensor_values:,} values" in uploader.proto.help
 
 
 def test_demo_mode_refuses_the_reported_2m_value_file(monkeypatch):
@@ -143,8 +143,8 @@ def test_demo_mode_refuses_the_reported_2m_value_file(monkeypatch):
     buffer = io.BytesIO()
     np.savez_compressed(buffer, x=np.zeros(2_000_000))
     at = uploaded(buffer.getvalue(), "zeros2m.npz")
-    assert any(f"{DEMO_LIMITS.upload_values:,} values" in e for e in alerts(at)["error"])
-    at2 = uploaded(npy(np.zeros((DEMO_LIMITS.upload_values,), np.float32)))  # at the cap: fine
+    assert any(f"{DEMO_LIMITS.tensor_values:,} values" in e for e in alerts(at)["error"])
+    at2 = uploaded(npy(np.zeros((DEMO_LIMITS.tensor_values,), np.float32)))  # at the cap: fine
     assert not at2.error and len(at2.get("plotly_chart")) == 3
 
 

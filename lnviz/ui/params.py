@@ -55,6 +55,8 @@ def number_table(table: pd.DataFrame, key: str, **editor: Any) -> np.ndarray:
         column_config={c: st.column_config.TextColumn(
             c, help="A number: 0.5, -2, 1e-3, 2.5E+2, nan or inf.") for c in text.columns},
         **editor)
+    st.caption("Edits in this table stay in this browser tab: a copied link does not carry "
+               "them.")
     return parse_table(edited)
 
 

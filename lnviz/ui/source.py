@@ -17,6 +17,7 @@ from lnviz import data
 from lnviz.explore import LAYOUTS, Batch
 from lnviz.io import TensorFileError, TensorTooLargeError, load_arrays
 from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
+from lnviz.padding import check_lengths
 from lnviz.ui.messages import show_error
 from lnviz.ui.params import number_table
 from lnviz.ui.state import UPLOAD_KEY, release_upload, url_text
@@ -29,6 +30,8 @@ SOURCES = {
     "typed": "Type numbers",
     "upload": "Upload .npy/.npz",
 }
+#: The Explorer's padded batches: at most this many sequences, each padded to at most this length.
+MAX_SEQUENCES, MAX_PADDED_LENGTH = 10_000, 100_000
 _DEFAULT_TABLE = pd.DataFrame(
     [[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0], [0.5, -1.0, 3.5, 10.0]],
     columns=["f0", "f1", "f2", "f3"],
@@ -131,11 +134,13 @@ def _random_source(seed: int) -> tuple[Batch, tuple]:
 
 def _padded_source(seed: int) -> tuple[Batch, tuple]:
     cols = st.columns(4)
-    batch = cols[0].number_input("Sequences", 1, 10_000, 3, key="pb", bind="query-params",
-                                 help="How many sequences are in the batch.")
+    batch = cols[0].number_input("Sequences", 1, MAX_SEQUENCES, 3, key="pb",
+                                 bind="query-params",
+                                 help="How many sequences are in the batch (typed lengths set "
+                                      "it instead).")
     d_model = cols[1].number_input("d_model", 1, 100_000, 4, key="pd", bind="query-params",
                                    help="Embedding size of every token.")
-    max_len = cols[2].number_input("Padded length", 1, 100_000, 6, key="pl",
+    max_len = cols[2].number_input("Padded length", 1, MAX_PADDED_LENGTH, 6, key="pl",
                                    bind="query-params",
                                    help="Every sequence is padded to this many tokens.")
     pad_value = cols[3].number_input("Pad value", -1e6, 1e6, 0.0, key="ppad",
@@ -144,9 +149,13 @@ def _padded_source(seed: int) -> tuple[Batch, tuple]:
     text = url_text(
         st.text_input, "Lengths (optional)", "", key="plen", what="the lengths",
         placeholder="e.g. 6, 3, 1 — empty for random lengths",
-        help="Real tokens per sequence, comma-separated; the rest is padding.",
+        help="Real tokens per sequence, comma-separated; the rest is padding. When given, "
+             "they also set the number of sequences.",
     )
     lengths = data.parse_lengths(text)
+    if lengths is not None:  # the same rules and words as the Padding page
+        lengths = check_lengths(lengths, int(max_len), MAX_SEQUENCES, MAX_PADDED_LENGTH)
+        batch = len(lengths)
     _check_size((batch, max_len, d_model))
     values, mask = _padded(int(batch), int(d_model), lengths, int(max_len), float(pad_value),
                            seed)
@@ -198,7 +207,7 @@ def _typed_source() -> tuple[Batch, tuple] | None:
 
 def _upload_source() -> tuple[Batch, tuple] | None:
     limits = current_limits()
-    cap = limits.upload_values
+    cap = limits.tensor_values
     uploaded = st.file_uploader(
         "Tensor file", type=["npy", "npz"], key="upload", max_upload_size=limits.upload_mb,
         help=f"A .npy or .npz file saved with numpy (at most {limits.upload_mb} MB and "
@@ -287,7 +296,10 @@ def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str) -> 
 
 def _check_size(shape: tuple[int, ...]) -> None:
     count = int(np.prod([int(s) for s in shape], dtype=object))
-    cap = current_limits().max_elements
+    limits = current_limits()
+    cap = limits.tensor_values  # the same memory budget as an upload
     if count > cap:
         raise ValueError(f"{data.describe_shape(shape)} is more than the {cap:,} values the "
-                         "Explorer handles here; make it smaller")
+                         f"Explorer handles here (one learner's tensor may take "
+                         f"{limits.tensor_mb:,} MB with everything built from it); make it "
+                         "smaller")
