@@ -957,7 +957,8 @@ def _rounding(batch: Batch, x: torch.Tensor, spec: NormSpec, ids: np.ndarray,
     source = np.asarray(batch.values)
     if x.numel() > REFERENCE_LIMIT or source.dtype.itemsize <= x.element_size():
         return 0.0
-    error = np.abs(x.detach().double().cpu().numpy() - source.astype(np.float64))
+    with np.errstate(invalid="ignore"):  # inf − inf: NaN, set to 0 below
+        error = np.abs(x.detach().double().cpu().numpy() - source.astype(np.float64))
     error[~np.isfinite(error)] = 0.0  # values beyond the dtype: explain() names them apart
     if not error.any():
         return 0.0
