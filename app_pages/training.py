@@ -111,7 +111,8 @@ else:
     upload_key = tuple(f.file_id for f in upload)
     try:
         data = memo(("tr_data", upload_key),
-                    lambda: load_files({f.name: f.getvalue() for f in upload}))
+                    lambda: load_files({f.name: f.getvalue() for f in upload},
+                                       current_limits().training_values))
         data_key = upload_key
     except ValueError as err:
         show_error(f"Cannot read the upload: {err}")

@@ -32,6 +32,9 @@ class Limits:
     #: largest run the page offers on MNIST (about an hour on two cores); demo, about a minute
     max_training_work: float
     tensor_mb: int  # memory one learner's uploaded tensor may take, with all built from it
+    #: values in the LN-LSTM page's uploaded data set (all files together): full, MNIST's
+    #: 70,000 images of 28 × 28 (55M values, 220 MB as float32); demo, about a seventh of it
+    training_values: int
 
     @property
     def tensor_values(self) -> int:
@@ -42,9 +45,9 @@ class Limits:
 
 
 FULL_LIMITS = Limits(upload_mb=200, max_elements=50_000_000, max_training_steps=5_000,
-                     max_training_work=1e14, tensor_mb=2048)
+                     max_training_work=1e14, tensor_mb=2048, training_values=56_000_000)
 DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500,
-                     max_training_work=1e12, tensor_mb=64)
+                     max_training_work=1e12, tensor_mb=64, training_values=8_000_000)
 
 
 def current_limits() -> Limits:

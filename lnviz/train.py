@@ -198,13 +198,16 @@ def load_digits_data(test_fraction: float = 0.25) -> SequenceData:
                           images[test], digits.target[test])
 
 
-def load_mnist_npz(source: bytes | str | os.PathLike[str]) -> SequenceData:
+def load_mnist_npz(source: bytes | str | os.PathLike[str], *,
+                   max_elements: int = MAX_ELEMENTS) -> SequenceData:
     """Sequential MNIST from the standard ``mnist.npz`` (x_train, y_train, x_test, y_test).
 
-    Read with :func:`lnviz.load_arrays`, which never unpickles. Raises ValueError (a
-    :class:`lnviz.TensorFileError` for a damaged file) saying what is missing or wrong.
+    Read with :func:`lnviz.load_arrays`, which never unpickles and refuses more than
+    ``max_elements`` values in all from the sizes the file declares, before decompressing.
+    Raises ValueError (a :class:`lnviz.TensorFileError` for a damaged file) saying what is
+    missing or wrong.
     """
-    arrays = load_arrays(source, max_elements=MAX_ELEMENTS)
+    arrays = load_arrays(source, max_elements=max_elements)
     missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in arrays]
     if missing:
         raise ValueError(f"the .npz file lacks {', '.join(missing)}; expected the arrays "
@@ -235,10 +238,33 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     except zlib.error as err:
         raise ValueError(f"corrupt .gz file ({err})") from err
     if len(out) > limit:
-        raise ValueError(f"the .gz file expands to more than the {limit} bytes accepted")
+        raise ValueError(f"the .gz file expands to more than the {limit:,} bytes it declares")
     if not inflater.eof:
         raise ValueError("truncated .gz file: the compressed stream ends early")
     return out
+
+
+def _gunzip_head(data: bytes, size: int) -> bytes:
+    """The first ``size`` bytes of a .gz file's content (fewer if it is shorter)."""
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, size)
+    except zlib.error as err:
+        raise ValueError(f"corrupt .gz file ({err})") from err
+
+
+def _idx_declared_bytes(head: bytes, max_elements: int) -> int | None:
+    """The byte size an IDX header declares (None when ``head`` is no IDX header; the full
+    parse says why), refusing more than ``max_elements`` values."""
+    if len(head) < 4 or head[:2] != b"\0\0" or head[2] not in _IDX_DTYPES \
+            or not 1 <= head[3] <= 8 or len(head) < 4 + 4 * head[3]:
+        return None
+    offset = 4 + 4 * head[3]
+    shape = struct.unpack(f">{head[3]}I", head[4:offset])
+    count = math.prod(shape)
+    if count > max_elements:
+        raise ValueError(f"IDX file declares shape {list(shape)}, {count:,} values, more than "
+                         f"the {max_elements:,} accepted")
+    return offset + count * np.dtype(_IDX_DTYPES[head[2]]).itemsize
 
 
 def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_ELEMENTS
@@ -254,7 +280,10 @@ def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_
     limit = max_elements * 8 + 1024
     data = _read_bytes(source, limit)
     if data[:2] == _GZIP_MAGIC:
-        data = _gunzip(data, limit)
+        # Judge the declared shape before inflating anything: a small .gz can expand to GBs.
+        head = _gunzip_head(data, 4 + 4 * 8)
+        declared = _idx_declared_bytes(head, max_elements)
+        data = _gunzip(data, declared if declared is not None else len(head))
     if len(data) < 4:
         raise ValueError(f"not an IDX file: {len(data)} bytes, shorter than the 4-byte magic")
     if data[:2] != b"\0\0":
@@ -272,8 +301,8 @@ def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_
     shape = struct.unpack(f">{ndim}I", data[4:offset])
     count = math.prod(shape)
     if count > max_elements:
-        raise ValueError(f"IDX file declares shape {list(shape)}, {count} values, more than the "
-                         f"{max_elements} accepted")
+        raise ValueError(f"IDX file declares shape {list(shape)}, {count:,} values, more than "
+                         f"the {max_elements:,} accepted")
     dtype = np.dtype(_IDX_DTYPES[code])
     expected = offset + count * dtype.itemsize
     if len(data) != expected:
@@ -294,12 +323,14 @@ def _idx_role(name: str) -> str | None:
     return f"{split}-{kind}" if split and kind else None
 
 
-def load_mnist_idx(files: Mapping[str, bytes | str | os.PathLike[str]]) -> SequenceData:
+def load_mnist_idx(files: Mapping[str, bytes | str | os.PathLike[str]], *,
+                   max_elements: int = MAX_ELEMENTS) -> SequenceData:
     """Sequential MNIST from its four IDX files, given as {file name: bytes or path}.
 
     The names tell the files apart as MNIST names them: ``train-images-idx3-ubyte``,
     ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``
-    (``.gz`` or ``train-images.idx3-ubyte`` spellings too).
+    (``.gz`` or ``train-images.idx3-ubyte`` spellings too). At most ``max_elements`` values in
+    the four files together.
     """
     found: dict[str, bytes | str | os.PathLike[str]] = {}
     for name, source in files.items():
@@ -311,22 +342,26 @@ def load_mnist_idx(files: Mapping[str, bytes | str | os.PathLike[str]]) -> Seque
         raise ValueError(f"need the four MNIST IDX files; missing {', '.join(missing)} (got "
                          f"{', '.join(Path(n).name for n in files) or 'none'})")
     parts = {}
+    left = max_elements
     for role in _IDX_NAMES:
         try:
-            parts[role] = read_idx(found[role])
+            parts[role] = read_idx(found[role], max_elements=left)
         except ValueError as err:
-            raise ValueError(f"{role}: {err}") from err
+            raise ValueError(f"{role}: {err}" + (" (the four files share this limit)"
+                                                 if left < max_elements else "")) from err
+        left -= parts[role].size
     return _sequence_data("sequential MNIST (IDX files)", parts["train-images"],
                           parts["train-labels"], parts["t10k-images"], parts["t10k-labels"])
 
 
-def load_files(files: Mapping[str, bytes]) -> SequenceData:
-    """What the app's uploader received: one ``.npz`` file, or the four IDX files."""
+def load_files(files: Mapping[str, bytes], max_elements: int = MAX_ELEMENTS) -> SequenceData:
+    """What the app's uploader received: one ``.npz`` file, or the four IDX files, with at most
+    ``max_elements`` values in all (the server's :attr:`lnviz.limits.Limits.training_values`)."""
     if len(files) == 1:
         ((name, data),) = files.items()
         if data[:2] == b"PK" or name.lower().endswith(".npz"):
-            return load_mnist_npz(data)
-    return load_mnist_idx(files)
+            return load_mnist_npz(data, max_elements=max_elements)
+    return load_mnist_idx(files, max_elements=max_elements)
 
 
 def load_data(path: str | os.PathLike[str] | None = None) -> SequenceData:
@@ -512,6 +547,16 @@ class ModelRun:
     def finished(self) -> bool:
         """Whether every step is taken and the last evaluation recorded."""
         return self.step >= self.config.steps and not self.evaluating
+
+    def evaluate_to_date(self) -> None:
+        """Finish the evaluation under way, or evaluate now if steps were taken since the last
+        one, so that a stopped training's curves end where its weights are (a Stop before the
+        first scheduled evaluation left them empty)."""
+        evaluated = self.curve["step"][-1] if self.curve["step"] else 0
+        if not self.evaluating and self.step > evaluated:
+            self._evaluation = (0, 0)
+        while self.evaluating:
+            self._evaluate_slice()
 
     def work(self) -> None:
         """One piece of work, at most :data:`MAX_STEP_WORK` (as :func:`check_work` checks): the
@@ -732,6 +777,8 @@ def summarize(training: Training) -> TrainingResult:
 
 
 def _summarize(training: Training) -> TrainingResult:
+    for run in training.runs:
+        run.evaluate_to_date()
     x_gates = training.tensors.x_eval[:GATE_SAMPLES]
     x_batch = training.tensors.x_eval[:64]
     runs = training.runs

@@ -271,3 +271,68 @@ def test_demo_mode_refuses_a_run_too_large_and_starts_nothing(monkeypatch) -> No
     assert any(e.startswith("This training asks for too much work: 3 models × 500 steps")
                and "demo mode" in e for e in errors), errors
     assert "tr_job" not in at.session_state and at.session_state["tr_results"] == {}
+
+
+# --- Third hostile pass ------------------------------------------------------------------------
+
+def test_a_stop_before_the_first_evaluation_still_ends_with_curves(digits) -> None:
+    """Stopped after 3 of 40 steps with evaluations due every 1000: the summary evaluates the
+    weights as they are, so the loss and accuracy charts are not empty."""
+    from lnviz.train import summarize
+
+    training = Training(digits, replace(SMALL, models=("lstm", "ln-lstm")))
+    training.advance(3)
+    training.stop()
+    result = summarize(training)
+    assert result.stopped and result.steps_done == 3
+    for label, curve in result.curves.items():
+        assert curve["step"] == [3], label
+        assert curve["loss"][0] == pytest.approx(np.mean(result.step_loss[label]))
+        assert 0.0 <= curve["accuracy"][0] <= 1.0
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data)
+
+
+def _idx_header(code: int, shape: tuple[int, ...]) -> bytes:
+    import struct
+
+    return bytes([0, 0, code, len(shape)]) + struct.pack(f">{len(shape)}I", *shape)
+
+
+def test_a_gzip_bomb_is_refused_from_its_declared_shape_before_inflating(monkeypatch) -> None:
+    """The tester's 498 KB .gz declared 81,632 × 28 × 28 float64 values and was inflated
+    (2.6 GB peak) before any check. Now the declared shape is judged first."""
+    from lnviz.train import read_idx
+
+    bomb = _gzip(_idx_header(0x0E, (81632, 28, 28)) + bytes(81632 * 28 * 28 * 8))
+    inflated: list[int] = []
+    real = train_module._gunzip
+    monkeypatch.setattr(train_module, "_gunzip",
+                        lambda data, limit: inflated.append(limit) or real(data, limit))
+    with pytest.raises(ValueError, match="63,999,488 values, more than the 56,000,000 accepted"):
+        read_idx(bomb, max_elements=FULL_LIMITS.training_values)
+    assert inflated == []  # nothing was inflated
+    small = _gzip(_idx_header(0x08, (2, 3)) + bytes(range(6)))
+    np.testing.assert_array_equal(read_idx(small), np.arange(6).reshape(2, 3))
+    assert inflated == [4 + 8 + 6]  # inflated to exactly the declared size
+
+
+def test_the_four_files_share_one_limit_and_demo_is_tighter() -> None:
+    def files(n: int) -> dict[str, bytes]:
+        images = _idx_header(0x08, (n, 28, 28)) + bytes(n * 784)
+        labels = _idx_header(0x08, (n,)) + bytes([i % 2 for i in range(n)])
+        return {"train-images-idx3-ubyte": images, "train-labels-idx1-ubyte": labels,
+                "t10k-images-idx3-ubyte": images, "t10k-labels-idx1-ubyte": labels}
+
+    small = files(100)
+    assert load_files(small, DEMO_LIMITS.training_values).x_train.shape[0] == 100
+    big = files(6000)  # 2 × 6000 × 784 = 9.4M values: over demo's 8M, though each file is not
+    with pytest.raises(ValueError, match="the four files share this limit"):
+        load_files(big, DEMO_LIMITS.training_values)
+    assert load_files(big, FULL_LIMITS.training_values).x_train.shape[0] == 6000
+    # MNIST itself (70,000 images of 28 × 28 and their labels) fits the full limit
+    assert FULL_LIMITS.training_values >= 70_000 * 785
