@@ -202,7 +202,12 @@ else:
         st.warning(f"Stopped after {result.steps_done} of {cfg.steps} steps.", icon="⏹️")
     for label in result.diverged():
         st.warning(f"{label} diverged: its loss became NaN or infinite. Lower the learning "
-                   "rate, or compare how the normalized models cope with it.", icon="⚠️")
+                   "rate, or compare how the normalized models cope with it."
+                   + ("" if label == "LSTM" else
+                      " If the images have blank rows (all zeros, as at the top of MNIST "
+                      "digits), that can be the cause too: at such a time step the norm sees a "
+                      "vector with no spread and divides by √ε, multiplying the gradient by up "
+                      "to 1/√ε ≈ 316 (ε = 1e-5) each time."), icon="⚠️")
     reached = result.steps_to_accuracy(0.9)
     for col, (label, accuracy) in zip(st.columns(len(result.curves)),
                                       result.final_accuracy().items(), strict=False):

@@ -739,6 +739,14 @@ class TorchCheck:
     undefined: int = 0
     torch_at_undefined: str = ""
     both_nonfinite: int = 0
+    #: the size of the outputs (max |reference| over finite values, at least 1)
+    scale: float = 1.0
+
+    @property
+    def ill_conditioned(self) -> bool:
+        """The tolerance is a sizeable part of the outputs themselves: in this dtype, rounding
+        alone may move an output by about its own size, so "within tolerance" says nothing."""
+        return self.tolerance > 0.1 * self.scale
 
     @property
     def has_reference(self) -> bool:
@@ -792,8 +800,11 @@ def check_against_torch(x: torch.Tensor, layout: str, spec: NormSpec, ours: torc
         lnviz_error = max_abs_difference(ours.cpu(), reference, keep64)
         torch_error = max_abs_difference(theirs.cpu(), reference, keep64)
     tolerance = check_tolerance(x, result, spec, reference)
+    finite = reference[torch.isfinite(reference)].abs()
+    scale = max(1.0, float(finite.max())) if finite.numel() else 1.0
     return TorchCheck(difference, lnviz_error, torch_error, tolerance,
-                      undefined=count, torch_at_undefined=torch_at, both_nonfinite=both_nonfinite)
+                      undefined=count, torch_at_undefined=torch_at, both_nonfinite=both_nonfinite,
+                      scale=scale)
 
 
 def _overflow_remedy(dtype: str) -> str:
@@ -843,6 +854,18 @@ def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
             f"Both overflowed (see the warning above): largest |lnviz − torch| = "
             f"{check.difference:.3g}, and neither is the true output. "
             f"{_overflow_remedy(dtype)}")
+    if check.ill_conditioned:
+        remedy = ("Subtract a constant close to the values first: float64 is the widest "
+                  "precision." if dtype == "float64" else
+                  "Choose float64 under Precision in the sidebar, or subtract a constant close "
+                  "to the values first.")
+        return "warning", (
+            f"This input is too ill-conditioned for {dtype} to settle the comparison: its values "
+            f"sit so far from their groups' means, next to their spread, that rounding alone "
+            f"may move an output by {check.tolerance:.3g}, more than a tenth of the outputs' "
+            f"size ({check.scale:.3g}). Against {reference}, lnviz is off by "
+            f"{check.lnviz_error:.3g} and torch by {check.torch_error:.3g}; {closer}, and they "
+            f"differ from each other by {check.difference:.3g}. {remedy}{undefined}")
     if check.lnviz_ok and check.torch_ok:
         return "success", (
             f"lnviz matches torch.nn.functional: largest |lnviz − torch| = "
@@ -964,6 +987,7 @@ def _rounding(batch: Batch, x: torch.Tensor, spec: NormSpec, ids: np.ndarray,
         return 0.0
     largest = np.zeros(len(std))
     np.maximum.at(largest, ids.ravel(), error.ravel())
+    largest[np.bincount(ids.ravel(), minlength=len(std)) < 2] = 0.0  # one value: no spread
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(largest > 0, largest / std, 0.0)
     ratio = ratio[~np.isnan(ratio)]
@@ -989,6 +1013,8 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
         note += (f"; {constant:,} group(s) whose values are all equal have no spread to scale: "
                  + ("0/0 makes them NaN at ε = 0" if spec.eps == 0 else
                     "they stay at deviation 0"))
+    if ex.nonfinite_inputs:
+        note += "; groups holding NaN or infinite inputs get NaN statistics instead"
     if not (spec.gamma == 1.0 and spec.beta == 0.0):
         note += ("; with the γ and β set here, each feature's values are then scaled by its γ "
                  "and shifted by its β")

@@ -137,7 +137,8 @@ def _as_sequences(images: np.ndarray, what: str) -> np.ndarray:
         raise ValueError(f"{what} must be images of shape (N, rows, columns), got shape "
                          f"{list(images.shape)}")
     if not np.isfinite(images).all():
-        raise ValueError(f"{what} hold NaN or infinite values")
+        raise ValueError(f"{what} hold NaN or infinite values, or values beyond float32's "
+                         "±3.4e38 (the precision the training uses)")
     return images.astype(np.float32, copy=False)
 
 

@@ -415,3 +415,31 @@ def test_statistics_note_holds_for_the_norm_and_the_batch():
             assert (ex.std_out[~real] == 0).all()
     rms = explore(batch, NormSpec(norm="RMSNorm"))
     assert np.abs(rms.mean_out).max() > 0.5  # the mean stays away from 0
+
+
+def test_an_ill_conditioned_input_gets_no_tick():
+    # Third hostile pass: int32 values near 2**24 in float32 gave "✅ matches … 241" with a
+    # tolerance of 2.5e3 on outputs of size 1.
+    values = np.array([[16777216, 16777217, 16777218, 16777219],
+                       [16777220, 16777221, 16777222, 16777223]], np.float64)
+    for spec_args in (dict(norm="GroupNorm", groups=4), dict()):
+        ex, (level, message) = check_of(values, **spec_args)
+        assert ex.check.ill_conditioned and level == "warning", message
+        assert "too ill-conditioned for float32" in message
+        assert "lnviz is the closer of the two" in message  # lnviz's two passes keep the digits
+        assert ex.check.lnviz_error < 1e-6 < 0.5 < ex.check.torch_error
+    ex, (level, _) = check_of(get_preset("far_from_zero").values)
+    assert not ex.check.ill_conditioned and level == "success"
+
+
+def test_notes_for_one_value_groups_and_nan_inputs():
+    from lnviz.explore import explain, statistics_note
+
+    one_each = np.array([[16777217.0, 3.0], [5.0, 16777219.0]])  # GroupNorm, a value a group
+    spec = NormSpec(norm="GroupNorm", groups=2)
+    ex = explore(Batch(one_each, "NC"), spec)
+    assert ex.rounding == 0.0  # a group of one value has no spread to compare rounding with
+    assert not any("distinct values became equal" in n for n in explain(ex, spec, "float32"))
+    spec = NormSpec(eps=0.0)
+    ex = explore(Batch(np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 4.0]]), "NC"), spec)
+    assert "NaN statistics" in statistics_note(ex, spec)
