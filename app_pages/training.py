@@ -191,8 +191,9 @@ if result is None and results:
     st.info("The figures below are from your last training, with other settings; press **Run** "
             "to train with the current ones.", icon="ℹ️")
 if result is None:
-    curves_slot.info("Press **Run** to train. With the default settings the comparison takes "
-                     "well under a minute on a laptop CPU.", icon="▶️")
+    if data is not None:  # after a refused upload there is nothing to run yet
+        curves_slot.info("Press **Run** to train. With the default settings the comparison takes "
+                         "well under a minute on a laptop CPU.", icon="▶️")
 else:
     cfg = result.config
     curves_slot.plotly_chart(charts.training_curves_figure(result.curves, cfg.steps,

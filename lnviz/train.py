@@ -173,8 +173,10 @@ def _sequence_data(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: 
                          f"time step; at most {MAX_FEATURES} are accepted (MNIST has 28)")
     y_train = _as_labels(y_train, len(x_train), "the training labels")
     y_test = _as_labels(y_test, len(x_test), "the test labels")
-    if int(max(y_train.max(), y_test.max())) < 1:
-        raise ValueError("the labels hold a single class; there is nothing to classify")
+    classes = np.unique(y_train)
+    if len(classes) < 2:
+        raise ValueError(f"the training labels hold a single class ({int(classes[0])}); there "
+                         "is nothing to classify")
     # Pixels usually come as 0…255 (or 0…16 for the 8×8 digits); dividing by the range keeps
     # every input step on the same [0, 1] scale whatever the source.
     low, high = min(0.0, float(x_train.min())), max(1.0, float(x_train.max()))

@@ -95,6 +95,8 @@ def test_the_page_refuses_the_reported_upload_with_a_message() -> None:
     assert not at.exception, at.exception
     errors = alerts(at)["error"]
     assert any("Cannot read the upload: the images have 20000 rows" in e for e in errors), errors
+    assert not any("Press **Run** to train" in i or "Press Run to train" in i
+                   for i in alerts(at)["info"])  # nothing to train: no invitation to Run
     at.button(key="tr_run").click().run()
     assert not at.exception, at.exception
     assert any("Nothing to train yet" in w for w in alerts(at)["warning"])
@@ -336,3 +338,12 @@ def test_the_four_files_share_one_limit_and_demo_is_tighter() -> None:
     assert load_files(big, FULL_LIMITS.training_values).x_train.shape[0] == 6000
     # MNIST itself (70,000 images of 28 × 28 and their labels) fits the full limit
     assert FULL_LIMITS.training_values >= 70_000 * 785
+
+
+def test_one_class_is_refused_by_counting_classes_not_the_largest_label() -> None:
+    """Third hostile pass: one image labelled 5 was accepted as a 6-class problem."""
+    buffer = io.BytesIO()
+    np.savez(buffer, x_train=np.ones((3, 8, 8)), y_train=[5, 5, 5], x_test=np.ones((1, 8, 8)),
+             y_test=[5])
+    with pytest.raises(ValueError, match=r"a single class \(5\)"):
+        load_files({"mnist.npz": buffer.getvalue()})
