@@ -689,7 +689,7 @@ def _largest(values: float | tuple[float, ...]) -> float:
 
 
 def check_tolerance(x: torch.Tensor, result: NormResult, spec: NormSpec,
-                    reference: torch.Tensor) -> float:
+                    scale: float = 1.0) -> float:
     """The largest error a correct float implementation may make on this input.
 
     Two sources: rounding the output (``u_out·|y|``), and centring, where x − μ loses the
@@ -697,7 +697,8 @@ def check_tolerance(x: torch.Tensor, result: NormResult, spec: NormSpec,
     the tolerance grows with κ = max |x|/√(σ²+ε), the input's conditioning: about 1e4 for
     values near 10⁴ with σ ≈ 1, where even torch's float32 result is off in the third decimal.
     ``u`` is the unit roundoff of the dtype the statistics are accumulated in (at least
-    float32, as torch does), ``u_out`` that of the output's dtype.
+    float32, as torch does), ``u_out`` that of the output's dtype; ``scale`` is the outputs'
+    size, max |y| (at least 1).
     """
     u_out = _unit_roundoff(x.dtype)
     u_acc = _unit_roundoff(torch.promote_types(x.dtype, torch.float32))
@@ -706,12 +707,9 @@ def check_tolerance(x: torch.Tensor, result: NormResult, spec: NormSpec,
         largest = x.abs().float().amax(dim=dims, keepdim=True) if x.numel() else x.float()
         kappa = largest * result.rstd.float()
         kappa = kappa[torch.isfinite(kappa)]
-        finite_out = reference.abs().float()
-        finite_out = finite_out[torch.isfinite(finite_out)]
     k = float(kappa.max()) if kappa.numel() else 1.0
-    y = float(finite_out.max()) if finite_out.numel() else 1.0
     gamma = max(1.0, _largest(spec.gamma))
-    return ROUNDOFF_FACTOR * (u_out * max(1.0, y) + u_acc * max(1.0, k) * gamma)
+    return ROUNDOFF_FACTOR * (u_out * max(1.0, scale) + u_acc * max(1.0, k) * gamma)
 
 
 @dataclass(frozen=True)
@@ -799,19 +797,20 @@ def check_against_torch(x: torch.Tensor, layout: str, spec: NormSpec, ours: torc
         keep64 = None if keep is None else keep.cpu()
         lnviz_error = max_abs_difference(ours.cpu(), reference, keep64)
         torch_error = max_abs_difference(theirs.cpu(), reference, keep64)
-    tolerance = check_tolerance(x, result, spec, reference)
     finite = reference[torch.isfinite(reference)].abs()
     scale = max(1.0, float(finite.max())) if finite.numel() else 1.0
+    tolerance = check_tolerance(x, result, spec, scale)
     return TorchCheck(difference, lnviz_error, torch_error, tolerance,
                       undefined=count, torch_at_undefined=torch_at, both_nonfinite=both_nonfinite,
                       scale=scale)
 
 
-def _overflow_remedy(dtype: str) -> str:
+def _remedy(dtype: str, fix: str) -> str:
+    """What to do about an input ``dtype`` cannot handle: float64, and ``fix`` (the input
+    change that helps, "divide the input by a constant") where float64 is already chosen."""
     if dtype == "float64":
-        return "Divide the input by a constant first: float64 is the widest precision."
-    return ("Choose float64 under Precision in the sidebar, or divide the input by a constant "
-            "first.")
+        return f"{fix[0].upper()}{fix[1:]} first: float64 is the widest precision."
+    return f"Choose float64 under Precision in the sidebar, or {fix} first."
 
 
 def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
@@ -853,12 +852,9 @@ def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
         return "warning", (
             f"Both overflowed (see the warning above): largest |lnviz − torch| = "
             f"{check.difference:.3g}, and neither is the true output. "
-            f"{_overflow_remedy(dtype)}")
+            f"{_remedy(dtype, 'divide the input by a constant')}")
     if check.ill_conditioned:
-        remedy = ("Subtract a constant close to the values first: float64 is the widest "
-                  "precision." if dtype == "float64" else
-                  "Choose float64 under Precision in the sidebar, or subtract a constant close "
-                  "to the values first.")
+        remedy = _remedy(dtype, "subtract a constant close to the values")
         return "warning", (
             f"This input is too ill-conditioned for {dtype} to settle the comparison: its values "
             f"sit so far from their groups' means, next to their spread, that rounding alone "
@@ -964,7 +960,7 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
         # or NaN input makes it NaN instead.
         overflowed_groups=int(torch.isinf(result.var).sum()),
         smallest_group=int(np.bincount(ids.ravel()).min()) if ids.size else 0,
-        rounding=_rounding(batch, x, spec, ids, std_in),
+        rounding=_rounding(batch, x, ids, std_in),
     )
 
 
@@ -973,8 +969,7 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
 ROUNDING_NOTE = 0.01
 
 
-def _rounding(batch: Batch, x: torch.Tensor, spec: NormSpec, ids: np.ndarray,
-              std: np.ndarray) -> float:
+def _rounding(batch: Batch, x: torch.Tensor, ids: np.ndarray, std: np.ndarray) -> float:
     """max over groups of max |x in its dtype − x as given| / σ of the group (σ of the rounded
     values, ``std``): how much converting the input moved it, in units of its own spread."""
     source = np.asarray(batch.values)
@@ -1057,7 +1052,7 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
             f"square to about {square}, beyond {dtype}'s largest number "
             f"({largest:.3g}). lnviz's σ² is then inf and its output 0 (torch gives NaN or 0), "
             "but the true output is finite — normalizing ignores the scale. "
-            f"{_overflow_remedy(dtype)}")
+            f"{_remedy(dtype, 'divide the input by a constant')}")
     if ex.nonfinite_outputs and not ex.nonfinite_inputs and not ex.overflowed_groups:
         notes.append(f"{ex.nonfinite_outputs:,} output values are NaN or infinite. "
                      + _nonfinite_output_cause(ex, spec, dtype, largest))

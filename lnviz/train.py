@@ -255,38 +255,9 @@ def _gunzip_head(data: bytes, size: int) -> bytes:
         raise ValueError(f"corrupt .gz file ({err})") from err
 
 
-def _idx_declared_bytes(head: bytes, max_elements: int) -> int | None:
-    """The byte size an IDX header declares (None when ``head`` is no IDX header; the full
-    parse says why), refusing more than ``max_elements`` values."""
-    if len(head) < 4 or head[:2] != b"\0\0" or head[2] not in _IDX_DTYPES \
-            or not 1 <= head[3] <= 8 or len(head) < 4 + 4 * head[3]:
-        return None
-    offset = 4 + 4 * head[3]
-    shape = struct.unpack(f">{head[3]}I", head[4:offset])
-    count = math.prod(shape)
-    if count > max_elements:
-        raise ValueError(f"IDX file declares shape {list(shape)}, {count:,} values, more than "
-                         f"the {max_elements:,} accepted")
-    return offset + count * np.dtype(_IDX_DTYPES[head[2]]).itemsize
-
-
-def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_ELEMENTS
-             ) -> np.ndarray:
-    """Parse an IDX file (the format of the original MNIST files), optionally gzipped.
-
-    The format: two zero bytes, a type code (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32,
-    0x0D float32, 0x0E float64), the number of dims d, then d big-endian uint32 sizes, then the
-    values, big-endian, in C order. The declared size must match the file exactly.
-
-    Raises ValueError saying what is wrong with a file that is not a well-formed IDX file.
-    """
-    limit = max_elements * 8 + 1024
-    data = _read_bytes(source, limit)
-    if data[:2] == _GZIP_MAGIC:
-        # Judge the declared shape before inflating anything: a small .gz can expand to GBs.
-        head = _gunzip_head(data, 4 + 4 * 8)
-        declared = _idx_declared_bytes(head, max_elements)
-        data = _gunzip(data, declared if declared is not None else len(head))
+def _idx_header(data: bytes, max_elements: int) -> tuple[np.dtype, tuple[int, ...], int]:
+    """An IDX header's dtype, shape and data offset, refusing more than ``max_elements``
+    values. ``data`` needs only to reach the end of the header."""
     if len(data) < 4:
         raise ValueError(f"not an IDX file: {len(data)} bytes, shorter than the 4-byte magic")
     if data[:2] != b"\0\0":
@@ -306,7 +277,27 @@ def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_
     if count > max_elements:
         raise ValueError(f"IDX file declares shape {list(shape)}, {count:,} values, more than "
                          f"the {max_elements:,} accepted")
-    dtype = np.dtype(_IDX_DTYPES[code])
+    return np.dtype(_IDX_DTYPES[code]), shape, offset
+
+
+def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_ELEMENTS
+             ) -> np.ndarray:
+    """Parse an IDX file (the format of the original MNIST files), optionally gzipped.
+
+    The format: two zero bytes, a type code (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32,
+    0x0D float32, 0x0E float64), the number of dims d, then d big-endian uint32 sizes, then the
+    values, big-endian, in C order. The declared size must match the file exactly.
+
+    Raises ValueError saying what is wrong with a file that is not a well-formed IDX file.
+    """
+    limit = max_elements * 8 + 1024
+    data = _read_bytes(source, limit)
+    if data[:2] == _GZIP_MAGIC:
+        # Judge the declared shape before inflating anything: a small .gz can expand to GBs.
+        dtype, shape, offset = _idx_header(_gunzip_head(data, 4 + 4 * 8), max_elements)
+        data = _gunzip(data, offset + math.prod(shape) * dtype.itemsize)
+    dtype, shape, offset = _idx_header(data, max_elements)
+    count = math.prod(shape)
     expected = offset + count * dtype.itemsize
     if len(data) != expected:
         problem = "truncated" if len(data) < expected else "trailing bytes after the data"
