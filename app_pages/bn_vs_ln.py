@@ -4,7 +4,7 @@ batch, and what changes between training and evaluation."""
 import streamlit as st
 
 from lnviz import charts
-from lnviz.batchdep import (
+from lnviz.lessons.bn_vs_ln import (
     POPULATION_MEAN,
     POPULATION_VAR,
     batch_dependence,
@@ -74,7 +74,7 @@ try:
     cubes = sharing_cubes(shape, layout, groups)
 except ValueError as err:
     stop_with_error(err, icon=":material/block:")
-show_figure(charts.bnln_sharing_figure,
+show_figure(charts.bn_vs_ln.sharing_figure,
             (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
             [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
 st.caption(
@@ -119,7 +119,7 @@ try:
                                  device=settings.device, dtype=settings.dtype))
 except ValueError as err:
     stop_with_error(err, icon=":material/block:")
-show_figure(charts.bnln_redraws_figure, dependence.batch_norm, dependence.layer_norm,
+show_figure(charts.bn_vs_ln.redraws_figure, dependence.batch_norm, dependence.layer_norm,
             dependence.refusal, key="bl_fixed")
 if dependence.refusal:
     st.warning(f"**lnviz:** {dependence.refusal}.  \n**torch.nn.functional.batch_norm:** "
@@ -131,7 +131,7 @@ else:
                    f"{dependence.batch_norm_spread:.3g}")
     cols[1].metric("LayerNorm: largest change across re-draws",
                    f"{dependence.layer_norm_spread:.3g}")
-show_figure(charts.bnln_batch_sizes_figure, sweep.batch_sizes, sweep.batch_norm[:, :, feature],
+show_figure(charts.bn_vs_ln.batch_sizes_figure, sweep.batch_sizes, sweep.batch_norm[:, :, feature],
             sweep.layer_norm[:, :, feature], feature, key="bl_sweep")
 st.caption("Each dot is the fixed sample's output for this feature in one re-drawn batch. The "
            "band narrows as the batch grows, because a bigger batch's μ and σ wobble less — "
@@ -168,7 +168,7 @@ try:
                                             device=settings.device, dtype=settings.dtype))
 except ValueError as err:
     stop_with_error(err, icon=":material/block:")
-show_figure(charts.bnln_running_stats_figure,
+show_figure(charts.bn_vs_ln.running_stats_figure,
             stats.batch_mean[:, feature], stats.batch_var[:, feature],
             stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],
             stats.running_var[:, feature], POPULATION_MEAN, POPULATION_VAR, key="bl_running")
@@ -179,7 +179,7 @@ st.markdown(
     "population's variance from a small sample. The last mini-batch, feature by feature:"
 )
 st.dataframe(variance_table(stats), hide_index=True, key="bl_vartable")
-show_figure(charts.bnln_modes_figure, stats.train_output, stats.eval_output,
+show_figure(charts.bn_vs_ln.modes_figure, stats.train_output, stats.eval_output,
             stats.layer_norm_output, key="bl_traineval")
 st.caption(f"The last mini-batch through BatchNorm in both modes: the largest difference is "
            f"{stats.train_eval_gap:.3g}. It shrinks as the running statistics settle, but the "

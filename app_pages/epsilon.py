@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lnviz import charts
-from lnviz.stability import (
+from lnviz.lessons.epsilon import (
     VECTORS,
     cancellation_sweep,
     epsilon_snippet,
@@ -66,7 +66,7 @@ try:
 except ValueError as err:
     stop_with_error(err)
 
-show_figure(charts.eps_sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
+show_figure(charts.epsilon.sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
             sweep.variance, eps, key="ep_sweep_chart")
 st.caption(
     "Both axes are logarithmic. L = Σ yᵢ·gᵢ for a fixed random upstream gradient g (from the "
@@ -128,7 +128,7 @@ try:
 except ValueError as err:
     stop_with_error(err)
 title = "offset from zero" if axis == "offset" else "row length H"
-show_figure(charts.eps_precision_figure, precision.values, precision.errors, title,
+show_figure(charts.epsilon.precision_figure, precision.values, precision.errors, title,
             key="ep_precision_chart")
 st.caption(
     "Gaps in the float16 curve are offsets above 65 504, where float16 holds only inf and "
@@ -155,7 +155,7 @@ cancel_size = st.select_slider(
     "Row length", [16, 64, 256, 1024], value=256, key="ep_csize", bind="query-params",
     help="How many values (offset + N(0, 1)) each variance is taken over, in float32.")
 cancellation = cached_cancellation(size=cancel_size, seed=settings.seed)
-show_figure(charts.eps_cancellation_figure, cancellation.offsets,
+show_figure(charts.epsilon.cancellation_figure, cancellation.offsets,
             cancellation.relative_error, cancellation.variances, key="ep_cancel_chart")
 st.caption(
     "Always float32, whatever the sidebar says, so the three methods meet the same rounding. "

@@ -6,19 +6,17 @@ import numpy as np
 import streamlit as st
 
 from lnviz import charts
-from lnviz.explore import (
+from lnviz.batch import grid_labels, grid_view, to_grid
+from lnviz.data.files import to_csv_text, to_npy_bytes, to_npz_bytes
+from lnviz.lessons.explorer import (
     describe_check,
     explain,
     explore,
-    grid_labels,
-    grid_view,
     pytorch_snippet,
     statistics_note,
     step_by_step,
-    to_grid,
     worked_example_latex,
 )
-from lnviz.io import to_csv_text, to_npy_bytes, to_npz_bytes
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import stop_with_error
@@ -84,7 +82,7 @@ padding = None
 if batch.mask is not None:
     pad = np.broadcast_to(np.expand_dims(~batch.mask, -1 if layout == "NLC" else 1), shape)
     padding = view.take(to_grid(pad, layout))
-show_figure(charts.norm_heatmaps,
+show_figure(charts.explorer.norm_heatmaps,
             view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
             view.take(to_grid(ex.groups, layout)), padding=padding,
             row_labels=rows, col_labels=columns,
@@ -92,13 +90,13 @@ show_figure(charts.norm_heatmaps,
 
 n_groups = len(ex.mean_in)
 shown = grid_view((1, n_groups), max_rows=1, max_cols=512).cols
-show_figure(charts.group_stats_figure,
+show_figure(charts.explorer.group_stats_figure,
             ex.mean_in[shown], ex.std_in[shown], ex.mean_out[shown], ex.std_out[shown],
             labels=[str(g) for g in shown], key="stats")
 st.caption(f"{n_groups:,} groups" + ("" if len(shown) == n_groups
                                      else f", {len(shown)} of them drawn") +
            ". " + statistics_note(ex, spec))
-show_figure(charts.distributions_figure, ex.histogram_in, ex.histogram_out,
+show_figure(charts.explorer.distributions_figure, ex.histogram_in, ex.histogram_out,
             key="distributions")
 
 # --- Step by step -----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import torch
 
 from lnviz import charts
 from lnviz.data import random_batch
-from lnviz.grads import (
+from lnviz.lessons.gradients import (
     GRAD_NORMS,
     MAX_JACOBIAN,
     UPSTREAM,
@@ -84,11 +84,11 @@ ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
 
 # --- Gradients ----------------------------------------------------------------------------------
 st.subheader("Where the gradient goes")
-show_figure(charts.grads_heatmaps, {
+show_figure(charts.gradients.heatmaps, {
     "input x": x.numpy(), "upstream ∂L/∂y": grad_output.numpy(),
     "∂L/∂x, LayerNorm": ln.grad_input, "∂L/∂x, BatchNorm": bn.grad_input,
 }, key="gr_grads")
-show_figure(charts.grads_param_figure,
+show_figure(charts.gradients.param_figure,
             {norm: report.by_norm[norm].grad_weight for norm in GRAD_NORMS},
             {norm: report.by_norm[norm].grad_bias for norm in GRAD_NORMS}, key="gr_params")
 st.caption("∂L/∂β is the upstream gradient summed over the batch, the same for both norms; "
@@ -121,7 +121,7 @@ st.markdown(
 if n * c <= MAX_JACOBIAN:
     jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
                  norm_jacobian(x, norm, eps) for norm in GRAD_NORMS}
-    show_figure(charts.grads_jacobian_figure, jacobians, n, key="gr_jac")
+    show_figure(charts.gradients.jacobian_figure, jacobians, n, key="gr_jac")
     shares = {name: cross_sample_share(j, n) for name, j in jacobians.items()}
     st.caption(" · ".join(f"{name}: {share:.0%} of Σ|J| outside the sample blocks"
                           for name, share in shares.items())
@@ -161,7 +161,7 @@ try:
                               feature=int(feature), eps=eps)
 except ValueError as err:
     stop_with_error(err)
-show_figure(charts.grads_invariance_figure,
+show_figure(charts.gradients.invariance_figure,
             list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS}, key="gr_probes")
 st.dataframe(table, hide_index=True, key="gr_table", column_config={
     norm: st.column_config.NumberColumn(f"{norm}: max |Δy|", format="%.2e")

@@ -4,9 +4,10 @@ repair, and why LayerNorm does not care (seed 002)."""
 import streamlit as st
 
 from lnviz import charts
+from lnviz.batch import Batch, grid_labels
 from lnviz.data import get_preset, padded_batch, parse_lengths
-from lnviz.explore import Batch, grid_labels, worked_example_latex
-from lnviz.padding import (
+from lnviz.lessons.explorer import worked_example_latex
+from lnviz.lessons.padding import (
     MAX_D_MODEL,
     MAX_PADDED_LENGTH,
     MAX_SEQUENCES,
@@ -111,7 +112,7 @@ padding = ~batch.mask.reshape(-1)
 st.markdown(f"**{count(n, 'sequence')} × {count(length, 'position')} × {count(d, 'feature')}**, "
             f"{int(padding.sum())} of {count(n * length, 'position')} padding "
             f"({stats.pad_fraction:.1%}); {count(stats.real_tokens, 'real token')}.")
-show_figure(charts.padding_tokens_figure,
+show_figure(charts.padding.tokens_figure,
             [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
             batch.row_labels, key="pd_tokens")
 st.caption("Each row is one position, each column a feature; a grey veil marks the pads. The "
@@ -143,7 +144,7 @@ if not stats.counted_ok:
     st.info("With a single position there are no BatchNorm statistics to show: see the note "
             "above.", icon=":material/info:")
 else:
-    show_figure(charts.padding_feature_stats_figure, stats.mean_with_pad, stats.mean_masked,
+    show_figure(charts.padding.feature_stats_figure, stats.mean_with_pad, stats.mean_masked,
                 stats.std_with_pad, stats.std_masked, key="pd_stats")
     st.dataframe(stats.table(), hide_index=True, key="pd_stats_table")
     st.markdown(
@@ -174,7 +175,7 @@ keep_in_range("pd_feat", range(d))
 feature = st.columns(4)[0].selectbox(
     "Feature", list(range(d)), key="pd_feat", bind="query-params",
     help="Which feature's μ and σ the first two panels follow.")
-show_figure(charts.padding_share_figure,
+show_figure(charts.padding.share_figure,
             sweep.fraction, sweep.mean_with_pad[:, feature], sweep.mean_masked[:, feature],
             sweep.std_with_pad[:, feature], sweep.std_masked[:, feature], sweep.drift_with_pad,
             sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction, feature=feature,
@@ -215,7 +216,7 @@ if steps is None:
     st.info("This batch has no padding: every sequence is full length. Type shorter lengths "
             "above to get pad tokens.", icon=":material/info:")
 else:
-    show_figure(charts.padding_pad_row_figure, steps["y"].to_numpy(), beta, key="pd_pad_row")
+    show_figure(charts.padding.pad_row_figure, steps["y"].to_numpy(), beta, key="pd_pad_row")
     st.latex(worked_example_latex(steps.iloc[0], eps))
     st.dataframe(steps, hide_index=True, key="pd_pad_steps")
     if steps["y"].isna().any():

@@ -4,12 +4,13 @@ import time
 
 import streamlit as st
 
-from lnviz import bench, charts
+from lnviz import charts
+from lnviz.lessons import performance
 from lnviz.ui.figures import show_figure
 from lnviz.ui.state import current_settings, request_run
 
 settings = current_settings()
-SIZE_LABELS = {f"{r}×{c}": (r, c) for r, c in bench.DEFAULT_SIZES}
+SIZE_LABELS = {f"{r}×{c}": (r, c) for r, c in performance.DEFAULT_SIZES}
 IMPL_HELP = {
     "numpy": "NumPy, two passes (mean, then squared deviations) — CPU only",
     "scratch": "lnviz's readable code: every intermediate is a full-size tensor",
@@ -30,11 +31,11 @@ st.latex(r"\text{bandwidth} = \frac{\text{bytes read} + \text{bytes written}}{\t
          r"= \frac{2 \cdot n \cdot 4\ \text{B}}{t}\quad(\text{float32})")
 
 cols = st.columns(3)
-norms = cols[0].multiselect("Norms", list(bench.NORMS), default=["layer"], key="pf_norms",
+norms = cols[0].multiselect("Norms", list(performance.NORMS), default=["layer"], key="pf_norms",
                             bind="query-params",
                             help="layer = LayerNorm over the last dim; batch = BatchNorm "
                                  "(training) over the rows; rms = RMSNorm.")
-impls = cols[1].multiselect("Implementations", list(bench.IMPLEMENTATIONS),
+impls = cols[1].multiselect("Implementations", list(performance.IMPLEMENTATIONS),
                             default=["numpy", "scratch", "fast", "torch"], key="pf_impls",
                             bind="query-params",
                             help="; ".join(f"{k}: {v}" for k, v in IMPL_HELP.items()))
@@ -55,9 +56,9 @@ st.button("Run benchmark", type="primary", key="pf_run", on_click=request_run,
           help="Times every chosen case on the selected device.")
 if st.session_state.pop("pf_requested", False):
     progress = st.progress(0.0, text="Starting…")
-    skipped: list[bench.Skipped] = []
+    skipped: list[performance.Skipped] = []
     start = time.perf_counter()
-    rows = bench.run([SIZE_LABELS[s] for s in sizes], norms, impls, settings.device,
+    rows = performance.run([SIZE_LABELS[s] for s in sizes], norms, impls, settings.device,
                      repeats, budget,
                      progress=lambda f, m: progress.progress(min(f, 1.0), text=m),
                      on_skip=skipped.append)
@@ -82,10 +83,10 @@ if "pf_took" not in st.session_state:
             "about 10–30 seconds on a laptop.", icon="⏱️")
 elif rows:
     roofline = {r.size: r.copy_gb_per_s for r in rows}
-    show_figure(charts.bench_figure, rows, roofline, key="pf_figure")
+    show_figure(charts.performance.bench_figure, rows, roofline, key="pf_figure")
     with st.expander("The numbers", expanded=False):
-        st.markdown(bench.format_table(rows))
-    st.caption(f"Measured on: {bench.machine()}")
+        st.markdown(performance.format_table(rows))
+    st.caption(f"Measured on: {performance.machine()}")
 
 st.info("**Try this:** compare *scratch* and *fast* at 4096×1024. Scratch writes about five "
         "full-size intermediates, so it moves the tensor several times; fast sits near torch's "

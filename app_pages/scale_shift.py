@@ -3,7 +3,9 @@
 import streamlit as st
 
 from lnviz import charts
-from lnviz.affine import (
+from lnviz.data import random_batch
+from lnviz.devices import to_tensor
+from lnviz.lessons.scale_shift import (
     AFFINE_NORMS,
     lstm_gate_inputs,
     per_feature_affine,
@@ -12,8 +14,6 @@ from lnviz.affine import (
     split_bias,
     two_betas,
 )
-from lnviz.data import random_batch
-from lnviz.devices import to_tensor
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import stop_with_error
 from lnviz.ui.state import current_settings
@@ -58,7 +58,7 @@ try:
                        dtype=settings.dtype)
 except ValueError as err:
     stop_with_error(err)
-show_figure(charts.affine_grid_figure, grid.centres, grid.counts, grid.gammas, grid.betas,
+show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gammas, grid.betas,
             grid.mean, grid.std, key="ss_grid_chart")
 st.caption(
     "Rows: γ = 0.5, 1, 2. Columns: β = −1, 0, 1. The orange panel (γ = 1, β = 0) is x̂ itself. "
@@ -80,7 +80,7 @@ beta = cols[1].slider(
 )
 one = cached_grid((gamma,), (beta,), n=samples, seed=settings.seed, bins=78, span=FREE_SPAN,
                   device=settings.device, dtype=settings.dtype)
-show_figure(charts.affine_histogram_figure, one.centres, one.counts[0, 0],
+show_figure(charts.scale_shift.histogram_figure, one.centres, one.counts[0, 0],
             float(one.mean[0, 0]), float(one.std[0, 0]), gamma, beta, key="ss_free_chart")
 
 # --- 3. Per feature ---------------------------------------------------------------------------
@@ -111,7 +111,7 @@ try:
     features = per_feature_affine(x, gammas, betas, norm)
 except ValueError as err:
     stop_with_error(err)
-show_figure(charts.affine_feature_figure, features.output, features.gamma, features.beta,
+show_figure(charts.scale_shift.feature_figure, features.output, features.gamma, features.beta,
             features.mean, features.std, key="ss_feature_chart")
 st.caption("Blue dots: the output values of each feature. Green: where γ_c and β_c aim "
            "(β_c ± |γ_c|). Orange: where the column actually landed (mean ± std).")
@@ -140,7 +140,7 @@ for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
     col.metric(name, f"max |y − x| = {recovery.max_error:.2g}",
                help="The largest difference between the input and the output of the "
                     f"normalization with the recovering γ and β, in {settings.dtype}.")
-show_figure(charts.affine_recovery_figure,
+show_figure(charts.scale_shift.recovery_figure,
             x.double().cpu().numpy(), {name: r.output for name, r in recoveries.items()},
             {name: r.max_error for name, r in recoveries.items()}, key="ss_recovery_chart")
 st.caption("Points on the dashed diagonal are recovered exactly (up to the rounding of the "
@@ -165,7 +165,7 @@ wx, uh, bias = lstm_gate_inputs(seed=settings.seed, device=settings.device,
                                 dtype=settings.dtype)
 beta1, beta2 = split_bias(bias, share)
 betas_result = two_betas(wx, uh, beta1, beta2)
-show_figure(charts.affine_two_betas_figure, betas_result.beta1, betas_result.beta2,
+show_figure(charts.scale_shift.two_betas_figure, betas_result.beta1, betas_result.beta2,
             betas_result.separate[0], betas_result.merged[0], key="ss_betas_chart")
 st.success(f"Largest difference between the two sides over the whole batch: "
            f"{betas_result.max_difference:.2g} — zero up to {settings.dtype} rounding, whatever "

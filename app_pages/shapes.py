@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from lnviz import charts
-from lnviz.blocks import (
+from lnviz.batch import grid_labels
+from lnviz.lessons.shapes import (
     ACTIVATIONS,
     SHAPE_EXAMPLES,
     VARIANTS,
@@ -20,7 +21,6 @@ from lnviz.blocks import (
     layer_norm_snippet,
     shape_example,
 )
-from lnviz.explore import grid_labels
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import stop_with_error
 from lnviz.ui.state import current_settings, keep_in_range
@@ -85,7 +85,7 @@ cols[2].metric("μ, σ² shape", str(view.stats_shape),
 cols[3].metric("groups × values", f"{view.groups} × {view.group_size}",
                help="How many (μ, σ²) pairs there are, and how many values each is taken over.")
 rows, columns = grid_labels(view.shape, batch.layout, batch.row_labels)
-show_figure(charts.norm_heatmaps,
+show_figure(charts.explorer.norm_heatmaps,
             view.input_grid, view.output_grid, view.group_grid, row_labels=rows, col_labels=columns,
             title_out="LayerNorm output y", key="sh_groups")
 with st.expander("Output values", expanded=view.output_grid.size <= 24):
@@ -140,7 +140,7 @@ try:
                                                   seed=settings.seed)), depth)
 except ValueError as err:
     stop_with_error(err)
-show_figure(charts.blocks_depth_figure,
+show_figure(charts.shapes.depth_figure,
             {v: profiles[v].stream for v in VARIANTS},
             {v: profiles[v].attention for v in VARIANTS},
             {v: profiles[v].ffn for v in VARIANTS}, key="sh_depth_chart")

@@ -4,16 +4,18 @@ import pandas as pd
 import streamlit as st
 
 from lnviz import charts
-from lnviz.limits import current_limits
-from lnviz.rnn import GATES, LN_LSTM_CELL_CODE, MODEL_LABELS, MODELS
-from lnviz.train import (
+from lnviz.data.sequences import load_digits_data, load_files
+from lnviz.lessons.training import (
+    GATES,
+    LN_LSTM_CELL_CODE,
+    MODEL_LABELS,
+    MODELS,
     TrainConfig,
     Training,
     check_work,
-    load_digits_data,
-    load_files,
     summarize,
 )
+from lnviz.limits import current_limits
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import show_error
 from lnviz.ui.state import current_settings, memo, request_run
@@ -166,7 +168,7 @@ if job is not None:
                 f" · held-out accuracy: {accuracies}" if accuracies else ""))
             evaluated = sum(len(c["step"]) for c in curves.values())
             if evaluated != drawn:
-                curves_slot.plotly_chart(charts.training_curves_figure(
+                curves_slot.plotly_chart(charts.training.curves_figure(
                     curves, total, 1 / training.data.num_classes), key=f"tr_live_{evaluated}")
                 drawn = evaluated
             if training.done:
@@ -196,7 +198,7 @@ if result is None:
                          "well under a minute on a laptop CPU.", icon="▶️")
 else:
     cfg = result.config
-    curves_slot.plotly_chart(charts.training_curves_figure(result.curves, cfg.steps,
+    curves_slot.plotly_chart(charts.training.curves_figure(result.curves, cfg.steps,
                                                            1 / result.num_classes),
                              key="tr_curves")
     if result.stopped:
@@ -225,7 +227,7 @@ else:
 
     # --- Gradients ----------------------------------------------------------------------------
     st.subheader("Gradient norms")
-    show_figure(charts.training_grad_norm_figure, result.step_grad_norm, key="tr_grads")
+    show_figure(charts.training.grad_norm_figure, result.step_grad_norm, key="tr_grads")
     st.caption("‖∇θ‖₂ of all parameters together at every step (log scale), before Adam's "
                "update. Adam rescales each step, so these norms do not set the step size, but "
                "spikes and drifts show how rough the loss surface is along the way.")
@@ -244,7 +246,7 @@ else:
     row = 0 if gate == "all" else 1 + GATES.index(gate)
     gates = result.gates if moment == "after training" else result.gates_at_init
     quantiles = {label: q[4 if row == 0 else row - 1] for label, q in gates.items()}
-    show_figure(charts.training_gates_figure, quantiles, key="tr_gates")
+    show_figure(charts.training.gates_figure, quantiles, key="tr_gates")
     st.caption("Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
                "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02) and "
                "a gate is stuck open or shut. LayerNorm makes each projection a sum of "
@@ -256,11 +258,11 @@ else:
         "model": r.model, "normalization statistics": r.statistics,
         "batch sizes compared": f"{r.batch_sizes[0]} vs {r.batch_sizes[1]}",
         "max |difference| of the logits": r.max_difference,
-    } for r in result.batch_dependence])
+    } for r in result.batch_sensitivity])
     st.dataframe(rows, hide_index=True, key="tr_batch_table", column_config={
         "max |difference| of the logits": st.column_config.NumberColumn(format="%.2e")})
-    ln_rows = [r for r in result.batch_dependence if r.model == "LN-LSTM"]
-    bn_rows = [r for r in result.batch_dependence if r.statistics.startswith("batch")]
+    ln_rows = [r for r in result.batch_sensitivity if r.model == "LN-LSTM"]
+    bn_rows = [r for r in result.batch_sensitivity if r.statistics.startswith("batch")]
     findings = []
     if ln_rows:
         findings.append(f"the trained LN-LSTM gives each of 64 held-out images the same logits "
@@ -312,6 +314,7 @@ st.markdown(
     "- Switch on *One shared bias*: the parameter count drops by 4H for the same family of "
     "models. Do the curves change?")
 st.markdown("**The LN-LSTM cell in PyTorch**, self-contained (this app's version, "
-            "`lnviz.rnn.LayerNormLSTMCell`, computes the same numbers with lnviz's own "
+            "`lnviz.lessons.training.LayerNormLSTMCell`, computes the same numbers with lnviz's "
+            "own "
             "layer_norm):")
 st.code(LN_LSTM_CELL_CODE, language="python")

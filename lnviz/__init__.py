@@ -1,7 +1,7 @@
 """lnviz: see what Layer Normalization does, and why BatchNorm breaks where LayerNorm doesn't.
 
 The library behind the app: the five normalizations with every intermediate (:mod:`lnviz.norms`),
-data sources (:mod:`lnviz.data`), safe tensor files (:mod:`lnviz.io`) and devices
+data sources (:mod:`lnviz.data`), safe tensor files (:mod:`lnviz.data.files`) and devices
 (:mod:`lnviz.devices`). It never imports Streamlit outside :mod:`lnviz.ui`.
 """
 
@@ -11,8 +11,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from lnviz.data.files import TensorFileError, load_arrays
     from lnviz.devices import DTYPES, available_devices, supported_dtypes, to_tensor
-    from lnviz.io import TensorFileError, load_arrays
     from lnviz.norms import (
         NormResult,
         batch_norm,
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 #: app's navigation) does not wait seconds for torch: a cold server shows its frame at once.
 _PUBLIC = {
     "DTYPES": "devices", "available_devices": "devices", "supported_dtypes": "devices",
-    "to_tensor": "devices", "TensorFileError": "io", "load_arrays": "io",
+    "to_tensor": "devices", "TensorFileError": "data.files", "load_arrays": "data.files",
     "NormResult": "norms", "batch_norm": "norms", "group_norm": "norms",
     "instance_norm": "norms", "layer_norm": "norms", "rms_norm": "norms",
 }

@@ -17,7 +17,7 @@ __all__ = ["DEMO_LIMITS", "EXPLORER_BYTES_PER_VALUE", "FULL_LIMITS", "Limits", "
 #: per session, each with x, x̂ and y (12 in float32; 16 in float64, where x is the upload
 #: itself); and while one is computed, torch's reference output, |reference|, their difference,
 #: the group ids and the float64 copies of the step-by-step table (about 50). Measured with
-#: scripts/upload_memory.py (upload, move ε, switch to float64 and to BatchNorm): the peak rose
+#: tools/upload_memory.py (upload, move ε, switch to float64 and to BatchNorm): the peak rose
 #: by 134-144 bytes per value for 5 million values and by about 170 for 400,000 (fixed costs
 #: weigh more there; the rest is memory the allocator keeps after freeing it).
 EXPLORER_BYTES_PER_VALUE = 160
@@ -28,7 +28,7 @@ class Limits:
     upload_mb: int  # largest uploaded file
     max_elements: int  # largest Explorer tensor before the memory budget (tensor_values)
     max_training_steps: int  # longest training run on the LN-LSTM page
-    #: the most multiply-adds of one training run (see lnviz.train.training_work): full, the
+    #: the most multiply-adds of one training run (lnviz.lessons.training.training_work): full, the
     #: largest run the page offers on MNIST (about an hour on two cores); demo, about a minute
     max_training_work: float
     tensor_mb: int  # memory one learner's uploaded tensor may take, with all built from it

@@ -9,7 +9,7 @@ from lnviz.devices import available_devices
 
 # Every figure built in a test (unit tests and AppTest runs of the pages) is checked property by
 # property by plotly; the app skips the check for speed.
-charts.VALIDATE = True
+charts.base.VALIDATE = True
 
 GPU_DEVICES = [d for d in available_devices() if d != "cpu"]
 

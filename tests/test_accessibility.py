@@ -15,8 +15,8 @@ CONTROLS = ("slider", "select_slider", "number_input", "selectbox", "segmented_c
             "color_picker", "date_input", "time_input")
 #: Colours a figure may use: the two palettes (and the darker Okabe–Ito blue of a cube's shaded
 #: side), and black, white and greys.
-SAFE = ({c.upper() for c in charts.OKABE_ITO} | {c.upper() for _, c in charts.DIVERGING}
-        | {charts.DARK_BLUE.upper()})
+SAFE = ({c.upper() for c in charts.base.OKABE_ITO} | {c.upper() for _, c in charts.base.DIVERGING}
+        | {charts.base.DARK_BLUE.upper()})
 
 
 def _hex(colour: str) -> str:

@@ -16,7 +16,8 @@ import pytest
 from pageutil import ALL_PAGES, ROOT, alerts, figures, open_page
 from streamlit.testing.v1 import AppTest
 
-from lnviz.explore import Batch, NormSpec, explain, explore
+from lnviz.batch import Batch, NormSpec
+from lnviz.lessons.explorer import explain, explore
 from lnviz.ui.state import plausible_url_value
 
 EXPLORER = "app_pages/explorer.py"
@@ -159,7 +160,7 @@ def test_no_raw_html_anywhere_in_the_app():
 
 
 def test_no_pickle_on_the_path_of_user_data():
-    """Uploads are parsed by lnviz.io (never unpickled; its hostile corpus is in test_io.py);
+    """Uploads are parsed by lnviz.data.files (never unpickled; hostile corpus: test_files.py);
     nothing imports pickle, loads with torch.load or evaluates text (module.eval() is fine)."""
     sources = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")),
                *sorted((ROOT / "lnviz").rglob("*.py"))]

@@ -1,4 +1,4 @@
-"""BatchNorm vs LayerNorm: lnviz.batchdep checked against torch and worked numbers, its figures,
+"""BatchNorm vs LayerNorm: lnviz.lessons.bn_vs_ln against torch and worked numbers, its figures,
 and the page run headless with AppTest."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from pageutil import alerts, decode, figures, open_page
 
 from lnviz import charts
-from lnviz.batchdep import (
+from lnviz.batch import NormSpec, normalize
+from lnviz.data import random_batch
+from lnviz.lessons.bn_vs_ln import (
     POPULATION_MEAN,
     POPULATION_VAR,
     SWEEP_SIZES,
@@ -27,8 +29,6 @@ from lnviz.batchdep import (
     sharing_cubes,
     variance_table,
 )
-from lnviz.data import random_batch
-from lnviz.explore import NormSpec, normalize
 
 PAGE = "app_pages/bn_vs_ln.py"
 
@@ -230,7 +230,7 @@ def _span(xs) -> float:
 
 def test_sharing_figure_shades_each_norm():
     cubes = sharing_cubes((4, 6), "NC", groups=3)
-    fig = charts.bnln_sharing_figure((4, 6, 1), [c.norm for c in cubes],
+    fig = charts.bn_vs_ln.sharing_figure((4, 6, 1), [c.norm for c in cubes],
                                      [c.cells for c in cubes], [c.note for c in cubes])
     shaded = {t.meta for t in fig.data if t.meta}
     assert {"BatchNorm: front", "LayerNorm: front", "GroupNorm: top"} <= shaded
@@ -244,7 +244,7 @@ def test_sharing_figure_shades_each_norm():
 
 def test_redraws_figure_shows_a_refusal_instead_of_batch_norm():
     dep = batch_dependence(fixed_sample(3), 1, redraws=2)
-    fig = charts.bnln_redraws_figure(dep.batch_norm, dep.layer_norm, dep.refusal)
+    fig = charts.bn_vs_ln.redraws_figure(dep.batch_norm, dep.layer_norm, dep.refusal)
     assert {t.name for t in fig.data} == {"LayerNorm"}
     assert any("more than one value" in a.text.replace("<br>", " ")
                for a in fig.layout.annotations)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lnviz.localserver import CHROMIUM_ARGS, HOST, free_port, healthy, server_command
+from tools.localserver import CHROMIUM_ARGS, HOST, free_port, healthy, server_command
 
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright

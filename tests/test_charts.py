@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 import pytest
 
 from lnviz import charts
-from lnviz.explore import Batch, NormSpec, explore, grid_view, group_ids, histogram, to_grid
+from lnviz.batch import Batch, NormSpec, grid_view, group_ids, to_grid
+from lnviz.lessons.explorer import explore, histogram
 
 MB = 1_000_000
 
@@ -18,22 +19,23 @@ def heatmaps_for(values: np.ndarray, layout: str, spec: NormSpec) -> go.Figure:
     ids = group_ids(values.shape, layout, spec)
     grid = to_grid(values, layout)
     view = grid_view(grid.shape)
-    return charts.norm_heatmaps(view.take(grid), view.take(grid), view.take(to_grid(ids, layout)))
+    return charts.explorer.norm_heatmaps(view.take(grid), view.take(grid),
+                                         view.take(to_grid(ids, layout)))
 
 
 def test_group_boundaries_merge_runs():
     rows = np.repeat(np.arange(3), 4).reshape(3, 4)  # one group per row (LayerNorm)
-    xs, ys = charts.group_boundaries(rows)
+    xs, ys = charts.base.group_boundaries(rows)
     assert xs == [-0.5, 3.5, None, -0.5, 3.5, None]
     assert ys == [0.5, 0.5, None, 1.5, 1.5, None]
     cols = np.tile(np.arange(2), (3, 1))  # one group per column (BatchNorm)
-    assert charts.group_boundaries(cols) == ([0.5, 0.5, None], [-0.5, 2.5, None])
-    assert charts.group_boundaries(np.zeros((3, 3), int)) == ([], [])
+    assert charts.base.group_boundaries(cols) == ([0.5, 0.5, None], [-0.5, 2.5, None])
+    assert charts.base.group_boundaries(np.zeros((3, 3), int)) == ([], [])
 
 
 def test_heatmaps_carry_the_values_and_groups():
     values = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
-    fig = charts.norm_heatmaps(values, -values, np.array([[0, 0], [1, 1]]),
+    fig = charts.explorer.norm_heatmaps(values, -values, np.array([[0, 0], [1, 1]]),
                                padding=np.array([[False, False], [False, True]]),
                                row_labels=["a", "b"], col_labels=["f0", "f1"])
     heatmaps = [t for t in fig.data if isinstance(t, go.Heatmap)]
@@ -46,11 +48,11 @@ def test_heatmaps_carry_the_values_and_groups():
 
 
 def test_stats_and_distributions():
-    fig = charts.group_stats_figure(np.array([2.0, 5.0]), np.array([1.0, 3.0]),
+    fig = charts.explorer.group_stats_figure(np.array([2.0, 5.0]), np.array([1.0, 3.0]),
                                     np.zeros(2), np.ones(2))
     assert [list(t.y) for t in fig.data] == [[2.0, 5.0], [0.0, 0.0], [1.0, 3.0], [1.0, 1.0]]
     values = np.arange(100, dtype=np.float64)
-    fig = charts.distributions_figure(histogram(values, bins=10),
+    fig = charts.explorer.distributions_figure(histogram(values, bins=10),
                                       histogram(np.full(100, np.nan)))
     assert np.asarray(fig.data[0].y).tolist() == [10] * 10
     assert np.asarray(fig.data[0].x)[0] == pytest.approx(4.95)
@@ -72,24 +74,25 @@ def test_no_figure_carries_more_than_a_megabyte(shape, layout, spec):
         ex = explore(Batch(values, layout), spec)
         shown = grid_view((1, len(ex.mean_in)), max_rows=1, max_cols=512).cols
         figures += [
-            charts.group_stats_figure(ex.mean_in[shown], ex.std_in[shown], ex.mean_out[shown],
-                                      ex.std_out[shown]),
-            charts.distributions_figure(ex.histogram_in, ex.histogram_out),
+            charts.explorer.group_stats_figure(ex.mean_in[shown], ex.std_in[shown],
+                                               ex.mean_out[shown], ex.std_out[shown]),
+            charts.explorer.distributions_figure(ex.histogram_in, ex.histogram_out),
         ]
     for fig in figures:
         assert len(fig.to_json()) < MB
 
 
 def test_figure_tables_expose_the_numbers_behind_a_figure():
-    fig = charts.norm_heatmaps(np.array([[1.0, 2.0]]), np.array([[-1.0, 1.0]]),
+    fig = charts.explorer.norm_heatmaps(np.array([[1.0, 2.0]]), np.array([[-1.0, 1.0]]),
                                np.array([[0, 0]]), padding=np.array([[False, True]]))
-    tables = dict(charts.figure_tables(fig))
+    tables = dict(charts.base.figure_tables(fig))
     assert tables["input x"].to_numpy().tolist() == [[1.0, 2.0]]
     assert tables["output y"].to_numpy().tolist() == [[-1.0, 1.0]]
     assert tables["group (colour index)"].to_numpy().tolist() == [[0.0, 0.0]]
     assert "padding" not in tables  # markers without hover text are decoration, not data
-    stats = charts.group_stats_figure(np.array([2.0]), np.array([1.0]), np.zeros(1), np.ones(1))
-    (name, points), = charts.figure_tables(stats)
+    stats = charts.explorer.group_stats_figure(np.array([2.0]), np.array([1.0]), np.zeros(1),
+                                               np.ones(1))
+    (name, points), = charts.base.figure_tables(stats)
     assert name == "points"
     assert points["trace"].tolist() == ["before", "after", "before", "after"]
     assert points["y"].tolist() == [2.0, 0.0, 1.0, 1.0]
@@ -102,50 +105,51 @@ def _sample_figures() -> list[go.Figure]:
     grid = rng.normal(size=(4, 5))
     groups = np.repeat(np.arange(4), 5).reshape(4, 5)
     return [
-        charts.norm_heatmaps(grid, -grid, groups, padding=grid > 1.0, row_labels=list("abcd")),
-        charts.affine_grid_figure(np.linspace(-3, 3, 7), rng.integers(0, 9, (3, 3, 7)),
+        charts.explorer.norm_heatmaps(grid, -grid, groups, padding=grid > 1.0,
+                                      row_labels=list("abcd")),
+        charts.scale_shift.grid_figure(np.linspace(-3, 3, 7), rng.integers(0, 9, (3, 3, 7)),
                                   [0.5, 1.0, 2.0], [-1.0, 0.0, 1.0], np.zeros((3, 3)),
                                   np.ones((3, 3))),
-        charts.eps_sweep_figure(np.logspace(-8, 0, 5), np.zeros(5), np.zeros(5), 0.0, 1e-5),
-        charts.grads_heatmaps({"x": grid, "y": grid * 2}),
-        charts.training_gates_figure({"LSTM": rng.normal(size=(6, 5)),
+        charts.epsilon.sweep_figure(np.logspace(-8, 0, 5), np.zeros(5), np.zeros(5), 0.0, 1e-5),
+        charts.gradients.heatmaps({"x": grid, "y": grid * 2}),
+        charts.training.gates_figure({"LSTM": rng.normal(size=(6, 5)),
                                       "LN-LSTM": rng.normal(size=(6, 5))}),
-        charts.bnln_sharing_figure((2, 3, 4), ["BatchNorm", "LayerNorm"],
+        charts.bn_vs_ln.sharing_figure((2, 3, 4), ["BatchNorm", "LayerNorm"],
                                    [np.ones((2, 1, 4), bool), None], ["one", "two"]),
-        charts.group_stats_figure(grid[0], grid[1], grid[2], grid[3]),
-        charts.distributions_figure(histogram(grid.ravel()), histogram(grid.ravel() * 2)),
-        charts.grads_jacobian_figure({"LayerNorm": np.eye(4), "BatchNorm": np.ones((4, 4))}, 2),
-        charts.training_curves_figure({"LSTM": {"step": [1, 2], "loss": [2.0, 1.0],
+        charts.explorer.group_stats_figure(grid[0], grid[1], grid[2], grid[3]),
+        charts.explorer.distributions_figure(histogram(grid.ravel()), histogram(grid.ravel() * 2)),
+        charts.gradients.jacobian_figure({"LayerNorm": np.eye(4), "BatchNorm": np.ones((4, 4))}, 2),
+        charts.training.curves_figure({"LSTM": {"step": [1, 2], "loss": [2.0, 1.0],
                                                 "accuracy": [0.1, 0.5]}}, 10, chance=0.1),
-        charts.training_grad_norm_figure({"LSTM": [1.0, 2.0]}),
-        charts.eps_cancellation_figure(np.array([1.0, 1e4]), {"naive": np.array([0.1, 2.0])},
+        charts.training.grad_norm_figure({"LSTM": [1.0, 2.0]}),
+        charts.epsilon.cancellation_figure(np.array([1.0, 1e4]), {"naive": np.array([0.1, 2.0])},
                                        {"naive": np.array([1.0, -1.0])}),
     ]
 
 
 def test_figures_built_without_validation_send_the_same_json(monkeypatch):
     validated = [json.loads(fig.to_json()) for fig in _sample_figures()]
-    monkeypatch.setattr(charts, "VALIDATE", False)
+    monkeypatch.setattr(charts.base, "VALIDATE", False)
     assert [json.loads(fig.to_json()) for fig in _sample_figures()] == validated
 
 
 def test_validation_is_on_in_the_tests_and_catches_a_misspelt_property():
-    assert charts.VALIDATE
+    assert charts.base.VALIDATE
     with pytest.raises(ValueError, match="colour"):
-        charts._figure([dict(type="bar", y=[1], marker=dict(colour="red"))], {})
+        charts.base.figure([dict(type="bar", y=[1], marker=dict(colour="red"))], {})
 
 
 def test_a_diagram_has_no_data_tables_and_a_chart_does():
-    cubes = charts.bnln_sharing_figure((2, 3, 4), ["BatchNorm"], [np.ones((2, 1, 4), bool)],
+    cubes = charts.bn_vs_ln.sharing_figure((2, 3, 4), ["BatchNorm"], [np.ones((2, 1, 4), bool)],
                                        ["per feature"])
-    assert not charts.has_tables(cubes) and charts.figure_tables(cubes) == []
-    stats = charts.group_stats_figure(np.ones(2), np.ones(2), np.zeros(2), np.ones(2))
-    assert charts.has_tables(stats) and charts.figure_tables(stats)
+    assert not charts.base.has_tables(cubes) and charts.base.figure_tables(cubes) == []
+    stats = charts.explorer.group_stats_figure(np.ones(2), np.ones(2), np.zeros(2), np.ones(2))
+    assert charts.base.has_tables(stats) and charts.base.figure_tables(stats)
 
 
 def test_padding_marks_stay_inside_their_cells_on_large_windows():
     # Issue 11: with 128 × 128 cells, 9-px × marks on every pad blacked out the heatmaps.
-    from lnviz.charts import norm_heatmaps
+    from lnviz.charts.explorer import norm_heatmaps
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(128, 128)).astype(np.float32)

@@ -1,4 +1,4 @@
-"""lnviz.stability and the "ε and numerical stability" page: values against torch, autograd
+"""lnviz.lessons.epsilon and the "ε and numerical stability" page: values against torch, autograd
 and seed 000's numbers; the page run headless with AppTest."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pageutil import alerts, decode, figures, open_page, table_with
 
 from lnviz import charts
-from lnviz.stability import (
+from lnviz.lessons.epsilon import (
     EPSILON_GRID,
     cancellation_sweep,
     epsilon_steps,
@@ -213,7 +213,7 @@ def test_cancellation_sweep_naive_fails_the_others_hold():
 
 def test_sweep_figure_marks_variance_and_chosen_eps():
     sweep = epsilon_sweep(np.array(SEED_000), dtype="float64")
-    fig = charts.eps_sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm, sweep.variance,
+    fig = charts.epsilon.sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm, sweep.variance,
                                   1e-5)
     assert fig.data[0].y == tuple(sweep.max_output)
     lines = {t.name: t.x for t in fig.data[2:]}
@@ -221,7 +221,7 @@ def test_sweep_figure_marks_variance_and_chosen_eps():
     assert lines["chosen ε = 1e-05"] == (1e-5, 1e-5)
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis2.type == "log"
     constant = epsilon_sweep(stability_vector("constant"))
-    fig = charts.eps_sweep_figure(constant.eps, constant.max_output, constant.grad_norm,
+    fig = charts.epsilon.sweep_figure(constant.eps, constant.max_output, constant.grad_norm,
                                   constant.variance, 0.0)
     assert len(fig.data) == 2 and all(v is None for v in fig.data[0].y)
     assert fig.layout.annotations[-1].text == "0 at every ε > 0"
@@ -229,7 +229,7 @@ def test_sweep_figure_marks_variance_and_chosen_eps():
 
 def test_cancellation_figure_marks_negative_variances():
     sweep = cancellation_sweep(size=256, seed=0)
-    fig = charts.eps_cancellation_figure(sweep.offsets, sweep.relative_error, sweep.variances)
+    fig = charts.epsilon.cancellation_figure(sweep.offsets, sweep.relative_error, sweep.variances)
     negatives = sum(int((v < 0).sum()) for v in sweep.variances.values())
     assert len(fig.data[3].x) == negatives > 0
     assert fig.data[4].y == (1.0, 1.0)
@@ -328,7 +328,7 @@ def test_float16_gradient_overflow_is_not_called_zero_over_zero():
 @pytest.mark.parametrize("vector", ["tiny", "constant", "ordinary"])
 def test_snippet_follows_the_chosen_vector_and_precision(vector, dtype):
     # Issue 11 (hostile pass): the snippet always built the tiny vector in float32.
-    from lnviz.stability import epsilon_snippet
+    from lnviz.lessons.epsilon import epsilon_snippet
 
     code = epsilon_snippet(vector, 1e-5, dtype)
     scope: dict = {}

@@ -1,4 +1,4 @@
-"""lnviz.grads (backward passes, Jacobians, invariance probes) and the Gradients page."""
+"""lnviz.lessons.gradients (backward passes, Jacobians, invariance probes) and its page."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pageutil import alerts, figures, open_page, trace_data
 
-from lnviz.grads import (
+from lnviz.lessons.gradients import (
     GRAD_NORMS,
     MAX_JACOBIAN,
     PROBES,
@@ -31,7 +31,7 @@ PAGE = "app_pages/gradients.py"
 
 
 def torch_forward(x, norm, weight=None, bias=None, eps=1e-5):
-    """The reference, written out here rather than through lnviz.grads."""
+    """The reference, written out here rather than through lnviz.lessons.gradients."""
     if norm == "LayerNorm":
         return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
     return F.batch_norm(x, None, None, weight, bias, training=True, eps=eps)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_charts import _sample_figures
 
 from lnviz import charts
-from lnviz.batchdep import sharing_cubes
+from lnviz.lessons.bn_vs_ln import sharing_cubes
 
 #: Pixels per character and per line of text, at font size 1: the figures' font (Source Sans)
 #: averages about 0.5 em a character; tests/test_browser_narrow.py measures the real glyphs.
@@ -36,16 +36,16 @@ def _page_figures() -> list[go.Figure]:
     cubes = sharing_cubes((4, 6, 3, 3), "NCHW", groups=2)
     share = np.linspace(0, 0.9, 5)
     return [
-        charts.norm_heatmaps(grid, -grid, np.repeat(np.arange(8), 3).reshape(8, 3),
+        charts.explorer.norm_heatmaps(grid, -grid, np.repeat(np.arange(8), 3).reshape(8, 3),
                              padding=grid > 1, title_out="output y (InstanceNorm)"),
-        charts.padding_tokens_figure(tokens, np.arange(8) > 5),
-        charts.padding_share_figure(share, share, share, share, share, share, share, share, 0.3),
-        charts.grads_heatmaps({"input x": grid, "upstream ∂L/∂y": grid,
+        charts.padding.tokens_figure(tokens, np.arange(8) > 5),
+        charts.padding.share_figure(share, share, share, share, share, share, share, share, 0.3),
+        charts.gradients.heatmaps({"input x": grid, "upstream ∂L/∂y": grid,
                                "∂L/∂x, LayerNorm": grid, "∂L/∂x, BatchNorm": grid}),
-        charts.affine_two_betas_figure(grid[:, 0], grid[:, 1], grid[:, 2], grid[:, 2]),
-        charts.blocks_depth_figure({"pre-LN": np.ones(4)}, {"pre-LN": np.ones(3)},
+        charts.scale_shift.two_betas_figure(grid[:, 0], grid[:, 1], grid[:, 2], grid[:, 2]),
+        charts.shapes.depth_figure({"pre-LN": np.ones(4)}, {"pre-LN": np.ones(3)},
                                    {"pre-LN": np.ones(3)}),
-        charts.bnln_sharing_figure((4, 6, 9), [c.norm for c in cubes],
+        charts.bn_vs_ln.sharing_figure((4, 6, 9), [c.norm for c in cubes],
                                    [c.cells for c in cubes], [c.note for c in cubes]),
     ]
 
@@ -60,7 +60,7 @@ def _panel_titles(fig: go.Figure) -> list:
 
 def _assert_titles_fit(fig: go.Figure) -> None:
     """Neighbouring panel titles do not overlap on a phone, and the top margin holds them."""
-    px = charts.NARROW_PLOT_PX
+    px = charts.base.NARROW_PLOT_PX
     titles = _panel_titles(fig)
     rows: dict[float, list] = {}
     for title in titles:
@@ -88,8 +88,8 @@ def test_panel_titles_fit_side_by_side_on_a_phone(index):
                 .map(" ".join), min_size=2, max_size=4),
        st.integers(1, 2), st.integers(12, 16))
 def test_any_titles_are_wrapped_to_their_panels(titles, rows, size):
-    layout, refs = charts._panel_grid(titles, rows=rows, gap=0.06, title_size=size)
-    fig = charts._figure([], layout)
+    layout, refs = charts.base.panel_grid(titles, rows=rows, gap=0.06, title_size=size)
+    fig = charts.base.figure([], layout)
     assert len(refs) == len(titles)
     assert [a.text.replace("<br>", " ") for a in _panel_titles(fig)] == titles  # words kept
     _assert_titles_fit(fig)
@@ -108,7 +108,7 @@ def _colorbars(fig: go.Figure) -> list[dict]:
 @pytest.mark.parametrize("fig", [
     pytest.param(lambda: _page_figures()[0], id="explorer heatmaps"),
     pytest.param(lambda: _page_figures()[1], id="padding tokens"),
-    pytest.param(lambda: charts.grads_jacobian_figure({"LayerNorm": np.eye(4),
+    pytest.param(lambda: charts.gradients.jacobian_figure({"LayerNorm": np.eye(4),
                                                         "BatchNorm": -np.eye(4)}, 2),
                  id="Jacobian"),
 ])
@@ -141,13 +141,13 @@ def test_no_legend_is_placed_in_plot_fractions_off_the_plot_area(index):
 
 def test_gradient_tables_two_a_row_with_values_only_where_they_fit():
     grid4 = np.arange(16.0).reshape(4, 4)
-    fig = charts.grads_heatmaps({"a": grid4, "b": grid4, "c": grid4, "d": grid4})
+    fig = charts.gradients.heatmaps({"a": grid4, "b": grid4, "c": grid4, "d": grid4})
     tops = sorted({round(fig.layout[f"yaxis{k or ''}"].domain[1], 6) for k in (0, 2, 3, 4)})
     assert len(tops) == 2  # two rows of two
     assert all(t.texttemplate == "%{z:.2f}" for t in fig.data)
     # 8 features: 2 × 8 cells across a phone is 18 px a cell, too few for "-0.17"
     grid8 = np.arange(32.0).reshape(4, 8)
-    fig = charts.grads_heatmaps({"a": grid8, "b": grid8, "c": grid8, "d": grid8})
+    fig = charts.gradients.heatmaps({"a": grid8, "b": grid8, "c": grid8, "d": grid8})
     assert all(t.texttemplate is None for t in fig.data)
     assert all(t.hovertemplate and "%{z:.4g}" in t.hovertemplate for t in fig.data)
 
@@ -159,7 +159,7 @@ def test_cubes_two_a_row_with_notes_that_fit_between_them():
     assert len({round(a.y, 6) for a in titles}) == 2 and len({round(a.x, 6) for a in titles}) == 2
     notes = [a for a in fig.layout.annotations if a.yanchor == "top"]
     x0, x1 = fig.layout.xaxis.range
-    unit_px = charts.NARROW_PLOT_PX / (x1 - x0)  # the drawing keeps its proportions
+    unit_px = charts.base.NARROW_PLOT_PX / (x1 - x0)  # the drawing keeps its proportions
     step = max(a.x for a in notes) - min(a.x for a in notes)
     for note in notes:
         assert _text_px(note.text, note.font.size) <= step * unit_px, note.text

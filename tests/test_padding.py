@@ -1,4 +1,4 @@
-"""Padding and sequences: lnviz.padding checked against seed 002's numbers and torch, its
+"""Padding and sequences: lnviz.lessons.padding checked against seed 002's numbers and torch, its
 figures, and the page run headless with AppTest."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from pageutil import alerts, decode, figures, open_page
 
 from lnviz import charts
+from lnviz.batch import Batch
 from lnviz.data import get_preset, padded_batch
-from lnviz.explore import Batch
-from lnviz.padding import (
+from lnviz.lessons.padding import (
     SWEEP_FRACTIONS,
     feature_stats,
     pad_token_steps,
@@ -158,11 +158,11 @@ def test_any_constant_pad_row_comes_out_as_beta(pad, d_model, eps, gamma, beta):
 
 def test_figures_carry_the_numbers():
     stats = feature_stats(seed_002())
-    fig = charts.padding_feature_stats_figure(stats.mean_with_pad, stats.mean_masked,
+    fig = charts.padding.feature_stats_figure(stats.mean_with_pad, stats.mean_masked,
                                               stats.std_with_pad, stats.std_masked)
     assert [t.name for t in fig.data] == ["pads counted", "real tokens only (masked)"] * 2
     assert list(fig.data[0].text) == ["3.5", "6.88", "10.2"]
-    pad_row = charts.padding_pad_row_figure(np.array([np.nan, np.nan]), 0.0)
+    pad_row = charts.padding.pad_row_figure(np.array([np.nan, np.nan]), 0.0)
     assert list(pad_row.data[0].text) == ["NaN", "NaN"]
     assert any("NaN" in a.text for a in pad_row.layout.annotations)
 

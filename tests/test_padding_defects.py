@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from pageutil import alerts, decode, figures, open_page
 
 from lnviz import charts
+from lnviz.batch import Batch
 from lnviz.data import padded_batch
-from lnviz.explore import Batch
-from lnviz.padding import (
+from lnviz.lessons.padding import (
     MAX_PADDED_LENGTH,
     MAX_SEQUENCES,
     check_lengths,
@@ -100,7 +100,7 @@ def test_the_largest_batch_draws_a_small_figure_with_pads_veiled_not_blackened()
 def test_tokens_figure_veils_each_run_of_pads():
     grid = np.arange(12, dtype=np.float32).reshape(6, 2)
     padding = np.array([False, True, True, False, False, True])
-    fig = charts.padding_tokens_figure([("input x", grid), ("out", -grid)], padding)
+    fig = charts.padding.tokens_figure([("input x", grid), ("out", -grid)], padding)
     runs = [(s.y0, s.y1, s.xref) for s in fig.layout.shapes]
     assert runs == [(0.5, 2.5, "x"), (4.5, 5.5, "x"), (0.5, 2.5, "x2"), (4.5, 5.5, "x2")]
     assert {(s.x0, s.x1) for s in fig.layout.shapes} == {(-0.5, 1.5)}
@@ -141,7 +141,7 @@ def test_one_real_token_sweep():
     assert np.isnan(sweep.mean_masked).all() and np.isnan(sweep.drift_masked).all()
     assert np.isnan(sweep.drift_with_pad).all()
     np.testing.assert_array_equal(sweep.drift_layer_norm, 0.0)
-    fig = charts.padding_share_figure(
+    fig = charts.padding.share_figure(
         sweep.fraction, sweep.mean_with_pad[:, 0], sweep.mean_masked[:, 0],
         sweep.std_with_pad[:, 0], sweep.std_masked[:, 0], sweep.drift_with_pad,
         sweep.drift_masked, sweep.drift_layer_norm)

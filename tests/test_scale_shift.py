@@ -1,4 +1,5 @@
-"""lnviz.affine and the "Scale and shift" page: values against torch.nn.functional, numpy and
+"""lnviz.lessons.scale_shift and the "Scale and shift" page: values against torch.nn.functional,
+numpy and
 seed 000/001's examples; the page run headless with AppTest."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 from pageutil import alerts, figures, open_page, trace_data
 
 from lnviz import charts
-from lnviz.affine import (
+from lnviz.data import random_batch
+from lnviz.lessons.scale_shift import (
     best_feature_affine,
     lstm_gate_inputs,
     per_feature_affine,
@@ -21,7 +23,6 @@ from lnviz.affine import (
     split_bias,
     two_betas,
 )
-from lnviz.data import random_batch
 
 PAGE = "app_pages/scale_shift.py"
 EPS = 1e-5
@@ -193,12 +194,12 @@ def test_two_betas_are_one_bias(share, seed):
 
 def test_grid_figure_draws_every_panel_with_its_counts():
     grid = scale_shift_grid(n=200, bins=12)
-    fig = charts.affine_grid_figure(grid.centres, grid.counts, grid.gammas, grid.betas,
+    fig = charts.scale_shift.grid_figure(grid.centres, grid.counts, grid.gammas, grid.betas,
                                     grid.mean, grid.std)
     bars = [t for t in fig.data if t.type == "bar"]
     assert len(bars) == 9
     np.testing.assert_array_equal(np.asarray(bars[4].y), grid.counts[1, 1])
-    assert bars[4].marker.color == charts.AFTER and bars[0].marker.color == charts.BEFORE
+    assert bars[4].marker.color == charts.base.AFTER and bars[0].marker.color == charts.base.BEFORE
     titles = [a.text.replace("<br>", " ") for a in fig.layout.annotations]  # lines joined
     assert titles[0] == "γ = 0.5, β = -1: mean -1.00, std 0.50"
     assert "mean 0.00" in titles[4]  # never "-0.00"
@@ -206,14 +207,14 @@ def test_grid_figure_draws_every_panel_with_its_counts():
 
 def test_feature_and_two_betas_figures_carry_the_numbers():
     result = per_feature_affine(feature_batch(), [0.5, 1.0, 2.0, -1.0], [-1.0, 0, 1, 2])
-    fig = charts.affine_feature_figure(result.output, result.gamma, result.beta, result.mean,
+    fig = charts.scale_shift.feature_figure(result.output, result.gamma, result.beta, result.mean,
                                        result.std)
     np.testing.assert_allclose(fig.data[1].error_y.array, [0.5, 1.0, 2.0, 1.0])
     np.testing.assert_allclose(fig.data[2].y, result.mean)
     assert len(fig.data[0].y) == 64
     wx, uh, bias = lstm_gate_inputs(dtype="float64")
     betas = two_betas(wx, uh, *split_bias(bias, 0.25))
-    fig = charts.affine_two_betas_figure(betas.beta1, betas.beta2, betas.separate[0],
+    fig = charts.scale_shift.two_betas_figure(betas.beta1, betas.beta2, betas.separate[0],
                                          betas.merged[0])
     np.testing.assert_allclose(fig.data[2].y, bias.numpy())
     np.testing.assert_allclose(fig.data[3].y, fig.data[4].y, atol=1e-12)

@@ -1,4 +1,4 @@
-"""lnviz.blocks (normalized_shape on 2-D/3-D/4-D tensors, transformer blocks) and the Shapes
+"""lnviz.lessons.shapes (normalized_shape on 2-D/3-D/4-D tensors, transformer blocks) and the Shapes
 page."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pageutil import figures, open_page, trace_data
 
-from lnviz.blocks import (
+from lnviz.lessons.shapes import (
     SHAPE_EXAMPLES,
     VARIANTS,
     StackConfig,

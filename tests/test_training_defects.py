@@ -14,24 +14,22 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pageutil import alerts, open_page
-from test_train import single_thread  # noqa: F401  (one thread: see its docstring)
+from test_training_loop import single_thread  # noqa: F401  (one thread: see its docstring)
 
-import lnviz.train as train_module
-from lnviz.limits import DEMO_LIMITS, FULL_LIMITS
-from lnviz.rnn import MODELS
-from lnviz.train import (
-    MAX_SEQUENCE_STEPS,
+import lnviz.data.sequences as sequences_module
+import lnviz.lessons.training as training_module
+from lnviz.data.sequences import MAX_SEQUENCE_STEPS, SequenceData, load_digits_data, load_files
+from lnviz.lessons.training import (
     MAX_STEP_WORK,
+    MODELS,
     TIME_STEP_OVERHEAD,
-    SequenceData,
     TrainConfig,
     Training,
     check_work,
-    load_digits_data,
-    load_files,
     step_work,
     training_work,
 )
+from lnviz.limits import DEMO_LIMITS, FULL_LIMITS
 
 PAGE = "app_pages/training.py"
 #: The largest comparison the page offers (full limits): eval_every as the page sets it.
@@ -241,7 +239,7 @@ def test_a_long_evaluation_is_cut_into_pieces_and_counts_every_sample(monkeypatc
     config = replace(SMALL, models=("ln-lstm",), steps=2, eval_every=2)
     per_sample = digits.steps * 4 * 8 * (digits.features + 8)
     # room for exactly 100 held-out samples per piece: 450 are evaluated in 5 pieces
-    monkeypatch.setattr(train_module, "MAX_STEP_WORK",
+    monkeypatch.setattr(training_module, "MAX_STEP_WORK",
                         100 * per_sample + digits.steps * TIME_STEP_OVERHEAD)
     training = Training(digits, config)
     run = training.runs[0]
@@ -280,7 +278,7 @@ def test_demo_mode_refuses_a_run_too_large_and_starts_nothing(monkeypatch) -> No
 def test_a_stop_before_the_first_evaluation_still_ends_with_curves(digits) -> None:
     """Stopped after 3 of 40 steps with evaluations due every 1000: the summary evaluates the
     weights as they are, so the loss and accuracy charts are not empty."""
-    from lnviz.train import summarize
+    from lnviz.lessons.training import summarize
 
     training = Training(digits, replace(SMALL, models=("lstm", "ln-lstm")))
     training.advance(3)
@@ -308,12 +306,12 @@ def _idx_header(code: int, shape: tuple[int, ...]) -> bytes:
 def test_a_gzip_bomb_is_refused_from_its_declared_shape_before_inflating(monkeypatch) -> None:
     """The tester's 498 KB .gz declared 81,632 × 28 × 28 float64 values and was inflated
     (2.6 GB peak) before any check. Now the declared shape is judged first."""
-    from lnviz.train import read_idx
+    from lnviz.data.sequences import read_idx
 
     bomb = _gzip(_idx_header(0x0E, (81632, 28, 28)) + bytes(81632 * 28 * 28 * 8))
     inflated: list[int] = []
-    real = train_module._gunzip
-    monkeypatch.setattr(train_module, "_gunzip",
+    real = sequences_module._gunzip
+    monkeypatch.setattr(sequences_module, "_gunzip",
                         lambda data, limit: inflated.append(limit) or real(data, limit))
     with pytest.raises(ValueError, match="63,999,488 values, more than the 56,000,000 accepted"):
         read_idx(bomb, max_elements=FULL_LIMITS.training_values)

@@ -17,9 +17,9 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test
 
+from lnviz.batch import grid_labels, grid_view, to_grid
 from lnviz.data import get_preset, random_batch
-from lnviz.explore import grid_labels, grid_view, to_grid
-from lnviz.io import TensorFileError, TensorTooLargeError, load_arrays
+from lnviz.data.files import TensorFileError, TensorTooLargeError, load_arrays
 from lnviz.limits import DEMO_LIMITS, EXPLORER_BYTES_PER_VALUE, FULL_LIMITS
 
 EXPLORER = "app_pages/explorer.py"

@@ -13,7 +13,7 @@ from hypothesis import strategies as hs
 from pageutil import open_page, shown_text
 
 from lnviz import data
-from lnviz.io import load_arrays
+from lnviz.data.files import load_arrays
 from lnviz.ui.messages import WORD_JOINER, plain
 from lnviz.ui.state import MAX_SHARED_TEXT, url_size
 

@@ -9,6 +9,7 @@ plain-dict form that ``st.plotly_chart`` sends, so a rerun does not deep-copy it
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from lnviz import charts
+from lnviz.charts.base import figure_tables, has_tables
 
 #: Figures kept across reruns and sessions. Each is bounded (at most 128 × 128 cells of a tensor
 #: are ever drawn), so the cache stays at tens of megabytes.
@@ -34,7 +35,7 @@ class _FinishedFigure(go.Figure):
     def __init__(self, fig: go.Figure) -> None:
         super().__init__(layout={"template": {}})  # an empty shell: only to_dict() is used
         self._finished = fig.to_dict()
-        self._has_tables = charts.has_tables(fig)
+        self._has_tables = has_tables(fig)
 
     @property
     def has_tables(self) -> bool:
@@ -45,24 +46,31 @@ class _FinishedFigure(go.Figure):
         return self._finished
 
 
+def _builder(module: str, name: str) -> Callable[..., go.Figure]:
+    """The figure builder ``name`` of the charts module ``module``."""
+    return getattr(importlib.import_module(module), name, None)
+
+
 @st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, ttl=3600, show_spinner=False)
-def _built(name: str, args: tuple, kwargs: dict) -> _FinishedFigure:
-    """``charts.<name>(*args, **kwargs)``, shared read-only between reruns and sessions.
+def _built(module: str, name: str, args: tuple, kwargs: dict) -> _FinishedFigure:
+    """``<module>.<name>(*args, **kwargs)``, shared read-only between reruns and sessions.
 
     Figures depend only on their arguments (no session data), so sharing them between learners
     shows nobody anything of anyone else's.
     """
-    return _FinishedFigure(getattr(charts, name)(*args, **kwargs))
+    return _FinishedFigure(_builder(module, name)(*args, **kwargs))
 
 
 @st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, ttl=3600, show_spinner=False)
-def _tables(name: str, args: tuple, kwargs: dict) -> list[tuple[str, pd.DataFrame]]:
-    """The numbers behind ``charts.<name>(*args, **kwargs)`` (:func:`lnviz.charts.figure_tables`).
+def _tables(module: str, name: str, args: tuple, kwargs: dict
+            ) -> list[tuple[str, pd.DataFrame]]:
+    """The numbers behind ``<module>.<name>(*args, **kwargs)``
+    (:func:`lnviz.charts.base.figure_tables`).
 
     Built again from the arguments when a learner opens the tables, rather than kept with every
     figure that nobody inspects.
     """
-    return charts.figure_tables(getattr(charts, name)(*args, **kwargs))
+    return figure_tables(_builder(module, name)(*args, **kwargs))
 
 
 def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
@@ -73,10 +81,10 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
     The figure (and its tables, once asked for) come from caches keyed by the builder's name
     and arguments.
     """
-    name = getattr(builder, "__name__", "")
-    if getattr(charts, name, None) is not builder:
+    module, name = getattr(builder, "__module__", ""), getattr(builder, "__name__", "")
+    if not module.startswith("lnviz.charts.") or _builder(module, name) is not builder:
         raise TypeError(f"show_figure takes a figure builder from lnviz.charts, not {builder!r}")
-    fig = _built(name, args, kwargs)
+    fig = _built(module, name, args, kwargs)
     st.plotly_chart(fig, key=key)
     if caption:
         st.caption(caption)
@@ -89,6 +97,6 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
     with data:
         if not data.open:
             return
-        for title, table in _tables(name, args, kwargs):
+        for title, table in _tables(module, name, args, kwargs):
             st.markdown(f"**{title}**")
             st.dataframe(table, height=min(35 * (len(table) + 1) + 3, 300))

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from lnviz.batch import NORMS, Batch, NormSpec, channel_dim, param_size
 from lnviz.data import parse_table
-from lnviz.explore import NORMS, Batch, NormSpec, channel_dim, param_size
 from lnviz.ui.state import keep_in_range
 
 MAX_TABLE_FEATURES = 256

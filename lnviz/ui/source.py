@@ -1,6 +1,6 @@
 """The data-source picker: presets, generators, typed numbers and uploaded .npy/.npz files.
 
-:func:`data_source` draws the controls and returns a :class:`lnviz.explore.Batch` plus a key
+:func:`data_source` draws the controls and returns a :class:`lnviz.batch.Batch` plus a key
 that identifies it (for memoising what is computed from it), or ``None`` after showing the
 learner a clear message about what is wrong.
 """
@@ -14,10 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from lnviz import data
-from lnviz.explore import LAYOUTS, Batch
-from lnviz.io import TensorFileError, TensorTooLargeError, load_arrays
+from lnviz.batch import LAYOUTS, Batch
+from lnviz.data.files import TensorFileError, TensorTooLargeError, load_arrays
+from lnviz.lessons.padding import check_lengths
 from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
-from lnviz.padding import check_lengths
 from lnviz.ui.messages import show_error
 from lnviz.ui.params import number_table
 from lnviz.ui.state import UPLOAD_KEY, release_upload, url_text

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 from pageutil import alerts, decode, figures, open_page, table_with
-from test_train import single_thread  # noqa: F401  (one thread: see its docstring)
+from test_training_loop import single_thread  # noqa: F401  (one thread: see its docstring)
 
-from lnviz.train import TrainConfig, Training, load_digits_data
+from lnviz.data.sequences import load_digits_data
+from lnviz.lessons.training import TrainConfig, Training
 
 PAGE = "app_pages/training.py"
 

@@ -37,8 +37,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lnviz.batch import Batch, NormSpec, group_ids, normalize, to_grid
 from lnviz.data import get_preset, image_batch, random_batch
-from lnviz.explore import Batch, NormSpec, group_ids, normalize, to_grid
 from lnviz.norms import layer_norm
 
 __all__ = [
@@ -99,7 +99,7 @@ class ShapeView:
         groups: how many (μ, σ²) pairs there are — the product of the leading dims.
         group_size: how many values each pair is taken over.
         input_grid, output_grid, group_grid: the input, output and group ids as 2-D tables
-            (:func:`lnviz.explore.to_grid`), ready to draw.
+            (:func:`lnviz.batch.to_grid`), ready to draw.
     """
 
     shape: tuple[int, ...]

@@ -1,6 +1,6 @@
 """Peak and resident memory of one Explorer session that uploads a tensor file.
 
-    python scripts/upload_memory.py FILE [--demo]
+    python tools/upload_memory.py FILE [--demo]
 
 Runs the Explorer with Streamlit's AppTest in this process, uploads FILE, moves ε, switches to
 float64 and to BatchNorm (so that the session keeps two results, the larger in float64), then

@@ -1,4 +1,5 @@
-"""lnviz.explore: the Explorer's computation, checked against torch and hand-computed values."""
+"""lnviz.batch (Batch, NormSpec, the dispatcher, layouts) and the Explorer lesson's computations
+(lnviz.lessons.explorer), checked against torch and hand-computed values."""
 
 from __future__ import annotations
 
@@ -10,23 +11,25 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lnviz.data import get_preset, image_batch, padded_batch, random_batch
-from lnviz.explore import (
+from lnviz.batch import (
     NORMS,
     Batch,
     NormSpec,
-    explore,
     grid_labels,
     grid_view,
     group_ids,
-    group_stats,
     max_abs_difference,
     normalize,
     param_size,
-    pytorch_snippet,
-    step_by_step,
     to_grid,
     torch_reference,
+)
+from lnviz.data import get_preset, image_batch, padded_batch, random_batch
+from lnviz.lessons.explorer import (
+    explore,
+    group_stats,
+    pytorch_snippet,
+    step_by_step,
     worked_example_latex,
 )
 
@@ -233,7 +236,7 @@ def test_torch_reference_compares_masked_positions_only():
 
 
 def check_of(values: np.ndarray, layout: str = "NC", dtype: str = "float32", **spec_args):
-    from lnviz.explore import describe_check
+    from lnviz.lessons.explorer import describe_check
 
     spec = NormSpec(**spec_args)
     ex = explore(Batch(np.asarray(values), layout), spec, "cpu", dtype)
@@ -319,7 +322,7 @@ def test_histogram_of_values_near_the_float_limits():
     # Issue 11 (6): "Too many bins for data range" for ±3e38 in float32.
     for values in (np.array([1e38, 3e38, -3e38], np.float32),
                    np.array([1.7e308, -1.7e308, 0.0])):
-        from lnviz.explore import histogram
+        from lnviz.lessons.explorer import histogram
 
         centres, counts = histogram(values, bins=4)
         assert counts.sum() == 3 and np.isfinite(centres).all()
@@ -327,7 +330,7 @@ def test_histogram_of_values_near_the_float_limits():
 
 
 def test_explain_names_gamma_beyond_the_dtype_and_output_overflow():
-    from lnviz.explore import explain
+    from lnviz.lessons.explorer import explain
 
     values = np.array([[1.0, 2.0, 4.0]], np.float32)
     spec = NormSpec(gamma=(1.0, 1e308, 1.0))  # per-feature γ beyond float32
@@ -398,7 +401,7 @@ def test_snippet_says_torch_refuses_batch_norm_with_eps_zero(tmp_path, monkeypat
 def test_statistics_note_holds_for_the_norm_and_the_batch():
     # Issue 11 (hostile pass): "every group has mean 0 and deviation close to 1" sat under a
     # chart where the pad group's σ after was 0; RMSNorm and eval BatchNorm do not give 0 and 1.
-    from lnviz.explore import statistics_note
+    from lnviz.lessons.explorer import statistics_note
 
     batch = padded()
     for spec, fragment in [(NormSpec(), "1 group(s) whose values are all equal"),
@@ -433,7 +436,7 @@ def test_an_ill_conditioned_input_gets_no_tick():
 
 
 def test_notes_for_one_value_groups_and_nan_inputs():
-    from lnviz.explore import explain, statistics_note
+    from lnviz.lessons.explorer import explain, statistics_note
 
     one_each = np.array([[16777217.0, 3.0], [5.0, 16777219.0]])  # GroupNorm, a value a group
     spec = NormSpec(norm="GroupNorm", groups=2)

@@ -10,12 +10,13 @@ import torch
 from pageutil import figures, open_page
 
 from lnviz import bench
+from lnviz.lessons import performance
 
 
-@pytest.mark.parametrize("norm", bench.NORMS)
+@pytest.mark.parametrize("norm", performance.NORMS)
 def test_every_implementation_computes_the_same_norm(norm):
     x = torch.randn(64, 32)
-    outputs = {name: fn(x) for name, fn in bench.implementations(norm, "cpu").items()
+    outputs = {name: fn(x) for name, fn in performance.implementations(norm, "cpu").items()
                if name != "compiled"}
     reference = outputs["torch"]
     for name, out in outputs.items():
@@ -23,25 +24,25 @@ def test_every_implementation_computes_the_same_norm(norm):
 
 
 def test_run_reports_bandwidth_from_bytes_moved():
-    rows = bench.run([(64, 32)], ["layer"], ["fast", "torch"], repeats=3)
+    rows = performance.run([(64, 32)], ["layer"], ["fast", "torch"], repeats=3)
     assert [r.impl for r in rows] == ["fast", "torch"]
     for r in rows:
         assert r.seconds > 0
         assert r.gb_per_s == pytest.approx(2 * 64 * 32 * 4 / r.seconds / 1e9)
         assert r.copy_gb_per_s > 0 and r.roofline == pytest.approx(r.gb_per_s / r.copy_gb_per_s)
-    ratios = bench.ratios(rows)
+    ratios = performance.ratios(rows)
     assert set(ratios) == {("layer", "fast", 64, 32)}
 
 
 def test_time_budget_stops_early_and_progress_is_reported():
     seen = []
-    rows = bench.run([(32, 32)] * 5, ["layer"], ["torch"], repeats=1, budget_s=0.0,
+    rows = performance.run([(32, 32)] * 5, ["layer"], ["torch"], repeats=1, budget_s=0.0,
                      progress=lambda f, m: seen.append(f))
     assert len(rows) <= 1 and seen[-1] == 1.0
 
 
 def test_cli_writes_json(tmp_path):
-    out = tmp_path / "bench.json"
+    out = tmp_path / "performance.json"
     assert bench.main(["--sizes", "32x16", "--norms", "rms", "--impls", "scratch,torch",
                        "--repeats", "2", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
@@ -53,8 +54,8 @@ def test_peak_extra_memory_of_fast_layer_norm_is_about_the_output():
     """fast allocates the output (1× the input) and small statistics, never the intermediates
     of the scratch code: at most 2× the input, as the performance target asks."""
     input_bytes = 16384 * 1024 * 4  # large enough to stand above the interpreter's own peak
-    fast = bench.peak_extra_memory("layer", "fast", 16384, 1024)
-    scratch = bench.peak_extra_memory("layer", "scratch", 16384, 1024)
+    fast = performance.peak_extra_memory("layer", "fast", 16384, 1024)
+    scratch = performance.peak_extra_memory("layer", "scratch", 16384, 1024)
     assert fast <= 2 * input_bytes
     assert scratch > fast
 

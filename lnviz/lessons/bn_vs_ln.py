@@ -30,9 +30,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from lnviz.batch import NormSpec, group_ids
 from lnviz.data import random_batch
 from lnviz.devices import to_tensor
-from lnviz.explore import NormSpec, group_ids
 from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
@@ -105,7 +105,7 @@ def sharing_cubes(shape: Sequence[int], layout: str, groups: int = 1) -> list[Sh
     needs positions to pool over, so it is undefined on an (N, C) table. ``groups`` is
     GroupNorm's G and must divide C.
 
-    The cells come from :func:`lnviz.explore.group_ids`, the same map the Explorer draws, so a
+    The cells come from :func:`lnviz.batch.group_ids`, the same map the Explorer draws, so a
     cube shows exactly which values one μ and σ of the lnviz norm were taken over.
     """
     shape = tuple(int(s) for s in shape)

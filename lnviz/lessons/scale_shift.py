@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from lnviz.batch import table_norm
 from lnviz.data import random_batch
 from lnviz.devices import to_tensor
-from lnviz.explore import table_norm
 from lnviz.norms import layer_norm, mean_and_var
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""lnviz.io: .npy/.npz round trips, a corpus of good, odd and hostile files, fuzzing, memory."""
+"""lnviz.data.files: .npy/.npz round trips, a corpus of good, odd and hostile files, fuzzing,
+memory."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from lnviz.io import (
+from lnviz.data.files import (
     DEFAULT_MAX_ELEMENTS,
     MAX_NPZ_MEMBERS,
     TensorFileError,

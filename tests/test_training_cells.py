@@ -1,4 +1,4 @@
-"""The LSTM cells of lnviz.rnn against torch and against the LN-LSTM equations written out."""
+"""The LSTM cells of lnviz.lessons.training against torch and the LN-LSTM equations written out."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lnviz.rnn import (
+from lnviz.lessons.training import (
     LN_LSTM_CELL_CODE,
     MODELS,
     BatchNormLSTMCell,
     LayerNormLSTMCell,
     LSTMCell,
-    batch_dependence,
+    batch_sensitivity,
     gate_quantiles,
     make_model,
 )
@@ -176,10 +176,10 @@ def test_batch_norm_depends_on_the_batch_and_layer_norm_does_not() -> None:
     ln, bn = make_model("ln-lstm", I, H, C), make_model("bn-lstm", I, H, C, max_steps=T)
     randomize(ln, seed=7)
     before = bn.cell.running_mean_ih.clone()
-    assert batch_dependence(ln, x, 1) < 1e-5
-    assert batch_dependence(ln, x, 1, training=True) < 1e-5
-    assert batch_dependence(bn, x, 2, training=True) > 1e-2
-    assert batch_dependence(bn, x, 1) < 1e-5  # running averages: no batch in sight
+    assert batch_sensitivity(ln, x, 1) < 1e-5
+    assert batch_sensitivity(ln, x, 1, training=True) < 1e-5
+    assert batch_sensitivity(bn, x, 2, training=True) > 1e-2
+    assert batch_sensitivity(bn, x, 1) < 1e-5  # running averages: no batch in sight
     torch.testing.assert_close(bn.cell.running_mean_ih, before)  # a copy ran in training mode
     assert bn.training
 

@@ -30,8 +30,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from lnviz.batch import table_norm
 from lnviz.data import random_batch
-from lnviz.explore import table_norm
 
 __all__ = [
     "GRAD_NORMS",

@@ -1,10 +1,10 @@
 """Server-side rerun time of every page after a control change, measured with AppTest.
 
-Used by ``python -m lnviz.bench --app``. For each page (except the ones whose work is a long
-computation the learner starts on purpose: training and benchmarking) it opens the page with its
-default data, then moves every slider of the page, one at a time, to a few new values spread over
-its range and times each rerun. New values mean that no cache has seen the numbers: this is a
-learner dragging a slider, not toggling between two settings.
+Run ``python tools/apptiming.py`` (``--json PATH`` keeps the raw seconds). For each page (except the
+ones whose work is a long computation the learner starts on purpose: training and benchmarking) it
+opens the page with its default data, then moves every slider of the page, one at a time, to a few
+new values spread over its range and times each rerun. New values mean that no cache has seen the
+numbers: this is a learner dragging a slider, not toggling between two settings.
 
 Two times are kept per rerun: the script's (app.py and the page running, what the server does for
 a rerun) and AppTest's whole ``run()`` (which adds building its element tree from the messages).
@@ -15,7 +15,10 @@ scripts' work and not that compilation.
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,9 +30,12 @@ from streamlit.runtime.scriptrunner.exec_code import exec_func_with_error_handli
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
 
-from lnviz.ui.pages import PAGES
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: lnviz is beside it
 
-ROOT = Path(__file__).resolve().parents[2]
+from lnviz.lessons.performance import machine  # noqa: E402
+from lnviz.ui.pages import PAGES  # noqa: E402
+
 SKIPPED = {"app_pages/training.py", "app_pages/performance.py"}
 
 
@@ -149,3 +155,21 @@ def format_page_table(timings: list[dict]) -> str:
                      f"| {slow_key} ({slow * 1e3:.0f}) "
                      f"| {statistics.median(apptest) * 1e3:.0f} |")
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tools/apptiming.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--moves", type=int, default=4, help="new values per slider (default 4)")
+    parser.add_argument("--json", metavar="PATH", help="write the timings as JSON")
+    args = parser.parse_args(argv)
+    timings = page_timings(args.moves)
+    print(format_page_table(timings))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "pages": timings}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

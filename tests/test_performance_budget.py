@@ -11,7 +11,8 @@ import time
 import pytest
 from pageutil import figures, open_page
 
-from lnviz import bench, charts
+from lnviz import charts
+from lnviz.lessons import performance
 
 
 class Slow:
@@ -31,28 +32,28 @@ class Slow:
 @pytest.fixture
 def slow(monkeypatch):
     fn = Slow()
-    monkeypatch.setattr(bench, "implementations", lambda norm, device: {"torch": fn})
+    monkeypatch.setattr(performance, "implementations", lambda norm, device: {"torch": fn})
     return fn
 
 
 @pytest.fixture
 def no_compile_yet(monkeypatch):
     """A process that has compiled nothing, and a torch.compile that must not be reached."""
-    monkeypatch.setattr(bench, "_COMPILE_SECONDS", [], raising=False)
-    monkeypatch.setattr(bench, "_COMPILED_SHAPES", set(), raising=False)
-    monkeypatch.setattr(bench, "_COMPILED", {})
+    monkeypatch.setattr(performance, "_COMPILE_SECONDS", [], raising=False)
+    monkeypatch.setattr(performance, "_COMPILED_SHAPES", set(), raising=False)
+    monkeypatch.setattr(performance, "_COMPILED", {})
 
     def refuse(*args, **kwargs):
         raise AssertionError("torch.compile was called although it could not fit the budget")
 
-    monkeypatch.setattr(bench.torch, "compile", refuse)
+    monkeypatch.setattr(performance.torch, "compile", refuse)
 
 
 def test_a_case_that_would_overrun_stops_after_its_first_call(slow):
     """Old code: every one of the 2 + 5 calls ran (2.1 s against a 1 s budget)."""
     slow.floor = 0.3
-    skipped: list[bench.Skipped] = []
-    rows = bench.run([(8, 8)], ["layer"], ["torch"], repeats=5, budget_s=1.0,
+    skipped: list[performance.Skipped] = []
+    rows = performance.run([(8, 8)], ["layer"], ["torch"], repeats=5, budget_s=1.0,
                      on_skip=skipped.append)
     assert rows == [] and slow.calls == {64: 1}
     assert [(s.norm, s.impl, s.rows, s.cols) for s in skipped] == [("layer", "torch", 8, 8)]
@@ -63,8 +64,8 @@ def test_a_larger_size_is_skipped_before_any_call_from_the_smaller_ones_pace(slo
     """64×64 takes ≥ 0.8 ms a call, so one call at 16384×64 (256× the values) takes ≥ 0.2 s:
     more than a 0.15 s budget leaves, so it is never called. Sizes run smallest first."""
     slow.per_value = 2e-7
-    skipped: list[bench.Skipped] = []
-    rows = bench.run([(16384, 64), (64, 64)], ["layer"], ["torch"], repeats=5, budget_s=0.15,
+    skipped: list[performance.Skipped] = []
+    rows = performance.run([(16384, 64), (64, 64)], ["layer"], ["torch"], repeats=5, budget_s=0.15,
                      on_skip=skipped.append)
     assert [(r.rows, r.cols) for r in rows] == [(64, 64)]
     assert slow.calls == {64 * 64: 7}
@@ -74,8 +75,8 @@ def test_a_larger_size_is_skipped_before_any_call_from_the_smaller_ones_pace(slo
 
 
 def test_after_the_budget_every_remaining_case_is_listed(slow):
-    skipped: list[bench.Skipped] = []
-    rows = bench.run([(8, 8), (16, 8)], ["layer", "rms"], ["torch"], repeats=1, budget_s=0.0,
+    skipped: list[performance.Skipped] = []
+    rows = performance.run([(8, 8), (16, 8)], ["layer", "rms"], ["torch"], repeats=1, budget_s=0.0,
                      on_skip=skipped.append)
     assert rows == [] and slow.calls == {}
     assert [(s.norm, s.rows) for s in skipped] == [("layer", 8), ("rms", 8), ("layer", 16),
@@ -86,8 +87,8 @@ def test_after_the_budget_every_remaining_case_is_listed(slow):
 def test_compile_time_counts_against_the_budget(no_compile_yet):
     """The report: "compiled" at 16384×1024 with a 5 s budget took 33 s, nearly all of it the
     first compile. Before any compile, one is assumed to take FIRST_COMPILE_S (30 s)."""
-    skipped: list[bench.Skipped] = []
-    rows = bench.run([(256, 256)], ["layer"], ["compiled", "torch"], repeats=3, budget_s=5.0,
+    skipped: list[performance.Skipped] = []
+    rows = performance.run([(256, 256)], ["layer"], ["compiled", "torch"], repeats=3, budget_s=5.0,
                      on_skip=skipped.append)
     assert [r.impl for r in rows] == ["torch"]
     assert [(s.impl, s.reason.split(",")[0]) for s in skipped] == [
@@ -95,19 +96,19 @@ def test_compile_time_counts_against_the_budget(no_compile_yet):
 
 
 def test_the_compile_estimate_learns_from_the_compiles_seen(monkeypatch):
-    monkeypatch.setattr(bench, "_COMPILE_SECONDS", [])
-    assert bench._compile_estimate() == bench.FIRST_COMPILE_S == 30.0
-    bench._COMPILE_SECONDS.append(9.0)  # the first also loaded the compiler
-    assert bench._compile_estimate() == 9.0
-    bench._COMPILE_SECONDS.extend([2.5, 0.3])
-    assert bench._compile_estimate() == 2.5
+    monkeypatch.setattr(performance, "_COMPILE_SECONDS", [])
+    assert performance._compile_estimate() == performance.FIRST_COMPILE_S == 30.0
+    performance._COMPILE_SECONDS.append(9.0)  # the first also loaded the compiler
+    assert performance._compile_estimate() == 9.0
+    performance._COMPILE_SECONDS.extend([2.5, 0.3])
+    assert performance._compile_estimate() == 2.5
 
 
 def test_roofline_with_one_size_is_visible():
     """Old code drew the roofline as mode="lines": one size, one point, nothing to see, yet a
     legend entry."""
-    rows = [bench.Row("layer", "torch", 64, 64, "cpu", 1e-5, 3.2, 0.5)]
-    fig = charts.bench_figure(rows, {64 * 64: 6.4})
+    rows = [performance.Row("layer", "torch", 64, 64, "cpu", 1e-5, 3.2, 0.5)]
+    fig = charts.performance.bench_figure(rows, {64 * 64: 6.4})
     roof = next(t for t in fig.data if t.name == "copy (roofline)")
     assert list(roof.y) == [6.4] and "markers" in roof.mode
     assert roof.marker.size >= 20 and roof.marker.symbol == "line-ew-open"

@@ -2,9 +2,9 @@
 
 A script, not a pytest test::
 
-    python scripts/loadtest.py                          # 10 sessions, 60 s
-    python scripts/loadtest.py --sessions 2 --seconds 15 --json /tmp/smoke.json
-    python scripts/loadtest.py --sessions 1 --once      # open every page once: memory footprint
+    python tools/loadtest.py                          # 10 sessions, 60 s
+    python tools/loadtest.py --sessions 2 --seconds 15 --json /tmp/smoke.json
+    python tools/loadtest.py --sessions 1 --once      # open every page once: memory footprint
 
 What it does, bounded in count and time throughout:
 
@@ -56,7 +56,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere: lnviz is beside it
 
-from lnviz.localserver import CHROMIUM_ARGS, free_port, healthy, server_command  # noqa: E402
+from tools.localserver import CHROMIUM_ARGS, free_port, healthy, server_command  # noqa: E402
 
 #: Pages that are only opened, never driven: their work is a long computation started on purpose.
 NO_MOVES = {"LN-LSTM vs LSTM", "Performance"}
@@ -628,7 +628,7 @@ def run(args: argparse.Namespace) -> dict:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version()},
-        "command": " ".join(["python", "scripts/loadtest.py", *sys.argv[1:]]),
+        "command": " ".join(["python", "tools/loadtest.py", *sys.argv[1:]]),
         "server_command": " ".join(["python", *command[1:]]),
         "sessions": args.sessions, "seconds": args.seconds, "once": args.once,
         "browser_nice": args.nice,

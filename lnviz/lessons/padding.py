@@ -30,8 +30,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lnviz.batch import Batch, NormSpec, group_ids, normalize
 from lnviz.devices import to_tensor
-from lnviz.explore import Batch, NormSpec, group_ids, normalize, step_by_step
+from lnviz.lessons.explorer import step_by_step
 from lnviz.norms import NormResult, batch_norm, layer_norm
 
 __all__ = [

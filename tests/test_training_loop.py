@@ -1,4 +1,4 @@
-"""Data loaders, the chunked training loop and the CLI of lnviz.train."""
+"""The training lesson's data loaders, chunked training loop, and the CLI of lnviz.train."""
 
 from __future__ import annotations
 
@@ -12,19 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from lnviz.train import (
-    TrainConfig,
-    Training,
-    load_data,
-    load_digits_data,
-    load_files,
-    load_mnist_npz,
-    main,
-    read_idx,
-    summarize,
-    to_json,
-    train,
-)
+from lnviz.data.sequences import load_data, load_digits_data, load_files, load_mnist_npz, read_idx
+from lnviz.lessons.training import TrainConfig, Training, summarize, to_json, train
+from lnviz.train import main
 
 TINY = TrainConfig(hidden_size=16, batch_size=32, steps=24, eval_every=8, lr=3e-2)
 
@@ -188,7 +178,7 @@ def test_chunks_reproduce_a_single_run_and_stop_keeps_what_was_learned(digits, t
 def test_summary_shows_batch_dependence_in_numbers(digits) -> None:
     training = Training(digits, replace(TINY, models=("ln-lstm", "bn-lstm"), steps=8))
     training.advance(8)
-    rows = {(r.model, r.statistics): r for r in summarize(training).batch_dependence}
+    rows = {(r.model, r.statistics): r for r in summarize(training).batch_sensitivity}
     ln = rows["LN-LSTM", "per sample (LayerNorm)"]
     bn_train = rows["BN-LSTM", "batch statistics (training mode)"]
     bn_eval = rows["BN-LSTM", "running averages (evaluation mode)"]

@@ -1,0 +1,271 @@
+"""The shared parts of every figure: the palette, one-call figure building, panel grids,
+legends and colorbars that fit a phone, and the tables of numbers behind a figure.
+
+Every figure is built from plain dicts in a single ``go.Figure(data=..., layout=...)`` call
+(:func:`figure`), with panels laid out by :func:`panel_grid`: plotly's ``make_subplots``,
+``add_trace`` and ``update_*`` validate the figure again on every call, which cost multi-panel
+figures 20–120 ms each per rerun (a 3 × 3 grid of histograms: 121 ms that way, 65 ms in one
+call, 9 ms in one call without validation; see :data:`VALIDATE`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+#: Okabe & Ito's palette, distinguishable with the common kinds of colour blindness.
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+             "#000000"]
+
+
+#: Blue–white–orange: diverging and colour-blind safe (no red against green).
+DIVERGING = [[0.0, "#2166AC"], [0.25, "#67A9CF"], [0.5, "#F7F7F7"], [0.75, "#FDB863"],
+             [1.0, "#B35806"]]
+
+
+BEFORE, AFTER = OKABE_ITO[0], OKABE_ITO[1]
+
+
+#: Okabe–Ito's blue, darker: the shaded side of a cube drawn in that blue.
+DARK_BLUE = "#005A8C"
+#: Whether plotly checks every property of a figure as it builds it. The check catches a
+#: misspelt property or a value of the wrong kind, and costs most of a figure's build time; the
+#: test suite turns it on (tests/conftest.py), so every builder is checked there, and the app
+#: builds without it. A valid figure's JSON is the same either way (tested).
+VALIDATE = False
+#: Text that warns of a mistake on a figure.
+ALERT_FONT = dict(color="#B00020", size=13)
+#: The width in pixels of a figure's plot area on a 390-px phone (iPhone 12–15, upright): the
+#: screen less the page's and the figure's margins. Figures cannot know the screen they are
+#: drawn on, so text that shares a row between panels (panel titles, axis titles) is wrapped to
+#: fit this width, and multi-panel figures are laid out so that they read at it; a desktop shows
+#: the same lines with room to spare.
+NARROW_PLOT_PX = 290
+#: The figures' font (Streamlit's theme): mean width of a character, and plotly's line
+#: height, both in ems.
+CHAR_EM, LINE_EM = 0.55, 1.3
+
+
+#: Panel titles are annotations with this name, so that :func:`figure` can find them.
+_PANEL_TITLE = "panel title"
+#: A horizontal legend on the figure's bottom edge. Placed relative to the whole figure
+#: ("container"), plotly reserves the margin it takes and pushes tick labels and axis titles
+#: above it; one placed below the plot area in plot fractions lands on them on a short or
+#: narrow figure (the rotated tick "feature 0" showed as "ure 0").
+LEGEND_BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0,
+                    xanchor="left")
+
+
+#: The same on the top edge: a legend placed above the plot area in plot fractions grows down
+#: onto it when a narrow screen wraps its entries onto more rows.
+LEGEND_ABOVE = dict(LEGEND_BELOW, y=1, yanchor="top")
+#: The height of one row of a legend, which panel titles make room for when it is on top.
+_LEGEND_ROW_PX = 24
+
+
+def wrap_text(text: str, width_px: float, size: float) -> list[str]:
+    """``text`` in lines of at most ``width_px`` pixels at font ``size`` (words kept whole; a
+    ``<br>`` in it always breaks the line)."""
+    chars = max(4, int(width_px / (CHAR_EM * size)))
+    return [line for part in text.split("<br>")
+            for line in textwrap.wrap(part, chars, break_long_words=False) or [part]]
+
+
+def text_lines(text: str) -> int:
+    return text.count("<br>") + 1
+
+
+def colorbar_below(left: float, right: float, low: float, high: float) -> dict:
+    """A horizontal colorbar on the figure's bottom edge, under the panels spanning ``left``
+    to ``right`` (fractions of the plot area's width): never on a panel, on any screen. Its
+    scale runs from ``low`` to ``high`` through 0, and only those three are labelled, which fit
+    under the narrowest panel."""
+    # 80 % of the span: the end labels stick out past the bar, into the gap to the next one
+    return dict(orientation="h", x=(left + right) / 2, xanchor="center", len=0.8 * (right - left),
+                yref="container", y=0, yanchor="bottom", thickness=10, xpad=2, tickmode="array",
+                tickvals=[low, 0.0, high], ticktext=[f"{low:.2g}", "0", f"{high:.2g}"])
+
+
+def compact(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Numbers for a figure as float32 (half the bytes sent), or float64 where a finite value
+    would not fit float32 (an input in float64 near 1e300 must not be drawn as inf)."""
+    values = np.asarray(values)
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    if finite.size and np.abs(finite).max() > np.finfo(np.float32).max:
+        return values.astype(np.float64)
+    return values.astype(np.float32)
+
+
+def figure(data: list[dict], layout: dict) -> go.Figure:
+    """``go.Figure(data=data, layout=layout)``, validated only when :data:`VALIDATE` is on.
+
+    Builders write nested dicts (``title=dict(text=...)``, not plotly's ``title_text``
+    shorthand, which only validation expands); entries set to None mean "not set" and are
+    dropped, as validation drops them. The top margin is raised where the panel titles of
+    :func:`panel_grid` need more lines than it holds (and a row more for a legend on top:
+    plotly reserves the legend's room in the margin, not the titles').
+    """
+    titles = [a for a in layout.get("annotations", ()) if a.get("name") == _PANEL_TITLE
+              and a.get("y", 0) >= 1]
+    if titles:
+        need = max(text_lines(a["text"]) * LINE_EM * a["font"]["size"] for a in titles) + 12
+        if layout.get("legend", {}).get("yanchor") == "top":
+            need += _LEGEND_ROW_PX
+        margin = layout.setdefault("margin", {})
+        margin["t"] = max(margin.get("t", 0), int(np.ceil(need)))
+    if VALIDATE:
+        return go.Figure(data=data, layout=layout)
+    return go.Figure(data=_unset(data), layout=_unset(layout), _validate=False)
+
+
+def _unset(value: object) -> object:
+    """``value`` with every dict entry whose value is None removed, at any depth (None inside
+    a list of numbers is a gap in the data and stays)."""
+    if isinstance(value, dict):
+        return {k: _unset(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_unset(v) if isinstance(v, (dict, list)) else v for v in value]
+    return value
+
+
+def group_boundaries(groups: np.ndarray) -> tuple[list[float | None], list[float | None]]:
+    """Line segments (x, y with None breaks) between neighbouring cells of different groups.
+
+    Runs along a row or column are merged, so a LayerNorm grid (one group per row) gives one line
+    per row boundary rather than one per cell.
+    """
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    rows, cols = groups.shape
+    horizontal = groups[1:, :] != groups[:-1, :]  # boundary under row r
+    for r in range(rows - 1):
+        for start, stop in true_runs(horizontal[r]):
+            xs += [start - 0.5, stop - 0.5, None]
+            ys += [r + 0.5, r + 0.5, None]
+    vertical = groups[:, 1:] != groups[:, :-1]  # boundary right of column c
+    for c in range(cols - 1):
+        for start, stop in true_runs(vertical[:, c]):
+            xs += [c + 0.5, c + 0.5, None]
+            ys += [start - 0.5, stop - 0.5, None]
+    return xs, ys
+
+
+def true_runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) of each run of True in a 1-D boolean array."""
+    padded = np.concatenate([[False], flags, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+
+
+def symmetric_range(values: np.ndarray) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    bound = float(np.abs(finite).max()) if finite.size else 1.0
+    return -(bound or 1.0), bound or 1.0
+
+
+def fit_titles(titles: Sequence[str], width_px: float, size: int, max_lines: int = 2,
+                smallest: int = 11) -> tuple[int, list[str]]:
+    """The largest font size from ``size`` down to ``smallest`` at which every title wraps
+    into at most ``max_lines`` lines of ``width_px`` pixels (``smallest`` with more lines
+    where none does), and the titles wrapped at it, lines joined by ``<br>``."""
+    for font in range(size, smallest - 1, -1):
+        wrapped = [wrap_text(title, width_px, font) for title in titles]
+        if font == smallest or all(len(lines) <= max_lines for lines in wrapped):
+            return font, ["<br>".join(lines) for lines in wrapped]
+    raise ValueError(f"no font size from {size} down to {smallest}")
+
+
+def panel_grid(titles: Sequence[str], rows: int = 1, gap: float = 0.07, vgap: float = 0.08,
+                title_size: int = 15) -> tuple[dict, list[tuple[str, str]]]:
+    """Layout entries for panels on a grid, filled row by row from the top left, and each
+    panel's (xaxis, yaxis) trace references — what ``make_subplots`` lays out, without its cost.
+
+    The layout dict holds ``xaxis``, ``yaxis``, ``xaxis2``… and the panel titles as
+    ``annotations``; callers add their own keys and annotations to it. Axes are numbered as
+    ``make_subplots`` numbers them, so "xaxis2" is the second panel of the first row.
+
+    Titles are wrapped to their panel's width on a phone (:data:`NARROW_PLOT_PX`), in a smaller
+    font where that saves lines, so that neighbouring titles never overlap; every axis makes
+    room for its tick labels (``automargin``), so none is cut off by the figure's edge.
+    """
+    cols = -(-len(titles) // rows)
+    width = (1.0 - gap * (cols - 1)) / cols
+    height = (1.0 - vgap * (rows - 1)) / rows
+    # a title may reach into the gap on either side of its panel, leaving 40 % of it clear
+    size, wrapped = fit_titles(titles, (width + 0.6 * gap) * NARROW_PLOT_PX, title_size)
+    layout: dict = {"annotations": []}
+    refs = []
+    for k, title in enumerate(wrapped):
+        row, col = divmod(k, cols)
+        suffix = "" if k == 0 else str(k + 1)
+        left, top = col * (width + gap), 1.0 - row * (height + vgap)
+        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}",
+                                        automargin=True)
+        layout[f"yaxis{suffix}"] = dict(domain=[max(top - height, 0.0), top],
+                                        anchor=f"x{suffix}", automargin=True)
+        layout["annotations"].append(dict(
+            text=title, x=left + width / 2, y=top, xref="paper", yref="paper",
+            xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=size),
+            name=_PANEL_TITLE))
+        refs.append((f"x{suffix}", f"y{suffix}"))
+    return layout, refs
+
+
+def axis_ids(refs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Layout keys of the panels' axes: ("xaxis", "yaxis"), ("xaxis2", "yaxis2")…"""
+    return [(x.replace("x", "xaxis"), y.replace("y", "yaxis")) for x, y in refs]
+
+
+def each_axis(layout: dict, refs: list[tuple[str, str]], x: dict | None = None,
+               y: dict | None = None) -> None:
+    """Set the same properties on every panel's x (and y) axis. An x axis title is wrapped to
+    its panel's width on a phone, as panel titles are, so that neighbours' do not overlap."""
+    for xaxis, yaxis in axis_ids(refs):
+        layout[xaxis].update(x or {})
+        layout[yaxis].update(y or {})
+        title = (x or {}).get("title")
+        if title and len(refs) > 1:
+            left, right = layout[xaxis]["domain"]
+            layout[xaxis]["title"] = dict(title, text="<br>".join(
+                wrap_text(title["text"], (right - left) * NARROW_PLOT_PX, 14)))
+
+
+def _tabulated(trace: go.basedatatypes.BaseTraceType) -> bool:
+    """Whether :func:`figure_tables` gives this trace's numbers: a heatmap's grid, or the points
+    of a trace with hover text (one without is decoration: boundaries, guide lines, marks)."""
+    if trace.type == "heatmap":
+        return trace.z is not None
+    return getattr(trace, "y", None) is not None and trace.hoverinfo != "skip"
+
+
+def has_tables(fig: go.Figure) -> bool:
+    """Whether :func:`figure_tables` would find any numbers in ``fig`` (a diagram has none)."""
+    return any(_tabulated(trace) for trace in fig.data)
+
+
+def figure_tables(fig: go.Figure, max_rows: int = 2000) -> list[tuple[str, pd.DataFrame]]:
+    """The numbers behind a figure, for readers who cannot see the chart (or want the values):
+    each heatmap as its grid, and every other trace in one long table of (trace, x, y).
+
+    Traces without hover text (group boundaries, guide lines, markers) are decoration and are
+    left out.
+    """
+    tables: list[tuple[str, pd.DataFrame]] = []
+    points: list[pd.DataFrame] = []
+    for i, trace in enumerate(fig.data):
+        if not _tabulated(trace):
+            continue
+        name = trace.name or f"{trace.type} {i + 1}"
+        if trace.type == "heatmap":
+            tables.append((name, pd.DataFrame(np.asarray(trace.z, dtype=float)[:max_rows])))
+        else:
+            y = np.asarray(trace.y, dtype=object)
+            x = np.asarray(trace.x if trace.x is not None else range(len(y)), dtype=object)
+            points.append(pd.DataFrame({"trace": name, "x": x[: len(y)], "y": y}))
+    if points:
+        tables.append(("points", pd.concat(points, ignore_index=True).head(max_rows)))
+    return tables

@@ -1,0 +1,51 @@
+"""Where a batch comes from: the seeds' presets, seeded generators, numbers typed by hand, and
+tensor files read safely.
+
+- :mod:`~lnviz.data.presets`: the worked examples of the source material, by name.
+- :mod:`~lnviz.data.generators`: random batches, padded token sequences and images.
+- :mod:`~lnviz.data.parser`: numbers typed as rows or as nested brackets.
+- :mod:`~lnviz.data.files`: .npy/.npz readers that never unpickle, and writers for downloads.
+"""
+
+from lnviz.data.files import (
+    TensorFileError,
+    TensorTooLargeError,
+    load_arrays,
+    nonfinite_report,
+    to_csv_text,
+    to_npy_bytes,
+    to_npz_bytes,
+)
+from lnviz.data.generators import (
+    DISTRIBUTIONS,
+    MAX_ELEMENTS,
+    describe_shape,
+    image_batch,
+    padded_batch,
+    random_batch,
+)
+from lnviz.data.parser import MAX_TEXT_CHARS, parse_lengths, parse_numbers, parse_table
+from lnviz.data.presets import PRESETS, Preset, get_preset
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "MAX_ELEMENTS",
+    "MAX_TEXT_CHARS",
+    "PRESETS",
+    "Preset",
+    "TensorFileError",
+    "TensorTooLargeError",
+    "describe_shape",
+    "get_preset",
+    "image_batch",
+    "load_arrays",
+    "nonfinite_report",
+    "padded_batch",
+    "parse_lengths",
+    "parse_numbers",
+    "parse_table",
+    "random_batch",
+    "to_csv_text",
+    "to_npy_bytes",
+    "to_npz_bytes",
+]

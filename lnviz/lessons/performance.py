@@ -1,0 +1,377 @@
+"""How fast is a normalization? Timing implementations against the memory roofline.
+
+Layer, batch and RMS normalization do a handful of arithmetic operations per value, so on any
+modern machine they are limited by memory traffic, not arithmetic: the best an implementation
+can do is read x once and write y once. This module times several implementations of each norm
+— a NumPy two-pass version, lnviz's readable ``scratch`` code, lnviz's ``fast`` path, torch's
+native kernel and, where it works, ``torch.compile`` of the scratch code — and reports, for each,
+the median time, the bandwidth it achieved counting only the bytes that must move (read x,
+write y), and that bandwidth as a fraction of a plain copy's measured in the same run (the
+roofline: a copy also reads and writes every byte once).
+
+A time budget is kept by estimating each case before running it (from the same norm at a smaller
+size, or from one call) and skipping what would not fit; torch.compile's compile time counts, and
+before the first compile in a process it is assumed to be :data:`FIRST_COMPILE_S`. The
+Performance page and ``python -m lnviz.bench`` both run :func:`run`.
+"""
+
+
+from __future__ import annotations
+
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lnviz.norms import batch_norm, layer_norm, rms_norm
+
+__all__ = [
+    "FIRST_COMPILE_S",
+    "IMPLEMENTATIONS",
+    "NORMS",
+    "BudgetExceeded",
+    "Row",
+    "Skipped",
+    "copy_bandwidth",
+    "implementations",
+    "peak_extra_memory",
+    "run",
+    "time_call",
+]
+
+
+NORMS = ("layer", "batch", "rms")
+
+
+IMPLEMENTATIONS = ("numpy", "scratch", "fast", "torch", "compiled")
+
+
+DEFAULT_SIZES = ((64, 64), (256, 256), (1024, 1024), (4096, 1024), (16384, 1024),
+                 (16384, 4096))
+
+
+QUICK_SIZES = ((256, 256), (1024, 1024), (4096, 1024))
+
+
+EPS = 1e-5
+
+
+#: Seconds the first torch.compile in a process is assumed to take before one has been seen: it
+#: also loads the compiler. Measured on a 2-core machine: 29 s with an empty compiler cache, 9 s
+#: with a warm one; each later shape or norm took 0.3–3 s.
+FIRST_COMPILE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement: ``norm`` by ``impl`` on a ``rows × cols`` float32 input."""
+
+    norm: str
+    impl: str
+    rows: int
+    cols: int
+    device: str
+    seconds: float
+    gb_per_s: float
+    roofline: float  # gb_per_s as a fraction of a copy's bandwidth in the same run
+
+    @property
+    def copy_gb_per_s(self) -> float:
+        """The copy bandwidth this row was measured against."""
+        return self.gb_per_s / self.roofline if self.roofline else math.nan
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.cols
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A case :func:`run` left out, and why (in words a learner can act on)."""
+
+    norm: str
+    impl: str
+    rows: int
+    cols: int
+    reason: str
+
+
+class BudgetExceeded(Exception):
+    """Timing was abandoned because the calls still to come would end after the deadline."""
+
+    def __init__(self, need_s: float, left_s: float) -> None:
+        super().__init__(f"needs about {need_s:.1f} s more, {max(left_s, 0.0):.1f} s left")
+        self.need_s, self.left_s = need_s, left_s
+
+
+def _numpy_norm(norm: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Two-pass NumPy: μ, then the mean of the squared deviations (BatchNorm over axis 0)."""
+    axis = 0 if norm == "batch" else -1
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        a = x.numpy()
+        if norm == "rms":
+            return torch.from_numpy(a / np.sqrt(np.mean(a * a, axis=axis, keepdims=True) + EPS))
+        centered = a - a.mean(axis=axis, keepdims=True)
+        var = np.mean(centered * centered, axis=axis, keepdims=True)
+        return torch.from_numpy(centered / np.sqrt(var + EPS))
+
+    return run
+
+
+def implementations(norm: str, device: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """The callables to time for ``norm`` on ``device`` (NumPy only on the CPU)."""
+    if norm == "layer":
+        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
+            return layer_norm(x, x.shape[-1], eps=EPS, impl=impl).output
+
+        def native(x: torch.Tensor) -> torch.Tensor:
+            return F.layer_norm(x, x.shape[-1:], eps=EPS)
+    elif norm == "batch":
+        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
+            return batch_norm(x, None, None, training=True, eps=EPS, impl=impl).output
+
+        def native(x: torch.Tensor) -> torch.Tensor:
+            return F.batch_norm(x, None, None, training=True, eps=EPS)
+    elif norm == "rms":
+        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
+            return rms_norm(x, x.shape[-1], eps=EPS, impl=impl).output
+
+        def native(x: torch.Tensor) -> torch.Tensor:
+            return F.rms_norm(x, x.shape[-1:], eps=EPS)
+    else:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    found: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+    if device == "cpu":
+        found["numpy"] = _numpy_norm(norm)
+    found["scratch"] = lambda x: lnviz_fn(x, "scratch")
+    found["fast"] = lambda x: lnviz_fn(x, "fast")
+    found["torch"] = native
+    scratch = found["scratch"]
+    found["compiled"] = lambda x: _compiled(norm, scratch)(x)  # compiled on first use
+    return found
+
+
+_COMPILED: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+
+
+#: (norm, shape) already compiled in this process (dynamic=False compiles once per shape), and
+#: the seconds each compile took, in order.
+_COMPILED_SHAPES: set[tuple[str, tuple[int, int]]] = set()
+
+
+_COMPILE_SECONDS: list[float] = []
+
+
+def _compile_estimate() -> float:
+    """Seconds a new compile is expected to take: :data:`FIRST_COMPILE_S` before any, then the
+    slowest seen after the first (which also loaded the compiler), or the first if it is alone."""
+    if not _COMPILE_SECONDS:
+        return FIRST_COMPILE_S
+    return max(_COMPILE_SECONDS[1:] or _COMPILE_SECONDS)
+
+
+def _compiled(norm: str, scratch: Callable[[torch.Tensor], torch.Tensor]
+              ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """torch.compile of the scratch code, built once per norm (compiling takes seconds)."""
+    if norm not in _COMPILED:
+        _COMPILED[norm] = torch.compile(scratch, dynamic=False)
+    return _COMPILED[norm]
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_call(fn: Callable[[], object], device: str = "cpu", repeats: int = 7,
+              warmup: int = 2, deadline: float = math.inf) -> float:
+    """Median wall time of ``fn()`` in seconds, after ``warmup`` untimed calls.
+
+    With a ``deadline`` (a :func:`time.perf_counter` value), timing stops with
+    :class:`BudgetExceeded` as soon as the calls still to come, at the pace of the latest, would
+    end after it: the first call doubles as a cheap probe of what the whole case costs.
+    """
+    calls = warmup + repeats
+    times = []
+    for k in range(calls):
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        now = time.perf_counter()
+        times.append(now - start)
+        need = (calls - k - 1) * times[-1]
+        if now + need > deadline:
+            raise BudgetExceeded(need, deadline - now)
+    return statistics.median(times[warmup:])
+
+
+def copy_bandwidth(x: torch.Tensor, repeats: int = 7, deadline: float = math.inf) -> float:
+    """GB/s of copying ``x`` (read it once, write it once): the roofline for a norm."""
+    seconds = time_call(lambda: x.clone(), x.device.type, repeats, deadline=deadline)
+    return 2 * x.numel() * x.element_size() / seconds / 1e9
+
+
+def run(
+    sizes: Sequence[tuple[int, int]] = QUICK_SIZES,
+    norms: Sequence[str] = NORMS,
+    impls: Sequence[str] = ("numpy", "scratch", "fast", "torch"),
+    device: str = "cpu",
+    repeats: int = 5,
+    budget_s: float = math.inf,
+    progress: Callable[[float, str], None] | None = None,
+    on_skip: Callable[[Skipped], None] | None = None,
+) -> list[Row]:
+    """Time every (size, norm, impl) on ``device``, smallest sizes first, within ``budget_s``.
+
+    A case that would not end within the budget is skipped and handed to ``on_skip`` with the
+    reason: before its first call when that call alone would not fit (estimated from the same
+    norm and implementation at a smaller size, else from the copy of this size), and after any
+    call once the calls still to come would not (:func:`time_call`). A compiled case's compile
+    time counts (:func:`_compile_estimate`). So a run ends within about one call of the
+    budget. ``progress(fraction, message)`` is called
+    before each case (for a progress bar).
+    """
+    rows: list[Row] = []
+    cases = [(s, n, i) for s in sorted(sizes, key=math.prod) for n in norms for i in impls]
+    deadline = time.perf_counter() + budget_s
+    generator = torch.Generator().manual_seed(0)
+    inputs: dict[tuple[int, int], torch.Tensor] = {}
+    roofline: dict[tuple[int, int], float] = {}  # NaN: the copy itself did not fit
+    pace: dict[tuple[str, str], float] = {}  # seconds per value, from the latest row
+
+    def measure(fn: Callable[[torch.Tensor], torch.Tensor], norm: str, impl: str,
+                shape: tuple[int, int]) -> str | None:
+        """Time one case into ``rows``, or say why it was skipped."""
+        if time.perf_counter() >= deadline:
+            return "the time budget was used up"
+        if shape not in inputs:
+            inputs[shape] = torch.randn(*shape, generator=generator).to(device)
+        x = inputs[shape]
+        if shape not in roofline:
+            try:
+                roofline[shape] = copy_bandwidth(x, repeats, deadline)
+            except BudgetExceeded:
+                roofline[shape] = math.nan
+        if math.isnan(roofline[shape]):
+            return "even timing a plain copy at this size did not fit in the budget"
+        # Only the first call is estimated here, and generously: a per-value pace taken at a
+        # small size, where the fixed cost of a call dominates, overstates a larger size's;
+        # time_call judges the rest from that first call. A norm moves at least a copy's bytes,
+        # so the copy's pace is a floor for an unseen case.
+        first_call = (pace.get((norm, impl), 0.0) * x.numel()
+                      or 2 * x.numel() * x.element_size() / roofline[shape] / 1e9)
+        compile_s = 0.0
+        if impl == "compiled" and (norm, shape) not in _COMPILED_SHAPES:
+            compile_s = _compile_estimate()
+        left = deadline - time.perf_counter()
+        if compile_s + first_call > left:
+            if compile_s:
+                first = "" if _COMPILE_SECONDS else " the first time (it loads the compiler)"
+                return (f"compiling takes about {compile_s:.0f} s{first}, and {left:.1f} s of "
+                        "the budget was left")
+            return (f"one call takes about {first_call:.1f} s at the pace of a smaller size, "
+                    f"and {left:.1f} s of the budget was left")
+        try:
+            if compile_s:
+                start = time.perf_counter()
+                fn(x)
+                _sync(device)
+                _COMPILE_SECONDS.append(time.perf_counter() - start)
+                _COMPILED_SHAPES.add((norm, shape))
+            seconds = time_call(lambda: fn(x), device, repeats, deadline=deadline)
+        except BudgetExceeded as err:
+            return f"stopped after its first calls: it {err}"
+        except Exception as err:  # torch.compile is optional: no compiler here, no row
+            return f"it failed ({type(err).__name__})"
+        pace[(norm, impl)] = seconds / x.numel()
+        gbps = 2 * x.numel() * x.element_size() / seconds / 1e9
+        rows.append(Row(norm, impl, *shape, device, seconds, gbps, gbps / roofline[shape]))
+        return None
+
+    for k, ((r, c), norm, impl) in enumerate(cases):
+        if progress is not None:
+            progress(k / len(cases), f"{norm} norm, {impl}, {r}×{c}")
+        fns = implementations(norm, device)
+        if impl not in fns:
+            continue
+        reason = measure(fns[impl], norm, impl, (r, c))
+        if reason and on_skip is not None:
+            on_skip(Skipped(norm, impl, r, c, reason))
+    if progress is not None:
+        progress(1.0, "done")
+    return rows
+
+
+def peak_extra_memory(norm: str, impl: str, rows: int, cols: int, device: str = "cpu") -> int:
+    """Peak bytes an implementation allocates beyond its input, measured in a fresh process.
+
+    On the CPU the peak is the process's resident high-water mark. On Linux that is VmHWM,
+    reset to the current size just before the call (``/proc/self/clear_refs``); not
+    ``ru_maxrss``, which a child inherits from its parent at fork (a test process of 450 MB hid
+    every allocation of the measured call). Elsewhere ``ru_maxrss``, with the input filled in
+    place (randn would allocate temporaries) so that the baseline is the peak so far.
+    """
+    code = (
+        "import sys, resource, torch\n"
+        "from lnviz.lessons.performance import implementations\n"
+        "def status(field):\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith(field + ':'):\n"
+        "            return int(line.split()[1]) * 1024\n"
+        "linux = sys.platform.startswith('linux')\n"
+        f"x = torch.empty({rows}, {cols}, device={device!r}).normal_()\n"
+        f"fn = implementations({norm!r}, {device!r})[{impl!r}]\n"
+        "fn(x[:2].clone())  # load kernels and libraries before the baseline\n"
+        "if x.device.type == 'cuda':\n"
+        "    torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()\n"
+        "    fn(x); torch.cuda.synchronize()\n"
+        "    print(torch.cuda.max_memory_allocated() - base)\n"
+        "elif linux:\n"
+        "    with open('/proc/self/clear_refs', 'w') as f:\n"
+        "        f.write('5')  # reset the high-water mark to the current size\n"
+        "    base = status('VmRSS')\n"
+        "    fn(x)\n"
+        "    print(status('VmHWM') - base)\n"
+        "else:\n"
+        "    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "    fn(x)\n"
+        "    print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=300)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def machine() -> str:
+    """A one-line description of where the numbers were measured."""
+    cpu = platform.processor() or platform.machine()
+    line = (f"{platform.system()} {platform.machine()}, {cpu}, {torch.get_num_threads()} torch "
+            f"threads, torch {torch.__version__}")
+    if torch.cuda.is_available():
+        line += f", {torch.cuda.get_device_name()}"
+    return line
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """The rows as a Markdown table."""
+    lines = ["| norm | impl | size | device | median ms | GB/s | of copy |",
+             "|---|---|---|---|---:|---:|---:|"]
+    lines += [f"| {r.norm} | {r.impl} | {r.rows}×{r.cols} | {r.device} | {r.seconds * 1e3:.2f} "
+              f"| {r.gb_per_s:.2f} | {r.roofline:.0%} |" for r in rows]
+    return "\n".join(lines)
+
+
+def ratios(rows: Sequence[Row]) -> dict[tuple[str, str, int, int], float]:
+    """Each lnviz implementation's time over torch's native one, per (norm, impl, size)."""
+    native = {(r.norm, r.rows, r.cols): r.seconds for r in rows if r.impl == "torch"}
+    return {(r.norm, r.impl, r.rows, r.cols): r.seconds / native[(r.norm, r.rows, r.cols)]
+            for r in rows if r.impl in ("scratch", "fast") and (r.norm, r.rows, r.cols) in native}
