@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -63,8 +64,9 @@ class NormResult:
 
     ``mean``, ``var`` and ``rstd`` keep the reduced dims with size 1 so that they broadcast
     against the input; they and ``x_hat`` are in the accumulation dtype (float32 for float16 and
-    bfloat16 inputs, otherwise the input's dtype). ``x_hat`` may be given as a function that
-    computes it: the fast path builds it only when it is read, which saves a full-size tensor.
+    bfloat16 inputs, otherwise the input's dtype). x̂ is given to the constructor (fifth, as
+    ``_x_hat``) either as a tensor or as a function that computes it: the fast path builds it
+    only when it is read, which saves a full-size tensor, and keeps it once built.
     """
 
     output: torch.Tensor
@@ -74,11 +76,9 @@ class NormResult:
     _x_hat: torch.Tensor | Callable[[], torch.Tensor] = field(repr=False)
     reduce_dims: tuple[int, ...]
 
-    @property
+    @cached_property
     def x_hat(self) -> torch.Tensor:
-        if callable(self._x_hat):
-            object.__setattr__(self, "_x_hat", self._x_hat())  # computed once, then kept
-        return self._x_hat
+        return self._x_hat() if callable(self._x_hat) else self._x_hat
 
 
 IMPLS = ("scratch", "fast")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -122,3 +123,23 @@ def test_fast_var_is_recovered_from_rstd():
     r = lnviz.layer_norm(x, 3, impl="fast")
     assert r.var.item() == pytest.approx(2 / 3, rel=1e-9)
     assert r.rstd.item() == pytest.approx(1 / math.sqrt(2 / 3 + 1e-5), rel=1e-12)
+
+
+def test_x_hat_is_computed_once_and_cached():
+    calls = []
+    x_hat = torch.randn(2, 3)
+
+    def build() -> torch.Tensor:
+        calls.append(1)
+        return x_hat
+
+    # Positional, in the order the call sites outside lnviz.norms use (lnviz.explore passes a
+    # function fifth).
+    r = lnviz.NormResult(torch.zeros(2, 3), None, torch.ones(2, 1), torch.ones(2, 1), build, (1,))
+    assert calls == []
+    assert r.x_hat is x_hat and r.x_hat is x_hat
+    assert calls == [1]
+    eager = lnviz.layer_norm(torch.randn(4, 8), 8)
+    assert eager.x_hat is eager.x_hat is eager._x_hat  # the scratch path hands over the tensor
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.output = torch.ones(2, 3)
