@@ -23,10 +23,10 @@ variance is computed in two passes — first μ, then the mean of (x − μ)² �
 which cancels catastrophically when the values sit far from zero.
 
 Every function also takes a keyword-only ``impl``: ``"scratch"`` (the default) is the readable
-code above each docstring's formula, materialising every intermediate; ``"fast"`` returns the
-same :class:`NormResult` from torch's fused native kernels (``torch.native_layer_norm``,
-``torch.native_batch_norm``, ``torch.native_group_norm``), building ``x_hat`` only when it is
-read. The app uses ``fast`` for large tensors; tests hold the two to the same answers.
+code below each docstring's formula, materialising every intermediate; ``"fast"`` returns the
+same :class:`NormResult` from torch's fused native kernels (:mod:`lnviz.kernels`), building
+``x_hat`` only when it is read. The app uses ``fast`` for large tensors; tests hold the two to
+the same answers.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import ModuleType
 
 import torch
 
@@ -87,6 +88,13 @@ IMPLS = ("scratch", "fast")
 def _check_impl(impl: str) -> None:
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+
+
+def _kernels() -> ModuleType:
+    """:mod:`lnviz.kernels`, imported on first use: it imports :class:`NormResult` from here."""
+    from lnviz import kernels
+
+    return kernels
 
 
 def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -214,7 +222,7 @@ def layer_norm(
     dims = _trailing_dims(input, normalized_shape)
     _check_impl(impl)
     if impl == "fast":
-        return _fast_layer_norm(input, dims, weight, bias, eps)
+        return _kernels().layer_norm(input, dims, weight, bias, eps)
     x = input.to(_accumulation_dtype(input.dtype))
     centered, mean, var, _ = _centered_stats(x, dims)  # μ, then σ² = mean((x − μ)²)
     param_shape = tuple(input.shape[d] for d in dims)
@@ -258,7 +266,7 @@ def rms_norm(
     if eps is None:
         eps = torch.finfo(x.dtype).eps
     if impl == "fast":
-        return _fast_rms_norm(input, dims, weight, eps)
+        return _kernels().rms_norm(input, dims, weight, eps)
     mean_square = _mean(x**2, dims, math.prod(x.shape[d] for d in dims))
     param_shape = tuple(input.shape[d] for d in dims)
     # No centering: x itself plays the part of x − μ.
@@ -348,8 +356,8 @@ def batch_norm(
     use_batch_stats = training or running_mean is None or running_var is None
 
     if impl == "fast" and mask is None and (momentum is not None or not training):
-        return _fast_batch_norm(input, running_mean, running_var, weight, bias, training,
-                                momentum, eps, channel, dims, use_batch_stats)
+        return _kernels().batch_norm(input, running_mean, running_var, weight, bias, training,
+                                     momentum, eps, channel, dims, use_batch_stats)
     if not use_batch_stats:
         mean = running_mean.to(x.dtype).reshape(param_shape)
         var = running_var.to(x.dtype).reshape(param_shape)
@@ -436,7 +444,7 @@ def group_norm(
         raise ValueError("group_norm needs more than one value per group; this input has one")
     _check_impl(impl)
     if impl == "fast":
-        return _fast_group_norm(input, num_groups, weight, bias, eps)
+        return _kernels().group_norm(input, num_groups, weight, bias, eps)
     x = input.to(_accumulation_dtype(input.dtype))
     # View the channels as (G, C/G) so that one group is a block of whole dims to reduce over.
     grouped = x.reshape(n, num_groups, c // num_groups, *input.shape[2:])
@@ -515,9 +523,8 @@ def instance_norm(
             "InstanceNorm needs more than one spatial position per channel; this input has one "
             f"(shape {list(input.shape)})"
         )
-    if impl == "fast":  # InstanceNorm is GroupNorm with one group per channel
-        fast = _fast_group_norm(input, c, weight, bias, eps)
-        result = NormResult(fast.output, fast.mean, fast.var, fast.rstd, fast._x_hat, dims)
+    if impl == "fast":
+        result = _kernels().instance_norm(input, weight, bias, eps)
     else:
         centered, mean, var, _ = _centered_stats(x, dims)
         result = _result(centered, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
@@ -531,114 +538,3 @@ def instance_norm(
                 _update_running(running_var, unbiased.mean(dim=0).flatten(), momentum, None)
     return result
 
-
-# --- The fast path: torch's fused kernels, the same NormResult -----------------------------------
-#
-# Each native kernel returns the output and the statistics it used (μ and 1/√(σ²+ε)) in one pass
-# over the input, so the result costs about one read and one write of the tensor. σ² is
-# recovered from rstd as rstd⁻² − ε (exact up to rounding unless σ² is far below ε), and x̂ is
-# computed from the input only if someone reads it.
-
-
-def _lazy_x_hat(
-    input: torch.Tensor, mean: torch.Tensor | None, rstd: torch.Tensor
-) -> Callable[[], torch.Tensor]:
-    def x_hat() -> torch.Tensor:
-        x = input.to(rstd.dtype)
-        return (x - mean) * rstd if mean is not None else x * rstd
-
-    return x_hat
-
-
-def _var_from_rstd(rstd: torch.Tensor, eps: float) -> torch.Tensor:
-    return (rstd.pow(-2) - eps).clamp_min(0)
-
-
-def _fast_layer_norm(
-    input: torch.Tensor,
-    dims: tuple[int, ...],
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    eps: float,
-) -> NormResult:
-    shape = [input.shape[d] for d in dims]
-    output, mean, rstd = torch.native_layer_norm(input, shape, weight, bias, eps)
-    stat_shape = tuple(input.shape[: input.dim() - len(dims)]) + (1,) * len(dims)
-    mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), dims)
-
-
-def _fast_rms_norm(
-    input: torch.Tensor, dims: tuple[int, ...], weight: torch.Tensor | None, eps: float
-) -> NormResult:
-    shape = [input.shape[d] for d in dims]
-    output, rstd = torch.ops.aten._fused_rms_norm(input, shape, weight, eps)
-    stat_shape = tuple(input.shape[: input.dim() - len(dims)]) + (1,) * len(dims)
-    rstd = rstd.to(_accumulation_dtype(input.dtype)).reshape(stat_shape)
-    return NormResult(output, None, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, None, rstd), dims)
-
-
-def _fast_batch_norm(
-    input: torch.Tensor,
-    running_mean: torch.Tensor | None,
-    running_var: torch.Tensor | None,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    training: bool,
-    momentum: float | None,
-    eps: float,
-    channel: int,
-    dims: tuple[int, ...],
-    use_batch_stats: bool,
-) -> NormResult:
-    if use_batch_stats and not training:
-        raise ValueError(
-            "running_mean and running_var must be given in evaluation mode (training=False); "
-            "pass training=True to normalize with the batch's own statistics"
-        )
-    if training and math.prod(input.shape[d] for d in dims) == 1:
-        raise ValueError(
-            "BatchNorm in training mode needs more than one value per channel to estimate a "
-            f"variance; this input has one (shape {list(input.shape)})"
-        )
-    x = input.movedim(channel, 1) if channel != 1 else input
-    output, save_mean, save_rstd = torch.native_batch_norm(
-        x, weight, bias, running_mean, running_var, training, momentum or 0.0, eps
-    )
-    stat_shape = [1] * input.dim()
-    stat_shape[channel] = input.shape[channel]
-    acc = _accumulation_dtype(input.dtype)
-    if training:
-        mean, rstd = save_mean.to(acc), save_rstd.to(acc)
-    else:  # evaluation: the running statistics
-        mean = running_mean.to(acc)
-        rstd = torch.rsqrt(running_var.to(acc) + eps)
-    mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
-    output = output.movedim(1, channel) if channel != 1 else output
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), dims)
-
-
-def _fast_group_norm(
-    input: torch.Tensor,
-    num_groups: int,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    eps: float,
-) -> NormResult:
-    n, c = input.shape[0], input.shape[1]
-    spatial = math.prod(input.shape[2:])
-    # CUDA's kernel wants γ and β in the input's dtype (the CPU one also takes float32 ones).
-    weight = None if weight is None else weight.to(input.dtype)
-    bias = None if bias is None else bias.to(input.dtype)
-    output, mean, rstd = torch.native_group_norm(input, weight, bias, n, c, spatial, num_groups,
-                                                 eps)
-    # (N, G) statistics, repeated for each channel of a group so that they broadcast.
-    stat_shape = (n, c) + (1,) * (input.dim() - 2)
-    acc = _accumulation_dtype(input.dtype)
-    mean = mean.to(acc).repeat_interleave(c // num_groups, dim=1).reshape(stat_shape)
-    rstd = rstd.to(acc).repeat_interleave(c // num_groups, dim=1).reshape(stat_shape)
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), tuple(range(1, input.dim())))

@@ -1,9 +1,12 @@
-"""impl="fast" returns the same NormResult as the readable impl="scratch" (and as torch)."""
+"""impl="fast" (lnviz.kernels) returns the same NormResult as the readable impl="scratch" (and as
+torch)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -143,3 +146,47 @@ def test_x_hat_is_computed_once_and_cached():
     assert eager.x_hat is eager.x_hat is eager._x_hat  # the scratch path hands over the tensor
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.output = torch.ones(2, 3)
+
+
+def test_kernels_imports_on_its_own():
+    """lnviz.kernels imports NormResult from lnviz.norms, which imports kernels lazily."""
+    code = ("import torch, lnviz.kernels as k; "
+            "r = k.layer_norm(torch.tensor([[1.0, 2.0, 3.0]]), (1,), None, None, 0.0); "
+            "print(r.x_hat.tolist())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == str([[-1.2247447967529297, 0.0, 1.2247447967529297]])
+
+
+RANKS = st.integers(3, 5)
+
+
+@CASE
+@given(data=st.data(), rank=RANKS, dtype_name=st.sampled_from(list(DTYPES)),
+       eps=st.sampled_from([1e-5, 1e-2]), seed=st.integers(0, 999))
+def test_fast_equals_scratch_for_any_rank(device, data, rank, dtype_name, eps, seed):
+    """Random shapes of any rank, statistics over several trailing dims, channels last."""
+    if dtype_name not in supported_dtypes(device):
+        pytest.skip(f"{dtype_name} is not supported on {device}")
+    dtype = DTYPES[dtype_name]
+    shape = data.draw(st.lists(SIZES, min_size=rank, max_size=rank), label="shape")
+    trailing = data.draw(st.integers(1, rank - 1), label="normalized dims")
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=g) * 3 - 2).to(device, dtype)
+    pdtype = torch.float64 if dtype == torch.float64 else torch.float32
+    c = shape[1]
+    w = (torch.rand(c, generator=g) + 0.5).to(device, pdtype)
+    b = torch.randn(c, generator=g).to(device, pdtype)
+    normalized = shape[-trailing:]
+    wl = (torch.rand(normalized, generator=g) + 0.5).to(device, dtype)
+    groups = data.draw(st.sampled_from([d for d in range(1, c + 1) if c % d == 0]),
+                       label="groups")
+
+    compare(*both(lnviz.layer_norm, x, normalized, wl, None, eps), dtype)
+    compare(*both(lnviz.rms_norm, x, normalized, wl, eps), dtype)
+    compare(*both(lnviz.group_norm, x, groups, w, b, eps), dtype)
+    compare(*both(lnviz.instance_norm, x, None, None, w, b, True, 0.1, eps), dtype)
+    compare(*both(lnviz.batch_norm, x, None, None, w, b, True, 0.1, eps), dtype)
+    last = x.movedim(1, -1)
+    compare(*both(lnviz.batch_norm, last, None, None, w, b, True, 0.1, eps, channel_dim=-1),
+            dtype)
