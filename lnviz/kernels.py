@@ -79,24 +79,13 @@ def batch_norm(
     momentum: float | None,
     eps: float,
     channel: int,
-    dims: tuple[int, ...],
-    use_batch_stats: bool,
 ) -> NormResult:
     """BatchNorm with the channels at dim ``channel`` (no mask: the kernel has none).
 
     In training mode the kernel updates the running statistics in place, as ``F.batch_norm``
     does.
     """
-    if use_batch_stats and not training:
-        raise ValueError(
-            "running_mean and running_var must be given in evaluation mode (training=False); "
-            "pass training=True to normalize with the batch's own statistics"
-        )
-    if training and math.prod(input.shape[d] for d in dims) == 1:
-        raise ValueError(
-            "BatchNorm in training mode needs more than one value per channel to estimate a "
-            f"variance; this input has one (shape {list(input.shape)})"
-        )
+    dims = tuple(d for d in range(input.dim()) if d != channel)
     x = input.movedim(channel, 1) if channel != 1 else input
     output, save_mean, save_rstd = torch.native_batch_norm(
         x, weight, bias, running_mean, running_var, training, momentum or 0.0, eps
