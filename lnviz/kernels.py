@@ -79,17 +79,20 @@ def batch_norm(
     momentum: float | None,
     eps: float,
     channel: int,
+    num_batches_tracked: torch.Tensor | None = None,
 ) -> NormResult:
     """BatchNorm with the channels at dim ``channel`` (no mask: the kernel has none).
 
     In training mode the kernel updates the running statistics in place, as ``F.batch_norm``
-    does.
+    does, and ``num_batches_tracked`` counts the batch, as in the readable path.
     """
     dims = tuple(d for d in range(input.dim()) if d != channel)
     x = input.movedim(channel, 1) if channel != 1 else input
     output, save_mean, save_rstd = torch.native_batch_norm(
         x, weight, bias, running_mean, running_var, training, momentum or 0.0, eps
     )
+    if training and num_batches_tracked is not None:
+        num_batches_tracked.add_(1)
     stat_shape = [1] * input.dim()
     stat_shape[channel] = input.shape[channel]
     acc = _accumulation_dtype(input.dtype)

@@ -413,7 +413,7 @@ def batch_norm(
         )
     if impl == "fast" and w is None and momentum is not None:  # else torch has no kernel
         return _kernels().batch_norm(input, running_mean, running_var, weight, bias, True,
-                                     momentum, eps, channel)
+                                     momentum, eps, channel, num_batches_tracked)
     # Shapes for torch's (N, C, L) layout; any other channel_dim works alike.
     x = input.to(_accumulation_dtype(input.dtype))  # (N, C, L)
     mean = _mean(x, dims, m, w)  # μ_c = Σx / m over the real tokens: (1, C, 1)

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lnviz
+import lnviz.norms
 from lnviz.devices import DTYPES, supported_dtypes
 
 TOL = {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}
@@ -190,3 +191,15 @@ def test_fast_equals_scratch_for_any_rank(device, data, rank, dtype_name, eps, s
     last = x.movedim(1, -1)
     compare(*both(lnviz.batch_norm, last, None, None, w, b, True, 0.1, eps, channel_dim=-1),
             dtype)
+
+
+@pytest.mark.parametrize("impl", lnviz.norms.IMPLS)
+def test_batch_norm_counts_training_batches_whatever_the_momentum(impl):
+    """num_batches_tracked counts training batches on both paths, as nn.BatchNorm's does."""
+    count = torch.zeros((), dtype=torch.long)
+    running = (torch.zeros(3), torch.ones(3))
+    for _ in range(2):
+        lnviz.batch_norm(torch.randn(8, 3, 5), *running, training=True, momentum=0.1,
+                         num_batches_tracked=count, impl=impl)
+    lnviz.batch_norm(torch.randn(8, 3, 5), *running, num_batches_tracked=count, impl=impl)
+    assert int(count) == 2  # not the evaluation call
