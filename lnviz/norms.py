@@ -411,7 +411,8 @@ def batch_norm(
             "BatchNorm in training mode needs more than one value per channel to estimate a "
             f"variance; this input has one (shape {list(input.shape)})"
         )
-    if impl == "fast" and w is None and momentum is not None:  # else torch has no kernel
+    # torch's kernel takes no mask, no cumulative average and no empty batch.
+    if impl == "fast" and w is None and momentum is not None and count > 0:
         return _kernels().batch_norm(input, running_mean, running_var, weight, bias, True,
                                      momentum, eps, channel, num_batches_tracked)
     # Shapes for torch's (N, C, L) layout; any other channel_dim works alike.

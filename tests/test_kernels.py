@@ -203,3 +203,13 @@ def test_batch_norm_counts_training_batches_whatever_the_momentum(impl):
                          num_batches_tracked=count, impl=impl)
     lnviz.batch_norm(torch.randn(8, 3, 5), *running, num_batches_tracked=count, impl=impl)
     assert int(count) == 2  # not the evaluation call
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 5), (2, 3, 0)])
+def test_fast_batch_norm_of_an_empty_batch_is_like_torch(shape):
+    """torch's native kernel refuses an empty input that F.batch_norm accepts."""
+    x = torch.randn(shape)
+    ours, theirs = (torch.zeros(3), torch.ones(3)), (torch.zeros(3), torch.ones(3))
+    r = lnviz.batch_norm(x, *ours, training=True, impl="fast")
+    assert r.output.shape == F.batch_norm(x, *theirs, training=True).shape == x.shape
+    torch.testing.assert_close(ours, theirs)  # the running statistics are left as they were
