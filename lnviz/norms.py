@@ -28,6 +28,10 @@ catastrophically when the values sit far from zero:
    exactly 0;
 3. Σ(x − μ)² gives σ².
 
+Algebraically, with the rounded μ of step 1, this σ² is Σ(x − μ)²/n − (Σ(x − μ)/n)²: the
+"corrected two-pass algorithm" of Chan, Golub & LeVeque (1983), two passes over the data in the
+textbook's sense, three sums here.
+
 Each function's body is that recipe one step a line, with the shape of every intermediate in a
 comment (for the layout its docstring names). Every function also takes a keyword-only ``impl``:
 ``"scratch"`` (the default) runs that readable code, materialising every intermediate; ``"fast"``
