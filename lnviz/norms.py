@@ -19,14 +19,25 @@ InstanceNorm   the spatial dims                                   (sample, chann
 =============  ================================================  ===========================
 
 Statistics are accumulated in at least float32 (float16/bfloat16 inputs are promoted), and the
-variance is computed in two passes — first μ, then the mean of (x − μ)² — never as E[x²] − E[x]²,
-which cancels catastrophically when the values sit far from zero.
+variance comes from three sums over the values, never from E[x²] − E[x]², which cancels
+catastrophically when the values sit far from zero:
 
-Every function also takes a keyword-only ``impl``: ``"scratch"`` (the default) is the readable
-code above each docstring's formula, materialising every intermediate; ``"fast"`` returns the
-same :class:`NormResult` from torch's fused native kernels (``torch.native_layer_norm``,
-``torch.native_batch_norm``, ``torch.native_group_norm``), building ``x_hat`` only when it is
-read. The app uses ``fast`` for large tensors; tests hold the two to the same answers.
+1. Σx gives μ;
+2. Σ(x − μ) would be 0 with exact arithmetic: it is the rounding error of μ, and subtracting it
+   from x − μ (adding it to μ) makes μ exact to rounding, so that a constant row centres to
+   exactly 0;
+3. Σ(x − μ)² gives σ².
+
+Algebraically, with the rounded μ of step 1, this σ² is Σ(x − μ)²/n − (Σ(x − μ)/n)²: the
+"corrected two-pass algorithm" of Chan, Golub & LeVeque (1983), two passes over the data in the
+textbook's sense, three sums here.
+
+Each function's body is that recipe one step a line, with the shape of every intermediate in a
+comment (for the layout its docstring names). Every function also takes a keyword-only ``impl``:
+``"scratch"`` (the default) runs that readable code, materialising every intermediate; ``"fast"``
+returns the same :class:`NormResult` from torch's fused native kernels (:mod:`lnviz.kernels`),
+building ``x_hat`` only when it is read. The app uses ``fast`` for large tensors; tests hold the
+two to the same answers.
 """
 
 from __future__ import annotations
@@ -34,6 +45,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from types import ModuleType
 
 import torch
 
@@ -63,8 +76,9 @@ class NormResult:
 
     ``mean``, ``var`` and ``rstd`` keep the reduced dims with size 1 so that they broadcast
     against the input; they and ``x_hat`` are in the accumulation dtype (float32 for float16 and
-    bfloat16 inputs, otherwise the input's dtype). ``x_hat`` may be given as a function that
-    computes it: the fast path builds it only when it is read, which saves a full-size tensor.
+    bfloat16 inputs, otherwise the input's dtype). x̂ is given to the constructor (fifth, as
+    ``_x_hat``) either as a tensor or as a function that computes it: the fast path builds it
+    only when it is read, which saves a full-size tensor, and keeps it once built.
     """
 
     output: torch.Tensor
@@ -74,11 +88,9 @@ class NormResult:
     _x_hat: torch.Tensor | Callable[[], torch.Tensor] = field(repr=False)
     reduce_dims: tuple[int, ...]
 
-    @property
+    @cached_property
     def x_hat(self) -> torch.Tensor:
-        if callable(self._x_hat):
-            object.__setattr__(self, "_x_hat", self._x_hat())  # computed once, then kept
-        return self._x_hat
+        return self._x_hat() if callable(self._x_hat) else self._x_hat
 
 
 IMPLS = ("scratch", "fast")
@@ -89,6 +101,13 @@ def _check_impl(impl: str) -> None:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
 
 
+def _kernels() -> ModuleType:
+    """:mod:`lnviz.kernels`, imported on first use: it imports :class:`NormResult` from here."""
+    from lnviz import kernels
+
+    return kernels
+
+
 def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     # Half-precision sums lose digits quickly; like torch's kernels, accumulate in float32.
     if not dtype.is_floating_point:
@@ -96,41 +115,33 @@ def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def _mean(x: torch.Tensor, dims: tuple[int, ...], count: int | torch.Tensor) -> torch.Tensor:
-    """μ = (1/n) Σ x, over ``dims``, keeping them with size 1."""
-    return x.sum(dim=dims, keepdim=True) / count
+def _mean(
+    x: torch.Tensor,
+    dims: tuple[int, ...],
+    n: int | torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """(1/n)·Σ x over ``dims``, keeping them with size 1; ``weights`` (0/1) leaves values out."""
+    if weights is not None:
+        x = x * weights
+    return x.sum(dim=dims, keepdim=True) / n
 
 
 def mean_and_var(
     x: torch.Tensor, dims: tuple[int, ...], weights: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
-    """Two-pass μ and biased σ² over ``dims``; ``weights`` (0/1) leaves positions out.
+    """μ and the biased σ² over ``dims``, from the three sums the norms take; ``weights`` (0/1)
+    leaves positions out.
 
     Returns (μ, σ², n) where n is the number of values each statistic was taken over.
     """
-    _, mean, var, count = _centered_stats(x, dims, weights)
-    return mean, var, count
-
-
-def _centered_stats(
-    x: torch.Tensor, dims: tuple[int, ...], weights: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | int]:
-    """(x − μ, μ, σ², n): the first pass finds μ, the second averages the squared deviations."""
-    if weights is None:
-        count: torch.Tensor | int = math.prod(x.shape[d] for d in dims)
-        mean = _mean(x, dims, count)
-        centered = x - mean
-        # The rounded μ can sit a last bit off; the mean of the deviations is that error, so one
-        # correction makes μ exact to rounding (a constant row then centres to exactly 0).
-        correction = _mean(centered, dims, count)
-        var = _mean(centered.sub_(correction).square(), dims, count)
-    else:
-        count = weights.sum(dim=dims, keepdim=True)
-        mean = _mean(x * weights, dims, count)
-        centered = x - mean
-        correction = _mean(centered * weights, dims, count)
-        var = _mean((centered.sub_(correction) * weights).square(), dims, count)
-    return centered, mean + correction, var, count
+    n = math.prod(x.shape[d] for d in dims) if weights is None else weights.sum(dims, keepdim=True)
+    mean = _mean(x, dims, n, weights)
+    centered = x - mean
+    error = _mean(centered, dims, n, weights)
+    centered -= error
+    var = _mean(centered.square(), dims, n, weights)
+    return mean + error, var, n
 
 
 def _affine(
@@ -147,24 +158,6 @@ def _affine(
     if gamma is not None:
         return x_hat * gamma
     return x_hat + beta if beta is not None else x_hat
-
-
-def _result(
-    centered: torch.Tensor,
-    mean: torch.Tensor | None,
-    var: torch.Tensor,
-    eps: float,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    param_shape: Sequence[int],
-    reduce_dims: tuple[int, ...],
-    input_dtype: torch.dtype,
-) -> NormResult:
-    """The steps every norm shares once x − μ (just x for RMSNorm) and σ² are known."""
-    rstd = torch.rsqrt(var + eps)  # 1/√(σ² + ε); ε = 0 on a constant row gives the true inf
-    x_hat = centered * rstd
-    y = _affine(x_hat, weight, bias, param_shape)
-    return NormResult(y.to(input_dtype), mean, var, rstd, x_hat, reduce_dims)
 
 
 def _trailing_dims(input: torch.Tensor, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -214,11 +207,20 @@ def layer_norm(
     dims = _trailing_dims(input, normalized_shape)
     _check_impl(impl)
     if impl == "fast":
-        return _fast_layer_norm(input, dims, weight, bias, eps)
-    x = input.to(_accumulation_dtype(input.dtype))
-    centered, mean, var, _ = _centered_stats(x, dims)  # μ, then σ² = mean((x − μ)²)
-    param_shape = tuple(input.shape[d] for d in dims)
-    return _result(centered, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+        return _kernels().layer_norm(input, dims, weight, bias, eps)
+    # Shapes for (B, T, C) activations normalized over C.
+    x = input.to(_accumulation_dtype(input.dtype))  # (B, T, C)
+    h = math.prod(x.shape[d] for d in dims)  # H = C, the values of one sample
+    mean = _mean(x, dims, h)  # μ = Σx / H: (B, T, 1)
+    centered = x - mean  # x − μ: (B, T, C)
+    error = _mean(centered, dims, h)  # Σ(x − μ) / H, the rounding error of μ: (B, T, 1)
+    centered -= error  # x − μ, now exactly 0 where x is constant
+    mean = mean + error  # μ, exact to rounding
+    var = _mean(centered.square(), dims, h)  # σ² = Σ(x − μ)² / H: (B, T, 1)
+    rstd = torch.rsqrt(var + eps)  # 1/√(σ² + ε), inf for a constant row if ε = 0: (B, T, 1)
+    x_hat = centered * rstd  # x̂ = (x − μ)/√(σ² + ε): (B, T, C)
+    y = _affine(x_hat, weight, bias, x.shape[dims[0] :])  # y = γ·x̂ + β: (B, T, C)
+    return NormResult(y.to(input.dtype), mean, var, rstd, x_hat, dims)
 
 
 def rms_norm(
@@ -254,32 +256,81 @@ def rms_norm(
     """
     dims = _trailing_dims(input, normalized_shape)
     _check_impl(impl)
-    x = input.to(_accumulation_dtype(input.dtype))
+    acc = _accumulation_dtype(input.dtype)
     if eps is None:
-        eps = torch.finfo(x.dtype).eps
+        eps = torch.finfo(acc).eps  # torch's default
     if impl == "fast":
-        return _fast_rms_norm(input, dims, weight, eps)
-    mean_square = _mean(x**2, dims, math.prod(x.shape[d] for d in dims))
-    param_shape = tuple(input.shape[d] for d in dims)
-    # No centering: x itself plays the part of x − μ.
-    return _result(x, None, mean_square, eps, weight, None, param_shape, dims, input.dtype)
+        return _kernels().rms_norm(input, dims, weight, eps)
+    # Shapes for (B, T, C) activations normalized over C.
+    x = input.to(acc)  # (B, T, C)
+    h = math.prod(x.shape[d] for d in dims)  # H = C, the values of one sample
+    mean_square = _mean(x**2, dims, h)  # ms = Σx² / H: (B, T, 1)
+    rstd = torch.rsqrt(mean_square + eps)  # 1/√(ms + ε): (B, T, 1)
+    x_hat = x * rstd  # x̂ = x/√(ms + ε), no centering: (B, T, C)
+    y = _affine(x_hat, weight, None, x.shape[dims[0] :])  # y = γ·x̂: (B, T, C)
+    return NormResult(y.to(input.dtype), None, mean_square, rstd, x_hat, dims)
 
 
-def _update_running(
-    running: torch.Tensor,
-    batch_stat: torch.Tensor,
+def _normalize_with_running_stats(
+    input: torch.Tensor,
+    running_mean: torch.Tensor,
+    running_var: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+    stat_shape: Sequence[int],
+    dims: tuple[int, ...],
+) -> NormResult:
+    """Evaluation mode of BatchNorm and InstanceNorm: the running statistics stand in for the
+    batch's, so nothing depends on the other samples. Shapes for an (N, C, L) input."""
+    x = input.to(_accumulation_dtype(input.dtype))  # (N, C, L)
+    mean = running_mean.to(x.dtype).reshape(stat_shape)  # μ_c: (1, C, 1)
+    var = running_var.to(x.dtype).reshape(stat_shape)  # σ²_c: (1, C, 1)
+    rstd = torch.rsqrt(var + eps)  # 1/√(σ²_c + ε): (1, C, 1)
+    x_hat = (x - mean) * rstd  # (N, C, L)
+    y = _affine(x_hat, weight, bias, stat_shape)  # γ_c·x̂ + β_c: (N, C, L)
+    return NormResult(y.to(input.dtype), mean, var, rstd, x_hat, dims)
+
+
+def _update_running_stats(
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    batch_mean: torch.Tensor,
+    batch_var: torch.Tensor,
     momentum: float | None,
-    num_batches_tracked: torch.Tensor | None,
+    num_batches_tracked: torch.Tensor | None = None,
 ) -> None:
-    """running ← (1 − m)·running + m·batch, in place; m = 1/k for a cumulative average."""
-    if momentum is None:
-        if num_batches_tracked is None:
-            raise ValueError(
-                "momentum=None (a cumulative average) needs num_batches_tracked, the count of "
-                "batches seen so far, as nn.BatchNorm keeps it"
-            )
-        momentum = 1.0 / float(num_batches_tracked)
-    running.mul_(1.0 - momentum).add_(batch_stat.to(running.dtype), alpha=momentum)
+    """running ← (1 − m)·running + m·batch, in place and outside autograd, for μ and the
+    unbiased σ² (either buffer may be None); m = 1/k at the k-th batch when ``momentum`` is None
+    (a cumulative average), k counted in ``num_batches_tracked``."""
+    with torch.no_grad():
+        if num_batches_tracked is not None:
+            num_batches_tracked.add_(1)
+        for running, batch in ((running_mean, batch_mean), (running_var, batch_var)):
+            if running is None:
+                continue
+            if momentum is None and num_batches_tracked is None:
+                raise ValueError(
+                    "momentum=None (a cumulative average) needs num_batches_tracked, the count "
+                    "of batches seen so far, as nn.BatchNorm keeps it"
+                )
+            m = 1.0 / float(num_batches_tracked) if momentum is None else momentum
+            running.mul_(1.0 - m).add_(batch.to(running.dtype), alpha=m)
+
+
+def _mask_weights(
+    mask: torch.Tensor | None, input: torch.Tensor, channel: int
+) -> torch.Tensor | None:
+    """The mask as 0/1 weights with size 1 along ``channel``, so that they broadcast."""
+    if mask is None:
+        return None
+    expected = tuple(s for d, s in enumerate(input.shape) if d != channel)
+    if tuple(mask.shape) != expected:
+        raise ValueError(
+            f"mask must have the input's shape without the channel dim, {list(expected)}; "
+            f"got {list(mask.shape)}"
+        )
+    return mask.to(device=input.device, dtype=_accumulation_dtype(input.dtype)).unsqueeze(channel)
 
 
 def batch_norm(
@@ -341,53 +392,49 @@ def batch_norm(
     """
     _check_impl(impl)
     channel = channel_dim % input.dim() if input.dim() else 0
-    dims = tuple(d for d in range(input.dim()) if d != channel)
-    param_shape = [1] * input.dim()
-    param_shape[channel] = input.shape[channel]
-    x = input.to(_accumulation_dtype(input.dtype))
-    use_batch_stats = training or running_mean is None or running_var is None
-
-    if impl == "fast" and mask is None and (momentum is not None or not training):
-        return _fast_batch_norm(input, running_mean, running_var, weight, bias, training,
-                                momentum, eps, channel, dims, use_batch_stats)
-    if not use_batch_stats:
-        mean = running_mean.to(x.dtype).reshape(param_shape)
-        var = running_var.to(x.dtype).reshape(param_shape)
-        return _result(x - mean, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+    dims = tuple(d for d in range(input.dim()) if d != channel)  # every dim but the channels
+    stat_shape = [1] * input.dim()
+    stat_shape[channel] = input.shape[channel]
     if not training:
-        raise ValueError(
-            "running_mean and running_var must be given in evaluation mode (training=False); "
-            "pass training=True to normalize with the batch's own statistics"
-        )
-
-    weights = None
-    if mask is not None:
-        expected = tuple(s for d, s in enumerate(input.shape) if d != channel)
-        if tuple(mask.shape) != expected:
+        if running_mean is None or running_var is None:
             raise ValueError(
-                f"mask must have the input's shape without the channel dim, {list(expected)}; "
-                f"got {list(mask.shape)}"
+                "running_mean and running_var must be given in evaluation mode (training=False); "
+                "pass training=True to normalize with the batch's own statistics"
             )
-        weights = mask.to(device=x.device, dtype=x.dtype).unsqueeze(channel)
+        if impl == "fast" and mask is None:
+            return _kernels().batch_norm(input, running_mean, running_var, weight, bias, False,
+                                         momentum, eps, channel)
+        return _normalize_with_running_stats(input, running_mean, running_var, weight, bias, eps,
+                                             stat_shape, dims)
 
-    count = int(weights.sum()) if weights is not None else math.prod(input.shape[d] for d in dims)
+    w = _mask_weights(mask, input, channel)  # 1 = a real token, 0 = padding: (N, 1, L)
+    m = math.prod(input.shape[d] for d in dims) if w is None else w.sum(dims, keepdim=True)
+    count = int(m)  # m, the values per channel
     if count == 1:
         raise ValueError(
             "BatchNorm in training mode needs more than one value per channel to estimate a "
             f"variance; this input has one (shape {list(input.shape)})"
         )
-    centered, mean, var, _ = _centered_stats(x, dims, weights)
-
+    # torch's kernel takes no mask, no cumulative average and no empty batch.
+    if impl == "fast" and w is None and momentum is not None and count > 0:
+        return _kernels().batch_norm(input, running_mean, running_var, weight, bias, True,
+                                     momentum, eps, channel, num_batches_tracked)
+    # Shapes for torch's (N, C, L) layout; any other channel_dim works alike.
+    x = input.to(_accumulation_dtype(input.dtype))  # (N, C, L)
+    mean = _mean(x, dims, m, w)  # μ_c = Σx / m over the real tokens: (1, C, 1)
+    centered = x - mean  # x − μ_c: (N, C, L)
+    error = _mean(centered, dims, m, w)  # Σ(x − μ_c) / m, the rounding error of μ_c: (1, C, 1)
+    centered -= error  # x − μ, now exactly 0 where x is constant
+    mean = mean + error  # μ, exact to rounding
+    var = _mean(centered.square(), dims, m, w)  # σ²_c = Σ(x − μ_c)² / m: (1, C, 1)
     if count > 0:
-        with torch.no_grad():
-            if num_batches_tracked is not None:
-                num_batches_tracked.add_(1)
-            if running_mean is not None:
-                _update_running(running_mean, mean.flatten(), momentum, num_batches_tracked)
-            if running_var is not None:
-                unbiased = var.flatten() * count / (count - 1)  # Bessel's correction
-                _update_running(running_var, unbiased, momentum, num_batches_tracked)
-    return _result(centered, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+        unbiased = var.flatten() * count / (count - 1)  # σ²_c·m/(m − 1), Bessel's: (C,)
+        _update_running_stats(running_mean, running_var, mean.flatten(), unbiased, momentum,
+                              num_batches_tracked)
+    rstd = torch.rsqrt(var + eps)  # 1/√(σ²_c + ε): (1, C, 1)
+    x_hat = centered * rstd  # x̂ = (x − μ_c)/√(σ²_c + ε): (N, C, L)
+    y = _affine(x_hat, weight, bias, stat_shape)  # y = γ_c·x̂ + β_c: (N, C, L)
+    return NormResult(y.to(input.dtype), mean, var, rstd, x_hat, dims)
 
 
 def group_norm(
@@ -436,19 +483,29 @@ def group_norm(
         raise ValueError("group_norm needs more than one value per group; this input has one")
     _check_impl(impl)
     if impl == "fast":
-        return _fast_group_norm(input, num_groups, weight, bias, eps)
-    x = input.to(_accumulation_dtype(input.dtype))
-    # View the channels as (G, C/G) so that one group is a block of whole dims to reduce over.
-    grouped = x.reshape(n, num_groups, c // num_groups, *input.shape[2:])
+        return _kernels().group_norm(input, num_groups, weight, bias, eps)
+    # Shapes for an (N, C, L) input with G groups of C/G channels.
+    x = input.to(_accumulation_dtype(input.dtype))  # (N, C, L)
+    # View the channels as (G, C/G), so that one group is a block of whole dims to reduce over.
+    grouped = x.reshape(n, num_groups, c // num_groups, *input.shape[2:])  # (N, G, C/G, L)
     group_dims = tuple(range(2, grouped.dim()))
-    centered, mean, var, _ = _centered_stats(grouped, group_dims)
+    m = math.prod(grouped.shape[d] for d in group_dims)  # the values of one group, C/G·L
+    mean = _mean(grouped, group_dims, m)  # μ_{n,g} = Σx / m: (N, G, 1, 1)
+    centered = grouped - mean  # x − μ_{n,g}: (N, G, C/G, L)
+    error = _mean(centered, group_dims, m)  # Σ(x − μ) / m, the rounding error of μ: (N, G, 1, 1)
+    centered -= error  # x − μ, now exactly 0 where x is constant
+    mean = mean + error  # μ, exact to rounding
+    var = _mean(centered.square(), group_dims, m)  # σ²_{n,g} = Σ(x − μ)² / m: (N, G, 1, 1)
+    # Each channel carries its group's statistics, so that they broadcast against the input.
     stat_shape = (n, c) + (1,) * (input.dim() - 2)
-    mean = mean.reshape(n, num_groups, 1).expand(n, num_groups, c // num_groups).reshape(stat_shape)
-    var = var.reshape(n, num_groups, 1).expand(n, num_groups, c // num_groups).reshape(stat_shape)
-    param_shape = (1, c) + (1,) * (input.dim() - 2)
-    dims = tuple(range(1, input.dim()))
-    return _result(centered.reshape(input.shape), mean, var, eps, weight, bias, param_shape, dims,
-                   input.dtype)
+    mean, var = (
+        s.reshape(n, num_groups, 1).expand(n, num_groups, c // num_groups).reshape(stat_shape)
+        for s in (mean, var)
+    )  # (N, C, 1)
+    rstd = torch.rsqrt(var + eps)  # 1/√(σ² + ε): (N, C, 1)
+    x_hat = centered.reshape(input.shape) * rstd  # x̂ = (x − μ)/√(σ² + ε): (N, C, L)
+    y = _affine(x_hat, weight, bias, (1, c) + (1,) * (input.dim() - 2))  # γ_c·x̂ + β_c: (N, C, L)
+    return NormResult(y.to(input.dtype), mean, var, rstd, x_hat, tuple(range(1, input.dim())))
 
 
 def instance_norm(
@@ -498,147 +555,37 @@ def instance_norm(
         )
     _check_impl(impl)
     c = input.shape[1]
-    dims = tuple(range(2, input.dim()))
-    param_shape = (1, c) + (1,) * len(dims)
-    x = input.to(_accumulation_dtype(input.dtype))
-
+    dims = tuple(range(2, input.dim()))  # the spatial dims
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise ValueError("use_input_stats=False needs running_mean and running_var")
-        mean = running_mean.to(x.dtype).reshape(param_shape)
-        var = running_var.to(x.dtype).reshape(param_shape)
-        return _result(x - mean, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
+        return _normalize_with_running_stats(input, running_mean, running_var, weight, bias, eps,
+                                             (1, c) + (1,) * len(dims), dims)
 
-    count = math.prod(input.shape[d] for d in dims)
-    if count == 1:
+    m = math.prod(input.shape[d] for d in dims)  # the values of one instance
+    if m == 1:
         raise ValueError(
             "InstanceNorm needs more than one spatial position per channel; this input has one "
             f"(shape {list(input.shape)})"
         )
-    if impl == "fast":  # InstanceNorm is GroupNorm with one group per channel
-        fast = _fast_group_norm(input, c, weight, bias, eps)
-        result = NormResult(fast.output, fast.mean, fast.var, fast.rstd, fast._x_hat, dims)
+    if impl == "fast":
+        result = _kernels().instance_norm(input, weight, bias, eps)
     else:
-        centered, mean, var, _ = _centered_stats(x, dims)
-        result = _result(centered, mean, var, eps, weight, bias, param_shape, dims, input.dtype)
-    if input.shape[0] > 0 and count > 0:
-        with torch.no_grad():
-            # The running buffers see the batch average of the per-instance statistics.
-            if running_mean is not None:
-                _update_running(running_mean, result.mean.mean(dim=0).flatten(), momentum, None)
-            if running_var is not None:
-                unbiased = result.var * count / (count - 1)
-                _update_running(running_var, unbiased.mean(dim=0).flatten(), momentum, None)
+        # Shapes for an (N, C, L) input.
+        x = input.to(_accumulation_dtype(input.dtype))  # (N, C, L)
+        mean = _mean(x, dims, m)  # μ_{n,c} = Σx / m: (N, C, 1)
+        centered = x - mean  # x − μ_{n,c}: (N, C, L)
+        error = _mean(centered, dims, m)  # Σ(x − μ) / m, the rounding error of μ: (N, C, 1)
+        centered -= error  # x − μ, now exactly 0 where x is constant
+        mean = mean + error  # μ, exact to rounding
+        var = _mean(centered.square(), dims, m)  # σ²_{n,c} = Σ(x − μ)² / m: (N, C, 1)
+        rstd = torch.rsqrt(var + eps)  # 1/√(σ² + ε): (N, C, 1)
+        x_hat = centered * rstd  # x̂ = (x − μ)/√(σ² + ε): (N, C, L)
+        y = _affine(x_hat, weight, bias, (1, c) + (1,) * len(dims))  # γ_c·x̂ + β_c: (N, C, L)
+        result = NormResult(y.to(input.dtype), mean, var, rstd, x_hat, dims)
+    if input.shape[0] > 0 and m > 0:
+        # The running buffers see the batch average of the per-instance statistics.
+        unbiased = result.var * m / (m - 1)  # Bessel's correction: (N, C, 1)
+        _update_running_stats(running_mean, running_var, result.mean.mean(dim=0).flatten(),
+                              unbiased.mean(dim=0).flatten(), momentum)
     return result
-
-
-# --- The fast path: torch's fused kernels, the same NormResult -----------------------------------
-#
-# Each native kernel returns the output and the statistics it used (μ and 1/√(σ²+ε)) in one pass
-# over the input, so the result costs about one read and one write of the tensor. σ² is
-# recovered from rstd as rstd⁻² − ε (exact up to rounding unless σ² is far below ε), and x̂ is
-# computed from the input only if someone reads it.
-
-
-def _lazy_x_hat(
-    input: torch.Tensor, mean: torch.Tensor | None, rstd: torch.Tensor
-) -> Callable[[], torch.Tensor]:
-    def x_hat() -> torch.Tensor:
-        x = input.to(rstd.dtype)
-        return (x - mean) * rstd if mean is not None else x * rstd
-
-    return x_hat
-
-
-def _var_from_rstd(rstd: torch.Tensor, eps: float) -> torch.Tensor:
-    return (rstd.pow(-2) - eps).clamp_min(0)
-
-
-def _fast_layer_norm(
-    input: torch.Tensor,
-    dims: tuple[int, ...],
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    eps: float,
-) -> NormResult:
-    shape = [input.shape[d] for d in dims]
-    output, mean, rstd = torch.native_layer_norm(input, shape, weight, bias, eps)
-    stat_shape = tuple(input.shape[: input.dim() - len(dims)]) + (1,) * len(dims)
-    mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), dims)
-
-
-def _fast_rms_norm(
-    input: torch.Tensor, dims: tuple[int, ...], weight: torch.Tensor | None, eps: float
-) -> NormResult:
-    shape = [input.shape[d] for d in dims]
-    output, rstd = torch.ops.aten._fused_rms_norm(input, shape, weight, eps)
-    stat_shape = tuple(input.shape[: input.dim() - len(dims)]) + (1,) * len(dims)
-    rstd = rstd.to(_accumulation_dtype(input.dtype)).reshape(stat_shape)
-    return NormResult(output, None, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, None, rstd), dims)
-
-
-def _fast_batch_norm(
-    input: torch.Tensor,
-    running_mean: torch.Tensor | None,
-    running_var: torch.Tensor | None,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    training: bool,
-    momentum: float | None,
-    eps: float,
-    channel: int,
-    dims: tuple[int, ...],
-    use_batch_stats: bool,
-) -> NormResult:
-    if use_batch_stats and not training:
-        raise ValueError(
-            "running_mean and running_var must be given in evaluation mode (training=False); "
-            "pass training=True to normalize with the batch's own statistics"
-        )
-    if training and math.prod(input.shape[d] for d in dims) == 1:
-        raise ValueError(
-            "BatchNorm in training mode needs more than one value per channel to estimate a "
-            f"variance; this input has one (shape {list(input.shape)})"
-        )
-    x = input.movedim(channel, 1) if channel != 1 else input
-    output, save_mean, save_rstd = torch.native_batch_norm(
-        x, weight, bias, running_mean, running_var, training, momentum or 0.0, eps
-    )
-    stat_shape = [1] * input.dim()
-    stat_shape[channel] = input.shape[channel]
-    acc = _accumulation_dtype(input.dtype)
-    if training:
-        mean, rstd = save_mean.to(acc), save_rstd.to(acc)
-    else:  # evaluation: the running statistics
-        mean = running_mean.to(acc)
-        rstd = torch.rsqrt(running_var.to(acc) + eps)
-    mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
-    output = output.movedim(1, channel) if channel != 1 else output
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), dims)
-
-
-def _fast_group_norm(
-    input: torch.Tensor,
-    num_groups: int,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    eps: float,
-) -> NormResult:
-    n, c = input.shape[0], input.shape[1]
-    spatial = math.prod(input.shape[2:])
-    # CUDA's kernel wants γ and β in the input's dtype (the CPU one also takes float32 ones).
-    weight = None if weight is None else weight.to(input.dtype)
-    bias = None if bias is None else bias.to(input.dtype)
-    output, mean, rstd = torch.native_group_norm(input, weight, bias, n, c, spatial, num_groups,
-                                                 eps)
-    # (N, G) statistics, repeated for each channel of a group so that they broadcast.
-    stat_shape = (n, c) + (1,) * (input.dim() - 2)
-    acc = _accumulation_dtype(input.dtype)
-    mean = mean.to(acc).repeat_interleave(c // num_groups, dim=1).reshape(stat_shape)
-    rstd = rstd.to(acc).repeat_interleave(c // num_groups, dim=1).reshape(stat_shape)
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), tuple(range(1, input.dim())))

@@ -1,8 +1,12 @@
-"""impl="fast" returns the same NormResult as the readable impl="scratch" (and as torch)."""
+"""impl="fast" (lnviz.kernels) returns the same NormResult as the readable impl="scratch" (and as
+torch)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -11,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lnviz
+import lnviz.norms
 from lnviz.devices import DTYPES, supported_dtypes
 
 TOL = {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}
@@ -122,3 +127,89 @@ def test_fast_var_is_recovered_from_rstd():
     r = lnviz.layer_norm(x, 3, impl="fast")
     assert r.var.item() == pytest.approx(2 / 3, rel=1e-9)
     assert r.rstd.item() == pytest.approx(1 / math.sqrt(2 / 3 + 1e-5), rel=1e-12)
+
+
+def test_x_hat_is_computed_once_and_cached():
+    calls = []
+    x_hat = torch.randn(2, 3)
+
+    def build() -> torch.Tensor:
+        calls.append(1)
+        return x_hat
+
+    # Positional, in the order the call sites outside lnviz.norms use (lnviz.explore passes a
+    # function fifth).
+    r = lnviz.NormResult(torch.zeros(2, 3), None, torch.ones(2, 1), torch.ones(2, 1), build, (1,))
+    assert calls == []
+    assert r.x_hat is x_hat and r.x_hat is x_hat
+    assert calls == [1]
+    eager = lnviz.layer_norm(torch.randn(4, 8), 8)
+    assert eager.x_hat is eager.x_hat is eager._x_hat  # the scratch path hands over the tensor
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.output = torch.ones(2, 3)
+
+
+def test_kernels_imports_on_its_own():
+    """lnviz.kernels imports NormResult from lnviz.norms, which imports kernels lazily."""
+    code = ("import torch, lnviz.kernels as k; "
+            "r = k.layer_norm(torch.tensor([[1.0, 2.0, 3.0]]), (1,), None, None, 0.0); "
+            "print(r.x_hat.tolist())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == str([[-1.2247447967529297, 0.0, 1.2247447967529297]])
+
+
+RANKS = st.integers(3, 5)
+
+
+@CASE
+@given(data=st.data(), rank=RANKS, dtype_name=st.sampled_from(list(DTYPES)),
+       eps=st.sampled_from([1e-5, 1e-2]), seed=st.integers(0, 999))
+def test_fast_equals_scratch_for_any_rank(device, data, rank, dtype_name, eps, seed):
+    """Random shapes of any rank, statistics over several trailing dims, channels last."""
+    if dtype_name not in supported_dtypes(device):
+        pytest.skip(f"{dtype_name} is not supported on {device}")
+    dtype = DTYPES[dtype_name]
+    shape = data.draw(st.lists(SIZES, min_size=rank, max_size=rank), label="shape")
+    trailing = data.draw(st.integers(1, rank - 1), label="normalized dims")
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=g) * 3 - 2).to(device, dtype)
+    pdtype = torch.float64 if dtype == torch.float64 else torch.float32
+    c = shape[1]
+    w = (torch.rand(c, generator=g) + 0.5).to(device, pdtype)
+    b = torch.randn(c, generator=g).to(device, pdtype)
+    normalized = shape[-trailing:]
+    wl = (torch.rand(normalized, generator=g) + 0.5).to(device, dtype)
+    groups = data.draw(st.sampled_from([d for d in range(1, c + 1) if c % d == 0]),
+                       label="groups")
+
+    compare(*both(lnviz.layer_norm, x, normalized, wl, None, eps), dtype)
+    compare(*both(lnviz.rms_norm, x, normalized, wl, eps), dtype)
+    compare(*both(lnviz.group_norm, x, groups, w, b, eps), dtype)
+    compare(*both(lnviz.instance_norm, x, None, None, w, b, True, 0.1, eps), dtype)
+    compare(*both(lnviz.batch_norm, x, None, None, w, b, True, 0.1, eps), dtype)
+    last = x.movedim(1, -1)
+    compare(*both(lnviz.batch_norm, last, None, None, w, b, True, 0.1, eps, channel_dim=-1),
+            dtype)
+
+
+@pytest.mark.parametrize("impl", lnviz.norms.IMPLS)
+def test_batch_norm_counts_training_batches_whatever_the_momentum(impl):
+    """num_batches_tracked counts training batches on both paths, as nn.BatchNorm's does."""
+    count = torch.zeros((), dtype=torch.long)
+    running = (torch.zeros(3), torch.ones(3))
+    for _ in range(2):
+        lnviz.batch_norm(torch.randn(8, 3, 5), *running, training=True, momentum=0.1,
+                         num_batches_tracked=count, impl=impl)
+    lnviz.batch_norm(torch.randn(8, 3, 5), *running, num_batches_tracked=count, impl=impl)
+    assert int(count) == 2  # not the evaluation call
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 5), (2, 3, 0)])
+def test_fast_batch_norm_of_an_empty_batch_is_like_torch(shape):
+    """torch's native kernel refuses an empty input that F.batch_norm accepts."""
+    x = torch.randn(shape)
+    ours, theirs = (torch.zeros(3), torch.ones(3)), (torch.zeros(3), torch.ones(3))
+    r = lnviz.batch_norm(x, *ours, training=True, impl="fast")
+    assert r.output.shape == F.batch_norm(x, *theirs, training=True).shape == x.shape
+    torch.testing.assert_close(ours, theirs)  # the running statistics are left as they were
