@@ -137,7 +137,7 @@ def test_x_hat_is_computed_once_and_cached():
         calls.append(1)
         return x_hat
 
-    # Positional, in the order the call sites outside lnviz.norms use (lnviz.explore passes a
+    # Positional, in the order the call sites outside lnviz.norms use (lnviz.batch passes a
     # function fifth).
     r = lnviz.NormResult(torch.zeros(2, 3), None, torch.ones(2, 1), torch.ones(2, 1), build, (1,))
     assert calls == []
