@@ -15,7 +15,7 @@ from lnviz.lessons.bn_vs_ln import (
     variance_table,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings, keep_in_range, memo
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
@@ -70,10 +70,8 @@ groups = st.columns([3, 2])[0].select_slider(
     help=f"GroupNorm splits the {c} channels into G groups of C/G. G = 1 pools all channels "
          "(LayerNorm over C, H, W); G = C pools one channel (InstanceNorm).",
 )
-try:
+with refusal(icon=":material/block:"):
     cubes = sharing_cubes(shape, layout, groups)
-except ValueError as err:
-    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bn_vs_ln.sharing_figure,
             (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
             [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
@@ -108,7 +106,7 @@ feature = cols[2].slider(
     help="The feature plotted against batch size here and in the training steps below.")
 
 sample = fixed_sample(c, settings.seed)
-try:
+with refusal(icon=":material/block:"):
     dependence = memo(
         ("bl_dep", c, batch_size, redraws, settings.seed, settings.device, settings.dtype),
         lambda: batch_dependence(sample, batch_size, redraws, settings.seed,
@@ -117,8 +115,6 @@ try:
         ("bl_sweep", c, redraws, settings.seed, settings.device, settings.dtype),
         lambda: batch_size_sweep(sample, redraws=redraws, seed=settings.seed,
                                  device=settings.device, dtype=settings.dtype))
-except ValueError as err:
-    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bn_vs_ln.redraws_figure, dependence.batch_norm, dependence.layer_norm,
             dependence.refusal, key="bl_fixed")
 if dependence.refusal:
@@ -161,13 +157,11 @@ minibatch = cols[2].slider(
     "Mini-batch size m", 2, 64, 4, key="bl_mb", bind="query-params",
     help="Samples per training mini-batch. Small m: noisy batch statistics, and a big gap "
          "between the biased (÷m) and unbiased (÷(m−1)) variance.")
-try:
+with refusal(icon=":material/block:"):
     stats = memo(("bl_run", steps, minibatch, c, momentum, settings.seed, settings.device,
                   settings.dtype),
                  lambda: running_statistics(steps, minibatch, c, momentum, settings.seed,
                                             device=settings.device, dtype=settings.dtype))
-except ValueError as err:
-    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bn_vs_ln.running_stats_figure,
             stats.batch_mean[:, feature], stats.batch_var[:, feature],
             stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],

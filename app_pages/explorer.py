@@ -19,7 +19,7 @@ from lnviz.lessons.explorer import (
 )
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source
 from lnviz.ui.state import current_settings, keep_in_range, memo
@@ -37,19 +37,13 @@ with st.container(border=True):
 if picked is None:
     st.stop()
 batch, source_key = picked
-with st.container(border=True):
-    try:
-        spec = norm_controls(batch)
-    except ValueError as err:
-        stop_with_error(err)
+with st.container(border=True), refusal():
+    spec = norm_controls(batch)
 
 # --- Computation (one call into lnviz, once per setting) ---------------------------------------
-try:
-    with st.spinner("Normalizing…"):
-        ex = memo(("explore", source_key, spec, settings.device, settings.dtype),
-                  lambda: explore(batch, spec, settings.device, settings.dtype))
-except ValueError as err:
-    stop_with_error(err)
+with refusal(), st.spinner("Normalizing…"):
+    ex = memo(("explore", source_key, spec, settings.device, settings.dtype),
+              lambda: explore(batch, spec, settings.device, settings.dtype))
 result, shape, layout = ex.result, ex.x.shape, batch.layout
 if ex.impl == "fast":
     st.caption(f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path (torch's "

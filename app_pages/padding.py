@@ -18,7 +18,7 @@ from lnviz.lessons.padding import (
     padding_sweep,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.state import current_settings, keep_in_range, memo, url_text
 
@@ -52,7 +52,7 @@ with st.container(border=True):
         help="Seed 002: “I love deep learning” and “Transformers are powerful” plus one pad, "
              "three features each. Generated: random sequences padded to a common length.",
     )
-    try:
+    with refusal(icon=":material/block:"):
         if source == "Seed 002":
             preset = get_preset("padded_tokens")
             st.caption(preset.description)
@@ -104,8 +104,6 @@ with st.container(border=True):
         sweep = memo(("pd_sweep", key),
                      lambda: padding_sweep(batch, float(pad_value), device=settings.device,
                                            dtype=settings.dtype))
-    except ValueError as err:
-        stop_with_error(err, icon=":material/block:")
 
 n, length, d = batch.values.shape
 padding = ~batch.mask.reshape(-1)

@@ -15,7 +15,7 @@ from lnviz.lessons.scale_shift import (
     two_betas,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -53,11 +53,9 @@ samples = st.select_slider(
     help="How many N(0, 1) values are drawn (sidebar seed) and normalized before γ and β are "
          "applied. Seed 000 uses 1000.",
 )
-try:
+with refusal():
     grid = cached_grid(n=samples, seed=settings.seed, bins=40, device=settings.device,
                        dtype=settings.dtype)
-except ValueError as err:
-    stop_with_error(err)
 show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gammas, grid.betas,
             grid.mean, grid.std, key="ss_grid_chart")
 st.caption(
@@ -107,10 +105,8 @@ for c, col in enumerate(st.columns(FEATURES)):
         help=f"Shift of feature {c}: its output's mean."))
 x = to_tensor(random_batch((SAMPLES, FEATURES), feature_spread=1.0, seed=settings.seed),
               settings.device, settings.dtype)
-try:
+with refusal():
     features = per_feature_affine(x, gammas, betas, norm)
-except ValueError as err:
-    stop_with_error(err)
 show_figure(charts.scale_shift.feature_figure, features.output, features.gamma, features.beta,
             features.mean, features.std, key="ss_feature_chart")
 st.caption("Blue dots: the output values of each feature. Green: where γ_c and β_c aim "
@@ -127,14 +123,12 @@ st.markdown(
     "needs γ_n, β_n that change with every input, which are not parameters at all; the best "
     "per-feature pair (a least-squares fit) still misses."
 )
-try:
+with refusal():
     recoveries = {
         "BatchNorm, per-feature γ_c, β_c": recover_input(x, "BatchNorm"),
         "LayerNorm, best per-feature γ_c, β_c": recover_input(x, "LayerNorm"),
         "LayerNorm, per-sample γ_n, β_n": recover_input(x, "LayerNorm", per="sample"),
     }
-except ValueError as err:
-    stop_with_error(err)
 cols = st.columns(len(recoveries))
 for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
     col.metric(name, f"max |y − x| = {recovery.max_error:.2g}",

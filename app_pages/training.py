@@ -17,7 +17,7 @@ from lnviz.lessons.training import (
 )
 from lnviz.limits import current_limits
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import show_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings, memo, request_run
 
 settings = current_settings()
@@ -111,13 +111,11 @@ elif not upload:
             "digits.", icon="📂")
 else:
     upload_key = tuple(f.file_id for f in upload)
-    try:
+    with refusal("Cannot read the upload: ", stop=False):
         data = memo(("tr_data", upload_key),
                     lambda: load_files({f.name: f.getvalue() for f in upload},
                                        current_limits().training_values))
         data_key = upload_key
-    except ValueError as err:
-        show_error(f"Cannot read the upload: {err}")
 if not models:
     st.info("Choose at least one model.", icon="👆")
 config = None if not models else TrainConfig(
@@ -141,11 +139,8 @@ if stop:
 if run and (config is None or data is None):
     st.warning("Nothing to train yet: choose a model and a dataset first.", icon="👆")
 elif run:
-    try:
+    with refusal(stop=False):
         check_work(config, data, current_limits())
-    except ValueError as err:
-        st.error(str(err), icon="🚫")
-    else:
         if job is not None:
             job[1].stop()  # the run still drawing it ends at its next piece of work
         # Stored before any work (building a Training is instant), so that a rerun started by
@@ -157,7 +152,8 @@ if job is not None:
     job_key, training = job
     total = training.config.steps
     progress = st.progress(0.0, text="Preparing the models…")
-    try:
+    with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
+        # RuntimeError: e.g. out of memory on the device
         drawn = -1  # evaluations shown in the live chart
         while True:
             step = training.step  # the models are built on first use
@@ -181,8 +177,6 @@ if job is not None:
             results[job_key] = summarize(training)
             while len(results) > RESULTS_KEPT:
                 results.pop(next(iter(results)))
-    except (RuntimeError, ValueError) as err:  # e.g. out of memory on the device
-        show_error(f"Training failed: {err}")
     st.session_state["tr_job"] = None
     progress.empty()
 

@@ -15,10 +15,10 @@ import streamlit as st
 
 from lnviz import data
 from lnviz.batch import LAYOUTS, Batch
-from lnviz.data.files import TensorFileError, TensorTooLargeError, load_arrays
+from lnviz.data.files import TensorTooLargeError, load_arrays
 from lnviz.lessons.padding import check_lengths
 from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
-from lnviz.ui.messages import show_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.params import number_table
 from lnviz.ui.state import UPLOAD_KEY, release_upload, url_text
 
@@ -66,7 +66,7 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
     )
     if kind != "upload":
         release_upload()
-    try:
+    with refusal(stop=False):
         if kind == "preset":
             return _preset_source()
         if kind == "random":
@@ -78,9 +78,7 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
         if kind == "typed":
             return _typed_source()
         return _upload_source()
-    except (ValueError, TensorFileError) as err:
-        show_error(err)
-        return None
+    return None
 
 
 def _preset_source() -> tuple[Batch, tuple]:
