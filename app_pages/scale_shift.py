@@ -4,7 +4,7 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.data import random_batch
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.scale_shift import (
     AFFINE_NORMS,
     lstm_gate_inputs,
@@ -135,7 +135,7 @@ for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
                help="The largest difference between the input and the output of the "
                     f"normalization with the recovering γ and β, in {settings.dtype}.")
 show_figure(charts.scale_shift.recovery_figure,
-            x.double().cpu().numpy(), {name: r.output for name, r in recoveries.items()},
+            to_numpy(x), {name: r.output for name, r in recoveries.items()},
             {name: r.max_error for name, r in recoveries.items()}, key="ss_recovery_chart")
 st.caption("Points on the dashed diagonal are recovered exactly (up to the rounding of the "
            "sidebar's precision).")

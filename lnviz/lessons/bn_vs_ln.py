@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from lnviz.batch import NormSpec, group_ids
 from lnviz.data import random_batch
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
@@ -240,8 +240,8 @@ def batch_dependence(
             refusal, torch_refusal = str(err), _torch_refusal(x[0], eps)
     return BatchDependence(
         batch_size=batch_size,
-        batch_norm=None if refusal else _numpy(bn.reshape(redraws, features)),
-        layer_norm=_numpy(ln),
+        batch_norm=None if refusal else to_numpy(bn.reshape(redraws, features), torch.float32),
+        layer_norm=to_numpy(ln, torch.float32),
         refusal=refusal,
         torch_refusal=torch_refusal,
     )
@@ -254,10 +254,6 @@ def _torch_refusal(x: torch.Tensor, eps: float) -> str | None:
     except ValueError as err:
         return str(err)
     return None
-
-
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().float().cpu().numpy()
 
 
 @dataclass(frozen=True)
@@ -384,17 +380,17 @@ def running_statistics(
         history_var.append(running_var.clone())
     last = batches[-1]
     evaluated = batch_norm(last, running_mean, running_var, training=False, eps=eps)
-    batch_var = _numpy(torch.stack(variances))
+    batch_var = to_numpy(torch.stack(variances), torch.float32)
     return RunningStats(
         momentum=momentum,
-        batch_mean=_numpy(torch.stack(means)),
+        batch_mean=to_numpy(torch.stack(means), torch.float32),
         batch_var=batch_var,
         batch_var_unbiased=batch_var * batch_size / (batch_size - 1),  # Bessel's correction
-        running_mean=_numpy(torch.stack(history_mean)),
-        running_var=_numpy(torch.stack(history_var)),
-        train_output=_numpy(result.output),
-        eval_output=_numpy(evaluated.output),
-        layer_norm_output=_numpy(layer_norm(last, features, eps=eps).output),
+        running_mean=to_numpy(torch.stack(history_mean), torch.float32),
+        running_var=to_numpy(torch.stack(history_var), torch.float32),
+        train_output=to_numpy(result.output, torch.float32),
+        eval_output=to_numpy(evaluated.output, torch.float32),
+        layer_norm_output=to_numpy(layer_norm(last, features, eps=eps).output, torch.float32),
     )
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from lnviz.batch import Batch, NormSpec, group_ids, normalize
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.explorer import step_by_step
 from lnviz.norms import NormResult, batch_norm, layer_norm
 
@@ -94,15 +94,11 @@ def _check(batch: Batch) -> None:
                          "normalize")
 
 
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().cpu().numpy()
-
-
 def _stats(result: NormResult | None, c: int) -> tuple[np.ndarray, np.ndarray]:
     """(μ, σ) per feature of a batch_norm result, NaN where none could be computed."""
     if result is None:
         return np.full(c, np.nan), np.full(c, np.nan)
-    return _numpy(result.mean).ravel(), np.sqrt(_numpy(result.var).ravel())
+    return to_numpy(result.mean).ravel(), np.sqrt(to_numpy(result.var).ravel())
 
 
 @dataclass(frozen=True)
@@ -185,8 +181,8 @@ def padding_outputs(
     if batch.mask.sum() >= MIN_REAL_TOKENS:
         specs["BatchNorm, masked"] = NormSpec(norm="BatchNorm", use_mask=True)
     specs["LayerNorm"] = NormSpec(norm="LayerNorm")
-    outputs = {"input x": _numpy(x)}
-    outputs.update({name: _numpy(normalize(x, "NLC", spec, mask).output)
+    outputs = {"input x": to_numpy(x)}
+    outputs.update({name: to_numpy(normalize(x, "NLC", spec, mask).output)
                     for name, spec in specs.items()})
     return outputs
 

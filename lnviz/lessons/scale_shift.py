@@ -23,7 +23,7 @@ import torch
 
 from lnviz.batch import table_norm
 from lnviz.data import random_batch
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.norms import layer_norm, mean_and_var
 
 __all__ = [
@@ -45,14 +45,10 @@ __all__ = [
 AFFINE_NORMS = ("BatchNorm", "LayerNorm")
 
 
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().cpu().numpy()
-
-
 def _mean_std(y: torch.Tensor, dims: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Mean and (biased) standard deviation over ``dims``, two-pass, as float64 arrays."""
     mean, var, _ = mean_and_var(y.to(torch.promote_types(y.dtype, torch.float32)), dims)
-    return _numpy(mean), _numpy(var.sqrt())
+    return to_numpy(mean), to_numpy(var.sqrt())
 
 
 @dataclass(frozen=True)
@@ -96,7 +92,7 @@ def scale_shift_grid(
     x = to_tensor(random_batch((1, n), seed=seed), device, dtype)
     ones = torch.ones(n, dtype=torch.float64)
     outputs = [[layer_norm(x, n, ones * g, ones * b).output for b in betas] for g in gammas]
-    flat = np.stack([_numpy(y).ravel() for row in outputs for y in row])
+    flat = np.stack([to_numpy(y).ravel() for row in outputs for y in row])
     if span is None:
         span = (float(flat.min()), float(flat.max()))
     edges = np.linspace(span[0], span[1], bins + 1)
@@ -147,7 +143,7 @@ def per_feature_affine(
     bias = torch.tensor(list(beta), dtype=torch.float64)
     y = table_norm(x, norm, weight, bias, eps).output
     mean, std = _mean_std(y, (0,))
-    return FeatureAffine(norm, _numpy(weight), _numpy(bias), _numpy(y), mean.ravel(),
+    return FeatureAffine(norm, to_numpy(weight), to_numpy(bias), to_numpy(y), mean.ravel(),
                          std.ravel())
 
 
@@ -219,7 +215,7 @@ def recover_input(
             gamma, beta = best_feature_affine(x, result.x_hat)
         y = table_norm(x, norm, gamma, beta, eps).output
     error = float((y.to(torch.float64) - x.to(torch.float64)).abs().max())
-    return Recovery(norm, per, _numpy(gamma), _numpy(beta), _numpy(y), error)
+    return Recovery(norm, per, to_numpy(gamma), to_numpy(beta), to_numpy(y), error)
 
 
 def lstm_gate_inputs(
@@ -279,4 +275,5 @@ def two_betas(
     merged = layer_norm(wx, size, eps=eps).output + layer_norm(uh, size, eps=eps).output + \
         (beta1 + beta2).to(wx.dtype)
     difference = float((separate.double() - merged.double()).abs().max())
-    return TwoBetas(_numpy(beta1), _numpy(beta2), _numpy(separate), _numpy(merged), difference)
+    return TwoBetas(to_numpy(beta1), to_numpy(beta2), to_numpy(separate), to_numpy(merged),
+                    difference)
