@@ -2,7 +2,6 @@
 
 from functools import partial
 
-import numpy as np
 import streamlit as st
 
 from lnviz import charts
@@ -12,6 +11,7 @@ from lnviz.lessons.explorer import (
     describe_check,
     explain,
     explore,
+    padding_grid,
     pytorch_snippet,
     statistics_note,
     step_by_step,
@@ -72,13 +72,9 @@ cols[2].caption(f"Tensor {tuple(shape)} in layout {layout}, drawn as a "
                 + ("" if view.shape == grid_in.shape
                    else f"; showing {view.shape[0]} × {view.shape[1]} of it") + ".")
 rows, columns = grid_labels(tuple(shape), layout, batch.row_labels, view)
-padding = None
-if batch.mask is not None:
-    pad = np.broadcast_to(np.expand_dims(~batch.mask, -1 if layout == "NLC" else 1), shape)
-    padding = view.take(to_grid(pad, layout))
 show_figure(charts.explorer.norm_heatmaps,
             view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
-            view.take(to_grid(ex.groups, layout)), padding=padding,
+            view.take(to_grid(ex.groups, layout)), padding=padding_grid(batch, view),
             row_labels=rows, col_labels=columns,
             title_out=f"output y ({spec.norm})", key="heatmaps")
 
