@@ -9,6 +9,7 @@ from lnviz.lessons.bn_vs_ln import (
     POPULATION_VAR,
     batch_dependence,
     batch_size_sweep,
+    bn_vs_ln_snippet,
     fixed_sample,
     running_statistics,
     sharing_cubes,
@@ -188,33 +189,5 @@ st.info(
     "variance differ most?", icon=":material/science:")
 
 st.subheader("The same in PyTorch")
-shown_batch = max(batch_size, 2)
-momentum_text = "None" if momentum is None else f"{momentum:g}"
-st.code(f"""import torch
-
-torch.manual_seed({settings.seed})
-bn = torch.nn.BatchNorm1d({c}, momentum={momentum_text}, affine=False)
-ln = torch.nn.LayerNorm({c}, elementwise_affine=False)
-
-# One fixed sample, then re-draw its batch-mates: LayerNorm's row 0 stays, BatchNorm's moves.
-x = torch.randn({shown_batch}, {c})
-bn_before, ln_before = bn(x)[0], ln(x)[0]
-x[1:] = torch.randn({shown_batch - 1}, {c})
-print(torch.equal(ln(x)[0], ln_before), torch.allclose(bn(x)[0], bn_before))  # True False
-
-# A batch of one: BatchNorm in training mode refuses, LayerNorm does not.
-try:
-    bn(x[:1])
-except ValueError as err:
-    print(err)  # Expected more than 1 value per channel when training, ...
-
-# {steps} training mini-batches of {minibatch} update the running statistics ...
-bn.reset_running_stats()
-for _ in range({steps}):
-    batch = 3 + 2 * torch.randn({minibatch}, {c})
-    out_train = bn(batch)  # normalized with the batch's biased variance
-print(bn.running_mean, bn.running_var)  # fed the unbiased variance
-# ... which evaluation mode uses instead of the batch's own statistics.
-bn.eval()
-print((bn(batch) - out_train).abs().max())  # not 0
-""", language="python")
+st.code(bn_vs_ln_snippet(c, batch_size, steps, minibatch, momentum, settings.seed),
+        language="python")
