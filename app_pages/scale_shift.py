@@ -11,6 +11,7 @@ from lnviz.lessons.scale_shift import (
     per_feature_affine,
     recover_input,
     scale_shift_grid,
+    scale_shift_snippet,
     split_bias,
     two_betas,
 )
@@ -172,26 +173,4 @@ st.info(
     "and the gate values on the right do not move at all.", icon="🧪")
 
 st.subheader("The same in PyTorch")
-st.code(
-    f"""import torch
-import torch.nn as nn
-
-x = torch.randn(1, 1000)                        # one row of N(0, 1) samples
-ln = nn.LayerNorm(1000)                         # γ = ln.weight (ones), β = ln.bias (zeros)
-with torch.no_grad():
-    ln.weight.fill_({gamma!r}); ln.bias.fill_({beta!r})
-y = ln(x)                                       # mean ≈ β, std ≈ |γ|
-
-bn = nn.BatchNorm1d(4)                          # undo BatchNorm with its own γ and β
-batch = torch.randn(16, 4) * 5 + 3
-with torch.no_grad():
-    bn.weight.copy_((batch.var(0, unbiased=False) + bn.eps).sqrt())
-    bn.bias.copy_(batch.mean(0))
-print((bn(batch) - batch).abs().max())           # ≈ 0
-
-# LN-LSTM: two betas add up, so one bias after the sum is enough
-wx, uh, b = torch.randn(2, 12), torch.randn(2, 12), torch.randn(12)   # W x, U h, bias
-ln_x, ln_h = nn.LayerNorm(12, bias=False), nn.LayerNorm(12, bias=False)
-gates = ln_x(wx) + ln_h(uh) + b                 # 4 gates × hidden 3, before σ and tanh""",
-    language="python",
-)
+st.code(scale_shift_snippet(gamma, beta, samples, SAMPLES, FEATURES), language="python")

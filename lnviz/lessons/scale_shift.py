@@ -10,7 +10,9 @@ spread directly. This module holds the experiments of the "Scale and shift" page
 * :func:`recover_input` — choosing γ = √(σ² + ε) and β = μ undoes the normalization, which a
   per-feature γ/β can do for BatchNorm (per-feature statistics) but not for LayerNorm
   (per-sample statistics);
-* :func:`two_betas` — in an LN-LSTM, LN(Wx; β₁) + LN(Uh; β₂) only ever uses β₁ + β₂.
+* :func:`two_betas` — in an LN-LSTM, LN(Wx; β₁) + LN(Uh; β₂) only ever uses β₁ + β₂;
+
+and :func:`scale_shift_snippet`, the same three ideas with ``torch.nn``'s modules.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "per_feature_affine",
     "recover_input",
     "scale_shift_grid",
+    "scale_shift_snippet",
     "split_bias",
     "two_betas",
 ]
@@ -277,3 +280,41 @@ def two_betas(
     difference = float((separate.double() - merged.double()).abs().max())
     return TwoBetas(to_numpy(beta1), to_numpy(beta2), to_numpy(separate), to_numpy(merged),
                     difference)
+
+
+def scale_shift_snippet(gamma: float, beta: float, samples: int = 1000, batch: int = 16,
+                        features: int = 4, hidden: int = 3) -> str:
+    """Self-contained PyTorch code for the page: ``samples`` N(0, 1) values through
+    ``nn.LayerNorm`` with every γ = ``gamma`` and β = ``beta`` (``y``, whose mean is β and whose
+    standard deviation is about |γ|); a ``batch`` × ``features`` batch that ``nn.BatchNorm1d``
+    gives back exactly with γ = √(σ² + ε) and β = μ (``recovered``: the largest difference); and
+    an LN-LSTM step whose two LayerNorms share one bias after their sum (``gates``, 4 gates ×
+    ``hidden``)."""
+    gates = 4 * hidden
+    draw = f"x = torch.randn(1, {samples})".ljust(48)
+    norm = f"ln = nn.LayerNorm({samples})".ljust(48)
+    undo = f"bn = nn.BatchNorm1d({features})".ljust(48)
+    step = f"wx, uh, b = torch.randn(2, {gates}), torch.randn(2, {gates}), torch.randn({gates})"
+    return f"""import torch
+import torch.nn as nn
+
+{draw}# one row of N(0, 1) samples
+{norm}# γ = ln.weight (ones), β = ln.bias (zeros)
+with torch.no_grad():
+    ln.weight.fill_({gamma!r}); ln.bias.fill_({beta!r})
+y = ln(x)
+print(y.mean(), y.std(unbiased=False))          # ≈ β, ≈ |γ|
+
+{undo}# undo BatchNorm with its own γ and β
+batch = torch.randn({batch}, {features}) * 5 + 3
+with torch.no_grad():
+    bn.weight.copy_((batch.var(0, unbiased=False) + bn.eps).sqrt())
+    bn.bias.copy_(batch.mean(0))
+recovered = (bn(batch) - batch).abs().max()
+print(recovered)                                # ≈ 0
+
+# LN-LSTM: two betas add up, so one bias after the sum is enough
+{step}   # W x, U h, bias
+ln_x, ln_h = nn.LayerNorm({gates}, bias=False), nn.LayerNorm({gates}, bias=False)
+gates = ln_x(wx) + ln_h(uh) + b                 # 4 gates × hidden {hidden}, before σ and tanh
+"""
