@@ -9,13 +9,14 @@ from lnviz.lessons.bn_vs_ln import (
     POPULATION_VAR,
     batch_dependence,
     batch_size_sweep,
+    bn_vs_ln_snippet,
     fixed_sample,
     running_statistics,
     sharing_cubes,
     variance_table,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings, keep_in_range, memo
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
@@ -70,10 +71,8 @@ groups = st.columns([3, 2])[0].select_slider(
     help=f"GroupNorm splits the {c} channels into G groups of C/G. G = 1 pools all channels "
          "(LayerNorm over C, H, W); G = C pools one channel (InstanceNorm).",
 )
-try:
+with refusal(icon=":material/block:"):
     cubes = sharing_cubes(shape, layout, groups)
-except ValueError as err:
-    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bn_vs_ln.sharing_figure,
             (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
             [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
@@ -108,7 +107,7 @@ feature = cols[2].slider(
     help="The feature plotted against batch size here and in the training steps below.")
 
 sample = fixed_sample(c, settings.seed)
-try:
+with refusal(icon=":material/block:"):
     dependence = memo(
         ("bl_dep", c, batch_size, redraws, settings.seed, settings.device, settings.dtype),
         lambda: batch_dependence(sample, batch_size, redraws, settings.seed,
@@ -117,8 +116,6 @@ try:
         ("bl_sweep", c, redraws, settings.seed, settings.device, settings.dtype),
         lambda: batch_size_sweep(sample, redraws=redraws, seed=settings.seed,
                                  device=settings.device, dtype=settings.dtype))
-except ValueError as err:
-    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bn_vs_ln.redraws_figure, dependence.batch_norm, dependence.layer_norm,
             dependence.refusal, key="bl_fixed")
 if dependence.refusal:
@@ -161,13 +158,11 @@ minibatch = cols[2].slider(
     "Mini-batch size m", 2, 64, 4, key="bl_mb", bind="query-params",
     help="Samples per training mini-batch. Small m: noisy batch statistics, and a big gap "
          "between the biased (÷m) and unbiased (÷(m−1)) variance.")
-try:
+with refusal(icon=":material/block:"):
     stats = memo(("bl_run", steps, minibatch, c, momentum, settings.seed, settings.device,
                   settings.dtype),
                  lambda: running_statistics(steps, minibatch, c, momentum, settings.seed,
                                             device=settings.device, dtype=settings.dtype))
-except ValueError as err:
-    stop_with_error(err, icon=":material/block:")
 show_figure(charts.bn_vs_ln.running_stats_figure,
             stats.batch_mean[:, feature], stats.batch_var[:, feature],
             stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],
@@ -194,33 +189,5 @@ st.info(
     "variance differ most?", icon=":material/science:")
 
 st.subheader("The same in PyTorch")
-shown_batch = max(batch_size, 2)
-momentum_text = "None" if momentum is None else f"{momentum:g}"
-st.code(f"""import torch
-
-torch.manual_seed({settings.seed})
-bn = torch.nn.BatchNorm1d({c}, momentum={momentum_text}, affine=False)
-ln = torch.nn.LayerNorm({c}, elementwise_affine=False)
-
-# One fixed sample, then re-draw its batch-mates: LayerNorm's row 0 stays, BatchNorm's moves.
-x = torch.randn({shown_batch}, {c})
-bn_before, ln_before = bn(x)[0], ln(x)[0]
-x[1:] = torch.randn({shown_batch - 1}, {c})
-print(torch.equal(ln(x)[0], ln_before), torch.allclose(bn(x)[0], bn_before))  # True False
-
-# A batch of one: BatchNorm in training mode refuses, LayerNorm does not.
-try:
-    bn(x[:1])
-except ValueError as err:
-    print(err)  # Expected more than 1 value per channel when training, ...
-
-# {steps} training mini-batches of {minibatch} update the running statistics ...
-bn.reset_running_stats()
-for _ in range({steps}):
-    batch = 3 + 2 * torch.randn({minibatch}, {c})
-    out_train = bn(batch)  # normalized with the batch's biased variance
-print(bn.running_mean, bn.running_var)  # fed the unbiased variance
-# ... which evaluation mode uses instead of the batch's own statistics.
-bn.eval()
-print((bn(batch) - out_train).abs().max())  # not 0
-""", language="python")
+st.code(bn_vs_ln_snippet(c, batch_size, steps, minibatch, momentum, settings.seed),
+        language="python")

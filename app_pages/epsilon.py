@@ -13,7 +13,7 @@ from lnviz.lessons.epsilon import (
     stability_vector,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.state import current_settings
 
@@ -59,12 +59,10 @@ eps = cols[1].select_slider(
 st.caption(f"**{vector}**: {VECTOR_HELP[vector]}. Computed in {settings.dtype} on "
            f"{settings.device} (sidebar).")
 x = stability_vector(vector)
-try:
+with refusal():
     sweep = cached_sweep(x, seed=settings.seed, device=settings.device, dtype=settings.dtype)
     steps = epsilon_steps(x, eps, seed=settings.seed, device=settings.device,
                           dtype=settings.dtype)
-except ValueError as err:
-    stop_with_error(err)
 
 show_figure(charts.epsilon.sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
             sweep.variance, eps, key="ep_sweep_chart")
@@ -123,10 +121,8 @@ else:
         "Offset from zero", [0.0, 1.0, 10.0, 100.0, 1000.0], value=0.0, key="ep_poff",
         bind="query-params", help="Added to every value while the row length varies.")
     options = {"offset": offset}
-try:
+with refusal():
     precision = cached_precision(axis, seed=settings.seed, device=settings.device, **options)
-except ValueError as err:
-    stop_with_error(err)
 title = "offset from zero" if axis == "offset" else "row length H"
 show_figure(charts.epsilon.precision_figure, precision.values, precision.errors, title,
             key="ep_precision_chart")

@@ -2,7 +2,6 @@
 
 from functools import partial
 
-import numpy as np
 import streamlit as st
 
 from lnviz import charts
@@ -12,6 +11,7 @@ from lnviz.lessons.explorer import (
     describe_check,
     explain,
     explore,
+    padding_grid,
     pytorch_snippet,
     statistics_note,
     step_by_step,
@@ -19,7 +19,7 @@ from lnviz.lessons.explorer import (
 )
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source
 from lnviz.ui.state import current_settings, keep_in_range, memo
@@ -37,19 +37,13 @@ with st.container(border=True):
 if picked is None:
     st.stop()
 batch, source_key = picked
-with st.container(border=True):
-    try:
-        spec = norm_controls(batch)
-    except ValueError as err:
-        stop_with_error(err)
+with st.container(border=True), refusal():
+    spec = norm_controls(batch)
 
 # --- Computation (one call into lnviz, once per setting) ---------------------------------------
-try:
-    with st.spinner("Normalizing…"):
-        ex = memo(("explore", source_key, spec, settings.device, settings.dtype),
-                  lambda: explore(batch, spec, settings.device, settings.dtype))
-except ValueError as err:
-    stop_with_error(err)
+with refusal(), st.spinner("Normalizing…"):
+    ex = memo(("explore", source_key, spec, settings.device, settings.dtype),
+              lambda: explore(batch, spec, settings.device, settings.dtype))
 result, shape, layout = ex.result, ex.x.shape, batch.layout
 if ex.impl == "fast":
     st.caption(f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path (torch's "
@@ -78,13 +72,9 @@ cols[2].caption(f"Tensor {tuple(shape)} in layout {layout}, drawn as a "
                 + ("" if view.shape == grid_in.shape
                    else f"; showing {view.shape[0]} × {view.shape[1]} of it") + ".")
 rows, columns = grid_labels(tuple(shape), layout, batch.row_labels, view)
-padding = None
-if batch.mask is not None:
-    pad = np.broadcast_to(np.expand_dims(~batch.mask, -1 if layout == "NLC" else 1), shape)
-    padding = view.take(to_grid(pad, layout))
 show_figure(charts.explorer.norm_heatmaps,
             view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
-            view.take(to_grid(ex.groups, layout)), padding=padding,
+            view.take(to_grid(ex.groups, layout)), padding=padding_grid(batch, view),
             row_labels=rows, col_labels=columns,
             title_out=f"output y ({spec.norm})", key="heatmaps")
 

@@ -19,7 +19,7 @@ from lnviz.lessons.gradients import (
     upstream_gradient,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.params import EPSILONS, eps_label
 from lnviz.ui.state import current_settings, keep_in_range
 
@@ -75,11 +75,9 @@ with st.container(border=True):
 
 # --- Computation --------------------------------------------------------------------------------
 x = torch.from_numpy(random_batch((n, c), feature_spread=0.5, seed=settings.seed)).double()
-try:
+with refusal():
     grad_output = upstream_gradient((n, c), kind, cell=cell, seed=settings.seed)
     report = gradient_report(x, grad_output, eps)
-except ValueError as err:
-    stop_with_error(err)
 ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
 
 # --- Gradients ----------------------------------------------------------------------------------
@@ -155,12 +153,10 @@ with st.container(border=True):
                                    bind="query-params",
                                    help="The feature (column of h, row of W) the feature "
                                         "probes change.")
-try:
+with refusal():
     x_in, weight = probe_inputs(n, c, seed=settings.seed)
     table = invariance_probes(x_in, weight, factor=factor, shift=shift, sample=int(sample),
                               feature=int(feature), eps=eps)
-except ValueError as err:
-    stop_with_error(err)
 show_figure(charts.gradients.invariance_figure,
             list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS}, key="gr_probes")
 st.dataframe(table, hide_index=True, key="gr_table", column_config={

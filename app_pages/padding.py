@@ -5,28 +5,35 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.batch import Batch, grid_labels
-from lnviz.data import get_preset, padded_batch, parse_lengths
+from lnviz.data import get_preset
 from lnviz.lessons.explorer import worked_example_latex
 from lnviz.lessons.padding import (
     MAX_D_MODEL,
     MAX_PADDED_LENGTH,
     MAX_SEQUENCES,
-    check_lengths,
     feature_stats,
     pad_token_steps,
     padding_outputs,
+    padding_snippet,
     padding_sweep,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.params import EPSILONS
-from lnviz.ui.state import current_settings, keep_in_range, memo, url_text
+from lnviz.ui.source import PaddedControls, padded_sequences
+from lnviz.ui.state import current_settings, keep_in_range, memo
 
 
 def count(k: int, noun: str) -> str:
     """"1 sequence", "3 sequences"."""
     return f"{k} {noun}" + ("" if k == 1 else "s")
 
+
+#: This page draws every position of every sequence, so its batches stay small.
+PADDED = PaddedControls(
+    sequences="pd_bs", padded_length="pd_len", d_model="pd_d", pad_value="pd_pad",
+    lengths="pd_lengths", max_sequences=MAX_SEQUENCES, max_padded_length=MAX_PADDED_LENGTH,
+    max_d_model=MAX_D_MODEL, max_pad=100.0, pad_step=0.5, sliders=True)
 
 settings = current_settings()
 st.title("Padding and sequences")
@@ -52,50 +59,15 @@ with st.container(border=True):
         help="Seed 002: “I love deep learning” and “Transformers are powerful” plus one pad, "
              "three features each. Generated: random sequences padded to a common length.",
     )
-    try:
+    with refusal(icon=":material/block:"):
         if source == "Seed 002":
             preset = get_preset("padded_tokens")
             st.caption(preset.description)
             batch = Batch(preset.values, "NLC", preset.mask, preset.labels)
-            pad_value, batch_key = 0.0, ("preset",)
-            make_batch = f"x = torch.tensor({batch.values.tolist()})\nmask = torch.tensor(" \
-                         f"{batch.mask.tolist()})"
+            recipe, pad_value, batch_key = None, 0.0, ("preset",)
         else:
-            cols = st.columns(4)
-            size = cols[0].slider("Sequences", 1, MAX_SEQUENCES, 3, key="pd_bs",
-                                  bind="query-params",
-                                  help="How many sequences are in the batch (ignored when you "
-                                       "type the lengths).")
-            max_len = cols[1].slider("Padded length", 1, MAX_PADDED_LENGTH, 6, key="pd_len",
-                                     bind="query-params",
-                                     help="Every sequence is padded to this many positions.")
-            d_model = cols[2].slider("d_model", 1, MAX_D_MODEL, 4, key="pd_d", bind="query-params",
-                                     help="Features (embedding size) of every token.")
-            pad_value = cols[3].number_input(
-                "Pad value", -100.0, 100.0, 0.0, 0.5, key="pd_pad", bind="query-params",
-                help="What the pad positions hold. Zero is usual; any constant is a flat row "
-                     "for LayerNorm.")
-            text = url_text(
-                st.text_input, "Lengths (optional)", "", key="pd_lengths", what="the lengths",
-                placeholder="e.g. 6, 3, 1 — empty for random lengths from the seed",
-                help="Real tokens per sequence, comma-separated; the rest is padding. When "
-                     f"given, they also set the number of sequences (at most {MAX_SEQUENCES}); "
-                     "each is at most the padded length.")
-            lengths = parse_lengths(text)
-            if lengths is not None:
-                lengths = check_lengths(lengths, max_len)
-            batch_size = len(lengths) if lengths else size
-            values, mask = padded_batch(batch_size, d_model, lengths=lengths, max_len=max_len,
-                                        pad_value=float(pad_value), seed=settings.seed)
-            labels = grid_labels(values.shape, "NLC")[0]
-            batch = Batch(values, "NLC", mask, tuple(labels))
-            batch_key = ("generated", batch_size, d_model, lengths, max_len, pad_value,
-                         settings.seed)
-            make_batch = (
-                "from lnviz.data import padded_batch  # this page's generator\n\n"
-                f"values, mask = padded_batch({batch_size}, {d_model}, lengths={lengths}, "
-                f"max_len={max_len}, pad_value={float(pad_value)!r}, seed={settings.seed})\n"
-                "x, mask = torch.from_numpy(values), torch.from_numpy(mask)")
+            batch, recipe = padded_sequences(settings.seed, PADDED)
+            pad_value, batch_key = recipe.pad_value, ("generated", *recipe)
         key = (batch_key, settings.device, settings.dtype)
         stats = memo(("pd_stats", key),
                      lambda: feature_stats(batch, settings.device, settings.dtype))
@@ -104,8 +76,6 @@ with st.container(border=True):
         sweep = memo(("pd_sweep", key),
                      lambda: padding_sweep(batch, float(pad_value), device=settings.device,
                                            dtype=settings.dtype))
-    except ValueError as err:
-        stop_with_error(err, icon=":material/block:")
 
 n, length, d = batch.values.shape
 padding = ~batch.mask.reshape(-1)
@@ -114,7 +84,7 @@ st.markdown(f"**{count(n, 'sequence')} × {count(length, 'position')} × {count(
             f"({stats.pad_fraction:.1%}); {count(stats.real_tokens, 'real token')}.")
 show_figure(charts.padding.tokens_figure,
             [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
-            batch.row_labels, key="pd_tokens")
+            grid_labels(batch.values.shape, "NLC", batch.row_labels)[0], key="pd_tokens")
 st.caption("Each row is one position, each column a feature; a grey veil marks the pads. The "
            "input has its own colour scale, "
            + ("the outputs share one." if len(outputs) > 2 else "the output another.")
@@ -232,24 +202,4 @@ st.info(
     "see the pad token's LayerNorm output turn into NaN.", icon=":material/science:")
 
 st.subheader("The same in PyTorch")
-refuses = "" if stats.counted_ok else "\n# With a single position torch raises here: one value."
-refuses_masked = ("" if stats.masked_ok else
-                  "\n# With one real token torch raises here: one value per channel.")
-st.code(f"""import torch
-import torch.nn.functional as F
-
-# x: (batch, seq, features); mask: True = real token
-{make_batch}
-
-# BatchNorm over (batch, seq) per feature: torch wants (N, C, L), and counts the pads.{refuses}
-bn_with_pads = F.batch_norm(x.transpose(1, 2), None, None, training=True).transpose(1, 2)
-# Masked BatchNorm: torch has no mask argument, so normalize the real tokens alone.{refuses_masked}
-bn_masked = torch.zeros_like(x)
-bn_masked[mask] = F.batch_norm(x[mask], None, None, training=True)
-print(x[mask].mean(0), x.reshape(-1, x.shape[-1]).mean(0))  # μ without / with the pads
-
-# LayerNorm per token: the pads cannot reach a real token; a pad row itself gives β.
-gamma, beta = torch.full(({d},), {gamma!r}), torch.full(({d},), {beta!r})
-ln = F.layer_norm(x, ({d},), gamma, beta, eps={eps!r})
-print(ln[~mask])  # every pad token: β
-""", language="python")
+st.code(padding_snippet(batch, eps, gamma, beta, recipe), language="python")

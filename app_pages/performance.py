@@ -7,7 +7,7 @@ import streamlit as st
 from lnviz import charts
 from lnviz.lessons import performance
 from lnviz.ui.figures import show_figure
-from lnviz.ui.state import current_settings, request_run
+from lnviz.ui.state import current_settings
 
 settings = current_settings()
 SIZE_LABELS = {f"{r}×{c}": (r, c) for r, c in performance.DEFAULT_SIZES}
@@ -51,10 +51,8 @@ repeats = cols[1].slider("Repeats", 3, 15, 5, key="pf_repeats", bind="query-para
                          help="Each case is timed this many times; the median is shown.")
 cols[2].caption(f"Device: **{settings.device}** (change it in the sidebar).")
 
-st.button("Run benchmark", type="primary", key="pf_run", on_click=request_run,
-          kwargs={"flag": "pf_requested"},
-          help="Times every chosen case on the selected device.")
-if st.session_state.pop("pf_requested", False):
+if st.button("Run benchmark", type="primary", key="pf_run",
+             help="Times every chosen case on the selected device."):
     progress = st.progress(0.0, text="Starting…")
     skipped: list[performance.Skipped] = []
     start = time.perf_counter()

@@ -4,18 +4,19 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.data import random_batch
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.scale_shift import (
     AFFINE_NORMS,
     lstm_gate_inputs,
     per_feature_affine,
     recover_input,
     scale_shift_grid,
+    scale_shift_snippet,
     split_bias,
     two_betas,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -53,11 +54,9 @@ samples = st.select_slider(
     help="How many N(0, 1) values are drawn (sidebar seed) and normalized before γ and β are "
          "applied. Seed 000 uses 1000.",
 )
-try:
+with refusal():
     grid = cached_grid(n=samples, seed=settings.seed, bins=40, device=settings.device,
                        dtype=settings.dtype)
-except ValueError as err:
-    stop_with_error(err)
 show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gammas, grid.betas,
             grid.mean, grid.std, key="ss_grid_chart")
 st.caption(
@@ -107,10 +106,8 @@ for c, col in enumerate(st.columns(FEATURES)):
         help=f"Shift of feature {c}: its output's mean."))
 x = to_tensor(random_batch((SAMPLES, FEATURES), feature_spread=1.0, seed=settings.seed),
               settings.device, settings.dtype)
-try:
+with refusal():
     features = per_feature_affine(x, gammas, betas, norm)
-except ValueError as err:
-    stop_with_error(err)
 show_figure(charts.scale_shift.feature_figure, features.output, features.gamma, features.beta,
             features.mean, features.std, key="ss_feature_chart")
 st.caption("Blue dots: the output values of each feature. Green: where γ_c and β_c aim "
@@ -127,21 +124,19 @@ st.markdown(
     "needs γ_n, β_n that change with every input, which are not parameters at all; the best "
     "per-feature pair (a least-squares fit) still misses."
 )
-try:
+with refusal():
     recoveries = {
         "BatchNorm, per-feature γ_c, β_c": recover_input(x, "BatchNorm"),
         "LayerNorm, best per-feature γ_c, β_c": recover_input(x, "LayerNorm"),
         "LayerNorm, per-sample γ_n, β_n": recover_input(x, "LayerNorm", per="sample"),
     }
-except ValueError as err:
-    stop_with_error(err)
 cols = st.columns(len(recoveries))
 for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
     col.metric(name, f"max |y − x| = {recovery.max_error:.2g}",
                help="The largest difference between the input and the output of the "
                     f"normalization with the recovering γ and β, in {settings.dtype}.")
 show_figure(charts.scale_shift.recovery_figure,
-            x.double().cpu().numpy(), {name: r.output for name, r in recoveries.items()},
+            to_numpy(x), {name: r.output for name, r in recoveries.items()},
             {name: r.max_error for name, r in recoveries.items()}, key="ss_recovery_chart")
 st.caption("Points on the dashed diagonal are recovered exactly (up to the rounding of the "
            "sidebar's precision).")
@@ -178,26 +173,4 @@ st.info(
     "and the gate values on the right do not move at all.", icon="🧪")
 
 st.subheader("The same in PyTorch")
-st.code(
-    f"""import torch
-import torch.nn as nn
-
-x = torch.randn(1, 1000)                        # one row of N(0, 1) samples
-ln = nn.LayerNorm(1000)                         # γ = ln.weight (ones), β = ln.bias (zeros)
-with torch.no_grad():
-    ln.weight.fill_({gamma!r}); ln.bias.fill_({beta!r})
-y = ln(x)                                       # mean ≈ β, std ≈ |γ|
-
-bn = nn.BatchNorm1d(4)                          # undo BatchNorm with its own γ and β
-batch = torch.randn(16, 4) * 5 + 3
-with torch.no_grad():
-    bn.weight.copy_((batch.var(0, unbiased=False) + bn.eps).sqrt())
-    bn.bias.copy_(batch.mean(0))
-print((bn(batch) - batch).abs().max())           # ≈ 0
-
-# LN-LSTM: two betas add up, so one bias after the sum is enough
-wx, uh, b = torch.randn(2, 12), torch.randn(2, 12), torch.randn(12)   # W x, U h, bias
-ln_x, ln_h = nn.LayerNorm(12, bias=False), nn.LayerNorm(12, bias=False)
-gates = ln_x(wx) + ln_h(uh) + b                 # 4 gates × hidden 3, before σ and tanh""",
-    language="python",
-)
+st.code(scale_shift_snippet(gamma, beta, samples, SAMPLES, FEATURES), language="python")

@@ -22,7 +22,7 @@ from lnviz.lessons.shapes import (
     shape_example,
 )
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import stop_with_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings, keep_in_range
 
 settings = current_settings()
@@ -71,10 +71,8 @@ with st.container(border=True):
         help="normalized_shape = x.shape[-k:]. The batch dim is never included: that would "
              "make samples share statistics.")
 st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
-try:
+with refusal():
     view = layer_norm_shapes(batch, dims)
-except ValueError as err:
-    stop_with_error(err)
 
 cols = st.columns(4)
 cols[0].metric("x.shape", str(view.shape), help="The input tensor.")
@@ -132,14 +130,12 @@ with st.container(border=True):
         "Init gain", [0.5, 1.0, 1.414, 2.0], value=1.0, key="sh_gain", bind="query-params",
         help="Weights are drawn with standard deviation gain/√fan_in: 1 keeps a linear layer's "
              "output as large as its input, 1.414 (√2) does so after a ReLU.")
-try:
+with refusal():
     # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
     # slices the cached result.
     profiles = first_blocks(_profiles(StackConfig(depth=MAX_DEPTH, d_model=d_model,
                                                   activation=activation, init_gain=gain,
                                                   seed=settings.seed)), depth)
-except ValueError as err:
-    stop_with_error(err)
 show_figure(charts.shapes.depth_figure,
             {v: profiles[v].stream for v in VARIANTS},
             {v: profiles[v].attention for v in VARIANTS},

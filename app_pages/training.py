@@ -1,11 +1,11 @@
 """LN-LSTM vs LSTM: train recurrent networks with and without normalization, live."""
 
-import pandas as pd
 import streamlit as st
 
 from lnviz import charts
 from lnviz.data.sequences import load_digits_data, load_files
 from lnviz.lessons.training import (
+    CHART_UPDATES,
     GATES,
     LN_LSTM_CELL_CODE,
     MODEL_LABELS,
@@ -13,20 +13,21 @@ from lnviz.lessons.training import (
     TrainConfig,
     Training,
     check_work,
-    summarize,
+    evaluation_interval,
 )
 from lnviz.limits import current_limits
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import show_error
-from lnviz.ui.state import current_settings, memo, request_run
+from lnviz.ui.jobs import (
+    finished_training,
+    running_training,
+    start_training,
+    stop_training,
+    train_to_the_end,
+)
+from lnviz.ui.messages import refusal
+from lnviz.ui.state import current_settings, memo
 
 settings = current_settings()
-RESULTS_KEPT = 4  # finished comparisons kept per session, newest last
-CHART_UPDATES = 30  # about this many redraws of the live curves per training
-# Seconds of training between two redraws of the progress bar. Streamlit stops an abandoned run
-# (a closed tab) or starts the one a click on Stop asks for only when the script draws, so the
-# page draws this often whatever the settings.
-CHUNK_SECONDS = 0.3
 
 st.title("LN-LSTM vs LSTM")
 st.caption("Train an LSTM with and without Layer Normalization on images read row by row, and "
@@ -92,14 +93,10 @@ with st.container(border=True):
                  f"and t10k-labels-idx1-ubyte (optionally .gz), at most {upload_mb} MB each. "
                  "Nothing is downloaded.")
     cols = st.columns([1, 1.5, 5.5])
-    cols[0].button("Run", type="primary", key="tr_run", icon=":material/play_arrow:",
-                   on_click=request_run, args=("tr_run_requested",),
-                   help="Train every chosen model from scratch with these settings.")
-    cols[1].button("Stop training", key="tr_stop", icon=":material/stop:",
-                   on_click=request_run, args=("tr_stop_requested",),
-                   help="Stop the training; what was learned so far is kept and shown.")
-run = st.session_state.pop("tr_run_requested", False)
-stop = st.session_state.pop("tr_stop_requested", False)
+    run = cols[0].button("Run", type="primary", key="tr_run", icon=":material/play_arrow:",
+                         help="Train every chosen model from scratch with these settings.")
+    stop = cols[1].button("Stop training", key="tr_stop", icon=":material/stop:",
+                          help="Stop the training; what was learned so far is kept and shown.")
 
 # --- Data -------------------------------------------------------------------------------------
 data, data_key = None, None
@@ -111,85 +108,40 @@ elif not upload:
             "digits.", icon="📂")
 else:
     upload_key = tuple(f.file_id for f in upload)
-    try:
+    with refusal("Cannot read the upload: ", stop=False):
         data = memo(("tr_data", upload_key),
                     lambda: load_files({f.name: f.getvalue() for f in upload},
                                        current_limits().training_values))
         data_key = upload_key
-    except ValueError as err:
-        show_error(f"Cannot read the upload: {err}")
 if not models:
     st.info("Choose at least one model.", icon="👆")
 config = None if not models else TrainConfig(
     models=tuple(models), hidden_size=int(hidden), lr=float(lr), batch_size=int(batch_size),
-    steps=int(steps), eval_every=max(1, round(int(steps) / CHART_UPDATES)),
+    steps=int(steps), eval_every=evaluation_interval(int(steps)),
     gamma_init=float(gamma_init), beta_init=float(beta_init), single_bias=bool(single_bias),
     seed=settings.seed, device=settings.device)
 key = (config, data_key)
 
 # --- Computation: a training in chunks, which the next rerun resumes or stops ----------------
-# The running training lives in the session, so a rerun (a click on Stop, any other widget, a
-# visit to another page) finds it where it was: Stop ends it, anything else lets it go on. The
-# interrupted run ends at its next redraw; Training's lock keeps the two from stepping at once.
-results: dict = st.session_state.setdefault("tr_results", {})
-job: tuple | None = st.session_state.get("tr_job")  # (key, Training) while one is running
-if stop:
-    if job is None:
-        st.toast("Nothing is training.")
-    else:
-        job[1].stop()
+if stop and not stop_training():
+    st.toast("Nothing is training.")
 if run and (config is None or data is None):
     st.warning("Nothing to train yet: choose a model and a dataset first.", icon="👆")
 elif run:
-    try:
+    with refusal(stop=False):
         check_work(config, data, current_limits())
-    except ValueError as err:
-        st.error(str(err), icon="🚫")
-    else:
-        if job is not None:
-            job[1].stop()  # the run still drawing it ends at its next piece of work
-        # Stored before any work (building a Training is instant), so that a rerun started by
-        # a quick click on Stop already finds it.
-        job = st.session_state["tr_job"] = (key, Training(data, config))
+        start_training(key, Training(data, config))
 
-curves_slot = st.empty()
-if job is not None:
-    job_key, training = job
-    total = training.config.steps
-    progress = st.progress(0.0, text="Preparing the models…")
-    try:
-        drawn = -1  # evaluations shown in the live chart
-        while True:
-            step = training.step  # the models are built on first use
-            curves = training.curves()
-            accuracies = ", ".join(f"{label} {c['accuracy'][-1]:.0%}"
-                                   for label, c in curves.items() if c["accuracy"])
-            progress.progress(step / total, text=f"Step {step} of {total}" + (
-                f" · held-out accuracy: {accuracies}" if accuracies else ""))
-            evaluated = sum(len(c["step"]) for c in curves.values())
-            if evaluated != drawn:
-                curves_slot.plotly_chart(charts.training.curves_figure(
-                    curves, total, 1 / training.data.num_classes), key=f"tr_live_{evaluated}")
-                drawn = evaluated
-            if training.done:
-                break
-            training.advance_for(CHUNK_SECONDS)
-        if training.step == 0:
+curves_slot = st.empty()  # the live curves while training, the finished ones after
+if running_training() is not None:
+    # RuntimeError: e.g. out of memory on the device
+    with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
+        if train_to_the_end(curves_slot) is None:
             st.info("Stopped before the first step: nothing to show.", icon="⏹️")
-        else:
-            results.pop(job_key, None)
-            results[job_key] = summarize(training)
-            while len(results) > RESULTS_KEPT:
-                results.pop(next(iter(results)))
-    except (RuntimeError, ValueError) as err:  # e.g. out of memory on the device
-        show_error(f"Training failed: {err}")
-    st.session_state["tr_job"] = None
-    progress.empty()
 
 # --- Figures ----------------------------------------------------------------------------------
-result = results.get(key)
-if result is None and results:
-    result = list(results.values())[-1]
+result, current = finished_training(key)
+if result is not None and not current:
     st.info("The figures below are from your last training, with other settings; press **Run** "
             "to train with the current ones.", icon="ℹ️")
 if result is None:
@@ -198,9 +150,9 @@ if result is None:
                          "well under a minute on a laptop CPU.", icon="▶️")
 else:
     cfg = result.config
-    curves_slot.plotly_chart(charts.training.curves_figure(result.curves, cfg.steps,
-                                                           1 / result.num_classes),
-                             key="tr_curves")
+    with curves_slot.container():
+        show_figure(charts.training.curves_figure, result.curves, cfg.steps, result.chance,
+                    key="tr_curves")
     if result.stopped:
         st.warning(f"Stopped after {result.steps_done} of {cfg.steps} steps.", icon="⏹️")
     for label in result.diverged():
@@ -243,10 +195,8 @@ else:
     moment = cols[1].radio(
         "When", ["after training", "at initialization"], horizontal=True, key="tr_when",
         bind="query-params", help="The same images through the trained or the untrained model.")
-    row = 0 if gate == "all" else 1 + GATES.index(gate)
-    gates = result.gates if moment == "after training" else result.gates_at_init
-    quantiles = {label: q[4 if row == 0 else row - 1] for label, q in gates.items()}
-    show_figure(charts.training.gates_figure, quantiles, key="tr_gates")
+    show_figure(charts.training.gates_figure,
+                result.gate_bands(gate, at_init=moment == "at initialization"), key="tr_gates")
     st.caption("Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
                "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02) and "
                "a gate is stuck open or shut. LayerNorm makes each projection a sum of "
@@ -254,27 +204,11 @@ else:
 
     # --- Batch independence -------------------------------------------------------------------
     st.subheader("Does a sample's output depend on its batch?")
-    rows = pd.DataFrame([{
-        "model": r.model, "normalization statistics": r.statistics,
-        "batch sizes compared": f"{r.batch_sizes[0]} vs {r.batch_sizes[1]}",
-        "max |difference| of the logits": r.max_difference,
-    } for r in result.batch_sensitivity])
-    st.dataframe(rows, hide_index=True, key="tr_batch_table", column_config={
+    st.dataframe(result.batch_table(), hide_index=True, key="tr_batch_table", column_config={
         "max |difference| of the logits": st.column_config.NumberColumn(format="%.2e")})
-    ln_rows = [r for r in result.batch_sensitivity if r.model == "LN-LSTM"]
-    bn_rows = [r for r in result.batch_sensitivity if r.statistics.startswith("batch")]
-    findings = []
-    if ln_rows:
-        findings.append(f"the trained LN-LSTM gives each of 64 held-out images the same logits "
-                        f"alone as in a batch of 64 (largest difference "
-                        f"{ln_rows[0].max_difference:.1e}, float32 rounding)")
-    if bn_rows:
-        findings.append(f"the BN-LSTM with batch statistics changes them by up to "
-                        f"{bn_rows[0].max_difference:.2g} when the same images come in pairs "
-                        "instead (a single image cannot be batch-normalized at all: it has no "
-                        "spread across the batch)")
+    findings = result.batch_findings()
     if findings:
-        st.markdown("The same images, batched differently: " + "; ".join(findings) + ".")
+        st.markdown(findings)
     else:
         st.caption("Add the LN-LSTM or the BN-LSTM to the comparison to see this check.")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["DTYPES", "available_devices", "supported_dtypes", "to_tensor"]
+__all__ = ["DTYPES", "available_devices", "supported_dtypes", "to_numpy", "to_tensor"]
 
 #: The precisions a learner can pick, by the name shown in the app.
 DTYPES: dict[str, torch.dtype] = {
@@ -47,3 +47,10 @@ def to_tensor(
                          f"{supported_dtypes(device)}")
     tensor = torch.as_tensor(values) if isinstance(values, np.ndarray) else values
     return tensor.to(device=device, dtype=DTYPES[dtype])
+
+
+def to_numpy(tensor: torch.Tensor, dtype: torch.dtype = torch.float64) -> np.ndarray:
+    """``tensor`` as a NumPy array of ``dtype`` (float64 unless told), detached from autograd and
+    on the CPU: what figures and tables take. Shares memory with ``tensor`` when it already is
+    one."""
+    return tensor.detach().cpu().to(dtype).numpy()

@@ -10,7 +10,24 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["DEMO_LIMITS", "EXPLORER_BYTES_PER_VALUE", "FULL_LIMITS", "Limits", "current_limits"]
+__all__ = [
+    "DEMO_LIMITS",
+    "EXPLORER_BYTES_PER_VALUE",
+    "FULL_LIMITS",
+    "MAX_DATASET_VALUES",
+    "MAX_ELEMENTS",
+    "Limits",
+    "current_limits",
+]
+
+#: The most values one tensor may hold, generated (:mod:`lnviz.data.generators`) or read from a
+#: file (:func:`lnviz.data.files.load_arrays`' default), and the Explorer's cap on a laptop
+#: (:data:`FULL_LIMITS`): a float64 copy is 400 MB.
+MAX_ELEMENTS = 50_000_000
+#: The most values a training dataset read by :mod:`lnviz.data.sequences` may hold, all its files
+#: together, when the caller names no smaller cap: all of MNIST (70 000 × 785) with room to spare.
+#: The app passes :attr:`Limits.training_values` instead.
+MAX_DATASET_VALUES = 64_000_000
 
 #: What one uploaded value costs the server at the Explorer's peak, in bytes. Counted: the
 #: float64 array kept for the session and Streamlit's copy of the file (8 + 8); two results kept
@@ -44,7 +61,7 @@ class Limits:
         return min(self.max_elements, self.tensor_mb * 2**20 // EXPLORER_BYTES_PER_VALUE)
 
 
-FULL_LIMITS = Limits(upload_mb=200, max_elements=50_000_000, max_training_steps=5_000,
+FULL_LIMITS = Limits(upload_mb=200, max_elements=MAX_ELEMENTS, max_training_steps=5_000,
                      max_training_work=1e14, tensor_mb=2048, training_values=56_000_000)
 DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500,
                      max_training_work=1e12, tensor_mb=64, training_values=8_000_000)

@@ -206,3 +206,40 @@ def test_every_page_survives_junk_in_every_url_parameter(page):
 ])
 def test_only_values_a_control_could_have_written_stay_in_the_url(value, kept):
     assert plausible_url_value(value) is kept
+
+
+# --- refusal(): the one way a page shows what lnviz refused -------------------------------------
+
+
+def _refusing_page(stop: bool) -> None:
+    import streamlit as st
+
+    from lnviz.data.files import TensorFileError
+    from lnviz.ui.messages import refusal
+
+    with refusal("Cannot read it: ", icon=":material/block:", stop=stop):
+        raise TensorFileError("**bold** [link](https://example.com)")
+    st.markdown("after the block")
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_refusal_shows_the_message_as_plain_text_and_stops_unless_told(stop):
+    at = AppTest.from_function(_refusing_page, kwargs={"stop": stop}).run()
+    assert not at.exception, at.exception
+    assert alerts(at)["error"] == ["Cannot read it: **bold** [link](https://example.com)"]
+    assert at.error[0].icon == ":material/block:"
+    assert [m.value for m in at.markdown] == ([] if stop else ["after the block"])
+
+
+def test_refusal_lets_other_errors_through_unless_named():
+    def page() -> None:
+        from lnviz.ui.messages import refusal
+
+        with refusal(stop=False, errors=(RuntimeError, ValueError)):
+            raise RuntimeError("out of memory")
+        with refusal():
+            raise KeyError("a bug, not a refusal")
+
+    at = AppTest.from_function(page).run()
+    assert alerts(at)["error"] == ["out of memory"]
+    assert len(at.exception) == 1  # the KeyError, left to Streamlit (its text is redacted)

@@ -24,11 +24,13 @@ from lnviz.lessons.bn_vs_ln import (
     _to_cube,
     batch_dependence,
     batch_size_sweep,
+    bn_vs_ln_snippet,
     fixed_sample,
     running_statistics,
     sharing_cubes,
     variance_table,
 )
+from lnviz.norms import batch_norm
 
 PAGE = "app_pages/bn_vs_ln.py"
 
@@ -369,3 +371,51 @@ def test_url_restores_the_settings():
     stats = running_statistics(4, 6, 8, None, seed=0)
     np.testing.assert_allclose(_y(figs[3]["data"][1]), stats.running_mean[:, 2], rtol=1e-6)
     assert "momentum=None" in at.code[0].value
+
+
+# --- The PyTorch snippet: run, it says what the page shows ------------------------------------
+
+
+def _run_snippet(code: str) -> dict:
+    namespace: dict = {}
+    exec(compile(code, "snippet", "exec"), namespace)  # our own generated code
+    return namespace
+
+
+@pytest.mark.parametrize("query", [
+    {},
+    {"bl_c": "4", "bl_b": "1", "bl_steps": "1", "bl_mom": "0.5", "bl_mb": "5"},
+    {"bl_c": "3", "bl_b": "2", "bl_steps": "1", "bl_mom": "None", "bl_mb": "2"},
+])
+def test_the_pages_snippet_runs_and_agrees_with_the_page(query):
+    at = open_page(PAGE, query)
+    c, b = at.slider(key="bl_c").value, at.slider(key="bl_b").value
+    steps, momentum = at.slider(key="bl_steps").value, at.select_slider(key="bl_mom").value
+    code = at.code[0].value
+    assert code == bn_vs_ln_snippet(c, b, steps, at.slider(key="bl_mb").value, momentum).strip()
+    ns = _run_snippet(code)
+    # LayerNorm's row 0 stays put whatever its batch-mates, BatchNorm's moves: as on the page.
+    assert ns["ln_same"] is True and ns["bn_same"] is False
+    dependence = batch_dependence(fixed_sample(c), 1, 2, seed=0)
+    assert ns["refused"] == dependence.torch_refusal  # torch's words, which the page quotes
+    if b == 1:
+        assert any(ns["refused"] in w for w in alerts(at)["warning"])
+    else:
+        shown = {m.label: float(m.value) for m in at.metric}
+        assert shown["LayerNorm: largest change across re-draws"] == 0.0
+        assert shown["BatchNorm: largest change across re-draws"] > 0.0
+    # Evaluation mode normalizes with the running statistics, and differs from training mode.
+    bn, batch = ns["bn"], ns["batch"]
+    expected = (batch - bn.running_mean) / torch.sqrt(bn.running_var + bn.eps)
+    torch.testing.assert_close(bn(batch), expected)
+    torch.testing.assert_close(ns["gap"], (expected - ns["out_train"]).abs().max())
+    assert ns["gap"] > 0
+    if steps == 1:  # one update from μ = 0, σ² = 1: lnviz's batch_norm updates them the same way
+        mean, var = torch.zeros(c), torch.ones(c)
+        batch_norm(batch, mean, var, training=True, momentum=momentum,
+                   num_batches_tracked=torch.tensor(0))
+        torch.testing.assert_close(bn.running_mean, mean)
+        torch.testing.assert_close(bn.running_var, var)  # fed the unbiased variance
+        weight = 1.0 if momentum is None else momentum
+        torch.testing.assert_close(bn.running_var,
+                                   (1 - weight) + weight * batch.var(0, unbiased=True))

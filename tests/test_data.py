@@ -329,6 +329,20 @@ def test_limit_is_inclusive():
     assert random_batch((MAX_ELEMENTS, 0)).shape == (MAX_ELEMENTS, 0)
 
 
+def test_every_element_cap_comes_from_lnviz_limits():
+    import inspect
+
+    from lnviz import limits
+    from lnviz.data import files, sequences
+
+    assert MAX_ELEMENTS == limits.MAX_ELEMENTS == limits.FULL_LIMITS.max_elements == 50_000_000
+    assert inspect.signature(files.load_arrays).parameters["max_elements"].default == 50_000_000
+    for reader in (sequences.load_files, sequences.load_mnist_npz, sequences.load_mnist_idx,
+                   sequences.read_idx):
+        default = inspect.signature(reader).parameters["max_elements"].default
+        assert default == limits.MAX_DATASET_VALUES == 64_000_000, reader
+
+
 # --- padded_batch ----------------------------------------------------------------------------
 
 

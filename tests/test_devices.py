@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lnviz.devices import DTYPES, available_devices, supported_dtypes, to_tensor
+from lnviz.devices import DTYPES, available_devices, supported_dtypes, to_numpy, to_tensor
 
 
 def test_cpu_is_always_first():
@@ -34,3 +34,11 @@ def test_to_tensor_refuses_what_is_missing():
         to_tensor(np.zeros(2), "tpu")
     with pytest.raises(ValueError, match="not supported"):
         to_tensor(np.zeros(2), "cpu", "float8")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_to_numpy_brings_any_tensor_back_as_float64_or_as_asked(device, dtype):
+    tensor = to_tensor(np.array([[1.5, -2.0], [0.25, 4.0]]), device, dtype).requires_grad_()
+    values = to_numpy(tensor * 2)  # detached from the graph, on the CPU
+    assert values.dtype == np.float64 and values.tolist() == [[3.0, -4.0], [0.5, 8.0]]
+    assert to_numpy(tensor, torch.float32).dtype == np.float32

@@ -333,3 +333,19 @@ def test_check_says_when_it_compares_around_nan():
 def test_a_generated_tensor_has_the_upload_memory_budget():
     at = open_page(EXPLORER, {"src": "Random batch", "rn": "50000", "rc": "1000"})
     assert any("13,421,772 values" in e and "2,048 MB" in e for e in alerts(at)["error"])
+
+
+def test_padding_grid_marks_every_feature_of_each_pad_token():
+    from lnviz.batch import Batch, grid_view
+    from lnviz.data import get_preset
+    from lnviz.lessons.explorer import padding_grid
+
+    preset = get_preset("padded_tokens")  # seed 002: 2 sentences of 4 positions, one pad
+    batch = Batch(preset.values, "NLC", preset.mask)
+    grid = padding_grid(batch, grid_view((8, 3)))
+    assert grid.shape == (8, 3)
+    np.testing.assert_array_equal(grid, np.repeat(~preset.mask.reshape(8, 1), 3, axis=1))
+    assert grid.sum() == 3 and grid[7].all()  # the pad is the second sentence's last position
+    window = grid_view((8, 3), max_rows=2, max_cols=2, mode="slice", start_row=6, start_col=1)
+    np.testing.assert_array_equal(padding_grid(batch, window), [[False, False], [True, True]])
+    assert padding_grid(Batch(preset.values, "NLC"), grid_view((8, 3))) is None

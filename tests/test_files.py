@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from lnviz.data.files import (
-    DEFAULT_MAX_ELEMENTS,
     MAX_NPZ_MEMBERS,
     TensorFileError,
     load_arrays,
@@ -33,6 +32,7 @@ from lnviz.data.files import (
     to_npy_bytes,
     to_npz_bytes,
 )
+from lnviz.limits import MAX_ELEMENTS
 
 FUZZ = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -346,7 +346,7 @@ HOSTILE = [
     Case(
         "npy-shape-10e12",
         lambda p: raw_npy(header(shape=(10**12,))),
-        match=("1000000000000", str(DEFAULT_MAX_ELEMENTS), "max_elements"),
+        match=("1000000000000", str(MAX_ELEMENTS), "max_elements"),
     ),
     Case(
         "npy-shape-product-overflows-int64",
@@ -819,7 +819,7 @@ def mutated(draw: st.DrawFn) -> bytes:
     "ignore::DeprecationWarning", "ignore::SyntaxWarning", "ignore::UserWarning"
 )
 @FUZZ
-@given(data=mutated(), max_elements=st.sampled_from([0, 7, 1000, DEFAULT_MAX_ELEMENTS]))
+@given(data=mutated(), max_elements=st.sampled_from([0, 7, 1000, MAX_ELEMENTS]))
 def test_mutated_files_load_or_are_refused(data: bytes, max_elements: int) -> None:
     try:
         result = load_arrays(data, max_elements=max_elements)

@@ -261,6 +261,23 @@ def test_snippet_runs_and_gives_a_block_diagonal_jacobian():
     assert cross_sample_share(jac, 3) == 0.0
 
 
+@pytest.mark.parametrize("kind, cell, eps", [("one-hot", (2, 3), 1e-5), ("ones", (0, 0), 0.1),
+                                             ("random", (0, 0), 1e-3)])
+def test_snippet_computes_what_the_page_computes_for_its_input(kind, cell, eps):
+    """The snippet draws its own x: put that x through the page's computations and every
+    gradient and the Jacobian come out the same."""
+    scope: dict = {}
+    exec(compile(gradients_snippet((3, 4), kind, cell, eps), "snippet", "exec"), scope)
+    x, g = scope["x"].detach(), scope["g"]
+    ln = gradient_report(x, g, eps).by_norm["LayerNorm"]
+    np.testing.assert_allclose(scope["x"].grad.numpy(), ln.grad_input, atol=1e-10)
+    np.testing.assert_allclose(scope["gamma"].grad.numpy(), ln.grad_weight, atol=1e-10)
+    np.testing.assert_allclose(scope["beta"].grad.numpy(), ln.grad_bias, atol=1e-10)
+    np.testing.assert_allclose(scope["y"].detach().numpy(), ln.output, atol=1e-10)
+    np.testing.assert_allclose(scope["J"].numpy(), norm_jacobian(x, "LayerNorm", eps),
+                               atol=1e-10)
+
+
 # --- the page ----------------------------------------------------------------------------------
 
 

@@ -16,9 +16,11 @@ from lnviz.batch import Batch
 from lnviz.data import get_preset, padded_batch
 from lnviz.lessons.padding import (
     SWEEP_FRACTIONS,
+    PaddedRecipe,
     feature_stats,
     pad_token_steps,
     padding_outputs,
+    padding_snippet,
     padding_sweep,
 )
 
@@ -257,3 +259,78 @@ def test_url_restores_the_settings():
     np.testing.assert_array_equal(tokens[5 + 2:10], 1.5)  # sequence 1 padded after 2 tokens
     np.testing.assert_allclose(_trace(figures(at)[3], "pad token's output"), [0.7, 0.7])
     assert figures(at)[2]["layout"]["annotations"][0]["text"] == "μ of feature 1"
+
+
+# --- The PyTorch snippet: run, it computes what the page shows --------------------------------
+
+
+def _run_snippet(code: str) -> dict:
+    namespace: dict = {}
+    exec(compile(code, "snippet", "exec"), namespace)  # our own generated code
+    return namespace
+
+
+@pytest.mark.parametrize("query", [
+    {},
+    {"pd_src": "Generated", "pd_bs": "4", "pd_len": "5", "pd_d": "2", "pd_pad": "1.5",
+     "pd_lengths": "5, 2, 1, 3", "pd_eps": "1e-02", "pd_gamma": "2.0", "pd_beta": "0.7"},
+    {"pd_src": "Generated", "pd_pad": "-2.0", "pd_gamma": "-1.5"},
+])
+def test_the_pages_snippet_computes_the_numbers_the_page_shows(query):
+    at = open_page(PAGE, query)
+    figs = figures(at)
+    ns = _run_snippet(at.code[0].value)
+    x, mask = ns["x"].numpy(), ns["mask"].numpy()
+    n, length, d = x.shape
+    np.testing.assert_array_equal(x.reshape(n * length, d), _trace(figs[0], "input x", "z"))
+    np.testing.assert_allclose(ns["bn_with_pads"].reshape(n * length, d),
+                               _trace(figs[0], "BatchNorm, pads counted", "z"), atol=1e-5)
+    masked = _trace(figs[0], "BatchNorm, masked", "z").reshape(n, length, d)
+    np.testing.assert_allclose(ns["bn_masked"][mask], masked[mask], atol=1e-5)
+    np.testing.assert_allclose(ns["mean_all"], _trace(figs[1], "pads counted"), rtol=1e-5)
+    np.testing.assert_allclose(ns["mean_real"], _trace(figs[1], "real tokens only (masked)"),
+                               rtol=1e-5)
+    pad_rows = ns["ln"][~ns["mask"]].detach().numpy()
+    assert len(pad_rows) == (~mask).sum() > 0
+    np.testing.assert_allclose(pad_rows, np.broadcast_to(_trace(figs[3], "pad token's output"),
+                                                         pad_rows.shape), atol=1e-6)
+
+
+def test_snippet_for_seed_002_gives_its_numbers_and_beta_on_the_pad():
+    ns = _run_snippet(padding_snippet(seed_002(), 1e-5, 3.0, -0.5))
+    torch.testing.assert_close(ns["mean_real"], torch.tensor([4.0, 55 / 7, 82 / 7]))
+    torch.testing.assert_close(ns["mean_all"], torch.tensor([3.5, 6.875, 10.25]))
+    torch.testing.assert_close(ns["ln"][1, 3], torch.full((3,), -0.5))  # the pad token: β
+    stats = feature_stats(seed_002())
+    np.testing.assert_allclose(ns["mean_real"], stats.mean_masked, rtol=1e-6)
+    x = ns["x"]
+    torch.testing.assert_close(ns["bn_with_pads"].double(), torch.from_numpy(
+        (x.numpy() - stats.mean_with_pad) / np.sqrt(stats.std_with_pad**2 + 1e-5)))
+
+
+def test_snippet_rebuilds_a_generated_batch_with_the_pages_generator():
+    recipe = PaddedRecipe(batch_size=3, d_model=5, lengths=(4, 1, 2), max_len=4, pad_value=-2.0,
+                          seed=7)
+    values, mask = padded_batch(3, 5, lengths=(4, 1, 2), max_len=4, pad_value=-2.0, seed=7)
+    batch = Batch(values, "NLC", mask)
+    ns = _run_snippet(padding_snippet(batch, 1e-3, 1.0, 0.25, recipe))
+    np.testing.assert_array_equal(ns["x"].numpy(), values)
+    outputs = padding_outputs(batch)
+    np.testing.assert_allclose(ns["bn_with_pads"], outputs["BatchNorm, pads counted"], atol=1e-5)
+    np.testing.assert_allclose(ns["bn_masked"][mask], outputs["BatchNorm, masked"][mask],
+                               atol=1e-5)
+    steps = pad_token_steps(batch, 1e-3, 1.0, 0.25)
+    np.testing.assert_allclose(ns["ln"][~ns["mask"]][0], steps["y"], atol=1e-6)
+
+
+@pytest.mark.parametrize("lengths, max_len, comment", [
+    ((1,), 3, "With one real token torch raises here: one value per channel."),
+    ((1,), 1, "With a single position torch raises here: one value."),
+])
+def test_snippet_says_where_torch_refuses_and_torch_does(lengths, max_len, comment):
+    values, mask = padded_batch(1, 4, lengths=lengths, max_len=max_len, seed=0)
+    code = padding_snippet(Batch(values, "NLC", mask),
+                           recipe=PaddedRecipe(1, 4, lengths, max_len, 0.0, 0))
+    assert comment in code
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        _run_snippet(code)

@@ -20,6 +20,7 @@ from lnviz.lessons.scale_shift import (
     per_feature_affine,
     recover_input,
     scale_shift_grid,
+    scale_shift_snippet,
     split_bias,
     two_betas,
 )
@@ -282,3 +283,37 @@ def test_seed_changes_the_batch_and_url_restores_settings():
     recovered = trace_data(at, 3, 0, "x")
     at.number_input(key="seed").set_value(6).run()
     assert not np.allclose(recovered, trace_data(at, 3, 0, "x"))
+
+
+# --- The PyTorch snippet: run, it gives what the page shows -----------------------------------
+
+
+@pytest.mark.parametrize("query", [
+    {},
+    {"ss_n": "100", "ss_gamma": "-2.5", "ss_beta": "1.2"},
+    {"ss_n": "10000", "ss_gamma": "0.3", "ss_beta": "-3.0"},
+])
+def test_the_pages_snippet_runs_and_gives_the_pages_numbers(query):
+    at = open_page(PAGE, query)
+    gamma, beta = at.slider(key="ss_gamma").value, at.slider(key="ss_beta").value
+    samples = at.select_slider(key="ss_n").value
+    code = at.code[0].value
+    assert code == scale_shift_snippet(gamma, beta, samples, 16, 4).strip()
+    namespace: dict = {}
+    exec(compile(code, "snippet", "exec"), namespace)  # our own generated code
+    y = namespace["y"].detach()
+    assert y.shape == (1, samples)
+    # The free histogram's title: "γ = …, β = … → mean m, std s", from lnviz on its own draw.
+    title = figures(at)[1]["layout"]["title"]["text"]
+    mean, std = (float(part.split()[-1]) for part in title.split("→")[1].split(","))
+    assert float(y.mean()) == pytest.approx(mean, abs=1e-3) == pytest.approx(beta, abs=1e-3)
+    assert float(y.std(unbiased=False)) == pytest.approx(std, abs=1e-3)
+    assert std == pytest.approx(abs(gamma), abs=1e-3)
+    # BatchNorm undone by its own γ and β: ≈ 0, as the page's first metric shows for its batch.
+    shown = float(at.metric[0].value.split("=")[1])
+    assert float(namespace["recovered"].detach()) < 1e-5 and shown < 1e-5
+    # One bias after the sum does what two betas (any split of it) do.
+    wx, uh, b, gates = (namespace[k].detach() for k in ("wx", "uh", "b", "gates"))
+    for share in (0.0, 0.3, 1.0):
+        split = two_betas(wx, uh, *split_bias(b, share))
+        np.testing.assert_allclose(split.separate, gates, atol=1e-5)

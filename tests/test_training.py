@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from pageutil import alerts, decode, figures, open_page, table_with
 from test_training_loop import single_thread  # noqa: F401  (one thread: see its docstring)
@@ -87,3 +88,19 @@ def test_missing_upload_and_no_models_are_explained() -> None:
     assert any("at least one model" in text for text in alerts(at)["info"])
     at.button(key="tr_run").click().run()
     assert not at.exception and at.session_state["tr_results"] == {}
+
+
+def test_the_curves_have_their_data_behind_the_figure(trained_page) -> None:
+    at = trained_page
+    assert [e.label for e in at.expander].count("Data behind this figure") == 3
+    result = next(iter(at.session_state["tr_results"].values()))
+    closed = len(at.dataframe)
+    at.session_state["tr_curves_data"] = True  # the learner opens the curves' data
+    at.run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe) == closed + 1
+    table = at.dataframe[0].value  # the curves come first on the page
+    for label, curve in result.curves.items():
+        rows = table[table["trace"] == label]  # the loss panel's trace, then the accuracy's
+        assert rows["x"].tolist() == curve["step"] * 2
+        np.testing.assert_allclose(rows["y"], curve["loss"] + curve["accuracy"])

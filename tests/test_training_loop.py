@@ -227,3 +227,64 @@ def test_cli_help_and_bad_data(tmp_path: Path, capsys) -> None:
         main(["--data", str(tmp_path / "mnist.npz")])
     assert done.value.code == 2
     assert "not a .npy or .npz file" in capsys.readouterr().err
+
+
+# --- What the page shows of a training ---------------------------------------------------------
+
+
+def test_evaluation_interval_gives_about_thirty_points() -> None:
+    from lnviz.lessons.training import evaluation_interval
+
+    assert [evaluation_interval(s) for s in (1, 6, 44, 46, 300, 5000)] == [1, 1, 1, 2, 10, 167]
+    assert evaluation_interval(300, evaluations=3) == 100
+
+
+def test_progress_reports_steps_accuracies_and_curve_points(digits) -> None:
+    training = Training(digits, TINY)
+    start = training.progress()
+    assert (start.fraction, start.text, start.evaluations) == (0.0, "Step 0 of 24", 0)
+    assert start.chance == pytest.approx(0.1)  # ten digits
+    training.advance(8)
+    now = training.progress()
+    assert now.fraction == pytest.approx(8 / 24) and now.evaluations == 2  # one point per model
+    assert now.curves == training.curves()
+    accuracy = {label: c["accuracy"][-1] for label, c in now.curves.items()}
+    assert now.text == (f"Step 8 of 24 · held-out accuracy: LSTM {accuracy['LSTM']:.0%}, "
+                        f"LN-LSTM {accuracy['LN-LSTM']:.0%}")
+
+
+def test_gate_bands_pick_one_gate_or_all_of_them(trained) -> None:
+    from lnviz.lessons.training import GATES
+
+    result = summarize(trained)
+    for label in ("LSTM", "LN-LSTM"):
+        np.testing.assert_array_equal(result.gate_bands()[label], result.gates[label][4])
+        for row, gate in enumerate(GATES):
+            np.testing.assert_array_equal(result.gate_bands(gate)[label],
+                                          result.gates[label][row])
+            np.testing.assert_array_equal(result.gate_bands(gate, at_init=True)[label],
+                                          result.gates_at_init[label][row])
+        assert result.gate_bands("output o")[label].shape == (8, 5)  # 8 time steps, 5 quantiles
+    assert result.chance == pytest.approx(0.1)
+
+
+def test_batch_table_and_findings_say_what_the_check_found(digits) -> None:
+    training = Training(digits, replace(TINY, models=("ln-lstm", "bn-lstm"), steps=8))
+    training.advance(8)
+    result = summarize(training)
+    table = result.batch_table()
+    assert table.columns.tolist() == ["model", "normalization statistics",
+                                      "batch sizes compared", "max |difference| of the logits"]
+    assert table["batch sizes compared"].tolist() == ["1 vs 64", "2 vs 64", "1 vs 64"]
+    assert table["max |difference| of the logits"].tolist() == [
+        r.max_difference for r in result.batch_sensitivity]
+    ln, bn = result.batch_sensitivity[0].max_difference, result.batch_sensitivity[1].max_difference
+    assert result.batch_findings() == (
+        "The same images, batched differently: the trained LN-LSTM gives each of 64 held-out "
+        f"images the same logits alone as in a batch of 64 (largest difference {ln:.1e}, float32 "
+        f"rounding); the BN-LSTM with batch statistics changes them by up to {bn:.2g} when the "
+        "same images come in pairs instead (a single image cannot be batch-normalized at all: it "
+        "has no spread across the batch).")
+    plain = Training(digits, replace(TINY, models=("lstm",), steps=2))
+    plain.advance(2)
+    assert summarize(plain).batch_findings() is None

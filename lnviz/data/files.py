@@ -19,8 +19,9 @@ from typing import Any, BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
+from lnviz.limits import MAX_ELEMENTS
+
 __all__ = [
-    "DEFAULT_MAX_ELEMENTS",
     "MAX_NPZ_MEMBERS",
     "TensorFileError",
     "TensorTooLargeError",
@@ -31,7 +32,6 @@ __all__ = [
     "to_npz_bytes",
 ]
 
-DEFAULT_MAX_ELEMENTS = 50_000_000
 MAX_NPZ_MEMBERS = 64
 
 _NPY_MAGIC = b"\x93NUMPY"
@@ -73,7 +73,7 @@ class _NpyHeader:
 def load_arrays(
     source: bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO,
     *,
-    max_elements: int = DEFAULT_MAX_ELEMENTS,
+    max_elements: int = MAX_ELEMENTS,
     keep_float64: bool = False,
 ) -> dict[str, np.ndarray]:
     """Load the arrays of a .npy or .npz file as native, C-contiguous float arrays.

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-MAX_ELEMENTS = 50_000_000
+from lnviz.limits import MAX_ELEMENTS
+
 DISTRIBUTIONS = ("normal", "uniform", "heavy_tailed", "outliers")
 
 

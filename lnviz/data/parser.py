@@ -14,7 +14,7 @@ import numpy as np
 from lnviz.data.generators import check_whole
 
 MAX_TEXT_CHARS = 2_000_000
-MAX_DEPTH = 5
+MAX_NESTING = 5
 _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf(?:inity)?|nan)", re.IGNORECASE)
 _BRACKET_TOKEN = re.compile(r"\s+|[\[\],]|[^\s\[\],]+")
 
@@ -128,10 +128,10 @@ class _NestedParser:
 
     def read_list(self, depth: int) -> None:
         _, start = self.current
-        if depth > MAX_DEPTH:
+        if depth > MAX_NESTING:
             raise ValueError(
-                f"nesting deeper than {MAX_DEPTH} levels at {self.where(start)}; "
-                f"at most {MAX_DEPTH} pairs of brackets can nest"
+                f"nesting deeper than {MAX_NESTING} levels at {self.where(start)}; "
+                f"at most {MAX_NESTING} pairs of brackets can nest"
             )
         self.advance()
         count = 0

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from lnviz.data.files import load_arrays
+from lnviz.limits import MAX_DATASET_VALUES
 
 __all__ = [
-    "MAX_ELEMENTS",
     "MAX_FEATURES",
     "MAX_SEQUENCE_STEPS",
     "SequenceData",
@@ -32,8 +32,6 @@ __all__ = [
     "read_idx",
 ]
 
-#: The most values a dataset file may hold: all of MNIST (70 000 × 785) with room to spare.
-MAX_ELEMENTS = 64_000_000
 #: The longest sequences (image rows) and the most features per step (columns) accepted. Every
 #: training step loops over the rows one by one, and the gate figures keep every row's gates: an
 #: upload of 20 000 rows made a single step take minutes. MNIST has 28 × 28.
@@ -147,7 +145,7 @@ def load_digits_data(test_fraction: float = 0.25) -> SequenceData:
 
 
 def load_mnist_npz(source: bytes | str | os.PathLike[str], *,
-                   max_elements: int = MAX_ELEMENTS) -> SequenceData:
+                   max_elements: int = MAX_DATASET_VALUES) -> SequenceData:
     """Sequential MNIST from the standard ``mnist.npz`` (x_train, y_train, x_test, y_test).
 
     Read with :func:`lnviz.load_arrays`, which never unpickles and refuses more than
@@ -225,7 +223,7 @@ def _idx_header(data: bytes, max_elements: int) -> tuple[np.dtype, tuple[int, ..
     return np.dtype(_IDX_DTYPES[code]), shape, offset
 
 
-def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_ELEMENTS
+def read_idx(source: bytes | str | os.PathLike[str], *, max_elements: int = MAX_DATASET_VALUES
              ) -> np.ndarray:
     """Parse an IDX file (the format of the original MNIST files), optionally gzipped.
 
@@ -263,7 +261,7 @@ def _idx_role(name: str) -> str | None:
 
 
 def load_mnist_idx(files: Mapping[str, bytes | str | os.PathLike[str]], *,
-                   max_elements: int = MAX_ELEMENTS) -> SequenceData:
+                   max_elements: int = MAX_DATASET_VALUES) -> SequenceData:
     """Sequential MNIST from its four IDX files, given as {file name: bytes or path}.
 
     The names tell the files apart as MNIST names them: ``train-images-idx3-ubyte``,
@@ -293,7 +291,7 @@ def load_mnist_idx(files: Mapping[str, bytes | str | os.PathLike[str]], *,
                           parts["train-labels"], parts["t10k-images"], parts["t10k-labels"])
 
 
-def load_files(files: Mapping[str, bytes], max_elements: int = MAX_ELEMENTS) -> SequenceData:
+def load_files(files: Mapping[str, bytes], max_elements: int = MAX_DATASET_VALUES) -> SequenceData:
     """What the app's uploader received: one ``.npz`` file, or the four IDX files, with at most
     ``max_elements`` values in all (the server's :attr:`lnviz.limits.Limits.training_values`)."""
     if len(files) == 1:

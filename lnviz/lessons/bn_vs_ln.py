@@ -16,7 +16,8 @@ Three questions, one function (or two) each:
   the last batch through both modes.
 
 Everything is computed by :mod:`lnviz.norms` (the same functions the Explorer checks against
-torch); this module only arranges the experiments.
+torch); this module only arranges the experiments. :func:`bn_vs_ln_snippet` shows the same three
+experiments with torch's own modules.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import torch.nn.functional as F
 
 from lnviz.batch import NormSpec, group_ids
 from lnviz.data import random_batch
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "SharingCube",
     "batch_dependence",
     "batch_size_sweep",
+    "bn_vs_ln_snippet",
     "fixed_sample",
     "running_statistics",
     "sharing_cubes",
@@ -240,8 +242,8 @@ def batch_dependence(
             refusal, torch_refusal = str(err), _torch_refusal(x[0], eps)
     return BatchDependence(
         batch_size=batch_size,
-        batch_norm=None if refusal else _numpy(bn.reshape(redraws, features)),
-        layer_norm=_numpy(ln),
+        batch_norm=None if refusal else to_numpy(bn.reshape(redraws, features), torch.float32),
+        layer_norm=to_numpy(ln, torch.float32),
         refusal=refusal,
         torch_refusal=torch_refusal,
     )
@@ -254,10 +256,6 @@ def _torch_refusal(x: torch.Tensor, eps: float) -> str | None:
     except ValueError as err:
         return str(err)
     return None
-
-
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().float().cpu().numpy()
 
 
 @dataclass(frozen=True)
@@ -384,17 +382,17 @@ def running_statistics(
         history_var.append(running_var.clone())
     last = batches[-1]
     evaluated = batch_norm(last, running_mean, running_var, training=False, eps=eps)
-    batch_var = _numpy(torch.stack(variances))
+    batch_var = to_numpy(torch.stack(variances), torch.float32)
     return RunningStats(
         momentum=momentum,
-        batch_mean=_numpy(torch.stack(means)),
+        batch_mean=to_numpy(torch.stack(means), torch.float32),
         batch_var=batch_var,
         batch_var_unbiased=batch_var * batch_size / (batch_size - 1),  # Bessel's correction
-        running_mean=_numpy(torch.stack(history_mean)),
-        running_var=_numpy(torch.stack(history_var)),
-        train_output=_numpy(result.output),
-        eval_output=_numpy(evaluated.output),
-        layer_norm_output=_numpy(layer_norm(last, features, eps=eps).output),
+        running_mean=to_numpy(torch.stack(history_mean), torch.float32),
+        running_var=to_numpy(torch.stack(history_var), torch.float32),
+        train_output=to_numpy(result.output, torch.float32),
+        eval_output=to_numpy(evaluated.output, torch.float32),
+        layer_norm_output=to_numpy(layer_norm(last, features, eps=eps).output, torch.float32),
     )
 
 
@@ -410,3 +408,50 @@ def variance_table(stats: RunningStats) -> pd.DataFrame:
         "running μ": stats.running_mean[-1],
         "running σ²": stats.running_var[-1],
     })
+
+
+def bn_vs_ln_snippet(features: int, batch_size: int, steps: int, minibatch: int,
+                     momentum: float | None, seed: int = 0) -> str:
+    """Self-contained PyTorch code for the page's experiments with ``torch.nn.BatchNorm1d`` and
+    ``torch.nn.LayerNorm``: a fixed row 0 whose batch-mates are re-drawn (``ln_same`` is True,
+    ``bn_same`` False), a batch of one that BatchNorm refuses in training mode (its message in
+    ``refused``), ``steps`` mini-batches of ``minibatch`` from the population N(μ, σ²) of
+    :func:`running_statistics` that update the running statistics, and the last one through
+    evaluation mode (``gap``, its largest difference from training mode).
+
+    A batch size of 1 is shown as 2: the re-drawing needs a batch-mate to re-draw.
+    """
+    shown_batch = max(batch_size, 2)
+    momentum_text = "None" if momentum is None else f"{momentum:g}"
+    population = f"{POPULATION_MEAN:g} + {math.sqrt(POPULATION_VAR):g} * "
+    return f"""import torch
+
+torch.manual_seed({seed})
+bn = torch.nn.BatchNorm1d({features}, momentum={momentum_text}, affine=False)
+ln = torch.nn.LayerNorm({features}, elementwise_affine=False)
+
+# One fixed sample, then re-draw its batch-mates: LayerNorm's row 0 stays, BatchNorm's moves.
+x = torch.randn({shown_batch}, {features})
+bn_before, ln_before = bn(x)[0], ln(x)[0]
+x[1:] = torch.randn({shown_batch - 1}, {features})
+ln_same, bn_same = torch.equal(ln(x)[0], ln_before), torch.allclose(bn(x)[0], bn_before)
+print(ln_same, bn_same)  # True False
+
+# A batch of one: BatchNorm in training mode refuses, LayerNorm does not.
+try:
+    bn(x[:1])
+except ValueError as err:
+    refused = str(err)
+    print(refused)  # Expected more than 1 value per channel when training, ...
+
+# {steps} training mini-batches of {minibatch} update the running statistics ...
+bn.reset_running_stats()
+for _ in range({steps}):
+    batch = {population}torch.randn({minibatch}, {features})
+    out_train = bn(batch)  # normalized with the batch's biased variance
+print(bn.running_mean, bn.running_var)  # fed the unbiased variance
+# ... which evaluation mode uses instead of the batch's own statistics.
+bn.eval()
+gap = (bn(batch) - out_train).abs().max()
+print(gap)  # not 0
+"""

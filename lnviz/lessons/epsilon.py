@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 from lnviz.data import get_preset
-from lnviz.devices import DTYPES, to_tensor
+from lnviz.devices import DTYPES, to_numpy, to_tensor
 from lnviz.norms import layer_norm, mean_and_var
 
 __all__ = [
@@ -233,12 +233,12 @@ def epsilon_steps(
     mean, var, _ = mean_and_var(acc, (0,))
     rstd = torch.rsqrt(var + eps)
     table = pd.DataFrame({
-        "x": acc.double().cpu().numpy(),
-        "x − μ": (acc - mean).double().cpu().numpy(),
+        "x": to_numpy(acc),
+        "x − μ": to_numpy(acc - mean),
         "σ² + ε": np.full(values.shape[0], float(var + eps)),
         "1/√(σ²+ε)": np.full(values.shape[0], float(rstd)),
-        "x̂": x_hat.double().cpu().numpy(),
-        "∂L/∂x": grad.double().cpu().numpy(),
+        "x̂": to_numpy(x_hat),
+        "∂L/∂x": to_numpy(grad),
     })
     return EpsilonSteps(table, float(mean), float(var), float(eps), float(x_hat.abs().max()),
                         int((~torch.isfinite(x_hat)).sum()), int((~torch.isfinite(grad)).sum()))

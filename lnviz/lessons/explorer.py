@@ -18,6 +18,7 @@ import torch
 from lnviz.batch import (
     LAYOUTS,
     Batch,
+    GridView,
     NormSpec,
     affine_params,
     channel_dim,
@@ -28,9 +29,10 @@ from lnviz.batch import (
     param_broadcast_shape,
     param_size,
     pick_impl,
+    to_grid,
     torch_reference,
 )
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.norms import (
     NormResult,
     mean_and_var,
@@ -47,6 +49,7 @@ __all__ = [
     "explore",
     "group_stats",
     "histogram",
+    "padding_grid",
     "pytorch_snippet",
     "statistics_note",
     "step_by_step",
@@ -75,7 +78,17 @@ def group_stats(
             x = x.reshape(x.shape[0], spec.groups, -1)
         dims = tuple(range(2, x.dim()))
     mean, var, _ = mean_and_var(x, dims, weights)
-    return mean.double().cpu().numpy().ravel(), var.sqrt().double().cpu().numpy().ravel()
+    return to_numpy(mean).ravel(), to_numpy(var.sqrt()).ravel()
+
+
+def padding_grid(batch: Batch, view: GridView) -> np.ndarray | None:
+    """Where the window ``view`` of ``batch``'s 2-D grid (:func:`lnviz.batch.to_grid`) holds
+    padding: True at every feature of a pad token. None for a batch without a mask."""
+    if batch.mask is None:
+        return None
+    # the mask has no channel dim: every channel of a pad position is padding
+    pad = np.expand_dims(~batch.mask, channel_dim(batch.layout))
+    return view.take(to_grid(np.broadcast_to(pad, batch.values.shape), batch.layout))
 
 
 def step_by_step(
@@ -93,8 +106,7 @@ def step_by_step(
     def at(t: torch.Tensor | None) -> np.ndarray:
         if t is None:
             return np.zeros(positions.size)
-        full = t.detach().expand(shape) if t.shape != shape else t.detach()
-        return full.double().cpu().numpy()[idx]
+        return to_numpy(t.expand(shape) if t.shape != shape else t)[idx]
 
     gamma, beta = (p.reshape(param_broadcast_shape(shape, layout, spec)) for p in
                    affine_params(spec, x, layout))
@@ -564,7 +576,7 @@ def _rounding(batch: Batch, x: torch.Tensor, ids: np.ndarray, std: np.ndarray) -
     if x.numel() > REFERENCE_LIMIT or source.dtype.itemsize <= x.element_size():
         return 0.0
     with np.errstate(invalid="ignore"):  # inf − inf: NaN, set to 0 below
-        error = np.abs(x.detach().double().cpu().numpy() - source.astype(np.float64))
+        error = np.abs(to_numpy(x) - source.astype(np.float64))
     error[~np.isfinite(error)] = 0.0  # values beyond the dtype: explain() names them apart
     if not error.any():
         return 0.0
@@ -677,8 +689,7 @@ def _nonfinite_output_cause(ex: Exploration, spec: NormSpec, dtype: str, largest
 
 def _for_display(t: torch.Tensor) -> np.ndarray:
     """A tensor as numpy for figures: float64 stays float64 (its values may not fit float32)."""
-    t = t.detach()
-    return (t if t.dtype == torch.float64 else t.float()).cpu().numpy()
+    return to_numpy(t, torch.float64 if t.dtype == torch.float64 else torch.float32)
 
 
 def _count_nonfinite(values: np.ndarray) -> int:

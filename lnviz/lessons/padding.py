@@ -18,20 +18,21 @@ A batch with fewer gets NaN for what cannot be computed, and the rest as usual.
 LayerNorm takes μ and σ over one token's own features, so a real token's output cannot depend on
 how many pads sit beside it. The pad token itself is a constant row: μ = pad value, σ² = 0,
 x̂ = 0·(1/√ε) = 0, so its output is exactly β — finite only because ε > 0
-(:func:`pad_token_steps`).
+(:func:`pad_token_steps`). :func:`padding_snippet` writes the same in plain PyTorch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import torch
 
 from lnviz.batch import Batch, NormSpec, group_ids, normalize
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.explorer import step_by_step
 from lnviz.norms import NormResult, batch_norm, layer_norm
 
@@ -42,11 +43,13 @@ __all__ = [
     "MIN_REAL_TOKENS",
     "SWEEP_FRACTIONS",
     "FeatureStats",
+    "PaddedRecipe",
     "PaddingSweep",
     "check_lengths",
     "feature_stats",
     "pad_token_steps",
     "padding_outputs",
+    "padding_snippet",
     "padding_sweep",
 ]
 
@@ -58,6 +61,18 @@ MAX_SEQUENCES, MAX_PADDED_LENGTH, MAX_D_MODEL = 16, 32, 16
 #: BatchNorm in training mode estimates a feature's σ from the values it pools, and needs two;
 #: masked BatchNorm pools the real tokens alone.
 MIN_REAL_TOKENS = 2
+
+
+class PaddedRecipe(NamedTuple):
+    """How a generated padded batch is made: the arguments of :func:`lnviz.data.padded_batch`,
+    in its order. Plain values, so that it also serves as the batch's key."""
+
+    batch_size: int
+    d_model: int
+    lengths: tuple[int, ...] | None
+    max_len: int
+    pad_value: float
+    seed: int
 
 
 def check_lengths(lengths: Sequence[int], padded_length: int,
@@ -94,15 +109,11 @@ def _check(batch: Batch) -> None:
                          "normalize")
 
 
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().cpu().numpy()
-
-
 def _stats(result: NormResult | None, c: int) -> tuple[np.ndarray, np.ndarray]:
     """(μ, σ) per feature of a batch_norm result, NaN where none could be computed."""
     if result is None:
         return np.full(c, np.nan), np.full(c, np.nan)
-    return _numpy(result.mean).ravel(), np.sqrt(_numpy(result.var).ravel())
+    return to_numpy(result.mean).ravel(), np.sqrt(to_numpy(result.var).ravel())
 
 
 @dataclass(frozen=True)
@@ -185,8 +196,8 @@ def padding_outputs(
     if batch.mask.sum() >= MIN_REAL_TOKENS:
         specs["BatchNorm, masked"] = NormSpec(norm="BatchNorm", use_mask=True)
     specs["LayerNorm"] = NormSpec(norm="LayerNorm")
-    outputs = {"input x": _numpy(x)}
-    outputs.update({name: _numpy(normalize(x, "NLC", spec, mask).output)
+    outputs = {"input x": to_numpy(x)}
+    outputs.update({name: to_numpy(normalize(x, "NLC", spec, mask).output)
                     for name, spec in specs.items()})
     return outputs
 
@@ -298,3 +309,50 @@ def pad_token_steps(
     n, t = np.argwhere(~batch.mask)[0]
     ids = group_ids(tuple(x.shape), "NLC", spec)
     return step_by_step(x, result, spec, ids, int(ids[n, t, 0]), "NLC", mask=batch.mask)
+
+
+def padding_snippet(batch: Batch, eps: float = 1e-5, gamma: float = 1.0, beta: float = 0.0,
+                    recipe: PaddedRecipe | None = None) -> str:
+    """Self-contained PyTorch code for this lesson on ``batch``: BatchNorm with the pads counted
+    (``bn_with_pads``), masked BatchNorm (``bn_masked``), each feature's mean without and with
+    the pads (``mean_real``, ``mean_all``) and LayerNorm with ``gamma``, ``beta`` and ``eps``
+    (``ln``), whose pad rows are β.
+
+    The batch is rebuilt with :func:`lnviz.data.padded_batch` from ``recipe`` when it was
+    generated, else typed out (float32, like the presets). Where torch's BatchNorm refuses the
+    batch (one value per feature), a comment says so at the line that raises.
+    """
+    if recipe is None:
+        make_batch = (f"x = torch.tensor({batch.values.tolist()})\n"
+                      f"mask = torch.tensor({batch.mask.tolist()})")
+    else:
+        make_batch = (
+            "from lnviz.data import padded_batch  # this page's generator\n\n"
+            f"values, mask = padded_batch({recipe.batch_size}, {recipe.d_model}, "
+            f"lengths={recipe.lengths}, max_len={recipe.max_len}, "
+            f"pad_value={float(recipe.pad_value)!r}, seed={recipe.seed})\n"
+            "x, mask = torch.from_numpy(values), torch.from_numpy(mask)")
+    refuses = ("" if batch.mask.size >= MIN_REAL_TOKENS else
+               "\n# With a single position torch raises here: one value.")
+    refuses_masked = ("" if batch.mask.sum() >= MIN_REAL_TOKENS else
+                      "\n# With one real token torch raises here: one value per channel.")
+    d = batch.values.shape[-1]
+    return f"""import torch
+import torch.nn.functional as F
+
+# x: (batch, seq, features); mask: True = real token
+{make_batch}
+
+# BatchNorm over (batch, seq) per feature: torch wants (N, C, L), and counts the pads.{refuses}
+bn_with_pads = F.batch_norm(x.transpose(1, 2), None, None, training=True).transpose(1, 2)
+# Masked BatchNorm: torch has no mask argument, so normalize the real tokens alone.{refuses_masked}
+bn_masked = torch.zeros_like(x)
+bn_masked[mask] = F.batch_norm(x[mask], None, None, training=True)
+mean_real, mean_all = x[mask].mean(0), x.reshape(-1, x.shape[-1]).mean(0)
+print(mean_real, mean_all)  # μ without / with the pads
+
+# LayerNorm per token: the pads cannot reach a real token; a pad row itself gives β.
+gamma, beta = torch.full(({d},), {gamma!r}), torch.full(({d},), {beta!r})
+ln = F.layer_norm(x, ({d},), gamma, beta, eps={eps!r})
+print(ln[~mask])  # every pad token: β
+"""

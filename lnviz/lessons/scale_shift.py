@@ -10,7 +10,9 @@ spread directly. This module holds the experiments of the "Scale and shift" page
 * :func:`recover_input` — choosing γ = √(σ² + ε) and β = μ undoes the normalization, which a
   per-feature γ/β can do for BatchNorm (per-feature statistics) but not for LayerNorm
   (per-sample statistics);
-* :func:`two_betas` — in an LN-LSTM, LN(Wx; β₁) + LN(Uh; β₂) only ever uses β₁ + β₂.
+* :func:`two_betas` — in an LN-LSTM, LN(Wx; β₁) + LN(Uh; β₂) only ever uses β₁ + β₂;
+
+and :func:`scale_shift_snippet`, the same three ideas with ``torch.nn``'s modules.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import torch
 
 from lnviz.batch import table_norm
 from lnviz.data import random_batch
-from lnviz.devices import to_tensor
+from lnviz.devices import to_numpy, to_tensor
 from lnviz.norms import layer_norm, mean_and_var
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "per_feature_affine",
     "recover_input",
     "scale_shift_grid",
+    "scale_shift_snippet",
     "split_bias",
     "two_betas",
 ]
@@ -45,14 +48,10 @@ __all__ = [
 AFFINE_NORMS = ("BatchNorm", "LayerNorm")
 
 
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().cpu().numpy()
-
-
 def _mean_std(y: torch.Tensor, dims: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Mean and (biased) standard deviation over ``dims``, two-pass, as float64 arrays."""
     mean, var, _ = mean_and_var(y.to(torch.promote_types(y.dtype, torch.float32)), dims)
-    return _numpy(mean), _numpy(var.sqrt())
+    return to_numpy(mean), to_numpy(var.sqrt())
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ def scale_shift_grid(
     x = to_tensor(random_batch((1, n), seed=seed), device, dtype)
     ones = torch.ones(n, dtype=torch.float64)
     outputs = [[layer_norm(x, n, ones * g, ones * b).output for b in betas] for g in gammas]
-    flat = np.stack([_numpy(y).ravel() for row in outputs for y in row])
+    flat = np.stack([to_numpy(y).ravel() for row in outputs for y in row])
     if span is None:
         span = (float(flat.min()), float(flat.max()))
     edges = np.linspace(span[0], span[1], bins + 1)
@@ -147,7 +146,7 @@ def per_feature_affine(
     bias = torch.tensor(list(beta), dtype=torch.float64)
     y = table_norm(x, norm, weight, bias, eps).output
     mean, std = _mean_std(y, (0,))
-    return FeatureAffine(norm, _numpy(weight), _numpy(bias), _numpy(y), mean.ravel(),
+    return FeatureAffine(norm, to_numpy(weight), to_numpy(bias), to_numpy(y), mean.ravel(),
                          std.ravel())
 
 
@@ -219,7 +218,7 @@ def recover_input(
             gamma, beta = best_feature_affine(x, result.x_hat)
         y = table_norm(x, norm, gamma, beta, eps).output
     error = float((y.to(torch.float64) - x.to(torch.float64)).abs().max())
-    return Recovery(norm, per, _numpy(gamma), _numpy(beta), _numpy(y), error)
+    return Recovery(norm, per, to_numpy(gamma), to_numpy(beta), to_numpy(y), error)
 
 
 def lstm_gate_inputs(
@@ -279,4 +278,43 @@ def two_betas(
     merged = layer_norm(wx, size, eps=eps).output + layer_norm(uh, size, eps=eps).output + \
         (beta1 + beta2).to(wx.dtype)
     difference = float((separate.double() - merged.double()).abs().max())
-    return TwoBetas(_numpy(beta1), _numpy(beta2), _numpy(separate), _numpy(merged), difference)
+    return TwoBetas(to_numpy(beta1), to_numpy(beta2), to_numpy(separate), to_numpy(merged),
+                    difference)
+
+
+def scale_shift_snippet(gamma: float, beta: float, samples: int = 1000, batch: int = 16,
+                        features: int = 4, hidden: int = 3) -> str:
+    """Self-contained PyTorch code for the page: ``samples`` N(0, 1) values through
+    ``nn.LayerNorm`` with every γ = ``gamma`` and β = ``beta`` (``y``, whose mean is β and whose
+    standard deviation is about |γ|); a ``batch`` × ``features`` batch that ``nn.BatchNorm1d``
+    gives back exactly with γ = √(σ² + ε) and β = μ (``recovered``: the largest difference); and
+    an LN-LSTM step whose two LayerNorms share one bias after their sum (``gates``, 4 gates ×
+    ``hidden``)."""
+    gates = 4 * hidden
+    draw = f"x = torch.randn(1, {samples})".ljust(48)
+    norm = f"ln = nn.LayerNorm({samples})".ljust(48)
+    undo = f"bn = nn.BatchNorm1d({features})".ljust(48)
+    step = f"wx, uh, b = torch.randn(2, {gates}), torch.randn(2, {gates}), torch.randn({gates})"
+    return f"""import torch
+import torch.nn as nn
+
+{draw}# one row of N(0, 1) samples
+{norm}# γ = ln.weight (ones), β = ln.bias (zeros)
+with torch.no_grad():
+    ln.weight.fill_({gamma!r}); ln.bias.fill_({beta!r})
+y = ln(x)
+print(y.mean(), y.std(unbiased=False))          # ≈ β, ≈ |γ|
+
+{undo}# undo BatchNorm with its own γ and β
+batch = torch.randn({batch}, {features}) * 5 + 3
+with torch.no_grad():
+    bn.weight.copy_((batch.var(0, unbiased=False) + bn.eps).sqrt())
+    bn.bias.copy_(batch.mean(0))
+recovered = (bn(batch) - batch).abs().max()
+print(recovered)                                # ≈ 0
+
+# LN-LSTM: two betas add up, so one bias after the sum is enough
+{step}   # W x, U h, bias
+ln_x, ln_h = nn.LayerNorm({gates}, bias=False), nn.LayerNorm({gates}, bias=False)
+gates = ln_x(wx) + ln_h(uh) + b                 # 4 gates × hidden {hidden}, before σ and tanh
+"""

@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -56,6 +57,7 @@ from lnviz.limits import DEMO_LIMITS, Limits
 from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
+    "CHART_UPDATES",
     "GATES",
     "LN_LSTM_CELL_CODE",
     "MAX_STEP_WORK",
@@ -66,12 +68,14 @@ __all__ = [
     "LSTMCell",
     "LayerNormLSTMCell",
     "ModelRun",
+    "Progress",
     "SequenceClassifier",
     "TrainConfig",
     "Training",
     "TrainingResult",
     "batch_sensitivity",
     "check_work",
+    "evaluation_interval",
     "gate_quantiles",
     "make_model",
     "step_work",
@@ -441,6 +445,17 @@ class TrainConfig:
                              f"{available_devices()}")
 
 
+#: About this many evaluations per training: the points of the curves, which the app redraws
+#: after each while the training runs.
+CHART_UPDATES = 30
+
+
+def evaluation_interval(steps: int, evaluations: int = CHART_UPDATES) -> int:
+    """The ``eval_every`` that evaluates about ``evaluations`` times in ``steps`` steps (every
+    step for short trainings)."""
+    return max(1, round(steps / evaluations))
+
+
 @dataclass
 class _Tensors:
     """The dataset on the training device, with the held-out subset used for the curves."""
@@ -639,6 +654,26 @@ class ModelRun:
         self.curve["grad_norm"].append(float(np.mean(self.step_grad_norm[-since:])))
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a :class:`Training` stands, for a progress bar and the live curves.
+
+    Attributes:
+        fraction: steps taken out of all, in [0, 1].
+        text: "Step 120 of 300 · held-out accuracy: LSTM 61%, LN-LSTM 84%" (accuracies once
+            evaluated).
+        curves: each model's evaluation curve so far, keyed by its label.
+        evaluations: how many points the curves hold in all; a new one means a redraw.
+        chance: the accuracy of guessing, 1 / classes.
+    """
+
+    fraction: float
+    text: str
+    curves: dict[str, dict[str, list[float]]]
+    evaluations: int
+    chance: float
+
+
 class Training:
     """A comparison in progress: every model of ``config`` on ``data``, advanced in chunks.
 
@@ -728,6 +763,19 @@ class Training:
         """Each model's evaluation curve, keyed by its label (e.g. "LN-LSTM")."""
         return {MODEL_LABELS[run.kind]: run.curve for run in self.runs}
 
+    def progress(self) -> Progress:
+        """Steps taken, the latest held-out accuracies and the curves so far (builds the models
+        on first use)."""
+        step, total, curves = self.step, self.config.steps, self.curves()
+        accuracies = ", ".join(f"{label} {c['accuracy'][-1]:.0%}"
+                               for label, c in curves.items() if c["accuracy"])
+        return Progress(
+            fraction=step / total,
+            text=f"Step {step} of {total}" + (f" · held-out accuracy: {accuracies}"
+                                              if accuracies else ""),
+            curves=curves, evaluations=sum(len(c["step"]) for c in curves.values()),
+            chance=1 / self.data.num_classes)
+
 
 @dataclass(frozen=True)
 class BatchSensitivity:
@@ -775,6 +823,47 @@ class TrainingResult:
         """The models whose training loss became NaN or infinite."""
         return [label for label, losses in self.step_loss.items()
                 if not np.isfinite(losses).all()]
+
+    @property
+    def chance(self) -> float:
+        """The held-out accuracy of guessing: 1 / classes."""
+        return 1 / self.num_classes
+
+    def gate_bands(self, gate: str = "all", at_init: bool = False) -> dict[str, np.ndarray]:
+        """Per model label, the (T, 5) quantiles of one gate's pre-activations at every time
+        step (``gate`` one of :data:`GATES`, or "all" for the four pooled), after training or,
+        with ``at_init``, before it."""
+        row = len(GATES) if gate == "all" else GATES.index(gate)  # gate_quantiles' rows
+        gates = self.gates_at_init if at_init else self.gates
+        return {label: quantiles[row] for label, quantiles in gates.items()}
+
+    def batch_table(self) -> pd.DataFrame:
+        """The batch-dependence check, one row per model and kind of statistics."""
+        return pd.DataFrame([{
+            "model": r.model, "normalization statistics": r.statistics,
+            "batch sizes compared": f"{r.batch_sizes[0]} vs {r.batch_sizes[1]}",
+            "max |difference| of the logits": r.max_difference,
+        } for r in self.batch_sensitivity])
+
+    def batch_findings(self) -> str | None:
+        """What the batch-dependence check shows, in a sentence; None without an LN-LSTM or a
+        BN-LSTM, whose outputs are the ones in question."""
+        ln_rows = [r for r in self.batch_sensitivity if r.model == "LN-LSTM"]
+        bn_rows = [r for r in self.batch_sensitivity if r.statistics.startswith("batch")]
+        findings = []
+        if ln_rows:
+            n = ln_rows[0].batch_sizes[1]
+            findings.append(f"the trained LN-LSTM gives each of {n} held-out images the same "
+                            f"logits alone as in a batch of {n} (largest difference "
+                            f"{ln_rows[0].max_difference:.1e}, float32 rounding)")
+        if bn_rows:
+            findings.append(f"the BN-LSTM with batch statistics changes them by up to "
+                            f"{bn_rows[0].max_difference:.2g} when the same images come in "
+                            "pairs instead (a single image cannot be batch-normalized at all: "
+                            "it has no spread across the batch)")
+        if not findings:
+            return None
+        return "The same images, batched differently: " + "; ".join(findings) + "."
 
 
 def _batch_sensitivities(run: ModelRun, x: torch.Tensor) -> list[BatchSensitivity]:

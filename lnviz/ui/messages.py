@@ -4,13 +4,14 @@ Streamlit renders every message, caption and label as markdown, so text from a s
 (``?pd_lengths=[download](https://evil.example)``), a typed number list or an .npz member name
 would otherwise become live links, images, HTML, LaTeX, icons or coloured text inside the app's
 own error box. :func:`plain` turns any text into markdown that renders as exactly those
-characters; :func:`show_error` and :func:`stop_with_error` show an error through it.
+characters; :func:`refusal` shows what lnviz refused through it.
 """
 
 from __future__ import annotations
 
 import re
-from typing import NoReturn
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 
@@ -41,12 +42,22 @@ def plain(text: object) -> str:
         for line in lines)
 
 
-def show_error(message: object, icon: str = "🚫") -> None:
-    """An error box with ``message`` (an exception or a string) as plain text."""
-    st.error(plain(message), icon=icon)
+@contextmanager
+def refusal(prefix: str = "", *, icon: str = "🚫", stop: bool = True,
+            errors: type[Exception] | tuple[type[Exception], ...] = ValueError
+            ) -> Iterator[None]:
+    """Turn what lnviz refuses inside the ``with`` block into a message on the page.
 
-
-def stop_with_error(message: object, icon: str = "🚫") -> NoReturn:
-    """Show ``message`` as plain text in an error box and end this run of the page."""
-    show_error(message, icon)
-    st.stop()
+    lnviz refuses a setting, a typed text or a file it cannot use with a ValueError (a
+    :class:`lnviz.data.files.TensorFileError` is one) whose message says what to change. That
+    message, after ``prefix``, is shown as plain text in an error box, and this run of the page
+    ends there; with ``stop=False`` the page goes on after the block instead (so whatever the
+    block was to assign keeps the value it had before it). ``errors`` names other exceptions to
+    treat the same way.
+    """
+    try:
+        yield
+    except errors as err:
+        st.error(plain(f"{prefix}{err}"), icon=icon)
+        if stop:
+            st.stop()

@@ -8,6 +8,7 @@ learner a clear message about what is wrong.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,10 +16,10 @@ import streamlit as st
 
 from lnviz import data
 from lnviz.batch import LAYOUTS, Batch
-from lnviz.data.files import TensorFileError, TensorTooLargeError, load_arrays
-from lnviz.lessons.padding import check_lengths
+from lnviz.data.files import TensorTooLargeError, load_arrays
+from lnviz.lessons.padding import PaddedRecipe, check_lengths
 from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
-from lnviz.ui.messages import show_error
+from lnviz.ui.messages import refusal
 from lnviz.ui.params import number_table
 from lnviz.ui.state import UPLOAD_KEY, release_upload, url_text
 
@@ -66,7 +67,7 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
     )
     if kind != "upload":
         release_upload()
-    try:
+    with refusal(stop=False):
         if kind == "preset":
             return _preset_source()
         if kind == "random":
@@ -78,9 +79,7 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
         if kind == "typed":
             return _typed_source()
         return _upload_source()
-    except (ValueError, TensorFileError) as err:
-        show_error(err)
-        return None
+    return None
 
 
 def _preset_source() -> tuple[Batch, tuple]:
@@ -132,35 +131,77 @@ def _random_source(seed: int) -> tuple[Batch, tuple]:
     return Batch(values, layout), ("random", layout, shape, distribution, spread, seed)
 
 
-def _padded_source(seed: int) -> tuple[Batch, tuple]:
+@dataclass(frozen=True)
+class PaddedControls:
+    """One page's controls for generated padded sequences: the URL key of each, their ranges,
+    and whether the sizes are sliders (a batch small enough to draw whole) or typed numbers."""
+
+    sequences: str
+    padded_length: str
+    d_model: str
+    pad_value: str
+    lengths: str
+    max_sequences: int
+    max_padded_length: int
+    max_d_model: int
+    max_pad: float  # the pad value lies in [-max_pad, max_pad]
+    pad_step: float | None = None  # Streamlit's default step when None
+    sliders: bool = False
+
+
+#: The Explorer's padded sequences: large batches, sizes typed as numbers.
+EXPLORER_PADDED = PaddedControls(
+    sequences="pb", padded_length="pl", d_model="pd", pad_value="ppad", lengths="plen",
+    max_sequences=MAX_SEQUENCES, max_padded_length=MAX_PADDED_LENGTH, max_d_model=100_000,
+    max_pad=1e6)
+
+
+def padded_sequences(seed: int, controls: PaddedControls) -> tuple[Batch, PaddedRecipe]:
+    """Draw the controls for a generated padded batch (count, padded length, d_model, pad
+    value and optional typed lengths) and return the batch with the recipe that made it.
+
+    Typed lengths are checked against ``controls``' ranges and set the number of sequences.
+    A ValueError says what to change: lengths that are not whole numbers or out of range, or a
+    batch beyond the Explorer's memory budget.
+    """
     cols = st.columns(4)
-    batch = cols[0].number_input("Sequences", 1, MAX_SEQUENCES, 3, key="pb",
-                                 bind="query-params",
-                                 help="How many sequences are in the batch (typed lengths set "
-                                      "it instead).")
-    d_model = cols[1].number_input("d_model", 1, 100_000, 4, key="pd", bind="query-params",
-                                   help="Embedding size of every token.")
-    max_len = cols[2].number_input("Padded length", 1, MAX_PADDED_LENGTH, 6, key="pl",
-                                   bind="query-params",
-                                   help="Every sequence is padded to this many tokens.")
-    pad_value = cols[3].number_input("Pad value", -1e6, 1e6, 0.0, key="ppad",
-                                     bind="query-params",
-                                     help="What the padding positions hold (often 0).")
+    size = cols[0].slider if controls.sliders else cols[0].number_input
+    length = cols[1].slider if controls.sliders else cols[1].number_input
+    width = cols[2].slider if controls.sliders else cols[2].number_input
+    batch = size("Sequences", 1, controls.max_sequences, 3, key=controls.sequences,
+                 bind="query-params",
+                 help="How many sequences are in the batch (typed lengths set it instead).")
+    max_len = length("Padded length", 1, controls.max_padded_length, 6,
+                     key=controls.padded_length, bind="query-params",
+                     help="Every sequence is padded to this many positions.")
+    d_model = width("d_model", 1, controls.max_d_model, 4, key=controls.d_model,
+                    bind="query-params", help="Features (embedding size) of every token.")
+    pad_value = cols[3].number_input(
+        "Pad value", -controls.max_pad, controls.max_pad, 0.0, controls.pad_step,
+        key=controls.pad_value, bind="query-params",
+        help="What the pad positions hold. Zero is usual; any constant is a flat row for "
+             "LayerNorm.")
     text = url_text(
-        st.text_input, "Lengths (optional)", "", key="plen", what="the lengths",
-        placeholder="e.g. 6, 3, 1 — empty for random lengths",
-        help="Real tokens per sequence, comma-separated; the rest is padding. When given, "
-             "they also set the number of sequences.",
+        st.text_input, "Lengths (optional)", "", key=controls.lengths, what="the lengths",
+        placeholder="e.g. 6, 3, 1 — empty for random lengths from the seed",
+        help="Real tokens per sequence, comma-separated; the rest is padding. When given, they "
+             f"also set the number of sequences (at most {controls.max_sequences:,}); each is "
+             "at most the padded length.",
     )
     lengths = data.parse_lengths(text)
-    if lengths is not None:  # the same rules and words as the Padding page
-        lengths = check_lengths(lengths, int(max_len), MAX_SEQUENCES, MAX_PADDED_LENGTH)
+    if lengths is not None:  # the same rules and words on every page
+        lengths = check_lengths(lengths, int(max_len), controls.max_sequences,
+                                controls.max_padded_length)
         batch = len(lengths)
     _check_size((batch, max_len, d_model))
-    values, mask = _padded(int(batch), int(d_model), lengths, int(max_len), float(pad_value),
-                           seed)
-    return Batch(values, "NLC", mask), ("padded", batch, d_model, lengths, max_len, pad_value,
-                                        seed)
+    recipe = PaddedRecipe(int(batch), int(d_model), lengths, int(max_len), float(pad_value), seed)
+    values, mask = _padded(*recipe)
+    return Batch(values, "NLC", mask), recipe
+
+
+def _padded_source(seed: int) -> tuple[Batch, tuple]:
+    batch, recipe = padded_sequences(seed, EXPLORER_PADDED)
+    return batch, ("padded", *recipe)
 
 
 def _image_source(seed: int) -> tuple[Batch, tuple]:

@@ -233,12 +233,3 @@ def release_upload() -> None:
     released as soon as the learner moves on: to another source, or to another page (app.py)."""
     st.session_state.pop(UPLOAD_KEY, None)
     forget(lambda key: any(isinstance(part, tuple) and part[:1] == ("upload",) for part in key))
-
-
-def request_run(flag: str) -> None:
-    """Button callback: remember that the learner asked for a run.
-
-    Callbacks run before the page script; read the request with
-    ``st.session_state.pop(flag, False)``, which sees it exactly once.
-    """
-    st.session_state[flag] = True
