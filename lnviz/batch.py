@@ -2,16 +2,23 @@
 
 A :class:`Batch` is a tensor in one of three layouts (a feature table ``NC``, token sequences
 ``NLC``, images ``NCHW``) with an optional padding mask. A :class:`NormSpec` is every setting a
-learner can move. :func:`normalize` runs the lnviz norm; :func:`torch_reference` runs the same
-computation through ``torch.nn.functional`` for the check. The layout helpers turn a tensor into
-the 2-D grid that figures show (:func:`to_grid`, :func:`grid_view`, :func:`grid_labels`) and say
-which cells share one μ/σ (:func:`group_ids`). Every lesson builds on these.
+learner can move. :data:`NORM_TABLE` maps each norm's name to everything the code needs to run
+it (a :class:`Norm`): its lnviz function, the ``torch.nn.functional`` function it mirrors, the
+arguments both take, and which values share one μ/σ in each layout. Every path goes through it:
+:func:`normalize` runs the lnviz norm; :func:`torch_reference` runs the same computation through
+``torch.nn.functional`` for the check; :func:`table_norm` and :func:`torch_table_norm` run a
+(batch, features) table with nothing set but ε (the lessons' autograd and the timings). The
+layout helpers turn a tensor into the 2-D grid that figures show (:func:`to_grid`,
+:func:`grid_view`, :func:`grid_labels`) and say which cells share one μ/σ (:func:`group_ids`).
+Every lesson builds on these.
 """
 
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,9 +38,11 @@ __all__ = [
     "FAST_ABOVE",
     "LAYOUTS",
     "NORMS",
+    "NORM_TABLE",
     "TABLE_NORMS",
     "Batch",
     "GridView",
+    "Norm",
     "NormSpec",
     "affine_params",
     "channel_dim",
@@ -43,16 +52,16 @@ __all__ = [
     "group_ids",
     "max_abs_difference",
     "normalize",
+    "norms_where",
     "param_broadcast_shape",
     "param_size",
     "pick_impl",
     "table_norm",
     "to_grid",
     "torch_reference",
+    "torch_table_norm",
 ]
 
-
-NORMS = ("BatchNorm", "LayerNorm", "RMSNorm", "GroupNorm", "InstanceNorm")
 #: The layouts a batch can have, and what each letter means to a learner.
 LAYOUTS = {
     "NC": "(batch, features)",
@@ -95,7 +104,7 @@ class NormSpec:
     """Every setting of a normalization a learner can move.
 
     Attributes:
-        norm: one of :data:`NORMS`.
+        norm: one of :data:`NORMS` (a row of :data:`NORM_TABLE`).
         dims: LayerNorm/RMSNorm: how many trailing dims to normalize over.
         training: BatchNorm: batch statistics (True) or running statistics (False).
         warmup_steps: BatchNorm in evaluation: how many training passes over this batch built the
@@ -130,10 +139,273 @@ def channel_dim(layout: str) -> int:
     return len(layout) - 1 if layout == "NLC" else 1
 
 
+def channels_first(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """GroupNorm and InstanceNorm take torch's (N, C, *) layout; tokens are (N, L, C)."""
+    return x.transpose(1, 2) if layout == "NLC" else x
+
+
+# --- The one dispatcher: a norm's name -> everything the code needs to run it ------------------
+#
+# Each norm is a row of NORM_TABLE, built from the small functions below: the arguments its
+# lnviz and torch functions take, which values share one μ/σ in each layout, and what it refuses.
+
+
+def _layer_arguments(x: torch.Tensor, spec: NormSpec, weight: torch.Tensor | None,
+                     bias: torch.Tensor | None) -> tuple[object, ...]:
+    return x.shape[-spec.dims:], weight, bias, spec.eps
+
+
+def _rms_arguments(x: torch.Tensor, spec: NormSpec, weight: torch.Tensor | None,
+                   bias: torch.Tensor | None) -> tuple[object, ...]:
+    return x.shape[-spec.dims:], weight, spec.eps  # RMSNorm has no β
+
+
+def _batch_arguments(x: torch.Tensor, spec: NormSpec, weight: torch.Tensor | None,
+                     bias: torch.Tensor | None) -> tuple[object, ...]:
+    return None, None, weight, bias, spec.training, spec.momentum, spec.eps
+
+
+def _group_arguments(x: torch.Tensor, spec: NormSpec, weight: torch.Tensor | None,
+                     bias: torch.Tensor | None) -> tuple[object, ...]:
+    return spec.groups, weight, bias, spec.eps
+
+
+def _instance_arguments(x: torch.Tensor, spec: NormSpec, weight: torch.Tensor | None,
+                        bias: torch.Tensor | None) -> tuple[object, ...]:
+    return None, None, weight, bias, True, spec.momentum, spec.eps
+
+
+# Group ids: for every element (``index`` from np.indices(shape, sparse=True)), the index of the
+# group whose μ and σ normalize it, in the order the statistics come out.
+
+def _per_sample_ids(index: list[np.ndarray], shape: tuple[int, ...], layout: str,
+                    spec: NormSpec) -> np.ndarray | int:
+    lead = shape[: len(shape) - spec.dims]  # one group per position of the leading dims
+    return np.ravel_multi_index(tuple(index[: len(lead)]), lead) if lead else 0
+
+
+def _per_channel_ids(index: list[np.ndarray], shape: tuple[int, ...], layout: str,
+                     spec: NormSpec) -> np.ndarray | int:
+    return index[channel_dim(layout)]
+
+
+def _per_group_ids(index: list[np.ndarray], shape: tuple[int, ...], layout: str,
+                   spec: NormSpec) -> np.ndarray | int:
+    c = channel_dim(layout)
+    per_group = shape[c] // spec.groups
+    return index[0] * spec.groups + index[c] // per_group
+
+
+def _per_instance_ids(index: list[np.ndarray], shape: tuple[int, ...], layout: str,
+                      spec: NormSpec) -> np.ndarray | int:
+    c = channel_dim(layout)
+    return index[0] * shape[c] + index[c]  # one group per (sample, channel)
+
+
+# Grouped values: x arranged so that each group's values lie along ``dims`` (and, for masked
+# BatchNorm, the weights that leave padding out), in the order of the group ids above.
+
+Grouped = tuple[torch.Tensor, tuple[int, ...], torch.Tensor | None]
+
+
+def _per_sample_values(x: torch.Tensor, layout: str, spec: NormSpec,
+                       mask: torch.Tensor | None) -> Grouped:
+    return x, tuple(range(x.dim() - spec.dims, x.dim())), None
+
+
+def _per_channel_values(x: torch.Tensor, layout: str, spec: NormSpec,
+                        mask: torch.Tensor | None) -> Grouped:
+    c = channel_dim(layout)
+    kept = _mask(mask, spec)
+    weights = None if kept is None else kept.unsqueeze(c).to(x.dtype)
+    return x, tuple(d for d in range(x.dim()) if d != c), weights
+
+
+def _per_group_values(x: torch.Tensor, layout: str, spec: NormSpec,
+                      mask: torch.Tensor | None) -> Grouped:
+    xc = channels_first(x, layout)
+    return xc.reshape(xc.shape[0], spec.groups, -1), (2,), None
+
+
+def _per_instance_values(x: torch.Tensor, layout: str, spec: NormSpec,
+                         mask: torch.Tensor | None) -> Grouped:
+    xc = channels_first(x, layout)
+    return xc, tuple(range(2, xc.dim())), None
+
+
+def _check_trailing(shape: tuple[int, ...], layout: str, spec: NormSpec) -> None:
+    if not 1 <= spec.dims <= len(shape):
+        raise ValueError(f"{spec.norm} can normalize over the last 1 to {len(shape)} dims, "
+                         f"not {spec.dims}")
+
+
+def _check_positions(shape: tuple[int, ...], layout: str, spec: NormSpec) -> None:
+    if layout == "NC":
+        raise ValueError("InstanceNorm needs a sequence or spatial dim to take statistics over; "
+                         "a (batch, features) table has none — choose a sequence or image batch")
+
+
+def _check_groups(shape: tuple[int, ...], layout: str, spec: NormSpec) -> None:
+    c = shape[channel_dim(layout)]
+    if spec.groups < 1 or c % spec.groups:
+        raise ValueError(f"GroupNorm needs a number of groups that divides the {c} "
+                         f"channels; {spec.groups} does not")
+
+
+@dataclass(frozen=True)
+class Norm:
+    """Everything the code needs to run one norm: a row of :data:`NORM_TABLE`.
+
+    lnviz's function and its ``torch.nn.functional`` namesake take the same arguments in the
+    same order, so one ``arguments`` serves both::
+
+        lnviz(x, *arguments(x, spec, weight, bias), impl=impl)   # a NormResult
+        functional(x, *arguments(x, spec, weight, bias))         # the output alone
+
+    Attributes:
+        lnviz: the teaching implementation, from :mod:`lnviz.norms`.
+        functional: the ``torch.nn.functional`` function it mirrors, for the check.
+        arguments: ``(x, spec, weight, bias)`` -> the arguments after the input.
+        group_ids: ``(index, shape, layout, spec)`` -> for every element, the group whose μ and
+            σ it shares (:func:`group_ids`).
+        grouped: ``(x, layout, spec, mask)`` -> (x arranged so that each group's values lie
+            along ``dims``, ``dims``, weights that leave padding out or None).
+        short: the lower-case name the timing table and ``python -m lnviz.bench`` use.
+        trailing: statistics over the last ``spec.dims`` dims, with γ/β for each of their
+            elements (LayerNorm, RMSNorm); otherwise one γ/β per channel.
+        channels_first: the functions take torch's (N, C, *) layout, so tokens (N, L, C) are
+            transposed on the way in and back on the way out.
+        table: runs on a (batch, features) table with nothing set but ε (:func:`table_norm`).
+        centred: subtracts μ (every norm but RMSNorm).
+        check: ``(shape, layout, spec)`` -> raises ValueError for settings the norm cannot run
+            with; None if it takes any.
+    """
+
+    lnviz: Callable[..., NormResult]
+    functional: Callable[..., torch.Tensor]
+    arguments: Callable[[torch.Tensor, NormSpec, torch.Tensor | None, torch.Tensor | None],
+                        tuple[object, ...]]
+    group_ids: Callable[[list[np.ndarray], tuple[int, ...], str, NormSpec], np.ndarray | int]
+    grouped: Callable[[torch.Tensor, str, NormSpec, torch.Tensor | None], Grouped]
+    short: str
+    trailing: bool = False
+    channels_first: bool = False
+    table: bool = False
+    centred: bool = True
+    check: Callable[[tuple[int, ...], str, NormSpec], None] | None = None
+
+    def run(self, x: torch.Tensor, layout: str, spec: NormSpec, weight: torch.Tensor | None,
+            bias: torch.Tensor | None, mask: torch.Tensor | None = None,
+            impl: str = "scratch") -> NormResult:
+        """The lnviz norm on ``x`` with ``spec``'s settings and these γ and β."""
+        flip = self.channels_first and layout == "NLC"
+        xc = channels_first(x, layout) if flip else x
+        result = self.lnviz(xc, *self.arguments(xc, spec, weight, bias), impl=impl)
+        return _result_channels_last(result) if flip else result
+
+    def reference(self, x: torch.Tensor, layout: str, spec: NormSpec,
+                  weight: torch.Tensor | None, bias: torch.Tensor | None,
+                  mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The same through ``torch.nn.functional``: (output, positions to compare or None)."""
+        flip = self.channels_first and layout == "NLC"
+        xc = channels_first(x, layout) if flip else x
+        out = self.functional(xc, *self.arguments(xc, spec, weight, bias))
+        return (out.transpose(1, 2) if flip else out), None
+
+
+class _BatchNorm(Norm):
+    """BatchNorm's settings are more than arguments: its statistics run along the layout's
+    channel dim, can leave padding out, and in evaluation come from the running statistics that
+    ``spec.warmup_steps`` training passes over the batch built, starting from μ = 0, σ² = 1."""
+
+    def run(self, x: torch.Tensor, layout: str, spec: NormSpec, weight: torch.Tensor | None,
+            bias: torch.Tensor | None, mask: torch.Tensor | None = None,
+            impl: str = "scratch") -> NormResult:
+        c, m = channel_dim(layout), _mask(mask, spec)
+        if spec.training:
+            return self.lnviz(x, *self.arguments(x, spec, weight, bias), channel_dim=c, mask=m,
+                              impl=impl)
+        running_mean, running_var = _initial_running_stats(x, x.shape[c])
+        for _ in range(spec.warmup_steps):
+            self.lnviz(x, running_mean, running_var, None, None, True, spec.momentum, spec.eps,
+                       channel_dim=c, mask=m, impl=impl)
+        return self.lnviz(x, running_mean, running_var, weight, bias, False, spec.momentum,
+                          spec.eps, channel_dim=c, impl=impl)
+
+    def reference(self, x: torch.Tensor, layout: str, spec: NormSpec,
+                  weight: torch.Tensor | None, bias: torch.Tensor | None,
+                  mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """torch has no mask, so masked BatchNorm is replayed on the real tokens alone and
+        compared at those positions."""
+        c, m = channel_dim(layout), _mask(mask, spec)
+        # torch wants (N, C, *): move the channels to dim 1, and keep only real tokens if masked.
+        xc = x.movedim(c, 1) if m is None else x[m]
+        if spec.training:
+            out = self.functional(xc, *self.arguments(xc, spec, weight, bias))
+            if m is None:
+                return out.movedim(1, c), None
+            full = torch.zeros_like(x)
+            full[m] = out
+            return full, m
+        running_mean, running_var = _initial_running_stats(x, x.shape[c])
+        # The running statistics do not depend on ε; torch refuses ε = 0 in training passes,
+        # so the warm-up passes use a positive one and only the eval pass uses spec.eps.
+        warmup_eps = spec.eps or 1e-5
+        for _ in range(spec.warmup_steps):
+            self.functional(xc, running_mean, running_var, None, None, True, spec.momentum,
+                            warmup_eps)
+        out = self.functional(x.movedim(c, 1), running_mean, running_var, weight, bias, False,
+                              spec.momentum, spec.eps)
+        return out.movedim(1, c), None
+
+
+def _initial_running_stats(x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """μ = 0 and σ² = 1 for each of ``n`` channels, as BatchNorm's running statistics start."""
+    return (torch.zeros(n, device=x.device, dtype=_param_dtype(x)),
+            torch.ones(n, device=x.device, dtype=_param_dtype(x)))
+
+
+#: Every norm by its name, in the order the Explorer offers them.
+NORM_TABLE: dict[str, Norm] = {
+    "BatchNorm": _BatchNorm(
+        lnviz=batch_norm, functional=F.batch_norm, arguments=_batch_arguments,
+        group_ids=_per_channel_ids, grouped=_per_channel_values, short="batch", table=True),
+    "LayerNorm": Norm(
+        lnviz=layer_norm, functional=F.layer_norm, arguments=_layer_arguments,
+        group_ids=_per_sample_ids, grouped=_per_sample_values, short="layer", trailing=True,
+        table=True, check=_check_trailing),
+    "RMSNorm": Norm(
+        lnviz=rms_norm, functional=F.rms_norm, arguments=_rms_arguments,
+        group_ids=_per_sample_ids, grouped=_per_sample_values, short="rms", trailing=True,
+        table=True, centred=False, check=_check_trailing),
+    "GroupNorm": Norm(
+        lnviz=group_norm, functional=F.group_norm, arguments=_group_arguments,
+        group_ids=_per_group_ids, grouped=_per_group_values, short="group",
+        channels_first=True, check=_check_groups),
+    "InstanceNorm": Norm(
+        lnviz=instance_norm, functional=F.instance_norm, arguments=_instance_arguments,
+        group_ids=_per_instance_ids, grouped=_per_instance_values, short="instance",
+        channels_first=True, check=_check_positions),
+}
+
+#: The one tuple of norm names; every other is a subset of it (:func:`norms_where`).
+NORMS = tuple(NORM_TABLE)
+
+
+def norms_where(test: Callable[[Norm], bool]) -> tuple[str, ...]:
+    """The names of the norms whose :class:`Norm` passes ``test``, in the order of :data:`NORMS`,
+    e.g. ``norms_where(lambda n: n.table)`` for the norms :func:`table_norm` runs."""
+    return tuple(name for name, norm in NORM_TABLE.items() if test(norm))
+
+
+#: The norms :func:`table_norm` runs: those that need nothing but ε on a (batch, features) table.
+TABLE_NORMS = norms_where(lambda norm: norm.table)
+
+
 def param_size(shape: tuple[int, ...], layout: str, spec: NormSpec) -> int:
     """How many per-feature γ/β values the norm takes: the last dim for LayerNorm/RMSNorm
     (broadcast over the other normalized dims), the channel count otherwise."""
-    if spec.norm in ("LayerNorm", "RMSNorm"):
+    if NORM_TABLE[spec.norm].trailing:
         return shape[-1]
     return shape[channel_dim(layout)]
 
@@ -144,7 +416,7 @@ def affine_params(
     """γ and β as tensors of the shape the norm's ``weight``/``bias`` take."""
     shape = tuple(x.shape)
     n = param_size(shape, layout, spec)
-    param_shape = shape[-spec.dims:] if spec.norm in ("LayerNorm", "RMSNorm") else (n,)
+    param_shape = shape[-spec.dims:] if NORM_TABLE[spec.norm].trailing else (n,)
     params = []
     for value, name in ((spec.gamma, "γ"), (spec.beta, "β")):
         if isinstance(value, (tuple, list)):
@@ -159,7 +431,7 @@ def affine_params(
 
 def param_broadcast_shape(shape: tuple[int, ...], layout: str, spec: NormSpec) -> tuple[int, ...]:
     """The shape that makes a norm's weight/bias broadcast against the input."""
-    if spec.norm in ("LayerNorm", "RMSNorm"):
+    if NORM_TABLE[spec.norm].trailing:
         return shape[-spec.dims:]
     return tuple(s if d == channel_dim(layout) else 1 for d, s in enumerate(shape))
 
@@ -170,26 +442,13 @@ def _param_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def _check_dims(x: torch.Tensor, layout: str, spec: NormSpec) -> None:
-    if spec.norm in ("LayerNorm", "RMSNorm") and not 1 <= spec.dims <= x.dim():
-        raise ValueError(f"{spec.norm} can normalize over the last 1 to {x.dim()} dims, "
-                         f"not {spec.dims}")
-    if spec.norm == "InstanceNorm" and layout == "NC":
-        raise ValueError("InstanceNorm needs a sequence or spatial dim to take statistics over; "
-                         "a (batch, features) table has none — choose a sequence or image batch")
-    if spec.norm == "GroupNorm":
-        c = x.shape[channel_dim(layout)]
-        if spec.groups < 1 or c % spec.groups:
-            raise ValueError(f"GroupNorm needs a number of groups that divides the {c} "
-                             f"channels; {spec.groups} does not")
+    check = NORM_TABLE[spec.norm].check
+    if check is not None:
+        check(tuple(x.shape), layout, spec)
 
 
 def _mask(batch_mask: torch.Tensor | None, spec: NormSpec) -> torch.Tensor | None:
     return batch_mask if spec.use_mask else None
-
-
-def channels_first(x: torch.Tensor, layout: str) -> torch.Tensor:
-    """GroupNorm and InstanceNorm take torch's (N, C, *) layout; tokens are (N, L, C)."""
-    return x.transpose(1, 2) if layout == "NLC" else x
 
 
 def _result_channels_last(r: NormResult) -> NormResult:
@@ -204,8 +463,19 @@ def _result_channels_last(r: NormResult) -> NormResult:
     )
 
 
-#: The norms :func:`table_norm` offers.
-TABLE_NORMS = ("BatchNorm", "LayerNorm")
+@functools.lru_cache(maxsize=64)
+def _table_spec(norm: str, eps: float) -> NormSpec:
+    # Built once per (norm, ε): the timings call table_norm thousands of times.
+    return NormSpec(norm=norm, dims=1, training=True, momentum=0.1, eps=eps)
+
+
+def _table(x: torch.Tensor, norm: str, eps: float) -> tuple[Norm, NormSpec]:
+    if x.dim() != 2:
+        raise ValueError(f"expected a (batch, features) table, (N, C), got shape "
+                         f"{list(x.shape)}")
+    if norm not in TABLE_NORMS:
+        raise ValueError(f"norm must be one of {list(TABLE_NORMS)}, got {norm!r}")
+    return NORM_TABLE[norm], _table_spec(norm, eps)
 
 
 def table_norm(
@@ -214,17 +484,26 @@ def table_norm(
     weight: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     eps: float = 1e-5,
+    *,
+    impl: str = "scratch",
 ) -> NormResult:
-    """A (batch, features) table through LayerNorm (statistics per sample) or BatchNorm in
-    training mode (statistics per feature), with γ/β as tensors so autograd reaches them."""
-    if x.dim() != 2:
-        raise ValueError(f"expected a (batch, features) table, (N, C), got shape "
-                         f"{list(x.shape)}")
-    if norm == "LayerNorm":
-        return layer_norm(x, x.shape[-1:], weight, bias, eps)
-    if norm == "BatchNorm":
-        return batch_norm(x, None, None, weight, bias, True, 0.1, eps)
-    raise ValueError(f"norm must be one of {list(TABLE_NORMS)}, got {norm!r}")
+    """A (batch, features) table through one of :data:`TABLE_NORMS`: LayerNorm or RMSNorm
+    (statistics per sample) or BatchNorm in training mode (statistics per feature), with γ/β as
+    tensors (or None) so that autograd reaches them."""
+    entry, spec = _table(x, norm, eps)
+    return entry.lnviz(x, *entry.arguments(x, spec, weight, bias), impl=impl)
+
+
+def torch_table_norm(
+    x: torch.Tensor,
+    norm: str,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """:func:`table_norm`'s output through ``torch.nn.functional``."""
+    entry, spec = _table(x, norm, eps)
+    return entry.functional(x, *entry.arguments(x, spec, weight, bias))
 
 
 #: Above this many values the Explorer computes with impl="fast" (torch's fused kernels).
@@ -244,38 +523,7 @@ def normalize(
     """Run the chosen lnviz norm on ``x`` with every setting of ``spec``."""
     _check_dims(x, layout, spec)
     weight, bias = affine_params(spec, x, layout)
-    if spec.norm == "LayerNorm":
-        return layer_norm(x, x.shape[-spec.dims:], weight, bias, spec.eps, impl=impl)
-    if spec.norm == "RMSNorm":
-        return rms_norm(x, x.shape[-spec.dims:], weight, spec.eps, impl=impl)
-    if spec.norm == "BatchNorm":
-        c, m = channel_dim(layout), _mask(mask, spec)
-        if spec.training:
-            return batch_norm(x, None, None, weight, bias, True, spec.momentum, spec.eps,
-                              channel_dim=c, mask=m, impl=impl)
-        running_mean, running_var = _warm_up(x, spec, c, m, impl)
-        return batch_norm(x, running_mean, running_var, weight, bias, False, spec.momentum,
-                          spec.eps, channel_dim=c, impl=impl)
-    xc = channels_first(x, layout)
-    if spec.norm == "GroupNorm":
-        result = group_norm(xc, spec.groups, weight, bias, spec.eps, impl=impl)
-    else:
-        result = instance_norm(xc, None, None, weight, bias, True, spec.momentum, spec.eps,
-                               impl=impl)
-    return _result_channels_last(result) if layout == "NLC" else result
-
-
-def _warm_up(
-    x: torch.Tensor, spec: NormSpec, c: int, mask: torch.Tensor | None, impl: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Running statistics after ``warmup_steps`` training passes over ``x`` from (0, 1)."""
-    n = x.shape[c]
-    running_mean = torch.zeros(n, device=x.device, dtype=_param_dtype(x))
-    running_var = torch.ones(n, device=x.device, dtype=_param_dtype(x))
-    for _ in range(spec.warmup_steps):
-        batch_norm(x, running_mean, running_var, None, None, True, spec.momentum, spec.eps,
-                   channel_dim=c, mask=mask, impl=impl)
-    return running_mean, running_var
+    return NORM_TABLE[spec.norm].run(x, layout, spec, weight, bias, mask, impl)
 
 
 def torch_reference(
@@ -288,51 +536,7 @@ def torch_reference(
     """
     _check_dims(x, layout, spec)
     weight, bias = affine_params(spec, x, layout)
-    if spec.norm == "LayerNorm":
-        return F.layer_norm(x, x.shape[-spec.dims:], weight, bias, spec.eps), None
-    if spec.norm == "RMSNorm":
-        return F.rms_norm(x, x.shape[-spec.dims:], weight, spec.eps), None
-    if spec.norm == "BatchNorm":
-        return _torch_batch_norm(x, layout, spec, weight, bias, _mask(mask, spec))
-    xc = channels_first(x, layout)
-    if spec.norm == "GroupNorm":
-        out = F.group_norm(xc, spec.groups, weight, bias, spec.eps)
-    else:
-        out = F.instance_norm(xc, None, None, weight, bias, True, spec.momentum, spec.eps)
-    return (out.transpose(1, 2) if layout == "NLC" else out), None
-
-
-def _torch_batch_norm(
-    x: torch.Tensor,
-    layout: str,
-    spec: NormSpec,
-    weight: torch.Tensor,
-    bias: torch.Tensor,
-    mask: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    c = channel_dim(layout)
-    # torch wants (N, C, *): move the channels to dim 1, and keep only real tokens if masked.
-    xc = x.movedim(c, 1) if mask is None else x[mask]
-    n = x.shape[c]
-    running_mean = torch.zeros(n, device=x.device, dtype=_param_dtype(x))
-    running_var = torch.ones(n, device=x.device, dtype=_param_dtype(x))
-    if spec.training:
-        out = F.batch_norm(xc, None, None, weight, bias, True, spec.momentum, spec.eps)
-    else:
-        # The running statistics do not depend on ε; torch refuses ε = 0 in training passes,
-        # so the warm-up passes use a positive one and only the eval pass uses spec.eps.
-        warmup_eps = spec.eps or 1e-5
-        for _ in range(spec.warmup_steps):
-            F.batch_norm(xc, running_mean, running_var, None, None, True, spec.momentum,
-                         warmup_eps)
-        out = F.batch_norm(x.movedim(c, 1), running_mean, running_var, weight, bias, False,
-                           spec.momentum, spec.eps)
-        return out.movedim(1, c), None
-    if mask is None:
-        return out.movedim(1, c), None
-    full = torch.zeros_like(x)
-    full[mask] = out
-    return full, mask
+    return NORM_TABLE[spec.norm].reference(x, layout, spec, weight, bias, mask)
 
 
 def max_abs_difference(
@@ -392,18 +596,7 @@ def grid_labels(
 def group_ids(shape: tuple[int, ...], layout: str, spec: NormSpec) -> np.ndarray:
     """For every element, the index of the group whose μ and σ normalize it."""
     index = np.indices(shape, sparse=True)
-    c = channel_dim(layout)
-    if spec.norm in ("LayerNorm", "RMSNorm"):
-        lead = shape[: len(shape) - spec.dims]
-        ids = np.ravel_multi_index(tuple(index[: len(lead)]), lead) if lead else 0
-    elif spec.norm == "BatchNorm":
-        ids = index[c]
-    elif spec.norm == "GroupNorm":
-        per_group = shape[c] // spec.groups
-        ids = index[0] * spec.groups + index[c] // per_group
-    else:  # InstanceNorm: one group per (sample, channel)
-        ids = index[0] * shape[c] + index[c]
-    return np.broadcast_to(ids, shape)
+    return np.broadcast_to(NORM_TABLE[spec.norm].group_ids(index, shape, layout, spec), shape)
 
 
 @dataclass(frozen=True)

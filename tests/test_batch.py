@@ -12,17 +12,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lnviz.batch import (
+    LAYOUTS,
+    NORM_TABLE,
     NORMS,
+    TABLE_NORMS,
     Batch,
     NormSpec,
+    channel_dim,
     grid_labels,
     grid_view,
     group_ids,
     max_abs_difference,
     normalize,
+    norms_where,
     param_size,
+    table_norm,
     to_grid,
     torch_reference,
+    torch_table_norm,
 )
 from lnviz.data import get_preset, image_batch, padded_batch, random_batch
 from lnviz.lessons.explorer import (
@@ -446,3 +453,120 @@ def test_notes_for_one_value_groups_and_nan_inputs():
     spec = NormSpec(eps=0.0)
     ex = explore(Batch(np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 4.0]]), "NC"), spec)
     assert "NaN statistics" in statistics_note(ex, spec)
+
+
+# --- The dispatcher: one table from a norm's name to everything that runs it ------------------
+
+
+@st.composite
+def tensors_for(draw: st.DrawFn, norm: str) -> tuple[torch.Tensor, str, NormSpec, torch.Tensor]:
+    """A float64 tensor in any layout, settings for ``norm`` and, for tokens, a padding mask."""
+    layout = draw(st.sampled_from(list(LAYOUTS)))
+    shape = tuple(draw(st.integers(1, 4)) for _ in layout)
+    c, n = shape[channel_dim(layout)], param_size(shape, layout, NormSpec(norm=norm))
+    spec = NormSpec(
+        norm=norm,
+        dims=draw(st.integers(1, len(shape))),
+        training=draw(st.booleans()),
+        warmup_steps=draw(st.integers(0, 3)),
+        use_mask=draw(st.booleans()),
+        groups=draw(st.sampled_from([g for g in range(1, c + 1) if c % g == 0])),
+        eps=draw(st.sampled_from([1e-5, 0.1])),
+        gamma=draw(st.sampled_from([1.0, -0.5, tuple(0.5 + k for k in range(n))])),
+        beta=draw(st.sampled_from([0.0, 2.0, tuple(-1.0 * k for k in range(n))])),
+    )
+    seed = draw(st.integers(0, 2**16))
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    mask = None
+    if layout == "NLC":
+        lengths = [draw(st.integers(1, shape[1])) for _ in range(shape[0])]
+        mask = torch.arange(shape[1])[None, :] < torch.tensor(lengths)[:, None]
+    return x, layout, spec, mask
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), norm=st.sampled_from(NORMS), impl=st.sampled_from(["scratch", "fast"]))
+def test_every_norm_in_the_table_runs_through_lnviz_and_torch_and_they_agree(data, norm, impl):
+    """Every row of NORM_TABLE, in every layout, over random shapes and settings: normalize and
+    torch_reference refuse alike or agree, and the values the table groups (group_ids,
+    group_stats) are those the norm took its statistics over."""
+    x, layout, spec, mask = data.draw(tensors_for(norm))
+    if impl == "fast" and NORM_TABLE[norm].channels_first and layout == "NLC":
+        impl = "scratch"  # see test_fast_group_norm_of_tokens
+    try:
+        ours = normalize(x, layout, spec, mask, impl)
+    except ValueError:  # refused alike: no positions (InstanceNorm on NC), one value a group
+        with pytest.raises((ValueError, RuntimeError)):
+            torch_reference(x, layout, spec, mask)
+        return
+    theirs, where = torch_reference(x, layout, spec, mask)
+    keep = (torch.ones_like(x, dtype=torch.bool) if where is None
+            else where.unsqueeze(channel_dim(layout)).expand(x.shape))
+    torch.testing.assert_close(ours.output[keep], theirs[keep])
+    ids = group_ids(tuple(x.shape), layout, spec)
+    if spec.norm != "BatchNorm" or spec.training:  # batch statistics, not running ones
+        mean, std = group_stats(x, layout, spec, mask)
+        assert mean.shape == std.shape == (int(ids.max()) + 1,)
+        at = ids[keep.numpy()]
+        # σ² for the centring norms; RMSNorm's mean square is μ² + σ².
+        expected_var = std[at] ** 2 + (0.0 if NORM_TABLE[norm].centred else mean[at] ** 2)
+        np.testing.assert_allclose(ours.var.expand(x.shape)[keep].numpy(), expected_var,
+                                   rtol=1e-9, atol=1e-12)
+        if ours.mean is not None:
+            np.testing.assert_allclose(ours.mean.expand(x.shape)[keep].numpy(), mean[at],
+                                       atol=1e-12)
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
+    "kernels.group_norm hands torch.native_group_norm the (N, C, L) transpose of the tokens, "
+    "which it refuses unless contiguous (found by the test above; older than the table)"))
+@pytest.mark.parametrize("norm", ["GroupNorm", "InstanceNorm"])
+def test_fast_group_norm_of_tokens(norm):
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    torch.testing.assert_close(normalize(x, "NLC", NormSpec(norm=norm), impl="fast").output,
+                               torch_reference(x, "NLC", NormSpec(norm=norm))[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(norm=st.sampled_from(TABLE_NORMS), n=st.integers(2, 6), c=st.integers(1, 6),
+       seed=st.integers(0, 2**16), eps=st.sampled_from([1e-5, 0.1]))
+def test_table_norm_and_its_torch_twin_agree_with_gradients(norm, n, c, seed, eps):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, c, generator=generator, dtype=torch.float64)
+    weight = torch.randn(c, generator=generator, dtype=torch.float64)
+    bias = torch.randn(c, generator=generator, dtype=torch.float64)
+    grads = []
+    for run in (lambda *a: table_norm(*a).output, torch_table_norm):
+        leaves = [t.clone().requires_grad_(True) for t in (x, weight, bias)]
+        y = run(leaves[0], norm, *leaves[1:], eps)
+        (y * torch.arange(y.numel(), dtype=y.dtype).reshape(y.shape)).sum().backward()
+        grads.append([y.detach()] + [t.grad for t in leaves if t.grad is not None])
+    assert len(grads[0]) == len(grads[1]) == (3 if norm == "RMSNorm" else 4)  # RMSNorm: no β
+    for ours, theirs in zip(*grads, strict=True):
+        torch.testing.assert_close(ours, theirs)
+    np.testing.assert_allclose(table_norm(x, norm, impl="fast").output.numpy(),
+                               torch_table_norm(x, norm).numpy(), atol=1e-12)
+
+
+def test_table_norm_refuses_what_it_cannot_run():
+    with pytest.raises(ValueError, match=r"\(batch, features\) table"):
+        table_norm(torch.zeros(2, 3, 4), "LayerNorm")
+    with pytest.raises(ValueError, match="norm must be one of"):
+        torch_table_norm(torch.zeros(2, 3), "GroupNorm")
+
+
+def test_every_list_of_norms_is_drawn_from_the_table():
+    from lnviz.lessons import bn_vs_ln, gradients, performance, scale_shift
+
+    assert NORMS == tuple(NORM_TABLE) == (
+        "BatchNorm", "LayerNorm", "RMSNorm", "GroupNorm", "InstanceNorm")
+    assert TABLE_NORMS == norms_where(lambda n: n.table) == ("BatchNorm", "LayerNorm", "RMSNorm")
+    # Each lesson's norms, in the order its page shows them.
+    assert scale_shift.AFFINE_NORMS == ("BatchNorm", "LayerNorm")
+    assert gradients.GRAD_NORMS == ("LayerNorm", "BatchNorm")
+    assert bn_vs_ln.CUBE_NORMS == ("BatchNorm", "LayerNorm", "InstanceNorm", "GroupNorm")
+    assert performance.NORMS == ("layer", "batch", "rms")
+    assert [NORM_TABLE[name].short for name in NORMS] == [
+        "batch", "layer", "rms", "group", "instance"]
+    for name, norm in NORM_TABLE.items():  # lnviz mirrors torch.nn.functional, name for name
+        assert norm.lnviz.__name__ == norm.functional.__name__ == f"{norm.short}_norm", name

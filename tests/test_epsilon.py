@@ -19,10 +19,10 @@ from lnviz.lessons.epsilon import (
     cancellation_sweep,
     epsilon_steps,
     epsilon_sweep,
+    fixed_upstream_gradient,
     naive_mean_and_var,
     precision_sweep,
     stability_vector,
-    upstream_gradient,
     welford_mean_and_var,
 )
 
@@ -75,14 +75,14 @@ def test_sweep_matches_torch_autograd(values, exponent, seed):
     x = np.array(values)
     eps = 10.0**exponent
     sweep = epsilon_sweep(x, [eps], seed=seed, dtype="float64")
-    max_y, grad = torch_output_and_grad(x, eps, upstream_gradient(len(x), seed))
+    max_y, grad = torch_output_and_grad(x, eps, fixed_upstream_gradient(len(x), seed))
     assert sweep.max_output[0] == pytest.approx(max_y, rel=1e-9, abs=1e-12)
     assert sweep.grad_norm[0] == pytest.approx(grad, rel=1e-7, abs=1e-9)
 
 
 def test_gradient_matches_the_closed_form():
     x, eps = np.array([1.0, 2.0, 4.0, 7.0]), 1e-3
-    g = upstream_gradient(4, seed=3)
+    g = fixed_upstream_gradient(4, seed=3)
     steps = epsilon_steps(x, eps, seed=3, dtype="float64")
     xt = torch.tensor(x)
     rstd = 1 / math.sqrt(float(xt.var(unbiased=False)) + eps)
@@ -111,7 +111,7 @@ def test_constant_vector_with_eps_has_zero_output_and_centred_gradient():
     eps = 1e-4
     steps = epsilon_steps(stability_vector("constant"), eps, seed=5, dtype="float64")
     assert steps.nonfinite_outputs == 0 and steps.max_output == 0.0
-    g = upstream_gradient(4, seed=5)
+    g = fixed_upstream_gradient(4, seed=5)
     np.testing.assert_allclose(steps.table["∂L/∂x"], ((g - g.mean()) / math.sqrt(eps)).numpy(),
                                rtol=1e-10)
     sweep = epsilon_sweep(stability_vector("constant"), dtype="float64")

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lnviz.batch import NormSpec, group_ids
+from lnviz.batch import NormSpec, group_ids, norms_where
 from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.norms import batch_norm, layer_norm
@@ -54,8 +54,10 @@ __all__ = [
     "variance_table",
 ]
 
-#: The four cubes, in the order of the Group Normalization paper's figure.
-CUBE_NORMS = ("BatchNorm", "LayerNorm", "InstanceNorm", "GroupNorm")
+#: The four cubes (the norms that subtract μ), in the order of the Group Normalization paper's
+#: figure: GroupNorm last, after the two it lies between (G = 1: LayerNorm; G = C: InstanceNorm).
+CUBE_NORMS = tuple(sorted(norms_where(lambda norm: norm.centred),
+                          key=lambda name: name == "GroupNorm"))
 
 #: Features of the generated batches differ in centre and width (see ``random_batch``), as the
 #: activations normalization is meant for do.

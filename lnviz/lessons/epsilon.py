@@ -45,10 +45,10 @@ __all__ = [
     "epsilon_snippet",
     "epsilon_steps",
     "epsilon_sweep",
+    "fixed_upstream_gradient",
     "naive_mean_and_var",
     "precision_sweep",
     "stability_vector",
-    "upstream_gradient",
     "welford_mean_and_var",
 ]
 
@@ -97,7 +97,7 @@ two_pass = x32.var(unbiased=False)            # subtracts the mean first
 """
 
 
-def upstream_gradient(size: int, seed: int = 0) -> torch.Tensor:
+def fixed_upstream_gradient(size: int, seed: int = 0) -> torch.Tensor:
     """A fixed upstream gradient g (standard normal, float64) for the loss L = Σ y·g.
 
     Any fixed g would do: it stands for whatever the layers above send back. Fixing it makes
@@ -148,7 +148,7 @@ def epsilon_sweep(
     r"""LayerNorm of the 1-D vector ``x`` at every ε, with the sizes of its output and gradient.
 
     For each ε: y = (x − μ)/√(σ² + ε) and, with L = Σᵢ yᵢ gᵢ for the fixed
-    :func:`upstream_gradient` g,
+    :func:`fixed_upstream_gradient` g,
 
     .. math::
         \frac{\partial L}{\partial x} = \frac{1}{\sqrt{σ^2 + ε}}
@@ -160,7 +160,7 @@ def epsilon_sweep(
     if np.ndim(x) != 1 or len(x) < 1:
         raise ValueError(f"the ε sweep takes one vector, got shape {list(np.shape(x))}")
     values = to_tensor(np.asarray(x), device, dtype)
-    g = upstream_gradient(values.shape[0], seed)
+    g = fixed_upstream_gradient(values.shape[0], seed)
     max_output, grad_norm = [], []
     for e in eps:
         _, y, grad = _output_and_grad(values, float(e), g)
@@ -228,7 +228,8 @@ def epsilon_steps(
     if not eps >= 0:
         raise ValueError(f"ε must be ≥ 0, got {eps}")
     values = to_tensor(np.asarray(x), device, dtype)
-    x_hat, _, grad = _output_and_grad(values, float(eps), upstream_gradient(values.shape[0], seed))
+    g = fixed_upstream_gradient(values.shape[0], seed)
+    x_hat, _, grad = _output_and_grad(values, float(eps), g)
     acc = values.to(torch.promote_types(values.dtype, torch.float32))
     mean, var, _ = mean_and_var(acc, (0,))
     rstd = torch.rsqrt(var + eps)

@@ -17,12 +17,12 @@ import torch
 
 from lnviz.batch import (
     LAYOUTS,
+    NORM_TABLE,
     Batch,
     GridView,
     NormSpec,
     affine_params,
     channel_dim,
-    channels_first,
     group_ids,
     max_abs_difference,
     normalize,
@@ -64,20 +64,8 @@ def group_stats(
     order of :func:`group_ids` — the batch's own statistics, even where the norm itself uses
     running ones. ``mask`` leaves padding out (masked BatchNorm)."""
     x = x.detach().to(torch.promote_types(x.dtype, torch.float32))
-    weights = None
-    if spec.norm in ("LayerNorm", "RMSNorm"):
-        dims = tuple(range(x.dim() - spec.dims, x.dim()))
-    elif spec.norm == "BatchNorm":
-        c = channel_dim(layout)
-        dims = tuple(d for d in range(x.dim()) if d != c)
-        if mask is not None and spec.use_mask:
-            weights = mask.unsqueeze(c).to(x.dtype)
-    else:
-        x = channels_first(x, layout)
-        if spec.norm == "GroupNorm":
-            x = x.reshape(x.shape[0], spec.groups, -1)
-        dims = tuple(range(2, x.dim()))
-    mean, var, _ = mean_and_var(x, dims, weights)
+    grouped, dims, weights = NORM_TABLE[spec.norm].grouped(x, layout, spec, mask)
+    mean, var, _ = mean_and_var(grouped, dims, weights)
     return to_numpy(mean).ravel(), to_numpy(var.sqrt()).ravel()
 
 
@@ -221,7 +209,7 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
         f"gamma = {param(spec.gamma)}",
         f"beta = {param(spec.beta)}",
     ]
-    if spec.norm in ("LayerNorm", "RMSNorm"):
+    if NORM_TABLE[spec.norm].trailing:
         dims = tuple(shape[-spec.dims:])
         lines.append(f"normalized_shape = {dims}")
         if spec.dims > 1:

@@ -16,9 +16,9 @@ every sample of the batch under BatchNorm. The two subtracted terms are the inva
 adding a constant to (or, with ε = 0, scaling) a group does not move y, so ∂L/∂x has no component
 along the ones vector or along x̂ within each group.
 
-Everything here works on a ``(batch, features)`` table, runs the lnviz norms
-(:func:`lnviz.norms.layer_norm`, :func:`lnviz.norms.batch_norm`) under ``torch.autograd`` and can
-replay the same computation through ``torch.nn.functional`` for the check.
+Everything here works on a ``(batch, features)`` table, runs the lnviz norms under
+``torch.autograd`` through :func:`lnviz.batch.table_norm` and can replay the same computation
+through ``torch.nn.functional`` (:func:`lnviz.batch.torch_table_norm`) for the check.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
-from lnviz.batch import table_norm
+from lnviz.batch import NORM_TABLE, norms_where, table_norm, torch_table_norm
 from lnviz.data import random_batch
 
 __all__ = [
@@ -51,7 +50,10 @@ __all__ = [
     "upstream_gradient",
 ]
 
-GRAD_NORMS = ("LayerNorm", "BatchNorm")
+#: The two norms that differ only in which values share μ and rstd on a table: LayerNorm (a
+#: sample's features) first, BatchNorm (a feature's samples) as its foil.
+GRAD_NORMS = tuple(sorted(norms_where(lambda norm: norm.table and norm.centred),
+                          key=lambda name: not NORM_TABLE[name].trailing))
 #: Upstream gradients ∂L/∂y a learner can send back: one output cell, every cell, random.
 UPSTREAM = ("one-hot", "ones", "random")
 #: Largest Jacobian side (batch × features) drawn as a heatmap.
@@ -74,15 +76,11 @@ def norm_forward(
     """
     if implementation not in ("lnviz", "torch"):
         raise ValueError(f"implementation must be 'lnviz' or 'torch', got {implementation!r}")
+    if norm not in GRAD_NORMS:
+        raise ValueError(f"norm must be one of {list(GRAD_NORMS)}, got {norm!r}")
     if implementation == "lnviz":
         return table_norm(x, norm, weight, bias, eps).output
-    if x.dim() != 2:
-        raise ValueError(f"expected a (batch, features) table, got shape {list(x.shape)}")
-    if norm == "LayerNorm":
-        return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
-    if norm == "BatchNorm":
-        return F.batch_norm(x, None, None, weight, bias, True, 0.1, eps)
-    raise ValueError(f"norm must be one of {list(GRAD_NORMS)}, got {norm!r}")
+    return torch_table_norm(x, norm, weight, bias, eps)
 
 
 def upstream_gradient(

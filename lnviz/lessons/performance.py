@@ -29,9 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from lnviz.norms import batch_norm, layer_norm, rms_norm
+from lnviz.batch import NORM_TABLE, TABLE_NORMS, table_norm, torch_table_norm
 
 __all__ = [
     "FIRST_COMPILE_S",
@@ -48,7 +47,11 @@ __all__ = [
 ]
 
 
-NORMS = ("layer", "batch", "rms")
+#: The norms timed, by their short names: those that run on a (rows, cols) table with nothing
+#: set but ε (:data:`lnviz.batch.TABLE_NORMS`), LayerNorm first.
+_NAMES = {NORM_TABLE[name].short: name
+          for name in sorted(TABLE_NORMS, key=lambda name: name != "LayerNorm")}
+NORMS = tuple(_NAMES)
 
 
 IMPLEMENTATIONS = ("numpy", "scratch", "fast", "torch", "compiled")
@@ -114,11 +117,12 @@ class BudgetExceeded(Exception):
 
 def _numpy_norm(norm: str) -> Callable[[torch.Tensor], torch.Tensor]:
     """Two-pass NumPy: μ, then the mean of the squared deviations (BatchNorm over axis 0)."""
-    axis = 0 if norm == "batch" else -1
+    entry = NORM_TABLE[_NAMES[norm]]
+    axis = -1 if entry.trailing else 0
 
     def run(x: torch.Tensor) -> torch.Tensor:
         a = x.numpy()
-        if norm == "rms":
+        if not entry.centred:
             return torch.from_numpy(a / np.sqrt(np.mean(a * a, axis=axis, keepdims=True) + EPS))
         centered = a - a.mean(axis=axis, keepdims=True)
         var = np.mean(centered * centered, axis=axis, keepdims=True)
@@ -128,27 +132,18 @@ def _numpy_norm(norm: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 def implementations(norm: str, device: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """The callables to time for ``norm`` on ``device`` (NumPy only on the CPU)."""
-    if norm == "layer":
-        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
-            return layer_norm(x, x.shape[-1], eps=EPS, impl=impl).output
-
-        def native(x: torch.Tensor) -> torch.Tensor:
-            return F.layer_norm(x, x.shape[-1:], eps=EPS)
-    elif norm == "batch":
-        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
-            return batch_norm(x, None, None, training=True, eps=EPS, impl=impl).output
-
-        def native(x: torch.Tensor) -> torch.Tensor:
-            return F.batch_norm(x, None, None, training=True, eps=EPS)
-    elif norm == "rms":
-        def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
-            return rms_norm(x, x.shape[-1], eps=EPS, impl=impl).output
-
-        def native(x: torch.Tensor) -> torch.Tensor:
-            return F.rms_norm(x, x.shape[-1:], eps=EPS)
-    else:
+    """The callables to time for ``norm`` on ``device`` (NumPy only on the CPU): lnviz's
+    scratch and fast code and torch's own kernel, as :mod:`lnviz.batch` runs them on a table."""
+    if norm not in _NAMES:
         raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    name = _NAMES[norm]
+
+    def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
+        return table_norm(x, name, eps=EPS, impl=impl).output
+
+    def native(x: torch.Tensor) -> torch.Tensor:
+        return torch_table_norm(x, name, eps=EPS)
+
     found: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
     if device == "cpu":
         found["numpy"] = _numpy_norm(norm)

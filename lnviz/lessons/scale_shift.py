@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lnviz.batch import table_norm
+from lnviz.batch import norms_where, table_norm
 from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.norms import layer_norm, mean_and_var
@@ -44,8 +44,9 @@ __all__ = [
     "two_betas",
 ]
 
-#: The norms whose per-feature γ/β the page compares: statistics per feature, or per sample.
-AFFINE_NORMS = ("BatchNorm", "LayerNorm")
+#: The norms whose per-feature γ/β the page compares: statistics per feature, or per sample
+#: (the centring norms of a (batch, features) table).
+AFFINE_NORMS = norms_where(lambda norm: norm.table and norm.centred)
 
 
 def _mean_std(y: torch.Tensor, dims: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
