@@ -19,12 +19,12 @@ st.set_page_config(
     menu_items={"About": "lnviz: a visual explorer of LayerNorm, BatchNorm and their relatives."},
 )
 with logged_run() as run:
-    clean_query_params()
     page = st.navigation(
         {section: [st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
                    for p in pages] for section, pages in PAGES.items()}
     )
     run.page = page.title
+    clean_query_params()  # after st.navigation: a run it starts again stays on this page
     if page.url_path != "explorer":  # an uploaded tensor is kept only while the Explorer shows it
         release_upload()
     # The first run after the server starts loads torch, numpy and plotly (seconds on a small

@@ -22,3 +22,15 @@ def test_each_run_is_timed_into_the_run_log(tmp_path, monkeypatch):
     lines = [line.split(" ", 2) for line in log.read_text().splitlines()]
     assert len(lines) >= 2 and lines[-1][2] == "Padding and sequences"
     assert all(0 < float(ms) < 60_000 for _, ms, _ in lines)
+
+
+def test_the_app_uses_no_streamlit_internals():
+    """Only Streamlit's public API in the app (issue 12): streamlit.runtime is internal and
+    changes between releases without notice."""
+    root = Path(APP).parent
+    sources = [root / "app.py", *sorted((root / "app_pages").glob("*.py")),
+               *sorted((root / "lnviz").rglob("*.py"))]
+    offenders = [f"{path.relative_to(root)}:{n}" for path in sources
+                 for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if "streamlit.runtime" in line]
+    assert offenders == []

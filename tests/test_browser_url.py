@@ -119,6 +119,20 @@ def test_twenty_thousand_typed_numbers_work_and_keep_the_link_small(page: Page,
     assert MAX_SHARED_TEXT < MAX_URL
 
 
+def test_a_link_with_values_streamlit_fails_on_opens_and_keeps_its_other_settings(
+        page: Page, server: str) -> None:
+    """An integer input given a number beyond float's range, and a required choice given an
+    empty value, leave the address; the link's valid settings stay in it and on the screen."""
+    page.goto(f"{server}/explorer?src=Image+batch&norm=&seed=1e309&precision=float64")
+    expect(page.get_by_label("Random seed", exact=True)).to_have_value("0", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query, keep_blank_values=True)
+    assert "seed" not in query and "norm" not in query, page.url
+    assert query["src"] == ["Image batch"] and query["precision"] == ["float64"], page.url
+    expect(page.get_by_text("Tensor (").first).to_be_visible()
+
+
 def test_npz_member_names_are_plain_text_in_the_array_picker(page: Page, server: str,
                                                              tmp_path) -> None:
     """The picker (a selectbox) shows its options as text, not markdown: the names appear as

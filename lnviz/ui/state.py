@@ -63,19 +63,23 @@ def clean_query_params() -> None:
     Each control bound to the URL checks its own value, but Streamlit 1.67 crashes on some
     (an integer input given "1e309" raises OverflowError) and an empty value turns a required
     choice into None. A shared link is input like any other. Controls seed themselves from the
-    URL as it was when the page loaded, so that snapshot is refreshed too, the way Streamlit
-    refreshes it after a page change.
-    """
-    from streamlit.runtime.state.session_state_proxy import get_session_state
+    URL as it was when the run started, so after dropping a parameter the run starts again
+    (``st.rerun``) from the cleaned URL, before any control is drawn. Call it after
+    ``st.navigation``: ``st.rerun`` reruns the page the script has resolved by then, and would
+    go back to the default page before it.
 
-    with get_session_state().query_params() as params:
-        bad = [key for key in list(params)
-               if not params.is_bound(key)
-               and not all(_plausible(key, v) for v in params.get_all(key))]
+    A parameter whose control this session already has (its key is in the session state) is left
+    alone: that control's value comes from the session, not from the URL, Streamlit refuses to
+    delete a parameter bound to a control, and :func:`url_text` takes a long text out of the URL
+    itself.
+    """
+    bad = [key for key in st.query_params
+           if key not in st.session_state
+           and not all(_plausible(key, value) for value in st.query_params.get_all(key))]
+    if bad:
         for key in bad:
-            del params[key]
-        if bad:
-            params.set_initial_query_params_from_current()
+            del st.query_params[key]
+        st.rerun()
 
 
 def _plausible(key: str, value: str) -> bool:
