@@ -115,6 +115,8 @@ def group_norm(
     eps: float,
 ) -> NormResult:
     """GroupNorm of an ``(N, C, *)`` input; each channel carries its group's statistics."""
+    # torch's kernel refuses a strided view such as the (N, C, L) transpose of (N, L, C) tokens
+    input = input.contiguous()
     n, c = input.shape[0], input.shape[1]
     spatial = math.prod(input.shape[2:])
     # CUDA's kernel wants γ and β in the input's dtype (the CPU one also takes float32 ones).

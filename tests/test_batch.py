@@ -491,8 +491,6 @@ def test_every_norm_in_the_table_runs_through_lnviz_and_torch_and_they_agree(dat
     torch_reference refuse alike or agree, and the values the table groups (group_ids,
     group_stats) are those the norm took its statistics over."""
     x, layout, spec, mask = data.draw(tensors_for(norm))
-    if impl == "fast" and NORM_TABLE[norm].channels_first and layout == "NLC":
-        impl = "scratch"  # see test_fast_group_norm_of_tokens
     try:
         ours = normalize(x, layout, spec, mask, impl)
     except ValueError:  # refused alike: no positions (InstanceNorm on NC), one value a group
@@ -517,9 +515,6 @@ def test_every_norm_in_the_table_runs_through_lnviz_and_torch_and_they_agree(dat
                                        atol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
-    "kernels.group_norm hands torch.native_group_norm the (N, C, L) transpose of the tokens, "
-    "which it refuses unless contiguous (found by the test above; older than the table)"))
 @pytest.mark.parametrize("norm", ["GroupNorm", "InstanceNorm"])
 def test_fast_group_norm_of_tokens(norm):
     x = torch.randn(2, 3, 4, dtype=torch.float64)

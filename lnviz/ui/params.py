@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from lnviz.batch import NORMS, Batch, NormSpec, channel_dim, param_size
+from lnviz.batch import NORM_TABLE, NORMS, Batch, NormSpec, channel_dim, param_size
 from lnviz.data import parse_table
 from lnviz.ui.state import keep_in_range
 
@@ -71,7 +71,7 @@ def norm_controls(batch: Batch) -> NormSpec:
     st.caption(f"**{norm}**: {_HELP[norm]}.")
     spec = {"norm": norm}
     cols = st.columns(3)
-    if norm in ("LayerNorm", "RMSNorm"):
+    if NORM_TABLE[norm].trailing:  # LayerNorm, RMSNorm: over the trailing dims
         keep_in_range("dims", range(1, len(shape)))
         spec["dims"] = cols[0].radio(
             "Normalize over the last … dims", list(range(1, len(shape))), horizontal=True,
