@@ -90,11 +90,4 @@ st.info("**Try this:** compare *scratch* and *fast* at 4096×1024. Scratch write
         "full-size intermediates, so it moves the tensor several times; fast sits near torch's "
         "native kernel. At 64×64 everything is dominated by fixed per-call overhead instead.",
         icon="💡")
-st.code(
-    "import torch, torch.nn.functional as F, time\n"
-    "x = torch.randn(4096, 1024)\n"
-    "start = time.perf_counter(); y = F.layer_norm(x, x.shape[-1:]); t = time.perf_counter() - "
-    "start\n"
-    "print(f'{2 * x.numel() * 4 / t / 1e9:.1f} GB/s')  # read x + write y\n",
-    language="python",
-)
+st.code(performance.bandwidth_snippet(), language="python")

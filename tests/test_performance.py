@@ -69,3 +69,17 @@ def test_performance_page_runs_a_small_benchmark():
     fig = figures(at)[0]
     assert {t["name"] for t in fig["data"]} >= {"layer · fast", "layer · torch",
                                                 "copy (roofline)"}
+
+
+def test_the_pages_snippet_runs_and_counts_the_bytes_as_run_does(capsys):
+    code = performance.bandwidth_snippet(64, 32)
+    at = open_page("app_pages/performance.py")
+    assert [c.value for c in at.code] == [performance.bandwidth_snippet().rstrip("\n")]
+    namespace: dict = {}
+    exec(code, namespace)  # the code a learner copies, run as it is shown
+    x, y, seconds = namespace["x"], namespace["y"], namespace["seconds"]
+    assert x.shape == (64, 32)
+    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (32,)))
+    # the same count of bytes as run()'s rows: read x once, write y once, 4 bytes a value
+    assert namespace["gb_per_s"] == pytest.approx(2 * 64 * 32 * 4 / seconds / 1e9)
+    assert capsys.readouterr().out == f"{namespace['gb_per_s']:.1f} GB/s\n"

@@ -39,6 +39,7 @@ __all__ = [
     "BudgetExceeded",
     "Row",
     "Skipped",
+    "bandwidth_snippet",
     "copy_bandwidth",
     "implementations",
     "peak_extra_memory",
@@ -370,3 +371,21 @@ def ratios(rows: Sequence[Row]) -> dict[tuple[str, str, int, int], float]:
     native = {(r.norm, r.rows, r.cols): r.seconds for r in rows if r.impl == "torch"}
     return {(r.norm, r.impl, r.rows, r.cols): r.seconds / native[(r.norm, r.rows, r.cols)]
             for r in rows if r.impl in ("scratch", "fast") and (r.norm, r.rows, r.cols) in native}
+
+
+def bandwidth_snippet(rows: int = 4096, cols: int = 1024) -> str:
+    """PyTorch code a learner can run to measure LayerNorm's bandwidth on their own machine:
+    the bytes that must move (read x, write y: 2 × 4 bytes per float32 value) over the time of
+    one call, as :func:`run` counts them. It leaves ``gb_per_s`` defined and prints it."""
+    return (
+        "import time\n\n"
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        f"x = torch.randn({rows}, {cols})\n"
+        "F.layer_norm(x, x.shape[-1:])  # a first call loads the kernel: not timed\n"
+        "start = time.perf_counter()\n"
+        "y = F.layer_norm(x, x.shape[-1:])\n"
+        "seconds = time.perf_counter() - start\n"
+        "gb_per_s = 2 * x.numel() * 4 / seconds / 1e9  # read x + write y, float32\n"
+        "print(f'{gb_per_s:.1f} GB/s')\n"
+    )
