@@ -1,14 +1,39 @@
-"""The app shell and the Explorer page, run headless with Streamlit's AppTest."""
+"""The Explorer: the app shell and the page, run headless with Streamlit's AppTest, and the
+lesson's computations (lnviz.lessons.explorer) against torch and hand-computed values."""
 
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 
 import numpy as np
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pageutil import alerts, figures, open_page, trace_data
+from test_batch import padded
 
+from lnviz.batch import (
+    NORMS,
+    Batch,
+    NormSpec,
+    grid_labels,
+    grid_view,
+    group_ids,
+    max_abs_difference,
+    normalize,
+    to_grid,
+)
+from lnviz.data import get_preset, random_batch
+from lnviz.lessons.explorer import (
+    explore,
+    group_stats,
+    pytorch_snippet,
+    step_by_step,
+    worked_example_latex,
+)
 from lnviz.limits import DEMO_LIMITS
 
 EXPLORER = "app_pages/explorer.py"
@@ -336,7 +361,7 @@ def test_a_generated_tensor_has_the_upload_memory_budget():
 
 
 def test_padding_grid_marks_every_feature_of_each_pad_token():
-    from lnviz.batch import Batch, grid_view
+    from lnviz.batch import Batch
     from lnviz.data import get_preset
     from lnviz.lessons.explorer import padding_grid
 
@@ -349,3 +374,279 @@ def test_padding_grid_marks_every_feature_of_each_pad_token():
     window = grid_view((8, 3), max_rows=2, max_cols=2, mode="slice", start_row=6, start_col=1)
     np.testing.assert_array_equal(padding_grid(batch, window), [[False, False], [True, True]])
     assert padding_grid(Batch(preset.values, "NLC"), grid_view((8, 3))) is None
+
+
+# --- The lesson's computations (lnviz.lessons.explorer) -----------------------------------------
+
+
+def test_group_stats_and_grid():
+    values = torch.tensor([[1.0, 2.0, 3.0], [10.0, 10.0, 40.0]], dtype=torch.float64)
+    mean, std = group_stats(values, "NC", NormSpec())
+    assert mean.tolist() == [2.0, 20.0]
+    assert std == pytest.approx([math.sqrt(2 / 3), math.sqrt(200)])
+    mean, std = group_stats(values, "NC", NormSpec(norm="BatchNorm"))
+    assert mean.tolist() == [5.5, 6.0, 21.5]
+    tokens = torch.tensor([[[1.0], [3.0], [100.0]]])  # (1, 3, 1), the last token padding
+    mask = torch.tensor([[True, True, False]])
+    assert group_stats(tokens, "NLC", NormSpec(norm="BatchNorm"), mask)[0].tolist() == [2.0]
+    images = torch.arange(16.0).reshape(1, 4, 2, 2)
+    gn_mean, _ = group_stats(images, "NCHW", NormSpec(norm="GroupNorm", groups=2))
+    assert gn_mean.tolist() == [3.5, 11.5]
+    in_mean, _ = group_stats(images[:, :, 0], "NLC", NormSpec(norm="InstanceNorm"))
+    assert in_mean.tolist() == [6.0, 7.0]  # per feature over the 4 tokens
+    images = np.arange(2 * 3 * 2 * 2).reshape(2, 3, 2, 2)
+    assert to_grid(images, "NCHW").shape == (6, 4)
+    assert to_grid(images[:, :, 0], "NLC").shape == (6, 2)
+    rows, cols = grid_labels((2, 3, 2, 2), "NCHW")
+    assert rows[4] == "image 1 · ch 1" and cols[3] == "(1, 1)"
+
+
+def test_step_by_step_for_seed_002_feature_one():
+    batch = padded()
+    spec = NormSpec(norm="BatchNorm", use_mask=True)
+    x = torch.tensor(batch.values)
+    result = normalize(x, "NLC", spec, torch.tensor(batch.mask))
+    table = step_by_step(x, result, spec, group_ids(x.shape, "NLC", spec), 0, "NLC",
+                         mask=batch.mask)
+    assert table["x"].tolist() == [1, 2, 3, 4, 5, 6, 7, 0]
+    assert table["padding"].tolist() == [False] * 7 + [True]
+    assert set(table["μ"]) == {4.0}
+    assert table["σ²"].iloc[0] == pytest.approx(4.0)
+    assert table["y"].iloc[0] == pytest.approx(-1.5, abs=1e-5)
+    latex = worked_example_latex(table.iloc[0], spec.eps)
+    assert r"\frac{(1 - 4)}{\sqrt{4 + 10^{-5}}}" in latex and latex.endswith("= (-1.5)")
+    tiny = worked_example_latex(table.iloc[0].replace(1.0, 2.5e-7), 1e-8)
+    assert r"2.5 \times 10^{-7}" in tiny and r"10^{-8}" in tiny
+
+
+def test_pytorch_snippet_runs_and_reproduces_the_output(tmp_path, monkeypatch):
+    batch = padded()
+    monkeypatch.chdir(tmp_path)
+    np.save("input.npy", batch.values)
+    np.save("mask.npy", batch.mask)
+    for spec in [NormSpec(norm="BatchNorm"), NormSpec(norm="BatchNorm", training=False),
+                 NormSpec(norm="LayerNorm", dims=2, gamma=2.0), NormSpec(norm="RMSNorm"),
+                 NormSpec(norm="GroupNorm", groups=3), NormSpec(norm="InstanceNorm"),
+                 NormSpec(gamma=(1.0, 2.0, 3.0), beta=(0.5, 0.5, 0.5))]:
+        namespace: dict = {}
+        code = pytorch_snippet(batch.values.shape, "NLC", spec, has_mask=True)
+        exec(compile(code, "snippet", "exec"), namespace)  # our own generated code
+        ours = normalize(torch.tensor(batch.values), "NLC", spec, torch.tensor(batch.mask))
+        real = torch.tensor(batch.mask)[..., None].expand(batch.values.shape)
+        if spec.norm == "BatchNorm" and spec.training:
+            assert max_abs_difference(ours.output, namespace["y"], real) < 1e-5
+        else:
+            assert max_abs_difference(ours.output, namespace["y"]) < 1e-5, spec
+
+
+def check_of(values: np.ndarray, layout: str = "NC", dtype: str = "float32", **spec_args):
+    from lnviz.lessons.explorer import describe_check
+
+    spec = NormSpec(**spec_args)
+    ex = explore(Batch(np.asarray(values), layout), spec, "cpu", dtype)
+    return ex, describe_check(ex.check, spec, dtype, ex.overflowed_groups > 0)
+
+
+def test_check_blames_torch_not_lnviz_for_torchs_rounding_far_from_zero():
+    # The tester's case: lnviz was ❌ "differs … 0.00117 (tolerance 0.000216)" while against
+    # float64 lnviz is off 1.3e-7 and torch's float32 1.2e-3.
+    ex, (level, message) = check_of(get_preset("far_from_zero").values)
+    assert ex.check.lnviz_error < 1e-6 < 1e-4 < ex.check.torch_error
+    assert ex.check.difference == pytest.approx(ex.check.torch_error, rel=0.01)
+    assert level != "error" and ex.agrees_with_torch
+    assert "lnviz is off by 1.3" in message and "torch by 0.0011" in message
+
+
+def test_check_on_one_value_per_group_with_tiny_eps():
+    # GroupNorm with one value per group: x − μ = 0 exactly, so the output is β; with
+    # ε = 1e-12 any rounding of μ is multiplied by 1e6.
+    values = np.array([[10000.5, -3.25, 7.1, 0.3], [1.1, 2.2, 3.3, 4.4]], np.float32)
+    ex, (level, _) = check_of(values, norm="GroupNorm", groups=4, eps=1e-12, beta=0.5)
+    np.testing.assert_array_equal(ex.output_values, np.full((2, 4), 0.5, np.float32))
+    assert ex.check.lnviz_error == 0.0 and level != "error"
+
+
+def test_check_leaves_zero_over_zero_out_and_says_what_each_side_returns():
+    ex, (level, message) = check_of(np.ones((2, 3, 4), np.float32), "NLC", norm="InstanceNorm",
+                                    eps=0.0)
+    assert np.isnan(ex.output_values).all()  # lnviz: 0/0
+    assert ex.check.undefined == 24 and ex.check.torch_at_undefined == "0"  # torch: 0
+    assert level == "success" and "has no value" in message and "torch gives 0" in message
+
+
+def test_batch_norm_with_eps_zero_is_computed_and_torch_refusal_is_reported():
+    values = np.array([[1.0, 2.0], [3.0, 2.0]], np.float32)
+    ex, (level, message) = check_of(values, norm="BatchNorm", eps=0.0)
+    np.testing.assert_allclose(ex.output_values[:, 0], [-1.0, 1.0])
+    assert np.isnan(ex.output_values[:, 1]).all()  # the constant feature: 0/0
+    assert ex.check.refusal is not None and level == "warning"
+    assert "refuses" in message and "eps must be positive" in message
+    ex, (level, _) = check_of(values, norm="BatchNorm", eps=0.0, training=False)
+    assert ex.check.refusal is None and level == "success"  # eval with ε = 0 runs in torch
+
+
+CHECK_EPSILONS = (0.0, 1e-12, 1e-5, 1.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("preset", ["padded_tokens", "two_words", "tiny_variance",
+                                    "constant_row", "far_from_zero", "one_two_three",
+                                    "different_scales"])
+def test_check_never_calls_a_correct_lnviz_wrong(preset, dtype):
+    """The tester's sweep found 81 settings where lnviz was ❌ for torch's rounding. Over every
+    preset, norm and ε, lnviz must be within tolerance of the float64 reference."""
+    p = get_preset(preset)
+    values = p.values if p.values.ndim > 1 else p.values[None]
+    layout = "NLC" if values.ndim == 3 else "NC"
+    channels = values.shape[-1]
+    for eps in CHECK_EPSILONS:
+        for spec in [dict(norm=n) for n in NORMS if not (n == "InstanceNorm" and layout == "NC")
+                     ] + [dict(norm="GroupNorm", groups=channels),
+                          dict(norm="BatchNorm", training=False)]:
+            try:
+                ex, (level, message) = check_of(values, layout, dtype, eps=eps, **spec)
+            except ValueError:  # refused by lnviz and torch alike (one value per channel)
+                continue
+            if ex.check.refusal is None and not ex.overflowed_groups:
+                assert ex.check.lnviz_ok, (preset, dtype, eps, spec, message)
+            assert level != "error", (preset, dtype, eps, spec, message)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16), offset=st.sampled_from([0.0, 1e2, 1e4]),
+       norm=st.sampled_from(NORMS), eps=st.sampled_from(CHECK_EPSILONS),
+       dtype=st.sampled_from(["float32", "float64", "float16", "bfloat16"]))
+def test_check_tolerance_holds_for_lnviz_on_random_batches(seed, offset, norm, eps, dtype):
+    values = random_batch((4, 3, 5), feature_spread=1.0, seed=seed) + np.float32(offset)
+    _, (level, message) = check_of(values, "NLC", dtype, norm=norm, groups=5, eps=eps)
+    assert level != "error", message
+
+
+def test_histogram_of_values_near_the_float_limits():
+    # Issue 11 (6): "Too many bins for data range" for ±3e38 in float32.
+    for values in (np.array([1e38, 3e38, -3e38], np.float32),
+                   np.array([1.7e308, -1.7e308, 0.0])):
+        from lnviz.lessons.explorer import histogram
+
+        centres, counts = histogram(values, bins=4)
+        assert counts.sum() == 3 and np.isfinite(centres).all()
+        assert centres[0] < 0 < centres[-1]
+
+
+def test_explain_names_gamma_beyond_the_dtype_and_output_overflow():
+    from lnviz.lessons.explorer import explain
+
+    values = np.array([[1.0, 2.0, 4.0]], np.float32)
+    spec = NormSpec(gamma=(1.0, 1e308, 1.0))  # per-feature γ beyond float32
+    notes = explain(explore(Batch(values, "NC"), spec), spec, "float32")
+    assert len(notes) == 1 and "γ or β values (1e+308 in size)" in notes[0]
+    assert "statistics" not in notes[0]
+    values, spec = np.array([[1.0, 1.0, 40.0]]), NormSpec(gamma=(1.0, 1.0, 1.5e308))
+    ex = explore(Batch(values, "NC"), spec, dtype="float64")  # γ fits float64, γ·x̂ = 2e308 not
+    notes = explain(ex, spec, "float64")
+    assert len(notes) == 1 and "γ·x̂ + β exceeds float64's range" in notes[0]
+
+
+def test_worked_example_far_from_zero_reproduces_x_hat_from_its_own_numbers():
+    # Issue 11 (13): (10⁴ − 10⁴)/√(0.4803+10⁻⁵) = 0.1657 lost the digits, and the table's
+    # float32 μ gave 0.1663 by hand.
+    import re
+
+    spec = NormSpec()
+    ex = explore(Batch(get_preset("far_from_zero").values, "NC"), spec)
+    table = step_by_step(ex.x, ex.result, spec, ex.groups, 0, "NC")
+    x_hat = table["x̂"].to_numpy()
+    by_hand = (table["x"] - table["μ"]) / np.sqrt(table["σ²"] + spec.eps)
+    np.testing.assert_allclose(by_hand, x_hat, rtol=1e-4)
+    assert "9999.886108" in table.attrs["note"] and "9999.885742" in table.attrs["note"]
+    latex = worked_example_latex(table.iloc[0], spec.eps)
+    x, mu, var = (float(v) for v in re.search(
+        r"\\frac\{\(([\d.]+) - ([\d.]+)\)\}\{\\sqrt\{([\d.]+) \+", latex).groups())
+    shown = float(re.search(r"\\cdot ([\d.]+) \+ 0 =", latex).group(1))
+    assert (x - mu) / math.sqrt(var + spec.eps) == pytest.approx(shown, abs=1e-4)
+    assert shown == pytest.approx(x_hat[0], abs=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_pytorch_snippet_runs_in_every_precision(tmp_path, monkeypatch, dtype):
+    # Issue 11 (14): "mixed dtype (CPU)" in float64 — γ/β were built as float32.
+    batch = padded()
+    monkeypatch.chdir(tmp_path)
+    np.save("input.npy", batch.values)
+    np.save("mask.npy", batch.mask)
+    x = torch.tensor(batch.values).to(getattr(torch, dtype))
+    for spec in [NormSpec(norm="LayerNorm", beta=0.5), NormSpec(norm="RMSNorm", gamma=2.0),
+                 NormSpec(norm="BatchNorm"), NormSpec(norm="BatchNorm", training=False),
+                 NormSpec(norm="GroupNorm", groups=3), NormSpec(norm="InstanceNorm"),
+                 NormSpec(gamma=(1.0, 1e-3, 3.0), beta=(0.5, 0.5, 0.5))]:
+        namespace: dict = {}
+        code = pytorch_snippet(batch.values.shape, "NLC", spec, dtype, has_mask=True)
+        exec(compile(code, "snippet", "exec"), namespace)  # our own generated code
+        ours = normalize(x, "NLC", spec, torch.tensor(batch.mask))
+        real = torch.tensor(batch.mask)[..., None].expand(batch.values.shape)
+        where = real if spec.norm == "BatchNorm" and spec.training else None
+        assert namespace["y"].dtype == x.dtype
+        tolerance = {"float64": 1e-12, "float32": 1e-5}.get(dtype, 2e-2)
+        assert max_abs_difference(ours.output, namespace["y"], where) < tolerance, spec
+
+
+def test_snippet_says_torch_refuses_batch_norm_with_eps_zero(tmp_path, monkeypatch):
+    batch = padded()
+    monkeypatch.chdir(tmp_path)
+    np.save("input.npy", batch.values)
+    np.save("mask.npy", batch.mask)
+    code = pytorch_snippet(batch.values.shape, "NLC", NormSpec(norm="BatchNorm", eps=0.0),
+                           has_mask=True)
+    assert "torch refuses eps=0 in training mode" in code
+    with pytest.raises(ValueError, match="eps must be positive"):
+        exec(compile(code, "snippet", "exec"), {})  # our own generated code
+
+
+def test_statistics_note_holds_for_the_norm_and_the_batch():
+    # Issue 11 (hostile pass): "every group has mean 0 and deviation close to 1" sat under a
+    # chart where the pad group's σ after was 0; RMSNorm and eval BatchNorm do not give 0 and 1.
+    from lnviz.lessons.explorer import statistics_note
+
+    batch = padded()
+    for spec, fragment in [(NormSpec(), "1 group(s) whose values are all equal"),
+                           (NormSpec(norm="RMSNorm"), "RMS becomes close to 1"),
+                           (NormSpec(norm="BatchNorm", training=False), "running μ and σ²"),
+                           (NormSpec(gamma=2.0), "scaled by its γ")]:
+        ex = explore(batch, spec)
+        note = statistics_note(ex, spec)
+        assert fragment in note, (spec, note)
+        if spec.norm == "LayerNorm" and spec.gamma == 1.0:
+            real = ex.std_in > 0
+            np.testing.assert_allclose(ex.mean_out, 0, atol=1e-6)
+            np.testing.assert_allclose(ex.std_out[real], 1, atol=1e-4)
+            assert (ex.std_out[~real] == 0).all()
+    rms = explore(batch, NormSpec(norm="RMSNorm"))
+    assert np.abs(rms.mean_out).max() > 0.5  # the mean stays away from 0
+
+
+def test_an_ill_conditioned_input_gets_no_tick():
+    # Third hostile pass: int32 values near 2**24 in float32 gave "✅ matches … 241" with a
+    # tolerance of 2.5e3 on outputs of size 1.
+    values = np.array([[16777216, 16777217, 16777218, 16777219],
+                       [16777220, 16777221, 16777222, 16777223]], np.float64)
+    for spec_args in (dict(norm="GroupNorm", groups=4), dict()):
+        ex, (level, message) = check_of(values, **spec_args)
+        assert ex.check.ill_conditioned and level == "warning", message
+        assert "too ill-conditioned for float32" in message
+        assert "lnviz is the closer of the two" in message  # lnviz's two passes keep the digits
+        assert ex.check.lnviz_error < 1e-6 < 0.5 < ex.check.torch_error
+    ex, (level, _) = check_of(get_preset("far_from_zero").values)
+    assert not ex.check.ill_conditioned and level == "success"
+
+
+def test_notes_for_one_value_groups_and_nan_inputs():
+    from lnviz.lessons.explorer import explain, statistics_note
+
+    one_each = np.array([[16777217.0, 3.0], [5.0, 16777219.0]])  # GroupNorm, a value a group
+    spec = NormSpec(norm="GroupNorm", groups=2)
+    ex = explore(Batch(one_each, "NC"), spec)
+    assert ex.rounding == 0.0  # a group of one value has no spread to compare rounding with
+    assert not any("distinct values became equal" in n for n in explain(ex, spec, "float32"))
+    spec = NormSpec(eps=0.0)
+    ex = explore(Batch(np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 4.0]]), "NC"), spec)
+    assert "NaN statistics" in statistics_note(ex, spec)
