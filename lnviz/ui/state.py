@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import math
-import os
-import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -132,34 +129,6 @@ def keep_in_range(key: str, options: Sequence[int], *, reset_to: int | None = No
     if value is not None and value not in options:
         st.session_state[key] = reset_to if reset_to is not None else min(
             options, key=lambda option: (abs(option - value), option))
-
-
-#: Environment variable naming a file to which every script run appends its duration.
-RUN_LOG_ENV = "LNVIZ_RUN_LOG"
-
-
-@dataclass
-class RunRecord:
-    """What :func:`logged_run` writes for one run: the page, filled in once it is known."""
-
-    page: str = "?"
-
-
-@contextmanager
-def logged_run() -> Iterator[RunRecord]:
-    """Time one run of the app's script and, when ``LNVIZ_RUN_LOG`` names a file, append
-    "<unix time> <milliseconds> <page>" to it — the server-side rerun time, as the load test
-    reads it. Costs nothing when the variable is unset."""
-    path = os.environ.get(RUN_LOG_ENV)
-    record = RunRecord()
-    start = time.perf_counter()
-    try:
-        yield record
-    finally:
-        if path:
-            with open(path, "a", encoding="utf-8") as log:
-                log.write(f"{time.time():.3f} {(time.perf_counter() - start) * 1e3:.1f} "
-                          f"{record.page}\n")
 
 
 def sidebar_settings() -> Settings:
