@@ -17,12 +17,13 @@ from lnviz.lessons.explorer import (
     step_by_step,
     worked_example_latex,
 )
+from lnviz.ui.cache import Named, cached
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source
-from lnviz.ui.state import current_settings, keep_in_range, memo
+from lnviz.ui.state import current_settings, keep_in_range
 
 CSV_LIMIT = 1_000_000  # values; a larger CSV would be slow to build and to open
 
@@ -46,8 +47,7 @@ with st.container(border=True):
 # --- Computation (one call into lnviz, once per setting) ---------------------------------------
 try:
     with st.spinner("Normalizing…"):
-        ex = memo(("explore", source_key, spec, settings.device, settings.dtype),
-                  lambda: explore(batch, spec, settings.device, settings.dtype))
+        ex = cached(explore, Named(batch, source_key), spec, settings.device, settings.dtype)
 except ValueError as err:
     stop_with_error(err)
 result, shape, layout = ex.result, ex.x.shape, batch.layout

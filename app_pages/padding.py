@@ -17,10 +17,11 @@ from lnviz.lessons.padding import (
     padding_outputs,
     padding_sweep,
 )
+from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import stop_with_error
 from lnviz.ui.params import EPSILONS
-from lnviz.ui.state import current_settings, keep_in_range, memo, url_text
+from lnviz.ui.state import current_settings, keep_in_range, url_text
 
 
 def count(k: int, noun: str) -> str:
@@ -57,7 +58,7 @@ with st.container(border=True):
             preset = get_preset("padded_tokens")
             st.caption(preset.description)
             batch = Batch(preset.values, "NLC", preset.mask, preset.labels)
-            pad_value, batch_key = 0.0, ("preset",)
+            pad_value = 0.0
             make_batch = f"x = torch.tensor({batch.values.tolist()})\nmask = torch.tensor(" \
                          f"{batch.mask.tolist()})"
         else:
@@ -89,21 +90,15 @@ with st.container(border=True):
                                         pad_value=float(pad_value), seed=settings.seed)
             labels = grid_labels(values.shape, "NLC")[0]
             batch = Batch(values, "NLC", mask, tuple(labels))
-            batch_key = ("generated", batch_size, d_model, lengths, max_len, pad_value,
-                         settings.seed)
             make_batch = (
                 "from lnviz.data import padded_batch  # this page's generator\n\n"
                 f"values, mask = padded_batch({batch_size}, {d_model}, lengths={lengths}, "
                 f"max_len={max_len}, pad_value={float(pad_value)!r}, seed={settings.seed})\n"
                 "x, mask = torch.from_numpy(values), torch.from_numpy(mask)")
-        key = (batch_key, settings.device, settings.dtype)
-        stats = memo(("pd_stats", key),
-                     lambda: feature_stats(batch, settings.device, settings.dtype))
-        outputs = memo(("pd_out", key),
-                       lambda: padding_outputs(batch, settings.device, settings.dtype))
-        sweep = memo(("pd_sweep", key),
-                     lambda: padding_sweep(batch, float(pad_value), device=settings.device,
-                                           dtype=settings.dtype))
+        stats = cached(feature_stats, batch, settings.device, settings.dtype)
+        outputs = cached(padding_outputs, batch, settings.device, settings.dtype)
+        sweep = cached(padding_sweep, batch, float(pad_value), device=settings.device,
+                       dtype=settings.dtype)
     except ValueError as err:
         stop_with_error(err, icon=":material/block:")
 

@@ -16,9 +16,10 @@ from lnviz.lessons.training import (
     summarize,
 )
 from lnviz.limits import current_limits
+from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import show_error
-from lnviz.ui.state import current_settings, memo, request_run
+from lnviz.ui.state import current_settings, request_run
 
 settings = current_settings()
 RESULTS_KEPT = 4  # finished comparisons kept per session, newest last
@@ -105,16 +106,16 @@ stop = st.session_state.pop("tr_stop_requested", False)
 data, data_key = None, None
 if source == "digits":
     data_key = "digits"
-    data = memo(("tr_data", data_key), load_digits_data)
+    data = cached(load_digits_data)
 elif not upload:
     st.info("Upload mnist.npz or the four MNIST IDX files above, or switch back to the built-in "
             "digits.", icon="📂")
 else:
     upload_key = tuple(f.file_id for f in upload)
     try:
-        data = memo(("tr_data", upload_key),
-                    lambda: load_files({f.name: f.getvalue() for f in upload},
-                                       current_limits().training_values))
+        # getvalue() hands back the uploader's bytes without copying them
+        data = cached(load_files, Named({f.name: f.getvalue() for f in upload}, upload_key),
+                      current_limits().training_values)
         data_key = upload_key
     except ValueError as err:
         show_error(f"Cannot read the upload: {err}")
