@@ -1,13 +1,15 @@
 """The app's one cache: what a page computes, and the figures it draws, kept per learner.
 
-Every page calls the library through :func:`cached` (``cached(explore, batch, spec, ...)``
-instead of ``explore(batch, spec, ...)``), and :func:`lnviz.ui.figures.show_figure` keeps its
-figures in the same store. The policy, and why:
+Pages call the library's computations through :func:`cached` (``cached(explore, batch, spec,
+...)`` instead of ``explore(batch, spec, ...)``), and :func:`lnviz.ui.figures.show_figure` keeps
+its figures in the same store. Calls that take well under a millisecond (the ε page's worked
+steps, Scale and shift's 16-sample demos) are made directly: keying them would cost about as
+much as they do. The policy, and why:
 
 - **Per session.** Results live in the learner's ``st.session_state``: nobody sees anything
   computed from anyone else's upload, and everything goes when the session ends. Sharing
   between learners would save only a learner's first visit to a view (the heaviest, Shapes'
-  48-block stack, takes a few hundred milliseconds), and a shared cache cannot let go of one
+  48-block stack, takes about 100 ms), and a shared cache cannot let go of one
   learner's upload when they move on, which :func:`forget_named` does.
 - **Bounded per computation.** Each computation (a library function, a figure builder) keeps
   its last :data:`ENTRIES` results, most recently used last, so a page's computations never push
