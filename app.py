@@ -10,7 +10,7 @@ import sys
 import streamlit as st
 
 from lnviz.ui.pages import PAGES
-from lnviz.ui.state import clean_query_params, logged_run, release_upload, sidebar_settings
+from lnviz.ui.state import clean_query_params, release_upload, sidebar_settings
 
 st.set_page_config(
     page_title="lnviz — see what normalization does",
@@ -18,22 +18,20 @@ st.set_page_config(
     layout="wide",
     menu_items={"About": "lnviz: a visual explorer of LayerNorm, BatchNorm and their relatives."},
 )
-with logged_run() as run:
-    page = st.navigation(
-        {section: [st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
-                   for p in pages] for section, pages in PAGES.items()}
-    )
-    run.page = page.title
-    clean_query_params()  # after st.navigation: a run it starts again stays on this page
-    if page.url_path != "explorer":  # an uploaded tensor is kept only while the Explorer shows it
-        release_upload()
-    # The first run after the server starts loads torch, numpy and plotly (seconds on a small
-    # machine): say so instead of showing a blank page. Later runs find them loaded.
-    starting = None if "torch" in sys.modules else st.empty()
-    if starting is not None:
-        starting.info("Starting lnviz: loading PyTorch and the figures takes a few seconds "
-                      "after the server starts…", icon=":material/hourglass_top:")
-    sidebar_settings()
-    page.run()
-    if starting is not None:
-        starting.empty()
+page = st.navigation(
+    {section: [st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
+               for p in pages] for section, pages in PAGES.items()}
+)
+clean_query_params()  # after st.navigation: a run it starts again stays on this page
+if page.url_path != "explorer":  # an uploaded tensor is kept only while the Explorer shows it
+    release_upload()
+# The first run after the server starts loads torch, numpy and plotly (seconds on a small
+# machine): say so instead of showing a blank page. Later runs find them loaded.
+starting = None if "torch" in sys.modules else st.empty()
+if starting is not None:
+    starting.info("Starting lnviz: loading PyTorch and the figures takes a few seconds "
+                  "after the server starts…", icon=":material/hourglass_top:")
+sidebar_settings()
+page.run()
+if starting is not None:
+    starting.empty()

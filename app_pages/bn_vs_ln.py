@@ -15,9 +15,10 @@ from lnviz.lessons.bn_vs_ln import (
     sharing_cubes,
     variance_table,
 )
+from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
-from lnviz.ui.state import current_settings, keep_in_range, memo
+from lnviz.ui.state import current_settings, keep_in_range
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
 
@@ -108,14 +109,10 @@ feature = cols[2].slider(
 
 sample = fixed_sample(c, settings.seed)
 with refusal(icon=":material/block:"):
-    dependence = memo(
-        ("bl_dep", c, batch_size, redraws, settings.seed, settings.device, settings.dtype),
-        lambda: batch_dependence(sample, batch_size, redraws, settings.seed,
-                                 device=settings.device, dtype=settings.dtype))
-    sweep = memo(
-        ("bl_sweep", c, redraws, settings.seed, settings.device, settings.dtype),
-        lambda: batch_size_sweep(sample, redraws=redraws, seed=settings.seed,
-                                 device=settings.device, dtype=settings.dtype))
+    dependence = cached(batch_dependence, sample, batch_size, redraws, settings.seed,
+                        device=settings.device, dtype=settings.dtype)
+    sweep = cached(batch_size_sweep, sample, redraws=redraws, seed=settings.seed,
+                   device=settings.device, dtype=settings.dtype)
 show_figure(charts.bn_vs_ln.redraws_figure, dependence.batch_norm, dependence.layer_norm,
             dependence.refusal, key="bl_fixed")
 if dependence.refusal:
@@ -159,10 +156,8 @@ minibatch = cols[2].slider(
     help="Samples per training mini-batch. Small m: noisy batch statistics, and a big gap "
          "between the biased (÷m) and unbiased (÷(m−1)) variance.")
 with refusal(icon=":material/block:"):
-    stats = memo(("bl_run", steps, minibatch, c, momentum, settings.seed, settings.device,
-                  settings.dtype),
-                 lambda: running_statistics(steps, minibatch, c, momentum, settings.seed,
-                                            device=settings.device, dtype=settings.dtype))
+    stats = cached(running_statistics, steps, minibatch, c, momentum, settings.seed,
+                   device=settings.device, dtype=settings.dtype)
 show_figure(charts.bn_vs_ln.running_stats_figure,
             stats.batch_mean[:, feature], stats.batch_var[:, feature],
             stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],

@@ -12,17 +12,13 @@ from lnviz.lessons.epsilon import (
     precision_sweep,
     stability_vector,
 )
+from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
-
-# Cached on plain values: the sweeps run LayerNorm dozens of times and Welford's loop is long.
-cached_sweep = st.cache_data(epsilon_sweep, max_entries=16, show_spinner=False)
-cached_precision = st.cache_data(precision_sweep, max_entries=16, show_spinner=False)
-cached_cancellation = st.cache_data(cancellation_sweep, max_entries=8, show_spinner=False)
 
 VECTOR_HELP = {
     "tiny": "seed 000's [0.001, 0.001, 0.0011, 0.0009, 0.001]: σ² = 4e-9",
@@ -60,7 +56,8 @@ st.caption(f"**{vector}**: {VECTOR_HELP[vector]}. Computed in {settings.dtype} o
            f"{settings.device} (sidebar).")
 x = stability_vector(vector)
 with refusal():
-    sweep = cached_sweep(x, seed=settings.seed, device=settings.device, dtype=settings.dtype)
+    sweep = cached(epsilon_sweep, x, seed=settings.seed, device=settings.device,
+                   dtype=settings.dtype)
     steps = epsilon_steps(x, eps, seed=settings.seed, device=settings.device,
                           dtype=settings.dtype)
 
@@ -122,7 +119,8 @@ else:
         bind="query-params", help="Added to every value while the row length varies.")
     options = {"offset": offset}
 with refusal():
-    precision = cached_precision(axis, seed=settings.seed, device=settings.device, **options)
+    precision = cached(precision_sweep, axis, seed=settings.seed, device=settings.device,
+                       **options)
 title = "offset from zero" if axis == "offset" else "row length H"
 show_figure(charts.epsilon.precision_figure, precision.values, precision.errors, title,
             key="ep_precision_chart")
@@ -150,7 +148,7 @@ st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{naive: c
 cancel_size = st.select_slider(
     "Row length", [16, 64, 256, 1024], value=256, key="ep_csize", bind="query-params",
     help="How many values (offset + N(0, 1)) each variance is taken over, in float32.")
-cancellation = cached_cancellation(size=cancel_size, seed=settings.seed)
+cancellation = cached(cancellation_sweep, size=cancel_size, seed=settings.seed)
 show_figure(charts.epsilon.cancellation_figure, cancellation.offsets,
             cancellation.relative_error, cancellation.variances, key="ep_cancel_chart")
 st.caption(

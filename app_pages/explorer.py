@@ -17,12 +17,13 @@ from lnviz.lessons.explorer import (
     step_by_step,
     worked_example_latex,
 )
+from lnviz.ui.cache import Named, cached
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source
-from lnviz.ui.state import current_settings, keep_in_range, memo
+from lnviz.ui.state import current_settings, keep_in_range
 
 CSV_LIMIT = 1_000_000  # values; a larger CSV would be slow to build and to open
 
@@ -42,8 +43,7 @@ with st.container(border=True), refusal():
 
 # --- Computation (one call into lnviz, once per setting) ---------------------------------------
 with refusal(), st.spinner("Normalizing…"):
-    ex = memo(("explore", source_key, spec, settings.device, settings.dtype),
-              lambda: explore(batch, spec, settings.device, settings.dtype))
+    ex = cached(explore, Named(batch, source_key), spec, settings.device, settings.dtype)
 result, shape, layout = ex.result, ex.x.shape, batch.layout
 if ex.impl == "fast":
     st.caption(f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path (torch's "

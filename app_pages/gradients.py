@@ -18,6 +18,7 @@ from lnviz.lessons.gradients import (
     probe_inputs,
     upstream_gradient,
 )
+from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import EPSILONS, eps_label
@@ -77,7 +78,7 @@ with st.container(border=True):
 x = torch.from_numpy(random_batch((n, c), feature_spread=0.5, seed=settings.seed)).double()
 with refusal():
     grad_output = upstream_gradient((n, c), kind, cell=cell, seed=settings.seed)
-    report = gradient_report(x, grad_output, eps)
+    report = cached(gradient_report, x, grad_output, eps)
 ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
 
 # --- Gradients ----------------------------------------------------------------------------------
@@ -118,7 +119,7 @@ st.markdown(
 )
 if n * c <= MAX_JACOBIAN:
     jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
-                 norm_jacobian(x, norm, eps) for norm in GRAD_NORMS}
+                 cached(norm_jacobian, x, norm, eps) for norm in GRAD_NORMS}
     show_figure(charts.gradients.jacobian_figure, jacobians, n, key="gr_jac")
     shares = {name: cross_sample_share(j, n) for name, j in jacobians.items()}
     st.caption(" · ".join(f"{name}: {share:.0%} of Σ|J| outside the sample blocks"
@@ -155,8 +156,8 @@ with st.container(border=True):
                                         "probes change.")
 with refusal():
     x_in, weight = probe_inputs(n, c, seed=settings.seed)
-    table = invariance_probes(x_in, weight, factor=factor, shift=shift, sample=int(sample),
-                              feature=int(feature), eps=eps)
+    table = cached(invariance_probes, x_in, weight, factor=factor, shift=shift,
+                   sample=int(sample), feature=int(feature), eps=eps)
 show_figure(charts.gradients.invariance_figure,
             list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS}, key="gr_probes")
 st.dataframe(table, hide_index=True, key="gr_table", column_config={

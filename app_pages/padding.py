@@ -17,11 +17,12 @@ from lnviz.lessons.padding import (
     padding_snippet,
     padding_sweep,
 )
+from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.source import PaddedControls, padded_sequences
-from lnviz.ui.state import current_settings, keep_in_range, memo
+from lnviz.ui.state import current_settings, keep_in_range
 
 
 def count(k: int, noun: str) -> str:
@@ -64,18 +65,14 @@ with st.container(border=True):
             preset = get_preset("padded_tokens")
             st.caption(preset.description)
             batch = Batch(preset.values, "NLC", preset.mask, preset.labels)
-            recipe, pad_value, batch_key = None, 0.0, ("preset",)
+            recipe, pad_value = None, 0.0
         else:
             batch, recipe = padded_sequences(settings.seed, PADDED)
-            pad_value, batch_key = recipe.pad_value, ("generated", *recipe)
-        key = (batch_key, settings.device, settings.dtype)
-        stats = memo(("pd_stats", key),
-                     lambda: feature_stats(batch, settings.device, settings.dtype))
-        outputs = memo(("pd_out", key),
-                       lambda: padding_outputs(batch, settings.device, settings.dtype))
-        sweep = memo(("pd_sweep", key),
-                     lambda: padding_sweep(batch, float(pad_value), device=settings.device,
-                                           dtype=settings.dtype))
+            pad_value = recipe.pad_value
+        stats = cached(feature_stats, batch, settings.device, settings.dtype)
+        outputs = cached(padding_outputs, batch, settings.device, settings.dtype)
+        sweep = cached(padding_sweep, batch, float(pad_value), device=settings.device,
+                       dtype=settings.dtype)
 
 n, length, d = batch.values.shape
 padding = ~batch.mask.reshape(-1)

@@ -15,14 +15,12 @@ from lnviz.lessons.scale_shift import (
     split_bias,
     two_betas,
 )
+from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
-
-# Cached on plain values: each grid runs LayerNorm nine times on up to 10 000 samples.
-cached_grid = st.cache_data(scale_shift_grid, max_entries=16, show_spinner=False)
 
 FEATURES = 4
 SAMPLES = 16
@@ -55,8 +53,8 @@ samples = st.select_slider(
          "applied. Seed 000 uses 1000.",
 )
 with refusal():
-    grid = cached_grid(n=samples, seed=settings.seed, bins=40, device=settings.device,
-                       dtype=settings.dtype)
+    grid = cached(scale_shift_grid, n=samples, seed=settings.seed, bins=40,
+                  device=settings.device, dtype=settings.dtype)
 show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gammas, grid.betas,
             grid.mean, grid.std, key="ss_grid_chart")
 st.caption(
@@ -77,8 +75,8 @@ beta = cols[1].slider(
     "β (shift)", -3.0, 3.0, FREE_BETA, 0.1, key="ss_beta", bind="query-params",
     help="Added after scaling: the output's mean becomes β.",
 )
-one = cached_grid((gamma,), (beta,), n=samples, seed=settings.seed, bins=78, span=FREE_SPAN,
-                  device=settings.device, dtype=settings.dtype)
+one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=settings.seed, bins=78,
+             span=FREE_SPAN, device=settings.device, dtype=settings.dtype)
 show_figure(charts.scale_shift.histogram_figure, one.centres, one.counts[0, 0],
             float(one.mean[0, 0]), float(one.std[0, 0]), gamma, beta, key="ss_free_chart")
 

@@ -12,7 +12,6 @@ from lnviz.lessons.shapes import (
     ACTIVATIONS,
     SHAPE_EXAMPLES,
     VARIANTS,
-    DepthProfile,
     StackConfig,
     block_snippet,
     depth_profiles,
@@ -21,6 +20,7 @@ from lnviz.lessons.shapes import (
     layer_norm_snippet,
     shape_example,
 )
+from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings, keep_in_range
@@ -28,12 +28,6 @@ from lnviz.ui.state import current_settings, keep_in_range
 settings = current_settings()
 #: The depth slider's maximum (and default): the stack that is computed and cached.
 MAX_DEPTH = 48
-
-
-@st.cache_data(max_entries=16, show_spinner="Sending the batch through the stack…")
-def _profiles(config: StackConfig) -> dict[str, DepthProfile]:
-    # A 48-block stack takes a few hundred milliseconds; every learner shares the results.
-    return depth_profiles(config)
 
 
 st.title("Shapes, and where LayerNorm sits")
@@ -133,9 +127,11 @@ with st.container(border=True):
 with refusal():
     # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
     # slices the cached result.
-    profiles = first_blocks(_profiles(StackConfig(depth=MAX_DEPTH, d_model=d_model,
-                                                  activation=activation, init_gain=gain,
-                                                  seed=settings.seed)), depth)
+    with st.spinner("Sending the batch through the stack…"):
+        deepest = cached(depth_profiles, StackConfig(depth=MAX_DEPTH, d_model=d_model,
+                                                     activation=activation, init_gain=gain,
+                                                     seed=settings.seed))
+    profiles = first_blocks(deepest, depth)
 show_figure(charts.shapes.depth_figure,
             {v: profiles[v].stream for v in VARIANTS},
             {v: profiles[v].attention for v in VARIANTS},

@@ -16,6 +16,7 @@ from lnviz.lessons.training import (
     evaluation_interval,
 )
 from lnviz.limits import current_limits
+from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.jobs import (
     finished_training,
@@ -25,7 +26,7 @@ from lnviz.ui.jobs import (
     train_to_the_end,
 )
 from lnviz.ui.messages import refusal
-from lnviz.ui.state import current_settings, memo
+from lnviz.ui.state import current_settings
 
 settings = current_settings()
 
@@ -102,16 +103,16 @@ with st.container(border=True):
 data, data_key = None, None
 if source == "digits":
     data_key = "digits"
-    data = memo(("tr_data", data_key), load_digits_data)
+    data = cached(load_digits_data)
 elif not upload:
     st.info("Upload mnist.npz or the four MNIST IDX files above, or switch back to the built-in "
             "digits.", icon="📂")
 else:
     upload_key = tuple(f.file_id for f in upload)
     with refusal("Cannot read the upload: ", stop=False):
-        data = memo(("tr_data", upload_key),
-                    lambda: load_files({f.name: f.getvalue() for f in upload},
-                                       current_limits().training_values))
+        # getvalue() hands back the uploader's bytes without copying them
+        data = cached(load_files, Named({f.name: f.getvalue() for f in upload}, upload_key),
+                      current_limits().training_values)
         data_key = upload_key
 if not models:
     st.info("Choose at least one model.", icon="👆")

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lnviz import charts
 from lnviz.devices import available_devices
-
-# Every figure built in a test (unit tests and AppTest runs of the pages) is checked property by
-# property by plotly; the app skips the check for speed.
-charts.base.VALIDATE = True
 
 GPU_DEVICES = [d for d in available_devices() if d != "cpu"]
 

@@ -4,6 +4,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tools.timedserver import append_to, timed_runs
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
@@ -13,12 +15,13 @@ def test_app_starts_and_shows_the_formula():
     assert any("\\gamma" in latex.value for latex in at.latex)
 
 
-def test_each_run_is_timed_into_the_run_log(tmp_path, monkeypatch):
+def test_each_run_is_timed_into_the_run_log(tmp_path):
+    """tools/timedserver.py, which the load test starts the server with, logs every run."""
     log = tmp_path / "runs.log"
-    monkeypatch.setenv("LNVIZ_RUN_LOG", str(log))
     at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page("app_pages/padding.py").run()
-    at.run()
+    with timed_runs(append_to(log)):
+        at.switch_page("app_pages/padding.py").run()
+        at.run()
     lines = [line.split(" ", 2) for line in log.read_text().splitlines()]
     assert len(lines) >= 2 and lines[-1][2] == "Padding and sequences"
     assert all(0 < float(ms) < 60_000 for _, ms, _ in lines)

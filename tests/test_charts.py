@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+from collections.abc import Callable
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+import torch
 
 from lnviz import charts
 from lnviz.batch import Batch, NormSpec, grid_view, group_ids, to_grid
+from lnviz.data import get_preset, random_batch
+from lnviz.lessons import bn_vs_ln, padding, performance, scale_shift, shapes
 from lnviz.lessons.explorer import explore, histogram
 
 MB = 1_000_000
@@ -98,45 +104,160 @@ def test_figure_tables_expose_the_numbers_behind_a_figure():
     assert points["y"].tolist() == [2.0, 0.0, 1.0, 1.0]
 
 
-def _sample_figures() -> list[go.Figure]:
-    """One figure of each layout kind: panels with padding marks, a 3 × 3 grid of shared axes,
-    log axes with an annotation, heatmaps with text, shapes across panels, cubes."""
+@functools.cache  # built once per test run; the tests only read the figures
+def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
+    """At least one figure of every public builder of every charts module, with data shaped as
+    the pages pass it (from the lessons' own functions where they are quick), and the branches
+    that change a figure's layout: padding marks, a 3 × 3 grid of shared axes, log axes with an
+    annotation, heatmaps with text, shapes across panels, cubes, a refusal, NaN gaps."""
     rng = np.random.default_rng(0)
     grid = rng.normal(size=(4, 5))
     groups = np.repeat(np.arange(4), 5).reshape(4, 5)
+    sample = bn_vs_ln.fixed_sample(4)
+    dependence = bn_vs_ln.batch_dependence(sample, 4, redraws=3)
+    refused = bn_vs_ln.batch_dependence(sample, 1, redraws=3)
+    sizes = bn_vs_ln.batch_size_sweep(sample, batch_sizes=(2, 4), redraws=3)
+    run = bn_vs_ln.running_statistics(3, 4, 4)
+    cubes = bn_vs_ln.sharing_cubes((2, 3, 2, 2), "NCHW", groups=3)
+    preset = get_preset("padded_tokens")
+    batch = Batch(preset.values, "NLC", preset.mask, preset.labels)
+    stats = padding.feature_stats(batch)
+    outputs = padding.padding_outputs(batch)
+    sweep = padding.padding_sweep(batch, fractions=(0.0, 0.5))
+    one = scale_shift.scale_shift_grid((1.5,), (0.5,), n=100, bins=78, span=(-13.0, 13.0))
+    x = torch.from_numpy(random_batch((16, 4), seed=0))
+    features = scale_shift.per_feature_affine(x, [0.5, 1.0, 2.0, 1.0], [-1.0, 0.0, 1.0, 2.0],
+                                              "LayerNorm")
+    recoveries = {"BatchNorm": scale_shift.recover_input(x, "BatchNorm"),
+                  "LayerNorm": scale_shift.recover_input(x, "LayerNorm")}
+    wx, uh, bias = scale_shift.lstm_gate_inputs()
+    betas = scale_shift.two_betas(wx, uh, *scale_shift.split_bias(bias, 0.5))
+    profile = {variant: np.linspace(1.0, 2.0, 4) for variant in shapes.VARIANTS}
+    bench_rows = [performance.Row("layer", "torch", 64, 64, "cpu", 1e-5, 3.2, 0.5),
+                  performance.Row("layer", "fast", 64, 64, "cpu", 2e-5, 1.6, 0.5)]
+    c = charts
     return [
-        charts.explorer.norm_heatmaps(grid, -grid, groups, padding=grid > 1.0,
-                                      row_labels=list("abcd")),
-        charts.scale_shift.grid_figure(np.linspace(-3, 3, 7), rng.integers(0, 9, (3, 3, 7)),
-                                  [0.5, 1.0, 2.0], [-1.0, 0.0, 1.0], np.zeros((3, 3)),
-                                  np.ones((3, 3))),
-        charts.epsilon.sweep_figure(np.logspace(-8, 0, 5), np.zeros(5), np.zeros(5), 0.0, 1e-5),
-        charts.gradients.heatmaps({"x": grid, "y": grid * 2}),
-        charts.training.gates_figure({"LSTM": rng.normal(size=(6, 5)),
-                                      "LN-LSTM": rng.normal(size=(6, 5))}),
-        charts.bn_vs_ln.sharing_figure((2, 3, 4), ["BatchNorm", "LayerNorm"],
-                                   [np.ones((2, 1, 4), bool), None], ["one", "two"]),
-        charts.explorer.group_stats_figure(grid[0], grid[1], grid[2], grid[3]),
-        charts.explorer.distributions_figure(histogram(grid.ravel()), histogram(grid.ravel() * 2)),
-        charts.gradients.jacobian_figure({"LayerNorm": np.eye(4), "BatchNorm": np.ones((4, 4))}, 2),
-        charts.training.curves_figure({"LSTM": {"step": [1, 2], "loss": [2.0, 1.0],
-                                                "accuracy": [0.1, 0.5]}}, 10, chance=0.1),
-        charts.training.grad_norm_figure({"LSTM": [1.0, 2.0]}),
-        charts.epsilon.cancellation_figure(np.array([1.0, 1e4]), {"naive": np.array([0.1, 2.0])},
-                                       {"naive": np.array([1.0, -1.0])}),
+        (c.explorer.norm_heatmaps, c.explorer.norm_heatmaps(
+            grid, -grid, groups, padding=grid > 1.0, row_labels=list("abcd"))),
+        (c.explorer.group_stats_figure, c.explorer.group_stats_figure(
+            grid[0], grid[1], grid[2], grid[3], labels=list("abcde"))),
+        (c.explorer.distributions_figure, c.explorer.distributions_figure(
+            histogram(grid.ravel()), histogram(grid.ravel() * 2))),
+        (c.scale_shift.grid_figure, c.scale_shift.grid_figure(
+            np.linspace(-3, 3, 7), rng.integers(0, 9, (3, 3, 7)), [0.5, 1.0, 2.0],
+            [-1.0, 0.0, 1.0], np.zeros((3, 3)), np.ones((3, 3)))),
+        (c.scale_shift.histogram_figure, c.scale_shift.histogram_figure(
+            one.centres, one.counts[0, 0], float(one.mean[0, 0]), float(one.std[0, 0]), 1.5,
+            0.5)),
+        (c.scale_shift.feature_figure, c.scale_shift.feature_figure(
+            features.output, features.gamma, features.beta, features.mean, features.std)),
+        (c.scale_shift.recovery_figure, c.scale_shift.recovery_figure(
+            x.double().numpy(), {name: r.output for name, r in recoveries.items()},
+            {name: r.max_error for name, r in recoveries.items()})),
+        (c.scale_shift.two_betas_figure, c.scale_shift.two_betas_figure(
+            betas.beta1, betas.beta2, betas.separate[0], betas.merged[0])),
+        (c.epsilon.sweep_figure, c.epsilon.sweep_figure(
+            np.logspace(-8, 0, 5), np.zeros(5), np.zeros(5), 0.0, 1e-5)),
+        (c.epsilon.precision_figure, c.epsilon.precision_figure(
+            np.array([1.0, 1e3, 1e5]), {"float16": np.array([1e-3, 0.1, np.nan]),
+                                        "float32": np.array([1e-7, 1e-5, 1e-3])}, "offset")),
+        (c.epsilon.cancellation_figure, c.epsilon.cancellation_figure(
+            np.array([1.0, 1e4]), {"naive": np.array([0.1, 2.0])},
+            {"naive": np.array([1.0, -1.0])})),
+        (c.gradients.heatmaps, c.gradients.heatmaps({"x": grid, "y": grid * 2})),
+        (c.gradients.param_figure, c.gradients.param_figure(
+            {"LayerNorm": grid[0], "BatchNorm": grid[1]},
+            {"LayerNorm": grid[2], "BatchNorm": grid[2]})),
+        (c.gradients.jacobian_figure, c.gradients.jacobian_figure(
+            {"LayerNorm": np.eye(4), "BatchNorm": np.ones((4, 4))}, 2)),
+        (c.gradients.invariance_figure, c.gradients.invariance_figure(
+            ["shift one sample", "scale all of W"],
+            {"LayerNorm": [1e-16, 0.5], "BatchNorm": [0.3, 0.0]})),
+        (c.training.curves_figure, c.training.curves_figure(
+            {"LSTM": {"step": [1, 2], "loss": [2.0, 1.0], "accuracy": [0.1, 0.5]}}, 10,
+            chance=0.1)),
+        (c.training.grad_norm_figure, c.training.grad_norm_figure({"LSTM": [1.0, 2.0]})),
+        (c.training.gates_figure, c.training.gates_figure(
+            {"LSTM": rng.normal(size=(6, 5)), "LN-LSTM": rng.normal(size=(6, 5))})),
+        (c.bn_vs_ln.sharing_figure, c.bn_vs_ln.sharing_figure(
+            (2, 3, 4), ["BatchNorm", "LayerNorm"], [np.ones((2, 1, 4), bool), None],
+            ["one", "two"])),
+        (c.bn_vs_ln.sharing_figure, c.bn_vs_ln.sharing_figure(
+            (2, 3, 4), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
+            [cube.note for cube in cubes])),
+        (c.bn_vs_ln.redraws_figure, c.bn_vs_ln.redraws_figure(
+            dependence.batch_norm, dependence.layer_norm, dependence.refusal)),
+        (c.bn_vs_ln.redraws_figure, c.bn_vs_ln.redraws_figure(
+            refused.batch_norm, refused.layer_norm, refused.refusal)),
+        (c.bn_vs_ln.batch_sizes_figure, c.bn_vs_ln.batch_sizes_figure(
+            sizes.batch_sizes, sizes.batch_norm[:, :, 0], sizes.layer_norm[:, :, 0], 0)),
+        (c.bn_vs_ln.running_stats_figure, c.bn_vs_ln.running_stats_figure(
+            run.batch_mean[:, 0], run.batch_var[:, 0], run.batch_var_unbiased[:, 0],
+            run.running_mean[:, 0], run.running_var[:, 0], bn_vs_ln.POPULATION_MEAN,
+            bn_vs_ln.POPULATION_VAR)),
+        (c.bn_vs_ln.modes_figure, c.bn_vs_ln.modes_figure(
+            run.train_output, run.eval_output, run.layer_norm_output)),
+        (c.padding.feature_stats_figure, c.padding.feature_stats_figure(
+            stats.mean_with_pad, stats.mean_masked, stats.std_with_pad, stats.std_masked)),
+        (c.padding.tokens_figure, c.padding.tokens_figure(
+            [(title, out.reshape(-1, out.shape[-1])) for title, out in outputs.items()],
+            ~batch.mask.reshape(-1), batch.row_labels)),
+        (c.padding.share_figure, c.padding.share_figure(
+            sweep.fraction, sweep.mean_with_pad[:, 0], sweep.mean_masked[:, 0],
+            sweep.std_with_pad[:, 0], sweep.std_masked[:, 0], sweep.drift_with_pad,
+            sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction)),
+        (c.padding.pad_row_figure, c.padding.pad_row_figure(np.array([0.5, -0.5]), 0.5)),
+        (c.padding.pad_row_figure, c.padding.pad_row_figure(np.array([np.nan, np.nan]), 0.0)),
+        (c.performance.bench_figure, c.performance.bench_figure(bench_rows, {64 * 64: 6.4})),
+        (c.shapes.depth_figure, c.shapes.depth_figure(profile, profile, profile)),
     ]
 
 
-def test_figures_built_without_validation_send_the_same_json(monkeypatch):
-    validated = [json.loads(fig.to_json()) for fig in _sample_figures()]
-    monkeypatch.setattr(charts.base, "VALIDATE", False)
-    assert [json.loads(fig.to_json()) for fig in _sample_figures()] == validated
+def _sample_figures() -> list[go.Figure]:
+    return [fig for _, fig in _builder_samples()]
 
 
-def test_validation_is_on_in_the_tests_and_catches_a_misspelt_property():
-    assert charts.base.VALIDATE
+def _public_builders() -> set[Callable[..., go.Figure]]:
+    """Every public function of every lesson's charts module (all of them build figures)."""
+    modules = [getattr(charts, name) for name in charts.__all__ if name != "base"]
+    return {function for module in modules
+            for name, function in inspect.getmembers(module, inspect.isfunction)
+            if function.__module__ == module.__name__ and not name.startswith("_")}
+
+
+def test_every_public_builder_has_a_sample_figure():
+    builders = _public_builders()
+    assert len(builders) >= 29  # what the charts modules held when this test was written
+    assert all(inspect.signature(b, eval_str=True).return_annotation is go.Figure
+               for b in builders)
+    sampled = {builder for builder, _ in _builder_samples()}
+    assert builders - sampled == set(), "add a sample figure of every new builder above"
+
+
+@pytest.mark.parametrize("index", range(len(_builder_samples())))
+def test_every_builder_makes_a_valid_figure_that_sends_the_same_json(index):
+    """The app builds figures without plotly's validation (charts.base.figure), and so do the
+    tests: validating each builder's figure here checks exactly what production sends."""
+    builder, fig = _builder_samples()[index]
+    sent = json.loads(fig.to_json())
+    validated = go.Figure(fig.to_dict())  # raises ValueError on any invalid property or value
+    assert json.loads(validated.to_json()) == sent, builder.__qualname__
+
+
+def test_validation_catches_a_misspelt_property():
+    fig = charts.base.figure([dict(type="bar", y=[1], marker=dict(colour="red"))], {})
     with pytest.raises(ValueError, match="colour"):
-        charts.base.figure([dict(type="bar", y=[1], marker=dict(colour="red"))], {})
+        go.Figure(fig.to_dict())
+
+
+def test_figures_drop_unset_entries_as_validation_would():
+    fig = charts.base.figure([dict(type="scatter", x=[1, None, 2], y=[1, 2, 3],
+                                   marker=dict(color=None, size=3), name=None)],
+                             dict(title=dict(text="t"), xaxis=dict(range=None)))
+    sent = json.loads(fig.to_json())
+    assert sent["data"] == [{"type": "scatter", "x": [1, None, 2], "y": [1, 2, 3],
+                             "marker": {"size": 3}}]
+    assert sent["layout"]["xaxis"] == {} and sent["layout"]["title"] == {"text": "t"}
 
 
 def test_a_diagram_has_no_data_tables_and_a_chart_does():

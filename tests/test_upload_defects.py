@@ -21,6 +21,7 @@ from lnviz.batch import grid_labels, grid_view, to_grid
 from lnviz.data import get_preset, random_batch
 from lnviz.data.files import TensorFileError, TensorTooLargeError, load_arrays
 from lnviz.limits import DEMO_LIMITS, EXPLORER_BYTES_PER_VALUE, FULL_LIMITS
+from lnviz.ui.cache import STORE_KEY, names_in
 
 EXPLORER = "app_pages/explorer.py"
 
@@ -150,9 +151,9 @@ def test_demo_mode_refuses_the_reported_2m_value_file(monkeypatch):
 
 def held(at) -> tuple[bool, list]:
     """Whether the session keeps an uploaded file, and the keys of its results from uploads."""
-    memo = at.session_state["_lnviz_memo"] if "_lnviz_memo" in at.session_state else {}  # noqa: SIM401 (no .get on AppTest's session state)
-    keys = [key for store in memo.values() for key in store
-            if any(isinstance(part, tuple) and part[:1] == ("upload",) for part in key)]
+    cache = at.session_state[STORE_KEY] if STORE_KEY in at.session_state else {}  # noqa: SIM401 (no .get on AppTest's session state)
+    keys = [key for store in cache.values() for key in store
+            if any(isinstance(name, tuple) and name[:1] == ("upload",) for name in names_in(key))]
     return "_upload" in at.session_state, keys
 
 

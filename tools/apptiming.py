@@ -20,13 +20,11 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
-from streamlit.runtime.scriptrunner import script_runner
-from streamlit.runtime.scriptrunner.exec_code import exec_func_with_error_handling
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
 
@@ -35,6 +33,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere: lnviz is beside 
 
 from lnviz.lessons.performance import machine  # noqa: E402
 from lnviz.ui.pages import PAGES  # noqa: E402
+from tools.timedserver import timed_runs  # noqa: E402
 
 SKIPPED = {"app_pages/training.py", "app_pages/performance.py"}
 
@@ -44,17 +43,9 @@ def _server_like(script_seconds: list[float]) -> Iterator[None]:
     """Let every AppTest run share one compiled copy of the scripts, as the server does, and
     append each script run's seconds to ``script_seconds``."""
     cache = ScriptCache()
-
-    def timed(func: Callable[[], object], ctx: object) -> object:
-        start = time.perf_counter()
-        try:
-            return exec_func_with_error_handling(func, ctx)
-        finally:
-            script_seconds.append(time.perf_counter() - start)
-
     with mock.patch("streamlit.testing.v1.app_test.ScriptCache", lambda: cache), \
             mock.patch("streamlit.testing.v1.local_script_runner.ScriptCache", lambda: cache), \
-            mock.patch(f"{script_runner.__name__}.exec_func_with_error_handling", timed):
+            timed_runs(lambda seconds, _page: script_seconds.append(seconds)):
         yield
 
 

@@ -8,9 +8,10 @@ A script, not a pytest test::
 
 What it does, bounded in count and time throughout:
 
-1. starts ``python -m streamlit run app.py`` on a free port of 127.0.0.1 (nothing else is ever
-   contacted), waits for ``/_stcore/health`` and reads the server's resident memory (VmRSS of
-   the process and its children, from /proc);
+1. starts ``streamlit run app.py`` through tools/timedserver.py (which logs every script run's
+   time) on a free port of 127.0.0.1 (nothing else is ever contacted), waits for
+   ``/_stcore/health`` and reads the server's resident memory (VmRSS of the process and its
+   children, from /proc);
 2. starts one process per session, each with its own ``sync_playwright()`` and its own headless
    Debian Chromium (``shutil.which("chromium")``); every session opens the home page, and once
    all are ready they start together;
@@ -616,11 +617,11 @@ def run(args: argparse.Namespace) -> dict:
     deadline = started_at + args.timeout
     port = args.port or free_port()
     base = f"http://127.0.0.1:{port}"
-    command = server_command(port)
     fd, log_name = tempfile.mkstemp(prefix="lnviz-loadtest-", suffix=".log")
     log = os.fdopen(fd, "wb")
     fd, runs_name = tempfile.mkstemp(prefix="lnviz-loadtest-runs-", suffix=".log")
-    os.close(fd)  # the server appends one line per script run (LNVIZ_RUN_LOG)
+    os.close(fd)  # the server appends one line per script run (tools/timedserver.py)
+    command = server_command(port, run_log=runs_name)
     ctx = mp.get_context("spawn")
     workers: list[mp.Process] = []
     server: subprocess.Popen | None = None
@@ -638,8 +639,7 @@ def run(args: argparse.Namespace) -> dict:
     got: list[dict] = []
 
     try:
-        server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "LNVIZ_RUN_LOG": runs_name})
+        server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         while not healthy(base):
             if server.poll() is not None:
                 raise SystemExit(f"the server exited with code {server.returncode}; log: "
@@ -781,7 +781,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _server_runs(path: Path, window: tuple[float, float] | None) -> dict:
-    """The server's own script-run times (LNVIZ_RUN_LOG) while the sessions walked."""
+    """The server's own script-run times (tools/timedserver.py) while the sessions walked."""
     runs: list[tuple[float, str]] = []
     with contextlib.suppress(OSError):
         for line in path.read_text(encoding="utf-8").splitlines():

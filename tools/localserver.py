@@ -43,11 +43,15 @@ def healthy(base_url: str) -> bool:
         return False
 
 
-def server_command(port: int) -> list[str]:
+def server_command(port: int, run_log: str | None = None) -> list[str]:
     """``python -m streamlit run app.py`` on ``port`` of 127.0.0.1, headless, without usage
     statistics and without watching the sources (others may edit them while it runs). Run it
-    from the repository root."""
-    return [sys.executable, "-m", "streamlit", "run", "app.py",
-            "--server.port", str(port), "--server.address", HOST,
+    from the repository root.
+
+    With ``run_log``, the server is started through tools/timedserver.py, which appends the
+    time of every script run to that file."""
+    start = ([sys.executable, "tools/timedserver.py", run_log] if run_log
+             else [sys.executable, "-m", "streamlit", "run", "app.py"])
+    return [*start, "--server.port", str(port), "--server.address", HOST,
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none"]

@@ -2,10 +2,11 @@
 legends and colorbars that fit a phone, and the tables of numbers behind a figure.
 
 Every figure is built from plain dicts in a single ``go.Figure(data=..., layout=...)`` call
-(:func:`figure`), with panels laid out by :func:`panel_grid`: plotly's ``make_subplots``,
-``add_trace`` and ``update_*`` validate the figure again on every call, which cost multi-panel
-figures 20–120 ms each per rerun (a 3 × 3 grid of histograms: 121 ms that way, 65 ms in one
-call, 9 ms in one call without validation; see :data:`VALIDATE`).
+without plotly's property-by-property validation (:func:`figure`), with panels laid out by
+:func:`panel_grid`: plotly's ``make_subplots``, ``add_trace`` and ``update_*`` validate the
+figure again on every call. Scale and shift's 3 × 3 grid of histograms takes 4 ms this way,
+13 ms validated, and over 100 ms through ``make_subplots`` (docs/benchmarks.md, section 3).
+tests/test_charts.py validates a figure of every builder instead.
 """
 
 from __future__ import annotations
@@ -32,11 +33,6 @@ BEFORE, AFTER = OKABE_ITO[0], OKABE_ITO[1]
 
 #: Okabe–Ito's blue, darker: the shaded side of a cube drawn in that blue.
 DARK_BLUE = "#005A8C"
-#: Whether plotly checks every property of a figure as it builds it. The check catches a
-#: misspelt property or a value of the wrong kind, and costs most of a figure's build time; the
-#: test suite turns it on (tests/conftest.py), so every builder is checked there, and the app
-#: builds without it. A valid figure's JSON is the same either way (tested).
-VALIDATE = False
 #: Text that warns of a mistake on a figure.
 ALERT_FONT = dict(color="#B00020", size=13)
 #: The width in pixels of a figure's plot area on a 390-px phone (iPhone 12–15, upright): the
@@ -101,13 +97,16 @@ def compact(values: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 def figure(data: list[dict], layout: dict) -> go.Figure:
-    """``go.Figure(data=data, layout=layout)``, validated only when :data:`VALIDATE` is on.
+    """``go.Figure(data=data, layout=layout)``, built without plotly's validation.
 
-    Builders write nested dicts (``title=dict(text=...)``, not plotly's ``title_text``
-    shorthand, which only validation expands); entries set to None mean "not set" and are
-    dropped, as validation drops them. The top margin is raised where the panel titles of
-    :func:`panel_grid` need more lines than it holds (and a row more for a legend on top:
-    plotly reserves the legend's room in the margin, not the titles').
+    The check catches a misspelt property or a value of the wrong kind and costs two thirds of a
+    figure's build time, so the app and the tests skip it here; tests/test_charts.py validates a
+    figure of every builder and checks that it sends the same JSON. Builders write nested dicts
+    (``title=dict(text=...)``, not plotly's ``title_text`` shorthand, which only validation
+    expands); entries set to None mean "not set" and are dropped, as validation drops them.
+    The top margin is raised where the panel titles of :func:`panel_grid` need more lines than
+    it holds (and a row more for a legend on top: plotly reserves the legend's room in the
+    margin, not the titles').
     """
     titles = [a for a in layout.get("annotations", ()) if a.get("name") == _PANEL_TITLE
               and a.get("y", 0) >= 1]
@@ -117,8 +116,6 @@ def figure(data: list[dict], layout: dict) -> go.Figure:
             need += _LEGEND_ROW_PX
         margin = layout.setdefault("margin", {})
         margin["t"] = max(margin.get("t", 0), int(np.ceil(need)))
-    if VALIDATE:
-        return go.Figure(data=data, layout=layout)
     return go.Figure(data=_unset(data), layout=_unset(layout), _validate=False)
 
 

@@ -1,10 +1,10 @@
 """Drawing a figure the accessible way: the chart, and its numbers as tables behind an
 expander (for screen readers, keyboard users and anyone who wants the values).
 
-Figures are built through a cache keyed by the builder and its arguments: moving one control
-rebuilds only the figures whose numbers changed, which keeps a rerun fast (plotly spends
-milliseconds validating every trace of a figure it builds). The cache holds each figure in the
-plain-dict form that ``st.plotly_chart`` sends, so a rerun does not deep-copy it again either.
+Figures are kept in the app's one cache (:mod:`lnviz.ui.cache`), keyed by the builder and its
+arguments: moving one control rebuilds only the figures whose numbers changed (a build costs
+about 1 ms per figure, a few ms for a grid of panels). Each is kept in the plain-dict form that
+``st.plotly_chart`` sends, so a rerun does not deep-copy it again either (another ~1 ms each).
 """
 
 from __future__ import annotations
@@ -13,23 +13,19 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from lnviz.charts.base import figure_tables, has_tables
-
-#: Figures kept across reruns and sessions. Each is bounded (at most 128 × 128 cells of a tensor
-#: are ever drawn), so the cache stays at tens of megabytes.
-FIGURE_CACHE_ENTRIES = 128
+from lnviz.ui.cache import fingerprint, remember
 
 
 class _FinishedFigure(go.Figure):
     """A figure whose dict form is computed once.
 
     ``st.plotly_chart`` turns a figure into a dict with ``to_dict()`` on every call, which
-    deep-copies every trace and re-encodes its arrays (about a quarter of a rerun's time on the
-    explorer). A finished figure hands back the dict it was made from; it is never modified.
+    deep-copies every trace (about 1 ms a figure, as long as building it without validation).
+    A finished figure hands back the dict it was made from; it is never modified.
     """
 
     def __init__(self, fig: go.Figure) -> None:
@@ -51,40 +47,20 @@ def _builder(module: str, name: str) -> Callable[..., go.Figure]:
     return getattr(importlib.import_module(module), name, None)
 
 
-@st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, ttl=3600, show_spinner=False)
-def _built(module: str, name: str, args: tuple, kwargs: dict) -> _FinishedFigure:
-    """``<module>.<name>(*args, **kwargs)``, shared read-only between reruns and sessions.
-
-    Figures depend only on their arguments (no session data), so sharing them between learners
-    shows nobody anything of anyone else's.
-    """
-    return _FinishedFigure(_builder(module, name)(*args, **kwargs))
-
-
-@st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, ttl=3600, show_spinner=False)
-def _tables(module: str, name: str, args: tuple, kwargs: dict
-            ) -> list[tuple[str, pd.DataFrame]]:
-    """The numbers behind ``<module>.<name>(*args, **kwargs)``
-    (:func:`lnviz.charts.base.figure_tables`).
-
-    Built again from the arguments when a learner opens the tables, rather than kept with every
-    figure that nobody inspects.
-    """
-    return figure_tables(_builder(module, name)(*args, **kwargs))
-
-
 def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
                 caption: str | None = None, **kwargs: Any) -> None:
     """Draw ``builder(*args, **kwargs)`` (a figure builder of :mod:`lnviz.charts`) with
     ``st.plotly_chart``, plus a "Data behind this figure" expander with one table per trace.
 
-    The figure (and its tables, once asked for) come from caches keyed by the builder's name
-    and arguments.
+    The figure (and its tables, once asked for) come from the session's cache, keyed by the
+    builder and its arguments.
     """
     module, name = getattr(builder, "__module__", ""), getattr(builder, "__name__", "")
     if not module.startswith("lnviz.charts.") or _builder(module, name) is not builder:
         raise TypeError(f"show_figure takes a figure builder from lnviz.charts, not {builder!r}")
-    fig = _built(module, name, args, kwargs)
+    arguments = (fingerprint(args), fingerprint(kwargs))
+    fig = remember(f"figure {module}.{name}", arguments,
+                   lambda: _FinishedFigure(builder(*args, **kwargs)))
     st.plotly_chart(fig, key=key)
     if caption:
         st.caption(caption)
@@ -97,6 +73,10 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
     with data:
         if not data.open:
             return
-        for title, table in _tables(module, name, args, kwargs):
+        # Built again from the arguments when a learner opens them, rather than kept with
+        # every figure that nobody inspects.
+        tables = remember(f"tables {module}.{name}", arguments,
+                          lambda: figure_tables(builder(*args, **kwargs)))
+        for title, table in tables:
             st.markdown(f"**{title}**")
             st.dataframe(table, height=min(35 * (len(table) + 1) + 3, 300))

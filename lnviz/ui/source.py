@@ -1,8 +1,8 @@
 """The data-source picker: presets, generators, typed numbers and uploaded .npy/.npz files.
 
 :func:`data_source` draws the controls and returns a :class:`lnviz.batch.Batch` plus a key
-that identifies it (for memoising what is computed from it), or ``None`` after showing the
-learner a clear message about what is wrong.
+that names it (for :class:`lnviz.ui.cache.Named`), or ``None`` after showing the learner a clear
+message about what is wrong.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from lnviz.batch import LAYOUTS, Batch
 from lnviz.data.files import TensorTooLargeError, load_arrays
 from lnviz.lessons.padding import PaddedRecipe, check_lengths
 from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
+from lnviz.ui.cache import cached
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import number_table
 from lnviz.ui.state import UPLOAD_KEY, release_upload, url_text
@@ -37,24 +38,6 @@ _DEFAULT_TABLE = pd.DataFrame(
     [[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0], [0.5, -1.0, 3.5, 10.0]],
     columns=["f0", "f1", "f2", "f3"],
 )
-
-
-@st.cache_data(max_entries=8, show_spinner="Generating the batch…")
-def _random(layout: str, shape: tuple[int, ...], distribution: str, spread: float,
-            seed: int) -> np.ndarray:
-    return data.random_batch(shape, distribution=distribution, feature_spread=spread, seed=seed)
-
-
-@st.cache_data(max_entries=8, show_spinner="Generating sequences…")
-def _padded(batch: int, d_model: int, lengths: tuple[int, ...] | None, max_len: int,
-            pad_value: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    return data.padded_batch(batch, d_model, lengths=lengths, max_len=max_len,
-                             pad_value=pad_value, seed=seed)
-
-
-@st.cache_data(max_entries=8, show_spinner="Generating images…")
-def _images(n: int, c: int, h: int, w: int, spread: float, seed: int) -> np.ndarray:
-    return data.image_batch(n, c, h, w, seed=seed, channel_spread=spread)
 
 
 def data_source(seed: int) -> tuple[Batch, tuple] | None:
@@ -127,7 +110,9 @@ def _random_source(seed: int) -> tuple[Batch, tuple]:
              "10^±spread — the situation normalization exists for.",
     )
     _check_size(shape)
-    values = _random(layout, tuple(int(s) for s in shape), distribution, float(spread), seed)
+    with st.spinner("Generating the batch…"):
+        values = cached(data.random_batch, tuple(int(s) for s in shape),
+                        distribution=distribution, feature_spread=float(spread), seed=seed)
     return Batch(values, layout), ("random", layout, shape, distribution, spread, seed)
 
 
@@ -195,7 +180,10 @@ def padded_sequences(seed: int, controls: PaddedControls) -> tuple[Batch, Padded
         batch = len(lengths)
     _check_size((batch, max_len, d_model))
     recipe = PaddedRecipe(int(batch), int(d_model), lengths, int(max_len), float(pad_value), seed)
-    values, mask = _padded(*recipe)
+    with st.spinner("Generating sequences…"):
+        values, mask = cached(data.padded_batch, recipe.batch_size, recipe.d_model,
+                              lengths=recipe.lengths, max_len=recipe.max_len,
+                              pad_value=recipe.pad_value, seed=recipe.seed)
     return Batch(values, "NLC", mask), recipe
 
 
@@ -216,7 +204,9 @@ def _image_source(seed: int) -> tuple[Batch, tuple]:
                             bind="query-params",
                             help="How differently scaled and offset the channels are.")
     _check_size((n, c, side, side))
-    values = _images(int(n), int(c), int(side), int(side), float(spread), seed)
+    with st.spinner("Generating images…"):
+        values = cached(data.image_batch, int(n), int(c), int(side), int(side), seed=seed,
+                        channel_spread=float(spread))
     return Batch(values, "NCHW"), ("images", n, c, side, spread, seed)
 
 
@@ -259,8 +249,8 @@ def _upload_source() -> tuple[Batch, tuple] | None:
         st.info("Upload a .npy or .npz file to explore your own tensor, e.g. "
                 "`numpy.save('acts.npy', activations)`.", icon="📂")
         return None
-    cached = st.session_state.get(UPLOAD_KEY)
-    if cached is None or cached[0] != uploaded.file_id:
+    held = st.session_state.get(UPLOAD_KEY)
+    if held is None or held[0] != uploaded.file_id:
         release_upload()  # the previous file's arrays and results, before the new one loads
         try:
             arrays = load_arrays(uploaded.getvalue(), max_elements=cap,

@@ -1,21 +1,16 @@
-"""Settings shared by every page (device, precision, seed) and a small per-session memo."""
+"""Settings shared by every page (device, precision, seed), URL-bound controls, and the
+Explorer's upload."""
 
 from __future__ import annotations
 
 import math
-import os
-import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import streamlit as st
 
-T = TypeVar("T")
-_MEMO_KEY = "_lnviz_memo"
-_MEMO_ENTRIES = 2  # per slot: results can hold several full-size tensors, keep few per learner
+from lnviz.ui.cache import forget_named
 
 
 @dataclass(frozen=True)
@@ -138,34 +133,6 @@ def keep_in_range(key: str, options: Sequence[int], *, reset_to: int | None = No
             options, key=lambda option: (abs(option - value), option))
 
 
-#: Environment variable naming a file to which every script run appends its duration.
-RUN_LOG_ENV = "LNVIZ_RUN_LOG"
-
-
-@dataclass
-class RunRecord:
-    """What :func:`logged_run` writes for one run: the page, filled in once it is known."""
-
-    page: str = "?"
-
-
-@contextmanager
-def logged_run() -> Iterator[RunRecord]:
-    """Time one run of the app's script and, when ``LNVIZ_RUN_LOG`` names a file, append
-    "<unix time> <milliseconds> <page>" to it — the server-side rerun time, as the load test
-    reads it. Costs nothing when the variable is unset."""
-    path = os.environ.get(RUN_LOG_ENV)
-    record = RunRecord()
-    start = time.perf_counter()
-    try:
-        yield record
-    finally:
-        if path:
-            with open(path, "a", encoding="utf-8") as log:
-                log.write(f"{time.time():.3f} {(time.perf_counter() - start) * 1e3:.1f} "
-                          f"{record.page}\n")
-
-
 def sidebar_settings() -> Settings:
     """Draw the shared sidebar controls (once, from app.py) and return their values."""
     # Imported here, not at the top: it loads torch, and app.py imports this module before it
@@ -200,34 +167,6 @@ def current_settings() -> Settings:
     return st.session_state.get("_settings", Settings("cpu", "float32", 0))
 
 
-def memo(key: tuple, compute: Callable[[], T]) -> T:
-    """``compute()`` once per ``key`` for this session, keeping the last few results per slot.
-
-    ``key`` is a tuple whose first item names the slot (``("bl_sweep", n, seed)``): each slot
-    keeps its own last :data:`_MEMO_ENTRIES` results, so a page's several computations do not
-    push one another out. Per-session (never shared between learners) and bounded, unlike a
-    global cache; used for results that hold large tensors, which ``st.cache_data`` would copy
-    on every hit.
-    """
-    slots: dict = st.session_state.setdefault(_MEMO_KEY, {})
-    store: dict = slots.setdefault(key[0], {})
-    if key in store:
-        store[key] = store.pop(key)  # most recently used goes last
-        return store[key]
-    value = compute()
-    store[key] = value
-    while len(store) > _MEMO_ENTRIES:
-        store.pop(next(iter(store)))
-    return value
-
-
-def forget(match: Callable[[tuple], bool]) -> None:
-    """Drop every result :func:`memo` keeps whose key ``match`` accepts, releasing its memory."""
-    for store in st.session_state.get(_MEMO_KEY, {}).values():
-        for key in [key for key in store if match(key)]:
-            del store[key]
-
-
 #: Session state holding the Explorer's upload: (file id, the file's arrays).
 UPLOAD_KEY = "_upload"
 
@@ -236,4 +175,4 @@ def release_upload() -> None:
     """Forget the uploaded arrays and every result computed from them, so that their memory is
     released as soon as the learner moves on: to another source, or to another page (app.py)."""
     st.session_state.pop(UPLOAD_KEY, None)
-    forget(lambda key: any(isinstance(part, tuple) and part[:1] == ("upload",) for part in key))
+    forget_named(lambda name: isinstance(name, tuple) and name[:1] == ("upload",))
