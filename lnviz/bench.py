@@ -1,18 +1,11 @@
 """How fast is a normalization? ``python -m lnviz.bench`` times implementations against the
 memory roofline.
 
-Layer, batch and RMS normalization do a handful of arithmetic operations per value, so on any
-modern machine they are limited by memory traffic, not arithmetic: the best an implementation
-can do is read x once and write y once. This module times several implementations of each norm
-— a NumPy two-pass version, lnviz's readable ``scratch`` code, lnviz's ``fast`` path, torch's
-native kernel and, where it works, ``torch.compile`` of the scratch code — and reports, for each,
-the median time, the bandwidth it achieved counting only the bytes that must move (read x,
-write y), and that bandwidth as a fraction of a plain copy's measured in the same run (the
-roofline: a copy also reads and writes every byte once).
-
-A time budget is kept by estimating each case before running it (from the same norm at a smaller
-size, or from one call) and skipping what would not fit; torch.compile's compile time counts, and
-before the first compile in a process it is assumed to be :data:`FIRST_COMPILE_S`.
+Each norm is timed as NumPy, lnviz's readable ``scratch`` code, lnviz's ``fast`` path, torch's
+native kernel and ``torch.compile`` of the scratch code, and reported as the median time, the
+bandwidth of the bytes that must move (read x, write y) and that bandwidth as a fraction of a
+plain copy's (the roofline). The measuring itself is :mod:`lnviz.lessons.performance`'s, which
+the app's Performance page runs too.
 
 Run ``python -m lnviz.bench --help`` for the options; ``--quick`` finishes in under 30 s,
 ``--memory`` measures the peak extra memory of each implementation. (The app's own rerun times are
