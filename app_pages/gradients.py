@@ -2,15 +2,15 @@
 and what changes to the input or the weights leave each norm's output alone."""
 
 import streamlit as st
-import torch
 
 from lnviz import charts
-from lnviz.data import random_batch
+from lnviz.devices import to_numpy
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
     MAX_JACOBIAN,
     UPSTREAM,
     cross_sample_share,
+    gradient_input,
     gradient_report,
     gradients_snippet,
     invariance_probes,
@@ -75,7 +75,7 @@ with st.container(border=True):
         cell = (int(row), int(col))
 
 # --- Computation --------------------------------------------------------------------------------
-x = torch.from_numpy(random_batch((n, c), feature_spread=0.5, seed=settings.seed)).double()
+x = gradient_input(n, c, seed=settings.seed)
 with refusal():
     grad_output = upstream_gradient((n, c), kind, cell=cell, seed=settings.seed)
     report = cached(gradient_report, x, grad_output, eps)
@@ -84,7 +84,7 @@ ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
 # --- Gradients ----------------------------------------------------------------------------------
 st.subheader("Where the gradient goes")
 show_figure(charts.gradients.heatmaps, {
-    "input x": x.numpy(), "upstream ∂L/∂y": grad_output.numpy(),
+    "input x": to_numpy(x), "upstream ∂L/∂y": to_numpy(grad_output),
     "∂L/∂x, LayerNorm": ln.grad_input, "∂L/∂x, BatchNorm": bn.grad_input,
 }, key="gr_grads")
 show_figure(charts.gradients.param_figure,

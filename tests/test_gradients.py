@@ -17,6 +17,7 @@ from lnviz.lessons.gradients import (
     MAX_JACOBIAN,
     PROBES,
     cross_sample_share,
+    gradient_input,
     gradient_report,
     gradients_snippet,
     invariance_probes,
@@ -303,6 +304,14 @@ def test_default_view_shows_where_a_one_hot_gradient_goes():
     assert cross_sample_share(jac_bn, 4) > 0.2
     assert any("0% of Σ|J|" in c.value for c in at.caption)
     assert "F.layer_norm" in at.code[0].value
+
+
+def test_the_page_draws_the_lessons_seeded_input():
+    at = open_page(PAGE)
+    x = grad_panels(at)[0]
+    np.testing.assert_allclose(x, gradient_input(4, 4, seed=0).numpy(), rtol=1e-6)
+    assert gradient_input(4, 4, seed=0).dtype == torch.float64
+    assert not np.allclose(gradient_input(4, 4, seed=1).numpy(), x)
 
 
 def test_gradient_controls_move_the_figures():

@@ -40,6 +40,7 @@ __all__ = [
     "GradientReport",
     "Gradients",
     "cross_sample_share",
+    "gradient_input",
     "gradient_report",
     "gradients_snippet",
     "invariance_probes",
@@ -282,6 +283,12 @@ def invariance_probes(
                 norm: float((norm_forward(inputs[name], norm, eps=eps) - base[norm]).abs().max())
                 for norm in GRAD_NORMS})
     return pd.DataFrame(rows)
+
+
+def gradient_input(batch: int, features: int, seed: int = 0) -> torch.Tensor:
+    """The page's input x ``(batch, features)``: a seeded random batch whose features differ a
+    little in offset and scale (``feature_spread=0.5``), in float64 for exact gradients."""
+    return torch.from_numpy(random_batch((batch, features), feature_spread=0.5, seed=seed)).double()
 
 
 def probe_inputs(batch: int, features: int, inputs: int = 6, seed: int = 0
