@@ -4,7 +4,8 @@ tensor files read safely.
 - :mod:`~lnviz.data.presets`: the worked examples of the source material, by name.
 - :mod:`~lnviz.data.generators`: random batches, padded token sequences and images.
 - :mod:`~lnviz.data.parser`: numbers typed as rows or as nested brackets.
-- :mod:`~lnviz.data.files`: .npy/.npz readers that never unpickle, and writers for downloads.
+- :mod:`~lnviz.data.files`: readers of .npy, .npz, .safetensors and torch.save files that never
+  run code from them, and writers for downloads.
 """
 
 from lnviz.data.files import (
@@ -12,6 +13,7 @@ from lnviz.data.files import (
     TensorTooLargeError,
     load_arrays,
     nonfinite_report,
+    safetensors_metadata,
     to_csv_text,
     to_npy_bytes,
     to_npz_bytes,
@@ -45,6 +47,7 @@ __all__ = [
     "parse_numbers",
     "parse_table",
     "random_batch",
+    "safetensors_metadata",
     "to_csv_text",
     "to_npy_bytes",
     "to_npz_bytes",

@@ -1,19 +1,38 @@
 """Safe reading and writing of the tensor files a learner uploads or downloads.
 
-`load_arrays` turns a .npy or .npz file (bytes, a path, or an uploaded file object) into float
-arrays without ever unpickling anything and without allocating more than its caps allow, so a
-hostile or broken upload can only ever produce a `TensorFileError` with a message saying what was
-wrong. `to_npy_bytes`, `to_npz_bytes` and `to_csv_text` write results back out for download.
+`load_arrays` turns a .npy, .npz, .safetensors or torch.save file (bytes, a path, or an uploaded
+file object) into float arrays without ever running code from the file and without allocating
+more than its caps allow, so a hostile or broken upload can only ever produce a `TensorFileError`
+with a message saying what was wrong. `safetensors_metadata` reads a .safetensors file's metadata
+(a capture's description of its layers) without loading its tensors. `to_npy_bytes`,
+`to_npz_bytes` and `to_csv_text` write results back out for download.
+
+Caps, checked on what the file declares before memory is set aside for it:
+
+========================  =====================================================================
+what                      cap
+========================  =====================================================================
+bytes read                ``8 * max_elements`` plus 1 MiB, for every format
+values, all arrays        ``max_elements`` (declared shapes, before anything is built)
+arrays in one file        `MAX_NPZ_MEMBERS` for .npz, `MAX_ARRAYS` for .safetensors and torch
+.safetensors header       `MAX_SAFETENSORS_HEADER_BYTES`, and within the file
+torch.save pickle         `MAX_PICKLE_BYTES` (time: torch's weights-only unpickler is pure Python)
+torch.save storages       their declared sizes in the zip directory, in all, as bytes read
+========================  =====================================================================
 """
 
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
+import re
+import warnings
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pickle import UnpicklingError  # the class torch's weights-only unpickler raises
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -22,21 +41,62 @@ from numpy.lib import format as npy_format
 from lnviz.limits import MAX_ELEMENTS
 
 __all__ = [
+    "MAX_ARRAYS",
     "MAX_NPZ_MEMBERS",
+    "MAX_PICKLE_BYTES",
+    "MAX_SAFETENSORS_HEADER_BYTES",
     "TensorFileError",
     "TensorTooLargeError",
     "load_arrays",
     "nonfinite_report",
+    "safetensors_metadata",
     "to_csv_text",
     "to_npy_bytes",
     "to_npz_bytes",
 ]
 
 MAX_NPZ_MEMBERS = 64
+#: The most tensors one .safetensors or torch.save file may hold: a checkpoint's state dict has a
+#: few hundred (BERT-base 199, Llama-2-7B 291, ResNet-50 320); a capture has up to six per layer.
+MAX_ARRAYS = 4096
+#: The longest .safetensors header (the JSON table of tensors and the metadata) accepted: about
+#: 150 bytes per tensor, so a full `MAX_ARRAYS` file's header is under 1 MiB.
+MAX_SAFETENSORS_HEADER_BYTES = 4 * 1024 * 1024
+#: The largest pickle (``data.pkl``) a torch.save file may hold. torch's weights-only unpickler is
+#: written in Python and reads about 1 MB a second at worst, so this also caps the time; a state
+#: dict of `MAX_ARRAYS` tensors with long names pickles to under 1 MiB.
+MAX_PICKLE_BYTES = 2 * 1024 * 1024
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 _SAVE_HINT = "save with numpy.save / numpy.savez"
+_TORCH_HINT = (
+    "save only tensors, e.g. torch.save(model.state_dict(), path), or save a .safetensors file "
+    "with safetensors.torch.save_file"
+)
+# torch 2.6 fixed the known ways around torch.load(weights_only=True) (CVE-2025-32434).
+_TORCH_SAFE_VERSION = (2, 6)
+# Containers in a torch.save file nested deeper than this are refused (a state dict is 1-3 deep).
+_MAX_NESTING = 32
+# Objects visited while flattening a torch.save file's containers: a pickle can share one dict
+# under two keys at every level, a few bytes that would unfold to 2**depth entries. An Adam
+# checkpoint of a 300-tensor model visits about 2,000.
+_MAX_OBJECTS = 100_000
+# The dtypes of .safetensors: bytes per value; the last group is known but refused.
+_SAFETENSORS_DTYPES = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1,
+    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4,
+    "I64": 8, "U64": 8, "F64": 8,
+}
+_SAFETENSORS_NUMPY = {
+    "BOOL": "|u1", "U8": "|u1", "I8": "|i1", "I16": "<i2", "U16": "<u2", "F16": "<f2",
+    "I32": "<i4", "U32": "<u4", "F32": "<f4", "I64": "<i8", "U64": "<u8", "F64": "<f8",
+}
+_SAFETENSORS_REFUSED = {
+    "C64": "complex numbers", "F4": "4-bit floats", "F6_E2M3": "6-bit floats",
+    "F6_E3M2": "6-bit floats", "F8_E8M0": "8-bit scale factors (F8_E8M0)",
+}
 _ACCEPTED = "accepted: bool, integer and floating-point arrays"
 _SUPPORTED_VERSIONS = ((1, 0), (2, 0), (3, 0))
 # numpy's own default limit on the header text; real headers of accepted dtypes are ~100 bytes.
@@ -76,19 +136,38 @@ def load_arrays(
     max_elements: int = MAX_ELEMENTS,
     keep_float64: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Load the arrays of a .npy or .npz file as native, C-contiguous float arrays.
+    """Load the arrays of a .npy, .npz, .safetensors or torch.save file as native, C-contiguous
+    float arrays.
 
     `source` is the file's bytes, a path, or a binary file object (read from its current
-    position, as an uploaded file is). The format is recognised from the content, not the name.
-    A .npy gives ``{"array": arr}``; a .npz gives one entry per member, named without ".npy", in
-    archive order. Arrays come back as float32, or float64 where the file holds float64 or
-    integers of 32 bits or more (which float32 rounds above 2**24) and `keep_float64` is set.
-    Nothing is ever unpickled, and files declaring more than `max_elements` values in all are
-    refused before any memory is set aside for them; so are files over ``8 * max_elements``
-    bytes plus 1 MiB (read no further than that) and archives of more than `MAX_NPZ_MEMBERS`
-    members or whose declared sizes exceed that budget (zip bombs).
+    position, as an uploaded file is). The format is recognised from the content, not the name:
 
-    Raises TensorFileError for anything that is not a safe, well-formed .npy/.npz file.
+    - .npy gives ``{"array": arr}``; .npz one entry per member, named without ".npy", in archive
+      order. Never unpickled: object arrays are refused.
+    - .safetensors gives one entry per tensor, in the header's order; parsed with the
+      ``safetensors`` library after the header's size, dtypes, shapes and offsets have been
+      checked against the file and the caps.
+    - torch.save files (the zip format that torch.save writes by default, .pt/.pth) are read with
+      ``torch.load(weights_only=True)`` only, after the pickle has been scanned for anything but
+      tensors (refused, naming what it holds: a whole model, numpy arrays, a class of the
+      script). A tensor gives ``{"array": arr}``; dicts, lists and tuples of tensors, nested,
+      give one entry per tensor with the keys (list positions) joined by "."
+      (``{"model": {"fc.weight": w}}`` → ``"model.fc.weight"``). Other plain values beside the
+      tensors (numbers, strings, None: ``{"model": state_dict, "step": 3}``) are metadata and are
+      left out; a file with no tensor at all is refused. Legacy torch.save files (written with
+      ``_use_new_zipfile_serialization=False``) and other bare pickles are refused, since they
+      could only be read by running the pickle.
+
+    Arrays come back as float32, or float64 where the file holds float64 or integers of 32 bits
+    or more (which float32 rounds above 2**24) and `keep_float64` is set; float16, bfloat16 and
+    float8 arrive as float32. Files declaring more than `max_elements` values in all are refused
+    before any memory is set aside for them; so are files over ``8 * max_elements`` bytes plus
+    1 MiB (read no further than that), .npz archives of more than `MAX_NPZ_MEMBERS` members or
+    whose declared sizes exceed that budget (zip bombs), .safetensors and torch files of more
+    than `MAX_ARRAYS` tensors, headers over `MAX_SAFETENSORS_HEADER_BYTES` and pickles over
+    `MAX_PICKLE_BYTES`.
+
+    Raises TensorFileError for anything that is not a safe, well-formed file of these formats.
     """
     if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 0:
         raise ValueError(f"max_elements must be a non-negative int, got {max_elements!r}")
@@ -99,17 +178,48 @@ def load_arrays(
         header = _read_npy_header(data, max_elements, where="")
         return {"array": _build_array(data, header, keep_float64)}
     if data.startswith(_ZIP_MAGICS):
-        return _load_npz(data, max_elements, keep_float64)
+        archive = _open_zip(data)
+        with archive:
+            if _is_torch_zip(archive):
+                return _load_torch(data, archive, max_elements, keep_float64)
+            return _load_npz(archive, max_elements, keep_float64)
+    if _looks_like_safetensors(data):
+        return _load_safetensors(data, max_elements, keep_float64)
     if not data:
         raise TensorFileError(f"the file is empty (0 bytes); {_SAVE_HINT}")
     if data[:1] == b"\x80":
         raise TensorFileError(
-            "this looks like a Python pickle (from pickle.dump or torch.save), which is never "
-            f"loaded because unpickling can run arbitrary code; {_SAVE_HINT}"
+            "this is a bare Python pickle (pickle.dump, or torch.save with "
+            "_use_new_zipfile_serialization=False, the format of torch before 1.6), which is "
+            "never loaded because reading it means running it; re-save it with torch.save's "
+            f"default format or as .safetensors, or {_SAVE_HINT}"
         )
     raise TensorFileError(
-        f"not a .npy or .npz file (it starts with {bytes(data[:8])!r}); {_SAVE_HINT}"
+        "not a .npy or .npz file, nor a .safetensors or torch.save (.pt/.pth) one (it starts "
+        f"with {bytes(data[:8])!r}); {_SAVE_HINT}, safetensors.torch.save_file or torch.save"
     )
+
+
+def safetensors_metadata(
+    source: bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO,
+    *,
+    max_elements: int = MAX_ELEMENTS,
+) -> dict[str, str]:
+    """The ``__metadata__`` of a .safetensors file (string keys and values; empty if it has
+    none), read from the header alone: no tensor is built.
+
+    The file passes the same checks as in :func:`load_arrays` (size, header, dtypes, shapes and
+    offsets against `max_elements`); anything else raises TensorFileError.
+    """
+    if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 0:
+        raise ValueError(f"max_elements must be a non-negative int, got {max_elements!r}")
+    data = _read_source(source, max_elements * 8 + _RAW_SLACK)
+    if not _looks_like_safetensors(data):
+        raise TensorFileError(
+            f"not a .safetensors file (it starts with {bytes(data[:8])!r}); save one with "
+            "safetensors.torch.save_file or lnviz.capture(...).save(path)"
+        )
+    return _read_safetensors_header(data, max_elements).metadata
 
 
 def nonfinite_report(arrays: Mapping[str, np.ndarray]) -> dict[str, tuple[int, int]]:
@@ -400,14 +510,14 @@ class _CentralDirectoryCap(io.BytesIO):
         chunk = super().read(size)
         if self.cap is not None and len(chunk) > self.cap:
             raise TensorFileError(
-                f"the .npz directory is larger than {self.cap} bytes; at most "
-                f"{MAX_NPZ_MEMBERS} arrays are accepted"
+                f"the zip directory is larger than {self.cap} bytes; at most "
+                f"{MAX_NPZ_MEMBERS} arrays (.npz) or {MAX_ARRAYS} tensors (torch.save) are "
+                "accepted"
             )
         return chunk
 
 
-def _load_npz(data: bytes, max_elements: int, keep_float64: bool) -> dict[str, np.ndarray]:
-    member_budget = max_elements * 8 + _HEADER_ALLOWANCE
+def _open_zip(data: bytes) -> zipfile.ZipFile:
     file = _CentralDirectoryCap(data)
     try:
         archive = zipfile.ZipFile(file)
@@ -416,69 +526,86 @@ def _load_npz(data: bytes, max_elements: int, keep_float64: bool) -> dict[str, n
     except Exception as err:
         # zipfile raises BadZipFile, OSError, EOFError, ValueError, NotImplementedError and more
         # on corrupt archives, varying with the Python version.
+        kind = "torch.save" if b"data.pkl" in data else ".npz"
         raise TensorFileError(
-            f"corrupt .npz file ({_short(str(err))}); it may be truncated or damaged; {_SAVE_HINT}"
+            f"corrupt {kind} file ({_short(str(err))}); it may be truncated or damaged; "
+            f"{_SAVE_HINT}"
         ) from err
     file.cap = None
-    with archive:
-        infos = archive.infolist()
-        if len(infos) > MAX_NPZ_MEMBERS:
+    return archive
+
+
+def _is_torch_zip(archive: zipfile.ZipFile) -> bool:
+    """torch.save's zip format: one top folder holding the pickle ``data.pkl``."""
+    return any(_is_pickle_entry(name) for name in archive.namelist())
+
+
+def _is_pickle_entry(name: str) -> bool:
+    return name == "data.pkl" or (name.endswith("/data.pkl") and name.count("/") == 1)
+
+
+def _load_npz(
+    archive: zipfile.ZipFile, max_elements: int, keep_float64: bool
+) -> dict[str, np.ndarray]:
+    member_budget = max_elements * 8 + _HEADER_ALLOWANCE
+    infos = archive.infolist()
+    if len(infos) > MAX_NPZ_MEMBERS:
+        raise TensorFileError(
+            f"the .npz file holds {len(infos)} members, more than the {MAX_NPZ_MEMBERS} "
+            "accepted"
+        )
+    others = [info.filename for info in infos if not info.filename.endswith(".npy")]
+    if others:
+        raise TensorFileError(
+            f"the .npz file holds members that are not .npy arrays: "
+            f"{_short(', '.join(map(repr, others)))}; only .npy members are accepted "
+            f"(nor is it a torch.save file, which holds a data.pkl); {_SAVE_HINT}"
+        )
+    if not infos:
+        raise TensorFileError(f"the .npz file holds no arrays; {_SAVE_HINT}")
+    names = [info.filename[: -len(".npy")] for info in infos]
+    repeated = sorted({name + ".npy" for name in names if names.count(name) > 1})
+    if repeated:
+        listed = _short(", ".join(map(repr, repeated)))
+        raise TensorFileError(
+            f"the .npz file holds several members named {listed}; each array needs its own "
+            f"name; {_SAVE_HINT}"
+        )
+    # Checked on the declared sizes before anything is decompressed, so a zip bomb is refused
+    # without inflating it.
+    for info in infos:
+        if info.flag_bits & 0x1:
             raise TensorFileError(
-                f"the .npz file holds {len(infos)} members, more than the {MAX_NPZ_MEMBERS} "
-                "accepted"
+                f"member {info.filename!r} of the .npz file is encrypted; {_SAVE_HINT}"
             )
-        others = [info.filename for info in infos if not info.filename.endswith(".npy")]
-        if others:
-            raise TensorFileError(
-                f"the .npz file holds members that are not .npy arrays: "
-                f"{_short(', '.join(map(repr, others)))}; only .npy members are accepted "
-                f"(a torch.save file is not an .npz); {_SAVE_HINT}"
-            )
-        if not infos:
-            raise TensorFileError(f"the .npz file holds no arrays; {_SAVE_HINT}")
-        names = [info.filename[: -len(".npy")] for info in infos]
-        repeated = sorted({name + ".npy" for name in names if names.count(name) > 1})
-        if repeated:
-            listed = _short(", ".join(map(repr, repeated)))
-            raise TensorFileError(
-                f"the .npz file holds several members named {listed}; each array needs its own "
-                f"name; {_SAVE_HINT}"
-            )
-        # Checked on the declared sizes before anything is decompressed, so a zip bomb is refused
-        # without inflating it.
-        for info in infos:
-            if info.flag_bits & 0x1:
-                raise TensorFileError(
-                    f"member {info.filename!r} of the .npz file is encrypted; {_SAVE_HINT}"
-                )
-            if info.file_size > member_budget:
-                raise TensorTooLargeError(
-                    f"member {info.filename!r} of the .npz file declares {info.file_size} bytes "
-                    f"uncompressed, more than the {member_budget} bytes accepted for the cap of "
-                    f"{max_elements} elements (max_elements)"
-                )
-        total_size = sum(info.file_size for info in infos)
-        total_budget = max_elements * 8 + len(infos) * _HEADER_ALLOWANCE
-        if total_size > total_budget:
+        if info.file_size > member_budget:
             raise TensorTooLargeError(
-                f"the .npz members declare {total_size} bytes uncompressed in all, more than the "
-                f"{total_budget} bytes accepted for the cap of {max_elements} elements "
+                f"member {info.filename!r} of the .npz file declares {info.file_size} bytes "
+                f"uncompressed, more than the {member_budget} bytes accepted for the cap of "
+                f"{max_elements} elements (max_elements)"
+            )
+    total_size = sum(info.file_size for info in infos)
+    total_budget = max_elements * 8 + len(infos) * _HEADER_ALLOWANCE
+    if total_size > total_budget:
+        raise TensorTooLargeError(
+            f"the .npz members declare {total_size} bytes uncompressed in all, more than the "
+            f"{total_budget} bytes accepted for the cap of {max_elements} elements "
+            "(max_elements)"
+        )
+
+    arrays: dict[str, np.ndarray] = {}
+    total_count = 0
+    for name, info in zip(names, infos, strict=True):
+        where = f"member {info.filename!r} of the .npz file: "
+        raw = _read_member(archive, info, where)
+        header = _read_npy_header(raw, max_elements, where)
+        total_count += header.count
+        if total_count > max_elements:
+            raise TensorTooLargeError(
+                f"the .npz arrays hold more than the cap of {max_elements} elements in all "
                 "(max_elements)"
             )
-
-        arrays: dict[str, np.ndarray] = {}
-        total_count = 0
-        for name, info in zip(names, infos, strict=True):
-            where = f"member {info.filename!r} of the .npz file: "
-            raw = _read_member(archive, info, where)
-            header = _read_npy_header(raw, max_elements, where)
-            total_count += header.count
-            if total_count > max_elements:
-                raise TensorTooLargeError(
-                    f"the .npz arrays hold more than the cap of {max_elements} elements in all "
-                    "(max_elements)"
-                )
-            arrays[name] = _build_array(raw, header, keep_float64)
+        arrays[name] = _build_array(raw, header, keep_float64)
     return arrays
 
 
@@ -499,3 +626,457 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) ->
     if not raw.startswith(_NPY_MAGIC):
         raise TensorFileError(f"{where}not a .npy array (nested archives are not accepted)")
     return raw
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.save files
+# ---------------------------------------------------------------------------------------------
+
+
+def _load_torch(
+    data: bytes, archive: zipfile.ZipFile, max_elements: int, keep_float64: bool
+) -> dict[str, np.ndarray]:
+    """A torch.save zip: its directory checked against the caps, its pickle scanned for
+    anything but tensors, then ``torch.load(weights_only=True)``; nothing else reads it."""
+    infos = archive.infolist()
+    # data.pkl, version, byteorder, .format_version, .storage_alignment, .data/... and storages
+    if len(infos) > MAX_ARRAYS + 16:
+        raise TensorFileError(
+            f"the torch.save file holds {len(infos)} entries, more than the {MAX_ARRAYS} tensors "
+            "accepted"
+        )
+    pickles = [info for info in infos if _is_pickle_entry(info.filename)]
+    root = pickles[0].filename[: -len("data.pkl")]
+    names = {info.filename for info in infos}
+    if root + "constants.pkl" in names or any(n.startswith(root + "code/") for n in names):
+        raise TensorFileError(
+            "this is a TorchScript archive (torch.jit.save), which holds code as well as "
+            f"tensors and is not read; {_TORCH_HINT}"
+        )
+    for info in infos:
+        if info.flag_bits & 0x1:
+            raise TensorFileError(f"entry {info.filename!r} of the torch.save file is encrypted")
+        if info.compress_type != zipfile.ZIP_STORED:
+            # torch.save never compresses; its reader would inflate whatever size is declared.
+            raise TensorFileError(
+                f"entry {info.filename!r} of the torch.save file is compressed, which torch.save "
+                "never does; save the file again with torch.save"
+            )
+    if len(pickles) != 1:
+        raise TensorFileError("the torch.save file holds several data.pkl; it is damaged")
+    if pickles[0].file_size > MAX_PICKLE_BYTES:
+        raise TensorFileError(
+            f"the torch.save file's pickle is {pickles[0].file_size} bytes, more than the "
+            f"{MAX_PICKLE_BYTES} accepted (a state dict of {MAX_ARRAYS} tensors needs less than "
+            "half of it)"
+        )
+    storage_bytes = sum(
+        info.file_size for info in infos if info.filename.startswith(root + "data/")
+    )
+    if storage_bytes > max_elements * 8:
+        raise TensorTooLargeError(
+            f"the torch.save file's storages declare {storage_bytes} bytes, more than the "
+            f"{max_elements * 8} bytes accepted for the cap of {max_elements} elements "
+            "(max_elements)"
+        )
+
+    torch = _safe_torch()
+    # A static scan of the pickle (nothing is run): anything outside torch's weights-only
+    # allowlist is named in the refusal. torch.load(weights_only=True) below would refuse it too.
+    try:
+        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
+    except UnpicklingError as err:
+        # torch's scanner knows the opcodes torch.save writes, and refuses others (protocol 4
+        # and 5 framing, for one): not torch.save's pickle. Name what it would import anyway.
+        named = _pickle_globals(archive.read(pickles[0]))
+        raise TensorFileError(
+            "this torch.save file's pickle was not written by torch.save (it uses what torch's "
+            f"weights-only reader refuses: {_short(str(err), 80)})"
+            + (f" and needs {_short(', '.join(named), 200)}" if named else "")
+            + f"; it is not read; {_TORCH_HINT}"
+        ) from err
+    except Exception as err:
+        raise TensorFileError(
+            f"corrupt torch.save file ({_short(str(err))}); it may be truncated or damaged"
+        ) from err
+    if unsafe:
+        raise TensorFileError(_unsafe_message(sorted(unsafe)))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as err:
+        if isinstance(err, UnpicklingError):
+            raise TensorFileError(
+                "this torch.save file needs more than tensors to load, and is not read: "
+                f"{_weights_only_reason(str(err))}; {_TORCH_HINT}"
+            ) from err
+        raise TensorFileError(
+            f"corrupt torch.save file ({_short(str(err))}); it may be truncated or damaged"
+        ) from err
+    tensors = _flatten_torch(loaded, torch)
+    del loaded
+    return _torch_arrays(tensors, torch, max_elements, keep_float64)
+
+
+def _safe_torch() -> Any:
+    import torch
+
+    version = tuple(int(part) for part in re.findall(r"\d+", torch.__version__)[:2])
+    if version < _TORCH_SAFE_VERSION:
+        raise TensorFileError(
+            f"torch.save files are read only with torch 2.6 or later, which fixed the known ways "
+            f"around weights_only=True; this is torch {torch.__version__}: upgrade torch, or "
+            "save the tensors as .safetensors"
+        )
+    return torch
+
+
+def _unsafe_message(names: list[str]) -> str:
+    listed = _short(", ".join(names), 300)
+    if any(name.startswith("torch.nn.modules.") for name in names):
+        hint = "a whole model (torch.save(model)); save model.state_dict() instead"
+    elif any(name.startswith("numpy.") for name in names):
+        hint = "numpy arrays; convert them with torch.from_numpy before torch.save"
+    elif any(name.startswith("__main__.") for name in names):
+        hint = "objects of classes defined in a script"
+    else:
+        hint = "Python objects other than tensors"
+    return (
+        f"this torch.save file holds {hint}: it needs {listed} to load, and is not read, "
+        f"because loading it would run code from the file; {_TORCH_HINT}"
+    )
+
+
+def _pickle_globals(pickle_bytes: bytes) -> list[str]:
+    """The module.name of every global a pickle would import, read without running it
+    (pickletools only disassembles); best effort, for a message."""
+    import pickletools
+
+    names: list[str] = []
+    strings: list[str] = []
+    try:
+        for opcode, arg, _ in pickletools.genops(pickle_bytes):
+            if opcode.name in ("GLOBAL", "INST"):
+                names.append(str(arg).replace(" ", "."))
+            elif isinstance(arg, str) and "UNICODE" in opcode.name:
+                strings.append(arg)
+            elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                names.append(f"{strings[-2]}.{strings[-1]}")
+    except Exception:  # a damaged pickle: what was read so far
+        pass
+    return sorted(set(names))
+
+
+def _weights_only_reason(message: str) -> str:
+    lines = [
+        line.strip()
+        for line in message.splitlines()
+        if line.strip()
+        and not line.startswith(("Weights only load failed", "Check the documentation"))
+    ]
+    reason = " ".join(lines).removeprefix("WeightsUnpickler error: ")
+    return _short(reason or message, 200)
+
+
+def _flatten_torch(loaded: Any, torch: Any) -> dict[str, Any]:
+    """The tensors of a loaded torch.save object, keys joined by "."; plain values skipped."""
+    tensors: dict[str, Any] = {}
+    visited = 0
+    skipped = (bool, int, float, complex, str, bytes, bytearray, type(None), torch.dtype,
+               torch.device, torch.layout, torch.memory_format)
+
+    def walk(value: Any, key: str, depth: int) -> None:
+        nonlocal visited
+        visited += 1
+        if visited > _MAX_OBJECTS:
+            raise TensorFileError(
+                f"the torch.save file unfolds to more than {_MAX_OBJECTS} objects (containers "
+                "shared many times over); it is not read"
+            )
+        if isinstance(value, torch.Tensor):
+            name = key or "array"
+            if name in tensors:
+                raise TensorFileError(
+                    f"two tensors of the torch.save file get the name {name!r} once their keys "
+                    "are joined with '.'; rename one"
+                )
+            if len(tensors) >= MAX_ARRAYS:
+                raise TensorFileError(
+                    f"the torch.save file holds more than the {MAX_ARRAYS} tensors accepted"
+                )
+            tensors[name] = value
+            return
+        if isinstance(value, skipped):
+            return  # metadata beside the tensors: a step count, a name, a flag
+        if isinstance(value, dict | list | tuple):
+            if depth >= _MAX_NESTING:
+                raise TensorFileError(
+                    f"the torch.save file nests containers more than {_MAX_NESTING} deep"
+                )
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for part, item in items:
+                if isinstance(part, bool) or not isinstance(part, str | int):
+                    raise TensorFileError(
+                        f"the torch.save file has a dict key of type {type(part).__name__} "
+                        f"under {key or 'the top level'!r}; only str and int keys are accepted"
+                    )
+                walk(item, f"{key}.{part}" if key else str(part), depth + 1)
+            return
+        kind = type(value)
+        raise TensorFileError(
+            f"the torch.save file holds a {kind.__module__}.{kind.__qualname__} "
+            f"under {key or 'the top level'!r}, which is not a tensor; {_TORCH_HINT}"
+        )
+
+    walk(loaded, "", 0)
+    if not tensors:
+        raise TensorFileError(f"the torch.save file holds no tensors; {_TORCH_HINT}")
+    return tensors
+
+
+def _torch_arrays(
+    tensors: dict[str, Any], torch: Any, max_elements: int, keep_float64: bool
+) -> dict[str, np.ndarray]:
+    total = 0
+    for name, tensor in tensors.items():
+        where = f"tensor {name!r} of the torch.save file: "
+        if tensor.layout != torch.strided:
+            raise TensorFileError(
+                f"{where}a {tensor.layout} tensor; only dense tensors are accepted "
+                "(call .to_dense() before saving)"
+            )
+        if tensor.is_quantized or tensor.is_complex() or not (
+            tensor.dtype.is_floating_point or tensor.dtype in _torch_integers(torch)
+        ):
+            raise TensorFileError(
+                f"{where}unsupported dtype {tensor.dtype}; {_ACCEPTED}"
+            )
+        if tensor.device.type != "cpu":
+            raise TensorFileError(f"{where}a tensor on the {tensor.device.type} device")
+        shape = tuple(tensor.shape)
+        if len(shape) > _MAX_NDIM:
+            raise TensorFileError(
+                f"{where}it has {len(shape)} dimensions; at most {_MAX_NDIM} are accepted"
+            )
+        count = math.prod(shape)
+        total += count
+        if count > max_elements or total > max_elements:
+            # A view can declare any shape over a small storage (a stride of 0), so the shapes
+            # are checked here, before any array is built.
+            raise TensorTooLargeError(
+                f"{where}shape {_short(repr(list(shape)))} brings the file to {total} elements, "
+                f"more than the cap of {max_elements} (max_elements)"
+            )
+    arrays = {}
+    for name in list(tensors):
+        arrays[name] = _tensor_to_array(tensors.pop(name), torch, keep_float64)
+    return arrays
+
+
+def _torch_integers(torch: Any) -> tuple[Any, ...]:
+    return (torch.bool, torch.uint8, torch.int8, torch.int16, torch.uint16, torch.int32,
+            torch.uint32, torch.int64, torch.uint64)
+
+
+def _tensor_to_array(tensor: Any, torch: Any, keep_float64: bool) -> np.ndarray:
+    values = tensor.detach()
+    dtype = values.dtype
+    keep = keep_float64 and (
+        dtype == torch.float64
+        or (not dtype.is_floating_point and dtype != torch.bool and dtype.itemsize >= 4)
+    )
+    target = np.float64 if keep else np.float32
+    if values.numel() == 0:
+        return np.zeros(tuple(values.shape), dtype=target)
+    if dtype == torch.bool:
+        # Bytes other than 0 and 1 would make invalid bools; read them as "nonzero".
+        values = values.view(torch.uint8) != 0
+    elif dtype.is_floating_point and dtype not in (torch.float16, torch.float32, torch.float64):
+        # bfloat16, float8: exact in float32, unknown to numpy. The new tensor is this array's
+        # own memory, so it is handed over as it is rather than copied once more.
+        return values.to(torch.float32, memory_format=torch.contiguous_format).numpy()
+    with np.errstate(over="ignore"):
+        # Always a copy: tensors sharing a storage (tied weights) must not share an array.
+        return np.array(values.numpy(), dtype=target, order="C")
+
+
+# ---------------------------------------------------------------------------------------------
+# .safetensors files
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SafetensorsEntry:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+@dataclass(frozen=True)
+class _SafetensorsHeader:
+    metadata: dict[str, str]
+    entries: list[_SafetensorsEntry]
+
+
+def _looks_like_safetensors(data: bytes) -> bool:
+    # 8 bytes of header length, then the JSON header, which the format says starts with "{".
+    return len(data) > 8 and data[8:9] == b"{"
+
+
+def _read_safetensors_header(data: bytes, max_elements: int) -> _SafetensorsHeader:
+    """Parse and check a .safetensors header against the file and the caps, building nothing."""
+
+    def malformed(reason: str) -> TensorFileError:
+        return TensorFileError(
+            f"malformed .safetensors header ({reason}); the file is damaged or was not written "
+            "by safetensors"
+        )
+
+    length = int.from_bytes(data[:8], "little")
+    if length > MAX_SAFETENSORS_HEADER_BYTES:
+        raise malformed(
+            f"it declares {length} bytes, more than the {MAX_SAFETENSORS_HEADER_BYTES} accepted"
+        )
+    if 8 + length > len(data):
+        raise malformed(
+            f"it declares {length} bytes but the file holds only {len(data) - 8} after the "
+            "header length: truncated?"
+        )
+    try:
+        header = json.loads(data[8 : 8 + length].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise malformed(f"not valid JSON: {_short(str(err))}") from err
+    if not isinstance(header, dict):
+        raise malformed(f"a JSON {type(header).__name__}, not an object")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise malformed("__metadata__ must map strings to strings")
+    if len(header) > MAX_ARRAYS:
+        raise TensorFileError(
+            f"the .safetensors file holds {len(header)} tensors, more than the {MAX_ARRAYS} "
+            "accepted"
+        )
+    body = len(data) - 8 - length
+    entries = []
+    total = 0
+    for name, spec in header.items():
+        where = f"tensor {_short(repr(name), 80)}: "
+        if not isinstance(spec, dict) or not {"dtype", "shape", "data_offsets"} <= spec.keys():
+            raise malformed(f"{where}needs dtype, shape and data_offsets")
+        dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
+        if dtype in _SAFETENSORS_REFUSED:
+            raise TensorFileError(
+                f"{where}dtype {dtype} ({_SAFETENSORS_REFUSED[dtype]}) is not accepted; "
+                f"{_ACCEPTED}"
+            )
+        if dtype not in _SAFETENSORS_DTYPES:
+            raise TensorFileError(
+                f"{where}unknown dtype {_short(repr(dtype), 40)}; {_ACCEPTED} "
+                f"({', '.join(_SAFETENSORS_DTYPES)})"
+            )
+        if not _is_int_list(shape):
+            raise malformed(f"{where}shape {_short(repr(shape))} is not a list of integers")
+        if any(dim < 0 for dim in shape):
+            raise malformed(f"{where}negative dimension in shape {_short(repr(shape))}")
+        if len(shape) > _MAX_NDIM:
+            raise TensorFileError(
+                f"{where}it has {len(shape)} dimensions; at most {_MAX_NDIM} are accepted"
+            )
+        count = math.prod(shape)
+        total += count
+        if count > max_elements or total > max_elements:
+            raise TensorTooLargeError(
+                f"{where}shape {_short(repr(shape))} brings the file to {total} elements, more "
+                f"than the cap of {max_elements} (max_elements)"
+            )
+        if max(shape, default=0) > max_elements:
+            raise TensorFileError(
+                f"{where}shape {_short(repr(shape))} has a dimension larger than the cap of "
+                f"{max_elements} elements (max_elements)"
+            )
+        if not _is_int_list(offsets) or len(offsets) != 2 or not 0 <= offsets[0] <= offsets[1]:
+            raise malformed(f"{where}data_offsets {_short(repr(offsets))} are not [begin, end]")
+        begin, end = offsets
+        if end > body:
+            raise TensorFileError(
+                f"{where}its data_offsets [{begin}, {end}] run past the end of the file, whose "
+                f"data section holds {body} bytes: the file is truncated or damaged"
+            )
+        needed = count * _SAFETENSORS_DTYPES[dtype]
+        if end - begin != needed:
+            raise malformed(
+                f"{where}shape {shape} of {dtype} needs {needed} bytes but its data_offsets "
+                f"span {end - begin}"
+            )
+        entries.append(_SafetensorsEntry(name, dtype, tuple(shape), begin, end))
+    position = 0
+    for entry in sorted(entries, key=lambda e: (e.begin, e.end)):
+        if entry.begin != position and entry.end > entry.begin:
+            raise malformed(
+                f"tensor {_short(repr(entry.name), 80)} starts at byte {entry.begin} of the data "
+                f"section where {position} was expected (a gap or an overlap)"
+            )
+        position = max(position, entry.end)
+    if position != body:
+        raise malformed(f"{body - position} bytes of the data section belong to no tensor")
+    return _SafetensorsHeader(metadata, entries)
+
+
+def _is_int_list(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, int) and not isinstance(item, bool) for item in value
+    )
+
+
+def _load_safetensors(data: bytes, max_elements: int, keep_float64: bool) -> dict[str, np.ndarray]:
+    header = _read_safetensors_header(data, max_elements)
+    if not header.entries:
+        raise TensorFileError(
+            "the .safetensors file holds no tensors; save some with safetensors.torch.save_file"
+        )
+    try:
+        from safetensors import SafetensorError, deserialize
+    except ImportError as err:  # pragma: no cover - a dependency in requirements.txt
+        raise TensorFileError(
+            "reading .safetensors files needs the safetensors package: pip install safetensors"
+        ) from err
+    try:
+        parsed = dict(deserialize(data))
+    except SafetensorError as err:
+        raise TensorFileError(
+            f"corrupt .safetensors file ({_short(str(err))}); it may be truncated or damaged"
+        ) from err
+    arrays = {}
+    for entry in header.entries:
+        raw = parsed.pop(entry.name)["data"]  # released as soon as its array is built
+        arrays[entry.name] = _safetensors_array(raw, entry, keep_float64)
+    return arrays
+
+
+def _safetensors_array(raw: Any, entry: _SafetensorsEntry, keep_float64: bool) -> np.ndarray:
+    keep = keep_float64 and entry.dtype in ("F64", "I32", "U32", "I64", "U64")
+    target = np.float64 if keep else np.float32
+    count = math.prod(entry.shape)
+    if count == 0:
+        return np.zeros(entry.shape, dtype=target)
+    if entry.dtype == "BF16":
+        # bfloat16 is the upper half of a float32: shifting its bits up gives the value exactly.
+        bits = np.frombuffer(raw, "<u2", count).astype(np.uint32)
+        bits <<= 16  # in place: no second array of the same size
+        return bits.view(np.float32).reshape(entry.shape)
+    if entry.dtype.startswith("F8_"):
+        import torch
+
+        kind = torch.float8_e4m3fn if entry.dtype == "F8_E4M3" else torch.float8_e5m2
+        values = torch.frombuffer(raw, dtype=kind).to(torch.float32).numpy()
+        return values.reshape(entry.shape)
+    flat = np.frombuffer(raw, _SAFETENSORS_NUMPY[entry.dtype], count)
+    if entry.dtype == "BOOL":
+        flat = flat != 0  # bytes other than 0 and 1 read as "nonzero"
+    with np.errstate(over="ignore"):
+        return np.array(flat.reshape(entry.shape), dtype=target, order="C")
