@@ -1,8 +1,10 @@
 """lnviz: see what Layer Normalization does, and why BatchNorm breaks where LayerNorm doesn't.
 
 The library behind the app: the five normalizations with every intermediate (:mod:`lnviz.norms`),
-data sources (:mod:`lnviz.data`), safe tensor files (:mod:`lnviz.data.files`) and devices
-(:mod:`lnviz.devices`). It never imports Streamlit outside :mod:`lnviz.ui`.
+data sources (:mod:`lnviz.data`), safe tensor files (:mod:`lnviz.data.files`: .npy, .npz,
+.safetensors, torch.save), a model's normalization layers captured in one forward
+(:mod:`lnviz.capture`) and devices (:mod:`lnviz.devices`). It never imports Streamlit outside
+:mod:`lnviz.ui`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from lnviz.capture import NormRecord, capture
     from lnviz.data.files import TensorFileError, load_arrays
     from lnviz.devices import DTYPES, available_devices, supported_dtypes, to_tensor
     from lnviz.norms import (
@@ -29,6 +32,9 @@ _PUBLIC = {
     "to_tensor": "devices", "TensorFileError": "data.files", "load_arrays": "data.files",
     "NormResult": "norms", "batch_norm": "norms", "group_norm": "norms",
     "instance_norm": "norms", "layer_norm": "norms", "rms_norm": "norms",
+    # lnviz.capture is the function; importing the module lnviz.capture makes the package's
+    # attribute that module, which is callable alike (see lnviz/capture.py's last lines).
+    "capture": "capture", "NormRecord": "capture",
 }
 
 
@@ -42,10 +48,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DTYPES",
+    "NormRecord",
     "NormResult",
     "TensorFileError",
     "available_devices",
     "batch_norm",
+    "capture",
     "group_norm",
     "instance_norm",
     "layer_norm",

@@ -1,0 +1,495 @@
+"""Capture what every normalization layer of a model does in one forward pass.
+
+::
+
+    cap = lnviz.capture(model, *args, **kwargs)  # runs model(*args, **kwargs) once, under no_grad
+    cap.output          # what the model returned
+    cap.records         # list[NormRecord], in the order the layers ran
+    cap.save(path)      # .safetensors that load_arrays and the app's uploader open
+
+How it works: a forward pre-hook and a forward hook are put on every normalization module of
+the model (found with ``model.named_modules()``). The pre-hook copies what the module is about to
+use: its input, γ and β, and for BatchNorm and InstanceNorm the running statistics and the
+training flag *before* the call (the ones an evaluation-mode layer normalizes with). The hook
+copies the output, before any later in-place operation (``ReLU(inplace=True)``) can change it.
+The hooks observe and never change anything; they are removed when the forward ends, also when
+it raises. A module called twice gives two records, ``call`` 0 and 1.
+
+Recognised modules: torch's ``LayerNorm``, ``RMSNorm``, ``BatchNorm1d/2d/3d`` (and every other
+subclass of its base, ``SyncBatchNorm`` and the lazy ones included), ``GroupNorm`` and
+``InstanceNorm1d/2d/3d``, subclasses of them, and a model's own classes in the common shape: a
+class whose name ends in ``LayerNorm`` or ``RMSNorm`` with a ``weight`` tensor and an ``eps`` or
+``variance_epsilon`` number (HF's ``LlamaRMSNorm``, ``MistralRMSNorm``, ...), taken to compute
+the textbook formula over the trailing ``weight.shape`` dims. Calls that do not fit (an input
+whose trailing dims are not ``weight.shape``, an output that is not one tensor of the input's
+shape, an RMSNorm with a bias) are listed in ``cap.skipped`` with the reason, not recorded.
+
+What a replay can and cannot show:
+
+- ``record.replay()`` recomputes the layer with :mod:`lnviz.norms` from the recorded input and
+  the module's settings. For float32 and float64 models it equals the layer's output to that
+  precision. For float16/bfloat16 ones lnviz rounds once, from float32, where a model's own
+  class may round twice (HF's RMSNorm casts x̂ back to the input dtype before multiplying by
+  γ): expect differences of the input dtype's rounding.
+- A model's own class that departs from the textbook formula replays differently, which is what
+  a replay is for: Gemma's RMSNorm multiplies by ``1 + weight`` and T5's ``T5LayerNorm`` is an
+  RMSNorm under a LayerNorm name; both are recorded as their names say, and their replays
+  differ from their outputs.
+- torch's fused "fast path" for ``nn.TransformerEncoder``/``nn.MultiheadAttention`` in
+  evaluation mode computes a whole layer in one kernel and never calls its norm modules. During
+  a capture the fast path is off (``torch.backends.mha.set_fastpath_enabled(False)``, restored
+  afterwards; process-wide for that time), so the layers run their reference code and every
+  norm is seen. ``cap.output`` then equals a plain forward to float rounding, except where the
+  fast path changes the result itself: with a ``src_key_padding_mask`` it returns 0 at padded
+  positions, where the reference path computes values.
+- Functional calls (``F.layer_norm`` inside a forward that is not a norm module's own) and
+  TorchScript modules are not seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import torch
+from torch import nn
+
+from lnviz.data.files import (
+    TensorFileError,
+    _read_safetensors_header,
+    _read_source,
+    load_arrays,
+)
+from lnviz.limits import MAX_ELEMENTS
+from lnviz.norms import NormResult, batch_norm, group_norm, instance_norm, layer_norm, rms_norm
+
+__all__ = [
+    "CAPTURE_FORMAT",
+    "KINDS",
+    "Capture",
+    "CapturedLayer",
+    "NormRecord",
+    "capture",
+    "load_capture",
+    "norm_kind",
+    "read_capture",
+]
+
+#: The kinds of normalization a record can have.
+KINDS = ("layer_norm", "rms_norm", "batch_norm", "group_norm", "instance_norm")
+#: The value of the ``"lnviz"`` metadata key in a file written by :meth:`Capture.save`; its
+#: ``"lnviz.version"`` is 1.
+CAPTURE_FORMAT = "capture"
+_VERSION = "1"
+#: The tensors a record saves, in this order, each where it is not None.
+_ROLES = ("input", "output", "weight", "bias", "running_mean", "running_var")
+
+_Source = bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO
+
+
+@dataclass(frozen=True, eq=False)
+class NormRecord:
+    """One call of one normalization module: what went in, what came out, and the settings to
+    compute it again.
+
+    Attributes:
+        name: the module's path, as ``model.named_modules()`` gives it ("" for the model itself).
+        call: 0 for the module's first call in the forward, 1 for its second, ...
+        kind: one of :data:`KINDS`.
+        input, output: copies of the tensor the module received and of the one it returned.
+        weight, bias: copies of γ and β at the call (None where the module has none).
+        settings: JSON-ready values: ``module`` (the class's name), ``eps`` and, by kind,
+            ``normalized_shape`` (layer_norm, rms_norm), ``num_groups`` (group_norm), or
+            ``training`` (the module's flag), ``use_batch_stats`` (whether the batch's own
+            statistics normalized it, for batch_norm and instance_norm), ``momentum``,
+            ``track_running_stats``, ``num_batches_tracked`` (before the call; batch_norm) and
+            ``batched`` (False for an InstanceNorm input without its batch dim).
+        running_mean, running_var: copies of the running statistics as they were before the
+            call (batch_norm and instance_norm with ``track_running_stats``; else None).
+    """
+
+    name: str
+    call: int
+    kind: str
+    input: torch.Tensor
+    output: torch.Tensor
+    weight: torch.Tensor | None
+    bias: torch.Tensor | None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    running_mean: torch.Tensor | None = None
+    running_var: torch.Tensor | None = None
+
+    def replay(self, impl: str = "scratch") -> NormResult:
+        """The layer computed again by :mod:`lnviz.norms` from :attr:`input` and the module's
+        settings, with every intermediate (μ, σ², 1/√(σ² + ε), x̂). Nothing recorded changes:
+        running statistics are passed as copies."""
+        s = self.settings
+        x = self.input
+        if self.kind == "layer_norm":
+            return layer_norm(x, s["normalized_shape"], self.weight, self.bias, s["eps"],
+                              impl=impl)
+        if self.kind == "rms_norm":
+            return rms_norm(x, s["normalized_shape"], self.weight, s["eps"], impl=impl)
+        if self.kind == "group_norm":
+            return group_norm(x, s["num_groups"], self.weight, self.bias, s["eps"], impl=impl)
+        batch_stats = s["use_batch_stats"]
+        # With the batch's statistics the running ones do not enter the output: none are passed,
+        # so that nothing is updated; otherwise copies of the ones the layer used.
+        mean = None if batch_stats else _copy(self.running_mean)
+        var = None if batch_stats else _copy(self.running_var)
+        if self.kind == "batch_norm":
+            return batch_norm(x, mean, var, self.weight, self.bias, batch_stats, s["momentum"],
+                              s["eps"], impl=impl)
+        if self.kind == "instance_norm":
+            if s["batched"]:
+                return instance_norm(x, mean, var, self.weight, self.bias, batch_stats,
+                                     _momentum(s["momentum"]), s["eps"], impl=impl)
+            result = instance_norm(x.unsqueeze(0), mean, var, self.weight, self.bias, batch_stats,
+                                   _momentum(s["momentum"]), s["eps"], impl=impl)
+            return _without_batch_dim(result)
+        raise ValueError(f"unknown kind {self.kind!r}; expected one of {KINDS}")
+
+
+@dataclass(frozen=True, eq=False)
+class Capture:
+    """What :func:`capture` returns: the model's output, the records in call order, and the
+    norm-like calls that could not be recorded, as ``(module name, reason)``."""
+
+    output: Any
+    records: list[NormRecord]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the records to a .safetensors file that :func:`lnviz.load_arrays` opens.
+
+        Each record's tensors are named ``"<name>[<call>].<role>"`` (``"layers.0.norm1[0].input"``;
+        the model itself is ``"<model>"``), roles among input, output, weight, bias,
+        running_mean and running_var. The metadata holds ``"lnviz": "capture"``,
+        ``"lnviz.version": "1"`` and ``"lnviz.records"``, a JSON list with each record's name,
+        call, kind, settings, dtype and the names of its tensors; :func:`read_capture` reads it
+        back. Tensors keep their dtype (bfloat16 stays bfloat16 in the file).
+        """
+        from safetensors.torch import save_file
+
+        tensors, metadata = self._serialized()
+        save_file(tensors, os.fspath(path), metadata=metadata)
+
+    def to_bytes(self) -> bytes:
+        """The bytes :meth:`save` writes, for a download button."""
+        from safetensors.torch import save
+
+        tensors, metadata = self._serialized()
+        return save(tensors, metadata=metadata)
+
+    def _serialized(self) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+        tensors: dict[str, torch.Tensor] = {}
+        described = []
+        for record in self.records:
+            prefix = f"{record.name or '<model>'}[{record.call}]"
+            arrays = {}
+            for role in _ROLES:
+                value = getattr(record, role)
+                if value is None:
+                    continue
+                key = f"{prefix}.{role}"
+                # safetensors refuses views and shared memory: each gets its own contiguous copy.
+                tensors[key] = value.detach().to("cpu", copy=True).contiguous()
+                arrays[role] = key
+            described.append({"name": record.name, "call": record.call, "kind": record.kind,
+                              "dtype": str(record.input.dtype).removeprefix("torch."),
+                              "settings": dict(record.settings), "arrays": arrays})
+        metadata = {"lnviz": CAPTURE_FORMAT, "lnviz.version": _VERSION,
+                    "lnviz.records": json.dumps(described)}
+        return tensors, metadata
+
+
+def norm_kind(module: nn.Module) -> str | None:
+    """The kind of normalization `module` is (one of :data:`KINDS`), or None for any other
+    module: torch's norm modules and their subclasses, and a model's own ``…LayerNorm`` and
+    ``…RMSNorm`` classes with a ``weight`` tensor and an ``eps`` or ``variance_epsilon``."""
+    if isinstance(module, nn.LayerNorm):
+        return "layer_norm"
+    if isinstance(module, nn.RMSNorm):
+        return "rms_norm"
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        return "batch_norm"
+    if isinstance(module, nn.GroupNorm):
+        return "group_norm"
+    if isinstance(module, nn.modules.instancenorm._InstanceNorm):
+        return "instance_norm"
+    name = type(module).__name__
+    if not name.endswith(("LayerNorm", "RMSNorm")):
+        return None
+    if not isinstance(getattr(module, "weight", None), torch.Tensor) or _own_eps(module) is None:
+        return None
+    return "rms_norm" if name.endswith("RMSNorm") else "layer_norm"
+
+
+def capture(model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
+    """Run ``model(*args, **kwargs)`` once under ``torch.no_grad()`` and record the input,
+    output, γ, β and settings of every normalization layer it calls, in call order.
+
+    The model is left as a plain forward leaves it: no hook remains (also when the forward
+    raises) and BatchNorm's running statistics are updated by the forward alone, once. See the
+    module's docstring for what is recognised and for torch's transformer fast path, which is
+    off during the capture.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    targets = [(name, module, kind) for name, module in model.named_modules()
+               if (kind := norm_kind(module)) is not None]
+    # One slot per call, taken when the call starts, so that records keep the order in which
+    # the layers were called (a norm module inside another finishes first).
+    slots: list[NormRecord | None] = []
+    skipped: list[tuple[str, str]] = []
+    calls: dict[int, int] = {}
+    # the snapshots of the calls under way, per module (a stack, should a module call itself)
+    under_way: dict[int, list[tuple[int, int, dict[str, Any]]]] = {}
+
+    def before(module: nn.Module, args: tuple, kwargs: dict, kind: str) -> None:
+        call = calls.get(id(module), 0)
+        calls[id(module)] = call + 1
+        slots.append(None)
+        snapshot = _snapshot(module, kind, args, kwargs)
+        under_way.setdefault(id(module), []).append((len(slots) - 1, call, snapshot))
+
+    def after(module: nn.Module, output: Any, name: str, kind: str) -> None:
+        slot, call, snapshot = under_way[id(module)].pop()
+        problem = _problem(kind, snapshot, output)
+        if problem:
+            skipped.append((name, problem))
+            return
+        slots[slot] = NormRecord(name=name, call=call, kind=kind,
+                                 output=output.detach().clone(), **snapshot)
+
+    handles = []
+    try:
+        for name, module, kind in targets:
+            # The pre-hook runs after the model's own pre-hooks (which may set the weight or
+            # move the input), the hook before the model's own hooks (which may change the
+            # output): both see what the module itself sees and returns.
+            handles.append(module.register_forward_pre_hook(
+                lambda m, a, k, kind=kind: before(m, a, k, kind), with_kwargs=True))
+            handles.append(module.register_forward_hook(
+                lambda m, a, k, out, name=name, kind=kind: after(m, out, name, kind),
+                with_kwargs=True, prepend=True))
+        with torch.no_grad(), _transformer_fast_path_off():
+            output = model(*args, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return Capture(output, [record for record in slots if record is not None], skipped)
+
+
+@dataclass(frozen=True)
+class CapturedLayer:
+    """One record as a capture file describes it (no tensors): name, call, kind, settings, the
+    input's dtype (``"float32"``, ``"bfloat16"``, ...) and the names of its tensors in the file
+    by role (input, output, weight, bias, running_mean, running_var), keys of
+    :func:`lnviz.load_arrays`' result."""
+
+    name: str
+    call: int
+    kind: str
+    settings: dict[str, Any]
+    dtype: str
+    arrays: dict[str, str]
+
+
+def read_capture(source: _Source, *, max_elements: int = MAX_ELEMENTS) -> list[CapturedLayer]:
+    """The layers described in a capture file (:meth:`Capture.save`), in call order, read from
+    its header alone: no tensor is built. Raises TensorFileError for a file that is not a
+    .safetensors file, or not a capture (a plain checkpoint), or whose description is damaged.
+    """
+    data = _read_source(source, max_elements * 8 + 1024 * 1024)
+    return _read_layers(data, max_elements)
+
+
+def load_capture(source: _Source, *, max_elements: int = MAX_ELEMENTS) -> list[NormRecord]:
+    """The records of a capture file, tensors included, so that ``replay()`` works on them.
+
+    Tensors come back through :func:`lnviz.load_arrays`: float16 and bfloat16 as float32, so a
+    half-precision model's records replay in float32.
+    """
+    data = _read_source(source, max_elements * 8 + 1024 * 1024)
+    layers = _read_layers(data, max_elements)
+    arrays = load_arrays(data, max_elements=max_elements, keep_float64=True)
+    tensors = {role: None for role in _ROLES}
+    records = []
+    for layer in layers:
+        found = dict(tensors) | {role: torch.from_numpy(arrays[key])
+                                 for role, key in layer.arrays.items()}
+        records.append(NormRecord(name=layer.name, call=layer.call, kind=layer.kind,
+                                  settings=layer.settings, **found))
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _snapshot(module: nn.Module, kind: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """What the module is about to use, copied before the call changes any of it."""
+    x = args[0] if args else next(iter(kwargs.values()), None)
+    weight = getattr(module, "weight", None)
+    bias = getattr(module, "bias", None)
+    settings: dict[str, Any] = {"module": type(module).__name__}
+    running_mean = running_var = None
+    if kind in ("layer_norm", "rms_norm"):
+        if isinstance(module, nn.LayerNorm | nn.RMSNorm):
+            shape = list(module.normalized_shape)
+            eps = module.eps
+        else:
+            shape = list(weight.shape)
+            eps = _own_eps(module)
+        settings |= {"normalized_shape": shape, "eps": None if eps is None else float(eps)}
+    elif kind == "group_norm":
+        settings |= {"num_groups": module.num_groups, "eps": float(module.eps)}
+    else:  # batch_norm, instance_norm
+        running_mean, running_var = module.running_mean, module.running_var
+        if kind == "batch_norm":
+            # nn.BatchNorm uses the batch's statistics in training, and in evaluation too when it
+            # keeps no running ones (track_running_stats=False).
+            use_batch = module.training or (running_mean is None and running_var is None)
+        else:
+            use_batch = module.training or not module.track_running_stats
+        tracked = getattr(module, "num_batches_tracked", None)
+        settings |= {
+            "eps": float(module.eps),
+            "momentum": module.momentum,
+            "training": module.training,
+            "use_batch_stats": use_batch,
+            "track_running_stats": module.track_running_stats,
+        }
+        if kind == "batch_norm":
+            settings["num_batches_tracked"] = None if tracked is None else int(tracked)
+        else:
+            settings["batched"] = not (
+                isinstance(x, torch.Tensor) and x.dim() == module._get_no_batch_dim()
+            )
+    return {
+        "input": _copy(x) if isinstance(x, torch.Tensor) else x,
+        "weight": _copy(weight) if isinstance(weight, torch.Tensor) else None,
+        "bias": _copy(bias) if isinstance(bias, torch.Tensor) else None,
+        "running_mean": _copy(running_mean),
+        "running_var": _copy(running_var),
+        "settings": settings,
+    }
+
+
+def _problem(kind: str, snapshot: dict[str, Any], output: Any) -> str | None:
+    """Why a call cannot be recorded (and replayed), or None."""
+    x = snapshot["input"]
+    if not isinstance(x, torch.Tensor):
+        return f"its input is a {type(x).__name__}, not a tensor"
+    if not isinstance(output, torch.Tensor):
+        return f"it returned a {type(output).__name__}, not one tensor"
+    if output.shape != x.shape:
+        return f"it returned shape {list(output.shape)} for an input of {list(x.shape)}"
+    if x.is_nested or not x.dtype.is_floating_point:
+        return f"its input is a {'nested' if x.is_nested else str(x.dtype)} tensor"
+    shape = snapshot["settings"].get("normalized_shape")
+    if shape is not None and list(x.shape[len(x.shape) - len(shape):]) != shape:
+        return (f"its input's shape {list(x.shape)} does not end in the weight's shape {shape} "
+                "(a norm over other dims, such as channels first)")
+    if kind == "rms_norm" and snapshot["bias"] is not None:
+        return "an RMSNorm with a bias, a term lnviz's rms_norm does not have"
+    return None
+
+
+def _own_eps(module: nn.Module) -> float | None:
+    for attribute in ("eps", "variance_epsilon"):
+        value = getattr(module, attribute, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _copy(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    return None if tensor is None else tensor.detach().clone()
+
+
+def _momentum(momentum: float | None) -> float:
+    return 0.0 if momentum is None else momentum  # as nn.InstanceNorm passes it
+
+
+def _without_batch_dim(result: NormResult) -> NormResult:
+    """A replay of an unbatched InstanceNorm input, given back without the batch dim added."""
+
+    def drop(value: torch.Tensor | None) -> torch.Tensor | None:
+        return None if value is None else value.squeeze(0)
+
+    return NormResult(drop(result.output), drop(result.mean), drop(result.var),
+                      drop(result.rstd), drop(result.x_hat),
+                      tuple(d - 1 for d in result.reduce_dims))
+
+
+@contextmanager
+def _transformer_fast_path_off() -> Iterator[None]:
+    mha = torch.backends.mha
+    before = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(before)
+
+
+def _read_layers(data: bytes, max_elements: int) -> list[CapturedLayer]:
+    if not (len(data) > 8 and data[8:9] == b"{"):
+        raise TensorFileError(
+            f"not a .safetensors file (it starts with {bytes(data[:8])!r}); a capture file is "
+            "written by lnviz.capture(...).save(path)"
+        )
+    header = _read_safetensors_header(data, max_elements)
+    metadata = header.metadata
+    if metadata.get("lnviz") != CAPTURE_FORMAT:
+        raise TensorFileError(
+            "this .safetensors file is not a capture (its metadata has no \"lnviz\": "
+            "\"capture\"); write one with lnviz.capture(model, x).save(path)"
+        )
+    if metadata.get("lnviz.version") != _VERSION:
+        raise TensorFileError(
+            f"capture format version {metadata.get('lnviz.version')!r} is not known to this "
+            f"lnviz, which reads version {_VERSION}"
+        )
+    names = {entry.name for entry in header.entries}
+    try:
+        described = json.loads(metadata.get("lnviz.records", ""))
+        layers = [_layer(item, names) for item in described]
+    except (ValueError, TypeError, KeyError, RecursionError) as err:
+        raise TensorFileError(
+            f"the capture's description of its layers is damaged ({str(err)[:160]})"
+        ) from err
+    return layers
+
+
+def _layer(item: Any, names: set[str]) -> CapturedLayer:
+    if not isinstance(item, dict):
+        raise TypeError(f"a record is a {type(item).__name__}, not an object")
+    layer = CapturedLayer(name=str(item["name"]), call=int(item["call"]), kind=item["kind"],
+                          settings=dict(item["settings"]), dtype=str(item["dtype"]),
+                          arrays={str(k): str(v) for k, v in dict(item["arrays"]).items()})
+    if layer.kind not in KINDS:
+        raise ValueError(f"unknown kind {layer.kind!r}")
+    unknown = set(layer.arrays) - set(_ROLES)
+    missing = [key for key in layer.arrays.values() if key not in names]
+    if unknown or missing or "input" not in layer.arrays or "output" not in layer.arrays:
+        raise ValueError(f"record {layer.name!r} names tensors the file does not hold")
+    return layer
+
+
+class _CallableModule(types.ModuleType):
+    """``lnviz.capture`` is this module once anything imports it, and the function before: both
+    are called alike, ``lnviz.capture(model, x)``."""
+
+    def __call__(self, model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
+        return capture(model, *args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
