@@ -63,8 +63,9 @@ MAX_ARRAYS = 4096
 #: 150 bytes per tensor, so a full `MAX_ARRAYS` file's header is under 1 MiB.
 MAX_SAFETENSORS_HEADER_BYTES = 4 * 1024 * 1024
 #: The largest pickle (``data.pkl``) a torch.save file may hold. torch's weights-only unpickler is
-#: written in Python and reads about 1 MB a second at worst, so this also caps the time; a state
-#: dict of `MAX_ARRAYS` tensors with long names pickles to under 1 MiB.
+#: written in Python, so this also caps the time: a pickle this size of its slowest opcodes (a
+#: dict filled item by item) takes about a second (tests/test_files.py); a state dict of
+#: `MAX_ARRAYS` tensors with long names pickles to under 1 MiB.
 MAX_PICKLE_BYTES = 2 * 1024 * 1024
 
 _NPY_MAGIC = b"\x93NUMPY"
