@@ -54,6 +54,7 @@ __all__ = [
     "IMPLS",
     "NormResult",
     "batch_norm",
+    "centre",
     "group_norm",
     "instance_norm",
     "layer_norm",
@@ -128,6 +129,26 @@ def _mean(
     return (x.sum(dim=dims, keepdim=True) if dims else x) / n
 
 
+def centre(
+    x: torch.Tensor, dims: tuple[int, ...], weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
+    """μ and x − μ over ``dims`` exactly as the norms compute them (the first two of the three
+    sums); ``weights`` (0/1) leaves positions out of μ.
+
+    x − μ is (x − μ₁) − e, with μ₁ = Σx/n and e = Σ(x − μ₁)/n its rounding error, which is not
+    always x minus the returned μ = μ₁ + e rounded: where x and μ agree to the last digit, the
+    centred value keeps the tiny difference that rounding μ would lose.
+
+    Returns (μ, x − μ, n) where n is the number of values μ was taken over.
+    """
+    n = math.prod(x.shape[d] for d in dims) if weights is None else weights.sum(dims, keepdim=True)
+    mean = _mean(x, dims, n, weights)
+    centered = x - mean
+    error = _mean(centered, dims, n, weights)
+    centered -= error
+    return mean + error, centered, n
+
+
 def mean_and_var(
     x: torch.Tensor, dims: tuple[int, ...], weights: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
@@ -136,13 +157,9 @@ def mean_and_var(
 
     Returns (μ, σ², n) where n is the number of values each statistic was taken over.
     """
-    n = math.prod(x.shape[d] for d in dims) if weights is None else weights.sum(dims, keepdim=True)
-    mean = _mean(x, dims, n, weights)
-    centered = x - mean
-    error = _mean(centered, dims, n, weights)
-    centered -= error
+    mean, centered, n = centre(x, dims, weights)
     var = _mean(centered.square(), dims, n, weights)
-    return mean + error, var, n
+    return mean, var, n
 
 
 def _affine(
