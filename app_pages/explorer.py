@@ -94,7 +94,7 @@ show_figure(charts.explorer.group_stats_figure,
             labels=[str(g) for g in shown], spread_title=spread_name(spec),
             used=None if ex.running is None else tuple(r[shown] for r in ex.running),
             key="stats")
-st.caption(f"{n_groups:,} groups" + ("" if len(shown) == n_groups
+st.caption(f"{n_groups:,} group{'s' * (n_groups != 1)}" + ("" if len(shown) == n_groups
                                      else f", {len(shown)} of them drawn") +
            ". " + statistics_note(ex, spec))
 show_figure(charts.explorer.distributions_figure, ex.histogram_in, ex.histogram_out,

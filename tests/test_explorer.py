@@ -756,7 +756,7 @@ def test_group_description_follows_norm_dims_and_mode():
     d = group_description
     assert d((2, 4, 3), "NLC", NormSpec()) == "one token, its μ and σ over its features"
     assert d((2, 4, 3), "NLC", NormSpec(dims=2)) == \
-        "one batch position, its μ and σ over its (sequence, features)"
+        "one sample, its μ and σ over its (sequence, features)"
     assert d((2, 4, 3), "NLC", NormSpec(norm="RMSNorm")) == "one token, its RMS over its features"
     assert d((8, 6), "NC", NormSpec(norm="BatchNorm")) == "one feature, its μ and σ over batch"
     assert "running μ and σ² that 3 training" in d(
@@ -839,3 +839,50 @@ def test_seed_003s_slips_are_shown_with_its_example():
     assert "ε = 1e-5 is 0.15% of it" in text and "x̂ stays 1.2247" in text
     assert "−1.8236e−07" in text  # the seed's printed value, recomputed from its own steps
     assert "x̂ is really −3.039e−08" in text
+
+
+def test_other_sentences_hold_under_non_default_settings():
+    """Sentences found false on re-reading the page under other settings (issue 13)."""
+    from lnviz.lessons.explorer import statistics_note
+
+    # eval BatchNorm after 100 passes: the means have caught up; only the deviation misses 1
+    spec = NormSpec(norm="BatchNorm", training=False, warmup_steps=100)
+    note = statistics_note(explore(padded(), spec), spec)
+    assert "nearly all the way" in note and "means 0 and deviations 0.926, not 1." in note
+    # RMSNorm at ε = 0: the check names mean(x²), not σ²
+    spec = NormSpec(norm="RMSNorm", eps=0.0)
+    _, message = describe_check(explore(padded(), spec).check, spec, "float32")
+    assert "groups with mean(x²) = 0 and ε = 0" in message
+    # a tiny variance under ε = 1e-5: the deviation after is 0.02, and the note says why
+    spec = NormSpec()
+    tiny = Batch(get_preset("tiny_variance").values, "NC")
+    assert "deviation as low as 0.02" in statistics_note(explore(tiny, spec), spec)
+    # far from zero in float16: every group rounds to a constant; no span of NaNs is stated
+    far = Batch(get_preset("far_from_zero").values, "NC")
+    ex = explore(far, spec, dtype="float16")
+    note = statistics_note(ex, spec)
+    assert "NaN" not in note and "Here no group has any spread" in note
+    rounding = next(n for n in explain(ex, spec, "float16") if n.startswith("Converting"))
+    assert "2¹¹ = 2,048" in rounding and "2²⁴" not in rounding
+    assert group_description((4, 8), "NC", spec) == "one sample, its μ and σ over its features"
+    at = open_page(EXPLORER, {"preset": "The vector [1, 2, 3]"})
+    assert any(c.value.startswith("1 group. ") for c in at.caption)
+
+
+def test_preset_descriptions_hold_for_the_norms_they_name():
+    """"the mismatch normalization is meant to remove" was false for LayerNorm: on these
+    features its outputs for the ×0.01 and ×1 features nearly coincide in every row."""
+    preset = get_preset("different_scales")
+    assert "LayerNorm, one μ and σ per sample taken across these features, does not" in \
+        preset.description
+    x = torch.tensor(preset.values)
+    ln = normalize(x, "NC", NormSpec()).output
+    assert (ln[:, 0] - ln[:, 1]).abs().max() < 0.1  # two very different features, one output
+    bn = normalize(x, "NC", NormSpec(norm="BatchNorm")).output
+    # the ×0.01 feature's σ² (about 1e-4) is within sight of ε = 1e-5: 0.95 there
+    np.testing.assert_allclose(bn.std(0, unbiased=False), 1, atol=0.05)
+    assert get_preset("two_words").description.count("under LayerNorm") == 1
+    assert "under LayerNorm without ε" in get_preset("constant_row").description
+    rms = explore(Batch(get_preset("constant_row").values, "NC"), NormSpec(norm="RMSNorm",
+                                                                           eps=0.0))
+    assert rms.nonfinite_outputs == 0  # RMSNorm's constant row [3, 3, 3, 3] is no 0/0

@@ -474,7 +474,9 @@ def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
     errors = (f"lnviz is off by {check.lnviz_error:.3g}, torch by {check.torch_error:.3g} "
               f"(tolerance {check.tolerance:.3g} for this input in {dtype}: {why})")
     if check.undefined:
-        undefined = (f" {check.undefined:,} value(s) sit in groups with σ² = 0 and ε = 0, where "
+        statistic = "σ²" if NORM_TABLE[spec.norm].centred else "mean(x²)"
+        undefined = (f" {check.undefined:,} value(s) sit in groups with {statistic} = 0 and "
+                     "ε = 0, where "
                      "the formula is 0/0 and has no value: lnviz shows NaN, torch gives "
                      f"{check.torch_at_undefined or 'NaN'}; they are left out of the comparison.")
     else:
@@ -718,6 +720,8 @@ def group_description(shape: tuple[int, ...], layout: str, spec: NormSpec) -> st
             return f"the whole tensor, {what} over {_dims(trail)}"
         if layout == "NLC" and spec.dims == 1:
             return f"one token, {what} over its features"
+        if lead == ["batch"]:
+            return f"one sample, {what} over its {_dims(trail)}"
         return f"one {_dims(lead)} position, {what} over its {_dims(trail)}"
     channel = names[c].removesuffix("s")
     if spec.norm == "BatchNorm":
@@ -745,11 +749,14 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
     if spec.norm == "BatchNorm" and not spec.training:
         m = int(ex.sizes.min()) if ex.sizes is not None and ex.sizes.size else 0
         share = 1 - (1 - spec.momentum) ** spec.warmup_steps
+        far = "nearly all the way" if share > 0.995 else f"{share:.0%} of the way"
+        differ = [what for what, span, target in (("0", means, "0"), ("1", spreads, "1.000"))
+                  if span != target]
         note = (f"In eval mode BatchNorm subtracts a running μ and divides by √(running σ² + ε) "
                 f"(the ◆ markers), which start at 0 and 1 and move {spec.momentum:g} of the way "
                 f"to this batch's statistics at each of the {spec.warmup_steps} training "
-                f"pass(es): {share:.0%} of the way by now. So the groups end with means {means} "
-                f"and deviations {spreads}, not 0 and 1")
+                f"pass(es): {far} by now. So the groups end with means {means} and deviations "
+                f"{spreads}" + (f", not {' and '.join(differ)}" if differ else ""))
         if m > 1:
             note += (f". Even after many passes they would not reach deviation 1: the running σ² "
                      f"tends to the unbiased variance, m/(m − 1) = {m}/{m - 1} times σ² (m = {m} "
@@ -762,7 +769,9 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
                 "so every group's RMS becomes √(mean(x²)/(mean(x²) + ε)), 1 unless ε is "
                 "comparable to mean(x²), while its mean keeps its sign: a group's mean after "
                 "is its mean before divided by its RMS. ")
-        if identity:
+        if not live.any():
+            note += "Here every group is all zeros"
+        elif identity:
             note += f"Here the RMS after is {spreads} and the means are {means}"
         else:
             note += (f"With the γ set here, y = γ·x̂: the groups end with RMS {spreads} and "
@@ -774,11 +783,18 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
         note = ("Each group is centred on its own μ and divided by its own √(σ² + ε), so x̂ has "
                 "mean 0 and deviation √(σ²/(σ² + ε)) in every group, 1 unless ε is comparable "
                 "to σ². ")
-        if identity:
+        squeezed = ex.spread_in[live] ** 2 / (ex.spread_in[live] ** 2 + spec.eps)
+        if not live.any():
+            note += "Here no group has any spread"
+        elif identity:
             note += f"Here the groups end with means {means} and deviations {spreads}"
         else:
             note += (f"The chart shows y = γ·x̂ + β: with the γ and β set here the groups end "
                      f"with means {means} and deviations {spreads}")
+        if live.any() and squeezed.min() < 0.98:
+            note += (f" (ε = {spec.eps:g} is comparable to or larger than σ² in "
+                     f"{int(np.count_nonzero(squeezed < 0.98)):,} group(s), so their x̂ has "
+                     f"deviation as low as {math.sqrt(squeezed.min()):.3g})")
         if dead:
             note += (f"; {dead:,} group(s) whose values are all equal have no spread to scale: "
                      + ("0/0 makes them NaN at ε = 0" if spec.eps == 0 else
@@ -807,8 +823,7 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
             + (f"{ex.rounding:.0%} of their group's {_spread_word(spec)}"
                if math.isfinite(ex.rounding)
                else "more than their group's whole spread (distinct values became equal)")
-            + f": they carry more digits than {dtype} keeps (for float32, integers above "
-            "2²⁴ = 16,777,216, or numbers that differ only past their 7th digit). The "
+            + f": they carry more digits than {dtype} keeps ({_DIGITS.get(dtype, '')}). The "
             "normalized values move by as much, and lnviz and torch agree on the rounded "
             "input. Choose float64 under Precision in the sidebar.")
     own = ex.nonfinite_inputs - ex.overflowed_inputs
@@ -838,6 +853,16 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
             "output is β (or NaN with ε = 0). Normalizing needs at least two values per group "
             "— for LayerNorm, at least two features.")
     return notes
+
+
+#: What each precision keeps exactly, for the rounding note.
+_DIGITS = {
+    "float32": "it holds integers exactly up to 2²⁴ = 16,777,216 and about 7 significant "
+               "digits",
+    "float16": "it holds integers exactly up to 2¹¹ = 2,048 and about 3 significant digits",
+    "bfloat16": "it holds integers exactly up to 2⁸ = 256 and about 2 to 3 significant digits",
+    "float64": "it holds integers exactly up to 2⁵³ and about 16 significant digits",
+}
 
 
 def _spread_word(spec: NormSpec) -> str:

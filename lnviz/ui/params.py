@@ -19,8 +19,8 @@ MAX_TABLE_FEATURES = 256
 EPSILONS = [0.0] + [10.0**k for k in range(-12, 1)]
 _HELP = {
     "BatchNorm": "one μ, σ per feature, taken across the batch (and sequence/space)",
-    "LayerNorm": "one μ, σ per sample, taken across its trailing dims (per token, across its "
-                 "features, by default)",
+    "LayerNorm": "one μ, σ per position of the leading dims, taken across the trailing dims "
+                 "(by default: per token, across its features)",
     "RMSNorm": "LayerNorm without subtracting μ: only the root-mean-square is fixed",
     "GroupNorm": "one μ, σ per sample and group of channels",
     "InstanceNorm": "one μ, σ per sample and channel, across the sequence/space",
