@@ -12,6 +12,7 @@ from lnviz.lessons.explorer import (
     explain,
     explore,
     group_description,
+    impl_note,
     padding_grid,
     pytorch_snippet,
     seed_checks,
@@ -52,9 +53,7 @@ with refusal(), st.spinner("Normalizing…"):
     ex = cached(explore, Named(batch, source_key), spec, settings.device, settings.dtype)
 result, shape, layout = ex.result, ex.x.shape, batch.layout
 if ex.impl == "fast":
-    st.caption(f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path (torch's "
-               "fused kernels, the same numbers as the readable code, without its full-size "
-               "intermediates).")
+    st.caption(impl_note(ex))
 
 for note in explain(ex, spec, settings.dtype):
     st.warning(note, icon="⚠️")

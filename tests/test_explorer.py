@@ -886,3 +886,18 @@ def test_preset_descriptions_hold_for_the_norms_they_name():
     rms = explore(Batch(get_preset("constant_row").values, "NC"), NormSpec(norm="RMSNorm",
                                                                            eps=0.0))
     assert rms.nonfinite_outputs == 0  # RMSNorm's constant row [3, 3, 3, 3] is no 0/0
+
+
+def test_the_fast_path_note_does_not_promise_the_readable_codes_numbers():
+    """It said "the same numbers as the readable code"; far from zero torch's kernels lose
+    digits the readable two-pass code keeps, so the fast path's numbers are torch's."""
+    from lnviz.lessons.explorer import impl_note
+
+    values = 1e4 + random_batch((1100, 1000), seed=0)  # above FAST_ABOVE: impl="fast"
+    ex = explore(Batch(values, "NC"), NormSpec())
+    assert ex.impl == "fast"
+    note = impl_note(ex)
+    assert "the same numbers as the readable code" not in note
+    assert "its last digits are torch's rounding" in note
+    scratch = normalize(ex.x, "NC", NormSpec(), impl="scratch").output
+    assert not torch.equal(scratch, ex.result.output)  # not the same numbers, bit for bit

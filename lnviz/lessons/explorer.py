@@ -56,6 +56,7 @@ __all__ = [
     "group_sizes",
     "group_stats",
     "histogram",
+    "impl_note",
     "padding_grid",
     "pytorch_snippet",
     "seed_checks",
@@ -650,6 +651,18 @@ def _rounding(batch: Batch, x: torch.Tensor, ids: np.ndarray, std: np.ndarray) -
         ratio = np.where(largest > 0, largest / std, 0.0)
     ratio = ratio[~np.isnan(ratio)]
     return float(ratio.max()) if ratio.size else 0.0
+
+
+def impl_note(ex: Exploration) -> str:
+    """Which code computed the figures: for a large tensor, lnviz's ``impl="fast"``, whose
+    numbers are torch's fused kernels' (so their rounding, not the readable code's)."""
+    if ex.impl != "fast":
+        return (f"{ex.x.numel():,} values: computed with lnviz's readable code "
+                "(`impl=\"scratch\"`), every intermediate kept.")
+    return (f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path — the same "
+            "formula as the readable code, evaluated by torch's fused kernels without the "
+            "full-size intermediates, so its last digits are torch's rounding (the check below "
+            "says how close that is).")
 
 
 def _num(value: float) -> str:
