@@ -115,7 +115,7 @@ st.caption("The first element of the group, with its numbers substituted into th
 
 if source_key[0] == "preset" and (check := seed_checks(source_key[1])) is not None:
     st.subheader(check.title)
-    st.dataframe(check.table, hide_index=True, key="seed_check")
+    st.table(check.table.set_index("step"))  # a static table wraps the long verdicts
     st.caption(check.note)
 
 # --- Check ------------------------------------------------------------------------------------

@@ -806,6 +806,12 @@ def test_shared_outputs_only_when_rows_share_an_output():
     assert shared_outputs(explore(rng, spec), spec, rng) is None
 
 
+def seed_table(at):
+    """The seed-check table (an st.table, indexed by step) as the lesson's DataFrame."""
+    table = next(t.value for t in at.table if "verdict" in t.value.columns)
+    return table.reset_index()
+
+
 def test_seed_002s_numbers_are_checked_and_its_slips_named():
     """"powerful → 1.52" is 1.53; "std 0.81" is 0.816; "−1.23" is −1.22 (from the cut 0.81)."""
     check = seed_checks("padded_tokens")
@@ -822,14 +828,14 @@ def test_seed_002s_numbers_are_checked_and_its_slips_named():
         "slip: 1.225 rounds to 1.22; the seed's 1.23 follows from its own earlier rounding "
         "(1.235)")
     at = open_page(EXPLORER)
-    assert table_with(at, "verdict").value.equals(check.table)
+    assert seed_table(at).equals(check.table)
     assert any(s.value == "Seed 002's numbers, checked" for s in at.subheader)
     assert seed_checks("far_from_zero") is None
 
 
 def test_seed_003s_slips_are_shown_with_its_example():
     at = open_page(EXPLORER, {"preset": "Two words, batch of one"})
-    table = table_with(at, "verdict").value
+    table = seed_table(at)
     text = " ".join(table.astype(str).to_numpy().ravel())
     assert "batch mean" in text and "batch standard deviation" in text
     assert "a variance, not a standard deviation (σ = [0.08165, 0.1886])" in text
@@ -839,6 +845,13 @@ def test_seed_003s_slips_are_shown_with_its_example():
     assert "ε = 1e-5 is 0.15% of it" in text and "x̂ stays 1.2247" in text
     assert "−1.8236e−07" in text  # the seed's printed value, recomputed from its own steps
     assert "x̂ is really −3.039e−08" in text
+    # st.table renders markdown: the seed's commented code is in backticks, not a heading
+    assert "`# mu = (1 / m) * torch.sum(X, dim=0)`" in table["step"].tolist()
+    assert not any(step.startswith("#") for step in table["step"])
+    # the worked example shows the μ that gives its x̂ (0.2 − 0.2 gave −3.039e-08)
+    assert "μ is shown exactly" in " ".join(c.value for c in at.caption)
+    assert r"(0.2000000029802 - 0.2000000054638)" in at.latex[0].value
+    assert r"(-3.039 \times 10^{-8})" in at.latex[0].value
 
 
 def test_other_sentences_hold_under_non_default_settings():

@@ -143,13 +143,17 @@ def step_by_step(
     note = ""
     if result.mean is not None and not (spec.norm == "BatchNorm" and not spec.training):
         exact = _exact_group_mean(x, ids, group, layout, mask if spec.use_mask else None)
-        # Only where the rounding of the stored μ shows in x̂ (as it does far from zero).
+        # Only where the rounding of the stored μ shows in x̂: far from zero, or where x equals
+        # the stored μ while x̂ is not 0 (seed 003's 0.2 − μ = −3e-08 × 1/√(σ²+ε)).
         rstd = float(at(result.rstd)[0])
         finite = math.isfinite(exact) and math.isfinite(rstd)
         shift = abs(exact - mean[0]) * rstd if finite else 0.0
-        if shift > 1e-6:
+        x_hat = at(result.x_hat)
+        hidden = finite and bool(((at(x) == mean) & (x_hat != 0) & np.isfinite(x_hat)).any())
+        if shift > 1e-6 or hidden:
+            stored = str(result.mean.dtype).removeprefix("torch.")
             note = (f"μ is shown exactly, as the float64 mean of the group's values: "
-                    f"{exact:.10g}. lnviz stores μ in {str(x.dtype).removeprefix('torch.')} as "
+                    f"{exact:.10g}. lnviz stores μ in {stored} as "
                     f"{mean[0]:.10g}, the nearest number it can hold, and centres x with the "
                     "more exact two-pass value, so (x − μ)/√(σ²+ε) with the μ shown gives x̂.")
             mean = np.full(positions.size, exact)
@@ -1140,11 +1144,12 @@ def _seed_003() -> SeedCheck:
         ("σ², labelled “batch standard deviation”", "batch standard deviation",
          f"σ² per word = {vec(var)}",
          f"a variance, not a standard deviation (σ = {vec(sd)}), and again one per word"),
-        ("“add epsilon to the standard deviation”, # std = epsilon + torch.sqrt(sigma2)",
+        # code in backticks: the table renders markdown, and "# …" would be a heading
+        ("“add epsilon to the standard deviation”, `# std = epsilon + torch.sqrt(sigma2)`",
          "ε + σ", f"√(σ² + ε) = {math.sqrt(var[0] + eps):.6g}, ε + σ = {sd[0] + eps:.6g}",
          f"ε goes under the root, added to the variance (as its next cell does): x̂ of 0.3 is "
          f"{under_root:.5g} with √(σ² + ε), {outside:.5g} with ε + σ"),
-        ("# mu = (1 / m) * torch.sum(X, dim=0)", "mean over dim=0",
+        ("`# mu = (1 / m) * torch.sum(X, dim=0)`", "mean over dim=0",
          f"{vec(wrong_mean)}",
          f"dim 0 holds the words, so this averages across words feature by feature (BatchNorm's "
          f"direction; {vec(across)} with the right count) and divides by m = {m} features "
