@@ -10,6 +10,7 @@ from lnviz.lessons.epsilon import (
     epsilon_steps,
     epsilon_sweep,
     precision_sweep,
+    seed_000_without_epsilon,
     stability_vector,
 )
 from lnviz.ui.cache import cached
@@ -63,12 +64,7 @@ with refusal():
 
 show_figure(charts.epsilon.sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
             sweep.variance, eps, key="ep_sweep_chart")
-st.caption(
-    "Both axes are logarithmic. L = Σ yᵢ·gᵢ for a fixed random upstream gradient g (from the "
-    "sidebar's seed), differentiated by autograd through lnviz.layer_norm. Left of the green "
-    "line ε = σ² (drawn when σ² > 0) the vector's own spread sets the scale and ε does "
-    "nothing; right of it ε sets the scale and both curves fall like 1/√ε."
-)
+st.caption(sweep.caption())
 if sweep.nonfinite:
     st.warning(f"{sweep.nonfinite} points of the sweep overflowed {settings.dtype} (inf or NaN) "
                "and are missing from the plot: float16 stops at 65 504, and a small ε makes "
@@ -88,9 +84,18 @@ else:
     )
 
 st.dataframe(steps.text_table(), hide_index=True, key="ep_steps")
+residue = steps.residue()
+if residue:
+    st.caption(residue)
 note = steps.explain(settings.dtype)
 if note:
     st.warning(note, icon="⚠️")
+
+cell = cached(seed_000_without_epsilon, x)
+st.markdown("**Seed 000's “Error without epsilon”.** Its example divides by √σ² with no ε "
+            "inside `try` … `except Exception`, to print an error. On this vector it prints:")
+st.code(cell.printed, language="text")
+st.caption(cell.explain())
 
 # --- 2. Precision -----------------------------------------------------------------------------
 st.subheader("2 · Half precision: how many digits survive")
@@ -124,12 +129,7 @@ with refusal():
 title = "offset from zero" if axis == "offset" else "row length H"
 show_figure(charts.epsilon.precision_figure, precision.values, precision.errors, title,
             key="ep_precision_chart")
-st.caption(
-    "Gaps in the float16 curve are offsets above 65 504, where float16 holds only inf and "
-    "LayerNorm returns NaN. Where the error reaches about 1, the normalized values are noise. "
-    "Against the row length the curves stay nearly flat: summing in float32 keeps the mean "
-    "and variance accurate, so the input's rounding is what costs digits."
-)
+st.caption(precision.caption())
 
 # --- 3. Cancellation --------------------------------------------------------------------------
 st.subheader("3 · The E[x²] − E[x]² trap")
@@ -155,15 +155,18 @@ st.caption(
     "Always float32, whatever the sidebar says, so the three methods meet the same rounding. "
     "The reference is the two-pass variance in float64 of the very numbers float32 stored. "
     "× marks a negative variance from the naive formula; hover a point for the σ² it "
-    "computed. lnviz's norms all use the two-pass variance."
+    "computed. lnviz's readable norms (impl=\"scratch\") take the corrected two-pass "
+    "variance; impl=\"fast\", used for large tensors, leaves it to torch's fused kernels. "
+    + cancellation.summary()
 )
 
 st.info(
-    "**Try this.** On the tiny vector, slide ε from 1e-12 up to 1 and watch the table: x̂ "
-    "stays near ±1.58 until ε passes σ² = 4e-9, then shrinks (1e-08 gives 0.845, seed 000's "
-    "number). Choose the constant vector and set ε to 0 to see the 0/0. Switch the sidebar's "
-    "precision to float16 and compare the gradient sizes. In part 3, find the offset where "
-    "the naive variance first goes negative.", icon="🧪")
+    "**Try this.** On the tiny vector, slide ε from 1e-12 up to 1 and watch the table: the "
+    "largest |x̂| stays near 1.58 until ε approaches σ² = 4e-9, then shrinks (at seed 000's "
+    "ε = 1e-8 it is 0.845). Choose the constant vector and set ε to 0 to see the 0/0. "
+    "Switch the sidebar's precision to float16 and compare the gradient sizes. In part 3, "
+    "find the offset where the naive variance is first off by more than 100%, and the × "
+    "marks where it even comes out negative.", icon="🧪")
 
 st.subheader("The same in PyTorch")
 st.code(epsilon_snippet(vector, eps, settings.dtype), language="python")

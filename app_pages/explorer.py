@@ -11,9 +11,16 @@ from lnviz.lessons.explorer import (
     describe_check,
     explain,
     explore,
+    group_description,
+    impl_note,
     padding_grid,
     pytorch_snippet,
+    seed_checks,
+    shared_outputs,
+    shared_title,
+    spread_name,
     statistics_note,
+    stats_heading,
     step_by_step,
     worked_example_latex,
 )
@@ -46,15 +53,13 @@ with refusal(), st.spinner("Normalizing…"):
     ex = cached(explore, Named(batch, source_key), spec, settings.device, settings.dtype)
 result, shape, layout = ex.result, ex.x.shape, batch.layout
 if ex.impl == "fast":
-    st.caption(f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path (torch's "
-               "fused kernels, the same numbers as the readable code, without its full-size "
-               "intermediates).")
+    st.caption(impl_note(ex))
 
 for note in explain(ex, spec, settings.dtype):
     st.warning(note, icon="⚠️")
 
 # --- Figures ----------------------------------------------------------------------------------
-st.subheader("Which numbers share a mean and a deviation")
+st.subheader(stats_heading(spec))
 grid_in = to_grid(ex.input_values, layout)
 cols = st.columns([2, 2, 3])
 mode = cols[0].radio("Large tensors", ["downsample", "slice"], horizontal=True, key="view",
@@ -76,14 +81,19 @@ show_figure(charts.explorer.norm_heatmaps,
             view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
             view.take(to_grid(ex.groups, layout)), padding=padding_grid(batch, view),
             row_labels=rows, col_labels=columns,
-            title_out=f"output y ({spec.norm})", key="heatmaps")
+            title_out=f"output y ({spec.norm})", title_groups=shared_title(spec), key="heatmaps")
+alike = shared_outputs(ex, spec, batch)
+if alike:
+    st.info(alike, icon="🔁")
 
 n_groups = len(ex.mean_in)
 shown = grid_view((1, n_groups), max_rows=1, max_cols=512).cols
 show_figure(charts.explorer.group_stats_figure,
-            ex.mean_in[shown], ex.std_in[shown], ex.mean_out[shown], ex.std_out[shown],
-            labels=[str(g) for g in shown], key="stats")
-st.caption(f"{n_groups:,} groups" + ("" if len(shown) == n_groups
+            ex.mean_in[shown], ex.spread_in[shown], ex.mean_out[shown], ex.spread_out[shown],
+            labels=[str(g) for g in shown], spread_title=spread_name(spec),
+            used=None if ex.running is None else tuple(r[shown] for r in ex.running),
+            key="stats")
+st.caption(f"{n_groups:,} group{'s' * (n_groups != 1)}" + ("" if len(shown) == n_groups
                                      else f", {len(shown)} of them drawn") +
            ". " + statistics_note(ex, spec))
 show_figure(charts.explorer.distributions_figure, ex.histogram_in, ex.histogram_out,
@@ -94,13 +104,19 @@ st.subheader("Step by step")
 keep_in_range("group", range(n_groups))
 group = st.number_input(
     "Group", 0, n_groups - 1, 0, key="group", bind="query-params",
-    help="Which group to work through: a token for LayerNorm, a feature for BatchNorm.")
+    help="Which group to work through, numbered as in the charts above: here one group is "
+         f"{group_description(tuple(shape), layout, spec)}.")
 table = step_by_step(ex.x, result, spec, ex.groups, int(group), layout, mask=batch.mask)
 st.dataframe(table, hide_index=True, key="steps")
 if table.attrs["note"]:
     st.caption(table.attrs["note"])
-st.latex(worked_example_latex(table.iloc[0], spec.eps, rms=spec.norm == "RMSNorm"))
+st.latex(worked_example_latex(table.iloc[0], spec.eps))
 st.caption("The first element of the group, with its numbers substituted into the formula.")
+
+if source_key[0] == "preset" and (check := seed_checks(source_key[1])) is not None:
+    st.subheader(check.title)
+    st.table(check.table.set_index("step"))  # a static table wraps the long verdicts
+    st.caption(check.note)
 
 # --- Check ------------------------------------------------------------------------------------
 st.subheader("Check against PyTorch")

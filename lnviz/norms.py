@@ -54,6 +54,7 @@ __all__ = [
     "IMPLS",
     "NormResult",
     "batch_norm",
+    "centre",
     "group_norm",
     "instance_norm",
     "layer_norm",
@@ -124,7 +125,28 @@ def _mean(
     """(1/n)·Σ x over ``dims``, keeping them with size 1; ``weights`` (0/1) leaves values out."""
     if weights is not None:
         x = x * weights
-    return x.sum(dim=dims, keepdim=True) / n
+    # sum(dim=()) would sum over every dim; no dims to reduce leaves each value on its own.
+    return (x.sum(dim=dims, keepdim=True) if dims else x) / n
+
+
+def centre(
+    x: torch.Tensor, dims: tuple[int, ...], weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
+    """μ and x − μ over ``dims`` exactly as the norms compute them (the first two of the three
+    sums); ``weights`` (0/1) leaves positions out of μ.
+
+    x − μ is (x − μ₁) − e, with μ₁ = Σx/n and e = Σ(x − μ₁)/n its rounding error, which is not
+    always x minus the returned μ = μ₁ + e rounded: where x and μ agree to the last digit, the
+    centred value keeps the tiny difference that rounding μ would lose.
+
+    Returns (μ, x − μ, n) where n is the number of values μ was taken over.
+    """
+    n = math.prod(x.shape[d] for d in dims) if weights is None else weights.sum(dims, keepdim=True)
+    mean = _mean(x, dims, n, weights)
+    centered = x - mean
+    error = _mean(centered, dims, n, weights)
+    centered -= error
+    return mean + error, centered, n
 
 
 def mean_and_var(
@@ -135,13 +157,9 @@ def mean_and_var(
 
     Returns (μ, σ², n) where n is the number of values each statistic was taken over.
     """
-    n = math.prod(x.shape[d] for d in dims) if weights is None else weights.sum(dims, keepdim=True)
-    mean = _mean(x, dims, n, weights)
-    centered = x - mean
-    error = _mean(centered, dims, n, weights)
-    centered -= error
+    mean, centered, n = centre(x, dims, weights)
     var = _mean(centered.square(), dims, n, weights)
-    return mean + error, var, n
+    return mean, var, n
 
 
 def _affine(
@@ -365,7 +383,9 @@ def batch_norm(
 
     With ``momentum=None`` the update is a cumulative average (momentum = 1/k at the k-th batch);
     pass ``num_batches_tracked``, a counter tensor incremented in place like nn.BatchNorm's. In
-    evaluation mode the running statistics are used instead of the batch's.
+    evaluation mode the running statistics are used instead of the batch's. An input with no
+    values is accepted as torch accepts it: the output is empty, the running statistics stay as
+    they were, and a training call is still counted.
 
     Args:
         input: the activations; torch's layout has the channels at ``channel_dim=1``.
@@ -396,12 +416,17 @@ def batch_norm(
     stat_shape = [1] * input.dim()
     stat_shape[channel] = input.shape[channel]
     if not training:
+        if (running_mean is None or running_var is None) and input.numel() == 0:
+            # torch returns an empty input before it asks for running statistics; there are
+            # none to report, so μ and σ² are NaN.
+            running_mean = running_var = torch.full(
+                (input.shape[channel],), math.nan, dtype=_accumulation_dtype(input.dtype))
         if running_mean is None or running_var is None:
             raise ValueError(
                 "running_mean and running_var must be given in evaluation mode (training=False); "
                 "pass training=True to normalize with the batch's own statistics"
             )
-        if impl == "fast" and mask is None:
+        if impl == "fast" and mask is None and input.dim() > 1:  # the kernel wants (N, C, …)
             return _kernels().batch_norm(input, running_mean, running_var, weight, bias, False,
                                          momentum, eps, channel)
         return _normalize_with_running_stats(input, running_mean, running_var, weight, bias, eps,
@@ -410,13 +435,13 @@ def batch_norm(
     w = _mask_weights(mask, input, channel)  # 1 = a real token, 0 = padding: (N, 1, L)
     m = math.prod(input.shape[d] for d in dims) if w is None else w.sum(dims, keepdim=True)
     count = int(m)  # m, the values per channel
-    if count == 1:
+    if count == 1 and (input.dim() > 1 or input.numel() > 0):  # torch takes an empty (0,)
         raise ValueError(
             "BatchNorm in training mode needs more than one value per channel to estimate a "
             f"variance; this input has one (shape {list(input.shape)})"
         )
-    # torch's kernel takes no mask, no cumulative average and no empty batch.
-    if impl == "fast" and w is None and momentum is not None and count > 0:
+    # torch's kernel takes no mask, no cumulative average and no empty input.
+    if impl == "fast" and w is None and momentum is not None and input.numel() > 0:
         return _kernels().batch_norm(input, running_mean, running_var, weight, bias, True,
                                      momentum, eps, channel, num_batches_tracked)
     # Shapes for torch's (N, C, L) layout; any other channel_dim works alike.
@@ -431,6 +456,8 @@ def batch_norm(
         unbiased = var.flatten() * count / (count - 1)  # σ²_c·m/(m − 1), Bessel's: (C,)
         _update_running_stats(running_mean, running_var, mean.flatten(), unbiased, momentum,
                               num_batches_tracked)
+    elif num_batches_tracked is not None:  # an empty batch: counted, as nn.BatchNorm counts it
+        num_batches_tracked.add_(1)
     rstd = torch.rsqrt(var + eps)  # 1/√(σ²_c + ε): (1, C, 1)
     x_hat = centered * rstd  # x̂ = (x − μ_c)/√(σ²_c + ε): (N, C, L)
     y = _affine(x_hat, weight, bias, stat_shape)  # y = γ_c·x̂ + β_c: (N, C, L)
@@ -533,7 +560,8 @@ def instance_norm(
     ``use_input_stats=False`` the running statistics are used instead.
 
     Args:
-        input: activations with channels at dim 1 and at least one spatial dim.
+        input: activations with channels at dim 1 and at least one spatial dim (not needed
+            with ``use_input_stats=False``, as in torch).
         running_mean, running_var: optional buffers of shape ``(C,)``.
         weight, bias: per-channel γ and β of shape ``(C,)``.
         use_input_stats: normalize with each instance's own statistics.
@@ -541,15 +569,20 @@ def instance_norm(
         eps: ε added to σ².
 
     Shape:
-        - input: ``(N, C, *)`` with at least one spatial dim
+        - input: ``(N, C, *)`` with at least one spatial dim (``(N, C)`` too with
+          ``use_input_stats=False``)
         - output: same shape; ``mean``/``var``/``rstd``: ``(N, C, 1, …)``
+
+    An empty batch (N = 0) turns the running buffers into NaN, the mean over no instances,
+    exactly as torch's does.
 
     Example:
         >>> instance_norm(torch.tensor([[[1.0, 3.0], [10.0, 30.0]]])).output
         tensor([[[-1.0000,  1.0000],
                  [-1.0000,  1.0000]]])
     """
-    if input.dim() < 3:
+    # With the running statistics a spatial dim is not needed, as in torch: (N, C) is accepted.
+    if input.dim() < (3 if use_input_stats else 2):
         raise ValueError(
             f"instance_norm needs (N, C, *) input with a spatial dim, got {list(input.shape)}"
         )
@@ -568,7 +601,7 @@ def instance_norm(
             "InstanceNorm needs more than one spatial position per channel; this input has one "
             f"(shape {list(input.shape)})"
         )
-    if impl == "fast":
+    if impl == "fast" and input.numel() > 0:  # the kernel refuses C = 0
         result = _kernels().instance_norm(input, weight, bias, eps)
     else:
         # Shapes for an (N, C, L) input.
@@ -583,8 +616,9 @@ def instance_norm(
         x_hat = centered * rstd  # x̂ = (x − μ)/√(σ² + ε): (N, C, L)
         y = _affine(x_hat, weight, bias, (1, c) + (1,) * len(dims))  # γ_c·x̂ + β_c: (N, C, L)
         result = NormResult(y.to(input.dtype), mean, var, rstd, x_hat, dims)
-    if input.shape[0] > 0 and m > 0:
-        # The running buffers see the batch average of the per-instance statistics.
+    if m > 0 or input.shape[0] == 0:
+        # The running buffers see the batch average of the per-instance statistics: NaN for an
+        # empty batch (N = 0), the mean over no instances, as in torch.
         unbiased = result.var * m / (m - 1)  # Bessel's correction: (N, C, 1)
         _update_running_stats(running_mean, running_var, result.mean.mean(dim=0).flatten(),
                               unbiased.mean(dim=0).flatten(), momentum)

@@ -210,6 +210,11 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.padding.pad_row_figure, c.padding.pad_row_figure(np.array([np.nan, np.nan]), 0.0)),
         (c.performance.bench_figure, c.performance.bench_figure(bench_rows, {64 * 64: 6.4})),
         (c.shapes.depth_figure, c.shapes.depth_figure(profile, profile, profile)),
+        (c.explorer.group_stats_figure, c.explorer.group_stats_figure(
+            grid[0], grid[1], grid[2], grid[3], spread_title="std σ per group",
+            used=(grid[0] * 0.5, grid[1] + 1.0))),
+        (c.explorer.norm_heatmaps, c.explorer.norm_heatmaps(
+            grid, -grid, groups, title_groups="cells sharing one RMS")),
     ]
 
 

@@ -22,6 +22,7 @@ from lnviz.lessons.epsilon import (
     fixed_upstream_gradient,
     naive_mean_and_var,
     precision_sweep,
+    seed_000_without_epsilon,
     stability_vector,
     welford_mean_and_var,
 )
@@ -342,3 +343,85 @@ def test_snippet_follows_the_chosen_vector_and_precision(vector, dtype):
                                atol={"bfloat16": 2e-2}.get(dtype, 1e-5))
     at = open_page(PAGE, {"ep_vec": vector, "precision": dtype})
     assert any(f"dtype=torch.{dtype}" in c.value for c in at.code)
+
+
+# --- Issue 13 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("vector", ["tiny", "constant", "ordinary"])
+@pytest.mark.parametrize("eps", [0.0, 1e-12, 1e-5, 1.0])
+def test_x_minus_mu_is_the_centring_the_norm_used(vector, dtype, eps):
+    """(x − μ)·1/√(σ² + ε) in the table is the x̂ beside it, to the last bit: the column shows
+    the norm's own centred values."""
+    steps = epsilon_steps(stability_vector(vector), eps, dtype=dtype)
+    t = steps.table
+    acc = np.float64 if dtype == "float64" else np.float32
+    with np.errstate(invalid="ignore"):  # 0·inf at ε = 0 on the constant vector: NaN, as x̂
+        by_hand = (t["x − μ"].to_numpy(acc) * t["1/√(σ²+ε)"].to_numpy(acc)).astype(acc)
+    np.testing.assert_array_equal(by_hand, t["x̂"].to_numpy(acc))
+
+
+def test_tiny_vector_shows_the_residue_it_divides_and_explains_it():
+    """Issue 13: at ε = 1e-5 "x − μ" showed 0 on the 0.001 rows while x̂ there was 7.361e-09.
+    The residue is real: the stored values' mean is 0.0010000000242, 2.328e-11 from the stored
+    0.001."""
+    steps = epsilon_steps(stability_vector("tiny"), 1e-5)
+    shown = steps.text_table()
+    assert shown["x − μ"].tolist()[:2] == ["2.328e-11", "2.328e-11"]
+    assert shown["x̂"].tolist()[0] == "7.361e-09"
+    stored = np.float32(SEED_000).astype(np.float64)
+    assert float(steps.table["x − μ"].iloc[0]) == pytest.approx(stored[0] - stored.mean(),
+                                                                rel=1e-6)
+    note = steps.residue()
+    assert note.startswith("Why x − μ is 2.328e-11 and not 0 on row(s) 0, 1, 4")
+    assert "their mean is 0.0010000000242" in note and "(which would give 0 here)" in note
+    assert "x̂ = 7.361e-09" in note
+    assert epsilon_steps(stability_vector("ordinary"), 1e-5).residue() is None
+    assert epsilon_steps(stability_vector("constant"), 1e-5).residue() is None
+    at = open_page(PAGE)
+    table = table_with(at, "x − μ").value
+    assert table["x − μ"].tolist()[0] == "2.328e-11"
+    assert any(c.value.startswith("Why x − μ is 2.328") for c in at.caption)
+
+
+def test_seed_000s_except_branch_never_runs():
+    """Seed 000 wraps (x − mean)/np.sqrt(var) in try/except to print "Error without
+    epsilon"; numpy never raises there: σ² = 4e-9 is not 0, and 0/0 is a warning and NaN."""
+    tiny = seed_000_without_epsilon(stability_vector("tiny"))
+    assert tiny.raised is None and not tiny.warnings and tiny.strict is None
+    assert tiny.printed.startswith("Normalized (no epsilon): [ 0.          0.          1.58")
+    assert "σ² = 4e-09 is not 0" in tiny.explain()
+    constant = seed_000_without_epsilon(stability_vector("constant"))
+    assert constant.raised is None
+    assert constant.printed == "Normalized (no epsilon): [nan nan nan nan]"
+    assert constant.warnings == ("invalid value encountered in divide",)
+    assert constant.strict == "FloatingPointError: invalid value encountered in divide"
+    assert "a warning is not an exception" in constant.explain()
+    at = open_page(PAGE, {"ep_vec": "constant"})
+    assert "Normalized (no epsilon): [nan nan nan nan]" in [c.value for c in at.code]
+    assert any("`except Exception` has nothing to catch" in c.value for c in at.caption)
+
+
+def test_captions_hold_for_the_vector_and_the_axis():
+    """The sweep caption spoke of a bend at ε = σ² for the constant vector, which has none;
+    the precision caption called the row-length curves flat (float16 rises ninefold); the
+    try-this asked for the offset where the naive variance goes negative, which some seeds and
+    row lengths never reach."""
+    constant = epsilon_sweep(stability_vector("constant"))
+    assert "no bend and no green line" in constant.caption()
+    assert "Left of the green line" in epsilon_sweep(stability_vector("tiny")).caption()
+    sizes = precision_sweep("size", offset=0.0)
+    caption = sizes.caption()
+    assert "stay nearly flat" not in caption and "rises only slowly" in caption
+    assert f"float16 from {sizes.errors['float16'][0]:.2g} to " in caption
+    assert "Gaps in the float16 curve" in precision_sweep("offset").caption()
+    never = cancellation_sweep(size=64, seed=1)
+    assert (never.variances["naive E[x²] − E[x]²"] >= 0).all()
+    assert never.summary().endswith("it never comes out negative.")
+    assert "first at 3,162" in cancellation_sweep(size=256, seed=0).summary()
+    at = open_page(PAGE, {"ep_vec": "constant", "ep_axis": "size", "ep_csize": "64", "seed": "1"})
+    captions = " ".join(c.value for c in at.caption)
+    assert "no bend and no green line" in captions and "stay nearly flat" not in captions
+    assert "never comes out negative" in captions
+    assert "first goes negative" not in alerts(at)["info"][0]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, figures, open_page, trace_data
+from pageutil import alerts, figures, open_page, table_with, trace_data
 from test_batch import padded
 
 from lnviz.batch import (
@@ -28,9 +28,14 @@ from lnviz.batch import (
 )
 from lnviz.data import get_preset, random_batch
 from lnviz.lessons.explorer import (
+    describe_check,
+    explain,
     explore,
+    group_description,
     group_stats,
     pytorch_snippet,
+    seed_checks,
+    shared_outputs,
     step_by_step,
     worked_example_latex,
 )
@@ -608,10 +613,15 @@ def test_statistics_note_holds_for_the_norm_and_the_batch():
     from lnviz.lessons.explorer import statistics_note
 
     batch = padded()
+    # Issue 13 reworded these notes around the numbers on the chart: RMSNorm's RMS after is 1
+    # while its means stay near 0.93; eval BatchNorm names its running statistics and how far
+    # they have come; a γ and β give the groups their own mean and deviation.
     for spec, fragment in [(NormSpec(), "1 group(s) whose values are all equal"),
-                           (NormSpec(norm="RMSNorm"), "RMS becomes close to 1"),
-                           (NormSpec(norm="BatchNorm", training=False), "running μ and σ²"),
-                           (NormSpec(gamma=2.0), "scaled by its γ")]:
+                           (NormSpec(norm="RMSNorm"),
+                            "RMS after is 1.000 and the means are 0.926 to 0.936"),
+                           (NormSpec(norm="BatchNorm", training=False), "subtracts a running μ"),
+                           (NormSpec(gamma=2.0),
+                            "the groups end with means 0 and deviations 2.000")]:
         ex = explore(batch, spec)
         note = statistics_note(ex, spec)
         assert fragment in note, (spec, note)
@@ -650,3 +660,257 @@ def test_notes_for_one_value_groups_and_nan_inputs():
     spec = NormSpec(eps=0.0)
     ex = explore(Batch(np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 4.0]]), "NC"), spec)
     assert "NaN statistics" in statistics_note(ex, spec)
+
+
+# --- Issue 13: every caption, table and chart follows the norm and its mode ----------------------
+
+# The page's GroupNorm starts at its second divisor of 3 channels: 3 groups.
+NORM_MODES = [({"norm": n}, NormSpec(norm=n, groups=3)) for n in NORMS] + [
+    ({"norm": "BatchNorm", "mode": "eval"}, NormSpec(norm="BatchNorm", training=False)),
+    ({"norm": "BatchNorm", "mode": "eval", "usemask": "false"},
+     NormSpec(norm="BatchNorm", training=False, use_mask=False))]
+
+
+def _parse_span(text: str) -> tuple[float, float]:
+    """"0.926 to 0.936" or "1.000" as (low, high)."""
+    parts = [float(p.replace("−", "-")) for p in text.split(" to ")]
+    return parts[0], parts[-1]
+
+
+@pytest.mark.parametrize(("query", "spec"), NORM_MODES, ids=lambda v: str(v))
+def test_statistics_caption_states_the_numbers_on_the_chart(query, spec):
+    """The caption under the statistics chart names the span of the groups' means and spreads
+    after normalizing, and those are the numbers the chart's "after" traces draw — for every
+    norm and mode. Before issue 13 it said "every group has mean 0 and deviation close to 1"
+    under RMSNorm (means 0.93, σ 0.37) and eval BatchNorm (means 0.76, σ 1.1)."""
+    import re
+
+    at = open_page(EXPLORER, query)
+    caption = next(c.value for c in at.caption if c.value.startswith("8 groups") or
+                   c.value.startswith("3 groups") or c.value.startswith("6 groups"))
+    assert "every group has mean 0 and deviation close to 1" not in caption
+    stats = figures(at)[1]
+    after_mean = decode_y(stats["data"][1])
+    after_spread = decode_y(stats["data"][3])
+    ex = explore(padded(), spec)
+    live = ex.spread_in > 0
+    np.testing.assert_allclose(after_mean, ex.mean_out, atol=1e-6)
+    np.testing.assert_allclose(after_spread, ex.spread_out, atol=1e-6)
+    number = r"−?\d+(?:\.\d+)?"
+    means = re.search(rf"means (?:are )?({number}(?: to {number})?)", caption).group(1)
+    spreads = re.search(rf"(?:deviations|RMS after is|RMS) ({number}(?: to {number})?)",
+                        caption).group(1)
+    for shown, values in ((means, after_mean[live]), (spreads, after_spread[live])):
+        low, high = _parse_span(shown)
+        assert low == pytest.approx(values.min(), abs=6e-4)
+        assert high == pytest.approx(values.max(), abs=6e-4)
+    title = stats["layout"]["annotations"][1]["text"]
+    if spec.norm == "RMSNorm":
+        assert title == "RMS per group"
+        assert means == "0.926 to 0.936" and spreads == "1.000"
+        assert at.subheader[0].value == "Which numbers share one root-mean-square"
+    else:
+        assert title == "std σ per group"
+    if spec.norm == "BatchNorm" and not spec.training:
+        assert len(stats["data"]) == 6  # the running μ and σ the norm used, as ◆ markers
+        np.testing.assert_allclose(decode_y(stats["data"][4]), ex.running[0], atol=1e-6)
+        assert "running" in at.subheader[0].value
+        low, _ = _parse_span(means)
+        assert low > 0.5  # not 0: the running μ has come 65% of the way
+        assert "√((m − 1)/m)" in caption
+    else:
+        assert len(stats["data"]) == 4
+
+
+def decode_y(trace: dict) -> np.ndarray:
+    from pageutil import decode
+
+    return decode(trace["y"]).astype(np.float64)
+
+
+@pytest.mark.parametrize(("query", "spec"), NORM_MODES, ids=lambda v: str(v))
+def test_step_table_and_formula_follow_the_norm(query, spec):
+    """RMSNorm's table has no μ or β column (they were zeros under √(σ²+ε)); eval BatchNorm's
+    statistics are named as the running ones, in the table and the formula."""
+    at = open_page(EXPLORER, query)
+    table = table_with(at, "x̂").value
+    latex = at.latex[0].value
+    if spec.norm == "RMSNorm":
+        assert {"μ", "β", "σ²", "√(σ²+ε)"}.isdisjoint(table.columns)
+        assert {"mean(x²)", "√(mean(x²)+ε)"} <= set(table.columns)
+        assert table["√(mean(x²)+ε)"].iloc[0] == pytest.approx(math.sqrt(14 / 3 + 1e-5))
+        assert r"\overline{x^2}" in latex and r"\mu" not in latex
+    elif spec.norm == "BatchNorm" and not spec.training:
+        assert {"running μ", "running σ²", "√(running σ²+ε)"} <= set(table.columns)
+        assert "μ" not in table.columns
+        assert r"\mu_{\mathrm{run}}" in latex and r"\sigma^2_{\mathrm{run}}" in latex
+    else:
+        assert {"μ", "σ²", "√(σ²+ε)", "β"} <= set(table.columns)
+        assert r"\mathrm{run}" not in latex
+    help_text = at.number_input(key="group").help
+    assert "a token for LayerNorm, a feature for BatchNorm" not in help_text
+    assert group_description((2, 4, 3), "NLC", spec) in help_text
+
+
+def test_group_description_follows_norm_dims_and_mode():
+    d = group_description
+    assert d((2, 4, 3), "NLC", NormSpec()) == "one token, its μ and σ over its features"
+    assert d((2, 4, 3), "NLC", NormSpec(dims=2)) == \
+        "one sample, its μ and σ over its (sequence, features)"
+    assert d((2, 4, 3), "NLC", NormSpec(norm="RMSNorm")) == "one token, its RMS over its features"
+    assert d((8, 6), "NC", NormSpec(norm="BatchNorm")) == "one feature, its μ and σ over batch"
+    assert "running μ and σ² that 3 training" in d(
+        (2, 4, 3), "NLC", NormSpec(norm="BatchNorm", training=False, warmup_steps=3))
+    assert d((2, 4, 6, 6), "NCHW", NormSpec(norm="GroupNorm", groups=2)) == \
+        "one sample's block of 2 channels, its μ and σ over those and (height, width)"
+    assert d((2, 4, 6, 6), "NCHW", NormSpec(norm="InstanceNorm")) == \
+        "one sample's channel, its μ and σ over (height, width)"
+
+
+def test_rms_norm_texts_do_not_speak_of_centring():
+    spec = NormSpec(norm="RMSNorm")
+    ex = explore(padded(), spec)
+    _, message = describe_check(ex.check, spec, "float32")
+    assert "x − μ loses" not in message and "RMSNorm subtracts nothing" in message
+    # an all-zero group at ε = 0: 0/0 from mean(x²) = 0, not from "values all equal"
+    spec0 = NormSpec(norm="RMSNorm", eps=0.0)
+    notes = explain(explore(padded(), spec0), spec0, "float32")
+    assert any("a group of zeros has mean(x²) = 0" in n for n in notes)
+    assert not any("x − μ = 0" in n for n in notes)
+    huge = Batch(np.array([[1e20, 2e20, 3e20]]), "NC")
+    notes = explain(explore(huge, spec), spec, "float32")
+    assert any(n.startswith("mean(x²) overflowed") for n in notes)
+
+
+def test_the_default_view_points_out_seed_002s_seven_identical_tokens(explorer):
+    """Seed 002's seven real tokens are all a + b·[0, 1, 2], so LayerNorm maps every one to
+    [−1.22, 0, 1.22]; the page says so, from the numbers."""
+    info = alerts(explorer)["info"]
+    alike = next(i for i in info if "normalize to the same" in i)
+    assert alike.startswith("All 7 real tokens (“I”, “love”")
+    assert "x̂ = [−1.22, 0, 1.22]" in alike
+    assert "“I” = 1 + 1·[0, 1, 2]" in alike and "“powerful” = 7 + 6·[0, 1, 2]" in alike
+    rms = open_page(EXPLORER, {"norm": "RMSNorm"})
+    alike = next(i for i in alerts(rms)["info"] if "normalize to the same" in i)
+    assert alike.startswith("6 of the 7 real tokens") and "b·[1, 2, 3]" in alike
+    batch = open_page(EXPLORER, {"norm": "BatchNorm"})
+    assert not any("normalize to the same" in i for i in alerts(batch)["info"])
+
+
+def test_shared_outputs_only_when_rows_share_an_output():
+    spec = NormSpec()
+    typed = Batch(np.array([[1.0, 2, 3], [2, 4, 6], [0, 0, 0], [3, 1, 2]]), "NC")
+    note = shared_outputs(explore(typed, spec), spec, typed)
+    assert note.startswith("2 of the 3 rows (row 0, row 1)")  # the zero row has no spread
+    rng = Batch(random_batch((6, 5), seed=1), "NC")
+    assert shared_outputs(explore(rng, spec), spec, rng) is None
+
+
+def seed_table(at):
+    """The seed-check table (an st.table, indexed by step) as the lesson's DataFrame."""
+    table = next(t.value for t in at.table if "verdict" in t.value.columns)
+    return table.reset_index()
+
+
+def test_seed_002s_numbers_are_checked_and_its_slips_named():
+    """"powerful → 1.52" is 1.53; "std 0.81" is 0.816; "−1.23" is −1.22 (from the cut 0.81)."""
+    check = seed_checks("padded_tokens")
+    rows = check.table.set_index("step")
+    powerful = rows.loc["“powerful”: (7 − 3.5)/2.29"]
+    assert powerful["the seed writes"] == "1.52" and powerful["lnviz computes"] == "1.528"
+    assert powerful["verdict"].startswith("slip: 1.528 rounds to 1.53")
+    assert rows.loc["“I”: (1 − 3.5)/2.29", "verdict"].startswith("✓")
+    assert check.table.loc[1, "verdict"] == "✓ 2.291 rounds to 2.29"  # BatchNorm's σ: fine
+    ln = check.table[check.table["step"].str.startswith("LayerNorm")].index[0]
+    assert check.table.loc[ln + 1, "verdict"].startswith("slip: 0.8165 rounds to 0.82")
+    assert "cut the digits off" in check.table.loc[ln + 1, "verdict"]
+    assert check.table.loc[ln + 2, "verdict"] == (
+        "slip: 1.225 rounds to 1.22; the seed's 1.23 follows from its own earlier rounding "
+        "(1.235)")
+    at = open_page(EXPLORER)
+    assert seed_table(at).equals(check.table)
+    assert any(s.value == "Seed 002's numbers, checked" for s in at.subheader)
+    assert seed_checks("far_from_zero") is None
+
+
+def test_seed_003s_slips_are_shown_with_its_example():
+    at = open_page(EXPLORER, {"preset": "Two words, batch of one"})
+    table = seed_table(at)
+    text = " ".join(table.astype(str).to_numpy().ravel())
+    assert "batch mean" in text and "batch standard deviation" in text
+    assert "a variance, not a standard deviation (σ = [0.08165, 0.1886])" in text
+    assert "√(σ² + ε) = 0.0817109, ε + σ = 0.0816597" in text
+    assert "x̂ of 0.3 is 1.2238 with √(σ² + ε), 1.2246 with ε + σ" in text
+    assert "[0.2333, 0.06667, 0.1333]" in text and "[0.35, 0.1, 0.2] with the right count" in text
+    assert "ε = 1e-5 is 0.15% of it" in text and "x̂ stays 1.2247" in text
+    assert "−1.8236e−07" in text  # the seed's printed value, recomputed from its own steps
+    assert "x̂ is really −3.039e−08" in text
+    # st.table renders markdown: the seed's commented code is in backticks, not a heading
+    assert "`# mu = (1 / m) * torch.sum(X, dim=0)`" in table["step"].tolist()
+    assert not any(step.startswith("#") for step in table["step"])
+    # the worked example shows the μ that gives its x̂ (0.2 − 0.2 gave −3.039e-08)
+    assert "μ is shown exactly" in " ".join(c.value for c in at.caption)
+    assert r"(0.2000000029802 - 0.2000000054638)" in at.latex[0].value
+    assert r"(-3.039 \times 10^{-8})" in at.latex[0].value
+
+
+def test_other_sentences_hold_under_non_default_settings():
+    """Sentences found false on re-reading the page under other settings (issue 13)."""
+    from lnviz.lessons.explorer import statistics_note
+
+    # eval BatchNorm after 100 passes: the means have caught up; only the deviation misses 1
+    spec = NormSpec(norm="BatchNorm", training=False, warmup_steps=100)
+    note = statistics_note(explore(padded(), spec), spec)
+    assert "nearly all the way" in note and "means 0 and deviations 0.926, not 1." in note
+    # RMSNorm at ε = 0: the check names mean(x²), not σ²
+    spec = NormSpec(norm="RMSNorm", eps=0.0)
+    _, message = describe_check(explore(padded(), spec).check, spec, "float32")
+    assert "groups with mean(x²) = 0 and ε = 0" in message
+    # a tiny variance under ε = 1e-5: the deviation after is 0.02, and the note says why
+    spec = NormSpec()
+    tiny = Batch(get_preset("tiny_variance").values, "NC")
+    assert "deviation as low as 0.02" in statistics_note(explore(tiny, spec), spec)
+    # far from zero in float16: every group rounds to a constant; no span of NaNs is stated
+    far = Batch(get_preset("far_from_zero").values, "NC")
+    ex = explore(far, spec, dtype="float16")
+    note = statistics_note(ex, spec)
+    assert "NaN" not in note and "Here no group has any spread" in note
+    rounding = next(n for n in explain(ex, spec, "float16") if n.startswith("Converting"))
+    assert "2¹¹ = 2,048" in rounding and "2²⁴" not in rounding
+    assert group_description((4, 8), "NC", spec) == "one sample, its μ and σ over its features"
+    at = open_page(EXPLORER, {"preset": "The vector [1, 2, 3]"})
+    assert any(c.value.startswith("1 group. ") for c in at.caption)
+
+
+def test_preset_descriptions_hold_for_the_norms_they_name():
+    """"the mismatch normalization is meant to remove" was false for LayerNorm: on these
+    features its outputs for the ×0.01 and ×1 features nearly coincide in every row."""
+    preset = get_preset("different_scales")
+    assert "LayerNorm, one μ and σ per sample taken across these features, does not" in \
+        preset.description
+    x = torch.tensor(preset.values)
+    ln = normalize(x, "NC", NormSpec()).output
+    assert (ln[:, 0] - ln[:, 1]).abs().max() < 0.1  # two very different features, one output
+    bn = normalize(x, "NC", NormSpec(norm="BatchNorm")).output
+    # the ×0.01 feature's σ² (about 1e-4) is within sight of ε = 1e-5: 0.95 there
+    np.testing.assert_allclose(bn.std(0, unbiased=False), 1, atol=0.05)
+    assert get_preset("two_words").description.count("under LayerNorm") == 1
+    assert "under LayerNorm without ε" in get_preset("constant_row").description
+    rms = explore(Batch(get_preset("constant_row").values, "NC"), NormSpec(norm="RMSNorm",
+                                                                           eps=0.0))
+    assert rms.nonfinite_outputs == 0  # RMSNorm's constant row [3, 3, 3, 3] is no 0/0
+
+
+def test_the_fast_path_note_does_not_promise_the_readable_codes_numbers():
+    """It said "the same numbers as the readable code"; far from zero torch's kernels lose
+    digits the readable two-pass code keeps, so the fast path's numbers are torch's."""
+    from lnviz.lessons.explorer import impl_note
+
+    values = 1e4 + random_batch((1100, 1000), seed=0)  # above FAST_ABOVE: impl="fast"
+    ex = explore(Batch(values, "NC"), NormSpec())
+    assert ex.impl == "fast"
+    note = impl_note(ex)
+    assert "the same numbers as the readable code" not in note
+    assert "its last digits are torch's rounding" in note
+    scratch = normalize(ex.x, "NC", NormSpec(), impl="scratch").output
+    assert not torch.equal(scratch, ex.result.output)  # not the same numbers, bit for bit

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import lnviz
 from lnviz.devices import DTYPES, supported_dtypes
+from lnviz.norms import IMPLS
 
 # Rounding of the output: both sides accumulate in float32 (or float64), so they differ only by
 # the last rounding to the output dtype and by summation order.
@@ -499,3 +500,104 @@ def test_gradients_match_torch(device, name):
     for a, b in zip(_grads(ours, x, weight, bias, upstream), _grads(theirs, x, weight, bias,
                                                                     upstream), strict=True):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+# --- Torch parity on empty and small-rank inputs ------------------------------------------------
+
+#: Shapes with a zero somewhere (and (2, 3), which torch's InstanceNorm treats specially): every
+#: norm must accept each one exactly when torch's does, with the same output and the same running
+#: statistics afterwards.
+EMPTY_SHAPES = [(0,), (0, 0), (0, 3), (2, 0), (1, 0), (0, 3, 4), (2, 3, 0), (0, 3, 0), (2, 0, 4),
+                (0, 3, 1), (0, 3, 2, 2), (2, 3, 0, 5), (2, 3)]
+
+
+def _outcome(norm, *args, **kwargs) -> tuple:
+    """("ok", output) or ("refused",): whether a norm accepts the input, and what it returns."""
+    try:
+        out = norm(*args, **kwargs)
+    except (RuntimeError, ValueError, IndexError):
+        return ("refused",)
+    return ("ok", out.output if isinstance(out, lnviz.NormResult) else out)
+
+
+def _agree(ours: tuple, theirs: tuple, buffers: tuple = (), torch_buffers: tuple = ()) -> None:
+    assert ours[0] == theirs[0], (ours, theirs)
+    if ours[0] == "ok":
+        torch.testing.assert_close(ours[1], theirs[1], equal_nan=True)
+        torch.testing.assert_close(buffers, torch_buffers, equal_nan=True)
+
+
+def _buffers(x: torch.Tensor, given: bool) -> tuple:
+    """Fresh running statistics (0, 1) for torch's channel count: no channels in a 1-D input."""
+    c = x.shape[1] if x.dim() > 1 else 0
+    return (torch.zeros(c), torch.ones(c)) if given else (None, None)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", EMPTY_SHAPES, ids=str)
+def test_trailing_norms_accept_what_torch_accepts(shape, affine, impl):
+    x = torch.randn(shape)
+    normalized = x.shape[-1:]
+    weight, bias = ((torch.linspace(0.5, 2.0, normalized[0]),
+                     torch.linspace(-1.0, 1.0, normalized[0])) if affine else (None, None))
+    _agree(_outcome(lnviz.layer_norm, x, normalized, weight, bias, impl=impl),
+           _outcome(F.layer_norm, x, normalized, weight, bias))
+    _agree(_outcome(lnviz.rms_norm, x, normalized, weight, impl=impl),
+           _outcome(F.rms_norm, x, normalized, weight))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("buffers", [True, False], ids=["running", "no-running"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("shape", EMPTY_SHAPES, ids=str)
+def test_batch_norm_accepts_what_torch_accepts(shape, training, buffers, impl):
+    """F.batch_norm returns an empty input as it is and leaves the running statistics alone;
+    so does lnviz, on both paths, in both modes."""
+    x = torch.randn(shape)
+    ours, theirs = _buffers(x, buffers), _buffers(x, buffers)
+    mine = _outcome(lnviz.batch_norm, x, *ours, training=training, impl=impl)
+    _agree(mine, _outcome(F.batch_norm, x, *theirs, training=training), ours, theirs)
+    if mine[0] == "ok" and buffers:  # one statistic per channel (lnviz's channel of 1-D: dim 0)
+        c = x.shape[x.dim() > 1]
+        r = lnviz.batch_norm(x, torch.zeros(c), torch.ones(c), training=training, impl=impl)
+        for stat in (r.mean, r.var, r.rstd):
+            assert stat.dim() == x.dim() and stat.numel() == c
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("buffers", [True, False], ids=["running", "no-running"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("shape", EMPTY_SHAPES, ids=str)
+def test_instance_norm_accepts_what_torch_accepts(shape, training, buffers, impl):
+    """use_input_stats=False needs no spatial dim in torch, so (N, C) is accepted there; an
+    empty batch (N = 0) turns torch's running statistics into NaN, the mean over no
+    instances, and lnviz's too."""
+    x = torch.randn(shape)
+    ours, theirs = _buffers(x, buffers), _buffers(x, buffers)
+    _agree(_outcome(lnviz.instance_norm, x, *ours, use_input_stats=training, impl=impl),
+           _outcome(F.instance_norm, x, *theirs, use_input_stats=training), ours, theirs)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("groups", [1, 3])
+@pytest.mark.parametrize("shape", EMPTY_SHAPES, ids=str)
+def test_group_norm_accepts_what_torch_accepts(shape, groups, impl):
+    x = torch.randn(shape)
+    _agree(_outcome(lnviz.group_norm, x, groups, impl=impl), _outcome(F.group_norm, x, groups))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_batch_norm_counts_an_empty_training_batch_as_nn_batch_norm_does(impl):
+    """nn.BatchNorm counts every training call in num_batches_tracked, an empty batch too,
+    and F.batch_norm leaves the running statistics of an empty batch alone, so with
+    momentum=None the next batch is averaged in with weight 1/2."""
+    module = torch.nn.BatchNorm1d(3, momentum=None)
+    ours = (torch.zeros(3), torch.ones(3))
+    count = torch.zeros((), dtype=torch.long)
+    for x in (torch.randn(0, 3), torch.randn(4, 3)):
+        module(x)
+        lnviz.batch_norm(x, *ours, training=True, momentum=None, num_batches_tracked=count,
+                         impl=impl)
+    assert int(count) == int(module.num_batches_tracked) == 2
+    torch.testing.assert_close(ours, (module.running_mean, module.running_var))

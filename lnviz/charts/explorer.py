@@ -36,6 +36,7 @@ def norm_heatmaps(
     col_labels: Sequence[str] | None = None,
     title_in: str = "input x",
     title_out: str = "output y",
+    title_groups: str = "cells sharing one μ, σ",
 ) -> go.Figure:
     """Input, the groups that share one μ/σ, and output, side by side.
 
@@ -44,13 +45,15 @@ def norm_heatmaps(
         groups: the same window of group ids (:func:`lnviz.batch.group_ids`).
         padding: bool, the same window, True at padding positions (marked × on every panel).
         row_labels, col_labels: names of the window's rows and columns (tick labels).
+        title_groups: the middle panel's title: what the cells of one group share ("cells
+            sharing one RMS" for RMSNorm).
 
     Cells sit at integer coordinates so that group boundaries can be drawn between them.
     Traces: the input heatmap, the output heatmap, the group heatmap, then per panel the group
     boundaries (when there are any) and the padding marks (when there is padding).
     """
     rows, cols = grid_in.shape
-    layout, refs = panel_grid((title_in, "cells sharing one μ, σ", title_out), gap=0.06,
+    layout, refs = panel_grid((title_in, title_groups, title_out), gap=0.06,
                                title_size=16)
     hover = "row %{y}, column %{x}<br>"
     data: list[dict] = []
@@ -114,15 +117,24 @@ def group_stats_figure(
     mean_out: np.ndarray,
     std_out: np.ndarray,
     labels: Sequence[str] | None = None,
+    *,
+    spread_title: str = "std σ per group",
+    used: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> go.Figure:
-    """μ and σ of every group, before and after normalization (two panels, one marker per
-    group): after LayerNorm with γ = 1, β = 0 every group sits at μ = 0, σ ≈ 1.
+    """μ and a spread of every group, before and after normalization (two panels, one marker
+    per group): after LayerNorm with γ = 1, β = 0 every group sits at μ = 0, σ ≈ 1.
 
-    Traces: μ before, μ after, σ before, σ after."""
+    Args:
+        std_in, std_out: the spread the norm divides by, named by ``spread_title``: σ, or the
+            RMS for RMSNorm ("RMS per group").
+        used: the μ and √σ² the norm used where they are not the batch's own (BatchNorm's
+            running statistics in eval mode), drawn as ◆ markers beside "before".
+
+    Traces: μ before, μ after, spread before, spread after, then (with ``used``) the running μ
+    and the running σ."""
     n = len(mean_in)
     x = list(labels) if labels is not None else list(range(n))
-    layout, refs = panel_grid(("mean μ per group", "std σ per group"), gap=0.1,
-                               title_size=16)
+    layout, refs = panel_grid(("mean μ per group", spread_title), gap=0.1, title_size=16)
     data = []
     for k, ((xref, yref), before, after) in enumerate(((refs[0], mean_in, mean_out),
                                                        (refs[1], std_in, std_out))):
@@ -131,6 +143,14 @@ def group_stats_figure(
                 type="scatter", x=x, y=compact(values),
                 mode="markers+lines", name=name, legendgroup=name, showlegend=k == 0,
                 marker=dict(color=color, size=7), line=dict(color=color, width=1),
+                xaxis=xref, yaxis=yref))
+    if used is not None:
+        name = "running (used by the norm)"
+        for k, ((xref, yref), values) in enumerate(zip(refs, used, strict=True)):
+            data.append(dict(
+                type="scatter", x=x, y=compact(values), mode="markers", name=name,
+                legendgroup=name, showlegend=k == 0,
+                marker=dict(color=OKABE_ITO[3], size=10, symbol="diamond"),
                 xaxis=xref, yaxis=yref))
     each_axis(layout, refs, x=dict(title=dict(text="group"), type="category"))
     layout.update(height=340, margin=dict(t=40, b=10), legend=LEGEND_BELOW)

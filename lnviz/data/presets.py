@@ -79,8 +79,8 @@ PRESETS: dict[str, Preset] = {
     ),
     "two_words": _preset(
         "Two words, batch of one",
-        "Two word vectors of size 3 laid out as (words, batch, embedding); each word gets "
-        "its own mean and variance.",
+        "Two word vectors of size 3 laid out as (words, batch, embedding); under LayerNorm "
+        "each word gets its own mean and variance.",
         [[[0.2, 0.1, 0.3]], [[0.5, 0.1, 0.1]]],
         source="seed 003",
     ),
@@ -93,8 +93,8 @@ PRESETS: dict[str, Preset] = {
     ),
     "constant_row": _preset(
         "A constant row",
-        "One row with no spread at all next to an ordinary row; without ε the constant row "
-        "would divide zero by zero.",
+        "One row with no spread at all next to an ordinary row; under LayerNorm without ε the "
+        "constant row would divide zero by zero.",
         [[3.0, 3.0, 3.0, 3.0], [1.0, 2.0, 4.0, 7.0]],
         source="seed 000",
     ),
@@ -115,7 +115,8 @@ PRESETS: dict[str, Preset] = {
     "different_scales": _preset(
         "Features on different scales",
         "Eight samples whose four features differ wildly in size (×0.01, ×1, ×100, and "
-        "shifted by +50): the mismatch normalization is meant to remove.",
+        "shifted by +50): BatchNorm, one μ and σ per feature, removes the mismatch; LayerNorm, "
+        "one μ and σ per sample taken across these features, does not.",
         _different_scales_values(),
     ),
 }

@@ -21,6 +21,7 @@ only; lnviz's norms use the two-pass :func:`lnviz.norms.mean_and_var`.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ import torch
 
 from lnviz.data import get_preset
 from lnviz.devices import DTYPES, to_numpy, to_tensor
-from lnviz.norms import layer_norm, mean_and_var
+from lnviz.norms import centre, layer_norm, mean_and_var
 
 __all__ = [
     "EPSILON_GRID",
@@ -40,6 +41,7 @@ __all__ = [
     "CancellationSweep",
     "EpsilonSteps",
     "EpsilonSweep",
+    "NoEpsilonCell",
     "PrecisionSweep",
     "cancellation_sweep",
     "epsilon_snippet",
@@ -48,6 +50,7 @@ __all__ = [
     "fixed_upstream_gradient",
     "naive_mean_and_var",
     "precision_sweep",
+    "seed_000_without_epsilon",
     "stability_vector",
     "welford_mean_and_var",
 ]
@@ -131,6 +134,20 @@ class EpsilonSweep:
     grad_norm: np.ndarray
     variance: float
 
+    def caption(self) -> str:
+        """What the sweep's two log-log curves show for this vector: a bend at ε = σ², or, for a
+        vector with no spread, an output of 0 at every ε and a gradient that only falls."""
+        lead = ("Both axes are logarithmic. L = Σ yᵢ·gᵢ for a fixed random upstream gradient g "
+                "(from the sidebar's seed), differentiated by autograd through "
+                "lnviz.layer_norm. ")
+        if self.variance > 0:
+            return lead + ("Left of the green line ε = σ² the vector's own spread sets the "
+                           "scale and ε hardly matters; right of it ε sets the scale and both "
+                           "curves fall like 1/√ε.")
+        return lead + ("This vector has σ² = 0, so there is no bend and no green line: the "
+                       "output is 0 at every ε > 0 (a log axis cannot draw 0, so its curve is "
+                       "missing) and the gradient falls like 1/√ε all the way.")
+
     @property
     def nonfinite(self) -> int:
         """How many points of either curve are inf or NaN (and so missing from a log plot)."""
@@ -211,6 +228,39 @@ class EpsilonSteps:
             "and the gradient grows with it (like 1/√ε when σ² is tiny), so it overflows to inf "
             f"(and inf − inf gives NaN). {wider}a larger ε.")
 
+    def residue(self) -> str | None:
+        """Why x − μ is a tiny nonzero number where x looks equal to μ, when it is: the stored
+        values are not the decimals they print as, and their mean sits a hair away from some of
+        them. lnviz's centring keeps that difference; rounding μ once more would lose it. None
+        when no x − μ is nonzero and below a hundredth of the largest |x − μ|."""
+        x = self.table["x"].to_numpy()
+        centred = self.table["x − μ"].to_numpy()
+        largest = float(np.abs(centred).max()) if centred.size else 0.0
+        tiny = (centred != 0) & (np.abs(centred) < 1e-2 * largest)
+        if not tiny.any():
+            return None
+        rows = np.flatnonzero(tiny)
+        i = int(rows[0])
+        exact = x - x.mean()  # float64 arithmetic on the stored numbers
+        x_hat = float(self.table["x̂"].iloc[i])
+        rstd = float(self.table["1/√(σ²+ε)"].iloc[i])
+        stored = ", ".join(f"{v:.11g}" for v in np.unique(x))
+        # x minus the stored μ: both are numbers of the accumulation dtype, so this difference
+        # is what subtracting the once-more-rounded μ would give.
+        naive = x[i] - self.mean
+        instead = ("which would give 0 here" if naive == 0
+                   else f"which would give {naive:.4g} here")
+        return (
+            f"Why x − μ is {centred[i]:.4g} and not 0 on row(s) "
+            f"{', '.join(str(r) for r in rows)}: the stored values are {stored} (decimals like "
+            f"0.001 have no exact binary form), and their mean is {x.mean():.11g}, so those rows "
+            f"really sit {exact[i]:.4g} from it (float64 arithmetic on the stored numbers). "
+            "lnviz's centring keeps that difference: it subtracts the rounding error of its "
+            f"first mean from x − μ instead of rounding μ once more ({instead}). "
+            f"Times 1/√(σ² + ε) = {rstd:.4g} it is x̂ = {x_hat:.4g}: real, and "
+            f"{abs(x_hat) / float(np.abs(self.table['x̂']).max()):.1e} of the largest |x̂|."
+        ).replace("-", "−").replace("e−", "e-")
+
     def text_table(self) -> pd.DataFrame:
         """The table as text with 4 significant digits, NaN and inf spelled out (a table widget
         would show NaN as an empty cell, hiding exactly what ε = 0 produces)."""
@@ -231,11 +281,13 @@ def epsilon_steps(
     g = fixed_upstream_gradient(values.shape[0], seed)
     x_hat, _, grad = _output_and_grad(values, float(eps), g)
     acc = values.to(torch.promote_types(values.dtype, torch.float32))
-    mean, var, _ = mean_and_var(acc, (0,))
+    # x − μ exactly as layer_norm centres it, so that (x − μ)·1/√(σ² + ε) is the x̂ beside it
+    mean, centered, n = centre(acc, (0,))
+    var = centered.square().sum(dim=0, keepdim=True) / n
     rstd = torch.rsqrt(var + eps)
     table = pd.DataFrame({
         "x": to_numpy(acc),
-        "x − μ": to_numpy(acc - mean),
+        "x − μ": to_numpy(centered),
         "σ² + ε": np.full(values.shape[0], float(var + eps)),
         "1/√(σ²+ε)": np.full(values.shape[0], float(rstd)),
         "x̂": to_numpy(x_hat),
@@ -255,6 +307,23 @@ class PrecisionSweep:
     axis: str
     values: np.ndarray
     errors: dict[str, np.ndarray]
+
+    def caption(self) -> str:
+        """What the curves show, with their numbers: gaps where float16 overflows (offset
+        axis); how far each curve rises over the row lengths (size axis)."""
+        if self.axis == "offset":
+            gaps = self.values[self.values > 65504]
+            text = (f"Gaps in the float16 curve are offsets above 65 504 ({gaps.size} of the "
+                    f"{self.values.size} points), where float16 holds only inf and LayerNorm "
+                    "returns NaN. " if gaps.size else "")
+            return text + "Where the error reaches about 1, the normalized values are noise."
+        rises = "; ".join(f"{d} from {e[0]:.2g} to {e[-1]:.2g}" for d, e in self.errors.items()
+                          if np.isfinite(e).all())
+        return (f"From {self.values[0]:.0f} to {self.values[-1]:,.0f} values per row the worst "
+                f"error rises only slowly ({rises}): the worst is taken over more values, and "
+                "the largest of them sit further from 0, where rounding is coarser. Summing in "
+                "float32 keeps the mean and variance accurate, so the input's rounding is what "
+                "costs digits.")
 
 
 #: The x axes :func:`precision_sweep` can run along, with their default grids.
@@ -351,6 +420,20 @@ class CancellationSweep:
     variances: dict[str, np.ndarray]
     relative_error: dict[str, np.ndarray]
 
+    def summary(self, method: str = "naive E[x²] − E[x]²") -> str:
+        """Where ``method`` first errs by more than 100%, and where (if anywhere) it comes out
+        negative, on this sweep's offsets."""
+        error, variance = self.relative_error[method], self.variances[method]
+        wrong = self.offsets[error > 1]
+        negative = self.offsets[variance < 0]
+        text = (f"Here the naive variance is first off by more than 100% at offset "
+                f"{wrong[0]:,.0f}" if wrong.size else
+                "Here the naive variance stays within 100% of the truth at every offset")
+        if negative.size:
+            return text + (f", and comes out negative at {negative.size} offset(s), first at "
+                           f"{negative[0]:,.0f}.")
+        return text + "; with this seed and row length it never comes out negative."
+
 
 #: Offsets from 1 to 10⁶ on a log axis: the x axis of :func:`cancellation_sweep`.
 OFFSET_GRID = np.logspace(0, 6, 25)
@@ -387,3 +470,63 @@ def cancellation_sweep(
     truth_np = truth.numpy()
     errors = {name: np.abs(v - truth_np) / truth_np for name, v in variances.items()}
     return CancellationSweep(shifts.numpy(), truth_np, variances, errors)
+
+
+# --- Seed 000's "Error without epsilon" --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoEpsilonCell:
+    """Seed 000's cell that normalizes without ε inside ``try``/``except Exception``, run on one
+    vector: what it prints, whether its ``except`` branch ran, the warnings numpy emitted, and
+    what the same division raises under ``np.errstate(all="raise")``."""
+
+    printed: str
+    raised: str | None
+    warnings: tuple[str, ...]
+    strict: str | None
+    variance: float
+
+    def explain(self) -> str:
+        """Why the ``except`` branch does not run on this vector, and why it never can."""
+        if self.raised is not None:  # numpy never raises here; say so if that ever changes
+            return f"Here the except branch ran: {self.raised}."
+        text = ("Here the except branch does not run: "
+                + (f"numpy warned ({'; '.join(self.warnings)}) and returned NaN or inf instead "
+                   "of raising, and a warning is not an exception. " if self.warnings else
+                   f"σ² = {self.variance:.3g} is not 0, so nothing divides by zero and the cell "
+                   "prints finite numbers. "))
+        return text + (
+            "It cannot run for any vector of floats under numpy's default settings: a "
+            "floating-point division by zero returns inf "
+            "or NaN (with a RuntimeWarning) rather than raising, so `except Exception` has "
+            "nothing to catch. What ε prevents is a NaN, not an error"
+            + (f"; only under np.errstate(all=\"raise\") does the division raise "
+               f"({self.strict})." if self.strict else
+               "; even under np.errstate(all=\"raise\") this vector divides by a nonzero "
+               "number and raises nothing."))
+
+
+def seed_000_without_epsilon(x: np.ndarray) -> NoEpsilonCell:
+    """Run seed 000's "without epsilon" step on ``x`` as the seed does: numpy float64 values
+    (the decimals as typed, not their float32 storage), ``(x - mean) / np.sqrt(var)`` inside
+    ``try``/``except Exception``."""
+    values = np.array([float(f"{v:.7g}") for v in np.asarray(x, dtype=np.float64)])
+    mean, var = np.mean(values), np.var(values)
+    raised = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            normalized = (values - mean) / np.sqrt(var)
+            printed = f"Normalized (no epsilon): {normalized}"
+        except Exception as err:  # the seed's own catch-all, reproduced
+            raised = f"{type(err).__name__}: {err}"
+            printed = f"Error without epsilon: {err}"
+    strict = None
+    with np.errstate(all="raise"):
+        try:
+            (values - mean) / np.sqrt(var)
+        except FloatingPointError as err:
+            strict = f"FloatingPointError: {err}"
+    return NoEpsilonCell(printed, raised, tuple(str(w.message) for w in caught), strict,
+                         float(var))

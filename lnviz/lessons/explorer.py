@@ -32,26 +32,39 @@ from lnviz.batch import (
     to_grid,
     torch_reference,
 )
+from lnviz.data import get_preset
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.norms import (
     NormResult,
+    batch_norm,
+    layer_norm,
     mean_and_var,
 )
 
 __all__ = [
     "REFERENCE_LIMIT",
     "Exploration",
+    "SeedCheck",
     "TorchCheck",
     "check_against_torch",
     "check_tolerance",
     "describe_check",
     "explain",
     "explore",
+    "group_description",
+    "group_rms",
+    "group_sizes",
     "group_stats",
     "histogram",
+    "impl_note",
     "padding_grid",
     "pytorch_snippet",
+    "seed_checks",
+    "shared_outputs",
+    "shared_title",
+    "spread_name",
     "statistics_note",
+    "stats_heading",
     "step_by_step",
     "worked_example_latex",
 ]
@@ -69,6 +82,30 @@ def group_stats(
     return to_numpy(mean).ravel(), to_numpy(var.sqrt()).ravel()
 
 
+def group_rms(
+    x: torch.Tensor, layout: str, spec: NormSpec, mask: torch.Tensor | None = None
+) -> np.ndarray:
+    """The root-mean-square √(mean(x²)) of ``x`` over each group of ``spec``'s norm, in the
+    order of :func:`group_ids`: the statistic RMSNorm divides by (without its ε)."""
+    x = x.detach().to(torch.promote_types(x.dtype, torch.float32))
+    grouped, dims, weights = NORM_TABLE[spec.norm].grouped(x, layout, spec, mask)
+    mean_square, _, _ = mean_and_var(grouped.square(), dims, weights)
+    return to_numpy(mean_square.sqrt()).ravel()
+
+
+def group_sizes(
+    x: torch.Tensor, layout: str, spec: NormSpec, mask: torch.Tensor | None = None
+) -> np.ndarray:
+    """How many values each group's statistics are taken over (real tokens only for masked
+    BatchNorm), in the order of :func:`group_ids`."""
+    grouped, dims, weights = NORM_TABLE[spec.norm].grouped(x, layout, spec, mask)
+    if weights is None:
+        keep = [1 if d in dims else s for d, s in enumerate(grouped.shape)]
+        count = math.prod(grouped.shape[d] for d in dims)
+        return np.full(math.prod(keep), count, dtype=np.int64)
+    return to_numpy(weights.expand(grouped.shape).sum(dims)).ravel().astype(np.int64)
+
+
 def padding_grid(batch: Batch, view: GridView) -> np.ndarray | None:
     """Where the window ``view`` of ``batch``'s 2-D grid (:func:`lnviz.batch.to_grid`) holds
     padding: True at every feature of a pad token. None for a batch without a mask."""
@@ -84,7 +121,10 @@ def step_by_step(
     layout: str, max_rows: int = 64, mask: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """The worked example for one group: x, μ, σ², √(σ²+ε), x̂, γ, β and y for its elements
-    (the first ``max_rows``), with a padding column when the batch has a ``mask``."""
+    (the first ``max_rows``), with a padding column when the batch has a ``mask``.
+
+    The columns follow the norm: RMSNorm has x, mean(x²), √(mean(x²)+ε), x̂, γ and y (no μ, no
+    β); BatchNorm in eval mode names its statistics "running μ" and "running σ²"."""
     positions = np.flatnonzero(ids.ravel() == group)[:max_rows]
     if positions.size == 0:
         raise ValueError(f"there is no group {group}")
@@ -103,27 +143,37 @@ def step_by_step(
     note = ""
     if result.mean is not None and not (spec.norm == "BatchNorm" and not spec.training):
         exact = _exact_group_mean(x, ids, group, layout, mask if spec.use_mask else None)
-        # Only where the rounding of the stored μ shows in x̂ (as it does far from zero).
+        # Only where the rounding of the stored μ shows in x̂: far from zero, or where x equals
+        # the stored μ while x̂ is not 0 (seed 003's 0.2 − μ = −3e-08 × 1/√(σ²+ε)).
         rstd = float(at(result.rstd)[0])
         finite = math.isfinite(exact) and math.isfinite(rstd)
         shift = abs(exact - mean[0]) * rstd if finite else 0.0
-        if shift > 1e-6:
+        x_hat = at(result.x_hat)
+        hidden = finite and bool(((at(x) == mean) & (x_hat != 0) & np.isfinite(x_hat)).any())
+        if shift > 1e-6 or hidden:
+            stored = str(result.mean.dtype).removeprefix("torch.")
             note = (f"μ is shown exactly, as the float64 mean of the group's values: "
-                    f"{exact:.10g}. lnviz stores μ in {str(x.dtype).removeprefix('torch.')} as "
+                    f"{exact:.10g}. lnviz stores μ in {stored} as "
                     f"{mean[0]:.10g}, the nearest number it can hold, and centres x with the "
                     "more exact two-pass value, so (x − μ)/√(σ²+ε) with the μ shown gives x̂.")
             mean = np.full(positions.size, exact)
     table = {
         "position": [str(tuple(int(i) for i in p)) for p in zip(*idx, strict=True)],
         "x": at(x),
-        "μ": mean,
-        "σ²" if spec.norm != "RMSNorm" else "mean(x²)": var,
-        "√(σ²+ε)": np.sqrt(var + spec.eps),
-        "x̂": at(result.x_hat),
-        "γ": at(gamma),
-        "β": at(beta) if spec.norm != "RMSNorm" else np.zeros(positions.size),
-        "y": at(result.output),
     }
+    if NORM_TABLE[spec.norm].centred:
+        prefix = "running " if spec.norm == "BatchNorm" and not spec.training else ""
+        table[f"{prefix}μ"] = mean
+        table[f"{prefix}σ²"] = var
+        table[f"√({prefix}σ²+ε)"] = np.sqrt(var + spec.eps)
+    else:  # RMSNorm: no μ, and its "σ²" is the mean square
+        table["mean(x²)"] = var
+        table["√(mean(x²)+ε)"] = np.sqrt(var + spec.eps)
+    table["x̂"] = at(result.x_hat)
+    table["γ"] = at(gamma)
+    if NORM_TABLE[spec.norm].centred:
+        table["β"] = at(beta)
+    table["y"] = at(result.output)
     if mask is not None:
         c = channel_dim(layout)
         table["padding"] = ~mask[tuple(i for d, i in enumerate(idx) if d != c)]
@@ -149,10 +199,14 @@ def _exact_group_mean(x: torch.Tensor, ids: np.ndarray, group: int, layout: str,
 def worked_example_latex(row: pd.Series, eps: float, rms: bool = False) -> str:
     """The formula with one element's numbers substituted, as a textbook would print it.
 
-    Numbers get four significant digits, and x and μ one more plus as many as they share
-    leading digits (10000.00098 − 9999.886108, not 10⁴ − 10⁴), so that the substituted numbers
-    reproduce x̂ to the digits shown.
+    ``row`` is a row of :func:`step_by_step`; its columns say which formula: RMSNorm's (a
+    "mean(x²)" column, or ``rms``), BatchNorm's in eval mode (a "running μ" column, written
+    μ_run and σ²_run), or the centred one. Numbers get four significant digits, and x and μ one
+    more plus as many as they share leading digits (10000.00098 − 9999.886108, not 10⁴ − 10⁴),
+    so that the substituted numbers reproduce x̂ to the digits shown.
     """
+    rms = rms or "mean(x²)" in row.index
+    running = "running μ" in row.index
 
     def f(v: float, digits: int = 4) -> str:
         text = f"{v:.{digits}g}".replace("inf", r"\infty").replace("nan", r"\mathrm{NaN}")
@@ -163,17 +217,21 @@ def worked_example_latex(row: pd.Series, eps: float, rms: bool = False) -> str:
             text = f"-{text}" if mantissa == "-1" else text
         return f"({text})" if v < 0 else text
 
-    var_name = "mean(x²)" if rms else "σ²"
+    prefix = "running " if running else ""
+    var_name = "mean(x²)" if rms else f"{prefix}σ²"
     var = row[var_name]
     x = float(row["x"])
-    mu = 0.0 if rms else float(row["μ"])
+    mu = 0.0 if rms else float(row[f"{prefix}μ"])
     shared = 0
     if not rms and math.isfinite(x - mu) and x != mu:
         shared = max(0, math.ceil(math.log10(max(abs(x), abs(mu)) / abs(x - mu))))
     digits = min(17, 5 + shared)
     centred = rf"{f(x, digits)}" if rms else rf"({f(x, digits)} - {f(mu, digits)})"
-    symbol = r"x" if rms else r"(x - \mu)"
-    denominator = r"\sqrt{\overline{x^2} + \epsilon}" if rms else r"\sqrt{\sigma^2 + \epsilon}"
+    mu_symbol, var_symbol = ((r"\mu_{\mathrm{run}}", r"\sigma^2_{\mathrm{run}}") if running
+                             else (r"\mu", r"\sigma^2"))
+    symbol = r"x" if rms else rf"(x - {mu_symbol})"
+    denominator = (r"\sqrt{\overline{x^2} + \epsilon}" if rms
+                   else rf"\sqrt{{{var_symbol} + \epsilon}}")
     shift = "" if rms else r" + \beta"
     shift_value = "" if rms else rf" + {f(row['β'])}"
     return (
@@ -414,11 +472,16 @@ def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
             "feature whose values are all equal gives 0/0, which lnviz shows as NaN. There is "
             "nothing of torch's to compare with; choose ε > 0 to compare.")
     reference = "a float64 evaluation of the same formula on the same input"
+    why = ("it grows with |x|/σ, because x − μ loses the digits x and μ share"
+           if NORM_TABLE[spec.norm].centred else
+           "RMSNorm subtracts nothing, so no digits are lost to centring; it grows with "
+           "|x|/RMS, which is at most the square root of a group's size")
     errors = (f"lnviz is off by {check.lnviz_error:.3g}, torch by {check.torch_error:.3g} "
-              f"(tolerance {check.tolerance:.3g} for this input in {dtype}: it grows with "
-              "|x|/σ, because x − μ loses the digits x and μ share)")
+              f"(tolerance {check.tolerance:.3g} for this input in {dtype}: {why})")
     if check.undefined:
-        undefined = (f" {check.undefined:,} value(s) sit in groups with σ² = 0 and ε = 0, where "
+        statistic = "σ²" if NORM_TABLE[spec.norm].centred else "mean(x²)"
+        undefined = (f" {check.undefined:,} value(s) sit in groups with {statistic} = 0 and "
+                     "ε = 0, where "
                      "the formula is 0/0 and has no value: lnviz shows NaN, torch gives "
                      f"{check.torch_at_undefined or 'NaN'}; they are left out of the comparison.")
     else:
@@ -495,8 +558,16 @@ class Exploration:
     #: the fewest values any group's μ and σ are taken over
     smallest_group: int = 0
     #: the largest rounding of an input value by the conversion to the chosen dtype, relative
-    #: to its group's spread σ (0 when nothing was rounded, or above REFERENCE_LIMIT values)
+    #: to its group's spread (σ; the RMS for RMSNorm, which subtracts nothing; 0 when nothing
+    #: was rounded, or above REFERENCE_LIMIT values)
     rounding: float = 0.0
+    #: the spread the norm divides by, per group, before and after: σ, or the RMS for RMSNorm
+    spread_in: np.ndarray | None = None
+    spread_out: np.ndarray | None = None
+    #: how many values each group's statistics are taken over (real tokens for masked BatchNorm)
+    sizes: np.ndarray | None = None
+    #: BatchNorm in eval mode: the running μ and √(running σ²) it normalized with, per group
+    running: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def agrees_with_torch(self) -> bool:
@@ -532,6 +603,10 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
     ids = group_ids(tuple(x.shape), batch.layout, spec)
     mean_in, std_in = group_stats(x, batch.layout, spec, mask)
     mean_out, std_out = group_stats(result.output, batch.layout, spec, mask)
+    spread_in, spread_out = std_in, std_out
+    if not NORM_TABLE[spec.norm].centred:  # RMSNorm divides by the RMS, not by σ
+        spread_in = group_rms(x, batch.layout, spec, mask)
+        spread_out = group_rms(result.output, batch.layout, spec, mask)
     input_values = _for_display(x)
     output_values = _for_display(result.output)
     nonfinite_inputs = _count_nonfinite(input_values)
@@ -548,7 +623,11 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
         # or NaN input makes it NaN instead.
         overflowed_groups=int(torch.isinf(result.var).sum()),
         smallest_group=int(np.bincount(ids.ravel()).min()) if ids.size else 0,
-        rounding=_rounding(batch, x, ids, std_in),
+        rounding=_rounding(batch, x, ids, spread_in),
+        spread_in=spread_in, spread_out=spread_out,
+        sizes=group_sizes(x, batch.layout, spec, mask),
+        running=(to_numpy(result.mean).ravel(), np.sqrt(to_numpy(result.var).ravel()))
+        if spec.norm == "BatchNorm" and not spec.training else None,
     )
 
 
@@ -558,8 +637,9 @@ ROUNDING_NOTE = 0.01
 
 
 def _rounding(batch: Batch, x: torch.Tensor, ids: np.ndarray, std: np.ndarray) -> float:
-    """max over groups of max |x in its dtype − x as given| / σ of the group (σ of the rounded
-    values, ``std``): how much converting the input moved it, in units of its own spread."""
+    """max over groups of max |x in its dtype − x as given| / the group's spread ``std`` (σ of
+    the rounded values; their RMS for RMSNorm): how much converting the input moved it, in
+    units of what the norm divides by."""
     source = np.asarray(batch.values)
     if x.numel() > REFERENCE_LIMIT or source.dtype.itemsize <= x.element_size():
         return 0.0
@@ -577,30 +657,167 @@ def _rounding(batch: Batch, x: torch.Tensor, ids: np.ndarray, std: np.ndarray) -
     return float(ratio.max()) if ratio.size else 0.0
 
 
-def statistics_note(ex: Exploration, spec: NormSpec) -> str:
-    """What the before/after statistics chart should show for this norm and setting, in words
-    that hold for it: RMSNorm fixes the RMS, not the mean; BatchNorm in eval mode uses running
-    statistics; a group whose values are all equal has no spread to scale to 1."""
-    if spec.norm == "RMSNorm":
-        return ("RMSNorm divides by the root-mean-square and subtracts nothing, so with γ = 1 "
-                "each group's RMS becomes close to 1 while its mean stays away from 0 wherever "
-                "the input's does: the chart's μ and σ after are not 0 and 1.")
+def impl_note(ex: Exploration) -> str:
+    """Which code computed the figures: for a large tensor, lnviz's ``impl="fast"``, whose
+    numbers are torch's fused kernels' (so their rounding, not the readable code's)."""
+    if ex.impl != "fast":
+        return (f"{ex.x.numel():,} values: computed with lnviz's readable code "
+                "(`impl=\"scratch\"`), every intermediate kept.")
+    return (f"{ex.x.numel():,} values: computed with lnviz's `impl=\"fast\"` path — the same "
+            "formula as the readable code, evaluated by torch's fused kernels without the "
+            "full-size intermediates, so its last digits are torch's rounding (the check below "
+            "says how close that is).")
+
+
+def _num(value: float) -> str:
+    """A statistic as the notes print it: three decimals in the everyday range, three
+    significant digits beyond it, and no "−0.000"."""
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("∞" if value > 0 else "−∞")
+    if abs(value) < 5e-4:
+        return "0"
+    text = f"{value:.3f}" if 1e-3 <= abs(value) < 1e4 else f"{value:.3g}"
+    return text.replace("-", "−")
+
+
+def _span(values: np.ndarray) -> str:
+    """"a" when every finite value prints as a, else "a to b" (smallest to largest)."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return "NaN"
+    low, high = _num(float(finite.min())), _num(float(finite.max()))
+    return low if low == high else f"{low} to {high}"
+
+
+def _is_identity(spec: NormSpec) -> bool:
+    def all_equal(value: float | tuple[float, ...], to: float) -> bool:
+        return all(v == to for v in value) if isinstance(value, (tuple, list)) else value == to
+
+    return all_equal(spec.gamma, 1.0) and all_equal(spec.beta, 0.0)
+
+
+def stats_heading(spec: NormSpec) -> str:
+    """The title over the figures: what the cells of one group share, for this norm and mode."""
+    if not NORM_TABLE[spec.norm].centred:
+        return "Which numbers share one root-mean-square"
     if spec.norm == "BatchNorm" and not spec.training:
-        return ("In eval mode BatchNorm normalizes with its running μ and σ², not this batch's "
-                "own, so the groups reach mean 0 and deviation 1 only as far as the running "
-                "statistics have caught up with this batch (more training passes: closer).")
-    constant = int(np.count_nonzero(ex.std_in == 0))
-    note = ("With γ = 1 and β = 0 every group has mean 0 and deviation close to 1 after "
-            "normalization (a little below 1 when ε is large next to σ²)")
-    if constant:
-        note += (f"; {constant:,} group(s) whose values are all equal have no spread to scale: "
-                 + ("0/0 makes them NaN at ε = 0" if spec.eps == 0 else
-                    "they stay at deviation 0"))
+        return "Which numbers share one running mean and deviation"
+    return "Which numbers share a mean and a deviation"
+
+
+def shared_title(spec: NormSpec) -> str:
+    """The title of the heatmap's middle panel: the cells that share one statistic."""
+    if not NORM_TABLE[spec.norm].centred:
+        return "cells sharing one RMS"
+    if spec.norm == "BatchNorm" and not spec.training:
+        return "cells sharing one running μ, σ"
+    return "cells sharing one μ, σ"
+
+
+def spread_name(spec: NormSpec) -> str:
+    """What the statistics chart's second panel shows: the spread this norm divides by."""
+    return "RMS per group" if not NORM_TABLE[spec.norm].centred else "std σ per group"
+
+
+def _dims(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
+
+
+def group_description(shape: tuple[int, ...], layout: str, spec: NormSpec) -> str:
+    """What one group is for this norm, layout and setting, in the layout's own words:
+    "one (batch, sequence) position — a token — over its features" and the like."""
+    names = LAYOUTS[layout].strip("()").split(", ")
+    c = channel_dim(layout)
+    others = [n for d, n in enumerate(names) if d != c]
+    spatial = [n for d, n in enumerate(names) if d not in (0, c)]
+    if NORM_TABLE[spec.norm].trailing:
+        lead, trail = names[: len(shape) - spec.dims], names[len(shape) - spec.dims:]
+        what = "its RMS" if not NORM_TABLE[spec.norm].centred else "its μ and σ"
+        if not lead:
+            return f"the whole tensor, {what} over {_dims(trail)}"
+        if layout == "NLC" and spec.dims == 1:
+            return f"one token, {what} over its features"
+        if lead == ["batch"]:
+            return f"one sample, {what} over its {_dims(trail)}"
+        return f"one {_dims(lead)} position, {what} over its {_dims(trail)}"
+    channel = names[c].removesuffix("s")
+    if spec.norm == "BatchNorm":
+        if spec.training:
+            return f"one {channel}, its μ and σ over {_dims(others)}"
+        return (f"one {channel}, with the running μ and σ² that {spec.warmup_steps} training "
+                f"pass(es) over {_dims(others)} left")
+    if spec.norm == "GroupNorm":
+        per = shape[c] // spec.groups
+        return (f"one sample's block of {per} {names[c]}, its μ and σ over those and "
+                f"{_dims(spatial)}")
+    return f"one sample's {channel}, its μ and σ over {_dims(spatial)}"
+
+
+def statistics_note(ex: Exploration, spec: NormSpec) -> str:
+    """What the before/after statistics chart shows for this norm and setting, with the numbers
+    on it: the span of the groups' means and spreads after normalizing, and why they are what
+    they are — 0 and 1 (up to ε) where a group is centred and scaled with its own statistics;
+    RMS 1 and a mean that stays for RMSNorm; neither for BatchNorm in eval mode."""
+    centred = NORM_TABLE[spec.norm].centred
+    live = np.isfinite(ex.spread_in) & (ex.spread_in > 0)
+    dead = int(np.count_nonzero(ex.spread_in == 0))
+    means, spreads = _span(ex.mean_out[live]), _span(ex.spread_out[live])
+    identity = _is_identity(spec)
+    if spec.norm == "BatchNorm" and not spec.training:
+        m = int(ex.sizes.min()) if ex.sizes is not None and ex.sizes.size else 0
+        share = 1 - (1 - spec.momentum) ** spec.warmup_steps
+        far = "nearly all the way" if share > 0.995 else f"{share:.0%} of the way"
+        differ = [what for what, span, target in (("0", means, "0"), ("1", spreads, "1.000"))
+                  if span != target]
+        note = (f"In eval mode BatchNorm subtracts a running μ and divides by √(running σ² + ε) "
+                f"(the ◆ markers), which start at 0 and 1 and move {spec.momentum:g} of the way "
+                f"to this batch's statistics at each of the {spec.warmup_steps} training "
+                f"pass(es): {far} by now. So the groups end with means {means} and deviations "
+                f"{spreads}" + (f", not {' and '.join(differ)}" if differ else ""))
+        if m > 1:
+            note += (f". Even after many passes they would not reach deviation 1: the running σ² "
+                     f"tends to the unbiased variance, m/(m − 1) = {m}/{m - 1} times σ² (m = {m} "
+                     f"values per feature), so the deviation tends to about √((m − 1)/m) = "
+                     f"{math.sqrt((m - 1) / m):.3f}")
+        if not identity:
+            note += "; the γ and β set here then scale and shift each feature"
+    elif not centred:
+        note = ("RMSNorm divides each group by its own √(mean(x²) + ε) and subtracts nothing, "
+                "so every group's RMS becomes √(mean(x²)/(mean(x²) + ε)), 1 unless ε is "
+                "comparable to mean(x²), while its mean keeps its sign: a group's mean after "
+                "is its mean before divided by its RMS. ")
+        if not live.any():
+            note += "Here every group is all zeros"
+        elif identity:
+            note += f"Here the RMS after is {spreads} and the means are {means}"
+        else:
+            note += (f"With the γ set here, y = γ·x̂: the groups end with RMS {spreads} and "
+                     f"means {means}")
+        if dead:
+            note += (f"; {dead:,} group(s) of zeros have no RMS to divide by: "
+                     + ("0/0 makes them NaN at ε = 0" if spec.eps == 0 else "they stay 0"))
+    else:
+        note = ("Each group is centred on its own μ and divided by its own √(σ² + ε), so x̂ has "
+                "mean 0 and deviation √(σ²/(σ² + ε)) in every group, 1 unless ε is comparable "
+                "to σ². ")
+        squeezed = ex.spread_in[live] ** 2 / (ex.spread_in[live] ** 2 + spec.eps)
+        if not live.any():
+            note += "Here no group has any spread"
+        elif identity:
+            note += f"Here the groups end with means {means} and deviations {spreads}"
+        else:
+            note += (f"The chart shows y = γ·x̂ + β: with the γ and β set here the groups end "
+                     f"with means {means} and deviations {spreads}")
+        if live.any() and squeezed.min() < 0.98:
+            note += (f" (ε = {spec.eps:g} is comparable to or larger than σ² in "
+                     f"{int(np.count_nonzero(squeezed < 0.98)):,} group(s), so their x̂ has "
+                     f"deviation as low as {math.sqrt(squeezed.min()):.3g})")
+        if dead:
+            note += (f"; {dead:,} group(s) whose values are all equal have no spread to scale: "
+                     + ("0/0 makes them NaN at ε = 0" if spec.eps == 0 else
+                        "x − μ = 0 there, so x̂ = 0 and y = β"))
     if ex.nonfinite_inputs:
         note += "; groups holding NaN or infinite inputs get NaN statistics instead"
-    if not (spec.gamma == 1.0 and spec.beta == 0.0):
-        note += ("; with the γ and β set here, each feature's values are then scaled by its γ "
-                 "and shifted by its β")
     return note + "."
 
 
@@ -610,6 +827,8 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
     at ε = 0, groups of a single value. Empty when nothing is unusual."""
     notes = []
     largest = float(torch.finfo(getattr(torch, dtype)).max)
+    centred = NORM_TABLE[spec.norm].centred
+    statistic = "σ²" if centred else "mean(x²)"
     if ex.overflowed_inputs:
         notes.append(
             f"{ex.overflowed_inputs:,} input values lie beyond {dtype}'s range (±{largest:.3g}) "
@@ -618,38 +837,53 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
     if ex.rounding > ROUNDING_NOTE:
         notes.append(
             f"Converting the input to {dtype} rounds some values by "
-            + (f"{ex.rounding:.0%} of their group's spread σ" if math.isfinite(ex.rounding)
+            + (f"{ex.rounding:.0%} of their group's {_spread_word(spec)}"
+               if math.isfinite(ex.rounding)
                else "more than their group's whole spread (distinct values became equal)")
-            + f": they carry more digits than {dtype} keeps (for float32, integers above "
-            "2²⁴ = 16,777,216, or numbers that differ only past their 7th digit). The "
+            + f": they carry more digits than {dtype} keeps ({_DIGITS.get(dtype, '')}). The "
             "normalized values move by as much, and lnviz and torch agree on the rounded "
             "input. Choose float64 under Precision in the sidebar.")
     own = ex.nonfinite_inputs - ex.overflowed_inputs
     if own > 0:
         notes.append(
             f"The input holds {own:,} NaN or infinite values. Every group that contains one gets "
-            "a NaN mean and variance, so its whole output is NaN; the other groups are "
-            "unaffected.")
+            f"{'a NaN mean square' if not centred else 'a NaN mean and variance'}, so its "
+            "whole output is NaN; the other groups are unaffected.")
     if ex.overflowed_groups:
         finite = ex.input_values[np.isfinite(ex.input_values)]
         size = float(np.abs(finite).max()) if finite.size else largest
         square = (f"{size * size:.0e}" if math.isfinite(size * size)
                   else f"1e+{2 * math.floor(math.log10(size))}")
         notes.append(
-            f"σ² overflowed in {ex.overflowed_groups:,} group(s): values around {size:.0e} "
-            f"square to about {square}, beyond {dtype}'s largest number "
-            f"({largest:.3g}). lnviz's σ² is then inf and its output 0 (torch gives NaN or 0), "
+            f"{statistic} overflowed in {ex.overflowed_groups:,} group(s): values around "
+            f"{size:.0e} square to about {square}, beyond {dtype}'s largest number "
+            f"({largest:.3g}). lnviz's {statistic} is then inf and its output 0 (torch gives "
+            "NaN or 0), "
             "but the true output is finite — normalizing ignores the scale. "
             f"{_remedy(dtype, 'divide the input by a constant')}")
     if ex.nonfinite_outputs and not ex.nonfinite_inputs and not ex.overflowed_groups:
         notes.append(f"{ex.nonfinite_outputs:,} output values are NaN or infinite. "
                      + _nonfinite_output_cause(ex, spec, dtype, largest))
-    if ex.smallest_group == 1:
+    if ex.smallest_group == 1 and centred and (spec.norm != "BatchNorm" or spec.training):
         notes.append(
             "Some groups hold a single value, so μ = x and σ² = 0 there: x − μ = 0 and the "
             "output is β (or NaN with ε = 0). Normalizing needs at least two values per group "
             "— for LayerNorm, at least two features.")
     return notes
+
+
+#: What each precision keeps exactly, for the rounding note.
+_DIGITS = {
+    "float32": "it holds integers exactly up to 2²⁴ = 16,777,216 and about 7 significant "
+               "digits",
+    "float16": "it holds integers exactly up to 2¹¹ = 2,048 and about 3 significant digits",
+    "bfloat16": "it holds integers exactly up to 2⁸ = 256 and about 2 to 3 significant digits",
+    "float64": "it holds integers exactly up to 2⁵³ and about 16 significant digits",
+}
+
+
+def _spread_word(spec: NormSpec) -> str:
+    return "RMS" if not NORM_TABLE[spec.norm].centred else "spread σ"
 
 
 def _nonfinite_output_cause(ex: Exploration, spec: NormSpec, dtype: str, largest: float) -> str:
@@ -661,6 +895,10 @@ def _nonfinite_output_cause(ex: Exploration, spec: NormSpec, dtype: str, largest
                 f"(±{largest:.3g}) and became ±inf, so y = γ·x̂ + β is ±inf or NaN there. Keep "
                 f"γ and β within ±{largest:.3g}, or choose float64 under Precision.")
     rstd = ex.result.rstd
+    if spec.eps == 0 and bool((ex.result.var == 0).any()) and not NORM_TABLE[spec.norm].centred:
+        return ("With ε = 0, a group of zeros has mean(x²) = 0, so x = 0 is divided by "
+                "√0 = 0, and in floating point 0/0 is NaN: the formula has no value there. "
+                "ε > 0 is what gives such a group an output: 0/√ε = 0.")
     if spec.eps == 0 and bool((ex.result.var == 0).any()):
         return ("With ε = 0, a group whose values are all equal has σ² = 0, so x − μ = 0 is "
                 "divided by √0 = 0, and in floating point 0/0 is NaN: the formula has no value "
@@ -697,3 +935,257 @@ def histogram(values: np.ndarray, bins: int = 60) -> tuple[np.ndarray, np.ndarra
     scale = float(np.abs(finite).max()) or 1.0
     counts, edges = np.histogram(finite / scale, bins=bins)
     return (edges[:-1] / 2 + edges[1:] / 2) * scale, counts
+
+
+# --- Rows that normalize alike, and the seeds' numbers checked -----------------------------------
+
+
+def _vector(values: np.ndarray) -> str:
+    """[−1.22, 0, 1.22]: three significant digits, as the notes print a short vector."""
+    def one(v: float) -> str:
+        return "0" if abs(v) < 5e-4 else f"{v:.3g}".replace("-", "−")
+
+    return "[" + ", ".join(one(float(v)) for v in values) + "]"
+
+
+def _pattern(row: np.ndarray, centred: bool) -> tuple[np.ndarray, float, float] | None:
+    """The row as a + b·p with b > 0 and p as plain as possible: p starts at 0 with a smallest
+    step of 1 for LayerNorm ([1, 2, 3] = 1 + 1·[0, 1, 2]); for RMSNorm a = 0 and the smallest
+    nonzero |p| is 1 ([2, 4, 6] = 2·[1, 2, 3]). None when the row has no spread to scale by."""
+    if centred:
+        a = float(row.min())
+        steps = np.diff(np.unique(row))
+        steps = steps[steps > 0]
+        if steps.size == 0:
+            return None
+        b = float(steps.min())
+    else:
+        a = 0.0
+        sizes = np.abs(row[row != 0])
+        if sizes.size == 0:
+            return None
+        b = float(sizes.min())
+    return (row - a) / b, a, b
+
+
+def shared_outputs(ex: Exploration, spec: NormSpec, batch: Batch) -> str | None:
+    """When several rows (tokens) of a per-row LayerNorm or RMSNorm come out the same, say so
+    and say why, from the numbers: each such row is a + b·p for one shape p (LayerNorm) or b·p
+    (RMSNorm), and the norm removes a and b. Seed 002's seven tokens are all a + b·[0, 1, 2], so
+    LayerNorm turns every one of them into [−1.22, 0, 1.22]. None when no two rows share an
+    output (to four decimals), or for other norms."""
+    if not NORM_TABLE[spec.norm].trailing or spec.dims != 1 or ex.x.numel() > REFERENCE_LIMIT:
+        return None
+    centred = NORM_TABLE[spec.norm].centred
+    width = ex.x.shape[-1]
+    rows = to_numpy(ex.x).reshape(-1, width)
+    x_hat = to_numpy(ex.result.x_hat).reshape(-1, width)
+    keep = np.isfinite(x_hat).all(axis=1) & (to_numpy(ex.result.var).reshape(-1) > 0)
+    if batch.mask is not None:
+        keep &= batch.mask.reshape(-1)
+    index = np.flatnonzero(keep)
+    if width < 2 or index.size < 2:
+        return None
+    _, inverse, counts = np.unique(np.round(x_hat[index], 4), axis=0, return_inverse=True,
+                                   return_counts=True)
+    best = int(counts.argmax())
+    if counts[best] < 2:
+        return None
+    members = index[inverse.ravel() == best]
+    one = "token" if batch.layout == "NLC" else "row"
+    noun = f"real {one}s" if batch.mask is not None else f"{one}s"
+    labels = batch.row_labels if batch.row_labels and len(batch.row_labels) == len(rows) \
+        else None
+
+    def name(i: int) -> str:
+        if labels:
+            return f"“{labels[i]}”"
+        lead = tuple(int(j) for j in np.unravel_index(i, tuple(ex.x.shape[:-1])))
+        return str(lead) if len(lead) > 1 else f"row {lead[0]}"
+
+    every = "Both" if members.size == 2 else f"All {members.size:,}"
+    who = (f"{every} {noun}" if members.size == index.size
+           else f"{members.size:,} of the {index.size:,} {noun}")
+    if members.size <= 8:
+        who += " (" + ", ".join(name(int(i)) for i in members) + ")"
+    note = f"{who} normalize to the same x̂ = {_vector(x_hat[members[0]])}"
+    first = _pattern(rows[members[0]], centred)
+    fits = first is not None and width <= 8
+    examples = []
+    if fits:
+        p = first[0]
+        for i in (members[0], members[-1]):
+            pattern = _pattern(rows[i], centred)
+            if pattern is None or not np.allclose(pattern[0], p, rtol=1e-4, atol=1e-4):
+                fits = False
+                break
+            _, a, b = pattern
+            examples.append(f"{name(int(i))} = " + (f"{a:.4g} + " if centred else "")
+                            + f"{b:.4g}·{_vector(p)}")
+    if centred:
+        if fits:
+            note += (f": each is a + b·{_vector(p)} with its own a and b > 0 ("
+                     + "; ".join(examples) + ")")
+        return note + (f", and LayerNorm removes exactly that: subtracting each {one}'s mean "
+                       f"takes away a, dividing by its deviation takes away b, and only the "
+                       f"shape is left. After LayerNorm these {one}s can no longer be told "
+                       "apart by their mean or scale.")
+    if fits:
+        note += (f": each is b·{_vector(p)} with its own b > 0 (" + "; ".join(examples) + ")")
+    return note + (f", and RMSNorm removes only that scale b. It subtracts no mean, so {one}s "
+                   "that differ by more than a scale keep different outputs.")
+
+
+@dataclass(frozen=True)
+class SeedCheck:
+    """A seed's worked numbers for one preset, recomputed by lnviz: ``table`` has one row per
+    claim ("step", "the seed writes", "lnviz computes", "verdict"); ``note`` says how."""
+
+    title: str
+    table: pd.DataFrame
+    note: str
+
+
+def _minus(text: str) -> str:
+    """A formatted number with a typographic minus sign."""
+    return text.replace("-", "−")
+
+
+def _decimals(text: str) -> int:
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+def _judge(seed: str, exact: float, from_seed: float | None = None) -> str:
+    """Whether the seed's number ``seed`` (text, as printed) is ``exact`` rounded to the seed's
+    decimals; if not, whether it is ``exact`` cut off there, or what its own earlier rounded
+    numbers (``from_seed``) give."""
+    d = _decimals(seed)
+    claimed = float(seed.replace("−", "-"))
+    rounded = round(exact, d)
+    if rounded == claimed:
+        return f"✓ {_minus(f'{exact:.4g}')} rounds to {seed}"
+    verdict = _minus(f"slip: {exact:.4g} rounds to {rounded:.{d}f}")
+    if from_seed is not None and round(from_seed, d) == claimed:
+        return verdict + _minus(f"; the seed's {seed} follows from its own earlier rounding "
+                                f"({from_seed:.4g})")
+    if math.trunc(exact * 10**d) / 10**d == claimed:
+        return verdict + f"; the seed cut the digits off instead of rounding ({seed})"
+    return verdict + f", not {seed}"
+
+
+def _seed_002(key: str) -> SeedCheck:
+    preset = get_preset(key)
+    x = torch.as_tensor(preset.values, dtype=torch.float64)
+    labels = list(preset.labels or ())
+    rows = []
+    if key == "padded_tokens":
+        # Seed 002 counts the pad in the statistics (it has no mask) and uses no ε.
+        bn = batch_norm(x, None, None, training=True, eps=0.0, channel_dim=-1)
+        mean, sd = float(bn.mean[..., 0]), math.sqrt(float(bn.var[..., 0]))
+        at = {t: bn.x_hat.reshape(-1, 3)[labels.index(t), 0].item() for t in ("I", "powerful")}
+        values = x.reshape(-1, 3)[:, 0]
+        rows += [
+            ("BatchNorm, feature 1 with the pad: mean", "3.5", mean, None),
+            ("… standard deviation", "2.29", sd, None),
+            ("“I”: (1 − 3.5)/2.29", "−1.09", at["I"], (values[0].item() - 3.5) / 2.29),
+            ("“powerful”: (7 − 3.5)/2.29", "1.52", at["powerful"],
+             (values[labels.index("powerful")].item() - 3.5) / 2.29),
+        ]
+    ln = layer_norm(x.reshape(-1, 3)[:1], 3, eps=0.0)  # "I" = [1, 2, 3]
+    rows += [
+        ("LayerNorm of “I” = [1, 2, 3]: mean", "2", float(ln.mean), None),
+        ("… standard deviation", "0.81", math.sqrt(float(ln.var)), None),
+        ("… normalized: [−1.23, 0, 1.23]", "1.23", float(ln.x_hat[0, 2]), 1 / 0.81),
+    ]
+    table = pd.DataFrame(
+        [(step, seed, _minus(f"{exact:.4g}"), _judge(seed, exact, own))
+         for step, seed, exact, own in rows],
+        columns=["step", "the seed writes", "lnviz computes", "verdict"])
+    return SeedCheck(
+        "Seed 002's numbers, checked", table,
+        "lnviz recomputes each number in float64 with ε = 0, as the seed's arithmetic has no "
+        "ε; “from its own earlier rounding” repeats the seed's step with the numbers it had "
+        "already rounded.")
+
+
+def _seed_003() -> SeedCheck:
+    words = torch.as_tensor(get_preset("two_words").values)  # (words, batch, embedding), float32
+    exact = words.double()
+    eps = 1e-5
+    ln = layer_norm(exact, (1, 3), eps=eps)
+    mean, var = ln.mean.flatten(), ln.var.flatten()
+    sd = var.sqrt()
+    first = exact[0, 0]  # [0.2, 0.1, 0.3]
+    under_root = float((first[2] - mean[0]) / (var[0] + eps).sqrt())
+    outside = float((first[2] - mean[0]) / (sd[0] + eps))
+    m = words.shape[-1]
+    wrong_mean = (1 / m) * words.sum(dim=0)
+    across = words.mean(dim=0)
+    one_two_three = float(layer_norm(torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64), 3,
+                                     eps=eps).x_hat[0, 2])
+    no_eps = float(layer_norm(exact, (1, 3), eps=0.0).x_hat[0, 0, 2])
+    # The seed's own float32 steps: μ = (1/m)·Σx, then (x − μ)/√(σ² + ε).
+    mu = (1 / m) * words.sum(dim=-1, keepdim=True)
+    sigma2 = (1 / m) * ((words - mu) ** 2).sum(dim=(-2, -1), keepdim=True)
+    seed_first = float(((words - mu) / torch.sqrt(sigma2 + eps))[0, 0, 0])
+    lnviz_first = float(layer_norm(words, (1, 3), eps=eps).x_hat[0, 0, 0])
+    true_first = float(((exact - exact.mean(-1, keepdim=True))
+                        / torch.sqrt(exact.var(-1, unbiased=False, keepdim=True) + eps))[0, 0, 0])
+
+    def vec(t: torch.Tensor) -> str:
+        return "[" + ", ".join(_minus(f"{float(v):.4g}") for v in t.flatten()) + "]"
+
+    ratio = (2 / 3) / float(var[0])  # [1, 2, 3]'s σ² against the first word's
+
+    rows = [
+        ("μ, labelled “batch mean”", "batch mean", f"μ per word = {vec(mean)}",
+         "one mean per word, over its (batch, embedding) = 3 values: the batch dim here has "
+         "size 1, and nothing is averaged across samples"),
+        ("σ², labelled “batch standard deviation”", "batch standard deviation",
+         f"σ² per word = {vec(var)}",
+         f"a variance, not a standard deviation (σ = {vec(sd)}), and again one per word"),
+        # code in backticks: the table renders markdown, and "# …" would be a heading
+        ("“add epsilon to the standard deviation”, `# std = epsilon + torch.sqrt(sigma2)`",
+         "ε + σ", f"√(σ² + ε) = {math.sqrt(var[0] + eps):.6g}, ε + σ = {sd[0] + eps:.6g}",
+         f"ε goes under the root, added to the variance (as its next cell does): x̂ of 0.3 is "
+         f"{under_root:.5g} with √(σ² + ε), {outside:.5g} with ε + σ"),
+        ("`# mu = (1 / m) * torch.sum(X, dim=0)`", "mean over dim=0",
+         f"{vec(wrong_mean)}",
+         f"dim 0 holds the words, so this averages across words feature by feature (BatchNorm's "
+         f"direction; {vec(across)} with the right count) and divides by m = {m} features "
+         f"although it sums {words.shape[0]} words; LayerNorm's μ is {vec(mean)}"),
+        ("prints 1.2238 where torch's [1, 2, 3] gives 1.2247", "1.2238",
+         f"{abs(float(ln.x_hat[0, 0, 2])):.5g}",
+         f"[0.2, 0.1, 0.3] is 0.1·[2, 1, 3], a reordered [1, 2, 3]: without ε both give "
+         f"±{no_eps:.5g}. But its σ² = {var[0]:.3g} is {ratio:.3g} times smaller than [1, 2, 3]'s, "
+         f"so "
+         f"ε = 1e-5 is {eps / var[0]:.2%} of it and x̂ shrinks by √(1 + ε/σ²): "
+         f"{no_eps:.5g}/{math.sqrt(1 + eps / var[0]):.5g} = {abs(float(ln.x_hat[0, 0, 2])):.5g};"
+         f" for [1, 2, 3] ε/σ² is {eps / (2 / 3):.1e} and x̂ stays {one_two_three:.5g}"),
+        ("prints −0.0000 (−1.8236e-07 in Y) for 0.2 − μ", _minus(f"{seed_first:.5g}"),
+         _minus(f"{lnviz_first:.4g}"),
+         f"float32 stores 0.2, 0.1, 0.3 as {words[0, 0, 0].item():.9f}, "
+         f"{words[0, 0, 1].item():.9f}, {words[0, 0, 2].item():.9f}, whose mean is not the "
+         f"stored 0.2: x̂ is really {_minus(f'{true_first:.4g}')} (float64 of the stored "
+         f"numbers). The seed's μ = (1/m)·Σx rounds once more, giving "
+         f"{_minus(f'{seed_first:.5g}')}; lnviz's corrected two-pass mean gives "
+         f"{_minus(f'{lnviz_first:.4g}')}"),
+    ]
+    table = pd.DataFrame(rows, columns=["step", "the seed writes", "lnviz computes", "verdict"])
+    return SeedCheck(
+        "Seed 003's slips, named", table,
+        "Each row runs the seed's step (in float32, as its notebook does) beside lnviz's "
+        "LayerNorm over the last two dims (ε = 1e-5). Its batch-dim questions — a reshape where "
+        "a permute was meant, and dims = (−2, −1) pooling over the batch dim once it holds more "
+        "than one sample — are worked through on the Shapes page.")
+
+
+def seed_checks(key: str) -> SeedCheck | None:
+    """The worked numbers of the seed a preset comes from, recomputed: seed 002's BatchNorm and
+    LayerNorm arithmetic (padded_tokens, one_two_three) and seed 003's slips (two_words).
+    None for a preset with no worked numbers to check."""
+    if key in ("padded_tokens", "one_two_three"):
+        return _seed_002(key)
+    if key == "two_words":
+        return _seed_003()
+    return None

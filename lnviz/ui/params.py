@@ -11,6 +11,7 @@ import streamlit as st
 
 from lnviz.batch import NORM_TABLE, NORMS, Batch, NormSpec, channel_dim, param_size
 from lnviz.data import parse_table
+from lnviz.lessons.explorer import group_description
 from lnviz.ui.state import keep_in_range
 
 MAX_TABLE_FEATURES = 256
@@ -18,7 +19,8 @@ MAX_TABLE_FEATURES = 256
 EPSILONS = [0.0] + [10.0**k for k in range(-12, 1)]
 _HELP = {
     "BatchNorm": "one μ, σ per feature, taken across the batch (and sequence/space)",
-    "LayerNorm": "one μ, σ per sample (token), taken across its features",
+    "LayerNorm": "one μ, σ per position of the leading dims, taken across the trailing dims "
+                 "(by default: per token, across its features)",
     "RMSNorm": "LayerNorm without subtracting μ: only the root-mean-square is fixed",
     "GroupNorm": "one μ, σ per sample and group of channels",
     "InstanceNorm": "one μ, σ per sample and channel, across the sequence/space",
@@ -68,7 +70,7 @@ def norm_controls(batch: Batch) -> NormSpec:
         bind="query-params",
         help="Which statistics are shared: " + "; ".join(f"{k}: {v}" for k, v in _HELP.items()),
     )
-    st.caption(f"**{norm}**: {_HELP[norm]}.")
+    about = st.empty()  # filled in below, once dims and mode are known
     spec = {"norm": norm}
     cols = st.columns(3)
     if NORM_TABLE[norm].trailing:  # LayerNorm, RMSNorm: over the trailing dims
@@ -114,11 +116,17 @@ def norm_controls(batch: Batch) -> NormSpec:
     spec["eps"] = st.select_slider(
         "ε (epsilon)", EPSILONS, value=1e-5, format_func=eps_label, key="eps",
         bind="query-params",
-        help="Added to σ² before the square root so that a row with no spread does not divide "
-             "by zero. Try 0 on the constant-row example.",
+        help=("Added to mean(x²) before the square root so that a group of zeros does not "
+              "divide by zero. Try 0 on a padded batch: the pad token is all zeros."
+              if not NORM_TABLE[norm].centred else
+              "Added to σ² before the square root so that a group with no spread does not "
+              "divide by zero. Try 0 on the constant-row example under LayerNorm."),
     )
     spec.update(_affine_controls(batch, NormSpec(norm=norm, dims=spec.get("dims", 1))))
-    return NormSpec(**spec)
+    chosen = NormSpec(**spec)
+    about.caption(f"**{norm}**: {_HELP[norm]}. Here one group is "
+                  f"{group_description(shape, batch.layout, chosen)}.")
+    return chosen
 
 
 def _affine_controls(batch: Batch, spec: NormSpec) -> dict:
