@@ -210,6 +210,16 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.padding.pad_row_figure, c.padding.pad_row_figure(np.array([np.nan, np.nan]), 0.0)),
         (c.performance.bench_figure, c.performance.bench_figure(bench_rows, {64 * 64: 6.4})),
         (c.shapes.depth_figure, c.shapes.depth_figure(profile, profile, profile)),
+        (c.gradients.invariance_figure, c.gradients.invariance_figure(
+            ["scale one sample", "shift one feature"],
+            {"LayerNorm": [4e-4, 3.1], "BatchNorm": [0.35, 3e-16]},
+            {"LayerNorm": ["ε's doing", "not invariant"],
+             "BatchNorm": ["not invariant", "unchanged"]},
+            {"LayerNorm": [0.0, 3.1], "BatchNorm": [0.35, 3e-16]})),
+        (c.scale_shift.grid_figure, c.scale_shift.grid_figure(
+            np.linspace(-3, 3, 7), rng.integers(0, 9, (3, 3, 7)), [0.5, 1.0, 2.0],
+            [-1.0, 0.0, 1.0], np.zeros((3, 3)), np.ones((3, 3)),
+            (rng.integers(0, 9, 7), 0.1, 0.9))),
     ]
 
 
