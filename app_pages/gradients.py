@@ -34,8 +34,9 @@ st.markdown(
     "themselves functions of the input, so every input that went into them also receives "
     "gradient. Which inputs those are decides where a gradient can travel: inside one sample "
     "for LayerNorm, across the whole batch for BatchNorm. The same fact decides what the "
-    "layer ignores: whatever is spread evenly over a group that shares μ and σ is normalized "
-    "away. Everything here runs the lnviz norms under `torch.autograd` in float64."
+    "layer ignores: a constant added to every value of a group that shares μ and σ is "
+    "normalized away, and so (up to ε) is a positive factor multiplying all of them. "
+    "Everything here runs the lnviz norms under `torch.autograd` in float64."
 )
 st.latex(
     r"\frac{\partial L}{\partial x} = \frac{1}{H\sqrt{\sigma^2+\epsilon}}\Big(H\,\hat g"

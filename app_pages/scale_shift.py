@@ -93,7 +93,8 @@ st.markdown(
     f"In a real layer γ and β are vectors with one entry per feature. Below, a batch of "
     f"{SAMPLES} samples × {FEATURES} features on very different scales (sidebar seed) is "
     "normalized and each feature gets its own pair. Under BatchNorm every feature column was "
-    "standardized, so its output has mean exactly β_c and deviation ≈ |γ_c|. Under LayerNorm "
+    "standardized, so its output has mean β_c (up to rounding) and deviation ≈ |γ_c|. Under "
+    "LayerNorm "
     "the *rows* were standardized instead, so the columns follow their γ_c, β_c only as far as "
     "the caption's numbers say."
 )

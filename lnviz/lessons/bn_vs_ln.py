@@ -303,7 +303,8 @@ def band_caption(sweep: BatchSizeSweep, feature: int) -> str:
     return (
         "Each dot is the fixed sample's output for this feature in one re-drawn batch. A bigger "
         "batch's μ and σ wobble less, so the band tends to narrow as the batch grows — not "
-        f"step by step, with this few re-draws: here it is {at_small:.2g} wide at batch size "
+        "necessarily step by step, since each band is drawn from a handful of re-drawn "
+        f"batches: here it is {at_small:.2g} wide at batch size "
         f"{small} and {trend} at {large} ({at_large:.2g}). At batch size 2 BatchNorm answers "
         f"≈ ±1 whatever the two values are (up to ε): its band there is {pair:.2g} wide. "
         "LayerNorm's line does not depend on the batch at all."
