@@ -167,7 +167,7 @@ show_figure(charts.gradients.invariance_figure,
             {norm: list(table[f"{norm}: verdict"]) for norm in GRAD_NORMS},
             {norm: list(table[f"{norm}, ε = 0"]) for norm in GRAD_NORMS}, key="gr_probes")
 st.caption(invariance_caption(table, eps, probed_variances(x_in, weight, int(sample),
-                                                           int(feature))))
+                                                           int(feature)), factor))
 st.dataframe(table, hide_index=True, key="gr_table", column_config={
     **{norm: st.column_config.NumberColumn(f"{norm}: max |Δy|", format="%.2e")
        for norm in GRAD_NORMS},

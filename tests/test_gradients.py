@@ -263,7 +263,11 @@ def test_the_issue_13_case_is_an_epsilon_effect_and_says_so():
     caption = invariance_caption(probes.reset_index(), 1e-5, variances)
     assert "ε's doing — these changes vanish at ε = 0: LayerNorm, scale one sample (0.00041)" \
         in caption
-    assert "ε/σ² is 0.00065 for the probed sample" in caption
+    assert "ε/σ² is 0.00065 before and 0.00016 after the rescaling for the probed sample " \
+        "(LayerNorm's group)" in caption
+    # a factor of 0.01 shrinks the sample's σ² 10⁴-fold: ε outweighs it, and the caption says so
+    small = invariance_caption(invariance_probes(x, weight, factor=0.01), 1e-5, variances, 0.01)
+    assert "0.00065 before and 6.5 after the rescaling for the probed sample" in small
     assert "Unchanged up to float64 rounding" in caption and "shift one sample (1.4e-15)" in caption
 
 

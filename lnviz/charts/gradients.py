@@ -141,6 +141,7 @@ def invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[float]],
                 else np.full(len(values), np.nan))
         data.append(dict(
             type="bar", y=list(probes), x=values, orientation="h", name=norm,
+            legendgroup=norm, offsetgroup=norm, showlegend=not verdicts,
             marker=dict(color=COLORS.get(norm, OKABE_ITO[2]),
                         pattern=dict(shape=["/" if kind == "ε's doing" else ""
                                             for kind in kinds], fillmode="overlay",
@@ -153,6 +154,18 @@ def invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[float]],
                           + ("<br>at ε = 0: %{customdata[1]:.3g}" if at_zero else "")
                           + "<extra>" + norm + "</extra>",
         ))
+    if verdicts:
+        # A bar's legend swatch copies its first bar's pattern, so the legend gets plain
+        # swatches of its own, and one for the hatching.
+        for norm in deltas:
+            data.append(dict(type="bar", x=[None], y=[None], orientation="h", name=norm,
+                             legendgroup=norm, offsetgroup=norm, hoverinfo="skip",
+                             marker=dict(color=COLORS.get(norm, OKABE_ITO[2]))))
+        data.append(dict(type="bar", x=[None], y=[None], orientation="h",
+                         name="hatched: ε's doing (0 at ε = 0)", hoverinfo="skip",
+                         offsetgroup=next(iter(deltas)),
+                         marker=dict(color="white", line=dict(color="black", width=1),
+                                     pattern=dict(shape="/", fgcolor="black", size=6))))
     layout = dict(
         xaxis=dict(title=dict(text="max |Δ output| (linear scale; the output has σ ≈ 1 per "
                                    "group)"),

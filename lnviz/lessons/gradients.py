@@ -346,10 +346,11 @@ def probed_variances(x: torch.Tensor, weight: torch.Tensor, sample: int = 0, fea
             "BatchNorm": float(h[:, feature].var(unbiased=False))}
 
 
-def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, float]) -> str:
+def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, float],
+                       factor: float = 2.0) -> str:
     """What the probe chart shows, in words that follow its numbers: which changes are
-    rounding, which are ε's doing (and how large ε is beside the probed group's σ²), and which
-    are real."""
+    rounding, which are ε's doing (and how large ε is beside the probed group's σ², before and
+    after the rescaling by ``factor``), and which are real."""
     def named(kind: str) -> list[str]:
         return [f"{norm}, {row['probe']} ({row[norm]:.2g})" for _, row in table.iterrows()
                 for norm in GRAD_NORMS if row[f"{norm}: verdict"] == kind]
@@ -362,9 +363,12 @@ def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, flo
     if epsilon_made:
         parts.append("ε's doing — these changes vanish at ε = 0: " + "; ".join(epsilon_made)
                      + ". The smaller a group's σ² beside ε, the larger ε's share: ε/σ² is "
-                     f"{eps / variances['LayerNorm']:.2g} for the probed sample (LayerNorm's "
-                     f"group) and {eps / variances['BatchNorm']:.2g} for the probed feature "
-                     "(BatchNorm's).")
+                     + " and ".join(
+                         f"{eps / variances[norm]:.2g} before and "
+                         f"{eps / (variances[norm] * factor**2):.2g} after the rescaling for the "
+                         f"probed {group} ({norm}'s group)"
+                         for norm, group in (("LayerNorm", "sample"), ("BatchNorm", "feature")))
+                     + ".")
     elif eps == 0:
         parts.append("At ε = 0 no change is ε's doing: every invariance is exact.")
     else:
