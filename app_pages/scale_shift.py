@@ -163,9 +163,10 @@ modes = {"training mode (the next batch's own μ, σ)": (following.training_outp
          "evaluation mode (frozen μ, σ)": (following.eval_output, following.eval_error)}
 cols = st.columns(len(modes))
 for col, (name, (_, error)) in zip(cols, modes.items(), strict=True):
-    col.metric(f"BatchNorm on the next batch, {name}", f"max |y − x| = {error:.2g}",
-               help="γ_c = √(σ_c² + ε) and β_c = μ_c fitted on the batch above, applied to a "
-                    f"new batch from the same population, in {settings.dtype}.")
+    col.metric(f"Next batch, {name.split(' (')[0]}", f"max |y − x| = {error:.2g}",
+               help=f"BatchNorm in {name}: γ_c = √(σ_c² + ε) and β_c = μ_c fitted on the batch "
+                    f"above, applied to a new batch from the same population, in "
+                    f"{settings.dtype}.")
 show_figure(charts.scale_shift.recovery_figure,
             to_numpy(next_x), {name: output for name, (output, _) in modes.items()},
             {name: error for name, (_, error) in modes.items()}, key="ss_next_chart")

@@ -385,8 +385,8 @@ def test_page_shows_the_recovery_failing_on_the_next_batch_in_training_mode():
     assert "never *removes*" not in text
     assert "only where μ and σ are the same for every input" in text
     metrics = {m.label: m.value for m in at.metric}
-    train = metrics["BatchNorm on the next batch, training mode (the next batch's own μ, σ)"]
-    frozen = metrics["BatchNorm on the next batch, evaluation mode (frozen μ, σ)"]
+    train = metrics["Next batch, training mode"]
+    frozen = metrics["Next batch, evaluation mode"]
     first, following = feature_batches(0)
     expected = recover_next_batch(first, following)
     assert train == f"max |y − x| = {expected.training_error:.2g}" == "max |y − x| = 7.6"
