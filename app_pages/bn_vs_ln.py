@@ -7,10 +7,13 @@ from lnviz import charts
 from lnviz.lessons.bn_vs_ln import (
     POPULATION_MEAN,
     POPULATION_VAR,
+    band_caption,
     batch_dependence,
+    batch_noise_text,
     batch_size_sweep,
     bn_vs_ln_snippet,
     fixed_sample,
+    modes_caption,
     running_statistics,
     sharing_cubes,
     variance_table,
@@ -127,9 +130,7 @@ else:
                    f"{dependence.layer_norm_spread:.3g}")
 show_figure(charts.bn_vs_ln.batch_sizes_figure, sweep.batch_sizes, sweep.batch_norm[:, :, feature],
             sweep.layer_norm[:, :, feature], feature, key="bl_sweep")
-st.caption("Each dot is the fixed sample's output for this feature in one re-drawn batch. The "
-           "band narrows as the batch grows, because a bigger batch's μ and σ wobble less — "
-           "but at batch size 2 BatchNorm can only answer ±1.")
+st.caption(band_caption(sweep, feature))
 
 # --- 3. Training and evaluation ----------------------------------------------------------------
 st.subheader("3 · Training mode vs evaluation mode")
@@ -171,17 +172,39 @@ st.markdown(
 st.dataframe(variance_table(stats), hide_index=True, key="bl_vartable")
 show_figure(charts.bn_vs_ln.modes_figure, stats.train_output, stats.eval_output,
             stats.layer_norm_output, key="bl_traineval")
-st.caption(f"The last mini-batch through BatchNorm in both modes: the largest difference is "
-           f"{stats.train_eval_gap:.3g}. It shrinks as the running statistics settle, but the "
-           "batch's own μ and σ² are never exactly the running ones. LayerNorm has no running "
-           "statistics and a single mode: its points sit on the diagonal.")
+st.caption(modes_caption(stats))
+
+# --- 4. Why it helps -----------------------------------------------------------------------------
+st.subheader("4 · Why does BatchNorm help? The story and the evidence")
+st.markdown(
+    "**Internal covariate shift: the original story.** Ioffe and Szegedy (2015) introduced "
+    "BatchNorm to reduce what they called *internal covariate shift*: as training updates the "
+    "early layers, the distribution of the inputs every later layer receives keeps moving, and "
+    "that layer has to keep re-adapting to it. Pinning each feature's mean and variance was "
+    "meant to hold those distributions still. (Ba et al. motivated LayerNorm with the same "
+    "argument in 2016.)"
+)
+st.markdown(
+    "**Why it is disputed.** Santurkar et al. (2018, *How Does Batch Normalization Help "
+    "Optimization?*) tested the story. Networks in which random noise with a changing mean and "
+    "variance was added after every BatchNorm layer — more shift, not less — trained about as "
+    "well as ordinary BatchNorm networks, and by a measure of shift based on how much a "
+    "layer's gradient changes when the layers before it update, BatchNorm did not reliably "
+    "reduce it. What they did find is a smoother optimization landscape: with BatchNorm the "
+    "loss and its gradient change less abruptly along the training direction, so larger "
+    "learning rates stay stable. Read *reducing internal covariate shift* as the historical "
+    "motivation, not as the established explanation; why normalization helps is still studied."
+)
+st.markdown(batch_noise_text(sweep))
 
 st.info(
     "**Try this.** Set the batch size to 1: LayerNorm still answers, BatchNorm refuses. Slide "
     "it up to 64 and watch BatchNorm's band narrow without ever closing. In the cubes, switch "
     "to NLC: LayerNorm's blue shrinks to a single token. In the training steps, compare "
     "momentum 0.01 with None, and a mini-batch of 2 with 64 — where do biased and unbiased "
-    "variance differ most?", icon=":material/science:")
+    "variance differ most? Set momentum to 1: the running μ is then the last batch's own, and "
+    "the gap between the modes is the biased-against-unbiased σ² alone.",
+    icon=":material/science:")
 
 st.subheader("The same in PyTorch")
 st.code(bn_vs_ln_snippet(c, batch_size, steps, minibatch, momentum, settings.seed),

@@ -9,13 +9,16 @@ from lnviz.lessons.gradients import (
     GRAD_NORMS,
     MAX_JACOBIAN,
     UPSTREAM,
-    cross_sample_share,
     gradient_input,
     gradient_report,
     gradients_snippet,
+    invariance_caption,
     invariance_probes,
+    jacobian_caption,
     norm_jacobian,
+    pair_note,
     probe_inputs,
+    probed_variances,
     upstream_gradient,
 )
 from lnviz.ui.cache import cached
@@ -31,8 +34,9 @@ st.markdown(
     "themselves functions of the input, so every input that went into them also receives "
     "gradient. Which inputs those are decides where a gradient can travel: inside one sample "
     "for LayerNorm, across the whole batch for BatchNorm. The same fact decides what the "
-    "layer ignores: whatever is spread evenly over a group that shares μ and σ is normalized "
-    "away. Everything here runs the lnviz norms under `torch.autograd` in float64."
+    "layer ignores: a constant added to every value of a group that shares μ and σ is "
+    "normalized away, and so (up to ε) is a positive factor multiplying all of them. "
+    "Everything here runs the lnviz norms under `torch.autograd` in float64."
 )
 st.latex(
     r"\frac{\partial L}{\partial x} = \frac{1}{H\sqrt{\sigma^2+\epsilon}}\Big(H\,\hat g"
@@ -102,13 +106,16 @@ if report.max_difference <= 1e-9:
 else:
     st.error(message.replace("match", "differ from"), icon="❌")
 st.info(
-    "**Try this.** With the one-hot upstream gradient, LayerNorm's ∂L/∂x is non-zero only in "
-    "the chosen sample's row: the other samples never saw that output. BatchNorm's fills the "
+    "**Try this.** With the one-hot upstream gradient, LayerNorm's ∂L/∂x is zero outside the "
+    "chosen sample's row: the other samples never saw that output. BatchNorm's reaches the "
     "chosen feature's column in *every* sample — a loss on one example trains on the whole "
     "batch. Now pick **ones**: L = Σ y, and both ∂L/∂x vanish, because each group's x̂ sums "
     "to zero whatever x is. Each row of LayerNorm's ∂L/∂x always sums to 0 — shifting a "
     "sample cannot change its output, so the gradient has no component along that shift.",
     icon="🔍")
+note = pair_note(n, c)
+if note:
+    st.warning(note, icon="⚠️")
 
 # --- Jacobian -----------------------------------------------------------------------------------
 st.subheader("The Jacobian ∂y/∂x")
@@ -121,22 +128,19 @@ if n * c <= MAX_JACOBIAN:
     jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
                  cached(norm_jacobian, x, norm, eps) for norm in GRAD_NORMS}
     show_figure(charts.gradients.jacobian_figure, jacobians, n, key="gr_jac")
-    shares = {name: cross_sample_share(j, n) for name, j in jacobians.items()}
-    st.caption(" · ".join(f"{name}: {share:.0%} of Σ|J| outside the sample blocks"
-                          for name, share in shares.items())
-               + ". LayerNorm's is block-diagonal; BatchNorm's ties each feature across the "
-                 "batch — in evaluation mode, with frozen running statistics, it would be "
-                 "diagonal.")
+    st.caption(jacobian_caption(jacobians, n))
 
 # --- Invariances --------------------------------------------------------------------------------
 st.subheader("What leaves the output unchanged")
 st.markdown(
     "Here the norm sits after a linear layer, y = Norm(x Wᵀ), as it does in a network. Each "
-    "probe changes one thing and measures the largest change of the output. LayerNorm "
-    "normalizes each sample, so it cancels anything done to a whole sample; BatchNorm "
-    "normalizes each feature, so it cancels anything done to a whole feature — and re-scaling "
-    "one row of W scales exactly one feature. Both cancel scaling all of W: the weights' "
-    "overall size does not matter to the layers above."
+    "probe changes one thing and measures the largest change of the output, once at the "
+    "chosen ε and once at ε = 0. LayerNorm normalizes each sample, so it cancels a shift or a "
+    "rescaling of a whole sample; BatchNorm normalizes each feature, so it cancels a shift or "
+    "a rescaling of a whole feature — and re-scaling one row of W scales exactly one feature. "
+    "Both cancel scaling all of W: the weights' overall size does not matter to the layers "
+    "above. The rescalings are cancelled exactly only at ε = 0; what is left at ε > 0 is "
+    "ε's doing, and the chart says so."
 )
 with st.container(border=True):
     cols = st.columns(4)
@@ -159,16 +163,23 @@ with refusal():
     table = cached(invariance_probes, x_in, weight, factor=factor, shift=shift,
                    sample=int(sample), feature=int(feature), eps=eps)
 show_figure(charts.gradients.invariance_figure,
-            list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS}, key="gr_probes")
+            list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS},
+            {norm: list(table[f"{norm}: verdict"]) for norm in GRAD_NORMS},
+            {norm: list(table[f"{norm}, ε = 0"]) for norm in GRAD_NORMS}, key="gr_probes")
+st.caption(invariance_caption(table, eps, probed_variances(x_in, weight, int(sample),
+                                                           int(feature)), factor))
 st.dataframe(table, hide_index=True, key="gr_table", column_config={
-    norm: st.column_config.NumberColumn(f"{norm}: max |Δy|", format="%.2e")
-    for norm in GRAD_NORMS})
+    **{norm: st.column_config.NumberColumn(f"{norm}: max |Δy|", format="%.2e")
+       for norm in GRAD_NORMS},
+    **{f"{norm}, ε = 0": st.column_config.NumberColumn(f"{norm}: max |Δy| at ε = 0",
+                                                      format="%.2e") for norm in GRAD_NORMS}})
 st.info(
-    "**Try this.** Shifts are cancelled exactly (≈1e-16 is float64 rounding). Scalings are "
-    "cancelled only up to ε, which is not scaled along with σ²: set the factor to 0.01 and "
-    "watch the 'invariant' bars grow, then set ε to 0 and watch them drop to rounding. Note "
-    "that 'scale one feature' and 'scale one row of W' give the same numbers — they are the "
-    "same change, seen from the layer or from its weights.", icon="🔍")
+    "**Try this.** The shifts each norm cancels leave the output unchanged at any ε (what "
+    "remains is float64 rounding, around 1e-15). Rescalings are cancelled only up to ε, which "
+    "is not scaled along with σ²: set the factor to 0.01 and watch the hatched bars — ε's "
+    "doing — grow, then set ε to 0 and watch them vanish. 'Scale one feature' and 'scale one "
+    "row of W' give the same numbers up to rounding — they are the same change, seen from "
+    "the layer or from its weights.", icon="🔍")
 
 st.subheader("In PyTorch")
 st.code(gradients_snippet((n, c), kind, cell, eps), language="python")

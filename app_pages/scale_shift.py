@@ -3,13 +3,16 @@
 import streamlit as st
 
 from lnviz import charts
-from lnviz.data import random_batch
-from lnviz.devices import to_numpy, to_tensor
+from lnviz.devices import to_numpy
 from lnviz.lessons.scale_shift import (
     AFFINE_NORMS,
+    feature_batches,
+    feature_caption,
+    grid_caption,
     lstm_gate_inputs,
     per_feature_affine,
     recover_input,
+    recover_next_batch,
     scale_shift_grid,
     scale_shift_snippet,
     split_bias,
@@ -34,7 +37,8 @@ FREE_SPAN = (-13.0, 13.0)
 
 st.title("Scale and shift: γ and β")
 st.markdown(
-    "Normalizing forces every group of values to mean 0 and standard deviation 1. That is "
+    "Normalizing forces every group of values to mean 0 and standard deviation 1 (up to ε). "
+    "That is "
     "good for optimization, but a layer may *want* its outputs elsewhere — a wider spread "
     "before a tanh, a positive shift before a ReLU. So every normalization layer ends with "
     "two learnable vectors: γ stretches the normalized values and β moves them. They start at "
@@ -44,6 +48,12 @@ st.latex(r"y = \gamma \cdot \hat x + \beta, \qquad \hat x = \frac{x - \mu}{\sqrt
          r"\epsilon}} \quad\Rightarrow\quad \operatorname{mean}(y) = \beta,\;\; "
          r"\operatorname{std}(y) = |\gamma|\sqrt{\tfrac{\sigma^2}{\sigma^2 + \epsilon}} "
          r"\approx |\gamma|")
+st.caption("The mean and std on the right are taken over one group of values that shared μ and "
+           "σ, and hold when γ and β are single numbers for that group, as in parts 1 and 2. "
+           "With one γ_c, β_c per feature (part 3), it is a *feature's* values that end at "
+           "mean β_c and std ≈ |γ_c| — under BatchNorm, whose groups are features; under "
+           "LayerNorm a sample's values end at mean mean_c(γ_c·x̂_c) + mean_c(β_c), in general "
+           "none of the β_c.")
 
 # --- 1. The 3 × 3 grid ------------------------------------------------------------------------
 st.subheader("1 · Nine choices of γ and β")
@@ -56,20 +66,17 @@ with refusal():
     grid = cached(scale_shift_grid, n=samples, seed=settings.seed, bins=40,
                   device=settings.device, dtype=settings.dtype)
 show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gammas, grid.betas,
-            grid.mean, grid.std, key="ss_grid_chart")
-st.caption(
-    "Rows: γ = 0.5, 1, 2. Columns: β = −1, 0, 1. The orange panel (γ = 1, β = 0) is x̂ itself. "
-    "Along a row the same shape slides sideways (β is the mean); down a column it widens (γ is "
-    "the standard deviation). The shape never changes: γ and β are a straight-line map."
-)
+            grid.mean, grid.std, (grid.input_counts, grid.input_mean, grid.input_std),
+            key="ss_grid_chart")
+st.caption(grid_caption(grid, samples))
 
 # --- 2. Free sliders --------------------------------------------------------------------------
 st.subheader("2 · Your own γ and β")
 cols = st.columns(2)
 gamma = cols[0].slider(
     "γ (scale)", -3.0, 3.0, FREE_GAMMA, 0.1, key="ss_gamma", bind="query-params",
-    help="Multiplies x̂: the output's standard deviation becomes |γ|. A negative γ also flips "
-         "the values.",
+    help="Multiplies x̂: the output's standard deviation becomes |γ| (up to ε). A negative γ "
+         "also flips the values.",
 )
 beta = cols[1].slider(
     "β (shift)", -3.0, 3.0, FREE_BETA, 0.1, key="ss_beta", bind="query-params",
@@ -86,8 +93,10 @@ st.markdown(
     f"In a real layer γ and β are vectors with one entry per feature. Below, a batch of "
     f"{SAMPLES} samples × {FEATURES} features on very different scales (sidebar seed) is "
     "normalized and each feature gets its own pair. Under BatchNorm every feature column was "
-    "standardized, so its output has mean exactly β_c and deviation ≈ |γ_c|. Under LayerNorm "
-    "the *rows* were standardized instead, so the columns only roughly follow their γ_c, β_c."
+    "standardized, so its output has mean β_c (up to rounding) and deviation ≈ |γ_c|. Under "
+    "LayerNorm "
+    "the *rows* were standardized instead, so the columns follow their γ_c, β_c only as far as "
+    "the caption's numbers say."
 )
 norm = st.segmented_control(
     "Normalization", list(AFFINE_NORMS), default="BatchNorm", required=True, key="ss_norm",
@@ -102,25 +111,25 @@ for c, col in enumerate(st.columns(FEATURES)):
     betas.append(col.slider(
         f"β_{c}", -3.0, 3.0, FEATURE_BETA[c], 0.1, key=f"ss_b{c}", bind="query-params",
         help=f"Shift of feature {c}: its output's mean."))
-x = to_tensor(random_batch((SAMPLES, FEATURES), feature_spread=1.0, seed=settings.seed),
-              settings.device, settings.dtype)
+x, next_x = feature_batches(settings.seed, SAMPLES, FEATURES, settings.device, settings.dtype)
 with refusal():
     features = per_feature_affine(x, gammas, betas, norm)
 show_figure(charts.scale_shift.feature_figure, features.output, features.gamma, features.beta,
             features.mean, features.std, key="ss_feature_chart")
-st.caption("Blue dots: the output values of each feature. Green: where γ_c and β_c aim "
-           "(β_c ± |γ_c|). Orange: where the column actually landed (mean ± std).")
+st.caption(feature_caption(features))
 
 # --- 4. Undoing the normalization -------------------------------------------------------------
 st.subheader("4 · γ and β can undo the normalization")
 st.markdown(
-    "Choose γ = √(σ² + ε) and β = μ, and γ·x̂ + β = (x − μ) + μ = x: the input comes back "
-    "exactly. So adding a normalization layer never *removes* something the network could "
-    "express — if undoing it is best, training can find that. But the recovering γ and β "
-    "must have one value per group of the statistics. BatchNorm's statistics are per feature, "
-    "so its own per-feature γ_c, β_c can undo it. LayerNorm's are per sample: undoing it "
-    "needs γ_n, β_n that change with every input, which are not parameters at all; the best "
-    "per-feature pair (a least-squares fit) still misses."
+    "Choose γ = √(σ² + ε) and β = μ, and γ·x̂ + β = (x − μ) + μ = x: the inputs those μ and σ "
+    "were computed from come back exactly. Seed 000 reads this as the layer being able to "
+    "learn the identity, so that adding a normalization would never take away something the "
+    "network could express. That holds only where μ and σ are the same for every input the "
+    "layer sees — BatchNorm in evaluation mode, with frozen running statistics. The recovering "
+    "γ and β need one value per group of the statistics. BatchNorm's statistics are per "
+    "feature, so its own per-feature γ_c, β_c can undo it, for this batch. LayerNorm's are per "
+    "sample: undoing it needs γ_n, β_n that change with every input, which are not parameters "
+    "at all; the best per-feature pair (a least-squares fit) still misses."
 )
 with refusal():
     recoveries = {
@@ -128,6 +137,7 @@ with refusal():
         "LayerNorm, best per-feature γ_c, β_c": recover_input(x, "LayerNorm"),
         "LayerNorm, per-sample γ_n, β_n": recover_input(x, "LayerNorm", per="sample"),
     }
+    following = recover_next_batch(x, next_x)
 cols = st.columns(len(recoveries))
 for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
     col.metric(name, f"max |y − x| = {recovery.max_error:.2g}",
@@ -138,6 +148,31 @@ show_figure(charts.scale_shift.recovery_figure,
             {name: r.max_error for name, r in recoveries.items()}, key="ss_recovery_chart")
 st.caption("Points on the dashed diagonal are recovered exactly (up to the rounding of the "
            "sidebar's precision).")
+
+st.markdown(
+    "**The same γ_c, β_c on the next batch.** In training mode BatchNorm normalizes every "
+    "batch with that batch's own μ_c and σ_c, so each output column ends at mean β_c and "
+    "deviation ≈ |γ_c| whatever the batch was: the batch's own mean and spread are gone. The "
+    "γ_c, β_c fitted above give the next batch (drawn from the same population) back only as "
+    "far as its statistics happen to match. In evaluation mode, with the running statistics "
+    "frozen at the first batch's, the layer is one fixed straight line per feature, and the "
+    "same γ_c, β_c undo it for every batch."
+)
+modes = {"training mode (the next batch's own μ, σ)": (following.training_output,
+                                                       following.training_error),
+         "evaluation mode (frozen μ, σ)": (following.eval_output, following.eval_error)}
+cols = st.columns(len(modes))
+for col, (name, (_, error)) in zip(cols, modes.items(), strict=True):
+    col.metric(f"Next batch, {name.split(' (')[0]}", f"max |y − x| = {error:.2g}",
+               help=f"BatchNorm in {name}: γ_c = √(σ_c² + ε) and β_c = μ_c fitted on the batch "
+                    f"above, applied to a new batch from the same population, in "
+                    f"{settings.dtype}.")
+show_figure(charts.scale_shift.recovery_figure,
+            to_numpy(next_x), {name: output for name, (output, _) in modes.items()},
+            {name: error for name, (_, error) in modes.items()}, key="ss_next_chart")
+st.caption("So BatchNorm in training mode does remove something the network could otherwise "
+           "express: how a batch's mean and spread differ from other batches'. LayerNorm "
+           "removes each sample's own mean and spread, in training and in evaluation alike.")
 
 # --- 5. Two betas in an LN-LSTM ---------------------------------------------------------------
 st.subheader("5 · Two betas that are really one (LN-LSTM)")
@@ -165,9 +200,11 @@ st.success(f"Largest difference between the two sides over the whole batch: "
            "the split.", icon="✅")
 
 st.info(
-    "**Try this.** In part 2, set γ to −1: the histogram flips but its deviation stays 1. In "
-    "part 3, switch to LayerNorm and watch the orange markers leave the green targets, most "
-    "for the widest feature. In part 5, move the share from 0 to 1: β₁ and β₂ trade places, "
+    "**Try this.** In part 2, set γ to −1: the histogram flips but its deviation stays 1 (up "
+    "to ε). In part 3, switch to LayerNorm and watch the orange markers leave the green "
+    "targets; the caption names the feature that misses most. In part 4, change the sidebar's "
+    "seed: the next batch's miss in training mode changes with the draw, the evaluation-mode "
+    "one stays at rounding. In part 5, move the share from 0 to 1: β₁ and β₂ trade places, "
     "and the gate values on the right do not move at all.", icon="🧪")
 
 st.subheader("The same in PyTorch")

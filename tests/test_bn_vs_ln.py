@@ -22,10 +22,13 @@ from lnviz.lessons.bn_vs_ln import (
     SWEEP_SIZES,
     _batch_mates,
     _to_cube,
+    band_caption,
     batch_dependence,
+    batch_noise_text,
     batch_size_sweep,
     bn_vs_ln_snippet,
     fixed_sample,
+    modes_caption,
     running_statistics,
     sharing_cubes,
     variance_table,
@@ -149,6 +152,48 @@ def test_sweep_repeats_the_experiment_and_narrows_with_batch_size():
     spread = sweep.batch_norm.max(axis=1) - sweep.batch_norm.min(axis=1)  # (sizes, C)
     assert spread[-1].mean() < spread[1].mean() / 3  # 64 samples against 2
     assert (sweep.layer_norm.max(axis=1) == sweep.layer_norm.min(axis=1)).all()
+
+
+def test_sweep_spread_and_the_band_caption_follow_the_numbers():
+    sweep = batch_size_sweep(fixed_sample(6, seed=0), redraws=8, seed=0)
+    direct = sweep.batch_norm.max(axis=1) - sweep.batch_norm.min(axis=1)  # (sizes, C)
+    assert np.isnan(sweep.spread()[0])  # batch size 1: refused
+    np.testing.assert_allclose(sweep.spread()[1:], direct[1:].max(axis=1))
+    np.testing.assert_allclose(sweep.spread(feature=2)[1:], direct[1:, 2])
+    assert (sweep.spread("LayerNorm") == 0).all()
+    caption = band_caption(sweep, 0)
+    width = sweep.spread(feature=0)
+    assert f"here it is {width[sweep.at(4)]:.2g} wide at batch size 4 and narrower at 64 " \
+        f"({width[sweep.at(64)]:.2g})" in caption
+    assert f"its band there is {width[sweep.at(2)]:.2g} wide" in caption
+    assert "can only answer ±1" not in caption
+    # a draw where the band at 64 is not narrower than at 4 is said as such
+    flat = type(sweep)(sweep.batch_sizes, np.zeros_like(sweep.batch_norm), sweep.layer_norm)
+    assert "not narrower, in this draw," in band_caption(flat, 0)
+
+
+def test_batch_noise_text_quotes_the_sweep():
+    sweep = batch_size_sweep(fixed_sample(6, seed=0), redraws=8, seed=0)
+    text = batch_noise_text(sweep)
+    spread = sweep.spread()
+    assert f"up to {spread[sweep.at(4)]:.2g} across the re-drawn batches of 4 and " \
+        f"{spread[-1]:.2g} across those of 64" in text
+    assert "its output moved by 0 here" in text and "Seed 000" in text
+
+
+@pytest.mark.parametrize(("momentum", "steps"), [(1.0, 5), (None, 1)])
+def test_modes_caption_when_the_running_mean_is_the_batchs_own(momentum, steps):
+    """With momentum 1 (or None after one step) the running μ is the last batch's μ: the old
+    caption's 'never exactly the running ones' was false there; the gap is Bessel's factor."""
+    stats = running_statistics(steps, 4, 6, momentum, seed=0)
+    np.testing.assert_array_equal(stats.running_mean[-1], stats.batch_mean[-1])
+    caption = modes_caption(stats)
+    assert "Here the running μ is this batch's own μ" in caption and "×1.33" in caption
+    assert "never" not in caption
+    x_hat = stats.train_output
+    np.testing.assert_allclose(stats.eval_output, x_hat * np.sqrt(
+        (stats.batch_var[-1] + 1e-5) / (stats.batch_var_unbiased[-1] + 1e-5)), atol=1e-5)
+    assert "sampling noise" in modes_caption(running_statistics(10, 4, 6, 0.1, seed=0))
 
 
 # --- Training and evaluation ------------------------------------------------------------------
@@ -353,6 +398,25 @@ def test_training_controls_change_the_running_statistics():
     assert any("σ² unbiased (÷15)" in d.value.columns for d in at.dataframe)
     at.select_slider(key="bl_mom").set_value(0.5).run()
     assert not np.array_equal(_y(figures(at)[3]["data"][1])[1:], running[1:])
+
+
+def test_page_adds_covariate_shift_and_the_generalization_claim(page):
+    assert any(h.value.startswith("4 · Why does BatchNorm help?") for h in page.subheader)
+    text = " ".join(m.value for m in page.markdown)
+    assert "internal covariate shift" in text and "Santurkar et al. (2018" in text
+    assert "smoother optimization landscape" in text
+    sweep = batch_size_sweep(fixed_sample(6, 0), redraws=8, seed=0)
+    assert batch_noise_text(sweep) in [m.value for m in page.markdown]
+    captions = [c.value for c in page.caption]
+    assert band_caption(sweep, 0) in captions
+    assert not any("can only answer ±1" in c or "never exactly" in c for c in captions)
+
+
+def test_momentum_one_caption_on_the_page():
+    at = open_page(PAGE)
+    at.select_slider(key="bl_mom").set_value(1.0).run()
+    caption = next(c.value for c in at.caption if c.value.startswith("The last mini-batch"))
+    assert "Here the running μ is this batch's own μ" in caption
 
 
 def test_url_restores_the_settings():

@@ -215,6 +215,16 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             used=(grid[0] * 0.5, grid[1] + 1.0))),
         (c.explorer.norm_heatmaps, c.explorer.norm_heatmaps(
             grid, -grid, groups, title_groups="cells sharing one RMS")),
+        (c.gradients.invariance_figure, c.gradients.invariance_figure(
+            ["scale one sample", "shift one feature"],
+            {"LayerNorm": [4e-4, 3.1], "BatchNorm": [0.35, 3e-16]},
+            {"LayerNorm": ["ε's doing", "not invariant"],
+             "BatchNorm": ["not invariant", "unchanged"]},
+            {"LayerNorm": [0.0, 3.1], "BatchNorm": [0.35, 3e-16]})),
+        (c.scale_shift.grid_figure, c.scale_shift.grid_figure(
+            np.linspace(-3, 3, 7), rng.integers(0, 9, (3, 3, 7)), [0.5, 1.0, 2.0],
+            [-1.0, 0.0, 1.0], np.zeros((3, 3)), np.ones((3, 3)),
+            (rng.integers(0, 9, 7), 0.1, 0.9))),
     ]
 
 

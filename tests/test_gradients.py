@@ -10,22 +10,29 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, figures, open_page, trace_data
+from pageutil import alerts, decode, figures, open_page, trace_data
 
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
     MAX_JACOBIAN,
     PROBES,
+    ROUNDING,
+    VERDICTS,
     cross_sample_share,
     gradient_input,
     gradient_report,
     gradients_snippet,
+    invariance_caption,
     invariance_probes,
+    jacobian_caption,
     norm_forward,
     norm_gradients,
     norm_jacobian,
+    pair_note,
     probe_inputs,
+    probed_variances,
     upstream_gradient,
+    verdict,
 )
 
 PAGE = "app_pages/gradients.py"
@@ -238,6 +245,82 @@ def test_probe_values_match_a_direct_computation(factor, shift, sample, feature,
             float(scaled.abs().max()), abs=1e-9)
 
 
+def test_the_issue_13_case_is_an_epsilon_effect_and_says_so():
+    """LayerNorm's 'scale one sample' moves y by 4.15e-4 on the page's default inputs: the
+    probed sample's σ² in h is 0.0155, so ε = 1e-5 is not negligible beside it; at ε = 0 the
+    change is exactly 0."""
+    x, weight = probe_inputs(4, 4, seed=0)
+    probes = invariance_probes(x, weight).set_index("probe")
+    row = probes.loc["scale one sample"]
+    assert row["LayerNorm"] == pytest.approx(4.15e-4, rel=2e-3)
+    assert row["LayerNorm, ε = 0"] == 0.0
+    assert row["LayerNorm: verdict"] == "ε's doing"
+    assert row["BatchNorm"] == pytest.approx(0.348, abs=1e-3)
+    assert row["BatchNorm: verdict"] == "not invariant"
+    assert probes.loc["shift one sample", "LayerNorm: verdict"] == "unchanged"
+    variances = probed_variances(x, weight)
+    assert variances["LayerNorm"] == pytest.approx(0.0155, abs=1e-4)
+    caption = invariance_caption(probes.reset_index(), 1e-5, variances)
+    assert "ε's doing — these changes vanish at ε = 0: LayerNorm, scale one sample (0.00041)" \
+        in caption
+    assert "ε/σ² is 0.00065 before and 0.00016 after the rescaling for the probed sample " \
+        "(LayerNorm's group)" in caption
+    # a factor of 0.01 shrinks the sample's σ² 10⁴-fold: ε outweighs it, and the caption says so
+    small = invariance_caption(invariance_probes(x, weight, factor=0.01), 1e-5, variances, 0.01)
+    assert "0.00065 before and 6.5 after the rescaling for the probed sample" in small
+    assert "Unchanged up to float64 rounding" in caption and "shift one sample (1.4e-15)" in caption
+
+
+def test_verdict_compares_with_eps_zero():
+    assert verdict(0.3, 0.3) == verdict(1e-20, float("nan")) == VERDICTS[2]
+    assert verdict(4e-4, 0.0) == "ε's doing"
+    assert verdict(1e-15, 2e-16) == verdict(0.0, 0.0) == "unchanged"
+    assert verdict(2 * ROUNDING, ROUNDING) == "ε's doing"
+
+
+@settings(max_examples=20, deadline=None)
+@given(factor=st.sampled_from([0.01, 0.1, 0.5, 2.0, 10.0, 100.0]), shift=st.floats(-5, 5),
+       eps=st.sampled_from([0.0, 1e-8, 1e-5, 1e-3, 0.1, 1.0]), n=st.integers(2, 8),
+       c=st.integers(2, 8), seed=st.integers(0, 1000))
+def test_verdicts_follow_the_numbers_at_every_setting(factor, shift, eps, n, c, seed):
+    """Every verdict the chart and caption print is what its two numbers say; the shifts a norm
+    cancels are unchanged at any ε; 'scale one feature' and 'scale one row of W' agree to
+    rounding (the page's 'try this'); a group's own rescaling is never 'not invariant'."""
+    x, weight = probe_inputs(n, c, seed=seed)
+    probes = invariance_probes(x, weight, factor=factor, shift=shift, sample=n - 1,
+                               feature=c - 1, eps=eps).set_index("probe")
+    for norm in GRAD_NORMS:
+        for name, row in probes.iterrows():
+            assert row[f"{norm}: verdict"] == verdict(row[norm], row[f"{norm}, ε = 0"]), name
+        assert probes.loc["scale one feature", norm] == pytest.approx(
+            probes.loc["scale one row of W", norm], abs=1e-12)
+        assert probes.loc["scale all of W", f"{norm}: verdict"] != "not invariant"
+    assert probes.loc["shift one sample", "LayerNorm: verdict"] == "unchanged"
+    assert probes.loc["shift one feature", "BatchNorm: verdict"] == "unchanged"
+    assert probes.loc["scale one sample", "LayerNorm: verdict"] != "not invariant"
+    assert probes.loc["scale one feature", "BatchNorm: verdict"] != "not invariant"
+    if eps == 0:
+        assert "ε's doing" not in set(probes["LayerNorm: verdict"]) | set(
+            probes["BatchNorm: verdict"])
+
+
+def test_groups_of_two_are_named_and_their_jacobians_read_as_zero():
+    assert pair_note(4, 4) is None
+    assert "BatchNorm (N = 2) passes on almost nothing" in pair_note(2, 5)
+    assert "LayerNorm (C = 2) and BatchNorm (N = 2) pass on" in pair_note(2, 2)
+    x = gradient_input(2, 2)
+    zero = {"LayerNorm": norm_jacobian(x, "LayerNorm", 0.0),
+            "BatchNorm, training": norm_jacobian(x, "BatchNorm", 0.0)}
+    assert np.abs(zero["BatchNorm, training"]).max() <= ROUNDING
+    caption = jacobian_caption(zero, 2)
+    assert caption.count("every entry is 0 up to rounding") == 2 and "%" not in caption
+    x = gradient_input(4, 4)
+    shown = jacobian_caption({"LayerNorm": norm_jacobian(x, "LayerNorm"),
+                              "BatchNorm, training": norm_jacobian(x, "BatchNorm")}, 4)
+    assert "LayerNorm: 0% of Σ|J| outside the sample blocks — block-diagonal" in shown
+    assert "BatchNorm, training: 58% of Σ|J|" in shown
+
+
 def test_probes_refuse_bad_arguments():
     x, weight = probe_inputs(3, 2)
     with pytest.raises(ValueError, match="same number of inputs"):
@@ -288,7 +371,8 @@ def grad_panels(at) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def probe_values(at) -> np.ndarray:
-    return np.stack([trace_data(at, 3, i, "customdata") for i in range(2)])
+    """max |Δy| per norm (rows) and probe (columns), from the probe chart's hover data."""
+    return np.stack([trace_data(at, 3, i, "customdata")[:, 0] for i in range(2)])
 
 
 def test_default_view_shows_where_a_one_hot_gradient_goes():
@@ -352,6 +436,36 @@ def test_probe_controls_move_the_probe_figure():
     # with ε = 0 the invariant probes are exact: LayerNorm row 0 (scale one sample), BN row 2
     assert values[0, 0] < 1e-12 and values[1, 2] < 1e-12
     assert not at.exception and any("probe" in d.value.columns for d in at.dataframe)
+
+
+def test_probe_chart_reads_true_on_a_linear_axis():
+    """Issue 13: a log axis from 1e-16 drew LayerNorm's 4e-4 ε effect nearly as long as
+    BatchNorm's 0.35 change. On a linear axis the bar lengths are the changes, and the ε effect
+    is labelled and hatched."""
+    at = open_page(PAGE)
+    chart = figures(at)[3]
+    assert chart["layout"]["xaxis"].get("type", "linear") == "linear"
+    ln, bn = chart["data"][0], chart["data"][1]
+    ln_x, bn_x = decode(ln["x"]), decode(bn["x"])
+    assert bn_x[0] / ln_x[0] > 800  # the lengths compare as the numbers do
+    assert ln["text"][0] == "0.00041 · ε's doing" and bn["text"][0] == "0.35 · not invariant"
+    assert ln["marker"]["pattern"]["shape"][0] == "/" and bn["marker"]["pattern"]["shape"][0] == ""
+    caption = next(c.value for c in at.caption if c.value.startswith("Unchanged"))
+    assert "LayerNorm, scale one sample (0.00041)" in caption.split("ε's doing")[1]
+    at.select_slider(key="gr_eps").set_value(0.0).run()
+    chart = figures(at)[3]
+    assert decode(chart["data"][0]["x"])[0] <= ROUNDING
+    assert chart["data"][0]["text"][0].endswith("unchanged")
+    assert any("At ε = 0 no change is ε's doing" in c.value for c in at.caption)
+
+
+def test_groups_of_two_get_the_note_and_no_share_of_rounding_noise():
+    at = open_page(PAGE, {"gr_n": "2", "gr_c": "2", "gr_eps": "0"})
+    assert "LayerNorm (C = 2) and BatchNorm (N = 2) pass on almost nothing" in \
+        alerts(at)["warning"][0]
+    jac = next(c.value for c in at.caption if "Σ|J|" in c.value or "up to rounding" in c.value)
+    assert jac.count("every entry is 0 up to rounding") == 2 and "%" not in jac
+    assert not alerts(open_page(PAGE))["warning"]
 
 
 def test_url_restores_the_settings():

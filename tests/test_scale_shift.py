@@ -10,15 +10,20 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, figures, open_page, trace_data
+from pageutil import alerts, decode, figures, open_page, trace_data
 
 from lnviz import charts
 from lnviz.data import random_batch
 from lnviz.lessons.scale_shift import (
+    NEAR_STANDARD,
     best_feature_affine,
+    feature_batches,
+    feature_caption,
+    grid_caption,
     lstm_gate_inputs,
     per_feature_affine,
     recover_input,
+    recover_next_batch,
     scale_shift_grid,
     scale_shift_snippet,
     split_bias,
@@ -76,7 +81,73 @@ def test_grid_with_a_fixed_span_and_bad_arguments():
         scale_shift_grid([], [0.0])
 
 
+def test_grid_carries_the_input_seed_000_draws_before_normalizing():
+    grid = scale_shift_grid(n=1000, seed=0, bins=30, dtype="float64")
+    x = random_batch((1, 1000), seed=0).astype(np.float64).ravel()
+    edges = np.linspace(grid.centres[0] * 1.5 - grid.centres[1] * 0.5,
+                        grid.centres[-1] * 1.5 - grid.centres[-2] * 0.5, 31)
+    np.testing.assert_array_equal(grid.input_counts, np.histogram(x, bins=edges)[0])
+    assert grid.input_counts.sum() == 1000
+    assert grid.input_mean == pytest.approx(x.mean()) and grid.input_std == pytest.approx(x.std())
+    caption = grid_caption(grid, 1000)
+    assert f"mean {x.mean():.2f} and standard deviation {x.std():.2f}" in caption
+    assert "little change, because draws from N(0, 1) are already close" in caption
+    wide = scale_shift_grid(n=100, seed=7, dtype="float64")
+    assert abs(wide.input_std - 1) > NEAR_STANDARD
+    assert "little change" not in grid_caption(wide, 100)
+    assert f"1/{wide.input_std:.2f} = {1 / wide.input_std:.2f}" in grid_caption(wide, 100)
+
+
+def test_seed_000s_grid_needs_ten_slots_of_nine():
+    """The caption's account of seed 000's figure code, replayed: x in slot 1, x̂ in slot 5,
+    then a counter from 3 over the eight other (γ, β) pairs."""
+    slots = {1: "x", 5: "x̂"}
+    index, overdrawn, refused = 3, [], None
+    for gamma in (0.5, 1.0, 2.0):
+        for beta in (-1.0, 0.0, 1.0):
+            if (gamma, beta) == (1.0, 0.0):
+                continue
+            if not 1 <= index <= 9:  # plt.subplot(3, 3, index) raises ValueError here
+                refused = (gamma, beta, index)
+                break
+            if index in slots:
+                overdrawn.append((slots[index], gamma, beta))
+            slots[index] = (gamma, beta)
+            index += 1
+    assert 2 not in slots and overdrawn == [("x̂", 0.5, 1.0)] and refused == (2.0, 1.0, 10)
+    caption = grid_caption(scale_shift_grid(n=100), 100)
+    assert ("leaves slot 2 empty, draws γ = 0.5, β = 1 over the x̂ panel in slot 5, and stops at "
+            "γ = 2, β = 1 with matplotlib's ValueError for slot 10") in caption
+
+
 # --- per-feature γ and β ----------------------------------------------------------------------
+
+
+def test_mean_beta_and_std_gamma_hold_per_group_not_per_sample_with_vectors():
+    """mean(y) = β holds over a group with a scalar β. With per-feature vectors under
+    LayerNorm, a sample's mean is mean_c(γ_c·x̂_c) + mean_c(β_c), none of the β_c."""
+    x = feature_batch()
+    gamma, beta = np.array([0.5, 1.0, 2.0, 1.0]), np.array([-1.0, 0.0, 1.0, 2.0])
+    y = per_feature_affine(x, gamma, beta, "LayerNorm").output
+    x_hat = F.layer_norm(x, (4,)).numpy()
+    np.testing.assert_allclose(y.mean(1), (gamma * x_hat).mean(1) + beta.mean(), atol=1e-12)
+    assert np.abs(y.mean(1)[:, None] - beta[None, :]).min() > 1e-3
+    scalar = F.layer_norm(x, (4,), torch.full((4,), 2.0).double(),
+                          torch.full((4,), 0.5).double()).numpy()
+    np.testing.assert_allclose(scalar.mean(1), 0.5, atol=1e-12)
+
+
+def test_feature_caption_follows_the_numbers():
+    x = feature_batch()
+    gamma, beta = [0.5, 1.0, 2.0, 1.0], [-1.0, 0.0, 1.0, 2.0]
+    ln = per_feature_affine(x, gamma, beta, "LayerNorm")
+    assert ln.mean_miss.max() == pytest.approx(0.70, abs=0.01)
+    assert int(np.argmax(ln.mean_miss)) == 2 and int(np.argmax(ln.std_miss)) == 3
+    assert "miss their targets by up to 0.7 in mean (feature 2) and 0.5 in standard deviation " \
+        "(feature 3)" in feature_caption(ln)
+    bn = per_feature_affine(x, gamma, beta, "BatchNorm")
+    assert bn.mean_miss.max() < 1e-12 and bn.std_miss.max() < 1e-3
+    assert "lands on its target up to rounding and ε" in feature_caption(bn)
 
 
 def test_per_feature_batch_norm_hits_its_targets():
@@ -157,6 +228,29 @@ def test_layer_norm_needs_per_sample_gamma_and_beta():
         recover_input(x, per="group")
 
 
+@pytest.mark.parametrize("seed", [0, 3, 11])
+def test_batch_norms_recovering_gamma_and_beta_fit_one_batch_only(seed):
+    """Issue 13: 'adding a norm never removes something the network could express' is false
+    for BatchNorm in training mode. γ_c = √(σ_c² + ε), β_c = μ_c from one batch give the next
+    batch back in evaluation mode (frozen statistics), not in training mode."""
+    first, following = feature_batches(seed, dtype="float64")
+    assert not torch.equal(first, following)
+    result = recover_next_batch(first, following)
+    layer = torch.nn.BatchNorm1d(4, eps=EPS).double()
+    with torch.no_grad():
+        layer.weight.copy_(torch.sqrt(first.var(0, unbiased=False) + EPS))
+        layer.bias.copy_(first.mean(0))
+        np.testing.assert_allclose(result.training_output, layer(following).numpy(), atol=1e-12)
+        layer.eval()
+        layer.running_mean.copy_(first.mean(0))
+        layer.running_var.copy_(first.var(0, unbiased=False))
+        np.testing.assert_allclose(result.eval_output, layer(following).numpy(), atol=1e-12)
+    assert result.eval_error < 1e-12
+    assert result.training_error > 0.5
+    # training mode forces each output column to the first batch's mean, whatever came in
+    np.testing.assert_allclose(result.training_output.mean(0), first.mean(0).numpy(), atol=1e-9)
+
+
 def test_per_feature_undoes_layer_norm_when_every_row_has_the_same_statistics():
     # rows are permutations of one vector: one μ and σ for every sample, so a per-feature
     # pair is enough — the statistics do not really vary per sample
@@ -227,7 +321,7 @@ def test_feature_and_two_betas_figures_carry_the_numbers():
 def test_page_opens_with_the_grid_and_every_section():
     at = open_page(PAGE)
     assert at.title[0].value == "Scale and shift: γ and β"
-    assert len(figures(at)) == 5 and not alerts(at)["error"]
+    assert len(figures(at)) == 6 and not alerts(at)["error"]
     assert at.latex and at.code and "Try this" in alerts(at)["info"][0]
     assert trace_data(at, 0, 0, "y").sum() == 1000  # the first of nine histograms
     metrics = [m.value for m in at.metric]
@@ -265,11 +359,11 @@ def test_per_feature_controls_move_the_feature_figure():
 
 def test_share_moves_the_betas_but_not_the_gates():
     at = open_page(PAGE)
-    beta1, gates = trace_data(at, 4, 0, "y"), trace_data(at, 4, 4, "y")
+    beta1, gates = trace_data(at, 5, 0, "y"), trace_data(at, 5, 4, "y")
     at.slider(key="ss_share").set_value(0.9).run()
-    assert not np.allclose(beta1, trace_data(at, 4, 0, "y"))
-    np.testing.assert_allclose(gates, trace_data(at, 4, 4, "y"), atol=1e-5)
-    np.testing.assert_allclose(trace_data(at, 4, 3, "y"), trace_data(at, 4, 4, "y"), atol=1e-5)
+    assert not np.allclose(beta1, trace_data(at, 5, 0, "y"))
+    np.testing.assert_allclose(gates, trace_data(at, 5, 4, "y"), atol=1e-5)
+    np.testing.assert_allclose(trace_data(at, 5, 3, "y"), trace_data(at, 5, 4, "y"), atol=1e-5)
 
 
 def test_seed_changes_the_batch_and_url_restores_settings():
@@ -283,6 +377,44 @@ def test_seed_changes_the_batch_and_url_restores_settings():
     recovered = trace_data(at, 3, 0, "x")
     at.number_input(key="seed").set_value(6).run()
     assert not np.allclose(recovered, trace_data(at, 3, 0, "x"))
+
+
+def test_page_shows_the_recovery_failing_on_the_next_batch_in_training_mode():
+    at = open_page(PAGE)
+    text = " ".join(m.value for m in at.markdown)
+    assert "never *removes*" not in text
+    assert "only where μ and σ are the same for every input" in text
+    metrics = {m.label: m.value for m in at.metric}
+    train = metrics["Next batch, training mode"]
+    frozen = metrics["Next batch, evaluation mode"]
+    first, following = feature_batches(0)
+    expected = recover_next_batch(first, following)
+    assert train == f"max |y − x| = {expected.training_error:.2g}" == "max |y − x| = 7.6"
+    assert float(frozen.split("=")[1]) < 1e-5
+    np.testing.assert_allclose(trace_data(at, 4, 0, "x"), following.numpy().ravel())
+    assert "removes each sample's own mean and spread" in " ".join(c.value for c in at.caption)
+
+
+def test_page_grid_has_the_input_panel_and_its_caption():
+    at = open_page(PAGE)
+    grid = figures(at)[0]
+    titles = [a["text"].replace("<br>", " ") for a in grid["layout"]["annotations"]]
+    assert titles[1].startswith("input x (not normalized)") and titles[0] == titles[2] == ""
+    expected = scale_shift_grid(n=1000, seed=0, bins=40)
+    np.testing.assert_array_equal(decode(grid["data"][0]["y"]), expected.input_counts)
+    assert sum(1 for t in grid["data"] if t["type"] == "bar") == 10
+    caption = next(c.value for c in at.caption if c.value.startswith("Top: the input x"))
+    assert caption == grid_caption(expected, 1000)
+    at.select_slider(key="ss_n").set_value(100).run()
+    assert decode(figures(at)[0]["data"][0]["y"]).sum() == 100
+
+
+def test_the_scalar_condition_is_said_and_part_3_names_the_worst_feature():
+    at = open_page(PAGE, {"ss_norm": "LayerNorm"})
+    captions = " ".join(c.value for c in at.caption)
+    assert "hold when γ and β are single numbers for that group" in captions
+    assert "Under LayerNorm the columns miss their targets by up to" in captions
+    assert "most for the widest feature" not in alerts(at)["info"][0]
 
 
 # --- The PyTorch snippet: run, it gives what the page shows -----------------------------------
@@ -312,6 +444,8 @@ def test_the_pages_snippet_runs_and_gives_the_pages_numbers(query):
     # BatchNorm undone by its own γ and β: ≈ 0, as the page's first metric shows for its batch.
     shown = float(at.metric[0].value.split("=")[1])
     assert float(namespace["recovered"].detach()) < 1e-5 and shown < 1e-5
+    # ... for that batch only in training mode; in evaluation mode for the next one too.
+    assert float(namespace["missed"].detach()) > 0.5 and float(namespace["kept"].detach()) < 1e-5
     # One bias after the sum does what two betas (any split of it) do.
     wx, uh, b, gates = (namespace[k].detach() for k in ("wx", "uh", "b", "gates"))
     for share in (0.0, 0.3, 1.0):

@@ -122,24 +122,56 @@ def jacobian_figure(jacobians: dict[str, np.ndarray], batch: int) -> go.Figure:
 
 
 def invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[float]],
-                            floor: float = 1e-17) -> go.Figure:
-    """max |Δoutput| per probe and norm as horizontal bars on a log axis; exact zeros are drawn
-    at ``floor`` so that they stay visible, and every bar carries its value."""
+                      verdicts: dict[str, Sequence[str]] | None = None,
+                      at_zero: dict[str, Sequence[float]] | None = None) -> go.Figure:
+    """max |Δoutput| per probe and norm as horizontal bars on a *linear* axis, so that a bar's
+    length is the size of the change (a log axis made a 4e-4 ε effect look like a 0.35 change).
+
+    ``verdicts`` (per norm, one of :data:`lnviz.lessons.gradients.VERDICTS` per probe) name
+    each bar in its label; bars that are ε's doing are hatched. ``at_zero`` (the same probes
+    at ε = 0) goes into the hover text. Every bar carries its value, so a change too small to
+    see still reads as a number."""
     data = []
+    longest = 0.0
     for norm, values in deltas.items():
         values = np.asarray(values, dtype=np.float64)
+        longest = max(longest, float(np.nanmax(values, initial=0.0)))
+        kinds = list(verdicts[norm]) if verdicts else [""] * len(values)
+        zero = (np.asarray(at_zero[norm], dtype=np.float64) if at_zero
+                else np.full(len(values), np.nan))
         data.append(dict(
-            type="bar", y=list(probes), x=np.maximum(values, floor), orientation="h", name=norm,
-            marker=dict(color=COLORS.get(norm, OKABE_ITO[2])),
-            text=[f"{v:.1e}" for v in values], textposition="auto", cliponaxis=False,
-            customdata=values, hovertemplate="%{y}: max |Δy| = %{customdata:.3g}<extra>"
-                                              + norm + "</extra>",
+            type="bar", y=list(probes), x=values, orientation="h", name=norm,
+            legendgroup=norm, offsetgroup=norm, showlegend=not verdicts,
+            marker=dict(color=COLORS.get(norm, OKABE_ITO[2]),
+                        pattern=dict(shape=["/" if kind == "ε's doing" else ""
+                                            for kind in kinds], fillmode="overlay",
+                                     fgcolor="black", size=6, solidity=0.3)),
+            text=[f"{v:.2g}" + (f" · {kind}" if kind else "")
+                  for v, kind in zip(values, kinds, strict=True)],
+            textposition="outside", cliponaxis=False, textfont=dict(size=11),
+            customdata=np.stack([values, zero], axis=-1),
+            hovertemplate="%{y}: max |Δy| = %{customdata[0]:.3g}"
+                          + ("<br>at ε = 0: %{customdata[1]:.3g}" if at_zero else "")
+                          + "<extra>" + norm + "</extra>",
         ))
+    if verdicts:
+        # A bar's legend swatch copies its first bar's pattern, so the legend gets plain
+        # swatches of its own, and one for the hatching.
+        for norm in deltas:
+            data.append(dict(type="bar", x=[None], y=[None], orientation="h", name=norm,
+                             legendgroup=norm, offsetgroup=norm, hoverinfo="skip",
+                             marker=dict(color=COLORS.get(norm, OKABE_ITO[2]))))
+        data.append(dict(type="bar", x=[None], y=[None], orientation="h",
+                         name="hatched: ε's doing (0 at ε = 0)", hoverinfo="skip",
+                         offsetgroup=next(iter(deltas)),
+                         marker=dict(color="white", line=dict(color="black", width=1),
+                                     pattern=dict(shape="/", fgcolor="black", size=6))))
     layout = dict(
-        xaxis=dict(type="log", title=dict(text="max |Δ output|<br>(log scale; ≈1e-16 is "
-                                                 "rounding)"),
-                   exponentformat="power", automargin=True),
-        yaxis=dict(autorange="reversed"),
-        barmode="group", height=90 + 55 * len(probes), margin=dict(t=20, b=10),
+        xaxis=dict(title=dict(text="max |Δ output| (linear scale; the output has σ ≈ 1 per "
+                                   "group)"),
+                   range=[0.0, 1.45 * longest if longest > 0 else 1.0], rangemode="tozero",
+                   automargin=True),
+        yaxis=dict(autorange="reversed", automargin=True),
+        barmode="group", height=90 + 70 * len(probes), margin=dict(t=20, b=10),
         legend=LEGEND_ABOVE)
     return figure(data, layout)

@@ -47,37 +47,57 @@ def grid_figure(
     betas: Sequence[float],
     mean: np.ndarray,
     std: np.ndarray,
+    input_hist: tuple[np.ndarray, float, float] | None = None,
 ) -> go.Figure:
     """One histogram of γ·x̂ + β per (γ, β): rows are γ, columns β, on a shared x axis.
 
     ``counts`` has shape (len(gammas), len(betas), bins). The panel with γ = 1, β = 0 (x̂
-    itself) is drawn in the "after" colour. Each panel is a bar trace followed by its three
-    mean/std lines, row by row.
+    itself) is drawn in the "after" colour. ``input_hist`` — (counts, mean, std) of the input x
+    on the same bins — adds a top row with x alone, in the middle column (seed 000's "original
+    data" panel). Each panel is a bar trace followed by its three mean/std lines: the input
+    first, then the grid row by row.
     """
     # "+ 0.0" turns a mean of -0.0 (rounded from a tiny negative) into a plain 0.00.
     titles = [f"γ = {g:g}, β = {b:g}:<br>mean {round(mean[i, j], 2) + 0.0:.2f},<br>"
               f"std {std[i, j]:.2f}"
               for i, g in enumerate(gammas) for j, b in enumerate(betas)]
     rows, cols = len(gammas), len(betas)
-    layout, refs = panel_grid(titles, rows=rows, gap=0.05, vgap=0.1, title_size=12)
+    top = 0
+    if input_hist is not None:
+        top = cols  # one row more; only its middle panel is drawn
+        in_mean, in_std = float(input_hist[1]), float(input_hist[2])
+        heading = [""] * cols
+        heading[cols // 2] = (f"input x (not normalized):<br>mean {round(in_mean, 2) + 0.0:.2f},"
+                              f"<br>std {in_std:.2f}")
+        titles = heading + titles
+    layout, refs = panel_grid(titles, rows=rows + (1 if top else 0), gap=0.05, vgap=0.1,
+                              title_size=12)
     data: list[dict] = []
+    if input_hist is not None:
+        data += _histogram_panel(centres, input_hist[0], in_mean, in_std, OKABE_ITO[7],
+                                 refs[cols // 2], False)
     for i, g in enumerate(gammas):
         for j, b in enumerate(betas):
             color = AFTER if (g, b) == (1.0, 0.0) else BEFORE
             data += _histogram_panel(centres, counts[i, j], float(mean[i, j]),
-                                            float(std[i, j]), color, refs[i * cols + j],
-                                            i == j == 0)
+                                     float(std[i, j]), color, refs[top + i * cols + j],
+                                     i == j == 0)
     # Each column shares the bottom panel's x axis; only the bottom row shows its ticks.
     axes = axis_ids(refs)
+    total_rows = rows + (1 if top else 0)
     for k, (xaxis, yaxis) in enumerate(axes):
         row, col = divmod(k, cols)
-        if row < rows - 1:
-            layout[xaxis].update(matches=refs[(rows - 1) * cols + col][0], showticklabels=False)
+        if top and row == 0 and col != cols // 2:
+            layout[xaxis]["visible"] = layout[yaxis]["visible"] = False
+            continue
+        if row < total_rows - 1:
+            layout[xaxis].update(matches=refs[(total_rows - 1) * cols + col][0],
+                                 showticklabels=False)
         else:
             layout[xaxis]["title"] = dict(text="value")
-        if col == 0:
+        if col == 0 or (top and row == 0):
             layout[yaxis]["title"] = dict(text="count")
-    layout.update(height=220 * rows + 80, bargap=0.05, margin=dict(t=40, b=10),
+    layout.update(height=220 * total_rows + 80, bargap=0.05, margin=dict(t=40, b=10),
                   legend=LEGEND_BELOW)
     return figure(data, layout)
 

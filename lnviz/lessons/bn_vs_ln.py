@@ -45,10 +45,13 @@ __all__ = [
     "BatchSizeSweep",
     "RunningStats",
     "SharingCube",
+    "band_caption",
     "batch_dependence",
+    "batch_noise_text",
     "batch_size_sweep",
     "bn_vs_ln_snippet",
     "fixed_sample",
+    "modes_caption",
     "running_statistics",
     "sharing_cubes",
     "variance_table",
@@ -274,6 +277,61 @@ class BatchSizeSweep:
     batch_norm: np.ndarray
     layer_norm: np.ndarray
 
+    def spread(self, norm: str = "BatchNorm", feature: int | None = None) -> np.ndarray:
+        """(S,) the largest change of the fixed sample's output across the re-draws at each
+        batch size, for one ``feature`` or the largest over all of them (NaN where refused)."""
+        outputs = self.batch_norm if norm == "BatchNorm" else self.layer_norm
+        if feature is not None:
+            outputs = outputs[:, :, feature : feature + 1]
+        width = outputs.max(axis=1) - outputs.min(axis=1)  # (S, C); NaN stays NaN
+        return np.where(np.isnan(width).all(axis=1), np.nan,
+                        np.nanmax(np.nan_to_num(width, nan=-np.inf), axis=1))
+
+    def at(self, size: int) -> int:
+        """The index of batch size ``size`` in :attr:`batch_sizes`."""
+        return int(np.flatnonzero(self.batch_sizes == size)[0])
+
+
+def band_caption(sweep: BatchSizeSweep, feature: int) -> str:
+    """The batch-size chart's caption, with the band's widths for ``feature`` at a small batch
+    (4) and at the largest, and the verb they call for."""
+    width = sweep.spread(feature=feature)
+    small, large = 4, int(sweep.batch_sizes.max())
+    at_small, at_large = width[sweep.at(small)], width[sweep.at(large)]
+    trend = ("narrower" if at_large < at_small else "not narrower, in this draw,")
+    pair = width[sweep.at(2)]
+    return (
+        "Each dot is the fixed sample's output for this feature in one re-drawn batch. A bigger "
+        "batch's μ and σ wobble less, so the band tends to narrow as the batch grows — not "
+        "necessarily step by step, since each band is drawn from a handful of re-drawn "
+        f"batches: here it is {at_small:.2g} wide at batch size "
+        f"{small} and {trend} at {large} ({at_large:.2g}). At batch size 2 BatchNorm answers "
+        f"≈ ±1 whatever the two values are (up to ε): its band there is {pair:.2g} wide. "
+        "LayerNorm's line does not depend on the batch at all."
+    )
+
+
+def batch_noise_text(sweep: BatchSizeSweep) -> str:
+    """Seed 000's generalization claim against what is known, with the batch noise that the
+    known part rests on measured in this page's sweep."""
+    bn, ln = sweep.spread("BatchNorm"), sweep.spread("LayerNorm")
+    small, large = sweep.at(4), len(sweep.batch_sizes) - 1
+    return (
+        "**Generalization.** Seed 000 lists *improving generalization* among the reasons to "
+        "normalize: normalization can act as a regularizer. What is known is narrower. "
+        "BatchNorm in training mode normalizes each sample with the statistics of a random "
+        "mini-batch, so the sample's output carries noise from its batch-mates — part 2 "
+        f"measures it: the fixed sample's output moved by up to {bn[small]:.2g} across the "
+        f"re-drawn batches of 4 and {bn[large]:.2g} across those of "
+        f"{int(sweep.batch_sizes[large])}. That noise acts like a regularizer: Ioffe and "
+        "Szegedy (2015) could reduce or remove Dropout in their BatchNorm networks. It "
+        "weakens as batches grow, and it is gone in evaluation mode. LayerNorm takes its "
+        "statistics from the sample alone, so it adds no such noise (its output moved by "
+        f"{max(np.nanmax(ln), 0.0):.2g} here), and the argument does not carry over to it: "
+        "whatever LayerNorm does for generalization comes through other routes, such as "
+        "easier optimization, and is not established as a general rule."
+    )
+
 
 #: Batch sizes of the sweep, roughly evenly spaced on a log axis.
 SWEEP_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -396,6 +454,24 @@ def running_statistics(
         eval_output=to_numpy(evaluated.output, torch.float32),
         layer_norm_output=to_numpy(layer_norm(last, features, eps=eps).output, torch.float32),
     )
+
+
+def modes_caption(stats: RunningStats) -> str:
+    """The train-versus-eval chart's caption: the gap it shows and where it comes from, true for
+    every momentum (with momentum 1, or None after one step, the running μ *is* the batch's)."""
+    m = stats.train_output.shape[0]
+    same_mean = bool(np.allclose(stats.running_mean[-1], stats.batch_mean[-1], rtol=1e-6,
+                                 atol=1e-6))
+    where = ("Here the running μ is this batch's own μ, yet the running σ² is its unbiased σ², "
+             f"×{m / (m - 1):.3g} the biased one training divides by, so the gap stays. "
+             if same_mean else
+             "Evaluation normalizes with the running statistics, training with the batch's "
+             "own; they "
+             "differ by the batch's sampling noise around the population (larger for small m) "
+             "and by how far the running averages still are from the population. ")
+    return (f"The last mini-batch through BatchNorm in both modes: the largest difference is "
+            f"{stats.train_eval_gap:.3g}. " + where + "LayerNorm has no running statistics and "
+            "a single mode: its points sit on the diagonal.")
 
 
 def variance_table(stats: RunningStats) -> pd.DataFrame:

@@ -36,19 +36,26 @@ __all__ = [
     "GRAD_NORMS",
     "MAX_JACOBIAN",
     "PROBES",
+    "ROUNDING",
     "UPSTREAM",
+    "VERDICTS",
     "GradientReport",
     "Gradients",
     "cross_sample_share",
     "gradient_input",
     "gradient_report",
     "gradients_snippet",
+    "invariance_caption",
     "invariance_probes",
+    "jacobian_caption",
     "norm_forward",
     "norm_gradients",
     "norm_jacobian",
+    "pair_note",
     "probe_inputs",
+    "probed_variances",
     "upstream_gradient",
+    "verdict",
 ]
 
 #: The two norms that differ only in which values share μ and rstd on a table: LayerNorm (a
@@ -59,6 +66,12 @@ GRAD_NORMS = tuple(sorted(norms_where(lambda norm: norm.table and norm.centred),
 UPSTREAM = ("one-hot", "ones", "random")
 #: Largest Jacobian side (batch × features) drawn as a heatmap.
 MAX_JACOBIAN = 64
+#: A change of the output no larger than this counts as float64 rounding: the probes' outputs
+#: are normalized (of order one), so rounding leaves ~1e-15 and anything real is far above.
+ROUNDING = 1e-12
+#: Why a probe moved the output or not, found by repeating it with ε = 0: the invariances are
+#: exact there, so a change that vanishes at ε = 0 is ε's doing.
+VERDICTS = ("unchanged", "ε's doing", "not invariant")
 
 
 def norm_forward(
@@ -221,6 +234,24 @@ def cross_sample_share(jacobian: np.ndarray, batch: int) -> float:
     return float(magnitude[sample[:, None] != sample[None, :]].sum() / total)
 
 
+def jacobian_caption(jacobians: dict[str, np.ndarray], batch: int) -> str:
+    """Each Jacobian's :func:`cross_sample_share` and its structure (keys start with the norm's
+    name), or "0 up to rounding" where every entry is — a share of rounding noise means
+    nothing."""
+    structure = {"LayerNorm": "block-diagonal: samples do not touch",
+                 "BatchNorm": "ties each feature across the batch (in evaluation mode, with "
+                              "frozen running statistics, it would be diagonal)"}
+    parts = []
+    for name, jac in jacobians.items():
+        if np.nanmax(np.abs(jac), initial=0.0) <= ROUNDING:
+            parts.append(f"{name}: every entry is 0 up to rounding")
+            continue
+        norm = next((n for n in structure if name.startswith(n)), None)
+        parts.append(f"{name}: {cross_sample_share(jac, batch):.0%} of Σ|J| outside the "
+                     "sample blocks" + (f" — {structure[norm]}" if norm else ""))
+    return " · ".join(parts) + "."
+
+
 #: The probes, in the order the page lists them.
 PROBES = (
     "scale one sample",
@@ -230,6 +261,14 @@ PROBES = (
     "scale all of W",
     "scale one row of W",
 )
+
+
+def verdict(delta: float, delta_at_zero: float) -> str:
+    """One of :data:`VERDICTS` for a probe that moved the output by ``delta`` at the chosen ε
+    and by ``delta_at_zero`` at ε = 0."""
+    if not delta_at_zero <= ROUNDING:  # NaN (a 0/0 at ε = 0) counts as a change
+        return VERDICTS[2]
+    return VERDICTS[0] if delta <= ROUNDING else VERDICTS[1]
 
 
 def invariance_probes(
@@ -242,15 +281,20 @@ def invariance_probes(
     feature: int = 0,
     eps: float = 1e-5,
 ) -> pd.DataFrame:
-    """max |Δy| for LayerNorm and BatchNorm under each of :data:`PROBES`, with y = Norm(x Wᵀ).
+    """max |Δy| for LayerNorm and BatchNorm under each of :data:`PROBES`, with y = Norm(x Wᵀ),
+    at ``eps`` and at ε = 0, and the :func:`verdict` that the two give.
 
     The norm's input is h = x Wᵀ, ``(batch, features)``. The first four probes change h: one
     sample (row) or one feature (column) multiplied by ``factor`` or shifted by ``shift``. The
     last two change the linear layer: every weight multiplied by ``factor`` (h scales as a
     whole), or only row ``feature`` of W (that feature of h scales). A norm is invariant to a
-    change when it normalizes it away: LayerNorm to anything done to a whole sample, BatchNorm to
-    anything done to a whole feature, both to scaling everything. Scalings are undone only up to
-    ε, which is measured against σ², not σ² · factor²; with ε = 0 they are undone exactly.
+    change when it normalizes it away: LayerNorm to a shift or a rescaling of a whole sample,
+    BatchNorm to a shift or a rescaling of a whole feature, both to scaling everything.
+    Scalings are undone only up to ε, which is measured against σ², not σ² · factor²; with
+    ε = 0 they are undone exactly — so repeating each probe at ε = 0 tells ε's share.
+
+    Columns: ``probe``; per norm, ``<norm>`` (max |Δy| at ``eps``), ``<norm>, ε = 0`` and
+    ``<norm>: verdict``.
     """
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"need x (batch, inputs) and W (features, inputs) with the same number "
@@ -275,14 +319,77 @@ def invariance_probes(
         "scale all of W": x @ (factor * weight).T,
         "scale one row of W": x @ row_w.T,
     }
+
+    def max_change(norm: str, name: str, at: float) -> float:
+        moved = norm_forward(inputs[name], norm, eps=at) - norm_forward(h, norm, eps=at)
+        return float(moved.abs().max())
+
     rows = []
     with torch.no_grad():
-        base = {norm: norm_forward(h, norm, eps=eps) for norm in GRAD_NORMS}
         for name in PROBES:
-            rows.append({"probe": name} | {
-                norm: float((norm_forward(inputs[name], norm, eps=eps) - base[norm]).abs().max())
-                for norm in GRAD_NORMS})
+            row: dict = {"probe": name}
+            for norm in GRAD_NORMS:
+                row[norm] = max_change(norm, name, eps)
+                row[f"{norm}, ε = 0"] = max_change(norm, name, 0.0)
+                row[f"{norm}: verdict"] = verdict(row[norm], row[f"{norm}, ε = 0"])
+            rows.append(row)
     return pd.DataFrame(rows)
+
+
+def probed_variances(x: torch.Tensor, weight: torch.Tensor, sample: int = 0, feature: int = 0
+                     ) -> dict[str, float]:
+    """σ² of the group each norm's probes rescale, in h = x Wᵀ: the probed sample's features
+    (LayerNorm) and the probed feature's samples (BatchNorm). ε is small beside σ² only when
+    this is large; ε's share of a scaling probe grows as ε/σ² does."""
+    h = x @ weight.T
+    return {"LayerNorm": float(h[sample].var(unbiased=False)),
+            "BatchNorm": float(h[:, feature].var(unbiased=False))}
+
+
+def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, float],
+                       factor: float = 2.0) -> str:
+    """What the probe chart shows, in words that follow its numbers: which changes are
+    rounding, which are ε's doing (and how large ε is beside the probed group's σ², before and
+    after the rescaling by ``factor``), and which are real."""
+    def named(kind: str) -> list[str]:
+        return [f"{norm}, {row['probe']} ({row[norm]:.2g})" for _, row in table.iterrows()
+                for norm in GRAD_NORMS if row[f"{norm}: verdict"] == kind]
+
+    epsilon_made, unchanged = named(VERDICTS[1]), named(VERDICTS[0])
+    parts = []
+    if unchanged:
+        parts.append(f"Unchanged up to float64 rounding (at most {ROUNDING:g}): "
+                     + "; ".join(unchanged) + ".")
+    if epsilon_made:
+        parts.append("ε's doing — these changes vanish at ε = 0: " + "; ".join(epsilon_made)
+                     + ". The smaller a group's σ² beside ε, the larger ε's share: ε/σ² is "
+                     + " and ".join(
+                         f"{eps / variances[norm]:.2g} before and "
+                         f"{eps / (variances[norm] * factor**2):.2g} after the rescaling for the "
+                         f"probed {group} ({norm}'s group)"
+                         for norm, group in (("LayerNorm", "sample"), ("BatchNorm", "feature")))
+                     + ".")
+    elif eps == 0:
+        parts.append("At ε = 0 no change is ε's doing: every invariance is exact.")
+    else:
+        parts.append(f"At ε = {eps:g} no bar is ε's doing: every invariant probe is exact to "
+                     "rounding.")
+    return " ".join(parts)
+
+
+def pair_note(batch: int, features: int) -> str | None:
+    """A warning for groups of two values, where x̂ is ±1 (up to ε) whatever x is, so that the
+    norm's output barely depends on its input; ``None`` when every group is larger."""
+    pairs = [f"{norm} (C = 2)" if norm == "LayerNorm" else f"{norm} (N = 2)"
+             for norm, size in (("LayerNorm", features), ("BatchNorm", batch)) if size == 2]
+    if not pairs:
+        return None
+    subject = " and ".join(pairs)
+    verb, its = ("pass", "their") if len(pairs) > 1 else ("passes", "its")
+    return (f"Groups of two values: x̂ = ±1 up to ε whatever the two values are, so {subject} "
+            f"{verb} on almost nothing — {its} ∂L/∂x and Jacobian are 0 but for ε's doing "
+            "(larger at a large ε), and up to ε a probe changes the output only where it swaps "
+            "the order of the two values.")
 
 
 def gradient_input(batch: int, features: int, seed: int = 0) -> torch.Tensor:

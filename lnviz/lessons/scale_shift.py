@@ -26,18 +26,24 @@ import torch
 from lnviz.batch import norms_where, table_norm
 from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
-from lnviz.norms import layer_norm, mean_and_var
+from lnviz.norms import batch_norm, layer_norm, mean_and_var
 
 __all__ = [
     "AFFINE_NORMS",
+    "NEAR_STANDARD",
     "FeatureAffine",
+    "NextBatch",
     "Recovery",
     "ScaleShiftGrid",
     "TwoBetas",
     "best_feature_affine",
+    "feature_batches",
+    "feature_caption",
+    "grid_caption",
     "lstm_gate_inputs",
     "per_feature_affine",
     "recover_input",
+    "recover_next_batch",
     "scale_shift_grid",
     "scale_shift_snippet",
     "split_bias",
@@ -61,6 +67,8 @@ class ScaleShiftGrid:
 
     ``counts[i, j]`` is the histogram for ``gammas[i]`` and ``betas[j]``; ``mean`` and ``std``
     (shape (len(gammas), len(betas))) are each output's mean and standard deviation.
+    ``input_counts``, ``input_mean`` and ``input_std`` are the same for the input x before it
+    was normalized (seed 000's "original data" panel), on the same bins.
     """
 
     gammas: tuple[float, ...]
@@ -69,6 +77,9 @@ class ScaleShiftGrid:
     counts: np.ndarray
     mean: np.ndarray
     std: np.ndarray
+    input_counts: np.ndarray
+    input_mean: float
+    input_std: float
 
 
 def scale_shift_grid(
@@ -85,9 +96,9 @@ def scale_shift_grid(
     """``n`` standard-normal samples, normalized as one LayerNorm row, then scaled and shifted.
 
     Each panel is :func:`lnviz.layer_norm` with weight γ and bias β (the same for every value),
-    so the output has mean β and std |γ|·√(σ²/(σ² + ε)) ≈ |γ|. All histograms share ``bins``
-    bins over ``span`` (default: the range of every output), so panels can be compared by eye.
-    Seed 000's figure is the default 3 × 3 grid.
+    so the output has mean β and std |γ|·√(σ²/(σ² + ε)) ≈ |γ|. All histograms, and the input
+    x's, share ``bins`` bins over ``span`` (default: the range of every output and of x), so
+    panels can be compared by eye. Seed 000's figure is the default 3 × 3 grid with x beside it.
     """
     if n < 2:
         raise ValueError(f"a histogram of normalized values needs at least 2 samples, got {n}")
@@ -97,11 +108,13 @@ def scale_shift_grid(
     ones = torch.ones(n, dtype=torch.float64)
     outputs = [[layer_norm(x, n, ones * g, ones * b).output for b in betas] for g in gammas]
     flat = np.stack([to_numpy(y).ravel() for row in outputs for y in row])
+    drawn = to_numpy(x).ravel()
     if span is None:
-        span = (float(flat.min()), float(flat.max()))
+        span = (float(min(flat.min(), drawn.min())), float(max(flat.max(), drawn.max())))
     edges = np.linspace(span[0], span[1], bins + 1)
     counts = np.stack([np.histogram(values, bins=edges)[0] for values in flat])
     stats = [_mean_std(y, (1,)) for row in outputs for y in row]
+    input_mean, input_std = _mean_std(x, (1,))
     shape = (len(gammas), len(betas))
     return ScaleShiftGrid(
         gammas=tuple(float(g) for g in gammas),
@@ -110,6 +123,36 @@ def scale_shift_grid(
         counts=counts.reshape(*shape, bins),
         mean=np.array([float(m.item()) for m, _ in stats]).reshape(shape),
         std=np.array([float(s.item()) for _, s in stats]).reshape(shape),
+        input_counts=np.histogram(drawn, bins=edges)[0],
+        input_mean=float(input_mean.item()),
+        input_std=float(input_std.item()),
+    )
+
+
+#: How far the drawn input's mean may be from 0 and its std from 1 for the caption to call it
+#: "already close to 0 and 1".
+NEAR_STANDARD = 0.1
+
+
+def grid_caption(grid: ScaleShiftGrid, samples: int) -> str:
+    """What the grid shows, with its own numbers, and where seed 000's version of it slips."""
+    mean, std = grid.input_mean + 0.0, grid.input_std
+    near = abs(mean) <= NEAR_STANDARD and abs(std - 1.0) <= NEAR_STANDARD
+    return (
+        f"Top: the input x, {samples} draws from N(0, 1), with mean {mean:.2f} and standard "
+        f"deviation {std:.2f}. Normalizing subtracts that mean and multiplies by 1/{std:.2f} = "
+        f"{1 / std:.2f} (up to ε), so x̂ — the orange panel, γ = 1, β = 0 — has x's shape, "
+        "centred at 0 and stretched to standard deviation 1"
+        + (": little change, because draws from N(0, 1) are already close to that. "
+           if near else ". ")
+        + f"Below, rows are γ = {', '.join(f'{g:g}' for g in grid.gammas)} and columns β = "
+        f"{', '.join(f'{b:g}' for b in grid.betas)}. Along a row the same shape slides "
+        "sideways (β is the mean); down a column it widens (|γ| is, up to ε, the standard "
+        "deviation). The shape never changes: γ and β are a straight-line map. Seed 000's code "
+        "puts its ten histograms (x, x̂ and eight more) on a 3 × 3 grid of nine slots: it "
+        "leaves slot 2 empty, draws γ = 0.5, β = 1 over the x̂ panel in slot 5, and stops at "
+        "γ = 2, β = 1 with matplotlib's ValueError for slot 10, before the figure is saved. "
+        "Here x has its own row."
     )
 
 
@@ -123,6 +166,31 @@ class FeatureAffine:
     output: np.ndarray
     mean: np.ndarray
     std: np.ndarray
+
+    @property
+    def mean_miss(self) -> np.ndarray:
+        """|mean of column c − β_c| per feature."""
+        return np.abs(self.mean - self.beta)
+
+    @property
+    def std_miss(self) -> np.ndarray:
+        """|std of column c − |γ_c|| per feature (ε alone makes it |γ_c|·(1 − √(σ²/(σ²+ε))))."""
+        return np.abs(self.std - np.abs(self.gamma))
+
+
+def feature_caption(result: FeatureAffine) -> str:
+    """How far each column landed from its target β_c ± |γ_c|, in the result's numbers."""
+    lead = ("Blue dots: the output values of each feature. Green: where γ_c and β_c aim "
+            "(β_c ± |γ_c|). Orange: where the column actually landed (mean ± std). ")
+    if result.norm == "BatchNorm":
+        return lead + ("Under BatchNorm each column lands on its target up to rounding and ε: "
+                       f"the largest miss is {result.mean_miss.max():.2g} in mean and "
+                       f"{result.std_miss.max():.2g} in standard deviation.")
+    worst_mean, worst_std = int(np.argmax(result.mean_miss)), int(np.argmax(result.std_miss))
+    return lead + (f"Under LayerNorm the columns miss their targets by up to "
+                   f"{result.mean_miss.max():.2g} in mean (feature {worst_mean}) and "
+                   f"{result.std_miss.max():.2g} in standard deviation (feature {worst_std}): "
+                   "the rows were standardized, not the columns.")
 
 
 def per_feature_affine(
@@ -222,6 +290,60 @@ def recover_input(
     return Recovery(norm, per, to_numpy(gamma), to_numpy(beta), to_numpy(y), error)
 
 
+def feature_batches(seed: int = 0, samples: int = 16, features: int = 4,
+                    device: str = "cpu", dtype: str = "float32"
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two batches (samples, features) from one population whose features have very different
+    centres and widths (``feature_spread=1``): the page's batch, and the next one a training
+    loop would see."""
+    following = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
+    return tuple(to_tensor(random_batch((samples, features), feature_spread=1.0, seed=s),
+                           device, dtype) for s in (seed, following))
+
+
+@dataclass(frozen=True)
+class NextBatch:
+    """BatchNorm's recovering γ_c = √(σ_c² + ε), β_c = μ_c, fitted on one batch, applied to
+    another: in training mode (the new batch's own statistics) and in evaluation mode (running
+    statistics frozen at the first batch's)."""
+
+    gamma: np.ndarray
+    beta: np.ndarray
+    training_output: np.ndarray
+    training_error: float
+    eval_output: np.ndarray
+    eval_error: float
+
+
+def recover_next_batch(fitted: torch.Tensor, new: torch.Tensor, eps: float = 1e-5) -> NextBatch:
+    r"""Undo BatchNorm on ``fitted`` with its own γ_c, β_c, then apply the same layer to ``new``.
+
+    In training mode the layer normalizes ``new`` with *its* μ'_c, σ'_c:
+
+    .. math::
+        y = σ_c\,\frac{x' - μ'_c}{σ'_c} + μ_c \ne x' \quad\text{unless } μ'_c = μ_c,\ σ'_c = σ_c
+
+    (σ with ε inside): every output column has mean μ_c and spread σ_c, whatever the batch, so
+    the batch's own mean and spread are gone and no γ, β bring them back for every batch. In
+    evaluation mode, with running statistics μ_c, σ_c² (the first batch's), the layer is one
+    fixed straight line per feature and the same γ_c, β_c give every batch back.
+    """
+    new64 = new.to(torch.float64)
+    own = table_norm(fitted, "BatchNorm", eps=eps)
+    mean, var = own.mean.flatten(), own.var.flatten()
+    gamma, beta = torch.sqrt(var + eps), mean
+    training = table_norm(new, "BatchNorm", gamma, beta, eps).output
+    frozen = batch_norm(new, mean.to(new.dtype), var.to(new.dtype), gamma.to(new.dtype),
+                        beta.to(new.dtype), training=False, eps=eps).output
+    return NextBatch(
+        gamma=to_numpy(gamma), beta=to_numpy(beta),
+        training_output=to_numpy(training),
+        training_error=float((training.to(torch.float64) - new64).abs().max()),
+        eval_output=to_numpy(frozen),
+        eval_error=float((frozen.to(torch.float64) - new64).abs().max()),
+    )
+
+
 def lstm_gate_inputs(
     seed: int = 0, batch: int = 2, input_size: int = 5, hidden: int = 3,
     device: str = "cpu", dtype: str = "float32",
@@ -288,7 +410,9 @@ def scale_shift_snippet(gamma: float, beta: float, samples: int = 1000, batch: i
     """Self-contained PyTorch code for the page: ``samples`` N(0, 1) values through
     ``nn.LayerNorm`` with every γ = ``gamma`` and β = ``beta`` (``y``, whose mean is β and whose
     standard deviation is about |γ|); a ``batch`` × ``features`` batch that ``nn.BatchNorm1d``
-    gives back exactly with γ = √(σ² + ε) and β = μ (``recovered``: the largest difference); and
+    gives back exactly with γ = √(σ² + ε) and β = μ (``recovered``: the largest difference), a
+    next batch that the same γ, β miss in training mode (``missed``) and give back in evaluation
+    mode with the first batch's statistics frozen (``kept``); and
     an LN-LSTM step whose two LayerNorms share one bias after their sum (``gates``, 4 gates ×
     ``hidden``)."""
     gates = 4 * hidden
@@ -313,6 +437,13 @@ with torch.no_grad():
     bn.bias.copy_(batch.mean(0))
 recovered = (bn(batch) - batch).abs().max()
 print(recovered)                                # ≈ 0
+# ... but only this batch: in training mode the next one is normalized with its own μ, σ
+next_batch = torch.randn({batch}, {features}) * 5 + 3
+missed = (bn(next_batch) - next_batch).abs().max()
+bn.eval()                                       # evaluation mode: frozen statistics
+bn.running_mean.copy_(batch.mean(0)); bn.running_var.copy_(batch.var(0, unbiased=False))
+kept = (bn(next_batch) - next_batch).abs().max()
+print(missed, kept)                             # not 0, ≈ 0
 
 # LN-LSTM: two betas add up, so one bias after the sum is enough
 {step}   # W x, U h, bias
