@@ -210,7 +210,22 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.padding.pad_row_figure, c.padding.pad_row_figure(np.array([np.nan, np.nan]), 0.0)),
         (c.performance.bench_figure, c.performance.bench_figure(bench_rows, {64 * 64: 6.4})),
         (c.shapes.depth_figure, c.shapes.depth_figure(profile, profile, profile)),
+        *_bug_zoo_samples(),
     ]
+
+
+def _bug_zoo_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
+    """The bug zoo's heatmaps on one token, and on a batch far from zero (NaN cells)."""
+    from lnviz.lessons import bug_zoo
+
+    samples = []
+    for name, offset in (("I", 0.0), ("two words", 1e4)):
+        zoo = bug_zoo.zoo_input(name, offset=offset)
+        result = bug_zoo.compare(zoo.values)
+        samples.append((charts.bug_zoo.diff_heatmaps, charts.bug_zoo.diff_heatmaps(
+            result.diffs, result.max_diffs, result.matches, result.nonfinite, result.allowed,
+            zoo.labels)))
+    return samples
 
 
 def _sample_figures() -> list[go.Figure]:
