@@ -225,7 +225,22 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             np.linspace(-3, 3, 7), rng.integers(0, 9, (3, 3, 7)), [0.5, 1.0, 2.0],
             [-1.0, 0.0, 1.0], np.zeros((3, 3)), np.ones((3, 3)),
             (rng.integers(0, 9, 7), 0.1, 0.9))),
+        *_bug_zoo_samples(),
     ]
+
+
+def _bug_zoo_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
+    """The bug zoo's heatmaps on one token, and on a batch far from zero (NaN cells)."""
+    from lnviz.lessons import bug_zoo
+
+    samples = []
+    for name, offset in (("I", 0.0), ("two words", 1e4)):
+        zoo = bug_zoo.zoo_input(name, offset=offset)
+        result = bug_zoo.compare(zoo.values)
+        samples.append((charts.bug_zoo.diff_heatmaps, charts.bug_zoo.diff_heatmaps(
+            result.diffs, result.max_diffs, result.matches, result.nonfinite, result.allowed,
+            zoo.labels)))
+    return samples
 
 
 def _sample_figures() -> list[go.Figure]:

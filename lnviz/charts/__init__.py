@@ -13,6 +13,7 @@ numbers behind a figure); then there is one module per lesson, named as its page
 from lnviz.charts import (
     base,
     bn_vs_ln,
+    bug_zoo,
     epsilon,
     explorer,
     gradients,
@@ -23,5 +24,5 @@ from lnviz.charts import (
     training,
 )
 
-__all__ = ["base", "bn_vs_ln", "epsilon", "explorer", "gradients", "padding", "performance",
-           "scale_shift", "shapes", "training"]
+__all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "gradients", "padding",
+           "performance", "scale_shift", "shapes", "training"]

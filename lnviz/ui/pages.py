@@ -42,6 +42,9 @@ PAGES: dict[str, list[PageInfo]] = {
         PageInfo("app_pages/shapes.py", "Shapes and transformer blocks", ":material/view_in_ar:",
                  "normalized_shape on 2-D, 3-D and 4-D tensors, and where LayerNorm sits in a "
                  "transformer block: post-LN, pre-LN or none."),
+        PageInfo("app_pages/bug_zoo.py", "The bug zoo", ":material/bug_report:",
+                 "Seven hand-written LayerNorms, six with a slip from real code: verify them "
+                 "against torch.nn.LayerNorm on an input you pick."),
     ],
     "Experiments": [
         PageInfo("app_pages/training.py", "LN-LSTM vs LSTM", ":material/model_training:",
