@@ -15,6 +15,7 @@ from lnviz.charts import (
     bn_vs_ln,
     epsilon,
     explorer,
+    geometry,
     gradients,
     padding,
     performance,
@@ -23,5 +24,5 @@ from lnviz.charts import (
     training,
 )
 
-__all__ = ["base", "bn_vs_ln", "epsilon", "explorer", "gradients", "padding", "performance",
-           "scale_shift", "shapes", "training"]
+__all__ = ["base", "bn_vs_ln", "epsilon", "explorer", "geometry", "gradients", "padding",
+           "performance", "scale_shift", "shapes", "training"]
