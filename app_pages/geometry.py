@@ -37,12 +37,12 @@ st.title("The geometry of LayerNorm")
 st.markdown(
     "LayerNorm of a vector of H features is two moves in space. Subtracting the mean projects "
     "x onto the plane Σx = 0, along the diagonal (1, …, 1). Dividing by σ then slides the point "
-    "along its ray from 0 to the sphere of radius √H, because |x − μ|² = H·σ². So every x̂ ends "
-    "on the circle where that plane meets that sphere, and ε pulls it inside, to "
-    "√H·√(σ²/(σ² + ε)). With H = 2 or 3 you can watch it happen."
+    "along its ray from 0 to the sphere of radius √H, because |x − μ|² = H·σ². So x̂ ends on "
+    "the circle where that plane meets that sphere (for any x whose features are not all "
+    "equal), and ε pulls it inside, to √H·√(σ²/(σ² + ε)). With H = 2 or 3 you can watch it."
 )
-st.latex(r"\hat x = \frac{x - \mu\,\mathbf{1}}{\sqrt{\sigma^2 + \epsilon}}, \qquad "
-         r"\sum_i \hat x_i = 0, \qquad "
+st.latex(r"\hat x = \frac{x - \mu\,\mathbf{1}}{\sqrt{\sigma^2 + \epsilon}}")
+st.latex(r"\sum_i \hat x_i = 0, \qquad "
          r"\lVert \hat x \rVert = \sqrt{H}\,\sqrt{\frac{\sigma^2}{\sigma^2 + \epsilon}}")
 
 cols = st.columns([4, 2, 4])
@@ -76,13 +76,14 @@ elif source == "typed":
 cols = st.columns([3, 2])
 eps = cols[0].select_slider(
     "ε (epsilon)", EPSILONS, value=0.0, format_func=eps_label, key="gm_eps", bind="query-params",
-    help="Added to σ² (RMSNorm: to the mean square) under the square root. At 0 every x̂ sits "
-         "exactly on the circle; raise it towards 1 to pull the points inside.",
+    help="Added to σ² (RMSNorm: to the mean square) under the square root. At 0 LayerNorm "
+         "puts x̂ exactly on the circle (RMSNorm: on the sphere); raise it towards 1 to pull "
+         "the points inside.",
 )
 affine = cols[1].toggle(
     "γ and β", False, key="gm_affine", bind="query-params",
-    help="Scale and shift after normalizing, one γ and β per feature: y = γ⊙x̂ + β. The circle "
-         "becomes an ellipse centred at β.",
+    help="Scale and shift after normalizing, one γ and β per feature: y = γ⊙x̂ + β. "
+         "LayerNorm's circle becomes an ellipse centred at β.",
 )
 gamma = beta = None
 if affine:
@@ -123,14 +124,12 @@ st.caption(plain(torch_check(view)))
 st.dataframe(vector_table(view), hide_index=True, key="gm_table")
 
 st.info(
-    "**Try this.** With seed 002's tokens, LayerNorm and ε = 0, all seven x̂ sit on one point: "
-    "each token is a + b·(0, 1, 2) with b > 0, and LayerNorm forgets a and b. Slide ε up: they "
-    "stay on one ray but spread along it, the tokens with small σ² pulled in the most. Set "
-    "H = 2: at ε = 0 LayerNorm has only ±(1, −1) to choose from, the twin of BatchNorm's ±1 at "
-    "a batch of 2. Switch to RMSNorm: \"powerful\" splits off from the other six, because "
-    "RMSNorm removes only the scale and (7, 13, 19) is no multiple of (1, 2, 3). Switch to "
-    "BatchNorm: the points leave the circle. Turn on γ and β: the circle becomes an ellipse "
-    "centred at β (at H = 2 its two points move to β ± γ⊙(1, −1)).", icon="🧪")
+    "**Try this.** Seed 002's tokens at ε = 0 all land on one point: each is a + b·(0, 1, 2) "
+    "with b > 0, and LayerNorm forgets a and b. Slide ε up: they spread along one ray, those "
+    "with small σ² pulled in most. Back at ε = 0, set H = 2: only ±(1, −1) is left, the twin "
+    "of BatchNorm's ±1 at a batch of 2. Pick RMSNorm: \"powerful\" splits off, as (7, 13, 19) "
+    "is no multiple of (1, 2, 3). Pick BatchNorm: no point stays on LayerNorm's circle. At "
+    "H = 3, turn on γ and β: the circle becomes an ellipse centred at β.", icon="🧪")
 
 st.subheader("The same in PyTorch")
 st.code(geometry_snippet(inputs.values, norm, eps, gamma, beta, settings.dtype),

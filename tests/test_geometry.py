@@ -134,6 +134,11 @@ def test_sources_refuse_what_cannot_be_drawn(source, h, args, message):
         input_vectors(source, h, **args)
 
 
+def test_batch_norm_refuses_a_single_vector_as_lnviz_does():
+    with pytest.raises(ValueError, match="more than one value per channel"):
+        geometry_view(np.array([[1.0, 2.0, 3.0]]), ["v1"], "BatchNorm", 1e-5)
+
+
 def test_the_page_offers_the_norms_lnviz_runs_on_a_table():
     assert GEOMETRY_NORMS == ("LayerNorm", "RMSNorm", "BatchNorm")
     assert set(GEOMETRY_NORMS) <= set(TABLE_NORMS)
@@ -285,10 +290,10 @@ def test_batch_of_two_gives_plus_or_minus_one_per_feature_the_twin():
         assert any("twin of LayerNorm's ±(1, −1)" in line for line in facts(view))
 
 
-@pytest.mark.parametrize(("h", "eps"), itertools.product(FEATURES, SWEEP[1:]))
+@pytest.mark.parametrize(("h", "eps"), itertools.product(FEATURES, EPSILONS))
 def test_batch_norm_puts_seed_002s_points_off_the_circle(h, eps):
     view = view_of("seed", h, "BatchNorm", eps)
-    assert view.circle_distance.max() > 1.0
+    assert view.circle_distance.min() > 1.0  # "no point stays on LayerNorm's circle"
     # what BatchNorm fixes instead: each feature's mean, and the mean of |x̂|²
     np.testing.assert_allclose(view.x_hat.mean(axis=0), 0.0, atol=F32)
     var = view.inputs.var(axis=0)
@@ -391,13 +396,19 @@ def test_constant_vectors_are_named_and_nan_only_at_eps_zero():
     x = np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0], [0.0, 0.0, 0.0]])
     view = geometry_view(x, ["c", "v", "z"], "LayerNorm", 0.0)
     assert view.finite.tolist() == [False, True, False]
-    assert facts(view)[0].startswith("2 of the 3 vectors meet σ² = 0")
+    assert facts(view)[0] == ("2 of the 3 vectors have σ² = 0, so x − μ = 0: with ε = 0, their "
+                              "x̂ is 0/0 = NaN and is not drawn; any ε > 0 gives 0 instead.")
     view = geometry_view(x, ["c", "v", "z"], "LayerNorm", 1e-5)
     assert view.finite.all() and view.radius[[0, 2]].tolist() == [0.0, 0.0]
+    assert facts(view)[0].endswith("with ε = 1e-05, x̂ is 0/√ε = 0 there.")
     assert not any("NaN" in line for line in facts(view))
     rms = geometry_view(x, ["c", "v", "z"], "RMSNorm", 0.0)
     assert rms.finite.tolist() == [True, True, False]
-    assert facts(rms)[0].startswith("1 of the 3 vectors meet ms = 0")
+    assert facts(rms)[0].startswith("1 of the 3 vectors has ms = 0, so x = 0: with ε = 0, its")
+    bn = geometry_view(np.array([[1.0, 2.0], [3.0, 2.0]]), ["a", "b"], "BatchNorm", 0.0)
+    assert not bn.finite.any() and facts(bn)[0].startswith(
+        "1 of the 2 features has σ² = 0 across the vectors")
+    assert len(facts(bn)) == 1  # nothing drawn, nothing more to say
 
 
 def test_rms_norm_splits_powerful_off_from_the_other_six():
@@ -585,7 +596,7 @@ def test_every_control_moves_the_page():
 
 
 def test_a_link_restores_every_setting():
-    query = {"gm_src": "Typed vectors", "gm_text": "1, 2, 3; 3, 1, 2", "gm_h": "2",
+    query = {"gm_src": "Typed", "gm_text": "1, 2, 3; 3, 1, 2", "gm_h": "2",
              "gm_norm": "BatchNorm", "gm_eps": "1e-2", "gm_affine": "true", "gm_g1": "-2.0",
              "gm_b0": "0.5"}
     at = open_page(PAGE, query)
@@ -615,7 +626,7 @@ def test_the_pages_snippet_is_the_lessons_for_its_settings():
 JUNK = ["", "abc", "-1", "1e309", "nan", "9" * 40, "<script>", "Random vectors", "0"]
 
 
-@pytest.mark.parametrize("source", ["Random vectors", "Typed vectors"])
+@pytest.mark.parametrize("source", ["Random", "Typed"])
 def test_the_controls_that_appear_later_survive_junk_in_the_url(source):
     """tests/test_bad_input.py sends junk to the controls a page shows when it opens; these
     appear only with another setting (the vector count, the typed text, γ and β)."""
@@ -628,10 +639,24 @@ def test_the_controls_that_appear_later_survive_junk_in_the_url(source):
         assert len(figures(at)) == 2 or alerts(at)["error"], query
 
 
-@pytest.mark.parametrize("source", ["Random vectors", "Typed vectors"])
+@pytest.mark.parametrize("source", ["Random", "Typed"])
 def test_the_controls_that_appear_later_have_help_text(source):
     at = open_page(PAGE, {"gm_src": source, "gm_affine": "true"})
     controls = [w for kind in ("slider", "select_slider", "segmented_control", "toggle",
                                "text_input") for w in getattr(at, kind)]
     assert len(controls) == 12  # source, H, norm, ε, γ and β, three γ, three β, count or text
     assert [w.key for w in controls if not w.help] == []
+
+
+def test_each_gamma_and_beta_slider_moves_its_own_coordinate():
+    at = open_page(PAGE, {"gm_affine": "true", "gm_src": "Random"})
+    gamma, beta = [2.0, 1.0, 0.5], [1.0, 0.0, -0.5]
+    for c, (g, b) in enumerate(zip((-1.5, 0.3, 2.5), (0.7, -2.0, 3.0), strict=True)):
+        at.slider(key=f"gm_g{c}").set_value(g).run()
+        at.slider(key=f"gm_b{c}").set_value(b).run()
+        gamma[c], beta[c] = g, b
+        closeup = figures(at)[1]
+        y, x_hat = xyz(named(closeup, "y = γ⊙x̂ + β")), xyz(named(closeup, "x̂"))
+        np.testing.assert_allclose(y, x_hat * gamma + beta, atol=1e-5)
+        ellipse = xyz(named(closeup, "ellipse γ⊙circle + β"))
+        np.testing.assert_allclose(ellipse[:-1].mean(axis=0), beta, atol=1e-5)

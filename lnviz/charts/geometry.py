@@ -16,10 +16,14 @@ from lnviz.charts.base import AFTER, BEFORE, LEGEND_BELOW, OKABE_ITO, compact, f
 
 CENTRED, OUTPUT = OKABE_ITO[2], OKABE_ITO[5]
 PLANE, SPHERE, GUIDE = "#888888", "#BBBBBB", "#777777"
-#: The 3-D camera: "up" is the diagonal (1, 1, 1), so the plane Σx = 0 lies flat like a floor
-#: and centring drops each point straight down onto it; the eye looks at 0 from 28° above that
-#: floor (along (1, −1, 0) turned up towards the diagonal), and dragging turns around the diagonal.
-CAMERA = dict(up=dict(x=1, y=1, z=1), eye=dict(x=1.97, y=-0.78, z=0.6))
+#: The 3-D cameras: "up" is the diagonal (1, 1, 1), so the plane Σx = 0 lies flat like a floor
+#: and centring drops each point straight down onto it. Both look at 0 along (1, −1, 0) turned
+#: up towards the diagonal: the whole way from 28° above the floor (the drops show), the close-up
+#: from 51° (the circle shows round); far enough that a phone's narrow scene still holds the
+#: whole cube. Dragging turns the scene around the diagonal.
+_UP = dict(x=1, y=1, z=1)
+PATH_CAMERA = dict(up=_UP, eye=dict(x=2.42, y=-0.96, z=0.73))
+CLOSEUP_CAMERA = dict(up=_UP, eye=dict(x=2.23, y=0.01, z=1.12))
 _AXES = ("x₁", "x₂", "x₃")
 
 
@@ -107,7 +111,7 @@ def _reach(*arrays: np.ndarray | None) -> float:
     return 1.1 * largest
 
 
-def _layout(h: int, reach: float, height: int) -> dict:
+def _layout(h: int, reach: float, height: int, camera: dict) -> dict:
     span = [-reach, reach]
     layout: dict = dict(height=height, margin=dict(l=0, r=0, t=10, b=10), legend=LEGEND_BELOW)
     if h == 2:
@@ -116,7 +120,7 @@ def _layout(h: int, reach: float, height: int) -> dict:
                                scaleanchor="x", scaleratio=1)
     else:
         layout["scene"] = dict(
-            aspectmode="cube", camera=CAMERA,
+            aspectmode="cube", camera=camera,
             **{f"{axis}axis": dict(title=dict(text=_AXES[k]), range=span)
                for k, axis in enumerate("xyz")})
     return layout
@@ -157,7 +161,7 @@ def path_figure(
         data.append(_points(centred, labels, "x − μ", CENTRED, "diamond"))
     data.append(_points(x_hat, labels, "x̂", AFTER))
     reach = _reach(inputs, centred, x_hat, plane if centring else sphere)
-    return figure(data, _layout(h, reach, 560 if h == 3 else 480))
+    return figure(data, _layout(h, reach, 520 if h == 3 else 480, PATH_CAMERA))
 
 
 def closeup_figure(
@@ -201,4 +205,4 @@ def closeup_figure(
         data.append(_points(output, labels, "y = γ⊙x̂" if norm == "RMSNorm" else "y = γ⊙x̂ + β",
                             OUTPUT, "diamond"))
         shown.append(output)
-    return figure(data, _layout(h, _reach(*shown), 520 if h == 3 else 460))
+    return figure(data, _layout(h, _reach(*shown), 480 if h == 3 else 460, CLOSEUP_CAMERA))

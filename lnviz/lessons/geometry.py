@@ -65,7 +65,7 @@ __all__ = [
 #: The norms the page compares, in the order it offers them.
 GEOMETRY_NORMS = tuple(sorted(TABLE_NORMS, key=("LayerNorm", "RMSNorm", "BatchNorm").index))
 #: Where the vectors come from.
-SOURCES = {"seed": "Seed 002's tokens", "random": "Random vectors", "typed": "Typed vectors"}
+SOURCES = {"seed": "Seed 002's tokens", "random": "Random", "typed": "Typed"}
 #: The vector lengths H that can be drawn.
 FEATURES = (2, 3)
 #: At most this many vectors: a few dozen points keep the figures readable (and small).
@@ -197,8 +197,9 @@ def distance_to_circle(points: np.ndarray) -> np.ndarray:
 
 
 def groups_of_equal(points: np.ndarray, tolerance: float) -> list[list[int]]:
-    """Indices of the rows of ``points`` that lie within ``tolerance`` of each other's group's
-    first member, in order of first appearance (rows with NaN are left out)."""
+    """The rows of ``points`` in groups of (nearly) equal ones: each row joins the first group
+    whose first member lies within ``tolerance`` of it, or starts a new one. Indices, in order
+    of first appearance; rows with NaN are left out."""
     groups: list[list[int]] = []
     for i, point in enumerate(np.asarray(points, dtype=np.float64)):
         if not np.isfinite(point).all():
@@ -469,11 +470,11 @@ def _vector(values: np.ndarray, digits: int = 3) -> str:
 def facts(view: GeometryView) -> list[str]:
     """What the figures show, as sentences whose numbers come from ``view``: for every setting,
     each sentence is checked against the numbers it states (tests/test_geometry.py)."""
-    n, h = view.x_hat.shape
+    h = view.h
     finite = view.finite
     lines: list[str] = []
-    if not finite.all():
-        lines.append(_undefined(view, int(n - finite.sum())))
+    if (view.var == 0).any():
+        lines.append(_no_spread(view))
     if finite.any():
         lines += _where_they_land(view)
     if finite.sum() > 1:
@@ -502,12 +503,21 @@ def _where_they_land(view: GeometryView) -> list[str]:
     return _batch_norm_facts(view)
 
 
-def _undefined(view: GeometryView, count: int) -> str:
-    what = {"LayerNorm": "σ² = 0 (all their features equal)",
-            "RMSNorm": "ms = 0 (all their features 0)",
-            "BatchNorm": "a feature with σ² = 0 across the vectors"}[view.norm]
-    return (f"{count} of the {len(view.x_hat)} vectors meet {what}: with ε = 0 their x̂ is "
-            "0/0 = NaN and is not drawn; any ε > 0 gives 0 there instead.")
+def _no_spread(view: GeometryView) -> str:
+    """What happens to vectors (BatchNorm: features) with no spread: 0/0 at ε = 0, else 0."""
+    n, h = view.x_hat.shape
+    count = int((view.var == 0).sum())
+    if view.norm == "BatchNorm":
+        what = (f"{count} of the {h} features {'has' if count == 1 else 'have'} σ² = 0 "
+                "across the vectors, so x − μ = 0 there")
+        nan = "that coordinate of every x̂ is 0/0 = NaN and nothing is drawn"
+    else:
+        stat, zero = ("ms", "x = 0") if view.norm == "RMSNorm" else ("σ²", "x − μ = 0")
+        what = f"{count} of the {n} vectors {'has' if count == 1 else 'have'} {stat} = 0, so {zero}"
+        nan = f"{'its' if count == 1 else 'their'} x̂ is 0/0 = NaN and is not drawn"
+    if view.eps == 0:
+        return f"{what}: with ε = 0, {nan}; any ε > 0 gives 0 instead."
+    return f"{what}: with ε = {view.eps:g}, x̂ is 0/√ε = 0 there."
 
 
 def _radius_error(view: GeometryView) -> float:
