@@ -124,12 +124,14 @@ st.caption(plain(torch_check(view)))
 st.dataframe(vector_table(view), hide_index=True, key="gm_table")
 
 st.info(
-    "**Try this.** Seed 002's tokens at ε = 0 all land on one point: each is a + b·(0, 1, 2) "
-    "with b > 0, and LayerNorm forgets a and b. Slide ε up: they spread along one ray, those "
-    "with small σ² pulled in most. Back at ε = 0, set H = 2: only ±(1, −1) is left, the twin "
-    "of BatchNorm's ±1 at a batch of 2. Pick RMSNorm: \"powerful\" splits off, as (7, 13, 19) "
-    "is no multiple of (1, 2, 3). Pick BatchNorm: no point stays on LayerNorm's circle. At "
-    "H = 3, turn on γ and β: the circle becomes an ellipse centred at β.", icon="🧪")
+    "**Try this.** Under LayerNorm at ε = 0, seed 002's tokens all land on one point: each is "
+    "a + b·(0, 1, 2) with b > 0, and LayerNorm forgets a and b. Slide ε up: they spread along "
+    "one ray, those with small σ² pulled in most. Back at ε = 0, set H = 2: only ±(1, −1) is "
+    "left, the twin of BatchNorm's ±1 at a batch of 2. Pick RMSNorm: \"powerful\" splits off, "
+    "as (7, 13, 19) is no multiple of (1, 2, 3). Pick BatchNorm: every point leaves "
+    "LayerNorm's circle (at H = 2, its two points). At H = 3, turn on γ and β: the circle "
+    "becomes an ellipse centred at β.",
+    icon="🧪")
 
 st.subheader("The same in PyTorch")
 st.code(geometry_snippet(inputs.values, norm, eps, gamma, beta, settings.dtype),

@@ -293,7 +293,7 @@ def test_batch_of_two_gives_plus_or_minus_one_per_feature_the_twin():
 @pytest.mark.parametrize(("h", "eps"), itertools.product(FEATURES, EPSILONS))
 def test_batch_norm_puts_seed_002s_points_off_the_circle(h, eps):
     view = view_of("seed", h, "BatchNorm", eps)
-    assert view.circle_distance.min() > 1.0  # "no point stays on LayerNorm's circle"
+    assert view.circle_distance.min() > 1.0  # "every point leaves LayerNorm's circle"
     # what BatchNorm fixes instead: each feature's mean, and the mean of |x̂|²
     np.testing.assert_allclose(view.x_hat.mean(axis=0), 0.0, atol=F32)
     var = view.inputs.var(axis=0)
@@ -409,6 +409,11 @@ def test_constant_vectors_are_named_and_nan_only_at_eps_zero():
     assert not bn.finite.any() and facts(bn)[0].startswith(
         "1 of the 2 features has σ² = 0 across the vectors")
     assert len(facts(bn)) == 1  # nothing drawn, nothing more to say
+    bn = geometry_view(np.array([[1.0, 2.0], [3.0, 2.0]]), ["a", "b"], "BatchNorm", 1e-5)
+    assert bn.finite.all() and (bn.x_hat[:, 1] == 0).all()
+    cloud = fact(bn, "What it fixes is the cloud")
+    assert cloud.endswith(f"{(bn.x_hat ** 2).sum(axis=1).mean():.4g}.")  # not "H at ε = 0"
+    assert not any("twin" in line for line in facts(bn))  # a feature of 0s is not ±1
 
 
 def test_rms_norm_splits_powerful_off_from_the_other_six():

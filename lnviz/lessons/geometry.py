@@ -526,6 +526,7 @@ def _radius_error(view: GeometryView) -> float:
 
 
 def _batch_norm_facts(view: GeometryView) -> list[str]:
+    """Where BatchNorm's x̂ are with respect to LayerNorm's circle, and what it fixes instead."""
     finite = view.finite
     n = len(view.x_hat)
     far = float(view.circle_distance[finite].max())
@@ -538,14 +539,16 @@ def _batch_norm_facts(view: GeometryView) -> list[str]:
     target = "two points ±(1, −1)" if view.h == 2 else "circle"
     lines = [f"BatchNorm centres and scales each feature across the {n} vectors, so no single "
              f"x̂ is held to LayerNorm's {target}: {where}."]
-    if finite.all():
-        column_means = np.abs(view.x_hat.mean(axis=0)).max()
-        square = float((view.x_hat**2).sum(axis=1).mean())
-        lines.append(
-            f"What it fixes is the cloud: each feature of x̂ has mean 0 over the vectors "
-            f"(largest: {_g(column_means)}), and the mean of |x̂|² is Σ σ²/(σ² + ε) over the "
-            f"features, {_g(square, 4)} (H = {view.h} at ε = 0).")
-    if n == 2:
+    # Called only when x̂ is finite, which for BatchNorm means every feature's: with ε = 0 a
+    # feature without spread makes NaN of that coordinate of every vector.
+    spread = bool((view.var > 0).all())
+    column_means = np.abs(view.x_hat.mean(axis=0)).max()
+    square = float((view.x_hat**2).sum(axis=1).mean())
+    lines.append(
+        f"What it fixes is the cloud: each feature of x̂ has mean 0 over the vectors (largest: "
+        f"{_g(column_means)}), and the mean of |x̂|² is Σ σ²/(σ² + ε) over the features, "
+        f"{_g(square, 4)}" + (f" (H = {view.h} at ε = 0)." if spread else "."))
+    if n == 2 and spread:
         lines.append("With 2 vectors each feature of x̂ is ±√(σ²/(σ² + ε)), ±1 at ε = 0: the "
                      "twin of LayerNorm's ±(1, −1) at H = 2.")
     return lines
@@ -638,10 +641,10 @@ def closeup_caption(view: GeometryView) -> str:
         text = ("The circle of radius √2 and the line x₁ + x₂ = 0 meet in the two points "
                 "±(1, −1): LayerNorm's only outputs at ε = 0." if h == 2 else
                 "The sphere of radius √3 and the plane Σx = 0 meet in the circle where "
-                "LayerNorm puts every x̂ at ε = 0.")
+                "LayerNorm puts x̂ at ε = 0.")
     elif view.norm == "RMSNorm":
-        text = (f"RMSNorm puts every x̂ on the {'circle' if h == 2 else 'sphere'} of radius "
-                f"√{h} at ε = 0, anywhere on it.")
+        text = (f"RMSNorm puts x̂ on the {'circle' if h == 2 else 'sphere'} of radius √{h} at "
+                "ε = 0, anywhere on it.")
     else:
         text = (f"LayerNorm's {'two points' if h == 2 else 'circle'}, for comparison: "
                 "BatchNorm's x̂ are not held to it.")
