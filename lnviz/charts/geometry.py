@@ -2,7 +2,8 @@
 on their way to the circle where the plane Σx = 0 meets the sphere of radius √H.
 
 Both figures take the lesson's numbers (:mod:`lnviz.lessons.geometry`): the points, and the
-plane, sphere and circle already computed at a modest resolution, so a figure stays near 50 KB.
+plane, sphere and circle already computed at a modest resolution, so that a figure of 24 vectors
+sends at most about 40 KB.
 """
 
 from __future__ import annotations
