@@ -259,7 +259,7 @@ def test_with_eps_seed_002s_tokens_share_a_ray_and_small_variances_are_pulled_in
     var = view.var
     assert np.all(np.diff(view.radius[np.argsort(var)]) >= -F32)  # radius grows with σ²
     assert view.radius.max() - view.radius.min() > view.tolerance  # ε > 0 moves them apart
-    line = fact(view, "All 7 nonzero x̂ point the same way")
+    line = fact(view, "All 7 x̂ point the same way")
     low, high = (float(v) for v in line.split("from ")[1].split(". At")[0].split(" to "))
     assert low == pytest.approx(view.radius.min(), rel=1e-3)
     assert high == pytest.approx(view.radius.max(), rel=1e-3) and low < high
@@ -402,6 +402,10 @@ def test_constant_vectors_are_named_and_nan_only_at_eps_zero():
     assert view.finite.all() and view.radius[[0, 2]].tolist() == [0.0, 0.0]
     assert facts(view)[0].endswith("with ε = 1e-05, x̂ is 0/√ε = 0 there.")
     assert not any("NaN" in line for line in facts(view))
+    ray = geometry_view(np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [2.0, 2.0, 2.0]]),
+                        ["a", "b", "c"], "LayerNorm", 1e-2)
+    assert fact(ray, "All 2 nonzero x̂ (1 at 0) point the same way").endswith(
+        "At ε = 0 they would land on one point.")
     rms = geometry_view(x, ["c", "v", "z"], "RMSNorm", 0.0)
     assert rms.finite.tolist() == [True, True, False]
     assert facts(rms)[0].startswith("1 of the 3 vectors has ms = 0, so x = 0: with ε = 0, its")

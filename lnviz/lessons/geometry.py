@@ -577,7 +577,7 @@ def _collapse(view: GeometryView) -> str:
     zero = f" ({at_zero} at 0)" if at_zero else ""
     if len(rays) == 1:
         low, high = _span(radius[rays[0]].min(), radius[rays[0]].max())
-        return (f"All {len(rays[0])} nonzero x̂{zero} point the same way, "
+        return (f"All {len(rays[0])}{' nonzero' if at_zero else ''} x̂{zero} point the same way, "
                 f"{_vector(directions[rays[0][0]])}, but ε sets each one's distance: from "
                 f"{low} to {high}. At ε = 0 they would land on one point.")
     return _shared(f"The {count} x̂ point in {len(rays)} different directions{zero}, ε setting "
