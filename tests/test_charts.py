@@ -15,7 +15,7 @@ import torch
 from lnviz import charts
 from lnviz.batch import Batch, NormSpec, grid_view, group_ids, to_grid
 from lnviz.data import get_preset, random_batch
-from lnviz.lessons import bn_vs_ln, padding, performance, scale_shift, shapes
+from lnviz.lessons import bn_vs_ln, geometry, padding, performance, scale_shift, shapes
 from lnviz.lessons.explorer import explore, histogram
 
 MB = 1_000_000
@@ -226,6 +226,7 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             [-1.0, 0.0, 1.0], np.zeros((3, 3)), np.ones((3, 3)),
             (rng.integers(0, 9, 7), 0.1, 0.9))),
         *_bug_zoo_samples(),
+        *_geometry_samples(),
     ]
 
 
@@ -240,6 +241,30 @@ def _bug_zoo_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         samples.append((charts.bug_zoo.diff_heatmaps, charts.bug_zoo.diff_heatmaps(
             result.diffs, result.max_diffs, result.matches, result.nonfinite, result.allowed,
             zoo.labels)))
+
+
+def _geometry_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
+    """The geometry page's two figures: H = 3 (a 3-D scene with meshes) and H = 2 (a plane),
+    each norm's shapes, γ and β on and off, and a NaN point (a constant vector at ε = 0)."""
+    samples = []
+    for h, norm, affine in [(3, "LayerNorm", True), (2, "LayerNorm", True), (3, "RMSNorm", True),
+                            (2, "RMSNorm", False), (3, "BatchNorm", False),
+                            (2, "BatchNorm", True)]:
+        inputs = geometry.input_vectors("seed", h)
+        values = np.vstack([inputs.values, np.full((1, h), 2.0)])  # constant: NaN at ε = 0
+        gamma, beta = ((1.5, 0.5, 2.0)[:h], (1.0, 0.0, -0.5)[:h]) if affine else (None, None)
+        view = geometry.geometry_view(values, (*inputs.labels, "flat"), norm, 0.0, gamma, beta)
+        far = geometry.target_shapes(h, view.reach)
+        near = geometry.target_shapes(h, view.closeup_reach, view.gamma, view.beta)
+        samples += [
+            (charts.geometry.path_figure, charts.geometry.path_figure(
+                norm, view.inputs, view.centred, view.x_hat, view.labels, far.plane, far.sphere,
+                far.faces, far.circle)),
+            (charts.geometry.closeup_figure, charts.geometry.closeup_figure(
+                norm, view.x_hat, view.labels, near.plane, near.sphere, near.faces, near.circle,
+                view.output if affine else None, near.sphere_out if affine else None,
+                near.circle_out if affine else None)),
+        ]
     return samples
 
 

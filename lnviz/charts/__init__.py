@@ -16,6 +16,7 @@ from lnviz.charts import (
     bug_zoo,
     epsilon,
     explorer,
+    geometry,
     gradients,
     padding,
     performance,
@@ -24,5 +25,5 @@ from lnviz.charts import (
     training,
 )
 
-__all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "gradients", "padding",
-           "performance", "scale_shift", "shapes", "training"]
+__all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
+           "padding", "performance", "scale_shift", "shapes", "training"]

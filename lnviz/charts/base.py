@@ -246,7 +246,8 @@ def has_tables(fig: go.Figure) -> bool:
 
 def figure_tables(fig: go.Figure, max_rows: int = 2000) -> list[tuple[str, pd.DataFrame]]:
     """The numbers behind a figure, for readers who cannot see the chart (or want the values):
-    each heatmap as its grid, and every other trace in one long table of (trace, x, y).
+    each heatmap as its grid, and every other trace in one long table of (trace, x, y), with z
+    for the points of a 3-D scene.
 
     Traces without hover text (group boundaries, guide lines, markers) are decoration and are
     left out.
@@ -262,7 +263,10 @@ def figure_tables(fig: go.Figure, max_rows: int = 2000) -> list[tuple[str, pd.Da
         else:
             y = np.asarray(trace.y, dtype=object)
             x = np.asarray(trace.x if trace.x is not None else range(len(y)), dtype=object)
-            points.append(pd.DataFrame({"trace": name, "x": x[: len(y)], "y": y}))
+            columns = {"trace": name, "x": x[: len(y)], "y": y}
+            if getattr(trace, "z", None) is not None:  # a 3-D scene's points
+                columns["z"] = np.asarray(trace.z, dtype=object)[: len(y)]
+            points.append(pd.DataFrame(columns))
     if points:
         tables.append(("points", pd.concat(points, ignore_index=True).head(max_rows)))
     return tables

@@ -1,0 +1,138 @@
+"""The geometry of LayerNorm: vectors of 2 or 3 features on their way to a circle."""
+
+import streamlit as st
+
+from lnviz import charts
+from lnviz.lessons.geometry import (
+    FEATURES,
+    GEOMETRY_NORMS,
+    MAX_VECTORS,
+    SOURCES,
+    closeup_caption,
+    facts,
+    geometry_snippet,
+    geometry_view,
+    input_vectors,
+    path_caption,
+    target_shapes,
+    torch_check,
+    vector_table,
+)
+from lnviz.ui.cache import cached
+from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import plain, refusal
+from lnviz.ui.params import EPSILONS, eps_label
+from lnviz.ui.state import current_settings
+
+settings = current_settings()
+
+#: Where γ and β start when switched on: a different stretch per axis and a shift, so that the
+#: circle visibly becomes a shifted ellipse.
+GAMMA = (2.0, 1.0, 0.5)
+BETA = (1.0, 0.0, -0.5)
+TYPED = "1, 2, 3; 3, 1, 2; 0, 4, 1; 2, 2, 5"
+SUBSCRIPTS = "₁₂₃"
+
+st.title("The geometry of LayerNorm")
+st.markdown(
+    "LayerNorm of a vector of H features is two moves in space. Subtracting the mean projects "
+    "x onto the plane Σx = 0, along the diagonal (1, …, 1). Dividing by σ then slides the point "
+    "along its ray from 0 to the sphere of radius √H, because |x − μ|² = H·σ². So x̂ ends on "
+    "the circle where that plane meets that sphere (for any x whose features are not all "
+    "equal), and ε pulls it inside, to √H·√(σ²/(σ² + ε)). With H = 2 or 3 you can watch it."
+)
+st.latex(r"\hat x = \frac{x - \mu\,\mathbf{1}}{\sqrt{\sigma^2 + \epsilon}}")
+st.latex(r"\sum_i \hat x_i = 0, \qquad "
+         r"\lVert \hat x \rVert = \sqrt{H}\,\sqrt{\frac{\sigma^2}{\sigma^2 + \epsilon}}")
+
+cols = st.columns([4, 2, 4])
+source = cols[0].segmented_control(
+    "Input", list(SOURCES), format_func=SOURCES.__getitem__, default="seed", required=True,
+    key="gm_src", bind="query-params",
+    help="Seed 002's seven token embeddings (\"I\" = [1, 2, 3] … \"powerful\" = [7, 13, 19]), "
+         "random N(0, 1) vectors (sidebar seed), or vectors you type.",
+)
+h = cols[1].segmented_control(
+    "H (features)", list(FEATURES), default=3, required=True, key="gm_h", bind="query-params",
+    help="How many features each vector has: 3 draws a 3-D scene, 2 a plane. H = 2 keeps the "
+         "first two features of each vector.",
+)
+norm = cols[2].segmented_control(
+    "Normalization", list(GEOMETRY_NORMS), default="LayerNorm", required=True, key="gm_norm",
+    bind="query-params",
+    help="LayerNorm: μ and σ of each vector. RMSNorm: only the root-mean-square of each "
+         "vector, no centring. BatchNorm: μ and σ of each feature across the vectors.",
+)
+count, text = 8, ""
+if source == "random":
+    count = st.slider(
+        "Number of vectors", 2, MAX_VECTORS, 8, key="gm_n", bind="query-params",
+        help="How many vectors of 3 N(0, 1) features are drawn with the sidebar's seed.")
+elif source == "typed":
+    text = st.text_input(
+        "Your vectors", TYPED, max_chars=200, key="gm_text", bind="query-params",
+        help="Vectors separated by ';' (or one per line), numbers by commas or spaces, e.g. "
+             "1, 2, 3; 3, 1, 2. Each needs at least H numbers; extra ones are left out.")
+cols = st.columns([3, 2])
+eps = cols[0].select_slider(
+    "ε (epsilon)", EPSILONS, value=0.0, format_func=eps_label, key="gm_eps", bind="query-params",
+    help="Added to σ² (RMSNorm: to the mean square) under the square root. At 0 LayerNorm "
+         "puts x̂ exactly on the circle (RMSNorm: on the sphere); raise it towards 1 to pull "
+         "the points inside.",
+)
+affine = cols[1].toggle(
+    "γ and β", False, key="gm_affine", bind="query-params",
+    help="Scale and shift after normalizing, one γ and β per feature: y = γ⊙x̂ + β. "
+         "LayerNorm's circle becomes an ellipse centred at β.",
+)
+gamma = beta = None
+if affine:
+    gcols = st.columns(h)
+    gamma = tuple(gcols[c].slider(
+        f"γ{SUBSCRIPTS[c]}", -3.0, 3.0, GAMMA[c], 0.1, key=f"gm_g{c}", bind="query-params",
+        help=f"Stretches x̂ along axis x{SUBSCRIPTS[c]}.") for c in range(h))
+    if norm == "RMSNorm":
+        st.caption("RMSNorm has no β.")
+    else:
+        beta = tuple(gcols[c].slider(
+            f"β{SUBSCRIPTS[c]}", -3.0, 3.0, BETA[c], 0.1, key=f"gm_b{c}", bind="query-params",
+            help=f"Shifts the output along axis x{SUBSCRIPTS[c]}.") for c in range(h))
+
+with refusal():
+    inputs = cached(input_vectors, source, h, count=count, seed=settings.seed, text=text)
+    view = cached(geometry_view, inputs.values, inputs.labels, norm, eps, gamma, beta,
+                  device=settings.device, dtype=settings.dtype)
+if inputs.dropped:
+    st.caption(f"H = {h}: the first {h} of each vector's {h + inputs.dropped} features.")
+
+# --- 1. The whole way -------------------------------------------------------------------------
+st.subheader("1 · Centre, then scale")
+far = cached(target_shapes, h, view.reach)
+show_figure(charts.geometry.path_figure, view.norm, view.inputs, view.centred, view.x_hat,
+            view.labels, far.plane, far.sphere, far.faces, far.circle, key="gm_path",
+            caption=plain(path_caption(view)))
+
+# --- 2. Up close ------------------------------------------------------------------------------
+st.subheader("2 · Where x̂ lands")
+near = cached(target_shapes, h, view.closeup_reach, view.gamma, view.beta)
+show_figure(charts.geometry.closeup_figure, view.norm, view.x_hat, view.labels, near.plane,
+            near.sphere, near.faces, near.circle, view.output if view.affine else None,
+            near.sphere_out if view.affine else None, near.circle_out if view.affine else None,
+            key="gm_closeup", caption=plain(closeup_caption(view)))
+st.markdown("\n".join(f"- {plain(line)}" for line in facts(view)))
+st.caption(plain(torch_check(view)))
+st.dataframe(vector_table(view), hide_index=True, key="gm_table")
+
+st.info(
+    "**Try this.** Under LayerNorm at ε = 0, seed 002's tokens all land on one point: each is "
+    "a + b·(0, 1, 2) with b > 0, and LayerNorm forgets a and b. Slide ε up: they spread along "
+    "one ray, those with small σ² pulled in most. Back at ε = 0, set H = 2: only ±(1, −1) is "
+    "left, the twin of BatchNorm's ±1 at a batch of 2. Pick RMSNorm: \"powerful\" splits off, "
+    "as (7, 13, 19) is no multiple of (1, 2, 3). Pick BatchNorm: every point leaves "
+    "LayerNorm's circle (at H = 2, its two points). At H = 3, turn on γ and β: the circle "
+    "becomes an ellipse centred at β.",
+    icon="🧪")
+
+st.subheader("The same in PyTorch")
+st.code(geometry_snippet(inputs.values, norm, eps, gamma, beta, settings.dtype),
+        language="python")
