@@ -210,6 +210,11 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.padding.pad_row_figure, c.padding.pad_row_figure(np.array([np.nan, np.nan]), 0.0)),
         (c.performance.bench_figure, c.performance.bench_figure(bench_rows, {64 * 64: 6.4})),
         (c.shapes.depth_figure, c.shapes.depth_figure(profile, profile, profile)),
+        (c.start_here.tokens_figure, c.start_here.tokens_figure(
+            ["I", "learning"], np.array([[1.0, 2, 3], [4, 8, 12]]),
+            np.array([[-1.22, 0, 1.22], [-1.22, 0, 1.22]]))),
+        (c.start_here.epsilon_figure, c.start_here.epsilon_figure(
+            np.logspace(-4, 2, 7), np.linspace(1.2, 0.1, 7), 2 / 3, 0.866)),
     ]
 
 

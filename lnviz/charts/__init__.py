@@ -20,8 +20,9 @@ from lnviz.charts import (
     performance,
     scale_shift,
     shapes,
+    start_here,
     training,
 )
 
 __all__ = ["base", "bn_vs_ln", "epsilon", "explorer", "gradients", "padding", "performance",
-           "scale_shift", "shapes", "training"]
+           "scale_shift", "shapes", "start_here", "training"]
