@@ -101,8 +101,10 @@ for tab, step in zip(tabs, steps, strict=True):
                            help=f"On to step {ahead.number}: {ahead.title}.")
         else:
             right, total, _ = progress(steps, answers)
-            cols[1].markdown(f"**End of the path: {right} of {total} checks right.** The "
-                             "Home page maps every other page.")
+            cols[1].markdown(f"**End of the path: {right} of {total} checks right.**")
+            cols[1].page_link("app_pages/home.py", label="Home: a map of every page",
+                              icon=":material/home:", help="Every page of lnviz, with a "
+                                                           "sentence on each.")
 
 right, total, line = progress(steps, answers)
 with top:

@@ -95,6 +95,19 @@ def test_numbers_are_shown_with_a_true_minus_and_without_trailing_zeros():
 # --- The answers, against torch and seed 002 ---------------------------------------------------
 
 
+def test_prompts_are_plain_text_as_screen_readers_read_them(questions):
+    """A prompt is its control's label, and the label's text its accessible name: markdown
+    emphasis would be read out as asterisks."""
+    assert [q.name for q in questions.values() if set(q.prompt) & set("*_`#")] == []
+
+
+def test_no_option_of_a_later_question_gives_an_earlier_answer_away(steps):
+    for step in steps:
+        for k, q in enumerate(step.questions):
+            earlier = {format_numbers(e.expected) for e in step.questions[:k] if e.expected}
+            assert earlier.isdisjoint(q.options), q.name
+
+
 def test_the_expected_answers_are_torchs(questions):
     i_token, learning = SEED[0, 0], SEED[0, 3]
     np.testing.assert_allclose(questions["ln_i"].expected, F.layer_norm(i_token, (3,)))
@@ -421,7 +434,8 @@ def test_the_batchnorm_link_opens_the_explorer_on_seed_002s_number(questions):
 
 def test_the_page_links_into_every_view_it_names(page):
     shown = {(link.proto.label, link.proto.query_string) for link in page.get("page_link")}
-    assert shown == {(link.label, urlencode(link.query)) for o in OUTLINE for link in o.links}
+    assert shown == {(link.label, urlencode(link.query)) for o in OUTLINE for link in o.links} | {
+        ("Home: a map of every page", "")}
 
 
 @pytest.mark.parametrize("name", CONCEPT_PAGES)

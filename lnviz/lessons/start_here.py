@@ -121,7 +121,7 @@ OUTLINE: tuple[Outline, ...] = (
              "BatchNorm vs LayerNorm: which values share one μ and σ, for tokens",
              {"bl_layout": "NLC"}),
     )),
-    Outline(4, "4 Padding", "The pad token", 2, (
+    Outline(4, "4 Padding", "Padding", 2, (
         Link("app_pages/padding.py",
              "Padding and sequences: seed 002 with and without the pad"),
     )),
@@ -129,9 +129,9 @@ OUTLINE: tuple[Outline, ...] = (
         Link("app_pages/bn_vs_ln.py",
              "BatchNorm vs LayerNorm: one sample in many batches of 2", {"bl_b": "2"}),
     )),
-    Outline(6, "6 ε", "ε", 3, (
+    Outline(6, "6 ε", "The ε under the square root", 3, (
         Link("app_pages/epsilon.py",
-             "ε and numerical stability: a tiny σ² = 4e-9 against ε = 1e-8",
+             "ε and numerical stability: a tiny σ² against a small ε",
              {"ep_vec": "tiny", "ep_eps": "1e-08"}),
         Link("app_pages/padding.py", "Padding and sequences: the pad token at ε = 0",
              {"pd_eps": "0"}),
@@ -407,7 +407,7 @@ def _why_step() -> Step:
             "why",
             "Santurkar et al. trained networks with BatchNorm and added random noise after "
             "every BatchNorm layer, changing the mean and variance of its output at every "
-            "step: internal covariate shift, re-created on purpose. **Predict:** how did these "
+            "step: internal covariate shift, re-created on purpose. Predict: how did these "
             "networks train?",
             options=(right, "About as badly as without BatchNorm",
                      "Worse than without BatchNorm"),
@@ -479,7 +479,7 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
         "deep learning” three features; “I” = [1, 2, 3]."), (
         Question(
             "ln_i",
-            "**Predict:** LayerNorm(“I”) = ? Work it out on paper and type the three numbers.",
+            "Predict: LayerNorm(“I”) = ? Work it out on paper and type the three numbers.",
             expected=out_i, mistakes=tuple(_ln_mistakes(i_token, "“I”")),
             placeholder="three numbers, e.g. 0.5, −1.25, 2",
             hint=f"Not quite. Work it through: μ = mean of 1, 2, 3; σ² = mean of (x − μ)²; "
@@ -493,7 +493,7 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
         Question(
             "ln_learning",
             f"“learning” = {format_numbers(_vector(learning))} is {scaled:g} × “I”. "
-            "**Predict:** LayerNorm(“learning”) = ?",
+            "Predict: LayerNorm(“learning”) = ?",
             expected=out_learning,
             mistakes=(Mistake(tuple(scaled * v for v in out_i),
                               f"That is {scaled:g} × LayerNorm(“I”). But σ grows {scaled:g}× "
@@ -510,17 +510,12 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
 
 
 def _feature_table(numbers: PathNumbers) -> pd.DataFrame:
-    """Feature 1 of every position: value, real or pad, and BatchNorm's output both ways."""
-    x, mask = numbers.tokens, numbers.mask
-    out, masked = numbers.bn.output, numbers.bn_masked.output
-    rows = []
-    for s in range(x.shape[0]):
-        for t in range(x.shape[1]):
-            real = bool(mask[s, t])
-            rows.append({"token": numbers.labels[s * 4 + t], "feature 1": float(x[s, t, 0]),
-                         "pad counted": float(out[s, t, 0]),
-                         "pad left out": float(masked[s, t, 0]) if real else None})
-    return pd.DataFrame(rows)
+    """Feature 1 of every position, pad included, and BatchNorm's output for it. (Without the
+    pad is step 4's question: not shown here.)"""
+    x, out = numbers.tokens, numbers.bn.output
+    return pd.DataFrame([{"token": numbers.labels[s * 4 + t], "feature 1": float(x[s, t, 0]),
+                          "after BatchNorm": float(out[s, t, 0])}
+                         for s in range(x.shape[0]) for t in range(x.shape[1])])
 
 
 def _stats_table(numbers: PathNumbers) -> pd.DataFrame:
@@ -548,7 +543,7 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
         f"{values}. The last one is the pad, and seed 002 counts it."), (
         Question(
             "bn_seed",
-            "**Predict:** BatchNorm's output for feature 1 of “I” (training mode, pad "
+            "Predict: BatchNorm's output for feature 1 of “I” (training mode, pad "
             "counted)? One number.",
             expected=(expected,),
             mistakes=(
@@ -598,7 +593,7 @@ def _padding_step(numbers: PathNumbers) -> Step:
         "pads out of the statistics."), (
         Question(
             "bn_masked",
-            "**Predict:** with the pad left out, BatchNorm's output for feature 1 of “I”?",
+            "Predict: with the pad left out, BatchNorm's output for feature 1 of “I”?",
             expected=(expected,),
             mistakes=(
                 Mistake((counted,), "That still counts the pad: step 3's answer. Leave the 0 "
@@ -631,14 +626,15 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
     unbiased = centered / torch.sqrt(pair.var(0, unbiased=True) + EPS)
     ln_i = format_numbers(_vector(numbers.ln.output[0, 0]))
     one = "An error"
-    options = (ln_i, "[0, 0, 0]", format_numbers(out_i), one)
+    unchanged = format_numbers(_vector(pair[0]))
+    options = (ln_i, "[0, 0, 0]", unchanged, one)
     return Step(OUTLINE[4], (
         "BatchNorm's statistics are only as good as its batch. Take the first token of each "
         f"sentence, “I” = {format_numbers(_vector(pair[0]))} and “Transformers” = "
         f"{format_numbers(_vector(pair[1]))}, as a batch of two tokens: shape (2, 3)."), (
         Question(
             "bn_two",
-            "**Predict:** BatchNorm's output for “I” in this batch of two?",
+            "Predict: BatchNorm's output for “I” in this batch of two?",
             expected=out_i,
             mistakes=(
                 Mistake(_vector(unbiased[0]),
@@ -665,7 +661,7 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
                 "“Transformers” after": out_t})),
         Question(
             "bn_one",
-            "Now a batch of one: “I” alone, shape (1, 3). **Predict:** what does BatchNorm "
+            "Now a batch of one: “I” alone, shape (1, 3). Predict: what does BatchNorm "
             "give in training mode?",
             options=options,
             answer=one if numbers.one_lnviz else "[0, 0, 0]",
@@ -679,8 +675,8 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
                 "[0, 0, 0]": "That is what the formula would give: each value is its own mean, "
                              "so x − μ = 0 for any input. An output that ignores the input is "
                              "useless, so torch refuses instead.",
-                format_numbers(out_i): "That was the batch of two. With one token, each value "
-                                       "is its own mean and there is no spread to divide by.",
+                unchanged: "In training mode BatchNorm never passes x through: it subtracts "
+                           "the batch's μ, and with one token that μ is x itself.",
             },
             reveal=f"lnviz says: {numbers.one_lnviz}. LayerNorm gives “I” = {ln_i} at any "
                    "batch size, one included."),
@@ -702,7 +698,7 @@ def _epsilon_step(numbers: PathNumbers) -> Step:
         "when σ² is not much bigger than it."), (
         Question(
             "eps",
-            f"**Predict:** x̂ of “I” when ε = σ² = {var:.3g}?",
+            f"Predict: x̂ of “I” when ε = σ² = {var:.3g}?",
             expected=expected,
             mistakes=(
                 Mistake(_vector(centered / (math.sqrt(var) + var)),
@@ -723,7 +719,7 @@ def _epsilon_step(numbers: PathNumbers) -> Step:
                   "larger than σ², x̂ ≈ (x − μ)/√ε: ε, not the data, sets the scale."),
         Question(
             "eps_pad",
-            "The pad token [0, 0, 0] has σ² = 0. **Predict:** LayerNorm of it with ε = 0?",
+            "The pad token [0, 0, 0] has σ² = 0. Predict: LayerNorm of it with ε = 0?",
             options=("[0, 0, 0]", pad, "[inf, inf, inf]", "An error"),
             answer=numbers.pad_eps0,
             right="Right: x − μ = 0 and √(σ² + ε) = 0, and 0/0 is NaN — silently, in torch "
@@ -761,7 +757,7 @@ def _scale_shift_step(numbers: PathNumbers) -> Step:
         "the input had."), (
         Question(
             "undo",
-            f"**Predict:** which γ and β (the same for all three features) turn LayerNorm(“I”) "
+            f"Predict: which γ and β (the same for all three features) turn LayerNorm(“I”) "
             f"= {out_i} back into [1, 2, 3]? Type γ, then β.",
             expected=(gamma, beta),
             mistakes=(
@@ -806,7 +802,7 @@ def _transformer_step(numbers: PathNumbers) -> Step:
         Question(
             "where",
             f"A random batch with RMS ≈ 1 goes through {depth} randomly initialised blocks. "
-            "**Predict:** in which arrangement does the residual stream keep RMS 1 after every "
+            "Predict: in which arrangement does the residual stream keep RMS 1 after every "
             "block?",
             options=tuple(labels.values()),
             answer=labels[steady[0]] if len(steady) == 1 else "",
