@@ -257,6 +257,18 @@ def test_all_seven_real_tokens_collapse_onto_one_point_as_the_text_says(question
     assert "all 7 real tokens" in questions["ln_learning"].right
 
 
+def test_gamma_and_beta_undo_batchnorm_for_every_token_but_layernorm_only_for_one(questions):
+    """Step 7's claims: per-feature γ = σ_c, β = μ_c give BatchNorm's input back for the whole
+    batch; LayerNorm sends "I" and "learning" to the same x̂, so no one γ, β gives both back."""
+    x = SEED.reshape(-1, 3)
+    mean, var = x.mean(0), x.var(0, unbiased=False)
+    undone = F.batch_norm(x, None, None, torch.sqrt(var + 1e-5), mean, training=True)
+    np.testing.assert_allclose(undone, x, atol=1e-9)
+    gamma, beta = questions["undo"].expected
+    assert "“learning” would need γ = 3.27, β = 8" in questions["undo"].right
+    assert (gamma, beta) != pytest.approx((math.sqrt(32 / 3), 8.0), abs=0.1)
+
+
 def test_epsilon_curve_falls_like_one_over_root_eps_past_the_variance():
     _eps, x_hat, variance = epsilon_curve([1e-4, 2 / 3, 100.0])
     assert variance == pytest.approx(2 / 3)

@@ -482,8 +482,8 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
             "Predict: LayerNorm(“I”) = ? Work it out on paper and type the three numbers.",
             expected=out_i, mistakes=tuple(_ln_mistakes(i_token, "“I”")),
             placeholder="three numbers, e.g. 0.5, −1.25, 2",
-            hint=f"Not quite. Work it through: μ = mean of 1, 2, 3; σ² = mean of (x − μ)²; "
-                 f"then x̂ = (x − μ)/√(σ² + ε). The answer is {format_numbers(out_i)}.",
+            hint="Not quite. Work it through: μ = mean of 1, 2, 3; σ² = mean of (x − μ)²; "
+                 "then x̂ = (x − μ)/√(σ² + ε).",
             right=f"Right: μ = {mu:g}, σ² = {var:.3g}, σ = {sigma:.4f}, so x̂ = [−1, 0, 1]/"
                   f"{sigma:.4f} = {format_numbers(out_i, 4)}.",
             reveal=f"Seed 002 rounds σ to 0.81 and then writes ±1.23: that is 1/0.81 = "
@@ -753,8 +753,8 @@ def _scale_shift_step(numbers: PathNumbers) -> Step:
     out_i = format_numbers(_vector(ln.output[0, 0]))
     return Step(OUTLINE[6], (
         "After x̂ comes a learned scale and shift, y = γ·x̂ + β: one γ and one β per feature, "
-        "starting at 1 and 0. They let the network choose the scale it wants — even the one "
-        "the input had."), (
+        "starting at 1 and 0. They let the network give each feature the spread and the "
+        "centre it needs, instead of 1 and 0."), (
         Question(
             "undo",
             f"Predict: which γ and β (the same for all three features) turn LayerNorm(“I”) "
@@ -774,10 +774,11 @@ def _scale_shift_step(numbers: PathNumbers) -> Step:
             placeholder="γ, β",
             hint="Not quite: x̂ = (x − μ)/σ. Solve for x: x = σ·x̂ + μ.",
             right=f"Right: γ = √(σ² + ε) = {gamma:.4f} undoes the division and β = μ = "
-                  f"{beta:g} the subtraction: γ·x̂ + β = x. Normalizing takes nothing away "
-                  "for good. But these fit “I” only: “learning” would need γ = "
-                  f"{gamma_l:.2f}, β = {beta_l:g}. LayerNorm's γ and β are per feature and "
-                  "shared by every token, so they cannot undo it for all tokens at once.",
+                  f"{beta:g} the subtraction: γ·x̂ + β = x. But these fit “I” only: "
+                  f"“learning” would need γ = {gamma_l:.2f}, β = {beta_l:g}. LayerNorm's γ "
+                  "and β are per feature and shared by every token, so no one choice undoes "
+                  "it for all tokens at once. (BatchNorm's can: its statistics are per "
+                  "feature too.)",
             table=_undo_table(numbers, gamma, beta)),
     ))
 
