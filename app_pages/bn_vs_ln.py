@@ -209,3 +209,7 @@ st.info(
 st.subheader("The same in PyTorch")
 st.code(bn_vs_ln_snippet(c, batch_size, steps, minibatch, momentum, settings.seed),
         language="python")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("bn_vs_ln")

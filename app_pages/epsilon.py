@@ -170,3 +170,7 @@ st.info(
 
 st.subheader("The same in PyTorch")
 st.code(epsilon_snippet(vector, eps, settings.dtype), language="python")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("epsilon")

@@ -145,3 +145,7 @@ if batch.mask is not None:
                     values=batch.mask.size, help="True at real tokens, False at padding.")
 st.code(pytorch_snippet(tuple(shape), layout, spec, settings.dtype, settings.device,
                         has_mask=batch.mask is not None), language="python")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("explorer")

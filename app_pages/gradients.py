@@ -183,3 +183,7 @@ st.info(
 
 st.subheader("In PyTorch")
 st.code(gradients_snippet((n, c), kind, cell, eps), language="python")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("gradients")

@@ -1,28 +1,34 @@
-"""Home: the LayerNorm formula, and a sentence and a link for every page."""
+"""Home: a map of the Start-here path and of every page."""
 
 import streamlit as st
 
+from lnviz.lessons.start_here import OUTLINE, STEP_KEY
 from lnviz.ui.pages import PAGES
+from lnviz.ui.path import PATH_PAGE
 
 st.title("lnviz — see what normalization does")
 st.markdown(
-    "Neural networks keep their activations in a healthy range by **normalizing** them: "
-    "subtract a mean, divide by a standard deviation, then let the network rescale. "
-    "The layers differ only in *which* numbers share that mean and deviation."
+    "A normalization layer subtracts a mean μ, divides by a standard deviation √(σ² + ε), "
+    "then lets the network rescale with γ and β. The layers differ only in *which* numbers "
+    "share that μ and σ."
 )
 st.latex(r"y = \gamma \cdot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta")
-st.markdown(
-    "- **μ, σ²** — the mean and (biased) variance of a group of values;\n"
-    "- **ε** — a small constant so that a group with no spread never divides by zero;\n"
-    "- **γ, β** — learned scale and shift, starting at 1 and 0.\n\n"
-    "**LayerNorm** takes μ and σ across the features of *one* sample, so it never looks at the "
-    "rest of the batch. **BatchNorm** takes them across the batch for *one* feature — which is "
-    "why batch size, padding and train/eval mode change its answer."
-)
-for section, pages in PAGES.items():
-    st.subheader(section)
-    for page in pages:
-        if page.path == "app_pages/home.py":
-            continue
-        st.page_link(page.path, label=page.title, icon=page.icon)
-        st.caption(page.summary)
+path, pages = st.columns(2, gap="large")
+with path:
+    st.subheader("The path")
+    st.caption("Twenty minutes in eight steps, each a prediction to check. New here? Begin "
+               "at step 1.")
+    for outline in OUTLINE:
+        st.page_link(PATH_PAGE, label=f"{outline.number}. {outline.title}",
+                     query_params={STEP_KEY: outline.tab},
+                     help=f"The Start-here path, opened on step {outline.number} "
+                          f"(about {outline.minutes} minutes).")
+with pages:
+    st.subheader("The pages")
+    for section, infos in PAGES.items():
+        st.markdown(f"**{section}**")
+        for info in infos:
+            if info.path in ("app_pages/home.py", PATH_PAGE):
+                continue
+            st.page_link(info.path, label=info.title, icon=info.icon)
+            st.caption(info.summary)

@@ -200,3 +200,7 @@ st.info(
 
 st.subheader("The same in PyTorch")
 st.code(padding_snippet(batch, eps, gamma, beta, recipe), language="python")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("padding")

@@ -209,3 +209,7 @@ st.info(
 
 st.subheader("The same in PyTorch")
 st.code(scale_shift_snippet(gamma, beta, samples, SAMPLES, FEATURES), language="python")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("scale_shift")

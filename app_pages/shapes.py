@@ -153,3 +153,7 @@ st.info(
     "panel, pre-LN's sublayer outputs stay level while its stream grows, so deep blocks change "
     "the stream relatively less and less.", icon="🔍")
 st.code(block_snippet(d_model, activation), language="python")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("shapes")

@@ -227,6 +227,11 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             (rng.integers(0, 9, 7), 0.1, 0.9))),
         *_bug_zoo_samples(),
         *_geometry_samples(),
+        (c.start_here.tokens_figure, c.start_here.tokens_figure(
+            ["I", "learning"], np.array([[1.0, 2, 3], [4, 8, 12]]),
+            np.array([[-1.22, 0, 1.22], [-1.22, 0, 1.22]]))),
+        (c.start_here.epsilon_figure, c.start_here.epsilon_figure(
+            np.logspace(-4, 2, 7), np.linspace(1.2, 0.1, 7), 2 / 3, 0.866)),
     ]
 
 

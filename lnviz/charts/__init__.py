@@ -22,8 +22,9 @@ from lnviz.charts import (
     performance,
     scale_shift,
     shapes,
+    start_here,
     training,
 )
 
 __all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
-           "padding", "performance", "scale_shift", "shapes", "training"]
+           "padding", "performance", "scale_shift", "shapes", "start_here", "training"]

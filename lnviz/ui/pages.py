@@ -18,8 +18,12 @@ class PageInfo:
 #: Sections of the navigation, in order; each page file lives in app_pages/.
 PAGES: dict[str, list[PageInfo]] = {
     "Explore": [
+        PageInfo("app_pages/start_here.py", "Start here", ":material/route:",
+                 "Eight short steps, twenty minutes: predict a number or make a choice, then "
+                 "see why — from one token through LayerNorm to a transformer block.",
+                 default=True),
         PageInfo("app_pages/home.py", "Home", ":material/home:",
-                 "What normalization layers do, in one formula.", default=True),
+                 "A map of the path and of every page."),
         PageInfo("app_pages/explorer.py", "Explorer", ":material/biotech:",
                  "Put any batch through any normalization and watch every number: which cells "
                  "share a mean and variance, before and after, step by step."),

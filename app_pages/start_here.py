@@ -1,0 +1,114 @@
+"""Start here: the twenty-minute path through normalization, one prediction at a time."""
+
+import streamlit as st
+
+from lnviz import charts
+from lnviz.lessons.start_here import (
+    MAX_ANSWER_CHARS,
+    OUTLINE,
+    STEP_KEY,
+    TOLERANCE,
+    check,
+    epsilon_curve,
+    path_numbers,
+    path_steps,
+    progress,
+    real_tokens,
+    stack_series,
+)
+from lnviz.ui.cache import Named, cached
+from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import plain
+
+ICONS = {"right": ":material/check_circle:", "wrong": ":material/cancel:",
+         "invalid": ":material/edit:"}
+
+
+def go_to(tab: str) -> None:
+    st.session_state[STEP_KEY] = tab
+
+
+st.title("Start here")
+st.caption("Eight short steps, about twenty minutes. Each asks you to predict a number or make "
+           "a choice before it shows the answer. Your answers stay in the URL: a reload keeps "
+           "them, and a copied link opens the same step.")
+st.latex(r"y = \gamma \cdot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta")
+top = st.container()  # progress, filled in once every answer has been read
+
+numbers = cached(path_numbers)
+steps = cached(path_steps, Named(numbers, "seed 002"))
+answers = {}
+tabs = st.tabs([o.tab for o in OUTLINE], key=STEP_KEY, bind="query-params")
+for tab, step in zip(tabs, steps, strict=True):
+    with tab:
+        outline = step.outline
+        st.subheader(f"Step {step.number} of {len(steps)} · {outline.title}")
+        st.caption(f"About {outline.minutes} minutes.")
+        st.markdown(step.intro)
+        answered = False
+        for q in step.questions:
+            if q.is_choice:
+                value = st.radio(q.prompt, q.options, index=None, key=q.key,
+                                 bind="query-params",
+                                 help="Pick what you expect; the feedback explains every "
+                                      "choice.")
+            else:
+                value = st.text_input(
+                    q.prompt, key=q.key, bind="query-params", max_chars=MAX_ANSWER_CHARS,
+                    placeholder=q.placeholder,
+                    help=f"Numbers separated by commas; two decimals are enough (the check "
+                         f"allows ±{TOLERANCE}). Press Enter to check.")
+            answers[q.key] = value
+            feedback = check(q, value)
+            if feedback.verdict == "right":
+                st.success(feedback.message, icon=ICONS["right"])
+            elif feedback.verdict == "wrong":
+                st.error(feedback.message, icon=ICONS["wrong"])
+            elif feedback.verdict == "invalid":
+                st.warning(plain(feedback.message), icon=ICONS["invalid"])
+            if feedback.answered:
+                answered = True
+                if q.reveal:
+                    st.markdown(q.reveal)
+                if q.table is not None:
+                    st.dataframe(q.table, hide_index=True, key=f"{q.key}_table")
+        if answered and step.number == 2:
+            show_figure(charts.start_here.tokens_figure, *real_tokens(numbers),
+                        key="sp_tokens_chart")
+        elif answered and step.number == 6:
+            eps, x_hat, variance = cached(epsilon_curve)
+            show_figure(charts.start_here.epsilon_figure, eps, x_hat, variance,
+                        float(numbers.ln_eps_var.x_hat[-1]), key="sp_eps_chart")
+        elif answered and step.number == 8:
+            show_figure(charts.shapes.depth_figure, *stack_series(numbers),
+                        key="sp_depth_chart")
+        st.markdown("**Go deeper**")
+        for link in outline.links:
+            st.page_link(link.page, label=link.label, query_params=link.query,
+                         icon=":material/arrow_forward:",
+                         help="Opens the page on this view; the path's link at its end "
+                              "brings you back.")
+        cols = st.columns(2)
+        if step.number > 1:
+            back = OUTLINE[step.number - 2]
+            cols[0].button(f"← Step {back.tab}", key=f"sp_back_{step.number}",
+                           on_click=go_to, args=(back.tab,),
+                           help=f"Back to step {back.number}: {back.title}.")
+        if step.number < len(steps):
+            ahead = OUTLINE[step.number]
+            cols[1].button(f"Step {ahead.tab} →", key=f"sp_next_{step.number}",
+                           on_click=go_to, args=(ahead.tab,), type="primary",
+                           help=f"On to step {ahead.number}: {ahead.title}.")
+        else:
+            right, total, _ = progress(steps, answers)
+            cols[1].markdown(f"**End of the path: {right} of {total} checks right.**")
+            cols[1].page_link("app_pages/home.py", label="Home: a map of every page",
+                              icon=":material/home:", help="Every page of lnviz, with a "
+                                                           "sentence on each.")
+
+right, total, line = progress(steps, answers)
+with top:
+    st.progress(right / total, text=f"{right} of {total} checks right")
+    st.markdown(line)
+    st.caption("✓ every check of the step right · ✗ a check answered wrong · ○ still to do. "
+               "The path computes in float64 on the CPU, whatever the sidebar says.")

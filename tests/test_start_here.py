@@ -1,0 +1,479 @@
+"""Start here: the path's answers checked against torch and seed 002, the checking of typed
+answers (tolerance, the slips it names), its figures, and the page run headless with AppTest:
+every question answered wrong and right, the progress, the URL, and the links both ways."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from urllib.parse import urlencode
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from pageutil import ROOT, alerts, figures, open_page
+from streamlit.testing.v1 import AppTest
+
+from lnviz import charts
+from lnviz.data import PRESETS
+from lnviz.lessons.start_here import (
+    OUTLINE,
+    STEP_KEY,
+    TOLERANCE,
+    Question,
+    check,
+    epsilon_curve,
+    format_numbers,
+    outline_for_page,
+    parse_numbers,
+    path_numbers,
+    path_steps,
+    progress,
+    real_tokens,
+    step_status,
+)
+from lnviz.ui.path import PATH_PAGE
+
+PAGE = "app_pages/start_here.py"
+#: The concept pages that end with the way back to the path.
+CONCEPT_PAGES = ("explorer", "bn_vs_ln", "padding", "epsilon", "scale_shift", "gradients",
+                 "shapes")
+SEED = torch.tensor([[[1, 2, 3], [2, 4, 6], [3, 6, 9], [4, 8, 12]],
+                     [[5, 10, 15], [6, 12, 18], [7, 13, 19], [0, 0, 0]]], dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def steps():
+    return path_steps()
+
+
+@pytest.fixture(scope="module")
+def questions(steps) -> dict[str, Question]:
+    return {q.name: q for s in steps for q in s.questions}
+
+
+def typed(values) -> str:
+    """An answer as a learner types it: two decimals, ASCII minus."""
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+# --- Reading typed answers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "numbers"), [
+    ("-1.22, 0, 1.22", (-1.22, 0.0, 1.22)),
+    ("−1.22, 0, 1.22", (-1.22, 0.0, 1.22)),  # typographic minus
+    ("[-1.22 0 1.22]", (-1.22, 0.0, 1.22)),
+    ("(0.82; 2)", (0.82, 2.0)),
+    ("  -1.09 ", (-1.09,)),
+    ("1e-3,nan", (0.001, math.nan)),
+])
+def test_typed_numbers_are_read_in_every_usual_form(text, numbers):
+    read = parse_numbers(text)
+    assert len(read) == len(numbers)
+    assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(read, numbers,
+                                                                              strict=True))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("abc", "“abc” is not a number"), ("1, two, 3", "“two” is not a number"),
+    ("[ ]", "Type a number"),
+])
+def test_what_is_not_a_number_is_named(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_numbers(text)
+
+
+def test_numbers_are_shown_with_a_true_minus_and_without_trailing_zeros():
+    assert format_numbers([-1.2247, 0.0, 1.2247]) == "[−1.22, 0, 1.22]"
+    assert format_numbers([-0.001]) == "0"
+    assert format_numbers([math.nan, math.inf]) == "[NaN, inf]"
+    assert format_numbers([2.0]) == "2"
+
+
+# --- The answers, against torch and seed 002 ---------------------------------------------------
+
+
+def test_prompts_are_plain_text_as_screen_readers_read_them(questions):
+    """A prompt is its control's label, and the label's text its accessible name: markdown
+    emphasis would be read out as asterisks."""
+    assert [q.name for q in questions.values() if set(q.prompt) & set("*_`#")] == []
+
+
+def test_no_option_of_a_later_question_gives_an_earlier_answer_away(steps):
+    for step in steps:
+        for k, q in enumerate(step.questions):
+            earlier = {format_numbers(e.expected) for e in step.questions[:k] if e.expected}
+            assert earlier.isdisjoint(q.options), q.name
+
+
+def test_the_expected_answers_are_torchs(questions):
+    i_token, learning = SEED[0, 0], SEED[0, 3]
+    np.testing.assert_allclose(questions["ln_i"].expected, F.layer_norm(i_token, (3,)))
+    np.testing.assert_allclose(questions["ln_learning"].expected, F.layer_norm(learning, (3,)))
+    counted = F.batch_norm(SEED.reshape(-1, 3), None, None, training=True)
+    assert questions["bn_seed"].expected == pytest.approx((float(counted[0, 0]),))
+    mask = SEED.abs().sum(-1) > 0
+    masked = F.batch_norm(SEED[mask], None, None, training=True)
+    assert questions["bn_masked"].expected == pytest.approx((float(masked[0, 0]),))
+    pair = F.batch_norm(SEED[:, 0], None, None, training=True)
+    np.testing.assert_allclose(questions["bn_two"].expected, pair[0])
+    var = float(i_token.var(unbiased=False))
+    np.testing.assert_allclose(questions["eps"].expected, F.layer_norm(i_token, (3,), eps=var))
+    gamma, beta = questions["undo"].expected
+    undone = F.layer_norm(i_token, (3,), torch.full((3,), gamma, dtype=torch.float64),
+                          torch.full((3,), beta, dtype=torch.float64))
+    np.testing.assert_allclose(undone, i_token, atol=1e-12)
+
+
+def test_the_answers_are_seed_002s_worked_numbers(questions):
+    assert questions["ln_i"].expected == pytest.approx((-1.2247, 0, 1.2247), abs=1e-4)
+    assert questions["ln_learning"].expected == pytest.approx((-1.2247, 0, 1.2247), abs=1e-4)
+    assert questions["bn_seed"].expected[0] == pytest.approx(-1.09, abs=5e-3)  # (1 − 3.5)/2.29
+    assert questions["bn_masked"].expected[0] == pytest.approx(-1.5, abs=1e-5)
+    assert questions["bn_two"].expected == pytest.approx((-1, -1, -1), abs=1e-5)
+    assert questions["eps"].expected == pytest.approx((-math.sqrt(0.75), 0, math.sqrt(0.75)))
+    assert questions["undo"].expected == pytest.approx((math.sqrt(2 / 3), 2.0), abs=1e-5)
+
+
+def test_the_choices_are_decided_by_the_computation(questions):
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        F.batch_norm(SEED[0, :1], None, None, training=True)
+    assert questions["bn_one"].answer == "An error"
+    assert torch.isnan(F.layer_norm(SEED[1, 3], (3,), eps=0.0)).all()
+    assert questions["eps_pad"].answer == "[NaN, NaN, NaN]"
+    numbers = path_numbers()
+    stream = {v: p.stream for v, p in numbers.stack.items()}
+    assert np.abs(stream["post-LN"][1:] - 1).max() < 1e-3
+    assert stream["pre-LN"][-1] > 2 and stream["none"][-1] > stream["pre-LN"][-1]
+    assert questions["where"].answer.startswith("post-LN")
+    assert questions["why"].answer == "About as well as with plain BatchNorm"
+
+
+def test_the_wrong_formulas_give_the_numbers_their_feedback_names(questions):
+    slips = {m.why.split(":")[0]: m.values for m in questions["ln_i"].mistakes}
+    assert slips["That is the unbiased variance"] == pytest.approx((-1, 0, 1), abs=1e-5)
+    assert slips["That is RMSNorm"] == pytest.approx(
+        F.rms_norm(SEED[0, 0], (3,), eps=1e-5).tolist())
+    eps_slips = {m.why.split(":")[0]: m.values for m in questions["eps"].mistakes}
+    sigma = math.sqrt(2 / 3)
+    assert eps_slips["That adds ε to σ"] == pytest.approx((-1 / (sigma + 2 / 3), 0,
+                                                          1 / (sigma + 2 / 3)))
+    unbiased = questions["bn_seed"].mistakes[0]
+    assert unbiased.why.startswith("That is the unbiased variance, dividing by 7")
+    assert unbiased.values[0] == pytest.approx(-2.5 / math.sqrt(6.0), abs=1e-5)  # σ² = 42/7
+    assert questions["bn_two"].mistakes[0].values == pytest.approx((-math.sqrt(0.5),) * 3,
+                                                                   abs=1e-5)
+
+
+def test_every_slip_is_told_apart_from_the_answer(questions):
+    for q in questions.values():
+        for mistake in q.mistakes:
+            assert len(mistake.values) == len(q.expected), (q.name, mistake.why)
+            distance = max(abs(a - b) for a, b in zip(mistake.values, q.expected, strict=True))
+            assert distance > 3 * TOLERANCE, (q.name, mistake.why)
+
+
+# --- Checking ---------------------------------------------------------------------------------
+
+
+def test_right_answers_pass_within_the_tolerance(questions):
+    for q in questions.values():
+        if q.is_choice:
+            assert check(q, q.answer).verdict == "right"
+            continue
+        assert check(q, typed(q.expected)).verdict == "right", q.name
+        off = [v + 0.9 * TOLERANCE for v in q.expected]
+        assert check(q, ", ".join(repr(v) for v in off)).verdict == "right", q.name
+        assert check(q, typed(q.expected)).message == q.right
+
+
+def test_seed_002s_rounded_answer_counts_and_its_slip_is_named(questions):
+    q = questions["ln_i"]
+    assert check(q, "-1.23, 0, 1.23").verdict == "right"
+    assert "Seed 002 rounds σ to 0.81" in q.reveal and "1.2346" in q.reveal
+
+
+def test_every_slip_gets_its_own_feedback(questions):
+    for q in questions.values():
+        for mistake in q.mistakes:
+            feedback = check(q, typed(mistake.values))
+            assert feedback.verdict == "wrong", (q.name, mistake.why)
+            assert mistake.why[1:] in feedback.message  # "That is…", or "Or: that is…"
+
+
+def test_an_unbiased_variance_and_a_missing_division_both_explain_minus_one_zero_one(questions):
+    feedback = check(questions["ln_i"], "-1, 0, 1")
+    assert feedback.verdict == "wrong"
+    assert "unbiased variance" in feedback.message and "Or: that is x − μ" in feedback.message
+
+
+def test_an_unexplained_answer_gets_the_hint_and_a_near_one_is_told_so(questions):
+    q = questions["bn_seed"]
+    assert check(q, "7").message == q.hint
+    assert check(q, "-1.12").message.startswith("Nearly")
+
+
+@pytest.mark.parametrize(("answer", "verdict", "message"), [
+    (None, "unanswered", ""), ("  ", "unanswered", ""),
+    ("1, 2", "invalid", "Type 3 numbers, separated by commas: you typed 2."),
+    ("one", "invalid", "“one” is not a number"),
+])
+def test_what_is_not_an_answer_is_not_marked_wrong(questions, answer, verdict, message):
+    feedback = check(questions["ln_i"], answer)
+    assert feedback.verdict == verdict and message in feedback.message
+    assert not feedback.answered
+
+
+def test_every_wrong_choice_is_explained(questions):
+    for q in questions.values():
+        if not q.is_choice:
+            continue
+        assert q.answer in q.options
+        assert set(q.feedback) == set(q.options) - {q.answer}
+        for option, why in q.feedback.items():
+            assert check(q, option).verdict == "wrong" and check(q, option).message == why
+        assert check(q, "something else").verdict == "invalid"
+
+
+def test_progress_marks_each_step(steps):
+    answers = {"sp_why": steps[0].questions[0].answer, "sp_ln_i": "-1, 0, 1",
+               "sp_ln_learning": "-1.22, 0, 1.22", "sp_bn_seed": "-1.09"}
+    assert [step_status(s, answers) for s in steps[:4]] == ["right", "wrong", "right", "todo"]
+    right, total, line = progress(steps, answers)
+    assert (right, total) == (3, 11)
+    assert line.startswith("✓ 1 Why · ✗ 2 LayerNorm · ✓ 3 BatchNorm · ○ 4 Padding")
+
+
+# --- The numbers behind the text ---------------------------------------------------------------
+
+
+def test_all_seven_real_tokens_collapse_onto_one_point_as_the_text_says(questions):
+    names, _inputs, outputs = real_tokens(path_numbers())
+    assert names == ["I", "love", "deep", "learning", "Transformers", "are", "powerful"]
+    np.testing.assert_allclose(outputs, np.tile(F.layer_norm(SEED[0, 0], (3,)), (7, 1)),
+                               atol=1e-5)
+    assert "all 7 real tokens" in questions["ln_learning"].right
+
+
+def test_gamma_and_beta_undo_batchnorm_for_every_token_but_layernorm_only_for_one(questions):
+    """Step 7's claims: per-feature γ = σ_c, β = μ_c give BatchNorm's input back for the whole
+    batch; LayerNorm sends "I" and "learning" to the same x̂, so no one γ, β gives both back."""
+    x = SEED.reshape(-1, 3)
+    mean, var = x.mean(0), x.var(0, unbiased=False)
+    undone = F.batch_norm(x, None, None, torch.sqrt(var + 1e-5), mean, training=True)
+    np.testing.assert_allclose(undone, x, atol=1e-9)
+    gamma, beta = questions["undo"].expected
+    assert "“learning” would need γ = 3.27, β = 8" in questions["undo"].right
+    assert (gamma, beta) != pytest.approx((math.sqrt(32 / 3), 8.0), abs=0.1)
+
+
+def test_epsilon_curve_falls_like_one_over_root_eps_past_the_variance():
+    _eps, x_hat, variance = epsilon_curve([1e-4, 2 / 3, 100.0])
+    assert variance == pytest.approx(2 / 3)
+    assert x_hat[0] == pytest.approx(math.sqrt(1.5), rel=1e-3)
+    assert x_hat[1] == pytest.approx(math.sqrt(0.75))
+    assert x_hat[2] == pytest.approx(1 / math.sqrt(100 + 2 / 3))
+
+
+def test_figures_carry_the_numbers():
+    names, inputs, outputs = real_tokens(path_numbers())
+    fig = charts.start_here.tokens_figure(names, inputs, outputs)
+    assert len(fig.data) == 14 and list(fig.data[3].y) == [4, 8, 12]
+    np.testing.assert_allclose(fig.data[10].y, [-1.2247, 0, 1.2247], atol=1e-4)
+    eps, x_hat, variance = epsilon_curve()
+    fig = charts.start_here.epsilon_figure(eps, x_hat, variance, math.sqrt(0.75))
+    assert list(fig.data[2].x) == [pytest.approx(2 / 3)]
+    assert fig.data[2].text == ("0.866",)
+
+
+# --- The page ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def page() -> AppTest:
+    return open_page(PAGE)
+
+
+def test_start_here_is_the_apps_default_page():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not at.exception
+    assert at.title[0].value == "Start here"
+    assert any(r"\gamma" in latex.value for latex in at.latex)
+
+
+def test_the_page_shows_eight_steps_and_nothing_answered(page):
+    assert [t.label for t in page.tabs] == [o.tab for o in OUTLINE]
+    assert [s.value for s in page.subheader][:2] == ["Step 1 of 8 · Why normalize",
+                                                     "Step 2 of 8 · LayerNorm on one token, "
+                                                     "by hand"]
+    assert alerts(page) == {"error": [], "warning": [], "success": [], "info": []}
+    assert "0 of 11 checks right" in page.get("progress")[0].proto.text
+    assert page.markdown[0].value.startswith("○ 1 Why · ○ 2 LayerNorm")
+    assert page.dataframe == [] and figures(page) == []  # nothing revealed yet
+
+
+def answer(at: AppTest, q: Question, value: str) -> AppTest:
+    if q.is_choice:
+        at.radio(key=q.key).set_value(value).run()
+    else:
+        at.text_input(key=q.key).input(value).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def feedback_for(at: AppTest, q: Question) -> tuple[str, str]:
+    """The alert right under question ``q``: its kind and text."""
+    kinds = {"error": "wrong", "success": "right", "warning": "invalid"}
+    found = [(kinds[kind], text) for kind, texts in alerts(at).items() if kind in kinds
+             for text in texts]
+    assert len(found) == 1, found  # one question answered at a time in these tests
+    return found[0]
+
+
+def test_every_question_answered_wrong_then_right_gets_the_matching_feedback(questions):
+    at = open_page(PAGE)
+    for q in questions.values():
+        wrongs = (list(q.feedback) if q.is_choice
+                  else [typed(m.values) for m in q.mistakes]
+                  + [typed([123.0] * len(q.expected))])  # no slip explains it: the hint
+        for wrong in wrongs:
+            answer(at, q, wrong)
+            verdict, text = feedback_for(at, q)
+            assert verdict == "wrong", (q.name, wrong, text)
+            assert text == check(q, wrong).message
+        answer(at, q, q.answer if q.is_choice else typed(q.expected))
+        assert feedback_for(at, q) == ("right", q.right)
+        # clear it, so that the next question's alert is the only one
+        if q.is_choice:
+            at.radio(key=q.key).set_value(None).run()
+        else:
+            at.text_input(key=q.key).input("").run()
+
+
+def test_answers_reveal_the_numbers_and_figures_and_mark_progress(questions):
+    at = open_page(PAGE)
+    answer(at, questions["ln_i"], "-1, 0, 1")
+    assert "✗ 2 LayerNorm" in at.markdown[0].value
+    assert any("Seed 002 rounds σ to 0.81" in m.value for m in at.markdown)
+    tokens = figures(at)
+    assert len(tokens) == 1 and tokens[0]["data"][0]["name"] == "I"
+    answer(at, questions["ln_i"], "-1.22, 0, 1.22")
+    answer(at, questions["ln_learning"], "-1.22, 0, 1.22")
+    assert "✓ 2 LayerNorm" in at.markdown[0].value
+    assert "2 of 11 checks right" in at.get("progress")[0].proto.text
+    table = at.dataframe[-1].value
+    assert list(table["token"]) == ["I", "learning"]
+    answer(at, questions["eps"], "0.87, 0, 0.87")  # the sign of the first slipped
+    eps_chart = figures(at)[1]
+    assert eps_chart["data"][2]["text"] == ["0.866"]
+    answer(at, questions["where"], questions["where"].answer)
+    depth = figures(at)[2]
+    assert {t["name"] for t in depth["data"]} == {"post-LN", "pre-LN", "none"}
+
+
+def test_a_link_restores_the_step_and_the_answers():
+    query = {STEP_KEY: "3 BatchNorm", "sp_bn_seed": "-1.09", "sp_why": "Worse than without "
+             "BatchNorm"}
+    at = open_page(PAGE, query)
+    assert at.session_state[STEP_KEY] == "3 BatchNorm"
+    assert at.text_input(key="sp_bn_seed").value == "-1.09"
+    assert at.markdown[0].value.startswith("✗ 1 Why · ○ 2 LayerNorm · ✓ 3 BatchNorm")
+    assert len(alerts(at)["success"]) == 1 and len(alerts(at)["error"]) == 1
+
+
+def test_next_and_back_move_between_steps_and_into_the_url():
+    at = open_page(PAGE)
+    at.button(key="sp_next_1").click().run()
+    assert at.session_state[STEP_KEY] == "2 LayerNorm"
+    assert at.query_params[STEP_KEY] == "2 LayerNorm"
+    at.button(key="sp_back_3").click().run()
+    assert at.session_state[STEP_KEY] == "2 LayerNorm"
+    assert "sp_next_8" not in [b.key for b in at.button]
+    assert any("End of the path: 0 of 11" in m.value for m in at.markdown)
+
+
+def test_junk_in_the_url_opens_the_path_at_step_one():
+    at = open_page(PAGE, {STEP_KEY: "<script>", "sp_where": "junk", "sp_ln_i": "nan"})
+    assert at.session_state[STEP_KEY] == "1 Why"
+    assert at.radio(key="sp_where").value is None
+
+
+def test_a_typed_answer_is_shown_as_text_not_markup(questions):
+    at = answer(open_page(PAGE), questions["bn_seed"], "**1**")
+    assert alerts(at)["warning"] == ["“**1**” is not a number: type numbers like 0.5, −1.25 or "
+                                     "2, separated by commas."]
+    assert "\\*\\*1\\*\\*" in at.warning[0].value  # escaped: no bold
+
+
+# --- Links into the concept pages and back ------------------------------------------------------
+
+KINDS = ("slider", "select_slider", "number_input", "selectbox", "segmented_control", "radio",
+         "checkbox", "text_input")
+LINKS = [link for o in OUTLINE for link in o.links if link.query]
+
+
+def control_value(key: str, text: str) -> object:
+    """The value a control shows for the URL value ``text`` a link gives it."""
+    if key == "preset":  # the Explorer's examples go by their names in the URL
+        return next(k for k, preset in PRESETS.items() if preset.name == text)
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+@pytest.mark.parametrize("link", LINKS, ids=[f"{link.name}-{'-'.join(link.query)}"
+                                             for link in LINKS])
+def test_each_link_opens_its_page_on_the_view_it_names(link):
+    at = open_page(link.page, link.query)
+    shown = {w.key: w.value for kind in KINDS for w in getattr(at, kind) if w.key in link.query}
+    assert shown == {key: control_value(key, text) for key, text in link.query.items()}
+
+
+def test_the_batchnorm_link_opens_the_explorer_on_seed_002s_number(questions):
+    link = OUTLINE[2].links[0]
+    at = open_page(link.page, link.query)
+    worked = " ".join(latex.value for latex in at.latex)
+    assert "(-1.091)" in worked, worked  # the worked example: feature 1 of "I", pad counted
+    assert questions["bn_seed"].expected[0] == pytest.approx(-1.091, abs=5e-4)
+
+
+def test_the_page_links_into_every_view_it_names(page):
+    shown = {(link.proto.label, link.proto.query_string) for link in page.get("page_link")}
+    assert shown == {(link.label, urlencode(link.query)) for o in OUTLINE for link in o.links} | {
+        ("Home: a map of every page", "")}
+
+
+@pytest.mark.parametrize("name", CONCEPT_PAGES)
+def test_every_concept_page_links_back_to_its_step(name):
+    outline = outline_for_page(name)
+    assert outline is not None
+    source = (ROOT / "app_pages" / f"{name}.py").read_text().rstrip().splitlines()
+    assert source[-1] == f'path_link("{name}")'
+    at = open_page(f"app_pages/{name}.py")
+    back = [link.proto for link in at.get("page_link") if link.proto.label.startswith(
+        "Part of the Start-here path")]
+    assert len(back) == 1
+    assert back[0].label == (f"Part of the Start-here path: step {outline.number}, "
+                             f"{outline.title} — back to it")
+    assert back[0].query_string == urlencode({STEP_KEY: outline.tab})
+
+
+def test_the_home_page_maps_the_path_and_every_page():
+    at = open_page("app_pages/home.py")
+    links = [link.proto for link in at.get("page_link")]
+    to_path = [link.query_string for link in links if link.label[0].isdigit()]
+    assert to_path == [urlencode({STEP_KEY: o.tab}) for o in OUTLINE]
+    assert {link.label for link in links} >= {"Explorer", "Performance", "LN-LSTM vs LSTM"}
+    assert sum(len(m.value.split()) for m in at.markdown) < 120  # a map, not an essay
+
+
+def test_path_page_is_the_one_the_navigation_knows():
+    assert (ROOT / PATH_PAGE).exists()
+    assert Path(PAGE) == Path(PATH_PAGE)
