@@ -22,7 +22,7 @@ WORKDIR /app
 # 1. torch's CPU build first, from PyTorch's own index (a few hundred MB instead of the
 #    multi-GB CUDA build that PyPI's default wheel pulls in on Linux). Its own layer, so that
 #    rebuilding after a code change does not download it again.
-RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.4,<2.14"
+RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.6,<2.14"
 
 # 2. The rest of the runtime dependencies. The CPU torch above already satisfies
 #    requirements.txt's torch line, so pip keeps it.

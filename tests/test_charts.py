@@ -246,6 +246,7 @@ def _bug_zoo_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         samples.append((charts.bug_zoo.diff_heatmaps, charts.bug_zoo.diff_heatmaps(
             result.diffs, result.max_diffs, result.matches, result.nonfinite, result.allowed,
             zoo.labels)))
+    return samples
 
 
 def _geometry_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
