@@ -146,6 +146,14 @@ if batch.mask is not None:
 st.code(pytorch_snippet(tuple(shape), layout, spec, settings.dtype, settings.device,
                         has_mask=batch.mask is not None), language="python")
 
+st.info(
+    "**Try this.** Choose the example *Two words, batch of one* (seed 003's two words, one word "
+    "a row). Under LayerNorm the middle heatmap colours each row as one group: every word gets "
+    "its own μ and σ. Switch to BatchNorm and the groups turn into columns: each feature is "
+    "pooled over both words. Back under LayerNorm, choose *A constant row* and set ε to 0: "
+    "the constant row's x − μ = 0 is divided by √0, and the page shows why 0/0 is NaN.",
+    icon=":material/science:")
+
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 
 path_link("explorer")

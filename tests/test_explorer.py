@@ -914,3 +914,23 @@ def test_the_fast_path_note_does_not_promise_the_readable_codes_numbers():
     assert "its last digits are torch's rounding" in note
     scratch = normalize(ex.x, "NC", NormSpec(), impl="scratch").output
     assert not torch.equal(scratch, ex.result.output)  # not the same numbers, bit for bit
+
+
+def test_the_explorers_try_this_holds_on_the_example_it_names():
+    at = open_page(EXPLORER)
+    assert any("**Try this.**" in i.value and "Two words, batch of one" in i.value
+               for i in at.info)
+    preset = get_preset("two_words")
+    assert preset.name == "Two words, batch of one" and preset.values.shape == (2, 1, 3)
+    assert get_preset("constant_row").name == "A constant row"
+    # one group per row (word) under LayerNorm, over either choice of trailing dims; one per
+    # column (feature) under BatchNorm
+    for dims in (1, 2):
+        rows = to_grid(group_ids((2, 1, 3), "NLC", NormSpec(norm="LayerNorm", dims=dims)), "NLC")
+        assert (rows == rows[:, :1]).all() and rows[0, 0] != rows[1, 0]
+    cols = to_grid(group_ids((2, 1, 3), "NLC", NormSpec(norm="BatchNorm")), "NLC")
+    assert (cols == cols[:1]).all() and len(set(cols[0].tolist())) == 3
+    at.selectbox(key="preset").set_value("constant_row").run()
+    at.select_slider(key="eps").set_value(0.0).run()
+    assert at.segmented_control(key="norm").value == "LayerNorm"
+    assert any("0/0 is NaN" in text for text in alerts(at)["warning"])
