@@ -293,7 +293,7 @@ def test_switching_between_batchnorm_and_layernorm(page: Page, server: str) -> N
     _norm_option(page, "LayerNorm").click()
     expect(chart_title(page, "output y (LayerNorm)")).to_be_visible()
     expect(_norm_option(page, "LayerNorm")).to_be_checked()
-    expect(captions.filter(has_text="LayerNorm: one μ, σ per sample")).to_be_visible()
+    expect(captions.filter(has_text="LayerNorm: one μ, σ per position")).to_be_visible()
     expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_have_count(0)
     expect(chart_title(page, "output y (BatchNorm)")).to_have_count(0)
     _wait_idle(page)

@@ -167,8 +167,7 @@ def invariance_figure(probes: Sequence[str], deltas: dict[str, Sequence[float]],
                          marker=dict(color="white", line=dict(color="black", width=1),
                                      pattern=dict(shape="/", fgcolor="black", size=6))))
     layout = dict(
-        xaxis=dict(title=dict(text="max |Δ output| (linear scale; the output has σ ≈ 1 per "
-                                   "group)"),
+        xaxis=dict(title=dict(text="max |Δ output|, linear scale"),
                    range=[0.0, 1.45 * longest if longest > 0 else 1.0], rangemode="tozero",
                    automargin=True),
         yaxis=dict(autorange="reversed", automargin=True),

@@ -32,7 +32,7 @@ PAGES: dict[str, list[PageInfo]] = {
         PageInfo("app_pages/bn_vs_ln.py", "BatchNorm vs LayerNorm", ":material/compare:",
                  "The same batch through both: which cells share statistics, how one sample's "
                  "output depends on its batch, and what changes between training and eval."),
-        PageInfo("app_pages/geometry.py", "The geometry of LayerNorm", ":material/3d_rotation:",
+        PageInfo("app_pages/geometry.py", "The geometry of LayerNorm", ":material/public:",
                  "Vectors of 2 or 3 features on their way to a circle: centring projects onto a "
                  "plane, scaling onto a sphere; ε, γ, β, RMSNorm and BatchNorm each change the "
                  "picture."),
