@@ -380,6 +380,24 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _count_within_cap(shape: list[int], total: int, max_elements: int, where: str) -> int:
+    """``total`` plus the values of one more array of ``shape``, refused when the array has too
+    many dimensions or brings the file over ``max_elements``: checked from the declared shape,
+    before anything is allocated."""
+    if len(shape) > _MAX_NDIM:
+        raise TensorFileError(
+            f"{where}it has {len(shape)} dimensions; at most {_MAX_NDIM} are accepted"
+        )
+    count = math.prod(shape)
+    total += count
+    if count > max_elements or total > max_elements:
+        raise TensorTooLargeError(
+            f"{where}shape {_short(repr(shape))} brings the file to {total} elements, more than "
+            f"the cap of {max_elements} (max_elements)"
+        )
+    return total
+
+
 def _read_npy_header(data: bytes, max_elements: int, where: str) -> _NpyHeader:
     """Parse and check an .npy header, refusing it before any array memory is allocated."""
 
@@ -855,20 +873,9 @@ def _torch_arrays(
             )
         if tensor.device.type != "cpu":
             raise TensorFileError(f"{where}a tensor on the {tensor.device.type} device")
-        shape = tuple(tensor.shape)
-        if len(shape) > _MAX_NDIM:
-            raise TensorFileError(
-                f"{where}it has {len(shape)} dimensions; at most {_MAX_NDIM} are accepted"
-            )
-        count = math.prod(shape)
-        total += count
-        if count > max_elements or total > max_elements:
-            # A view can declare any shape over a small storage (a stride of 0), so the shapes
-            # are checked here, before any array is built.
-            raise TensorTooLargeError(
-                f"{where}shape {_short(repr(list(shape)))} brings the file to {total} elements, "
-                f"more than the cap of {max_elements} (max_elements)"
-            )
+        # A view can declare any shape over a small storage (a stride of 0), so the shapes
+        # are checked here, before any array is built.
+        total = _count_within_cap(list(tensor.shape), total, max_elements, where)
     arrays = {}
     for name in list(tensors):
         arrays[name] = _tensor_to_array(tensors.pop(name), torch, keep_float64)
@@ -984,17 +991,8 @@ def _read_safetensors_header(data: bytes, max_elements: int) -> _SafetensorsHead
             raise malformed(f"{where}shape {_short(repr(shape))} is not a list of integers")
         if any(dim < 0 for dim in shape):
             raise malformed(f"{where}negative dimension in shape {_short(repr(shape))}")
-        if len(shape) > _MAX_NDIM:
-            raise TensorFileError(
-                f"{where}it has {len(shape)} dimensions; at most {_MAX_NDIM} are accepted"
-            )
+        total = _count_within_cap(shape, total, max_elements, where)
         count = math.prod(shape)
-        total += count
-        if count > max_elements or total > max_elements:
-            raise TensorTooLargeError(
-                f"{where}shape {_short(repr(shape))} brings the file to {total} elements, more "
-                f"than the cap of {max_elements} (max_elements)"
-            )
         if max(shape, default=0) > max_elements:
             raise TensorFileError(
                 f"{where}shape {_short(repr(shape))} has a dimension larger than the cap of "
