@@ -255,7 +255,14 @@ def test_findings_follow_the_runs_where_the_plain_lstm_reaches_90_percent_first(
         "LSTM seed at lr 0.01; the LN-LSTM reaches 90% sooner (median step) at lr 0.01.",
     ]
     assert result.reach_text("LSTM · lr 0.1") == (
-        "90% first reached at step 10 (median; 3 of 3 seeds got there)")
+        "90% first reached: seed 0 at step 10, seed 1 at step 20, seed 2 at step 10")
+    assert result.reach_text("LSTM · lr 0.01") == (
+        "90% first reached: seed 0 at step 30, seed 1 at step 30, seed 2 at step 30")
+    slow = replace(result, seed_curves={**result.seed_curves, "LSTM · lr 0.1": [
+        {"step": [10, 20], "loss": [1.0] * 2, "accuracy": a} for a in ([0.5, 0.95], [0.5, 0.6],
+                                                                       [0.5, 0.6])]})
+    assert slow.reach_text("LSTM · lr 0.1") == (
+        "90% first reached: seed 0 at step 20, seed 1 never, seed 2 never")
 
 
 def test_findings_with_one_seed_say_so_and_nobody_reaching_90_is_said_plainly() -> None:

@@ -1293,21 +1293,16 @@ class TrainingResult:
                 for label, steps in self.steps_to_accuracy(threshold).items()}
 
     def reach_text(self, label: str, threshold: float = TARGET_ACCURACY) -> str:
-        """When ``label`` first reached ``threshold``, in words: "90 % first reached at step
-        40", or with seeds "… at step 40 (median; 3 of 3 seeds got there)"."""
+        """When ``label`` first reached ``threshold``, in words, seed by seed: "90% first
+        reached at step 40", or "90% first reached: seed 0 at step 40, seed 1 never"."""
         steps = self.steps_to_accuracy(threshold)[label]
-        reached = sum(s is not None for s in steps)
-        median = self.median_steps_to(threshold)[label]
         goal = _percent(threshold)
         if len(steps) == 1:
-            return f"{goal} first reached at step {steps[0]}" if reached else \
+            return f"{goal} first reached at step {steps[0]}" if steps[0] is not None else \
                 f"never reached {goal}"
-        if not reached:
-            return f"no seed reached {goal}"
-        if math.isinf(median):
-            return f"{goal} reached by only {reached} of {len(steps)} seeds"
-        return f"{goal} first reached at step {median:g} (median; {reached} of {len(steps)} " \
-               "seeds got there)"
+        return f"{goal} first reached: " + ", ".join(
+            f"seed {seed} " + ("never" if step is None else f"at step {step}")
+            for seed, step in zip(self.seeds, steps, strict=True))
 
     def diverged(self) -> dict[str, int]:
         """The series some of whose seeds' training loss became NaN or infinite: how many."""
