@@ -41,8 +41,8 @@ GOAL = f"{TARGET_ACCURACY:.0%}"
 
 st.title("LN-LSTM vs LSTM")
 st.caption("Train an LSTM with and without Layer Normalization on images read as sequences, "
-           "from several seeds, and watch the curves, the gradients and the gate activations. "
-           "The URL keeps your settings: copy it to share this exact comparison.")
+           "from one seed or several, and watch the curves, the gradients and the gate "
+           "activations. The URL keeps your settings: copy it to share this exact comparison.")
 
 # --- Controls ---------------------------------------------------------------------------------
 with st.container(border=True):
@@ -52,8 +52,8 @@ with st.container(border=True):
         bind="query-params", format_func=MODEL_LABELS.get,
         help="LSTM: the plain cell. LN-LSTM: LayerNorm on W·x, on U·h and on the cell state "
              "(Ba et al., 2016). BN-LSTM: BatchNorm there instead, with statistics per time "
-             "step. Runs of the same seed start from the same weights and see the same "
-             "mini-batches, whatever the model.")
+             "step. Runs of the same seed start from the same W, U and output layer and see "
+             "the same mini-batches, whatever the model.")
     source = cols[1].radio(
         "Data", ["digits", "mnist"], horizontal=True, key="tr_data", bind="query-params",
         format_func={"digits": "8×8 digits (built in)", "mnist": "MNIST (upload)"}.get,
@@ -66,8 +66,8 @@ with st.container(border=True):
             "Read each digit", list(DIGIT_READINGS), key="tr_reading", bind="query-params",
             format_func=lambda r: DIGIT_READINGS[r][1],
             help="How an image becomes a sequence. Longer sequences ask the network to carry "
-                 "what it saw over more steps, and each step costs time: 28 steps train about "
-                 "three times slower than 8.")
+                 "what it saw over more steps, and every time step costs time: measured here, "
+                 "28 steps of 28 trained three to four times slower than 8 of 8.")
     cols = st.columns([2, 5])
     sweep = cols[0].selectbox(
         "Sweep", ["none", *SWEEPS], key="tr_sweep", bind="query-params",
@@ -90,7 +90,7 @@ with st.container(border=True):
     lr = cols[1].select_slider(
         "Learning rate", list(LEARNING_RATES), value=1e-2, key="tr_lr", bind="query-params",
         format_func=lambda v: f"{v:g}", disabled=sweep == "lr",
-        help="Adam's step size (set by the sweep below while it sweeps the learning rate).")
+        help="Adam's step size (the sweep above sets it while it sweeps the learning rate).")
     batch_size = cols[2].select_slider(
         "Batch size", [2, 4, 8, 16, 32, 64, 128, 256], value=64, key="tr_batch",
         bind="query-params",
@@ -115,14 +115,14 @@ with st.container(border=True):
              "(0 centres the gates).")
     single_bias = cols[2].toggle(
         "One shared bias", value=False, key="tr_single_bias", bind="query-params",
-        help="Drop β from the norms of W·x and U·h and add one bias b after their sum, as Ba "
-             "et al. write it: the two β's only ever act as their sum, so this saves 4H "
-             "parameters for the same family of functions.")
+        help="Drop β from the norms of W·x and U·h and add one bias b after their sum "
+             "(Ba et al. write both β's and a b): the β's only ever act as their sum, so "
+             "this saves 4H parameters for the same family of functions.")
     seeds = cols[3].select_slider(
         "Seeds", list(range(1, MAX_SEEDS + 1)), value=3, key="tr_seeds", bind="query-params",
         help="Runs per model and setting, from the sidebar's seed and the next ones. The "
              "curves show their mean and, shaded, the range from the lowest seed to the "
-             "highest: a gap between two models smaller than that range is luck of the draw.")
+             "highest: where two models' ranges overlap, their order may be luck of the draw.")
     seed_text = (f"seed **{settings.seed}**" if seeds == 1 else
                  f"seeds **{settings.seed}–{settings.seed + seeds - 1}**")
     st.caption(f"Training on **{settings.device}** in float32 with {seed_text} (the device "
@@ -198,9 +198,7 @@ if result is None:
     if data is not None and config is not None:  # nothing to run after a refused upload
         curves_slot.info(f"Press **Run** to train {config.runs} run"
                          f"{'s' * (config.runs > 1)} of {config.steps} steps each "
-                         f"({len(config.series())} model{'s' * (len(config.series()) > 1)} "
-                         f"or settings × {config.seeds} seed{'s' * (config.seeds > 1)}).",
-                         icon="▶️")
+                         f"({config.describe()}).", icon="▶️")
 else:
     cfg = result.config
     with curves_slot.container():
@@ -210,7 +208,8 @@ else:
             (f"Lines: the mean over {cfg.seeds} seeds; shaded: from the lowest seed to the "
              "highest at each point." if cfg.seeds > 1 else
              f"One seed ({cfg.seed}): one draw of the initial weights and of the mini-batches.")
-            + " Every run of a seed starts from the same weights and sees the same batches.")
+            + " Runs of the same seed start from the same W, U and output layer and see the "
+              "same mini-batches.")
     if result.stopped:
         st.warning(f"Stopped after {result.steps_done} of {cfg.steps} steps.", icon="⏹️")
     for label, count in result.diverged().items():
@@ -255,8 +254,9 @@ else:
         f"γ₀ {swept if cfg.sweep == 'gamma_init' else f'= {cfg.gamma_init:g}'}, "
         f"β₀ {swept if cfg.sweep == 'beta_init' else f'= {cfg.beta_init:g}'}, "
         f"seed{'s' * (cfg.seeds > 1)} {', '.join(map(str, result.seeds))}, {cfg.device}. "
-        "Speed is measured in steps, not seconds: the runs take turns on a shared processor, "
-        "so their wall-clock times say more about the machine's load than about the models.")
+        "Speed is measured in steps, not seconds: the runs take turns, and the machine may be "
+        "busy with other work, so their wall-clock times say more about its load than about "
+        "the models.")
 
     # --- Gradients ----------------------------------------------------------------------------
     st.subheader("Gradient norms")
@@ -294,7 +294,8 @@ else:
                "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02, and "
                "tanh′ < 0.002 for g): a gate there is stuck open or shut. In the LN-LSTM each "
                "projection is normalized at every step, so its spread is set by γ, not by W, "
-               "U or how far h has drifted; the sum of the two can still move as γ and β learn. "
+               "U or how far h has drifted (a projection of all zeros, as U·h₀ at the first step, "
+               "is β alone); the sum of the two can still move as γ and β learn. "
                + result.gate_findings(gate, at_init, shown))
 
     # --- Batch independence -------------------------------------------------------------------
@@ -389,7 +390,8 @@ st.caption("Random rows of n = H and n = 4H values (the sizes this cell normaliz
            "the class above with γ = 1, β = 0, against torch.nn.functional.layer_norm and "
            "lnviz.layer_norm. With `unbiased=False` it agrees with both to float32 rounding. "
            "`x.var`'s default, `unbiased=True`, divides by n − 1: σ² comes out n/(n − 1) times "
-           "too large, and every x̂ shrinks by √((n − 1)/n), the spread in the last column.")
+           "too large, and every x̂ shrinks by √((n − 1)/n) (the last column), as the spread of "
+           "x̂ shows.")
 st.markdown(
     "**Try this**\n"
     "- Sweep the learning rate over 0.001, 0.01 and 0.1 with 3 seeds or more: at which rates "

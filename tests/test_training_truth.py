@@ -192,6 +192,10 @@ def test_too_many_runs_are_refused_with_what_to_lower(digits) -> None:
                                          r"models\."):
         check_work(config, digits, FULL_LIMITS)
     check_work(replace(config, seeds=3), digits, FULL_LIMITS)  # 27 runs
+    gamma = replace(config, sweep="gamma_init", sweep_values=(0.1, 1.0, 3.0))
+    with pytest.raises(ValueError, match=r"trains 35 runs \(3 models × 3 values of the initial "
+                                         r"γ \(the LSTM once\) × 5 seeds\)"):
+        check_work(gamma, digits, FULL_LIMITS)
 
 
 def test_a_learning_rate_sweep_on_the_page() -> None:
@@ -496,3 +500,31 @@ def test_the_cli_trains_seeds_and_sweeps_and_prints_the_findings(tmp_path, capsy
     printed = capsys.readouterr().out
     assert "At lr 0.1: final held-out accuracy, mean of 2 seeds" in printed
     assert "wall-clock (depends on this machine's load)" in printed
+
+
+# --- Other sentences of the page, read against its settings ----------------------------------
+
+
+def test_the_run_invitation_counts_the_runs_as_they_will_be_trained() -> None:
+    at = open_page(PAGE)
+    assert any(text == "Press **Run** to train 6 runs of 300 steps each (2 models × 3 seeds)."
+               for text in alerts(at)["info"]), alerts(at)["info"]
+    at.multiselect(key="tr_models").set_value(["lstm", "ln-lstm", "bn-lstm"])
+    at.selectbox(key="tr_sweep").set_value("gamma_init").run()
+    # γ is swept for the LN- and BN-LSTM only: (1 + 3 + 3) × 3 runs, not 3 × 3 × 3
+    assert any(text == "Press **Run** to train 21 runs of 300 steps each (3 models × 3 values of "
+               "the initial γ (the LSTM once) × 3 seeds)." for text in alerts(at)["info"])
+    at.select_slider(key="tr_seeds").set_value(1).run()
+    assert any(text.startswith("Press **Run** to train 7 runs") for text in alerts(at)["info"])
+
+
+def test_help_texts_say_what_holds() -> None:
+    at = open_page(PAGE)
+    single_bias = at.toggle(key="tr_single_bias").help
+    assert "as Ba et al. write it" not in single_bias  # they write both β's and a b
+    assert "Ba et al. write both β's and a b" in single_bias
+    assert "may be luck of the draw" in at.select_slider(key="tr_seeds").help
+    assert "the sweep above sets it" in at.select_slider(key="tr_lr").help
+    assert "from one seed or several" in at.caption[0].value
+    caption = next(c.value for c in at.caption if "Random rows of n = H" in c.value)
+    assert "(the last column), as the spread of x̂ shows" in caption

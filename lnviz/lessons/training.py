@@ -639,6 +639,10 @@ class TrainConfig:
         """How many models are trained: every series from every seed."""
         return len(self.series()) * self.seeds
 
+    def describe(self) -> str:
+        """What makes up :attr:`runs`: "2 models × 3 values of the learning rate × 3 seeds"."""
+        return _runs_text(self)
+
     def run_config(self, series: Series, index: int) -> TrainConfig:
         """The config of one run: ``series``' model and value, from seed ``seed + index``."""
         changes: dict = dict(models=(series.kind,), seed=self.seed + index, seeds=1, sweep=None,
@@ -752,11 +756,14 @@ def training_work(config: TrainConfig, data: SequenceData) -> int:
 
 
 def _runs_text(config: TrainConfig) -> str:
-    """"3 models", or "2 models × 3 learning rates × 3 seeds": what multiplies the work."""
+    """"3 models", or "2 models × 3 values of the learning rate × 3 seeds": what multiplies the
+    work (a γ or β sweep trains the plain LSTM, which has neither, once)."""
     models = len(config.models)
     parts = [f"{models} model{'s' * (models > 1)}"]
     if config.sweep is not None:
-        parts.append(f"{len(config.sweep_values)} values of the {SWEEPS[config.sweep]}")
+        once = ("lstm" in config.models and config.sweep in NORM_SWEEPS and models > 1)
+        parts.append(f"{len(config.sweep_values)} values of the {SWEEPS[config.sweep]}"
+                     + (" (the LSTM once)" if once else ""))
     if config.seeds > 1:
         parts.append(f"{config.seeds} seeds")
     return " × ".join(parts)
