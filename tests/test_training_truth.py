@@ -260,6 +260,10 @@ def test_findings_follow_the_runs_where_the_plain_lstm_reaches_90_percent_first(
     ]
     assert result.reach_text("LSTM · lr 0.1") == (
         "90% first reached: seed 0 at step 10, seed 1 at step 20, seed 2 at step 10")
+    table = result.sweep_table()
+    assert table["median step to 90%"].tolist() == ["30", "10", "20", "30"]
+    assert table["seeds reaching 90%"].tolist() == ["3 of 3"] * 4
+    assert table["final accuracy (mean)"].tolist() == pytest.approx([0.95, 0.87, 0.97, 0.95])
     assert result.reach_text("LSTM · lr 0.01") == (
         "90% first reached: seed 0 at step 30, seed 1 at step 30, seed 2 at step 30")
     slow = replace(result, seed_curves={**result.seed_curves, "LSTM · lr 0.1": [
@@ -267,6 +271,7 @@ def test_findings_follow_the_runs_where_the_plain_lstm_reaches_90_percent_first(
                                                                        [0.5, 0.6])]})
     assert slow.reach_text("LSTM · lr 0.1") == (
         "90% first reached: seed 0 at step 20, seed 1 never, seed 2 never")
+    assert slow.sweep_table()["median step to 90%"][1] == "never, in most seeds"
 
 
 def test_findings_with_one_seed_say_so_and_nobody_reaching_90_is_said_plainly() -> None:

@@ -1483,7 +1483,9 @@ class TrainingResult:
                 "lowest seed": min(values), "highest seed": max(values),
                 f"seeds reaching {_percent(TARGET_ACCURACY)}":
                     f"{sum(x is not None for x in steps[s.label])} of {len(values)}",
-                "median step to it": None if math.isinf(medians[s.label]) else medians[s.label],
+                f"median step to {_percent(TARGET_ACCURACY)}":
+                    "never, in most seeds" if math.isinf(medians[s.label])
+                    else f"{medians[s.label]:g}",
                 "diverged seeds": diverged.get(s.label, 0),
             })
         return pd.DataFrame(rows)
