@@ -279,10 +279,13 @@ def test_batch_table_and_findings_say_what_the_check_found(digits) -> None:
     assert table["max |difference| of the logits"].tolist() == [
         r.max_difference for r in result.batch_sensitivity]
     ln, bn = result.batch_sensitivity[0].max_difference, result.batch_sensitivity[1].max_difference
+    scale = result.batch_sensitivity[0].largest_logit
+    assert result.batch_sensitivity[0].rounding and 1 < scale < 100
     assert result.batch_findings() == (
         "The same images, batched differently: the trained LN-LSTM gives each of 64 held-out "
-        f"images the same logits alone as in a batch of 64 (largest difference {ln:.1e}, float32 "
-        f"rounding); the BN-LSTM with batch statistics changes them by up to {bn:.2g} when the "
+        f"images the same logits alone as in a batch of 64 (largest difference {ln:.1e} on "
+        f"logits up to {scale:.2g}: float32 rounding); the BN-LSTM with batch statistics changes "
+        f"them by up to {bn:.2g} when the "
         "same images come in pairs instead (a single image cannot be batch-normalized at all: it "
         "has no spread across the batch).")
     plain = Training(digits, replace(TINY, models=("lstm",), steps=2))

@@ -278,6 +278,9 @@ def test_findings_with_one_seed_say_so_and_nobody_reaching_90_is_said_plainly() 
     config = TrainConfig(models=("lstm", "ln-lstm", "bn-lstm"))
     result = fake_result({"LSTM": [[0.3, 0.5]], "LN-LSTM": [[0.4, 0.7]],
                           "BN-LSTM": [[0.2, 0.6]]}, config)
+    assert replace(result, config=replace(config, seeds=2), seed_curves={
+        **result.seed_curves, "LN-LSTM": [result.seed_curves["LN-LSTM"][0]] * 2}).reach_text(
+        "LN-LSTM") == "no seed reached 90%"
     assert result.findings() == [
         "Final held-out accuracy, one seed each: LN-LSTM 70.0%, BN-LSTM 60.0%, LSTM 50.0%. One "
         "seed is one draw of the initial weights and the batches: raise Seeds before reading a "
@@ -427,6 +430,14 @@ def test_batch_findings_name_a_diverged_model_instead_of_calling_nan_rounding() 
                                           0.5)])
     text = result.batch_findings()
     assert "LN-LSTM gives NaN logits (it diverged)" in text and "rounding" not in text
+    # "float32 rounding" is judged against the logits' size, not asserted
+    for difference, logits, rounding in ((3.9e-3, 2.6e4, True), (1e-2, 10.0, False),
+                                         (1e-6, 0.1, True)):
+        row = BatchSensitivity("LN-LSTM", "per sample (LayerNorm)", (1, 64), difference, logits)
+        assert row.rounding == rounding
+        text = replace(result, batch_sensitivity=[row]).batch_findings()
+        assert ("float32 rounding)" in text) == rounding
+        assert ("more than float32 rounding explains" in text) == (not rounding)
 
 
 def test_the_batch_check_pairs_an_even_number_of_images_and_counts_the_gates_images() -> None:
@@ -533,3 +544,12 @@ def test_help_texts_say_what_holds() -> None:
     assert "from one seed or several" in at.caption[0].value
     caption = next(c.value for c in at.caption if "Random rows of n = H" in c.value)
     assert "(the last column), as the spread of x̂ shows" in caption
+
+
+def test_a_whole_number_gamma_still_makes_learnable_float_parameters() -> None:
+    """TrainConfig(gamma_init=10) made an integer γ, which torch refuses to give a gradient."""
+    from lnviz.lessons.training import make_model
+
+    model = make_model("ln-lstm", 3, 4, 2, gamma_init=10, beta_init=-1)
+    assert model.cell.gamma_ih.dtype == torch.float32 and model.cell.gamma_ih.requires_grad
+    assert float(model.cell.gamma_c[0]) == 10.0 and float(model.cell.beta_c[0]) == -1.0
