@@ -552,4 +552,4 @@ def test_a_whole_number_gamma_still_makes_learnable_float_parameters() -> None:
 
     model = make_model("ln-lstm", 3, 4, 2, gamma_init=10, beta_init=-1)
     assert model.cell.gamma_ih.dtype == torch.float32 and model.cell.gamma_ih.requires_grad
-    assert float(model.cell.gamma_c[0]) == 10.0 and float(model.cell.beta_c[0]) == -1.0
+    assert model.cell.gamma_c[0].item() == 10.0 and model.cell.beta_c[0].item() == -1.0
