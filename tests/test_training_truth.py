@@ -553,3 +553,15 @@ def test_a_whole_number_gamma_still_makes_learnable_float_parameters() -> None:
     model = make_model("ln-lstm", 3, 4, 2, gamma_init=10, beta_init=-1)
     assert model.cell.gamma_ih.dtype == torch.float32 and model.cell.gamma_ih.requires_grad
     assert model.cell.gamma_c[0].item() == 10.0 and model.cell.beta_c[0].item() == -1.0
+
+
+
+def test_every_series_keeps_its_models_colour_in_the_sweep_figure() -> None:
+    from lnviz import charts
+
+    fig = charts.training.sweep_figure(
+        [0.1, 3.0], {"LSTM (no norms)": ([0.9, 0.9],) * 3, "LN-LSTM": ([0.8, 0.7],) * 3},
+        "initial γ")
+    colours = {t.name: t.line.color for t in fig.data}
+    assert colours == {"LSTM (no norms)": charts.training.COLORS["LSTM"],
+                       "LN-LSTM": charts.training.COLORS["LN-LSTM"]}

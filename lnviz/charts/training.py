@@ -33,8 +33,10 @@ DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "5px,2px
 
 
 def _color(label: str, index: int) -> str:
-    """A series' colour: its model's (the label before " · "), else one of the palette's."""
-    return COLORS.get(label.split(" · ")[0], OKABE_ITO[(index + 3) % len(OKABE_ITO)])
+    """A series' colour: its model's (the label before " · " or " ("), else one of the
+    palette's."""
+    model = label.split(" · ")[0].split(" (")[0]
+    return COLORS.get(model, OKABE_ITO[(index + 3) % len(OKABE_ITO)])
 
 
 def _dashes(labels: Sequence[str]) -> dict[str, str]:
