@@ -3,17 +3,25 @@
 import streamlit as st
 
 from lnviz import charts
-from lnviz.data.sequences import load_digits_data, load_files
+from lnviz.data.sequences import DIGIT_READINGS, load_digits_data, load_files
 from lnviz.lessons.training import (
-    CHART_UPDATES,
+    CUSTOM_LAYER_NORM_CODE,
     GATES,
+    LEARNING_RATES,
     LN_LSTM_CELL_CODE,
+    MAX_SEEDS,
     MODEL_LABELS,
     MODELS,
+    SWEEP_CHOICES,
+    SWEEP_DEFAULTS,
+    SWEEPS,
+    TARGET_ACCURACY,
     TrainConfig,
     Training,
     check_work,
+    custom_layer_norm_table,
     evaluation_interval,
+    first_step,
 )
 from lnviz.limits import current_limits
 from lnviz.ui.cache import Named, cached
@@ -29,11 +37,12 @@ from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
+GOAL = f"{TARGET_ACCURACY:.0%}"
 
 st.title("LN-LSTM vs LSTM")
-st.caption("Train an LSTM with and without Layer Normalization on images read row by row, and "
-           "watch the curves, the gradients and the gate activations. The URL keeps your "
-           "settings: copy it to share this exact comparison.")
+st.caption("Train an LSTM with and without Layer Normalization on images read as sequences, "
+           "from one seed or several, and watch the curves, the gradients and the gate "
+           "activations. The URL keeps your settings: copy it to share this exact comparison.")
 
 # --- Controls ---------------------------------------------------------------------------------
 with st.container(border=True):
@@ -43,21 +52,46 @@ with st.container(border=True):
         bind="query-params", format_func=MODEL_LABELS.get,
         help="LSTM: the plain cell. LN-LSTM: LayerNorm on W·x, on U·h and on the cell state "
              "(Ba et al., 2016). BN-LSTM: BatchNorm there instead, with statistics per time "
-             "step. All start from the same seed and see the same mini-batches.")
+             "step. Runs of the same seed start from the same W, U and output layer and see "
+             "the same mini-batches, whatever the model.")
     source = cols[1].radio(
         "Data", ["digits", "mnist"], horizontal=True, key="tr_data", bind="query-params",
         format_func={"digits": "8×8 digits (built in)", "mnist": "MNIST (upload)"}.get,
-        help="The 8×8 digits bundled with scikit-learn read as 8 steps of 8 pixels (1347 to "
-             "train on, a fixed 450 held out), or sequential MNIST (28 steps of 28) from your "
-             "own mnist.npz or its four IDX files.")
+        help="The 8×8 digits bundled with scikit-learn (1347 to train on, a fixed 450 held "
+             "out), or sequential MNIST (28 steps of 28) from your own mnist.npz or its four "
+             "IDX files.")
+    reading = "rows"
+    if source == "digits":
+        reading = st.selectbox(
+            "Read each digit", list(DIGIT_READINGS), key="tr_reading", bind="query-params",
+            format_func=lambda r: DIGIT_READINGS[r][1],
+            help="How an image becomes a sequence. Longer sequences ask the network to carry "
+                 "what it saw over more steps, and every time step costs time: on two CPU cores "
+                 "the default comparison took about 3 times as long with 28 steps of 28 as "
+                 "with 8 of 8, and about 6 times with 32 steps of 2.")
+    cols = st.columns([2, 5])
+    sweep = cols[0].selectbox(
+        "Sweep", ["none", *SWEEPS], key="tr_sweep", bind="query-params",
+        format_func=lambda s: "nothing" if s == "none" else SWEEPS[s],
+        help="Train every model at several values of one setting, side by side, to see how "
+             "each copes with it (a sweep of the initial γ is seed 000's exercise 3).")
+    sweep_values: list[float] = []
+    if sweep != "none":
+        sweep_values = cols[1].multiselect(
+            f"Values of the {SWEEPS[sweep]}", list(SWEEP_CHOICES[sweep]),
+            default=list(SWEEP_DEFAULTS[sweep]), key=f"tr_values_{sweep}", bind="query-params",
+            format_func=lambda v: f"{v:g}",
+            help="Each model is trained at each of these values, from every seed"
+                 + (". The plain LSTM has no norms, so it is trained once, as the reference."
+                    if sweep != "lr" else "."))
     cols = st.columns(4)
     hidden = cols[0].select_slider(
         "Hidden size H", [16, 32, 64, 128, 256], value=64, key="tr_hidden", bind="query-params",
         help="Units in h and c; each gate has H of them, so W·x and U·h have 4H values.")
     lr = cols[1].select_slider(
-        "Learning rate", [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1], value=1e-2, key="tr_lr",
-        bind="query-params", format_func=lambda v: f"{v:g}",
-        help="Adam's step size. Raise it to see which model still trains when steps get big.")
+        "Learning rate", list(LEARNING_RATES), value=1e-2, key="tr_lr", bind="query-params",
+        format_func=lambda v: f"{v:g}", disabled=sweep == "lr",
+        help="Adam's step size (the sweep above sets it while it sweeps the learning rate).")
     batch_size = cols[2].select_slider(
         "Batch size", [2, 4, 8, 16, 32, 64, 128, 256], value=64, key="tr_batch",
         bind="query-params",
@@ -65,24 +99,35 @@ with st.container(border=True):
              "small batches make them noisy; LayerNorm does not look at the batch at all.")
     steps = cols[3].number_input(
         "Training steps", min_value=1, max_value=current_limits().max_training_steps,
-        value=300, step=50, key="tr_steps",
-        bind="query-params", help="Optimizer steps per model; the curves are redrawn about "
-                                  f"{CHART_UPDATES} times on the way.")
+        value=300, step=50, key="tr_steps", bind="query-params",
+        help="Optimizer steps of every run. The held-out set is evaluated every steps/30 steps "
+             "(rounded; every step below 45 steps): the points of the curves.")
     cols = st.columns(4)
     gamma_init = cols[0].number_input(
         "Initial γ", min_value=0.0, max_value=10.0, value=1.0, step=0.1, key="tr_gamma",
-        bind="query-params",
+        bind="query-params", disabled=sweep == "gamma_init",
         help="The gain every norm starts with. 1 keeps x̂'s unit spread; small values start "
-             "the gates near σ(0) = ½ and tanh(0) = 0; large ones push them into saturation.")
+             "every normalized sum near its shift, so the gates begin near σ(2β₀) (½ at "
+             "β₀ = 0); large ones spread the sums out, towards saturation.")
     beta_init = cols[1].number_input(
         "Initial β", min_value=-5.0, max_value=5.0, value=0.0, step=0.5, key="tr_beta",
-        bind="query-params", help="The shift every norm starts with (0 centres the gates).")
+        bind="query-params", disabled=sweep == "beta_init",
+        help="The shift every norm starts with; each gate's sum starts centred on 2β₀ "
+             "(0 centres the gates).")
     single_bias = cols[2].toggle(
         "One shared bias", value=False, key="tr_single_bias", bind="query-params",
-        help="Drop β from LN(W·x) and LN(U·h) and add one bias b after their sum: the two β's "
-             "only ever act as their sum, so this saves 4H parameters for the same model.")
-    cols[3].caption(f"Training on **{settings.device}** in float32 with seed **{settings.seed}**"
-                    " (both from the sidebar).")
+        help="Drop β from the norms of W·x and U·h and add one bias b after their sum "
+             "(Ba et al. write both β's and a b): the β's only ever act as their sum, so "
+             "this saves 4H parameters for the same family of functions.")
+    seeds = cols[3].select_slider(
+        "Seeds", list(range(1, MAX_SEEDS + 1)), value=3, key="tr_seeds", bind="query-params",
+        help="Runs per model and setting, from the sidebar's seed and the next ones. The "
+             "curves show their mean and, shaded, the range from the lowest seed to the "
+             "highest: where two models' ranges overlap, their order may be luck of the draw.")
+    seed_text = (f"seed **{settings.seed}**" if seeds == 1 else
+                 f"seeds **{settings.seed}–{settings.seed + seeds - 1}**")
+    st.caption(f"Training on **{settings.device}** in float32 with {seed_text} (the device "
+               "and the first seed from the sidebar).")
     upload = None
     if source == "mnist":
         upload_mb = current_limits().upload_mb
@@ -102,8 +147,8 @@ with st.container(border=True):
 # --- Data -------------------------------------------------------------------------------------
 data, data_key = None, None
 if source == "digits":
-    data_key = "digits"
-    data = cached(load_digits_data)
+    data_key = ("digits", reading)
+    data = cached(load_digits_data, 0.25, reading)
 elif not upload:
     st.info("Upload mnist.npz or the four MNIST IDX files above, or switch back to the built-in "
             "digits.", icon="📂")
@@ -116,18 +161,23 @@ else:
         data_key = upload_key
 if not models:
     st.info("Choose at least one model.", icon="👆")
-config = None if not models else TrainConfig(
+elif sweep != "none" and not sweep_values:
+    st.info(f"Choose at least one value of the {SWEEPS[sweep]} to sweep.", icon="👆")
+config = None if not models or (sweep != "none" and not sweep_values) else TrainConfig(
     models=tuple(models), hidden_size=int(hidden), lr=float(lr), batch_size=int(batch_size),
     steps=int(steps), eval_every=evaluation_interval(int(steps)),
     gamma_init=float(gamma_init), beta_init=float(beta_init), single_bias=bool(single_bias),
-    seed=settings.seed, device=settings.device)
+    seed=settings.seed, device=settings.device, seeds=int(seeds),
+    sweep=None if sweep == "none" else sweep,
+    sweep_values=tuple(float(v) for v in sweep_values))
 key = (config, data_key)
 
 # --- Computation: a training in chunks, which the next rerun resumes or stops ----------------
 if stop and not stop_training():
     st.toast("Nothing is training.")
 if run and (config is None or data is None):
-    st.warning("Nothing to train yet: choose a model and a dataset first.", icon="👆")
+    st.warning("Nothing to train yet: choose a model (and values to sweep) and a dataset "
+               "first.", icon="👆")
 elif run:
     with refusal(stop=False):
         check_work(config, data, current_limits())
@@ -146,110 +196,217 @@ if result is not None and not current:
     st.info("The figures below are from your last training, with other settings; press **Run** "
             "to train with the current ones.", icon="ℹ️")
 if result is None:
-    if data is not None:  # after a refused upload there is nothing to run yet
-        curves_slot.info("Press **Run** to train. With the default settings the comparison takes "
-                         "well under a minute on a laptop CPU.", icon="▶️")
+    if data is not None and config is not None:  # nothing to run after a refused upload
+        curves_slot.info(f"Press **Run** to train {config.runs} run"
+                         f"{'s' * (config.runs > 1)} of {config.steps} steps each "
+                         f"({config.describe()}).", icon="▶️")
 else:
     cfg = result.config
     with curves_slot.container():
         show_figure(charts.training.curves_figure, result.curves, cfg.steps, result.chance,
                     key="tr_curves")
+        st.caption(
+            (f"Lines: the mean over {cfg.seeds} seeds; shaded: from the lowest seed to the "
+             "highest at each point." if cfg.seeds > 1 else
+             f"One seed ({cfg.seed}): one draw of the initial weights and of the mini-batches.")
+            + " Runs of the same seed start from the same W, U and output layer and see the "
+              "same mini-batches.")
     if result.stopped:
         st.warning(f"Stopped after {result.steps_done} of {cfg.steps} steps.", icon="⏹️")
-    for label in result.diverged():
-        st.warning(f"{label} diverged: its loss became NaN or infinite. Lower the learning "
-                   "rate, or compare how the normalized models cope with it."
-                   + ("" if label == "LSTM" else
+    for label, count in result.diverged().items():
+        seeds_text = "" if cfg.seeds == 1 else f" in {count} of {cfg.seeds} seeds"
+        st.warning(f"{label} diverged{seeds_text}: its loss became NaN or infinite. Lower the "
+                   "learning rate, or compare how the normalized models cope with it."
+                   + ("" if label.startswith("LSTM") else
                       " If the images have blank rows (all zeros, as at the top of MNIST "
                       "digits), that can be the cause too: at such a time step the norm sees a "
                       "vector with no spread and divides by √ε, multiplying the gradient by up "
                       "to 1/√ε ≈ 316 (ε = 1e-5) each time."), icon="⚠️")
-    reached = result.steps_to_accuracy(0.9)
-    for col, (label, accuracy) in zip(st.columns(len(result.curves)),
-                                      result.final_accuracy().items(), strict=False):
-        col.metric(f"{label}: held-out accuracy", f"{accuracy:.1%}",
-                   help="At the last evaluation, on held-out images the model never trained on.")
-        col.caption(f"90 % first reached at step {reached[label]}" if reached[label] else
-                    "never reached 90 %")
-        col.caption(f"{result.seconds[label]:.1f} s of training · "
-                    f"{result.parameters[label]:,} parameters")
-    st.caption(f"{result.dataset}; {result.steps_done} steps of "
-               f"batch {cfg.batch_size}, H = {cfg.hidden_size}, learning rate {cfg.lr:g}, "
-               f"γ₀ = {cfg.gamma_init:g}, β₀ = {cfg.beta_init:g}, seed {cfg.seed}, "
-               f"{cfg.device}.")
+
+    st.subheader("What these runs show")
+    st.markdown("\n".join(f"- {sentence}" for sentence in result.findings()))
+    if cfg.sweep:
+        show_figure(charts.training.sweep_figure, cfg.sweep_values, result.sweep_accuracy(),
+                    SWEEPS[cfg.sweep], cfg.sweep == "lr", result.chance, key="tr_sweep_fig")
+        st.caption("Each point: the mean final held-out accuracy over the seeds; the bars run "
+                   "from the lowest seed to the highest.")
+        st.dataframe(result.sweep_table(), hide_index=True, key="tr_sweep_table",
+                     column_config={c: st.column_config.NumberColumn(format="percent")
+                                    for c in ("final accuracy (mean)", "lowest seed",
+                                              "highest seed")})
+    else:
+        finals = result.final_accuracies()
+        for col, (label, accuracy) in zip(st.columns(len(result.curves)),
+                                          result.final_accuracy().items(), strict=False):
+            col.metric(f"{label}: held-out accuracy", f"{accuracy:.1%}",
+                       help="At the last evaluation, on held-out images the model never "
+                            "trained on" + ("; the mean over the seeds." if cfg.seeds > 1
+                                            else "."))
+            if cfg.seeds > 1:
+                col.caption(f"seeds: {min(finals[label]):.1%} to {max(finals[label]):.1%}")
+            col.caption(result.reach_text(label))
+            col.caption(f"{result.parameters[label]:,} parameters")
+    swept = f"swept over {', '.join(f'{v:g}' for v in cfg.sweep_values)}"
+    t, f = result.sequence
+    st.caption(
+        f"{result.dataset} ({t} steps of {f}); {result.steps_done} steps of batch "
+        f"{cfg.batch_size} per run, H = {cfg.hidden_size}, "
+        f"learning rate {swept if cfg.sweep == 'lr' else f'{cfg.lr:g}'}, "
+        f"γ₀ {swept if cfg.sweep == 'gamma_init' else f'= {cfg.gamma_init:g}'}, "
+        f"β₀ {swept if cfg.sweep == 'beta_init' else f'= {cfg.beta_init:g}'}, "
+        f"seed{'s' * (cfg.seeds > 1)} {', '.join(map(str, result.seeds))}, {cfg.device}. "
+        "Speed is measured in steps, not seconds: the runs take turns, and the machine may be "
+        "busy with other work, so their wall-clock times say more about its load than about "
+        "the models.")
 
     # --- Gradients ----------------------------------------------------------------------------
     st.subheader("Gradient norms")
-    show_figure(charts.training.grad_norm_figure, result.step_grad_norm, key="tr_grads")
+    show_figure(charts.training.grad_norm_figure, *result.grad_norm_bands(), key="tr_grads")
     st.caption("‖∇θ‖₂ of all parameters together at every step (log scale), before Adam's "
-               "update. Adam rescales each step, so these norms do not set the step size, but "
-               "spikes and drifts show how rough the loss surface is along the way.")
+               "update" + (f"; line: the median of the {cfg.seeds} seeds, shaded: the lowest "
+                           "to the highest." if cfg.seeds > 1 else ".")
+               + " Adam rescales each step, so these norms do not set the step size; a spike "
+                 "marks a step where the loss surface was steep.")
 
     # --- Gate pre-activations -----------------------------------------------------------------
     st.subheader("Gate pre-activations, step by step")
+    shown = None  # every series, or those of one setting of a sweep
+    if cfg.sweep:
+        choices = {text: labels for text, labels in result.settings()}
+        chosen = st.selectbox(
+            "Setting shown", list(choices), key="tr_setting",
+            help="The gates, the batch check and the longer test sequences below show one "
+                 "setting of the sweep at a time.")
+        shown = choices[chosen]
     cols = st.columns([3, 2])
     gate = cols[0].segmented_control(
         "Gate", ["all", *GATES], default="all", required=True, key="tr_gate",
         bind="query-params",
-        help="The sums fed to σ (input, forget, output gates) or tanh (candidate g), for 256 "
-             "held-out images: all four gates pooled, or one of them.")
+        help=f"The sums fed to σ (input, forget, output gates) or tanh (candidate g), for "
+             f"{result.gate_samples} held-out images: all four gates pooled, or one of them.")
     moment = cols[1].radio(
         "When", ["after training", "at initialization"], horizontal=True, key="tr_when",
         bind="query-params", help="The same images through the trained or the untrained model.")
-    show_figure(charts.training.gates_figure,
-                result.gate_bands(gate, at_init=moment == "at initialization"), key="tr_gates")
-    st.caption("Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
-               "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02) and "
-               "a gate is stuck open or shut. LayerNorm makes each projection a sum of "
-               "unit-scale terms at every step, so the LN-LSTM's bands stay put over time.")
+    at_init = moment == "at initialization"
+    show_figure(charts.training.gates_figure, result.gate_bands(gate, at_init, shown),
+                key="tr_gates")
+    st.caption(f"{result.gate_samples} held-out images through the run of seed {cfg.seed}. "
+               "Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
+               "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02, and "
+               "tanh′ < 0.002 for g): a gate there is stuck open or shut. In the LN-LSTM each "
+               "projection is normalized at every step, so its spread is set by γ, not by W, "
+               "U or how far h has drifted (a projection of all zeros, as U·h₀ at the first step, "
+               "is β alone); the sum of the two can still move as γ and β learn. "
+               + result.gate_findings(gate, at_init, shown))
 
     # --- Batch independence -------------------------------------------------------------------
     st.subheader("Does a sample's output depend on its batch?")
-    st.dataframe(result.batch_table(), hide_index=True, key="tr_batch_table", column_config={
-        "max |difference| of the logits": st.column_config.NumberColumn(format="%.2e")})
-    findings = result.batch_findings()
+    st.dataframe(result.batch_table(shown), hide_index=True, key="tr_batch_table",
+                 column_config={"max |difference| of the logits":
+                                st.column_config.NumberColumn(format="%.2e")})
+    findings = result.batch_findings(shown)
     if findings:
         st.markdown(findings)
     else:
         st.caption("Add the LN-LSTM or the BN-LSTM to the comparison to see this check.")
 
+    # --- Longer sequences ---------------------------------------------------------------------
+    st.subheader("Test sequences longer than the training ones")
+    st.markdown(
+        "The BN-LSTM normalizes time step t with statistics gathered at step t during "
+        "training, so it keeps one set per step, and it has none for steps beyond the "
+        "training length: this one reuses the last step's (Cooijmans et al.'s choice). Here "
+        "every held-out image is read again with blank rows above it: the same digit, in a "
+        "longer sequence. The digit's rows then arrive at later steps, whose statistics were "
+        "gathered for other rows, or at steps that have none of their own. LayerNorm's "
+        "statistics come from the sample at hand, at every step.")
+    length = result.length.subset(shown) if result.length else None
+    if length is None:
+        st.caption("This check runs after the last training step; this training was stopped "
+                   "before it was done.")
+    else:
+        show_figure(charts.training.length_figure, length.lengths, length.train_length,
+                    length.bands(), length.batch_means(), length.running_var, result.chance,
+                    key="tr_length")
+        st.caption(f"{length.samples} held-out images at each length"
+                   + (f"; lines: the mean of {cfg.seeds} seeds, shaded: lowest to highest"
+                      if cfg.seeds > 1 else "") + "."
+                   + (" Left: the BN-LSTM's running variance of the cell state c (mean over "
+                      f"its H units, seed {cfg.seed}) at each step it has statistics for."
+                      if length.running_var else
+                      " Add the BN-LSTM to see its per-step statistics and how it copes."))
+        st.markdown("\n".join(f"- {sentence}" for sentence in length.findings()))
+
 # --- Explanation ------------------------------------------------------------------------------
 st.subheader("What is going on")
 st.markdown(
-    "An LSTM reads an image one row at a time and keeps a memory c and an output h. At every "
-    "step each gate adds up two projections, W·x of the new row and U·h of the previous output; "
-    "how large those sums are depends on the weights, the data and how far the memory has "
-    "drifted, and it changes as the weights learn. When a sum is large, σ or tanh is flat "
+    "An LSTM reads an image one step at a time and keeps a memory c and an output h. At every "
+    "step each gate adds up two projections, W·x of the new input and U·h of the previous "
+    "output; how large those sums are depends on the weights, the data and how far the memory "
+    "has drifted, and it changes as the weights learn. When a sum is large, σ or tanh is flat "
     "there, the gate is stuck and little gradient gets through.\n\n"
     "The LN-LSTM normalizes each projection by itself, over one sample's 4H values at one "
     "time step, and normalizes the memory before it is read out. The gates then see sums of "
-    "terms with a fixed spread whatever the scale of W and U, so the early steps of training "
-    "are steadier. Nothing is shared across the batch, so the model computes exactly the same "
-    "thing for one image as inside a batch, in training and at test time. A BatchNorm LSTM "
-    "has to keep separate running statistics for every time step and still depends on its "
-    "batch while training.")
+    "terms whose spread is set by γ, whatever the scale of W and U. Ba et al. report that this "
+    "makes recurrent networks train faster; the runs above test it on this task, and what "
+    "they show is written under the curves. Nothing is shared across the batch, so the model "
+    "computes the same thing for one image as inside a batch, in training and at test time. "
+    "A BatchNorm LSTM has to keep separate running statistics for every time step and depends "
+    "on its batch while training.")
 st.latex(r"""\begin{aligned}
-\begin{pmatrix} i \\ f \\ g \\ o \end{pmatrix} &=
-  \mathrm{LN}(W x_t;\, \gamma_x, \beta_x) + \mathrm{LN}(U h_{t-1};\, \gamma_h, \beta_h) \\
+\begin{pmatrix} f \\ i \\ o \\ g \end{pmatrix} &=
+  \mathrm{LN}(W_h h_{t-1};\, \alpha_1, \beta_1) + \mathrm{LN}(W_x x_t;\, \alpha_2, \beta_2)
+  + b \\
 c_t &= \sigma(f) \odot c_{t-1} + \sigma(i) \odot \tanh(g) \\
-h_t &= \sigma(o) \odot \tanh\big(\mathrm{LN}(c_t;\, \gamma_c, \beta_c)\big) \\
-\mathrm{LN}(z;\, \gamma, \beta) &= \gamma \odot \frac{z - \mu}{\sqrt{\sigma^2 + \epsilon}}
-  + \beta,\quad \mu = \tfrac{1}{n}\textstyle\sum_k z_k,\quad
-  \sigma^2 = \tfrac{1}{n}\textstyle\sum_k (z_k - \mu)^2
+h_t &= \sigma(o) \odot \tanh\big(\mathrm{LN}(c_t;\, \alpha_3, \beta_3)\big) \\
+\mathrm{LN}(z;\, \alpha, \beta) &= \alpha \odot \frac{z - \mu}{\sigma} + \beta,\quad
+  \mu = \tfrac{1}{n}\textstyle\sum_k z_k,\quad
+  \sigma = \sqrt{\tfrac{1}{n}\textstyle\sum_k (z_k - \mu)^2}
 \end{aligned}""")
-st.caption("n is 4H for the two projections and H for the cell state; μ and σ² belong to one "
-           "sample at one time step. The plain LSTM is the same without the three LNs, plus a "
-           "bias b.")
+zero = first_step(int(hidden))
+st.caption(
+    "Ba et al.'s LN-LSTM as the paper writes it (α is its name for the gain γ). n is 4H for "
+    "the two projections and H for the cell state; μ and σ belong to one sample at one time "
+    "step. The plain LSTM is the same without the three LNs. This app's version differs in "
+    "two places. **No “+ b” by default:** β₁ + β₂ already add a learned vector to every gate, "
+    "so a third one would only be its sum in disguise; *One shared bias* keeps b and drops "
+    "β₁ and β₂ instead (4H parameters fewer). Both compute the same family of functions as "
+    "the paper's. **An ε under the root:** x̂ = (z − μ)/√(σ² + ε) with ε = "
+    f"{zero.eps:g}, as torch.nn.LayerNorm has. At the first step h₀ = 0, so U·h₀ is "
+    f"{zero.size} zeros with σ = 0: the paper's formula gives 0/0, NaN in "
+    f"{zero.nan_without_eps} of {zero.size} entries, where the app's gives β "
+    f"(largest |x̂| {zero.with_eps:g}). A blank image row makes W·x a vector of zeros too. "
+    "(The paper stacks the gates as f, i, o, g; torch and this app as i, f, g, o: only the "
+    "order of the rows of W, U and b differs.)")
+
+st.markdown("**Seed 001's LayerNorm from scratch**, with `unbiased=False`:")
+st.code(CUSTOM_LAYER_NORM_CODE, language="python")
+st.dataframe(cached(custom_layer_norm_table, (int(hidden), 4 * int(hidden))), hide_index=True,
+             key="tr_custom_ln", column_config={
+                 "max |Δ| from torch": st.column_config.NumberColumn(format="%.1e"),
+                 "max |Δ| from lnviz": st.column_config.NumberColumn(format="%.1e"),
+                 "spread of x̂": st.column_config.NumberColumn(format="%.6f"),
+                 "√((n − 1)/n)": st.column_config.NumberColumn(format="%.6f")})
+st.caption("Random rows of n = H and n = 4H values (the sizes this cell normalizes), through "
+           "the class above with γ = 1, β = 0, against torch.nn.functional.layer_norm and "
+           "lnviz.layer_norm. With `unbiased=False` it agrees with both to float32 rounding. "
+           "`x.var`'s default, `unbiased=True`, divides by n − 1: σ² comes out n/(n − 1) times "
+           "too large, and every x̂ shrinks by √((n − 1)/n) (the last column), as the spread of "
+           "x̂ shows.")
 st.markdown(
     "**Try this**\n"
-    "- Raise the learning rate to 0.1, or lower it to 0.001: does LayerNorm's head start "
-    "survive, and what do the gradient norms do?\n"
-    "- Set the initial γ to 3 and look at the gates at initialization, then to 0.1.\n"
+    "- Sweep the learning rate over 0.001, 0.01 and 0.1 with 3 seeds or more: at which rates "
+    "does the LN-LSTM end ahead, and where do the seed ranges overlap? The sentences under the "
+    "curves are computed from the runs, so they change with them.\n"
+    "- Sweep the initial γ over 0.1, 1 and 3 (seed 000's exercise 3) and look at the gates at "
+    "initialization for each setting.\n"
     "- Add the BN-LSTM and shrink the batch size to 4: compare its curves and the batch check.\n"
-    "- Switch on *One shared bias*: the parameter count drops by 4H for the same family of "
-    "models. Do the curves change?")
+    "- Add the BN-LSTM and look at the longer test sequences: which model loses the most when "
+    "the digit arrives late?\n"
+    "- Read the digits 2 pixels at a time (32 steps): which models still learn in 300 steps?\n"
+    "- Switch on *One shared bias*: the normalized models lose 4H parameters each for the "
+    "same family of functions. Do the curves change?")
 st.markdown("**The LN-LSTM cell in PyTorch**, self-contained (this app's version, "
             "`lnviz.lessons.training.LayerNormLSTMCell`, computes the same numbers with lnviz's "
-            "own "
-            "layer_norm):")
+            "own layer_norm):")
 st.code(LN_LSTM_CELL_CODE, language="python")

@@ -1,6 +1,7 @@
 """Train LSTM, LN-LSTM and BN-LSTM side by side on sequential digits, from a shell::
 
-    python -m lnviz.train --models lstm ln-lstm --steps 300 --json runs.json
+    python -m lnviz.train --models lstm ln-lstm --steps 300 --seeds 3 --json runs.json
+    python -m lnviz.train --seeds 3 --sweep lr --values 0.001 0.01 0.1
 
 The models and the training loop are :mod:`lnviz.lessons.training`'s (the app's Training page runs
 the same code); the datasets (scikit-learn's 8×8 digits by default, or sequential MNIST from files)
@@ -15,11 +16,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lnviz.data.sequences import load_data
+from lnviz.data.sequences import DIGIT_READINGS, load_data
 from lnviz.devices import available_devices
 from lnviz.lessons.training import (
-    MODEL_LABELS,
     MODELS,
+    SWEEPS,
     ModelRun,
     TrainConfig,
     summarize,
@@ -57,11 +58,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=defaults.seed,
                         help="seeds the initial weights and the mini-batches (default: "
                              "%(default)s)")
+    parser.add_argument("--seeds", type=int, default=defaults.seeds,
+                        help="runs per model and setting, from --seed on (default: %(default)s)")
+    parser.add_argument("--sweep", choices=list(SWEEPS),
+                        help="train every model at each of --values of this setting")
+    parser.add_argument("--values", type=float, nargs="+", default=[],
+                        help="the values of --sweep")
     parser.add_argument("--device", choices=available_devices(), default=defaults.device,
                         help="where to train (default: %(default)s)")
     parser.add_argument("--data", metavar="PATH",
                         help="mnist.npz, or a folder with the four MNIST IDX files; default: "
                              "scikit-learn's bundled 8×8 digits")
+    parser.add_argument("--reading", choices=list(DIGIT_READINGS), default="rows",
+                        help="how the built-in digits become sequences (default: %(default)s)")
     parser.add_argument("--json", metavar="PATH", help="write the curves to this JSON file")
     return parser
 
@@ -75,8 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             models=tuple(args.models), hidden_size=args.hidden_size, lr=args.lr,
             batch_size=args.batch_size, steps=args.steps, eval_every=args.eval_every,
             gamma_init=args.gamma_init, beta_init=args.beta_init, single_bias=args.single_bias,
-            seed=args.seed, device=args.device)
-        data = load_data(args.data)
+            seed=args.seed, device=args.device, seeds=args.seeds, sweep=args.sweep,
+            sweep_values=tuple(args.values))
+        data = load_data(args.data, reading=args.reading)
     except ValueError as err:
         parser.error(str(err))
     print(f"{data.name}: {len(data.y_train)} training and {len(data.y_test)} held-out "
@@ -84,12 +94,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def report(run: ModelRun) -> None:
         c = run.curve
-        print(f"{MODEL_LABELS[run.kind]:>8} step {c['step'][-1]:>5}  loss {c['loss'][-1]:.4f}  "
-              f"held-out accuracy {c['accuracy'][-1]:.3f}", flush=True)
+        print(f"{run.label:>8} seed {run.config.seed} step {c['step'][-1]:>5}  "
+              f"loss {c['loss'][-1]:.4f}  held-out accuracy {c['accuracy'][-1]:.3f}",
+              flush=True)
 
     result = summarize(train(data, config, on_eval=report))
     for label, accuracy in result.final_accuracy().items():
-        print(f"{label}: held-out accuracy {accuracy:.3f} after {result.seconds[label]:.1f} s")
+        print(f"{label}: held-out accuracy {accuracy:.3f}"
+              + (f" (mean of {config.seeds} seeds)" if config.seeds > 1 else "")
+              + f"; {result.reach_text(label)}; {result.seconds[label]:.1f} s wall-clock "
+              "(depends on this machine's load)")
+    for sentence in result.findings():
+        print(sentence)
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(result), indent=1))
         print(f"wrote {args.json}")

@@ -19,6 +19,7 @@ def tiny_page(models: list[str]):
     at.select_slider(key="tr_hidden").set_value(16)
     at.select_slider(key="tr_batch").set_value(16)
     at.number_input(key="tr_steps").set_value(6)
+    at.select_slider(key="tr_seeds").set_value(1)
     return at.run()
 
 
@@ -34,14 +35,14 @@ def test_page_explains_before_anything_is_trained() -> None:
     at = open_page(PAGE)
     assert any("Press **Run**" in text for text in alerts(at)["info"])
     assert any("class LayerNormLSTMCell" in code.value for code in at.code)
-    assert any(r"\mathrm{LN}(W x_t" in latex.value for latex in at.latex)
+    assert any(r"\mathrm{LN}(W_x x_t" in latex.value for latex in at.latex)
     assert any("Try this" in md.value for md in at.markdown)
     assert at.session_state["tr_results"] == {}
 
 
 def test_run_draws_curves_gradients_gates_and_the_batch_check(trained_page) -> None:
     at = trained_page
-    curves, grads, gates = figures(at)
+    curves, grads, gates, _ = figures(at)  # and the longer sequences
     names = {t["name"] for t in curves["data"]}
     assert names == {"LSTM", "LN-LSTM", "BN-LSTM"}
     steps = next(t["x"] for t in curves["data"] if t["name"] == "LN-LSTM")
@@ -65,7 +66,7 @@ def test_chart_options_do_not_retrain(trained_page) -> None:
     at.radio(key="tr_when").set_value("at initialization").run()
     assert not at.exception
     assert next(iter(at.session_state["tr_results"].values())) is result
-    assert len(figures(at)) == 3
+    assert len(figures(at)) == 4
 
 
 def test_stop_ends_a_running_training_and_keeps_its_curves() -> None:
@@ -92,7 +93,7 @@ def test_missing_upload_and_no_models_are_explained() -> None:
 
 def test_the_curves_have_their_data_behind_the_figure(trained_page) -> None:
     at = trained_page
-    assert [e.label for e in at.expander].count("Data behind this figure") == 3
+    assert [e.label for e in at.expander].count("Data behind this figure") == 4
     result = next(iter(at.session_state["tr_results"].values()))
     closed = len(at.dataframe)
     at.session_state["tr_curves_data"] = True  # the learner opens the curves' data

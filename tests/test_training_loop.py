@@ -148,7 +148,7 @@ def test_short_training_lowers_the_loss_and_learns(trained) -> None:
         assert curve["step"] == [8, 16, 24]
         assert curve["loss"][-1] < curve["loss"][0] < 2.5, label
         assert curve["accuracy"][-1] > 0.3, label  # chance is 0.1
-        assert len(result.step_grad_norm[label]) == 24
+        assert np.shape(result.step_grad_norm[label]) == (1, 24)  # one seed, 24 steps
         assert np.isfinite(result.step_grad_norm[label]).all()
     assert result.gates["LN-LSTM"].shape == (5, 8, 5)
 
@@ -279,12 +279,46 @@ def test_batch_table_and_findings_say_what_the_check_found(digits) -> None:
     assert table["max |difference| of the logits"].tolist() == [
         r.max_difference for r in result.batch_sensitivity]
     ln, bn = result.batch_sensitivity[0].max_difference, result.batch_sensitivity[1].max_difference
+    scale = result.batch_sensitivity[0].largest_logit
+    assert result.batch_sensitivity[0].rounding and 1 < scale < 100
     assert result.batch_findings() == (
         "The same images, batched differently: the trained LN-LSTM gives each of 64 held-out "
-        f"images the same logits alone as in a batch of 64 (largest difference {ln:.1e}, float32 "
-        f"rounding); the BN-LSTM with batch statistics changes them by up to {bn:.2g} when the "
+        f"images the same logits alone as in a batch of 64 (largest difference {ln:.1e} on "
+        f"logits up to {scale:.2g}: float32 rounding); the BN-LSTM with batch statistics changes "
+        f"them by up to {bn:.2g} when the "
         "same images come in pairs instead (a single image cannot be batch-normalized at all: it "
         "has no spread across the batch).")
     plain = Training(digits, replace(TINY, models=("lstm",), steps=2))
     plain.advance(2)
     assert summarize(plain).batch_findings() is None
+
+
+# --- Longer sequences from the same digits (issue 13, seed 001) ------------------------------
+
+
+@pytest.mark.parametrize(("reading", "shape"), [("rows", (8, 8)), ("rows28", (28, 28)),
+                                                ("pixels4", (16, 4)), ("pixels2", (32, 2))])
+def test_digits_can_be_read_as_longer_sequences(digits, reading: str, shape) -> None:
+    from lnviz.data.sequences import DIGIT_READINGS
+
+    data = load_digits_data(reading=reading)
+    assert DIGIT_READINGS[reading][0] == shape
+    assert data.x_train.shape == (1347, *shape) and data.x_test.shape == (450, *shape)
+    np.testing.assert_array_equal(data.y_test, digits.y_test)  # the same held-out digits
+    assert data.x_train.min() >= 0 and data.x_train.max() == pytest.approx(1)
+    if reading.startswith("pixels"):  # the same pixels, read a few at a time, row-major
+        np.testing.assert_array_equal(data.x_train.reshape(1347, 8, 8), digits.x_train)
+    with pytest.raises(ValueError, match="unknown reading"):
+        load_digits_data(reading="columns")
+
+
+def test_upsampling_is_torch_bilinear_interpolation() -> None:
+    import torch.nn.functional as F
+
+    from lnviz.data.sequences import upsample
+
+    images = np.random.default_rng(0).random((3, 8, 8), dtype=np.float32)
+    reference = F.interpolate(torch.from_numpy(images)[:, None], size=(28, 28), mode="bilinear",
+                              align_corners=False)[:, 0].numpy()
+    np.testing.assert_allclose(upsample(images, 28), reference, atol=1e-6)
+    np.testing.assert_allclose(upsample(images, 8), images, atol=1e-6)  # same size: unchanged

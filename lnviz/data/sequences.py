@@ -1,8 +1,10 @@
-"""Images read as sequences, one row per time step, for the training lesson.
+"""Images read as sequences for the training lesson.
 
-scikit-learn's bundled 8×8 digits (8 steps of 8 features, no download) by default, or sequential
-MNIST (28 steps of 28) from a ``mnist.npz`` or the four IDX files a learner supplies (plain or
-gzipped; the IDX header is checked before anything is inflated).
+scikit-learn's bundled 8×8 digits (no download), read row by row (8 steps of 8 features, the
+default), upsampled to 28×28 and read row by row (28 steps of 28, sequential MNIST's shape), or
+read a few pixels at a time (16 steps of 4, 32 steps of 2): see :data:`DIGIT_READINGS`. Or
+sequential MNIST (28 steps of 28) from a ``mnist.npz`` or the four IDX files a learner supplies
+(plain or gzipped; the IDX header is checked before anything is inflated).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from lnviz.data.files import load_arrays
 from lnviz.limits import MAX_DATASET_VALUES
 
 __all__ = [
+    "DIGIT_READINGS",
     "MAX_FEATURES",
     "MAX_SEQUENCE_STEPS",
     "SequenceData",
@@ -30,6 +33,7 @@ __all__ = [
     "load_mnist_idx",
     "load_mnist_npz",
     "read_idx",
+    "upsample",
 ]
 
 #: The longest sequences (image rows) and the most features per step (columns) accepted. Every
@@ -37,6 +41,16 @@ __all__ = [
 #: upload of 20 000 rows made a single step take minutes. MNIST has 28 × 28.
 MAX_SEQUENCE_STEPS = 128
 MAX_FEATURES = 1024
+#: How the 8×8 digits can be read as sequences: (time steps, features per step) and how the page
+#: names it. Longer sequences make the same digits a harder memory task: the label depends on
+#: steps further back.
+DIGIT_READINGS = {
+    "rows": ((8, 8), "row by row: 8 steps of 8 pixels"),
+    "rows28": ((28, 28), "upsampled to 28×28, row by row: 28 steps of 28 (sequential MNIST's "
+                         "shape)"),
+    "pixels4": ((16, 4), "4 pixels at a time: 16 steps of 4"),
+    "pixels2": ((32, 2), "2 pixels at a time: 32 steps of 2"),
+}
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 _IDX_NAMES = ("train-images", "train-labels", "t10k-images", "t10k-labels")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -128,20 +142,55 @@ def _sequence_data(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: 
                         np.clip((x_test - low) / scale, 0, 1), y_test)
 
 
-def load_digits_data(test_fraction: float = 0.25) -> SequenceData:
-    """scikit-learn's bundled 8×8 digits (1797 images, 10 classes) as 8 steps of 8 features.
+def _resize_matrix(size: int, new_size: int) -> np.ndarray:
+    """(new_size, size): linear interpolation from ``size`` samples to ``new_size``, with the
+    pixel centres aligned as ``torch.nn.functional.interpolate(..., align_corners=False)`` does."""
+    position = np.clip((np.arange(new_size) + 0.5) * size / new_size - 0.5, 0, size - 1)
+    low = np.floor(position).astype(np.int64)
+    high = np.minimum(low + 1, size - 1)
+    weight = position - low
+    matrix = np.zeros((new_size, size))
+    np.add.at(matrix, (np.arange(new_size), low), 1 - weight)
+    np.add.at(matrix, (np.arange(new_size), high), weight)
+    return matrix
 
-    The held-out set is a fixed quarter of the images (the same for every seed).
+
+def upsample(images: np.ndarray, side: int) -> np.ndarray:
+    """Square images (N, s, s) resized to (N, side, side) by bilinear interpolation (what
+    ``F.interpolate(x, size=(side, side), mode="bilinear")`` computes), in float32."""
+    rows = _resize_matrix(images.shape[1], side)
+    columns = _resize_matrix(images.shape[2], side)
+    return np.einsum("ij,njk,lk->nil", rows, images, columns).astype(np.float32)
+
+
+def _read_digits(images: np.ndarray, reading: str) -> np.ndarray:
+    """(N, 8, 8) digits as (N, steps, features) for one of :data:`DIGIT_READINGS`."""
+    (steps, features), _ = DIGIT_READINGS[reading]
+    if reading.startswith("rows") and steps != images.shape[1]:
+        images = upsample(images, steps)
+    return images.reshape(len(images), steps, features)
+
+
+def load_digits_data(test_fraction: float = 0.25, reading: str = "rows") -> SequenceData:
+    """scikit-learn's bundled 8×8 digits (1797 images, 10 classes) as sequences, read as
+    ``reading`` says (a key of :data:`DIGIT_READINGS`; "rows": 8 steps of 8 features).
+
+    The held-out set is a fixed quarter of the images (the same for every seed and reading).
     """
     from sklearn.datasets import load_digits
 
+    if reading not in DIGIT_READINGS:
+        raise ValueError(f"unknown reading {reading!r}; choose one of "
+                         f"{', '.join(DIGIT_READINGS)}")
     digits = load_digits()
     order = np.random.RandomState(0).permutation(len(digits.target))
     held_out = math.ceil(len(order) * test_fraction)
     test, train = order[:held_out], order[held_out:]
-    images = digits.images.astype(np.float32)
-    return _sequence_data("digits 8×8 (scikit-learn)", images[train], digits.target[train],
-                          images[test], digits.target[test])
+    images = _read_digits(digits.images.astype(np.float32), reading)
+    name = "digits 8×8 (scikit-learn)" + ("" if reading == "rows" else
+                                          f", {DIGIT_READINGS[reading][1].split(':')[0]}")
+    return _sequence_data(name, images[train], digits.target[train], images[test],
+                          digits.target[test])
 
 
 def load_mnist_npz(source: bytes | str | os.PathLike[str], *,
@@ -301,11 +350,12 @@ def load_files(files: Mapping[str, bytes], max_elements: int = MAX_DATASET_VALUE
     return load_mnist_idx(files, max_elements=max_elements)
 
 
-def load_data(path: str | os.PathLike[str] | None = None) -> SequenceData:
-    """The CLI's data: the bundled digits (``None``), an ``mnist.npz`` file, or a folder with the
-    four IDX files."""
+def load_data(path: str | os.PathLike[str] | None = None, reading: str = "rows"
+              ) -> SequenceData:
+    """The CLI's data: the bundled digits (``None``, read as ``reading`` says), an
+    ``mnist.npz`` file, or a folder with the four IDX files."""
     if path is None:
-        return load_digits_data()
+        return load_digits_data(reading=reading)
     path = Path(path)
     if path.is_dir():
         return load_mnist_idx({p.name: p for p in sorted(path.iterdir()) if p.is_file()})

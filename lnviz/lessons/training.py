@@ -18,7 +18,8 @@ measures the normalization and nothing else:
 
   With ``single_bias=True`` the two projections lose their β and one shared bias b is added
   instead: β_x + β_h is a single vector in disguise, so the default spends 4H parameters on it
-  twice.
+  twice. Ba et al. write both β's and a b, three vectors acting as one; and their LN divides by
+  σ itself, with no ε, which is 0/0 at the first step, where h₀ = 0 (:func:`first_step`).
 
 * :class:`BatchNormLSTMCell` (Cooijmans et al., 2016), the same with BatchNorm: statistics over
   the batch, taken separately at every time step t and kept as separate running averages per
@@ -27,12 +28,23 @@ measures the normalization and nothing else:
 Every cell returns the gate pre-activations (the sums fed to σ and tanh) next to h and c, so that
 their range can be drawn step by step. The norms are lnviz's teaching implementations.
 
-Every model of a comparison starts from the same seed and sees the same mini-batches, so their
-curves differ only by the normalization. :class:`Training` advances all models a piece at a time
-(one training step, or a slice of an evaluation) for a given number of seconds, which lets the app
+A comparison trains every model from one or several seeds, and with a sweep at several values
+of one setting (the learning rate, the initial γ or β): each model at one setting is a
+:class:`Series`, and each of its seeds a :class:`ModelRun`. Runs of one seed start from the same
+weights and see the same mini-batches, so they differ only by the normalization.
+:class:`Training` advances all runs a piece at a time (one training step, or a slice of an
+evaluation or of the sequence-length check) for a given number of seconds, which lets the app
 draw the curves while they grow and stop within a fraction of a second; :func:`check_work`
-refuses, before it starts, a training that would ask the server for too much; :func:`summarize`
-turns a finished (or stopped) training into plain numbers for the figures. The datasets are in
+refuses, before it starts, a comparison that would ask the server for too much; :func:`summarize`
+turns a finished (or stopped) training into plain numbers for the figures, and
+:class:`TrainingResult` says what they show in sentences computed from them (who ends ahead, by
+how much next to the spread between seeds, who reaches 90 % first), never in advance.
+
+After training, every run reads held-out images again with blank rows above them, sequences
+longer than any it trained on (:class:`LengthCheck`): the BN-LSTM, whose statistics belong to
+the time steps it trained on, against models that need none. :data:`CUSTOM_LAYER_NORM_CODE` is
+seed 001's LayerNorm from scratch, checked by :func:`custom_layer_norm_table`; :func:`first_step`
+shows why the app's LN has an ε where Ba et al.'s has none. The datasets are in
 :mod:`lnviz.data.sequences`; ``python -m lnviz.train`` runs the same from a shell.
 """
 
@@ -42,8 +54,8 @@ import copy
 import math
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -58,26 +70,45 @@ from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
     "CHART_UPDATES",
+    "CUSTOM_LAYER_NORM_CODE",
     "GATES",
+    "LEARNING_RATES",
+    "LENGTH_SAMPLES",
     "LN_LSTM_CELL_CODE",
+    "MAX_RUNS",
+    "MAX_SEEDS",
     "MAX_STEP_WORK",
     "MODELS",
     "MODEL_LABELS",
+    "SWEEPS",
+    "SWEEP_CHOICES",
+    "SWEEP_DEFAULTS",
+    "TARGET_ACCURACY",
     "BatchNormLSTMCell",
     "BatchSensitivity",
+    "FirstStep",
     "LSTMCell",
     "LayerNormLSTMCell",
+    "LengthCheck",
     "ModelRun",
     "Progress",
     "SequenceClassifier",
+    "Series",
     "TrainConfig",
     "Training",
     "TrainingResult",
     "batch_sensitivity",
     "check_work",
+    "custom_layer_norm",
+    "custom_layer_norm_table",
     "evaluation_interval",
+    "first_step",
     "gate_quantiles",
+    "length_margins",
+    "length_work",
     "make_model",
+    "seed_band",
+    "setting_text",
     "step_work",
     "summarize",
     "to_json",
@@ -164,8 +195,10 @@ class LSTMCell(nn.Module):
     def _add_affine(self, which: str, size: int, gamma_init: float, beta_init: float | None
                     ) -> None:
         """γ (and β unless ``beta_init`` is None) for the norm ``which``, filled with constants."""
-        self.register_parameter(f"gamma_{which}", nn.Parameter(torch.full((size,), gamma_init)))
-        beta = None if beta_init is None else nn.Parameter(torch.full((size,), beta_init))
+        # float(): an int (γ₀ = 3) would make an integer tensor, which cannot learn
+        self.register_parameter(f"gamma_{which}",
+                                nn.Parameter(torch.full((size,), float(gamma_init))))
+        beta = None if beta_init is None else nn.Parameter(torch.full((size,), float(beta_init)))
         self.register_parameter(f"beta_{which}", beta)
 
     def _add_norm_params(self, gamma_init: float, beta_init: float, single_bias: bool) -> None:
@@ -378,19 +411,111 @@ class LayerNormLSTMCell(nn.Module):
         super().__init__()
         self.w_x = nn.Linear(input_size, 4 * hidden_size, bias=False)
         self.w_h = nn.Linear(hidden_size, 4 * hidden_size, bias=False)
-        self.ln_x = nn.LayerNorm(4 * hidden_size)   # γ_x, β_x
+        self.ln_x = nn.LayerNorm(4 * hidden_size)   # γ_x, β_x (and ε = 1e-5)
         self.ln_h = nn.LayerNorm(4 * hidden_size)   # γ_h, β_h
         self.ln_c = nn.LayerNorm(hidden_size)       # γ_c, β_c
 
     def forward(self, x, state):
         h, c = state
         # Each projection is normalized on its own, over one sample's 4H summed inputs.
+        # No "+ b": β_x + β_h already add a learned bias to every gate.
         z = self.ln_x(self.w_x(x)) + self.ln_h(self.w_h(h))
         i, f, g, o = z.chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(self.ln_c(c))
         return h, c
 '''
+
+#: Seed 001's LayerNorm written from scratch, as a module (its four lines of forward are the
+#: seed's); the tests run it against ``torch.nn.LayerNorm`` and :func:`lnviz.layer_norm`.
+CUSTOM_LAYER_NORM_CODE = '''\
+import torch
+from torch import nn
+
+
+class CustomLayerNorm(nn.Module):
+    """LayerNorm over the last dim, from scratch."""
+
+    def __init__(self, normalized_shape, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.gamma = nn.Parameter(torch.ones(normalized_shape))   # starts as the identity
+        self.beta = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        # unbiased=False: divide by n, not n - 1 (torch.var's default)
+        var = x.var(dim=-1, keepdim=True, unbiased=False)
+        x_norm = (x - mean) / torch.sqrt(var + self.eps)
+        output = x_norm * self.gamma + self.beta
+        return output
+'''
+
+
+def custom_layer_norm(x: torch.Tensor, *, unbiased: bool = False, eps: float = 1e-5
+                      ) -> torch.Tensor:
+    """What :data:`CUSTOM_LAYER_NORM_CODE` computes with γ = 1 and β = 0, and, with
+    ``unbiased=True``, what it would compute had it kept ``torch.var``'s default: σ² divided by
+    n − 1, which shrinks x̂ by √((n − 1)/n)."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=unbiased)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def custom_layer_norm_table(sizes: tuple[int, ...], samples: int = 8, seed: int = 0
+                            ) -> pd.DataFrame:
+    """Seed 001's from-scratch LayerNorm against ``torch.nn.functional.layer_norm`` and lnviz's
+    :func:`lnviz.layer_norm`, on ``samples`` random float32 rows of each size n in ``sizes``,
+    with ``unbiased=False`` (the seed's) and ``unbiased=True`` (``torch.var``'s default).
+
+    Columns: n, the variance used, the largest |difference| from torch and from lnviz, and the
+    spread of x̂ (1 for a correct LayerNorm, up to ε) next to √((n − 1)/n).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for n in sizes:
+        x = torch.randn(samples, n, generator=generator) * 3 + 1
+        torch_y = F.layer_norm(x, (n,))
+        lnviz_y = layer_norm(x, n).output
+        for unbiased in (False, True):
+            y = custom_layer_norm(x, unbiased=unbiased)
+            rows.append({
+                "features n": n,
+                "variance": "÷ n (unbiased=False)" if not unbiased else "÷ (n − 1) (unbiased=True)",
+                "max |Δ| from torch": float((y - torch_y).abs().max()),
+                "max |Δ| from lnviz": float((y - lnviz_y).abs().max()),
+                "spread of x̂": float(y.double().pow(2).mean(-1).sqrt().mean()),
+                "√((n − 1)/n)": math.sqrt((n - 1) / n),
+            })
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class FirstStep:
+    """LayerNorm of U h₀ at the first time step, where h₀ = 0 makes it a vector of zeros.
+
+    Attributes:
+        size: the vector's length, 4H.
+        with_eps: the largest |LN(0)| with ε (0: x̂ = 0 / √ε = 0, so the output is β).
+        nan_without_eps: how many entries are NaN without ε, as in Ba et al.'s formula (0 / 0).
+    """
+
+    size: int
+    eps: float
+    with_eps: float
+    nan_without_eps: int
+
+
+def first_step(hidden_size: int, eps: float = 1e-5) -> FirstStep:
+    """Why the app's LN has an ε that Ba et al.'s has not: at t = 0 the state h₀ is 0, so
+    U h₀ = 0, a vector with σ = 0 (and so is W x for a blank image row)."""
+    z = torch.zeros(1, 4 * hidden_size)
+    with_eps = layer_norm(z, z.shape[-1], eps=eps).output
+    mean = z.mean(-1, keepdim=True)
+    sigma = (z - mean).pow(2).mean(-1, keepdim=True).sqrt()
+    without = (z - mean) / sigma  # Ba et al.: (a − μ) / σ
+    return FirstStep(z.shape[-1], eps, float(with_eps.abs().max()),
+                     int(torch.isnan(without).sum()))
 
 
 # --- Training the models side by side ------------------------------------------------------------
@@ -399,6 +524,13 @@ class LayerNormLSTMCell(nn.Module):
 EVAL_SAMPLES = 2000
 #: Held-out samples whose gate pre-activations are summarized.
 GATE_SAMPLES = 256
+#: Held-out samples read again, with blank rows above them, by the sequence-length check.
+LENGTH_SAMPLES = 256
+#: The blank rows put above each held-out image by the sequence-length check, as fractions of
+#: the training length T: the test sequences are T, 1.25 T, 1.5 T, 2 T and 3 T steps long.
+LENGTH_FRACTIONS = (0, 0.25, 0.5, 1, 2)
+#: A drop in held-out accuracy on longer sequences that the findings explain (5 points).
+LENGTH_NOTABLE_DROP = 0.05
 #: What one time step of one forward pass costs beyond its matrix products (the Python loop over
 #: the steps, the norms' small ops), as the number of multiply-adds that take as long: measured
 #: at about 0.15 ms on a CPU core. It dominates for small models and long sequences.
@@ -408,15 +540,54 @@ TIME_STEP_OVERHEAD = 3_000_000
 #: step the page offers on MNIST (batch 256, H = 256, 28 × 28) takes 6.5e9. A training is
 #: stopped between pieces, so this bounds how long Stop waits.
 MAX_STEP_WORK = 8_000_000_000
+#: The learning rates the page offers.
+LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+#: What a comparison can sweep: the :class:`TrainConfig` field, and its name on the page.
+SWEEPS = {"lr": "learning rate", "gamma_init": "initial γ", "beta_init": "initial β"}
+#: How a swept value is written in a series' label ("LN-LSTM · lr 0.1").
+SWEEP_SYMBOLS = {"lr": "lr", "gamma_init": "γ₀", "beta_init": "β₀"}
+#: The values the page offers for each sweep, and the ones it starts with.
+SWEEP_CHOICES = {"lr": LEARNING_RATES, "gamma_init": (0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0),
+                 "beta_init": (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0)}
+SWEEP_DEFAULTS = {"lr": (1e-3, 1e-2, 1e-1), "gamma_init": (0.1, 1.0, 3.0),
+                  "beta_init": (-1.0, 0.0, 1.0)}
+#: The sweeps that change only the norms' γ and β: the plain LSTM, which has none, is trained
+#: once and drawn as the reference.
+NORM_SWEEPS = ("gamma_init", "beta_init")
+#: The most seeds per model and setting, and the most runs (models × swept values × seeds) one
+#: comparison may train: each keeps its weights and Adam's state in memory until it ends.
+MAX_SEEDS = 5
+MAX_RUNS = 30
+#: The largest difference, relative to the logits, that the batch check calls float32 rounding:
+#: float32 keeps about 7 digits, and a logit sums thousands of rounded products.
+ROUNDING = 1e-5
+#: The held-out accuracy whose first step the page reports, as a measure of speed.
+TARGET_ACCURACY = 0.9
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a comparison: a model at one setting, trained from every seed.
+
+    ``value`` is the swept setting's value (None without a sweep, and for the plain LSTM in a
+    sweep of γ or β, which it does not have); ``label`` names the line ("LN-LSTM · lr 0.1").
+    """
+
+    kind: str
+    value: float | None
+    label: str
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that decides a comparison's numbers (with the data): same config, same curves.
 
-    Every model in ``models`` starts from ``seed`` and sees the same sequence of mini-batches.
-    ``gamma_init``/``beta_init``/``single_bias`` configure the norms of the LN- and BN-LSTM.
-    The held-out set is evaluated every ``eval_every`` steps.
+    Every model in ``models`` is trained from ``seeds`` seeds, ``seed``, ``seed + 1``, …: a seed
+    sets the initial weights and the order of the mini-batches, the same for every model, so
+    runs of one seed differ only by their normalization. With a ``sweep`` (a key of
+    :data:`SWEEPS`), each model is trained at every value of ``sweep_values`` instead of the
+    config's own value of that setting. ``gamma_init``/``beta_init``/``single_bias`` configure
+    the norms of the LN- and BN-LSTM. The held-out set is evaluated every ``eval_every`` steps.
     """
 
     models: tuple[str, ...] = ("lstm", "ln-lstm")
@@ -430,6 +601,9 @@ class TrainConfig:
     single_bias: bool = False
     seed: int = 0
     device: str = "cpu"
+    seeds: int = 1
+    sweep: str | None = None
+    sweep_values: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.models if m not in MODELS]
@@ -438,11 +612,54 @@ class TrainConfig:
                              f"{list(self.models)}")
         if self.batch_size < 2:
             raise ValueError("batch_size must be at least 2 (BatchNorm needs two samples)")
-        if min(self.hidden_size, self.steps, self.eval_every) < 1 or not self.lr > 0:
-            raise ValueError("hidden_size, steps and eval_every must be positive, lr above 0")
+        if min(self.hidden_size, self.steps, self.eval_every, self.seeds) < 1 or not self.lr > 0:
+            raise ValueError("hidden_size, steps, eval_every and seeds must be positive, lr "
+                             "above 0")
+        if self.sweep is not None and self.sweep not in SWEEPS:
+            raise ValueError(f"unknown sweep {self.sweep!r}; choose one of {', '.join(SWEEPS)}")
+        if (self.sweep is None) != (not self.sweep_values):
+            raise ValueError("sweep_values go with a sweep, and a sweep needs values")
+        if len(set(self.sweep_values)) != len(self.sweep_values):
+            raise ValueError(f"the swept values must be distinct; got {list(self.sweep_values)}")
+        if self.sweep == "lr" and not all(v > 0 for v in self.sweep_values):
+            raise ValueError("swept learning rates must be above 0")
         if self.device not in available_devices():
             raise ValueError(f"device {self.device!r} is not available here; choose one of "
                              f"{available_devices()}")
+
+    def series(self) -> tuple[Series, ...]:
+        """The lines of the comparison, model by model (and value by value in a sweep)."""
+        lines = []
+        for kind in self.models:
+            if self.sweep is None or (kind == "lstm" and self.sweep in NORM_SWEEPS):
+                lines.append(Series(kind, None, MODEL_LABELS[kind]))
+                continue
+            lines += [Series(kind, value,
+                             f"{MODEL_LABELS[kind]} · {setting_text(self.sweep, value)}")
+                      for value in self.sweep_values]
+        return tuple(lines)
+
+    @property
+    def runs(self) -> int:
+        """How many models are trained: every series from every seed."""
+        return len(self.series()) * self.seeds
+
+    def describe(self) -> str:
+        """What makes up :attr:`runs`: "2 models × 3 values of the learning rate × 3 seeds"."""
+        return _runs_text(self)
+
+    def run_config(self, series: Series, index: int) -> TrainConfig:
+        """The config of one run: ``series``' model and value, from seed ``seed + index``."""
+        changes: dict = dict(models=(series.kind,), seed=self.seed + index, seeds=1, sweep=None,
+                             sweep_values=())
+        if series.value is not None:
+            changes[self.sweep] = series.value
+        return replace(self, **changes)
+
+
+def setting_text(sweep: str, value: float) -> str:
+    """A swept value as the labels write it: "lr 0.1", "γ₀ 3"."""
+    return f"{SWEEP_SYMBOLS[sweep]} {value:g}"
 
 
 #: About this many evaluations per training: the points of the curves, which the app redraws
@@ -454,6 +671,12 @@ def evaluation_interval(steps: int, evaluations: int = CHART_UPDATES) -> int:
     """The ``eval_every`` that evaluates about ``evaluations`` times in ``steps`` steps (every
     step for short trainings)."""
     return max(1, round(steps / evaluations))
+
+
+def length_margins(steps: int) -> tuple[int, ...]:
+    """The blank rows put above each image by the sequence-length check, for training sequences
+    of ``steps`` steps: :data:`LENGTH_FRACTIONS` of it, rounded, without repeats."""
+    return tuple(sorted({round(steps * f) for f in LENGTH_FRACTIONS}))
 
 
 @dataclass
@@ -499,24 +722,72 @@ def _eval_slice(hidden: int, steps: int, features: int) -> int:
     return max(1, min(1000, room // per_sample))
 
 
+def _sliced_work(samples: int, hidden: int, steps: int, features: int, per_slice: int) -> int:
+    """Multiply-adds of a forward pass of ``samples`` sequences in slices of ``per_slice``: each
+    slice pays the time steps' fixed cost again."""
+    slices = math.ceil(samples / per_slice)
+    return (_forward_work(samples, hidden, steps, features)
+            + (slices - 1) * steps * TIME_STEP_OVERHEAD)
+
+
+def _length_slice(samples: int, hidden: int, steps: int, features: int) -> int:
+    """Samples per piece of the sequence-length check: sized for its longest sequences."""
+    return min(samples, _eval_slice(hidden, steps + length_margins(steps)[-1], features))
+
+
+def length_work(kind: str, hidden: int, samples: int, steps: int, features: int) -> int:
+    """Multiply-adds of one run's sequence-length check: ``samples`` held-out images read again
+    at every length of :func:`length_margins`; twice for the BN-LSTM (with its running
+    statistics, and with the test batch's own)."""
+    per_slice = _length_slice(samples, hidden, steps, features)
+    work = sum(_sliced_work(samples, hidden, steps + margin, features, per_slice)
+               for margin in length_margins(steps))
+    return work * (2 if kind == "bn-lstm" else 1)
+
+
 def training_work(config: TrainConfig, data: SequenceData) -> int:
-    """Multiply-adds of a whole training, roughly: every step of every model, and every
-    evaluation of the held-out set (one every ``eval_every`` steps and one at the end)."""
+    """Multiply-adds of a whole comparison, roughly: every step of every run, every evaluation of
+    the held-out set (one every ``eval_every`` steps and one at the end), and each run's
+    sequence-length check."""
     held_out = min(len(data.y_test), EVAL_SAMPLES)
     size = (config.hidden_size, data.steps, data.features)
-    slices = math.ceil(held_out / _eval_slice(*size))
-    evaluation = _forward_work(held_out, *size) + (slices - 1) * data.steps * TIME_STEP_OVERHEAD
+    evaluation = _sliced_work(held_out, *size, _eval_slice(*size))
     evaluations = math.ceil(config.steps / config.eval_every)
-    per_model = config.steps * step_work(config, data) + evaluations * evaluation
-    return len(config.models) * per_model
+    per_run = config.steps * step_work(config, data) + evaluations * evaluation
+    length_samples = min(len(data.y_test), LENGTH_SAMPLES)
+    return sum((per_run + length_work(s.kind, config.hidden_size, length_samples, data.steps,
+                                      data.features)) * config.seeds
+               for s in config.series())
+
+
+def _runs_text(config: TrainConfig) -> str:
+    """"3 models", or "2 models × 3 values of the learning rate × 3 seeds": what multiplies the
+    work (a γ or β sweep trains the plain LSTM, which has neither, once)."""
+    models = len(config.models)
+    parts = [f"{models} model{'s' * (models > 1)}"]
+    if config.sweep is not None:
+        once = ("lstm" in config.models and config.sweep in NORM_SWEEPS and models > 1)
+        parts.append(f"{len(config.sweep_values)} values of the {SWEEPS[config.sweep]}"
+                     + (" (the LSTM once)" if once else ""))
+    if config.seeds > 1:
+        parts.append(f"{config.seeds} seeds")
+    return " × ".join(parts)
 
 
 def check_work(config: TrainConfig, data: SequenceData, limits: Limits) -> None:
-    """Refuse, before it starts, a training that would ask too much of the server.
+    """Refuse, before it starts, a comparison that would ask too much of the server.
 
-    One training step must fit in :data:`MAX_STEP_WORK` (Stop is checked between steps), and the
-    whole training in ``limits.max_training_work``. Raises ValueError saying what to lower.
+    At most :data:`MAX_RUNS` runs; one training step must fit in :data:`MAX_STEP_WORK` (Stop is
+    checked between steps), and the whole comparison in ``limits.max_training_work``. Raises
+    ValueError saying what to lower.
     """
+    lower = ["the training steps", "the batch size", "the hidden size H"]
+    fewer = (["seeds"] if config.seeds > 1 else []) + (
+        ["swept values"] if config.sweep is not None else []) + ["models"]
+    if config.runs > MAX_RUNS:
+        raise ValueError(f"This comparison trains {config.runs} runs ({_runs_text(config)}); at "
+                         f"most {MAX_RUNS} fit in memory at once. Choose fewer "
+                         f"{_or_list(fewer)}.")
     shape = (f"a batch of {config.batch_size} sequences of {data.steps} steps × "
              f"{data.features} features with H = {config.hidden_size}")
     one_step = step_work(config, data)
@@ -527,12 +798,21 @@ def check_work(config: TrainConfig, data: SequenceData, limits: Limits) -> None:
     work = training_work(config, data)
     if work > limits.max_training_work:
         where = "this server in demo mode" if limits == DEMO_LIMITS else "this server"
-        models = len(config.models)
-        raise ValueError(f"This training asks for too much work: {models} model"
-                         f"{'s' * (models > 1)} × {config.steps} steps of {shape} is "
+        lower += [f"the number of {what}" for what in fewer]
+        raise ValueError(f"This training asks for too much work: {_runs_text(config)} × "
+                         f"{config.steps} steps of {shape} is "
                          f"{_times(work / limits.max_training_work)} the most {where} allows "
-                         "for one run. Lower the training steps, the batch size, the hidden "
-                         "size H or the number of models.")
+                         f"for one run. Lower {_or_list(lower)}.")
+
+
+def _percent(fraction: float) -> str:
+    """0.9 as "90%"."""
+    return f"{fraction:.0%}"
+
+
+def _or_list(items: list[str], last: str = "or") -> str:
+    """"a, b or c" (or "a, b and c" with ``last="and"``)."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
 
 
 def _times(ratio: float) -> str:
@@ -541,27 +821,38 @@ def _times(ratio: float) -> str:
 
 
 class ModelRun:
-    """One model of a comparison: its parameters, Adam state, batch sampler and curves so far.
+    """One run of a comparison: a model from one seed, its parameters, Adam state, batch sampler
+    and curves so far.
+
+    After its last step and evaluation a run reads :data:`LENGTH_SAMPLES` held-out images again
+    with blank rows above them (:func:`length_margins`), sequences longer than any it trained on:
+    the sequence-length check, in pieces like an evaluation.
 
     Attributes:
         kind: the model's name (see :data:`lnviz.lessons.training.MODELS`).
+        label: the label of its series ("LN-LSTM", or "LN-LSTM · lr 0.1" in a sweep).
         step: optimizer steps taken.
         curve: at each evaluation, ``step``, ``loss`` (mean training loss since the previous
             evaluation), ``accuracy`` (on the held-out set) and ``grad_norm`` (mean ‖∇θ‖₂).
         step_loss, step_grad_norm: the training loss and the gradient norm of every step.
         seconds: time spent training and evaluating this model.
         gates_at_init: gate pre-activation quantiles before training (see
-            :func:`lnviz.lessons.training.gate_quantiles`).
+            :func:`lnviz.lessons.training.gate_quantiles`), if asked for.
+        length_hits: per blank-row margin, the held-out images classified right (the BN-LSTM
+            with its running statistics); ``length_batch_hits`` the same for the BN-LSTM with
+            the statistics of each test batch (None for the other models).
     """
 
-    def __init__(self, kind: str, tensors: _Tensors, num_classes: int, config: TrainConfig
-                 ) -> None:
+    def __init__(self, kind: str, tensors: _Tensors, num_classes: int, config: TrainConfig,
+                 *, label: str | None = None, record_gates: bool = True) -> None:
         self.kind, self.config, self.tensors = kind, config, tensors
+        self.label = label or MODEL_LABELS[kind]
         torch.manual_seed(config.seed)  # the same initial weights on every run of this seed
+        steps, features = tensors.x_train.shape[1:]
         self.model: SequenceClassifier = make_model(
-            kind, tensors.x_train.shape[2], config.hidden_size, num_classes,
+            kind, features, config.hidden_size, num_classes,
             gamma_init=config.gamma_init, beta_init=config.beta_init,
-            single_bias=config.single_bias, max_steps=tensors.x_train.shape[1],
+            single_bias=config.single_bias, max_steps=steps,
         ).to(config.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
         # The same generator seed for every model, so all of them see the same mini-batches.
@@ -572,11 +863,21 @@ class ModelRun:
         self.step_loss: list[float] = []
         self.step_grad_norm: list[float] = []
         self.seconds = 0.0
-        self.gates_at_init = gate_quantiles(self.model, tensors.x_eval[:GATE_SAMPLES])
+        self.gates_at_init = (gate_quantiles(self.model, tensors.x_eval[:GATE_SAMPLES])
+                              if record_gates else None)
         # An evaluation goes through the held-out set in slices, one per piece of work, so that
         # a long one can be stopped too: the next sample and the hits so far, None between them.
-        self.eval_slice = _eval_slice(config.hidden_size, *tensors.x_train.shape[1:])
+        self.eval_slice = _eval_slice(config.hidden_size, steps, features)
         self._evaluation: tuple[int, int] | None = None
+        # The sequence-length check, likewise: (margin index, next sample) while under way.
+        self.length_margins = length_margins(steps)
+        self.length_samples = min(LENGTH_SAMPLES, len(tensors.y_eval))
+        self.length_slice = _length_slice(self.length_samples, config.hidden_size, steps,
+                                          features)
+        self.length_hits = [0] * len(self.length_margins)
+        self.length_batch_hits = [0] * len(self.length_margins) if kind == "bn-lstm" else None
+        self._length: tuple[int, int] | None = None
+        self.length_done = False
 
     @property
     def evaluating(self) -> bool:
@@ -585,8 +886,9 @@ class ModelRun:
 
     @property
     def finished(self) -> bool:
-        """Whether every step is taken and the last evaluation recorded."""
-        return self.step >= self.config.steps and not self.evaluating
+        """Whether every step is taken, the last evaluation recorded and the sequence-length
+        check done."""
+        return self.step >= self.config.steps and not self.evaluating and self.length_done
 
     def evaluate_to_date(self) -> None:
         """Finish the evaluation under way, or evaluate now if steps were taken since the last
@@ -601,12 +903,15 @@ class ModelRun:
     def work(self) -> None:
         """One piece of work, at most :data:`MAX_STEP_WORK` (as :func:`check_work` checks): the
         next slice of the evaluation under way, else one optimizer step (which starts an
-        evaluation every ``eval_every`` steps and after the last)."""
+        evaluation every ``eval_every`` steps and after the last), else a slice of the
+        sequence-length check."""
         start = time.perf_counter()
         if self.evaluating:
             self._evaluate_slice()
-        else:
+        elif self.step < self.config.steps:
             self._train_step()
+        elif self._length is not None:
+            self._length_slice()
         self.seconds += time.perf_counter() - start
 
     def advance(self, n: int) -> None:
@@ -652,6 +957,33 @@ class ModelRun:
         self.curve["loss"].append(float(np.mean(self.step_loss[-since:])))
         self.curve["accuracy"].append(hits / start)
         self.curve["grad_norm"].append(float(np.mean(self.step_grad_norm[-since:])))
+        if self.step >= self.config.steps and not self.length_done:
+            self._length = (0, 0)  # trained: the sequence-length check comes next
+
+    @torch.no_grad()
+    def _length_slice(self) -> None:
+        """One slice of the sequence-length check: images with ``margin`` blank rows above."""
+        index, start = self._length
+        margin = self.length_margins[index]
+        end = min(start + self.length_slice, self.length_samples)
+        x, y = self.tensors.x_eval[start:end], self.tensors.y_eval[start:end]
+        longer = torch.cat([x.new_zeros(len(x), margin, x.shape[2]), x], dim=1)
+        self.model.eval()
+        try:
+            self.length_hits[index] += int((self.model(longer).argmax(1) == y).sum())
+        finally:
+            self.model.train()
+        if self.length_batch_hits is not None:
+            # Training mode on a copy: each step normalized with this test batch's statistics
+            # (which moves only the copy's running averages).
+            copy_ = copy.deepcopy(self.model).train()
+            self.length_batch_hits[index] += int((copy_(longer).argmax(1) == y).sum())
+        if end < self.length_samples:
+            self._length = (index, end)
+        elif index + 1 < len(self.length_margins):
+            self._length = (index + 1, 0)
+        else:
+            self._length, self.length_done = None, True
 
 
 @dataclass(frozen=True)
@@ -661,9 +993,9 @@ class Progress:
     Attributes:
         fraction: steps taken out of all, in [0, 1].
         text: "Step 120 of 300 · held-out accuracy: LSTM 61%, LN-LSTM 84%" (accuracies once
-            evaluated).
-        curves: each model's evaluation curve so far, keyed by its label.
-        evaluations: how many points the curves hold in all; a new one means a redraw.
+            evaluated, the mean over the seeds).
+        curves: each series' evaluation curve so far (:func:`seed_band`), keyed by its label.
+        evaluations: how many points the runs' curves hold in all; a new one means a redraw.
         chance: the accuracy of guessing, 1 / classes.
     """
 
@@ -674,13 +1006,31 @@ class Progress:
     chance: float
 
 
-class Training:
-    """A comparison in progress: every model of ``config`` on ``data``, advanced in chunks.
+def seed_band(curves: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, list[float]]:
+    """One series' curve over its seeds: ``step`` (the evaluations every seed has reached), the
+    mean ``loss`` and ``accuracy`` over the seeds, and with two seeds or more the lowest and
+    highest seed at every step (``loss_low``, ``loss_high``, ``accuracy_low``,
+    ``accuracy_high``). A seed whose loss is NaN makes the mean and the range NaN there."""
+    points = min(len(c["step"]) for c in curves)
+    band: dict[str, list[float]] = {"step": list(curves[0]["step"][:points])}
+    for field_ in ("loss", "accuracy"):
+        values = np.array([c[field_][:points] for c in curves], dtype=np.float64).reshape(
+            len(curves), points)
+        band[field_] = values.mean(axis=0).tolist()
+        if len(curves) > 1:
+            band[f"{field_}_low"] = values.min(axis=0).tolist()
+            band[f"{field_}_high"] = values.max(axis=0).tolist()
+    return band
 
-    ``advance_for(seconds)`` works on the models piece by piece (a training step, or a slice of
-    an evaluation) for about that long, always on the model furthest behind, so that their
-    curves grow together; ``advance(n)`` moves each model n steps further; ``stop()`` ends it
-    early, at the end of the piece under way; ``done`` says whether it has ended.
+
+class Training:
+    """A comparison in progress: every run of ``config`` on ``data``, advanced in chunks.
+
+    ``advance_for(seconds)`` works on the runs piece by piece (a training step, or a slice of
+    an evaluation or of the sequence-length check) for about that long, always on the run
+    furthest behind, so that their curves grow together; ``advance(n)`` moves each run n steps
+    further; ``stop()`` ends it early, at the end of the piece under way; ``done`` says whether
+    it has ended.
 
     Creating one is instant: the models are built on first use. The app keeps a training between
     reruns, and Streamlit starts a rerun (a click on Stop) while the previous run is still inside
@@ -699,8 +1049,11 @@ class Training:
         with self._lock:
             if self._tensors is None:
                 tensors = _Tensors.build(self.data, self.config.device)
-                self._runs = [ModelRun(kind, tensors, self.data.num_classes, self.config)
-                              for kind in self.config.models]
+                self._runs = [
+                    ModelRun(s.kind, tensors, self.data.num_classes,
+                             self.config.run_config(s, index), label=s.label,
+                             record_gates=index == 0)
+                    for s in self.config.series() for index in range(self.config.seeds)]
                 self._tensors = tensors
 
     @property
@@ -711,22 +1064,30 @@ class Training:
 
     @property
     def runs(self) -> list[ModelRun]:
-        """One :class:`ModelRun` per model, in the order of ``config.models``."""
+        """Every :class:`ModelRun`: series by series (in the order of
+        :meth:`TrainConfig.series`), seed by seed within each."""
         self._build()
         return self._runs
 
+    def series_runs(self) -> dict[str, list[ModelRun]]:
+        """The runs of each series, keyed by its label, seed by seed."""
+        grouped: dict[str, list[ModelRun]] = {}
+        for run in self.runs:
+            grouped.setdefault(run.label, []).append(run)
+        return grouped
+
     @property
     def step(self) -> int:
-        """Steps every model has taken."""
+        """Steps every run has taken."""
         return min(run.step for run in self.runs)
 
     @property
     def done(self) -> bool:
-        """Whether all steps are taken and evaluated, or the training was stopped."""
+        """Whether all steps are taken, evaluated and checked, or the training was stopped."""
         return self.stopped or all(run.finished for run in self.runs)
 
     def advance(self, n: int) -> None:
-        """Up to ``n`` more steps for every model, with their evaluations (fewer at the end, and
+        """Up to ``n`` more steps for every run, with their evaluations (fewer at the end, and
         none once stopped)."""
         with self._lock:
             for run in self.runs:
@@ -736,7 +1097,7 @@ class Training:
 
     def advance_for(self, seconds: float, *, clock: Callable[[], float] = time.perf_counter
                     ) -> int:
-        """Work for about ``seconds``: piece after piece (see :meth:`ModelRun.work`) of the model
+        """Work for about ``seconds``: piece after piece (see :meth:`ModelRun.work`) of the run
         furthest behind, until the time is up (after at least one piece), the training is done
         or it is stopped. Returns the number of pieces done.
 
@@ -760,8 +1121,10 @@ class Training:
         self.stopped = True
 
     def curves(self) -> dict[str, dict[str, list[float]]]:
-        """Each model's evaluation curve, keyed by its label (e.g. "LN-LSTM")."""
-        return {MODEL_LABELS[run.kind]: run.curve for run in self.runs}
+        """Each series' evaluation curve over its seeds (:func:`seed_band`), keyed by its label
+        (e.g. "LN-LSTM")."""
+        return {label: seed_band([run.curve for run in runs])
+                for label, runs in self.series_runs().items()}
 
     def progress(self) -> Progress:
         """Steps taken, the latest held-out accuracies and the curves so far (builds the models
@@ -769,11 +1132,13 @@ class Training:
         step, total, curves = self.step, self.config.steps, self.curves()
         accuracies = ", ".join(f"{label} {c['accuracy'][-1]:.0%}"
                                for label, c in curves.items() if c["accuracy"])
+        checking = step >= total and not self.done
         return Progress(
             fraction=step / total,
             text=f"Step {step} of {total}" + (f" · held-out accuracy: {accuracies}"
-                                              if accuracies else ""),
-            curves=curves, evaluations=sum(len(c["step"]) for c in curves.values()),
+                                              if accuracies else "")
+                 + (" · reading longer test sequences" if checking else ""),
+            curves=curves, evaluations=sum(len(run.curve["step"]) for run in self.runs),
             chance=1 / self.data.num_classes)
 
 
@@ -785,14 +1150,119 @@ class BatchSensitivity:
     statistics: str
     batch_sizes: tuple[int, int]
     max_difference: float
+    #: the largest |logit| of these samples (evaluation mode): the scale rounding is relative to
+    largest_logit: float = 1.0
+
+    @property
+    def rounding(self) -> bool:
+        """Whether the difference is within float32 rounding of logits this large (a relative
+        :data:`ROUNDING` of the largest, or of 1 for small logits)."""
+        return bool(self.max_difference <= ROUNDING * max(1.0, self.largest_logit))
+
+
+@dataclass(frozen=True)
+class LengthCheck:
+    """Held-out images read with blank rows above them: sequences longer than the training ones.
+
+    Attributes:
+        train_length: T, the steps every training sequence had.
+        lengths: the test sequence lengths, T plus each margin of :func:`length_margins`.
+        samples: the held-out images read at every length.
+        batch: the test batch size whose statistics the BN-LSTM's second reading uses.
+        accuracy: per series label, the held-out accuracy at every length, one row per seed
+            (the BN-LSTM with its running statistics, used in evaluation mode).
+        batch_statistics: per BN-LSTM series, the same with each test batch's own statistics.
+        running_var: per BN-LSTM series, the running variance of the cell state c at each of
+            the T time steps (mean over the H units; seed ``config.seed``): the statistics step
+            t is normalized with in evaluation mode. Steps beyond T have none of their own.
+    """
+
+    train_length: int
+    lengths: tuple[int, ...]
+    samples: int
+    batch: int
+    accuracy: dict[str, np.ndarray]
+    batch_statistics: dict[str, np.ndarray]
+    running_var: dict[str, np.ndarray]
+
+    def subset(self, labels: Sequence[str] | None) -> LengthCheck:
+        """The check for the series in ``labels`` only (all of them for None)."""
+        if labels is None:
+            return self
+
+        def keep(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return {label: v for label, v in values.items() if label in labels}
+
+        return replace(self, accuracy=keep(self.accuracy),
+                       batch_statistics=keep(self.batch_statistics),
+                       running_var=keep(self.running_var))
+
+    def mean(self) -> dict[str, np.ndarray]:
+        """Per series, the accuracy at every length averaged over the seeds."""
+        return {label: a.mean(axis=0) for label, a in self.accuracy.items()}
+
+    def bands(self) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per series, the accuracy at every length: (mean, lowest seed, highest seed)."""
+        return {label: (a.mean(axis=0), a.min(axis=0), a.max(axis=0))
+                for label, a in self.accuracy.items()}
+
+    def batch_means(self) -> dict[str, np.ndarray]:
+        """Per BN-LSTM series, the accuracy with the test batch's statistics (mean of seeds)."""
+        return {label: a.mean(axis=0) for label, a in self.batch_statistics.items()}
+
+    def findings(self) -> list[str]:
+        """What the check shows, in sentences computed from its numbers: the accuracies at the
+        training length and at the longest test length, and who lost the most."""
+        longest, t = self.lengths[-1], self.train_length
+        if longest == t:
+            return []
+        means = self.mean()
+        seeds = next(iter(self.accuracy.values())).shape[0]
+        over = "" if seeds == 1 else f" (mean of {seeds} seeds)"
+        parts = [f"{label} {m[-1]:.0%} (from {m[0]:.0%} at {t} steps)"
+                 for label, m in means.items()]
+        sentences = [f"Read with {longest - t} blank rows above the digit ({longest} steps, "
+                     f"{longest / t:.3g}× the training length), the held-out accuracy{over} is: "
+                     + ", ".join(parts) + "."]
+        for label, values in self.batch_statistics.items():
+            m = values.mean(axis=0)
+            sentences.append(
+                f"The {label} normalizing every step with the statistics of its test batch "
+                f"({self.batch} images) instead of its running averages: {m[-1]:.0%} at "
+                f"{longest} steps (from {m[0]:.0%} at {t}); it then no longer computes each "
+                "image on its own.")
+        drops = {label: m[0] - m[-1] for label, m in means.items()}
+        if len(means) > 1:
+            worst = max(drops, key=drops.get)
+            sentences.append(f"Largest drop: {worst}, {drops[worst] * 100:.0f} percentage "
+                             "points.")
+        ln_drops = [label for label, drop in drops.items()
+                    if label.startswith("LN-LSTM") and drop >= LENGTH_NOTABLE_DROP]
+        if ln_drops:
+            sentences.append(
+                f"The {_or_list(ln_drops, 'and')} lose{'s' * (len(ln_drops) == 1)} "
+                f"{LENGTH_NOTABLE_DROP * 100:.0f} percentage points or more too, though "
+                "LayerNorm needs no statistics from training: its norm of the cell state "
+                "rescales the small memory the blank rows leave to the spread γ_c sets, so "
+                "the digit's first row meets a full-size h instead of the h₀ = 0 it was "
+                "trained with.")
+        return sentences
 
 
 @dataclass(frozen=True)
 class TrainingResult:
     """A finished (or stopped) comparison as plain numbers, ready for figures and JSON.
 
-    ``gates`` and ``gates_at_init`` map a model label to the (5, T, 5) quantiles of
-    :func:`lnviz.lessons.training.gate_quantiles` after and before training.
+    Keyed by series label ("LN-LSTM", or "LN-LSTM · lr 0.1" in a sweep): ``curves`` over the
+    seeds (:func:`seed_band`) and ``seed_curves`` seed by seed; ``step_loss`` and
+    ``step_grad_norm`` one list per seed. ``gates`` and ``gates_at_init`` map a series to the
+    (5, T, 5) quantiles of :func:`lnviz.lessons.training.gate_quantiles` after and before
+    training, and ``batch_sensitivity`` checks it, both for its run from seed ``config.seed``.
+    ``length`` is the sequence-length check (None if the training stopped before it);
+    ``gate_samples`` the held-out images behind the gate quantiles; ``sequence`` the data's
+    (time steps, features per step).
+    ``seconds`` is each series' wall-clock time, all seeds together: it depends on the
+    machine's load, so the page reports steps instead.
     """
 
     dataset: str
@@ -801,91 +1271,373 @@ class TrainingResult:
     steps_done: int
     stopped: bool
     curves: dict[str, dict[str, list[float]]]
-    step_loss: dict[str, list[float]]
-    step_grad_norm: dict[str, list[float]]
+    seed_curves: dict[str, list[dict[str, list[float]]]]
+    step_loss: dict[str, list[list[float]]]
+    step_grad_norm: dict[str, list[list[float]]]
     seconds: dict[str, float]
     parameters: dict[str, int]
     gates: dict[str, np.ndarray]
     gates_at_init: dict[str, np.ndarray]
     batch_sensitivity: list[BatchSensitivity] = field(default_factory=list)
+    length: LengthCheck | None = None
+    gate_samples: int = GATE_SAMPLES
+    sequence: tuple[int, int] = (0, 0)
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The seeds every series was trained from."""
+        return tuple(range(self.config.seed, self.config.seed + self.config.seeds))
+
+    def final_accuracies(self) -> dict[str, list[float]]:
+        """Held-out accuracy at the last evaluation, per series label, one per seed."""
+        return {label: [c["accuracy"][-1] for c in curves if c["accuracy"]]
+                for label, curves in self.seed_curves.items()}
 
     def final_accuracy(self) -> dict[str, float]:
-        """Held-out accuracy at the last evaluation, per model label."""
-        return {label: c["accuracy"][-1] for label, c in self.curves.items() if c["accuracy"]}
+        """Held-out accuracy at the last evaluation, per series label (mean over the seeds)."""
+        return {label: float(np.mean(values)) for label, values in
+                self.final_accuracies().items() if values}
 
-    def steps_to_accuracy(self, threshold: float) -> dict[str, int | None]:
-        """The first evaluated step at which each model's held-out accuracy reached
-        ``threshold`` (None if it never did): a measure of how fast it converged."""
-        return {label: next((s for s, a in zip(c["step"], c["accuracy"], strict=True)
-                             if a >= threshold), None) for label, c in self.curves.items()}
+    def steps_to_accuracy(self, threshold: float = TARGET_ACCURACY
+                          ) -> dict[str, list[int | None]]:
+        """Per series, for every seed: the first evaluated step at which the held-out accuracy
+        reached ``threshold`` (None if it never did), a measure of how fast it converged."""
+        return {label: [next((s for s, a in zip(c["step"], c["accuracy"], strict=True)
+                              if a >= threshold), None) for c in curves]
+                for label, curves in self.seed_curves.items()}
 
-    def diverged(self) -> list[str]:
-        """The models whose training loss became NaN or infinite."""
-        return [label for label, losses in self.step_loss.items()
-                if not np.isfinite(losses).all()]
+    def median_steps_to(self, threshold: float = TARGET_ACCURACY) -> dict[str, float]:
+        """Per series, the median over the seeds of :meth:`steps_to_accuracy`, a seed that
+        never got there counting as infinitely many steps (inf: most seeds never did)."""
+        return {label: float(np.median([math.inf if s is None else s for s in steps]))
+                for label, steps in self.steps_to_accuracy(threshold).items()}
+
+    def reach_text(self, label: str, threshold: float = TARGET_ACCURACY) -> str:
+        """When ``label`` first reached ``threshold``, in words, seed by seed: "90% first
+        reached at step 40", or "90% first reached: seed 0 at step 40, seed 1 never"."""
+        steps = self.steps_to_accuracy(threshold)[label]
+        goal = _percent(threshold)
+        if len(steps) == 1:
+            return f"{goal} first reached at step {steps[0]}" if steps[0] is not None else \
+                f"never reached {goal}"
+        if all(step is None for step in steps):
+            return f"no seed reached {goal}"
+        return f"{goal} first reached: " + ", ".join(
+            f"seed {seed} " + ("never" if step is None else f"at step {step}")
+            for seed, step in zip(self.seeds, steps, strict=True))
+
+    def diverged(self) -> dict[str, int]:
+        """The series some of whose seeds' training loss became NaN or infinite: how many."""
+        counts = {label: sum(not np.isfinite(seed).all() for seed in losses)
+                  for label, losses in self.step_loss.items()}
+        return {label: n for label, n in counts.items() if n}
+
+    def grad_norm_bands(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None,
+                                       dict[str, np.ndarray] | None]:
+        """‖∇θ‖₂ at every step, per series: the median over the seeds, and (with two seeds or
+        more) the lowest and highest seed; the steps every seed has taken."""
+        median, low, high = {}, {}, {}
+        for label, seeds in self.step_grad_norm.items():
+            steps = min(len(s) for s in seeds)
+            values = np.array([s[:steps] for s in seeds], dtype=np.float64).reshape(
+                len(seeds), steps)
+            median[label] = np.median(values, axis=0)
+            low[label], high[label] = values.min(axis=0), values.max(axis=0)
+        return (median, low, high) if self.config.seeds > 1 else (median, None, None)
+
+    def settings(self) -> list[tuple[str | None, list[str]]]:
+        """The comparisons the findings make: per setting (a swept value's text, or None
+        without a sweep), the labels of the series trained at it. The plain LSTM of a γ or β
+        sweep belongs to every setting."""
+        config = self.config
+        if config.sweep is None:
+            return [(None, list(self.curves))]
+        series = config.series()
+        return [(setting_text(config.sweep, v),
+                 [s.label for s in series if s.value is None or s.value == v])
+                for v in config.sweep_values]
+
+    def findings(self, threshold: float = TARGET_ACCURACY) -> list[str]:
+        """What these runs show about who learns better and faster, in sentences computed from
+        them: per setting, the models by mean final accuracy with their seed ranges, whether the
+        leader's range clears the runner-up's, and who reached ``threshold`` first; then, for a
+        learning-rate sweep of the LSTM and the LN-LSTM, where the LN-LSTM came out ahead."""
+        finals, medians = self.final_accuracies(), self.median_steps_to(threshold)
+        seeds = self.config.seeds
+        goal = _percent(threshold)
+        sentences = []
+        for setting, labels in self.settings():
+            labels = [label for label in labels if finals.get(label)]
+            if not labels:
+                continue
+            names = {label: label.split(" · ")[0] for label in labels}
+            ranked = sorted(labels, key=lambda label: -np.mean(finals[label]))
+            where = f"At {setting}: " if setting else ""
+            if seeds == 1:
+                text = ", ".join(f"{names[la]} {finals[la][0]:.1%}" for la in ranked)
+                sentence = _sentence(where, f"final held-out accuracy, one seed each: {text}.")
+                if len(ranked) > 1:
+                    sentence += (" One seed is one draw of the initial weights and the "
+                                 "batches: raise Seeds before reading a winner into this.")
+            else:
+                text = ", ".join(f"{names[la]} {np.mean(finals[la]):.1%} "
+                                 f"({min(finals[la]):.1%}–{max(finals[la]):.1%})"
+                                 for la in ranked)
+                sentence = _sentence(where, f"final held-out accuracy, mean of {seeds} seeds "
+                                            f"(lowest–highest seed): {text}.")
+                if len(ranked) > 1:
+                    first, second = ranked[0], ranked[1]
+                    if min(finals[first]) > max(finals[second]):
+                        sentence += (f" Every seed of the {names[first]} ends above every seed "
+                                     f"of the {names[second]}.")
+                    else:
+                        sentence += (f" The {names[first]}'s and the {names[second]}'s seed "
+                                     "ranges overlap: other seeds could swap them.")
+            sentences.append(sentence)
+            if len(ranked) > 1:
+                sentences.append(_sentence(where, self._speed_sentence(
+                    labels, names, medians, threshold, goal)))
+        claim = self._learning_rate_claim()
+        if claim:
+            sentences.append(claim)
+        return sentences
+
+    def _speed_sentence(self, labels: list[str], names: dict[str, str],
+                        medians: dict[str, float], threshold: float, goal: str) -> str:
+        """Who reached ``threshold`` first (the median over seeds), and who did not."""
+        steps = self.steps_to_accuracy(threshold)
+        order = sorted(labels, key=lambda label: medians[label])
+        got = [la for la in order if not math.isinf(medians[la])]
+        missed = [la for la in order if math.isinf(medians[la])]
+        seeds = self.config.seeds
+        if not got:
+            return f"no model reached {goal} held-out accuracy in most of its seeds." \
+                if seeds > 1 else f"no model reached {goal} held-out accuracy."
+        how = "step" if seeds == 1 else "median step"
+        ties = {}  # models that got there at the same step are named together
+        for la in got:
+            ties.setdefault(medians[la], []).append(f"the {names[la]}")
+        parts = [f"{goal} first reached by " + ", then by ".join(
+            f"{_or_list(group, 'and')} ({how} {step:g}{' each' * (len(group) > 1)})"
+            for step, group in ties.items())]
+        for la in missed:
+            reached = sum(s is not None for s in steps[la])
+            parts.append(f"the {names[la]} " + ("never reached it" if not reached else
+                                                f"reached it in only {reached} of {seeds} seeds"))
+        return "; ".join(parts) + "."
+
+    def _learning_rate_claim(self) -> str | None:
+        """Seed 001's claim that LayerNorm allows higher learning rates, against a learning-rate
+        sweep of the LSTM and the LN-LSTM (None for any other comparison)."""
+        config = self.config
+        if config.sweep != "lr" or len(config.sweep_values) < 2 or not {
+                "lstm", "ln-lstm"} <= set(config.models):
+            return None
+        finals, medians = self.final_accuracies(), self.median_steps_to()
+        ahead, behind, clear, sooner = [], [], [], []
+        for value in sorted(config.sweep_values):
+            ln, plain = (f"{MODEL_LABELS[k]} · {setting_text('lr', value)}"
+                         for k in ("ln-lstm", "lstm"))
+            if not (finals.get(ln) and finals.get(plain)):
+                continue
+            text = f"{value:g}"
+            difference = np.mean(finals[ln]) - np.mean(finals[plain])
+            (ahead if difference > 0 else behind if difference < 0 else []).append(text)
+            if min(finals[ln]) > max(finals[plain]):
+                clear.append(text)
+            if medians[ln] < medians[plain]:
+                sooner.append(text)
+        if not ahead and not behind:
+            return None
+
+        def rates(values: list[str]) -> str:
+            return f"lr {_or_list(values, 'and')}" if values else "no learning rate tried"
+
+        seeds = "" if config.seeds == 1 else f" (means of {config.seeds} seeds)"
+        return ("Seed 001 says LayerNorm lets an LSTM train with higher learning rates and "
+                f"converge faster. In these runs{seeds}, the LN-LSTM ends ahead of the LSTM at "
+                f"{rates(ahead)} and behind at {rates(behind)}; every LN-LSTM seed ends above "
+                f"every LSTM seed at {rates(clear)}; the LN-LSTM reaches "
+                f"{_percent(TARGET_ACCURACY)} sooner (median step) at {rates(sooner)}.")
+
+    def sweep_accuracy(self) -> dict[str, tuple[list[float], list[float], list[float]]]:
+        """For the sweep figure: per model, the final accuracy at every swept value (mean,
+        lowest seed, highest seed). The plain LSTM of a γ or β sweep, trained once, is the same
+        at every value ("LSTM (no norms)")."""
+        config, finals = self.config, self.final_accuracies()
+        lines: dict[str, tuple[list[float], list[float], list[float]]] = {}
+        for s in config.series():
+            values = finals.get(s.label)
+            if not values:
+                continue
+            repeat = len(config.sweep_values) if s.value is None else 1
+            name = MODEL_LABELS[s.kind] + (" (no norms)" if s.value is None else "")
+            mean, low, high = lines.setdefault(name, ([], [], []))
+            mean += [float(np.mean(values))] * repeat
+            low += [min(values)] * repeat
+            high += [max(values)] * repeat
+        return lines
+
+    def sweep_table(self) -> pd.DataFrame:
+        """One row per series: its model and setting, the final accuracy (mean, lowest and
+        highest seed), when it first reached the target accuracy, and diverged seeds."""
+        finals, medians = self.final_accuracies(), self.median_steps_to()
+        steps, diverged = self.steps_to_accuracy(), self.diverged()
+        config = self.config
+        rows = []
+        for s in config.series():
+            values = finals.get(s.label)
+            if not values:
+                continue
+            setting = (SWEEPS[config.sweep], "—" if s.value is None else f"{s.value:g}") \
+                if config.sweep else None
+            rows.append({
+                "model": MODEL_LABELS[s.kind],
+                **({setting[0]: setting[1]} if setting else {}),
+                "final accuracy (mean)": float(np.mean(values)),
+                "lowest seed": min(values), "highest seed": max(values),
+                f"seeds reaching {_percent(TARGET_ACCURACY)}":
+                    f"{sum(x is not None for x in steps[s.label])} of {len(values)}",
+                f"median step to {_percent(TARGET_ACCURACY)}":
+                    "never, in most seeds" if math.isinf(medians[s.label])
+                    else f"{medians[s.label]:g}",
+                "diverged seeds": diverged.get(s.label, 0),
+            })
+        return pd.DataFrame(rows)
 
     @property
     def chance(self) -> float:
         """The held-out accuracy of guessing: 1 / classes."""
         return 1 / self.num_classes
 
-    def gate_bands(self, gate: str = "all", at_init: bool = False) -> dict[str, np.ndarray]:
-        """Per model label, the (T, 5) quantiles of one gate's pre-activations at every time
-        step (``gate`` one of :data:`GATES`, or "all" for the four pooled), after training or,
-        with ``at_init``, before it."""
+    def gate_bands(self, gate: str = "all", at_init: bool = False, labels: Sequence[str] | None
+                   = None) -> dict[str, np.ndarray]:
+        """Per series label (all, or those in ``labels``), the (T, 5) quantiles of one gate's
+        pre-activations at every time step (``gate`` one of :data:`GATES`, or "all" for the
+        four pooled), after training or, with ``at_init``, before it."""
         row = len(GATES) if gate == "all" else GATES.index(gate)  # gate_quantiles' rows
         gates = self.gates_at_init if at_init else self.gates
-        return {label: quantiles[row] for label, quantiles in gates.items()}
+        return {label: quantiles[row] for label, quantiles in gates.items()
+                if labels is None or label in labels}
 
-    def batch_table(self) -> pd.DataFrame:
-        """The batch-dependence check, one row per model and kind of statistics."""
+    def gate_findings(self, gate: str = "all", at_init: bool = False,
+                      labels: Sequence[str] | None = None) -> str:
+        """How wide each series' 5–95 % band of gate pre-activations is, at the first time step
+        and the last, and the widest it gets: a sentence computed from the bands drawn."""
+        parts = []
+        for label, q in self.gate_bands(gate, at_init, labels).items():
+            width = q[:, 4] - q[:, 0]
+            parts.append(f"{label} {width[0]:.2g} → {width[-1]:.2g} (widest {width.max():.2g})")
+        steps = next(iter(self.gates.values())).shape[1]
+        return (f"Width of the 5–95 % band at time step 1 → step {steps}: " + "; ".join(parts)
+                + ".")
+
+    def _batch_rows(self, labels: Sequence[str] | None) -> list[BatchSensitivity]:
+        return [r for r in self.batch_sensitivity if labels is None or r.model in labels]
+
+    def batch_table(self, labels: Sequence[str] | None = None) -> pd.DataFrame:
+        """The batch-dependence check, one row per model and kind of statistics (of the series
+        in ``labels``, or all)."""
         return pd.DataFrame([{
             "model": r.model, "normalization statistics": r.statistics,
             "batch sizes compared": f"{r.batch_sizes[0]} vs {r.batch_sizes[1]}",
             "max |difference| of the logits": r.max_difference,
-        } for r in self.batch_sensitivity])
+        } for r in self._batch_rows(labels)])
 
-    def batch_findings(self) -> str | None:
-        """What the batch-dependence check shows, in a sentence; None without an LN-LSTM or a
-        BN-LSTM, whose outputs are the ones in question."""
-        ln_rows = [r for r in self.batch_sensitivity if r.model == "LN-LSTM"]
-        bn_rows = [r for r in self.batch_sensitivity if r.statistics.startswith("batch")]
+    def batch_findings(self, labels: Sequence[str] | None = None) -> str | None:
+        """What the batch-dependence check shows, in a sentence (for the series in ``labels``,
+        or all); None without an LN-LSTM or a BN-LSTM, whose outputs are the ones in question."""
+        rows = self._batch_rows(labels)
+        ln_rows = [r for r in rows if r.model.startswith("LN-LSTM")]
+        bn_rows = [r for r in rows if r.statistics.startswith("batch")]
         findings = []
         if ln_rows:
-            n = ln_rows[0].batch_sizes[1]
-            findings.append(f"the trained LN-LSTM gives each of {n} held-out images the same "
-                            f"logits alone as in a batch of {n} (largest difference "
-                            f"{ln_rows[0].max_difference:.1e}, float32 rounding)")
+            row = ln_rows[0]
+            n = row.batch_sizes[1]
+            which = _setting_of(row.model)
+            scale = (f"largest difference {row.max_difference:.1e} on logits up to "
+                     f"{row.largest_logit:.2g}")
+            if np.isfinite(row.max_difference) and row.rounding:
+                findings.append(f"the trained LN-LSTM{which} gives each of {n} held-out images "
+                                f"the same logits alone as in a batch of {n} ({scale}: float32 "
+                                "rounding)")
+            elif np.isfinite(row.max_difference):
+                findings.append(f"the trained LN-LSTM{which}'s logits for {n} held-out images "
+                                f"differ alone and in a batch of {n} ({scale}), more than "
+                                "float32 rounding explains")
+            else:
+                findings.append(f"the trained LN-LSTM{which} gives NaN logits (it diverged), "
+                                "so its check says nothing")
         if bn_rows:
-            findings.append(f"the BN-LSTM with batch statistics changes them by up to "
-                            f"{bn_rows[0].max_difference:.2g} when the same images come in "
-                            "pairs instead (a single image cannot be batch-normalized at all: "
-                            "it has no spread across the batch)")
+            row = bn_rows[0]
+            which = _setting_of(row.model)
+            if np.isfinite(row.max_difference):
+                findings.append(f"the BN-LSTM{which} with batch statistics changes them by up "
+                                f"to {row.max_difference:.2g} when the same images come in "
+                                "pairs instead (a single image cannot be batch-normalized at "
+                                "all: it has no spread across the batch)")
+            else:
+                findings.append(f"the BN-LSTM{which} gives NaN logits (it diverged), so its "
+                                "check says nothing")
         if not findings:
             return None
         return "The same images, batched differently: " + "; ".join(findings) + "."
 
 
+def _sentence(prefix: str, text: str) -> str:
+    """``text`` after ``prefix`` ("At lr 0.1: "), capitalized when there is no prefix."""
+    return prefix + text if prefix else text[0].upper() + text[1:]
+
+
+def _setting_of(label: str) -> str:
+    """" at lr 0.1" for a series label "LN-LSTM · lr 0.1"; "" without a setting."""
+    return f" at {label.split(' · ', 1)[1]}" if " · " in label else ""
+
+
 def _batch_sensitivities(run: ModelRun, x: torch.Tensor) -> list[BatchSensitivity]:
     """LayerNorm and the plain LSTM: one sample alone vs in a batch of len(x). BatchNorm: its
-    batch statistics (pairs, the smallest batch it can normalize, vs len(x)) and its running
-    averages (alone vs batched)."""
-    label, n = MODEL_LABELS[run.kind], len(x)
+    batch statistics (pairs, the smallest batch it can normalize, vs len(x), trimmed to an even
+    number) and its running averages (alone vs batched)."""
+    label, n = run.label, len(x)
+    with torch.no_grad():
+        largest = float(run.model.eval()(x).abs().max())
+    run.model.train()
     if run.kind != "bn-lstm":
         stats = "per sample (LayerNorm)" if run.kind == "ln-lstm" else "none"
-        return [BatchSensitivity(label, stats, (1, n), batch_sensitivity(run.model, x, 1))]
+        return [BatchSensitivity(label, stats, (1, n), batch_sensitivity(run.model, x, 1),
+                                 largest)]
+    pairs = x[:n - n % 2]
     return [
-        BatchSensitivity(label, "batch statistics (training mode)", (2, n),
-                        batch_sensitivity(run.model, x, 2, training=True)),
+        BatchSensitivity(label, "batch statistics (training mode)", (2, len(pairs)),
+                         batch_sensitivity(run.model, pairs, 2, training=True), largest),
         BatchSensitivity(label, "running averages (evaluation mode)", (1, n),
-                        batch_sensitivity(run.model, x, 1)),
+                         batch_sensitivity(run.model, x, 1), largest),
     ]
+
+
+def _length_check(training: Training) -> LengthCheck | None:
+    """The sequence-length check of every run, or None if any run has not finished it."""
+    runs = training.runs
+    if not all(run.length_done for run in runs):
+        return None
+    first = runs[0]
+    accuracy, batch_statistics, running_var = {}, {}, {}
+    for label, series in training.series_runs().items():
+        accuracy[label] = np.array([run.length_hits for run in series]) / first.length_samples
+        if series[0].length_batch_hits is not None:
+            batch_statistics[label] = (np.array([run.length_batch_hits for run in series])
+                                       / first.length_samples)
+            cell = series[0].model.cell
+            running_var[label] = cell.running_var_c.mean(dim=1).cpu().numpy()
+    t = training.data.steps
+    return LengthCheck(t, tuple(t + m for m in first.length_margins), first.length_samples,
+                       first.length_slice, accuracy, batch_statistics, running_var)
 
 
 def summarize(training: Training) -> TrainingResult:
     """The numbers a page or a JSON file needs from a training, finished or stopped: curves,
-    times, gate pre-activation quantiles and the batch-dependence check on 64 held-out
-    samples."""
+    times, gate pre-activation quantiles, the batch-dependence check on 64 held-out samples,
+    and the sequence-length check."""
     with training._lock:  # not while another thread is inside advance()
         return _summarize(training)
 
@@ -895,46 +1647,58 @@ def _summarize(training: Training) -> TrainingResult:
         run.evaluate_to_date()
     x_gates = training.tensors.x_eval[:GATE_SAMPLES]
     x_batch = training.tensors.x_eval[:64]
-    runs = training.runs
+    grouped = training.series_runs()
+    first = {label: runs[0] for label, runs in grouped.items()}  # seed config.seed
     return TrainingResult(
         dataset=training.data.name,
         num_classes=training.data.num_classes,
         config=training.config,
         steps_done=training.step,
         stopped=training.stopped and training.step < training.config.steps,
-        curves={MODEL_LABELS[r.kind]: {k: list(v) for k, v in r.curve.items()} for r in runs},
-        step_loss={MODEL_LABELS[r.kind]: list(r.step_loss) for r in runs},
-        step_grad_norm={MODEL_LABELS[r.kind]: list(r.step_grad_norm) for r in runs},
-        seconds={MODEL_LABELS[r.kind]: r.seconds for r in runs},
-        parameters={MODEL_LABELS[r.kind]: sum(p.numel() for p in r.model.parameters())
-                    for r in runs},
-        gates={MODEL_LABELS[r.kind]: gate_quantiles(r.model, x_gates) for r in runs},
-        gates_at_init={MODEL_LABELS[r.kind]: r.gates_at_init for r in runs},
-        batch_sensitivity=[row for r in runs for row in _batch_sensitivities(r, x_batch)],
+        curves=training.curves(),
+        seed_curves={label: [{k: list(v) for k, v in r.curve.items()} for r in runs]
+                     for label, runs in grouped.items()},
+        step_loss={label: [list(r.step_loss) for r in runs] for label, runs in grouped.items()},
+        step_grad_norm={label: [list(r.step_grad_norm) for r in runs]
+                        for label, runs in grouped.items()},
+        seconds={label: sum(r.seconds for r in runs) for label, runs in grouped.items()},
+        parameters={label: sum(p.numel() for p in r.model.parameters())
+                    for label, r in first.items()},
+        gates={label: gate_quantiles(r.model, x_gates) for label, r in first.items()},
+        gates_at_init={label: r.gates_at_init for label, r in first.items()},
+        batch_sensitivity=[row for r in first.values() for row in _batch_sensitivities(r, x_batch)],
+        length=_length_check(training),
+        gate_samples=len(x_gates),
+        sequence=(training.data.steps, training.data.features),
     )
 
 
 def train(data: SequenceData, config: TrainConfig,
           on_eval: Callable[[ModelRun], None] | None = None) -> Training:
-    """Train each model of ``config`` to the end, one after the other (so that each one's
-    ``seconds`` is its own), calling ``on_eval(run)`` after every evaluation."""
+    """Train each run of ``config`` to the end (its sequence-length check included), one after
+    the other (so that each one's ``seconds`` is its own), calling ``on_eval(run)`` after every
+    evaluation."""
     training = Training(data, config)
     for run in training.runs:
         while run.step < config.steps:
             run.advance(min(config.eval_every, config.steps - run.step))
             if on_eval is not None:
                 on_eval(run)
+        while not run.finished:
+            run.work()
     return training
 
 
 def to_json(result: TrainingResult) -> dict:
-    """The JSON the CLI writes: the dataset, the config and one record per model."""
-    label_to_kind = {label: kind for kind, label in MODEL_LABELS.items()}
+    """The JSON the CLI writes: the dataset, the config and one record per series (its curve
+    over the seeds, and each seed's)."""
+    config = result.config
     return {
         "dataset": result.dataset,
-        "config": {k: list(v) if isinstance(v, tuple) else v
-                   for k, v in asdict(result.config).items()},
-        "runs": [{"model": label_to_kind[label], **curve, "seconds": result.seconds[label]}
-                 for label, curve in result.curves.items()],
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        "runs": [{"model": s.kind, "label": s.label, "value": s.value,
+                  **result.curves[s.label], "seeds": result.seed_curves[s.label],
+                  "seconds": result.seconds[s.label]}
+                 for s in config.series()],
         "batch_sensitivity": [asdict(row) for row in result.batch_sensitivity],
     }
