@@ -210,6 +210,15 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.padding.pad_row_figure, c.padding.pad_row_figure(np.array([np.nan, np.nan]), 0.0)),
         (c.performance.bench_figure, c.performance.bench_figure(bench_rows, {64 * 64: 6.4})),
         (c.shapes.depth_figure, c.shapes.depth_figure(profile, profile, profile)),
+        (c.shapes.gradient_figure, c.shapes.gradient_figure(
+            {v: profile[v] for v in shapes.COMPARED}, np.array([1, 2, 4]),
+            {v: profile[v][:3] for v in shapes.COMPARED},
+            {v: profile[v][1:] for v in shapes.COMPARED})),
+        (c.shapes.race_figure, c.shapes.race_figure(
+            {v: {"loss": [2.3, 1.0, 0.1], "accuracy": [0.1, 0.5, 0.95]}
+             for v in shapes.COMPARED}, 10, warmup=2)),
+        (c.shapes.race_figure, c.shapes.race_figure({v: {"loss": [], "accuracy": []}
+                                                     for v in shapes.COMPARED}, 10)),
     ]
 
 
