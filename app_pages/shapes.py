@@ -19,6 +19,7 @@ from lnviz.lessons.shapes import (
     RaceConfig,
     StackConfig,
     batch_note,
+    batch_of_two_caption,
     batch_of_two_snippet,
     block_snippet,
     dependence_table,
@@ -53,10 +54,11 @@ st.title("Shapes, and where LayerNorm sits")
 st.markdown(
     "LayerNorm's one structural choice is **which trailing dims share a mean and a variance**: "
     "`normalized_shape` names them, counted from the end of the tensor. Every index of the "
-    "dims in front of them gets its own statistics — so the batch stays out only if it is in "
-    "front, as it is in (batch, seq, features), and not in seed 003's (words, batch, "
-    "embedding). The second half of this page puts LayerNorm inside a transformer block and "
-    "follows what its position does to the activations, to the gradients and to training."
+    "dims in front of them gets its own statistics, so the batch stays out of them only while "
+    "it is one of those dims: always in (batch, seq, features), but not in seed 003's (words, "
+    "batch, embedding) once the last 2 dims are chosen. The second half of this page puts "
+    "LayerNorm inside a transformer block and follows what its position does to the "
+    "activations, to the gradients and to training."
 )
 st.latex(
     r"\mu_{i} = \frac{1}{|S|}\sum_{j \in S} x_{i,j},\quad"
@@ -116,8 +118,9 @@ two = cached(seed_003_batch_of_two)
 st.markdown(
     "Seed 003 types its words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1, 0.1]]])`"
     " — (batch, words, embedding) = (1, 2, 3) — then turns it into (words, batch, embedding) "
-    "with `inputs.reshape(sequence_size, batch_size, embedding_size)` and normalizes over "
-    "`dims = (-2, -1)`. With one sample both steps happen to give the right numbers. Here the "
+    "with `inputs.reshape(sequence_size, batch_size, embedding_size)` and takes its variance "
+    "(and, in its commented-out lines, its mean) over `dims = (-2, -1)`. With one sample both "
+    "steps happen to give the right numbers. Here the "
     "same steps run on a batch of two: the seed's sample and a second one.\n\n"
     "**1. `reshape` is not `permute`.** A reshape keeps the values in memory order and only "
     "changes how they are indexed; moving a dim needs `permute(1, 0, 2)`. With two samples "
@@ -130,10 +133,7 @@ st.markdown(
     "(permuted correctly, so only the dims differ):")
 st.dataframe(dependence_table(two), hide_index=True, key="sh_dependence",
              column_config={"max |change|": st.column_config.NumberColumn(format="%.4f")})
-st.caption(
-    f"Over the last dim, sample 0's output moves by {two.dependence[1]:.4g} when sample 1 "
-    f"joins it; over the seed's last two dims, by up to {two.dependence[2]:.4f}. With a batch "
-    "of one the two choices agree only because the batch dim has size 1.")
+st.caption(batch_of_two_caption(two))
 st.code(batch_of_two_snippet(), language="python")
 
 # --- Transformer blocks -------------------------------------------------------------------------
@@ -192,13 +192,14 @@ st.markdown("\n".join(f"- {line}" for line in depth_findings(profiles)))
 st.info(
     "**Try this.** Move the gain to 0.5 and to 2, or switch the activation, and read the "
     "sentences above again: they are recomputed from the curves. A flat stream in post-LN "
-    "only shows that LayerNorm was the last operation; whether a stack trains depends on its "
-    "gradients, below.", icon="🔍")
+    "only shows that LayerNorm was the last operation; whether a stack trains is a question "
+    "for its gradients and for training, below.", icon="🔍")
 
 # --- Gradients at initialization ----------------------------------------------------------------
 st.subheader("Gradients at initialization")
 st.markdown(
-    "The same batch and the same stack, now with a loss: the head reads the last block's "
+    "The same batch and the same stack, arranged as post-LN and as pre-LN, now with a loss: "
+    "the head reads the last block's "
     "output (through `ln_f` for pre-LN), a random linear map to 16 classes scores it "
     "against random labels, and backpropagation gives every block's gradient. Each point is "
     "‖∂L/∂θ‖ over all of that block's weights. The right panel repeats it for stacks of "
@@ -214,9 +215,10 @@ st.markdown("\n".join(f"- {line}" for line in gradient_findings(norms, sweep)))
 st.caption(
     "Xiong et al. (2020) bound, for a simplified transformer at initialization, the gradient "
     "of the last layer: for post-LN by a size that does not depend on the depth, for pre-LN "
-    "by one that shrinks like 1/√depth. Post-LN's parameters near the output get large "
-    "gradients; a large learning rate on them makes the first steps unstable, which a warm-up "
-    "of the learning rate avoids. NormFormer (Shleifer et al., 2021) reports that in "
+    "by one that shrinks like 1/√depth. They conclude that post-LN's parameters near the "
+    "output get large gradients, that a large learning rate on them makes the first steps "
+    "unstable, and that a warm-up of the learning rate avoids this. NormFormer (Shleifer et "
+    "al., 2021) reports that in "
     "pre-LN language models the early layers' gradients are much larger than the later "
     "ones', and adds extra norms to even them out. One stack is one random draw: change the "
     "seed in the sidebar to see which of these numbers hold across draws.")
@@ -224,10 +226,11 @@ st.caption(
 # --- Training race ------------------------------------------------------------------------------
 st.subheader("A training race: post-LN against pre-LN")
 st.markdown(
-    "Two small transformers, identical but for where their LayerNorms sit, learn to read 8 "
-    "random digits and write them back (reversed, or as they are) with Adam, from the same "
-    "initial weights and on the same mini-batches of 32 sequences. Every batch is new, so the "
-    "accuracy is measured on sequences the model has not seen. The curves grow as it runs, "
+    "Two small transformers, identical but for where their LayerNorms sit (and pre-LN's "
+    "`ln_f`), learn to read 8 random digits and write them back (reversed, or as they are) "
+    "with Adam, from the same initial weights and on the same mini-batches of 32 sequences. "
+    "Every step draws a new batch and scores it before training on it, so the accuracy is "
+    "measured on sequences the model has not trained on. The curves grow as it runs, "
     "**Stop** keeps what was learned so far, and the time it took is shown under them.")
 with st.container(border=True):
     cols = st.columns(5)

@@ -27,6 +27,7 @@ from lnviz.lessons.shapes import (
     RaceResult,
     StackConfig,
     batch_note,
+    batch_of_two_caption,
     batch_of_two_snippet,
     block,
     block_snippet,
@@ -187,6 +188,32 @@ def test_the_seeds_dims_mix_the_samples_of_a_batch_of_two():
     assert np.abs(other.in_batch[2] - two.in_batch[2]).max() > 0.1
     table = dependence_table(two)
     assert table["max |change|"].dropna().tolist() == [0.0, two.dependence[2]]
+
+
+def test_the_seeds_own_cells_on_a_batch_of_two():
+    """Seed 003's step-by-step cells, as it writes them, run on the batch of two: its m stays
+    the last dim's size while the variance sums over two dims."""
+    two = seed_003_batch_of_two()
+    X = torch.tensor(two.permuted)  # the seed's names
+    m = X.size()[-1]
+    mu = (1 / m) * torch.sum(X, dim=-1, keepdim=True)
+    dims = (-2, -1)
+    sigma2 = (1 / m) * torch.sum((X - mu) ** 2, dim=dims, keepdim=True)
+    epsilon = 1e-5
+    X_norm = (X - mu) / torch.sqrt(sigma2 + epsilon)
+    np.testing.assert_allclose(two.seed_steps, X_norm.numpy(), atol=1e-12)
+    np.testing.assert_allclose(two.seed_steps[0, 0], [0.0, -0.8657, 0.8657], atol=1e-4)
+    # on the seed's own batch of one the same cells give its printed numbers
+    one = torch.tensor(two.inputs[:1]).permute(1, 0, 2)
+    mu1 = one.mean(-1, keepdim=True)
+    sigma1 = (1 / 3) * torch.sum((one - mu1) ** 2, dim=dims, keepdim=True)
+    np.testing.assert_allclose(((one - mu1) / torch.sqrt(sigma1 + epsilon))[:, 0], SEED_003,
+                               atol=1e-4)
+    caption = batch_of_two_caption(two)
+    assert caption.startswith("Over the last dim, sample 0's output moves by 0 when sample 1 "
+                              "joins it; over the seed's last two dims, by up to 1.8671.")
+    assert caption.endswith("comes out as [0.0000, -0.8657, 0.8657] instead of "
+                            "[0.0000, -1.2238, 1.2238].")
 
 
 def test_batch_of_two_is_also_a_shape_example():
@@ -641,7 +668,7 @@ def test_the_batch_of_two_section_shows_both_slips():
     changes = table_with(at, "max |change|").value["max |change|"].dropna().tolist()
     assert changes == pytest.approx([0.0, 1.8671], abs=1e-4)
     captions = [c.value for c in at.caption]
-    assert any("over the seed's last two dims, by up to 1.8671" in c for c in captions)
+    assert batch_of_two_caption(seed_003_batch_of_two()) in captions
     assert "only because its batch holds one sample" in alerts(at)["info"][0]
     assert any("permute(1, 0, 2)" in c.value for c in at.code)
 

@@ -73,6 +73,7 @@ __all__ = [
     "ShapeView",
     "StackConfig",
     "batch_note",
+    "batch_of_two_caption",
     "batch_of_two_snippet",
     "block",
     "block_snippet",
@@ -109,10 +110,10 @@ _DEFAULT_THREADS = torch.get_num_threads()
 def _one_thread() -> Iterator[None]:
     """Run torch single-threaded inside the block. This lesson's tensors are tiny (a few
     thousand values), so intra-op threads cannot speed it up; on a CPU that other work shares
-    they wait on each other at every one of thousands of small operations instead: the default
-    race took 434 s with torch's 2 threads against 14.5 s with one, on the 2-core machine this
-    was written on. torch applies the setting to the calling thread (and to threads started
-    meanwhile), so it is set back to the import-time default afterwards."""
+    they wait on each other at every one of thousands of small operations instead: a 300-step
+    race of 6 blocks took 434 s with torch's 2 threads against 14.5 s with one, on the shared
+    2-core machine this was written on. torch applies the setting to the calling thread (and to
+    threads started meanwhile), so it is set back to the import-time default afterwards."""
     torch.set_num_threads(1)
     try:
         yield
@@ -277,6 +278,10 @@ class SeedBatchOfTwo:
         in_batch: {dims: sample 0's two words normalized inside the batch of two, (words, 3)}.
         dependence: {dims: max |in_batch − alone|}, how much sample 0's output moves because
             sample 1 is in the batch.
+        seed_steps: the seed's own step-by-step lines on ``permuted``, (words, batch, embedding):
+            μ over the last dim, σ² summed over ``dims=(-2, -1)`` but divided by
+            m = ``X.size()[-1]`` = 3, then (X − μ)/√(σ² + ε). With a batch of two the sum has
+            six terms, so σ² is not a variance of anything.
     """
 
     inputs: np.ndarray
@@ -289,6 +294,7 @@ class SeedBatchOfTwo:
     alone: dict[int, np.ndarray]
     in_batch: dict[int, np.ndarray]
     dependence: dict[int, float]
+    seed_steps: np.ndarray
 
 
 def _ln_last(x: torch.Tensor, dims: int) -> torch.Tensor:
@@ -309,6 +315,11 @@ def seed_003_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
     outputs = {dims: _ln_last(permuted, dims) for dims in (1, 2)}
     alone = {dims: _ln_last(alone_input, dims)[:, 0].numpy() for dims in (1, 2)}
     in_batch = {dims: out[:, 0].numpy() for dims, out in outputs.items()}
+    # the seed's step-by-step cells, as it runs them (its m stays the last dim's size)
+    m = permuted.shape[-1]
+    mu = (1 / m) * torch.sum(permuted, dim=-1, keepdim=True)
+    sigma2 = (1 / m) * torch.sum((permuted - mu) ** 2, dim=(-2, -1), keepdim=True)
+    seed_steps = (permuted - mu) / torch.sqrt(sigma2 + 1e-5)
     return SeedBatchOfTwo(
         inputs=inputs.numpy(),
         reshaped=reshaped.numpy(),
@@ -320,6 +331,7 @@ def seed_003_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
         alone=alone,
         in_batch=in_batch,
         dependence={dims: float(np.abs(in_batch[dims] - alone[dims]).max()) for dims in (1, 2)},
+        seed_steps=seed_steps.numpy(),
     )
 
 
@@ -354,6 +366,19 @@ def dependence_table(view: SeedBatchOfTwo) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def batch_of_two_caption(view: SeedBatchOfTwo) -> str:
+    """What the batch of two shows, with its numbers: how far sample 0 moves over each choice
+    of dims, and the seed's own step-by-step cells on the same batch."""
+    return (
+        f"Over the last dim, sample 0's output moves by {view.dependence[1]:.4g} when sample 1 "
+        f"joins it; over the seed's last two dims, by up to {view.dependence[2]:.4f}. With a "
+        "batch of one the two choices agree only because the batch dim has size 1. The seed's "
+        "own step-by-step cells slip a third time on a batch of two: μ over the last dim, but "
+        "σ² summed over the last two dims and divided by m = 3, the last dim's size, although "
+        "the sum now has 6 terms: sample 0's first word comes out as "
+        f"{_values(view.seed_steps[0, 0])} instead of {_values(view.alone[1][0])}.")
+
+
 def shapes_try_this() -> str:
     """The "try this" under the normalized_shape figure, with seed 003's outputs and the batch of
     two's change computed here."""
@@ -368,8 +393,9 @@ def shapes_try_this() -> str:
         f"to {two.dependence[2]:.2f} (see the section below, where the seed's reshape turns out "
         "to need a permute as well). On the 3-D batch, go from the last 1 dim (one μ per "
         "token) to the last 2 (one per sentence) and watch the pad token join its sentence's "
-        "statistics. On the images, the last 3 dims are one μ per image, as in a CNN's "
-        "LayerNorm.")
+        "statistics. On the images, the last 3 dims give one μ per image (what GroupNorm with "
+        "one group computes); a LayerNorm over the channels of each pixel, as ConvNeXt uses, "
+        "needs the channels moved last first.")
 
 
 def _values(row: np.ndarray) -> str:
@@ -598,7 +624,8 @@ def depth_findings(profiles: dict[str, DepthProfile]) -> list[str]:
         f"block{'s' * (depth > 1)}: its sublayers read normalized copies, so their outputs stay "
         f"between {np.nanmin(np.r_[pre.attention, pre.ffn]):.2g} and "
         f"{np.nanmax(np.r_[pre.attention, pre.ffn]):.2g} (right panel) however large the "
-        f"stream gets, and their variances add up: RMS² grows by about {growth:.2g} per block. "
+        f"stream gets, and what they add accumulates: RMS² grows by about {growth:.2g} per "
+        "block on average. "
         f"The final LayerNorm (ln_f) brings what the head reads back to RMS "
         f"{pre.head_input[-1]:.3f}.")
     finite = np.isfinite(none.stream)
@@ -612,7 +639,7 @@ def depth_findings(profiles: dict[str, DepthProfile]) -> list[str]:
         notes.append(
             f"Without LayerNorm each sublayer's output grows with its input: the stream grows "
             f"×{per_block:.3g} per block on average, to RMS {none.stream[-1]:.3g}"
-            + (f"; it is more than 10 % above pre-LN's from block {ahead[0]} on."
+            + (f"; it first exceeds pre-LN's by more than 10 % after block {ahead[0]}."
                if len(ahead) else "; it stays within 10 % of pre-LN's in these blocks."))
     return notes
 
@@ -1032,7 +1059,7 @@ def pre_ln(x):  # GPT-2 and most models since
     return x + ffn(ln2(x))
 
 
-def pre_ln_stack(x, depth):  # the head reads ln_f of the last block's stream
+def pre_ln_stack(x, depth):  # one block repeated, for brevity; the head reads ln_f(x)
     for _ in range(depth):
         x = pre_ln(x)
     return ln_f(x)
