@@ -184,7 +184,7 @@ show_figure(charts.shapes.depth_figure,
 cols = st.columns(len(VARIANTS))
 for col, variant in zip(cols, VARIANTS, strict=True):
     final = profiles[variant].stream[-1]
-    col.metric(f"{variant}: stream RMS after {depth} blocks",
+    col.metric(f"{variant}: stream RMS after {depth} block{'s' * (depth > 1)}",
                "overflow" if math.isnan(final) else f"{final:.3g}",
                help="√(mean x²) of the residual stream leaving the last block"
                     + (" (before ln_f)." if variant == "pre-LN" else "."))
@@ -303,17 +303,18 @@ else:
 st.subheader("What each arrangement costs")
 st.markdown(
     "- **Post-LN** keeps the stream at a fixed scale and normalizes what the next block and "
-    "the head read. Its cost is at the start of training: Xiong et al. (2020) show that its "
+    "the head read. Its cost is at the start of training: Xiong et al. (2020) argue that its "
     "gradients near the output are large at initialization and report that, without a "
     "learning-rate warm-up, it trained much worse in their experiments; deep post-LN stacks "
     "are harder still (Liu et al., 2020). The race above lets you try warm-up against no "
     "warm-up.\n"
     "- **Pre-LN** trained without warm-up in Xiong et al.'s experiments and is what GPT-2 and "
-    "most later models use. Its cost: the stream grows with depth, so each later block changes "
-    "it relatively less, its gradients at initialization tend to be larger in the first "
-    "blocks than in the last (the charts above show whether this stack's are), and it needs "
-    "the extra `ln_f` before the head. Several papers report that a post-LN model that does train "
-    "can end up slightly better (e.g. Liu et al., 2020; Takase et al., 2022).\n"
+    "most later models use. Its costs: its stream grows with depth (the forward chart shows "
+    "how fast for this stack), so each later block changes it relatively less; its gradients "
+    "at initialization tend to be larger in the first blocks than in the last (the gradient "
+    "chart shows whether this stack's are); and it needs the extra `ln_f` before the head. "
+    "Several papers report that a post-LN model that does train can end up slightly better "
+    "(e.g. Liu et al., 2020; Takase et al., 2022).\n"
     "- **Residual scaling** is a third way: DeepNorm (Wang et al., 2022) keeps post-LN but "
     "computes LN(α·x + F(x)) with α > 1 and smaller initial weights in the sublayers, and "
     "trains transformers with up to 1,000 layers that way.")

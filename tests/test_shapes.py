@@ -186,8 +186,9 @@ def test_the_seeds_dims_mix_the_samples_of_a_batch_of_two():
     other = seed_003_batch_of_two(((5.0, 0.0, 1.0), (2.0, 2.0, 3.0)))
     np.testing.assert_array_equal(other.in_batch[1], two.in_batch[1])
     assert np.abs(other.in_batch[2] - two.in_batch[2]).max() > 0.1
-    table = dependence_table(two)
-    assert table["max |change|"].dropna().tolist() == [0.0, two.dependence[2]]
+    changes = dependence_table(two)["max |change|"].tolist()
+    assert changes[:2] == [0.0, 0.0] and max(changes[2:]) == two.dependence[2]
+    assert changes[3] == pytest.approx(1.1219, abs=1e-4)
 
 
 def test_the_seeds_own_cells_on_a_batch_of_two():
@@ -665,8 +666,8 @@ def test_the_batch_of_two_section_shows_both_slips():
     reshaped = table_with(at, "reshape holds").value
     assert reshaped["reshape holds"][1] == "sample 0, word 1"
     assert reshaped["permute holds"][1] == "sample 1, word 0"
-    changes = table_with(at, "max |change|").value["max |change|"].dropna().tolist()
-    assert changes == pytest.approx([0.0, 1.8671], abs=1e-4)
+    changes = table_with(at, "max |change|").value["max |change|"].tolist()
+    assert changes == pytest.approx([0.0, 0.0, 1.8671, 1.1219], abs=1e-4)
     captions = [c.value for c in at.caption]
     assert batch_of_two_caption(seed_003_batch_of_two()) in captions
     assert "only because its batch holds one sample" in alerts(at)["info"][0]
@@ -732,3 +733,11 @@ def test_the_lessons_computations_leave_torchs_threads_as_they_were():
     gradient_norms(StackConfig(depth=2, d_model=8))
     Race(RaceConfig(depth=1, d_model=8, steps=1, batch=2)).advance(1)
     assert torch.get_num_threads() == before == shapes._DEFAULT_THREADS
+
+
+def test_one_block_reads_as_one_block():
+    at = open_page(PAGE, {"sh_depth": "1"})
+    labels = [m.label for m in at.metric]
+    assert "post-LN: stream RMS after 1 block" in labels
+    markdown = "\n".join(m.value for m in at.markdown)
+    assert "in 1 block:" in markdown and "block 1's gradient norm" not in markdown

@@ -54,8 +54,8 @@ def gradient_figure(norms: dict[str, np.ndarray], depths: np.ndarray,
     """Gradient norms at initialization, one colour per variant, on log axes: every block of
     this stack (left), and the first (dotted) and last (solid) block's as the stack deepens
     (right, log depth)."""
-    layout, refs = panel_grid(("‖∂L/∂θ‖ of each block",
-                               "as the stack deepens (solid last block, dotted block 1)"),
+    layout, refs = panel_grid(("each block of this stack",
+                               "last block (solid) and block 1 (dotted)"),
                               gap=0.1, title_size=16)
     left = dict(xaxis=refs[0][0], yaxis=refs[0][1])
     right = dict(xaxis=refs[1][0], yaxis=refs[1][1])
@@ -77,9 +77,10 @@ def gradient_figure(norms: dict[str, np.ndarray], depths: np.ndarray,
                               + "</extra>"))
     each_axis(layout, refs, y=dict(type="log", exponentformat="power"))
     layout["xaxis"]["title"] = dict(text="block")
-    layout["xaxis2"].update(type="log", title=dict(text="blocks in the stack"))
-    layout["yaxis"]["title"] = dict(text="gradient norm")
-    layout.update(height=400, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
+    layout["xaxis2"].update(type="log", title=dict(text="blocks in the stack"),
+                            tickvals=[int(d) for d in depths])
+    layout["yaxis"]["title"] = dict(text="‖∂L/∂θ‖")
+    layout.update(height=400, margin=dict(t=50, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)
 
 

@@ -362,7 +362,8 @@ def dependence_table(view: SeedBatchOfTwo) -> pd.DataFrame:
             rows.append({"normalized over": label, "sample 0": f"word {w}",
                          "alone (batch of 1)": _values(view.alone[dims][w]),
                          "beside sample 1 (batch of 2)": _values(view.in_batch[dims][w]),
-                         "max |change|": view.dependence[dims] if w == 0 else None})
+                         "max |change|": float(np.abs(view.in_batch[dims][w]
+                                                      - view.alone[dims][w]).max())})
     return pd.DataFrame(rows)
 
 
