@@ -552,8 +552,8 @@ def test_race_findings_are_read_off_the_curves():
     assert result.solved_at("pre-LN") == 14  # the 10-step mean reaches 0.9 at step 14
     assert result.solved_at("post-LN") == 29
     text = race_findings(result)
-    assert text[0] == ("In this run (6 blocks, learning rate 0.003, a 10-step warm-up, 40 "
-                       "steps, seed 0):")
+    assert text[0] == ("In this run (reverse, 6 blocks, learning rate 0.003, a 10-step "
+                       "warm-up, 40 steps, seed 0):")
     assert text[1].startswith("post-LN reached 90% token accuracy at step 29")
     assert text[3] == "pre-LN got there 15 steps sooner."
     stuck = race_findings(_result([0.1] * 40, fast, loss_post=2.31, steps=40))
@@ -562,6 +562,11 @@ def test_race_findings_are_read_off_the_curves():
     assert "no warm-up" in stuck[0] and len(stuck) == 3
     nan = race_findings(_result(fast, fast, loss_post=float("nan"), steps=40))
     assert nan[1] == "post-LN diverged: its loss became NaN or infinite."
+    close = race_findings(_result([0.2] * 6 + [1.0] * 34, fast, steps=40, task="copy"))
+    assert close[0].startswith("In this run (copy, ") and close[-1] == (
+        "pre-LN got there 1 step sooner.")
+    same = race_findings(_result(fast, fast, steps=40))
+    assert same[-1] == "Both got there at the same step."
 
 
 @pytest.mark.slow
@@ -699,7 +704,8 @@ def test_a_tiny_race_on_the_page():
     assert race["layout"]["shapes"][0]["x0"] == 20  # the warm-up, capped at the 20 steps
     findings = next(m.value for m in at.markdown if m.value.startswith("In this run"))
     assert findings.startswith(
-        "In this run (2 blocks, learning rate 0.003, a 20-step warm-up, 20 steps, seed 0):\n- ")
+        "In this run (reverse, 2 blocks, learning rate 0.003, a 20-step warm-up, 20 steps, "
+        "seed 0):\n- ")
     labels = [m.label for m in at.metric]
     assert "pre-LN: 90 % token accuracy at step" in labels
     assert any(c.value.endswith("a rough guide, not a benchmark.") for c in at.caption)

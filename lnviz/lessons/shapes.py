@@ -921,7 +921,7 @@ def race_findings(result: RaceResult) -> list[str]:
     if result.steps_done == 0:
         return []
     warm = (f"a {cfg.warmup}-step warm-up" if cfg.warmup else "no warm-up")
-    notes = [f"In this run ({cfg.depth} blocks, learning rate {cfg.lr:g}, {warm}, "
+    notes = [f"In this run ({cfg.task}, {cfg.depth} blocks, learning rate {cfg.lr:g}, {warm}, "
              f"{result.steps_done} steps, seed {cfg.seed}):"]
     for variant in COMPARED:
         loss, solved = result.final_loss(variant), result.solved_at(variant)
@@ -939,7 +939,8 @@ def race_findings(result: RaceResult) -> list[str]:
     post, pre = (result.solved_at(v) for v in COMPARED)
     if post and pre and post != pre:
         first = "pre-LN" if pre < post else "post-LN"
-        notes.append(f"{first} got there {abs(post - pre)} steps sooner.")
+        gap = abs(post - pre)
+        notes.append(f"{first} got there {gap} step{'s' * (gap > 1)} sooner.")
     elif post and pre:
         notes.append("Both got there at the same step.")
     return notes
