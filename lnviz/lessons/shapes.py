@@ -111,8 +111,9 @@ def _one_thread() -> Iterator[None]:
     """Run torch single-threaded inside the block. This lesson's tensors are tiny (a few
     thousand values), so intra-op threads cannot speed it up; on a CPU that other work shares
     they wait on each other at every one of thousands of small operations instead: a 300-step
-    race of 6 blocks took 434 s with torch's 2 threads against 14.5 s with one, on the shared
-    2-core machine this was written on. torch applies the setting to the calling thread (and to
+    race of 6 blocks took 434 s with torch's 2 threads against 14.5 s with one, on the 2-core
+    machine this was written on while other work kept it busy (6.6 s against 6.1 s for 200
+    steps when it was nearly idle). torch applies the setting to the calling thread (and to
     threads started meanwhile), so it is set back to the import-time default afterwards."""
     torch.set_num_threads(1)
     try:
