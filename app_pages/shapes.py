@@ -1,5 +1,6 @@
-"""Shapes and transformer blocks: normalized_shape on 2-D, 3-D and 4-D tensors, and how the
-placement of LayerNorm in a block (post-LN, pre-LN, none) shapes the residual stream with depth."""
+"""Shapes and transformer blocks: normalized_shape on 2-D, 3-D and 4-D tensors (and seed 003's
+(words, batch, embedding) tensor with a batch of two), and how the placement of LayerNorm in a
+block (post-LN, pre-LN, none) shapes the residual stream, the gradients and training."""
 
 import math
 
@@ -10,16 +11,33 @@ from lnviz import charts
 from lnviz.batch import grid_labels
 from lnviz.lessons.shapes import (
     ACTIVATIONS,
+    COMPARED,
+    RACE_TASKS,
     SHAPE_EXAMPLES,
     VARIANTS,
+    Race,
+    RaceConfig,
     StackConfig,
+    batch_note,
+    batch_of_two_caption,
+    batch_of_two_snippet,
     block_snippet,
+    dependence_table,
+    depth_findings,
     depth_profiles,
+    depth_sweep,
     first_blocks,
+    gradient_findings,
+    gradient_norms,
     layer_norm_shapes,
     layer_norm_snippet,
+    race_findings,
+    reshape_table,
+    seed_003_batch_of_two,
     shape_example,
+    shapes_try_this,
 )
+from lnviz.ui import chunks
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
@@ -28,15 +46,19 @@ from lnviz.ui.state import current_settings, keep_in_range
 settings = current_settings()
 #: The depth slider's maximum (and default): the stack that is computed and cached.
 MAX_DEPTH = 48
+#: Session-state slot of the training race (lnviz.ui.chunks).
+RACE = "sh_race"
 
 
 st.title("Shapes, and where LayerNorm sits")
 st.markdown(
     "LayerNorm's one structural choice is **which trailing dims share a mean and a variance**: "
-    "`normalized_shape` names them, counted from the end of the tensor. Everything in front "
-    "of them — the batch, and often the sequence — gets its own statistics. The second half of "
-    "this page puts LayerNorm inside a transformer block and follows what its position does "
-    "to the activations as blocks are stacked."
+    "`normalized_shape` names them, counted from the end of the tensor. Every index of the "
+    "dims in front of them gets its own statistics, so the batch stays out of them only while "
+    "it is one of those dims: always in (batch, seq, features), but not in seed 003's (words, "
+    "batch, embedding) once the last 2 dims are chosen. The second half of this page puts "
+    "LayerNorm inside a transformer block and follows what its position does to the "
+    "activations, to the gradients and to training."
 )
 st.latex(
     r"\mu_{i} = \frac{1}{|S|}\sum_{j \in S} x_{i,j},\quad"
@@ -53,18 +75,23 @@ with st.container(border=True):
     example = cols[0].segmented_control(
         "Tensor", list(SHAPE_EXAMPLES), default="seed 003", required=True, key="sh_tensor",
         bind="query-params",
-        help="seed 003: two words as (words, batch, embedding) = (2, 1, 3). 2-D: a (batch, "
-             "features) table. 3-D: seed 002's padded tokens, (batch, seq, features). 4-D: "
-             "small images, (batch, channels, H, W).")
+        help="seed 003: two words as (words, batch, embedding) = (2, 1, 3). seed 003 ×2: the "
+             "same words beside a second sample, (2, 2, 3). 2-D: a (batch, features) table. "
+             "3-D: seed 002's padded tokens, (batch, seq, features). 4-D: small images, "
+             "(batch, channels, H, W).")
     batch = shape_example(example, settings.seed)
     ndim = batch.values.ndim
     keep_in_range("sh_dims", range(1, ndim))
     dims = cols[1].radio(
         "Normalize over the last … dims", list(range(1, ndim)), horizontal=True,
         key="sh_dims", bind="query-params",
-        help="normalized_shape = x.shape[-k:]. The batch dim is never included: that would "
-             "make samples share statistics.")
+        help="normalized_shape = x.shape[-k:]; the first dim always keeps its own statistics. "
+             "Whether the batch is left out depends on where the tensor keeps it: in seed "
+             "003's (words, batch, embedding) the last 2 dims include it.")
 st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
+note = batch_note(example, dims)
+if note:
+    st.warning(note, icon="⚠️")
 with refusal():
     view = layer_norm_shapes(batch, dims)
 
@@ -82,24 +109,42 @@ show_figure(charts.explorer.norm_heatmaps,
             title_out="LayerNorm output y", key="sh_groups")
 with st.expander("Output values", expanded=view.output_grid.size <= 24):
     st.dataframe(pd.DataFrame(view.output_grid, index=rows, columns=columns), key="sh_output")
-st.info(
-    "**Try this.** On seed 003 both choices give [[0, −1.2238, 1.2238]] and "
-    "[[1.4140, −0.7070, −0.7070]]: the middle dim has size 1, so the last two dims hold the "
-    "same three values as the last one — only γ's shape changes, (3,) versus (1, 3). On the "
-    "3-D batch, go from the last 1 dim (one μ per token) to the last 2 (one per sentence) and "
-    "watch the pad token join its sentence's statistics. On the images, the last 3 dims are "
-    "one μ per image, as in a CNN's LayerNorm.", icon="🔍")
+st.info(cached(shapes_try_this), icon="🔍")
 st.code(layer_norm_snippet(view), language="python")
+
+# --- Seed 003 with a batch of two ---------------------------------------------------------------
+st.subheader("Seed 003 with a batch of two")
+two = cached(seed_003_batch_of_two)
+st.markdown(
+    "Seed 003 types its words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1, 0.1]]])`"
+    " — (batch, words, embedding) = (1, 2, 3) — then turns it into (words, batch, embedding) "
+    "with `inputs.reshape(sequence_size, batch_size, embedding_size)` and takes its variance "
+    "(and, in its commented-out lines, its mean) over `dims = (-2, -1)`. With one sample both "
+    "steps happen to give the right numbers. Here the "
+    "same steps run on a batch of two: the seed's sample and a second one.\n\n"
+    "**1. `reshape` is not `permute`.** A reshape keeps the values in memory order and only "
+    "changes how they are indexed; moving a dim needs `permute(1, 0, 2)`. With two samples "
+    "the reshaped tensor files the words under the wrong labels:")
+st.dataframe(reshape_table(two), hide_index=True, key="sh_reshape")
+st.markdown(
+    "**2. `dims = (-2, -1)` pools the batch.** On (words, batch, embedding) the last two dims "
+    "are (batch, embedding): each word position gets one μ and σ² across both samples. Below, "
+    "the seed's sample is normalized alone (as in the seed) and beside the second sample "
+    "(permuted correctly, so only the dims differ):")
+st.dataframe(dependence_table(two), hide_index=True, key="sh_dependence",
+             column_config={"max |change|": st.column_config.NumberColumn(format="%.4f")})
+st.caption(batch_of_two_caption(two))
+st.code(batch_of_two_snippet(), language="python")
 
 # --- Transformer blocks -------------------------------------------------------------------------
 st.subheader("LayerNorm in a transformer block")
 st.markdown(
     "A block adds two sublayers to a residual stream: self-attention, then a feed-forward "
     "network. **Post-LN** (the original transformer) normalizes the stream after each "
-    "addition. **Pre-LN** normalizes only the copy each sublayer reads, so the stream itself "
-    "is never normalized and every block adds a roughly equal-sized piece to it. Below, one "
-    "random batch (RMS ≈ 1) goes through the same stack of randomly initialised blocks "
-    "arranged each way; nothing is trained."
+    "addition. **Pre-LN** normalizes only the copy each sublayer reads, and the stream itself "
+    "once, after the last block (GPT-2's `ln_f`), before the output head. Below, one random "
+    "batch (RMS ≈ 1) goes through the same stack of randomly initialised blocks arranged each "
+    "way; nothing is trained yet."
 )
 st.latex(
     r"\text{post-LN:}\quad x_1 = \mathrm{LN}(x + \mathrm{Attn}(x)),\quad "
@@ -107,7 +152,7 @@ st.latex(
 )
 st.latex(
     r"\text{pre-LN:}\quad x_1 = x + \mathrm{Attn}(\mathrm{LN}(x)),\quad "
-    r"x' = x_1 + \mathrm{FFN}(\mathrm{LN}(x_1))"
+    r"x' = x_1 + \mathrm{FFN}(\mathrm{LN}(x_1)),\quad \text{head reads } \mathrm{LN}_f(x_L)"
 )
 with st.container(border=True):
     cols = st.columns(4)
@@ -124,13 +169,13 @@ with st.container(border=True):
         "Init gain", [0.5, 1.0, 1.414, 2.0], value=1.0, key="sh_gain", bind="query-params",
         help="Weights are drawn with standard deviation gain/√fan_in: 1 keeps a linear layer's "
              "output as large as its input, 1.414 (√2) does so after a ReLU.")
+stack = StackConfig(depth=MAX_DEPTH, d_model=d_model, activation=activation, init_gain=gain,
+                    seed=settings.seed)
 with refusal():
     # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
     # slices the cached result.
     with st.spinner("Sending the batch through the stack…"):
-        deepest = cached(depth_profiles, StackConfig(depth=MAX_DEPTH, d_model=d_model,
-                                                     activation=activation, init_gain=gain,
-                                                     seed=settings.seed))
+        deepest = cached(depth_profiles, stack)
     profiles = first_blocks(deepest, depth)
 show_figure(charts.shapes.depth_figure,
             {v: profiles[v].stream for v in VARIANTS},
@@ -139,19 +184,140 @@ show_figure(charts.shapes.depth_figure,
 cols = st.columns(len(VARIANTS))
 for col, variant in zip(cols, VARIANTS, strict=True):
     final = profiles[variant].stream[-1]
-    col.metric(f"{variant}: stream RMS after {depth} blocks",
+    col.metric(f"{variant}: stream RMS after {depth} block{'s' * (depth > 1)}",
                "overflow" if math.isnan(final) else f"{final:.3g}",
-               help="√(mean x²) of the residual stream leaving the last block.")
+               help="√(mean x²) of the residual stream leaving the last block"
+                    + (" (before ln_f)." if variant == "pre-LN" else "."))
+st.markdown("\n".join(f"- {line}" for line in depth_findings(profiles)))
 st.info(
-    "**Try this.** Post-LN's stream sits at RMS 1 after every block — the last operation is a "
-    "LayerNorm. Pre-LN's grows steadily (roughly like √depth): each sublayer reads a "
-    "normalized input, so it adds about the same amount each time, and the sum keeps growing. "
-    "Without any LayerNorm, each sublayer's output grows with its input, and the stream grows "
-    "geometrically — close to a straight line on this log scale. Set the gain to 0.5: the "
-    "sublayers add less, everything grows more slowly, and it takes more blocks before 'none' "
-    "pulls ahead. In the right "
-    "panel, pre-LN's sublayer outputs stay level while its stream grows, so deep blocks change "
-    "the stream relatively less and less.", icon="🔍")
+    "**Try this.** Move the gain to 0.5 and to 2, or switch the activation, and read the "
+    "sentences above again: they are recomputed from the curves. A flat stream in post-LN "
+    "only shows that LayerNorm was the last operation; whether a stack trains is a question "
+    "for its gradients and for training, below.", icon="🔍")
+
+# --- Gradients at initialization ----------------------------------------------------------------
+st.subheader("Gradients at initialization")
+st.markdown(
+    "The same batch and the same stack, arranged as post-LN and as pre-LN, now with a loss: "
+    "the head reads the last block's "
+    "output (through `ln_f` for pre-LN), a random linear map to 16 classes scores it "
+    "against random labels, and backpropagation gives every block's gradient. Each point is "
+    "‖∂L/∂θ‖ over all of that block's weights. The right panel repeats it for stacks of "
+    "1 to 48 blocks (the first blocks of the same stack).")
+with refusal(), st.spinner("Backpropagating through the stack…"):
+    norms = cached(gradient_norms, StackConfig(depth=depth, d_model=d_model,
+                                               activation=activation, init_gain=gain,
+                                               seed=settings.seed))
+    sweep = cached(depth_sweep, stack)
+show_figure(charts.shapes.gradient_figure, norms, sweep.depths, sweep.first, sweep.last,
+            key="sh_grad_chart")
+st.markdown("\n".join(f"- {line}" for line in gradient_findings(norms, sweep)))
+st.caption(
+    "Xiong et al. (2020) bound, for a simplified transformer at initialization, the gradient "
+    "of the last layer: for post-LN by a size that does not depend on the depth, for pre-LN "
+    "by one that shrinks like 1/√depth. They conclude that post-LN's parameters near the "
+    "output get large gradients, that a large learning rate on them makes the first steps "
+    "unstable, and that a warm-up of the learning rate avoids this. NormFormer (Shleifer et "
+    "al., 2021) reports that in "
+    "pre-LN language models the early layers' gradients are much larger than the later "
+    "ones', and adds extra norms to even them out. One stack is one random draw: change the "
+    "seed in the sidebar to see which of these numbers hold across draws.")
+
+# --- Training race ------------------------------------------------------------------------------
+st.subheader("A training race: post-LN against pre-LN")
+st.markdown(
+    "Two small transformers, identical but for where their LayerNorms sit (and pre-LN's "
+    "`ln_f`), learn to read 8 random digits and write them back (reversed, or as they are) "
+    "with Adam, from the same initial weights and on the same mini-batches of 32 sequences. "
+    "Every step draws a new batch and scores it before training on it, so the accuracy is "
+    "measured on sequences the model has not trained on. The curves grow as it runs, "
+    "**Stop** keeps what was learned so far, and the time it took is shown under them.")
+with st.container(border=True):
+    cols = st.columns(5)
+    race_depth = cols[0].select_slider(
+        "Blocks", [2, 4, 6, 8, 10, 12], value=6, key="sh_race_depth", bind="query-params",
+        help="Blocks in each model (d_model = 64, one attention head, 4·64 hidden units).")
+    lr = cols[1].select_slider(
+        "Learning rate", [1e-4, 3e-4, 1e-3, 3e-3, 1e-2], value=3e-3, key="sh_race_lr",
+        bind="query-params", format_func=lambda v: f"{v:g}",
+        help="Adam's step size after the warm-up.")
+    warmup = cols[2].select_slider(
+        "Warm-up steps", [0, 25, 50, 100, 200], value=0, key="sh_race_warmup",
+        bind="query-params",
+        help="The learning rate grows linearly from lr/warm-up to lr over these first steps; "
+             "0 starts at the full rate.")
+    steps = cols[3].number_input(
+        "Steps", min_value=10, max_value=600, value=200, step=50, key="sh_race_steps",
+        bind="query-params", help="Optimizer steps for each model.")
+    task = cols[4].segmented_control(
+        "Task", list(RACE_TASKS), default="reverse", required=True, key="sh_race_task",
+        bind="query-params",
+        help="reverse: output the digits backwards (attention has to move each one); copy: "
+             "output them as they are.")
+    cols = st.columns([1, 1.5, 5.5])
+    run = cols[0].button("Run", type="primary", key="sh_race_run", icon=":material/play_arrow:",
+                         help="Train both models from scratch with these settings.")
+    stop = cols[1].button("Stop training", key="sh_race_stop", icon=":material/stop:",
+                          help="Stop the race; the curves so far are kept and shown.")
+race_config = None
+with refusal(stop=False):
+    race_config = RaceConfig(depth=int(race_depth), lr=float(lr), warmup=min(int(warmup),
+                             int(steps)), steps=int(steps), task=task, seed=settings.seed)
+if stop and not chunks.stop(RACE):
+    st.toast("Nothing is training.")
+if run and race_config is not None:
+    chunks.start(RACE, race_config, Race(race_config))
+
+race_slot = st.empty()
+if chunks.running(RACE) is not None:
+    with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
+        chunks.run_to_end(RACE, lambda now: race_slot.plotly_chart(
+            charts.shapes.race_figure(now.curves, race_config.steps, race_config.warmup),
+            key=f"sh_race_live_{sum(len(c['loss']) for c in now.curves.values())}"))
+result, current = chunks.finished(RACE, race_config)
+if result is None:
+    race_slot.info("Press **Run** to start the race.", icon="▶️")
+else:
+    if not current:
+        st.info("The race below ran with other settings; press **Run** to race with the "
+                "current ones.", icon="ℹ️")
+    with race_slot.container():
+        show_figure(charts.shapes.race_figure, result.curves, result.config.steps,
+                    result.config.warmup, key="sh_race_chart")
+    if result.stopped:
+        st.warning(f"Stopped after {result.steps_done} of {result.config.steps} steps.",
+                   icon="⏹️")
+    cols = st.columns(len(COMPARED))
+    for col, variant in zip(cols, COMPARED, strict=True):
+        solved = result.solved_at(variant)
+        col.metric(f"{variant}: 90 % token accuracy at step",
+                   str(solved) if solved else "not reached",
+                   help="The first step at which the accuracy, averaged over 10 steps, reached "
+                        "90 %.")
+    st.markdown("\n".join(f"- {line}" if i else line
+                          for i, line in enumerate(race_findings(result))))
+    st.caption(f"{result.seconds:.1f} s of wall-clock time for both models on this server's "
+               "CPU, which other work shares: a rough guide, not a benchmark.")
+
+# --- What each arrangement costs ---------------------------------------------------------------
+st.subheader("What each arrangement costs")
+st.markdown(
+    "- **Post-LN** keeps the stream at a fixed scale and normalizes what the next block and "
+    "the head read. Its cost is at the start of training: Xiong et al. (2020) argue that its "
+    "gradients near the output are large at initialization and report that, without a "
+    "learning-rate warm-up, it trained much worse in their experiments; deep post-LN stacks "
+    "are harder still (Liu et al., 2020). The race above lets you try warm-up against no "
+    "warm-up.\n"
+    "- **Pre-LN** trained without warm-up in Xiong et al.'s experiments and is what GPT-2 and "
+    "most later models use. Its costs: its stream grows with depth (the forward chart shows "
+    "how fast for this stack), so each later block changes it relatively less; its gradients "
+    "at initialization tend to be larger in the first blocks than in the last (the gradient "
+    "chart shows whether this stack's are); and it needs the extra `ln_f` before the head. "
+    "Several papers report that a post-LN model that does train can end up slightly better "
+    "(e.g. Liu et al., 2020; Takase et al., 2022).\n"
+    "- **Residual scaling** is a third way: DeepNorm (Wang et al., 2022) keeps post-LN but "
+    "computes LN(α·x + F(x)) with α > 1 and smaller initial weights in the sublayers, and "
+    "trains transformers with up to 1,000 layers that way.")
 st.code(block_snippet(d_model, activation), language="python")
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)

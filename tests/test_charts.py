@@ -250,6 +250,15 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             {"BN-LSTM": [0.9] * 5}, {"BN-LSTM": np.linspace(0.1, 0.5, 8)}, 0.1)),
         (c.training.length_figure, c.training.length_figure(
             [8, 16], 8, {"LN-LSTM": ([0.9, 0.8],) * 3}, {}, {})),
+        (c.shapes.gradient_figure, c.shapes.gradient_figure(
+            {v: profile[v] for v in shapes.COMPARED}, np.array([1, 2, 4]),
+            {v: profile[v][:3] for v in shapes.COMPARED},
+            {v: profile[v][1:] for v in shapes.COMPARED})),
+        (c.shapes.race_figure, c.shapes.race_figure(
+            {v: {"loss": [2.3, 1.0, 0.1], "accuracy": [0.1, 0.5, 0.95]}
+             for v in shapes.COMPARED}, 10, warmup=2)),
+        (c.shapes.race_figure, c.shapes.race_figure({v: {"loss": [], "accuracy": []}
+                                                     for v in shapes.COMPARED}, 10)),
     ]
 
 

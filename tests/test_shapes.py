@@ -13,23 +13,47 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import figures, open_page, trace_data
+from pageutil import alerts, figures, open_page, table_with, trace_data
 
 from lnviz.lessons.shapes import (
+    COMPARED,
+    GRADIENT_DEPTHS,
+    SECOND_SAMPLE,
     SHAPE_EXAMPLES,
     VARIANTS,
+    DepthSweep,
+    Race,
+    RaceConfig,
+    RaceResult,
     StackConfig,
+    batch_note,
+    batch_of_two_caption,
+    batch_of_two_snippet,
     block,
     block_snippet,
+    dependence_table,
+    depth_findings,
     depth_profiles,
+    depth_sweep,
     feed_forward,
+    final_norm,
     first_blocks,
+    gradient_findings,
+    gradient_norms,
     init_block,
+    init_race_model,
     layer_norm_shapes,
     layer_norm_snippet,
+    race_findings,
+    race_logits,
+    race_targets,
+    reshape_table,
     rms,
+    seed_003_batch_of_two,
     self_attention,
     shape_example,
+    shapes_try_this,
+    warmup_lr,
 )
 
 PAGE = "app_pages/shapes.py"
@@ -40,8 +64,8 @@ SEED_003 = [[0.0, -1.2238, 1.2238], [1.4140, -0.7070, -0.7070]]
 
 
 @pytest.mark.parametrize(("name", "shape", "layout"), [
-    ("seed 003", (2, 1, 3), "NLC"), ("2-D", (4, 6), "NC"), ("3-D", (2, 4, 3), "NLC"),
-    ("4-D", (2, 3, 4, 4), "NCHW"),
+    ("seed 003", (2, 1, 3), "NLC"), ("seed 003 ×2", (2, 2, 3), "NLC"), ("2-D", (4, 6), "NC"),
+    ("3-D", (2, 4, 3), "NLC"), ("4-D", (2, 3, 4, 4), "NCHW"),
 ])
 def test_examples(name, shape, layout):
     batch = shape_example(name)
@@ -105,6 +129,118 @@ def test_snippet_runs_and_prints_the_same_shapes():
         exec(layer_norm_snippet(view), {})
     assert out.getvalue().splitlines() == [
         "torch.Size([4, 4]) torch.Size([4, 4])", "torch.Size([2, 3, 1, 1])"]
+
+
+# --- seed 003's (words, batch, embedding) with a batch of two ----------------------------------
+
+
+@pytest.mark.parametrize(("name", "dims"), [("seed 003", 1), ("seed 003 ×2", 1), ("2-D", 1),
+                                            ("3-D", 1), ("3-D", 2), ("4-D", 3)])
+def test_no_batch_note_while_the_batch_keeps_its_own_statistics(name, dims):
+    assert batch_note(name, dims) is None
+
+
+def test_batch_note_where_the_last_dims_include_the_batch():
+    # the page's help used to say "the batch dim is never included": false for this tensor
+    single = batch_note("seed 003", 2)
+    assert "(batch, embedding), include the batch dim" in single
+    assert "holds one sample, so nothing is mixed" in single
+    double = batch_note("seed 003 ×2", 2)
+    assert "With 2 samples, each sample's output depends on the others" in double
+
+
+def test_reshape_is_not_the_permute_seed_003_needed():
+    two = seed_003_batch_of_two()
+    inputs = torch.tensor(two.inputs)  # (batch, words, embedding)
+    assert inputs.shape == (2, 2, 3)
+    np.testing.assert_array_equal(two.reshaped, inputs.reshape(2, 2, 3).numpy())
+    np.testing.assert_array_equal(two.permuted, inputs.permute(1, 0, 2).numpy())
+    assert not np.array_equal(two.reshaped, two.permuted)
+    # position (word 0, batch 1): the reshape holds sample 0's word 1, the permute sample 1's
+    # word 0
+    np.testing.assert_allclose(two.reshaped[0, 1], [0.5, 0.1, 0.1])
+    np.testing.assert_allclose(two.permuted[0, 1], SECOND_SAMPLE[0])
+    assert two.reshaped_source[1] == (0, 1) and two.permuted_source[1] == (1, 0)
+    # with the seed's batch of one the two agree, which is why the seed never saw it
+    one = torch.tensor(two.inputs[:1])
+    assert torch.equal(one.reshape(2, 1, 3), one.permute(1, 0, 2))
+    table = reshape_table(two)
+    assert table["reshape holds"].tolist() == ["sample 0, word 0", "sample 0, word 1",
+                                               "sample 1, word 0", "sample 1, word 1"]
+    assert table["permute holds"].tolist() == ["sample 0, word 0", "sample 1, word 0",
+                                               "sample 0, word 1", "sample 1, word 1"]
+
+
+def test_the_seeds_dims_mix_the_samples_of_a_batch_of_two():
+    two = seed_003_batch_of_two()
+    # alone (the seed's batch of one), both choices give the seed's numbers
+    for dims in (1, 2):
+        np.testing.assert_allclose(two.alone[dims], SEED_003, atol=1e-4)
+    # over the last dim sample 0 does not notice sample 1; over the last two it does
+    assert two.dependence[1] == 0.0
+    assert two.dependence[2] == pytest.approx(1.8671, abs=1e-4)
+    permuted = torch.tensor(two.permuted)
+    np.testing.assert_allclose(two.seed_dims, F.layer_norm(permuted, (2, 3)).numpy(), atol=1e-12)
+    np.testing.assert_allclose(two.per_word, F.layer_norm(permuted, (3,)).numpy(), atol=1e-12)
+    # a different second sample gives sample 0 a different output over (-2, -1) only
+    other = seed_003_batch_of_two(((5.0, 0.0, 1.0), (2.0, 2.0, 3.0)))
+    np.testing.assert_array_equal(other.in_batch[1], two.in_batch[1])
+    assert np.abs(other.in_batch[2] - two.in_batch[2]).max() > 0.1
+    changes = dependence_table(two)["max |change|"].tolist()
+    assert changes[:2] == [0.0, 0.0] and max(changes[2:]) == two.dependence[2]
+    assert changes[3] == pytest.approx(1.1219, abs=1e-4)
+
+
+def test_the_seeds_own_cells_on_a_batch_of_two():
+    """Seed 003's step-by-step cells, as it writes them, run on the batch of two: its m stays
+    the last dim's size while the variance sums over two dims."""
+    two = seed_003_batch_of_two()
+    X = torch.tensor(two.permuted)  # the seed's names
+    m = X.size()[-1]
+    mu = (1 / m) * torch.sum(X, dim=-1, keepdim=True)
+    dims = (-2, -1)
+    sigma2 = (1 / m) * torch.sum((X - mu) ** 2, dim=dims, keepdim=True)
+    epsilon = 1e-5
+    X_norm = (X - mu) / torch.sqrt(sigma2 + epsilon)
+    np.testing.assert_allclose(two.seed_steps, X_norm.numpy(), atol=1e-12)
+    np.testing.assert_allclose(two.seed_steps[0, 0], [0.0, -0.8657, 0.8657], atol=1e-4)
+    # on the seed's own batch of one the same cells give its printed numbers
+    one = torch.tensor(two.inputs[:1]).permute(1, 0, 2)
+    mu1 = one.mean(-1, keepdim=True)
+    sigma1 = (1 / 3) * torch.sum((one - mu1) ** 2, dim=dims, keepdim=True)
+    np.testing.assert_allclose(((one - mu1) / torch.sqrt(sigma1 + epsilon))[:, 0], SEED_003,
+                               atol=1e-4)
+    caption = batch_of_two_caption(two)
+    assert caption.startswith("Over the last dim, sample 0's output moves by 0 when sample 1 "
+                              "joins it; over the seed's last two dims, by up to 1.8671.")
+    assert caption.endswith("comes out as [0.0000, -0.8657, 0.8657] instead of "
+                            "[0.0000, -1.2238, 1.2238].")
+
+
+def test_batch_of_two_is_also_a_shape_example():
+    view = layer_norm_shapes(shape_example("seed 003 ×2"), 2)
+    # one group per word position, each spanning both samples
+    assert view.group_grid[:, 0].tolist() == [0, 0, 1, 1]
+    two = seed_003_batch_of_two()
+    np.testing.assert_allclose(view.output_grid, two.seed_dims.reshape(4, 3))
+    np.testing.assert_allclose(layer_norm_shapes(shape_example("seed 003 ×2"), 1).output_grid,
+                               two.per_word.reshape(4, 3))
+
+
+def test_batch_of_two_snippet_runs_and_shows_both_slips():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(batch_of_two_snippet(), {})
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "False" and lines[2:] == ["True", "True"]
+    np.testing.assert_allclose(eval(lines[1]), [0.5, 0.1, 0.1], atol=1e-6)
+
+
+def test_try_this_is_computed_and_names_the_condition():
+    text = shapes_try_this()
+    assert "[0.0000, -1.2238, 1.2238] and [1.4140, -0.7070, -0.7070]" in text
+    assert "only because its batch holds one sample" in text
+    assert "moves by up to 1.87" in text and "need a permute" in text
 
 
 # --- blocks ------------------------------------------------------------------------------------
@@ -226,6 +362,223 @@ def test_block_snippet_runs():
     x = torch.randn(2, 5, 16)
     assert rms(scope["post_ln"](x)) == pytest.approx(1.0, abs=1e-3)
     assert scope["pre_ln"](x).shape == x.shape
+    assert rms(scope["pre_ln_stack"](x, 4)) == pytest.approx(1.0, abs=1e-3)  # ln_f at the end
+
+
+def test_pre_ln_ends_with_its_final_layer_norm():
+    profiles = depth_profiles(StackConfig(depth=12, d_model=16, seed=2))
+    pre, post, none = profiles["pre-LN"], profiles["post-LN"], profiles["none"]
+    assert pre.stream[-1] > 2  # the stream is never normalized between blocks ...
+    np.testing.assert_allclose(pre.head_input[1:], 1.0, atol=1e-4)  # ... but ln_f is
+    np.testing.assert_array_equal(post.head_input, post.stream)  # its last block ends in LN
+    np.testing.assert_array_equal(none.head_input, none.stream)
+    x = torch.randn(2, 3, 8, dtype=torch.float64) * 5
+    assert final_norm(x, "post-LN") is x
+    torch.testing.assert_close(final_norm(x, "pre-LN"), F.layer_norm(x, (8,)))
+
+
+def test_depth_findings_read_the_numbers_off_the_profiles():
+    profiles = depth_profiles(StackConfig())
+    post, pre, none = depth_findings(profiles)
+    assert post.startswith("Post-LN's stream has RMS 1.000 to 1.000 after every block")
+    assert "by construction" in post
+    assert f"from RMS {profiles['pre-LN'].stream[0]:.3g} to {profiles['pre-LN'].stream[-1]:.3g}" \
+        in pre and "back to RMS 1.000" in pre
+    assert f"to RMS {profiles['none'].stream[-1]:.3g}" in none
+    # at gain 0.5 'none' grows far more slowly: the sentence says so with its own numbers
+    slow = depth_findings(depth_profiles(StackConfig(init_gain=0.5)))[2]
+    assert "×1.03 per block" in slow
+    exploded = depth_profiles(StackConfig(d_model=16, init_gain=10.0))
+    first_nan = int(np.argmax(np.isnan(exploded["none"].stream)))
+    assert depth_findings(exploded)[2].endswith(f"overflows float64 in block {first_nan}.")
+
+
+def test_gradient_norms_match_torch_transformer_layers():
+    """The per-block gradients equal those of torch's TransformerEncoderLayer stack with the
+    same weights, through pre-LN's final nn.LayerNorm and the same head and labels."""
+    config = StackConfig(depth=3, d_model=8, seq_len=5, batch=2, seed=4)
+    ours = gradient_norms(config)
+    generator = torch.Generator().manual_seed(config.seed)
+    x0 = torch.randn(2, 5, 8, generator=generator, dtype=torch.float64)
+    stack = [init_block(8, 1.0, generator) for _ in range(3)]
+    draw = torch.Generator().manual_seed(config.seed + 1)
+    head = torch.randn(16, 8, generator=draw, dtype=torch.float64) / math.sqrt(8)
+    labels = torch.randint(16, (2, 5), generator=draw)
+    for variant, norm_first in (("post-LN", False), ("pre-LN", True)):
+        layers = []
+        for params in stack:
+            layer = torch.nn.TransformerEncoderLayer(
+                8, 1, dim_feedforward=32, dropout=0.0, activation="gelu", batch_first=True,
+                norm_first=norm_first, dtype=torch.float64)
+            with torch.no_grad():
+                layer.self_attn.in_proj_weight.copy_(
+                    torch.cat([params["wq"], params["wk"], params["wv"]]))
+                layer.self_attn.in_proj_bias.zero_()
+                layer.self_attn.out_proj.weight.copy_(params["wo"])
+                layer.self_attn.out_proj.bias.zero_()
+                layer.linear1.weight.copy_(params["w1"])
+                layer.linear2.weight.copy_(params["w2"])
+                layer.linear1.bias.zero_()
+                layer.linear2.bias.zero_()
+            layers.append(layer)
+        x = x0
+        for layer in layers:
+            x = layer(x)
+        if norm_first:
+            x = F.layer_norm(x, (8,))
+        F.cross_entropy((x @ head.T).reshape(-1, 16), labels.reshape(-1)).backward()
+        expected = [math.sqrt(sum(float(p.grad.square().sum()) for p in (
+            layer.self_attn.in_proj_weight, layer.self_attn.out_proj.weight,
+            layer.linear1.weight, layer.linear1.bias, layer.linear2.weight,
+            layer.linear2.bias))) for layer in layers]
+        np.testing.assert_allclose(ours[variant], expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("depth", [12, 48])
+def test_gradients_at_initialization_at_the_default_settings(seed, depth):
+    """What the computation shows at the page's defaults, for three draws: pre-LN's block
+    gradients fall from the first block to the last, and at the last block post-LN's gradient
+    is more than twice pre-LN's. (Post-LN's own first-to-last trend changes from draw to draw,
+    0.14× to 2.3× here, so the page computes that sentence instead of asserting a direction.)"""
+    norms = gradient_norms(StackConfig(depth=depth, seed=seed))
+    pre, post = norms["pre-LN"], norms["post-LN"]
+    assert pre[-1] < 0.5 * pre[0]
+    assert post[-1] > 2 * pre[-1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_depth_sweep_shows_xiong_et_als_pattern_at_the_defaults(seed):
+    """As blocks are added, the last block's gradient shrinks in pre-LN and does not in
+    post-LN (Xiong et al. 2020, Theorem 1: O(1/√L) against O(1))."""
+    sweep = depth_sweep(StackConfig(seed=seed))
+    assert sweep.depths.tolist() == list(GRADIENT_DEPTHS)
+    pre = sweep.last["pre-LN"][-1] / sweep.last["pre-LN"][0]
+    post = sweep.last["post-LN"][-1] / sweep.last["post-LN"][0]
+    assert pre < 0.5 and post > 1.0
+    # the sweep's 48-block point is the page's 48-block stack
+    norms = gradient_norms(StackConfig(seed=seed))
+    assert sweep.last["pre-LN"][-1] == norms["pre-LN"][-1]
+    assert sweep.first["post-LN"][-1] == norms["post-LN"][0]
+    text = gradient_findings(norms, sweep)
+    assert text[-1].endswith("the pattern Xiong et al. derive (for pre-LN, 1/√depth would give "
+                             "0.14×).")
+    assert text[1].startswith(f"pre-LN: block 1's gradient norm is {norms['pre-LN'][0]:.3g}, "
+                              f"block 48's {norms['pre-LN'][-1]:.3g}")
+
+
+def test_gradient_findings_say_when_the_pattern_is_absent():
+    depths = np.array([1, 48])
+    flat = {v: np.array([1.0, 1.0]) for v in COMPARED}
+    sweep = DepthSweep(depths, flat, {"post-LN": np.array([1.0, 1.0]),
+                                      "pre-LN": np.array([1.0, 0.9])})
+    norms = {"post-LN": np.array([1.0, 1.1]), "pre-LN": np.array([1.0, 0.5])}
+    text = gradient_findings(norms, sweep)
+    assert text[0].endswith("(about the same).") and text[1].endswith("(0.5× block 1's).")
+    assert text[2] == "At the last block, post-LN's gradient is 2.2× pre-LN's."
+    assert "does not show Xiong et al.'s pattern" in text[3]
+    single = gradient_findings({v: np.array([2.0]) for v in COMPARED}, sweep)
+    assert len(single) == 2  # one block: no first-against-last sentence
+
+
+# --- the training race -------------------------------------------------------------------------
+
+
+def test_warmup_and_targets():
+    config = RaceConfig(lr=1e-2, warmup=4, steps=10)
+    assert [warmup_lr(s, config) for s in range(6)] == pytest.approx(
+        [2.5e-3, 5e-3, 7.5e-3, 1e-2, 1e-2, 1e-2])
+    assert warmup_lr(0, RaceConfig(lr=1e-2)) == 1e-2
+    tokens = torch.tensor([[1, 2, 3]])
+    assert race_targets(tokens, "reverse").tolist() == [[3, 2, 1]]
+    assert race_targets(tokens, "copy").tolist() == [[1, 2, 3]]
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("task", "sort"), ("depth", 0), ("steps", 0), ("lr", 0.0), ("warmup", 500)])
+def test_race_config_refuses_bad_settings(field, value):
+    with pytest.raises(ValueError, match=field):
+        RaceConfig(**{field: value})
+
+
+def test_both_models_start_from_the_same_weights():
+    config = RaceConfig(depth=2, d_model=16)
+    post, pre = (init_race_model(config, v) for v in COMPARED)
+    for a, b in zip(post["blocks"], pre["blocks"], strict=True):
+        assert a.keys() == b.keys()
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert "lnf_weight" in pre["top"] and "lnf_weight" not in post["top"]
+    tokens = torch.randint(10, (3, 8))
+    assert race_logits(pre, tokens).shape == (3, 8, 10)
+
+
+def test_a_short_race_in_chunks():
+    race = Race(RaceConfig(depth=2, d_model=16, steps=6, batch=8))
+    times = iter(range(100))
+    assert race.advance_for(0.5, clock=lambda: next(times)) == 1  # at least one step per chunk
+    assert race.step == 0  # one model took a step, the other none yet
+    race.advance(2)
+    assert race.step == 2 and not race.done
+    race.advance(10)  # no further than the configured steps
+    assert race.step == 6 and race.done
+    result = race.result()
+    assert result.steps_done == 6 and not result.stopped
+    for curve in result.curves.values():
+        assert len(curve["loss"]) == len(curve["accuracy"]) == 6
+        assert np.isfinite(curve["loss"]).all()
+    assert race.progress().text.startswith("Step 6 of 6 · token accuracy: post-LN ")
+
+
+def test_a_stopped_race_keeps_its_curves():
+    race = Race(RaceConfig(depth=2, d_model=16, steps=50, batch=8))
+    race.advance(3)
+    race.stop()
+    race.advance(3)
+    assert race.done and race.step == 3
+    result = race.result()
+    assert result.stopped and result.steps_done == 3
+
+
+def _result(post: list[float], pre: list[float], loss_post: float = 0.1,
+            loss_pre: float = 0.1, **config) -> RaceResult:
+    curves = {"post-LN": {"accuracy": post, "loss": [loss_post] * len(post)},
+              "pre-LN": {"accuracy": pre, "loss": [loss_pre] * len(pre)}}
+    return RaceResult(RaceConfig(**config), curves, len(post), False, 1.0)
+
+
+def test_race_findings_are_read_off_the_curves():
+    slow, fast = [0.5] * 20 + [1.0] * 20, [0.2] * 5 + [1.0] * 35
+    result = _result(slow, fast, warmup=10, steps=40)
+    assert result.solved_at("pre-LN") == 14  # the 10-step mean reaches 0.9 at step 14
+    assert result.solved_at("post-LN") == 29
+    text = race_findings(result)
+    assert text[0] == ("In this run (reverse, 6 blocks, learning rate 0.003, a 10-step "
+                       "warm-up, 40 steps, seed 0):")
+    assert text[1].startswith("post-LN reached 90% token accuracy at step 29")
+    assert text[3] == "pre-LN got there 15 steps sooner."
+    stuck = race_findings(_result([0.1] * 40, fast, loss_post=2.31, steps=40))
+    assert stuck[1].startswith("post-LN did not reach 90% token accuracy")
+    assert stuck[1].endswith("no better than guessing (ln 10 = 2.30): it learned nothing.")
+    assert "no warm-up" in stuck[0] and len(stuck) == 3
+    nan = race_findings(_result(fast, fast, loss_post=float("nan"), steps=40))
+    assert nan[1] == "post-LN diverged: its loss became NaN or infinite."
+    close = race_findings(_result([0.2] * 6 + [1.0] * 34, fast, steps=40, task="copy"))
+    assert close[0].startswith("In this run (copy, ") and close[-1] == (
+        "pre-LN got there 1 step sooner.")
+    same = race_findings(_result(fast, fast, steps=40))
+    assert same[-1] == "Both got there at the same step."
+
+
+@pytest.mark.slow
+def test_at_a_high_learning_rate_without_warmup_pre_ln_trains_and_post_ln_does_not():
+    """Not a claim the page makes (it reports each run), but the run its text suggests trying:
+    6 blocks, learning rate 0.01, no warm-up, 150 steps of seed 0."""
+    race = Race(RaceConfig(lr=1e-2, steps=150))
+    race.advance(150)
+    result = race.result()
+    assert result.solved_at("pre-LN") is not None
+    assert result.solved_at("post-LN") is None
+    assert result.final_loss("post-LN") > 0.95 * math.log(10)
 
 
 # --- the page ----------------------------------------------------------------------------------
@@ -242,7 +595,7 @@ def stream(at, variant: int = 1) -> np.ndarray:
 
 def test_default_view_is_seed_003_and_a_48_block_stack():
     at = open_page(PAGE)
-    assert len(figures(at)) == 2
+    assert len(figures(at)) == 3  # shapes, the stream, the gradients; the race waits for Run
     np.testing.assert_allclose(output_grid(at), SEED_003, atol=1e-4)
     metrics = [m.value for m in at.metric]
     assert metrics[:4] == ["(2, 1, 3)", "(3,)", "(2, 1, 1)", "2 × 3"]
@@ -295,3 +648,102 @@ def test_url_restores_the_settings():
     assert at.segmented_control(key="sh_act").value == "ReLU"
     assert [m.value for m in at.metric][1] == "(4, 4)"
     assert len(stream(at)) == 13
+
+
+def test_seed_003_over_its_last_two_dims_names_the_batch():
+    at = open_page(PAGE)
+    assert "never included" not in at.radio(key="sh_dims").help
+    assert alerts(at)["warning"] == []
+    at.radio(key="sh_dims").set_value(2).run()
+    assert alerts(at)["warning"] == [batch_note("seed 003", 2)]
+    np.testing.assert_allclose(output_grid(at), SEED_003, atol=1e-4)  # one sample: no change
+    at.segmented_control(key="sh_tensor").set_value("seed 003 ×2").run()
+    assert at.radio(key="sh_dims").value == 2
+    assert "With 2 samples" in alerts(at)["warning"][0]
+    two = seed_003_batch_of_two()
+    np.testing.assert_allclose(output_grid(at), two.seed_dims.reshape(4, 3), atol=1e-12)
+    assert not np.allclose(output_grid(at)[[0, 2]], SEED_003, atol=0.1)  # sample 0 moved
+    assert [m.value for m in at.metric][:4] == ["(2, 2, 3)", "(2, 3)", "(2, 1, 1)", "2 × 6"]
+
+
+def test_the_batch_of_two_section_shows_both_slips():
+    at = open_page(PAGE)
+    reshaped = table_with(at, "reshape holds").value
+    assert reshaped["reshape holds"][1] == "sample 0, word 1"
+    assert reshaped["permute holds"][1] == "sample 1, word 0"
+    changes = table_with(at, "max |change|").value["max |change|"].tolist()
+    assert changes == pytest.approx([0.0, 0.0, 1.8671, 1.1219], abs=1e-4)
+    captions = [c.value for c in at.caption]
+    assert batch_of_two_caption(seed_003_batch_of_two()) in captions
+    assert "only because its batch holds one sample" in alerts(at)["info"][0]
+    assert any("permute(1, 0, 2)" in c.value for c in at.code)
+
+
+def test_gradients_and_their_sentences_on_the_page():
+    at = open_page(PAGE, {"sh_depth": "12"})
+    norms = gradient_norms(StackConfig(depth=12))
+    for i, variant in enumerate(COMPARED):
+        np.testing.assert_allclose(trace_data(at, 2, 3 * i, "y"), norms[variant])
+    markdown = "\n".join(m.value for m in at.markdown)
+    assert f"block 12's {norms['pre-LN'][-1]:.3g}" in markdown
+    assert "the pattern Xiong et al. derive" in markdown
+    # post-LN's flat stream is called what it is, not stability
+    assert "true by construction and says nothing yet about training" in markdown
+
+
+def test_a_tiny_race_on_the_page():
+    at = open_page(PAGE, {"sh_race_depth": "2", "sh_race_steps": "20", "sh_race_warmup": "25"})
+    assert alerts(at)["info"][-1] == "Press **Run** to start the race."
+    at.button(key="sh_race_stop").click().run()
+    assert [t.value for t in at.toast] == ["Nothing is training."]
+    at.button(key="sh_race_run").click().run()
+    assert not at.exception, at.exception
+    race = figures(at)[3]
+    assert [t["name"] for t in race["data"]] == ["post-LN", "post-LN", "pre-LN", "pre-LN"]
+    assert len(decode_y(race["data"][0])) == 20
+    assert race["layout"]["shapes"][0]["x0"] == 20  # the warm-up, capped at the 20 steps
+    findings = next(m.value for m in at.markdown if m.value.startswith("In this run"))
+    assert findings.startswith(
+        "In this run (reverse, 2 blocks, learning rate 0.003, a 20-step warm-up, 20 steps, "
+        "seed 0):\n- ")
+    labels = [m.label for m in at.metric]
+    assert "pre-LN: 90 % token accuracy at step" in labels
+    assert any(c.value.endswith("a rough guide, not a benchmark.") for c in at.caption)
+    # other settings: the last race stays, labelled as such
+    at.select_slider(key="sh_race_lr").set_value(1e-3).run()
+    assert "The race below ran with other settings" in alerts(at)["info"][-1]
+    assert len(figures(at)) == 4
+
+
+def decode_y(trace: dict) -> np.ndarray:
+    from pageutil import decode
+    return decode(trace["y"])
+
+
+def test_race_settings_in_the_url():
+    at = open_page(PAGE, {"sh_race_depth": "12", "sh_race_lr": "0.01", "sh_race_warmup": "100",
+                          "sh_race_steps": "400", "sh_race_task": "copy"})
+    assert at.select_slider(key="sh_race_depth").value == 12
+    assert at.select_slider(key="sh_race_lr").value == 0.01
+    assert at.select_slider(key="sh_race_warmup").value == 100
+    assert at.number_input(key="sh_race_steps").value == 400
+    assert at.segmented_control(key="sh_race_task").value == "copy"
+    broken = open_page(PAGE, {"sh_race_steps": "1e309"})
+    assert broken.number_input(key="sh_race_steps").value == 200
+
+
+def test_the_lessons_computations_leave_torchs_threads_as_they_were():
+    from lnviz.lessons import shapes
+    before = torch.get_num_threads()
+    depth_profiles(StackConfig(depth=2, d_model=8))
+    gradient_norms(StackConfig(depth=2, d_model=8))
+    Race(RaceConfig(depth=1, d_model=8, steps=1, batch=2)).advance(1)
+    assert torch.get_num_threads() == before == shapes._DEFAULT_THREADS
+
+
+def test_one_block_reads_as_one_block():
+    at = open_page(PAGE, {"sh_depth": "1"})
+    labels = [m.label for m in at.metric]
+    assert "post-LN: stream RMS after 1 block" in labels
+    markdown = "\n".join(m.value for m in at.markdown)
+    assert "in 1 block:" in markdown and "block 1's gradient norm" not in markdown

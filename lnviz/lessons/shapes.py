@@ -5,35 +5,48 @@ transformer block.
 leading index gets its own pair. On ``(batch, seq, features)`` the last dim gives one μ per token,
 the last two one μ per sequence; on ``(batch, channels, H, W)`` the last three give one μ per
 image. γ and β have the shape ``normalized_shape`` and μ, σ² the input's shape with the trailing
-dims kept as size 1.
+dims kept as size 1. The batch dim stays out only if it is in front: seed 003 lays its words out
+as ``(words, batch, embedding)`` and normalizes over ``dims=(-2, -1)``, which pools the batch as
+soon as it holds more than one sample (:func:`seed_003_batch_of_two`).
 
 **Blocks.** A transformer block adds two sublayers — self-attention, then a feed-forward network
 — to a residual stream x. Where the LayerNorm goes decides how the stream's scale evolves with
-depth:
+depth, and how large the gradients of each block are:
 
 .. math::
     \text{post-LN:}\quad x_1 = \mathrm{LN}(x + \mathrm{Attn}(x)),\quad
         x_{\text{out}} = \mathrm{LN}(x_1 + \mathrm{FFN}(x_1))
 
     \text{pre-LN:}\quad x_1 = x + \mathrm{Attn}(\mathrm{LN}(x)),\quad
-        x_{\text{out}} = x_1 + \mathrm{FFN}(\mathrm{LN}(x_1))
+        x_{\text{out}} = x_1 + \mathrm{FFN}(\mathrm{LN}(x_1)),\quad
+        \text{and after the last block } \mathrm{LN}_f(x_L)
 
-Post-LN re-normalizes the stream after every sublayer, so its RMS stays at 1. Pre-LN feeds each
-sublayer a normalized copy, so every block adds a contribution of about the same size to a stream
-that is never normalized: its variance grows roughly linearly, its RMS like √depth. Without any
-norm, a sublayer's output grows with its input and the stream grows geometrically.
+Post-LN re-normalizes the stream after every sublayer, so its RMS is 1 after every block — by
+construction, which says nothing about how well it trains. Pre-LN feeds each sublayer a
+normalized copy and normalizes the stream itself only once, after the last block (GPT-2's
+``ln_f``): in between, every block adds a contribution that does not grow with the stream, so the
+stream's variance grows with depth. Without any norm a sublayer's output grows with its input and
+the stream grows geometrically.
 
-The attention (one head) and the feed-forward network (4·d hidden units) are written out with
-plain tensor operations; the weights are drawn at random and nothing is trained.
+:func:`depth_profiles` follows the forward pass, :func:`gradient_norms` the gradients of each
+block at initialization (a loss through the final LayerNorm and a linear head), and
+:class:`Race` trains a post-LN and a pre-LN model side by side on a synthetic task (reversing a
+sequence of digits), in chunks that the app can stop. The attention (one head) and the
+feed-forward network (4·d hidden units) are written out with plain tensor operations.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 
@@ -43,41 +56,111 @@ from lnviz.norms import layer_norm
 
 __all__ = [
     "ACTIVATIONS",
+    "COMPARED",
+    "GRADIENT_DEPTHS",
+    "RACE_TASKS",
+    "SECOND_SAMPLE",
+    "SEED_003_SAMPLE",
     "SHAPE_EXAMPLES",
     "VARIANTS",
     "DepthProfile",
+    "DepthSweep",
+    "Race",
+    "RaceConfig",
+    "RaceProgress",
+    "RaceResult",
+    "SeedBatchOfTwo",
     "ShapeView",
     "StackConfig",
+    "batch_note",
+    "batch_of_two_caption",
+    "batch_of_two_snippet",
     "block",
     "block_snippet",
+    "dependence_table",
+    "depth_findings",
     "depth_profiles",
+    "depth_sweep",
     "feed_forward",
+    "final_norm",
     "first_blocks",
+    "gradient_findings",
+    "gradient_norms",
     "init_block",
+    "init_race_model",
     "layer_norm_shapes",
     "layer_norm_snippet",
+    "race_findings",
+    "race_logits",
+    "race_targets",
+    "reshape_table",
     "rms",
+    "seed_003_batch_of_two",
     "self_attention",
     "shape_example",
+    "shapes_try_this",
+    "warmup_lr",
 ]
 
+#: torch's intra-op threads when this module was imported: what :func:`_one_thread` restores.
+_DEFAULT_THREADS = torch.get_num_threads()
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch single-threaded inside the block. This lesson's tensors are tiny (a few
+    thousand values), so intra-op threads cannot speed it up; on a CPU that other work shares
+    they wait on each other at every one of thousands of small operations instead: a 300-step
+    race of 6 blocks took 434 s with torch's 2 threads against 14.5 s with one, on the 2-core
+    machine this was written on while other work kept it busy (6.6 s against 6.1 s for 200
+    steps when it was nearly idle). torch applies the setting to the calling thread (and to
+    threads started meanwhile), so it is set back to the import-time default afterwards."""
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(_DEFAULT_THREADS)
+
+
+def _single_threaded(func: Callable) -> Callable:
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with _one_thread():
+            return func(*args, **kwargs)
+    return wrapper
+
+
 # --- normalized_shape on tensors of different rank ---------------------------------------------
+
+#: Seed 003's one sample, as it types it: ``torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1, 0.1]]])``
+#: is (batch, words, embedding) = (1, 2, 3), two words of three values.
+SEED_003_SAMPLE = ((0.2, 0.1, 0.3), (0.5, 0.1, 0.1))
+#: A second sample of two words (not the seed's), larger than the first so that sharing
+#: statistics with it visibly moves the first sample's output.
+SECOND_SAMPLE = ((0.9, 0.7, 0.8), (0.3, 0.6, 0.9))
 
 #: The example tensors: short names (they go in the URL) → what their dims mean.
 SHAPE_EXAMPLES = {
     "seed 003": ("words", "batch", "embedding"),
+    "seed 003 ×2": ("words", "batch", "embedding"),
     "2-D": ("batch", "features"),
     "3-D": ("batch", "seq", "features"),
     "4-D": ("batch", "channels", "H", "W"),
 }
 
 
+def _word_rows(words: int, batch: int) -> tuple[str, ...]:
+    return tuple(f"word {w} · batch {b}" for w in range(words) for b in range(batch))
+
+
 def shape_example(name: str, seed: int = 0) -> Batch:
-    """One of :data:`SHAPE_EXAMPLES`: seed 003's (2, 1, 3) word vectors, a (4, 6) feature table,
-    seed 002's (2, 4, 3) padded token batch, or (2, 3, 4, 4) synthetic images."""
+    """One of :data:`SHAPE_EXAMPLES`: seed 003's (2, 1, 3) word vectors, the same words with a
+    second sample as (2, 2, 3), a (4, 6) feature table, seed 002's (2, 4, 3) padded token batch,
+    or (2, 3, 4, 4) synthetic images."""
     if name == "seed 003":
-        return Batch(get_preset("two_words").values, "NLC",
-                     row_labels=("word 0 · batch 0", "word 1 · batch 0"))
+        return Batch(get_preset("two_words").values, "NLC", row_labels=_word_rows(2, 1))
+    if name == "seed 003 ×2":
+        return Batch(seed_003_batch_of_two().permuted, "NLC", row_labels=_word_rows(2, 2))
     if name == "2-D":
         return Batch(random_batch((4, 6), feature_spread=0.5, seed=seed), "NC")
     if name == "3-D":
@@ -86,6 +169,23 @@ def shape_example(name: str, seed: int = 0) -> Batch:
     if name == "4-D":
         return Batch(image_batch(2, 3, 4, 4, seed=seed), "NCHW")
     raise ValueError(f"example must be one of {list(SHAPE_EXAMPLES)}, got {name!r}")
+
+
+def batch_note(example: str, dims: int) -> str | None:
+    """What normalizing :data:`SHAPE_EXAMPLES` ``example`` over its last ``dims`` dims does to
+    the batch, when those dims include it (None when the batch keeps out of the statistics)."""
+    names = SHAPE_EXAMPLES[example]
+    if "batch" not in names[-dims:]:
+        return None
+    size = shape_example(example).values.shape[names.index("batch")]
+    pooled = (f"The last {dims} dims, ({', '.join(names[-dims:])}), include the batch dim: "
+              "every μ and σ² is taken across the samples of the batch.")
+    if size == 1:
+        return (pooled + " Here the batch holds one sample, so nothing is mixed and the result "
+                "equals the last dim's; with two samples (the tensor “seed 003 ×2”) each "
+                "sample's output depends on the other one.")
+    return (pooled + f" With {size} samples, each sample's output depends on the others: this "
+            "is no longer a per-sample norm.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,8 +215,9 @@ class ShapeView:
 def layer_norm_shapes(batch: Batch, dims: int, eps: float = 1e-5) -> ShapeView:
     """Run LayerNorm over the last ``dims`` dims of ``batch`` and describe the shapes involved.
 
-    ``dims`` must leave the batch dim out (1 ≤ dims < ndim): normalizing over every dim would
-    make the samples share one μ, which is no longer a per-sample norm.
+    ``dims`` must leave the first dim out (1 ≤ dims < ndim): normalizing over every dim would
+    give the whole tensor one μ. Whether the batch is left out depends on where the layout puts
+    it (see :func:`batch_note`).
     """
     shape = tuple(batch.values.shape)
     if not 1 <= dims < len(shape):
@@ -154,10 +255,183 @@ def layer_norm_snippet(view: ShapeView) -> str:
     ]) + "\n"
 
 
+# --- Seed 003 with a batch of two ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class SeedBatchOfTwo:
+    """Seed 003's steps on a batch of two samples instead of one.
+
+    Attributes:
+        inputs: (batch, words, embedding) = (2, 2, 3), batch first, as the seed types its tensor:
+            sample 0 is the seed's two words, sample 1 is :data:`SECOND_SAMPLE`.
+        reshaped: ``inputs.reshape(words, batch, embedding)``, the seed's line. A reshape keeps
+            the memory order and only relabels it, so row (word w, batch b) holds sample w's
+            word b.
+        permuted: ``inputs.permute(1, 0, 2)``, the (words, batch, embedding) tensor the seed
+            meant: row (word w, batch b) holds sample b's word w.
+        reshaped_source, permuted_source: for each (word, batch) row, the (sample, word) of
+            ``inputs`` it holds.
+        per_word: LayerNorm over the last dim of ``permuted``: one μ per word of each sample.
+        seed_dims: LayerNorm over the last two dims (the seed's ``dims=(-2, -1)``): one μ per word
+            position, shared by both samples.
+        alone: {dims: sample 0's two words normalized in a batch of their own, (words, 3)}.
+        in_batch: {dims: sample 0's two words normalized inside the batch of two, (words, 3)}.
+        dependence: {dims: max |in_batch − alone|}, how much sample 0's output moves because
+            sample 1 is in the batch.
+        seed_steps: the seed's own step-by-step lines on ``permuted``, (words, batch, embedding):
+            μ over the last dim, σ² summed over ``dims=(-2, -1)`` but divided by
+            m = ``X.size()[-1]`` = 3, then (X − μ)/√(σ² + ε). With a batch of two the sum has
+            six terms, so σ² is not a variance of anything.
+    """
+
+    inputs: np.ndarray
+    reshaped: np.ndarray
+    permuted: np.ndarray
+    reshaped_source: list[tuple[int, int]]
+    permuted_source: list[tuple[int, int]]
+    per_word: np.ndarray
+    seed_dims: np.ndarray
+    alone: dict[int, np.ndarray]
+    in_batch: dict[int, np.ndarray]
+    dependence: dict[int, float]
+    seed_steps: np.ndarray
+
+
+def _ln_last(x: torch.Tensor, dims: int) -> torch.Tensor:
+    return layer_norm(x, x.shape[-dims:]).output
+
+
+def seed_003_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
+                          ) -> SeedBatchOfTwo:
+    """Seed 003's reshape and its ``dims=(-2, -1)`` on a batch of two samples (see
+    :class:`SeedBatchOfTwo`). With its batch of one, ``reshape`` and ``permute`` give the same
+    tensor and the batch dim has size 1, so neither slip shows; with two, both do."""
+    inputs = torch.tensor([SEED_003_SAMPLE, second], dtype=torch.float64)  # (batch, words, emb)
+    batch, words, embedding = inputs.shape
+    reshaped = inputs.reshape(words, batch, embedding)  # the seed's line: relabels memory
+    permuted = inputs.permute(1, 0, 2)  # (words, batch, emb): moves the data
+    flat = [(s, w) for s in range(batch) for w in range(words)]  # memory order of ``inputs``
+    alone_input = inputs[:1].permute(1, 0, 2)  # sample 0 by itself: (words, 1, emb), the seed's
+    outputs = {dims: _ln_last(permuted, dims) for dims in (1, 2)}
+    alone = {dims: _ln_last(alone_input, dims)[:, 0].numpy() for dims in (1, 2)}
+    in_batch = {dims: out[:, 0].numpy() for dims, out in outputs.items()}
+    # the seed's step-by-step cells, as it runs them (its m stays the last dim's size)
+    m = permuted.shape[-1]
+    mu = (1 / m) * torch.sum(permuted, dim=-1, keepdim=True)
+    sigma2 = (1 / m) * torch.sum((permuted - mu) ** 2, dim=(-2, -1), keepdim=True)
+    seed_steps = (permuted - mu) / torch.sqrt(sigma2 + 1e-5)
+    return SeedBatchOfTwo(
+        inputs=inputs.numpy(),
+        reshaped=reshaped.numpy(),
+        permuted=permuted.contiguous().numpy(),
+        reshaped_source=flat,
+        permuted_source=[(b, w) for w in range(words) for b in range(batch)],
+        per_word=outputs[1].numpy(),
+        seed_dims=outputs[2].numpy(),
+        alone=alone,
+        in_batch=in_batch,
+        dependence={dims: float(np.abs(in_batch[dims] - alone[dims]).max()) for dims in (1, 2)},
+        seed_steps=seed_steps.numpy(),
+    )
+
+
+def reshape_table(view: SeedBatchOfTwo) -> pd.DataFrame:
+    """The seed's ``reshape`` beside the ``permute`` it needed: for each (word, batch) position,
+    which word of which sample it holds and its values."""
+    rows = []
+    words, batch = view.permuted.shape[:2]
+    for w in range(words):
+        for b in range(batch):
+            i = w * batch + b
+            rows.append({
+                "position (word, batch)": f"({w}, {b})",
+                "reshape holds": "sample {}, word {}".format(*view.reshaped_source[i]),
+                "reshape values": _values(view.reshaped[w, b]),
+                "permute holds": "sample {}, word {}".format(*view.permuted_source[i]),
+                "permute values": _values(view.permuted[w, b]),
+            })
+    return pd.DataFrame(rows)
+
+
+def dependence_table(view: SeedBatchOfTwo) -> pd.DataFrame:
+    """Sample 0's outputs normalized alone and inside the batch of two, over the last dim and
+    over the seed's last two dims."""
+    rows = []
+    for dims, label in ((1, "last dim, (embedding,)"), (2, "last 2 dims, (batch, embedding)")):
+        for w in range(view.alone[dims].shape[0]):
+            rows.append({"normalized over": label, "sample 0": f"word {w}",
+                         "alone (batch of 1)": _values(view.alone[dims][w]),
+                         "beside sample 1 (batch of 2)": _values(view.in_batch[dims][w]),
+                         "max |change|": float(np.abs(view.in_batch[dims][w]
+                                                      - view.alone[dims][w]).max())})
+    return pd.DataFrame(rows)
+
+
+def batch_of_two_caption(view: SeedBatchOfTwo) -> str:
+    """What the batch of two shows, with its numbers: how far sample 0 moves over each choice
+    of dims, and the seed's own step-by-step cells on the same batch."""
+    return (
+        f"Over the last dim, sample 0's output moves by {view.dependence[1]:.4g} when sample 1 "
+        f"joins it; over the seed's last two dims, by up to {view.dependence[2]:.4f}. With a "
+        "batch of one the two choices agree only because the batch dim has size 1. The seed's "
+        "own step-by-step cells slip a third time on a batch of two: μ over the last dim, but "
+        "σ² summed over the last two dims and divided by m = 3, the last dim's size, although "
+        "the sum now has 6 terms: sample 0's first word comes out as "
+        f"{_values(view.seed_steps[0, 0])} instead of {_values(view.alone[1][0])}.")
+
+
+def shapes_try_this() -> str:
+    """The "try this" under the normalized_shape figure, with seed 003's outputs and the batch of
+    two's change computed here."""
+    seed = layer_norm_shapes(shape_example("seed 003"), 1).output_grid
+    two = seed_003_batch_of_two()
+    return (
+        f"**Try this.** On seed 003 both choices give {_values(seed[0])} and "
+        f"{_values(seed[1])}, but only because its batch holds one sample: the last two dims "
+        "are (batch, embedding), a size-1 dim beside the same three values, and only γ's shape "
+        "changes, (3,) versus (1, 3). Switch to “seed 003 ×2”: over the last 2 dims each word "
+        "now shares μ and σ² with the other sample's word, and the seed's sample moves by up "
+        f"to {two.dependence[2]:.2f} (see the section below, where the seed's reshape turns out "
+        "to need a permute as well). On the 3-D batch, go from the last 1 dim (one μ per "
+        "token) to the last 2 (one per sentence) and watch the pad token join its sentence's "
+        "statistics. On the images, the last 3 dims give one μ per image (what GroupNorm with "
+        "one group computes); a LayerNorm over the channels of each pixel, as ConvNeXt uses, "
+        "needs the channels moved last first.")
+
+
+def _values(row: np.ndarray) -> str:
+    # a rounding residue such as -1.8e-07 prints as 0, not as -0.0000
+    return "[" + ", ".join(f"{v if abs(v) >= 5e-5 else 0.0:.4f}" for v in row) + "]"
+
+
+def batch_of_two_snippet(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE) -> str:
+    """PyTorch code that repeats seed 003's steps with a batch of two and shows both slips."""
+    return f'''import torch
+import torch.nn.functional as F
+
+# (batch, words, embedding) = (2, 2, 3): the seed's sample, then a second one
+inputs = torch.tensor([{[list(w) for w in SEED_003_SAMPLE]}, {[list(w) for w in second]}])
+batch_size, sequence_size, embedding_size = inputs.shape
+reshaped = inputs.reshape(sequence_size, batch_size, embedding_size)  # the seed's line
+permuted = inputs.permute(1, 0, 2)  # what it meant: (words, batch, embedding)
+print(torch.equal(reshaped, permuted))  # False: reshape only relabels memory
+print(reshaped[0, 1].tolist())  # sample 0's word 1, filed as word 0 of sample 1
+
+alone = F.layer_norm(inputs[:1].permute(1, 0, 2), (1, 3))[:, 0]  # the seed: batch of one
+pooled = F.layer_norm(permuted, (2, 3))[:, 0]  # dims=(-2, -1): sample 0 beside sample 1
+per_word = F.layer_norm(permuted, (3,))[:, 0]  # dims=-1: one μ per word of each sample
+print((pooled - alone).abs().max().item() > 0.1)  # True: sample 1 moved sample 0's output
+print(torch.allclose(per_word, alone))  # True: over the last dim alone, nothing is shared
+'''
+
+
 # --- A stack of transformer blocks -------------------------------------------------------------
 
 #: Where the LayerNorms go.
 VARIANTS = ("post-LN", "pre-LN", "none")
+#: The two placements whose gradients and training the page compares.
+COMPARED = ("post-LN", "pre-LN")
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"GELU": F.gelu, "ReLU": F.relu}
 
 
@@ -193,8 +467,9 @@ def init_block(d_model: int, gain: float, generator: torch.Generator,
     """Random weights for one block: W ~ N(0, gain²/fan_in), biases 0.
 
     Attention: ``wq``, ``wk``, ``wv``, ``wo`` (d × d). Feed-forward: ``w1`` (4d × d), ``b1``,
-    ``w2`` (d × 4d), ``b2``. LayerNorm's γ and β stay at their initial 1 and 0. The normal
-    draws are made in float32 (four times faster than float64's, and as random) and then cast.
+    ``w2`` (d × 4d), ``b2``. The LayerNorms have no γ and β here (they would start at 1 and 0);
+    :func:`init_race_model` adds them for training. The normal draws are made in float32 (four
+    times faster than float64's, and as random) and then cast.
     """
     def weight(rows: int, cols: int) -> torch.Tensor:
         draw = torch.randn(rows, cols, generator=generator, dtype=torch.float32).to(dtype)
@@ -223,23 +498,30 @@ def feed_forward(x: torch.Tensor, params: dict[str, torch.Tensor],
     return activation(x @ params["w1"].T + params["b1"]) @ params["w2"].T + params["b2"]
 
 
-def _ln(x: torch.Tensor) -> torch.Tensor:
-    return layer_norm(x, x.shape[-1:]).output
+def _ln(x: torch.Tensor, params: dict[str, torch.Tensor] | None = None, name: str = "",
+        impl: str = "scratch") -> torch.Tensor:
+    """lnviz's LayerNorm over the last dim, with γ and β ``params[name + "_weight"/"_bias"]``
+    when the block has them."""
+    params = params or {}
+    return layer_norm(x, x.shape[-1:], params.get(name + "_weight"), params.get(name + "_bias"),
+                      impl=impl).output
 
 
 def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
-          activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu
+          activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu, *, impl: str = "scratch"
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One transformer block: (new stream, attention's output, the FFN's output)."""
+    """One transformer block: (new stream, attention's output, the FFN's output). The two
+    LayerNorms are lnviz's (``impl`` as in :func:`lnviz.layer_norm`), with γ, β from ``params``
+    (``ln1_weight``, ``ln1_bias``, ``ln2_…``) where it has them."""
     if variant == "post-LN":
         attn = self_attention(x, params)
-        x1 = _ln(x + attn)
+        x1 = _ln(x + attn, params, "ln1", impl)
         ffn = feed_forward(x1, params, activation)
-        return _ln(x1 + ffn), attn, ffn
+        return _ln(x1 + ffn, params, "ln2", impl), attn, ffn
     if variant == "pre-LN":
-        attn = self_attention(_ln(x), params)
+        attn = self_attention(_ln(x, params, "ln1", impl), params)
         x1 = x + attn
-        ffn = feed_forward(_ln(x1), params, activation)
+        ffn = feed_forward(_ln(x1, params, "ln2", impl), params, activation)
         return x1 + ffn, attn, ffn
     if variant == "none":
         attn = self_attention(x, params)
@@ -249,9 +531,17 @@ def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
     raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
 
 
+def final_norm(x: torch.Tensor, variant: str, params: dict[str, torch.Tensor] | None = None,
+               *, impl: str = "scratch") -> torch.Tensor:
+    """What the head reads after the last block: pre-LN's stream goes through one more LayerNorm
+    (GPT-2's ``ln_f``, γ and β ``params["lnf_weight"/"lnf_bias"]`` if given); post-LN's stream
+    leaves its last block normalized already, and "none" has no norm to add."""
+    return _ln(x, params, "lnf", impl) if variant == "pre-LN" else x
+
+
 def rms(x: torch.Tensor) -> float:
     """√(mean x²): the typical size of an entry (the stream's scale)."""
-    return float(x.square().mean().sqrt())
+    return float(x.detach().square().mean().sqrt())
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,6 +551,8 @@ class DepthProfile:
     Attributes:
         stream: RMS of the residual stream at the input (index 0) and after each block.
         attention, ffn: RMS of what each block's attention and feed-forward sublayers output.
+        head_input: RMS of what a head would read if the stack ended there (index 0 = the
+            input): :func:`final_norm` of the stream, 1 for pre-LN after its ``ln_f``.
 
     Values that overflowed float64 are NaN.
     """
@@ -268,36 +560,49 @@ class DepthProfile:
     stream: np.ndarray
     attention: np.ndarray
     ffn: np.ndarray
+    head_input: np.ndarray
 
 
+def _stack(config: StackConfig) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+    """The input batch (RMS ≈ 1), then the blocks one after another, from ``config.seed``: a
+    shallower stack is the first blocks of a deeper one."""
+    generator = torch.Generator().manual_seed(config.seed)
+    x0 = torch.randn(config.batch, config.seq_len, config.d_model, generator=generator,
+                     dtype=torch.float64)
+    return x0, [init_block(config.d_model, config.init_gain, generator)
+                for _ in range(config.depth)]
+
+
+@_single_threaded
 def depth_profiles(config: StackConfig) -> dict[str, DepthProfile]:
     """Send one random batch (RMS ≈ 1) through the same random stack, arranged as each of
     :data:`VARIANTS`, and record the RMS of the stream and of the sublayer outputs.
 
-    The batch is drawn first and then the blocks one after another, so a shallower stack is the
-    first blocks of a deeper one with the same seed: its profile is a prefix of the deeper one's.
+    A shallower stack is the first blocks of a deeper one with the same seed (:func:`_stack`):
+    its profile is a prefix of the deeper one's.
     """
-    generator = torch.Generator().manual_seed(config.seed)
-    x0 = torch.randn(config.batch, config.seq_len, config.d_model, generator=generator,
-                     dtype=torch.float64)
-    stack = [init_block(config.d_model, config.init_gain, generator) for _ in range(config.depth)]
+    x0, stack = _stack(config)
     activation = ACTIVATIONS[config.activation]
     profiles = {}
     with torch.no_grad():
         for variant in VARIANTS:
             x, stream, attention, ffn = x0, [rms(x0)], [], []
+            head = [rms(final_norm(x0, variant))]
             for params in stack:
                 x, attn, out = block(x, params, variant, activation)
                 stream.append(rms(x))
+                head.append(rms(final_norm(x, variant)))
                 attention.append(rms(attn))
                 ffn.append(rms(out))
-            profiles[variant] = DepthProfile(*(_finite(v) for v in (stream, attention, ffn)))
+            profiles[variant] = DepthProfile(
+                *(_finite(v) for v in (stream, attention, ffn, head)))
     return profiles
 
 
 def first_blocks(profiles: dict[str, DepthProfile], depth: int) -> dict[str, DepthProfile]:
     """The profiles of the first ``depth`` blocks of a deeper stack (see :func:`depth_profiles`)."""
-    return {variant: DepthProfile(p.stream[:depth + 1], p.attention[:depth], p.ffn[:depth])
+    return {variant: DepthProfile(p.stream[:depth + 1], p.attention[:depth], p.ffn[:depth],
+                                  p.head_input[:depth + 1])
             for variant, p in profiles.items()}
 
 
@@ -305,6 +610,422 @@ def _finite(values: list[float]) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64)
     array[~np.isfinite(array)] = np.nan  # overflow: no scale left to report
     return array
+
+
+def depth_findings(profiles: dict[str, DepthProfile]) -> list[str]:
+    """What the forward chart shows for these profiles, one sentence per variant, with its
+    numbers (the page's "try this" reads them off here rather than assuming them)."""
+    post, pre, none = (profiles[v] for v in VARIANTS)
+    depth = len(post.ffn)
+    notes = [f"Post-LN's stream has RMS {np.nanmin(post.stream[1:]):.3f} to "
+             f"{np.nanmax(post.stream[1:]):.3f} after every block: its last operation is a "
+             "LayerNorm, so this is true by construction and says nothing yet about training."]
+    growth = (pre.stream[-1] ** 2 - pre.stream[0] ** 2) / depth
+    notes.append(
+        f"Pre-LN's stream goes from RMS {pre.stream[0]:.3g} to {pre.stream[-1]:.3g} in {depth} "
+        f"block{'s' * (depth > 1)}: its sublayers read normalized copies, so their outputs stay "
+        f"between {np.nanmin(np.r_[pre.attention, pre.ffn]):.2g} and "
+        f"{np.nanmax(np.r_[pre.attention, pre.ffn]):.2g} (right panel) however large the "
+        f"stream gets, and what they add accumulates: RMS² grows by about {growth:.2g} per "
+        "block on average. "
+        f"The final LayerNorm (ln_f) brings what the head reads back to RMS "
+        f"{pre.head_input[-1]:.3f}.")
+    finite = np.isfinite(none.stream)
+    if not finite.all():
+        first_nan = int(np.argmin(finite))
+        notes.append(f"Without LayerNorm each sublayer's output grows with its input, until the "
+                     f"stream overflows float64 in block {first_nan}.")
+    else:
+        per_block = (none.stream[-1] / none.stream[0]) ** (1 / depth)
+        ahead = np.flatnonzero(none.stream > 1.1 * pre.stream)
+        notes.append(
+            f"Without LayerNorm each sublayer's output grows with its input: the stream grows "
+            f"×{per_block:.3g} per block on average, to RMS {none.stream[-1]:.3g}"
+            + (f"; it first exceeds pre-LN's by more than 10 % after block {ahead[0]}."
+               if len(ahead) else "; it stays within 10 % of pre-LN's in these blocks."))
+    return notes
+
+
+# --- Gradients at initialization ----------------------------------------------------------------
+
+#: Classes of the random head through which the gradients are taken.
+HEAD_CLASSES = 16
+#: Depths of the sweep that compares the first and last blocks' gradients as the stack deepens.
+GRADIENT_DEPTHS = (1, 2, 3, 6, 12, 24, 48)
+
+
+def _block_gradient_norm(params: dict[str, torch.Tensor]) -> float:
+    return math.sqrt(sum(float(p.grad.square().sum()) for p in params.values()))
+
+
+@_single_threaded
+def gradient_norms(config: StackConfig) -> dict[str, np.ndarray]:
+    """‖∂L/∂θ_b‖₂ at initialization for every block b (all its weights together), for post-LN and
+    pre-LN (:data:`COMPARED`), on the stack and batch of :func:`depth_profiles`.
+
+    L is a cross-entropy on random labels through :func:`final_norm` (pre-LN's ``ln_f``) and a
+    random linear head of :data:`HEAD_CLASSES` classes, drawn from ``seed + 1`` so that stacks of
+    every depth share them. NaN where the gradient overflowed.
+    """
+    x0, stack = _stack(config)
+    draw = torch.Generator().manual_seed(config.seed + 1)
+    head = torch.randn(HEAD_CLASSES, config.d_model, generator=draw,
+                       dtype=torch.float64) / math.sqrt(config.d_model)
+    labels = torch.randint(HEAD_CLASSES, (config.batch, config.seq_len), generator=draw)
+    activation = ACTIVATIONS[config.activation]
+    norms = {}
+    for variant in COMPARED:
+        params = [{k: w.clone().requires_grad_() for k, w in p.items()} for p in stack]
+        x = x0
+        for p in params:
+            x = block(x, p, variant, activation)[0]
+        logits = final_norm(x, variant) @ head.T
+        F.cross_entropy(logits.reshape(-1, HEAD_CLASSES), labels.reshape(-1)).backward()
+        norms[variant] = _finite([_block_gradient_norm(p) for p in params])
+    return norms
+
+
+@dataclass(frozen=True, eq=False)
+class DepthSweep:
+    """The first and the last block's gradient norms at initialization, as the stack deepens.
+
+    Attributes:
+        depths: the stack depths (:data:`GRADIENT_DEPTHS`).
+        first, last: {variant: ‖∂L/∂θ‖ of block 1 / of the last block, per depth}.
+    """
+
+    depths: np.ndarray
+    first: dict[str, np.ndarray]
+    last: dict[str, np.ndarray]
+
+
+def depth_sweep(config: StackConfig, depths: tuple[int, ...] = GRADIENT_DEPTHS) -> DepthSweep:
+    """:func:`gradient_norms` of the first ``d`` blocks of the same stack, for each ``d``."""
+    runs = [gradient_norms(replace(config, depth=d)) for d in depths]
+    return DepthSweep(np.asarray(depths),
+                      {v: np.asarray([r[v][0] for r in runs]) for v in COMPARED},
+                      {v: np.asarray([r[v][-1] for r in runs]) for v in COMPARED})
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2g}×"
+
+
+def gradient_findings(norms: dict[str, np.ndarray], sweep: DepthSweep) -> list[str]:
+    """What the gradient charts show, with their numbers: along this stack (first against last
+    block), post-LN against pre-LN at the output end, and the last block as the stack deepens,
+    set against what Xiong et al. (2020) predict."""
+    notes = []
+    depth = len(norms["post-LN"])
+    if depth > 1:
+        for variant in COMPARED:
+            first, last = norms[variant][0], norms[variant][-1]
+            trend = ("about the same" if 0.8 <= last / first <= 1.25 else
+                     f"{_times(last / first)} block 1's")
+            notes.append(f"{variant}: block 1's gradient norm is {first:.3g}, block {depth}'s "
+                         f"{last:.3g} ({trend}).")
+    ratio = norms["post-LN"][-1] / norms["pre-LN"][-1]
+    notes.append(f"At the last block, post-LN's gradient is {_times(ratio)} pre-LN's.")
+    d0, d1 = sweep.depths[0], sweep.depths[-1]
+    post = sweep.last["post-LN"][-1] / sweep.last["post-LN"][0]
+    pre = sweep.last["pre-LN"][-1] / sweep.last["pre-LN"][0]
+    line = (f"From {d0} to {d1} blocks (right panel), the last block's gradient changes by "
+            f"{_times(post)} in post-LN and {_times(pre)} in pre-LN")
+    if pre < 0.8 and post > 0.8:
+        line += (f": pre-LN's shrinks as blocks are added and post-LN's does not, the pattern "
+                 f"Xiong et al. derive (for pre-LN, 1/√depth would give "
+                 f"{1 / math.sqrt(d1 / d0):.2f}×).")
+    else:
+        line += (": at these settings the sweep does not show Xiong et al.'s pattern "
+                 "(pre-LN's shrinking, post-LN's not).")
+    notes.append(line)
+    return notes
+
+
+# --- A training race ----------------------------------------------------------------------------
+
+#: The synthetic tasks: read a sequence of digits, output it as it is or backwards.
+RACE_TASKS = ("reverse", "copy")
+#: Digits per sequence and the vocabulary they are drawn from.
+RACE_SEQ_LEN, RACE_VOCAB = 8, 10
+#: Token accuracy (averaged over this many consecutive steps) that counts as "learned".
+SOLVED_ACCURACY, SOLVED_WINDOW = 0.9, 10
+
+
+@dataclass(frozen=True)
+class RaceConfig:
+    """A post-LN and a pre-LN model trained side by side with Adam.
+
+    The learning rate rises linearly from lr/``warmup`` to ``lr`` over the first ``warmup``
+    steps (none if 0) and then stays. Both models start from the same weights (``seed``) and see
+    the same mini-batches of ``batch`` random sequences.
+    """
+
+    depth: int = 6
+    d_model: int = 64
+    lr: float = 3e-3
+    warmup: int = 0
+    steps: int = 200
+    batch: int = 32
+    task: str = "reverse"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.task not in RACE_TASKS:
+            raise ValueError(f"task must be one of {list(RACE_TASKS)}, got {self.task!r}")
+        for name, high in (("depth", 24), ("d_model", 256), ("steps", 2000), ("batch", 256)):
+            if not 1 <= getattr(self, name) <= high:
+                raise ValueError(f"{name} must be between 1 and {high}, got {getattr(self, name)}")
+        if not 0 < self.lr <= 1:
+            raise ValueError(f"lr must be in (0, 1], got {self.lr}")
+        if not 0 <= self.warmup <= self.steps:
+            raise ValueError(f"warmup must be between 0 and steps ({self.steps}), "
+                             f"got {self.warmup}")
+
+
+def warmup_lr(step: int, config: RaceConfig) -> float:
+    """The learning rate of optimizer step ``step`` (0-based): linear warm-up, then constant."""
+    if config.warmup == 0:
+        return config.lr
+    return config.lr * min(1.0, (step + 1) / config.warmup)
+
+
+def race_targets(tokens: torch.Tensor, task: str) -> torch.Tensor:
+    """What the model must output at each position: the sequence backwards, or as it is."""
+    return tokens.flip(-1) if task == "reverse" else tokens
+
+
+def init_race_model(config: RaceConfig, variant: str) -> dict[str, object]:
+    """A small transformer in plain tensors: token and position embeddings (each N(0, ½), so
+    their sum has RMS ≈ 1), ``depth`` blocks of :func:`init_block` (gain 1) with γ = 1, β = 0 in
+    both LayerNorms, pre-LN's ``ln_f``, and a linear head. The same ``seed`` gives both
+    variants the same weights. Every tensor requires grad."""
+    generator = torch.Generator().manual_seed(config.seed)
+    d = config.d_model
+    blocks = []
+    for _ in range(config.depth):
+        params = init_block(d, 1.0, generator, dtype=torch.float32)
+        for name in ("ln1", "ln2"):
+            params[name + "_weight"], params[name + "_bias"] = torch.ones(d), torch.zeros(d)
+        blocks.append(params)
+    top = {
+        "embed": torch.randn(RACE_VOCAB, d, generator=generator) * math.sqrt(0.5),
+        "position": torch.randn(RACE_SEQ_LEN, d, generator=generator) * math.sqrt(0.5),
+        "head": torch.randn(RACE_VOCAB, d, generator=generator) / math.sqrt(d),
+    }
+    if variant == "pre-LN":
+        top["lnf_weight"], top["lnf_bias"] = torch.ones(d), torch.zeros(d)
+    for tensor in [*top.values(), *(t for p in blocks for t in p.values())]:
+        tensor.requires_grad_()
+    return {"variant": variant, "blocks": blocks, "top": top}
+
+
+def race_logits(model: dict[str, object], tokens: torch.Tensor) -> torch.Tensor:
+    """(batch, seq) digits → (batch, seq, vocab) logits."""
+    top, variant = model["top"], model["variant"]
+    x = top["embed"][tokens] + top["position"]
+    for params in model["blocks"]:
+        x = block(x, params, variant, impl="fast")[0]
+    return final_norm(x, variant, top, impl="fast") @ top["head"].T
+
+
+def _parameters(model: dict[str, object]) -> list[torch.Tensor]:
+    return [*model["top"].values(), *(t for p in model["blocks"] for t in p.values())]
+
+
+class _Runner:
+    """One model of the race: its weights, Adam, its own batch sampler and its curves."""
+
+    def __init__(self, config: RaceConfig, variant: str) -> None:
+        self.config, self.variant = config, variant
+        self.model = init_race_model(config, variant)
+        self.optimizer = torch.optim.Adam(_parameters(self.model), lr=config.lr)
+        self.generator = torch.Generator().manual_seed(config.seed + 1)  # same batches for both
+        self.loss: list[float] = []
+        self.accuracy: list[float] = []
+
+    @property
+    def step(self) -> int:
+        return len(self.loss)
+
+    def train_step(self) -> None:
+        config = self.config
+        tokens = torch.randint(RACE_VOCAB, (config.batch, RACE_SEQ_LEN), generator=self.generator)
+        target = race_targets(tokens, config.task)
+        logits = race_logits(self.model, tokens)
+        loss = F.cross_entropy(logits.reshape(-1, RACE_VOCAB), target.reshape(-1))
+        for group in self.optimizer.param_groups:
+            group["lr"] = warmup_lr(self.step, config)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.loss.append(float(loss.detach()))
+        self.accuracy.append(float((logits.detach().argmax(-1) == target).double().mean()))
+
+
+@dataclass(frozen=True)
+class RaceProgress:
+    """Where a :class:`Race` stands: steps taken out of all (``fraction``), a line for the
+    progress bar, and the curves so far."""
+
+    fraction: float
+    text: str
+    curves: dict[str, dict[str, list[float]]]
+
+
+@dataclass(frozen=True, eq=False)
+class RaceResult:
+    """A finished (or stopped) race as plain numbers.
+
+    Attributes:
+        config: the settings it ran with.
+        curves: {variant: {"loss": per step, "accuracy": token accuracy per step}}; each step's
+            batch is fresh, so these are measured on sequences the model had not seen.
+        steps_done: steps every model took.
+        stopped: whether the learner stopped it before ``config.steps``.
+        seconds: wall-clock time of the whole race (on a shared machine: a rough guide).
+    """
+
+    config: RaceConfig
+    curves: dict[str, dict[str, list[float]]]
+    steps_done: int
+    stopped: bool
+    seconds: float
+
+    def solved_at(self, variant: str) -> int | None:
+        """The first step (1-based) at which the token accuracy, averaged over the last
+        :data:`SOLVED_WINDOW` steps, reached :data:`SOLVED_ACCURACY`; None if it never did."""
+        accuracy = np.asarray(self.curves[variant]["accuracy"])
+        if len(accuracy) < SOLVED_WINDOW:
+            return None
+        mean = np.convolve(accuracy, np.ones(SOLVED_WINDOW) / SOLVED_WINDOW, mode="valid")
+        hits = np.flatnonzero(mean >= SOLVED_ACCURACY)
+        return int(hits[0]) + SOLVED_WINDOW if len(hits) else None
+
+    def final_loss(self, variant: str) -> float:
+        """The mean loss of the last :data:`SOLVED_WINDOW` steps (NaN if it diverged)."""
+        return float(np.mean(self.curves[variant]["loss"][-SOLVED_WINDOW:]))
+
+    def final_accuracy(self, variant: str) -> float:
+        """The mean token accuracy of the last :data:`SOLVED_WINDOW` steps."""
+        return float(np.mean(self.curves[variant]["accuracy"][-SOLVED_WINDOW:]))
+
+
+#: The loss of guessing uniformly among the digits.
+CHANCE_LOSS = math.log(RACE_VOCAB)
+
+
+def race_findings(result: RaceResult) -> list[str]:
+    """What this run shows, one sentence per model and one comparing them, all read off its
+    curves and prefixed by the conditions it ran under."""
+    cfg = result.config
+    if result.steps_done == 0:
+        return []
+    warm = (f"a {cfg.warmup}-step warm-up" if cfg.warmup else "no warm-up")
+    notes = [f"In this run ({cfg.task}, {cfg.depth} blocks, learning rate {cfg.lr:g}, {warm}, "
+             f"{result.steps_done} steps, seed {cfg.seed}):"]
+    for variant in COMPARED:
+        loss, solved = result.final_loss(variant), result.solved_at(variant)
+        if not math.isfinite(loss):
+            notes.append(f"{variant} diverged: its loss became NaN or infinite.")
+            continue
+        line = (f"{variant} reached {SOLVED_ACCURACY:.0%} token accuracy at step {solved}"
+                if solved else f"{variant} did not reach {SOLVED_ACCURACY:.0%} token accuracy")
+        line += (f"; over its last {SOLVED_WINDOW} steps the loss averaged {loss:.3g} and the "
+                 f"accuracy {result.final_accuracy(variant):.0%}")
+        if loss >= 0.95 * CHANCE_LOSS:
+            line += (f", no better than guessing (ln {RACE_VOCAB} = {CHANCE_LOSS:.2f}): it "
+                     "learned nothing")
+        notes.append(line + ".")
+    post, pre = (result.solved_at(v) for v in COMPARED)
+    if post and pre and post != pre:
+        first = "pre-LN" if pre < post else "post-LN"
+        gap = abs(post - pre)
+        notes.append(f"{first} got there {gap} step{'s' * (gap > 1)} sooner.")
+    elif post and pre:
+        notes.append("Both got there at the same step.")
+    return notes
+
+
+class Race:
+    """Both placements (:data:`COMPARED`) trained on ``config``'s task, advanced in chunks.
+
+    ``advance_for(seconds)`` takes steps, always for the model behind, for about that long;
+    ``stop()`` ends the race at the end of the step under way; ``done`` says whether it ended;
+    ``result()`` gives what it learned so far as a :class:`RaceResult`. A lock keeps two runs of
+    the page (a click on Stop starts one while the last is inside ``advance_for``) from stepping
+    the same weights at once. Building one is instant: the models are made on first use.
+    """
+
+    def __init__(self, config: RaceConfig) -> None:
+        self.config = config
+        self.stopped = False
+        self.seconds = 0.0
+        self._lock = threading.RLock()
+        self._runners: list[_Runner] = []
+
+    @property
+    def runners(self) -> list[_Runner]:
+        with self._lock:
+            if not self._runners:
+                self._runners = [_Runner(self.config, v) for v in COMPARED]
+            return self._runners
+
+    @property
+    def step(self) -> int:
+        """Steps every model has taken."""
+        return min(r.step for r in self.runners)
+
+    @property
+    def done(self) -> bool:
+        return self.stopped or self.step >= self.config.steps
+
+    def advance_for(self, seconds: float, *, clock: Callable[[], float] = time.perf_counter
+                    ) -> int:
+        """Train for about ``seconds`` (at least one step), the model behind first, until the
+        race is done; returns the steps taken."""
+        with self._lock, _one_thread():
+            start, steps = clock(), 0
+            while not self.done:
+                min(self.runners, key=lambda r: r.step).train_step()
+                steps += 1
+                if clock() - start >= seconds:
+                    break
+            self.seconds += clock() - start
+            return steps
+
+    def advance(self, steps: int) -> None:
+        """Up to ``steps`` more steps for each model (fewer at the end)."""
+        with self._lock, _one_thread():
+            target = min(self.step + steps, self.config.steps)
+            while not self.stopped and self.step < target:
+                min(self.runners, key=lambda r: r.step).train_step()
+
+    def stop(self) -> None:
+        """End the race where it is; the curves so far are kept."""
+        self.stopped = True
+
+    def curves(self) -> dict[str, dict[str, list[float]]]:
+        return {r.variant: {"loss": list(r.loss), "accuracy": list(r.accuracy)}
+                for r in self.runners}
+
+    def progress(self) -> RaceProgress:
+        curves = self.curves()
+        latest = ", ".join(f"{v} {c['accuracy'][-1]:.0%}" for v, c in curves.items()
+                           if c["accuracy"])
+        return RaceProgress(self.step / self.config.steps,
+                            f"Step {self.step} of {self.config.steps}"
+                            + (f" · token accuracy: {latest}" if latest else ""), curves)
+
+    def result(self) -> RaceResult:
+        with self._lock:
+            steps = self.step
+            curves = {v: {k: c[k][:steps] for k in c} for v, c in self.curves().items()}
+            return RaceResult(self.config, curves, steps,
+                              self.stopped and steps < self.config.steps, self.seconds)
+
+
+# --- Code for the learner -----------------------------------------------------------------------
 
 
 def block_snippet(d_model: int, activation: str = "GELU") -> str:
@@ -317,6 +1038,7 @@ from torch import nn
 
 d = {d_model}
 ln1, ln2 = nn.LayerNorm(d), nn.LayerNorm(d)  # γ = 1, β = 0 at initialisation
+ln_f = nn.LayerNorm(d)  # pre-LN's final LayerNorm, after the last block
 wq, wk, wv, wo = (torch.randn(d, d) / math.sqrt(d) for _ in range(4))
 w1, w2 = torch.randn(4 * d, d) / math.sqrt(d), torch.randn(d, 4 * d) / math.sqrt(4 * d)
 
@@ -338,4 +1060,10 @@ def post_ln(x):  # the original transformer
 def pre_ln(x):  # GPT-2 and most models since
     x = x + attn(ln1(x))
     return x + ffn(ln2(x))
+
+
+def pre_ln_stack(x, depth):  # one block repeated, for brevity; the head reads ln_f(x)
+    for _ in range(depth):
+        x = pre_ln(x)
+    return ln_f(x)
 '''
