@@ -102,7 +102,9 @@ if model_file.kind == "capture":
                       help="Explore this layer's input in the Explorer, with the layer's "
                            "normalization, axes, ε, γ and β already set."):
         open_in_explorer(name, file_id, data, key)
-        st.switch_page("app_pages/explorer.py")
+        # an empty mapping, not None: Streamlit 1.67 refuses to clear this page's URL-bound
+        # parameters for None; the Explorer writes its own settings into the URL
+        st.switch_page("app_pages/explorer.py", query_params={})
     with refusal():
         view = cached(layer_view, layer, Named(model_file.arrays, ("inspector", file_id)),
                       float(sigmas))
