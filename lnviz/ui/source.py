@@ -349,8 +349,8 @@ def _upload_source() -> tuple[Batch, tuple] | None:
         help=f"A .npy or .npz file (numpy.save, numpy.savez), a .safetensors file (a checkpoint, "
              f"or a capture saved by lnviz.capture), or a .pt/.pth file of tensors (torch.save "
              f"of a tensor or a state dict); at most {limits.upload_mb} MB and {cap:,} values. "
-             "Files are parsed, never run: torch files are read with torch.load(weights_only="
-             "True), and only if they hold nothing but tensors.",
+             "Files are parsed, never run: torch files are read by torch's weights-only "
+             "loader, and only if they hold nothing but tensors.",
     )
     if uploaded is None:
         release_upload()
