@@ -470,3 +470,27 @@ def test_every_uploader_accepts_the_tensor_file_types() -> None:
     assert sorted(at.file_uploader(key="in_upload").proto.type) == sorted(
         [".npy", ".npz", ".safetensors", ".pt", ".pth"])
 
+
+
+@pytest.mark.parametrize("suffix", ["safetensors", "pt"])
+def test_the_training_pages_uploader_reads_mnist_arrays_in_the_new_formats(suffix) -> None:
+    from safetensors.torch import save
+
+    from lnviz.data.sequences import load_files
+
+    rng = np.random.default_rng(0)
+    arrays = {"x_train": torch.from_numpy(rng.integers(0, 255, (6, 28, 28), np.uint8)),
+              "y_train": torch.arange(6) % 10, "x_test": torch.zeros(2, 28, 28, dtype=torch.uint8),
+              "y_test": torch.tensor([3, 4])}
+    if suffix == "safetensors":
+        data = save(arrays)
+    else:
+        buffer = io.BytesIO()
+        torch.save(arrays, buffer)
+        data = buffer.getvalue()
+    npz = io.BytesIO()
+    np.savez(npz, **{k: v.numpy() for k, v in arrays.items()})
+    loaded, expected = load_files({f"mnist.{suffix}": data}), load_files({"mnist.npz":
+                                                                          npz.getvalue()})
+    np.testing.assert_array_equal(loaded.x_train, expected.x_train)
+    np.testing.assert_array_equal(loaded.y_test, [3, 4])
