@@ -113,7 +113,9 @@ if model_file.kind == "capture":
     metrics[1].metric("max |x| in", f"{view.max_abs_in:.4g}")
     metrics[2].metric("max |y| out", f"{view.max_abs_out:.4g}")
     metrics[3].metric(f"values beyond {sigmas:g} σ", f"{view.outlier_values:,}")
-    st.caption(f"{KIND_NAMES[view.kind]} ({view.module}): one group is one {view.group_word}, "
+    kind = KIND_NAMES[view.kind] + ("" if view.module == KIND_NAMES[view.kind]
+                                    else f" ({view.module})")
+    st.caption(f"{kind}: one group is one {view.group_word}, "
                f"its μ and σ taken over {view.over} ({view.members:,} values; "
                f"{len(view.mean):,} groups).")
     for note in view.notes:
@@ -130,10 +132,7 @@ if model_file.kind == "capture":
                    f"{view.group_word}'s mean.")
     else:
         st.dataframe(view.outliers, hide_index=True, key="in_outliers")
-        st.caption("Per channel: how many of its values are outliers; the largest |z| = "
-                   "|x − μ|/σ among them and where; the input x there, the layer's output y, "
-                   "and y's own |z| among its group's outputs. A LayerNorm cannot shrink a "
-                   "value's z (x̂ keeps it); only γ can, channel by channel.")
+        st.caption(view.outlier_note)
     show_figure(charts.inspector.outlier_figure, view.scatter_x, view.scatter_y,
                 view.scatter_outlier, float(sigmas), key="in_scatter")
     st.caption("Each point is one value of the input: across, what went in; up, what the layer "

@@ -239,6 +239,9 @@ def test_layer_view_of_a_layer_norm_against_torch_and_by_hand() -> None:
         float((y[11] - y.mean()).abs() / y.std(unbiased=False)), rel=1e-6)
     assert row["γ"] == 0.5 and row["β"] == 0.25
     assert max_sigmas(50) == 7.0
+    plain = opened(nn.LayerNorm(50), x)  # γ = 1, β = 0: normalizing alone keeps |z|
+    (kept,) = layer_view(plain.layers[0], plain.arrays).outliers.to_dict("records")
+    assert kept["y's |z| after (σ)"] == pytest.approx(7.0, rel=1e-5)
     assert layer_view(layer, model_file.arrays, 7.5).outliers.empty
     # every point drawn, one of them orange
     assert len(view.scatter_x) == 150 and view.scatter_outlier.sum() == 1
@@ -256,7 +259,7 @@ def test_layer_view_of_batch_norm_and_group_norm_against_torch() -> None:
     x = torch.randn(4, 6, 5, 5, generator=torch.Generator().manual_seed(3))
     x[2, 5, 1, 3] = 60.0  # channel 5
     for module, word, groups in ((nn.BatchNorm2d(6), "channel", 6),
-                                 (nn.GroupNorm(3, 6), "group", 12),
+                                 (nn.GroupNorm(3, 6), "channel group", 12),
                                  (nn.InstanceNorm2d(6), "channel of a sample", 24)):
         model_file = opened(module.train(), x)
         # 4.5 σ: an InstanceNorm group here has 25 values, so none is more than √24 ≈ 4.9 σ out
@@ -272,8 +275,14 @@ def test_layer_view_of_batch_norm_and_group_norm_against_torch() -> None:
         np.testing.assert_allclose(view.std, expected_var.sqrt().numpy(), atol=1e-12)
         assert view.outliers["channel"].tolist()[0] == 5, word
         assert view.outliers["input x"].tolist()[0] == 60.0
+        if word != "channel group":  # one γ, β per group: the layer keeps |z| as it was
+            np.testing.assert_allclose(view.outliers["y's |z| after (σ)"],
+                                       view.outliers["largest |z| (σ)"], rtol=1e-5)
+            assert "y's |z| equals x's" in view.outlier_note
+        else:
+            assert "γ and β, which differ from channel to channel" in view.outlier_note
     label = layer_view(opened(nn.GroupNorm(3, 6), x).layers[0],
-                       opened(nn.GroupNorm(3, 6), x).arrays, 4.5).outliers["at group"][0]
+                       opened(nn.GroupNorm(3, 6), x).arrays, 4.5).outliers["at channel group"][0]
     assert label == "(2, 2)"  # sample 2, group 2 (channels 4 and 5)
 
 

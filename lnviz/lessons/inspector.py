@@ -272,7 +272,7 @@ class LayerView:
     InstanceNorm).
 
     Attributes:
-        group_word: what one group is ("token", "channel", ...), for labels.
+        group_word: what one group is ("token", "channel", "channel group", ...), for labels.
         mean, std: μ and σ (biased, as the norms use) of the input, per group.
         group_labels: a label per group ("(0, 3)" for sample 0, token 3).
         members: values per group; no value can lie farther than √(members − 1) σ from its
@@ -305,6 +305,7 @@ class LayerView:
     scatter_y: np.ndarray
     scatter_outlier: np.ndarray
     notes: list[str] = field(default_factory=list)
+    outlier_note: str = ""
 
 
 def max_sigmas(members: int) -> float:
@@ -346,7 +347,7 @@ def _grouped(x: np.ndarray, kind: str, settings: dict[str, Any]
         channel = (np.arange(n * groups)[:, None] % groups) * per \
             + np.arange(grouped.shape[1])[None, :] // spatial
         labels = [f"({s}, {g})" for s in range(n) for g in range(groups)]
-        return grouped, channel, labels, "group", f"{per} channels and their positions"
+        return grouped, channel, labels, "channel group", f"{per} channels and their positions"
     # instance_norm: one group per (sample, channel), or per channel without a batch dim
     batched = settings.get("batched", True)
     lead = shape[:2] if batched else shape[:1]
@@ -424,9 +425,25 @@ def layer_view(layer: CapturedLayer, arrays: dict[str, np.ndarray],
         std=std, group_labels=labels, members=int(grouped.shape[1]),
         max_abs_in=float(np.abs(x).max()), max_abs_out=float(np.abs(y).max()),
         outliers=outliers, outlier_values=int(np.count_nonzero(flags)), scatter_x=sx,
-        scatter_y=sy, scatter_outlier=so)
+        scatter_y=sy, scatter_outlier=so, outlier_note=_outlier_note(layer.kind, word))
     view.notes.extend(_notes(layer, view))
     return view
+
+
+def _outlier_note(kind: str, word: str) -> str:
+    """What a layer of this kind can do to a value's distance from its group's mean, in σ."""
+    table = ("Per channel: how many of its values are outliers; the largest |z| = |x − μ|/σ "
+             "among them and where; the input x there, the layer's output y, and y's own |z| "
+             f"among its {word}'s outputs. ")
+    if kind in ("batch_norm", "instance_norm"):
+        # one γ and β per channel, and a group here lies within one channel
+        return table + (f"Within one {word} this layer multiplies every value by the same "
+                        "number and adds the same number, so y's |z| equals x's (or is 0 where "
+                        "γ = 0): it leaves an outlier exactly as many σ out as it came in.")
+    return table + ("Normalizing alone keeps every value's |z| (x̂ is x shifted and scaled by "
+                    f"one μ and σ per {word}); γ and β, which differ from channel to channel, "
+                    "are what can bring an outlier in (γ ≈ 0 silences its channel) or push it "
+                    "further out.")
 
 
 def _param(values: np.ndarray | None, flat_index: int, shape: tuple[int, int],
