@@ -69,8 +69,9 @@ named_file = Named(model_file, ("inspector", file_id))
 
 # --- A capture: what each layer did -----------------------------------------------------------
 if model_file.kind == "capture":
-    st.caption(plain(f"{name}: a capture of {len(model_file.layers)} normalization layers, in "
-                     "the order the model called them."))
+    st.caption(plain(f"{name}: a capture of {len(model_file.layers)} calls of normalization "
+                     "layers (a layer called twice is there twice), in the order the model made "
+                     "them."))
     if not model_file.layers:
         st.info("This capture holds no layer: the model called no normalization layer that "
                 "lnviz.capture recognises.", icon="ℹ️")

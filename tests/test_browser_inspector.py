@@ -64,8 +64,8 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa
     _wait_idle(page)
     dropzone.set_input_files(str(_capture_file(tmp_path)))
     # plain() puts an invisible word joiner after the colon
-    expect(page.get_by_text(re.compile("my_norms.safetensors:\u2060? a capture of 8 "
-                                       "normalization layers"))).to_be_visible(
+    expect(page.get_by_text(re.compile("my_norms.safetensors:\u2060? a capture of 8 calls "
+                                       "of normalization layers"))).to_be_visible(
         timeout=APP_TIMEOUT_MS)
     _wait_idle(page)
 
@@ -82,7 +82,7 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa
     expect(chart_title(page, "output y (GroupNorm)")).to_be_visible()
     expect(_norm_option(page, "GroupNorm")).to_be_checked()
     expect(page.get_by_text("Tensor (2, 8, 8, 8) in layout NCHW")).to_be_visible()
-    expect(page.get_by_text(re.compile("From my_norms.safetensors:\u2060? 8 layers"))
+    expect(page.get_by_text(re.compile("From my_norms.safetensors:\u2060? 8 calls"))
            ).to_be_visible()
     expect(page.locator(ALERT).filter(has_text=CHECK_BADGE).first).to_be_visible()
     _wait_idle(page)

@@ -503,3 +503,14 @@ def test_the_training_pages_uploader_reads_mnist_arrays_in_the_new_formats(suffi
                                                                           npz.getvalue()})
     np.testing.assert_array_equal(loaded.x_train, expected.x_train)
     np.testing.assert_array_equal(loaded.y_test, [3, 4])
+
+
+def test_a_link_to_a_captured_layer_keeps_the_settings_it_carries() -> None:
+    label = "cnn.1[0] · BatchNorm · input (4, 8, 8, 8)"
+    at = open_page(EXPLORER, {"src": "Captured layer", "layer": label})
+    assert at.selectbox(key="layer").value == "cnn.1[0]"
+    assert at.segmented_control(key="norm").value == "BatchNorm"  # the layer's own
+    at = open_page(EXPLORER, {"src": "Captured layer", "layer": label, "norm": "LayerNorm"})
+    assert at.segmented_control(key="norm").value == "LayerNorm"  # the link's
+    at.selectbox(key="layer").set_value("cnn.4[0]").run()  # a layer picked: its settings
+    assert at.segmented_control(key="norm").value == "GroupNorm"

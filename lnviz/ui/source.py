@@ -68,6 +68,8 @@ _DEFAULT_TABLE = pd.DataFrame(
 def data_source(seed: int) -> tuple[Batch, tuple] | None:
     """Draw the source controls; return (batch, identifying key), or None with a message."""
     st.session_state[_AFFINE_KEY] = None
+    # A session's first run: the settings in its URL are a shared view, not to be overridden.
+    from_link = "src" not in st.session_state
     opening = st.session_state.pop(OPEN_LAYER_KEY, None)
     if opening is not None:  # from the Model inspector: before the controls below exist
         st.session_state["src"] = "capture"
@@ -94,7 +96,7 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
         if kind == "typed":
             return _typed_source()
         if kind == "capture":
-            return _capture_source()
+            return _capture_source(from_link)
         return _upload_source()
     return None
 
@@ -137,7 +139,11 @@ def _layer_label(layer: CapturedLayer, shape: tuple[int, ...]) -> str:
     return f"{layer_key(layer)} · {KIND_NAMES[layer.kind]} · input {tuple(shape)}"
 
 
-def _capture_source() -> tuple[Batch, tuple] | None:
+#: The URL keys of the normalization controls that a captured layer sets.
+_NORM_KEYS = ("norm", "eps", "dims", "groups", "mode", "affine", "gamma", "beta")
+
+
+def _capture_source(from_link: bool = False) -> tuple[Batch, tuple] | None:
     from lnviz.data.examples import EXAMPLE_CAPTURE  # loads torch.nn: only when asked for
 
     held = st.session_state.get(CAPTURE_KEY)
@@ -156,13 +162,15 @@ def _capture_source() -> tuple[Batch, tuple] | None:
         help="The normalization layer whose input to explore, in the order the model called "
              "them; picking one sets the normalization, ε, γ and β below as the layer had them.",
     )
-    st.caption(plain(f"From {name}: {len(layers)} layers. Open another file in the Model "
-                     "inspector and use its “Open in Explorer” button."))
+    st.caption(plain(f"From {name}: {len(layers)} calls of normalization layers. Open another "
+                     "file in the Model inspector and use its “Open in Explorer” button."))
     layer = by_key[key]
     weight = arrays.get(layer.arrays.get("weight", ""))
     bias = arrays.get(layer.arrays.get("bias", ""))
     values = arrays[layer.arrays["input"]]
     setup = explorer_setup(layer, values.shape, weight, bias)
+    if from_link and any(k in st.query_params for k in _NORM_KEYS):
+        st.session_state[_APPLIED_KEY] = (file_id, key)  # the link's settings stand
     _apply_layer(setup, (file_id, key))
     for note in setup.notes:
         st.caption(note)
