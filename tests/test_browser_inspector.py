@@ -70,7 +70,10 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa
     _wait_idle(page)
 
     page.get_by_label("Layer", exact=True).click()
-    page.get_by_role("option", name=re.compile(re.escape(LAYER))).click()
+    page.keyboard.type(LAYER)  # the selectbox is searchable: typing filters its options
+    option = page.get_by_role("option", name=re.compile(re.escape(LAYER)))
+    expect(option).to_be_visible()
+    option.click()
     expect(page.get_by_text("GroupNorm: one group is one channel group")).to_be_visible()
     _wait_idle(page)
     _assert_no_exception(page)
