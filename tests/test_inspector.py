@@ -514,3 +514,20 @@ def test_a_link_to_a_captured_layer_keeps_the_settings_it_carries() -> None:
     assert at.segmented_control(key="norm").value == "LayerNorm"  # the link's
     at.selectbox(key="layer").set_value("cnn.4[0]").run()  # a layer picked: its settings
     assert at.segmented_control(key="norm").value == "GroupNorm"
+
+
+def test_gamma_and_beta_of_an_outlier_are_its_channels() -> None:
+    """GroupNorm of 8 channels in 4 groups on 2 × 2 images: a group holds 8 values, as many as
+    there are channels, so only the channel (not the place in the group) may pick γ and β."""
+    x = torch.randn(3, 8, 2, 2, generator=torch.Generator().manual_seed(5))
+    x[1, 5, 1, 1] = 30.0  # 8th of its group: γ[7] if the place in the group picked it
+    norm = nn.GroupNorm(4, 8)
+    with torch.no_grad():
+        norm.weight.copy_(torch.arange(8.0) + 1)
+        norm.bias.copy_(-torch.arange(8.0))
+    model_file = opened(norm, x)
+    table = layer_view(model_file.layers[0], model_file.arrays, 2.5).outliers
+    (row,) = table[table["channel"] == 5].to_dict("records")
+    assert (row["channel"], row["γ"], row["β"], row["at channel group"]) == (5, 6.0, -5.0,
+                                                                             "(1, 2)")
+    assert row["of"] == 12  # channel 5: 3 samples × 4 positions

@@ -395,20 +395,27 @@ def layer_view(layer: CapturedLayer, arrays: dict[str, np.ndarray],
     bias = arrays.get(layer.arrays.get("bias", ""))
     gamma = None if weight is None else np.asarray(weight, np.float64).reshape(-1)
     beta = None if bias is None else np.asarray(bias, np.float64).reshape(-1)
+    # per element: γ and β have the normalized dims' shape for LayerNorm and RMSNorm (indexed
+    # by the element's place in its group), one value per channel otherwise
+    by_member = layer.kind in ("layer_norm", "rms_norm")
+    at = np.flatnonzero(flags.ravel())
+    flat_z, flat_channel = np.abs(z.ravel()[at]), channel.ravel()[at]
+    order = np.lexsort((-flat_z, flat_channel))  # by channel, largest |z| first within one
+    channels, first, counts = np.unique(flat_channel[order], return_index=True,
+                                        return_counts=True)
+    totals = np.bincount(channel.ravel(), minlength=int(channels.max(initial=-1)) + 1)
     rows = []
-    for c in np.unique(channel[flags]):
-        where = flags & (channel == c)
-        at = np.flatnonzero(where.ravel())
-        best = at[np.argmax(np.abs(z.ravel()[at]))]
-        g = best // grouped.shape[1]
+    for c, best, count in zip(channels.tolist(), at[order][first].tolist(), counts.tolist(),
+                              strict=True):
+        member = best % grouped.shape[1]
         rows.append({
-            "channel": int(c), "outlier values": int(at.size),
-            "of": int(np.count_nonzero(channel == c)),
-            "largest |z| (σ)": float(abs(z.ravel()[best])), f"at {word}": labels[g],
+            "channel": c, "outlier values": count, "of": int(totals[c]),
+            "largest |z| (σ)": float(abs(z.ravel()[best])),
+            f"at {word}": labels[best // grouped.shape[1]],
             "input x": float(grouped.ravel()[best]), "output y": float(grouped_y.ravel()[best]),
             "y's |z| after (σ)": float(abs(z_out.ravel()[best])),
-            "γ": _param(gamma, best, grouped.shape, channel),
-            "β": _param(beta, best, grouped.shape, channel)})
+            "γ": None if gamma is None else float(gamma[member if by_member else c]),
+            "β": None if beta is None else float(beta[member if by_member else c])})
     outliers = pd.DataFrame(rows, columns=[
         "channel", "outlier values", "of", "largest |z| (σ)", f"at {word}", "input x",
         "output y", "y's |z| after (σ)", "γ", "β"])
@@ -444,18 +451,6 @@ def _outlier_note(kind: str, word: str) -> str:
                     f"one μ and σ per {word}); γ and β, which differ from channel to channel, "
                     "are what can bring an outlier in (γ ≈ 0 silences its channel) or push it "
                     "further out.")
-
-
-def _param(values: np.ndarray | None, flat_index: int, shape: tuple[int, int],
-           channel: np.ndarray) -> float | None:
-    """γ or β at an element: by its position in the normalized dims for LayerNorm (γ has their
-    shape), else by its channel."""
-    if values is None:
-        return None
-    member = flat_index % shape[1]
-    if values.size == shape[1]:
-        return float(values[member])
-    return float(values[channel.ravel()[flat_index]])
 
 
 def _scatter(x: np.ndarray, y: np.ndarray, flags: np.ndarray
