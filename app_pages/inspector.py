@@ -74,9 +74,10 @@ if model_file.kind == "capture":
                      "them."))
     if not model_file.layers:
         st.info("This capture holds no layer: the model called no normalization layer that "
-                "lnviz.capture recognises.", icon="ℹ️")
+                "lnviz.capture recognises (cap.skipped lists the norm-like calls it could not "
+                "record, with the reason).", icon="ℹ️")
         st.stop()
-    sigmas = st.number_input(
+    sigmas = st.columns([1, 2])[0].number_input(
         "Outlier threshold (σ)", min_value=0.5, max_value=1000.0, value=DEFAULT_SIGMAS, step=0.5,
         key="in_sigma", bind="query-params",
         help="A value is an outlier when it lies more than this many standard deviations from "

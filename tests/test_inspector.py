@@ -531,3 +531,22 @@ def test_gamma_and_beta_of_an_outlier_are_its_channels() -> None:
     assert (row["channel"], row["γ"], row["β"], row["at channel group"]) == (5, 6.0, -5.0,
                                                                              "(1, 2)")
     assert row["of"] == 12  # channel 5: 3 samples × 4 positions
+
+
+def test_the_readme_shows_the_snippet_the_page_shows() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Inspect your own model"):]
+    for line in ("cap = lnviz.capture(model, inputs)", 'cap.save("norms.safetensors")'):
+        assert line in SNIPPET and line in section[:section.index("\n## ", 3)]
+
+
+def test_a_capture_without_layers_and_a_layer_the_explorer_cannot_show() -> None:
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload("none.safetensors",
+                                             capture_bytes(nn.Linear(3, 2), torch.ones(1, 3))).run()
+    assert any("holds no layer" in text for text in alerts(at)["info"])
+    at.file_uploader(key="in_upload").upload(
+        "bn3d.safetensors", capture_bytes(nn.BatchNorm3d(2), torch.randn(2, 2, 3, 3, 3))).run()
+    at.button(key="in_open").click().run()
+    assert not at.exception
+    assert any("up to 4 dims" in text for text in alerts(at)["error"]), alerts(at)

@@ -84,8 +84,10 @@ class ModelFile:
 def open_model_file(data: bytes, *, max_elements: int = MAX_ELEMENTS) -> ModelFile:
     """Open a capture (a .safetensors file written by ``Capture.save``) or a checkpoint (any file
     :func:`lnviz.load_arrays` reads). Raises TensorFileError for anything else."""
-    arrays = load_arrays(data, max_elements=max_elements, keep_float64=True)
     layers = capture_layers(data, max_elements)
+    if layers == ():  # a model that called no norm layer: a capture with no tensors
+        return ModelFile("capture", {})
+    arrays = load_arrays(data, max_elements=max_elements, keep_float64=True)
     if layers is not None:
         return ModelFile("capture", arrays, layers)
     return ModelFile("checkpoint", arrays)
