@@ -550,3 +550,18 @@ def test_a_capture_without_layers_and_a_layer_the_explorer_cannot_show() -> None
     at.button(key="in_open").click().run()
     assert not at.exception
     assert any("up to 4 dims" in text for text in alerts(at)["error"]), alerts(at)
+
+
+def test_the_inspectors_file_is_forgotten_when_the_learner_leaves() -> None:
+    from lnviz.ui.cache import STORE_KEY, names_in
+
+    def held(at) -> bool:
+        return any(name[:1] == ("inspector",) for store in at.session_state[STORE_KEY].values()
+                   for key in store for name in names_in(key))
+
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload("norms.safetensors",
+                                             EXAMPLE_CAPTURE.read_bytes()).run()
+    assert held(at)
+    at.switch_page("app_pages/home.py").run()
+    assert not held(at)
