@@ -103,10 +103,11 @@ if model_file.kind == "capture":
                       icon=":material/biotech:",
                       help="Explore this layer's input in the Explorer, with the layer's "
                            "normalization, axes, ε, γ and β already set."):
-        open_in_explorer(name, file_id, data, key)
-        # an empty mapping, not None: Streamlit 1.67 refuses to clear this page's URL-bound
-        # parameters for None; the Explorer writes its own settings into the URL
-        st.switch_page("app_pages/explorer.py", query_params={})
+        # Streamlit writes into the URL only the settings a learner changes there: the link to
+        # the view is given here (and a mapping, not None: for None, Streamlit 1.67 refuses to
+        # clear this page's URL-bound parameters)
+        st.switch_page("app_pages/explorer.py", query_params=open_in_explorer(
+            name, file_id, data, layer, model_file.arrays[layer.arrays["input"]].shape))
     with refusal():
         view = cached(layer_view, layer, Named(model_file.arrays, ("inspector", file_id)),
                       float(sigmas))

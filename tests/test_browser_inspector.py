@@ -80,7 +80,7 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa
     _shot(page, "inspector-uploaded-capture")
 
     page.get_by_role("button", name=re.compile("Open in Explorer")).click()
-    expect(page).to_have_url(re.compile(r"/explorer(\?.*)?$"))
+    expect(page).to_have_url(re.compile(r"/explorer\?src=Captured\+layer&layer=cnn\.4%5B0%5D"))
     expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=APP_TIMEOUT_MS)
     expect(chart_title(page, "output y (GroupNorm)")).to_be_visible()
     expect(_norm_option(page, "GroupNorm")).to_be_checked()

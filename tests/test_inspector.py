@@ -427,6 +427,8 @@ def test_an_uploaded_capture_opens_in_the_explorer_with_the_layers_settings() ->
     assert table_with(at, "outlier channels").value["layer"].tolist() == ["1[0]"]
     at.button(key="in_open").click().run()
     assert not at.exception
+    # a link to this view (the layer is the first, the selectbox's default: left out)
+    assert dict(at.query_params) == {"src": "Captured layer"}
     assert at.segmented_control(key="src").value == "capture"
     assert at.segmented_control(key="norm").value == "GroupNorm"
     assert at.select_slider(key="groups").value == 2

@@ -101,12 +101,16 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
     return None
 
 
-def open_in_explorer(name: str, file_id: str, data: bytes, layer: str) -> None:
-    """Hand a capture file and one of its layers (:func:`lnviz.lessons.inspector.layer_key`) to
-    the Explorer: its next run shows that layer's input with the layer's settings. The caller
-    then goes there with ``st.switch_page``."""
+def open_in_explorer(name: str, file_id: str, data: bytes, layer: CapturedLayer,
+                     shape: tuple[int, ...]) -> dict[str, str]:
+    """Hand a capture file and one of its layers (whose input has ``shape``) to the Explorer:
+    its next run shows that layer's input with the layer's settings. Returns the Explorer's URL
+    parameters for that view, for ``st.switch_page(..., query_params=...)``: the source and the
+    layer (the layer's own settings need no parameter, they are what a link to it opens with).
+    """
     st.session_state[CAPTURE_KEY] = (name, file_id, data)
-    st.session_state[OPEN_LAYER_KEY] = layer
+    st.session_state[OPEN_LAYER_KEY] = layer_key(layer)
+    return {"src": SOURCES["capture"], "layer": _layer_label(layer, shape)}
 
 
 def layer_affine() -> tuple[tuple[float, ...], tuple[float, ...]] | None:
