@@ -9,6 +9,7 @@ import sys
 
 import streamlit as st
 
+from lnviz.ui.cache import forget_named
 from lnviz.ui.pages import PAGES
 from lnviz.ui.state import clean_query_params, release_upload, sidebar_settings
 
@@ -25,6 +26,8 @@ page = st.navigation(
 clean_query_params()  # after st.navigation: a run it starts again stays on this page
 if page.url_path != "explorer":  # an uploaded tensor is kept only while the Explorer shows it
     release_upload()
+if page.url_path != "inspector":  # and the inspector's file while the inspector shows it
+    forget_named(lambda name: isinstance(name, tuple) and name[:1] == ("inspector",))
 # The first run after the server starts loads torch, numpy and plotly (seconds on a small
 # machine): say so instead of showing a blank page. Later runs find them loaded.
 starting = None if "torch" in sys.modules else st.empty()

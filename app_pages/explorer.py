@@ -29,7 +29,7 @@ from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import norm_controls
-from lnviz.ui.source import data_source
+from lnviz.ui.source import data_source, layer_affine
 from lnviz.ui.state import current_settings, keep_in_range
 
 CSV_LIMIT = 1_000_000  # values; a larger CSV would be slow to build and to open
@@ -46,7 +46,7 @@ if picked is None:
     st.stop()
 batch, source_key = picked
 with st.container(border=True), refusal():
-    spec = norm_controls(batch)
+    spec = norm_controls(batch, layer_affine())
 
 # --- Computation (one call into lnviz, once per setting) ---------------------------------------
 with refusal(), st.spinner("Normalizing…"):

@@ -134,7 +134,8 @@ with st.container(border=True):
         upload = st.file_uploader(
             "mnist.npz, or the four IDX files", accept_multiple_files=True, key="tr_upload",
             max_upload_size=upload_mb,
-            help="mnist.npz with x_train, y_train, x_test, y_test (as keras saves it), or "
+            help="mnist.npz with x_train, y_train, x_test, y_test (as keras saves it), the same "
+                 "four arrays as .safetensors or .pt/.pth, or "
                  "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
                  f"and t10k-labels-idx1-ubyte (optionally .gz), at most {upload_mb} MB each. "
                  "Nothing is downloaded.")

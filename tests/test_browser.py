@@ -312,11 +312,12 @@ def test_upload_npy_through_the_dropzone(page: Page, server: str, tmp_path: Path
     sources = page.get_by_role("radiogroup", name="Data source")
     expect(sources).to_be_visible(timeout=APP_TIMEOUT_MS)
     _wait_idle(page)
-    sources.get_by_role("radio", name="Upload .npy/.npz", exact=True).click()
+    sources.get_by_role("radio", name="Upload a file", exact=True).click()
     dropzone = page.locator('[data-testid="stFileUploaderDropzoneInput"], '
                             '[data-testid="stFileUploader"] input[type=file]').first
     expect(dropzone).to_be_attached()
-    expect(page.locator(ALERT).filter(has_text="Upload a .npy or .npz file")).to_be_visible()
+    expect(page.locator(ALERT).filter(
+        has_text="Upload a .npy, .npz, .safetensors, .pt or .pth file")).to_be_visible()
     expect(page.locator(CHARTS)).to_have_count(0)  # no data yet: the page waits for a file
     _wait_idle(page)
     _shot(page, "upload-empty")

@@ -227,6 +227,7 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             (rng.integers(0, 9, 7), 0.1, 0.9))),
         *_bug_zoo_samples(),
         *_geometry_samples(),
+        *_inspector_samples(),
         (c.start_here.tokens_figure, c.start_here.tokens_figure(
             ["I", "learning"], np.array([[1.0, 2, 3], [4, 8, 12]]),
             np.array([[-1.22, 0, 1.22], [-1.22, 0, 1.22]]))),
@@ -298,6 +299,36 @@ def _geometry_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
                 view.output if affine else None, near.sphere_out if affine else None,
                 near.circle_out if affine else None)),
         ]
+    return samples
+
+
+def _inspector_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
+    """The Model inspector's figures from the example capture and checkpoint, a layer without β,
+    and a layer with no outliers (an empty orange trace)."""
+    from lnviz.data.examples import EXAMPLE_CAPTURE, EXAMPLE_CHECKPOINT
+    from lnviz.lessons import inspector
+
+    capture = inspector.open_model_file(EXAMPLE_CAPTURE.read_bytes())
+    overview = inspector.capture_overview(capture)
+    layers = inspector.find_norm_layers(inspector.open_model_file(
+        EXAMPLE_CHECKPOINT.read_bytes()).arrays)
+    c = charts.inspector
+    samples = [(c.layers_figure, c.layers_figure(
+        overview["layer"].tolist(), overview["max |x|"], overview["max |y|"],
+        overview["σ min"], overview["σ max"]))]
+    for layer in (capture.layers[0], capture.layers[-1]):
+        view = inspector.layer_view(layer, capture.arrays)
+        samples += [
+            (c.group_stats_figure, c.group_stats_figure(view.mean, view.std, view.group_labels,
+                                                        view.group_word)),
+            (c.outlier_figure, c.outlier_figure(view.scatter_x, view.scatter_y,
+                                                view.scatter_outlier, view.sigmas))]
+    bn = next(layer for layer in layers if layer.running_mean is not None)
+    samples += [
+        (c.parameters_figure, c.parameters_figure(
+            [layer.name for layer in layers] + ["rms"], [layer.weight for layer in layers]
+            + [np.ones(3)], [layer.bias for layer in layers] + [None])),
+        (c.running_stats_figure, c.running_stats_figure(*inspector.running_stats(bn)))]
     return samples
 
 

@@ -1478,3 +1478,16 @@ def test_loading_40mb_allocates_under_3x_its_size(tmp_path: Path) -> None:
     loaded = result["array"]
     assert loaded.shape == (1000, 10_000)
     assert loaded[0, 0] == 0 and loaded[999, 9_999] == 9_999_999
+
+
+def test_a_torch_pickle_with_a_bad_opcode_and_a_bad_crc_is_refused() -> None:
+    """Found by test_mutated_files_load_or_are_refused: one changed byte in data.pkl makes
+    torch's scanner refuse the pickle, and reading the pickle again to name its imports then
+    raised zipfile.BadZipFile (the CRC no longer matches), which is no TensorFileError."""
+    buffer = io.BytesIO()
+    torch.save({"model": {"w": torch.ones(2, 3)}, "step": 3}, buffer)
+    data = bytearray(buffer.getvalue())
+    at = data.index(b"\x80\x02") + 2  # the first opcode after the protocol
+    data[at] = ord("p") if data[at] != ord("p") else ord("q")
+    with pytest.raises(TensorFileError, match=r"corrupt torch\.save file .*Bad CRC-32"):
+        load_arrays(bytes(data), max_elements=7)

@@ -124,7 +124,7 @@ def test_npz_member_names_show_as_text():
     content = _npz_with_member("**x** [fix](https://evil.example/f).txt")
     expected = _error_of(lambda: load_arrays(content))
     assert "evil.example" in expected
-    at = open_page("app_pages/explorer.py", {"src": "Upload .npy/.npz"})
+    at = open_page("app_pages/explorer.py", {"src": "Upload a file"})
     at.file_uploader(key="upload").upload("a.npz", content).run()
     _check_error_box(at, expected)
 

@@ -18,6 +18,7 @@ from lnviz.charts import (
     explorer,
     geometry,
     gradients,
+    inspector,
     padding,
     performance,
     scale_shift,
@@ -27,4 +28,4 @@ from lnviz.charts import (
 )
 
 __all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
-           "padding", "performance", "scale_shift", "shapes", "start_here", "training"]
+           "inspector", "padding", "performance", "scale_shift", "shapes", "start_here", "training"]

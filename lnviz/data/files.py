@@ -707,7 +707,12 @@ def _load_torch(
     except UnpicklingError as err:
         # torch's scanner knows the opcodes torch.save writes, and refuses others (protocol 4
         # and 5 framing, for one): not torch.save's pickle. Name what it would import anyway.
-        named = _pickle_globals(archive.read(pickles[0]))
+        try:
+            named = _pickle_globals(archive.read(pickles[0]))
+        except (zipfile.BadZipFile, EOFError, OSError) as damaged:  # a bad CRC, a short file
+            raise TensorFileError(
+                f"corrupt torch.save file ({_short(str(damaged))}); it may be truncated or "
+                "damaged") from err
         raise TensorFileError(
             "this torch.save file's pickle was not written by torch.save (it uses what torch's "
             f"weights-only reader refuses: {_short(str(err), 80)})"

@@ -54,6 +54,8 @@ DIGIT_READINGS = {
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 _IDX_NAMES = ("train-images", "train-labels", "t10k-images", "t10k-labels")
 _GZIP_MAGIC = b"\x1f\x8b"
+#: Names of files that lnviz.load_arrays reads (the uploaders' types).
+_ARRAY_SUFFIXES = (".npy", ".npz", ".safetensors", ".pt", ".pth")
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,8 @@ def load_digits_data(test_fraction: float = 0.25, reading: str = "rows") -> Sequ
 
 def load_mnist_npz(source: bytes | str | os.PathLike[str], *,
                    max_elements: int = MAX_DATASET_VALUES) -> SequenceData:
-    """Sequential MNIST from the standard ``mnist.npz`` (x_train, y_train, x_test, y_test).
+    """Sequential MNIST from the standard ``mnist.npz`` (x_train, y_train, x_test, y_test), or
+    any file of those four arrays that :func:`lnviz.load_arrays` reads (.safetensors, .pt).
 
     Read with :func:`lnviz.load_arrays`, which never unpickles and refuses more than
     ``max_elements`` values in all from the sizes the file declares, before decompressing.
@@ -205,7 +208,7 @@ def load_mnist_npz(source: bytes | str | os.PathLike[str], *,
     arrays = load_arrays(source, max_elements=max_elements)
     missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in arrays]
     if missing:
-        raise ValueError(f"the .npz file lacks {', '.join(missing)}; expected the arrays "
+        raise ValueError(f"the file lacks {', '.join(missing)}; expected the arrays "
                          f"x_train, y_train, x_test, y_test (found {', '.join(arrays)})")
     return _sequence_data("sequential MNIST (mnist.npz)", arrays["x_train"], arrays["y_train"],
                           arrays["x_test"], arrays["y_test"])
@@ -341,11 +344,14 @@ def load_mnist_idx(files: Mapping[str, bytes | str | os.PathLike[str]], *,
 
 
 def load_files(files: Mapping[str, bytes], max_elements: int = MAX_DATASET_VALUES) -> SequenceData:
-    """What the app's uploader received: one ``.npz`` file, or the four IDX files, with at most
-    ``max_elements`` values in all (the server's :attr:`lnviz.limits.Limits.training_values`)."""
+    """What the app's uploader received: one file of arrays (``mnist.npz``, or the same arrays
+    in .safetensors or a torch.save file), or the four IDX files, with at most ``max_elements``
+    values in all (the server's :attr:`lnviz.limits.Limits.training_values`)."""
     if len(files) == 1:
         ((name, data),) = files.items()
-        if data[:2] == b"PK" or name.lower().endswith(".npz"):
+        # zip (.npz, torch.save), .npy, or .safetensors (a JSON header after its length)
+        looks_like_arrays = data[:2] == b"PK" or data[:6] == b"\x93NUMPY" or data[8:9] == b"{"
+        if looks_like_arrays or name.lower().endswith(_ARRAY_SUFFIXES):
             return load_mnist_npz(data, max_elements=max_elements)
     return load_mnist_idx(files, max_elements=max_elements)
 

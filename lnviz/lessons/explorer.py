@@ -42,6 +42,7 @@ from lnviz.norms import (
 )
 
 __all__ = [
+    "EPSILONS",
     "REFERENCE_LIMIT",
     "Exploration",
     "SeedCheck",
@@ -68,6 +69,10 @@ __all__ = [
     "step_by_step",
     "worked_example_latex",
 ]
+
+
+#: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.
+EPSILONS = [0.0] + [10.0**k for k in range(-12, 1)]
 
 
 def group_stats(

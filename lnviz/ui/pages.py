@@ -27,6 +27,9 @@ PAGES: dict[str, list[PageInfo]] = {
         PageInfo("app_pages/explorer.py", "Explorer", ":material/biotech:",
                  "Put any batch through any normalization and watch every number: which cells "
                  "share a mean and variance, before and after, step by step."),
+        PageInfo("app_pages/inspector.py", "Model inspector", ":material/troubleshoot:",
+                 "Open a model's checkpoint or a capture of its normalization layers: γ and β "
+                 "per layer, outlier channels, and any layer's input in the Explorer."),
     ],
     "Concepts": [
         PageInfo("app_pages/bn_vs_ln.py", "BatchNorm vs LayerNorm", ":material/compare:",

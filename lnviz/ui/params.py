@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -11,12 +12,11 @@ import streamlit as st
 
 from lnviz.batch import NORM_TABLE, NORMS, Batch, NormSpec, channel_dim, param_size
 from lnviz.data import parse_table
-from lnviz.lessons.explorer import group_description
+from lnviz.lessons.explorer import EPSILONS, group_description
+from lnviz.ui.cache import fingerprint
 from lnviz.ui.state import keep_in_range
 
 MAX_TABLE_FEATURES = 256
-#: ε on a log scale, plus 0 to see what ε protects against.
-EPSILONS = [0.0] + [10.0**k for k in range(-12, 1)]
 _HELP = {
     "BatchNorm": "one μ, σ per feature, taken across the batch (and sequence/space)",
     "LayerNorm": "one μ, σ per position of the leading dims, taken across the trailing dims "
@@ -37,6 +37,11 @@ def _reset_affine() -> None:
     st.session_state["beta"] = 0.0
     for key in [k for k in st.session_state if str(k).startswith("affine_table")]:
         del st.session_state[key]
+
+
+def _key_tag(value: object) -> str:
+    """A short text that tells values apart (for a widget's key)."""
+    return hashlib.blake2b(repr(fingerprint(value)).encode(), digest_size=6).hexdigest()
 
 
 def _cell_text(value: float) -> str:
@@ -62,8 +67,12 @@ def number_table(table: pd.DataFrame, key: str, **editor: Any) -> np.ndarray:
     return parse_table(edited)
 
 
-def norm_controls(batch: Batch) -> NormSpec:
-    """Draw the normalization controls for ``batch`` and return the chosen settings."""
+def norm_controls(batch: Batch,
+                  affine: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> NormSpec:
+    """Draw the normalization controls for ``batch`` and return the chosen settings.
+
+    ``affine``: a captured layer's γ and β, one per feature, that the per-feature table starts
+    from (where their number fits the chosen norm) instead of 1 and 0."""
     shape = batch.values.shape
     norm = st.segmented_control(
         "Normalization", list(NORMS), default="LayerNorm", required=True, key="norm",
@@ -122,24 +131,32 @@ def norm_controls(batch: Batch) -> NormSpec:
               "Added to σ² before the square root so that a group with no spread does not "
               "divide by zero. Try 0 on the constant-row example under LayerNorm."),
     )
-    spec.update(_affine_controls(batch, NormSpec(norm=norm, dims=spec.get("dims", 1))))
+    spec.update(_affine_controls(batch, NormSpec(norm=norm, dims=spec.get("dims", 1)), affine))
     chosen = NormSpec(**spec)
     about.caption(f"**{norm}**: {_HELP[norm]}. Here one group is "
                   f"{group_description(shape, batch.layout, chosen)}.")
     return chosen
 
 
-def _affine_controls(batch: Batch, spec: NormSpec) -> dict:
-    """γ and β: two sliders, or a per-feature table; a button resets them to 1 and 0."""
+def _affine_controls(batch: Batch, spec: NormSpec,
+                     affine: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> dict:
+    """γ and β: two sliders, or a per-feature table (starting from ``affine`` where it has one
+    value per feature); a button resets them to their initial values."""
     n = param_size(batch.values.shape, batch.layout, spec)
+    start = affine if affine is not None and len(affine[0]) == n else None
     cols = st.columns([2, 3, 3, 2])
     per_feature = cols[0].radio(
         "γ, β", ["scalar", "per feature"], horizontal=True, key="affine", bind="query-params",
         help="One γ and β for every feature, or one pair per feature (the learnable "
              "parameters of the layer).",
     ) == "per feature"
-    cols[3].button("Reset γ=1, β=0", on_click=_reset_affine, key="reset",
-                   help="Back to the initial values: the identity affine step.")
+    if start is None:
+        cols[3].button("Reset γ=1, β=0", on_click=_reset_affine, key="reset",
+                       help="Back to the initial values: the identity affine step.")
+    else:
+        cols[3].button("Reset γ, β", on_click=_reset_affine, key="reset",
+                       help="Back to the initial values: γ = 1 and β = 0 on the sliders, the "
+                            "captured layer's own γ and β in the per-feature table.")
     if per_feature and n > MAX_TABLE_FEATURES:
         st.caption(f"{n} features are too many to edit one by one (at most "
                    f"{MAX_TABLE_FEATURES}); using one γ and β for all.")
@@ -153,8 +170,12 @@ def _affine_controls(batch: Batch, spec: NormSpec) -> dict:
         beta = cols[2].slider("β (shift)", -3.0, 3.0, 0.0, 0.1, key="beta",
                               bind="query-params", help="Added after scaling: the output's mean.")
         return {"gamma": float(gamma), "beta": float(beta)}
-    table = pd.DataFrame({"γ": [1.0] * n, "β": [0.0] * n},
+    gamma, beta = start if start is not None else ([1.0] * n, [0.0] * n)
+    table = pd.DataFrame({"γ": list(gamma), "β": list(beta)},
                          index=[f"feature {i}" for i in range(n)])
-    st.caption("One γ and β per feature; click a cell to edit it (1e-3 and the like work).")
-    values = number_table(table, key=f"affine_table_{n}")
+    st.caption("One γ and β per feature; click a cell to edit it (1e-3 and the like work)."
+               + (" They start as the captured layer's." if start is not None else ""))
+    # a table per starting point, so that one layer's edits do not carry over to another's
+    tag = "" if start is None else f"_{_key_tag(start)}"
+    values = number_table(table, key=f"affine_table_{n}{tag}")
     return {"gamma": tuple(values[:, 0].tolist()), "beta": tuple(values[:, 1].tolist())}

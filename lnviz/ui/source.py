@@ -1,8 +1,15 @@
-"""The data-source picker: presets, generators, typed numbers and uploaded .npy/.npz files.
+"""The data-source picker: presets, generators, typed numbers, uploaded tensor files and the
+layers of a capture (``lnviz.capture``).
 
 :func:`data_source` draws the controls and returns a :class:`lnviz.batch.Batch` plus a key
 that names it (for :class:`lnviz.ui.cache.Named`), or ``None`` after showing the learner a clear
 message about what is wrong.
+
+A captured layer's input comes with its layer's settings: when the learner picks one (in a
+capture file they uploaded, or under "Captured layer"), the normalization controls are set as
+the layer had them (:func:`lnviz.lessons.inspector.explorer_setup`), and :func:`layer_affine`
+gives the layer's γ and β for the per-feature table. The Model inspector opens a layer here with
+:func:`open_in_explorer`.
 """
 
 from __future__ import annotations
@@ -16,13 +23,22 @@ import streamlit as st
 
 from lnviz import data
 from lnviz.batch import LAYOUTS, Batch
+from lnviz.capture import CapturedLayer
 from lnviz.data.files import TensorTooLargeError, load_arrays
+from lnviz.lessons.inspector import (
+    KIND_NAMES,
+    ExplorerSetup,
+    capture_layers,
+    explorer_batch,
+    explorer_setup,
+    layer_key,
+)
 from lnviz.lessons.padding import PaddedRecipe, check_lengths
 from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
-from lnviz.ui.cache import cached
-from lnviz.ui.messages import refusal
+from lnviz.ui.cache import Named, cached
+from lnviz.ui.messages import plain, refusal
 from lnviz.ui.params import number_table
-from lnviz.ui.state import UPLOAD_KEY, release_upload, url_text
+from lnviz.ui.state import CAPTURE_KEY, UPLOAD_KEY, release_upload, url_text
 
 SOURCES = {
     "preset": "Seed examples",
@@ -30,8 +46,17 @@ SOURCES = {
     "padded": "Padded sequences",
     "images": "Image batch",
     "typed": "Type numbers",
-    "upload": "Upload .npy/.npz",
+    "upload": "Upload a file",
+    "capture": "Captured layer",
 }
+#: The file types every tensor uploader of the app accepts (read by lnviz.load_arrays).
+TENSOR_FILE_TYPES = ["npy", "npz", "safetensors", "pt", "pth"]
+#: A layer the Model inspector asked the Explorer to open (its key in the capture).
+OPEN_LAYER_KEY = "_open_layer"
+#: The captured layer whose settings were last applied to the controls: (file id, layer key).
+_APPLIED_KEY = "_layer_applied"
+#: This run's captured layer's γ and β for the per-feature table, or None (see layer_affine).
+_AFFINE_KEY = "_layer_affine"
 #: The Explorer's padded batches: at most this many sequences, each padded to at most this length.
 MAX_SEQUENCES, MAX_PADDED_LENGTH = 10_000, 100_000
 _DEFAULT_TABLE = pd.DataFrame(
@@ -42,14 +67,23 @@ _DEFAULT_TABLE = pd.DataFrame(
 
 def data_source(seed: int) -> tuple[Batch, tuple] | None:
     """Draw the source controls; return (batch, identifying key), or None with a message."""
+    st.session_state[_AFFINE_KEY] = None
+    # A session's first run: the settings in its URL are a shared view, not to be overridden.
+    from_link = "src" not in st.session_state
+    opening = st.session_state.pop(OPEN_LAYER_KEY, None)
+    if opening is not None:  # from the Model inspector: before the controls below exist
+        st.session_state["src"] = "capture"
+        st.session_state["layer"] = opening
     kind = st.segmented_control(
         "Data source", list(SOURCES), format_func=SOURCES.__getitem__, default="preset",
         required=True, key="src", bind="query-params",
         help="Where the numbers come from: the worked examples of the course notes, a "
-             "generated batch, numbers you type, or your own tensor file.",
+             "generated batch, numbers you type, your own tensor file (.npy, .npz, "
+             ".safetensors, .pt/.pth), or a layer's input recorded by lnviz.capture (the "
+             "Model inspector's example, or the file it opened).",
     )
     if kind != "upload":
-        release_upload()
+        release_upload(capture=kind != "capture")
     with refusal(stop=False):
         if kind == "preset":
             return _preset_source()
@@ -61,8 +95,91 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
             return _image_source(seed)
         if kind == "typed":
             return _typed_source()
+        if kind == "capture":
+            return _capture_source(from_link)
         return _upload_source()
     return None
+
+
+def open_in_explorer(name: str, file_id: str, data: bytes, layer: CapturedLayer,
+                     shape: tuple[int, ...]) -> dict[str, str]:
+    """Hand a capture file and one of its layers (whose input has ``shape``) to the Explorer:
+    its next run shows that layer's input with the layer's settings. Returns the Explorer's URL
+    parameters for that view, for ``st.switch_page(..., query_params=...)``: the source and the
+    layer (the layer's own settings need no parameter, they are what a link to it opens with).
+    """
+    st.session_state[CAPTURE_KEY] = (name, file_id, data)
+    st.session_state[OPEN_LAYER_KEY] = layer_key(layer)
+    return {"src": SOURCES["capture"], "layer": _layer_label(layer, shape)}
+
+
+def layer_affine() -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """γ and β (one per feature) of the captured layer this run's source gave, or None."""
+    return st.session_state.get(_AFFINE_KEY)
+
+
+def _apply_layer(setup: ExplorerSetup, applied: tuple[str, str], *,
+                 axes: bool = False) -> None:
+    """Set the normalization controls (and with ``axes`` the upload's axis pickers) as a
+    captured layer had them, once per layer picked: the learner may change them afterwards.
+    Called before those controls are drawn in this run."""
+    st.session_state[_AFFINE_KEY] = (setup.gamma, setup.beta) if setup.gamma else None
+    if st.session_state.get(_APPLIED_KEY) == applied:
+        return
+    st.session_state[_APPLIED_KEY] = applied
+    state = st.session_state
+    state["norm"], state["eps"] = setup.norm, setup.eps
+    state["dims"], state["groups"], state["mode"] = setup.dims, setup.groups, "train"
+    state["affine"] = "per feature" if setup.gamma else "scalar"
+    state["gamma"], state["beta"] = 1.0, 0.0
+    for key in [k for k in state if str(k).startswith("affine_table")]:
+        del state[key]
+    if axes and len(setup.order) > 2:
+        state["ax_batch"] = setup.order[0]
+        state["ax_seq" if setup.layout == "NLC" else "ax_ch"] = setup.order[1]
+
+
+def _layer_label(layer: CapturedLayer, shape: tuple[int, ...]) -> str:
+    return f"{layer_key(layer)} · {KIND_NAMES[layer.kind]} · input {tuple(shape)}"
+
+
+#: The URL keys of the normalization controls that a captured layer sets.
+_NORM_KEYS = ("norm", "eps", "dims", "groups", "mode", "affine", "gamma", "beta")
+
+
+def _capture_source(from_link: bool = False) -> tuple[Batch, tuple] | None:
+    from lnviz.data.examples import EXAMPLE_CAPTURE  # loads torch.nn: only when asked for
+
+    held = st.session_state.get(CAPTURE_KEY)
+    name, file_id, data = held or ("the example capture (tiny seeded models)", "example",
+                                   EXAMPLE_CAPTURE.read_bytes())
+    cap = current_limits().tensor_values
+    named = Named(data, ("capture", file_id))
+    layers = cached(capture_layers, named, cap)
+    if not layers:
+        raise ValueError(f"{name} holds no captured layer")
+    arrays = cached(load_arrays, named, max_elements=cap, keep_float64=True)
+    by_key = {layer_key(layer): layer for layer in layers}
+    key = st.selectbox(
+        "Layer", list(by_key), key="layer", bind="query-params",
+        format_func=lambda k: _layer_label(by_key[k], arrays[by_key[k].arrays["input"]].shape),
+        help="The normalization layer whose input to explore, in the order the model called "
+             "them; picking one sets the normalization, ε, γ and β below as the layer had them.",
+    )
+    st.caption(plain(f"From {name}: {len(layers)} calls of normalization layers. Open another "
+                     "file in the Model inspector and use its “Open in Explorer” button."))
+    layer = by_key[key]
+    weight = arrays.get(layer.arrays.get("weight", ""))
+    bias = arrays.get(layer.arrays.get("bias", ""))
+    values = arrays[layer.arrays["input"]]
+    setup = explorer_setup(layer, values.shape, weight, bias)
+    if from_link and any(k in st.query_params for k in _NORM_KEYS):
+        st.session_state[_APPLIED_KEY] = (file_id, key)  # the link's settings stand
+    _apply_layer(setup, (file_id, key))
+    for note in setup.notes:
+        st.caption(note)
+    return (Batch(explorer_batch(values, setup), setup.layout),
+            ("capture", file_id, key, setup.order))
 
 
 def _preset_source() -> tuple[Batch, tuple]:
@@ -240,14 +357,18 @@ def _upload_source() -> tuple[Batch, tuple] | None:
     limits = current_limits()
     cap = limits.tensor_values
     uploaded = st.file_uploader(
-        "Tensor file", type=["npy", "npz"], key="upload", max_upload_size=limits.upload_mb,
-        help=f"A .npy or .npz file saved with numpy (at most {limits.upload_mb} MB and "
-             f"{cap:,} values). Files are parsed, never unpickled.",
+        "Tensor file", type=TENSOR_FILE_TYPES, key="upload", max_upload_size=limits.upload_mb,
+        help=f"A .npy or .npz file (numpy.save, numpy.savez), a .safetensors file (a checkpoint, "
+             f"or a capture saved by lnviz.capture), or a .pt/.pth file of tensors (torch.save "
+             f"of a tensor or a state dict); at most {limits.upload_mb} MB and {cap:,} values. "
+             "Files are parsed, never run: torch files are read by torch's weights-only "
+             "loader, and only if they hold nothing but tensors.",
     )
     if uploaded is None:
         release_upload()
-        st.info("Upload a .npy or .npz file to explore your own tensor, e.g. "
-                "`numpy.save('acts.npy', activations)`.", icon="📂")
+        st.info("Upload a .npy, .npz, .safetensors, .pt or .pth file to explore your own "
+                "tensor, e.g. `numpy.save('acts.npy', activations)` or "
+                "`lnviz.capture(model, inputs).save('norms.safetensors')`.", icon="📂")
         return None
     held = st.session_state.get(UPLOAD_KEY)
     if held is None or held[0] != uploaded.file_id:
@@ -261,12 +382,25 @@ def _upload_source() -> tuple[Batch, tuple] | None:
                 f"here, because each value costs the Explorer about {EXPLORER_BYTES_PER_VALUE} "
                 "bytes for its copies and intermediates and one learner's tensor may take "
                 f"{limits.tensor_mb:,} MB; save a slice or a smaller array") from err
-        st.session_state[UPLOAD_KEY] = (uploaded.file_id, arrays)
-    arrays = st.session_state[UPLOAD_KEY][1]
+        data = uploaded.getvalue()
+        st.session_state[UPLOAD_KEY] = (uploaded.file_id, arrays, capture_layers(data, cap))
+    _, arrays, layers = st.session_state[UPLOAD_KEY]
     names = [n for n in arrays if n != "mask"] or list(arrays)
-    name = st.selectbox("Array", names, key="array",
-                        help="Which array of the .npz file to explore.") if len(names) > 1 \
-        else names[0]
+    name = st.selectbox(
+        "Array", names, key="array",
+        format_func=lambda n: f"{n}  {tuple(arrays[n].shape)}",
+        help="Which array of the file to explore (type to search; the shape follows each "
+             "name). In a capture file, a layer's input (…].input) comes with the layer's "
+             "normalization, ε, γ and β.") if len(names) > 1 else names[0]
+    inputs = {layer.arrays["input"]: layer for layer in layers or ()}
+    if name in inputs:
+        layer = inputs[name]
+        setup = explorer_setup(layer, arrays[name].shape,
+                               arrays.get(layer.arrays.get("weight", "")),
+                               arrays.get(layer.arrays.get("bias", "")))
+        _apply_layer(setup, (uploaded.file_id, name), axes=True)
+        for note in setup.notes:
+            st.caption(note)
     values, layout, order = _arrange_axes(arrays[name])
     mask = _uploaded_mask(arrays.get("mask"), values, layout)
     # The key names everything the batch is built from: the file, the array and the order of

@@ -167,12 +167,20 @@ def current_settings() -> Settings:
     return st.session_state.get("_settings", Settings("cpu", "float32", 0))
 
 
-#: Session state holding the Explorer's upload: (file id, the file's arrays).
+#: Session state holding the Explorer's upload: (file id, the file's arrays, its captured layers
+#: or None when it is not a capture).
 UPLOAD_KEY = "_upload"
+#: Session state holding the capture the Model inspector handed to the Explorer: (name shown,
+#: file id, the file's bytes).
+CAPTURE_KEY = "_capture"
 
 
-def release_upload() -> None:
-    """Forget the uploaded arrays and every result computed from them, so that their memory is
-    released as soon as the learner moves on: to another source, or to another page (app.py)."""
+def release_upload(*, capture: bool = True) -> None:
+    """Forget the uploaded arrays, the capture handed over by the Model inspector (unless
+    ``capture`` is False) and every result computed from them, so that their memory is released
+    as soon as the learner moves on: to another source, or to another page (app.py)."""
     st.session_state.pop(UPLOAD_KEY, None)
-    forget_named(lambda name: isinstance(name, tuple) and name[:1] == ("upload",))
+    if capture:
+        st.session_state.pop(CAPTURE_KEY, None)
+    released = (("upload",), ("capture",)) if capture else (("upload",),)
+    forget_named(lambda name: isinstance(name, tuple) and name[:1] in released)

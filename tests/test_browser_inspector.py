@@ -1,0 +1,93 @@
+"""In the browser: the Model inspector opens an uploaded capture, and "Open in Explorer" shows
+a layer's input in the Explorer with the layer's settings (issue 15, section 3).
+
+Uses the server, browser and page fixtures of tests/test_browser.py (a real ``streamlit run``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from test_browser import (  # noqa: F401  (fixtures)
+    ALERT,
+    APP_TIMEOUT_MS,
+    CHARTS,
+    CHECK_BADGE,
+    _assert_no_exception,
+    _norm_option,
+    _shot,
+    _wait_idle,
+    browser,
+    chart_title,
+    page,
+    server,
+)
+
+import lnviz
+from lnviz.data.examples import example_model
+
+pytestmark = pytest.mark.browser
+
+#: The layer the test opens: the CNN's GroupNorm (4 groups), whose settings differ from the
+#: Explorer's defaults in norm, groups and per-feature γ and β.
+LAYER = "cnn.4[0]"
+
+
+def _capture_file(folder: Path) -> Path:
+    """A capture of the example models on inputs of their own (not the shipped file)."""
+    generator = torch.Generator().manual_seed(11)
+    tokens = torch.randint(0, 40, (3, 6), generator=generator)
+    images = torch.randn(2, 3, 8, 8, generator=generator)
+    path = folder / "my_norms.safetensors"
+    lnviz.capture(example_model(), tokens, images).save(path)
+    return path
+
+
+def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa: F811
+                                                           tmp_path: Path) -> None:
+    from playwright.sync_api import expect  # here: the fixtures skip where it is missing
+
+    page.goto(f"{server}/inspector")
+    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=APP_TIMEOUT_MS)  # the example
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "inspector-example-capture")
+
+    files = page.get_by_role("radiogroup", name="File")
+    files.get_by_role("radio", name="Upload a file", exact=True).click()
+    dropzone = page.locator('[data-testid="stFileUploaderDropzoneInput"], '
+                            '[data-testid="stFileUploader"] input[type=file]').first
+    expect(dropzone).to_be_attached()
+    _wait_idle(page)
+    dropzone.set_input_files(str(_capture_file(tmp_path)))
+    # plain() puts an invisible word joiner after the colon
+    expect(page.get_by_text(re.compile("my_norms.safetensors:\u2060? a capture of 8 calls "
+                                       "of normalization layers"))).to_be_visible(
+        timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+
+    page.get_by_label("Layer", exact=True).click()
+    page.keyboard.type(LAYER)  # the selectbox is searchable: typing filters its options
+    option = page.get_by_role("option", name=re.compile(re.escape(LAYER)))
+    expect(option).to_be_visible()
+    option.click()
+    expect(page.get_by_text("GroupNorm: one group is one channel group")).to_be_visible()
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "inspector-uploaded-capture")
+
+    page.get_by_role("button", name=re.compile("Open in Explorer")).click()
+    expect(page).to_have_url(re.compile(r"/explorer\?src=Captured\+layer&layer=cnn\.4%5B0%5D"))
+    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=APP_TIMEOUT_MS)
+    expect(chart_title(page, "output y (GroupNorm)")).to_be_visible()
+    expect(_norm_option(page, "GroupNorm")).to_be_checked()
+    expect(page.get_by_text("Tensor (2, 8, 8, 8) in layout NCHW")).to_be_visible()
+    expect(page.get_by_text(re.compile("From my_norms.safetensors:\u2060? 8 calls"))
+           ).to_be_visible()
+    expect(page.locator(ALERT).filter(has_text=CHECK_BADGE).first).to_be_visible()
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "inspector-open-in-explorer")

@@ -1,0 +1,569 @@
+"""The Model inspector: its example files, the checkpoint and capture computations (against
+numpy, torch and hand-computed values), the Explorer settings of a captured layer (the
+Explorer's output equals the layer's), the page, and its hand-off to the Explorer."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from pageutil import alerts, figures, open_page, table_with, trace_data
+from torch import nn
+
+import lnviz
+from lnviz.batch import NormSpec, normalize
+from lnviz.capture import CapturedLayer, norm_kind, read_capture
+from lnviz.data.examples import (
+    EXAMPLE_CAPTURE,
+    EXAMPLE_CHECKPOINT,
+    OUTLIER_CHANNEL,
+    TinyModels,
+    example_inputs,
+    example_model,
+    write_examples,
+)
+from lnviz.data.files import TensorFileError, load_arrays
+from lnviz.lessons.inspector import (
+    DEFAULT_SIGMAS,
+    SNIPPET,
+    capture_layers,
+    capture_overview,
+    explorer_batch,
+    explorer_setup,
+    extreme_channels,
+    find_norm_layers,
+    layer_key,
+    layer_view,
+    max_sigmas,
+    near_zero_gamma,
+    no_norm_message,
+    open_model_file,
+    parameter_table,
+    running_stats,
+)
+
+INSPECTOR = "app_pages/inspector.py"
+EXPLORER = "app_pages/explorer.py"
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def capture_bytes(model: nn.Module, *inputs: torch.Tensor) -> bytes:
+    return lnviz.capture(model, *inputs).to_bytes()
+
+
+def opened(model: nn.Module, *inputs: torch.Tensor):
+    return open_model_file(capture_bytes(model, *inputs))
+
+
+# --- The example files ------------------------------------------------------------------------
+
+
+def test_the_shipped_examples_are_what_the_generator_writes(tmp_path: Path) -> None:
+    capture_path, checkpoint_path = write_examples(tmp_path)
+    for shipped, fresh in ((EXAMPLE_CAPTURE, capture_path), (EXAMPLE_CHECKPOINT, checkpoint_path)):
+        assert shipped.stat().st_size < 200_000
+        old, new = load_arrays(shipped), load_arrays(fresh)
+        assert list(old) == list(new)
+        for key in old:  # float tolerance: another CPU may round a matmul differently
+            np.testing.assert_allclose(old[key], new[key], rtol=1e-5, atol=1e-5, err_msg=key)
+    assert read_capture(EXAMPLE_CAPTURE) == read_capture(capture_path)
+
+
+def test_the_example_capture_has_every_kind_and_the_outlier_channel() -> None:
+    model_file = open_model_file(EXAMPLE_CAPTURE.read_bytes())
+    assert model_file.kind == "capture"
+    assert [layer_key(layer) for layer in model_file.layers] == [
+        "transformer.layers.0.norm1[0]", "transformer.layers.0.norm2[0]",
+        "transformer.layers.1.norm1[0]", "transformer.layers.1.norm2[0]",
+        "transformer.norm[0]", "cnn.1[0]", "cnn.4[0]", "cnn.7[0]"]
+    overview = capture_overview(model_file)
+    assert overview["outlier channels"].tolist() == [str(OUTLIER_CHANNEL)] * 5 + [""] * 3
+    assert overview["kind"].tolist() == ["LayerNorm"] * 5 + ["BatchNorm", "GroupNorm",
+                                                             "InstanceNorm"]
+
+
+def test_the_snippet_runs_and_its_file_opens_in_the_inspector(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace = {"model": example_model().transformer, "inputs": torch.randn(2, 5, 48)}
+    exec(SNIPPET, namespace)
+    model_file = open_model_file((tmp_path / "norms.safetensors").read_bytes())
+    assert model_file.kind == "capture"
+    assert len(model_file.layers) == 5
+    assert isinstance(namespace["cap"].records[0], lnviz.NormRecord)
+    assert SNIPPET.count("\n") == 3 and "lnviz.capture(model, inputs)" in SNIPPET
+
+
+# --- Checkpoints ------------------------------------------------------------------------------
+
+
+def test_norm_layers_are_recognised_by_name_shape_and_running_statistics() -> None:
+    one = np.ones(4, np.float32)
+    arrays = {
+        "encoder.layer.0.attention.output.LayerNorm.weight": one,  # BERT
+        "encoder.layer.0.attention.output.LayerNorm.bias": one * 0,
+        "h.0.ln_1.weight": one, "h.0.ln_1.bias": one,  # GPT-2
+        "model.layers.0.input_layernorm.weight": one,  # Llama: no bias
+        "model.norm.weight": one,
+        "bn1.weight": one, "bn1.bias": one, "bn1.running_mean": one, "bn1.running_var": one,
+        "bn1.num_batches_tracked": np.array(7.0),
+        "features.4.weight": one, "features.4.bias": one,  # an nn.Sequential's GroupNorm
+        "fc.weight": np.ones((4, 4)), "fc.bias": one,  # a Linear: 2-D weight
+        "act.weight": one,  # PReLU: 1-D weight, no bias, no norm in the name
+        "conv.weight": np.ones((4, 3, 3, 3)),
+        "proj_norm.weight": np.ones((4, 4)),  # 'norm' in the name, but a matrix
+    }
+    found = {layer.name: layer for layer in find_norm_layers(arrays)}
+    assert list(found) == ["encoder.layer.0.attention.output.LayerNorm", "h.0.ln_1",
+                           "model.layers.0.input_layernorm", "model.norm", "bn1", "features.4"]
+    assert found["encoder.layer.0.attention.output.LayerNorm"].kind == "LayerNorm"
+    assert found["h.0.ln_1"].kind == "LayerNorm"
+    assert found["model.layers.0.input_layernorm"].kind == "LayerNorm"  # "layernorm" in it
+    assert found["model.layers.0.input_layernorm"].bias is None
+    assert found["model.norm"].how == "its name contains 'norm' ('norm')"
+    assert found["bn1"].how == "holds running_mean and running_var"
+    assert found["bn1"].num_batches_tracked == 7
+    assert found["features.4"].how == "a 1-D weight and a bias of the same length"
+
+
+@pytest.mark.parametrize("build", [TinyModels, lambda: nn.TransformerEncoder(
+    nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2, norm=nn.LayerNorm(16),
+    enable_nested_tensor=False)])
+def test_every_norm_module_of_a_torch_model_is_found_in_its_state_dict(build) -> None:
+    model = build()
+    expected = {name for name, module in model.named_modules()
+                if norm_kind(module) is not None and getattr(module, "weight", None) is not None}
+    arrays = {k: v.numpy() for k, v in model.state_dict().items()}
+    assert {layer.name for layer in find_norm_layers(arrays)} == expected
+
+
+def test_parameter_table_extremes_and_near_zero_gamma_against_numpy() -> None:
+    arrays = {k: v.numpy() for k, v in example_model().state_dict().items()}
+    layers = find_norm_layers(arrays)
+    table = parameter_table(layers, 0.1).set_index("layer")
+    gamma = arrays["transformer.layers.0.norm1.weight"].astype(np.float64)
+    row = table.loc["transformer.layers.0.norm1"]
+    assert row["γ mean"] == pytest.approx(gamma.mean())
+    assert row["γ min"] == pytest.approx(0.05)
+    assert row["γ max"] == pytest.approx(gamma.max())
+    assert row["γ ≈ 0"] == 1 and row["channels"] == 48
+    zero = near_zero_gamma(layers, 0.1)
+    assert zero[["layer", "channel"]].values.tolist() == [["transformer.layers.0.norm1",
+                                                            OUTLIER_CHANNEL]]
+    assert near_zero_gamma(layers, 0.01).empty
+    # hand-computed: γ = [1, 1.1, 0.2, 1] has median 1; distances 0, 0.1, 0.8, 0
+    hand = find_norm_layers({"norm.weight": np.array([1.0, 1.1, 0.2, 1.0]),
+                             "norm.bias": np.array([0.0, 0.0, 0.0, 0.5])})
+    extremes = extreme_channels(hand, 2)
+    assert extremes[["parameter", "channel"]].values.tolist() == [["γ", 2], ["γ", 1], ["β", 3],
+                                                                   ["β", 0]]
+    assert extremes["distance"].tolist() == pytest.approx([0.8, 0.1, 0.5, 0.0])
+
+
+def test_running_statistics_are_the_modules() -> None:
+    model = example_model()
+    arrays = {k: v.numpy() for k, v in model.state_dict().items()}
+    (bn,) = [layer for layer in find_norm_layers(arrays) if layer.running_mean is not None]
+    mean, var = running_stats(bn)
+    np.testing.assert_array_equal(mean, model.cnn[1].running_mean.numpy())
+    np.testing.assert_array_equal(var, model.cnn[1].running_var.numpy())
+    assert bn.num_batches_tracked == 5
+
+
+def test_files_without_norms_say_what_they_hold() -> None:
+    npy = open_model_file(npy_bytes(np.zeros((3, 4), np.float32)))
+    assert npy.kind == "checkpoint" and find_norm_layers(npy.arrays) == []
+    assert "one unnamed array of shape (3, 4)" in no_norm_message(npy)
+    linear = nn.Linear(3, 2)
+    torch_file = io.BytesIO()
+    torch.save(linear.state_dict(), torch_file)
+    plain = open_model_file(torch_file.getvalue())
+    assert find_norm_layers(plain.arrays) == []
+    assert "no normalization layer found among the 2 arrays of this file (weight, bias)" in \
+        no_norm_message(plain)
+    with pytest.raises(TensorFileError):
+        open_model_file(b"junk" * 10)
+
+
+def test_a_capture_with_a_damaged_description_is_refused() -> None:
+    data = bytearray(EXAMPLE_CAPTURE.read_bytes())
+    start = data.index(b'"lnviz.records"')
+    data[start + 20:start + 24] = b"!!!!"  # inside the JSON list of records
+    with pytest.raises(TensorFileError, match="damaged"):
+        open_model_file(bytes(data))
+
+
+# --- Captures ---------------------------------------------------------------------------------
+
+
+def test_layer_view_of_a_layer_norm_against_torch_and_by_hand() -> None:
+    # token 0: 49 zeros and one 7.0 → |z| = √49 = 7 exactly (Samuelson's bound for 50 values)
+    x = torch.zeros(1, 3, 50)
+    x[0, 0, 11] = 7.0
+    x[0, 1] = torch.linspace(-1, 1, 50)
+    x[0, 2] = torch.randn(50, generator=torch.Generator().manual_seed(0))
+    norm = nn.LayerNorm(50)
+    with torch.no_grad():
+        norm.weight.fill_(2.0)
+        norm.weight[11] = 0.5
+        norm.bias.fill_(0.25)
+    model_file = opened(norm, x)
+    norm.requires_grad_(False)
+    (layer,) = model_file.layers
+    view = layer_view(layer, model_file.arrays, DEFAULT_SIGMAS)
+    x64 = x.double()
+    np.testing.assert_allclose(view.mean, x64.mean(-1).ravel().numpy(), atol=1e-12)
+    np.testing.assert_allclose(view.std, x64.var(-1, unbiased=False).sqrt().ravel().numpy(),
+                               atol=1e-12)
+    assert view.group_word == "token" and view.members == 50 and len(view.mean) == 3
+    assert view.max_abs_in == 7.0
+    assert view.max_abs_out == pytest.approx(float(norm(x).abs().max()), rel=1e-6)
+    assert view.outlier_values == 1
+    (row,) = view.outliers.to_dict("records")
+    assert row["channel"] == 11 and row["outlier values"] == 1 and row["of"] == 3
+    assert row["largest |z| (σ)"] == pytest.approx(7.0)
+    assert row["at token"] == "(0, 0)"
+    assert row["input x"] == 7.0
+    assert row["output y"] == pytest.approx(float(norm(x)[0, 0, 11]), rel=1e-6)
+    # y = 0.5·x̂ + 0.25 against 2·x̂ + 0.25 elsewhere: y's own |z| among the token's outputs
+    y = norm(x)[0, 0].detach().double()
+    assert row["y's |z| after (σ)"] == pytest.approx(
+        float((y[11] - y.mean()).abs() / y.std(unbiased=False)), rel=1e-6)
+    assert row["γ"] == 0.5 and row["β"] == 0.25
+    assert max_sigmas(50) == 7.0
+    plain = opened(nn.LayerNorm(50), x)  # γ = 1, β = 0: normalizing alone keeps |z|
+    (kept,) = layer_view(plain.layers[0], plain.arrays).outliers.to_dict("records")
+    assert kept["y's |z| after (σ)"] == pytest.approx(7.0, rel=1e-5)
+    assert layer_view(layer, model_file.arrays, 7.5).outliers.empty
+    # every point drawn, one of them orange
+    assert len(view.scatter_x) == 150 and view.scatter_outlier.sum() == 1
+
+
+def test_a_threshold_beyond_samuelsons_bound_is_named() -> None:
+    model_file = opened(nn.LayerNorm(16), torch.randn(2, 16))
+    view = layer_view(model_file.layers[0], model_file.arrays, 6.0)
+    assert view.outliers.empty
+    assert "none can lie more than √15 ≈ 3.87 σ" in view.notes[0]
+    assert layer_view(model_file.layers[0], model_file.arrays, 3.0).notes == []
+
+
+def test_layer_view_of_batch_norm_and_group_norm_against_torch() -> None:
+    x = torch.randn(4, 6, 5, 5, generator=torch.Generator().manual_seed(3))
+    x[2, 5, 1, 3] = 60.0  # channel 5
+    for module, word, groups in ((nn.BatchNorm2d(6), "channel", 6),
+                                 (nn.GroupNorm(3, 6), "channel group", 12),
+                                 (nn.InstanceNorm2d(6), "channel of a sample", 24)):
+        model_file = opened(module.train(), x)
+        # 4.5 σ: an InstanceNorm group here has 25 values, so none is more than √24 ≈ 4.9 σ out
+        view = layer_view(model_file.layers[0], model_file.arrays, 4.5)
+        assert view.group_word == word and len(view.mean) == groups
+        if word == "channel":
+            expected_mean, expected_var = x.double().mean((0, 2, 3)), \
+                x.double().var((0, 2, 3), unbiased=False)
+        else:
+            per = x.double().reshape(4, groups // 4, -1)
+            expected_mean, expected_var = per.mean(-1).ravel(), per.var(-1, unbiased=False).ravel()
+        np.testing.assert_allclose(view.mean, expected_mean.numpy(), atol=1e-12)
+        np.testing.assert_allclose(view.std, expected_var.sqrt().numpy(), atol=1e-12)
+        assert view.outliers["channel"].tolist()[0] == 5, word
+        assert view.outliers["input x"].tolist()[0] == 60.0
+        if word != "channel group":  # one γ, β per group: the layer keeps |z| as it was
+            np.testing.assert_allclose(view.outliers["y's |z| after (σ)"],
+                                       view.outliers["largest |z| (σ)"], rtol=1e-5)
+            assert "y's |z| equals x's" in view.outlier_note
+        else:
+            assert "γ and β, which differ from channel to channel" in view.outlier_note
+    label = layer_view(opened(nn.GroupNorm(3, 6), x).layers[0],
+                       opened(nn.GroupNorm(3, 6), x).arrays, 4.5).outliers["at channel group"][0]
+    assert label == "(2, 2)"  # sample 2, group 2 (channels 4 and 5)
+
+
+def test_eval_batch_norm_says_it_used_running_statistics() -> None:
+    model_file = open_model_file(EXAMPLE_CAPTURE.read_bytes())
+    layer = next(layer for layer in model_file.layers if layer.kind == "batch_norm")
+    view = layer_view(layer, model_file.arrays)
+    assert any("evaluation mode" in note for note in view.notes)
+
+
+# --- The Explorer's settings for a captured layer ----------------------------------------------
+
+
+def explorer_output(layer: CapturedLayer, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """What the Explorer computes for the layer with the settings explorer_setup gives, back in
+    the layer's own axis order."""
+    values = arrays[layer.arrays["input"]]
+    setup = explorer_setup(layer, values.shape, arrays.get(layer.arrays.get("weight", "")),
+                           arrays.get(layer.arrays.get("bias", "")))
+    spec = NormSpec(norm=setup.norm, dims=setup.dims, groups=setup.groups, eps=setup.eps,
+                    gamma=setup.gamma or 1.0, beta=setup.beta or 0.0)
+    out = normalize(torch.from_numpy(explorer_batch(values, setup)), setup.layout, spec).output
+    out = np.transpose(out.numpy(), np.argsort(setup.order))
+    return out[0] if setup.add_batch_dim else out
+
+
+def test_the_explorer_settings_reproduce_every_layer_in_training_mode() -> None:
+    model = example_model()
+    model.cnn.train()
+    model_file = open_model_file(capture_bytes(model, *example_inputs()))
+    for layer in model_file.layers:
+        np.testing.assert_allclose(explorer_output(layer, model_file.arrays),
+                                   model_file.arrays[layer.arrays["output"]], rtol=1e-4,
+                                   atol=1e-4, err_msg=layer_key(layer))
+
+
+def test_explorer_setup_of_each_kind() -> None:
+    model_file = open_model_file(EXAMPLE_CAPTURE.read_bytes())
+    arrays = model_file.arrays
+    setups = {layer_key(layer): explorer_setup(
+        layer, arrays[layer.arrays["input"]].shape, arrays[layer.arrays["weight"]],
+        arrays[layer.arrays["bias"]]) for layer in model_file.layers}
+    ln = setups["transformer.layers.0.norm1[0]"]
+    assert (ln.norm, ln.layout, ln.order, ln.dims, ln.eps) == ("LayerNorm", "NLC", (0, 1, 2),
+                                                               1, 1e-5)
+    assert ln.gamma[OUTLIER_CHANNEL] == pytest.approx(0.05) and len(ln.beta) == 48
+    gn = setups["cnn.4[0]"]
+    assert (gn.norm, gn.layout, gn.groups) == ("GroupNorm", "NCHW", 4)
+    bn = setups["cnn.1[0]"]
+    assert bn.norm == "BatchNorm" and "running statistics" in bn.notes[0]
+
+
+def test_channels_first_inputs_and_odd_settings() -> None:
+    x = torch.randn(3, 5, 7)
+    model_file = opened(nn.BatchNorm1d(5).train(), x)  # (N, C, L)
+    (layer,) = model_file.layers
+    setup = explorer_setup(layer, (3, 5, 7))
+    assert (setup.layout, setup.order) == ("NLC", (0, 2, 1))
+    assert explorer_batch(x.numpy(), setup).shape == (3, 7, 5)
+    np.testing.assert_allclose(explorer_output(layer, model_file.arrays),
+                               model_file.arrays[layer.arrays["output"]], atol=1e-5)
+    rms = opened(nn.RMSNorm(7), x).layers[0]  # eps=None: torch's machine epsilon
+    setup = explorer_setup(rms, (3, 5, 7))
+    assert setup.eps == 1e-7
+    assert "1.19e-07" in setup.notes[0] and "nearest, 1e-07" in setup.notes[1]
+    unbatched = opened(nn.InstanceNorm1d(5), torch.randn(5, 7)).layers[0]
+    setup = explorer_setup(unbatched, (5, 7))
+    assert setup.add_batch_dim and setup.order == (0, 2, 1)
+    three_d = opened(nn.BatchNorm3d(2).train(), torch.randn(2, 2, 3, 3, 3)).layers[0]
+    with pytest.raises(ValueError, match="up to 4 dims"):
+        explorer_setup(three_d, (2, 2, 3, 3, 3))
+
+
+def test_capture_layers_is_none_for_other_files() -> None:
+    assert capture_layers(EXAMPLE_CHECKPOINT.read_bytes()) is None
+    assert capture_layers(b"\x93NUMPY") is None
+    assert len(capture_layers(EXAMPLE_CAPTURE.read_bytes())) == 8
+
+
+# --- The page ---------------------------------------------------------------------------------
+
+
+def test_the_page_opens_on_the_example_capture() -> None:
+    at = open_page(INSPECTOR)
+    assert alerts(at)["error"] == [] and alerts(at)["warning"] == []
+    overview = table_with(at, "outlier channels").value
+    assert len(overview) == 8
+    assert "lnviz.capture(model, inputs)" in at.code[0].value
+    model_file = open_model_file(EXAMPLE_CAPTURE.read_bytes())
+    view = layer_view(model_file.layers[0], model_file.arrays)
+    assert [m.value for m in at.metric] == ["(2, 10, 48)", f"{view.max_abs_in:.4g}",
+                                            f"{view.max_abs_out:.4g}",
+                                            f"{view.outlier_values:,}"]
+    outliers = table_with(at, "largest |z| (σ)").value
+    assert outliers["channel"].tolist() == [OUTLIER_CHANNEL]
+    assert len(figures(at)) == 3
+    np.testing.assert_allclose(trace_data(at, 1, 0, "y"), view.mean, rtol=1e-6)
+    at.number_input(key="in_sigma").set_value(7.0).run()  # above √47 ≈ 6.86
+    assert any("√47" in note for note in alerts(at)["info"])
+    assert not any("largest |z| (σ)" in d.value.columns for d in at.dataframe)
+
+
+def test_the_page_shows_the_example_checkpoint() -> None:
+    at = open_page(INSPECTOR, {"in_src": "Example checkpoint"})
+    assert alerts(at)["error"] == [] and alerts(at)["warning"] == []
+    table = table_with(at, "recognised as").value
+    assert len(table) == 8
+    assert table_with(at, "γ").value["channel"].tolist() == [OUTLIER_CHANNEL]
+    assert len(figures(at)) == 2
+    np.testing.assert_allclose(trace_data(at, 1, 0, "y"),
+                               example_model().cnn[1].running_mean.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "content", "kind", "message"), [
+    ("acts.npy", npy_bytes(np.zeros(2, np.float32)), "warning",
+     "one unnamed array of shape (2,)"),
+    ("junk.pt", b"junk" * 20, "error", "Cannot open junk.pt"),
+])
+def test_odd_uploads_get_a_message(name, content, kind, message) -> None:
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload(name, content).run()
+    assert not at.exception
+    assert any(message in text for text in alerts(at)[kind]), alerts(at)
+
+
+def test_a_checkpoint_without_norms_is_explained() -> None:
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    buffer = io.BytesIO()
+    torch.save(nn.Linear(3, 2).state_dict(), buffer)
+    at.file_uploader(key="in_upload").upload("linear.pt", buffer.getvalue()).run()
+    assert any("no normalization layer found" in w for w in alerts(at)["warning"])
+
+
+def test_an_uploaded_capture_opens_in_the_explorer_with_the_layers_settings() -> None:
+    model = nn.Sequential(nn.Linear(6, 6), nn.GroupNorm(2, 6))
+    with torch.no_grad():
+        model[1].weight.copy_(torch.tensor([0.5, 1.0, 1.5, 2.0, 2.5, 3.0]))
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    cap = lnviz.capture(model, x)
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload("norms.safetensors", cap.to_bytes()).run()
+    assert table_with(at, "outlier channels").value["layer"].tolist() == ["1[0]"]
+    at.button(key="in_open").click().run()
+    assert not at.exception
+    # a link to this view (the layer is the first, the selectbox's default: left out)
+    assert dict(at.query_params) == {"src": "Captured layer"}
+    assert at.segmented_control(key="src").value == "capture"
+    assert at.segmented_control(key="norm").value == "GroupNorm"
+    assert at.select_slider(key="groups").value == 2
+    assert at.radio(key="affine").value == "per feature"
+    np.testing.assert_allclose(trace_data(at, 0, 1), cap.records[0].output.numpy(), atol=1e-5)
+    assert "matches" in alerts(at)["success"][0]
+
+
+def test_the_explorer_opens_the_example_capture_by_itself() -> None:
+    at = open_page(EXPLORER, {"src": "Captured layer"})
+    assert at.segmented_control(key="norm").value == "LayerNorm"
+    model_file = open_model_file(EXAMPLE_CAPTURE.read_bytes())
+    layer = model_file.layers[0]
+    expected = model_file.arrays[layer.arrays["output"]].reshape(20, 48)
+    np.testing.assert_allclose(trace_data(at, 0, 1), expected, atol=1e-4)
+    at.selectbox(key="layer").set_value("cnn.1[0]").run()
+    assert at.segmented_control(key="norm").value == "BatchNorm"
+    assert any("running statistics" in c.value for c in at.caption)
+    at.segmented_control(key="norm").set_value("LayerNorm").run()  # the learner's choice stays
+    assert at.segmented_control(key="norm").value == "LayerNorm"
+
+
+def test_a_capture_uploaded_to_the_explorer_sets_its_layer(tmp_path: Path) -> None:
+    at = open_page(EXPLORER, {"src": "Upload a file"})
+    at.file_uploader(key="upload").upload("caps.safetensors",
+                                          EXAMPLE_CAPTURE.read_bytes()).run()
+    picker = at.selectbox(key="array")
+    assert "transformer.layers.0.norm1[0].input  (2, 10, 48)" in picker.options
+    picker.set_value("cnn.4[0].input").run()
+    assert at.segmented_control(key="norm").value == "GroupNorm"
+    assert at.select_slider(key="groups").value == 4
+    assert at.selectbox(key="ax_ch").value == 1
+    assert "matches" in alerts(at)["success"][0]
+
+
+def test_a_state_dict_uploaded_to_the_explorer_lists_its_arrays_with_shapes() -> None:
+    buffer = io.BytesIO()
+    torch.save({"model": nn.Linear(3, 2).state_dict(), "step": 3}, buffer)
+    at = open_page(EXPLORER, {"src": "Upload a file"})
+    at.file_uploader(key="upload").upload("ckpt.pth", buffer.getvalue()).run()
+    assert at.selectbox(key="array").options == ["model.weight  (2, 3)", "model.bias  (2,)"]
+    assert not at.exception and "matches" in alerts(at)["success"][0]
+
+
+def test_every_uploader_accepts_the_tensor_file_types() -> None:
+    at = open_page(EXPLORER, {"src": "Upload a file"})
+    assert sorted(at.file_uploader(key="upload").proto.type) == sorted(
+        [".npy", ".npz", ".safetensors", ".pt", ".pth"])
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    assert sorted(at.file_uploader(key="in_upload").proto.type) == sorted(
+        [".npy", ".npz", ".safetensors", ".pt", ".pth"])
+
+
+
+@pytest.mark.parametrize("suffix", ["safetensors", "pt"])
+def test_the_training_pages_uploader_reads_mnist_arrays_in_the_new_formats(suffix) -> None:
+    from safetensors.torch import save
+
+    from lnviz.data.sequences import load_files
+
+    rng = np.random.default_rng(0)
+    arrays = {"x_train": torch.from_numpy(rng.integers(0, 255, (6, 28, 28), np.uint8)),
+              "y_train": torch.arange(6) % 10, "x_test": torch.zeros(2, 28, 28, dtype=torch.uint8),
+              "y_test": torch.tensor([3, 4])}
+    if suffix == "safetensors":
+        data = save(arrays)
+    else:
+        buffer = io.BytesIO()
+        torch.save(arrays, buffer)
+        data = buffer.getvalue()
+    npz = io.BytesIO()
+    np.savez(npz, **{k: v.numpy() for k, v in arrays.items()})
+    loaded, expected = load_files({f"mnist.{suffix}": data}), load_files({"mnist.npz":
+                                                                          npz.getvalue()})
+    np.testing.assert_array_equal(loaded.x_train, expected.x_train)
+    np.testing.assert_array_equal(loaded.y_test, [3, 4])
+
+
+def test_a_link_to_a_captured_layer_keeps_the_settings_it_carries() -> None:
+    label = "cnn.1[0] · BatchNorm · input (4, 8, 8, 8)"
+    at = open_page(EXPLORER, {"src": "Captured layer", "layer": label})
+    assert at.selectbox(key="layer").value == "cnn.1[0]"
+    assert at.segmented_control(key="norm").value == "BatchNorm"  # the layer's own
+    at = open_page(EXPLORER, {"src": "Captured layer", "layer": label, "norm": "LayerNorm"})
+    assert at.segmented_control(key="norm").value == "LayerNorm"  # the link's
+    at.selectbox(key="layer").set_value("cnn.4[0]").run()  # a layer picked: its settings
+    assert at.segmented_control(key="norm").value == "GroupNorm"
+
+
+def test_gamma_and_beta_of_an_outlier_are_its_channels() -> None:
+    """GroupNorm of 8 channels in 4 groups on 2 × 2 images: a group holds 8 values, as many as
+    there are channels, so only the channel (not the place in the group) may pick γ and β."""
+    x = torch.randn(3, 8, 2, 2, generator=torch.Generator().manual_seed(5))
+    x[1, 5, 1, 1] = 30.0  # 8th of its group: γ[7] if the place in the group picked it
+    norm = nn.GroupNorm(4, 8)
+    with torch.no_grad():
+        norm.weight.copy_(torch.arange(8.0) + 1)
+        norm.bias.copy_(-torch.arange(8.0))
+    model_file = opened(norm, x)
+    table = layer_view(model_file.layers[0], model_file.arrays, 2.5).outliers
+    (row,) = table[table["channel"] == 5].to_dict("records")
+    assert (row["channel"], row["γ"], row["β"], row["at channel group"]) == (5, 6.0, -5.0,
+                                                                             "(1, 2)")
+    assert row["of"] == 12  # channel 5: 3 samples × 4 positions
+
+
+def test_the_readme_shows_the_snippet_the_page_shows() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Inspect your own model"):]
+    for line in ("cap = lnviz.capture(model, inputs)", 'cap.save("norms.safetensors")'):
+        assert line in SNIPPET and line in section[:section.index("\n## ", 3)]
+
+
+def test_a_capture_without_layers_and_a_layer_the_explorer_cannot_show() -> None:
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload("none.safetensors",
+                                             capture_bytes(nn.Linear(3, 2), torch.ones(1, 3))).run()
+    assert any("holds no layer" in text for text in alerts(at)["info"])
+    at.file_uploader(key="in_upload").upload(
+        "bn3d.safetensors", capture_bytes(nn.BatchNorm3d(2), torch.randn(2, 2, 3, 3, 3))).run()
+    at.button(key="in_open").click().run()
+    assert not at.exception
+    assert any("up to 4 dims" in text for text in alerts(at)["error"]), alerts(at)
+
+
+def test_the_inspectors_file_is_forgotten_when_the_learner_leaves() -> None:
+    from lnviz.ui.cache import STORE_KEY, names_in
+
+    def held(at) -> bool:
+        return any(name[:1] == ("inspector",) for store in at.session_state[STORE_KEY].values()
+                   for key in store for name in names_in(key))
+
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload("norms.safetensors",
+                                             EXAMPLE_CAPTURE.read_bytes()).run()
+    assert held(at)
+    at.switch_page("app_pages/home.py").run()
+    assert not held(at)
