@@ -96,8 +96,9 @@ def test_matches_bertmodel(model, reference, text: str) -> None:
     for record in run.records:
         x, y = seen[record.name]
         assert record.kind == "layer_norm" and record.call == 0
-        torch.testing.assert_close(record.input, x, **CLOSE, msg=lambda m, n=record.name: f"{n}: {m}")
-        torch.testing.assert_close(record.output, y, **CLOSE, msg=lambda m, n=record.name: f"{n}: {m}")
+        named = dict(CLOSE, msg=lambda m, where=record.name: f"{where}: {m}")
+        torch.testing.assert_close(record.input, x, **named)
+        torch.testing.assert_close(record.output, y, **named)
         # the record replays (lnviz from its input and settings) to its own output
         torch.testing.assert_close(record.replay().output, record.output, rtol=0, atol=0)
     torch.testing.assert_close(run.attention, torch.stack(out.attentions)[:, 0], **CLOSE)
