@@ -24,7 +24,9 @@ from lnviz.charts import (
     shapes,
     start_here,
     training,
+    transformer,
 )
 
 __all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
-           "padding", "performance", "scale_shift", "shapes", "start_here", "training"]
+           "padding", "performance", "scale_shift", "shapes", "start_here", "training",
+           "transformer"]
