@@ -88,7 +88,7 @@ def token_stats(tokens: Sequence[str], mean: np.ndarray, std: np.ndarray, peak_i
         layout[xaxis].update(type="category", showticklabels=k == 2 and len(labels) <= 64,
                              tickangle=-60)
         if k:
-            layout[yaxis]["type"] = "log"
+            layout[yaxis].update(type="log", dtick=1)
     layout.update(height=620, barmode="group", margin=dict(t=40, b=10), legend=LEGEND_BELOW,
                   showlegend=True)
     return figure(data, layout)
@@ -114,7 +114,7 @@ def layers_overview(labels: Sequence[str], peak: np.ndarray, median: np.ndarray,
     ]
     for k, (xaxis, _) in enumerate(axis_ids(refs)):
         layout[xaxis].update(type="category", tickangle=-45, showticklabels=k == 1)
-    layout["yaxis"]["type"] = "log"
+    layout["yaxis"].update(type="log", dtick=1)
     layout["yaxis2"].update(range=[0, 1], tickformat=".0%")
     layout.update(height=560, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)
@@ -136,7 +136,7 @@ def massive_figure(values: np.ndarray, medians: np.ndarray, feature: int,
              hovertemplate="%{x}: %{y:.4g}<extra></extra>"),
     ]
     layout = dict(height=340, barmode="group", margin=dict(t=30, b=10), legend=LEGEND_BELOW,
-                  yaxis=dict(type="log", title=dict(text="|value| (log)")),
+                  yaxis=dict(type="log", dtick=1, title=dict(text="|value| (log)")),
                   title=dict(text="At each layer's feed-forward LayerNorm input", x=0,
                              font=dict(size=14)))
     return figure(data, layout)
@@ -149,7 +149,7 @@ def outlier_figure(labels: Sequence[str], median: np.ndarray, typical: np.ndarra
     against all features' median; and |γ| of every feature in one LayerNorm, with the outlier
     and the massive activation's features marked."""
     layout, refs = panel_grid([f"median |x| of feature {feature} (tokens after the first)",
-                               f"|γ| per feature, {gamma_label}"], rows=2, vgap=0.2)
+                               f"|γ| per feature, {gamma_label}"], rows=2, vgap=0.34)
     names = list(labels)
     g = np.abs(np.asarray(gamma, dtype=np.float64))
     colors = [OKABE_ITO[5] if f == feature else OKABE_ITO[3] if f == massive_feature
@@ -166,9 +166,9 @@ def outlier_figure(labels: Sequence[str], median: np.ndarray, typical: np.ndarra
              hovertemplate="feature %{x}: |γ| = %{y:.4g}<extra></extra>"),
     ]
     layout["xaxis"].update(type="category", tickangle=-45)
-    layout["yaxis"]["type"] = "log"
+    layout["yaxis"].update(type="log", dtick=1)
     layout["xaxis2"]["title"] = dict(text=f"feature (orange: {feature}, pink: {massive_feature})")
-    layout.update(height=600, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
+    layout.update(height=720, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)
 
 
