@@ -27,6 +27,7 @@ from lnviz.lessons.transformer import (
     layer_view,
     massive_text,
     outlier_text,
+    pair_similarities,
     sink_text,
     truncation_note,
 )
@@ -158,18 +159,19 @@ show_figure(charts.transformer.attention_figure, run.sink.share, run.sink.unifor
 st.subheader("6 · Remove one feature from every LayerNorm")
 st.markdown("Set γ and β of one feature to 0 in all 13 LayerNorms: that feature then leaves "
             "every LayerNorm as 0. Compare the sentence embedding with the original, and with "
-            "the same done to a control feature (the one whose largest value over the 13 "
-            "LayerNorm inputs is the median of the 384).")
+            "the same done to a control feature (the one whose |γ|, averaged over the 13 "
+            "LayerNorms, is the median of the 384).")
 feature = st.number_input("Feature to remove", 0, 383, massive.feature, key="tf_feature",
                           bind="query-params",
                           help="γ and β of this feature are set to 0 in every LayerNorm.")
-control = control_feature(run)
+control = control_feature(model)
 with st.spinner("Running the ablation…"):
     result = cached(ablation, Named(model, "minilm"), text, int(feature), control)
-st.markdown(ablation_text(result))
+    pairs = cached(pair_similarities, Named(model, "minilm"), int(feature), control)
+st.markdown(ablation_text(result, pairs))
 show_figure(charts.transformer.ablation_figure, result.feature, result.control, result.cosine,
             result.control_cosine, key="tf_ablation")
-st.dataframe(result.pairs, hide_index=True, key="tf_pairs")
+st.dataframe(pairs, hide_index=True, key="tf_pairs")
 
 # --- int8 -------------------------------------------------------------------------------------
 st.subheader("7 · Why it matters for int8")

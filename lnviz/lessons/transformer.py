@@ -66,6 +66,7 @@ __all__ = [
     "layer_view",
     "massive_text",
     "outlier_text",
+    "pair_similarities",
     "sink_text",
     "truncation_note",
 ]
@@ -358,55 +359,54 @@ def across_sentences(model: MiniLM, feature: int,
 
 @dataclass(frozen=True)
 class Ablation:
-    """γ and β of ``feature`` set to 0 in all 13 LayerNorms, against a ``control`` feature.
-
-    Attributes:
-        cosine: cosine similarity of the ablated sentence embedding to the original.
-        control_cosine: the same with the control feature removed instead.
-        pairs: one row per sentence pair: similarity originally, without ``feature`` and
-            without ``control``.
-    """
+    """γ and β of ``feature`` set to 0 in all 13 LayerNorms, against a ``control`` feature:
+    the cosine similarity of the sentence's embedding to the original, after each."""
 
     feature: int
     control: int
     cosine: float
     control_cosine: float
-    pairs: pd.DataFrame
 
 
-def control_feature(run: TransformerRun) -> int:
-    """A typical feature to compare an ablation with: the one whose largest |x| over all 13
-    LayerNorm inputs is the median of the 384 features' (ties: the lowest number)."""
-    peak = np.max([np.abs(_grid(r.input)).max(axis=0) for r in run.records], axis=0)  # (C,)
-    order = np.argsort(peak, kind="stable")
+def control_feature(model: MiniLM) -> int:
+    """A typical feature to compare an ablation with, the same for every sentence: the one whose
+    |γ|, averaged over the 13 LayerNorms, is the median of the 384 (ties: the lowest number)."""
+    names = [n for n in model.weights if n.endswith("LayerNorm.weight")]
+    mean_gamma = torch.stack([model.weights[n].abs() for n in names]).mean(dim=0)  # (C,)
+    order = np.argsort(mean_gamma.numpy(), kind="stable")
     return int(order[len(order) // 2])
 
 
-def ablation(model: MiniLM, text: str, feature: int, control: int,
-             pairs: Sequence[tuple[str, str]] = PAIRS) -> Ablation:
-    """Sentence embeddings with γ and β of ``feature`` (and, separately, of ``control``) zeroed
-    in every LayerNorm, compared with the original: for ``text`` and for each pair."""
-    done: dict[tuple[str, tuple[int, ...]], torch.Tensor] = {}
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(F.cosine_similarity(a, b, dim=0))
 
-    def embed(sentence: str, zeroed: Sequence[int] = ()) -> torch.Tensor:
-        key = (sentence, tuple(zeroed))
-        if key not in done:  # pairs share sentences: each runs once per ablation
-            done[key] = model.run(sentence, zero_features=zeroed).embedding
-        return done[key]
 
-    def cos(a: torch.Tensor, b: torch.Tensor) -> float:
-        return float(F.cosine_similarity(a, b, dim=0))
+def ablation(model: MiniLM, text: str, feature: int, control: int) -> Ablation:
+    """The embedding of ``text`` with γ and β of ``feature`` (and, separately, of ``control``)
+    zeroed in every LayerNorm, compared with the original."""
+    original = model.run(text).embedding
+    return Ablation(feature, control,
+                    _cosine(model.run(text, zero_features=[feature]).embedding, original),
+                    _cosine(model.run(text, zero_features=[control]).embedding, original))
 
-    original = embed(text)
-    rows = []
-    for a, b in pairs:
-        rows.append({"sentence A": a, "sentence B": b,
-                     "similarity": cos(embed(a), embed(b)),
-                     f"without feature {feature}": cos(embed(a, [feature]), embed(b, [feature])),
-                     f"without feature {control} (control)": cos(embed(a, [control]),
-                                                                 embed(b, [control]))})
-    return Ablation(feature, control, cos(embed(text, [feature]), original),
-                    cos(embed(text, [control]), original), pd.DataFrame(rows))
+
+def pair_similarities(model: MiniLM, feature: int, control: int,
+                      pairs: Sequence[tuple[str, str]] = PAIRS) -> pd.DataFrame:
+    """Cosine similarity of each pair's sentence embeddings: originally, with γ and β of
+    ``feature`` zeroed in every LayerNorm, and with those of ``control`` zeroed."""
+    done: dict[tuple[str, int | None], torch.Tensor] = {}
+
+    def embed(sentence: str, zeroed: int | None = None) -> torch.Tensor:
+        if (sentence, zeroed) not in done:  # pairs share sentences: each runs once
+            done[sentence, zeroed] = model.run(
+                sentence, zero_features=() if zeroed is None else [zeroed]).embedding
+        return done[sentence, zeroed]
+
+    return pd.DataFrame([
+        {"sentence A": a, "sentence B": b, "similarity": _cosine(embed(a), embed(b)),
+         f"without feature {feature}": _cosine(embed(a, feature), embed(b, feature)),
+         f"without feature {control} (control)": _cosine(embed(a, control), embed(b, control))}
+        for a, b in pairs])
 
 
 def _absmax_int8(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
@@ -573,8 +573,7 @@ def sink_text(run: TransformerRun) -> str:
             f"{len(run.tokens)} tokens, uniform attention would give it {uniform}.")
 
 
-def ablation_text(result: Ablation) -> str:
-    pairs = result.pairs
+def ablation_text(result: Ablation, pairs: pd.DataFrame) -> str:
     moved = pairs[f"without feature {result.feature}"] - pairs["similarity"]
     control = pairs[f"without feature {result.control} (control)"] - pairs["similarity"]
     return (f"With γ and β of feature {result.feature} set to 0 in all 13 LayerNorms, the "
