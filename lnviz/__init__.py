@@ -3,8 +3,8 @@
 The library behind the app: the five normalizations with every intermediate (:mod:`lnviz.norms`),
 data sources (:mod:`lnviz.data`), safe tensor files (:mod:`lnviz.data.files`: .npy, .npz,
 .safetensors, torch.save), a model's normalization layers captured in one forward
-(:mod:`lnviz.capture`) and devices (:mod:`lnviz.devices`). It never imports Streamlit outside
-:mod:`lnviz.ui`.
+(:mod:`lnviz.capture`), real pretrained models in plain torch (:mod:`lnviz.models`) and devices
+(:mod:`lnviz.devices`). It never imports Streamlit outside :mod:`lnviz.ui`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ _PUBLIC = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "models":  # a subpackage, loaded on first use like the names above
+        return importlib.import_module("lnviz.models")
     if name not in _PUBLIC:
         raise AttributeError(f"module 'lnviz' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"lnviz.{_PUBLIC[name]}"), name)

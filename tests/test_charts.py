@@ -228,6 +228,7 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         *_bug_zoo_samples(),
         *_geometry_samples(),
         *_inspector_samples(),
+        *_transformer_samples(),
         (c.start_here.tokens_figure, c.start_here.tokens_figure(
             ["I", "learning"], np.array([[1.0, 2, 3], [4, 8, 12]]),
             np.array([[-1.22, 0, 1.22], [-1.22, 0, 1.22]]))),
@@ -330,6 +331,33 @@ def _inspector_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             + [np.ones(3)], [layer.bias for layer in layers] + [None])),
         (c.running_stats_figure, c.running_stats_figure(*inspector.running_stats(bn)))]
     return samples
+def _transformer_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
+    """Inside a real transformer's figures on made-up numbers shaped as a run's (the model's
+    own are checked in tests/test_transformer.py): 5 tokens, 8 features, 13 LayerNorms."""
+    c = charts.transformer
+    rng = np.random.default_rng(1)
+    tokens = ["[CLS]", "the", "cat", "the", "[SEP]"]
+    x = rng.normal(size=(5, 8))
+    x[0, 3] = 200.0
+    labels = [f"LN {i}" for i in range(13)]
+    share = np.array([0.3, 0.6, 0.62, 0.6, 0.7, 0.4])
+    int8 = (["per tensor", "per token", "per tensor, 2 outlier features kept in float"],
+            [0.85, 0.14, 0.03], [0.54, 0.02, 0.014])
+    return [
+        (c.ln_heatmaps, c.ln_heatmaps(tokens, x, x / 3, 2.5, "layer 0 · after feed-forward")),
+        (c.token_stats, c.token_stats(tokens, x.mean(1), x.std(1), np.abs(x).max(1),
+                                      np.abs(x / 3).max(1))),
+        (c.layers_overview, c.layers_overview(labels, np.linspace(1, 200, 13),
+                                              np.full(13, 0.4), np.linspace(0.1, 0.9, 13))),
+        (c.massive_figure, c.massive_figure(np.array([222.0, 121, 191, 77, 23, -12]),
+                                            np.full(6, 0.4), 99, "[CLS]")),
+        (c.outlier_figure, c.outlier_figure(labels, np.linspace(0.05, 8, 13), np.full(13, 0.5),
+                                            rng.normal(size=8), 5, 3, "layer 1 · after attention")),
+        (c.attention_figure, c.attention_figure(share, 0.2, rng.dirichlet(np.ones(5), size=5),
+                                                tokens, 2)),
+        (c.ablation_figure, c.ablation_figure(99, 5, 0.53, 0.996)),
+        (c.int8_figure, c.int8_figure(*int8)),
+    ]
 
 
 def _sample_figures() -> list[go.Figure]:

@@ -25,7 +25,9 @@ from lnviz.charts import (
     shapes,
     start_here,
     training,
+    transformer,
 )
 
 __all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
-           "inspector", "padding", "performance", "scale_shift", "shapes", "start_here", "training"]
+           "inspector", "padding", "performance", "scale_shift", "shapes", "start_here", "training",
+           "transformer"]

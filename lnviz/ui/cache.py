@@ -18,6 +18,10 @@ much as they do. The policy, and why:
 - **Never copied.** A hit returns the very object computed on the miss: results that hold
   full-size tensors cost nothing to reuse (``st.cache_data`` unpickles a copy on every hit).
   Results are shared between reruns, so nothing may modify one.
+- **One exception: shared resources.** A pretrained model's weights (90 MB for all-MiniLM-L6-v2)
+  are read-only and the same for everyone: :func:`shared` loads them once per server, with
+  ``st.cache_resource``, and every session uses that one copy. Results computed *from* them are
+  per session again, through :func:`cached`.
 - **Keyed by content.** Arguments are fingerprinted by value (arrays and tensors by a hash of
   their bytes), so a key cannot miss a setting the computation depends on. An input too large to
   hash on every rerun is passed as :class:`Named`: the data source's own name for it stands in
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import sys
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,7 +42,8 @@ import streamlit as st
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["ENTRIES", "Named", "cached", "fingerprint", "forget_named", "names_in", "remember"]
+__all__ = ["ENTRIES", "Named", "cached", "fingerprint", "forget_named", "names_in", "remember",
+           "shared"]
 
 T = TypeVar("T")
 #: Results kept per computation and session (the Explorer's memory budget counts two).
@@ -156,3 +162,17 @@ def forget_named(match: Callable[[Hashable], bool]) -> None:
     for store in st.session_state.get(STORE_KEY, {}).values():
         for key in [key for key in store if any(map(match, names_in(key)))]:
             del store[key]
+
+
+def shared(load: Callable[[], T]) -> T:
+    """``load()`` once per server process, the same object for every session: a read-only
+    resource too large to keep per learner (``shared(lnviz.models.minilm)``). Nothing may
+    modify what it returns. ``load`` is a module-level function taking no arguments."""
+    if "<" in load.__qualname__:
+        raise TypeError(f"shared takes a module-level function, not {load.__qualname__}")
+    return _load_shared(load.__module__, load.__qualname__)
+
+
+@st.cache_resource(show_spinner="Loading the model (once for the whole server)…")
+def _load_shared(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)()

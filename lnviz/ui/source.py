@@ -65,6 +65,28 @@ _DEFAULT_TABLE = pd.DataFrame(
 )
 
 
+#: Session state holding a batch another page handed to the Explorer: (batch, name, origin).
+HANDED_KEY = "_handed_batch"
+#: The Explorer, as the navigation knows it.
+EXPLORER_PAGE = "app_pages/explorer.py"
+
+
+def send_batch_to_explorer(batch: Batch, name: tuple, origin: str) -> None:
+    """Go to the Explorer with ``batch`` as its data source, "From <origin>" (a page's title).
+
+    ``name`` tells this batch apart from any other the page could hand over (it keys the
+    Explorer's cache, :class:`lnviz.ui.cache.Named`). The batch stays in the session until
+    another replaces it; the Explorer's own controls then apply any norm to it.
+    """
+    st.session_state[HANDED_KEY] = (batch, ("handed", *name), origin)
+    # the source control keeps its choice's label in the URL
+    st.switch_page(EXPLORER_PAGE, query_params={"src": _handed_label(origin)})
+
+
+def _handed_label(origin: str) -> str:
+    return f"From {origin}"
+
+
 def data_source(seed: int) -> tuple[Batch, tuple] | None:
     """Draw the source controls; return (batch, identifying key), or None with a message."""
     st.session_state[_AFFINE_KEY] = None
@@ -74,16 +96,21 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
     if opening is not None:  # from the Model inspector: before the controls below exist
         st.session_state["src"] = "capture"
         st.session_state["layer"] = opening
+    handed = st.session_state.get(HANDED_KEY)
+    labels = SOURCES | ({"handed": _handed_label(handed[2])} if handed else {})
     kind = st.segmented_control(
-        "Data source", list(SOURCES), format_func=SOURCES.__getitem__, default="preset",
+        "Data source", list(labels), format_func=labels.__getitem__, default="preset",
         required=True, key="src", bind="query-params",
         help="Where the numbers come from: the worked examples of the course notes, a "
              "generated batch, numbers you type, your own tensor file (.npy, .npz, "
              ".safetensors, .pt/.pth), or a layer's input recorded by lnviz.capture (the "
-             "Model inspector's example, or the file it opened).",
+             "Model inspector's example, or the file it opened)"
+             + ("; or what another page sent here." if handed else "."),
     )
     if kind != "upload":
         release_upload(capture=kind != "capture")
+    if kind == "handed":
+        return handed[0], handed[1]
     with refusal(stop=False):
         if kind == "preset":
             return _preset_source()

@@ -32,7 +32,7 @@ MAX_URL_NUMBER = 2.0**53
 MAX_SHARED_TEXT = 4000
 #: The free-text controls bound to the URL: the only ones whose values may be longer than
 #: MAX_URL_VALUE (up to MAX_SHARED_TEXT), or empty.
-TEXT_URL_KEYS = frozenset({"ttext", "plen", "pd_lengths"})
+TEXT_URL_KEYS = frozenset({"ttext", "plen", "pd_lengths", "tf_text"})
 
 
 def url_size(text: str) -> int:

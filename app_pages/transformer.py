@@ -1,0 +1,191 @@
+"""Inside a real transformer: type a sentence into all-MiniLM-L6-v2 and open its 13 LayerNorms."""
+
+from functools import partial
+
+import streamlit as st
+
+from lnviz import charts
+from lnviz.lessons.transformer import (
+    FIRST_FFN,
+    MAX_CHARS,
+    MAX_DRAWN_TOKENS,
+    PRESETS,
+    ablation,
+    ablation_text,
+    across_sentences,
+    across_text,
+    analyze,
+    capture_bytes,
+    control_feature,
+    explorer_batch,
+    first_word_run,
+    first_word_text,
+    int8_errors,
+    int8_text,
+    layer_label,
+    layer_text,
+    layer_view,
+    massive_text,
+    outlier_text,
+    pair_similarities,
+    sink_text,
+    truncation_note,
+)
+from lnviz.models import ModelFileError, minilm
+from lnviz.models.bert import layer_norm_names
+from lnviz.ui.cache import Named, cached, shared
+from lnviz.ui.downloads import download_button
+from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import refusal
+from lnviz.ui.source import send_batch_to_explorer
+from lnviz.ui.state import keep_in_range, url_text
+
+TITLE = "Inside a real transformer"
+NAMES = layer_norm_names()
+
+st.title(TITLE)
+st.caption("all-MiniLM-L6-v2, a pretrained sentence encoder (BERT, 6 layers, 384 features), "
+           "runs on this server: type a sentence and open any of its 13 LayerNorms. The URL "
+           "keeps your sentence.")
+st.markdown(
+    "Every LayerNorm below is computed by lnviz's own `layer_norm`, inside the model written "
+    "out in plain PyTorch (`lnviz.models.minilm()`), and the tests check each one against "
+    "Hugging Face's `BertModel` on the same weights. The model is **post-LN**: each layer adds "
+    "attention's output to its input and normalizes, then adds the feed-forward's output and "
+    "normalizes again, so the 13 LayerNorms are the embeddings' one and two per layer.")
+
+with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
+    model = shared(minilm)
+
+
+def use_preset() -> None:
+    st.session_state["tf_text"] = st.session_state["tf_preset"]
+
+
+# --- Controls ---------------------------------------------------------------------------------
+with st.container(border=True):
+    cols = st.columns([3, 2])
+    with cols[0]:
+        text = url_text(st.text_area, "Sentence", PRESETS[0], key="tf_text",
+                        what="the sentence", max_chars=MAX_CHARS, height=80,
+                        help=f"Any text, up to {MAX_CHARS:,} characters; the model reads its "
+                             "first 512 tokens.")
+    cols[1].selectbox("Examples", PRESETS, index=None, key="tf_preset", on_change=use_preset,
+                      placeholder="Pick an example sentence…",
+                      help="Puts an example into the sentence box.")
+    keep_in_range("tf_ln", range(len(NAMES)), reset_to=NAMES.index(FIRST_FFN))
+    chosen = cols[1].selectbox(
+        "LayerNorm", range(len(NAMES)), index=NAMES.index(FIRST_FFN), key="tf_ln",
+        bind="query-params", format_func=lambda k: f"{k}: {layer_label(NAMES[k])}",
+        help="Which of the 13 LayerNorms to open: the embeddings' one, then per layer the one "
+             "after attention and the one after the feed-forward.")
+name = NAMES[chosen]
+
+with refusal(icon=":material/block:"), st.spinner("Running the model…"):
+    run = cached(analyze, Named(model, "minilm"), text)
+    view = cached(layer_view, Named(run, ("tf", text)), name)
+note = truncation_note(run)
+if note:
+    st.warning(note, icon=":material/content_cut:")
+st.markdown(f"**{len(run.tokens)} tokens:** " + " · ".join(f"`{t}`" for t in run.tokens[:80])
+            + (" …" if len(run.tokens) > 80 else ""))
+
+# --- One LayerNorm ----------------------------------------------------------------------------
+st.subheader(f"1 · LayerNorm {chosen}: {layer_label(name)}")
+st.caption(f"`{name}`, as transformers' BertModel names it.")
+show_figure(charts.transformer.ln_heatmaps, run.tokens[:view.drawn], view.input, view.output,
+            view.color_limit, layer_label(name), key="tf_heat")
+st.caption("Each row is a token, each column one of the 384 features. The input's colours end "
+           f"at ±{view.color_limit:.3g} (the 99.5th percentile of |x|): larger values show the "
+           "end colour; hover for the true numbers."
+           + (f" Only the first {MAX_DRAWN_TOKENS} of {len(run.tokens)} tokens are drawn; the "
+              "statistics below use all of them." if view.drawn < len(run.tokens) else ""))
+st.markdown(layer_text(run, view))
+show_figure(charts.transformer.token_stats, run.tokens, view.mean, view.std, view.peak_in,
+            view.peak_out, key="tf_stats")
+cols = st.columns(2)
+if cols[0].button("Open this input in the Explorer", icon=":material/biotech:", key="tf_open",
+                  help="The Explorer puts these activations through any of the five norms, "
+                       "with its own ε, γ and β."):
+    send_batch_to_explorer(explorer_batch(run, name), (text, name), TITLE)
+download_button(cols[1], "Download the run as a capture file",
+                partial(capture_bytes, run), "minilm_capture.safetensors",
+                values=2 * 13 * len(run.tokens) * 384,
+                help="All 13 LayerNorms' inputs, outputs, γ and β as a .safetensors capture "
+                     "(lnviz.capture's format), which lnviz.read_capture and the app open.")
+
+# --- All layers -------------------------------------------------------------------------------
+st.subheader("2 · All 13 LayerNorms at a glance")
+show_figure(charts.transformer.layers_overview, [layer_label(n) for n in NAMES], run.peak,
+            run.median, run.first_share, key="tf_overview")
+
+# --- Massive activations ----------------------------------------------------------------------
+st.subheader("3 · One number hundreds of times the rest")
+st.caption("Massive activations: Sun et al. 2024, “Massive Activations in Large Language "
+           "Models”.")
+massive = run.massive
+st.markdown(massive_text(run))
+show_figure(charts.transformer.massive_figure, massive.per_layer, massive.per_layer_median,
+            massive.feature, run.tokens[massive.token], key="tf_massive")
+with st.spinner("Running the examples…"):
+    across = cached(across_sentences, Named(model, "minilm"), massive.feature)
+    first_word = cached(first_word_run, Named(model, "minilm"), text)
+st.markdown(across_text(across, massive.feature) + " "
+            + first_word_text(first_word, massive.feature))
+st.dataframe(across, hide_index=True, key="tf_across")
+
+# --- Outlier features -------------------------------------------------------------------------
+st.subheader("4 · A feature large in every token, and γ's part in it")
+st.caption("Outlier features: Kovaleva et al. 2021, “BERT Busters: Outlier Dimensions that "
+           "Disrupt Transformers”.")
+st.markdown(outlier_text(run))
+show_figure(charts.transformer.outlier_figure, [layer_label(n) for n in NAMES],
+            run.outliers.median, run.outliers.typical, view.gamma, run.outliers.feature,
+            massive.feature, layer_label(name), key="tf_outliers")
+
+# --- Attention sink ---------------------------------------------------------------------------
+st.subheader("5 · Where attention goes: the first token as a sink")
+st.caption("Attention sinks: Xiao et al. 2024, “Efficient Streaming Language Models with "
+           "Attention Sinks”.")
+st.markdown(sink_text(run))
+layer = st.select_slider("Attention of layer", list(range(len(run.sink.share))), value=2,
+                         key="tf_att", bind="query-params",
+                         help="Which layer's attention map to draw, averaged over its heads.")
+show_figure(charts.transformer.attention_figure, run.sink.share, run.sink.uniform,
+            run.sink.mean_map[layer][:MAX_DRAWN_TOKENS, :MAX_DRAWN_TOKENS], run.tokens, layer,
+            key="tf_attention")
+
+# --- Ablation ---------------------------------------------------------------------------------
+st.subheader("6 · Remove one feature from every LayerNorm")
+st.markdown("Set γ and β of one feature to 0 in all 13 LayerNorms: that feature then leaves "
+            "every LayerNorm as 0. Compare the sentence embedding with the original, and with "
+            "the same done to a control feature (the one whose |γ|, averaged over the 13 "
+            "LayerNorms, is the median of the 384).")
+feature = st.number_input("Feature to remove", 0, 383, massive.feature, key="tf_feature",
+                          bind="query-params",
+                          help="γ and β of this feature are set to 0 in every LayerNorm.")
+control = control_feature(model)
+with st.spinner("Running the ablation…"):
+    result = cached(ablation, Named(model, "minilm"), text, int(feature), control)
+    pairs = cached(pair_similarities, Named(model, "minilm"), int(feature), control)
+st.markdown(ablation_text(result, pairs))
+show_figure(charts.transformer.ablation_figure, result.feature, result.control, result.cosine,
+            result.control_cosine, key="tf_ablation")
+st.dataframe(pairs, hide_index=True, key="tf_pairs")
+
+# --- int8 -------------------------------------------------------------------------------------
+st.subheader("7 · Why it matters for int8")
+st.caption("Dettmers et al. 2022, “LLM.int8(): 8-bit Matrix Multiplication for Transformers at "
+           "Scale”.")
+table, outliers = cached(int8_errors, run.records[chosen].input[0].numpy())
+st.markdown(f"The input of LayerNorm {chosen} ({layer_label(name)}) rounded to int8 with "
+            "absmax scaling, three ways. " + int8_text(table, outliers))
+show_figure(charts.transformer.int8_figure, table["int8 scheme"].tolist(),
+            table["values turned to 0"].to_numpy(),
+            table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")
+st.dataframe(table, hide_index=True, key="tf_int8_table")
+
+st.info("**Try this.** Pick another example or type your own sentence and watch section 3: the "
+        "numbers are recomputed for every sentence. Switch the LayerNorm to one after "
+        "attention and look at γ in section 4. In section 6, remove the feature named in "
+        "section 4 instead.", icon=":material/science:")

@@ -1,0 +1,287 @@
+"""Inside a real transformer: the findings the page states, asserted on all-MiniLM-L6-v2 itself
+(lnviz.lessons.transformer), and the page run headless with AppTest.
+
+The model's forward against transformers' BertModel is tests/test_minilm.py; here each finding
+is checked on several sentences, so that the page's sentences, computed from the run, say what
+the numbers show.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from pageutil import alerts, figures, open_page, shown_text
+
+import lnviz
+from lnviz.capture import load_capture, read_capture
+from lnviz.lessons import transformer as tf
+from lnviz.models.bert import layer_norm_names
+
+PAGE = "app_pages/transformer.py"
+SENTENCES = [*tf.PRESETS[:4], "a"]
+
+
+@pytest.fixture(scope="module")
+def model() -> lnviz.models.MiniLM:
+    return lnviz.models.minilm()
+
+
+@pytest.fixture(scope="module")
+def runs(model) -> dict[str, tf.TransformerRun]:
+    return {text: tf.analyze(model, text) for text in SENTENCES}
+
+
+# --- Massive activations ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_cls_feature_99_dominates_the_first_ffn_layer_norm_input(runs, text: str) -> None:
+    m = runs[text].massive
+    assert (m.token, m.feature) == (0, 99)
+    assert 200 < m.value < 235  # near 222 for every sentence
+    assert m.ratio > 300  # hundreds of times the median |x|
+    # [CLS] holds most of the input's Σx² at that LayerNorm
+    assert m.share[0] > 0.9
+    # the LN divides the row by σ ≈ 11 and squashes the row's other features
+    assert 10 < m.sigma < 12.5
+    assert m.row_others < 0.2 * m.rest_others
+    # across layers it stays large, then fades: large in layers 0-2, small by layer 5
+    assert m.per_layer[:3].min() > 100 and m.per_layer[5] < 20
+    assert np.all(m.per_layer[3:] < m.per_layer[2])
+
+
+def test_massive_value_is_nearly_the_same_for_every_sentence(model) -> None:
+    table = tf.across_sentences(model, 99)
+    values = table["[CLS] value"].to_numpy()
+    assert values.max() - values.min() < 0.03 * values.mean()
+
+
+def test_without_special_tokens_the_first_word_takes_it(model) -> None:
+    for text in SENTENCES[:3]:
+        token, feature, value = tf.first_word_run(model, text)
+        first = model.run(text, special_tokens=False).tokens[0]
+        assert (token, feature) == (first, 99) and value > 150
+    assert tf.first_word_run(model, "   ") is None
+
+
+def test_massive_text_states_the_runs_numbers(runs) -> None:
+    run = runs[tf.PRESETS[0]]
+    text = tf.massive_text(run)
+    assert "“[CLS]” (token 0) has **222.5** in feature **99**" in text
+    assert f"σ = **{run.massive.sigma:.3g}**" in text
+    assert "223, 121, 191, 76.5, 23, 10.9" in text
+    # the short sentence: [CLS] holds more than half of Σx² in layers 0-4, said as computed
+    short = tf.massive_text(runs["a"])
+    held = [i for i, s in enumerate(runs["a"].massive.share) if s >= 0.5]
+    assert f"In layers {', '.join(map(str, held[:-1]))} and {held[-1]}" in short
+
+
+# --- Outlier features, attention sink -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", SENTENCES[:4])
+def test_outlier_feature_223_grows_in_every_token_and_gamma_is_extreme_there(runs, text) -> None:
+    o = runs[text].outliers
+    assert o.feature == 223
+    names = layer_norm_names()
+    assert o.median[0] < 0.15  # at the embeddings
+    assert o.median[names.index("encoder.layer.2.output.LayerNorm")] > 5  # by layer 2
+    # |γ| of 223 is among the 3 largest in the attention LayerNorms of layers 1-4, and among the
+    # 5 smallest after those layers' feed-forward
+    attn = [names.index(f"encoder.layer.{i}.attention.output.LayerNorm") for i in range(1, 5)]
+    ffn = [names.index(f"encoder.layer.{i}.output.LayerNorm") for i in range(1, 5)]
+    assert o.gamma_rank[attn].max() <= 3
+    assert o.gamma_rank[ffn].min() >= 380
+
+
+@pytest.mark.parametrize("text", SENTENCES[:4])
+def test_layers_1_to_4_send_about_half_their_attention_to_cls(runs, text) -> None:
+    sink = runs[text].sink
+    assert np.all(sink.share[1:5] > 0.45) and np.all(sink.share[1:5] < 0.8)
+    assert sink.share[1:5].min() > max(sink.share[0], sink.share[5]) - 0.05
+    assert np.all(sink.share[1:5] > 3 * sink.uniform)
+    assert set(sink.sink_layers()) >= {1, 2}
+    # each query's attention sums to 1, so the share is a fraction
+    torch.testing.assert_close(torch.from_numpy(sink.mean_map.sum(-1)),
+                               torch.ones(sink.mean_map.shape[:2]))
+
+
+def test_sink_text_names_the_computed_layers(runs) -> None:
+    text = tf.sink_text(runs[tf.PRESETS[0]])
+    assert text.startswith("Layers 1, 2, 3 and 4 send at least half")
+    assert "32%, 62%, 63%, 61%, 68%, 38%" in text
+
+
+# --- Ablation -----------------------------------------------------------------------------------
+
+
+def test_the_control_feature_is_a_typical_one(model) -> None:
+    control = tf.control_feature(model)
+    assert control not in (99, 223, 63, 267, 303)
+    gammas = torch.stack([model.weights[f"{n}.weight"].abs() for n in layer_norm_names()])
+    mean = gammas.mean(0)
+    assert int((mean < mean[control]).sum()) == 192  # the median of 384
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_ablating_feature_99_breaks_the_embedding_and_the_control_does_not(model, text) -> None:
+    control = tf.control_feature(model)
+    result = tf.ablation(model, text, 99, control)
+    assert result.cosine < 0.75
+    assert result.control_cosine > 0.99
+    assert result.control_cosine - result.cosine > 0.25
+
+
+def test_pair_similarities_move_without_feature_99_and_not_without_the_control(model) -> None:
+    control = tf.control_feature(model)
+    pairs = tf.pair_similarities(model, 99, control)
+    moved = (pairs["without feature 99"] - pairs["similarity"]).abs()
+    kept = (pairs[f"without feature {control} (control)"] - pairs["similarity"]).abs()
+    assert moved.max() > 0.1 and kept.max() < 0.02
+    # the close pairs are closer than the far pair, originally
+    assert pairs["similarity"].iloc[[0, 1, 3]].min() > pairs["similarity"].iloc[2] + 0.3
+    # the originals agree with the model's embeddings
+    a, b = tf.PAIRS[0]
+    assert pairs["similarity"].iloc[0] == pytest.approx(float(
+        model.run(a).embedding @ model.run(b).embedding), abs=1e-6)
+
+
+def test_ablation_text(model) -> None:
+    control = tf.control_feature(model)
+    result = tf.ablation(model, tf.PRESETS[0], 99, control)
+    text = tf.ablation_text(result, tf.pair_similarities(model, 99, control))
+    assert f"cosine of **{result.cosine:.3f}**" in text
+    assert f"without the control feature {control}, **{result.control_cosine:.3f}**" in text
+
+
+# --- int8 ---------------------------------------------------------------------------------------
+
+
+def absmax(x: np.ndarray, scale) -> np.ndarray:
+    return np.clip(np.round(x / scale), -127, 127) * scale
+
+
+@pytest.mark.parametrize("text", SENTENCES[:4])
+def test_int8_per_tensor_zeroes_most_values_and_the_fixes_work(runs, text) -> None:
+    run = runs[text]
+    x = run.records[layer_norm_names().index(tf.FIRST_FFN)].input[0].double().numpy()
+    table, outliers = tf.int8_errors(x)
+    assert 99 in outliers
+    zero = table["values turned to 0"].to_numpy()
+    rel = table["relative error (tokens after the first)"].to_numpy()
+    assert zero[0] > 0.5  # per tensor: most values become 0
+    assert zero[1] < 0.4 and zero[2] < 0.1
+    assert rel[0] > 0.4 and rel[1] < 0.05 and rel[2] < 0.05
+    # the numbers, recomputed here from the definitions
+    q = absmax(x, np.abs(x).max() / 127)
+    assert zero[0] == pytest.approx(((q == 0) & (x != 0)).mean())
+    assert rel[0] == pytest.approx(np.linalg.norm((q - x)[1:]) / np.linalg.norm(x[1:]))
+    q = absmax(x, np.abs(x).max(axis=1, keepdims=True) / 127)
+    assert rel[1] == pytest.approx(np.linalg.norm((q - x)[1:]) / np.linalg.norm(x[1:]))
+
+
+def test_int8_without_outliers_keeps_nothing() -> None:
+    x = np.array([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]])
+    table, outliers = tf.int8_errors(x)
+    assert outliers == []
+    assert "nothing is kept in float" in tf.int8_text(table, outliers)
+
+
+# --- The run's records, the Explorer and capture files -------------------------------------------
+
+
+def test_capture_file_holds_the_13_layer_norms(runs) -> None:
+    run = runs[tf.PRESETS[0]]
+    data = tf.capture_bytes(run)
+    layers = read_capture(data)
+    assert [layer.name for layer in layers] == layer_norm_names()
+    records = load_capture(data)
+    for saved, record in zip(records, run.records, strict=True):
+        torch.testing.assert_close(saved.input, record.input, rtol=0, atol=0)
+        torch.testing.assert_close(saved.replay().output, record.output, rtol=0, atol=1e-5)
+
+
+def test_explorer_batch_is_the_layer_norm_input(runs) -> None:
+    run = runs[tf.PRESETS[0]]
+    batch = tf.explorer_batch(run, tf.FIRST_FFN)
+    assert batch.layout == "NLC" and batch.values.shape == (1, len(run.tokens), 384)
+    assert batch.row_labels[0] == "0 [CLS]" and len(set(batch.row_labels)) == len(run.tokens)
+    assert batch.values[0, 0, 99] == pytest.approx(run.massive.value)
+
+
+def test_layer_view_statistics_are_lnvizs(runs) -> None:
+    run = runs[tf.PRESETS[0]]
+    view = tf.layer_view(run, tf.FIRST_FFN)
+    x = torch.from_numpy(view.input).double()
+    torch.testing.assert_close(torch.from_numpy(view.mean).double(), x.mean(-1))
+    torch.testing.assert_close(torch.from_numpy(view.std).double(), x.std(-1, unbiased=False))
+    assert view.std[0] == pytest.approx(run.massive.sigma)
+
+
+def test_text_limits(model) -> None:
+    with pytest.raises(ValueError, match="at most 5,000"):
+        tf.analyze(model, "x" * (tf.MAX_CHARS + 1))
+    with pytest.raises(ValueError, match="empty"):
+        tf.analyze(model, "  \n")
+    long = tf.analyze(model, "word " * 700)
+    assert len(long.tokens) == 512 and long.truncated
+    assert "702 tokens" in tf.truncation_note(long)
+    assert tf.truncation_note(tf.analyze(model, "short")) is None
+
+
+# --- The page -------------------------------------------------------------------------------------
+
+
+def markdown(at) -> str:
+    return "\n".join(shown_text(m.value) for m in at.markdown)
+
+
+def test_page_shows_every_finding_from_its_run() -> None:
+    at = open_page(PAGE, timeout=120)
+    shown = markdown(at)
+    assert len(figures(at)) == 8
+    assert "“[CLS]” (token 0) has **222.5** in feature **99**" in shown
+    assert "Feature **223** is the largest" in shown
+    assert "Layers 1, 2, 3 and 4 send at least half" in shown
+    assert "keeps a cosine of **0.621**" in shown
+    assert "turns **86%** of the values into 0" in shown
+    captions = " ".join(c.value for c in at.caption)
+    for paper in ("Sun et al. 2024", "Kovaleva et al. 2021", "Xiao et al. 2024",
+                  "Dettmers et al. 2022"):
+        assert paper in captions
+    assert not alerts(at)["error"] and not alerts(at)["warning"]
+
+
+def test_page_follows_a_typed_sentence_and_warns_when_it_truncates() -> None:
+    at = open_page(PAGE, {"tf_text": "I love deep learning"}, timeout=120)
+    assert "**6 tokens:**" in markdown(at)
+    at.text_area(key="tf_text").input("Héllo wörld 東京 " * 200).run(timeout=120)
+    assert not at.exception
+    (warning,) = alerts(at)["warning"]
+    assert "802 tokens" in warning and "512" in warning
+    assert "**512 tokens:**" in markdown(at)
+
+
+def test_page_layer_picker_and_preset() -> None:
+    # a bound selectbox keeps its option's label in the URL
+    at = open_page(PAGE, {"tf_ln": "3: layer 1 · after attention"}, timeout=120)
+    assert at.subheader[0].value == "1 · LayerNorm 3: layer 1 · after attention"
+    at.selectbox(key="tf_preset").select(tf.PRESETS[2]).run(timeout=120)
+    assert at.text_area(key="tf_text").value == tf.PRESETS[2]
+    assert "**9 tokens:** `[CLS]` · `paris`" in markdown(at)
+
+
+def test_open_in_explorer_hands_over_the_layer_norm_input() -> None:
+    at = open_page(PAGE, timeout=120)
+    at.button(key="tf_open").click().run(timeout=120)
+    assert not at.exception
+    assert at.segmented_control(key="src").value == "handed"
+    assert "From Inside a real transformer" in str(at.segmented_control(key="src").options)
+    assert "(1, 9, 384)" in " ".join(c.value for c in at.caption)
+
+
+def test_explorer_link_without_a_handed_batch_falls_back_to_the_presets() -> None:
+    at = open_page("app_pages/explorer.py", {"src": "From Inside a real transformer"})
+    assert at.segmented_control(key="src").value == "preset"
+    assert "handed" not in at.segmented_control(key="src").options
