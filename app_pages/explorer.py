@@ -27,6 +27,7 @@ from lnviz.lessons.explorer import (
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
+from lnviz.ui.live import fits, live_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source
@@ -57,6 +58,15 @@ if ex.impl == "fast":
 
 for note in explain(ex, spec, settings.dtype):
     st.warning(note, icon="⚠️")
+
+# --- Live: small views that follow ε, γ and β while they are dragged ---------------------------
+if fits(tuple(shape), layout):
+    with st.container(border=True, key="live_box"):
+        st.markdown("**Live view.** Drag ε, γ or β here: these views follow at every step, "
+                    "computed in your browser; let go and lnviz recomputes the whole page "
+                    "(the sliders above move with it).")
+        group = st.session_state.get("group", 0)
+        live_panel(batch, spec, ex, group if isinstance(group, int) else 0)
 
 # --- Figures ----------------------------------------------------------------------------------
 st.subheader(stats_heading(spec))

@@ -1,0 +1,144 @@
+"""Live controls: the Explorer's ε, γ and β as range inputs whose small views follow while they
+are dragged, recomputed in the browser (``st.components.v2``, inline HTML, CSS and JavaScript).
+
+Since Streamlit's sliders send their value only when let go, no server can answer a drag; the
+browser can, for a tensor small enough to draw whole (:data:`LIVE_LIMIT` values). ``norms.js``
+holds the five norms' arithmetic (the same steps as :mod:`lnviz.norms`), ``view.js`` the panel.
+The server stays the source of truth: on release the panel sends the value as a trigger, the
+callback writes it into the page's own slider (and so into the URL), lnviz recomputes, and the
+panel settles on lnviz's numbers, which it is sent with its data.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from lnviz.batch import Batch, NormSpec
+from lnviz.devices import to_numpy
+from lnviz.lessons.explorer import Exploration, spread_name
+from lnviz.ui.params import AFFINE_RANGE, EPSILONS
+
+__all__ = ["LIVE_KEY", "LIVE_LIMIT", "MAX_SIDE", "fits", "live_js", "live_panel", "live_payload"]
+
+#: The largest tensor (in values) the live panel draws whole and recomputes on every input event.
+LIVE_LIMIT = 4096
+#: ... and at most this many rows and columns of its grid (lnviz.batch.to_grid).
+MAX_SIDE = 128
+#: The panel's widget key; its trigger "settle" carries {control, value} when a control is let go.
+LIVE_KEY = "live"
+_HERE = Path(__file__).parent
+#: At most this many groups are listed in the panel's statistics table.
+STATS_ROWS = 12
+
+
+def live_js() -> str:
+    """The panel's JavaScript module: the norms' arithmetic, then the view (default export)."""
+    return (_HERE / "norms.js").read_text() + "\n" + (_HERE / "view.js").read_text()
+
+
+_component = st.components.v2.component(
+    "lnviz_live_norm",
+    html=(_HERE / "live.html").read_text(),
+    css=(_HERE / "live.css").read_text(),
+    js=live_js(),
+)
+
+
+def _b64(values: Any) -> str:
+    """float64 little-endian bytes in base64: exact, and NaN/inf survive (JSON has neither)."""
+    array = np.ascontiguousarray(np.asarray(values, dtype="<f8").ravel())
+    return base64.b64encode(array.tobytes()).decode("ascii")
+
+
+def _param(value: float | tuple[float, ...]) -> float | list[float]:
+    return [float(v) for v in value] if isinstance(value, (tuple, list)) else float(value)
+
+
+def _grid_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int]:
+    """The rows and columns of :func:`lnviz.batch.to_grid`'s table for ``shape``."""
+    if layout == "NCHW":
+        return math.prod(shape[:2]), math.prod(shape[2:])
+    return math.prod(shape[:-1]), shape[-1]
+
+
+def live_payload(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) -> dict:
+    """What the panel is sent: the input and every setting of ``spec`` (so that the browser can
+    recompute the norm for any ε, γ, β), and lnviz's numbers for the settings themselves, on
+    which the panel settles. ``group`` is the group whose first elements the step row shows."""
+    shape = tuple(ex.x.shape)
+    rows, cols = _grid_shape(shape, batch.layout)
+    mask = None if batch.mask is None else np.asarray(batch.mask, dtype=np.uint8).ravel()
+    ids = np.asarray(ex.groups).ravel()
+    _, first = np.unique(ids, return_index=True)  # each group's first element, in group order
+    result = ex.result
+
+    def per_group(t: Any) -> str:
+        return _b64(to_numpy(t.expand(shape)).ravel()[first])
+
+    structure = dict(shape=list(shape), layout=batch.layout, norm=spec.norm, dims=spec.dims,
+                     groups=spec.groups, training=spec.training, warmup=spec.warmup_steps,
+                     momentum=spec.momentum, useMask=spec.use_mask,
+                     mask=None if mask is None else mask.tolist())
+    x = _b64(ex.input_values)
+    key = hashlib.blake2b((x + json.dumps(structure)).encode(), digest_size=8).hexdigest()
+    eps_index = min(range(len(EPSILONS)), key=lambda k: abs(EPSILONS[k] - spec.eps))
+    per_feature = isinstance(spec.gamma, (tuple, list))
+    return dict(
+        structure, key=key, x=x, rows=rows, cols=cols,
+        epsilons=EPSILONS, perFeature=per_feature, gamma=_param(spec.gamma),
+        beta=_param(spec.beta), group=int(group) if 0 <= group < len(first) else 0,
+        statsRows=STATS_ROWS, spreadName=spread_name(spec),
+        server=dict(
+            eps=eps_index, epsValue=spec.eps,
+            gamma=None if per_feature else float(spec.gamma),
+            beta=None if per_feature else float(spec.beta),
+            y=_b64(ex.output_values), xHat=_b64(to_numpy(result.x_hat)),
+            mean=None if result.mean is None else per_group(result.mean),
+            var=per_group(result.var),
+            meanOut=_b64(ex.mean_out), spreadOut=_b64(ex.spread_out)),
+    )
+
+
+def _settle() -> None:
+    """A control was let go: write its value into the page's own control (and so the URL).
+
+    The value comes from the browser, so it is checked like any input: ε must be an index into
+    :data:`EPSILONS`, γ and β finite numbers; out-of-range values are moved into range (to the
+    slider's steps), and anything else is ignored. Either way the panel is sent the value the
+    page settled on, and moves its control there."""
+    event = (st.session_state.get(LIVE_KEY) or {}).get("settle")
+    if not isinstance(event, dict):
+        return
+    control, value = event.get("control"), event.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return
+    if control == "eps":
+        st.session_state["eps"] = EPSILONS[min(max(round(value), 0), len(EPSILONS) - 1)]
+    elif control in ("gamma", "beta"):
+        low, high, step = AFFINE_RANGE
+        st.session_state[control] = round(round(min(max(value, low), high) / step) * step, 1)
+
+
+def fits(shape: tuple[int, ...], layout: str) -> bool:
+    """Whether the panel can draw a tensor whole: at most :data:`LIVE_LIMIT` values, in a grid
+    of at most :data:`MAX_SIDE` rows and columns (as the page's heatmaps draw at most)."""
+    rows, cols = _grid_shape(shape, layout)
+    return 0 < rows * cols <= LIVE_LIMIT and rows <= MAX_SIDE and cols <= MAX_SIDE
+
+
+def live_panel(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) -> bool:
+    """Draw the live panel for ``ex`` (one batch through ``spec``) if the tensor is small
+    enough to draw whole (:func:`fits`); returns whether it was drawn."""
+    if not fits(tuple(ex.x.shape), batch.layout):
+        return False
+    _component(key=LIVE_KEY, data=live_payload(batch, spec, ex, group),
+               on_settle_change=_settle)
+    return True
