@@ -357,3 +357,46 @@ def test_the_panel_works_with_the_keyboard(page: Page, server: str) -> None:
     expect(page.locator(f"{PANEL} table.lv-stats tbody tr").first).to_be_visible()
     assert math.isclose(float(panel.evaluate(_PANEL_STATE)["js"]["gamma"]), 1.1)
     _assert_no_exception(page)
+
+
+# --- Sections in st.fragment keep their links --------------------------------------------------
+
+FRAGMENT_CONTROLS = {
+    "gradients-shift": ("/gradients", "Shift", r"gr_shift=3\.5"),
+    "scale-shift-gamma0": ("/scale_shift", "γ_0", r"ss_g0=0\.6"),
+}
+
+
+@pytest.mark.parametrize("case", list(FRAGMENT_CONTROLS))
+def test_a_control_inside_a_fragment_still_writes_the_url(page: Page, server: str,
+                                                          case: str) -> None:
+    """A fragment reruns only its section; its URL-bound controls still write the link, and a
+    link with their value opens the page with it."""
+    path, name, written = FRAGMENT_CONTROLS[case]
+    page.goto(server + path)
+    slider = page.locator(f'input[type=range][aria-label="{name}"]')
+    expect(slider).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    slider.focus()
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(rf"[?&]{written}(&|$)"), timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    link = page.url
+    page.goto(link)
+    expect(slider).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    expect(slider).to_have_value(re.search(r"=(.*)$", written).group(1).replace("\\", ""))
+    _assert_no_exception(page)
+
+
+def test_the_explorers_group_control_inside_a_fragment_writes_the_url(page: Page,
+                                                                      server: str) -> None:
+    _open_explorer(page, server)
+    group = page.get_by_label("Group", exact=True)
+    group.fill("2")
+    group.press("Enter")
+    expect(page).to_have_url(re.compile(r"[?&]group=2(&|$)"), timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
+    _assert_no_exception(page)

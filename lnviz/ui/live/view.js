@@ -220,7 +220,7 @@ function setup(root) {
       data.perFeature || data.norm === "RMSNorm";
     root.querySelector(".lv-note").textContent = data.perFeature
       ? "γ and β are per feature: edit them in the table above; ε moves live here."
-      : data.norm === "RMSNorm" ? "RMSNorm has no β." : "";
+      : data.norm === "RMSNorm" ? "β: none under RMSNorm, which shifts nothing." : "";
     state.label();
     state.compute();
     const server = data.server;
