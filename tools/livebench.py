@@ -1,0 +1,271 @@
+"""Live controls measured in a browser (issue 17): how a page answers a drag, and how long it
+takes to settle after a control is let go, next to a trivial one-chart page in the same browser.
+
+A script, not a test::
+
+    python tools/livebench.py                 # about 3 minutes on 2 cores
+    python tools/livebench.py --json /tmp/live.json --presses 12 --steps 40
+
+It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on free ports of
+127.0.0.1 and one headless Debian Chromium (nothing else is contacted), then measures:
+
+1. **During a drag.** The Explorer's live panel: its γ input is moved step by step (an ``input``
+   event per step, as a drag sends them); per step, the time from the event to the next frame
+   (``requestAnimationFrame``: the updated picture is painted with it), and whether the picture
+   (output heatmap, histogram, statistics table) changed. For comparison, the page's own γ
+   slider (``st.slider``) dragged with the mouse in as many steps: whether any chart on the
+   page changed before the mouse button is let go.
+2. **Release to settled.** A key press on a focused slider (ArrowRight, then ArrowLeft, and so
+   on: every press is a new value, like a release), timed until the script run it started has
+   finished and the page is idle again (script-run state "notRunning", nothing stale), for the
+   trivial page, for the pages' sliders that rerun the whole page, for those inside an
+   ``st.fragment``, and for the live panel's γ (a key press there fires its release).
+
+Prints a Markdown table (docs/benchmarks.md keeps the numbers) and, with ``--json``, every time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from anywhere: lnviz is beside it
+
+from tools.localserver import CHROMIUM_ARGS, HOST, free_port, healthy  # noqa: E402
+
+TRIVIAL = "trivial"
+#: (what, page path or TRIVIAL, the slider's accessible name, the query string to open with)
+SETTLE_TARGETS = [
+    ("trivial one-chart page: its slider", TRIVIAL, "k", ""),
+    ("Explorer: γ slider (whole page)", "/explorer", "γ (scale)", ""),
+    ("Explorer: live panel γ, key press (release)", "/explorer", "γ (scale), live", ""),
+    ("Gradients: Batch size N (whole page)", "/gradients", "Batch size N", ""),
+    ("Gradients: Shift (fragment)", "/gradients", "Shift", ""),
+    ("Scale and shift: γ (whole page)", "/scale_shift", "γ (scale)", ""),
+    ("Scale and shift: γ_0 (fragment)", "/scale_shift", "γ_0", ""),
+]
+#: (what, Explorer query string) for the drag: its default batch, and the largest it draws live.
+DRAG_TARGETS = [
+    ("Explorer defaults (8 × 3 tokens)", ""),
+    ("Random batch 32 × 128 (4,096 values, the live limit)",
+     "?src=Random+batch&rlayout=NC&rn=32&rc=128"),
+]
+
+#: Record the script-run states from now on (reset before each press).
+_WATCH = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (window.__lbObserver) window.__lbObserver.disconnect();
+  window.__lbStates = [];
+  window.__lbObserver = new MutationObserver((records) => {
+    for (const r of records) window.__lbStates.push(r.target.getAttribute(r.attributeName));
+  });
+  window.__lbObserver.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+#: A run started after _WATCH has finished, and nothing on the page is stale.
+_SETTLED = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return window.__lbStates.includes('running')
+    && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"]');
+}"""
+_IDLE = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"]');
+}"""
+#: Drag the live panel's γ through `values`: per step, ms from the input event to the handler's
+#: end and to the next animation frame, and the picture's signature after it.
+_LIVE_DRAG = """async (root, values) => {
+  const input = root.querySelector('input[data-control=gamma]');
+  const steps = [];
+  for (const v of values) {
+    const t0 = performance.now();
+    input.value = String(v);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    const handled = performance.now() - t0;
+    await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+    const framed = performance.now() - t0;
+    const picture = root.querySelector('canvas[data-panel=out]').toDataURL()
+      + root.querySelector('svg.lv-hist').innerHTML
+      + root.querySelector('table.lv-stats tbody').innerHTML;
+    steps.push({handled, framed, picture});
+    await new Promise((resolve) => setTimeout(resolve, 30));  // a drag's pace: ~30 events/s
+  }
+  return steps;
+}"""
+_CHARTS = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+  .map((c) => c.innerHTML.length + ':' + c.innerHTML.slice(-2000)).join('|')"""
+
+
+@contextlib.contextmanager
+def _serve(script: str, log_dir: Path) -> Iterator[str]:
+    port = free_port()
+    base = f"http://{HOST}:{port}"
+    command = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
+               "--server.address", HOST, "--server.headless", "true",
+               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    with open(log_dir / f"{Path(script).stem}.log", "wb") as log:
+        proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 90
+            while not healthy(base):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{script}: the server did not start")
+                time.sleep(0.25)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _open(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector('[data-testid="stMain"] h1', timeout=120_000)
+    page.wait_for_function(_IDLE, polling=50, timeout=120_000)
+    page.wait_for_timeout(500)
+
+
+def _settle_times(page, url: str, name: str, presses: int) -> list[float]:
+    """Seconds from a key press on the slider ``name`` until the page has settled, per press
+    (the first press, which may fill caches, is not counted)."""
+    _open(page, url)
+    slider = page.locator(f'input[type=range][aria-label="{name}"]')
+    if slider.count() == 0:  # a control this version of the app does not have
+        return []
+    slider.scroll_into_view_if_needed()
+    times = []
+    for k in range(presses + 1):
+        slider.focus()
+        page.evaluate(_WATCH)
+        started = time.perf_counter()
+        page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
+        page.wait_for_function(_SETTLED, polling="raf", timeout=60_000)
+        if k:
+            times.append(time.perf_counter() - started)
+        page.wait_for_timeout(300)
+    return times
+
+
+def _live_drag(page, url: str, steps: int) -> dict:
+    _open(page, url)
+    panel = page.locator(".lv-root")
+    if panel.count() == 0:  # this version of the app has no live panel
+        return {}
+    values = [round(1.0 - 0.1 * k, 1) for k in range(min(steps, 41))]  # 1.0 down to −3.0
+    result = panel.evaluate(_LIVE_DRAG, values)
+    changed = sum(a["picture"] != b["picture"] for a, b in itertools.pairwise(result))
+    framed = [s["framed"] for s in result[1:]]
+    return {"handled_ms": [s["handled"] for s in result[1:]], "framed_ms": framed,
+            "changed": changed, "steps": len(result) - 1}
+
+
+def _slider_drag(page, url: str, steps: int) -> dict:
+    """The page's own γ slider dragged with the mouse: does any chart change before release?"""
+    _open(page, url)
+    # the thumb: the element that holds the (visually hidden) range input
+    thumb = page.locator('input[type=range][aria-label="γ (scale)"]').locator("xpath=..")
+    thumb.scroll_into_view_if_needed()
+    box = thumb.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    before = page.evaluate(_CHARTS)
+    page.mouse.move(x, y)
+    page.mouse.down()
+    changed = 0
+    for k in range(1, steps + 1):
+        page.mouse.move(x - 6 * k, y)
+        page.wait_for_timeout(50)
+        now = page.evaluate(_CHARTS)
+        changed += now != before
+        before = now
+    page.evaluate(_WATCH)
+    page.mouse.up()
+    page.wait_for_function(_SETTLED, polling="raf", timeout=60_000)
+    return {"changed": changed, "steps": steps}
+
+
+def _ms(values: list[float], scale: float = 1.0) -> dict:
+    ordered = sorted(v * scale for v in values)
+    return {"p50": statistics.median(ordered),
+            "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+            "max": ordered[-1]}
+
+
+def run(args: argparse.Namespace) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    out: dict = {"machine": f"{platform.system()} {platform.machine()}, "
+                            f"{platform.processor() or 'cpu'}", "settle": {}, "drag": {}}
+    with tempfile.TemporaryDirectory() as tmp, \
+            _serve("app.py", Path(tmp)) as app, \
+            _serve("tools/trivial_app.py", Path(tmp)) as trivial, \
+            sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
+                                     args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for what, query in DRAG_TARGETS:
+            out["drag"][what] = _live_drag(page, f"{app}/explorer{query}", args.steps)
+        out["drag"]["Explorer's own γ slider (st.slider), mouse drag"] = _slider_drag(
+            page, f"{app}/explorer", 12)
+        for what, path, name, query in SETTLE_TARGETS:
+            url = trivial if path == TRIVIAL else f"{app}{path}{query}"
+            out["settle"][what] = _settle_times(page, url, name, args.presses)
+        browser.close()
+    return out
+
+
+def summary(r: dict) -> str:
+    lines = ["| during a drag | steps | picture changed | event → frame p50 ms | p90 | max |"
+             " handler p50 ms |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for what, d in r["drag"].items():
+        if not d:
+            lines.append(f"| {what} | – | absent | – | – | – | – |")
+        elif "framed_ms" in d:
+            f, h = _ms(d["framed_ms"]), _ms(d["handled_ms"])
+            lines.append(f"| {what} | {d['steps']} | {d['changed']} | {f['p50']:.1f} | "
+                         f"{f['p90']:.1f} | {f['max']:.1f} | {h['p50']:.2f} |")
+        else:
+            lines.append(f"| {what} | {d['steps']} | {d['changed']} | – | – | – | – |")
+    trivial = statistics.median(next(iter(r["settle"].values())))
+    lines += ["", "| release to settled | presses | p50 ms | p90 ms | max ms | p50 / trivial |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for what, times in r["settle"].items():
+        if not times:
+            lines.append(f"| {what} | – | absent | | | |")
+            continue
+        s = _ms(times, 1000)
+        lines.append(f"| {what} | {len(times)} | {s['p50']:.0f} | {s['p90']:.0f} | "
+                     f"{s['max']:.0f} | {s['p50'] / 1000 / trivial:.1f}× |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=40,
+                        help="drag steps of the live panel (at most 40)")
+    parser.add_argument("--presses", type=int, default=8, help="timed key presses per slider")
+    parser.add_argument("--json", type=Path, help="write every time to this file")
+    args = parser.parse_args(argv)
+    result = run(args)
+    print(summary(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
