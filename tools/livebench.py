@@ -5,6 +5,8 @@ A script, not a test::
 
     python tools/livebench.py                 # about 3 minutes on 2 cores
     python tools/livebench.py --json /tmp/live.json --presses 12 --steps 40
+    git archive <commit> | tar -x -C /tmp/before        # an earlier version, to compare:
+    python tools/livebench.py --before /tmp/before      # its pages timed in turn with these
 
 It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on free ports of
 127.0.0.1 and one headless Debian Chromium (nothing else is contacted), then measures:
@@ -17,7 +19,8 @@ It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on
    page changed before the mouse button is let go.
 2. **Release to settled.** A key press on a focused slider (ArrowRight, then ArrowLeft, and so
    on: every press is a new value, like a release), timed until the script run it started has
-   finished and the page is idle again (script-run state "notRunning", nothing stale), for the
+   finished and the page is idle again, as tools/loadtest.py times a run (the server's messages
+   said the run started and finished, the script-run state is "notRunning", nothing stale), for the
    trivial page, for the pages' sliders that rerun the whole page, for those inside an
    ``st.fragment``, and for the live panel's γ (a key press there fires its release).
 
@@ -43,6 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere: lnviz is beside it
 
+from tools.loadtest import _DONE, _WATCH, _WS_HOOK  # noqa: E402  (one way to time a run)
 from tools.localserver import CHROMIUM_ARGS, HOST, free_port, healthy  # noqa: E402
 
 TRIVIAL = "trivial"
@@ -63,23 +67,6 @@ DRAG_TARGETS = [
      "?src=Random+batch&rlayout=NC&rn=32&rc=128"),
 ]
 
-#: Record the script-run states from now on (reset before each press).
-_WATCH = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  if (window.__lbObserver) window.__lbObserver.disconnect();
-  window.__lbStates = [];
-  window.__lbObserver = new MutationObserver((records) => {
-    for (const r of records) window.__lbStates.push(r.target.getAttribute(r.attributeName));
-  });
-  window.__lbObserver.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-}"""
-#: A run started after _WATCH has finished, and nothing on the page is stale.
-_SETTLED = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  return window.__lbStates.includes('running')
-    && app.getAttribute('data-test-script-state') === 'notRunning'
-    && !document.querySelector('[data-stale="true"]');
-}"""
 _IDLE = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   return app && app.getAttribute('data-test-script-state') === 'notRunning'
@@ -110,14 +97,15 @@ _CHARTS = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyC
 
 
 @contextlib.contextmanager
-def _serve(script: str, log_dir: Path) -> Iterator[str]:
+def _serve(script: str, log_dir: Path, root: Path) -> Iterator[str]:
+    """``streamlit run script`` from the checkout ``root`` on a free port; its base URL."""
     port = free_port()
     base = f"http://{HOST}:{port}"
     command = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
                "--server.address", HOST, "--server.headless", "true",
                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    with open(log_dir / f"{Path(script).stem}.log", "wb") as log:
-        proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    with open(log_dir / f"{Path(script).stem}-{port}.log", "wb") as log:
+        proc = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 90
             while not healthy(base):
@@ -133,6 +121,12 @@ def _serve(script: str, log_dir: Path) -> Iterator[str]:
                 proc.kill()
 
 
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # run() says so when it imports playwright
+    PlaywrightTimeout = TimeoutError
+
+
 def _open(page, url: str) -> None:
     page.goto(url)
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=120_000)
@@ -140,31 +134,45 @@ def _open(page, url: str) -> None:
     page.wait_for_timeout(500)
 
 
-def _settle_times(page, url: str, name: str, presses: int) -> list[float]:
-    """Seconds from a key press on the slider ``name`` until the page has settled, per press
-    (the first press, which may fill caches, is not counted)."""
+def _slider(page, url: str, name: str):
+    """The slider ``name`` on a freshly opened ``url``, or None where the page has none."""
     _open(page, url)
     slider = page.locator(f'input[type=range][aria-label="{name}"]')
-    if slider.count() == 0:  # a control this version of the app does not have
-        return []
+    try:
+        slider.wait_for(state="attached", timeout=15_000)
+    except PlaywrightTimeout:  # a control this version of the app does not have
+        return None
     slider.scroll_into_view_if_needed()
-    times = []
+    return slider
+
+
+def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list[list[dict]]:
+    """Per press of a key on the slider ``name``: seconds until the page has settled ("s") and
+    of those, the server's from the run's start to its finish ("server_s"), for each of ``urls``
+    (one page each), the presses taking turns so that every version meets the same load; the
+    first press of each, which may fill caches, is not counted."""
+    sliders = [_slider(page, url, name) for page, url in zip(pages, urls, strict=True)]
+    times: list[list[dict]] = [[] for _ in urls]
     for k in range(presses + 1):
-        slider.focus()
-        page.evaluate(_WATCH)
-        started = time.perf_counter()
-        page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
-        page.wait_for_function(_SETTLED, polling="raf", timeout=60_000)
-        if k:
-            times.append(time.perf_counter() - started)
-        page.wait_for_timeout(300)
+        for page, slider, kept in zip(pages, sliders, times, strict=True):
+            if slider is None:
+                continue
+            slider.focus()
+            page.evaluate(_WATCH)
+            page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
+            done = page.wait_for_function(_DONE, polling=20, timeout=60_000).json_value()
+            if k:
+                kept.append({"s": done["ms"] / 1000, "server_s": done["server_ms"] / 1000})
+            page.wait_for_timeout(300)
     return times
 
 
 def _live_drag(page, url: str, steps: int) -> dict:
     _open(page, url)
     panel = page.locator(".lv-root")
-    if panel.count() == 0:  # this version of the app has no live panel
+    try:
+        panel.wait_for(timeout=15_000)
+    except PlaywrightTimeout:  # this version of the app has no live panel
         return {}
     values = [round(1.0 - 0.1 * k, 1) for k in range(min(steps, 41))]  # 1.0 down to −3.0
     result = panel.evaluate(_LIVE_DRAG, values)
@@ -194,7 +202,7 @@ def _slider_drag(page, url: str, steps: int) -> dict:
         before = now
     page.evaluate(_WATCH)
     page.mouse.up()
-    page.wait_for_function(_SETTLED, polling="raf", timeout=60_000)
+    page.wait_for_function(_DONE, polling=20, timeout=60_000)
     return {"changed": changed, "steps": steps}
 
 
@@ -210,20 +218,29 @@ def run(args: argparse.Namespace) -> dict:
 
     out: dict = {"machine": f"{platform.system()} {platform.machine()}, "
                             f"{platform.processor() or 'cpu'}", "settle": {}, "drag": {}}
-    with tempfile.TemporaryDirectory() as tmp, \
-            _serve("app.py", Path(tmp)) as app, \
-            _serve("tools/trivial_app.py", Path(tmp)) as trivial, \
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack, \
             sync_playwright() as pw:
+        apps = [stack.enter_context(_serve("app.py", Path(tmp), REPO))]
+        if args.before:
+            apps.append(stack.enter_context(_serve("app.py", Path(tmp), args.before)))
+        trivial = stack.enter_context(_serve("tools/trivial_app.py", Path(tmp), REPO))
         browser = pw.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
                                      args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pages = []
+        for _ in apps:
+            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            page.add_init_script(_WS_HOOK)  # timestamps of the server's run messages
+            pages.append(page)
         for what, query in DRAG_TARGETS:
-            out["drag"][what] = _live_drag(page, f"{app}/explorer{query}", args.steps)
+            out["drag"][what] = _live_drag(pages[0], f"{apps[0]}/explorer{query}", args.steps)
         out["drag"]["Explorer's own γ slider (st.slider), mouse drag"] = _slider_drag(
-            page, f"{app}/explorer", 12)
+            pages[0], f"{apps[0]}/explorer", 12)
         for what, path, name, query in SETTLE_TARGETS:
-            url = trivial if path == TRIVIAL else f"{app}{path}{query}"
-            out["settle"][what] = _settle_times(page, url, name, args.presses)
+            if path == TRIVIAL:
+                out["settle"][what] = _settle_times(pages[:1], [trivial], name, args.presses)
+            else:
+                out["settle"][what] = _settle_times(
+                    pages, [f"{app}{path}{query}" for app in apps], name, args.presses)
         browser.close()
     return out
 
@@ -240,16 +257,23 @@ def summary(r: dict) -> str:
                          f"{f['p90']:.1f} | {f['max']:.1f} | {h['p50']:.2f} |")
         else:
             lines.append(f"| {what} | {d['steps']} | {d['changed']} | – | – | – | – |")
-    trivial = statistics.median(next(iter(r["settle"].values())))
-    lines += ["", "| release to settled | presses | p50 ms | p90 ms | max ms | p50 / trivial |",
-              "|---|---:|---:|---:|---:|---:|"]
-    for what, times in r["settle"].items():
-        if not times:
-            lines.append(f"| {what} | – | absent | | | |")
-            continue
-        s = _ms(times, 1000)
-        lines.append(f"| {what} | {len(times)} | {s['p50']:.0f} | {s['p90']:.0f} | "
-                     f"{s['max']:.0f} | {s['p50'] / 1000 / trivial:.1f}× |")
+    trivial = statistics.median(t["s"] for t in next(iter(r["settle"].values()))[0])
+    versions = ["this checkout", "before"][:max(len(t) for t in r["settle"].values())]
+    lines += ["", "| release to settled | presses | "
+              + " | ".join(f"{v}: p50 ms | p90 ms | server p50 ms | p50 / trivial"
+                           for v in versions) + " |",
+              "|---|---:|" + "---:|---:|---:|---:|" * len(versions)]
+    for what, runs in r["settle"].items():
+        cells = []
+        for times in runs:
+            if not times:
+                cells.append("absent | | | ")
+                continue
+            s = _ms([t["s"] for t in times], 1000)
+            server = _ms([t["server_s"] for t in times], 1000)
+            cells.append(f"{s['p50']:.0f} | {s['p90']:.0f} | {server['p50']:.0f} | "
+                         f"{s['p50'] / 1000 / trivial:.1f}×")
+        lines.append(f"| {what} | {max(len(t) for t in runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -259,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="drag steps of the live panel (at most 40)")
     parser.add_argument("--presses", type=int, default=8, help="timed key presses per slider")
     parser.add_argument("--json", type=Path, help="write every time to this file")
+    parser.add_argument("--before", type=Path,
+                        help="another checkout of lnviz (e.g. `git archive <commit> | tar -x "
+                             "-C DIR`) whose pages are timed in turn with this one's")
     args = parser.parse_args(argv)
     result = run(args)
     print(summary(result))
