@@ -7,6 +7,8 @@ from lnviz import charts
 from lnviz.devices import to_numpy
 from lnviz.lessons.scale_shift import (
     AFFINE_NORMS,
+    EPS,
+    drawn_samples,
     feature_batches,
     feature_caption,
     grid_caption,
@@ -21,6 +23,7 @@ from lnviz.lessons.scale_shift import (
 )
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
+from lnviz.ui.live import affine_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings
 
@@ -35,6 +38,7 @@ FEATURE_GAMMA = (0.5, 1.0, 2.0, 1.0)
 FEATURE_BETA = (-1.0, 0.0, 1.0, 2.0)
 #: The slider histogram's fixed range: wide enough for γ = ±3, β = ±3, so the axis stays put.
 FREE_SPAN = (-13.0, 13.0)
+FREE_BINS = 78
 
 st.title("Scale and shift: γ and β")
 st.markdown(
@@ -83,8 +87,15 @@ beta = cols[1].slider(
     "β (shift)", -3.0, 3.0, FREE_BETA, 0.1, key="ss_beta", bind="query-params",
     help="Added after scaling: the output's mean becomes β.",
 )
-one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=settings.seed, bins=78,
+one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=settings.seed, bins=FREE_BINS,
              span=FREE_SPAN, device=settings.device, dtype=settings.dtype)
+with st.container(border=True, key="ss_live_box"):
+    st.markdown("**Live view.** Drag γ or β here: the histogram follows at every step, "
+                "computed in your browser; let go and lnviz recomputes (the sliders above and "
+                "the chart below move with it).")
+    affine_panel(to_numpy(drawn_samples(samples, settings.seed, settings.device, settings.dtype)),
+                 gamma, beta, eps=EPS, span=FREE_SPAN, bins=FREE_BINS, counts=one.counts[0, 0],
+                 mean=float(one.mean[0, 0]), std=float(one.std[0, 0]))
 show_figure(charts.scale_shift.histogram_figure, one.centres, one.counts[0, 0],
             float(one.mean[0, 0]), float(one.std[0, 0]), gamma, beta, key="ss_free_chart")
 

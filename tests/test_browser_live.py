@@ -400,3 +400,55 @@ def test_the_explorers_group_control_inside_a_fragment_writes_the_url(page: Page
     _wait_idle(page)
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
     _assert_no_exception(page)
+
+
+# --- Scale and shift: the γ, β histogram ----------------------------------------------------------
+
+_AFFINE_DRAG = """(root, [name, value]) => {
+  const input = root.querySelector(`input[data-control=${name}]`);
+  input.value = String(value);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  const last = root.__lv.last;
+  return {picture: root.querySelector('svg').innerHTML, counts: last.counts, mean: last.mean,
+          std: last.std, gamma: last.gamma, beta: last.beta, shown: root.dataset.shown};
+}"""
+
+
+def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -> None:
+    """γ from 1.5 down to −1.5 and β from 0.5 to −3: every step redraws the histogram in the
+    browser, and its counts, mean and std are lnviz's; let go, and the page's sliders, the URL
+    and the chart follow."""
+    from lnviz.lessons.scale_shift import scale_shift_grid
+
+    page.goto(server + "/scale_shift")
+    panel = page.locator(".lv-affine")
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    drags = {"gamma": [round(1.5 - 0.1 * k, 1) for k in range(31)],  # 1.5 down to −1.5
+             "beta": [round(0.5 - 0.1 * k, 1) for k in range(36)]}  # 0.5 down to −3
+    for name, values in drags.items():
+        before, changed = None, 0
+        for value in values:
+            now = panel.evaluate(_AFFINE_DRAG, [name, value])
+            changed += before is not None and now["picture"] != before
+            before = now["picture"]
+            if value in (-1.5, 0.0, -3.0, 1.2):
+                grid = scale_shift_grid((now["gamma"],), (now["beta"],), n=1000, seed=0,
+                                        bins=78, span=(-13.0, 13.0))
+                assert now["shown"] == "browser"
+                # a value on a bin's edge may fall either side in float32 and float64
+                assert np.abs(np.subtract(now["counts"], grid.counts[0, 0])).sum() <= 2, value
+                assert now["mean"] == pytest.approx(grid.mean[0, 0], abs=1e-6)
+                assert now["std"] == pytest.approx(grid.std[0, 0], rel=1e-5, abs=1e-6)
+        assert changed >= 0.8 * (len(values) - 1), f"{name}: the histogram changed {changed} times"
+        panel.evaluate(_RELEASE, name)
+        key = {"gamma": "ss_gamma", "beta": "ss_beta"}[name]
+        written = re.escape(f"{values[-1]:g}")
+        expect(page).to_have_url(re.compile(rf"[?&]{key}={written}(\.0)?(&|$)"),
+                                 timeout=APP_TIMEOUT_MS)
+        expect(panel).to_have_attribute("data-shown", "server")
+        _wait_idle(page)
+    expect(page.locator(".js-plotly-plot text", has_text=re.compile(r"γ = −?-?1\.5, β = −?-?3"))
+           ).to_have_count(1)
+    _assert_no_exception(page)
+    _shot(page, "live-scale-shift")

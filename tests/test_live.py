@@ -113,3 +113,14 @@ def test_the_panel_is_only_for_tensors_it_can_draw_whole() -> None:
     assert not live.fits((0, 3), "NC")
     assert "export default function" in live.live_js()
     assert "function liveNormalize" in live.live_js()
+
+
+def test_the_scale_and_shift_panel_settles_into_its_own_sliders(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    state = _State({live.AFFINE_KEY: {"settle": {"control": "beta", "value": -3.04}}})
+    monkeypatch.setattr(st, "session_state", state)
+    live._settle(live.AFFINE_KEY, live.AFFINE_CONTROLS)
+    assert state["ss_beta"] == -3.0 and "beta" not in state
+    state[live.AFFINE_KEY] = {"settle": {"control": "eps", "value": 3}}  # it has no ε
+    live._settle(live.AFFINE_KEY, live.AFFINE_CONTROLS)
+    assert set(state) == {live.AFFINE_KEY, "ss_beta"}

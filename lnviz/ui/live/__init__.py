@@ -15,6 +15,7 @@ import base64
 import hashlib
 import json
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from lnviz.devices import to_numpy
 from lnviz.lessons.explorer import Exploration, spread_name
 from lnviz.ui.params import AFFINE_RANGE, EPSILONS
 
-__all__ = ["LIVE_KEY", "LIVE_LIMIT", "MAX_SIDE", "fits", "live_js", "live_panel", "live_payload"]
+__all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "LIVE_KEY", "LIVE_LIMIT", "MAX_SIDE", "affine_panel",
+           "fits", "live_js", "live_panel", "live_payload"]
 
 #: The largest tensor (in values) the live panel draws whole and recomputes on every input event.
 LIVE_LIMIT = 4096
@@ -39,9 +41,10 @@ _HERE = Path(__file__).parent
 STATS_ROWS = 12
 
 
-def live_js() -> str:
-    """The panel's JavaScript module: the norms' arithmetic, then the view (default export)."""
-    return (_HERE / "norms.js").read_text() + "\n" + (_HERE / "view.js").read_text()
+def live_js(view: str = "view.js") -> str:
+    """A panel's JavaScript module: the norms' arithmetic, the shared helpers, then the panel's
+    own ``view`` file (its default export)."""
+    return "\n".join((_HERE / name).read_text() for name in ("norms.js", "common.js", view))
 
 
 _component = st.components.v2.component(
@@ -49,6 +52,12 @@ _component = st.components.v2.component(
     html=(_HERE / "live.html").read_text(),
     css=(_HERE / "live.css").read_text(),
     js=live_js(),
+)
+_affine_component = st.components.v2.component(
+    "lnviz_live_affine",
+    html=(_HERE / "affine.html").read_text(),
+    css=(_HERE / "live.css").read_text(),
+    js=live_js("affine.js"),
 )
 
 
@@ -107,24 +116,29 @@ def live_payload(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) 
     )
 
 
-def _settle() -> None:
-    """A control was let go: write its value into the page's own control (and so the URL).
+def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None:
+    """A control of the panel ``key`` was let go: write its value into the page's own control
+    (``controls`` maps the panel's names to the page's keys; by default the Explorer's), and so
+    into the URL.
 
     The value comes from the browser, so it is checked like any input: ε must be an index into
     :data:`EPSILONS`, γ and β finite numbers; out-of-range values are moved into range (to the
     slider's steps), and anything else is ignored. Either way the panel is sent the value the
     page settled on, and moves its control there."""
-    event = (st.session_state.get(LIVE_KEY) or {}).get("settle")
+    controls = controls or {"eps": "eps", "gamma": "gamma", "beta": "beta"}
+    event = (st.session_state.get(key) or {}).get("settle")
     if not isinstance(event, dict):
         return
     control, value = event.get("control"), event.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return
-    if control == "eps":
-        st.session_state["eps"] = EPSILONS[min(max(round(value), 0), len(EPSILONS) - 1)]
-    elif control in ("gamma", "beta"):
+    if control == "eps" and "eps" in controls:
+        chosen = EPSILONS[min(max(round(value), 0), len(EPSILONS) - 1)]
+        st.session_state[controls["eps"]] = chosen
+    elif control in ("gamma", "beta") and control in controls:
         low, high, step = AFFINE_RANGE
-        st.session_state[control] = round(round(min(max(value, low), high) / step) * step, 1)
+        chosen = round(round(min(max(value, low), high) / step) * step, 1)
+        st.session_state[controls[control]] = chosen
 
 
 def fits(shape: tuple[int, ...], layout: str) -> bool:
@@ -142,3 +156,24 @@ def live_panel(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) ->
     _component(key=LIVE_KEY, data=live_payload(batch, spec, ex, group),
                on_settle_change=_settle)
     return True
+
+
+#: The Scale and shift panel's widget key, and the page's sliders its γ and β settle into.
+AFFINE_KEY = "ss_live"
+AFFINE_CONTROLS = {"gamma": "ss_gamma", "beta": "ss_beta"}
+
+
+def affine_panel(x: np.ndarray, gamma: float, beta: float, *, eps: float, span: tuple[float, float],
+                 bins: int, counts: np.ndarray, mean: float, std: float) -> None:
+    """Scale and shift's live panel: a histogram of γ·x̂ + β, x̂ the LayerNorm of the samples
+    ``x`` (one row, ``eps``), on ``bins`` bins over ``span``, that follows γ and β while they
+    are dragged; ``counts``, ``mean`` and ``std`` are lnviz's for ``gamma`` and ``beta``, on
+    which it settles. On release the value goes into the page's sliders
+    (:data:`AFFINE_CONTROLS`)."""
+    data = dict(x=_b64(x), n=int(np.size(x)), eps=eps, span=[float(v) for v in span],
+                bins=int(bins),
+                server=dict(gamma=float(gamma), beta=float(beta),
+                            counts=[int(c) for c in np.ravel(counts)], mean=float(mean),
+                            std=float(std)))
+    _affine_component(key=AFFINE_KEY, data=data,
+                      on_settle_change=partial(_settle, AFFINE_KEY, AFFINE_CONTROLS))

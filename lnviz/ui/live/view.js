@@ -32,11 +32,6 @@ function fmt(v) {
   return text.replace(/(\.\d*?)0+(e|$)/, "$1$2").replace(/\.(e|$)/, "$1").replace("-", "−");
 }
 
-function fromBase64(text) {
-  const bytes = Uint8Array.from(atob(text), (ch) => ch.charCodeAt(0));
-  return new Float64Array(bytes.buffer);
-}
-
 /** An element's index in the tensor, as lnviz's step-by-step table names it: "(0, 2)". */
 function position(i, shape) {
   const index = [];
