@@ -452,3 +452,52 @@ def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -
            ).to_have_count(1)
     _assert_no_exception(page)
     _shot(page, "live-scale-shift")
+
+
+# --- The ε page: the sweep's marker -------------------------------------------------------------
+
+_SWEEP_DRAG = """(root, index) => {
+  const input = root.querySelector('input[data-control=eps]');
+  input.value = String(index);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  const last = root.__lv.last;
+  return {picture: root.querySelector('svg[data-panel=output]').innerHTML
+            + root.querySelector('svg[data-panel=grad]').innerHTML,
+          eps: last.eps, output: last.output, grad: last.grad, shown: root.dataset.shown};
+}"""
+
+
+@pytest.mark.parametrize("vector", ["tiny", "constant", "ordinary"])
+def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str, vector: str) -> None:
+    """ε from 1 down to 0: the marker moves at every step, and its max |y| and ‖∂L/∂x‖ are
+    lnviz's (float32, as the page computes by default); let go and the page's ε follows."""
+    from lnviz.lessons.epsilon import epsilon_sweep, stability_vector
+
+    page.goto(f"{server}/epsilon?ep_vec={vector}")
+    panel = page.locator(".lv-sweep")
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    x = stability_vector(vector)
+    before, changed = None, 0
+    for index in range(len(EPSILONS) - 1, -1, -1):
+        now = panel.evaluate(_SWEEP_DRAG, index)
+        assert now["shown"] == "browser" and now["eps"] == EPSILONS[index]
+        changed += before is not None and now["picture"] != before
+        before = now["picture"]
+        ours = np.array([now["output"], now["grad"]], dtype=np.float64)
+        for dtype in ("float64", "float32"):
+            sweep = epsilon_sweep(x, (EPSILONS[index],), dtype=dtype)
+            theirs = np.array([sweep.max_output[0], sweep.grad_norm[0]])
+            finite = np.isfinite(theirs) & np.isfinite(ours)
+            # where ε = 0 meets σ² = 0 the formula has no value: both are NaN or ±inf
+            assert (np.isfinite(ours) == np.isfinite(theirs)).all(), (index, ours, theirs)
+            rel = 1e-9 if dtype == "float64" else 1e-4
+            np.testing.assert_allclose(ours[finite], theirs[finite], rtol=rel, atol=rel,
+                                       err_msg=f"ε = {EPSILONS[index]}, {dtype}")
+    assert changed >= len(EPSILONS) - 2, f"the marker moved {changed} times"
+    panel.evaluate(_RELEASE, "eps")
+    expect(page).to_have_url(re.compile(r"[?&]ep_eps=0(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, f"live-epsilon-{vector}")

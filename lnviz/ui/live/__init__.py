@@ -27,8 +27,9 @@ from lnviz.devices import to_numpy
 from lnviz.lessons.explorer import Exploration, spread_name
 from lnviz.ui.params import AFFINE_RANGE, EPSILONS
 
-__all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "LIVE_KEY", "LIVE_LIMIT", "MAX_SIDE", "affine_panel",
-           "fits", "live_js", "live_panel", "live_payload"]
+__all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "LIVE_KEY", "LIVE_LIMIT", "MAX_SIDE", "SWEEP_CONTROLS",
+           "SWEEP_KEY", "affine_panel", "fits", "live_js", "live_panel", "live_payload",
+           "sweep_panel"]
 
 #: The largest tensor (in values) the live panel draws whole and recomputes on every input event.
 LIVE_LIMIT = 4096
@@ -53,6 +54,12 @@ _component = st.components.v2.component(
     css=(_HERE / "live.css").read_text(),
     js=live_js(),
 )
+_sweep_component = st.components.v2.component(
+    "lnviz_live_sweep",
+    html=(_HERE / "sweep.html").read_text(),
+    css=(_HERE / "live.css").read_text(),
+    js=live_js("sweep.js"),
+)
 _affine_component = st.components.v2.component(
     "lnviz_live_affine",
     html=(_HERE / "affine.html").read_text(),
@@ -65,6 +72,11 @@ def _b64(values: Any) -> str:
     """float64 little-endian bytes in base64: exact, and NaN/inf survive (JSON has neither)."""
     array = np.ascontiguousarray(np.asarray(values, dtype="<f8").ravel())
     return base64.b64encode(array.tobytes()).decode("ascii")
+
+
+def _eps_index(eps: float) -> int:
+    """The index of ``eps`` (or the nearest) in :data:`EPSILONS`: what the panels' ε holds."""
+    return min(range(len(EPSILONS)), key=lambda k: abs(EPSILONS[k] - eps))
 
 
 def _param(value: float | tuple[float, ...]) -> float | list[float]:
@@ -98,7 +110,7 @@ def live_payload(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) 
                      mask=None if mask is None else mask.tolist())
     x = _b64(ex.input_values)
     key = hashlib.blake2b((x + json.dumps(structure)).encode(), digest_size=8).hexdigest()
-    eps_index = min(range(len(EPSILONS)), key=lambda k: abs(EPSILONS[k] - spec.eps))
+    eps_index = _eps_index(spec.eps)
     per_feature = isinstance(spec.gamma, (tuple, list))
     return dict(
         structure, key=key, x=x, rows=rows, cols=cols,
@@ -177,3 +189,23 @@ def affine_panel(x: np.ndarray, gamma: float, beta: float, *, eps: float, span: 
                             std=float(std)))
     _affine_component(key=AFFINE_KEY, data=data,
                       on_settle_change=partial(_settle, AFFINE_KEY, AFFINE_CONTROLS))
+
+
+#: The ε page's panel key, and the page's ε slider it settles into.
+SWEEP_KEY = "ep_live"
+SWEEP_CONTROLS = {"eps": "ep_eps"}
+
+
+def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, sweep_eps: np.ndarray,
+                max_output: np.ndarray, grad_norm: np.ndarray,
+                at_eps: tuple[float, float]) -> None:
+    """The ε page's live sweep: max |y| and ‖∂L/∂x‖ of LayerNorm on the vector ``x`` against
+    ε (lnviz's curve: ``sweep_eps``, ``max_output``, ``grad_norm``; L = Σ y·``upstream``), with
+    a marker at the chosen ε that follows the ε control while it is dragged (one of
+    :data:`EPSILONS`). ``at_eps`` is lnviz's (max |y|, ‖∂L/∂x‖) at ``eps``, on which the panel
+    settles; on release ε goes into the page's slider (:data:`SWEEP_CONTROLS`)."""
+    data = dict(x=_b64(x), g=_b64(upstream), epsilons=EPSILONS, sweepEps=_b64(sweep_eps),
+                sweepOutput=_b64(max_output), sweepGrad=_b64(grad_norm),
+                server=dict(eps=_eps_index(eps), at=_b64(at_eps)))
+    _sweep_component(key=SWEEP_KEY, data=data,
+                     on_settle_change=partial(_settle, SWEEP_KEY, SWEEP_CONTROLS))

@@ -142,3 +142,19 @@ function liveGroupStats(values, r, norm) {
   return {mean: stats.mean,
           spread: groupMean(squares, r.group, null, r.count, stats.n).map(Math.sqrt)};
 }
+
+/** LayerNorm of one vector x (no γ, β) and ∂L/∂x for L = Σ g·y (the ε page's sweep):
+ * ∂L/∂x = (g − mean(g) − x̂·mean(g·x̂))/√(σ² + ε). */
+function liveLayerNormGrad(x, g, eps) {
+  const r = liveNormalize({x, shape: [1, x.length], layout: "NC", norm: "LayerNorm", dims: 1,
+                          eps, gamma: 1, beta: 0});
+  const n = x.length;
+  let gMean = 0;
+  let gxMean = 0;
+  for (let i = 0; i < n; i++) {
+    gMean += g[i] / n;
+    gxMean += g[i] * r.xHat[i] / n;
+  }
+  const grad = Float64Array.from(g, (gi, i) => (gi - gMean - r.xHat[i] * gxMean) * r.rstd[0]);
+  return {xHat: r.xHat, grad};
+}
