@@ -4,19 +4,19 @@ takes to settle after a control is let go, next to a trivial one-chart page in t
 A script, not a test::
 
     python tools/livebench.py                 # about 3 minutes on 2 cores
-    python tools/livebench.py --json /tmp/live.json --presses 12 --steps 40
+    python tools/livebench.py --json /tmp/live.json --presses 12
     git archive <commit> | tar -x -C /tmp/before        # an earlier version, to compare:
     python tools/livebench.py --before /tmp/before      # its pages timed in turn with these
 
 It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on free ports of
 127.0.0.1 and one headless Debian Chromium (nothing else is contacted), then measures:
 
-1. **During a drag.** The Explorer's live panel: its γ input is moved step by step (an ``input``
-   event per step, as a drag sends them); per step, the time from the event to the next frame
-   (``requestAnimationFrame``: the updated picture is painted with it), and whether the picture
-   (output heatmap, histogram, statistics table) changed. For comparison, the page's own γ
-   slider (``st.slider``) dragged with the mouse in as many steps: whether any chart on the
-   page changed before the mouse button is let go.
+1. **During a drag.** Each live panel (Explorer, Scale and shift, ε page): its control is moved
+   step by step (an ``input`` event per step, as a drag sends them, about 30 a second); per
+   step, the time from the event to the next frame (``requestAnimationFrame``: the updated
+   picture is painted with it), and whether the picture (canvases, SVGs, tables) changed.
+   For comparison, the Explorer's own γ slider (``st.slider``) dragged with the mouse in 12
+   steps: whether any chart on the page changed before the mouse button is let go.
 2. **Release to settled.** A key press on a focused slider (ArrowRight, then ArrowLeft, and so
    on: every press is a new value, like a release), timed until the script run it started has
    finished and the page is idle again, as tools/loadtest.py times a run (the server's messages
@@ -59,12 +59,23 @@ SETTLE_TARGETS = [
     ("Gradients: Shift (fragment)", "/gradients", "Shift", ""),
     ("Scale and shift: γ (whole page)", "/scale_shift", "γ (scale)", ""),
     ("Scale and shift: γ_0 (fragment)", "/scale_shift", "γ_0", ""),
+    ("Scale and shift: live panel γ, key press (release)", "/scale_shift", "γ (scale), live", ""),
+    ("ε page: ε slider (whole page)", "/epsilon", "ε (epsilon)", ""),
+    ("ε page: live panel ε, key press (release)", "/epsilon", "ε (epsilon), live", ""),
 ]
-#: (what, Explorer query string) for the drag: its default batch, and the largest it draws live.
+#: (what, page and query, the live panel, its control, the values a drag takes it through)
 DRAG_TARGETS = [
-    ("Explorer defaults (8 × 3 tokens)", ""),
-    ("Random batch 32 × 128 (4,096 values, the live limit)",
-     "?src=Random+batch&rlayout=NC&rn=32&rc=128"),
+    ("Explorer defaults (8 × 3 tokens): γ", "/explorer", ".lv-root", "gamma",
+     [round(1.0 - 0.1 * k, 1) for k in range(41)]),
+    ("Explorer, random batch 32 × 128 (4,096 values, the live limit): γ",
+     "/explorer?src=Random+batch&rlayout=NC&rn=32&rc=128", ".lv-root", "gamma",
+     [round(1.0 - 0.1 * k, 1) for k in range(41)]),
+    ("Scale and shift, 1,000 samples: γ", "/scale_shift", ".lv-affine", "gamma",
+     [round(1.5 - 0.1 * k, 1) for k in range(41)]),
+    ("Scale and shift, 10,000 samples: γ", "/scale_shift?ss_n=10000", ".lv-affine", "gamma",
+     [round(1.5 - 0.1 * k, 1) for k in range(41)]),
+    ("ε page: ε (1 down to 0, 14 steps)", "/epsilon", ".lv-sweep", "eps",
+     list(range(13, -1, -1))),
 ]
 
 _IDLE = """() => {
@@ -74,8 +85,8 @@ _IDLE = """() => {
 }"""
 #: Drag the live panel's γ through `values`: per step, ms from the input event to the handler's
 #: end and to the next animation frame, and the picture's signature after it.
-_LIVE_DRAG = """async (root, values) => {
-  const input = root.querySelector('input[data-control=gamma]');
+_LIVE_DRAG = """async (root, [name, values]) => {
+  const input = root.querySelector(`input[data-control=${name}]`);
   const steps = [];
   for (const v of values) {
     const t0 = performance.now();
@@ -84,9 +95,8 @@ _LIVE_DRAG = """async (root, values) => {
     const handled = performance.now() - t0;
     await new Promise((resolve) => requestAnimationFrame(() => resolve()));
     const framed = performance.now() - t0;
-    const picture = root.querySelector('canvas[data-panel=out]').toDataURL()
-      + root.querySelector('svg.lv-hist').innerHTML
-      + root.querySelector('table.lv-stats tbody').innerHTML;
+    const picture = [...root.querySelectorAll('canvas')].map((c) => c.toDataURL()).join()
+      + [...root.querySelectorAll('svg, tbody')].map((e) => e.innerHTML).join();
     steps.push({handled, framed, picture});
     await new Promise((resolve) => setTimeout(resolve, 30));  // a drag's pace: ~30 events/s
   }
@@ -167,15 +177,14 @@ def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list
     return times
 
 
-def _live_drag(page, url: str, steps: int) -> dict:
+def _live_drag(page, url: str, selector: str, control: str, values: list[float]) -> dict:
     _open(page, url)
-    panel = page.locator(".lv-root")
+    panel = page.locator(selector)
     try:
         panel.wait_for(timeout=15_000)
     except PlaywrightTimeout:  # this version of the app has no live panel
         return {}
-    values = [round(1.0 - 0.1 * k, 1) for k in range(min(steps, 41))]  # 1.0 down to −3.0
-    result = panel.evaluate(_LIVE_DRAG, values)
+    result = panel.evaluate(_LIVE_DRAG, [control, values])
     changed = sum(a["picture"] != b["picture"] for a, b in itertools.pairwise(result))
     framed = [s["framed"] for s in result[1:]]
     return {"handled_ms": [s["handled"] for s in result[1:]], "framed_ms": framed,
@@ -231,8 +240,9 @@ def run(args: argparse.Namespace) -> dict:
             page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             page.add_init_script(_WS_HOOK)  # timestamps of the server's run messages
             pages.append(page)
-        for what, query in DRAG_TARGETS:
-            out["drag"][what] = _live_drag(pages[0], f"{apps[0]}/explorer{query}", args.steps)
+        for what, path, selector, control, values in DRAG_TARGETS:
+            out["drag"][what] = _live_drag(pages[0], f"{apps[0]}{path}", selector, control,
+                                           values)
         out["drag"]["Explorer's own γ slider (st.slider), mouse drag"] = _slider_drag(
             pages[0], f"{apps[0]}/explorer", 12)
         for what, path, name, query in SETTLE_TARGETS:
@@ -279,8 +289,6 @@ def summary(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=40,
-                        help="drag steps of the live panel (at most 40)")
     parser.add_argument("--presses", type=int, default=8, help="timed key presses per slider")
     parser.add_argument("--json", type=Path, help="write every time to this file")
     parser.add_argument("--before", type=Path,
