@@ -35,21 +35,22 @@ function liveGroups(p) {
   else if (p.norm === "BatchNorm") count = channels;
   else if (p.norm === "GroupNorm") count = shape[0] * p.groups;
   else count = shape[0] * channels; // InstanceNorm: one group per (sample, channel)
-  const width = channels / (p.groups || 1);
+  const width = channels / (p.groups || 1); // GroupNorm: channels per group
+  const perSample = product(shape.slice(1));
   for (let i = 0; i < n; i++) {
     const ch = Math.floor(i / inner) % channels;
-    const sample = Math.floor(i / (inner * channels)); // everything before the channel dim
-    const within = i % inner;
-    position[i] = sample * inner + within;
+    const before = Math.floor(i / (inner * channels)); // the index over the dims before C
+    position[i] = before * inner + (i % inner);
     if (trailing) {
       group[i] = Math.floor(i / perGroup);
       param[i] = i % shape[shape.length - 1];
       continue;
     }
     param[i] = ch;
+    const sample = Math.floor(i / perSample);
     if (p.norm === "BatchNorm") group[i] = ch;
-    else if (p.norm === "GroupNorm") group[i] = Math.floor(i / (product(shape.slice(1)))) * p.groups + Math.floor(ch / width);
-    else group[i] = Math.floor(i / product(shape.slice(1))) * channels + ch;
+    else if (p.norm === "GroupNorm") group[i] = sample * p.groups + Math.floor(ch / width);
+    else group[i] = sample * channels + ch;
   }
   return {group, param, position, count};
 }

@@ -81,7 +81,7 @@ function setup(root) {
   for (const input of root.querySelectorAll("input[type=range]")) {
     const name = input.dataset.control;
     controls[name] = input;
-    input.addEventListener("input", () => state.live(name));
+    input.addEventListener("input", () => state.live());
     input.addEventListener("change", () => state.release(name));
     input.addEventListener("pointerdown", () => { state.dragging = true; });
     input.addEventListener("pointerup", () => { state.dragging = false; });
@@ -158,7 +158,7 @@ function setup(root) {
     state.drawMs = performance.now() - started;
   };
 
-  state.live = (name) => {
+  state.live = () => {
     state.label();
     state.draw(state.compute(), "browser");
     root.querySelector(".lv-status").textContent =
@@ -167,7 +167,6 @@ function setup(root) {
 
   state.release = (name) => {
     const value = Number(state.controls[name].value);
-    state.pending = {control: name, value};
     state.setTriggerValue("settle", {control: name, value});
     root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
   };
@@ -234,7 +233,6 @@ function setup(root) {
     } else {
       state.draw(state.last, "browser");
     }
-    state.pending = null;
   };
   return state;
 }
