@@ -66,9 +66,10 @@ with refusal():
                           dtype=settings.dtype)
 
 with st.container(border=True, key="ep_live_box"), refusal():
-    st.markdown("**Live view.** Drag ε here: the marker follows the curves at every step, "
-                "computed in your browser; let go and lnviz recomputes the page (the ε slider "
-                "above moves with it).")
+    st.markdown("**Live view.** Drag ε here: the marker follows the curves at every step "
+                "(ε = 0, which a log axis cannot show, is named instead), computed in your "
+                "browser; let go and lnviz recomputes the page (the ε slider above moves "
+                "with it).")
     at = cached(epsilon_sweep, x, (eps,), seed=settings.seed, device=settings.device,
                 dtype=settings.dtype)
     sweep_panel(x, to_numpy(fixed_upstream_gradient(len(x), settings.seed)), eps, sweep.eps,

@@ -63,9 +63,6 @@ for note in explain(ex, spec, settings.dtype):
 # --- Live: small views that follow ε, γ and β while they are dragged ---------------------------
 if fits(tuple(shape), layout):
     with st.container(border=True, key="live_box"):
-        st.markdown("**Live view.** Drag ε, γ or β here: these views follow at every step, "
-                    "computed in your browser; let go and lnviz recomputes the whole page "
-                    "(the sliders above move with it).")
         group = st.session_state.get("group", 0)
         live_panel(batch, spec, ex, group if isinstance(group, int) else 0)
 

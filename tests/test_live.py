@@ -124,3 +124,13 @@ def test_the_scale_and_shift_panel_settles_into_its_own_sliders(
     state[live.AFFINE_KEY] = {"settle": {"control": "eps", "value": 3}}  # it has no ε
     live._settle(live.AFFINE_KEY, live.AFFINE_CONTROLS)
     assert set(state) == {live.AFFINE_KEY, "ss_beta"}
+
+
+@pytest.mark.parametrize(("spec", "named"), [
+    (NormSpec("LayerNorm"), "Drag ε, γ or β here:"),
+    (NormSpec("RMSNorm"), "Drag ε or γ here:"),
+    (NormSpec("BatchNorm", gamma=(1.0, 2.0), beta=(0.0, 0.0)),
+     "Drag ε here (γ and β come from the table above):"),
+])
+def test_the_panels_sentence_names_the_controls_it_has(spec: NormSpec, named: str) -> None:
+    assert named in live.intro(spec)

@@ -28,7 +28,7 @@ from lnviz.lessons.explorer import Exploration, spread_name
 from lnviz.ui.params import AFFINE_RANGE, EPSILONS
 
 __all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "LIVE_KEY", "LIVE_LIMIT", "MAX_SIDE", "SWEEP_CONTROLS",
-           "SWEEP_KEY", "affine_panel", "fits", "live_js", "live_panel", "live_payload",
+           "SWEEP_KEY", "affine_panel", "fits", "intro", "live_js", "live_panel", "live_payload",
            "sweep_panel"]
 
 #: The largest tensor (in values) the live panel draws whole and recomputes on every input event.
@@ -153,6 +153,20 @@ def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None
         st.session_state[controls[control]] = chosen
 
 
+def intro(spec: NormSpec) -> str:
+    """The sentence above the Explorer's panel, naming the controls it has for ``spec``: ε,
+    then γ unless γ and β are per feature (they come from the page's table), then β unless the
+    norm is RMSNorm (it has none)."""
+    names = ["ε"]
+    if not isinstance(spec.gamma, (tuple, list)):
+        names += ["γ"] if spec.norm == "RMSNorm" else ["γ", "β"]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    table = " (γ and β come from the table above)" if len(names) == 1 else ""
+    return (f"**Live view.** Drag {listed} here{table}: these views follow at every step, "
+            "computed in your browser; let go and lnviz recomputes the whole page (the "
+            "sliders above move with it).")
+
+
 def fits(shape: tuple[int, ...], layout: str) -> bool:
     """Whether the panel can draw a tensor whole: at most :data:`LIVE_LIMIT` values, in a grid
     of at most :data:`MAX_SIDE` rows and columns (as the page's heatmaps draw at most)."""
@@ -165,6 +179,7 @@ def live_panel(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) ->
     enough to draw whole (:func:`fits`); returns whether it was drawn."""
     if not fits(tuple(ex.x.shape), batch.layout):
         return False
+    st.markdown(intro(spec))
     _component(key=LIVE_KEY, data=live_payload(batch, spec, ex, group),
                on_settle_change=_settle)
     return True
