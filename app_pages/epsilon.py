@@ -3,18 +3,21 @@
 import streamlit as st
 
 from lnviz import charts
+from lnviz.devices import to_numpy
 from lnviz.lessons.epsilon import (
     VECTORS,
     cancellation_sweep,
     epsilon_snippet,
     epsilon_steps,
     epsilon_sweep,
+    fixed_upstream_gradient,
     precision_sweep,
     seed_000_without_epsilon,
     stability_vector,
 )
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
+from lnviz.ui.live import sweep_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import EPSILONS
 from lnviz.ui.state import current_settings
@@ -62,6 +65,15 @@ with refusal():
     steps = epsilon_steps(x, eps, seed=settings.seed, device=settings.device,
                           dtype=settings.dtype)
 
+with st.container(border=True, key="ep_live_box"), refusal():
+    st.markdown("**Live view.** Drag ε here: the marker follows the curves at every step "
+                "(ε = 0, which a log axis cannot show, is named instead), computed in your "
+                "browser; let go and lnviz recomputes the page (the ε slider above moves "
+                "with it).")
+    at = cached(epsilon_sweep, x, (eps,), seed=settings.seed, device=settings.device,
+                dtype=settings.dtype)
+    sweep_panel(x, to_numpy(fixed_upstream_gradient(len(x), settings.seed)), eps, sweep.eps,
+                sweep.max_output, sweep.grad_norm, (at.max_output[0], at.grad_norm[0]))
 show_figure(charts.epsilon.sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
             sweep.variance, eps, key="ep_sweep_chart")
 st.caption(sweep.caption())

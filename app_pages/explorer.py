@@ -5,9 +5,10 @@ from functools import partial
 import streamlit as st
 
 from lnviz import charts
-from lnviz.batch import grid_labels, grid_view, to_grid
+from lnviz.batch import Batch, NormSpec, grid_labels, grid_view, to_grid
 from lnviz.data.files import to_csv_text, to_npy_bytes, to_npz_bytes
 from lnviz.lessons.explorer import (
+    Exploration,
     describe_check,
     explain,
     explore,
@@ -27,6 +28,7 @@ from lnviz.lessons.explorer import (
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
+from lnviz.ui.live import fits, live_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source, layer_affine
@@ -58,60 +60,84 @@ if ex.impl == "fast":
 for note in explain(ex, spec, settings.dtype):
     st.warning(note, icon="⚠️")
 
-# --- Figures ----------------------------------------------------------------------------------
-st.subheader(stats_heading(spec))
-grid_in = to_grid(ex.input_values, layout)
-cols = st.columns([2, 2, 3])
-mode = cols[0].radio("Large tensors", ["downsample", "slice"], horizontal=True, key="view",
-                     bind="query-params",
-                     help="The figures draw at most 128 × 128 cells: evenly spaced rows and "
-                          "columns of the whole tensor, or a contiguous window of it.")
-start = 0
-if mode == "slice" and grid_in.shape[0] > 128:
-    keep_in_range("row0", range(grid_in.shape[0]))
-    start = cols[1].number_input("First row", 0, grid_in.shape[0] - 1, 0, key="row0",
-                                 bind="query-params", help="The window's first row.")
-view = grid_view(grid_in.shape, mode=mode, start_row=start)
-cols[2].caption(f"Tensor {tuple(shape)} in layout {layout}, drawn as a "
-                f"{grid_in.shape[0]} × {grid_in.shape[1]} grid"
-                + ("" if view.shape == grid_in.shape
-                   else f"; showing {view.shape[0]} × {view.shape[1]} of it") + ".")
-rows, columns = grid_labels(tuple(shape), layout, batch.row_labels, view)
-show_figure(charts.explorer.norm_heatmaps,
-            view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
-            view.take(to_grid(ex.groups, layout)), padding=padding_grid(batch, view),
-            row_labels=rows, col_labels=columns,
-            title_out=f"output y ({spec.norm})", title_groups=shared_title(spec), key="heatmaps")
-alike = shared_outputs(ex, spec, batch)
-if alike:
-    st.info(alike, icon="🔁")
+# --- Live: small views that follow ε, γ and β while they are dragged ---------------------------
+if fits(tuple(shape), layout):
+    with st.container(border=True, key="live_box"):
+        group = st.session_state.get("group", 0)
+        live_panel(batch, spec, ex, group if isinstance(group, int) else 0)
 
-n_groups = len(ex.mean_in)
-shown = grid_view((1, n_groups), max_rows=1, max_cols=512).cols
-show_figure(charts.explorer.group_stats_figure,
-            ex.mean_in[shown], ex.spread_in[shown], ex.mean_out[shown], ex.spread_out[shown],
-            labels=[str(g) for g in shown], spread_title=spread_name(spec),
-            used=None if ex.running is None else tuple(r[shown] for r in ex.running),
-            key="stats")
-st.caption(f"{n_groups:,} group{'s' * (n_groups != 1)}" + ("" if len(shown) == n_groups
-                                     else f", {len(shown)} of them drawn") +
-           ". " + statistics_note(ex, spec))
-show_figure(charts.explorer.distributions_figure, ex.histogram_in, ex.histogram_out,
-            key="distributions")
+# --- Figures ----------------------------------------------------------------------------------
+# Each section is a fragment: its own controls (the view of a large tensor, a figure's data
+# tables, the worked group) rerun that section alone, not the page.
+
+
+@st.fragment
+def figures(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
+    shape, layout = ex.x.shape, batch.layout
+    st.subheader(stats_heading(spec))
+    grid_in = to_grid(ex.input_values, layout)
+    cols = st.columns([2, 2, 3])
+    mode = cols[0].radio("Large tensors", ["downsample", "slice"], horizontal=True, key="view",
+                         bind="query-params",
+                         help="The figures draw at most 128 × 128 cells: evenly spaced rows and "
+                              "columns of the whole tensor, or a contiguous window of it.")
+    start = 0
+    if mode == "slice" and grid_in.shape[0] > 128:
+        keep_in_range("row0", range(grid_in.shape[0]))
+        start = cols[1].number_input("First row", 0, grid_in.shape[0] - 1, 0, key="row0",
+                                     bind="query-params", help="The window's first row.")
+    view = grid_view(grid_in.shape, mode=mode, start_row=start)
+    cols[2].caption(f"Tensor {tuple(shape)} in layout {layout}, drawn as a "
+                    f"{grid_in.shape[0]} × {grid_in.shape[1]} grid"
+                    + ("" if view.shape == grid_in.shape
+                       else f"; showing {view.shape[0]} × {view.shape[1]} of it") + ".")
+    rows, columns = grid_labels(tuple(shape), layout, batch.row_labels, view)
+    show_figure(charts.explorer.norm_heatmaps,
+                view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
+                view.take(to_grid(ex.groups, layout)), padding=padding_grid(batch, view),
+                row_labels=rows, col_labels=columns,
+                title_out=f"output y ({spec.norm})", title_groups=shared_title(spec),
+                key="heatmaps")
+    alike = shared_outputs(ex, spec, batch)
+    if alike:
+        st.info(alike, icon="🔁")
+
+    n_groups = len(ex.mean_in)
+    shown = grid_view((1, n_groups), max_rows=1, max_cols=512).cols
+    show_figure(charts.explorer.group_stats_figure,
+                ex.mean_in[shown], ex.spread_in[shown], ex.mean_out[shown], ex.spread_out[shown],
+                labels=[str(g) for g in shown], spread_title=spread_name(spec),
+                used=None if ex.running is None else tuple(r[shown] for r in ex.running),
+                key="stats")
+    st.caption(f"{n_groups:,} group{'s' * (n_groups != 1)}"
+               + ("" if len(shown) == n_groups else f", {len(shown)} of them drawn")
+               + ". " + statistics_note(ex, spec))
+    show_figure(charts.explorer.distributions_figure, ex.histogram_in, ex.histogram_out,
+                key="distributions")
+
+
+figures(ex, spec, batch)
+
 
 # --- Step by step -----------------------------------------------------------------------------
-st.subheader("Step by step")
-keep_in_range("group", range(n_groups))
-group = st.number_input(
-    "Group", 0, n_groups - 1, 0, key="group", bind="query-params",
-    help="Which group to work through, numbered as in the charts above: here one group is "
-         f"{group_description(tuple(shape), layout, spec)}.")
-table = step_by_step(ex.x, result, spec, ex.groups, int(group), layout, mask=batch.mask)
-st.dataframe(table, hide_index=True, key="steps")
-if table.attrs["note"]:
-    st.caption(table.attrs["note"])
-st.latex(worked_example_latex(table.iloc[0], spec.eps))
-st.caption("The first element of the group, with its numbers substituted into the formula.")
+@st.fragment
+def steps(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
+    shape, layout, n_groups = ex.x.shape, batch.layout, len(ex.mean_in)
+    st.subheader("Step by step")
+    keep_in_range("group", range(n_groups))
+    group = st.number_input(
+        "Group", 0, n_groups - 1, 0, key="group", bind="query-params",
+        help="Which group to work through, numbered as in the charts above: here one group is "
+             f"{group_description(tuple(shape), layout, spec)}.")
+    table = step_by_step(ex.x, ex.result, spec, ex.groups, int(group), layout, mask=batch.mask)
+    st.dataframe(table, hide_index=True, key="steps")
+    if table.attrs["note"]:
+        st.caption(table.attrs["note"])
+    st.latex(worked_example_latex(table.iloc[0], spec.eps))
+    st.caption("The first element of the group, with its numbers substituted into the formula.")
+
+
+steps(ex, spec, batch)
 
 if source_key[0] == "preset" and (check := seed_checks(source_key[1])) is not None:
     st.subheader(check.title)

@@ -131,55 +131,61 @@ if n * c <= MAX_JACOBIAN:
     st.caption(jacobian_caption(jacobians, n))
 
 # --- Invariances --------------------------------------------------------------------------------
-st.subheader("What leaves the output unchanged")
-st.markdown(
-    "Here the norm sits after a linear layer, y = Norm(x Wᵀ), as it does in a network. Each "
-    "probe changes one thing and measures the largest change of the output, once at the "
-    "chosen ε and once at ε = 0. LayerNorm normalizes each sample, so it cancels a shift or a "
-    "rescaling of a whole sample; BatchNorm normalizes each feature, so it cancels a shift or "
-    "a rescaling of a whole feature — and re-scaling one row of W scales exactly one feature. "
-    "Both cancel scaling all of W: the weights' overall size does not matter to the layers "
-    "above. The rescalings are cancelled exactly only at ε = 0; what is left at ε > 0 is "
-    "ε's doing, and the chart says so."
-)
-with st.container(border=True):
-    cols = st.columns(4)
-    factor = cols[0].select_slider(
-        "Scale factor", [0.01, 0.1, 0.5, 2.0, 10.0, 100.0], value=2.0, key="gr_factor",
-        bind="query-params", help="What the scaling probes multiply by.")
-    shift = cols[1].slider("Shift", -5.0, 5.0, 3.0, 0.5, key="gr_shift", bind="query-params",
-                           help="What the shifting probes add.")
-    keep_in_range("gr_sample", range(n))
-    keep_in_range("gr_feature", range(c))
-    sample = cols[2].number_input("Probed sample", 0, n - 1, 0, key="gr_sample",
-                                  bind="query-params",
-                                  help="The sample (row of h) the sample probes change.")
-    feature = cols[3].number_input("Probed feature", 0, c - 1, 0, key="gr_feature",
-                                   bind="query-params",
-                                   help="The feature (column of h, row of W) the feature "
-                                        "probes change.")
-with refusal():
-    x_in, weight = probe_inputs(n, c, seed=settings.seed)
-    table = cached(invariance_probes, x_in, weight, factor=factor, shift=shift,
-                   sample=int(sample), feature=int(feature), eps=eps)
-show_figure(charts.gradients.invariance_figure,
-            list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS},
-            {norm: list(table[f"{norm}: verdict"]) for norm in GRAD_NORMS},
-            {norm: list(table[f"{norm}, ε = 0"]) for norm in GRAD_NORMS}, key="gr_probes")
-st.caption(invariance_caption(table, eps, probed_variances(x_in, weight, int(sample),
-                                                           int(feature)), factor))
-st.dataframe(table, hide_index=True, key="gr_table", column_config={
-    **{norm: st.column_config.NumberColumn(f"{norm}: max |Δy|", format="%.2e")
-       for norm in GRAD_NORMS},
-    **{f"{norm}, ε = 0": st.column_config.NumberColumn(f"{norm}: max |Δy| at ε = 0",
-                                                      format="%.2e") for norm in GRAD_NORMS}})
-st.info(
-    "**Try this.** The shifts each norm cancels leave the output unchanged at any ε (what "
-    "remains is float64 rounding, around 1e-15). Rescalings are cancelled only up to ε, which "
-    "is not scaled along with σ²: set the factor to 0.01 and watch the hatched bars — ε's "
-    "doing — grow, then set ε to 0 and watch them vanish. 'Scale one feature' and 'scale one "
-    "row of W' give the same numbers up to rounding — they are the same change, seen from "
-    "the layer or from its weights.", icon="🔍")
+# A fragment: its four controls rerun this section alone, not the gradients and Jacobians above.
+@st.fragment
+def invariances(n: int, c: int, eps: float, seed: int) -> None:
+    st.subheader("What leaves the output unchanged")
+    st.markdown(
+        "Here the norm sits after a linear layer, y = Norm(x Wᵀ), as it does in a network. Each "
+        "probe changes one thing and measures the largest change of the output, once at the "
+        "chosen ε and once at ε = 0. LayerNorm normalizes each sample, so it cancels a shift or a "
+        "rescaling of a whole sample; BatchNorm normalizes each feature, so it cancels a shift or "
+        "a rescaling of a whole feature — and re-scaling one row of W scales exactly one feature. "
+        "Both cancel scaling all of W: the weights' overall size does not matter to the layers "
+        "above. The rescalings are cancelled exactly only at ε = 0; what is left at ε > 0 is "
+        "ε's doing, and the chart says so."
+    )
+    with st.container(border=True):
+        cols = st.columns(4)
+        factor = cols[0].select_slider(
+            "Scale factor", [0.01, 0.1, 0.5, 2.0, 10.0, 100.0], value=2.0, key="gr_factor",
+            bind="query-params", help="What the scaling probes multiply by.")
+        shift = cols[1].slider("Shift", -5.0, 5.0, 3.0, 0.5, key="gr_shift", bind="query-params",
+                               help="What the shifting probes add.")
+        keep_in_range("gr_sample", range(n))
+        keep_in_range("gr_feature", range(c))
+        sample = cols[2].number_input("Probed sample", 0, n - 1, 0, key="gr_sample",
+                                      bind="query-params",
+                                      help="The sample (row of h) the sample probes change.")
+        feature = cols[3].number_input("Probed feature", 0, c - 1, 0, key="gr_feature",
+                                       bind="query-params",
+                                       help="The feature (column of h, row of W) the feature "
+                                            "probes change.")
+    with refusal():
+        x_in, weight = probe_inputs(n, c, seed=seed)
+        table = cached(invariance_probes, x_in, weight, factor=factor, shift=shift,
+                       sample=int(sample), feature=int(feature), eps=eps)
+    show_figure(charts.gradients.invariance_figure,
+                list(table["probe"]), {norm: list(table[norm]) for norm in GRAD_NORMS},
+                {norm: list(table[f"{norm}: verdict"]) for norm in GRAD_NORMS},
+                {norm: list(table[f"{norm}, ε = 0"]) for norm in GRAD_NORMS}, key="gr_probes")
+    st.caption(invariance_caption(table, eps, probed_variances(x_in, weight, int(sample),
+                                                               int(feature)), factor))
+    st.dataframe(table, hide_index=True, key="gr_table", column_config={
+        **{norm: st.column_config.NumberColumn(f"{norm}: max |Δy|", format="%.2e")
+           for norm in GRAD_NORMS},
+        **{f"{norm}, ε = 0": st.column_config.NumberColumn(f"{norm}: max |Δy| at ε = 0",
+                                                          format="%.2e") for norm in GRAD_NORMS}})
+    st.info(
+        "**Try this.** The shifts each norm cancels leave the output unchanged at any ε (what "
+        "remains is float64 rounding, around 1e-15). Rescalings are cancelled only up to ε, which "
+        "is not scaled along with σ²: set the factor to 0.01 and watch the hatched bars — ε's "
+        "doing — grow, then set ε to 0 and watch them vanish. 'Scale one feature' and 'scale one "
+        "row of W' give the same numbers up to rounding — they are the same change, seen from "
+        "the layer or from its weights.", icon="🔍")
+
+
+invariances(n, c, eps, settings.seed)
 
 st.subheader("In PyTorch")
 st.code(gradients_snippet((n, c), kind, cell, eps), language="python")

@@ -1,11 +1,14 @@
 """Scale and shift: what γ and β do after normalizing, and how they can undo it entirely."""
 
 import streamlit as st
+import torch
 
 from lnviz import charts
 from lnviz.devices import to_numpy
 from lnviz.lessons.scale_shift import (
     AFFINE_NORMS,
+    EPS,
+    drawn_samples,
     feature_batches,
     feature_caption,
     grid_caption,
@@ -20,6 +23,7 @@ from lnviz.lessons.scale_shift import (
 )
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
+from lnviz.ui.live import affine_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings
 
@@ -34,6 +38,7 @@ FEATURE_GAMMA = (0.5, 1.0, 2.0, 1.0)
 FEATURE_BETA = (-1.0, 0.0, 1.0, 2.0)
 #: The slider histogram's fixed range: wide enough for γ = ±3, β = ±3, so the axis stays put.
 FREE_SPAN = (-13.0, 13.0)
+FREE_BINS = 78
 
 st.title("Scale and shift: γ and β")
 st.markdown(
@@ -82,41 +87,54 @@ beta = cols[1].slider(
     "β (shift)", -3.0, 3.0, FREE_BETA, 0.1, key="ss_beta", bind="query-params",
     help="Added after scaling: the output's mean becomes β.",
 )
-one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=settings.seed, bins=78,
+one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=settings.seed, bins=FREE_BINS,
              span=FREE_SPAN, device=settings.device, dtype=settings.dtype)
+with st.container(border=True, key="ss_live_box"):
+    st.markdown("**Live view.** Drag γ or β here: the histogram follows at every step, "
+                "computed in your browser; let go and lnviz recomputes (the sliders above and "
+                "the chart below move with it).")
+    affine_panel(to_numpy(drawn_samples(samples, settings.seed, settings.device, settings.dtype)),
+                 gamma, beta, eps=EPS, span=FREE_SPAN, bins=FREE_BINS, counts=one.counts[0, 0],
+                 mean=float(one.mean[0, 0]), std=float(one.std[0, 0]))
 show_figure(charts.scale_shift.histogram_figure, one.centres, one.counts[0, 0],
             float(one.mean[0, 0]), float(one.std[0, 0]), gamma, beta, key="ss_free_chart")
 
 # --- 3. Per feature ---------------------------------------------------------------------------
-st.subheader("3 · One γ and β per feature")
-st.markdown(
-    f"In a real layer γ and β are vectors with one entry per feature. Below, a batch of "
-    f"{SAMPLES} samples × {FEATURES} features on very different scales (sidebar seed) is "
-    "normalized and each feature gets its own pair. Under BatchNorm every feature column was "
-    "standardized, so its output has mean β_c (up to rounding) and deviation ≈ |γ_c|. Under "
-    "LayerNorm "
-    "the *rows* were standardized instead, so the columns follow their γ_c, β_c only as far as "
-    "the caption's numbers say."
-)
-norm = st.segmented_control(
-    "Normalization", list(AFFINE_NORMS), default="BatchNorm", required=True, key="ss_norm",
-    bind="query-params",
-    help="BatchNorm: μ, σ per feature (column). LayerNorm: μ, σ per sample (row).",
-)
-gammas, betas = [], []
-for c, col in enumerate(st.columns(FEATURES)):
-    gammas.append(col.slider(
-        f"γ_{c}", -3.0, 3.0, FEATURE_GAMMA[c], 0.1, key=f"ss_g{c}", bind="query-params",
-        help=f"Scale of feature {c}: its output's standard deviation."))
-    betas.append(col.slider(
-        f"β_{c}", -3.0, 3.0, FEATURE_BETA[c], 0.1, key=f"ss_b{c}", bind="query-params",
-        help=f"Shift of feature {c}: its output's mean."))
+# Sections 3 and 5 are fragments: their controls rerun that section alone, not the page.
+@st.fragment
+def per_feature(x: torch.Tensor) -> None:
+    st.subheader("3 · One γ and β per feature")
+    st.markdown(
+        f"In a real layer γ and β are vectors with one entry per feature. Below, a batch of "
+        f"{SAMPLES} samples × {FEATURES} features on very different scales (sidebar seed) is "
+        "normalized and each feature gets its own pair. Under BatchNorm every feature column was "
+        "standardized, so its output has mean β_c (up to rounding) and deviation ≈ |γ_c|. Under "
+        "LayerNorm "
+        "the *rows* were standardized instead, so the columns follow their γ_c, β_c only as far as "
+        "the caption's numbers say."
+    )
+    norm = st.segmented_control(
+        "Normalization", list(AFFINE_NORMS), default="BatchNorm", required=True, key="ss_norm",
+        bind="query-params",
+        help="BatchNorm: μ, σ per feature (column). LayerNorm: μ, σ per sample (row).",
+    )
+    gammas, betas = [], []
+    for c, col in enumerate(st.columns(FEATURES)):
+        gammas.append(col.slider(
+            f"γ_{c}", -3.0, 3.0, FEATURE_GAMMA[c], 0.1, key=f"ss_g{c}", bind="query-params",
+            help=f"Scale of feature {c}: its output's standard deviation."))
+        betas.append(col.slider(
+            f"β_{c}", -3.0, 3.0, FEATURE_BETA[c], 0.1, key=f"ss_b{c}", bind="query-params",
+            help=f"Shift of feature {c}: its output's mean."))
+    with refusal():
+        features = per_feature_affine(x, gammas, betas, norm)
+    show_figure(charts.scale_shift.feature_figure, features.output, features.gamma, features.beta,
+                features.mean, features.std, key="ss_feature_chart")
+    st.caption(feature_caption(features))
+
+
 x, next_x = feature_batches(settings.seed, SAMPLES, FEATURES, settings.device, settings.dtype)
-with refusal():
-    features = per_feature_affine(x, gammas, betas, norm)
-show_figure(charts.scale_shift.feature_figure, features.output, features.gamma, features.beta,
-            features.mean, features.std, key="ss_feature_chart")
-st.caption(feature_caption(features))
+per_feature(x)
 
 # --- 4. Undoing the normalization -------------------------------------------------------------
 st.subheader("4 · γ and β can undo the normalization")
@@ -175,29 +193,33 @@ st.caption("So BatchNorm in training mode does remove something the network coul
            "removes each sample's own mean and spread, in training and in evaluation alike.")
 
 # --- 5. Two betas in an LN-LSTM ---------------------------------------------------------------
-st.subheader("5 · Two betas that are really one (LN-LSTM)")
-st.markdown(
-    "A layer-normalized LSTM normalizes the input term and the recurrent term separately and "
-    "adds them: LN(Wx) + LN(Uh). If each LayerNorm keeps its own β, the two shifts are simply "
-    "added — β enters after the normalization — so the network can only ever use β₁ + β₂. "
-    "One of the two vectors is redundant; a single bias b after the sum does the same job."
-)
-st.latex(r"\mathrm{LN}(Wx;\,\beta_1) + \mathrm{LN}(Uh;\,\beta_2) "
-         r"= \mathrm{LN}(Wx;\,0) + \mathrm{LN}(Uh;\,0) + (\beta_1 + \beta_2)")
-share = st.slider(
-    "Share of the bias in β₁", 0.0, 1.0, 0.3, 0.05, key="ss_share", bind="query-params",
-    help="β₁ = share · b and β₂ = (1 − share) · b for a fixed bias b: the split changes, the "
-         "sum does not.",
-)
-wx, uh, bias = lstm_gate_inputs(seed=settings.seed, device=settings.device,
-                                dtype=settings.dtype)
-beta1, beta2 = split_bias(bias, share)
-betas_result = two_betas(wx, uh, beta1, beta2)
-show_figure(charts.scale_shift.two_betas_figure, betas_result.beta1, betas_result.beta2,
-            betas_result.separate[0], betas_result.merged[0], key="ss_betas_chart")
-st.success(f"Largest difference between the two sides over the whole batch: "
-           f"{betas_result.max_difference:.2g} — zero up to {settings.dtype} rounding, whatever "
-           "the split.", icon="✅")
+@st.fragment
+def two_betas_section(seed: int, device: str, dtype: str) -> None:
+    st.subheader("5 · Two betas that are really one (LN-LSTM)")
+    st.markdown(
+        "A layer-normalized LSTM normalizes the input term and the recurrent term separately and "
+        "adds them: LN(Wx) + LN(Uh). If each LayerNorm keeps its own β, the two shifts are simply "
+        "added — β enters after the normalization — so the network can only ever use β₁ + β₂. "
+        "One of the two vectors is redundant; a single bias b after the sum does the same job."
+    )
+    st.latex(r"\mathrm{LN}(Wx;\,\beta_1) + \mathrm{LN}(Uh;\,\beta_2) "
+             r"= \mathrm{LN}(Wx;\,0) + \mathrm{LN}(Uh;\,0) + (\beta_1 + \beta_2)")
+    share = st.slider(
+        "Share of the bias in β₁", 0.0, 1.0, 0.3, 0.05, key="ss_share", bind="query-params",
+        help="β₁ = share · b and β₂ = (1 − share) · b for a fixed bias b: the split changes, the "
+             "sum does not.",
+    )
+    wx, uh, bias = lstm_gate_inputs(seed=seed, device=device, dtype=dtype)
+    beta1, beta2 = split_bias(bias, share)
+    betas_result = two_betas(wx, uh, beta1, beta2)
+    show_figure(charts.scale_shift.two_betas_figure, betas_result.beta1, betas_result.beta2,
+                betas_result.separate[0], betas_result.merged[0], key="ss_betas_chart")
+    st.success(f"Largest difference between the two sides over the whole batch: "
+               f"{betas_result.max_difference:.2g} — zero up to {dtype} rounding, whatever "
+               "the split.", icon="✅")
+
+
+two_betas_section(settings.seed, settings.device, settings.dtype)
 
 st.info(
     "**Try this.** In part 2, set γ to −1: the histogram flips but its deviation stays 1 (up "

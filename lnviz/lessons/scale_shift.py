@@ -30,6 +30,7 @@ from lnviz.norms import batch_norm, layer_norm, mean_and_var
 
 __all__ = [
     "AFFINE_NORMS",
+    "EPS",
     "NEAR_STANDARD",
     "FeatureAffine",
     "NextBatch",
@@ -37,6 +38,7 @@ __all__ = [
     "ScaleShiftGrid",
     "TwoBetas",
     "best_feature_affine",
+    "drawn_samples",
     "feature_batches",
     "feature_caption",
     "grid_caption",
@@ -82,6 +84,17 @@ class ScaleShiftGrid:
     input_std: float
 
 
+#: ε of the grid's LayerNorm: torch's default.
+EPS = 1e-5
+
+
+def drawn_samples(n: int, seed: int = 0, device: str = "cpu", dtype: str = "float32"
+                  ) -> torch.Tensor:
+    """The ``n`` standard-normal samples (sidebar seed) that :func:`scale_shift_grid` normalizes,
+    as one row of shape (1, n)."""
+    return to_tensor(random_batch((1, n), seed=seed), device, dtype)
+
+
 def scale_shift_grid(
     gammas: Sequence[float] = (0.5, 1.0, 2.0),
     betas: Sequence[float] = (-1.0, 0.0, 1.0),
@@ -104,9 +117,10 @@ def scale_shift_grid(
         raise ValueError(f"a histogram of normalized values needs at least 2 samples, got {n}")
     if not gammas or not betas:
         raise ValueError("give at least one γ and one β")
-    x = to_tensor(random_batch((1, n), seed=seed), device, dtype)
+    x = drawn_samples(n, seed, device, dtype)
     ones = torch.ones(n, dtype=torch.float64)
-    outputs = [[layer_norm(x, n, ones * g, ones * b).output for b in betas] for g in gammas]
+    outputs = [[layer_norm(x, n, ones * g, ones * b, eps=EPS).output for b in betas]
+               for g in gammas]
     flat = np.stack([to_numpy(y).ravel() for row in outputs for y in row])
     drawn = to_numpy(x).ravel()
     if span is None:

@@ -17,6 +17,8 @@ from lnviz.ui.cache import fingerprint
 from lnviz.ui.state import keep_in_range
 
 MAX_TABLE_FEATURES = 256
+#: The γ and β sliders' range and step (lnviz.ui.live's panel moves within the same).
+AFFINE_RANGE = (-3.0, 3.0, 0.1)
 _HELP = {
     "BatchNorm": "one μ, σ per feature, taken across the batch (and sequence/space)",
     "LayerNorm": "one μ, σ per position of the leading dims, taken across the trailing dims "
@@ -162,12 +164,13 @@ def _affine_controls(batch: Batch, spec: NormSpec,
                    f"{MAX_TABLE_FEATURES}); using one γ and β for all.")
         per_feature = False
     if not per_feature:
-        gamma = cols[1].slider("γ (scale)", -3.0, 3.0, 1.0, 0.1, key="gamma",
+        low, high, step = AFFINE_RANGE
+        gamma = cols[1].slider("γ (scale)", low, high, 1.0, step, key="gamma",
                                bind="query-params", help="Multiplies x̂: the output's spread.")
         if spec.norm == "RMSNorm":
             cols[2].caption("RMSNorm has no β.")
             return {"gamma": float(gamma)}
-        beta = cols[2].slider("β (shift)", -3.0, 3.0, 0.0, 0.1, key="beta",
+        beta = cols[2].slider("β (shift)", low, high, 0.0, step, key="beta",
                               bind="query-params", help="Added after scaling: the output's mean.")
         return {"gamma": float(gamma), "beta": float(beta)}
     gamma, beta = start if start is not None else ([1.0] * n, [0.0] * n)

@@ -1,0 +1,226 @@
+"""Live controls: the Explorer's ε, γ and β as range inputs whose small views follow while they
+are dragged, recomputed in the browser (``st.components.v2``, inline HTML, CSS and JavaScript).
+
+Since Streamlit's sliders send their value only when let go, no server can answer a drag; the
+browser can, for a tensor small enough to draw whole (:data:`LIVE_LIMIT` values). ``norms.js``
+holds the five norms' arithmetic (the same steps as :mod:`lnviz.norms`), ``view.js`` the panel.
+The server stays the source of truth: on release the panel sends the value as a trigger, the
+callback writes it into the page's own slider (and so into the URL), lnviz recomputes, and the
+panel settles on lnviz's numbers, which it is sent with its data.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from lnviz.batch import Batch, NormSpec
+from lnviz.devices import to_numpy
+from lnviz.lessons.explorer import Exploration, spread_name
+from lnviz.ui.params import AFFINE_RANGE, EPSILONS
+
+__all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "LIVE_KEY", "LIVE_LIMIT", "MAX_SIDE", "SWEEP_CONTROLS",
+           "SWEEP_KEY", "affine_panel", "fits", "intro", "live_js", "live_panel", "live_payload",
+           "sweep_panel"]
+
+#: The largest tensor (in values) the live panel draws whole and recomputes on every input event.
+LIVE_LIMIT = 4096
+#: ... and at most this many rows and columns of its grid (lnviz.batch.to_grid).
+MAX_SIDE = 128
+#: The panel's widget key; its trigger "settle" carries {control, value} when a control is let go.
+LIVE_KEY = "live"
+_HERE = Path(__file__).parent
+#: At most this many groups are listed in the panel's statistics table.
+STATS_ROWS = 12
+
+
+def live_js(view: str = "view.js") -> str:
+    """A panel's JavaScript module: the norms' arithmetic, the shared helpers, then the panel's
+    own ``view`` file (its default export)."""
+    return "\n".join((_HERE / name).read_text() for name in ("norms.js", "common.js", view))
+
+
+_component = st.components.v2.component(
+    "lnviz_live_norm",
+    html=(_HERE / "live.html").read_text(),
+    css=(_HERE / "live.css").read_text(),
+    js=live_js(),
+)
+_sweep_component = st.components.v2.component(
+    "lnviz_live_sweep",
+    html=(_HERE / "sweep.html").read_text(),
+    css=(_HERE / "live.css").read_text(),
+    js=live_js("sweep.js"),
+)
+_affine_component = st.components.v2.component(
+    "lnviz_live_affine",
+    html=(_HERE / "affine.html").read_text(),
+    css=(_HERE / "live.css").read_text(),
+    js=live_js("affine.js"),
+)
+
+
+def _b64(values: Any) -> str:
+    """float64 little-endian bytes in base64: exact, and NaN/inf survive (JSON has neither)."""
+    array = np.ascontiguousarray(np.asarray(values, dtype="<f8").ravel())
+    return base64.b64encode(array.tobytes()).decode("ascii")
+
+
+def _eps_index(eps: float) -> int:
+    """The index of ``eps`` (or the nearest) in :data:`EPSILONS`: what the panels' ε holds."""
+    return min(range(len(EPSILONS)), key=lambda k: abs(EPSILONS[k] - eps))
+
+
+def _param(value: float | tuple[float, ...]) -> float | list[float]:
+    return [float(v) for v in value] if isinstance(value, (tuple, list)) else float(value)
+
+
+def _grid_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int]:
+    """The rows and columns of :func:`lnviz.batch.to_grid`'s table for ``shape``."""
+    if layout == "NCHW":
+        return math.prod(shape[:2]), math.prod(shape[2:])
+    return math.prod(shape[:-1]), shape[-1]
+
+
+def live_payload(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) -> dict:
+    """What the panel is sent: the input and every setting of ``spec`` (so that the browser can
+    recompute the norm for any ε, γ, β), and lnviz's numbers for the settings themselves, on
+    which the panel settles. ``group`` is the group whose first elements the step row shows."""
+    shape = tuple(ex.x.shape)
+    rows, cols = _grid_shape(shape, batch.layout)
+    mask = None if batch.mask is None else np.asarray(batch.mask, dtype=np.uint8).ravel()
+    ids = np.asarray(ex.groups).ravel()
+    _, first = np.unique(ids, return_index=True)  # each group's first element, in group order
+    result = ex.result
+
+    def per_group(t: Any) -> str:
+        return _b64(to_numpy(t.expand(shape)).ravel()[first])
+
+    structure = dict(shape=list(shape), layout=batch.layout, norm=spec.norm, dims=spec.dims,
+                     groups=spec.groups, training=spec.training, warmup=spec.warmup_steps,
+                     momentum=spec.momentum, useMask=spec.use_mask,
+                     mask=None if mask is None else mask.tolist())
+    x = _b64(ex.input_values)
+    key = hashlib.blake2b((x + json.dumps(structure)).encode(), digest_size=8).hexdigest()
+    eps_index = _eps_index(spec.eps)
+    per_feature = isinstance(spec.gamma, (tuple, list))
+    return dict(
+        structure, key=key, x=x, rows=rows, cols=cols,
+        epsilons=EPSILONS, perFeature=per_feature, gamma=_param(spec.gamma),
+        beta=_param(spec.beta), group=int(group) if 0 <= group < len(first) else 0,
+        statsRows=STATS_ROWS, spreadName=spread_name(spec),
+        server=dict(
+            eps=eps_index, epsValue=spec.eps,
+            gamma=None if per_feature else float(spec.gamma),
+            beta=None if per_feature else float(spec.beta),
+            y=_b64(ex.output_values), xHat=_b64(to_numpy(result.x_hat)),
+            mean=None if result.mean is None else per_group(result.mean),
+            var=per_group(result.var),
+            meanOut=_b64(ex.mean_out), spreadOut=_b64(ex.spread_out)),
+    )
+
+
+def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None:
+    """A control of the panel ``key`` was let go: write its value into the page's own control
+    (``controls`` maps the panel's names to the page's keys; by default the Explorer's), and so
+    into the URL.
+
+    The value comes from the browser, so it is checked like any input: ε must be an index into
+    :data:`EPSILONS`, γ and β finite numbers; out-of-range values are moved into range (to the
+    slider's steps), and anything else is ignored. Either way the panel is sent the value the
+    page settled on, and moves its control there."""
+    controls = controls or {"eps": "eps", "gamma": "gamma", "beta": "beta"}
+    event = (st.session_state.get(key) or {}).get("settle")
+    if not isinstance(event, dict):
+        return
+    control, value = event.get("control"), event.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return
+    if control == "eps" and "eps" in controls:
+        chosen = EPSILONS[min(max(round(value), 0), len(EPSILONS) - 1)]
+        st.session_state[controls["eps"]] = chosen
+    elif control in ("gamma", "beta") and control in controls:
+        low, high, step = AFFINE_RANGE
+        chosen = round(round(min(max(value, low), high) / step) * step, 1)
+        st.session_state[controls[control]] = chosen
+
+
+def intro(spec: NormSpec) -> str:
+    """The sentence above the Explorer's panel, naming the controls it has for ``spec``: ε,
+    then γ unless γ and β are per feature (they come from the page's table), then β unless the
+    norm is RMSNorm (it has none)."""
+    names = ["ε"]
+    if not isinstance(spec.gamma, (tuple, list)):
+        names += ["γ"] if spec.norm == "RMSNorm" else ["γ", "β"]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    table = " (γ and β come from the table above)" if len(names) == 1 else ""
+    return (f"**Live view.** Drag {listed} here{table}: these views follow at every step, "
+            "computed in your browser; let go and lnviz recomputes the whole page (the "
+            "sliders above move with it).")
+
+
+def fits(shape: tuple[int, ...], layout: str) -> bool:
+    """Whether the panel can draw a tensor whole: at most :data:`LIVE_LIMIT` values, in a grid
+    of at most :data:`MAX_SIDE` rows and columns (as the page's heatmaps draw at most)."""
+    rows, cols = _grid_shape(shape, layout)
+    return 0 < rows * cols <= LIVE_LIMIT and rows <= MAX_SIDE and cols <= MAX_SIDE
+
+
+def live_panel(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) -> bool:
+    """Draw the live panel for ``ex`` (one batch through ``spec``) if the tensor is small
+    enough to draw whole (:func:`fits`); returns whether it was drawn."""
+    if not fits(tuple(ex.x.shape), batch.layout):
+        return False
+    st.markdown(intro(spec))
+    _component(key=LIVE_KEY, data=live_payload(batch, spec, ex, group),
+               on_settle_change=_settle)
+    return True
+
+
+#: The Scale and shift panel's widget key, and the page's sliders its γ and β settle into.
+AFFINE_KEY = "ss_live"
+AFFINE_CONTROLS = {"gamma": "ss_gamma", "beta": "ss_beta"}
+
+
+def affine_panel(x: np.ndarray, gamma: float, beta: float, *, eps: float, span: tuple[float, float],
+                 bins: int, counts: np.ndarray, mean: float, std: float) -> None:
+    """Scale and shift's live panel: a histogram of γ·x̂ + β, x̂ the LayerNorm of the samples
+    ``x`` (one row, ``eps``), on ``bins`` bins over ``span``, that follows γ and β while they
+    are dragged; ``counts``, ``mean`` and ``std`` are lnviz's for ``gamma`` and ``beta``, on
+    which it settles. On release the value goes into the page's sliders
+    (:data:`AFFINE_CONTROLS`)."""
+    data = dict(x=_b64(x), n=int(np.size(x)), eps=eps, span=[float(v) for v in span],
+                bins=int(bins),
+                server=dict(gamma=float(gamma), beta=float(beta),
+                            counts=[int(c) for c in np.ravel(counts)], mean=float(mean),
+                            std=float(std)))
+    _affine_component(key=AFFINE_KEY, data=data,
+                      on_settle_change=partial(_settle, AFFINE_KEY, AFFINE_CONTROLS))
+
+
+#: The ε page's panel key, and the page's ε slider it settles into.
+SWEEP_KEY = "ep_live"
+SWEEP_CONTROLS = {"eps": "ep_eps"}
+
+
+def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, sweep_eps: np.ndarray,
+                max_output: np.ndarray, grad_norm: np.ndarray,
+                at_eps: tuple[float, float]) -> None:
+    """The ε page's live sweep: max |y| and ‖∂L/∂x‖ of LayerNorm on the vector ``x`` against
+    ε (lnviz's curve: ``sweep_eps``, ``max_output``, ``grad_norm``; L = Σ y·``upstream``), with
+    a marker at the chosen ε that follows the ε control while it is dragged (one of
+    :data:`EPSILONS`). ``at_eps`` is lnviz's (max |y|, ‖∂L/∂x‖) at ``eps``, on which the panel
+    settles; on release ε goes into the page's slider (:data:`SWEEP_CONTROLS`)."""
+    data = dict(x=_b64(x), g=_b64(upstream), epsilons=EPSILONS, sweepEps=_b64(sweep_eps),
+                sweepOutput=_b64(max_output), sweepGrad=_b64(grad_norm),
+                server=dict(eps=_eps_index(eps), at=_b64(at_eps)))
+    _sweep_component(key=SWEEP_KEY, data=data,
+                     on_settle_change=partial(_settle, SWEEP_KEY, SWEEP_CONTROLS))

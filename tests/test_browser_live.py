@@ -1,0 +1,543 @@
+"""The Explorer's live panel in a real browser (issue 17): the views follow ε, γ and β at every
+step of a drag, the numbers the browser computes equal lnviz's, and on release the page settles
+on lnviz's numbers, moving its own sliders and URL (also when the server corrects the value).
+
+Two kinds of test: ``norms.js`` alone in a blank page against lnviz on many problems (every norm
+and layout, ε = 0, negative and per-feature γ and β, BatchNorm in eval mode, masks), and the
+panel on the running app. Uses the fixtures of tests/test_browser.py (one server per module).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import test_browser
+import torch
+from test_browser import APP_TIMEOUT_MS, _assert_no_exception, _open_explorer, _shot, _wait_idle
+
+from lnviz.batch import Batch, NormSpec, group_ids
+from lnviz.devices import to_numpy
+from lnviz.lessons.explorer import check_tolerance, explore
+from lnviz.ui.live import _HERE
+from lnviz.ui.params import EPSILONS
+
+try:
+    from playwright.sync_api import Page, expect
+except ImportError:  # the browser fixture skips (or fails) the tests
+    Page = None
+
+pytestmark = pytest.mark.browser
+browser, server, page = test_browser.browser, test_browser.server, test_browser.page
+
+PANEL = ".lv-root"
+#: The browser's numbers (float64) against lnviz's float64 run: the same formula, to rounding.
+F64_RTOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def js_page(browser) -> Iterator[Page]:
+    """A blank page with norms.js loaded: its functions are globals there."""
+    context = browser.new_context()
+    blank = context.new_page()
+    blank.set_content("<!doctype html><title>norms.js</title>")
+    blank.add_script_tag(content=(_HERE / "norms.js").read_text())
+    yield blank
+    context.close()
+
+
+_RUN_NORMS = """(p) => {
+  p.x = Float64Array.from(p.x);
+  const r = liveNormalize(p);
+  const after = liveGroupStats(r.y, r, p.norm);
+  return {y: Array.from(r.y), xHat: Array.from(r.xHat), group: Array.from(r.group),
+          mean: r.mean && Array.from(r.mean), var: Array.from(r.var), rstd: Array.from(r.rstd),
+          meanOut: Array.from(after.mean), spreadOut: Array.from(after.spread)};
+}"""
+
+
+def _close(ours: np.ndarray, theirs: np.ndarray, atol: float | np.ndarray, what: str) -> None:
+    """Equal where both are finite (within ``atol``), and NaN or ±inf at the same places."""
+    ours, theirs = np.asarray(ours, np.float64).ravel(), np.asarray(theirs, np.float64).ravel()
+    assert ours.shape == theirs.shape, what
+    same = (np.isnan(ours) & np.isnan(theirs)) | (ours == theirs)
+    with np.errstate(invalid="ignore"):  # inf − inf where both are infinite
+        gap = np.where(same, 0.0, np.abs(ours - theirs))
+    bad = np.flatnonzero(~(gap <= atol))
+    assert bad.size == 0, (f"{what}: {bad.size} of {ours.size} differ, first at {bad[0]}: "
+                           f"browser {ours[bad[0]]!r}, lnviz {theirs[bad[0]]!r}")
+
+
+def _per_group(t: torch.Tensor, shape: tuple[int, ...], ids: np.ndarray) -> np.ndarray:
+    """A statistic lnviz keeps with size-1 dims, one value per group (in group order)."""
+    _, first = np.unique(ids.ravel(), return_index=True)
+    return to_numpy(t.expand(shape), torch.float64).ravel()[first]
+
+
+def _compare(js: dict, batch: Batch, spec: NormSpec) -> None:
+    """The browser's numbers against lnviz's, in float64 (to rounding) and in float32 (to the
+    tolerance lnviz's check allows a correct float32 implementation)."""
+    shape = batch.values.shape
+    ids = group_ids(shape, batch.layout, spec)
+    assert js["group"] == ids.ravel().tolist()
+    for dtype in ("float64", "float32"):
+        ex = explore(batch, spec, dtype=dtype)
+        scale = np.nanmax(np.abs(np.where(np.isfinite(ex.output_values), ex.output_values,
+                                          np.nan)), initial=1.0)
+        # float32: twice what lnviz's check allows a correct float32 implementation (torch's
+        # own check has no tolerance where torch refuses, e.g. BatchNorm training with ε = 0)
+        atol = (F64_RTOL * max(1.0, scale) if dtype == "float64"
+                else 2 * check_tolerance(ex.x, ex.result, spec, scale))
+        where = f"{spec} in {dtype}"
+        _close(js["y"], ex.output_values, atol, f"y, {where}")
+        _close(js["xHat"], to_numpy(ex.result.x_hat, torch.float64), atol, f"x̂, {where}")
+        r = ex.result
+        if r.mean is not None:
+            _close(js["mean"], _per_group(r.mean, shape, ids), atol * 10, f"μ, {where}")
+        var = _per_group(r.var, shape, ids)
+        _close(js["var"], var, atol * np.maximum(1.0, np.abs(var)) * 10, f"σ², {where}")
+        rstd = _per_group(r.rstd, shape, ids)
+        _close(js["rstd"], rstd, atol * np.maximum(1.0, np.abs(rstd)), f"rstd, {where}")
+        _close(js["meanOut"], ex.mean_out, atol, f"μ after, {where}")
+        _close(js["spreadOut"], ex.spread_out, atol, f"σ after, {where}")
+
+
+def _problem(batch: Batch, spec: NormSpec) -> dict:
+    """What norms.js takes, from a batch and settings (as lnviz.ui.live sends them)."""
+    x = np.asarray(batch.values, dtype=np.float32)
+
+    def param(v: float | tuple[float, ...]) -> float | list[float]:
+        return list(v) if isinstance(v, tuple) else v
+
+    return dict(x=x.astype(np.float64).ravel().tolist(), shape=list(x.shape),
+                layout=batch.layout, norm=spec.norm, dims=spec.dims, groups=spec.groups,
+                training=spec.training, warmup=spec.warmup_steps, momentum=spec.momentum,
+                useMask=spec.use_mask, eps=spec.eps, gamma=param(spec.gamma),
+                beta=param(spec.beta),
+                mask=None if batch.mask is None else batch.mask.astype(int).ravel().tolist())
+
+
+def _batches() -> dict[str, Batch]:
+    rng = np.random.default_rng(17)
+    tokens = rng.normal(2.0, 3.0, (2, 4, 6)).astype(np.float32)
+    tokens[1, 3] = 0.0  # a pad token: all zeros
+    mask = np.ones((2, 4), dtype=bool)
+    mask[1, 3] = False
+    table = rng.normal(0.0, 1.0, (5, 4)).astype(np.float32)
+    table[2] = 0.25  # a constant row: σ² = 0, so ε = 0 gives 0/0
+    far = (10_000 + rng.normal(0.0, 1.0, (3, 5))).astype(np.float32)
+    images = rng.normal(1.0, 2.0, (2, 4, 3, 3)).astype(np.float32)
+    return {"tokens": Batch(tokens, "NLC", mask), "table": Batch(table, "NC"),
+            "far": Batch(far, "NC"), "images": Batch(images, "NCHW")}
+
+
+def _cases() -> list[tuple[str, NormSpec]]:
+    per_feature_6 = dict(gamma=(1.5, -2.0, 0.0, 0.5, 3.0, -0.1), beta=(0.0, 1.0, -3.0, 2.5, 0, .2))
+    per_feature_4 = dict(gamma=(-1.0, 2.0, 0.3, 1.0), beta=(0.5, -0.5, 0.0, 3.0))
+    per_feature_5 = dict(gamma=(1.0, -1.0, 2.0, 0.1, -3.0), beta=(0.0, 0.0, 1.0, -1.0, 0.5))
+    return [
+        ("tokens", NormSpec("LayerNorm", eps=1e-5, gamma=-1.3, beta=0.4)),
+        ("tokens", NormSpec("LayerNorm", dims=2, eps=0.0, **per_feature_6)),
+        ("tokens", NormSpec("RMSNorm", eps=0.0, gamma=2.0)),
+        ("tokens", NormSpec("RMSNorm", eps=1e-2, gamma=per_feature_6["gamma"])),
+        ("tokens", NormSpec("BatchNorm", eps=1e-5, gamma=-0.7, beta=2.0)),
+        ("tokens", NormSpec("BatchNorm", use_mask=False, eps=1.0, **per_feature_6)),
+        ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=10, eps=0.0, gamma=1.5,
+                            beta=-1.0)),
+        ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=1, use_mask=False,
+                            eps=1e-3, **per_feature_6)),
+        ("tokens", NormSpec("GroupNorm", groups=3, eps=1e-5, **per_feature_6)),
+        ("tokens", NormSpec("InstanceNorm", eps=0.0, gamma=-2.5, beta=0.1)),
+        ("table", NormSpec("LayerNorm", eps=0.0, gamma=-1.0, beta=0.5)),
+        ("table", NormSpec("LayerNorm", eps=1e-12, **per_feature_4)),
+        ("table", NormSpec("BatchNorm", training=False, warmup_steps=100, eps=1e-8,
+                           **per_feature_4)),
+        ("table", NormSpec("RMSNorm", eps=1e-5, gamma=-3.0)),
+        ("far", NormSpec("LayerNorm", eps=1e-5, gamma=2.0, beta=-3.0)),
+        ("far", NormSpec("BatchNorm", eps=1e-5, **per_feature_5)),
+        ("images", NormSpec("GroupNorm", groups=2, eps=0.0, **per_feature_4)),
+        ("images", NormSpec("InstanceNorm", eps=1e-1, gamma=0.5, beta=-0.5)),
+        ("images", NormSpec("BatchNorm", training=False, warmup_steps=3, eps=1e-5, gamma=-1.0)),
+        ("images", NormSpec("LayerNorm", dims=3, eps=1e-5, gamma=1.0, beta=1.0)),
+    ]
+
+
+@pytest.mark.parametrize(("source", "spec"), _cases(),
+                         ids=[f"{s}-{spec.norm}-{k}" for k, (s, spec) in enumerate(_cases())])
+def test_norms_js_equals_lnviz(js_page: Page, source: str, spec: NormSpec) -> None:
+    batch = _batches()[source]
+    js = js_page.evaluate(_RUN_NORMS, _problem(batch, spec))
+    _compare(js, batch, spec)
+
+
+# --- The panel on the running app -----------------------------------------------------------------
+
+#: The panel's data and the numbers the browser computed last (NaN and ±inf survive the trip).
+_PANEL_STATE = """(root) => {
+  const s = root.__lv, last = s.last;
+  return {data: s.data, shown: root.dataset.shown, frame: Number(root.dataset.frame),
+          js: {eps: last.eps, gamma: last.gamma, beta: last.beta, y: Array.from(last.y),
+               xHat: Array.from(last.xHat), group: Array.from(last.group),
+               mean: last.mean && Array.from(last.mean), var: Array.from(last.var),
+               rstd: Array.from(last.rstd), meanOut: Array.from(last.meanOut),
+               spreadOut: Array.from(last.spreadOut)}};
+}"""
+
+#: Move one of the panel's range inputs to a value as a drag does: an input event, no change.
+_DRAG_TO = """(root, [name, value]) => {
+  const input = root.querySelector(`input[data-control=${name}]`);
+  input.value = String(value);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  const canvas = root.querySelector('canvas[data-panel=out]');
+  return canvas.toDataURL() + root.querySelector('svg.lv-hist').innerHTML
+    + root.querySelector('table.lv-stats tbody').innerHTML;
+}"""
+
+_RELEASE = """(root, name) => root.querySelector(`input[data-control=${name}]`)
+  .dispatchEvent(new Event('change', {bubbles: true}))"""
+
+
+def _decode(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f8")
+
+
+def _from_panel(data: dict, js: dict) -> tuple[Batch, NormSpec]:
+    """The batch the panel was sent, and the settings the browser computed with."""
+    shape = tuple(data["shape"])
+    x = _decode(data["x"]).astype(np.float32).reshape(shape)
+    mask = None
+    if data["mask"] is not None:
+        c = len(shape) - 1 if data["layout"] == "NLC" else 1
+        mask = np.asarray(data["mask"], dtype=bool).reshape(
+            tuple(s for d, s in enumerate(shape) if d != c))
+
+    def param(v: float | list[float]) -> float | tuple[float, ...]:
+        return tuple(v) if isinstance(v, list) else float(v)
+
+    spec = NormSpec(norm=data["norm"], dims=data["dims"], training=data["training"],
+                    warmup_steps=data["warmup"], momentum=data["momentum"],
+                    use_mask=data["useMask"], groups=data["groups"], eps=js["eps"],
+                    gamma=param(js["gamma"]), beta=param(js["beta"]))
+    return Batch(x, data["layout"], mask), spec
+
+
+def _panel(page: Page):
+    panel = page.locator(PANEL)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    return panel
+
+
+def _drag(panel, name: str, values: list[float]) -> int:
+    """Drag ``name`` through ``values``; how many steps changed the picture."""
+    before = panel.evaluate(_DRAG_TO, [name, values[0]])
+    changed = 0
+    for value in values[1:]:
+        now = panel.evaluate(_DRAG_TO, [name, value])
+        changed += now != before
+        before = now
+    return changed
+
+
+QUERIES = {
+    "layernorm": "",
+    "rmsnorm": "?norm=RMSNorm",
+    "batchnorm-eval": "?norm=BatchNorm&mode=eval&warmup=10",
+    "batchnorm-train": "?norm=BatchNorm",
+    "groupnorm": "?norm=GroupNorm",
+    "instancenorm": "?norm=InstanceNorm",
+    "images-batchnorm-eval": "?src=Image+batch&norm=BatchNorm&mode=eval&warmup=3",
+    "constant-row": "?preset=A+constant+row",
+    "per-feature-batchnorm-eval": "?affine=per+feature&norm=BatchNorm&mode=eval&warmup=2",
+}
+
+
+@pytest.mark.parametrize("case", list(QUERIES))
+def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
+                                                      case: str) -> None:
+    """Every step of a γ, β and ε drag redraws the views, in the browser alone (no script run),
+    and at each setting the browser's numbers equal lnviz's: ε down to 0, γ negative."""
+    _open_explorer(page, server, QUERIES[case])
+    panel = _panel(page)
+    state = panel.evaluate(_PANEL_STATE)
+    data = state["data"]
+    _compare(state["js"], *_from_panel(data, state["js"]))  # as the page opened
+
+    if data["perFeature"]:  # γ and β come from the page's table: only ε moves here
+        expect(panel.locator("[data-control-box=gamma]")).to_be_hidden()
+        expect(panel.locator("[data-control-box=beta]")).to_be_hidden()
+    else:
+        gammas = [round(1.0 - 0.1 * k, 1) for k in range(25)]  # 1.0 down to −1.4
+        changed = _drag(panel, "gamma", gammas)
+        assert changed >= 0.8 * (len(gammas) - 1), f"γ drag changed the picture {changed} times"
+        expect(panel).to_have_attribute("data-shown", "browser")
+        state = panel.evaluate(_PANEL_STATE)
+        assert state["js"]["gamma"] == -1.4
+        _compare(state["js"], *_from_panel(data, state["js"]))
+
+    if data["norm"] != "RMSNorm" and not data["perFeature"]:
+        betas = [round(0.1 * k, 1) for k in range(0, -16, -1)]  # 0 down to −1.5
+        changed = _drag(panel, "beta", betas)
+        assert changed >= 0.8 * (len(betas) - 1), f"β drag changed the picture {changed} times"
+
+    indices = list(range(len(EPSILONS) - 1, -1, -1))  # ε from 1 down to 0
+    changed = _drag(panel, "eps", indices)
+    # ε below the groups' σ² changes nothing to four digits: at least the large ε must show
+    assert changed >= 3, f"ε drag changed the picture {changed} times"
+    state = panel.evaluate(_PANEL_STATE)
+    assert state["js"]["eps"] == 0.0
+    _compare(state["js"], *_from_panel(data, state["js"]))
+    _assert_no_exception(page)
+    _shot(page, f"live-{case}")
+
+
+def _slider_thumb(page: Page, text: str):
+    return (page.locator('[data-testid="stSliderThumbValue"]')
+            .filter(has_text=re.compile(f"^{re.escape(text)}$")))
+
+
+def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) -> None:
+    """Let go at γ = −1.5: the server takes it, the page's own γ slider and the URL follow, and
+    the panel shows lnviz's numbers, which equal what the browser had computed."""
+    _open_explorer(page, server, "?norm=BatchNorm&mode=eval&warmup=10")
+    panel = _panel(page)
+    _drag(panel, "gamma", [1.0, 0.0, -1.0, -1.5])
+    dragged = panel.evaluate(_PANEL_STATE)
+    panel.evaluate(_RELEASE, "gamma")
+    expect(page).to_have_url(re.compile(r"[?&]gamma=-1\.5(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(_slider_thumb(page, "-1.50")).to_have_count(1)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    settled = panel.evaluate(_PANEL_STATE)
+    assert settled["data"]["server"]["gamma"] == -1.5
+    shown = _decode(settled["data"]["server"]["y"])
+    _close(dragged["js"]["y"], shown, 1e-5 * max(1.0, float(np.nanmax(np.abs(shown)))),
+           "the browser's y against lnviz's after release")
+
+    panel.evaluate(_DRAG_TO, ["eps", 0])
+    panel.evaluate(_RELEASE, "eps")
+    expect(page).to_have_url(re.compile(r"[?&]eps=0(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "live-settled")
+
+
+def test_the_server_corrects_a_value_the_browser_reports(page: Page, server: str) -> None:
+    """A value outside the slider's range (a tampered page, a stale control) is moved into it
+    by the server, and the panel's control follows the server, not the browser."""
+    _open_explorer(page, server)
+    panel = _panel(page)
+    panel.evaluate("""(root) => {
+      const input = root.querySelector('input[data-control=beta]');
+      input.max = '50'; input.value = '42';
+      input.dispatchEvent(new Event('input', {bubbles: true}));
+      input.dispatchEvent(new Event('change', {bubbles: true}));
+    }""")
+    expect(page).to_have_url(re.compile(r"[?&]beta=3(\.0)?(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    assert panel.evaluate("(root) => root.querySelector('input[data-control=beta]').value") == "3"
+    expect(_slider_thumb(page, "3.00")).to_have_count(1)
+    _assert_no_exception(page)
+
+
+def test_the_panel_works_with_the_keyboard(page: Page, server: str) -> None:
+    """Arrow keys move the panel's γ; its value is announced; letting go of the key settles."""
+    _open_explorer(page, server)
+    panel = _panel(page)
+    gamma = page.get_by_role("slider", name="γ (scale), live")
+    gamma.focus()
+    page.keyboard.press("ArrowRight")
+    expect(gamma).to_have_attribute("aria-valuetext", "γ = 1.1")
+    expect(page).to_have_url(re.compile(r"[?&]gamma=1\.1(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    eps = page.get_by_role("slider", name="ε (epsilon), live")
+    expect(eps).to_have_attribute("aria-valuetext", "ε = 1e-5")
+    # the numbers stay readable as tables (screen readers, keyboard users)
+    expect(page.locator(f"{PANEL} table.lv-stats tbody tr").first).to_be_visible()
+    assert math.isclose(float(panel.evaluate(_PANEL_STATE)["js"]["gamma"]), 1.1)
+    _assert_no_exception(page)
+
+
+# --- Sections in st.fragment keep their links --------------------------------------------------
+
+FRAGMENT_CONTROLS = {
+    "gradients-shift": ("/gradients", "Shift", r"gr_shift=3\.5"),
+    "scale-shift-gamma0": ("/scale_shift", "γ_0", r"ss_g0=0\.6"),
+}
+
+
+@pytest.mark.parametrize("case", list(FRAGMENT_CONTROLS))
+def test_a_control_inside_a_fragment_still_writes_the_url(page: Page, server: str,
+                                                          case: str) -> None:
+    """A fragment reruns only its section; its URL-bound controls still write the link, and a
+    link with their value opens the page with it."""
+    path, name, written = FRAGMENT_CONTROLS[case]
+    page.goto(server + path)
+    slider = page.locator(f'input[type=range][aria-label="{name}"]')
+    expect(slider).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    slider.focus()
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(rf"[?&]{written}(&|$)"), timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    link = page.url
+    page.goto(link)
+    expect(slider).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    expect(slider).to_have_value(re.search(r"=(.*)$", written).group(1).replace("\\", ""))
+    _assert_no_exception(page)
+
+
+def test_the_explorers_group_control_inside_a_fragment_writes_the_url(page: Page,
+                                                                      server: str) -> None:
+    _open_explorer(page, server)
+    group = page.get_by_label("Group", exact=True)
+    group.fill("2")
+    group.press("Enter")
+    expect(page).to_have_url(re.compile(r"[?&]group=2(&|$)"), timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
+    _assert_no_exception(page)
+
+
+# --- Scale and shift: the γ, β histogram ----------------------------------------------------------
+
+_AFFINE_DRAG = """(root, [name, value]) => {
+  const input = root.querySelector(`input[data-control=${name}]`);
+  input.value = String(value);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  const last = root.__lv.last;
+  return {picture: root.querySelector('svg').innerHTML, counts: last.counts, mean: last.mean,
+          std: last.std, gamma: last.gamma, beta: last.beta, shown: root.dataset.shown};
+}"""
+
+
+def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -> None:
+    """γ from 1.5 down to −1.5 and β from 0.5 to −3: every step redraws the histogram in the
+    browser, and its counts, mean and std are lnviz's; let go, and the page's sliders, the URL
+    and the chart follow."""
+    from lnviz.lessons.scale_shift import scale_shift_grid
+
+    page.goto(server + "/scale_shift")
+    panel = page.locator(".lv-affine")
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    drags = {"gamma": [round(1.5 - 0.1 * k, 1) for k in range(31)],  # 1.5 down to −1.5
+             "beta": [round(0.5 - 0.1 * k, 1) for k in range(36)]}  # 0.5 down to −3
+    for name, values in drags.items():
+        before, changed = None, 0
+        for value in values:
+            now = panel.evaluate(_AFFINE_DRAG, [name, value])
+            changed += before is not None and now["picture"] != before
+            before = now["picture"]
+            if value in (-1.5, 0.0, -3.0, 1.2):
+                grid = scale_shift_grid((now["gamma"],), (now["beta"],), n=1000, seed=0,
+                                        bins=78, span=(-13.0, 13.0))
+                assert now["shown"] == "browser"
+                # a value on a bin's edge may fall either side in float32 and float64
+                assert np.abs(np.subtract(now["counts"], grid.counts[0, 0])).sum() <= 2, value
+                assert now["mean"] == pytest.approx(grid.mean[0, 0], abs=1e-6)
+                assert now["std"] == pytest.approx(grid.std[0, 0], rel=1e-5, abs=1e-6)
+        assert changed >= 0.8 * (len(values) - 1), f"{name}: the histogram changed {changed} times"
+        panel.evaluate(_RELEASE, name)
+        key = {"gamma": "ss_gamma", "beta": "ss_beta"}[name]
+        written = re.escape(f"{values[-1]:g}")
+        expect(page).to_have_url(re.compile(rf"[?&]{key}={written}(\.0)?(&|$)"),
+                                 timeout=APP_TIMEOUT_MS)
+        expect(panel).to_have_attribute("data-shown", "server")
+        _wait_idle(page)
+    expect(page.locator(".js-plotly-plot text", has_text=re.compile(r"γ = −?-?1\.5, β = −?-?3"))
+           ).to_have_count(1)
+    _assert_no_exception(page)
+    _shot(page, "live-scale-shift")
+
+
+# --- The ε page: the sweep's marker -------------------------------------------------------------
+
+_SWEEP_DRAG = """(root, index) => {
+  const input = root.querySelector('input[data-control=eps]');
+  input.value = String(index);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  const last = root.__lv.last;
+  return {picture: root.querySelector('svg[data-panel=output]').innerHTML
+            + root.querySelector('svg[data-panel=grad]').innerHTML,
+          eps: last.eps, output: last.output, grad: last.grad, shown: root.dataset.shown};
+}"""
+
+
+@pytest.mark.parametrize("vector", ["tiny", "constant", "ordinary"])
+def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str, vector: str) -> None:
+    """ε from 1 down to 0: the marker moves at every step, and its max |y| and ‖∂L/∂x‖ are
+    lnviz's (float32, as the page computes by default); let go and the page's ε follows."""
+    from lnviz.lessons.epsilon import epsilon_sweep, stability_vector
+
+    page.goto(f"{server}/epsilon?ep_vec={vector}")
+    panel = page.locator(".lv-sweep")
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    x = stability_vector(vector)
+    before, changed = None, 0
+    for index in range(len(EPSILONS) - 1, -1, -1):
+        now = panel.evaluate(_SWEEP_DRAG, index)
+        assert now["shown"] == "browser" and now["eps"] == EPSILONS[index]
+        changed += before is not None and now["picture"] != before
+        before = now["picture"]
+        ours = np.array([now["output"], now["grad"]], dtype=np.float64)
+        for dtype in ("float64", "float32"):
+            sweep = epsilon_sweep(x, (EPSILONS[index],), dtype=dtype)
+            theirs = np.array([sweep.max_output[0], sweep.grad_norm[0]])
+            finite = np.isfinite(theirs) & np.isfinite(ours)
+            # where ε = 0 meets σ² = 0 the formula has no value: both are NaN or ±inf
+            assert (np.isfinite(ours) == np.isfinite(theirs)).all(), (index, ours, theirs)
+            rel = 1e-9 if dtype == "float64" else 1e-4
+            np.testing.assert_allclose(ours[finite], theirs[finite], rtol=rel, atol=rel,
+                                       err_msg=f"ε = {EPSILONS[index]}, {dtype}")
+    assert changed >= len(EPSILONS) - 2, f"the marker moved {changed} times"
+    panel.evaluate(_RELEASE, "eps")
+    expect(page).to_have_url(re.compile(r"[?&]ep_eps=0(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, f"live-epsilon-{vector}")
+
+
+def test_per_feature_gamma_typed_in_the_table_reaches_the_panel(page: Page, server: str) -> None:
+    """γ of feature 0 typed as −2 in the per-feature table: the panel computes with it, and its
+    numbers equal lnviz's as ε is dragged down to 0."""
+    from test_browser import _RAN_SINCE_WATCH, _WATCH_RUNS, PAGE_RUN_TIMEOUT_MS
+
+    _open_explorer(page, server, "?affine=per+feature&norm=BatchNorm")
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    editor = page.locator("#portal textarea, #portal input").first
+    for _ in range(3):  # the grid is a canvas: aim at the cell (as test_browser.py does)
+        grid.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
+        box = grid.bounding_box()
+        page.mouse.dblclick(box["x"] + 64 + (box["width"] - 64) * 0.3, box["y"] + 35 + 17)
+        try:
+            expect(editor).to_be_visible(timeout=5_000)
+            break
+        except AssertionError:
+            page.keyboard.press("Escape")
+    page.evaluate(_WATCH_RUNS)
+    editor.press("Control+a")
+    editor.press_sequentially("-2", delay=50)
+    editor.press("Enter")
+    page.wait_for_function(_RAN_SINCE_WATCH, polling=100, timeout=PAGE_RUN_TIMEOUT_MS)
+    panel = _panel(page)
+    state = panel.evaluate(_PANEL_STATE)
+    assert state["data"]["perFeature"] and state["data"]["gamma"][0] == -2.0
+    assert state["js"]["gamma"][0] == -2.0
+    _compare(state["js"], *_from_panel(state["data"], state["js"]))
+    assert _drag(panel, "eps", list(range(len(EPSILONS) - 1, -1, -1))) >= 3
+    state = panel.evaluate(_PANEL_STATE)
+    assert state["js"]["eps"] == 0.0
+    _compare(state["js"], *_from_panel(state["data"], state["js"]))
+    _assert_no_exception(page)

@@ -1,0 +1,136 @@
+"""The live panel's server side (issue 17): what it is sent, and what a release writes back.
+
+The browser side (norms.js against lnviz, the panel in the running app) is tested in
+tests/test_browser_live.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+
+import numpy as np
+import pytest
+import streamlit as st
+import torch
+
+from lnviz.batch import Batch, NormSpec, group_ids
+from lnviz.data import get_preset
+from lnviz.devices import to_numpy
+from lnviz.lessons.explorer import explore
+from lnviz.ui import live
+from lnviz.ui.params import AFFINE_RANGE, EPSILONS
+
+
+def _decode(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f8")
+
+
+def _padded() -> Batch:
+    preset = get_preset("padded_tokens")
+    return Batch(preset.values, "NLC", preset.mask, preset.labels)
+
+
+@pytest.mark.parametrize("spec", [
+    NormSpec("LayerNorm", eps=0.0, gamma=-1.5, beta=0.5),
+    NormSpec("RMSNorm", eps=1e-3, gamma=(1.0, -2.0, 0.5)),
+    NormSpec("BatchNorm", training=False, warmup_steps=4, eps=1e-5,
+             gamma=(1.0, 2.0, 3.0), beta=(0.0, -1.0, 1.0)),
+])
+def test_the_payload_carries_the_input_and_lnvizs_numbers(spec: NormSpec) -> None:
+    batch = _padded()
+    ex = explore(batch, spec)
+    data = live.live_payload(batch, spec, ex, group=1)
+    shape = tuple(ex.x.shape)
+    assert data["shape"] == list(shape) and data["layout"] == "NLC"
+    np.testing.assert_array_equal(_decode(data["x"]), ex.input_values.ravel())
+    assert data["mask"] == batch.mask.astype(int).ravel().tolist()
+    assert data["rows"] * data["cols"] == ex.x.numel()
+    assert data["epsilons"][data["server"]["eps"]] == spec.eps == data["server"]["epsValue"]
+    assert data["group"] == 1
+    per_feature = isinstance(spec.gamma, tuple)
+    assert data["perFeature"] is per_feature
+    assert data["gamma"] == (list(spec.gamma) if per_feature else spec.gamma)
+    server = data["server"]
+    np.testing.assert_array_equal(_decode(server["y"]), ex.output_values.ravel())
+    ids = group_ids(shape, "NLC", spec).ravel()
+    _, first = np.unique(ids, return_index=True)
+    var = to_numpy(ex.result.var.expand(shape), torch.float64).ravel()[first]
+    np.testing.assert_array_equal(_decode(server["var"]), var)
+    assert (server["mean"] is None) is (spec.norm == "RMSNorm")
+    np.testing.assert_array_equal(_decode(server["meanOut"]), ex.mean_out)
+    np.testing.assert_array_equal(_decode(server["spreadOut"]), ex.spread_out)
+
+
+def test_nan_and_infinity_survive_the_payload() -> None:
+    """JSON has no NaN or ∞: numbers go as float64 bytes, so ε = 0's 0/0 arrives as NaN."""
+    batch = Batch(np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]], np.float32), "NC")
+    spec = NormSpec("LayerNorm", eps=0.0)
+    data = live.live_payload(batch, spec, explore(batch, spec))
+    y = _decode(data["server"]["y"])
+    assert np.isnan(y[:3]).all() and np.isfinite(y[3:]).all()
+
+
+class _State(dict):
+    """Stands in for st.session_state in the release callback."""
+
+
+@pytest.mark.parametrize(("control", "value", "key", "expected"), [
+    ("gamma", -1.5, "gamma", -1.5),
+    ("gamma", 0.30000000000000004, "gamma", 0.3),
+    ("beta", 42.0, "beta", AFFINE_RANGE[1]),
+    ("beta", -1e9, "beta", AFFINE_RANGE[0]),
+    ("eps", 0, "eps", 0.0),
+    ("eps", 8, "eps", 1e-5),
+    ("eps", 99, "eps", EPSILONS[-1]),
+    ("eps", -3, "eps", EPSILONS[0]),
+])
+def test_a_release_is_written_into_range(monkeypatch: pytest.MonkeyPatch, control: str,
+                                         value: float, key: str, expected: float) -> None:
+    state = _State({live.LIVE_KEY: {"settle": {"control": control, "value": value}}})
+    monkeypatch.setattr(st, "session_state", state)
+    live._settle()
+    assert state[key] == expected
+
+
+@pytest.mark.parametrize("event", [
+    None, "gamma", {"control": "gamma", "value": math.nan},
+    {"control": "gamma", "value": math.inf}, {"control": "gamma", "value": "1"},
+    {"control": "gamma", "value": True}, {"control": "norm", "value": 1.0},
+])
+def test_a_release_the_page_cannot_use_changes_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                       event: object) -> None:
+    state = _State({live.LIVE_KEY: {"settle": event}, "gamma": 1.0})
+    monkeypatch.setattr(st, "session_state", state)
+    live._settle()
+    assert state == {live.LIVE_KEY: {"settle": event}, "gamma": 1.0}
+
+
+def test_the_panel_is_only_for_tensors_it_can_draw_whole() -> None:
+    assert live.fits((8, 6), "NC") and live.fits((2, 4, 6, 6), "NCHW")
+    assert live.fits((32, 128), "NC") and not live.fits((33, 128), "NC")  # 4,096 values
+    assert not live.fits((1, 129), "NC") and not live.fits((129, 1), "NC")
+    assert not live.fits((0, 3), "NC")
+    assert "export default function" in live.live_js()
+    assert "function liveNormalize" in live.live_js()
+
+
+def test_the_scale_and_shift_panel_settles_into_its_own_sliders(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    state = _State({live.AFFINE_KEY: {"settle": {"control": "beta", "value": -3.04}}})
+    monkeypatch.setattr(st, "session_state", state)
+    live._settle(live.AFFINE_KEY, live.AFFINE_CONTROLS)
+    assert state["ss_beta"] == -3.0 and "beta" not in state
+    state[live.AFFINE_KEY] = {"settle": {"control": "eps", "value": 3}}  # it has no ε
+    live._settle(live.AFFINE_KEY, live.AFFINE_CONTROLS)
+    assert set(state) == {live.AFFINE_KEY, "ss_beta"}
+
+
+@pytest.mark.parametrize(("spec", "named"), [
+    (NormSpec("LayerNorm"), "Drag ε, γ or β here:"),
+    (NormSpec("RMSNorm"), "Drag ε or γ here:"),
+    (NormSpec("BatchNorm", gamma=(1.0, 2.0), beta=(0.0, 0.0)),
+     "Drag ε here (γ and β come from the table above):"),
+])
+def test_the_panels_sentence_names_the_controls_it_has(spec: NormSpec, named: str) -> None:
+    assert named in live.intro(spec)

@@ -1,0 +1,306 @@
+"""Live controls measured in a browser (issue 17): how a page answers a drag, and how long it
+takes to settle after a control is let go, next to a trivial one-chart page in the same browser.
+
+A script, not a test::
+
+    python tools/livebench.py                 # about 3 minutes on 2 cores
+    python tools/livebench.py --json /tmp/live.json --presses 12
+    git archive <commit> | tar -x -C /tmp/before        # an earlier version, to compare:
+    python tools/livebench.py --before /tmp/before      # its pages timed in turn with these
+
+It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on free ports of
+127.0.0.1 and one headless Debian Chromium (nothing else is contacted), then measures:
+
+1. **During a drag.** Each live panel (Explorer, Scale and shift, ε page): its control is moved
+   step by step (an ``input`` event per step, as a drag sends them, about 30 a second); per
+   step, the time from the event to the next frame (``requestAnimationFrame``: the updated
+   picture is painted with it), and whether the picture (canvases, SVGs, tables) changed.
+   For comparison, the Explorer's own γ slider (``st.slider``) dragged with the mouse in 12
+   steps: whether any chart on the page changed before the mouse button is let go.
+2. **Release to settled.** A key press on a focused slider (ArrowRight, then ArrowLeft, and so
+   on: every press is a new value, like a release), timed until the script run it started has
+   finished and the page is idle again, as tools/loadtest.py times a run (the server's messages
+   said the run started and finished, the script-run state is "notRunning", nothing stale), for the
+   trivial page, for the pages' sliders that rerun the whole page, for those inside an
+   ``st.fragment``, and for the live panel's γ (a key press there fires its release).
+
+Prints a Markdown table (docs/benchmarks.md keeps the numbers) and, with ``--json``, every time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from anywhere: lnviz is beside it
+
+from tools.loadtest import _DONE, _WATCH, _WS_HOOK  # noqa: E402  (one way to time a run)
+from tools.localserver import CHROMIUM_ARGS, HOST, free_port, healthy  # noqa: E402
+
+TRIVIAL = "trivial"
+#: (what, page path or TRIVIAL, the slider's accessible name, the query string to open with)
+SETTLE_TARGETS = [
+    ("trivial one-chart page: its slider", TRIVIAL, "k", ""),
+    ("Explorer: γ slider (whole page)", "/explorer", "γ (scale)", ""),
+    ("Explorer: live panel γ, key press (release)", "/explorer", "γ (scale), live", ""),
+    ("Gradients: Batch size N (whole page)", "/gradients", "Batch size N", ""),
+    ("Gradients: Shift (fragment)", "/gradients", "Shift", ""),
+    ("Scale and shift: γ (whole page)", "/scale_shift", "γ (scale)", ""),
+    ("Scale and shift: γ_0 (fragment)", "/scale_shift", "γ_0", ""),
+    ("Scale and shift: live panel γ, key press (release)", "/scale_shift", "γ (scale), live", ""),
+    ("ε page: ε slider (whole page)", "/epsilon", "ε (epsilon)", ""),
+    ("ε page: live panel ε, key press (release)", "/epsilon", "ε (epsilon), live", ""),
+]
+#: (what, page and query, the live panel, its control, the values a drag takes it through)
+DRAG_TARGETS = [
+    ("Explorer defaults (8 × 3 tokens): γ", "/explorer", ".lv-root", "gamma",
+     [round(1.0 - 0.1 * k, 1) for k in range(41)]),
+    ("Explorer, random batch 32 × 128 (4,096 values, the live limit): γ",
+     "/explorer?src=Random+batch&rlayout=NC&rn=32&rc=128", ".lv-root", "gamma",
+     [round(1.0 - 0.1 * k, 1) for k in range(41)]),
+    ("Scale and shift, 1,000 samples: γ", "/scale_shift", ".lv-affine", "gamma",
+     [round(1.5 - 0.1 * k, 1) for k in range(41)]),
+    ("Scale and shift, 10,000 samples: γ", "/scale_shift?ss_n=10000", ".lv-affine", "gamma",
+     [round(1.5 - 0.1 * k, 1) for k in range(41)]),
+    ("ε page: ε (1 down to 0, 14 steps)", "/epsilon", ".lv-sweep", "eps",
+     list(range(13, -1, -1))),
+]
+
+_IDLE = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"]');
+}"""
+#: Drag the live panel's γ through `values`: per step, ms from the input event to the handler's
+#: end and to the next animation frame, and the picture's signature after it.
+_LIVE_DRAG = """async (root, [name, values]) => {
+  const input = root.querySelector(`input[data-control=${name}]`);
+  const steps = [];
+  for (const v of values) {
+    const t0 = performance.now();
+    input.value = String(v);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    const handled = performance.now() - t0;
+    await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+    const framed = performance.now() - t0;
+    const picture = [...root.querySelectorAll('canvas')].map((c) => c.toDataURL()).join()
+      + [...root.querySelectorAll('svg, tbody')].map((e) => e.innerHTML).join();
+    steps.push({handled, framed, picture});
+    await new Promise((resolve) => setTimeout(resolve, 30));  // a drag's pace: ~30 events/s
+  }
+  return steps;
+}"""
+_CHARTS = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+  .map((c) => c.innerHTML.length + ':' + c.innerHTML.slice(-2000)).join('|')"""
+
+
+@contextlib.contextmanager
+def _serve(script: str, log_dir: Path, root: Path) -> Iterator[str]:
+    """``streamlit run script`` from the checkout ``root`` on a free port; its base URL."""
+    port = free_port()
+    base = f"http://{HOST}:{port}"
+    command = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
+               "--server.address", HOST, "--server.headless", "true",
+               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    with open(log_dir / f"{Path(script).stem}-{port}.log", "wb") as log:
+        proc = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 90
+            while not healthy(base):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{script}: the server did not start")
+                time.sleep(0.25)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # run() says so when it imports playwright
+    PlaywrightTimeout = TimeoutError
+
+
+def _open(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector('[data-testid="stMain"] h1', timeout=120_000)
+    page.wait_for_function(_IDLE, polling=50, timeout=120_000)
+    page.wait_for_timeout(500)
+
+
+def _slider(page, url: str, name: str):
+    """The slider ``name`` on a freshly opened ``url``, or None where the page has none."""
+    _open(page, url)
+    slider = page.locator(f'input[type=range][aria-label="{name}"]')
+    try:
+        slider.wait_for(state="attached", timeout=15_000)
+    except PlaywrightTimeout:  # a control this version of the app does not have
+        return None
+    slider.scroll_into_view_if_needed()
+    return slider
+
+
+def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list[list[dict]]:
+    """Per press of a key on the slider ``name``: seconds until the page has settled ("s") and
+    of those, the server's from the run's start to its finish ("server_s"), for each of ``urls``
+    (one page each), the presses taking turns so that every version meets the same load; the
+    first press of each, which may fill caches, is not counted."""
+    sliders = [_slider(page, url, name) for page, url in zip(pages, urls, strict=True)]
+    times: list[list[dict]] = [[] for _ in urls]
+    for k in range(presses + 1):
+        for page, slider, kept in zip(pages, sliders, times, strict=True):
+            if slider is None:
+                continue
+            slider.focus()
+            page.evaluate(_WATCH)
+            page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
+            done = page.wait_for_function(_DONE, polling=20, timeout=60_000).json_value()
+            if k:
+                kept.append({"s": done["ms"] / 1000, "server_s": done["server_ms"] / 1000})
+            page.wait_for_timeout(300)
+    return times
+
+
+def _live_drag(page, url: str, selector: str, control: str, values: list[float]) -> dict:
+    _open(page, url)
+    panel = page.locator(selector)
+    try:
+        panel.wait_for(timeout=15_000)
+    except PlaywrightTimeout:  # this version of the app has no live panel
+        return {}
+    result = panel.evaluate(_LIVE_DRAG, [control, values])
+    changed = sum(a["picture"] != b["picture"] for a, b in itertools.pairwise(result))
+    framed = [s["framed"] for s in result[1:]]
+    return {"handled_ms": [s["handled"] for s in result[1:]], "framed_ms": framed,
+            "changed": changed, "steps": len(result) - 1}
+
+
+def _slider_drag(page, url: str, steps: int) -> dict:
+    """The page's own γ slider dragged with the mouse: does any chart change before release?"""
+    _open(page, url)
+    # the thumb: the element that holds the (visually hidden) range input
+    thumb = page.locator('input[type=range][aria-label="γ (scale)"]').locator("xpath=..")
+    thumb.scroll_into_view_if_needed()
+    box = thumb.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    before = page.evaluate(_CHARTS)
+    page.mouse.move(x, y)
+    page.mouse.down()
+    changed = 0
+    for k in range(1, steps + 1):
+        page.mouse.move(x - 6 * k, y)
+        page.wait_for_timeout(50)
+        now = page.evaluate(_CHARTS)
+        changed += now != before
+        before = now
+    page.evaluate(_WATCH)
+    page.mouse.up()
+    page.wait_for_function(_DONE, polling=20, timeout=60_000)
+    return {"changed": changed, "steps": steps}
+
+
+def _ms(values: list[float], scale: float = 1.0) -> dict:
+    ordered = sorted(v * scale for v in values)
+    return {"p50": statistics.median(ordered),
+            "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+            "max": ordered[-1]}
+
+
+def run(args: argparse.Namespace) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    out: dict = {"machine": f"{platform.system()} {platform.machine()}, "
+                            f"{platform.processor() or 'cpu'}", "settle": {}, "drag": {}}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack, \
+            sync_playwright() as pw:
+        apps = [stack.enter_context(_serve("app.py", Path(tmp), REPO))]
+        if args.before:
+            apps.append(stack.enter_context(_serve("app.py", Path(tmp), args.before)))
+        trivial = stack.enter_context(_serve("tools/trivial_app.py", Path(tmp), REPO))
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
+                                     args=CHROMIUM_ARGS)
+        pages = []
+        for _ in apps:
+            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            page.add_init_script(_WS_HOOK)  # timestamps of the server's run messages
+            pages.append(page)
+        for what, path, selector, control, values in DRAG_TARGETS:
+            out["drag"][what] = _live_drag(pages[0], f"{apps[0]}{path}", selector, control,
+                                           values)
+        out["drag"]["Explorer's own γ slider (st.slider), mouse drag"] = _slider_drag(
+            pages[0], f"{apps[0]}/explorer", 12)
+        for what, path, name, query in SETTLE_TARGETS:
+            if path == TRIVIAL:
+                out["settle"][what] = _settle_times(pages[:1], [trivial], name, args.presses)
+            else:
+                out["settle"][what] = _settle_times(
+                    pages, [f"{app}{path}{query}" for app in apps], name, args.presses)
+        browser.close()
+    return out
+
+
+def summary(r: dict) -> str:
+    lines = ["| during a drag | steps | picture changed | event → frame p50 ms | p90 | max |"
+             " handler p50 ms |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for what, d in r["drag"].items():
+        if not d:
+            lines.append(f"| {what} | – | absent | – | – | – | – |")
+        elif "framed_ms" in d:
+            f, h = _ms(d["framed_ms"]), _ms(d["handled_ms"])
+            lines.append(f"| {what} | {d['steps']} | {d['changed']} | {f['p50']:.1f} | "
+                         f"{f['p90']:.1f} | {f['max']:.1f} | {h['p50']:.2f} |")
+        else:
+            lines.append(f"| {what} | {d['steps']} | {d['changed']} | – | – | – | – |")
+    trivial = statistics.median(t["s"] for t in next(iter(r["settle"].values()))[0])
+    versions = ["this checkout", "before"][:max(len(t) for t in r["settle"].values())]
+    lines += ["", "| release to settled | presses | "
+              + " | ".join(f"{v}: p50 ms | p90 ms | server p50 ms | p50 / trivial"
+                           for v in versions) + " |",
+              "|---|---:|" + "---:|---:|---:|---:|" * len(versions)]
+    for what, runs in r["settle"].items():
+        cells = []
+        for times in runs:
+            if not times:
+                cells.append("absent | | | ")
+                continue
+            s = _ms([t["s"] for t in times], 1000)
+            server = _ms([t["server_s"] for t in times], 1000)
+            cells.append(f"{s['p50']:.0f} | {s['p90']:.0f} | {server['p50']:.0f} | "
+                         f"{s['p50'] / 1000 / trivial:.1f}×")
+        lines.append(f"| {what} | {max(len(t) for t in runs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--presses", type=int, default=8, help="timed key presses per slider")
+    parser.add_argument("--json", type=Path, help="write every time to this file")
+    parser.add_argument("--before", type=Path,
+                        help="another checkout of lnviz (e.g. `git archive <commit> | tar -x "
+                             "-C DIR`) whose pages are timed in turn with this one's")
+    args = parser.parse_args(argv)
+    result = run(args)
+    print(summary(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
