@@ -17,9 +17,11 @@ Why the balancer is set up as it is (the configuration is written to a temporary
   behind one NAT to one replica.
 - **WebSockets**: HAProxy passes the upgrade of ``/_stcore/stream`` through in HTTP mode;
   ``timeout tunnel`` (1 h) keeps an idle learner's connection open through a lesson.
-- **Failover**: every replica is health-checked on ``/_stcore/health`` each second; a browser
+- **Failover**: every replica is health-checked on ``/_stcore/health`` every 2 s; a browser
   whose replica is down (or refuses the connection) is sent to another one (``option
-  redispatch``) and gets that replica's cookie. The app's URL holds the view's settings, so the
+  redispatch``) and gets that replica's cookie. A replica is counted down only after three
+  missed checks in a row: a replica busy computing answers late, and moving its learners would
+  cost them their sessions. The app's URL holds the view's settings, so the
   reconnected tab shows the same view; what only the lost process held (an upload, a training
   run's results) is gone.
 - Every response carries ``X-Lnviz-Replica: r<i>``, the replica that served it, for the tests
@@ -103,7 +105,12 @@ backend replicas
     cookie {COOKIE} insert indirect nocache httponly attr "SameSite=Lax"
     option httpchk GET /_stcore/health
     http-check expect string ok
-    default-server check inter 1s fall 1 rise 2
+    # A replica busy importing torch or computing can answer its health check late: only
+    # three misses in a row (about 6 s) count as down, or a busy replica's learners would be
+    # sent elsewhere and lose their session. A killed replica refuses connections, and a
+    # refused request is sent to another replica at once (redispatch), without waiting.
+    default-server check inter 2s fall 3 rise 2
+    timeout check 5s
     http-response set-header {REPLICA_HEADER} %[srv_name]
 {servers}
 """
