@@ -621,7 +621,13 @@ def run(args: argparse.Namespace) -> dict:
     log = os.fdopen(fd, "wb")
     fd, runs_name = tempfile.mkstemp(prefix="lnviz-loadtest-runs-", suffix=".log")
     os.close(fd)  # the server appends one line per script run (tools/timedserver.py)
-    command = server_command(port, run_log=runs_name)
+    streamlit_args = ([] if args.session_ttl is None
+                      else ["--server.disconnectedSessionTTL", str(args.session_ttl)])
+    if args.replicas:  # HAProxy on ``port`` and the replicas behind it (tools/balancer.py)
+        command = [sys.executable, "tools/balancer.py", "--replicas", str(args.replicas),
+                   "--port", str(port), "--run-log", runs_name, "--", *streamlit_args]
+    else:
+        command = [*server_command(port, run_log=runs_name), *streamlit_args]
     ctx = mp.get_context("spawn")
     workers: list[mp.Process] = []
     server: subprocess.Popen | None = None
@@ -632,6 +638,8 @@ def run(args: argparse.Namespace) -> dict:
         "command": " ".join(["python", "tools/loadtest.py", *sys.argv[1:]]),
         "server_command": " ".join(["python", *command[1:]]),
         "sessions": args.sessions, "seconds": args.seconds, "once": args.once,
+        "replicas": args.replicas or 1, "balancer": bool(args.replicas),
+        "session_ttl_s": args.session_ttl, "settle_s": args.settle,
         "browser_nice": args.nice,
         "errors": [], "server_log": log_name, "server_run_log": runs_name,
     }
@@ -659,6 +667,9 @@ def run(args: argparse.Namespace) -> dict:
                "moves": args.moves, "rerun_timeout": args.rerun_timeout,
                "page_timeout": args.page_timeout, "hard_deadline": deadline - 30,
                "nice": args.nice}
+        if args.warmup:
+            report["rss_warm_mb"] = _warm_up(args, ctx, base, cfg, workers, sampler, report)
+            sampler.phase = "warm"
         ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         for i in range(args.sessions):
             w = ctx.Process(target=_session, args=(i, base, cfg, ready, go, results),
@@ -777,7 +788,39 @@ def run(args: argparse.Namespace) -> dict:
         "samples": sampler.samples if sampler else [],
     })
     report["error_count"] = len(report["errors"])
+    if report.get("rss_warm_mb") and report.get("rss_after_mb"):
+        report["rss_after_over_warm"] = round(report["rss_after_mb"] / report["rss_warm_mb"], 3)
     return report
+
+
+def _warm_up(args: argparse.Namespace, ctx, base: str, cfg: dict, workers: list,
+             sampler: Sampler, report: dict) -> float:
+    """One session per replica opens every page once and closes; after ``--settle`` s (past
+    the server's grace period for closed sessions) the server's RSS is the warmed baseline:
+    everything imported and every page's module-level state built, no session held."""
+    wcfg = {**cfg, "once": True, "moves": 0}
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    go.set()
+    warm = []
+    for i in range(args.replicas or 1):  # round robin deals them out over the replicas
+        w = ctx.Process(target=_session, args=(i, base, wcfg, ready, go, results),
+                        name=f"loadtest-warmup-{i}", daemon=True)
+        w.start()
+        workers.append(w)
+        warm.append(w)
+        time.sleep(args.stagger)
+    for _ in warm:
+        try:
+            out = results.get(timeout=args.page_timeout * 3)
+        except queue.Empty:
+            report["errors"].append("warm-up: a session did not report in time")
+            break
+        report["errors"] += [f"warm-up: {e}" for e in out["errors"]]
+    for w in warm:
+        stop_tree(w, grace=10)
+    sampler.phase = "warm-settle"
+    time.sleep(args.settle)
+    return sampler.snap()["server_mb"]
 
 
 def _server_runs(path: Path, window: tuple[float, float] | None) -> dict:
@@ -829,6 +872,8 @@ def summary(r: dict) -> str:
         ("server RSS sessions ready (MB)", _fmt(r.get("rss_ready_mb"), 1)),
         ("server RSS peak (MB)", _fmt(r.get("rss_peak_mb"), 1)),
         ("server RSS after (MB)", _fmt(r.get("rss_after_mb"), 1)),
+        ("server RSS warmed baseline (MB), after / warmed",
+         f"{_fmt(r.get('rss_warm_mb'), 1)}, {_fmt(r.get('rss_after_over_warm'), 2)}"),
         ("browsers' PSS peak, all (MB)", _fmt(r.get("sessions_pss_peak_mb"), 1)),
         ("CPU cores busy: server / browsers / other",
          f"{_fmt(r.get('server_cores_busy'), 2)} / {_fmt(r.get('browsers_cores_busy'), 2)} / "
@@ -868,8 +913,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="controls moved on each page visit (default 2; 0: only open pages)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--port", type=int, help="server port on 127.0.0.1 (default: a free one)")
-    parser.add_argument("--settle", type=float, default=20,
-                        help="seconds to wait after the sessions close before the last RSS")
+    parser.add_argument("--settle", type=float,
+                        help="seconds to wait after the sessions close before the last RSS "
+                             "(default 20, or --session-ttl + 15: past the grace period)")
+    parser.add_argument("--session-ttl", type=int,
+                        help="the server's grace period for a closed tab's session, s "
+                             "(server.disconnectedSessionTTL; Streamlit's default is 120)")
+    parser.add_argument("--warmup", action="store_true",
+                        help="first one session per replica opens every page once and closes; "
+                             "the RSS --settle s later is the warmed baseline that the RSS "
+                             "after the run is compared with")
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="serve through HAProxy in front of this many replicas "
+                             "(tools/balancer.py; default 0: one server, no balancer)")
     parser.add_argument("--stagger", type=float, default=1.0,
                         help="seconds between starting two browsers")
     parser.add_argument("--nice", type=int, default=0,
@@ -891,9 +947,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sessions must be between 1 and 50")
     if not 0 < args.seconds <= 3600:
         parser.error("--seconds must be in (0, 3600]")
+    if args.settle is None:
+        args.settle = 20 if args.session_ttl is None else args.session_ttl + 15
     if args.timeout is None:
         args.timeout = (args.seconds + args.ready_timeout + args.page_timeout
                         + 10 * args.sessions + args.settle + 60)
+        if args.warmup:
+            args.timeout += 3 * args.page_timeout + args.settle
     if args.once:
         args.timeout += 180
 
