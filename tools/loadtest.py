@@ -5,6 +5,8 @@ A script, not a pytest test::
     python tools/loadtest.py                          # 10 sessions, 60 s
     python tools/loadtest.py --sessions 2 --seconds 15 --json /tmp/smoke.json
     python tools/loadtest.py --sessions 1 --once      # open every page once: memory footprint
+    python tools/loadtest.py --sessions 6 --warmup --session-ttl 5 [--replicas 3]
+                                                      # memory that comes back; 3 replicas
 
 What it does, bounded in count and time throughout:
 
@@ -26,7 +28,12 @@ What it does, bounded in count and time throughout:
 4. errors: an exception box, the redacted "This app has encountered an error" notice, a lost
    connection, a crashed page, a timed-out wait, a session that could not start;
 5. the server's RSS is sampled every second (peak), and again ``--settle`` seconds after the
-   browsers have closed.
+   browsers have closed. With ``--warmup``, one session per replica first opens every page once
+   and closes, and the RSS ``--settle`` seconds later is the warmed baseline that the RSS after
+   the run is compared with; ``--session-ttl`` shortens the server's grace period for a closed
+   tab's session (``server.disconnectedSessionTTL``, 120 s by default), and ``--settle``
+   defaults to 15 s past it. With ``--replicas N`` the sessions go through HAProxy to N replicas
+   (tools/balancer.py), and "the server" is all of them and HAProxy together.
 
 It prints a summary table and, with ``--json PATH``, writes every figure. The exit status is 0
 when every session ran and no error was counted, 1 otherwise. The server and every browser are
