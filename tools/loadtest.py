@@ -415,6 +415,15 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
     rerun_ms = int(cfg["rerun_timeout"] * 1000)
     page_ms = int(cfg["page_timeout"] * 1000)
     crashed = {"flag": False}
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def server_cpu_s() -> float:
+        """CPU seconds the server (its process tree: replicas and HAProxy too) has used. The
+        difference around one interaction is that interaction's cost when this session is
+        the only one (``--sessions 1``); with several, the others' work is mixed in."""
+        table = _proc_table()
+        pids = [cfg["server_pid"], *descendants(cfg["server_pid"], _children_map(table))]
+        return sum(table[p][1] for p in pids if p in table) / tick
 
     def error(what: str) -> None:
         out["errors"].append(f"session {index}: {what}")
@@ -457,6 +466,7 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
         """Click the page's navigation link; wait until its script has run to the end."""
         where = f"open {link['title']}"
         page.evaluate(_WATCH)
+        cpu = server_cpu_s()
         page.locator(NAV_LINKS).nth(link["index"]).click(timeout=left_ms(page_ms))
         n_errors = len(out["errors"])
         timing = wait_run(page, where, page_ms)
@@ -468,7 +478,8 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
         here = page.evaluate("() => location.href.split('?')[0].replace(/\\/$/, '')")
         if here != link["href"]:
             error(f"{where}: landed on {here}")
-        out["opens"].append({"page": link["title"], **timing})
+        out["opens"].append({"page": link["title"], **timing,
+                             "server_cpu_s": round(server_cpu_s() - cpu, 3)})
         out["pages_visited"] += 1
         check(page, where)
         return True
@@ -497,6 +508,7 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
                 target = page.locator(f'[data-lt-id="{control["id"]}"]')
                 target.focus(timeout=left_ms(page_ms))
                 page.evaluate(_WATCH)
+                cpu = server_cpu_s()
                 page.keyboard.press("ArrowRight" if direction > 0 else "ArrowLeft")
                 now = page.evaluate(
                     """(id) => {
@@ -512,12 +524,14 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
                 target = page.locator(f'[data-lt-id="{option["id"]}"]')
                 target.scroll_into_view_if_needed(timeout=left_ms(page_ms))
                 page.evaluate(_WATCH)
+                cpu = server_cpu_s()
                 target.click(timeout=left_ms(page_ms))
             timing = wait_run(page, f"{title}: {what}", rerun_ms)
             if timing is None:
                 out["noops"] += 1
             else:
-                out["reruns"].append({"page": title, "control": what, **timing})
+                out["reruns"].append({"page": title, "control": what, **timing,
+                                      "server_cpu_s": round(server_cpu_s() - cpu, 3)})
             check(page, f"{title}: {what}")
 
     try:
@@ -673,7 +687,7 @@ def run(args: argparse.Namespace) -> dict:
         cfg = {"chromium": chromium, "seconds": args.seconds, "once": args.once,
                "moves": args.moves, "rerun_timeout": args.rerun_timeout,
                "page_timeout": args.page_timeout, "hard_deadline": deadline - 30,
-               "nice": args.nice}
+               "nice": args.nice, "server_pid": server.pid}
         if args.warmup:
             report["rss_warm_mb"] = _warm_up(args, ctx, base, cfg, workers, sampler, report)
             sampler.phase = "warm"
@@ -791,6 +805,7 @@ def run(args: argparse.Namespace) -> dict:
         "slider_by_page": {p: {"reruns": len(v), "p50_ms": percentile(v, 50),
                                "p95_ms": percentile(v, 95)}
                            for p, v in sorted(by_page_slider.items())},
+        "server_cpu_by_page": _cpu_by_page(reruns, opens),
         "opens_by_page": {p: {"opens": len(v), "p50_ms": percentile(v, 50),
                               "p95_ms": percentile(v, 95)} for p, v in sorted(by_open.items())},
         "js_errors": sum(o["js_errors"] for o in got),
@@ -802,6 +817,24 @@ def run(args: argparse.Namespace) -> dict:
     if report.get("rss_warm_mb") and report.get("rss_after_mb"):
         report["rss_after_over_warm"] = round(report["rss_after_mb"] / report["rss_warm_mb"], 3)
     return report
+
+
+def _cpu_by_page(reruns: list[dict], opens: list[dict]) -> dict:
+    """Per page: the server's CPU seconds for a rerun and for a page open (medians), and the
+    reruns one core sustains at that cost. Exact with ``--sessions 1``."""
+    out: dict = {}
+    for kind, records in (("rerun", reruns), ("open", opens)):
+        by_page: dict[str, list[float]] = {}
+        for r in records:
+            if "server_cpu_s" in r:
+                by_page.setdefault(r["page"], []).append(r["server_cpu_s"])
+        for page, values in by_page.items():
+            out.setdefault(page, {})[f"{kind}_cpu_s"] = percentile(values, 50)
+            out[page][f"{kind}s"] = len(values)
+    for values in out.values():
+        cpu = values.get("rerun_cpu_s")
+        values["reruns_per_core_s"] = round(1 / cpu, 1) if cpu else None
+    return dict(sorted(out.items()))
 
 
 def _warm_up(args: argparse.Namespace, ctx, base: str, cfg: dict, workers: list,
@@ -901,6 +934,12 @@ def summary(r: dict) -> str:
         lines += ["", "server's own script runs by page: count, p50 / p95 ms"]
         lines += [f"  {p:<36} {v['runs']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
                   for p, v in r["server_script_by_page"].items()]
+    if r.get("server_cpu_by_page"):
+        lines += ["", "server CPU by page (medians; exact with --sessions 1): rerun s, "
+                      "reruns/s per core, page open s"]
+        lines += [f"  {p:<36} {_fmt(v.get('rerun_cpu_s'), 3):>7} "
+                  f"{_fmt(v.get('reruns_per_core_s'), 1):>6} {_fmt(v.get('open_cpu_s'), 3):>7}"
+                  for p, v in r["server_cpu_by_page"].items()]
     if r.get("slider_by_page"):
         lines += ["", "slider moves by page: count, p50 / p95 ms"]
         lines += [f"  {p:<36} {v['reruns']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
