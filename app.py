@@ -10,9 +10,11 @@ import sys
 import streamlit as st
 
 from lnviz.ui.cache import forget_named
+from lnviz.ui.memory import return_freed_memory
 from lnviz.ui.pages import PAGES
 from lnviz.ui.state import clean_query_params, release_upload, sidebar_settings
 
+return_freed_memory()  # once per process: a session's memory leaves with the session
 st.set_page_config(
     page_title="lnviz — see what normalization does",
     page_icon="📐",

@@ -126,11 +126,12 @@ def browser() -> Iterator[Browser]:
 
 
 @contextlib.contextmanager
-def serve(log_dir: Path) -> Iterator[str]:
-    """``streamlit run app.py`` on a free local port; yields its base URL, stops it after."""
+def serve(log_dir: Path, *options: str) -> Iterator[str]:
+    """``streamlit run app.py`` on a free local port, with any further ``options`` of
+    ``streamlit run``; yields its base URL, stops it after."""
     port = free_port()
     log_path = log_dir / "server.log"
-    command = server_command(port)
+    command = [*server_command(port), *options]
     base = f"http://{HOST}:{port}"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)

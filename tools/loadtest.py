@@ -5,6 +5,8 @@ A script, not a pytest test::
     python tools/loadtest.py                          # 10 sessions, 60 s
     python tools/loadtest.py --sessions 2 --seconds 15 --json /tmp/smoke.json
     python tools/loadtest.py --sessions 1 --once      # open every page once: memory footprint
+    python tools/loadtest.py --sessions 6 --warmup --session-ttl 5 [--replicas 3]
+                                                      # memory that comes back; 3 replicas
 
 What it does, bounded in count and time throughout:
 
@@ -26,7 +28,12 @@ What it does, bounded in count and time throughout:
 4. errors: an exception box, the redacted "This app has encountered an error" notice, a lost
    connection, a crashed page, a timed-out wait, a session that could not start;
 5. the server's RSS is sampled every second (peak), and again ``--settle`` seconds after the
-   browsers have closed.
+   browsers have closed. With ``--warmup``, one session per replica first opens every page once
+   and closes, and the RSS ``--settle`` seconds later is the warmed baseline that the RSS after
+   the run is compared with; ``--session-ttl`` shortens the server's grace period for a closed
+   tab's session (``server.disconnectedSessionTTL``, 120 s by default), and ``--settle``
+   defaults to 15 s past it. With ``--replicas N`` the sessions go through HAProxy to N replicas
+   (tools/balancer.py), and "the server" is all of them and HAProxy together.
 
 It prints a summary table and, with ``--json PATH``, writes every figure. The exit status is 0
 when every session ran and no error was counted, 1 otherwise. The server and every browser are
@@ -408,6 +415,15 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
     rerun_ms = int(cfg["rerun_timeout"] * 1000)
     page_ms = int(cfg["page_timeout"] * 1000)
     crashed = {"flag": False}
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def server_cpu_s() -> float:
+        """CPU seconds the server (its process tree: replicas and HAProxy too) has used. The
+        difference around one interaction is that interaction's cost when this session is
+        the only one (``--sessions 1``); with several, the others' work is mixed in."""
+        table = _proc_table()
+        pids = [cfg["server_pid"], *descendants(cfg["server_pid"], _children_map(table))]
+        return sum(table[p][1] for p in pids if p in table) / tick
 
     def error(what: str) -> None:
         out["errors"].append(f"session {index}: {what}")
@@ -450,6 +466,7 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
         """Click the page's navigation link; wait until its script has run to the end."""
         where = f"open {link['title']}"
         page.evaluate(_WATCH)
+        cpu = server_cpu_s()
         page.locator(NAV_LINKS).nth(link["index"]).click(timeout=left_ms(page_ms))
         n_errors = len(out["errors"])
         timing = wait_run(page, where, page_ms)
@@ -461,7 +478,8 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
         here = page.evaluate("() => location.href.split('?')[0].replace(/\\/$/, '')")
         if here != link["href"]:
             error(f"{where}: landed on {here}")
-        out["opens"].append({"page": link["title"], **timing})
+        out["opens"].append({"page": link["title"], **timing,
+                             "server_cpu_s": round(server_cpu_s() - cpu, 3)})
         out["pages_visited"] += 1
         check(page, where)
         return True
@@ -490,6 +508,7 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
                 target = page.locator(f'[data-lt-id="{control["id"]}"]')
                 target.focus(timeout=left_ms(page_ms))
                 page.evaluate(_WATCH)
+                cpu = server_cpu_s()
                 page.keyboard.press("ArrowRight" if direction > 0 else "ArrowLeft")
                 now = page.evaluate(
                     """(id) => {
@@ -505,12 +524,14 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
                 target = page.locator(f'[data-lt-id="{option["id"]}"]')
                 target.scroll_into_view_if_needed(timeout=left_ms(page_ms))
                 page.evaluate(_WATCH)
+                cpu = server_cpu_s()
                 target.click(timeout=left_ms(page_ms))
             timing = wait_run(page, f"{title}: {what}", rerun_ms)
             if timing is None:
                 out["noops"] += 1
             else:
-                out["reruns"].append({"page": title, "control": what, **timing})
+                out["reruns"].append({"page": title, "control": what, **timing,
+                                      "server_cpu_s": round(server_cpu_s() - cpu, 3)})
             check(page, f"{title}: {what}")
 
     try:
@@ -621,7 +642,13 @@ def run(args: argparse.Namespace) -> dict:
     log = os.fdopen(fd, "wb")
     fd, runs_name = tempfile.mkstemp(prefix="lnviz-loadtest-runs-", suffix=".log")
     os.close(fd)  # the server appends one line per script run (tools/timedserver.py)
-    command = server_command(port, run_log=runs_name)
+    streamlit_args = ([] if args.session_ttl is None
+                      else ["--server.disconnectedSessionTTL", str(args.session_ttl)])
+    if args.replicas:  # HAProxy on ``port`` and the replicas behind it (tools/balancer.py)
+        command = [sys.executable, "tools/balancer.py", "--replicas", str(args.replicas),
+                   "--port", str(port), "--run-log", runs_name, "--", *streamlit_args]
+    else:
+        command = [*server_command(port, run_log=runs_name), *streamlit_args]
     ctx = mp.get_context("spawn")
     workers: list[mp.Process] = []
     server: subprocess.Popen | None = None
@@ -632,6 +659,8 @@ def run(args: argparse.Namespace) -> dict:
         "command": " ".join(["python", "tools/loadtest.py", *sys.argv[1:]]),
         "server_command": " ".join(["python", *command[1:]]),
         "sessions": args.sessions, "seconds": args.seconds, "once": args.once,
+        "replicas": args.replicas or 1, "balancer": bool(args.replicas),
+        "session_ttl_s": args.session_ttl, "settle_s": args.settle,
         "browser_nice": args.nice,
         "errors": [], "server_log": log_name, "server_run_log": runs_name,
     }
@@ -658,7 +687,10 @@ def run(args: argparse.Namespace) -> dict:
         cfg = {"chromium": chromium, "seconds": args.seconds, "once": args.once,
                "moves": args.moves, "rerun_timeout": args.rerun_timeout,
                "page_timeout": args.page_timeout, "hard_deadline": deadline - 30,
-               "nice": args.nice}
+               "nice": args.nice, "server_pid": server.pid}
+        if args.warmup:
+            report["rss_warm_mb"] = _warm_up(args, ctx, base, cfg, workers, sampler, report)
+            sampler.phase = "warm"
         ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         for i in range(args.sessions):
             w = ctx.Process(target=_session, args=(i, base, cfg, ready, go, results),
@@ -716,7 +748,11 @@ def run(args: argparse.Namespace) -> dict:
         for w in workers:
             stop_tree(w, grace=10)
         samples = sampler.samples
-        report["rss_peak_mb"] = max(s["server_mb"] for s in samples)
+        # the walk's peak; the warm-up (every page once, per replica) has its own
+        report["rss_peak_mb"] = max(s["server_mb"] for s in samples
+                                    if s["phase"] in ("load", "closing"))
+        report["rss_warmup_peak_mb"] = max((s["server_mb"] for s in samples
+                                            if s["phase"].startswith("warm")), default=None)
         report["sessions_pss_peak_mb"] = max(s.get("sessions_mb", 0) for s in samples)
 
         sampler.phase = "settle"
@@ -769,6 +805,7 @@ def run(args: argparse.Namespace) -> dict:
         "slider_by_page": {p: {"reruns": len(v), "p50_ms": percentile(v, 50),
                                "p95_ms": percentile(v, 95)}
                            for p, v in sorted(by_page_slider.items())},
+        "server_cpu_by_page": _cpu_by_page(reruns, opens),
         "opens_by_page": {p: {"opens": len(v), "p50_ms": percentile(v, 50),
                               "p95_ms": percentile(v, 95)} for p, v in sorted(by_open.items())},
         "js_errors": sum(o["js_errors"] for o in got),
@@ -777,7 +814,57 @@ def run(args: argparse.Namespace) -> dict:
         "samples": sampler.samples if sampler else [],
     })
     report["error_count"] = len(report["errors"])
+    if report.get("rss_warm_mb") and report.get("rss_after_mb"):
+        report["rss_after_over_warm"] = round(report["rss_after_mb"] / report["rss_warm_mb"], 3)
     return report
+
+
+def _cpu_by_page(reruns: list[dict], opens: list[dict]) -> dict:
+    """Per page: the server's CPU seconds for a rerun and for a page open (medians), and the
+    reruns one core sustains at that cost. Exact with ``--sessions 1``."""
+    out: dict = {}
+    for kind, records in (("rerun", reruns), ("open", opens)):
+        by_page: dict[str, list[float]] = {}
+        for r in records:
+            if "server_cpu_s" in r:
+                by_page.setdefault(r["page"], []).append(r["server_cpu_s"])
+        for page, values in by_page.items():
+            out.setdefault(page, {})[f"{kind}_cpu_s"] = percentile(values, 50)
+            out[page][f"{kind}s"] = len(values)
+    for values in out.values():
+        cpu = values.get("rerun_cpu_s")
+        values["reruns_per_core_s"] = round(1 / cpu, 1) if cpu else None
+    return dict(sorted(out.items()))
+
+
+def _warm_up(args: argparse.Namespace, ctx, base: str, cfg: dict, workers: list,
+             sampler: Sampler, report: dict) -> float:
+    """One session per replica opens every page once and closes; after ``--settle`` s (past
+    the server's grace period for closed sessions) the server's RSS is the warmed baseline:
+    everything imported and every page's module-level state built, no session held."""
+    wcfg = {**cfg, "once": True, "moves": 0}
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    go.set()
+    warm = []
+    for i in range(args.replicas or 1):  # round robin deals them out over the replicas
+        w = ctx.Process(target=_session, args=(i, base, wcfg, ready, go, results),
+                        name=f"loadtest-warmup-{i}", daemon=True)
+        w.start()
+        workers.append(w)
+        warm.append(w)
+        time.sleep(args.stagger)
+    for _ in warm:
+        try:
+            out = results.get(timeout=args.page_timeout * 3)
+        except queue.Empty:
+            report["errors"].append("warm-up: a session did not report in time")
+            break
+        report["errors"] += [f"warm-up: {e}" for e in out["errors"]]
+    for w in warm:
+        stop_tree(w, grace=10)
+    sampler.phase = "warm-settle"
+    time.sleep(args.settle)
+    return sampler.snap()["server_mb"]
 
 
 def _server_runs(path: Path, window: tuple[float, float] | None) -> dict:
@@ -827,8 +914,11 @@ def summary(r: dict) -> str:
         ("errors", str(r.get("error_count", 0))),
         ("server RSS before (MB)", _fmt(r.get("rss_before_mb"), 1)),
         ("server RSS sessions ready (MB)", _fmt(r.get("rss_ready_mb"), 1)),
-        ("server RSS peak (MB)", _fmt(r.get("rss_peak_mb"), 1)),
+        ("server RSS peak (MB): the walk, the warm-up", f"{_fmt(r.get('rss_peak_mb'), 1)}, "
+                                                        f"{_fmt(r.get('rss_warmup_peak_mb'), 1)}"),
         ("server RSS after (MB)", _fmt(r.get("rss_after_mb"), 1)),
+        ("server RSS warmed baseline (MB), after / warmed",
+         f"{_fmt(r.get('rss_warm_mb'), 1)}, {_fmt(r.get('rss_after_over_warm'), 2)}"),
         ("browsers' PSS peak, all (MB)", _fmt(r.get("sessions_pss_peak_mb"), 1)),
         ("CPU cores busy: server / browsers / other",
          f"{_fmt(r.get('server_cores_busy'), 2)} / {_fmt(r.get('browsers_cores_busy'), 2)} / "
@@ -844,6 +934,12 @@ def summary(r: dict) -> str:
         lines += ["", "server's own script runs by page: count, p50 / p95 ms"]
         lines += [f"  {p:<36} {v['runs']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
                   for p, v in r["server_script_by_page"].items()]
+    if r.get("server_cpu_by_page"):
+        lines += ["", "server CPU by page (medians; exact with --sessions 1): rerun s, "
+                      "reruns/s per core, page open s"]
+        lines += [f"  {p:<36} {_fmt(v.get('rerun_cpu_s'), 3):>7} "
+                  f"{_fmt(v.get('reruns_per_core_s'), 1):>6} {_fmt(v.get('open_cpu_s'), 3):>7}"
+                  for p, v in r["server_cpu_by_page"].items()]
     if r.get("slider_by_page"):
         lines += ["", "slider moves by page: count, p50 / p95 ms"]
         lines += [f"  {p:<36} {v['reruns']:>4}  {_fmt(v['p50_ms'])} / {_fmt(v['p95_ms'])}"
@@ -868,8 +964,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="controls moved on each page visit (default 2; 0: only open pages)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--port", type=int, help="server port on 127.0.0.1 (default: a free one)")
-    parser.add_argument("--settle", type=float, default=20,
-                        help="seconds to wait after the sessions close before the last RSS")
+    parser.add_argument("--settle", type=float,
+                        help="seconds to wait after the sessions close before the last RSS "
+                             "(default 20, or --session-ttl + 15: past the grace period)")
+    parser.add_argument("--session-ttl", type=int,
+                        help="the server's grace period for a closed tab's session, s "
+                             "(server.disconnectedSessionTTL; Streamlit's default is 120)")
+    parser.add_argument("--warmup", action="store_true",
+                        help="first one session per replica opens every page once and closes; "
+                             "the RSS --settle s later is the warmed baseline that the RSS "
+                             "after the run is compared with")
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="serve through HAProxy in front of this many replicas "
+                             "(tools/balancer.py; default 0: one server, no balancer)")
     parser.add_argument("--stagger", type=float, default=1.0,
                         help="seconds between starting two browsers")
     parser.add_argument("--nice", type=int, default=0,
@@ -891,9 +998,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sessions must be between 1 and 50")
     if not 0 < args.seconds <= 3600:
         parser.error("--seconds must be in (0, 3600]")
+    if args.settle is None:
+        args.settle = 20 if args.session_ttl is None else args.session_ttl + 15
     if args.timeout is None:
         args.timeout = (args.seconds + args.ready_timeout + args.page_timeout
                         + 10 * args.sessions + args.settle + 60)
+        if args.warmup:
+            args.timeout += 3 * args.page_timeout + args.settle
     if args.once:
         args.timeout += 180
 

@@ -57,6 +57,10 @@ OPEN_LAYER_KEY = "_open_layer"
 _APPLIED_KEY = "_layer_applied"
 #: This run's captured layer's γ and β for the per-feature table, or None (see layer_affine).
 _AFFINE_KEY = "_layer_affine"
+#: Under an empty uploader: why a file the learner uploaded may be gone.
+LOST_UPLOAD = ("An uploaded file is kept only by the server that received it, for as long as "
+               "your session lasts: if the app's server restarted or you were moved to another "
+               "one, upload the file again (the uploader may still list it).")
 #: The Explorer's padded batches: at most this many sequences, each padded to at most this length.
 MAX_SEQUENCES, MAX_PADDED_LENGTH = 10_000, 100_000
 _DEFAULT_TABLE = pd.DataFrame(
@@ -396,6 +400,10 @@ def _upload_source() -> tuple[Batch, tuple] | None:
         st.info("Upload a .npy, .npz, .safetensors, .pt or .pth file to explore your own "
                 "tensor, e.g. `numpy.save('acts.npy', activations)` or "
                 "`lnviz.capture(model, inputs).save('norms.safetensors')`.", icon="📂")
+        # A session's upload lives only in the server process that received it: after that
+        # process restarts, or the balancer moves the tab to another replica, the uploader can
+        # still list the file while the server has none (tests/test_browser_balancer.py).
+        st.caption(LOST_UPLOAD)
         return None
     held = st.session_state.get(UPLOAD_KEY)
     if held is None or held[0] != uploaded.file_id:

@@ -1,0 +1,38 @@
+"""The server gives memory back: what a learner's session held returns to the system once the
+session ends, instead of staying in the server process until it restarts.
+
+glibc's ``malloc`` serves a block of 128 KiB or more with a mapping of its own, returned to the
+system by ``free`` — until such a block is freed: then it raises that threshold (up to 32 MiB) so
+that blocks of that size come from its heaps, which it keeps. The app frees tensors of a few MB on
+every rerun (torch and numpy allocate them with ``malloc``), so the threshold climbs at once, and a
+class's results, freed when the sessions end, stayed in the process: in
+tests/test_browser_memory.py, 761 MB 40 s after four learners with 2,000,000-value batches had
+left, against a warmed baseline of 402 MB. Setting the threshold turns that adjustment off: every
+block above it is its own mapping, gone from the process when it is freed (the same test: 424 MB
+after, 446 MB at the peak instead of 822 MB).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+__all__ = ["MMAP_THRESHOLD", "return_freed_memory"]
+
+#: Blocks from this size up get their own mapping (glibc's initial value, fixed).
+MMAP_THRESHOLD = 128 * 1024
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
+
+
+@functools.cache
+def return_freed_memory() -> bool:
+    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD`, once per process. False where the
+    C library is not glibc (macOS, musl): those allocators have no such adjustment to turn off."""
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1

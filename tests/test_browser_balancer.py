@@ -1,0 +1,257 @@
+"""End to end through a real load balancer (issue 18): three replicas of ``streamlit run app.py``
+behind HAProxy (tools/balancer.py), learners in separate Chromium contexts.
+
+Each learner's page, static files, uploads and WebSocket stay on one replica (the
+``X-Lnviz-Replica`` header HAProxy adds to every response, the WebSocket's handshake included,
+and the ``lnviz_replica`` cookie agree); the learners spread over the replicas; uploads work
+through the balancer; and when a learner's replica is killed, the tab reconnects to another one
+and its URL restores the view, while the page says what only the lost server held.
+
+Needs what tests/test_browser.py needs, plus Debian's ``haproxy``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import test_browser
+from test_browser import (
+    ALERT,
+    APP_TIMEOUT_MS,
+    CHARTS,
+    CHECK_BADGE,
+    _assert_no_exception,
+    _missing,
+    _norm_option,
+    _shot,
+    _wait_idle,
+    chart_title,
+)
+
+from lnviz.ui.source import LOST_UPLOAD
+from tools.balancer import COOKIE, REPLICA_HEADER, Balancer
+
+try:
+    from playwright.sync_api import Browser, BrowserContext, Page, expect
+except ImportError:  # the browser fixture skips (or fails) the tests
+    Browser = BrowserContext = Page = None
+
+pytestmark = pytest.mark.browser
+browser = test_browser.browser
+
+REPLICAS = 3
+#: One browser context per learner: more learners than replicas, so one replica has two.
+LEARNERS = 4
+#: Each learner's own view, in the URL it opened.
+VIEWS = ["?norm=LayerNorm", "?norm=GroupNorm", "?norm=BatchNorm", "?norm=RMSNorm&eps=1e-3"]
+
+
+def _replica(headers: dict[str, str]) -> str | None:
+    return {k.lower(): v for k, v in headers.items()}.get(REPLICA_HEADER.lower())
+
+
+class Learner:
+    """One browser context on the Explorer, recording which replica answered what."""
+
+    def __init__(self, browser: Browser, base: str, view: str) -> None:
+        self.base, self.view = base, view
+        self.context: BrowserContext = browser.new_context(viewport={"width": 1400,
+                                                                     "height": 1000})
+        self.context.set_default_timeout(APP_TIMEOUT_MS)
+        self.page: Page = self.context.new_page()
+        #: (replica, url) of every HTTP response from the balancer (not the browser's cache)
+        self.http: list[tuple[str | None, str]] = []
+        #: the replica named in each WebSocket handshake's response, in order
+        self.sockets: list[str | None] = []
+        self._cached: set[str] = set()
+        cdp = self.context.new_cdp_session(self.page)
+        cdp.on("Network.requestServedFromCache", lambda e: self._cached.add(e["requestId"]))
+        cdp.on("Network.responseReceived", self._response)
+        cdp.on("Network.webSocketHandshakeResponseReceived", self._handshake)
+        cdp.send("Network.enable")
+        self.cdp = cdp
+
+    def _response(self, event: dict) -> None:
+        # a file from the browser's cache (Streamlit's static files are cached for good) shows
+        # the headers of its first download: only what the balancer answered now counts
+        response = event["response"]
+        if (response["url"].startswith(self.base) and event["requestId"] not in self._cached
+                and not response.get("fromDiskCache") and not response.get("fromPrefetchCache")):
+            self.http.append((_replica(response["headers"]), response["url"]))
+
+    def _handshake(self, event: dict) -> None:
+        self.sockets.append(_replica(event["response"]["headers"]))
+
+    def cookie(self) -> str | None:
+        return next((c["value"] for c in self.context.cookies() if c["name"] == COOKIE), None)
+
+    def mark(self) -> tuple[int, int]:
+        """Where the records stand now, for :meth:`replicas_seen`."""
+        return len(self.http), len(self.sockets)
+
+    def replicas_seen(self, since: tuple[int, int] = (0, 0)) -> set[str | None]:
+        """The replicas that answered HTTP requests or WebSocket handshakes since ``since``."""
+        return {name for name, _ in self.http[since[0]:]} | set(self.sockets[since[1]:])
+
+
+@pytest.fixture(scope="module")
+def balancer(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Balancer]:
+    if shutil.which("haproxy") is None and shutil.which("haproxy", path="/usr/sbin") is None:
+        _missing("a `haproxy` executable (apt-get install haproxy)")
+    workdir = tmp_path_factory.mktemp("balancer")
+    try:
+        with Balancer(REPLICAS, workdir=workdir) as lb:
+            yield lb
+    except RuntimeError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def learners(browser: Browser, balancer: Balancer) -> Iterator[list[Learner]]:
+    """Every learner on the Explorer with their own view; the pages load side by side."""
+    group = [Learner(browser, balancer.url, view) for view in VIEWS[:LEARNERS]]
+    try:
+        for learner in group:  # one after another, so that round robin deals them out
+            learner.page.goto(f"{balancer.url}/explorer{learner.view}")
+        for learner in group:
+            expect(learner.page.locator(CHARTS).nth(2)).to_be_visible(timeout=3 * APP_TIMEOUT_MS)
+            _wait_idle(learner.page)
+            _assert_no_exception(learner.page)
+        yield group
+    finally:
+        for learner in group:
+            learner.context.close()
+
+
+def test_each_learner_stays_on_one_replica_and_learners_spread(learners: list[Learner],
+                                                                balancer: Balancer) -> None:
+    names = {r.name for r in balancer.replicas}
+    for learner in learners:
+        assert learner.sockets, "the page opened no WebSocket through the balancer"
+        seen = learner.replicas_seen()
+        assert len(seen) == 1 and seen <= names, (
+            f"{learner.view}: responses came from {seen}; WebSocket(s) {learner.sockets}; "
+            f"first responses {learner.http[:5]}")
+        assert learner.cookie() in seen, (learner.cookie(), seen)
+        expect(learner.page.get_by_text(CHECK_BADGE)).to_be_visible()
+    homes = [learner.cookie() for learner in learners]
+    assert set(homes) == names, f"{LEARNERS} learners over {REPLICAS} replicas landed on {homes}"
+
+
+def _dropzone(page: Page):
+    return page.locator('[data-testid="stFileUploaderDropzoneInput"], '
+                        '[data-testid="stFileUploader"] input[type=file]').first
+
+
+def _tensor_files(folder: Path, accepted: str) -> list[Path]:
+    """A .npy, and a .safetensors where the Explorer's uploader takes one (else a .npz): the
+    same 6 × 5 tensor."""
+    values = (np.arange(30, dtype=np.float32).reshape(6, 5) - 14.5) / 4
+    npy = folder / "acts.npy"
+    np.save(npy, values)
+    if ".safetensors" in accepted:
+        from safetensors.numpy import save_file
+        other = folder / "acts.safetensors"
+        save_file({"acts": values}, str(other))
+    else:
+        other = folder / "acts.npz"
+        np.savez(other, acts=values)
+    return [npy, other]
+
+
+def test_uploads_work_through_the_balancer(learners: list[Learner], tmp_path: Path) -> None:
+    """An upload is an HTTP PUT that must reach the replica holding the session's WebSocket
+    (elsewhere it fails with HTTP 400): it does, and the Explorer shows the tensor."""
+    learner = learners[0]
+    page = learner.page
+    before = learner.mark()
+    page.get_by_role("radiogroup", name="Data source").get_by_role(
+        "radio", name=re.compile("^Upload")).click()
+    dropzone = _dropzone(page)
+    expect(dropzone).to_be_attached()
+    _wait_idle(page)
+    for path in _tensor_files(tmp_path, dropzone.get_attribute("accept") or ""):
+        with page.expect_response(lambda r: "/_stcore/upload_file/" in r.url
+                                  and r.request.method == "PUT") as put:
+            dropzone.set_input_files(str(path))
+        assert put.value.ok, (path.name, put.value.status)  # 204 No Content
+        expect(page.get_by_text("Tensor (6, 5) in layout NC")).to_be_visible()
+        expect(page.locator(CHARTS).nth(2)).to_be_visible()
+        expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
+        _wait_idle(page)
+        _assert_no_exception(page)
+    assert learner.replicas_seen(before) == {learner.cookie()}
+    _shot(page, "balancer-upload")
+
+
+def _reconnected(learner: Learner, sockets_before: int, lost: str) -> str:
+    """Wait until the tab's WebSocket is open again, through the balancer, on a replica other
+    than ``lost``; the replica it is on now."""
+    page = learner.page
+    page.wait_for_function("() => true")  # let the CDP events queued so far arrive
+    deadline = time.monotonic() + APP_TIMEOUT_MS / 1000
+    while len(learner.sockets) <= sockets_before and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    assert len(learner.sockets) > sockets_before, f"{learner.view}: no new WebSocket"
+    expect(page.locator('[data-testid="stApp"]')).to_have_attribute(
+        "data-test-connection-state", "CONNECTED")
+    now = set(learner.sockets[sockets_before:])
+    assert len(now) == 1 and lost not in now and learner.cookie() in now, (now, learner.cookie())
+    return learner.cookie()
+
+
+def test_a_killed_replica_s_learners_reconnect_and_keep_their_view(
+        learners: list[Learner], balancer: Balancer) -> None:
+    """Kill the replica that serves the uploader and the RMSNorm learner. Both tabs reconnect
+    through the balancer to other replicas (Streamlit's client keeps showing the last page and
+    reruns on the next interaction). The RMSNorm learner's next move runs on the new replica
+    with ε as it was, and a reload restores the view from the URL; the uploader's next move
+    says the file must be uploaded again (the uploader still lists it). The others are
+    untouched."""
+    uploader, rms = learners[0], learners[3]
+    home = uploader.cookie()
+    assert rms.cookie() == home, "round robin over 3 replicas puts learners 1 and 4 together"
+    others = [other for other in learners if other.cookie() != home]
+    marks = {id(learner): len(learner.sockets) for learner in learners}
+
+    balancer.kill(home)
+    new_homes = {id(learner): _reconnected(learner, marks[id(learner)], home)
+                 for learner in (rms, uploader)}
+
+    page = rms.page
+    since = rms.mark()
+    _norm_option(page, "BatchNorm").click()  # the first run of a new session there
+    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    expect(page).to_have_url(re.compile(r"[?&]norm=BatchNorm(&|$)"))
+    expect(page).to_have_url(re.compile(r"[?&]eps=1e-3(&|$)"))
+    page.reload()
+    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    expect(_norm_option(page, "BatchNorm")).to_be_checked()
+    expect(page.locator('[data-testid="stSliderThumbValue"]')
+           .filter(has_text=re.compile(r"^1e-3$"))).to_have_count(1)
+    assert rms.replicas_seen(since) == {new_homes[id(rms)]}
+    _shot(page, "balancer-reconnected-view")
+
+    page = uploader.page
+    _norm_option(page, "RMSNorm").click()
+    expect(page.locator(ALERT).filter(has_text="Upload a .npy or .npz file")).to_be_visible(
+        timeout=APP_TIMEOUT_MS)
+    expect(page.get_by_text(LOST_UPLOAD)).to_be_visible()
+    expect(page.locator(CHARTS)).to_have_count(0)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    _shot(page, "balancer-reconnected-upload-lost")
+
+    for other in others:
+        assert other.cookie() != home and len(other.sockets) == marks[id(other)]
+        expect(other.page.get_by_text(CHECK_BADGE)).to_be_visible()
+        _assert_no_exception(other.page)

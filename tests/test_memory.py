@@ -1,0 +1,30 @@
+"""lnviz.ui.memory: the server returns freed memory to the system (issue 18).
+
+What it achieves is measured end to end in tests/test_browser_memory.py.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import platform
+import re
+from pathlib import Path
+
+import pytest
+
+from lnviz.ui.memory import return_freed_memory
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc"
+                    or ctypes.util.find_library("c") is None, reason="needs Linux with glibc")
+def test_the_mmap_threshold_is_set_once_on_glibc() -> None:
+    assert return_freed_memory() is True
+    assert return_freed_memory() is True  # once per process: the second call is the first's
+
+
+def test_the_shipped_config_runs_no_full_collection_after_every_rerun() -> None:
+    """Streamlit's default gc.collect() after each run cost ~130 ms of CPU per rerun, most of
+    a rerun's server cost (docs/benchmarks.md §6): the shipped config turns it off."""
+    config = (Path(__file__).parents[1] / ".streamlit/config.toml").read_text()
+    runner = re.search(r"^\[runner\]\n(.*?)(?=^\[|\Z)", config, re.M | re.S)
+    assert runner and re.search(r"^postScriptGC = false\b", runner.group(1), re.M)
