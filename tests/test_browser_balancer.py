@@ -243,8 +243,8 @@ def test_a_killed_replica_s_learners_reconnect_and_keep_their_view(
 
     page = uploader.page
     _norm_option(page, "RMSNorm").click()
-    expect(page.locator(ALERT).filter(has_text="Upload a .npy or .npz file")).to_be_visible(
-        timeout=APP_TIMEOUT_MS)
+    expect(page.locator(ALERT).filter(has_text="Upload a .npy, .npz, .safetensors, .pt or .pth"))\
+        .to_be_visible(timeout=APP_TIMEOUT_MS)
     expect(page.get_by_text(LOST_UPLOAD)).to_be_visible()
     expect(page.locator(CHARTS)).to_have_count(0)
     _wait_idle(page)

