@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
+import sys
 from collections.abc import Callable
+from unittest import mock
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 import torch
 
@@ -389,6 +393,36 @@ def test_every_builder_makes_a_valid_figure_that_sends_the_same_json(index):
     sent = json.loads(fig.to_json())
     validated = go.Figure(fig.to_dict())  # raises ValueError on any invalid property or value
     assert json.loads(validated.to_json()) == sent, builder.__qualname__
+
+
+@functools.cache
+def _builder_calls() -> list[tuple[Callable[..., go.Figure], tuple, dict]]:
+    """The arguments of every builder call that :func:`_builder_samples` makes."""
+    calls = []
+    with contextlib.ExitStack() as stack:
+        for builder in _public_builders():
+            def record(*args, _builder=builder, **kwargs):
+                calls.append((_builder, args, kwargs))
+                return _builder(*args, **kwargs)
+            stack.enter_context(mock.patch.object(sys.modules[builder.__module__],
+                                                  builder.__name__, record))
+        _builder_samples.__wrapped__()
+    return calls
+
+
+def test_figure_dict_sends_what_the_figure_sends_for_every_builder():
+    """The app draws every figure from charts.base.figure_dict (no plotly objects built): the
+    JSON must be the figure's own, template included, for a sample of every builder."""
+    calls = _builder_calls()
+    assert {builder for builder, _, _ in calls} == _public_builders()
+    for builder, args, kwargs in calls:
+        fast = charts.base.figure_dict(builder, *args, **kwargs)
+        expected = json.loads(builder(*args, **kwargs).to_json())
+        assert json.loads(pio.to_json(fast, validate=False)) == expected, builder.__qualname__
+        assert "template" in fast["layout"]
+        assert charts.base.has_tables(fast) == charts.base.has_tables(builder(*args, **kwargs))
+    # and the builders still return figures outside figure_dict
+    assert isinstance(calls[0][0](*calls[0][1], **calls[0][2]), go.Figure)
 
 
 def test_validation_catches_a_misspelt_property():

@@ -11,12 +11,20 @@ tests/test_charts.py validates a figure of every builder instead.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
+
+# Plotly's own base64 encoding of numpy arrays, the step Figure.to_dict() ends with: used so that
+# figure_dict() sends exactly the JSON a figure does (tests/test_charts.py compares the two).
+from _plotly_utils.utils import convert_to_base64
 
 #: Okabe & Ito's palette, distinguishable with the common kinds of colour blindness.
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
@@ -116,7 +124,47 @@ def figure(data: list[dict], layout: dict) -> go.Figure:
             need += _LEGEND_ROW_PX
         margin = layout.setdefault("margin", {})
         margin["t"] = max(margin.get("t", 0), int(np.ceil(need)))
-    return go.Figure(data=_unset(data), layout=_unset(layout), _validate=False)
+    data, layout = _unset(data), _unset(layout)
+    if _AS_DICT.get():  # inside figure_dict(): the dicts are all that is wanted
+        return {"data": data, "layout": layout}  # type: ignore[return-value]
+    return go.Figure(data=data, layout=layout, _validate=False)
+
+
+#: Set by :func:`figure_dict` while a builder runs: :func:`figure` then hands back its dicts.
+_AS_DICT: contextvars.ContextVar[bool] = contextvars.ContextVar("lnviz_figure_as_dict",
+                                                                default=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _template(name: str) -> dict:
+    """The default plotly template (named ``name``) as the dict a figure's ``to_dict()``
+    carries: the one an empty figure takes."""
+    return go.Figure().to_dict()["layout"]["template"]
+
+
+def figure_dict(builder: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> dict:
+    """``builder(*args, **kwargs).to_dict()``, the dict ``st.plotly_chart`` sends, without
+    building plotly's objects.
+
+    Every builder of :mod:`lnviz.charts` ends in :func:`figure`, which here returns its plain
+    dicts; they get what ``to_dict()`` adds (numpy arrays as base64, the default template, as
+    the figure would take it from ``plotly.io.templates.default`` now). Building the
+    ``go.Figure`` and copying it back out cost about two thirds of a figure's time in a rerun
+    (docs/benchmarks.md, section 7); tests/test_charts.py checks that both ways send the same
+    JSON for a sample of every builder.
+    """
+    token = _AS_DICT.set(True)
+    try:
+        built = builder(*args, **kwargs)
+    finally:
+        _AS_DICT.reset(token)
+    if isinstance(built, go.Figure):  # a builder that made its figure another way
+        return built.to_dict()
+    convert_to_base64(built)
+    layout = built["layout"]
+    if "template" not in layout and pio.templates.default is not None:
+        layout["template"] = _template(pio.templates.default)
+    return built
 
 
 def _unset(value: object) -> object:
@@ -231,17 +279,21 @@ def each_axis(layout: dict, refs: list[tuple[str, str]], x: dict | None = None,
                 wrap_text(title["text"], (right - left) * NARROW_PLOT_PX, 14)))
 
 
-def _tabulated(trace: go.basedatatypes.BaseTraceType) -> bool:
+def _tabulated(trace: go.basedatatypes.BaseTraceType | dict) -> bool:
     """Whether :func:`figure_tables` gives this trace's numbers: a heatmap's grid, or the points
-    of a trace with hover text (one without is decoration: boundaries, guide lines, marks)."""
-    if trace.type == "heatmap":
-        return trace.z is not None
-    return getattr(trace, "y", None) is not None and trace.hoverinfo != "skip"
+    of a trace with hover text (one without is decoration: boundaries, guide lines, marks).
+    ``trace`` is a plotly trace or its dict (as in :func:`figure_dict`)."""
+    get = trace.get if isinstance(trace, dict) else functools.partial(getattr, trace)
+    if get("type", "scatter") == "heatmap":
+        return get("z", None) is not None
+    return get("y", None) is not None and get("hoverinfo", None) != "skip"
 
 
-def has_tables(fig: go.Figure) -> bool:
-    """Whether :func:`figure_tables` would find any numbers in ``fig`` (a diagram has none)."""
-    return any(_tabulated(trace) for trace in fig.data)
+def has_tables(fig: go.Figure | dict) -> bool:
+    """Whether :func:`figure_tables` would find any numbers in ``fig``, a figure or its dict
+    (a diagram has none)."""
+    return any(_tabulated(trace) for trace in (fig["data"] if isinstance(fig, dict)
+                                               else fig.data))
 
 
 def figure_tables(fig: go.Figure, max_rows: int = 2000) -> list[tuple[str, pd.DataFrame]]:

@@ -2,9 +2,10 @@
 expander (for screen readers, keyboard users and anyone who wants the values).
 
 Figures are kept in the app's one cache (:mod:`lnviz.ui.cache`), keyed by the builder and its
-arguments: moving one control rebuilds only the figures whose numbers changed (a build costs
-about 1 ms per figure, a few ms for a grid of panels). Each is kept in the plain-dict form that
-``st.plotly_chart`` sends, so a rerun does not deep-copy it again either (another ~1 ms each).
+arguments: moving one control rebuilds only the figures whose numbers changed. Each is built
+straight into the plain-dict form that ``st.plotly_chart`` sends
+(:func:`lnviz.charts.base.figure_dict`, no plotly objects), so neither the build nor a rerun
+copies it through plotly's classes.
 """
 
 from __future__ import annotations
@@ -16,22 +17,23 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from lnviz.charts.base import figure_tables, has_tables
+from lnviz.charts.base import figure_dict, figure_tables, has_tables
 from lnviz.ui.cache import fingerprint, remember
 
 
 class _FinishedFigure(go.Figure):
-    """A figure whose dict form is computed once.
+    """A figure whose dict form is computed once, by :func:`lnviz.charts.base.figure_dict`.
 
     ``st.plotly_chart`` turns a figure into a dict with ``to_dict()`` on every call, which
     deep-copies every trace (about 1 ms a figure, as long as building it without validation).
     A finished figure hands back the dict it was made from; it is never modified.
     """
 
-    def __init__(self, fig: go.Figure) -> None:
-        super().__init__(layout={"template": {}})  # an empty shell: only to_dict() is used
-        self._finished = fig.to_dict()
-        self._has_tables = has_tables(fig)
+    def __init__(self, finished: dict) -> None:
+        # go.Figure's own __init__ is not run (an empty figure costs about 1 ms):
+        # st.plotly_chart calls nothing but to_dict() on a figure.
+        self._finished = finished
+        self._has_tables = has_tables(finished)
 
     @property
     def has_tables(self) -> bool:
@@ -60,7 +62,7 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
         raise TypeError(f"show_figure takes a figure builder from lnviz.charts, not {builder!r}")
     arguments = (fingerprint(args), fingerprint(kwargs))
     fig = remember(f"figure {module}.{name}", arguments,
-                   lambda: _FinishedFigure(builder(*args, **kwargs)))
+                   lambda: _FinishedFigure(figure_dict(builder, *args, **kwargs)))
     st.plotly_chart(fig, key=key)
     if caption:
         st.caption(caption)
