@@ -61,10 +61,12 @@ for note in explain(ex, spec, settings.dtype):
     st.warning(note, icon="⚠️")
 
 # --- Live: small views that follow ε, γ and β while they are dragged ---------------------------
+live_group = None  # the group whose first elements the live panel's step row shows
 if fits(tuple(shape), layout):
     with st.container(border=True, key="live_box"):
-        group = st.session_state.get("group", 0)
-        live_panel(batch, spec, ex, group if isinstance(group, int) else 0)
+        live_group = st.session_state.get("group", 0)
+        live_group = live_group if isinstance(live_group, int) else 0
+        live_panel(batch, spec, ex, live_group)
 
 # --- Figures ----------------------------------------------------------------------------------
 # Each section is a fragment: its own controls (the view of a large tensor, a figure's data
@@ -121,7 +123,7 @@ figures(ex, spec, batch)
 
 # --- Step by step -----------------------------------------------------------------------------
 @st.fragment
-def steps(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
+def steps(ex: Exploration, spec: NormSpec, batch: Batch, live_group: int | None) -> None:
     shape, layout, n_groups = ex.x.shape, batch.layout, len(ex.mean_in)
     st.subheader("Step by step")
     keep_in_range("group", range(n_groups))
@@ -129,6 +131,8 @@ def steps(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
         "Group", 0, n_groups - 1, 0, key="group", bind="query-params",
         help="Which group to work through, numbered as in the charts above: here one group is "
              f"{group_description(tuple(shape), layout, spec)}.")
+    if live_group is not None and int(group) != live_group:
+        st.rerun(scope="app")  # the live panel above works through the same group
     table = step_by_step(ex.x, ex.result, spec, ex.groups, int(group), layout, mask=batch.mask)
     st.dataframe(table, hide_index=True, key="steps")
     if table.attrs["note"]:
@@ -137,7 +141,7 @@ def steps(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
     st.caption("The first element of the group, with its numbers substituted into the formula.")
 
 
-steps(ex, spec, batch)
+steps(ex, spec, batch, live_group)
 
 if source_key[0] == "preset" and (check := seed_checks(source_key[1])) is not None:
     st.subheader(check.title)

@@ -404,6 +404,9 @@ def test_the_explorers_group_control_inside_a_fragment_writes_the_url(page: Page
     expect(page).to_have_url(re.compile(r"[?&]group=2(&|$)"), timeout=APP_TIMEOUT_MS)
     _wait_idle(page)
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
+    # the live panel's step row follows the group at once, not at the next full rerun
+    expect(page.locator(f"{PANEL} [data-title=steps]")).to_contain_text("group 2",
+                                                                        timeout=APP_TIMEOUT_MS)
     _assert_no_exception(page)
 
 
