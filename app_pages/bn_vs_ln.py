@@ -104,12 +104,12 @@ st.markdown(
     "them — less in large batches, but never not at all. Each re-drawn batch grows by keeping "
     "its mates and adding more: the batch of 8 is the batch of 4 and four more samples."
 )
-cols = st.columns(3)
-redraws = cols[1].slider(
+batch_cols = st.columns(3)
+redraws = batch_cols[1].slider(
     "Re-drawn batches", 2, 20, 8, key="bl_r", bind="query-params",
     help="How many batches to try: each keeps the fixed sample and draws new batch-mates.")
 keep_in_range("bl_feat", range(c), reset_to=0)
-feature = cols[2].slider(
+feature = batch_cols[2].slider(
     "Feature to follow", 0, c - 1, 0, key="bl_feat", bind="query-params",
     help="The feature plotted against batch size here and in the training steps below.")
 sample = fixed_sample(c, settings.seed)
@@ -237,7 +237,7 @@ st.info(
 
 st.subheader("The same in PyTorch")
 snippet_box = st.empty()
-batch_section(cols[0], batch_box, snippet_box, sample, redraws, feature, sweep,
+batch_section(batch_cols[0], batch_box, snippet_box, sample, redraws, feature, sweep,
               (steps, minibatch, momentum))
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)

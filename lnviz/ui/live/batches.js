@@ -85,15 +85,27 @@ function drawRedraws(svg, values, redraws, features, yOf, color, refusal) {
     + lines.join("") + axisTicks(yOf, features, px);
 }
 
+/** Round y values from `low` to `high`, about four of them (steps of 1, 2 or 5 × 10^k). */
+function niceTicks(low, high) {
+  const raw = Math.max(high - low, 1e-6) / 4;
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * magnitude).find((s) => s >= raw);
+  const ticks = [];
+  for (let v = Math.ceil(low / step) * step; v <= high + step * 1e-9; v += step) {
+    ticks.push(Number(v.toPrecision(12)));
+  }
+  return ticks;
+}
+
 function axisTicks(yOf, features, px) {
-  const [top, bottom] = [yOf.range[1], yOf.range[0]];
-  const ticks = [bottom, (top + bottom) / 2, top].map((v) =>
+  const ticks = niceTicks(...yOf.range).map((v) =>
     `<text x="28" y="${(yOf(v) + 3).toFixed(1)}" text-anchor="end">${fmtG(v)}</text>`);
   if (px) {
     const step = Math.max(1, Math.ceil(features / 8));
     for (let c = 0; c < features; c += step) {
       ticks.push(`<text x="${px(c).toFixed(1)}" y="${PH + 12}" text-anchor="middle">${c}</text>`);
     }
+    ticks.push(`<text x="${PW}" y="${PH + 24}" text-anchor="end">feature</text>`);
   }
   return ticks.join("");
 }
@@ -130,7 +142,8 @@ function drawBand(svg, state, shown, yOf) {
     + `<line class="lv-axis" x1="32" x2="32" y1="0" y2="${PH}"/>`
     + `<polygon class="lv-band" points="${upper.concat(lower).join(" ")}"/>`
     + `<polyline class="lv-ln" points="${ln.join(" ")}"/>`
-    + marker + axisTicks(yOf) + ticks.join("");
+    + marker + axisTicks(yOf) + ticks.join("")
+    + `<text x="${PW}" y="${PH + 24}" text-anchor="end">batch size (log)</text>`;
 }
 
 function yScale(arrays) {
@@ -176,7 +189,10 @@ function drawBatches(root, state, shown) {
 function setupBatches(root) {
   const state = {root, data: null};
   const input = root.querySelector("input[data-control=batch]");
-  const chosen = () => Number(input.value);
+  // what the views show: the control's value, kept to the sizes the mates can build (a page
+  // could report another; the server corrects it on release)
+  const chosen = () => Math.min(Math.max(Math.round(Number(input.value)) || 1, 1),
+                                state.data.maxBatch);
   state.label = () => {
     input.setAttribute("aria-valuetext", `batch size = ${chosen()}`);
     root.querySelector("[data-show=batch]").textContent = String(chosen());
@@ -195,7 +211,7 @@ function setupBatches(root) {
     mark("browser");
   });
   input.addEventListener("change", () => {
-    state.setTriggerValue("settle", {control: "batch", value: chosen()});
+    state.setTriggerValue("settle", {control: "batch", value: Number(input.value)});
     root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
   });
   input.addEventListener("pointerdown", () => { state.dragging = true; });
