@@ -49,50 +49,59 @@ st.latex(r"\text{BatchNorm: } \mu_c = \frac{1}{m}\sum_{j\,\in\,\text{batch}} x_{
 
 # --- 1. Who shares a μ and σ -------------------------------------------------------------------
 st.subheader("1 · Which values share one μ and σ")
-cols = st.columns([2, 2, 2, 2, 2])
-layout = cols[0].segmented_control(
-    "Tensor layout", ["NC", "NLC", "NCHW"], default="NCHW", required=True, key="bl_layout",
-    bind="query-params",
-    help="NC = (batch, features), a plain table; NLC = (batch, sequence, features), tokens as "
-         "in a transformer; NCHW = (batch, channels, height, width), images.",
-)
-n = cols[1].slider("N (batch size)", 1, 16, 4, key="bl_n", bind="query-params",
-                   help="Samples in the batch: the cube's width.")
-c = cols[2].slider("C (features / channels)", 2, 32, 6, key="bl_c", bind="query-params",
-                   help="Features per token or channels per image: the cube's depth. Also the "
-                        "feature count of the experiments below.")
-if layout == "NLC":
-    length = cols[3].slider("L (sequence length)", 1, 32, 5, key="bl_l", bind="query-params",
-                            help="Tokens per sequence: the cube's height.")
-    shape, positions, axis = (n, length, c), length, "L"
-elif layout == "NCHW":
-    h = cols[3].slider("H (height)", 1, 8, 3, key="bl_h", bind="query-params",
-                       help="Image height; the cube's height is H·W.")
-    w = cols[4].slider("W (width)", 1, 8, 3, key="bl_w", bind="query-params",
-                       help="Image width; the cube's height is H·W.")
-    shape, positions, axis = (n, c, h, w), h * w, "H·W"
-else:
-    shape, positions, axis = (n, c), 1, ""
-divisors = [g for g in range(1, c + 1) if c % g == 0]
-keep_in_range("bl_groups", divisors)
-groups = st.columns([3, 2])[0].select_slider(
-    "GroupNorm: number of groups G", divisors, value=divisors[1], key="bl_groups",
-    bind="query-params",
-    help=f"GroupNorm splits the {c} channels into G groups of C/G. G = 1 pools all channels "
-         "(LayerNorm over C, H, W); G = C pools one channel (InstanceNorm).",
-)
-with refusal(icon=":material/block:"):
-    cubes = sharing_cubes(shape, layout, groups)
-show_figure(charts.bn_vs_ln.sharing_figure,
-            (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
-            [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
-st.caption(
-    "After Wu & He (2018), *Group Normalization*, Figure 2: each cube is your tensor with the "
-    "batch N across, the channels C going back and the positions (L or H·W) up. The blue cells "
-    "are pooled into the μ and σ that normalize the front-top-left value. Only BatchNorm's "
-    "blue region runs along N — across the batch. For tokens (NLC), LayerNorm pools one token's "
-    "features; for images it pools the whole image, as in the paper."
-)
+shape_cols = st.columns([2, 2, 2, 2, 2])
+# C is the page's: the experiments below have C features too. The rest of the section is a
+# fragment (sharing_section): its controls rerun the cubes alone.
+c = shape_cols[2].slider("C (features / channels)", 2, 32, 6, key="bl_c", bind="query-params",
+                         help="Features per token or channels per image: the cube's depth. Also "
+                              "the feature count of the experiments below.")
+
+
+@st.fragment
+def sharing_section(cols: list[DeltaGenerator], c: int) -> None:
+    layout = cols[0].segmented_control(
+        "Tensor layout", ["NC", "NLC", "NCHW"], default="NCHW", required=True,
+        key="bl_layout", bind="query-params",
+        help="NC = (batch, features), a plain table; NLC = (batch, sequence, features), tokens "
+             "as in a transformer; NCHW = (batch, channels, height, width), images.",
+    )
+    n = cols[1].slider("N (batch size)", 1, 16, 4, key="bl_n", bind="query-params",
+                       help="Samples in the batch: the cube's width.")
+    if layout == "NLC":
+        length = cols[3].slider("L (sequence length)", 1, 32, 5, key="bl_l",
+                                bind="query-params", help="Tokens per sequence: the cube's height.")
+        shape, positions, axis = (n, length, c), length, "L"
+    elif layout == "NCHW":
+        h = cols[3].slider("H (height)", 1, 8, 3, key="bl_h", bind="query-params",
+                           help="Image height; the cube's height is H·W.")
+        w = cols[4].slider("W (width)", 1, 8, 3, key="bl_w", bind="query-params",
+                           help="Image width; the cube's height is H·W.")
+        shape, positions, axis = (n, c, h, w), h * w, "H·W"
+    else:
+        shape, positions, axis = (n, c), 1, ""
+    divisors = [g for g in range(1, c + 1) if c % g == 0]
+    keep_in_range("bl_groups", divisors)
+    groups = st.columns([3, 2])[0].select_slider(
+        "GroupNorm: number of groups G", divisors, value=divisors[1], key="bl_groups",
+        bind="query-params",
+        help=f"GroupNorm splits the {c} channels into G groups of C/G. G = 1 pools all channels "
+             "(LayerNorm over C, H, W); G = C pools one channel (InstanceNorm).",
+    )
+    with refusal(icon=":material/block:"):
+        cubes = sharing_cubes(shape, layout, groups)
+    show_figure(charts.bn_vs_ln.sharing_figure,
+                (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
+                [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
+    st.caption(
+        "After Wu & He (2018), *Group Normalization*, Figure 2: each cube is your tensor with "
+        "the batch N across, the channels C going back and the positions (L or H·W) up. The "
+        "blue cells are pooled into the μ and σ that normalize the front-top-left value. Only "
+        "BatchNorm's blue region runs along N — across the batch. For tokens (NLC), LayerNorm "
+        "pools one token's features; for images it pools the whole image, as in the paper."
+    )
+
+
+sharing_section(shape_cols, c)
 
 # --- 2. Batch dependence -----------------------------------------------------------------------
 st.subheader("2 · One sample, many batches")

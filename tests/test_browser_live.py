@@ -376,6 +376,8 @@ def test_the_panel_works_with_the_keyboard(page: Page, server: str) -> None:
 FRAGMENT_CONTROLS = {
     "gradients-shift": ("/gradients", "Shift", r"gr_shift=3\.5"),
     "scale-shift-gamma0": ("/scale_shift", "γ_0", r"ss_g0=0\.6"),
+    "bn-vs-ln-n": ("/bn_vs_ln", "N (batch size)", r"bl_n=5"),
+    "bn-vs-ln-batch-size": ("/bn_vs_ln", "Batch size", r"bl_b=9"),
 }
 
 
