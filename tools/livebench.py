@@ -13,8 +13,9 @@ It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on
 
 1. **During a drag.** Each live panel (Explorer, Scale and shift, ε page, BatchNorm vs
    LayerNorm): its control is moved step by step (an ``input`` event per step, as a drag sends
-   them, about 30 a second); per step, the time from the event to the next frame (``requestAnimationFrame``: the updated
-   picture is painted with it), and whether the picture (canvases, SVGs, tables) changed.
+   them, about 30 a second); per step, the time from the event to the next frame
+   (``requestAnimationFrame``: the updated picture is painted with it), and whether the
+   picture (canvases, SVGs, tables) changed.
    For comparison, the Explorer's own γ slider (``st.slider``) dragged with the mouse in 12
    steps: whether any chart on the page changed before the mouse button is let go.
 2. **Release to settled.** A key press on a focused slider (ArrowRight, then ArrowLeft, and so
