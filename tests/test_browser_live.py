@@ -660,6 +660,8 @@ def test_the_batch_panels_release_settles_on_lnviz_and_moves_the_page(page: Page
 def test_the_batch_panel_works_with_the_keyboard(page: Page, server: str) -> None:
     """ArrowRight on the live control moves it to 9, announces "batch size = 9", and settles."""
     panel = _open_batches(page, server)
+    tables = page.locator('[data-testid="stExpander"]', has_text="Data behind this figure")
+    expect(tables).to_have_count(4)  # the figures of sections 2 and 3 (the cubes have none)
     control = page.get_by_role("slider", name="Batch size, live")
     expect(control).to_have_attribute("aria-valuetext", "batch size = 8")
     control.focus()
@@ -669,8 +671,11 @@ def test_the_batch_panel_works_with_the_keyboard(page: Page, server: str) -> Non
     expect(panel).to_have_attribute("data-shown", "server")
     _wait_idle(page)
     assert panel.evaluate("(root) => root.__lv.data.server.batch") == 9
-    # the numbers stay readable as tables: the panel's, and the figures' data tables
+    # the numbers stay readable as tables: the panel's, and every figure's data table (the
+    # fragment's rerun redrew its own and left the other sections' in place)
     expect(panel.locator("table.lv-stats tbody tr")).to_have_count(1)
+    expect(panel.locator("tbody td").first).to_have_text("9")
+    expect(tables).to_have_count(4)
     _assert_no_exception(page)
 
 
