@@ -578,11 +578,11 @@ def _open_batches(page: Page, server: str, query: str = ""):
     return panel
 
 
-def _check_batch(now: dict, size: int, redraws: int, features: int) -> None:
+def _check_batch(now: dict, size: int, redraws: int, features: int, seed: int = 0) -> None:
     """The browser's numbers at batch size ``size`` against lnviz's batch_dependence."""
     from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
 
-    dep = batch_dependence(fixed_sample(features, 0), size, redraws, 0)
+    dep = batch_dependence(fixed_sample(features, seed), size, redraws, seed)
     assert now["batch"] == size and now["shown"] == "browser"
     np.testing.assert_allclose(now["layerNorm"], dep.layer_norm.ravel(), atol=F32_ATOL)
     assert now["lnSpread"] == 0.0
@@ -598,18 +598,25 @@ def _check_batch(now: dict, size: int, redraws: int, features: int) -> None:
         assert now["refusal"] is None
 
 
-def test_the_batch_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str) -> None:
+@pytest.mark.parametrize(("query", "redraws", "features", "seed"), [
+    ("?bl_r=6&bl_feat=2", 6, 6, 0),
+    ("?bl_r=20&bl_c=32&bl_feat=31&seed=7", 20, 32, 7),  # the largest: 40,960 values at 64
+    ("?bl_r=2&bl_c=2&seed=123", 2, 2, 123),  # two features: LayerNorm answers ±1
+])
+def test_the_batch_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str, query: str,
+                                                            redraws: int, features: int,
+                                                            seed: int) -> None:
     """The live batch size from 8 down to 1 and up to 64: every step redraws the views in the
     browser, and the fixed sample's BatchNorm and LayerNorm outputs in every re-drawn batch
     equal lnviz's (float32); at 1 the panel says lnviz's and torch's refusal."""
-    panel = _open_batches(page, server, "?bl_r=6&bl_feat=2")
+    panel = _open_batches(page, server, query)
     sizes = [8, 7, 6, 5, 4, 3, 2, 1, 2, 3, 5, 9, 12, 16, 17, 24, 31, 32, 33, 48, 63, 64]
     before, changed = None, 0
     for size in sizes:
         now = panel.evaluate(_BATCH_DRAG, size)
         changed += before is not None and now["picture"] != before
         before = now["picture"]
-        _check_batch(now, size, redraws=6, features=6)
+        _check_batch(now, size, redraws, features, seed)
     assert changed >= 0.9 * (len(sizes) - 1), f"the picture changed {changed} times"
     _assert_no_exception(page)
 
