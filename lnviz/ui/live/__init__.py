@@ -4,9 +4,11 @@ are dragged, recomputed in the browser (``st.components.v2``, inline HTML, CSS a
 Since Streamlit's sliders send their value only when let go, no server can answer a drag; the
 browser can, for a tensor small enough to draw whole (:data:`LIVE_LIMIT` values). ``norms.js``
 holds the five norms' arithmetic (the same steps as :mod:`lnviz.norms`), ``view.js`` the panel.
-The server stays the source of truth: on release the panel sends the value as a trigger, the
-callback writes it into the page's own slider (and so into the URL), lnviz recomputes, and the
-panel settles on lnviz's numbers, which it is sent with its data.
+The concept pages have panels of their own on the same arithmetic: Scale and shift's γ and β
+(``affine.js``), the ε page's sweep (``sweep.js``) and BatchNorm vs LayerNorm's batch size
+(``batches.js``). The server stays the source of truth: on release the panel sends the value as
+a trigger, the callback writes it into the page's own slider (and so into the URL), lnviz
+recomputes, and the panel settles on lnviz's numbers, which it is sent with its data.
 """
 
 from __future__ import annotations
