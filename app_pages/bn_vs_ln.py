@@ -1,14 +1,19 @@
 """BatchNorm vs LayerNorm: which values share statistics, how one sample's output depends on its
 batch, and what changes between training and evaluation."""
 
+import numpy as np
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.lessons.bn_vs_ln import (
+    MAX_BATCH,
     POPULATION_MEAN,
     POPULATION_VAR,
+    BatchSizeSweep,
     band_caption,
     batch_dependence,
+    batch_mates,
     batch_noise_text,
     batch_size_sweep,
     bn_vs_ln_snippet,
@@ -20,6 +25,7 @@ from lnviz.lessons.bn_vs_ln import (
 )
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
+from lnviz.ui.live import batches_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.state import current_settings, keep_in_range
 
@@ -43,50 +49,59 @@ st.latex(r"\text{BatchNorm: } \mu_c = \frac{1}{m}\sum_{j\,\in\,\text{batch}} x_{
 
 # --- 1. Who shares a μ and σ -------------------------------------------------------------------
 st.subheader("1 · Which values share one μ and σ")
-cols = st.columns([2, 2, 2, 2, 2])
-layout = cols[0].segmented_control(
-    "Tensor layout", ["NC", "NLC", "NCHW"], default="NCHW", required=True, key="bl_layout",
-    bind="query-params",
-    help="NC = (batch, features), a plain table; NLC = (batch, sequence, features), tokens as "
-         "in a transformer; NCHW = (batch, channels, height, width), images.",
-)
-n = cols[1].slider("N (batch size)", 1, 16, 4, key="bl_n", bind="query-params",
-                   help="Samples in the batch: the cube's width.")
-c = cols[2].slider("C (features / channels)", 2, 32, 6, key="bl_c", bind="query-params",
-                   help="Features per token or channels per image: the cube's depth. Also the "
-                        "feature count of the experiments below.")
-if layout == "NLC":
-    length = cols[3].slider("L (sequence length)", 1, 32, 5, key="bl_l", bind="query-params",
-                            help="Tokens per sequence: the cube's height.")
-    shape, positions, axis = (n, length, c), length, "L"
-elif layout == "NCHW":
-    h = cols[3].slider("H (height)", 1, 8, 3, key="bl_h", bind="query-params",
-                       help="Image height; the cube's height is H·W.")
-    w = cols[4].slider("W (width)", 1, 8, 3, key="bl_w", bind="query-params",
-                       help="Image width; the cube's height is H·W.")
-    shape, positions, axis = (n, c, h, w), h * w, "H·W"
-else:
-    shape, positions, axis = (n, c), 1, ""
-divisors = [g for g in range(1, c + 1) if c % g == 0]
-keep_in_range("bl_groups", divisors)
-groups = st.columns([3, 2])[0].select_slider(
-    "GroupNorm: number of groups G", divisors, value=divisors[1], key="bl_groups",
-    bind="query-params",
-    help=f"GroupNorm splits the {c} channels into G groups of C/G. G = 1 pools all channels "
-         "(LayerNorm over C, H, W); G = C pools one channel (InstanceNorm).",
-)
-with refusal(icon=":material/block:"):
-    cubes = sharing_cubes(shape, layout, groups)
-show_figure(charts.bn_vs_ln.sharing_figure,
-            (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
-            [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
-st.caption(
-    "After Wu & He (2018), *Group Normalization*, Figure 2: each cube is your tensor with the "
-    "batch N across, the channels C going back and the positions (L or H·W) up. The blue cells "
-    "are pooled into the μ and σ that normalize the front-top-left value. Only BatchNorm's "
-    "blue region runs along N — across the batch. For tokens (NLC), LayerNorm pools one token's "
-    "features; for images it pools the whole image, as in the paper."
-)
+shape_cols = st.columns([2, 2, 2, 2, 2])
+# C is the page's: the experiments below have C features too. The rest of the section is a
+# fragment (sharing_section): its controls rerun the cubes alone.
+c = shape_cols[2].slider("C (features / channels)", 2, 32, 6, key="bl_c", bind="query-params",
+                         help="Features per token or channels per image: the cube's depth. Also "
+                              "the feature count of the experiments below.")
+
+
+@st.fragment
+def sharing_section(cols: list[DeltaGenerator], c: int) -> None:
+    layout = cols[0].segmented_control(
+        "Tensor layout", ["NC", "NLC", "NCHW"], default="NCHW", required=True,
+        key="bl_layout", bind="query-params",
+        help="NC = (batch, features), a plain table; NLC = (batch, sequence, features), tokens "
+             "as in a transformer; NCHW = (batch, channels, height, width), images.",
+    )
+    n = cols[1].slider("N (batch size)", 1, 16, 4, key="bl_n", bind="query-params",
+                       help="Samples in the batch: the cube's width.")
+    if layout == "NLC":
+        length = cols[3].slider("L (sequence length)", 1, 32, 5, key="bl_l",
+                                bind="query-params", help="Tokens per sequence: the cube's height.")
+        shape, positions, axis = (n, length, c), length, "L"
+    elif layout == "NCHW":
+        h = cols[3].slider("H (height)", 1, 8, 3, key="bl_h", bind="query-params",
+                           help="Image height; the cube's height is H·W.")
+        w = cols[4].slider("W (width)", 1, 8, 3, key="bl_w", bind="query-params",
+                           help="Image width; the cube's height is H·W.")
+        shape, positions, axis = (n, c, h, w), h * w, "H·W"
+    else:
+        shape, positions, axis = (n, c), 1, ""
+    divisors = [g for g in range(1, c + 1) if c % g == 0]
+    keep_in_range("bl_groups", divisors)
+    groups = st.columns([3, 2])[0].select_slider(
+        "GroupNorm: number of groups G", divisors, value=divisors[1], key="bl_groups",
+        bind="query-params",
+        help=f"GroupNorm splits the {c} channels into G groups of C/G. G = 1 pools all channels "
+             "(LayerNorm over C, H, W); G = C pools one channel (InstanceNorm).",
+    )
+    with refusal(icon=":material/block:"):
+        cubes = sharing_cubes(shape, layout, groups)
+    show_figure(charts.bn_vs_ln.sharing_figure,
+                (n, c, positions), [cube.norm for cube in cubes], [cube.cells for cube in cubes],
+                [cube.note for cube in cubes], ("N", "C", axis), key="bl_cubes")
+    st.caption(
+        "After Wu & He (2018), *Group Normalization*, Figure 2: each cube is your tensor with "
+        "the batch N across, the channels C going back and the positions (L or H·W) up. The "
+        "blue cells are pooled into the μ and σ that normalize the front-top-left value. Only "
+        "BatchNorm's blue region runs along N — across the batch. For tokens (NLC), LayerNorm "
+        "pools one token's features; for images it pools the whole image, as in the paper."
+    )
+
+
+sharing_section(shape_cols, c)
 
 # --- 2. Batch dependence -----------------------------------------------------------------------
 st.subheader("2 · One sample, many batches")
@@ -95,42 +110,65 @@ st.markdown(
     "re-draw the *other* samples of its batch. "
     "LayerNorm normalizes the sample with its own μ and σ, so its output is the same in every "
     "batch. BatchNorm's μ and σ include the batch-mates, so the fixed sample's output moves with "
-    "them — less in large batches, but never not at all."
+    "them — less in large batches, but never not at all. Each re-drawn batch grows by keeping "
+    "its mates and adding more: the batch of 8 is the batch of 4 and four more samples."
 )
-cols = st.columns(3)
-batch_size = cols[0].slider(
-    "Batch size", 1, 64, 8, key="bl_b", bind="query-params",
-    help="Samples per batch, the fixed one included. At 1, BatchNorm in training mode has a "
-         "single value per feature and refuses, as torch does.")
-redraws = cols[1].slider(
+batch_cols = st.columns(3)
+redraws = batch_cols[1].slider(
     "Re-drawn batches", 2, 20, 8, key="bl_r", bind="query-params",
     help="How many batches to try: each keeps the fixed sample and draws new batch-mates.")
 keep_in_range("bl_feat", range(c), reset_to=0)
-feature = cols[2].slider(
+feature = batch_cols[2].slider(
     "Feature to follow", 0, c - 1, 0, key="bl_feat", bind="query-params",
     help="The feature plotted against batch size here and in the training steps below.")
-
 sample = fixed_sample(c, settings.seed)
 with refusal(icon=":material/block:"):
-    dependence = cached(batch_dependence, sample, batch_size, redraws, settings.seed,
-                        device=settings.device, dtype=settings.dtype)
     sweep = cached(batch_size_sweep, sample, redraws=redraws, seed=settings.seed,
                    device=settings.device, dtype=settings.dtype)
-show_figure(charts.bn_vs_ln.redraws_figure, dependence.batch_norm, dependence.layer_norm,
-            dependence.refusal, key="bl_fixed")
-if dependence.refusal:
-    st.warning(f"**lnviz:** {dependence.refusal}.  \n**torch.nn.functional.batch_norm:** "
-               f"{dependence.torch_refusal}.  \nLayerNorm is happy with a batch of one: it "
-               "never looks at the other samples.", icon=":material/warning:")
-else:
-    cols = st.columns(2)
-    cols[0].metric("BatchNorm: largest change across re-draws",
-                   f"{dependence.batch_norm_spread:.3g}")
-    cols[1].metric("LayerNorm: largest change across re-draws",
-                   f"{dependence.layer_norm_spread:.3g}")
+batch_box = st.container()  # the batch size's own views: batch_section (below) fills it
 show_figure(charts.bn_vs_ln.batch_sizes_figure, sweep.batch_sizes, sweep.batch_norm[:, :, feature],
             sweep.layer_norm[:, :, feature], feature, key="bl_sweep")
 st.caption(band_caption(sweep, feature))
+
+
+# A fragment: the batch size (the page's slider and the live panel's) reruns only what it
+# changes, the views in batch_box and the PyTorch code at the end; it is called last, once the
+# containers it fills exist.
+@st.fragment
+def batch_section(control: DeltaGenerator, box: DeltaGenerator, code: DeltaGenerator,
+                  sample: np.ndarray, redraws: int, feature: int, sweep: BatchSizeSweep,
+                  training: tuple[int, int, float | None]) -> None:
+    batch_size = control.slider(
+        "Batch size", 1, MAX_BATCH, 8, key="bl_b", bind="query-params",
+        help="Samples per batch, the fixed one included. At 1, BatchNorm in training mode has a "
+             "single value per feature and refuses, as torch does.")
+    with box, refusal(icon=":material/block:"):
+        dependence = cached(batch_dependence, sample, batch_size, redraws, settings.seed,
+                            device=settings.device, dtype=settings.dtype)
+        refused = cached(batch_dependence, sample, 1, 1, settings.seed, device=settings.device,
+                         dtype=settings.dtype)
+        with st.container(border=True, key="bl_live_box"):
+            st.markdown("**Live view.** Drag the batch size here: the re-drawn batches, their "
+                        "largest changes and the marker on the batch-size sweep follow at every "
+                        "step, computed in your browser; let go and lnviz recomputes (the batch "
+                        "size slider above moves with it).")
+            mates = cached(batch_mates, sample.size, redraws, settings.seed)
+            batches_panel(sample, mates, dependence, refused, sweep, feature)
+        show_figure(charts.bn_vs_ln.redraws_figure, dependence.batch_norm,
+                    dependence.layer_norm, dependence.refusal, key="bl_fixed")
+        if dependence.refusal:
+            st.warning(f"**lnviz:** {dependence.refusal}.  \n**torch.nn.functional.batch_norm:** "
+                       f"{dependence.torch_refusal}.  \nLayerNorm is happy with a batch of one: "
+                       "it never looks at the other samples.", icon=":material/warning:")
+        else:
+            metrics = st.columns(2)
+            metrics[0].metric("BatchNorm: largest change across re-draws",
+                              f"{dependence.batch_norm_spread:.3g}")
+            metrics[1].metric("LayerNorm: largest change across re-draws",
+                              f"{dependence.layer_norm_spread:.3g}")
+    code.code(bn_vs_ln_snippet(sample.size, batch_size, *training, settings.seed),
+              language="python")
+
 
 # --- 3. Training and evaluation ----------------------------------------------------------------
 st.subheader("3 · Training mode vs evaluation mode")
@@ -198,17 +236,18 @@ st.markdown(
 st.markdown(batch_noise_text(sweep))
 
 st.info(
-    "**Try this.** Set the batch size to 1: LayerNorm still answers, BatchNorm refuses. Slide "
-    "it up to 64 and watch BatchNorm's band narrow without ever closing. In the cubes, switch "
-    "to NLC: LayerNorm's blue shrinks to a single token. In the training steps, compare "
-    "momentum 0.01 with None, and a mini-batch of 2 with 64 — where do biased and unbiased "
+    "**Try this.** Drag the live batch size to 1: LayerNorm still answers, BatchNorm refuses. "
+    "Drag it up to 64 and watch BatchNorm's lines draw together without ever meeting. In the "
+    "cubes, switch to NLC: LayerNorm's blue shrinks to a single token. In the training steps, "
+    "compare momentum 0.01 with None, and a mini-batch of 2 with 64 — where do biased and unbiased "
     "variance differ most? Set momentum to 1: the running μ is then the last batch's own, and "
     "the gap between the modes is the biased-against-unbiased σ² alone.",
     icon=":material/science:")
 
 st.subheader("The same in PyTorch")
-st.code(bn_vs_ln_snippet(c, batch_size, steps, minibatch, momentum, settings.seed),
-        language="python")
+snippet_box = st.empty()
+batch_section(batch_cols[0], batch_box, snippet_box, sample, redraws, feature, sweep,
+              (steps, minibatch, momentum))
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

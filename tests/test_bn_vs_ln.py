@@ -17,13 +17,14 @@ from lnviz import charts
 from lnviz.batch import NormSpec, normalize
 from lnviz.data import random_batch
 from lnviz.lessons.bn_vs_ln import (
+    MAX_BATCH,
     POPULATION_MEAN,
     POPULATION_VAR,
     SWEEP_SIZES,
-    _batch_mates,
     _to_cube,
     band_caption,
     batch_dependence,
+    batch_mates,
     batch_noise_text,
     batch_size_sweep,
     bn_vs_ln_snippet,
@@ -107,11 +108,46 @@ def test_layer_norm_ignores_the_batch_and_batch_norm_does_not():
         np.testing.assert_allclose(row, expected, atol=1e-6)
     assert dep.layer_norm_spread == 0.0
     assert dep.batch_norm_spread > 0.1
-    mates = _batch_mates(5, 6, 5, 3)
+    mates = batch_mates(5, 5, 3)[:, :5]
     for r in range(5):
         batch = torch.from_numpy(np.concatenate([sample[None], mates[r]]))
         np.testing.assert_allclose(dep.batch_norm[r], F.batch_norm(batch, None, None,
                                                                    training=True)[0], atol=1e-5)
+
+
+@settings(max_examples=20, deadline=None)
+@given(features=st.integers(1, 8), batch_size=st.integers(1, MAX_BATCH),
+       redraws=st.integers(1, 5), seed=st.integers(0, 10**6))
+def test_a_batch_is_the_sample_and_the_first_mates_of_one_draw(features, batch_size, redraws,
+                                                               seed):
+    """Nested batches: a batch of B holds the fixed sample and the first B − 1 of the 63 mates
+    drawn once per re-draw, so the browser can build any size from one array; its outputs are
+    torch's training-mode batch_norm (biased σ², ε = 1e-5) and layer_norm of that batch."""
+    sample = fixed_sample(features, seed)
+    mates = batch_mates(features, redraws, seed)
+    assert mates.shape == (redraws, MAX_BATCH - 1, features) and mates.dtype == np.float32
+    dep = batch_dependence(sample, batch_size, redraws, seed)
+    for r in range(redraws):
+        batch = torch.from_numpy(np.concatenate([sample[None], mates[r, : batch_size - 1]]))
+        np.testing.assert_allclose(dep.layer_norm[r], F.layer_norm(batch, (features,))[0],
+                                   atol=1e-5)
+        if batch_size == 1:
+            assert dep.batch_norm is None
+            with pytest.raises(ValueError, match="more than 1 value per channel"):
+                F.batch_norm(batch, None, None, training=True)
+        else:
+            np.testing.assert_allclose(dep.batch_norm[r], F.batch_norm(
+                batch, None, None, training=True, eps=1e-5)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_bigger_batch_keeps_the_smaller_ones_mates():
+    small, large = batch_mates(4, 3, 7), batch_mates(4, 3, 7)
+    np.testing.assert_array_equal(small, large)  # one draw, whatever the size asked for
+    assert not np.array_equal(batch_mates(4, 3, 8), small)  # another seed, other mates
+    # the mates are drawn apart from the fixed sample: it is not one of its own batch-mates
+    assert not np.isin(fixed_sample(4, 7), small).any()
+    with pytest.raises(ValueError, match=f"between 1 and {MAX_BATCH}"):
+        batch_dependence(fixed_sample(4), MAX_BATCH + 1)
 
 
 def test_batch_of_two_normalizes_to_plus_or_minus_one():
@@ -126,7 +162,7 @@ def test_batch_of_one_is_refused_by_batch_norm_like_torch():
     assert "more than one value per channel" in dep.refusal
     assert "Expected more than 1 value per channel when training" in dep.torch_refusal
     assert dep.layer_norm.shape == (4, 3) and dep.layer_norm_spread == 0.0
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="between 1 and"):
         batch_dependence(fixed_sample(3), 0)
 
 
@@ -146,9 +182,11 @@ def test_sweep_repeats_the_experiment_and_narrows_with_batch_size():
     sweep = batch_size_sweep(sample, redraws=6, seed=1)
     assert sweep.batch_sizes.tolist() == list(SWEEP_SIZES)
     assert np.isnan(sweep.batch_norm[0]).all()  # batch size 1: refused
-    eight = SWEEP_SIZES.index(8)
-    np.testing.assert_array_equal(sweep.batch_norm[eight],
-                                  batch_dependence(sample, 8, 6, seed=1).batch_norm)
+    for k, size in enumerate(SWEEP_SIZES):  # the sweep's batch of B is batch_dependence's
+        dep = batch_dependence(sample, size, 6, seed=1)
+        np.testing.assert_array_equal(sweep.layer_norm[k], dep.layer_norm)
+        if size > 1:
+            np.testing.assert_array_equal(sweep.batch_norm[k], dep.batch_norm)
     spread = sweep.batch_norm.max(axis=1) - sweep.batch_norm.min(axis=1)  # (sizes, C)
     assert spread[-1].mean() < spread[1].mean() / 3  # 64 samples against 2
     assert (sweep.layer_norm.max(axis=1) == sweep.layer_norm.min(axis=1)).all()

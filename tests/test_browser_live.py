@@ -18,7 +18,14 @@ import numpy as np
 import pytest
 import test_browser
 import torch
-from test_browser import APP_TIMEOUT_MS, _assert_no_exception, _open_explorer, _shot, _wait_idle
+from test_browser import (
+    ALERT,
+    APP_TIMEOUT_MS,
+    _assert_no_exception,
+    _open_explorer,
+    _shot,
+    _wait_idle,
+)
 
 from lnviz.batch import Batch, NormSpec, group_ids
 from lnviz.devices import to_numpy
@@ -369,6 +376,8 @@ def test_the_panel_works_with_the_keyboard(page: Page, server: str) -> None:
 FRAGMENT_CONTROLS = {
     "gradients-shift": ("/gradients", "Shift", r"gr_shift=3\.5"),
     "scale-shift-gamma0": ("/scale_shift", "γ_0", r"ss_g0=0\.6"),
+    "bn-vs-ln-n": ("/bn_vs_ln", "N (batch size)", r"bl_n=5"),
+    "bn-vs-ln-batch-size": ("/bn_vs_ln", "Batch size", r"bl_b=9"),
 }
 
 
@@ -543,4 +552,155 @@ def test_per_feature_gamma_typed_in_the_table_reaches_the_panel(page: Page, serv
     state = panel.evaluate(_PANEL_STATE)
     assert state["js"]["eps"] == 0.0
     _compare(state["js"], *_from_panel(state["data"], state["js"]))
+    _assert_no_exception(page)
+
+
+# --- BatchNorm vs LayerNorm: the batch-size panel ------------------------------------------------
+
+_BATCH_DRAG = """(root, size) => {
+  const input = root.querySelector('input[data-control=batch]');
+  input.value = String(size);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  const last = root.__lv.last, notice = root.querySelector('.lv-refusal');
+  return {picture: [...root.querySelectorAll('svg, tbody')].map((e) => e.innerHTML).join(),
+          batch: last.batch, batchNorm: last.batchNorm && Array.from(last.batchNorm),
+          layerNorm: Array.from(last.layerNorm), bnSpread: last.bnSpread,
+          lnSpread: last.lnSpread, shown: root.dataset.shown,
+          refusal: notice.hidden ? null : notice.textContent,
+          table: root.querySelector('tbody').textContent};
+}"""
+#: float32 precision: lnviz computes in float32 (the sidebar's default), the browser in float64.
+F32_ATOL = 2e-5
+
+
+def _open_batches(page: Page, server: str, query: str = ""):
+    page.goto(f"{server}/bn_vs_ln{query}")
+    panel = page.locator(".lv-batches")
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    return panel
+
+
+def _check_batch(now: dict, size: int, redraws: int, features: int, seed: int = 0) -> None:
+    """The browser's numbers at batch size ``size`` against lnviz's batch_dependence."""
+    from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
+
+    dep = batch_dependence(fixed_sample(features, seed), size, redraws, seed)
+    assert now["batch"] == size and now["shown"] == "browser"
+    np.testing.assert_allclose(now["layerNorm"], dep.layer_norm.ravel(), atol=F32_ATOL)
+    assert now["lnSpread"] == 0.0
+    if size == 1:
+        assert now["batchNorm"] is None and math.isnan(now["bnSpread"])
+        assert f"lnviz: {dep.refusal}." in now["refusal"]
+        assert f"torch.nn.functional.batch_norm: {dep.torch_refusal}." in now["refusal"]
+        assert "refused" in now["table"]
+    else:
+        np.testing.assert_allclose(now["batchNorm"], dep.batch_norm.ravel(), atol=F32_ATOL,
+                                   err_msg=f"batch size {size}")
+        assert now["bnSpread"] == pytest.approx(dep.batch_norm_spread, abs=2 * F32_ATOL)
+        assert now["refusal"] is None
+
+
+@pytest.mark.parametrize(("query", "redraws", "features", "seed"), [
+    ("?bl_r=6&bl_feat=2", 6, 6, 0),
+    ("?bl_r=20&bl_c=32&bl_feat=31&seed=7", 20, 32, 7),  # the largest: 40,960 values at 64
+    ("?bl_r=2&bl_c=2&seed=123", 2, 2, 123),  # two features: LayerNorm answers ±1
+])
+def test_the_batch_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str, query: str,
+                                                            redraws: int, features: int,
+                                                            seed: int) -> None:
+    """The live batch size from 8 down to 1 and up to 64: every step redraws the views in the
+    browser, and the fixed sample's BatchNorm and LayerNorm outputs in every re-drawn batch
+    equal lnviz's (float32); at 1 the panel says lnviz's and torch's refusal."""
+    panel = _open_batches(page, server, query)
+    sizes = [8, 7, 6, 5, 4, 3, 2, 1, 2, 3, 5, 9, 12, 16, 17, 24, 31, 32, 33, 48, 63, 64]
+    before, changed = None, 0
+    for size in sizes:
+        now = panel.evaluate(_BATCH_DRAG, size)
+        changed += before is not None and now["picture"] != before
+        before = now["picture"]
+        _check_batch(now, size, redraws, features, seed)
+    assert changed >= 0.9 * (len(sizes) - 1), f"the picture changed {changed} times"
+    _assert_no_exception(page)
+
+
+def test_the_batch_panels_release_settles_on_lnviz_and_moves_the_page(page: Page,
+                                                                     server: str) -> None:
+    """Let go at 5: the page's Batch size slider and the URL follow, the page's metric shows
+    lnviz's number, and the panel shows lnviz's numbers, equal to what the browser had."""
+    from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
+
+    panel = _open_batches(page, server)
+    for size in (8, 6, 5):
+        dragged = panel.evaluate(_BATCH_DRAG, size)
+    panel.evaluate(_RELEASE, "batch")
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=5(&|$)"), timeout=APP_TIMEOUT_MS)
+    slider = page.locator('input[type=range][aria-label="Batch size"]')
+    expect(slider).to_have_value("5")
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    # the fragment draws the page's slider in its place: first in the row of section 2's controls
+    here = slider.bounding_box()
+    beside = page.locator('input[type=range][aria-label="Re-drawn batches"]').bounding_box()
+    assert abs(here["y"] - beside["y"]) < 5 and here["x"] < beside["x"], (here, beside)
+    data = panel.evaluate("(root) => root.__lv.data")
+    assert data["server"]["batch"] == 5
+    np.testing.assert_allclose(dragged["batchNorm"], _decode(data["server"]["batchNorm"]),
+                               atol=F32_ATOL)
+    spread = batch_dependence(fixed_sample(6, 0), 5, 8, 0).batch_norm_spread
+    metric = page.locator('[data-testid="stMetric"]', has_text="BatchNorm: largest change")
+    expect(metric).to_contain_text(f"{spread:.3g}")
+    # the panel's table prints it as the page does
+    assert panel.locator("tbody td").nth(1).text_content() == f"{spread:.3g}"
+    assert "torch.nn.BatchNorm1d(6" in page.locator('[data-testid="stCode"]').last.text_content()
+    assert "torch.randn(5, 6)" in page.locator('[data-testid="stCode"]').last.text_content()
+
+    panel.evaluate(_BATCH_DRAG, 1)
+    panel.evaluate(_RELEASE, "batch")
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=1(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    expect(page.locator(ALERT, has_text="Expected more than 1 value per channel")
+           ).to_have_count(1)
+    expect(panel.locator(".lv-refusal")).to_be_visible()
+    _assert_no_exception(page)
+    _shot(page, "live-bn-vs-ln-1")
+
+
+def test_the_batch_panel_works_with_the_keyboard(page: Page, server: str) -> None:
+    """ArrowRight on the live control moves it to 9, announces "batch size = 9", and settles."""
+    panel = _open_batches(page, server)
+    tables = page.locator('[data-testid="stExpander"]', has_text="Data behind this figure")
+    expect(tables).to_have_count(4)  # the figures of sections 2 and 3 (the cubes have none)
+    control = page.get_by_role("slider", name="Batch size, live")
+    expect(control).to_have_attribute("aria-valuetext", "batch size = 8")
+    control.focus()
+    page.keyboard.press("ArrowRight")
+    expect(control).to_have_attribute("aria-valuetext", "batch size = 9")
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=9(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    assert panel.evaluate("(root) => root.__lv.data.server.batch") == 9
+    # the numbers stay readable as tables: the panel's, and every figure's data table (the
+    # fragment's rerun redrew its own and left the other sections' in place)
+    expect(panel.locator("table.lv-stats tbody tr")).to_have_count(1)
+    expect(panel.locator("tbody td").first).to_have_text("9")
+    expect(tables).to_have_count(4)
+    _assert_no_exception(page)
+
+
+def test_the_server_corrects_a_batch_size_the_browser_reports(page: Page, server: str) -> None:
+    """150 reported by a tampered control: the server settles on 64, and so does the panel."""
+    panel = _open_batches(page, server)
+    panel.evaluate("""(root) => {
+      const input = root.querySelector('input[data-control=batch]');
+      input.max = '200'; input.value = '150';
+      input.dispatchEvent(new Event('input', {bubbles: true}));
+      input.dispatchEvent(new Event('change', {bubbles: true}));
+    }""")
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=64(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    _wait_idle(page)
+    assert panel.evaluate("(root) => root.querySelector('input[data-control=batch]').value") == "64"
+    expect(page.locator('input[type=range][aria-label="Batch size"]')).to_have_value("64")
     _assert_no_exception(page)

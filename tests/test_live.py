@@ -134,3 +134,97 @@ def test_the_scale_and_shift_panel_settles_into_its_own_sliders(
 ])
 def test_the_panels_sentence_names_the_controls_it_has(spec: NormSpec, named: str) -> None:
     assert named in live.intro(spec)
+
+
+# --- BatchNorm vs LayerNorm: the batch-size panel ------------------------------------------------
+
+
+def test_the_batch_panels_payload_lets_the_browser_build_every_batch() -> None:
+    """The panel is sent the fixed sample and one draw of 63 mates per re-draw (float32, exact):
+    slicing them gives lnviz's batch of every size; its settled numbers are lnviz's."""
+    from lnviz.lessons.bn_vs_ln import (
+        MAX_BATCH,
+        batch_dependence,
+        batch_mates,
+        batch_size_sweep,
+        fixed_sample,
+    )
+
+    sample, mates = fixed_sample(5, 2), batch_mates(5, 4, 2)
+    dependence, refused = batch_dependence(sample, 6, 4, 2), batch_dependence(sample, 1, 1, 2)
+    sweep = batch_size_sweep(sample, redraws=4, seed=2)
+    data = live.batches_payload(sample, mates, dependence, refused, sweep, feature=3)
+    assert (data["redraws"], data["mateCount"], data["features"]) == (4, MAX_BATCH - 1, 5)
+    assert data["maxBatch"] == MAX_BATCH and data["eps"] == 1e-5 and data["feature"] == 3
+    np.testing.assert_array_equal(_decode(data["sample"]), sample)
+    sent = np.frombuffer(base64.b64decode(data["mates"]), dtype="<f4").reshape(mates.shape)
+    np.testing.assert_array_equal(sent, mates)
+    for size in (2, 6, MAX_BATCH):  # the browser's batch of `size` is lnviz's
+        batch = torch.from_numpy(np.concatenate(
+            [np.broadcast_to(sample, (4, 1, 5)), sent[:, : size - 1]], axis=1))
+        ours = torch.stack([torch.nn.functional.batch_norm(b, None, None, training=True)[0]
+                            for b in batch])
+        np.testing.assert_allclose(ours, batch_dependence(sample, size, 4, 2).batch_norm,
+                                   atol=1e-5)
+    assert data["sizes"] == sweep.batch_sizes.tolist()
+    np.testing.assert_array_equal(_decode(data["sweepBn"]), sweep.batch_norm[:, :, 3].ravel())
+    np.testing.assert_array_equal(_decode(data["sweepLn"]), sweep.layer_norm[:, :, 3].ravel())
+    assert data["refusal"] == refused.refusal and "shape [1, 5]" in data["refusal"]
+    assert data["torchRefusal"].startswith("Expected more than 1 value per channel")
+    server = data["server"]
+    assert server["batch"] == 6
+    np.testing.assert_array_equal(_decode(server["batchNorm"]), dependence.batch_norm.ravel())
+    np.testing.assert_array_equal(_decode(server["layerNorm"]), dependence.layer_norm.ravel())
+    assert server["bnSpread"] == dependence.batch_norm_spread
+    assert server["lnSpread"] == dependence.layer_norm_spread == 0.0
+    # at batch size 1 BatchNorm has no numbers (JSON carries no NaN): None, as the browser's
+    one = live.batches_payload(sample, mates, refused, refused, sweep, feature=0)["server"]
+    assert one["batch"] == 1 and one["batchNorm"] is None and one["bnSpread"] is None
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (8, 8), (1, 1), (64, 64), (5.4, 5), (0, 1), (-7, 1), (65, 64), (1e12, 64),
+])
+def test_a_released_batch_size_is_written_into_range(monkeypatch: pytest.MonkeyPatch,
+                                                     value: float, expected: int) -> None:
+    state = _State({live.BATCHES_KEY: {"settle": {"control": "batch", "value": value}}})
+    monkeypatch.setattr(st, "session_state", state)
+    live._settle(live.BATCHES_KEY, live.BATCHES_CONTROLS)
+    assert state["bl_b"] == expected and isinstance(state["bl_b"], int)
+
+
+@pytest.mark.parametrize("event", [
+    {"control": "batch", "value": "8"}, {"control": "batch", "value": math.nan},
+    {"control": "batch", "value": None}, {"control": "gamma", "value": 1.0}, "batch", 8,
+])
+def test_a_batch_release_the_page_cannot_use_changes_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                             event: object) -> None:
+    state = _State({live.BATCHES_KEY: {"settle": event}, "bl_b": 8})
+    monkeypatch.setattr(st, "session_state", state)
+    live._settle(live.BATCHES_KEY, live.BATCHES_CONTROLS)
+    assert state == {live.BATCHES_KEY: {"settle": event}, "bl_b": 8}
+
+
+@pytest.mark.parametrize("size", [1, 8, 64])
+def test_the_bn_vs_ln_page_draws_the_batch_panel(size: int) -> None:
+    """The page renders the panel without exception, sent lnviz's numbers at its batch size."""
+    import json
+
+    from pageutil import open_page
+
+    from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
+
+    at = open_page("app_pages/bn_vs_ln.py", {"bl_b": str(size), "bl_r": "5"})
+    assert not at.exception
+    panel = at.get_by_key(live.BATCHES_KEY).proto
+    assert panel.component_name == "lnviz_live_batches"
+    data = json.loads(panel.json)
+    dependence = batch_dependence(fixed_sample(6, 0), size, 5, 0)
+    assert data["server"]["batch"] == size and data["redraws"] == 5
+    np.testing.assert_array_equal(_decode(data["server"]["layerNorm"]),
+                                  dependence.layer_norm.ravel())
+    if size == 1:
+        assert data["server"]["batchNorm"] is None and data["refusal"] == dependence.refusal
+    else:
+        np.testing.assert_array_equal(_decode(data["server"]["batchNorm"]),
+                                      dependence.batch_norm.ravel())

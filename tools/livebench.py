@@ -11,10 +11,11 @@ A script, not a test::
 It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on free ports of
 127.0.0.1 and one headless Debian Chromium (nothing else is contacted), then measures:
 
-1. **During a drag.** Each live panel (Explorer, Scale and shift, ε page): its control is moved
-   step by step (an ``input`` event per step, as a drag sends them, about 30 a second); per
-   step, the time from the event to the next frame (``requestAnimationFrame``: the updated
-   picture is painted with it), and whether the picture (canvases, SVGs, tables) changed.
+1. **During a drag.** Each live panel (Explorer, Scale and shift, ε page, BatchNorm vs
+   LayerNorm): its control is moved step by step (an ``input`` event per step, as a drag sends
+   them, about 30 a second); per step, the time from the event to the next frame
+   (``requestAnimationFrame``: the updated picture is painted with it), and whether the
+   picture (canvases, SVGs, tables) changed.
    For comparison, the Explorer's own γ slider (``st.slider``) dragged with the mouse in 12
    steps: whether any chart on the page changed before the mouse button is let go.
 2. **Release to settled.** A key press on a focused slider (ArrowRight, then ArrowLeft, and so
@@ -62,6 +63,12 @@ SETTLE_TARGETS = [
     ("Scale and shift: live panel γ, key press (release)", "/scale_shift", "γ (scale), live", ""),
     ("ε page: ε slider (whole page)", "/epsilon", "ε (epsilon)", ""),
     ("ε page: live panel ε, key press (release)", "/epsilon", "ε (epsilon), live", ""),
+    ("BatchNorm vs LayerNorm: N (fragment)", "/bn_vs_ln", "N (batch size)", ""),
+    ("BatchNorm vs LayerNorm: Batch size (fragment)", "/bn_vs_ln", "Batch size", ""),
+    ("BatchNorm vs LayerNorm: live panel batch size, key press (release)", "/bn_vs_ln",
+     "Batch size, live", ""),
+    ("BatchNorm vs LayerNorm: Training steps k (whole page)", "/bn_vs_ln", "Training steps k",
+     ""),
 ]
 #: (what, page and query, the live panel, its control, the values a drag takes it through)
 DRAG_TARGETS = [
@@ -76,6 +83,10 @@ DRAG_TARGETS = [
      [round(1.5 - 0.1 * k, 1) for k in range(41)]),
     ("ε page: ε (1 down to 0, 14 steps)", "/epsilon", ".lv-sweep", "eps",
      list(range(13, -1, -1))),
+    ("BatchNorm vs LayerNorm defaults (8 re-draws × 6 features): batch size 1 to 64",
+     "/bn_vs_ln", ".lv-batches", "batch", list(range(1, 65))),
+    ("BatchNorm vs LayerNorm, 20 re-draws × 32 features (40,960 values at 64): batch size",
+     "/bn_vs_ln?bl_r=20&bl_c=32", ".lv-batches", "batch", list(range(1, 65))),
 ]
 
 _IDLE = """() => {

@@ -38,6 +38,7 @@ from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
     "CUBE_NORMS",
+    "MAX_BATCH",
     "POPULATION_MEAN",
     "POPULATION_VAR",
     "SWEEP_SIZES",
@@ -47,6 +48,7 @@ __all__ = [
     "SharingCube",
     "band_caption",
     "batch_dependence",
+    "batch_mates",
     "batch_noise_text",
     "batch_size_sweep",
     "bn_vs_ln_snippet",
@@ -192,13 +194,20 @@ def _spread(outputs: np.ndarray) -> float:
     return float((outputs.max(axis=0) - outputs.min(axis=0)).max())
 
 
-def _batch_mates(features: int, batch_size: int, redraws: int, seed: int) -> np.ndarray:
-    """(redraws, batch_size − 1, features): the other samples, fresh for each batch size."""
-    # Seeded by (seed, batch size) so that a batch of a given size is the same in the single
-    # experiment and in the sweep.
-    seq = np.random.SeedSequence([seed, batch_size])
-    return random_batch((redraws, batch_size - 1, features), feature_spread=_FEATURE_SPREAD,
-                        seed=int(seq.generate_state(1)[0]))
+#: The largest batch the page builds. Every re-drawn batch of size B is the fixed sample and the
+#: first B − 1 of one draw of MAX_BATCH − 1 batch-mates (:func:`batch_mates`): batches are nested,
+#: so growing a batch adds mates and keeps the ones it had.
+MAX_BATCH = 64
+
+
+def batch_mates(features: int, redraws: int, seed: int = 0) -> np.ndarray:
+    """(redraws, MAX_BATCH − 1, features): the other samples of each re-drawn batch. A batch of
+    size B holds the fixed sample and mates ``[:, :B − 1]``, in :func:`batch_dependence` and
+    :func:`batch_size_sweep` alike (and in the page's live panel, which is sent this array)."""
+    # A stream of its own, apart from fixed_sample's (which draws from ``seed`` itself).
+    stream = int(np.random.SeedSequence(seed).spawn(1)[0].generate_state(1)[0])
+    return random_batch((redraws, MAX_BATCH - 1, features), feature_spread=_FEATURE_SPREAD,
+                        seed=stream)
 
 
 def batch_dependence(
@@ -222,13 +231,16 @@ def batch_dependence(
     sample's output; LayerNorm's μ_0 and σ_0 use row 0 only. At batch size 1 an (N, C) batch
     has a single value per feature and no variance to estimate: BatchNorm in training mode is
     refused, by torch and by lnviz, and the refusal is recorded instead of an output.
+
+    The batch-mates are the first ``batch_size`` − 1 of :func:`batch_mates`, so a larger batch
+    holds a smaller one's samples and more.
     """
     sample = np.asarray(sample, dtype=np.float32).reshape(-1)
-    if batch_size < 1 or redraws < 1:
-        raise ValueError(f"batch size and re-draws must be at least 1, got {batch_size} and "
-                         f"{redraws}")
+    if not 1 <= batch_size <= MAX_BATCH or redraws < 1:
+        raise ValueError(f"the batch size must be between 1 and {MAX_BATCH} and the re-draws at "
+                         f"least 1, got {batch_size} and {redraws}")
     features = sample.size
-    mates = _batch_mates(features, batch_size, redraws, seed)
+    mates = batch_mates(features, redraws, seed)[:, : batch_size - 1]
     # All re-drawn batches at once, (redraws, B, C): LayerNorm normalizes each row of each;
     # BatchNorm sees them side by side as one (B, redraws·C) table, so that each column — one
     # feature of one re-drawn batch — gets its own μ and σ over the B samples, as it would alone.

@@ -4,9 +4,11 @@ are dragged, recomputed in the browser (``st.components.v2``, inline HTML, CSS a
 Since Streamlit's sliders send their value only when let go, no server can answer a drag; the
 browser can, for a tensor small enough to draw whole (:data:`LIVE_LIMIT` values). ``norms.js``
 holds the five norms' arithmetic (the same steps as :mod:`lnviz.norms`), ``view.js`` the panel.
-The server stays the source of truth: on release the panel sends the value as a trigger, the
-callback writes it into the page's own slider (and so into the URL), lnviz recomputes, and the
-panel settles on lnviz's numbers, which it is sent with its data.
+The concept pages have panels of their own on the same arithmetic: Scale and shift's γ and β
+(``affine.js``), the ε page's sweep (``sweep.js``) and BatchNorm vs LayerNorm's batch size
+(``batches.js``). The server stays the source of truth: on release the panel sends the value as
+a trigger, the callback writes it into the page's own slider (and so into the URL), lnviz
+recomputes, and the panel settles on lnviz's numbers, which it is sent with its data.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import streamlit as st
 
 from lnviz.batch import Batch, NormSpec
 from lnviz.devices import to_numpy
+from lnviz.lessons.bn_vs_ln import MAX_BATCH, BatchDependence, BatchSizeSweep
 from lnviz.lessons.explorer import Exploration, spread_name
 from lnviz.ui.params import AFFINE_RANGE, EPSILONS
 
-__all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "LIVE_KEY", "LIVE_LIMIT", "MAX_SIDE", "SWEEP_CONTROLS",
-           "SWEEP_KEY", "affine_panel", "fits", "intro", "live_js", "live_panel", "live_payload",
-           "sweep_panel"]
+__all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "BATCHES_CONTROLS", "BATCHES_KEY", "LIVE_KEY",
+           "LIVE_LIMIT", "MAX_SIDE", "SWEEP_CONTROLS", "SWEEP_KEY", "affine_panel",
+           "batches_panel", "batches_payload", "fits", "intro", "live_js", "live_panel",
+           "live_payload", "sweep_panel"]
 
 #: The largest tensor (in values) the live panel draws whole and recomputes on every input event.
 LIVE_LIMIT = 4096
@@ -66,11 +70,18 @@ _affine_component = st.components.v2.component(
     css=(_HERE / "live.css").read_text(),
     js=live_js("affine.js"),
 )
+_batches_component = st.components.v2.component(
+    "lnviz_live_batches",
+    html=(_HERE / "batches.html").read_text(),
+    css=(_HERE / "live.css").read_text(),
+    js=live_js("batches.js"),
+)
 
 
-def _b64(values: Any) -> str:
-    """float64 little-endian bytes in base64: exact, and NaN/inf survive (JSON has neither)."""
-    array = np.ascontiguousarray(np.asarray(values, dtype="<f8").ravel())
+def _b64(values: Any, dtype: str = "<f8") -> str:
+    """float64 (or ``dtype``) little-endian bytes in base64: exact, and NaN/inf survive (JSON
+    has neither)."""
+    array = np.ascontiguousarray(np.asarray(values, dtype=dtype).ravel())
     return base64.b64encode(array.tobytes()).decode("ascii")
 
 
@@ -128,15 +139,36 @@ def live_payload(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) 
     )
 
 
+def _settled_eps(value: float) -> float:
+    """ε arrives as an index into :data:`EPSILONS`."""
+    return EPSILONS[min(max(round(value), 0), len(EPSILONS) - 1)]
+
+
+def _settled_affine(value: float) -> float:
+    """γ or β, in :data:`AFFINE_RANGE` and on its steps."""
+    low, high, step = AFFINE_RANGE
+    return round(round(min(max(value, low), high) / step) * step, 1)
+
+
+def _settled_batch(value: float) -> int:
+    """A batch size, a whole number from 1 to :data:`MAX_BATCH`."""
+    return int(min(max(round(value), 1), MAX_BATCH))
+
+
+#: How each panel control's value is brought into its page control's range.
+_SETTLED = {"eps": _settled_eps, "gamma": _settled_affine, "beta": _settled_affine,
+            "batch": _settled_batch}
+
+
 def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None:
     """A control of the panel ``key`` was let go: write its value into the page's own control
     (``controls`` maps the panel's names to the page's keys; by default the Explorer's), and so
     into the URL.
 
     The value comes from the browser, so it is checked like any input: ε must be an index into
-    :data:`EPSILONS`, γ and β finite numbers; out-of-range values are moved into range (to the
-    slider's steps), and anything else is ignored. Either way the panel is sent the value the
-    page settled on, and moves its control there."""
+    :data:`EPSILONS`, γ and β finite numbers, a batch size a number; out-of-range values are
+    moved into range (to the slider's steps), and anything else is ignored. Either way the
+    panel is sent the value the page settled on, and moves its control there."""
     controls = controls or {"eps": "eps", "gamma": "gamma", "beta": "beta"}
     event = (st.session_state.get(key) or {}).get("settle")
     if not isinstance(event, dict):
@@ -144,13 +176,8 @@ def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None
     control, value = event.get("control"), event.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return
-    if control == "eps" and "eps" in controls:
-        chosen = EPSILONS[min(max(round(value), 0), len(EPSILONS) - 1)]
-        st.session_state[controls["eps"]] = chosen
-    elif control in ("gamma", "beta") and control in controls:
-        low, high, step = AFFINE_RANGE
-        chosen = round(round(min(max(value, low), high) / step) * step, 1)
-        st.session_state[controls[control]] = chosen
+    if control in controls and control in _SETTLED:
+        st.session_state[controls[control]] = _SETTLED[control](value)
 
 
 def intro(spec: NormSpec) -> str:
@@ -224,3 +251,49 @@ def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, sweep_eps: np.n
                 server=dict(eps=_eps_index(eps), at=_b64(at_eps)))
     _sweep_component(key=SWEEP_KEY, data=data,
                      on_settle_change=partial(_settle, SWEEP_KEY, SWEEP_CONTROLS))
+
+
+#: The BatchNorm-vs-LayerNorm page's panel key, and the page's batch-size slider it settles into.
+BATCHES_KEY = "bl_live"
+BATCHES_CONTROLS = {"batch": "bl_b"}
+
+
+def batches_payload(sample: np.ndarray, mates: np.ndarray, dependence: BatchDependence,
+                    refused: BatchDependence, sweep: BatchSizeSweep, feature: int,
+                    eps: float = 1e-5) -> dict:
+    """What the BatchNorm-vs-LayerNorm panel is sent: the fixed ``sample`` (C,) and every
+    re-draw's batch-mates ``mates`` (redraws, MAX_BATCH − 1, C), from which the browser builds
+    the batch of any size; the ``sweep``'s band for ``feature``; lnviz's messages where
+    BatchNorm refuses (``refused``, the experiment at batch size 1); and lnviz's numbers at the
+    page's batch size (``dependence``), on which the panel settles."""
+    redraws, mate_count, features = mates.shape
+    bn = dependence.batch_norm
+
+    def finite(v: float) -> float | None:
+        return float(v) if math.isfinite(v) else None
+
+    return dict(
+        sample=_b64(sample), mates=_b64(mates, "<f4"), redraws=int(redraws),
+        features=int(features), mateCount=int(mate_count), maxBatch=MAX_BATCH, eps=float(eps),
+        feature=int(feature), sizes=[int(b) for b in sweep.batch_sizes],
+        sweepBn=_b64(sweep.batch_norm[:, :, feature]),
+        sweepLn=_b64(sweep.layer_norm[:, :, feature]),
+        refusal=refused.refusal, torchRefusal=refused.torch_refusal,
+        server=dict(batch=int(dependence.batch_size), batchNorm=None if bn is None else _b64(bn),
+                    layerNorm=_b64(dependence.layer_norm),
+                    bnSpread=finite(dependence.batch_norm_spread),
+                    lnSpread=finite(dependence.layer_norm_spread)),
+    )
+
+
+def batches_panel(sample: np.ndarray, mates: np.ndarray, dependence: BatchDependence,
+                  refused: BatchDependence, sweep: BatchSizeSweep, feature: int,
+                  eps: float = 1e-5) -> None:
+    """The BatchNorm-vs-LayerNorm page's live panel (:func:`batches_payload` says what it is
+    sent): a batch-size control whose re-draws view, largest changes and marker on the
+    batch-size sweep follow while it is dragged; on release the size goes into the page's
+    slider (:data:`BATCHES_CONTROLS`)."""
+    _batches_component(key=BATCHES_KEY,
+                       data=batches_payload(sample, mates, dependence, refused, sweep, feature,
+                                            eps),
+                       on_settle_change=partial(_settle, BATCHES_KEY, BATCHES_CONTROLS))
