@@ -69,57 +69,52 @@ st.caption("i indexes the leading dims, j the trailing dims in normalized_shape 
            "γ and β have one entry per j, so their shape is normalized_shape.")
 
 # --- normalized_shape ---------------------------------------------------------------------------
-# A fragment: the tensor and the number of dims rerun this section alone. The transformer-block
-# controls below stay in the page's run (the forward, gradient and snippet sections all read
-# them), and so does the race: a click on Stop inside a fragment would wait for the race's own
-# run to end instead of interrupting it.
-@st.fragment
-def normalized_shape_section(seed: int) -> None:
-    st.subheader("normalized_shape: which values share μ and σ")
-    with st.container(border=True):
-        cols = st.columns([3, 2])
-        example = cols[0].segmented_control(
-            "Tensor", list(SHAPE_EXAMPLES), default="seed 003", required=True, key="sh_tensor",
-            bind="query-params",
-            help="seed 003: two words as (words, batch, embedding) = (2, 1, 3). seed 003 ×2: the "
-                 "same words beside a second sample, (2, 2, 3). 2-D: a (batch, features) table. "
-                 "3-D: seed 002's padded tokens, (batch, seq, features). 4-D: small images, "
-                 "(batch, channels, H, W).")
-        batch = shape_example(example, seed)
-        ndim = batch.values.ndim
-        keep_in_range("sh_dims", range(1, ndim))
-        dims = cols[1].radio(
-            "Normalize over the last … dims", list(range(1, ndim)), horizontal=True,
-            key="sh_dims", bind="query-params",
-            help="normalized_shape = x.shape[-k:]; the first dim always keeps its own statistics. "
-                 "Whether the batch is left out depends on where the tensor keeps it: in seed "
-                 "003's (words, batch, embedding) the last 2 dims include it.")
-    st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
-    note = batch_note(example, dims)
-    if note:
-        st.warning(note, icon="⚠️")
-    with refusal():
-        view = layer_norm_shapes(batch, dims)
+# No section of this page is an st.fragment: Streamlit queues a fragment's rerun behind a running
+# script instead of interrupting it, so while the race below runs in the page's run a control in
+# a fragment would answer only when the race ends (measured: 27 s for a 300-step race), and Stop
+# inside one could not stop it.
+st.subheader("normalized_shape: which values share μ and σ")
+with st.container(border=True):
+    cols = st.columns([3, 2])
+    example = cols[0].segmented_control(
+        "Tensor", list(SHAPE_EXAMPLES), default="seed 003", required=True, key="sh_tensor",
+        bind="query-params",
+        help="seed 003: two words as (words, batch, embedding) = (2, 1, 3). seed 003 ×2: the "
+             "same words beside a second sample, (2, 2, 3). 2-D: a (batch, features) table. "
+             "3-D: seed 002's padded tokens, (batch, seq, features). 4-D: small images, "
+             "(batch, channels, H, W).")
+    batch = shape_example(example, settings.seed)
+    ndim = batch.values.ndim
+    keep_in_range("sh_dims", range(1, ndim))
+    dims = cols[1].radio(
+        "Normalize over the last … dims", list(range(1, ndim)), horizontal=True,
+        key="sh_dims", bind="query-params",
+        help="normalized_shape = x.shape[-k:]; the first dim always keeps its own statistics. "
+             "Whether the batch is left out depends on where the tensor keeps it: in seed "
+             "003's (words, batch, embedding) the last 2 dims include it.")
+st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
+note = batch_note(example, dims)
+if note:
+    st.warning(note, icon="⚠️")
+with refusal():
+    view = layer_norm_shapes(batch, dims)
 
-    cols = st.columns(4)
-    cols[0].metric("x.shape", str(view.shape), help="The input tensor.")
-    cols[1].metric("normalized_shape = γ, β shape", str(view.normalized_shape),
-                   help="The trailing dims one μ and σ are taken over; γ and β have this shape.")
-    cols[2].metric("μ, σ² shape", str(view.stats_shape),
-                   help="The statistics keep the normalized dims with size 1, so they broadcast.")
-    cols[3].metric("groups × values", f"{view.groups} × {view.group_size}",
-                   help="How many (μ, σ²) pairs there are, and how many values each is taken over.")
-    rows, columns = grid_labels(view.shape, batch.layout, batch.row_labels)
-    show_figure(charts.explorer.norm_heatmaps,
-                view.input_grid, view.output_grid, view.group_grid, row_labels=rows,
-                col_labels=columns, title_out="LayerNorm output y", key="sh_groups")
-    with st.expander("Output values", expanded=view.output_grid.size <= 24):
-        st.dataframe(pd.DataFrame(view.output_grid, index=rows, columns=columns), key="sh_output")
-    st.info(cached(shapes_try_this), icon="🔍")
-    st.code(layer_norm_snippet(view), language="python")
-
-
-normalized_shape_section(settings.seed)
+cols = st.columns(4)
+cols[0].metric("x.shape", str(view.shape), help="The input tensor.")
+cols[1].metric("normalized_shape = γ, β shape", str(view.normalized_shape),
+               help="The trailing dims one μ and σ are taken over; γ and β have this shape.")
+cols[2].metric("μ, σ² shape", str(view.stats_shape),
+               help="The statistics keep the normalized dims with size 1, so they broadcast.")
+cols[3].metric("groups × values", f"{view.groups} × {view.group_size}",
+               help="How many (μ, σ²) pairs there are, and how many values each is taken over.")
+rows, columns = grid_labels(view.shape, batch.layout, batch.row_labels)
+show_figure(charts.explorer.norm_heatmaps,
+            view.input_grid, view.output_grid, view.group_grid, row_labels=rows, col_labels=columns,
+            title_out="LayerNorm output y", key="sh_groups")
+with st.expander("Output values", expanded=view.output_grid.size <= 24):
+    st.dataframe(pd.DataFrame(view.output_grid, index=rows, columns=columns), key="sh_output")
+st.info(cached(shapes_try_this), icon="🔍")
+st.code(layer_norm_snippet(view), language="python")
 
 # --- Seed 003 with a batch of two ---------------------------------------------------------------
 st.subheader("Seed 003 with a batch of two")

@@ -398,8 +398,6 @@ FRAGMENT_CONTROLS = {
                                        r"in_layer=cnn\.4%5B0%5D\+%C2%B7\+GroupNorm"),
     "transformer-attention": FragmentControl("/transformer", "slider", "Attention of layer", "3",
                                              r"tf_att=3"),
-    "shapes-dims": FragmentControl("/shapes", "radio", "Normalize over the last … dims", "2",
-                                   r"sh_dims=2"),
     "training-gate": FragmentControl(
         "/training?tr_models=LSTM&tr_seeds=1&tr_steps=2&tr_hidden=16", "radio", "Gate",
         "forget f", r"tr_gate=forget(\+|%20)f", setup="Run"),
