@@ -10,6 +10,8 @@ from lnviz.lessons.bug_zoo import (
     OFFSETS,
     RANDOM_SHAPES,
     VARIANTS,
+    ZooInput,
+    ZooResult,
     compare,
     feedback,
     zoo_input,
@@ -84,37 +86,43 @@ for letter, variant in VARIANTS.items():
     st.code(variant.code, language="python", wrap_lines=True)
 
 # --- 3. The question --------------------------------------------------------------------------
-st.subheader("3 · Which of these match torch?")
-picked = st.multiselect(
-    "Which implementations give torch.nn.LayerNorm's output on this input?", list(VARIANTS),
-    key="bz_pick", bind="query-params",
-    help="Pick every letter you expect to match, within float32 rounding; more than one can. "
-         "Then check.",
-)
-checked = st.toggle(
-    "Check my answer", key="bz_check", bind="query-params",
-    help="Runs all seven and torch.nn.LayerNorm on the input above, then says for each letter "
-         "whether you were right and why, and draws the differences.",
-)
-if not checked:
-    st.caption("Predict first: the differences are drawn once you check.")
-else:
-    answers = feedback(result, zoo, picked)
-    st.markdown(f"**{sum(a.right for a in answers)} of {len(answers)} right** on this input.")
-    for answer in answers:
-        box = st.success if answer.right else st.error
-        box(plain(answer.text),
-            icon=":material/check_circle:" if answer.right else ":material/cancel:")
-    show_figure(charts.bug_zoo.diff_heatmaps, result.diffs, result.max_diffs, result.matches,
-                result.nonfinite, result.allowed, zoo.labels, key="bz_diff_chart")
-    st.caption(
-        "Each panel: |implementation − torch.nn.LayerNorm| per element, tokens down, features "
-        "across, on one log scale (the lightest colour is 1e-08 or less; black, if any, is "
-        "NaN or inf). Hover a cell for the "
-        "difference allowed there: torch.testing.assert_close's float32 tolerance, wider for "
-        "tokens far from zero, where float32 rounding alone moves any LayerNorm's output."
+# A fragment: the prediction and the check rerun this section alone, not the input and the code.
+@st.fragment
+def question(zoo: ZooInput, result: ZooResult) -> None:
+    st.subheader("3 · Which of these match torch?")
+    picked = st.multiselect(
+        "Which implementations give torch.nn.LayerNorm's output on this input?", list(VARIANTS),
+        key="bz_pick", bind="query-params",
+        help="Pick every letter you expect to match, within float32 rounding; more than one can. "
+             "Then check.",
     )
-    st.dataframe(result.table(), hide_index=True, key="bz_summary")
+    checked = st.toggle(
+        "Check my answer", key="bz_check", bind="query-params",
+        help="Runs all seven and torch.nn.LayerNorm on the input above, then says for each letter "
+             "whether you were right and why, and draws the differences.",
+    )
+    if not checked:
+        st.caption("Predict first: the differences are drawn once you check.")
+    else:
+        answers = feedback(result, zoo, picked)
+        st.markdown(f"**{sum(a.right for a in answers)} of {len(answers)} right** on this input.")
+        for answer in answers:
+            box = st.success if answer.right else st.error
+            box(plain(answer.text),
+                icon=":material/check_circle:" if answer.right else ":material/cancel:")
+        show_figure(charts.bug_zoo.diff_heatmaps, result.diffs, result.max_diffs, result.matches,
+                    result.nonfinite, result.allowed, zoo.labels, key="bz_diff_chart")
+        st.caption(
+            "Each panel: |implementation − torch.nn.LayerNorm| per element, tokens down, features "
+            "across, on one log scale (the lightest colour is 1e-08 or less; black, if any, is "
+            "NaN or inf). Hover a cell for the "
+            "difference allowed there: torch.testing.assert_close's float32 tolerance, wider for "
+            "tokens far from zero, where float32 rounding alone moves any LayerNorm's output."
+        )
+        st.dataframe(result.table(), hide_index=True, key="bz_summary")
+
+
+question(zoo, result)
 
 st.info(
     "**Try this.** Predict and check on **I** first. Then switch to seed 002's batch: which "

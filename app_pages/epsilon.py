@@ -110,67 +110,78 @@ st.code(cell.printed, language="text")
 st.caption(cell.explain())
 
 # --- 2. Precision -----------------------------------------------------------------------------
-st.subheader("2 · Half precision: how many digits survive")
-st.markdown(
-    "float16 keeps about 3 significant decimal digits and overflows above 65 504; bfloat16 "
-    "keeps the float32 range but only about 2–3 digits; float32 about 7. Each point below is "
-    "the worst difference between LayerNorm computed from the input rounded to that dtype and "
-    "LayerNorm of the exact float64 input (statistics are accumulated in float32, as torch "
-    "does). Values offset from zero lose their *spread* to rounding: the input's step size "
-    "grows with the offset, while σ stays 1."
-)
-cols = st.columns(2)
-axis = cols[0].radio(
-    "Vary", ["offset", "size"], horizontal=True, key="ep_axis", bind="query-params",
-    help="offset: N(0, 1) values plus an offset from 0.01 to 10⁶. size: the row length, "
-         "from 4 to 65 536 values.",
-)
-if axis == "offset":
-    size = cols[1].select_slider(
-        "Row length", [16, 64, 256, 1024, 4096], value=256, key="ep_psize",
-        bind="query-params", help="How many values each row holds while the offset varies.")
-    options = {"size": size}
-else:
-    offset = cols[1].select_slider(
-        "Offset from zero", [0.0, 1.0, 10.0, 100.0, 1000.0], value=0.0, key="ep_poff",
-        bind="query-params", help="Added to every value while the row length varies.")
-    options = {"offset": offset}
-with refusal():
-    precision = cached(precision_sweep, axis, seed=settings.seed, device=settings.device,
-                       **options)
-title = "offset from zero" if axis == "offset" else "row length H"
-show_figure(charts.epsilon.precision_figure, precision.values, precision.errors, title,
-            key="ep_precision_chart")
-st.caption(precision.caption())
+# Sections 2 and 3 are fragments: their controls rerun that section alone, not the ε sweep above.
+@st.fragment
+def precision_section(seed: int, device: str) -> None:
+    st.subheader("2 · Half precision: how many digits survive")
+    st.markdown(
+        "float16 keeps about 3 significant decimal digits and overflows above 65 504; bfloat16 "
+        "keeps the float32 range but only about 2–3 digits; float32 about 7. Each point below is "
+        "the worst difference between LayerNorm computed from the input rounded to that dtype and "
+        "LayerNorm of the exact float64 input (statistics are accumulated in float32, as torch "
+        "does). Values offset from zero lose their *spread* to rounding: the input's step size "
+        "grows with the offset, while σ stays 1."
+    )
+    cols = st.columns(2)
+    axis = cols[0].radio(
+        "Vary", ["offset", "size"], horizontal=True, key="ep_axis", bind="query-params",
+        help="offset: N(0, 1) values plus an offset from 0.01 to 10⁶. size: the row length, "
+             "from 4 to 65 536 values.",
+    )
+    if axis == "offset":
+        size = cols[1].select_slider(
+            "Row length", [16, 64, 256, 1024, 4096], value=256, key="ep_psize",
+            bind="query-params", help="How many values each row holds while the offset varies.")
+        options = {"size": size}
+    else:
+        offset = cols[1].select_slider(
+            "Offset from zero", [0.0, 1.0, 10.0, 100.0, 1000.0], value=0.0, key="ep_poff",
+            bind="query-params", help="Added to every value while the row length varies.")
+        options = {"offset": offset}
+    with refusal():
+        precision = cached(precision_sweep, axis, seed=seed, device=device, **options)
+    title = "offset from zero" if axis == "offset" else "row length H"
+    show_figure(charts.epsilon.precision_figure, precision.values, precision.errors, title,
+                key="ep_precision_chart")
+    st.caption(precision.caption())
+
+
+precision_section(settings.seed, settings.device)
+
 
 # --- 3. Cancellation --------------------------------------------------------------------------
-st.subheader("3 · The E[x²] − E[x]² trap")
-st.markdown(
-    "Expanding the variance gives a tempting one-pass formula, σ² = E[x²] − E[x]². For data "
-    "near 10 000 with spread 1, both terms are about 10⁸ and differ by about 1; float32 stores "
-    "each to about 7 digits, so their difference is mostly rounding error — and can come out "
-    "negative, which √ turns into NaN. Subtracting the mean first (two passes) or updating a "
-    "running mean and sum of squared deviations (Welford) only ever subtracts nearby numbers."
-)
-st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{naive: cancels}}"
-         r"\quad\text{vs}\quad"
-         r"\underbrace{\tfrac{1}{H}\textstyle\sum (x_i - \mu)^2}_{\text{two-pass}}"
-         r"\quad\text{vs}\quad"
-         r"\underbrace{M_{2,k} = M_{2,k-1} + (x_k - \mu_{k-1})(x_k - \mu_k)}_{\text{Welford}}")
-cancel_size = st.select_slider(
-    "Row length", [16, 64, 256, 1024], value=256, key="ep_csize", bind="query-params",
-    help="How many values (offset + N(0, 1)) each variance is taken over, in float32.")
-cancellation = cached(cancellation_sweep, size=cancel_size, seed=settings.seed)
-show_figure(charts.epsilon.cancellation_figure, cancellation.offsets,
-            cancellation.relative_error, cancellation.variances, key="ep_cancel_chart")
-st.caption(
-    "Always float32, whatever the sidebar says, so the three methods meet the same rounding. "
-    "The reference is the two-pass variance in float64 of the very numbers float32 stored. "
-    "× marks a negative variance from the naive formula; hover a point for the σ² it "
-    "computed. lnviz's readable norms (impl=\"scratch\") take the corrected two-pass "
-    "variance; impl=\"fast\", used for large tensors, leaves it to torch's fused kernels. "
-    + cancellation.summary()
-)
+@st.fragment
+def cancellation_section(seed: int) -> None:
+    st.subheader("3 · The E[x²] − E[x]² trap")
+    st.markdown(
+        "Expanding the variance gives a tempting one-pass formula, σ² = E[x²] − E[x]². For data "
+        "near 10 000 with spread 1, both terms are about 10⁸ and differ by about 1; float32 stores "
+        "each to about 7 digits, so their difference is mostly rounding error — and can come out "
+        "negative, which √ turns into NaN. Subtracting the mean first (two passes) or updating a "
+        "running mean and sum of squared deviations (Welford) only ever subtracts nearby numbers."
+    )
+    st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{naive: cancels}}"
+             r"\quad\text{vs}\quad"
+             r"\underbrace{\tfrac{1}{H}\textstyle\sum (x_i - \mu)^2}_{\text{two-pass}}"
+             r"\quad\text{vs}\quad"
+             r"\underbrace{M_{2,k} = M_{2,k-1} + (x_k - \mu_{k-1})(x_k - \mu_k)}_{\text{Welford}}")
+    cancel_size = st.select_slider(
+        "Row length", [16, 64, 256, 1024], value=256, key="ep_csize", bind="query-params",
+        help="How many values (offset + N(0, 1)) each variance is taken over, in float32.")
+    cancellation = cached(cancellation_sweep, size=cancel_size, seed=seed)
+    show_figure(charts.epsilon.cancellation_figure, cancellation.offsets,
+                cancellation.relative_error, cancellation.variances, key="ep_cancel_chart")
+    st.caption(
+        "Always float32, whatever the sidebar says, so the three methods meet the same rounding. "
+        "The reference is the two-pass variance in float64 of the very numbers float32 stored. "
+        "× marks a negative variance from the naive formula; hover a point for the σ² it "
+        "computed. lnviz's readable norms (impl=\"scratch\") take the corrected two-pass "
+        "variance; impl=\"fast\", used for large tensors, leaves it to torch's fused kernels. "
+        + cancellation.summary()
+    )
+
+
+cancellation_section(settings.seed)
 
 st.info(
     "**Try this.** On the tiny vector, slide ε from 1e-12 up to 1 and watch the table: the "

@@ -8,6 +8,8 @@ from lnviz.lessons.inspector import (
     DEFAULT_SIGMAS,
     KIND_NAMES,
     SNIPPET,
+    ModelFile,
+    NormLayer,
     capture_overview,
     extreme_channels,
     find_norm_layers,
@@ -67,30 +69,11 @@ with refusal(f"Cannot open {name}: "), st.spinner("Reading the file…"):
                         max_elements=limits.tensor_values)
 named_file = Named(model_file, ("inspector", file_id))
 
-# --- A capture: what each layer did -----------------------------------------------------------
-if model_file.kind == "capture":
-    st.caption(plain(f"{name}: a capture of {len(model_file.layers)} calls of normalization "
-                     "layers (a layer called twice is there twice), in the order the model made "
-                     "them."))
-    if not model_file.layers:
-        st.info("This capture holds no layer: the model called no normalization layer that "
-                "lnviz.capture recognises (cap.skipped lists the norm-like calls it could not "
-                "record, with the reason).", icon="ℹ️")
-        st.stop()
-    sigmas = st.columns([1, 2])[0].number_input(
-        "Outlier threshold (σ)", min_value=0.5, max_value=1000.0, value=DEFAULT_SIGMAS, step=0.5,
-        key="in_sigma", bind="query-params",
-        help="A value is an outlier when it lies more than this many standard deviations from "
-             "the mean of its group: the values that share one μ and σ in that layer (a "
-             "token's features for LayerNorm, a channel's values for BatchNorm).")
-    with refusal():
-        overview = cached(capture_overview, named_file, float(sigmas))
-    st.subheader("Every layer")
-    st.dataframe(overview, hide_index=True, key="in_overview")
-    show_figure(charts.inspector.layers_figure, overview["layer"].tolist(),
-                overview["max |x|"].to_numpy(), overview["max |y|"].to_numpy(),
-                overview["σ min"].to_numpy(), overview["σ max"].to_numpy(), key="in_layers")
-
+# --- Sections with their own controls ---------------------------------------------------------
+# Fragments: a capture's one layer and a checkpoint's running statistics rerun alone when their
+# layer changes, not the file's reading and the tables above them.
+@st.fragment
+def one_layer(model_file: ModelFile, name: str, file_id: str, data: bytes, sigmas: float) -> None:
     st.subheader("One layer")
     by_key = {layer_key(layer): layer for layer in model_file.layers}
     cols = st.columns([3, 1])
@@ -142,6 +125,51 @@ if model_file.kind == "capture":
                "made of it." + ("" if len(view.scatter_x) == view.members * len(view.mean)
                                 else " An evenly spaced sample is drawn, with the outliers."))
 
+
+@st.fragment
+def running_statistics(layers: list[NormLayer]) -> None:
+    with_stats = {layer.name: layer for layer in layers if layer.running_mean is not None}
+    if with_stats:
+        st.subheader("BatchNorm running statistics")
+        chosen = st.selectbox(
+            "Layer with running statistics", list(with_stats), key="in_bn",
+            bind="query-params",
+            help="The running mean and variance this layer normalizes with in evaluation "
+                 "mode, one per channel.")
+        mean, var = running_stats(with_stats[chosen])
+        show_figure(charts.inspector.running_stats_figure, mean, var, key="in_running")
+        tracked = with_stats[chosen].num_batches_tracked
+        if tracked is not None:
+            st.caption(f"num_batches_tracked = {tracked:,}: the training batches these running "
+                       "averages have seen.")
+
+
+# --- A capture: what each layer did -----------------------------------------------------------
+if model_file.kind == "capture":
+    st.caption(plain(f"{name}: a capture of {len(model_file.layers)} calls of normalization "
+                     "layers (a layer called twice is there twice), in the order the model made "
+                     "them."))
+    if not model_file.layers:
+        st.info("This capture holds no layer: the model called no normalization layer that "
+                "lnviz.capture recognises (cap.skipped lists the norm-like calls it could not "
+                "record, with the reason).", icon="ℹ️")
+        st.stop()
+    sigmas = st.columns([1, 2])[0].number_input(
+        "Outlier threshold (σ)", min_value=0.5, max_value=1000.0, value=DEFAULT_SIGMAS, step=0.5,
+        key="in_sigma", bind="query-params",
+        help="A value is an outlier when it lies more than this many standard deviations from "
+             "the mean of its group: the values that share one μ and σ in that layer (a "
+             "token's features for LayerNorm, a channel's values for BatchNorm).")
+    with refusal():
+        overview = cached(capture_overview, named_file, float(sigmas))
+    st.subheader("Every layer")
+    st.dataframe(overview, hide_index=True, key="in_overview")
+    show_figure(charts.inspector.layers_figure, overview["layer"].tolist(),
+                overview["max |x|"].to_numpy(), overview["max |y|"].to_numpy(),
+                overview["σ min"].to_numpy(), overview["σ max"].to_numpy(), key="in_layers")
+
+    one_layer(model_file, name, file_id, data, sigmas)
+
 # --- A checkpoint: γ, β and running statistics ------------------------------------------------
 else:
     layers = cached(find_norm_layers, Named(model_file.arrays, ("inspector", file_id)))
@@ -176,18 +204,4 @@ else:
         st.caption(f"No channel has |γ| ≤ {zero_tol:g}.")
     else:
         st.dataframe(near_zero, hide_index=True, key="in_zero_table")
-    with_stats = {layer.name: layer for layer in layers if layer.running_mean is not None}
-    if with_stats:
-        st.subheader("BatchNorm running statistics")
-        chosen = st.selectbox(
-            "Layer with running statistics", list(with_stats), key="in_bn",
-            bind="query-params",
-            help="The running mean and variance this layer normalizes with in evaluation "
-                 "mode, one per channel.")
-        mean, var = running_stats(with_stats[chosen])
-        show_figure(charts.inspector.running_stats_figure, mean, var, key="in_running")
-        tracked = with_stats[chosen].num_batches_tracked
-        if tracked is not None:
-            st.caption(f"num_batches_tracked = {tracked:,}: the training batches these running "
-                       "averages have seen.")
-
+    running_statistics(layers)

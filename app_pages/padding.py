@@ -11,6 +11,8 @@ from lnviz.lessons.padding import (
     MAX_D_MODEL,
     MAX_PADDED_LENGTH,
     MAX_SEQUENCES,
+    FeatureStats,
+    PaddingSweep,
     feature_stats,
     pad_token_steps,
     padding_outputs,
@@ -127,38 +129,45 @@ else:
     )
 
 # --- The sweep --------------------------------------------------------------------------------
-st.subheader("2 · More padding, more drift")
-st.markdown(
-    "Keep this batch's real tokens and put more and more pads beside them. BatchNorm's mean "
-    "slides toward the pad value, its σ first widens and then collapses, and every real "
-    "token's output moves. Masked BatchNorm and LayerNorm stay exactly where they were."
-    if stats.masked_ok else
-    "Keep this batch's single real token and put more and more pads beside it. BatchNorm's "
-    "mean (from one pad on) slides toward the pad value. With one real token there is no "
-    "BatchNorm without pads to measure a drift against, and no masked BatchNorm, so the last "
-    "panel shows LayerNorm alone: it stays exactly where it was."
-)
-keep_in_range("pd_feat", range(d))
-feature = st.columns(4)[0].selectbox(
-    "Feature", list(range(d)), key="pd_feat", bind="query-params",
-    help="Which feature's μ and σ the first two panels follow.")
-show_figure(charts.padding.share_figure,
-            sweep.fraction, sweep.mean_with_pad[:, feature], sweep.mean_masked[:, feature],
-            sweep.std_with_pad[:, feature], sweep.std_masked[:, feature], sweep.drift_with_pad,
-            sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction, feature=feature,
-            key="pd_sweep")
-moved = float(sweep.drift_layer_norm.max())
-tried = f"{len(sweep.pads)} amounts of padding (up to {int(sweep.pads.max())} pads)"
-if moved == 0.0:
-    st.success(f"LayerNorm: across {tried}, the real tokens' outputs did not move at all — "
-               "identical, bit for bit.", icon=":material/check_circle:")
-else:
-    st.warning(f"LayerNorm: across {tried}, the real tokens' outputs moved by at most "
-               f"{moved:.3g}.", icon=":material/warning:")
-st.caption("The dotted line marks this batch's own padded share."
-           + (" Masked BatchNorm is the repair for BatchNorm: with the pads left out of the "
-              "sums, its μ and σ are those of the real tokens however much padding there is."
-              if stats.masked_ok else ""))
+# A fragment: the Feature control reruns this section alone. Section 3 stays in the page's run,
+# as the PyTorch snippet at the end reads its ε, γ and β.
+@st.fragment
+def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int) -> None:
+    st.subheader("2 · More padding, more drift")
+    st.markdown(
+        "Keep this batch's real tokens and put more and more pads beside them. BatchNorm's mean "
+        "slides toward the pad value, its σ first widens and then collapses, and every real "
+        "token's output moves. Masked BatchNorm and LayerNorm stay exactly where they were."
+        if stats.masked_ok else
+        "Keep this batch's single real token and put more and more pads beside it. BatchNorm's "
+        "mean (from one pad on) slides toward the pad value. With one real token there is no "
+        "BatchNorm without pads to measure a drift against, and no masked BatchNorm, so the last "
+        "panel shows LayerNorm alone: it stays exactly where it was."
+    )
+    keep_in_range("pd_feat", range(d))
+    feature = st.columns(4)[0].selectbox(
+        "Feature", list(range(d)), key="pd_feat", bind="query-params",
+        help="Which feature's μ and σ the first two panels follow.")
+    show_figure(charts.padding.share_figure,
+                sweep.fraction, sweep.mean_with_pad[:, feature], sweep.mean_masked[:, feature],
+                sweep.std_with_pad[:, feature], sweep.std_masked[:, feature], sweep.drift_with_pad,
+                sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction,
+                feature=feature, key="pd_sweep")
+    moved = float(sweep.drift_layer_norm.max())
+    tried = f"{len(sweep.pads)} amounts of padding (up to {int(sweep.pads.max())} pads)"
+    if moved == 0.0:
+        st.success(f"LayerNorm: across {tried}, the real tokens' outputs did not move at all — "
+                   "identical, bit for bit.", icon=":material/check_circle:")
+    else:
+        st.warning(f"LayerNorm: across {tried}, the real tokens' outputs moved by at most "
+                   f"{moved:.3g}.", icon=":material/warning:")
+    st.caption("The dotted line marks this batch's own padded share."
+               + (" Masked BatchNorm is the repair for BatchNorm: with the pads left out of the "
+                  "sums, its μ and σ are those of the real tokens however much padding there is."
+                  if stats.masked_ok else ""))
+
+
+sweep_section(stats, sweep, d)
 
 # --- LayerNorm on the pad token ---------------------------------------------------------------
 st.subheader("3 · What LayerNorm does to the pad token itself")

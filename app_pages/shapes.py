@@ -69,6 +69,10 @@ st.caption("i indexes the leading dims, j the trailing dims in normalized_shape 
            "γ and β have one entry per j, so their shape is normalized_shape.")
 
 # --- normalized_shape ---------------------------------------------------------------------------
+# No section of this page is an st.fragment: Streamlit queues a fragment's rerun behind a running
+# script instead of interrupting it, so while the race below runs in the page's run a control in
+# a fragment would answer only when the race ends (measured: 27 s for a 300-step race), and Stop
+# inside one could not stop it.
 st.subheader("normalized_shape: which values share μ and σ")
 with st.container(border=True):
     cols = st.columns([3, 2])

@@ -18,6 +18,7 @@ from lnviz.lessons.training import (
     TARGET_ACCURACY,
     TrainConfig,
     Training,
+    TrainingResult,
     check_work,
     custom_layer_norm_table,
     evaluation_interval,
@@ -191,6 +192,81 @@ if running_training() is not None:
         if train_to_the_end(curves_slot) is None:
             st.info("Stopped before the first step: nothing to show.", icon="⏹️")
 
+# --- Gate pre-activations, batch check, longer sequences --------------------------------------
+# A fragment: the setting shown, the gate and the moment rerun these three sections alone, not the
+# training and the curves above. While a training runs, a click here waits for that run to end.
+@st.fragment
+def gates_and_checks(result: TrainingResult) -> None:
+    cfg = result.config
+    st.subheader("Gate pre-activations, step by step")
+    shown = None  # every series, or those of one setting of a sweep
+    if cfg.sweep:
+        choices = {text: labels for text, labels in result.settings()}
+        chosen = st.selectbox(
+            "Setting shown", list(choices), key="tr_setting",
+            help="The gates, the batch check and the longer test sequences below show one "
+                 "setting of the sweep at a time.")
+        shown = choices[chosen]
+    cols = st.columns([3, 2])
+    gate = cols[0].segmented_control(
+        "Gate", ["all", *GATES], default="all", required=True, key="tr_gate",
+        bind="query-params",
+        help=f"The sums fed to σ (input, forget, output gates) or tanh (candidate g), for "
+             f"{result.gate_samples} held-out images: all four gates pooled, or one of them.")
+    moment = cols[1].radio(
+        "When", ["after training", "at initialization"], horizontal=True, key="tr_when",
+        bind="query-params", help="The same images through the trained or the untrained model.")
+    at_init = moment == "at initialization"
+    show_figure(charts.training.gates_figure, result.gate_bands(gate, at_init, shown),
+                key="tr_gates")
+    st.caption(f"{result.gate_samples} held-out images through the run of seed {cfg.seed}. "
+               "Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
+               "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02, and "
+               "tanh′ < 0.002 for g): a gate there is stuck open or shut. In the LN-LSTM each "
+               "projection is normalized at every step, so its spread is set by γ, not by W, "
+               "U or how far h has drifted (a projection of all zeros, as U·h₀ at the first step, "
+               "is β alone); the sum of the two can still move as γ and β learn. "
+               + result.gate_findings(gate, at_init, shown))
+
+    # --- Batch independence -------------------------------------------------------------------
+    st.subheader("Does a sample's output depend on its batch?")
+    st.dataframe(result.batch_table(shown), hide_index=True, key="tr_batch_table",
+                 column_config={"max |difference| of the logits":
+                                st.column_config.NumberColumn(format="%.2e")})
+    findings = result.batch_findings(shown)
+    if findings:
+        st.markdown(findings)
+    else:
+        st.caption("Add the LN-LSTM or the BN-LSTM to the comparison to see this check.")
+
+    # --- Longer sequences ---------------------------------------------------------------------
+    st.subheader("Test sequences longer than the training ones")
+    st.markdown(
+        "The BN-LSTM normalizes time step t with statistics gathered at step t during "
+        "training, so it keeps one set per step, and it has none for steps beyond the "
+        "training length: this one reuses the last step's (Cooijmans et al.'s choice). Here "
+        "every held-out image is read again with blank rows above it: the same digit, in a "
+        "longer sequence. The digit's rows then arrive at later steps, whose statistics were "
+        "gathered for other rows, or at steps that have none of their own. LayerNorm's "
+        "statistics come from the sample at hand, at every step.")
+    length = result.length.subset(shown) if result.length else None
+    if length is None:
+        st.caption("This check runs after the last training step; this training was stopped "
+                   "before it was done.")
+    else:
+        show_figure(charts.training.length_figure, length.lengths, length.train_length,
+                    length.bands(), length.batch_means(), length.running_var, result.chance,
+                    key="tr_length")
+        st.caption(f"{length.samples} held-out images at each length"
+                   + (f"; lines: the mean of {cfg.seeds} seeds, shaded: lowest to highest"
+                      if cfg.seeds > 1 else "") + "."
+                   + (" Left: the BN-LSTM's running variance of the cell state c (mean over "
+                      f"its H units, seed {cfg.seed}) at each step it has statistics for."
+                      if length.running_var else
+                      " Add the BN-LSTM to see its per-step statistics and how it copes."))
+        st.markdown("\n".join(f"- {sentence}" for sentence in length.findings()))
+
+
 # --- Figures ----------------------------------------------------------------------------------
 result, current = finished_training(key)
 if result is not None and not current:
@@ -269,74 +345,7 @@ else:
                + " Adam rescales each step, so these norms do not set the step size; a spike "
                  "marks a step where the loss surface was steep.")
 
-    # --- Gate pre-activations -----------------------------------------------------------------
-    st.subheader("Gate pre-activations, step by step")
-    shown = None  # every series, or those of one setting of a sweep
-    if cfg.sweep:
-        choices = {text: labels for text, labels in result.settings()}
-        chosen = st.selectbox(
-            "Setting shown", list(choices), key="tr_setting",
-            help="The gates, the batch check and the longer test sequences below show one "
-                 "setting of the sweep at a time.")
-        shown = choices[chosen]
-    cols = st.columns([3, 2])
-    gate = cols[0].segmented_control(
-        "Gate", ["all", *GATES], default="all", required=True, key="tr_gate",
-        bind="query-params",
-        help=f"The sums fed to σ (input, forget, output gates) or tanh (candidate g), for "
-             f"{result.gate_samples} held-out images: all four gates pooled, or one of them.")
-    moment = cols[1].radio(
-        "When", ["after training", "at initialization"], horizontal=True, key="tr_when",
-        bind="query-params", help="The same images through the trained or the untrained model.")
-    at_init = moment == "at initialization"
-    show_figure(charts.training.gates_figure, result.gate_bands(gate, at_init, shown),
-                key="tr_gates")
-    st.caption(f"{result.gate_samples} held-out images through the run of seed {cfg.seed}. "
-               "Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
-               "the median. Dotted lines at ±4, beyond which σ is nearly flat (σ′ < 0.02, and "
-               "tanh′ < 0.002 for g): a gate there is stuck open or shut. In the LN-LSTM each "
-               "projection is normalized at every step, so its spread is set by γ, not by W, "
-               "U or how far h has drifted (a projection of all zeros, as U·h₀ at the first step, "
-               "is β alone); the sum of the two can still move as γ and β learn. "
-               + result.gate_findings(gate, at_init, shown))
-
-    # --- Batch independence -------------------------------------------------------------------
-    st.subheader("Does a sample's output depend on its batch?")
-    st.dataframe(result.batch_table(shown), hide_index=True, key="tr_batch_table",
-                 column_config={"max |difference| of the logits":
-                                st.column_config.NumberColumn(format="%.2e")})
-    findings = result.batch_findings(shown)
-    if findings:
-        st.markdown(findings)
-    else:
-        st.caption("Add the LN-LSTM or the BN-LSTM to the comparison to see this check.")
-
-    # --- Longer sequences ---------------------------------------------------------------------
-    st.subheader("Test sequences longer than the training ones")
-    st.markdown(
-        "The BN-LSTM normalizes time step t with statistics gathered at step t during "
-        "training, so it keeps one set per step, and it has none for steps beyond the "
-        "training length: this one reuses the last step's (Cooijmans et al.'s choice). Here "
-        "every held-out image is read again with blank rows above it: the same digit, in a "
-        "longer sequence. The digit's rows then arrive at later steps, whose statistics were "
-        "gathered for other rows, or at steps that have none of their own. LayerNorm's "
-        "statistics come from the sample at hand, at every step.")
-    length = result.length.subset(shown) if result.length else None
-    if length is None:
-        st.caption("This check runs after the last training step; this training was stopped "
-                   "before it was done.")
-    else:
-        show_figure(charts.training.length_figure, length.lengths, length.train_length,
-                    length.bands(), length.batch_means(), length.running_var, result.chance,
-                    key="tr_length")
-        st.caption(f"{length.samples} held-out images at each length"
-                   + (f"; lines: the mean of {cfg.seeds} seeds, shaded: lowest to highest"
-                      if cfg.seeds > 1 else "") + "."
-                   + (" Left: the BN-LSTM's running variance of the cell state c (mean over "
-                      f"its H units, seed {cfg.seed}) at each step it has statistics for."
-                      if length.running_var else
-                      " Add the BN-LSTM to see its per-step statistics and how it copes."))
-        st.markdown("\n".join(f"- {sentence}" for sentence in length.findings()))
+    gates_and_checks(result)
 
 # --- Explanation ------------------------------------------------------------------------------
 st.subheader("What is going on")

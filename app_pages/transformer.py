@@ -10,6 +10,7 @@ from lnviz.lessons.transformer import (
     MAX_CHARS,
     MAX_DRAWN_TOKENS,
     PRESETS,
+    TransformerRun,
     ablation,
     ablation_text,
     across_sentences,
@@ -32,7 +33,7 @@ from lnviz.lessons.transformer import (
     truncation_note,
 )
 from lnviz.models import ModelFileError, minilm
-from lnviz.models.bert import layer_norm_names
+from lnviz.models.bert import MiniLM, layer_norm_names
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
@@ -144,34 +145,45 @@ show_figure(charts.transformer.outlier_figure, [layer_label(n) for n in NAMES],
             massive.feature, layer_label(name), key="tf_outliers")
 
 # --- Attention sink ---------------------------------------------------------------------------
-st.subheader("5 · Where attention goes: the first token as a sink")
-st.caption("Attention sinks: Xiao et al. 2024, “Efficient Streaming Language Models with "
-           "Attention Sinks”.")
-st.markdown(sink_text(run))
-layer = st.select_slider("Attention of layer", list(range(len(run.sink.share))), value=2,
-                         key="tf_att", bind="query-params",
-                         help="Which layer's attention map to draw, averaged over its heads.")
-show_figure(charts.transformer.attention_figure, run.sink.share, run.sink.uniform,
-            run.sink.mean_map[layer][:MAX_DRAWN_TOKENS, :MAX_DRAWN_TOKENS], run.tokens, layer,
-            key="tf_attention")
+# Sections 5 and 6 are fragments: their controls rerun that section alone, not the model's run.
+@st.fragment
+def attention_section(run: TransformerRun) -> None:
+    st.subheader("5 · Where attention goes: the first token as a sink")
+    st.caption("Attention sinks: Xiao et al. 2024, “Efficient Streaming Language Models with "
+               "Attention Sinks”.")
+    st.markdown(sink_text(run))
+    layer = st.select_slider("Attention of layer", list(range(len(run.sink.share))), value=2,
+                             key="tf_att", bind="query-params",
+                             help="Which layer's attention map to draw, averaged over its heads.")
+    show_figure(charts.transformer.attention_figure, run.sink.share, run.sink.uniform,
+                run.sink.mean_map[layer][:MAX_DRAWN_TOKENS, :MAX_DRAWN_TOKENS], run.tokens, layer,
+                key="tf_attention")
+
+
+attention_section(run)
 
 # --- Ablation ---------------------------------------------------------------------------------
-st.subheader("6 · Remove one feature from every LayerNorm")
-st.markdown("Set γ and β of one feature to 0 in all 13 LayerNorms: that feature then leaves "
-            "every LayerNorm as 0. Compare the sentence embedding with the original, and with "
-            "the same done to a control feature (the one whose |γ|, averaged over the 13 "
-            "LayerNorms, is the median of the 384).")
-feature = st.number_input("Feature to remove", 0, 383, massive.feature, key="tf_feature",
-                          bind="query-params",
-                          help="γ and β of this feature are set to 0 in every LayerNorm.")
-control = control_feature(model)
-with st.spinner("Running the ablation…"):
-    result = cached(ablation, Named(model, "minilm"), text, int(feature), control)
-    pairs = cached(pair_similarities, Named(model, "minilm"), int(feature), control)
-st.markdown(ablation_text(result, pairs))
-show_figure(charts.transformer.ablation_figure, result.feature, result.control, result.cosine,
-            result.control_cosine, key="tf_ablation")
-st.dataframe(pairs, hide_index=True, key="tf_pairs")
+@st.fragment
+def ablation_section(model: MiniLM, text: str, feature_default: int) -> None:
+    st.subheader("6 · Remove one feature from every LayerNorm")
+    st.markdown("Set γ and β of one feature to 0 in all 13 LayerNorms: that feature then leaves "
+                "every LayerNorm as 0. Compare the sentence embedding with the original, and with "
+                "the same done to a control feature (the one whose |γ|, averaged over the 13 "
+                "LayerNorms, is the median of the 384).")
+    feature = st.number_input("Feature to remove", 0, 383, feature_default, key="tf_feature",
+                              bind="query-params",
+                              help="γ and β of this feature are set to 0 in every LayerNorm.")
+    control = control_feature(model)
+    with st.spinner("Running the ablation…"):
+        result = cached(ablation, Named(model, "minilm"), text, int(feature), control)
+        pairs = cached(pair_similarities, Named(model, "minilm"), int(feature), control)
+    st.markdown(ablation_text(result, pairs))
+    show_figure(charts.transformer.ablation_figure, result.feature, result.control, result.cosine,
+                result.control_cosine, key="tf_ablation")
+    st.dataframe(pairs, hide_index=True, key="tf_pairs")
+
+
+ablation_section(model, text, massive.feature)
 
 # --- int8 -------------------------------------------------------------------------------------
 st.subheader("7 · Why it matters for int8")

@@ -13,6 +13,7 @@ import base64
 import math
 import re
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -32,6 +33,7 @@ from lnviz.devices import to_numpy
 from lnviz.lessons.explorer import check_tolerance, explore
 from lnviz.ui.live import _HERE
 from lnviz.ui.params import EPSILONS
+from tools.loadtest import _WS_HOOK
 
 try:
     from playwright.sync_api import Page, expect
@@ -373,12 +375,67 @@ def test_the_panel_works_with_the_keyboard(page: Page, server: str) -> None:
 
 # --- Sections in st.fragment keep their links --------------------------------------------------
 
+class FragmentControl(NamedTuple):
+    """A URL-bound control inside a fragment: its page, what it is (``slider``: moved one step
+    right with the keyboard; ``radio``: a segmented control or radio, ``pick`` clicked;
+    ``select``: a selectbox, ``pick`` typed and chosen; ``toggle``: switched on), its label, the
+    value it then shows (``pick``), and what the URL then carries (``written``, a regex)."""
+
+    path: str
+    kind: str
+    name: str
+    pick: str
+    written: str
+    #: which of the controls with this label (a page may have two "Row length" sliders)
+    nth: int = 0
+    #: a button to press first, after every opening, for a section that needs it (a training)
+    setup: str | None = None
+
+
 FRAGMENT_CONTROLS = {
-    "gradients-shift": ("/gradients", "Shift", r"gr_shift=3\.5"),
-    "scale-shift-gamma0": ("/scale_shift", "γ_0", r"ss_g0=0\.6"),
-    "bn-vs-ln-n": ("/bn_vs_ln", "N (batch size)", r"bl_n=5"),
-    "bn-vs-ln-batch-size": ("/bn_vs_ln", "Batch size", r"bl_b=9"),
+    "gradients-shift": FragmentControl("/gradients", "slider", "Shift", "3.50", r"gr_shift=3\.5"),
+    "scale-shift-gamma0": FragmentControl("/scale_shift", "slider", "γ_0", "0.60",
+                                          r"ss_g0=0\.6"),
+    "epsilon-cancellation": FragmentControl("/epsilon", "slider", "Row length", "1024",
+                                            r"ep_csize=1024", nth=1),
+    "padding-feature": FragmentControl("/padding", "select", "Feature", "2", r"pd_feat=2"),
+    "bug-zoo-check": FragmentControl("/bug_zoo", "toggle", "Check my answer", "",
+                                     r"bz_check=true"),
+    "inspector-layer": FragmentControl("/inspector", "select", "Layer", "cnn.4[0] · GroupNorm",
+                                       r"in_layer=cnn\.4%5B0%5D\+%C2%B7\+GroupNorm"),
+    "transformer-attention": FragmentControl("/transformer", "slider", "Attention of layer", "3",
+                                             r"tf_att=3"),
+    "training-gate": FragmentControl(
+        "/training?tr_models=LSTM&tr_seeds=1&tr_steps=2&tr_hidden=16", "radio", "Gate",
+        "forget f", r"tr_gate=forget(\+|%20)f", setup="Run"),
+    "bn-vs-ln-n": FragmentControl("/bn_vs_ln", "slider", "N (batch size)", "5", r"bl_n=5"),
+    "bn-vs-ln-batch-size": FragmentControl("/bn_vs_ln", "slider", "Batch size", "9", r"bl_b=9"),
 }
+
+
+def _fragment_control(page: Page, control: FragmentControl):
+    """The control's element: the one that takes the input, and shows its state."""
+    if control.kind == "slider":
+        return page.locator(f'input[type=range][aria-label="{control.name}"]').nth(control.nth)
+    if control.kind == "radio":
+        return (page.get_by_role("radiogroup", name=control.name, exact=True)
+                .nth(control.nth).get_by_role("radio", name=control.pick, exact=True))
+    if control.kind == "select":
+        return page.get_by_role("combobox", name=control.name, exact=True).nth(control.nth)
+    return page.get_by_role("switch", name=control.name, exact=True).nth(control.nth)
+
+
+def _open_fragment_control(page: Page, url: str, control: FragmentControl):
+    page.goto(url)
+    if control.setup:
+        button = page.get_by_role("button", name=control.setup, exact=True)
+        expect(button).to_be_visible(timeout=APP_TIMEOUT_MS)
+        _wait_idle(page)
+        button.click()
+    element = _fragment_control(page, control)
+    expect(element).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    return element
 
 
 @pytest.mark.parametrize("case", list(FRAGMENT_CONTROLS))
@@ -386,22 +443,96 @@ def test_a_control_inside_a_fragment_still_writes_the_url(page: Page, server: st
                                                           case: str) -> None:
     """A fragment reruns only its section; its URL-bound controls still write the link, and a
     link with their value opens the page with it."""
-    path, name, written = FRAGMENT_CONTROLS[case]
-    page.goto(server + path)
-    slider = page.locator(f'input[type=range][aria-label="{name}"]')
-    expect(slider).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    slider.focus()
-    page.keyboard.press("ArrowRight")
-    expect(page).to_have_url(re.compile(rf"[?&]{written}(&|$)"), timeout=APP_TIMEOUT_MS)
+    control = FRAGMENT_CONTROLS[case]
+    element = _open_fragment_control(page, server + control.path, control)
+    if control.kind == "slider":
+        element.focus()
+        page.keyboard.press("ArrowRight")
+    elif control.kind == "select":
+        element.click()
+        page.keyboard.type(control.pick.split(" ")[0])  # the selectbox filters as one types
+        option = page.get_by_role("option", name=control.pick, exact=True)
+        expect(option).to_be_visible()
+        option.click()
+    elif control.kind == "toggle":
+        element.focus()  # its label covers the switch's input
+        page.keyboard.press("Space")
+    else:  # a radio's label covers its input: click the option's text
+        (page.get_by_role("radiogroup", name=control.name, exact=True).nth(control.nth)
+         .get_by_text(control.pick, exact=True).click())
+    expect(page).to_have_url(re.compile(rf"[?&]{control.written}(&|$)"), timeout=APP_TIMEOUT_MS)
     _wait_idle(page)
     _assert_no_exception(page)
     link = page.url
-    page.goto(link)
-    expect(slider).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    expect(slider).to_have_value(re.search(r"=(.*)$", written).group(1).replace("\\", ""))
+    element = _open_fragment_control(page, link, control)
+    if control.kind == "slider":
+        expect(element).to_have_attribute("aria-valuetext", control.pick)
+    elif control.kind == "select":
+        expect(element).to_have_value(control.pick)
+    else:
+        expect(element).to_be_checked()
     _assert_no_exception(page)
+
+
+#: What the server sent since ``window.__fragT0`` (tools/loadtest.py's WebSocket hook): the runs
+#: it started, each with the fragments it was for (none: the whole page), and the fragment of
+#: every element it drew ('' outside any fragment).
+_SENT_SINCE = """() => ({
+  runs: window.__ltws.filter(e => e.kind === 'run' && e.t >= window.__fragT0)
+                     .map(e => e.fragments),
+  drawn: window.__ltdeltas.filter(e => e.t >= window.__fragT0).map(e => e.fragment)})"""
+
+
+def _sent_after(page: Page, act, url: str) -> dict:
+    """Do ``act``; wait until the page has written ``url`` (a regex) and the run it started has
+    finished; what the server sent meanwhile (``_SENT_SINCE``)."""
+    page.evaluate("() => { window.__fragT0 = performance.now(); }")
+    act()
+    expect(page).to_have_url(re.compile(url), timeout=APP_TIMEOUT_MS)
+    # the browser writes the URL before the run starts: wait for the run's end
+    page.wait_for_function("() => window.__ltws.some(e => e.kind === 'finished'"
+                           " && e.t >= window.__fragT0)", polling=50, timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    return page.evaluate(_SENT_SINCE)
+
+
+def test_a_control_inside_a_fragment_reruns_its_fragment_alone(browser, server: str) -> None:
+    """The ε page's cancellation "Row length" starts a run of its fragment alone, which redraws
+    only that fragment's elements; the page's Vector control, outside any fragment, starts a run
+    of the whole page, which redraws elements outside fragments too. Read from the server's
+    messages: each run's ``new_session`` names the fragments it runs, each element its
+    fragment."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(APP_TIMEOUT_MS)
+    context.add_init_script(_WS_HOOK)
+    try:
+        page = context.new_page()
+        page.goto(server + "/epsilon")
+        rows = page.locator('input[type=range][aria-label="Row length"]').nth(1)
+        expect(rows).to_be_visible(timeout=APP_TIMEOUT_MS)
+        _wait_idle(page)
+
+        def step_right() -> None:
+            rows.focus()
+            page.keyboard.press("ArrowRight")
+
+        sent = _sent_after(page, step_right, r"[?&]ep_csize=1024(&|$)")
+        assert len(sent["runs"]) == 1, sent["runs"]
+        fragments = sent["runs"][0]
+        assert len(fragments) == 1 and fragments[0], f"not a fragment run: {sent['runs']}"
+        assert sent["drawn"], "the fragment's run drew nothing"
+        assert set(sent["drawn"]) == set(fragments), (
+            f"the fragment's run drew outside it: {sorted(set(sent['drawn']))}")
+
+        vector = (page.get_by_role("radiogroup", name="Vector", exact=True)
+                  .get_by_role("radio", name="constant", exact=True))
+        sent = _sent_after(page, vector.click, r"[?&]ep_vec=constant(&|$)")
+        assert sent["runs"] == [[]], f"not one run of the whole page: {sent['runs']}"
+        assert "" in sent["drawn"], "the page's run drew nothing outside the fragments"
+        _assert_no_exception(page)
+    finally:
+        context.close()
 
 
 def test_the_explorers_group_control_inside_a_fragment_writes_the_url(page: Page,

@@ -79,12 +79,18 @@ REDACTED_ERROR = "This app has encountered an error"
 #: Installed before the app's own scripts: timestamps (page clock, ms) of the server's messages on
 #: the app's WebSocket that start and end a script run. Each message is a ForwardMsg protobuf:
 #: field 6 is ``script_finished`` (an enum; 2 = stopped early for a newer rerun) and field 9 is
-#: ``session_status_changed`` (a SessionStatus whose field 2 is ``script_is_running``). Only
-#: top-level fields are read, so the cost per message is tiny.
+#: ``session_status_changed`` (a SessionStatus whose field 2 is ``script_is_running``). Field 4,
+#: ``new_session``, opens every run: it and ``script_finished`` carry the run's identity in
+#: ``metadata`` (field 2), whose ``run`` (field 6) lists the fragments the run was for
+#: (``fragment_ids``, field 2; empty for a run of the whole page), recorded as a 'run' entry and
+#: on the 'finished' one. Each ``delta`` (field 5) is recorded in ``__ltdeltas`` with the fragment
+#: its element belongs to (its field 8; '' outside any fragment). Only top-level fields and those
+#: small messages are read, so the cost per message is tiny.
 _WS_HOOK = r"""(() => {
   if (window.__ltHooked) return;
   window.__ltHooked = true;
   window.__ltws = [];
+  window.__ltdeltas = [];
   const varint = (b, i) => {
     let v = 0, s = 1, x;
     do { x = b[i++]; v += (x & 0x7f) * s; s *= 128; } while (x & 0x80 && i < b.length);
@@ -103,18 +109,44 @@ _WS_HOOK = r"""(() => {
       else return;
     }
   };
+  const text = (b, from, to) => new TextDecoder().decode(b.subarray(from, to));
+  const fragmentsOf = (b, from, to) => {
+    const ids = [];
+    fields(b, from, to, (f, v, a, z) => {
+      if (f === 6 && v === null) {
+        fields(b, a, z, (g, w, c, d) => { if (g === 2 && w === null) ids.push(text(b, c, d)); });
+      }
+    });
+    return ids;
+  };
   const parse = (b, t) => {
     try {
+      let fragments = [], session = false, finished = null, delta = null;
       fields(b, 0, b.length, (f, v, from, to) => {
-        if (f === 6) window.__ltws.push({t: t, kind: 'finished', v: v});
+        if (f === 2 && v === null) fragments = fragmentsOf(b, from, to);
+        if (f === 4) session = true;
+        if (f === 5 && v === null) {
+          delta = '';
+          fields(b, from, to, (g, w, c, d) => {
+            if (g === 8 && w === null) delta = text(b, c, d);
+          });
+        }
+        if (f === 6) finished = v;
         if (f === 9) {
           let running = false;
           fields(b, from, to, (g, w) => { if (g === 2 && w) running = true; });
           window.__ltws.push({t: t, kind: running ? 'start' : 'stop'});
         }
       });
+      // the metadata may come after the fields it describes: pushed once the message is read
+      if (session) window.__ltws.push({t: t, kind: 'run', fragments: fragments});
+      if (finished !== null) {
+        window.__ltws.push({t: t, kind: 'finished', v: finished, fragments: fragments});
+      }
+      if (delta !== null) window.__ltdeltas.push({t: t, fragment: delta});
     } catch (e) { /* not a ForwardMsg: ignore */ }
     if (window.__ltws.length > 2000) window.__ltws.splice(0, 1000);
+    if (window.__ltdeltas.length > 4000) window.__ltdeltas.splice(0, 2000);
   };
   const Native = window.WebSocket;
   class Hooked extends Native {
