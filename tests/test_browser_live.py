@@ -209,6 +209,15 @@ _DRAG_TO = """(root, [name, value]) => {
 _RELEASE = """(root, name) => root.querySelector(`input[data-control=${name}]`)
   .dispatchEvent(new Event('change', {bubbles: true}))"""
 
+#: A tampered control (or a stale page): widen the range input ``name``, move it to ``value``
+#: and let go, so that the browser reports a value the server must correct.
+_TAMPER = """(root, [name, value]) => {
+  const input = root.querySelector(`input[data-control=${name}]`);
+  input.max = String(value + 8); input.value = String(value);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  input.dispatchEvent(new Event('change', {bubbles: true}));
+}"""
+
 
 def _decode(text: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype="<f8")
@@ -340,12 +349,7 @@ def test_the_server_corrects_a_value_the_browser_reports(page: Page, server: str
     by the server, and the panel's control follows the server, not the browser."""
     _open_explorer(page, server)
     panel = _panel(page)
-    panel.evaluate("""(root) => {
-      const input = root.querySelector('input[data-control=beta]');
-      input.max = '50'; input.value = '42';
-      input.dispatchEvent(new Event('input', {bubbles: true}));
-      input.dispatchEvent(new Event('change', {bubbles: true}));
-    }""")
+    panel.evaluate(_TAMPER, ["beta", 42])
     expect(page).to_have_url(re.compile(r"[?&]beta=3(\.0)?(&|$)"), timeout=APP_TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
     _wait_idle(page)
@@ -823,12 +827,7 @@ def test_the_batch_panel_works_with_the_keyboard(page: Page, server: str) -> Non
 def test_the_server_corrects_a_batch_size_the_browser_reports(page: Page, server: str) -> None:
     """150 reported by a tampered control: the server settles on 64, and so does the panel."""
     panel = _open_batches(page, server)
-    panel.evaluate("""(root) => {
-      const input = root.querySelector('input[data-control=batch]');
-      input.max = '200'; input.value = '150';
-      input.dispatchEvent(new Event('input', {bubbles: true}));
-      input.dispatchEvent(new Event('change', {bubbles: true}));
-    }""")
+    panel.evaluate(_TAMPER, ["batch", 150])
     expect(page).to_have_url(re.compile(r"[?&]bl_b=64(&|$)"), timeout=APP_TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
     _wait_idle(page)

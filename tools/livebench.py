@@ -23,7 +23,11 @@ It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on
    finished and the page is idle again, as tools/loadtest.py times a run (the server's messages
    said the run started and finished, the script-run state is "notRunning", nothing stale), for the
    trivial page, for the pages' sliders that rerun the whole page, for those inside an
-   ``st.fragment``, and for the live panel's γ (a key press there fires its release).
+   ``st.fragment``, and for the live panel's γ (a key press there fires its release). Beside
+   each time, the CPU the browser (Chromium and Playwright's driver) spent on the press, up to
+   300 ms after the run's end.
+3. **What a figure costs** (``--figures`` instead of 1 and 2): the trivial page's slider with
+   the Explorer's figures added one by one (tools/trivial_app.py ``?figures=``).
 
 Prints a Markdown table (docs/benchmarks.md keeps the numbers) and, with ``--json``, every time.
 """
@@ -34,6 +38,8 @@ import argparse
 import contextlib
 import itertools
 import json
+import math
+import os
 import platform
 import shutil
 import statistics
@@ -47,7 +53,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere: lnviz is beside it
 
-from tools.loadtest import _DONE, _WATCH, _WS_HOOK  # noqa: E402  (one way to time a run)
+from tools.loadtest import (  # noqa: E402  (one way to time a run, one way to read CPU time)
+    _DONE,
+    _WATCH,
+    _WS_HOOK,
+    _children_map,
+    _proc_table,
+    descendants,
+)
 from tools.localserver import CHROMIUM_ARGS, HOST, free_port, healthy  # noqa: E402
 
 TRIVIAL = "trivial"
@@ -69,6 +82,15 @@ SETTLE_TARGETS = [
      "Batch size, live", ""),
     ("BatchNorm vs LayerNorm: Training steps k (whole page)", "/bn_vs_ln", "Training steps k",
      ""),
+]
+#: ``--figures``: the trivial page with more to redraw after each press (tools/trivial_app.py)
+FIGURE_TARGETS = [
+    ("the trivial page alone (one 20-point chart)", ""),
+    ("+ three more 20-point charts", "lines"),
+    ("+ the Explorer's heatmaps (x, groups, y)", "heatmaps"),
+    ("+ the Explorer's group statistics", "stats"),
+    ("+ the Explorer's distributions", "distributions"),
+    ("+ all three Explorer figures", "heatmaps,stats,distributions"),
 ]
 #: (what, page and query, the live panel, its control, the values a drag takes it through)
 DRAG_TARGETS = [
@@ -117,6 +139,21 @@ _CHARTS = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyC
   .map((c) => c.innerHTML.length + ':' + c.innerHTML.slice(-2000)).join('|')"""
 
 
+#: The servers this run started: what is not theirs below this process is the browser.
+_SERVERS: set[int] = set()
+
+
+def _browser_cpu_s() -> float:
+    """CPU seconds used so far by the browser: every process below this one (Chromium and
+    Playwright's driver) except the app servers and theirs."""
+    table = _proc_table()
+    children = _children_map(table)
+    servers = set(_SERVERS).union(*(descendants(pid, children) for pid in _SERVERS))
+    ticks = sum(table[pid][1] for pid in descendants(os.getpid(), children)
+                if pid not in servers and pid in table)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def _serve(script: str, log_dir: Path, root: Path) -> Iterator[str]:
     """``streamlit run script`` from the checkout ``root`` on a free port; its base URL."""
@@ -127,6 +164,7 @@ def _serve(script: str, log_dir: Path, root: Path) -> Iterator[str]:
                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     with open(log_dir / f"{Path(script).stem}-{port}.log", "wb") as log:
         proc = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+        _SERVERS.add(proc.pid)
         try:
             deadline = time.monotonic() + 90
             while not healthy(base):
@@ -180,11 +218,13 @@ def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list
                 continue
             slider.focus()
             page.evaluate(_WATCH)
+            cpu = _browser_cpu_s()
             page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
             done = page.wait_for_function(_DONE, polling=20, timeout=60_000).json_value()
+            page.wait_for_timeout(300)  # and what the browser still draws after the run
             if k:
-                kept.append({"s": done["ms"] / 1000, "server_s": done["server_ms"] / 1000})
-            page.wait_for_timeout(300)
+                kept.append({"s": done["ms"] / 1000, "server_s": done["server_ms"] / 1000,
+                             "browser_cpu_s": _browser_cpu_s() - cpu})
     return times
 
 
@@ -237,7 +277,8 @@ def run(args: argparse.Namespace) -> dict:
     from playwright.sync_api import sync_playwright
 
     out: dict = {"machine": f"{platform.system()} {platform.machine()}, "
-                            f"{platform.processor() or 'cpu'}", "settle": {}, "drag": {}}
+                            f"{platform.processor() or 'cpu'}", "settle": {}, "drag": {},
+                 "figures": {}}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack, \
             sync_playwright() as pw:
         apps = [stack.enter_context(_serve("app.py", Path(tmp), REPO))]
@@ -251,6 +292,12 @@ def run(args: argparse.Namespace) -> dict:
             page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             page.add_init_script(_WS_HOOK)  # timestamps of the server's run messages
             pages.append(page)
+        if args.figures:
+            for what, figures in FIGURE_TARGETS:
+                out["figures"][what] = _settle_times(
+                    pages[:1], [f"{trivial}/?figures={figures}"], "k", args.presses)[0]
+            browser.close()
+            return out
         for what, path, selector, control, values in DRAG_TARGETS:
             out["drag"][what] = _live_drag(pages[0], f"{apps[0]}{path}", selector, control,
                                            values)
@@ -264,6 +311,17 @@ def run(args: argparse.Namespace) -> dict:
                     pages, [f"{app}{path}{query}" for app in apps], name, args.presses)
         browser.close()
     return out
+
+
+def figures_summary(r: dict) -> str:
+    """``--figures``: what each figure adds to the trivial page's settle time and browser CPU."""
+    lines = ["| after a press, the page redraws | presses | settled p50 ms | p90 ms | "
+             "browser CPU p50 ms |", "|---|---:|---:|---:|---:|"]
+    for what, times in r["figures"].items():
+        s, cpu = _ms([t["s"] for t in times], 1000), _ms([t["browser_cpu_s"] for t in times], 1000)
+        lines.append(f"| {what} | {len(times)} | {s['p50']:.0f} | {s['p90']:.0f} | "
+                     f"{cpu['p50']:.0f} |")
+    return "\n".join(lines)
 
 
 def summary(r: dict) -> str:
@@ -281,19 +339,20 @@ def summary(r: dict) -> str:
     trivial = statistics.median(t["s"] for t in next(iter(r["settle"].values()))[0])
     versions = ["this checkout", "before"][:max(len(t) for t in r["settle"].values())]
     lines += ["", "| release to settled | presses | "
-              + " | ".join(f"{v}: p50 ms | p90 ms | server p50 ms | p50 / trivial"
-                           for v in versions) + " |",
-              "|---|---:|" + "---:|---:|---:|---:|" * len(versions)]
+              + " | ".join(f"{v}: p50 ms | p90 ms | server p50 ms | browser CPU p50 ms | "
+                           "p50 / trivial" for v in versions) + " |",
+              "|---|---:|" + "---:|---:|---:|---:|---:|" * len(versions)]
     for what, runs in r["settle"].items():
         cells = []
         for times in runs:
             if not times:
-                cells.append("absent | | | ")
+                cells.append("absent | | | | ")
                 continue
             s = _ms([t["s"] for t in times], 1000)
             server = _ms([t["server_s"] for t in times], 1000)
+            cpu = _ms([t.get("browser_cpu_s", math.nan) for t in times], 1000)
             cells.append(f"{s['p50']:.0f} | {s['p90']:.0f} | {server['p50']:.0f} | "
-                         f"{s['p50'] / 1000 / trivial:.1f}×")
+                         f"{cpu['p50']:.0f} | {s['p50'] / 1000 / trivial:.1f}×")
         lines.append(f"| {what} | {max(len(t) for t in runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -305,9 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path,
                         help="another checkout of lnviz (e.g. `git archive <commit> | tar -x "
                              "-C DIR`) whose pages are timed in turn with this one's")
+    parser.add_argument("--figures", action="store_true",
+                        help="instead: the trivial page with the Explorer's figures added, one "
+                             "by one, to time what each costs the browser")
     args = parser.parse_args(argv)
     result = run(args)
-    print(summary(result))
+    print(figures_summary(result) if args.figures else summary(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     return 0

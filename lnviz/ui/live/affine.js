@@ -105,10 +105,5 @@ function setupAffine(root) {
 }
 
 export default function (component) {
-  const {data, parentElement, setTriggerValue} = component;
-  const root = parentElement.querySelector(".lv-affine");
-  if (!root || !data) return;
-  const state = root.__lv || (root.__lv = setupAffine(root));
-  state.setTriggerValue = setTriggerValue;
-  state.update(data);
+  mountPanel(component, ".lv-affine", setupAffine);
 }

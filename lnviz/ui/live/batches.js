@@ -248,10 +248,5 @@ function setupBatches(root) {
 }
 
 export default function (component) {
-  const {data, parentElement, setTriggerValue} = component;
-  const root = parentElement.querySelector(".lv-batches");
-  if (!root || !data) return;
-  const state = root.__lv || (root.__lv = setupBatches(root));
-  state.setTriggerValue = setTriggerValue;
-  state.update(data);
+  mountPanel(component, ".lv-batches", setupBatches);
 }

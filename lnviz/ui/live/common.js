@@ -6,3 +6,14 @@ function fromBase64(text, type = Float64Array) {
   const bytes = Uint8Array.from(atob(text), (ch) => ch.charCodeAt(0));
   return new type(bytes.buffer);
 }
+
+// A panel's entry point (each panel's default export calls it): the panel's state is set up
+// once per root element and kept across reruns; every rerun hands it the server's new data.
+function mountPanel(component, selector, setup) {
+  const {data, parentElement, setTriggerValue} = component;
+  const root = parentElement.querySelector(selector);
+  if (!root || !data) return;
+  const state = root.__lv || (root.__lv = setup(root));
+  state.setTriggerValue = setTriggerValue;
+  state.update(data);
+}

@@ -120,10 +120,5 @@ function setupSweep(root) {
 }
 
 export default function (component) {
-  const {data, parentElement, setTriggerValue} = component;
-  const root = parentElement.querySelector(".lv-sweep");
-  if (!root || !data) return;
-  const state = root.__lv || (root.__lv = setupSweep(root));
-  state.setTriggerValue = setTriggerValue;
-  state.update(data);
+  mountPanel(component, ".lv-sweep", setupSweep);
 }

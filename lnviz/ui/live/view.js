@@ -238,10 +238,5 @@ function setup(root) {
 }
 
 export default function (component) {
-  const {data, parentElement, setTriggerValue} = component;
-  const root = parentElement.querySelector(".lv-root");
-  if (!root || !data) return;
-  const state = root.__lv || (root.__lv = setup(root));
-  state.setTriggerValue = setTriggerValue;
-  state.update(data);
+  mountPanel(component, ".lv-root", setup);
 }
