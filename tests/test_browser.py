@@ -427,10 +427,9 @@ def test_the_explorer_works_with_the_keyboard_alone(page: Page, server: str) -> 
     _shot(page, "explorer-keyboard")
 
 
-def test_scientific_notation_in_the_per_feature_table(page: Page, server: str) -> None:
-    """Issue 11 (12): typing 1e-3 into a γ cell stored −13 (the grid's number cell dropped the
-    "e"). The cell is read as text by lnviz now: the worked example must show γ = 0.001."""
-    _open_explorer(page, server, "?affine=per+feature")
+def type_first_gamma(page: Page, text: str) -> None:
+    """Type ``text`` into feature 0's γ cell of the Explorer's per-feature table, key by key as
+    a learner does, press Enter, and wait for the run it starts to finish."""
     grid = page.locator('[data-testid="stDataFrame"]').first
     editor = page.locator("#portal textarea, #portal input").first
     for _ in range(3):  # the grid is a canvas: aim at the cell, and aim again if the page moved
@@ -449,10 +448,17 @@ def test_scientific_notation_in_the_per_feature_table(page: Page, server: str) -
     expect(editor).to_be_focused()
     page.evaluate(_WATCH_RUNS)
     editor.press("Control+a")
-    editor.press_sequentially("1e-3", delay=50)  # keystrokes, as a learner types them
-    expect(editor).to_have_value("1e-3")
+    editor.press_sequentially(text, delay=50)
+    expect(editor).to_have_value(text)
     editor.press("Enter")
     page.wait_for_function(_RAN_SINCE_WATCH, polling=100, timeout=PAGE_RUN_TIMEOUT_MS)
+
+
+def test_scientific_notation_in_the_per_feature_table(page: Page, server: str) -> None:
+    """Issue 11 (12): typing 1e-3 into a γ cell stored −13 (the grid's number cell dropped the
+    "e"). The cell is read as text by lnviz now: the worked example must show γ = 0.001."""
+    _open_explorer(page, server, "?affine=per+feature")
+    type_first_gamma(page, "1e-3")
     _assert_no_exception(page)
     tex = [a.text_content() or "" for a in
            page.locator('annotation[encoding="application/x-tex"]').all()]

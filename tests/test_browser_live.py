@@ -658,26 +658,10 @@ def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str, vecto
 def test_per_feature_gamma_typed_in_the_table_reaches_the_panel(page: Page, server: str) -> None:
     """γ of feature 0 typed as −2 in the per-feature table: the panel computes with it, and its
     numbers equal lnviz's as ε is dragged down to 0."""
-    from test_browser import _RAN_SINCE_WATCH, _WATCH_RUNS, PAGE_RUN_TIMEOUT_MS
+    from test_browser import type_first_gamma
 
     _open_explorer(page, server, "?affine=per+feature&norm=BatchNorm")
-    grid = page.locator('[data-testid="stDataFrame"]').first
-    editor = page.locator("#portal textarea, #portal input").first
-    for _ in range(3):  # the grid is a canvas: aim at the cell (as test_browser.py does)
-        grid.scroll_into_view_if_needed()
-        page.wait_for_timeout(500)
-        box = grid.bounding_box()
-        page.mouse.dblclick(box["x"] + 64 + (box["width"] - 64) * 0.3, box["y"] + 35 + 17)
-        try:
-            expect(editor).to_be_visible(timeout=5_000)
-            break
-        except AssertionError:
-            page.keyboard.press("Escape")
-    page.evaluate(_WATCH_RUNS)
-    editor.press("Control+a")
-    editor.press_sequentially("-2", delay=50)
-    editor.press("Enter")
-    page.wait_for_function(_RAN_SINCE_WATCH, polling=100, timeout=PAGE_RUN_TIMEOUT_MS)
+    type_first_gamma(page, "-2")
     panel = _panel(page)
     state = panel.evaluate(_PANEL_STATE)
     assert state["data"]["perFeature"] and state["data"]["gamma"][0] == -2.0
