@@ -62,23 +62,13 @@ function setupAffine(root) {
     state.last = affineNumbers(state.x, value("gamma"), value("beta"), state.data);
     return state.last;
   };
-  const mark = (from) => {
-    root.dataset.shown = from;
-    root.dataset.frame = String(Number(root.dataset.frame) + 1);
-  };
+  const mark = (from) => markFrame(root, from);
   for (const input of inputs) {
-    input.addEventListener("input", () => {
+    wireControl(root, state, input, () => {
       state.label();
       drawAffine(root, state.compute(), state.data);
       mark("browser");
     });
-    input.addEventListener("change", () => {
-      state.setTriggerValue("settle", {control: input.dataset.control,
-                                       value: Number(input.value)});
-      root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
-    });
-    input.addEventListener("pointerdown", () => { state.dragging = true; });
-    input.addEventListener("pointerup", () => { state.dragging = false; });
   }
   state.update = (data) => {
     if (state.data === null || data.x !== state.data.x) state.x = fromBase64(data.x);

@@ -197,25 +197,16 @@ function setupBatches(root) {
     input.setAttribute("aria-valuetext", `batch size = ${chosen()}`);
     root.querySelector("[data-show=batch]").textContent = String(chosen());
   };
-  const mark = (from) => {
-    root.dataset.shown = from;
-    root.dataset.frame = String(Number(root.dataset.frame) + 1);
-  };
+  const mark = (from) => markFrame(root, from);
   state.compute = () => {
     state.last = batchNumbers(state, chosen());
     return state.last;
   };
-  input.addEventListener("input", () => {
+  wireControl(root, state, input, () => {
     state.label();
     drawBatches(root, state, state.compute());
     mark("browser");
   });
-  input.addEventListener("change", () => {
-    state.setTriggerValue("settle", {control: "batch", value: Number(input.value)});
-    root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
-  });
-  input.addEventListener("pointerdown", () => { state.dragging = true; });
-  input.addEventListener("pointerup", () => { state.dragging = false; });
   state.update = (data) => {
     if (state.data === null || data.sample !== state.data.sample) {
       state.sample = fromBase64(data.sample);

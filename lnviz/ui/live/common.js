@@ -17,3 +17,23 @@ function mountPanel(component, selector, setup) {
   state.setTriggerValue = setTriggerValue;
   state.update(data);
 }
+
+// A panel's range input: `onInput` redraws at every step of a drag; letting go sends the value
+// to Python as the "settle" trigger; while the pointer is down, new data from the server does
+// not move the control from under the learner's hand (the panels read `state.dragging`).
+function wireControl(root, state, input, onInput) {
+  input.addEventListener("input", onInput);
+  input.addEventListener("change", () => {
+    state.setTriggerValue("settle", {control: input.dataset.control, value: Number(input.value)});
+    root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
+  });
+  input.addEventListener("pointerdown", () => { state.dragging = true; });
+  input.addEventListener("pointerup", () => { state.dragging = false; });
+}
+
+// Record on the panel whose numbers it shows ("browser" or "server") and count the frames drawn
+// (what the tests and tools/livebench.py read).
+function markFrame(root, from) {
+  root.dataset.shown = from;
+  root.dataset.frame = String(Number(root.dataset.frame || 0) + 1);
+}

@@ -79,23 +79,16 @@ function setupSweep(root) {
               shown.eps, shown.grad);
     root.querySelector("tbody").innerHTML = `<tr><td>${epsText(shown.eps)}</td>`
       + `<td>${fmtSweep(shown.output)}</td><td>${fmtSweep(shown.grad)}</td></tr>`;
-    root.dataset.shown = from;
-    root.dataset.frame = String(Number(root.dataset.frame) + 1);
+    markFrame(root, from);
   };
   state.compute = () => {
     state.last = sweepNumbers(state.x, state.g, chosen());
     return state.last;
   };
-  input.addEventListener("input", () => {
+  wireControl(root, state, input, () => {
     state.label();
     state.draw(state.compute(), "browser");
   });
-  input.addEventListener("change", () => {
-    state.setTriggerValue("settle", {control: "eps", value: Number(input.value)});
-    root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
-  });
-  input.addEventListener("pointerdown", () => { state.dragging = true; });
-  input.addEventListener("pointerup", () => { state.dragging = false; });
   state.update = (data) => {
     state.data = data;
     state.x = fromBase64(data.x);

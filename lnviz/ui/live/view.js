@@ -81,10 +81,7 @@ function setup(root) {
   for (const input of root.querySelectorAll("input[type=range]")) {
     const name = input.dataset.control;
     controls[name] = input;
-    input.addEventListener("input", () => state.live());
-    input.addEventListener("change", () => state.release(name));
-    input.addEventListener("pointerdown", () => { state.dragging = true; });
-    input.addEventListener("pointerup", () => { state.dragging = false; });
+    wireControl(root, state, input, () => state.live());
   }
   state.controls = controls;
 
@@ -153,8 +150,7 @@ function setup(root) {
         .join("")}</tr>`);
     }
     steps.innerHTML = rows.join("");
-    root.dataset.shown = from;
-    root.dataset.frame = String(Number(root.dataset.frame || 0) + 1);
+    markFrame(root, from);
     state.drawMs = performance.now() - started;
   };
 
@@ -163,12 +159,6 @@ function setup(root) {
     state.draw(state.compute(), "browser");
     root.querySelector(".lv-status").textContent =
       "Computed in this browser while the control moves; lnviz recomputes when it is let go.";
-  };
-
-  state.release = (name) => {
-    const value = Number(state.controls[name].value);
-    state.setTriggerValue("settle", {control: name, value});
-    root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
   };
 
   // New data from the server: its settings move the controls (the server may have corrected a
