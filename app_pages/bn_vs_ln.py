@@ -131,13 +131,31 @@ show_figure(charts.bn_vs_ln.batch_sizes_figure, sweep.batch_sizes, sweep.batch_n
 st.caption(band_caption(sweep, feature))
 
 
+# The PyTorch code at the end follows the batch size and the training settings of section 3, two
+# fragments that each redraw it: so it reads both fragments' controls from the session (a
+# fragment rerun keeps the arguments of the page's last full run).
+SNIPPET_CONTROLS = ("bl_b", "bl_steps", "bl_mb", "bl_mom")
+
+
+def show_snippet(code: DeltaGenerator, features: int) -> None:
+    """Write the page's PyTorch code into ``code``, the ``st.empty`` both fragments write: the
+    one that ran last shows. On the first run the first fragment finds the other's control
+    without a value yet and writes an empty element, which keeps its place for its reruns."""
+    state = st.session_state
+    if not all(key in state for key in SNIPPET_CONTROLS):
+        code.empty()
+        return
+    batch_size, steps, minibatch, momentum = (state[key] for key in SNIPPET_CONTROLS)
+    code.code(bn_vs_ln_snippet(features, batch_size, steps, minibatch, momentum, settings.seed),
+              language="python")
+
+
 # A fragment: the batch size (the page's slider and the live panel's) reruns only what it
-# changes, the views in batch_box and the PyTorch code at the end; it is called last, once the
-# containers it fills exist.
+# changes, the views in batch_box and the PyTorch code at the end; it is called last, with
+# training_section, once the containers it fills exist.
 @st.fragment
 def batch_section(control: DeltaGenerator, box: DeltaGenerator, code: DeltaGenerator,
-                  sample: np.ndarray, redraws: int, feature: int, sweep: BatchSizeSweep,
-                  training: tuple[int, int, float | None]) -> None:
+                  sample: np.ndarray, redraws: int, feature: int, sweep: BatchSizeSweep) -> None:
     batch_size = control.slider(
         "Batch size", 1, MAX_BATCH, 8, key="bl_b", bind="query-params",
         help="Samples per batch, the fixed one included. At 1, BatchNorm in training mode has a "
@@ -166,51 +184,66 @@ def batch_section(control: DeltaGenerator, box: DeltaGenerator, code: DeltaGener
                               f"{dependence.batch_norm_spread:.3g}")
             metrics[1].metric("LayerNorm: largest change across re-draws",
                               f"{dependence.layer_norm_spread:.3g}")
-    code.code(bn_vs_ln_snippet(sample.size, batch_size, *training, settings.seed),
-              language="python")
+    show_snippet(code, sample.size)
 
 
 # --- 3. Training and evaluation ----------------------------------------------------------------
-st.subheader("3 · Training mode vs evaluation mode")
-st.markdown(
-    "While training, BatchNorm normalizes with the current mini-batch's μ and σ² and keeps "
-    "running averages of them for later; in evaluation it uses those running averages instead, "
-    "so that a single test sample gets a deterministic answer. Step through k mini-batches drawn "
-    f"from a population with μ = {POPULATION_MEAN:g}, σ² = {POPULATION_VAR:g} and watch the "
-    "running values (starting at 0 and 1) approach it."
-)
-st.latex(r"\hat\mu \leftarrow (1-\alpha)\,\hat\mu + \alpha\,\mu_B \qquad "
-         r"\hat\sigma^2 \leftarrow (1-\alpha)\,\hat\sigma^2 + \alpha\,\frac{m}{m-1}\,\sigma_B^2"
-         r"\qquad \alpha = \text{momentum, or } 1/k \text{ when momentum is None}")
-cols = st.columns(3)
-steps = cols[0].slider("Training steps k", 1, 100, 10, key="bl_steps", bind="query-params",
-                       help="How many mini-batches BatchNorm sees in training mode.")
-momentum = cols[1].select_slider(
-    "Momentum", MOMENTA, value=0.1, key="bl_mom", bind="query-params",
-    format_func=lambda m: "None" if m is None else f"{m:g}",
-    help="Weight of each new mini-batch in the running averages (torch's default is 0.1). "
-         "None gives the plain average of all mini-batches so far (momentum = 1/k).")
-minibatch = cols[2].slider(
-    "Mini-batch size m", 2, 64, 4, key="bl_mb", bind="query-params",
-    help="Samples per training mini-batch. Small m: noisy batch statistics, and a big gap "
-         "between the biased (÷m) and unbiased (÷(m−1)) variance.")
-with refusal(icon=":material/block:"):
-    stats = cached(running_statistics, steps, minibatch, c, momentum, settings.seed,
-                   device=settings.device, dtype=settings.dtype)
-show_figure(charts.bn_vs_ln.running_stats_figure,
-            stats.batch_mean[:, feature], stats.batch_var[:, feature],
-            stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],
-            stats.running_var[:, feature], POPULATION_MEAN, POPULATION_VAR, key="bl_running")
-st.markdown(
-    f"**Biased or unbiased?** A mini-batch is normalized with its biased variance (÷m, the "
-    f"spread of exactly these values), but the running σ² is fed the unbiased one "
-    f"(÷(m−1) = ×{minibatch / (minibatch - 1):.3g} here), because it estimates the "
-    "population's variance from a small sample. The last mini-batch, feature by feature:"
-)
-st.dataframe(variance_table(stats), hide_index=True, key="bl_vartable")
-show_figure(charts.bn_vs_ln.modes_figure, stats.train_output, stats.eval_output,
-            stats.layer_norm_output, key="bl_traineval")
-st.caption(modes_caption(stats))
+# A fragment too: k, the momentum and m rerun this section and the PyTorch code alone. It is
+# called last, beside batch_section.
+training_box = st.container()
+
+
+@st.fragment
+def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature: int, seed: int,
+                     device: str, dtype: str) -> None:
+    with box:
+        st.subheader("3 · Training mode vs evaluation mode")
+        st.markdown(
+            "While training, BatchNorm normalizes with the current mini-batch's μ and σ² and "
+            "keeps running averages of them for later; in evaluation it uses those running "
+            "averages instead, so that a single test sample gets a deterministic answer. Step "
+            f"through k mini-batches drawn from a population with μ = {POPULATION_MEAN:g}, "
+            f"σ² = {POPULATION_VAR:g} and watch the running values (starting at 0 and 1) "
+            "approach it."
+        )
+        st.latex(r"\hat\mu \leftarrow (1-\alpha)\,\hat\mu + \alpha\,\mu_B \qquad "
+                 r"\hat\sigma^2 \leftarrow (1-\alpha)\,\hat\sigma^2 "
+                 r"+ \alpha\,\frac{m}{m-1}\,\sigma_B^2"
+                 r"\qquad \alpha = \text{momentum, or } 1/k \text{ when momentum is None}")
+        cols = st.columns(3)
+        steps = cols[0].slider("Training steps k", 1, 100, 10, key="bl_steps",
+                               bind="query-params",
+                               help="How many mini-batches BatchNorm sees in training mode.")
+        momentum = cols[1].select_slider(
+            "Momentum", MOMENTA, value=0.1, key="bl_mom", bind="query-params",
+            format_func=lambda m: "None" if m is None else f"{m:g}",
+            help="Weight of each new mini-batch in the running averages (torch's default is "
+                 "0.1). None gives the plain average of all mini-batches so far (momentum = 1/k).")
+        minibatch = cols[2].slider(
+            "Mini-batch size m", 2, 64, 4, key="bl_mb", bind="query-params",
+            help="Samples per training mini-batch. Small m: noisy batch statistics, and a big "
+                 "gap between the biased (÷m) and unbiased (÷(m−1)) variance.")
+        with refusal(icon=":material/block:"):
+            stats = cached(running_statistics, steps, minibatch, c, momentum, seed,
+                           device=device, dtype=dtype)
+        show_figure(charts.bn_vs_ln.running_stats_figure,
+                    stats.batch_mean[:, feature], stats.batch_var[:, feature],
+                    stats.batch_var_unbiased[:, feature], stats.running_mean[:, feature],
+                    stats.running_var[:, feature], POPULATION_MEAN, POPULATION_VAR,
+                    key="bl_running")
+        st.markdown(
+            f"**Biased or unbiased?** A mini-batch is normalized with its biased variance (÷m, "
+            f"the spread of exactly these values), but the running σ² is fed the unbiased one "
+            f"(÷(m−1) = ×{minibatch / (minibatch - 1):.3g} here), because it estimates the "
+            "population's variance from a small sample. The last mini-batch, feature by "
+            "feature:"
+        )
+        st.dataframe(variance_table(stats), hide_index=True, key="bl_vartable")
+        show_figure(charts.bn_vs_ln.modes_figure, stats.train_output, stats.eval_output,
+                    stats.layer_norm_output, key="bl_traineval")
+        st.caption(modes_caption(stats))
+    show_snippet(code, c)
+
 
 # --- 4. Why it helps -----------------------------------------------------------------------------
 st.subheader("4 · Why does BatchNorm help? The story and the evidence")
@@ -246,8 +279,9 @@ st.info(
 
 st.subheader("The same in PyTorch")
 snippet_box = st.empty()
-batch_section(batch_cols[0], batch_box, snippet_box, sample, redraws, feature, sweep,
-              (steps, minibatch, momentum))
+training_section(training_box, snippet_box, c, feature, settings.seed, settings.device,
+                 settings.dtype)
+batch_section(batch_cols[0], batch_box, snippet_box, sample, redraws, feature, sweep)
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

@@ -1,6 +1,7 @@
 """ε and numerical stability: tiny variances, ε = 0, low precision and the E[x²] − E[x]² trap."""
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.devices import to_numpy
@@ -43,74 +44,85 @@ st.latex(r"\hat x_i = \frac{x_i - \mu}{\sqrt{\sigma^2 + \epsilon}}, \qquad "
          r"\sigma^2 = \frac{1}{H}\sum_{i=1}^{H}(x_i - \mu)^2")
 
 # --- 1. ε against a tiny variance -------------------------------------------------------------
-st.subheader("1 · How ε competes with σ²")
-cols = st.columns([2, 3])
-vector = cols[0].segmented_control(
-    "Vector", list(VECTORS), default="tiny", required=True, key="ep_vec", bind="query-params",
-    help="tiny: " + VECTOR_HELP["tiny"] + ". constant: " + VECTOR_HELP["constant"] +
-         ". ordinary: " + VECTOR_HELP["ordinary"] + ".",
-)
-eps = cols[1].select_slider(
-    "ε (epsilon)", EPSILONS, value=1e-5, format_func="{:g}".format, key="ep_eps",
-    bind="query-params",
-    help="The ε added to σ² (marked on the sweep). 1e-05 is PyTorch's default; 0 removes the "
-         "floor entirely — try it on the constant vector.",
-)
-st.caption(f"**{vector}**: {VECTOR_HELP[vector]}. Computed in {settings.dtype} on "
-           f"{settings.device} (sidebar).")
-x = stability_vector(vector)
-with refusal():
-    sweep = cached(epsilon_sweep, x, seed=settings.seed, device=settings.device,
-                   dtype=settings.dtype)
-    steps = epsilon_steps(x, eps, seed=settings.seed, device=settings.device,
-                          dtype=settings.dtype)
+# A fragment, like sections 2 and 3: the vector and ε (the slider and the live panel) rerun this
+# section and the PyTorch code at the end alone. It is called last, once the code's container
+# exists.
+sweep_box = st.container()
 
-with st.container(border=True, key="ep_live_box"), refusal():
-    st.markdown("**Live view.** Drag ε here: the marker follows the curves at every step "
-                "(ε = 0, which a log axis cannot show, is named instead), computed in your "
-                "browser; let go and lnviz recomputes the page (the ε slider above moves "
-                "with it).")
-    at = cached(epsilon_sweep, x, (eps,), seed=settings.seed, device=settings.device,
-                dtype=settings.dtype)
-    sweep_panel(x, to_numpy(fixed_upstream_gradient(len(x), settings.seed)), eps, sweep.eps,
-                sweep.max_output, sweep.grad_norm, (at.max_output[0], at.grad_norm[0]))
-show_figure(charts.epsilon.sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
-            sweep.variance, eps, key="ep_sweep_chart")
-st.caption(sweep.caption())
-if sweep.nonfinite:
-    st.warning(f"{sweep.nonfinite} points of the sweep overflowed {settings.dtype} (inf or NaN) "
-               "and are missing from the plot: float16 stops at 65 504, and a small ε makes "
-               "the gradient larger than that.", icon="⚠️")
-if sweep.variance > 0:
-    st.markdown(
-        f"Here σ² = {sweep.variance:.3g}. At ε = σ² the divisor is √(2σ²), so the output is "
-        f"1/√2 ≈ 0.71 of its ε = 0 size. With ε = {eps:g} the largest |x̂| is "
-        f"**{steps.max_output:.4g}**."
-    )
-else:
-    st.markdown(
-        "This vector has σ² = 0 and x − μ = 0 everywhere, so for every ε > 0 the output is "
-        "0/√ε = 0. Its gradient is not zero, though: it grows like 1/√ε as ε shrinks, "
-        "because a vanishing ε leaves nothing to limit how strongly a small change in x is "
-        "amplified."
-    )
 
-st.dataframe(steps.text_table(), hide_index=True, key="ep_steps")
-residue = steps.residue()
-if residue:
-    st.caption(residue)
-note = steps.explain(settings.dtype)
-if note:
-    st.warning(note, icon="⚠️")
+@st.fragment
+def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: str,
+                  dtype: str) -> None:
+    with box:
+        st.subheader("1 · How ε competes with σ²")
+        cols = st.columns([2, 3])
+        vector = cols[0].segmented_control(
+            "Vector", list(VECTORS), default="tiny", required=True, key="ep_vec",
+            bind="query-params",
+            help="tiny: " + VECTOR_HELP["tiny"] + ". constant: " + VECTOR_HELP["constant"] +
+                 ". ordinary: " + VECTOR_HELP["ordinary"] + ".",
+        )
+        eps = cols[1].select_slider(
+            "ε (epsilon)", EPSILONS, value=1e-5, format_func="{:g}".format, key="ep_eps",
+            bind="query-params",
+            help="The ε added to σ² (marked on the sweep). 1e-05 is PyTorch's default; 0 removes "
+                 "the floor entirely — try it on the constant vector.",
+        )
+        st.caption(f"**{vector}**: {VECTOR_HELP[vector]}. Computed in {dtype} on "
+                   f"{device} (sidebar).")
+        x = stability_vector(vector)
+        with refusal():
+            sweep = cached(epsilon_sweep, x, seed=seed, device=device, dtype=dtype)
+            steps = epsilon_steps(x, eps, seed=seed, device=device, dtype=dtype)
 
-cell = cached(seed_000_without_epsilon, x)
-st.markdown("**Seed 000's “Error without epsilon”.** Its example divides by √σ² with no ε "
-            "inside `try` … `except Exception`, to print an error. On this vector it prints:")
-st.code(cell.printed, language="text")
-st.caption(cell.explain())
+        with st.container(border=True, key="ep_live_box"), refusal():
+            st.markdown("**Live view.** Drag ε here: the marker follows the curves at every "
+                        "step (ε = 0, which a log axis cannot show, is named instead), computed "
+                        "in your browser; let go and lnviz recomputes this section (the ε slider "
+                        "above moves with it).")
+            at = cached(epsilon_sweep, x, (eps,), seed=seed, device=device, dtype=dtype)
+            sweep_panel(x, to_numpy(fixed_upstream_gradient(len(x), seed)), eps, sweep.eps,
+                        sweep.max_output, sweep.grad_norm, (at.max_output[0], at.grad_norm[0]))
+        show_figure(charts.epsilon.sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
+                    sweep.variance, eps, key="ep_sweep_chart")
+        st.caption(sweep.caption())
+        if sweep.nonfinite:
+            st.warning(f"{sweep.nonfinite} points of the sweep overflowed {dtype} (inf or NaN) "
+                       "and are missing from the plot: float16 stops at 65 504, and a small ε "
+                       "makes the gradient larger than that.", icon="⚠️")
+        if sweep.variance > 0:
+            st.markdown(
+                f"Here σ² = {sweep.variance:.3g}. At ε = σ² the divisor is √(2σ²), so the output "
+                f"is 1/√2 ≈ 0.71 of its ε = 0 size. With ε = {eps:g} the largest |x̂| is "
+                f"**{steps.max_output:.4g}**."
+            )
+        else:
+            st.markdown(
+                "This vector has σ² = 0 and x − μ = 0 everywhere, so for every ε > 0 the output "
+                "is 0/√ε = 0. Its gradient is not zero, though: it grows like 1/√ε as ε shrinks, "
+                "because a vanishing ε leaves nothing to limit how strongly a small change in x "
+                "is amplified."
+            )
+
+        st.dataframe(steps.text_table(), hide_index=True, key="ep_steps")
+        residue = steps.residue()
+        if residue:
+            st.caption(residue)
+        note = steps.explain(dtype)
+        if note:
+            st.warning(note, icon="⚠️")
+
+        cell = cached(seed_000_without_epsilon, x)
+        st.markdown("**Seed 000's “Error without epsilon”.** Its example divides by √σ² with no "
+                    "ε inside `try` … `except Exception`, to print an error. On this vector it "
+                    "prints:")
+        st.code(cell.printed, language="text")
+        st.caption(cell.explain())
+    code.code(epsilon_snippet(vector, eps, dtype), language="python")
+
 
 # --- 2. Precision -----------------------------------------------------------------------------
-# Sections 2 and 3 are fragments: their controls rerun that section alone, not the ε sweep above.
+# Sections 2 and 3 are fragments: their controls rerun that section alone.
 @st.fragment
 def precision_section(seed: int, device: str) -> None:
     st.subheader("2 · Half precision: how many digits survive")
@@ -192,7 +204,7 @@ st.info(
     "marks where it even comes out negative.", icon="🧪")
 
 st.subheader("The same in PyTorch")
-st.code(epsilon_snippet(vector, eps, settings.dtype), language="python")
+sweep_section(sweep_box, st.empty(), settings.seed, settings.device, settings.dtype)
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

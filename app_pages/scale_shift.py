@@ -2,6 +2,7 @@
 
 import streamlit as st
 import torch
+from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.devices import to_numpy
@@ -76,31 +77,43 @@ show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gamm
 st.caption(grid_caption(grid, samples))
 
 # --- 2. Free sliders --------------------------------------------------------------------------
-st.subheader("2 · Your own γ and β")
-cols = st.columns(2)
-gamma = cols[0].slider(
-    "γ (scale)", -3.0, 3.0, FREE_GAMMA, 0.1, key="ss_gamma", bind="query-params",
-    help="Multiplies x̂: the output's standard deviation becomes |γ| (up to ε). A negative γ "
-         "also flips the values.",
-)
-beta = cols[1].slider(
-    "β (shift)", -3.0, 3.0, FREE_BETA, 0.1, key="ss_beta", bind="query-params",
-    help="Added after scaling: the output's mean becomes β.",
-)
-one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=settings.seed, bins=FREE_BINS,
-             span=FREE_SPAN, device=settings.device, dtype=settings.dtype)
-with st.container(border=True, key="ss_live_box"):
-    st.markdown("**Live view.** Drag γ or β here: the histogram follows at every step, "
-                "computed in your browser; let go and lnviz recomputes (the sliders above and "
-                "the chart below move with it).")
-    affine_panel(to_numpy(drawn_samples(samples, settings.seed, settings.device, settings.dtype)),
-                 gamma, beta, eps=EPS, span=FREE_SPAN, bins=FREE_BINS, counts=one.counts[0, 0],
-                 mean=float(one.mean[0, 0]), std=float(one.std[0, 0]))
-show_figure(charts.scale_shift.histogram_figure, one.centres, one.counts[0, 0],
-            float(one.mean[0, 0]), float(one.std[0, 0]), gamma, beta, key="ss_free_chart")
+# A fragment, like sections 3 and 5: γ and β (the sliders and the live panel) rerun this section
+# and the PyTorch code at the end alone. It is called last, once the code's container exists.
+free_box = st.container()
+
+
+@st.fragment
+def free_section(box: DeltaGenerator, code: DeltaGenerator, samples: int, seed: int, device: str,
+                 dtype: str) -> None:
+    with box:
+        st.subheader("2 · Your own γ and β")
+        cols = st.columns(2)
+        gamma = cols[0].slider(
+            "γ (scale)", -3.0, 3.0, FREE_GAMMA, 0.1, key="ss_gamma", bind="query-params",
+            help="Multiplies x̂: the output's standard deviation becomes |γ| (up to ε). A "
+                 "negative γ also flips the values.",
+        )
+        beta = cols[1].slider(
+            "β (shift)", -3.0, 3.0, FREE_BETA, 0.1, key="ss_beta", bind="query-params",
+            help="Added after scaling: the output's mean becomes β.",
+        )
+        one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=seed, bins=FREE_BINS,
+                     span=FREE_SPAN, device=device, dtype=dtype)
+        with st.container(border=True, key="ss_live_box"):
+            st.markdown("**Live view.** Drag γ or β here: the histogram follows at every step, "
+                        "computed in your browser; let go and lnviz recomputes (the sliders "
+                        "above and the chart below move with it).")
+            affine_panel(to_numpy(drawn_samples(samples, seed, device, dtype)), gamma, beta,
+                         eps=EPS, span=FREE_SPAN, bins=FREE_BINS, counts=one.counts[0, 0],
+                         mean=float(one.mean[0, 0]), std=float(one.std[0, 0]))
+        show_figure(charts.scale_shift.histogram_figure, one.centres, one.counts[0, 0],
+                    float(one.mean[0, 0]), float(one.std[0, 0]), gamma, beta,
+                    key="ss_free_chart")
+    code.code(scale_shift_snippet(gamma, beta, samples, SAMPLES, FEATURES), language="python")
+
 
 # --- 3. Per feature ---------------------------------------------------------------------------
-# Sections 3 and 5 are fragments: their controls rerun that section alone, not the page.
+# Sections 3 and 5 are fragments too: their controls rerun that section alone.
 @st.fragment
 def per_feature(x: torch.Tensor) -> None:
     st.subheader("3 · One γ and β per feature")
@@ -230,7 +243,7 @@ st.info(
     "and the gate values on the right do not move at all.", icon="🧪")
 
 st.subheader("The same in PyTorch")
-st.code(scale_shift_snippet(gamma, beta, samples, SAMPLES, FEATURES), language="python")
+free_section(free_box, st.empty(), samples, settings.seed, settings.device, settings.dtype)
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

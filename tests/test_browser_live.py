@@ -414,6 +414,12 @@ FRAGMENT_CONTROLS = {
         "forget f", r"tr_gate=forget(\+|%20)f", setup="Run"),
     "bn-vs-ln-n": FragmentControl("/bn_vs_ln", "slider", "N (batch size)", "5", r"bl_n=5"),
     "bn-vs-ln-batch-size": FragmentControl("/bn_vs_ln", "slider", "Batch size", "9", r"bl_b=9"),
+    "bn-vs-ln-steps": FragmentControl("/bn_vs_ln", "slider", "Training steps k", "11",
+                                      r"bl_steps=11"),
+    "scale-shift-gamma": FragmentControl("/scale_shift", "slider", "γ (scale)", "1.60",
+                                         r"ss_gamma=1\.6"),
+    "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "0.0001",
+                                   r"ep_eps=0\.0001"),
 }
 
 
@@ -504,42 +510,91 @@ def _sent_after(page: Page, act, url: str) -> dict:
     return page.evaluate(_SENT_SINCE)
 
 
-def test_a_control_inside_a_fragment_reruns_its_fragment_alone(browser, server: str) -> None:
-    """The ε page's cancellation "Row length" starts a run of its fragment alone, which redraws
-    only that fragment's elements; the page's Vector control, outside any fragment, starts a run
-    of the whole page, which redraws elements outside fragments too. Read from the server's
-    messages: each run's ``new_session`` names the fragments it runs, each element its
-    fragment."""
+#: Sliders whose press must start a run of their fragment alone: the ε page's cancellation and
+#: its ε sweep, Scale and shift's free γ, the training steps of BatchNorm vs LayerNorm (the last
+#: three also redraw the PyTorch code at the end of their page, outside their section).
+FRAGMENT_RUNS = ["epsilon-cancellation", "epsilon-eps", "scale-shift-gamma", "bn-vs-ln-steps"]
+
+
+@pytest.fixture
+def hooked(browser) -> Iterator[Page]:
+    """A page that records what the server sends (tools/loadtest.py's WebSocket hook)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(APP_TIMEOUT_MS)
     context.add_init_script(_WS_HOOK)
     try:
-        page = context.new_page()
-        page.goto(server + "/epsilon")
-        rows = page.locator('input[type=range][aria-label="Row length"]').nth(1)
-        expect(rows).to_be_visible(timeout=APP_TIMEOUT_MS)
-        _wait_idle(page)
-
-        def step_right() -> None:
-            rows.focus()
-            page.keyboard.press("ArrowRight")
-
-        sent = _sent_after(page, step_right, r"[?&]ep_csize=1024(&|$)")
-        assert len(sent["runs"]) == 1, sent["runs"]
-        fragments = sent["runs"][0]
-        assert len(fragments) == 1 and fragments[0], f"not a fragment run: {sent['runs']}"
-        assert sent["drawn"], "the fragment's run drew nothing"
-        assert set(sent["drawn"]) == set(fragments), (
-            f"the fragment's run drew outside it: {sorted(set(sent['drawn']))}")
-
-        vector = (page.get_by_role("radiogroup", name="Vector", exact=True)
-                  .get_by_role("radio", name="constant", exact=True))
-        sent = _sent_after(page, vector.click, r"[?&]ep_vec=constant(&|$)")
-        assert sent["runs"] == [[]], f"not one run of the whole page: {sent['runs']}"
-        assert "" in sent["drawn"], "the page's run drew nothing outside the fragments"
-        _assert_no_exception(page)
+        yield context.new_page()
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("case", FRAGMENT_RUNS)
+def test_a_control_inside_a_fragment_reruns_its_fragment_alone(hooked: Page, server: str,
+                                                               case: str) -> None:
+    """The slider starts a run of its fragment alone, which redraws only that fragment's
+    elements. Read from the server's messages: each run's ``new_session`` names the fragments
+    it runs, each element its fragment."""
+    page, control = hooked, FRAGMENT_CONTROLS[case]
+    element = _open_fragment_control(page, server + control.path, control)
+
+    def step_right() -> None:
+        element.focus()
+        page.keyboard.press("ArrowRight")
+
+    sent = _sent_after(page, step_right, rf"[?&]{control.written}(&|$)")
+    assert len(sent["runs"]) == 1, sent["runs"]
+    fragments = sent["runs"][0]
+    assert len(fragments) == 1 and fragments[0], f"not a fragment run: {sent['runs']}"
+    assert sent["drawn"], "the fragment's run drew nothing"
+    assert set(sent["drawn"]) == set(fragments), (
+        f"the fragment's run drew outside it: {sorted(set(sent['drawn']))}")
+
+
+def test_a_sidebar_control_reruns_the_whole_page(hooked: Page, server: str) -> None:
+    """The sidebar's seed, outside any fragment, starts a run of the whole page, which redraws
+    elements outside fragments too."""
+    page = hooked
+    page.goto(server + "/epsilon")
+    seed = page.get_by_label("Random seed", exact=True)
+    expect(seed).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+
+    def new_seed() -> None:
+        seed.fill("3")
+        seed.press("Enter")
+
+    sent = _sent_after(page, new_seed, r"[?&]seed=3(&|$)")
+    assert sent["runs"] == [[]], f"not one run of the whole page: {sent['runs']}"
+    assert "" in sent["drawn"], "the page's run drew nothing outside the fragments"
+
+
+def test_the_pytorch_code_follows_both_fragments_that_draw_it(page: Page, server: str) -> None:
+    """BatchNorm vs LayerNorm's code shows the batch size and the training steps, two
+    fragments' controls: a run of one fragment must not bring back the other's old value."""
+    steps = _open_fragment_control(page, server + "/bn_vs_ln", FRAGMENT_CONTROLS["bn-vs-ln-steps"])
+    steps.focus()
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"[?&]bl_steps=11(&|$)"), timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    # one code block, which both fragments redraw: never two
+    code = page.locator('[data-testid="stCode"]', has_text="torch.nn.BatchNorm1d")
+    expect(code).to_have_count(1)
+    expect(code).to_contain_text("for _ in range(11):")
+    batch = _fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
+    batch.focus()
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=9(&|$)"), timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    expect(code).to_contain_text("x = torch.randn(9, 6)")
+    expect(code).to_contain_text("for _ in range(11):")
+    steps.focus()
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"[?&]bl_steps=12(&|$)"), timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    expect(code).to_contain_text("for _ in range(12):")
+    expect(code).to_contain_text("x = torch.randn(9, 6)")
+    expect(code).to_have_count(1)
+    _assert_no_exception(page)
 
 
 def test_the_explorers_group_control_inside_a_fragment_writes_the_url(page: Page,
