@@ -2,6 +2,7 @@
 repair, and why LayerNorm does not care (seed 002)."""
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.batch import Batch, grid_labels
@@ -12,6 +13,7 @@ from lnviz.lessons.padding import (
     MAX_PADDED_LENGTH,
     MAX_SEQUENCES,
     FeatureStats,
+    PaddedRecipe,
     PaddingSweep,
     feature_stats,
     pad_token_steps,
@@ -129,8 +131,7 @@ else:
     )
 
 # --- The sweep --------------------------------------------------------------------------------
-# A fragment: the Feature control reruns this section alone. Section 3 stays in the page's run,
-# as the PyTorch snippet at the end reads its ε, γ and β.
+# A fragment: the Feature control reruns this section alone.
 @st.fragment
 def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int) -> None:
     st.subheader("2 · More padding, more drift")
@@ -170,35 +171,49 @@ def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int) -> None:
 sweep_section(stats, sweep, d)
 
 # --- LayerNorm on the pad token ---------------------------------------------------------------
-st.subheader("3 · What LayerNorm does to the pad token itself")
-st.markdown(
-    "A pad token is a flat row: all its features are equal, so its mean is the pad value and "
-    "its variance is 0. Then x − μ = 0 and x̂ = 0/√ε = 0: the output is **β**, whatever γ "
-    "is. Only ε keeps this finite — with ε = 0 it is 0/0. (For a zero pad this is exact; for "
-    "another pad value in low precision, rounding can leave μ a hair off the pad value, and a "
-    "very small ε magnifies that hair.)"
-)
-cols = st.columns(3)
-eps = cols[0].select_slider(
-    "ε (epsilon)", EPSILONS, value=1e-5, key="pd_eps", bind="query-params",
-    format_func=lambda e: "0" if e == 0 else f"{e:.0e}",
-    help="Added to σ² before the square root. Try 0: the pad token's output becomes NaN.")
-gamma = cols[1].slider("γ (scale)", -3.0, 3.0, 1.0, 0.1, key="pd_gamma", bind="query-params",
-                       help="Multiplies x̂ — which is 0 for the pad, so γ changes nothing.")
-beta = cols[2].slider("β (shift)", -3.0, 3.0, 0.5, 0.1, key="pd_beta", bind="query-params",
-                      help="Added after scaling: the pad token's whole output.")
-steps = pad_token_steps(batch, eps, gamma, beta, settings.device, settings.dtype)
-if steps is None:
-    st.info("This batch has no padding: every sequence is full length. Type shorter lengths "
-            "above to get pad tokens.", icon=":material/info:")
-else:
-    show_figure(charts.padding.pad_row_figure, steps["y"].to_numpy(), beta, key="pd_pad_row")
-    st.latex(worked_example_latex(steps.iloc[0], eps))
-    st.dataframe(steps, hide_index=True, key="pd_pad_steps")
-    if steps["y"].isna().any():
-        st.warning("With ε = 0 the pad token's σ² + ε is 0, so x̂ = 0/0 = NaN — and the NaN "
-                   "would flow into everything computed from it. This is why ε exists.",
-                   icon=":material/warning:")
+# A fragment, like section 2: ε, γ and β rerun this section and the PyTorch code at the end
+# alone. It is called last, once the code's container exists.
+pad_box = st.container()
+
+
+@st.fragment
+def pad_token_section(box: DeltaGenerator, code: DeltaGenerator, batch: Batch,
+                      recipe: PaddedRecipe | None, device: str, dtype: str) -> None:
+    with box:
+        st.subheader("3 · What LayerNorm does to the pad token itself")
+        st.markdown(
+            "A pad token is a flat row: all its features are equal, so its mean is the pad value "
+            "and its variance is 0. Then x − μ = 0 and x̂ = 0/√ε = 0: the output is **β**, "
+            "whatever γ is. Only ε keeps this finite — with ε = 0 it is 0/0. (For a zero pad this "
+            "is exact; for another pad value in low precision, rounding can leave μ a hair off "
+            "the pad value, and a very small ε magnifies that hair.)"
+        )
+        cols = st.columns(3)
+        eps = cols[0].select_slider(
+            "ε (epsilon)", EPSILONS, value=1e-5, key="pd_eps", bind="query-params",
+            format_func=lambda e: "0" if e == 0 else f"{e:.0e}",
+            help="Added to σ² before the square root. Try 0: the pad token's output becomes NaN.")
+        gamma = cols[1].slider("γ (scale)", -3.0, 3.0, 1.0, 0.1, key="pd_gamma",
+                               bind="query-params",
+                               help="Multiplies x̂ — which is 0 for the pad, so γ changes nothing.")
+        beta = cols[2].slider("β (shift)", -3.0, 3.0, 0.5, 0.1, key="pd_beta",
+                              bind="query-params",
+                              help="Added after scaling: the pad token's whole output.")
+        steps = pad_token_steps(batch, eps, gamma, beta, device, dtype)
+        if steps is None:
+            st.info("This batch has no padding: every sequence is full length. Type shorter "
+                    "lengths above to get pad tokens.", icon=":material/info:")
+        else:
+            show_figure(charts.padding.pad_row_figure, steps["y"].to_numpy(), beta,
+                        key="pd_pad_row")
+            st.latex(worked_example_latex(steps.iloc[0], eps))
+            st.dataframe(steps, hide_index=True, key="pd_pad_steps")
+            if steps["y"].isna().any():
+                st.warning("With ε = 0 the pad token's σ² + ε is 0, so x̂ = 0/0 = NaN — and the "
+                           "NaN would flow into everything computed from it. This is why ε exists.",
+                           icon=":material/warning:")
+    code.code(padding_snippet(batch, eps, gamma, beta, recipe), language="python")
+
 
 st.info(
     "**Try this.** Compare the “pads counted” and “masked” bars for feature 0 with seed 002's "
@@ -208,7 +223,7 @@ st.info(
     "see the pad token's LayerNorm output turn into NaN.", icon=":material/science:")
 
 st.subheader("The same in PyTorch")
-st.code(padding_snippet(batch, eps, gamma, beta, recipe), language="python")
+pad_token_section(pad_box, st.empty(), batch, recipe, settings.device, settings.dtype)
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

@@ -420,6 +420,8 @@ FRAGMENT_CONTROLS = {
                                          r"ss_gamma=1\.6"),
     "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "0.0001",
                                    r"ep_eps=0\.0001"),
+    "padding-gamma": FragmentControl("/padding", "slider", "γ (scale)", "1.10",
+                                     r"pd_gamma=1\.1"),
 }
 
 
@@ -511,9 +513,11 @@ def _sent_after(page: Page, act, url: str) -> dict:
 
 
 #: Sliders whose press must start a run of their fragment alone: the ε page's cancellation and
-#: its ε sweep, Scale and shift's free γ, the training steps of BatchNorm vs LayerNorm (the last
-#: three also redraw the PyTorch code at the end of their page, outside their section).
-FRAGMENT_RUNS = ["epsilon-cancellation", "epsilon-eps", "scale-shift-gamma", "bn-vs-ln-steps"]
+#: its ε sweep, Scale and shift's free γ, the training steps of BatchNorm vs LayerNorm and
+#: Padding's γ (all but the first also redraw the PyTorch code at the end of their page, outside
+#: their section).
+FRAGMENT_RUNS = ["epsilon-cancellation", "epsilon-eps", "scale-shift-gamma", "bn-vs-ln-steps",
+                 "padding-gamma"]
 
 
 @pytest.fixture

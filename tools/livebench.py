@@ -81,10 +81,10 @@ SETTLE_TARGETS = [
     ("BatchNorm vs LayerNorm: live panel batch size, key press (release)", "/bn_vs_ln",
      "Batch size, live", ""),
     ("BatchNorm vs LayerNorm: Training steps k (fragment)", "/bn_vs_ln", "Training steps k", ""),
-    ("Padding: γ (whole page)", "/padding", "γ (scale)", ""),
+    ("Padding: γ (fragment)", "/padding", "γ (scale)", ""),
     ("Bug zoo: Offset from zero (whole page)", "/bug_zoo", "Offset from zero", ""),
-    ("Geometry: Number of vectors (whole page)", "/geometry", "Number of vectors", ""),
-    ("Shapes: Depth (whole page)", "/shapes", "Depth (blocks)", ""),
+    ("Geometry: ε (whole page)", "/geometry", "ε (epsilon)", ""),
+    ("Shapes: Init gain (whole page)", "/shapes", "Init gain", ""),
     ("Transformer: Attention of layer (fragment)", "/transformer", "Attention of layer", ""),
 ]
 #: ``--figures``: the trivial page with more to redraw after each press (tools/trivial_app.py)
@@ -217,14 +217,21 @@ def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list
     sliders = [_slider(page, url, name) for page, url in zip(pages, urls, strict=True)]
     times: list[list[dict]] = [[] for _ in urls]
     for k in range(presses + 1):
-        for page, slider, kept in zip(pages, sliders, times, strict=True):
+        for i, (page, kept) in enumerate(zip(pages, times, strict=True)):
+            slider = sliders[i]
             if slider is None:
                 continue
             slider.focus()
             page.evaluate(_WATCH)
             cpu = _browser_cpu_s()
             page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
-            done = page.wait_for_function(_DONE, polling=20, timeout=60_000).json_value()
+            try:
+                done = page.wait_for_function(_DONE, polling=20, timeout=60_000).json_value()
+            except PlaywrightTimeout:  # no run, or one that never ended: say so, go on
+                print(f"{name}: no finished run within 60 s of press {k}; left out",
+                      file=sys.stderr)
+                sliders[i] = None
+                continue
             page.wait_for_timeout(300)  # and what the browser still draws after the run
             if k:
                 kept.append({"s": done["ms"] / 1000, "server_s": done["server_ms"] / 1000,
@@ -303,11 +310,16 @@ def run(args: argparse.Namespace) -> dict:
             browser.close()
             return out
         for what, path, selector, control, values in DRAG_TARGETS:
+            if args.only and not any(o in what for o in args.only):
+                continue
             out["drag"][what] = _live_drag(pages[0], f"{apps[0]}{path}", selector, control,
                                            values)
-        out["drag"]["Explorer's own γ slider (st.slider), mouse drag"] = _slider_drag(
-            pages[0], f"{apps[0]}/explorer", 12)
+        if not args.only:
+            out["drag"]["Explorer's own γ slider (st.slider), mouse drag"] = _slider_drag(
+                pages[0], f"{apps[0]}/explorer", 12)
         for what, path, name, query in SETTLE_TARGETS:
+            if args.only and path != TRIVIAL and not any(o in what for o in args.only):
+                continue
             if path == TRIVIAL:
                 out["settle"][what] = _settle_times(pages[:1], [trivial], name, args.presses)
             else:
@@ -368,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path,
                         help="another checkout of lnviz (e.g. `git archive <commit> | tar -x "
                              "-C DIR`) whose pages are timed in turn with this one's")
+    parser.add_argument("--only", action="append", metavar="TEXT",
+                        help="time only the targets whose name contains TEXT (repeatable; the "
+                             "trivial page is always timed)")
     parser.add_argument("--figures", action="store_true",
                         help="instead: the trivial page with the Explorer's figures added, one "
                              "by one, to time what each costs the browser")

@@ -68,9 +68,9 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
         st.caption(caption)
     if not fig.has_tables:
         return
-    # The tables are sent only while the expander is open (opening it reruns the page): most
-    # learners never open it, and converting every table on every rerun would cost each rerun
-    # several milliseconds per figure.
+    # The tables are sent only while the expander is open (opening it reruns the page, or the
+    # fragment the figure is in): most learners never open it, and converting every table on
+    # every rerun would cost each rerun several milliseconds per figure.
     data = st.expander("Data behind this figure", key=f"{key}_data", on_change="rerun")
     with data:
         if not data.open:
