@@ -3,10 +3,11 @@ takes to settle after a control is let go, next to a trivial one-chart page in t
 
 A script, not a test::
 
-    python tools/livebench.py                 # about 3 minutes on 2 cores
+    python tools/livebench.py                 # about 5 minutes on 2 cores (6.5 with --before)
     python tools/livebench.py --json /tmp/live.json --presses 12
     git archive <commit> | tar -x -C /tmp/before        # an earlier version, to compare:
     python tools/livebench.py --before /tmp/before      # its pages timed in turn with these
+    python tools/livebench.py --only Padding --only ε   # just these rows (and the trivial page)
 
 It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on free ports of
 127.0.0.1 and one headless Debian Chromium (nothing else is contacted), then measures:
