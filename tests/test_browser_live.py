@@ -576,28 +576,22 @@ def test_the_pytorch_code_follows_both_fragments_that_draw_it(page: Page, server
     """BatchNorm vs LayerNorm's code shows the batch size and the training steps, two
     fragments' controls: a run of one fragment must not bring back the other's old value."""
     steps = _open_fragment_control(page, server + "/bn_vs_ln", FRAGMENT_CONTROLS["bn-vs-ln-steps"])
-    steps.focus()
-    page.keyboard.press("ArrowRight")
-    expect(page).to_have_url(re.compile(r"[?&]bl_steps=11(&|$)"), timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    batch = _fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
     # one code block, which both fragments redraw: never two
     code = page.locator('[data-testid="stCode"]', has_text="torch.nn.BatchNorm1d")
-    expect(code).to_have_count(1)
-    expect(code).to_contain_text("for _ in range(11):")
-    batch = _fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
-    batch.focus()
-    page.keyboard.press("ArrowRight")
-    expect(page).to_have_url(re.compile(r"[?&]bl_b=9(&|$)"), timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    expect(code).to_contain_text("x = torch.randn(9, 6)")
-    expect(code).to_contain_text("for _ in range(11):")
-    steps.focus()
-    page.keyboard.press("ArrowRight")
-    expect(page).to_have_url(re.compile(r"[?&]bl_steps=12(&|$)"), timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    expect(code).to_contain_text("for _ in range(12):")
-    expect(code).to_contain_text("x = torch.randn(9, 6)")
-    expect(code).to_have_count(1)
+
+    def step_right(control, written: str, *shown: str) -> None:
+        control.focus()
+        page.keyboard.press("ArrowRight")
+        expect(page).to_have_url(re.compile(rf"[?&]{written}(&|$)"), timeout=APP_TIMEOUT_MS)
+        _wait_idle(page)
+        expect(code).to_have_count(1)
+        for text in shown:
+            expect(code).to_contain_text(text)
+
+    step_right(steps, "bl_steps=11", "for _ in range(11):")
+    step_right(batch, "bl_b=9", "x = torch.randn(9, 6)", "for _ in range(11):")
+    step_right(steps, "bl_steps=12", "for _ in range(12):", "x = torch.randn(9, 6)")
     _assert_no_exception(page)
 
 
