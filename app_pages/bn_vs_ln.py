@@ -156,6 +156,7 @@ def show_snippet(code: DeltaGenerator, features: int) -> None:
 @st.fragment
 def batch_section(control: DeltaGenerator, box: DeltaGenerator, code: DeltaGenerator,
                   sample: np.ndarray, redraws: int, feature: int, sweep: BatchSizeSweep) -> None:
+    code = code.empty()  # the code's place first: a refusal below ends the run before it
     batch_size = control.slider(
         "Batch size", 1, MAX_BATCH, 8, key="bl_b", bind="query-params",
         help="Samples per batch, the fixed one included. At 1, BatchNorm in training mode has a "
@@ -196,6 +197,7 @@ training_box = st.container()
 @st.fragment
 def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature: int, seed: int,
                      device: str, dtype: str) -> None:
+    code = code.empty()  # the code's place first: a refusal below ends the run before it
     with box:
         st.subheader("3 · Training mode vs evaluation mode")
         st.markdown(

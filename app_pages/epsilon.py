@@ -53,6 +53,7 @@ sweep_box = st.container()
 @st.fragment
 def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: str,
                   dtype: str) -> None:
+    code = code.empty()  # the code's place first: a refusal below ends the run before it
     with box:
         st.subheader("1 · How ε competes with σ²")
         cols = st.columns([2, 3])
