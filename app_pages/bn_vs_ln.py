@@ -138,12 +138,11 @@ SNIPPET_CONTROLS = ("bl_b", "bl_steps", "bl_mb", "bl_mom")
 
 
 def show_snippet(code: DeltaGenerator, features: int) -> None:
-    """Write the page's PyTorch code into ``code``, the ``st.empty`` both fragments write: the
-    one that ran last shows. On the first run the first fragment finds the other's control
-    without a value yet and writes an empty element, which keeps its place for its reruns."""
+    """Write the page's PyTorch code into ``code``, the place each fragment keeps in the
+    ``st.empty`` both write: the one that ran last shows. On the first run the first fragment
+    finds the other's control without a value yet and leaves its place empty."""
     state = st.session_state
     if not all(key in state for key in SNIPPET_CONTROLS):
-        code.empty()
         return
     batch_size, steps, minibatch, momentum = (state[key] for key in SNIPPET_CONTROLS)
     code.code(bn_vs_ln_snippet(features, batch_size, steps, minibatch, momentum, settings.seed),
