@@ -228,3 +228,24 @@ def test_the_bn_vs_ln_page_draws_the_batch_panel(size: int) -> None:
     else:
         np.testing.assert_array_equal(_decode(data["server"]["batchNorm"]),
                                       dependence.batch_norm.ravel())
+
+
+def test_the_trivial_yardstick_draws_the_paragraphs_it_is_asked_for():
+    """tools/trivial_app.py, livebench's yardstick: ``?text=`` paragraphs stay the same from run
+    to run, ``?changing=`` ones follow the slider, and nothing else is added to the one chart."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    app = Path(__file__).resolve().parents[1] / "tools" / "trivial_app.py"
+    at = AppTest.from_file(str(app), default_timeout=30)
+    at.query_params["text"] = "3"
+    at.query_params["changing"] = "2"
+    at.run()
+    first = [m.value for m in at.markdown]
+    assert first == [f"Paragraph {i}: the same on every run." for i in range(3)] + [
+        f"Paragraph {i}: k is 5." for i in range(2)]
+    at.slider(key="k").set_value(9).run()
+    assert [m.value for m in at.markdown] == first[:3] + [
+        f"Paragraph {i}: k is 9." for i in range(2)]
+    assert len(at.get("plotly_chart")) == 1

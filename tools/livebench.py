@@ -28,7 +28,8 @@ It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on
    each time, the CPU the browser (Chromium and Playwright's driver) spent on the press, up to
    300 ms after the run's end.
 3. **What a figure costs** (``--figures`` instead of 1 and 2): the trivial page's slider with
-   the Explorer's figures added one by one (tools/trivial_app.py ``?figures=``).
+   the Explorer's figures added one by one (tools/trivial_app.py ``?figures=``), and with
+   paragraphs added instead (``?text=``, ``?changing=``): what the number of elements costs.
 
 Prints a Markdown table (docs/benchmarks.md keeps the numbers) and, with ``--json``, every time.
 """
@@ -96,6 +97,10 @@ FIGURE_TARGETS = [
     ("+ the Explorer's group statistics", "stats"),
     ("+ the Explorer's distributions", "distributions"),
     ("+ all three Explorer figures", "heatmaps,stats,distributions"),
+    ("+ 25 paragraphs that do not change", "&text=25"),
+    ("+ 75 paragraphs that do not change (the Explorer draws about 75 elements)", "&text=75"),
+    ("+ 25 paragraphs that follow the slider", "&changing=25"),
+    ("+ 75 paragraphs that follow the slider", "&changing=75"),
 ]
 #: (what, page and query, the live panel, its control, the values a drag takes it through)
 DRAG_TARGETS = [

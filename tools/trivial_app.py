@@ -6,6 +6,8 @@ slider move here is the floor that no page of lnviz can go below in the same bro
 With ``?figures=`` (comma-separated: ``heatmaps``, ``stats``, ``distributions``, ``lines``) the
 page also draws the Explorer's three figures (through lnviz's own ``show_figure``) or three more
 20-point charts, all following the slider: ``livebench.py --figures`` times what each costs.
+With ``?text=N`` it also writes N short paragraphs that do not change, and with ``?changing=N``
+N that follow the slider: what a page's element count costs, apart from its figures.
 """
 
 import sys
@@ -20,6 +22,10 @@ k = st.slider("k", 1, 20, 5, key="k", help="A number the chart shows.")
 x = np.arange(20)
 st.plotly_chart(go.Figure(go.Scatter(x=x, y=np.sin(x / k))), key="chart")
 
+for i in range(int(st.query_params.get("text", 0))):
+    st.markdown(f"Paragraph {i}: the same on every run.")
+for i in range(int(st.query_params.get("changing", 0))):
+    st.markdown(f"Paragraph {i}: k is {k}.")
 figures = set(st.query_params.get("figures", "").split(","))
 if "lines" in figures:
     for i in range(3):
