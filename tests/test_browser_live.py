@@ -874,3 +874,119 @@ def test_the_server_corrects_a_batch_size_the_browser_reports(page: Page, server
     assert panel.evaluate("(root) => root.querySelector('input[data-control=batch]').value") == "64"
     expect(page.locator('input[type=range][aria-label="Batch size"]')).to_have_value("64")
     _assert_no_exception(page)
+
+
+# --- The keyboard on every live panel ----------------------------------------------------------
+
+class KeyCase(NamedTuple):
+    """A live panel's control driven by the keyboard: its page, panel and accessible name, the
+    key pressed and how often, and then the URL it writes and the server's value for it."""
+
+    path: str
+    panel: str
+    name: str
+    key: str
+    presses: int
+    written: str
+    server: str
+    value: float
+
+
+KEY_CASES = {
+    "explorer-gamma": KeyCase("/explorer", ".lv-root", "γ (scale), live", "ArrowLeft", 25,
+                              r"gamma=-1\.5", "gamma", -1.5),
+    "scale-shift-beta": KeyCase("/scale_shift", ".lv-affine", "β (shift), live", "ArrowRight", 20,
+                                r"ss_beta=2\.5", "beta", 2.5),
+    # 14 presses from ε = 1e-5 (the 9th of EPSILONS): the last 6 meet the end of the range
+    "epsilon-eps": KeyCase("/epsilon", ".lv-sweep", "ε (epsilon), live", "ArrowLeft", 14,
+                           r"ep_eps=0(\.0)?", "eps", 0),
+    "bn-vs-ln-batch": KeyCase("/bn_vs_ln", ".lv-batches", "Batch size, live", "ArrowRight", 12,
+                              r"bl_b=20", "batch", 20),
+}
+
+
+def _open_panel(page: Page, server: str, case: KeyCase, query: str = ""):
+    page.goto(f"{server}{case.path}{query}")
+    panel = page.locator(case.panel)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    return panel
+
+
+_RUNS_SINCE = """() => window.__ltws.filter(e => e.kind === 'run' && e.t >= window.__keysT0)
+  .length"""
+
+
+@pytest.mark.parametrize("case", list(KEY_CASES))
+def test_a_burst_of_arrow_keys_settles_where_the_keys_stopped(hooked: Page, server: str,
+                                                              case: str) -> None:
+    """Arrow keys pressed as fast as the browser takes them: every press counts, the panel
+    sends the value once the keys rest (a press each would start a rerun each, and a reply to
+    an earlier one would put the control back), and the page, its URL and the panel end on the
+    value the keys reached."""
+    page, key = hooked, KEY_CASES[case]
+    panel = _open_panel(page, server, key)
+    control = page.get_by_role("slider", name=key.name)
+    control.focus()
+    page.evaluate("() => { window.__keysT0 = performance.now(); }")
+    for _ in range(key.presses):
+        page.keyboard.press(key.key)
+    expect(page).to_have_url(re.compile(rf"[?&]{key.written}(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    page.wait_for_timeout(600)  # a late reply would move the control back now
+    server_value = panel.evaluate(f"(root) => root.__lv.data.server.{key.server}")
+    assert server_value == (EPSILONS.index(key.value) if key.server == "eps" else key.value)
+    assert float(control.input_value()) == server_value
+    expect(panel).to_have_attribute("data-shown", "server")
+    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
+    assert 1 <= page.evaluate(_RUNS_SINCE) <= 3, "the burst started a rerun per press"
+    expect(page.get_by_text("Connection error")).to_have_count(0)
+    _assert_no_exception(page)
+
+
+@pytest.mark.parametrize("case", list(KEY_CASES))
+def test_keys_there_and_back_rerun_nothing_and_settle(hooked: Page, server: str,
+                                                      case: str) -> None:
+    """One step and one step back: the value is lnviz's again, so nothing is sent, nothing
+    reruns, the URL keeps the page's value and the panel says it shows lnviz's numbers."""
+    page, key = hooked, KEY_CASES[case]
+    panel = _open_panel(page, server, key)
+    url = page.url
+    control = page.get_by_role("slider", name=key.name)
+    control.focus()
+    page.evaluate("() => { window.__keysT0 = performance.now(); }")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowLeft")
+    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"),
+                                                     timeout=5_000)
+    expect(panel).to_have_attribute("data-shown", "server")
+    page.wait_for_timeout(1_000)
+    assert page.evaluate(_RUNS_SINCE) == 0
+    assert page.url == url
+    _assert_no_exception(page)
+
+
+def test_a_value_between_the_steps_is_computed_as_the_page_has_it(page: Page,
+                                                                 server: str) -> None:
+    """A hand-edited link can put γ between the slider's steps (0.15 on steps of 0.1): the page
+    takes it as it is, and so does the panel (its range input would snap it to 0.2)."""
+    panel = _open_panel(page, server, KEY_CASES["explorer-gamma"], "?gamma=0.15")
+    state = panel.evaluate(_PANEL_STATE)
+    assert state["data"]["server"]["gamma"] == 0.15 and state["js"]["gamma"] == 0.15
+    expect(panel.locator("[data-show=gamma]")).to_have_text("0.15")
+    shown = _decode(state["data"]["server"]["y"])
+    _close(state["js"]["y"], shown, 1e-5 * max(1.0, float(np.nanmax(np.abs(shown)))),
+           "the browser's y at γ = 0.15 against lnviz's")
+
+    panel = _open_panel(page, server, KEY_CASES["scale-shift-beta"],
+                        "?ss_gamma=0.15&ss_beta=-0.05")
+    expect(panel.locator("[data-show=gamma]")).to_have_text("0.15")
+    expect(panel.locator("[data-show=beta]")).to_have_text("−0.05")
+    expect(panel.locator("tbody tr").nth(1)).to_have_text(re.compile(r"−0\.050\s*0\.150"))
+    assert panel.evaluate("(root) => [root.__lv.last.gamma, root.__lv.last.beta]") == [0.15, -0.05]
+    # the first step moves from the slider's grid, as the page's own slider does
+    page.get_by_role("slider", name="γ (scale), live").focus()
+    page.keyboard.press("ArrowRight")
+    expect(panel.locator("[data-show=gamma]")).to_have_text("0.3")
+    _assert_no_exception(page)

@@ -106,6 +106,27 @@ def test_a_release_the_page_cannot_use_changes_nothing(monkeypatch: pytest.Monke
     assert state == {live.LIVE_KEY: {"settle": event}, "gamma": 1.0}
 
 
+@pytest.mark.parametrize(("seq", "kept"), [
+    (7, 7), (0, 0), (2**53 - 1, 2**53 - 1), (-1, None), (2**53, None), (True, None), (2.0, None),
+    ("7", None), (None, None),
+])
+def test_a_releases_number_is_kept_for_the_panels_next_data(
+        monkeypatch: pytest.MonkeyPatch, seq: object, kept: int | None) -> None:
+    """The panel numbers each value it sends and holds its controls until the data it is sent
+    carries that number: a whole number from the browser is kept (whatever the value), anything
+    else is not, and the data then carries the last number kept (0 before any)."""
+    state = _State({live.LIVE_KEY: {"settle": {"control": "gamma", "value": 0.5, "seq": seq}}})
+    monkeypatch.setattr(st, "session_state", state)
+    live._settle()
+    assert state["gamma"] == 0.5
+    assert state.get("live_answered") == kept
+    assert live._with_answer(live.LIVE_KEY, {"x": 1}) == {"x": 1, "seq": kept or 0}
+    # a value the page cannot use is still answered: the panel stops waiting for it
+    state[live.LIVE_KEY] = {"settle": {"control": "gamma", "value": math.nan, "seq": 9}}
+    live._settle()
+    assert state["gamma"] == 0.5 and state["live_answered"] == 9
+
+
 def test_the_panel_is_only_for_tensors_it_can_draw_whole() -> None:
     assert live.fits((8, 6), "NC") and live.fits((2, 4, 6, 6), "NCHW")
     assert live.fits((32, 128), "NC") and not live.fits((33, 128), "NC")  # 4,096 values

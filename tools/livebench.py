@@ -24,9 +24,12 @@ It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on
    finished and the page is idle again, as tools/loadtest.py times a run (the server's messages
    said the run started and finished, the script-run state is "notRunning", nothing stale), for the
    trivial page, for the pages' sliders that rerun the whole page, for those inside an
-   ``st.fragment``, and for the live panel's γ (a key press there fires its release). Beside
+   ``st.fragment``, and for the live panels' controls (a step and a release, as a pointer
+   makes them: their arrow keys wait until they have rested for 250 ms). Beside
    each time, the CPU the browser (Chromium and Playwright's driver) spent on the press, up to
-   300 ms after the run's end.
+   300 ms after the run's end. And beside it, **drawn**: the time from the press to the last
+   change of the page's main area, read once it has been still for 250 ms. Streamlit draws a
+   Plotly figure after the run has ended, so this is when the picture is final.
 3. **What a figure costs** (``--figures`` instead of 1 and 2): the trivial page's slider with
    the Explorer's figures added one by one (tools/trivial_app.py ``?figures=``), and with
    paragraphs added instead (``?text=``, ``?changing=``): what the number of elements costs.
@@ -70,17 +73,17 @@ TRIVIAL = "trivial"
 SETTLE_TARGETS = [
     ("trivial one-chart page: its slider", TRIVIAL, "k", ""),
     ("Explorer: γ slider (whole page)", "/explorer", "γ (scale)", ""),
-    ("Explorer: live panel γ, key press (release)", "/explorer", "γ (scale), live", ""),
+    ("Explorer: live panel γ, released", "/explorer", "γ (scale), live", ""),
     ("Gradients: Batch size N (whole page)", "/gradients", "Batch size N", ""),
     ("Gradients: Shift (fragment)", "/gradients", "Shift", ""),
     ("Scale and shift: γ (fragment)", "/scale_shift", "γ (scale)", ""),
     ("Scale and shift: γ_0 (fragment)", "/scale_shift", "γ_0", ""),
-    ("Scale and shift: live panel γ, key press (release)", "/scale_shift", "γ (scale), live", ""),
+    ("Scale and shift: live panel γ, released", "/scale_shift", "γ (scale), live", ""),
     ("ε page: ε slider (fragment)", "/epsilon", "ε (epsilon)", ""),
-    ("ε page: live panel ε, key press (release)", "/epsilon", "ε (epsilon), live", ""),
+    ("ε page: live panel ε, released", "/epsilon", "ε (epsilon), live", ""),
     ("BatchNorm vs LayerNorm: N (fragment)", "/bn_vs_ln", "N (batch size)", ""),
     ("BatchNorm vs LayerNorm: Batch size (fragment)", "/bn_vs_ln", "Batch size", ""),
-    ("BatchNorm vs LayerNorm: live panel batch size, key press (release)", "/bn_vs_ln",
+    ("BatchNorm vs LayerNorm: live panel batch size, released", "/bn_vs_ln",
      "Batch size, live", ""),
     ("BatchNorm vs LayerNorm: Training steps k (fragment)", "/bn_vs_ln", "Training steps k", ""),
     ("Padding: γ (fragment)", "/padding", "γ (scale)", ""),
@@ -144,6 +147,38 @@ _LIVE_DRAG = """async (root, [name, values]) => {
     await new Promise((resolve) => setTimeout(resolve, 30));  // a drag's pace: ~30 events/s
   }
   return steps;
+}"""
+#: A live panel's control moved one step and let go, as a pointer does (its arrow keys send the
+#: value only once they have rested for 250 ms, lnviz/ui/live/common.js).
+_STEP_AND_RELEASE = """(input, up) => {
+  if (up) input.stepUp(); else input.stepDown();
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  input.dispatchEvent(new Event('change', {bubbles: true}));
+}"""
+#: Watch the page's main area: the time of its latest change (a node added, removed or
+#: changed; a Plotly figure is drawn as SVG nodes), so that "drawn" can be read once the main
+#: area has been still for a while.
+_WATCH_DRAWING = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  if (window.__drawn && window.__drawn.observer) window.__drawn.observer.disconnect();
+  const drawn = {last: null};
+  // a dataframe draws on a canvas, and refreshes its hidden cells for screen readers up to
+  // 300 ms later: those cells are not the picture
+  const seen = (m) => {
+    const e = m.target.nodeType === 1 ? m.target : m.target.parentElement;
+    return !(e && e.closest('[data-testid^="glide-cell"]'));
+  };
+  drawn.observer = new MutationObserver((ms) => {
+    if (ms.some(seen)) drawn.last = performance.now();
+  });
+  drawn.observer.observe(main, {childList: true, subtree: true, attributes: true,
+                                characterData: true});
+  window.__drawn = drawn;
+}"""
+#: Once the main area has not changed for 250 ms: ms from the press to its last change.
+_DRAWN = """() => {
+  const last = window.__drawn.last ?? window.__lt.t0;
+  return performance.now() - last > 250 ? last - window.__lt.t0 : null;
 }"""
 _CHARTS = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
   .map((c) => c.innerHTML.length + ':' + c.innerHTML.slice(-2000)).join('|')"""
@@ -229,8 +264,12 @@ def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list
                 continue
             slider.focus()
             page.evaluate(_WATCH)
+            page.evaluate(_WATCH_DRAWING)
             cpu = _browser_cpu_s()
-            page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
+            if name.endswith(", live"):  # a live panel: one step, let go as a pointer does
+                slider.evaluate(_STEP_AND_RELEASE, k % 2 == 0)
+            else:
+                page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
             try:
                 done = page.wait_for_function(_DONE, polling=20, timeout=60_000).json_value()
             except PlaywrightTimeout:  # no run, or one that never ended: say so, go on
@@ -239,9 +278,11 @@ def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list
                 sliders[i] = None
                 continue
             page.wait_for_timeout(300)  # and what the browser still draws after the run
+            cpu = _browser_cpu_s() - cpu
+            drawn = page.wait_for_function(_DRAWN, polling=50, timeout=30_000).json_value()
             if k:
                 kept.append({"s": done["ms"] / 1000, "server_s": done["server_ms"] / 1000,
-                             "browser_cpu_s": _browser_cpu_s() - cpu})
+                             "browser_cpu_s": cpu, "drawn_s": drawn / 1000})
     return times
 
 
@@ -338,11 +379,12 @@ def run(args: argparse.Namespace) -> dict:
 def figures_summary(r: dict) -> str:
     """``--figures``: what each figure adds to the trivial page's settle time and browser CPU."""
     lines = ["| after a press, the page redraws | presses | settled p50 ms | p90 ms | "
-             "browser CPU p50 ms |", "|---|---:|---:|---:|---:|"]
+             "browser CPU p50 ms | drawn p50 ms |", "|---|---:|---:|---:|---:|---:|"]
     for what, times in r["figures"].items():
         s, cpu = _ms([t["s"] for t in times], 1000), _ms([t["browser_cpu_s"] for t in times], 1000)
+        drawn = _ms([t["drawn_s"] for t in times], 1000)
         lines.append(f"| {what} | {len(times)} | {s['p50']:.0f} | {s['p90']:.0f} | "
-                     f"{cpu['p50']:.0f} |")
+                     f"{cpu['p50']:.0f} | {drawn['p50']:.0f} |")
     return "\n".join(lines)
 
 
@@ -358,23 +400,27 @@ def summary(r: dict) -> str:
                          f"{f['p90']:.1f} | {f['max']:.1f} | {h['p50']:.2f} |")
         else:
             lines.append(f"| {what} | {d['steps']} | {d['changed']} | – | – | – | – |")
-    trivial = statistics.median(t["s"] for t in next(iter(r["settle"].values()))[0])
+    first = next(iter(r["settle"].values()))[0]
+    trivial = statistics.median(t["s"] for t in first)
+    trivial_drawn = statistics.median(t.get("drawn_s", math.nan) for t in first)
     versions = ["this checkout", "before"][:max(len(t) for t in r["settle"].values())]
     lines += ["", "| release to settled | presses | "
               + " | ".join(f"{v}: p50 ms | p90 ms | server p50 ms | browser CPU p50 ms | "
-                           "p50 / trivial" for v in versions) + " |",
-              "|---|---:|" + "---:|---:|---:|---:|---:|" * len(versions)]
+                           "p50 / trivial | drawn p50 ms | drawn / trivial" for v in versions)
+              + " |", "|---|---:|" + "---:|---:|---:|---:|---:|---:|---:|" * len(versions)]
     for what, runs in r["settle"].items():
         cells = []
         for times in runs:
             if not times:
-                cells.append("absent | | | | ")
+                cells.append("absent | | | | | | ")
                 continue
             s = _ms([t["s"] for t in times], 1000)
             server = _ms([t["server_s"] for t in times], 1000)
             cpu = _ms([t.get("browser_cpu_s", math.nan) for t in times], 1000)
+            drawn = _ms([t.get("drawn_s", math.nan) for t in times], 1000)
             cells.append(f"{s['p50']:.0f} | {s['p90']:.0f} | {server['p50']:.0f} | "
-                         f"{cpu['p50']:.0f} | {s['p50'] / 1000 / trivial:.1f}×")
+                         f"{cpu['p50']:.0f} | {s['p50'] / 1000 / trivial:.1f}× | "
+                         f"{drawn['p50']:.0f} | {drawn['p50'] / 1000 / trivial_drawn:.1f}×")
         lines.append(f"| {what} | {max(len(t) for t in runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -160,6 +160,17 @@ _SETTLED = {"eps": _settled_eps, "gamma": _settled_affine, "beta": _settled_affi
             "batch": _settled_batch}
 
 
+def _answered_key(key: str) -> str:
+    return f"{key}_answered"
+
+
+def _with_answer(key: str, data: dict) -> dict:
+    """``data`` for the panel ``key``, with the number (``seq``) of the last value it sent that
+    this session has taken: until it sees that number, the panel keeps its controls where the
+    learner has them (a run started before that value was sent would put them back)."""
+    return {**data, "seq": int(st.session_state.get(_answered_key(key), 0))}
+
+
 def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None:
     """A control of the panel ``key`` was let go: write its value into the page's own control
     (``controls`` maps the panel's names to the page's keys; by default the Explorer's), and so
@@ -168,11 +179,16 @@ def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None
     The value comes from the browser, so it is checked like any input: ε must be an index into
     :data:`EPSILONS`, γ and β finite numbers, a batch size a number; out-of-range values are
     moved into range (to the slider's steps), and anything else is ignored. Either way the
-    panel is sent the value the page settled on, and moves its control there."""
+    panel is sent the value the page settled on, and moves its control there; the event's
+    ``seq`` (a whole number) is kept and sent back with the panel's data
+    (:func:`_with_answer`)."""
     controls = controls or {"eps": "eps", "gamma": "gamma", "beta": "beta"}
     event = (st.session_state.get(key) or {}).get("settle")
     if not isinstance(event, dict):
         return
+    seq = event.get("seq")
+    if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq < 2**53:
+        st.session_state[_answered_key(key)] = seq  # the panel waits for this number
     control, value = event.get("control"), event.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return
@@ -207,7 +223,7 @@ def live_panel(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) ->
     if not fits(tuple(ex.x.shape), batch.layout):
         return False
     st.markdown(intro(spec))
-    _component(key=LIVE_KEY, data=live_payload(batch, spec, ex, group),
+    _component(key=LIVE_KEY, data=_with_answer(LIVE_KEY, live_payload(batch, spec, ex, group)),
                on_settle_change=_settle)
     return True
 
@@ -229,7 +245,7 @@ def affine_panel(x: np.ndarray, gamma: float, beta: float, *, eps: float, span: 
                 server=dict(gamma=float(gamma), beta=float(beta),
                             counts=[int(c) for c in np.ravel(counts)], mean=float(mean),
                             std=float(std)))
-    _affine_component(key=AFFINE_KEY, data=data,
+    _affine_component(key=AFFINE_KEY, data=_with_answer(AFFINE_KEY, data),
                       on_settle_change=partial(_settle, AFFINE_KEY, AFFINE_CONTROLS))
 
 
@@ -249,7 +265,7 @@ def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, sweep_eps: np.n
     data = dict(x=_b64(x), g=_b64(upstream), epsilons=EPSILONS, sweepEps=_b64(sweep_eps),
                 sweepOutput=_b64(max_output), sweepGrad=_b64(grad_norm),
                 server=dict(eps=_eps_index(eps), at=_b64(at_eps)))
-    _sweep_component(key=SWEEP_KEY, data=data,
+    _sweep_component(key=SWEEP_KEY, data=_with_answer(SWEEP_KEY, data),
                      on_settle_change=partial(_settle, SWEEP_KEY, SWEEP_CONTROLS))
 
 
@@ -294,6 +310,6 @@ def batches_panel(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepend
     batch-size sweep follow while it is dragged; on release the size goes into the page's
     slider (:data:`BATCHES_CONTROLS`)."""
     _batches_component(key=BATCHES_KEY,
-                       data=batches_payload(sample, mates, dependence, refused, sweep, feature,
-                                            eps),
+                       data=_with_answer(BATCHES_KEY, batches_payload(
+                           sample, mates, dependence, refused, sweep, feature, eps)),
                        on_settle_change=partial(_settle, BATCHES_KEY, BATCHES_CONTROLS))

@@ -49,11 +49,11 @@ function drawAffine(root, shown, data) {
 function setupAffine(root) {
   const state = {root, data: null};
   const inputs = [...root.querySelectorAll("input[type=range]")];
-  const value = (name) => Number(root.querySelector(`input[data-control=${name}]`).value);
+  const value = (name) => controlValue(state, root.querySelector(`input[data-control=${name}]`));
   state.label = () => {
     for (const input of inputs) {
       const name = input.dataset.control;
-      const text = value(name).toFixed(1).replace("-", "−");
+      const text = stepLabel(value(name));
       input.setAttribute("aria-valuetext", `${name === "gamma" ? "γ" : "β"} = ${text}`);
       root.querySelector(`[data-show=${name}]`).textContent = text;
     }
@@ -74,9 +74,9 @@ function setupAffine(root) {
     if (state.data === null || data.x !== state.data.x) state.x = fromBase64(data.x);
     state.data = data;
     const server = data.server;
-    if (!state.dragging) {
-      root.querySelector("input[data-control=gamma]").value = String(server.gamma);
-      root.querySelector("input[data-control=beta]").value = String(server.beta);
+    if (!holding(state, data)) {
+      setControl(state, root.querySelector("input[data-control=gamma]"), server.gamma);
+      setControl(state, root.querySelector("input[data-control=beta]"), server.beta);
     }
     state.label();
     state.compute();

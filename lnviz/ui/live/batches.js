@@ -191,7 +191,7 @@ function setupBatches(root) {
   const input = root.querySelector("input[data-control=batch]");
   // what the views show: the control's value, kept to the sizes the mates can build (a page
   // could report another; the server corrects it on release)
-  const chosen = () => Math.min(Math.max(Math.round(Number(input.value)) || 1, 1),
+  const chosen = () => Math.min(Math.max(Math.round(controlValue(state, input)) || 1, 1),
                                 state.data.maxBatch);
   state.label = () => {
     input.setAttribute("aria-valuetext", `batch size = ${chosen()}`);
@@ -219,7 +219,7 @@ function setupBatches(root) {
     state.sweepLn = fromBase64(data.sweepLn);
     const server = data.server;
     input.max = String(data.maxBatch);
-    if (!state.dragging) input.value = String(server.batch);
+    if (!holding(state, data)) setControl(state, input, server.batch);
     state.label();
     state.compute();
     if (chosen() === server.batch) {

@@ -13,22 +13,100 @@ function mountPanel(component, selector, setup) {
   const {data, parentElement, setTriggerValue} = component;
   const root = parentElement.querySelector(selector);
   if (!root || !data) return;
-  const state = root.__lv || (root.__lv = setup(root));
+  let state = root.__lv;
+  if (!state) {
+    state = root.__lv = setup(root);
+    state.seq = data.seq || 0;  // the last value this session sent: a new panel goes on from it
+  }
   state.setTriggerValue = setTriggerValue;
   state.update(data);
 }
 
-// A panel's range input: `onInput` redraws at every step of a drag; letting go sends the value
-// to Python as the "settle" trigger; while the pointer is down, new data from the server does
-// not move the control from under the learner's hand (the panels read `state.dragging`).
+// Arrow keys change a range input one step per press, and each press is a "change": the panel
+// sends the value once the keys have rested this long, not once per press (a burst of presses
+// would start a burst of reruns, each interrupting the last).
+const KEY_SETTLE_MS = 250;
+// How long the panel waits for the server to answer a value it sent before it takes the
+// server's data as it comes again (an answer lost with a dropped connection).
+const ANSWER_MS = 10000;
+
+// A panel's range input: `onInput` redraws at every step of a drag; letting go (or the arrow
+// keys resting) sends the value to Python as the "settle" trigger, numbered (`seq`), and the
+// server's data says which number it has answered. Until then, and while the pointer is down or
+// the keys are moving the control, new data from the server does not move the control from
+// under the learner's hand (the panels ask `holding`): a run started before the last value was
+// sent would otherwise put the control back.
 function wireControl(root, state, input, onInput) {
-  input.addEventListener("input", onInput);
-  input.addEventListener("change", () => {
-    state.setTriggerValue("settle", {control: input.dataset.control, value: Number(input.value)});
-    root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
+  state.exact = state.exact || {};
+  input.addEventListener("input", () => {
+    delete state.exact[input.dataset.control];
+    onInput();
   });
-  input.addEventListener("pointerdown", () => { state.dragging = true; });
+  input.addEventListener("keydown", () => { state.keyed = true; });
+  input.addEventListener("pointerdown", () => { state.dragging = true; state.keyed = false; });
   input.addEventListener("pointerup", () => { state.dragging = false; });
+  input.addEventListener("change", () => {
+    clearTimeout(state.keyTimer);
+    if (!state.keyed) {
+      settle(root, state, input);
+      return;
+    }
+    state.keying = true;
+    state.keyTimer = setTimeout(() => {
+      state.keying = false;
+      state.keyed = false;
+      settle(root, state, input);
+    }, KEY_SETTLE_MS);
+  });
+}
+
+// Send the control's value to Python, unless it is the value lnviz already shows (the keys went
+// there and back): then the panel shows lnviz's numbers again and nothing reruns.
+function settle(root, state, input) {
+  const control = input.dataset.control;
+  const value = controlValue(state, input);
+  if (state.data && state.data.server[control] === value) {
+    state.update(state.data);
+    return;
+  }
+  state.seq += 1;
+  state.awaiting = {seq: state.seq, since: performance.now()};
+  state.setTriggerValue("settle", {control, value, seq: state.seq});
+  root.querySelector(".lv-status").textContent = "Let go: lnviz is recomputing…";
+}
+
+// Whether the server's new `data` must leave the controls where the learner has them.
+function holding(state, data) {
+  if (state.dragging || state.keying) return true;
+  if (state.awaiting) {
+    const answered = (data.seq || 0) >= state.awaiting.seq;
+    if (!answered && performance.now() - state.awaiting.since < ANSWER_MS) return true;
+    state.awaiting = null;
+  }
+  return false;
+}
+
+// Move a range input to the server's value. A value between the input's steps (a hand-edited
+// link: γ = 0.15 on steps of 0.1) is snapped by the browser; the panel goes on computing with
+// the server's own value until the learner moves that control.
+function setControl(state, input, value) {
+  input.value = String(value);
+  if (Number(input.value) === value) delete state.exact[input.dataset.control];
+  else state.exact[input.dataset.control] = value;
+}
+
+// The value a control stands for: the server's, where the input could not hold it exactly.
+function controlValue(state, input) {
+  const exact = state.exact[input.dataset.control];
+  return exact === undefined ? Number(input.value) : exact;
+}
+
+// γ or β as the panel labels it: one decimal, as on the slider's steps; a value between the
+// steps (from a hand-edited link) in full.
+function stepLabel(value) {
+  const text = Math.abs(value * 10 - Math.round(value * 10)) < 1e-9 ? value.toFixed(1)
+    : String(value);
+  return text.replace("-", "−");
 }
 
 // Record on the panel whose numbers it shows ("browser" or "server") and count the frames drawn

@@ -66,7 +66,7 @@ function drawPanel(svg, curveX, curveY, eps, value) {
 function setupSweep(root) {
   const state = {root, data: null};
   const input = root.querySelector("input[data-control=eps]");
-  const chosen = () => state.data.epsilons[Number(input.value)];
+  const chosen = () => state.data.epsilons[controlValue(state, input)];
   state.label = () => {
     input.setAttribute("aria-valuetext", `ε = ${epsText(chosen())}`);
     root.querySelector("[data-show=eps]").textContent = epsText(chosen());
@@ -98,10 +98,10 @@ function setupSweep(root) {
     state.sweepGrad = fromBase64(data.sweepGrad);
     const [output, grad] = fromBase64(data.server.at);
     input.max = String(data.epsilons.length - 1);
-    if (!state.dragging) input.value = String(data.server.eps);
+    if (!holding(state, data)) setControl(state, input, data.server.eps);
     state.label();
     state.compute();
-    if (Number(input.value) === data.server.eps) {
+    if (controlValue(state, input) === data.server.eps) {
       state.draw({eps: chosen(), output, grad}, "server");
       root.querySelector(".lv-status").textContent =
         "Showing lnviz's numbers; drag ε and the marker follows in this browser.";

@@ -88,9 +88,9 @@ function setup(root) {
   state.values = () => {
     const d = state.data;
     return {
-      eps: d.epsilons[Number(controls.eps.value)],
-      gamma: d.perFeature ? d.gamma : Number(controls.gamma.value),
-      beta: d.perFeature || d.norm === "RMSNorm" ? d.beta : Number(controls.beta.value),
+      eps: d.epsilons[controlValue(state, controls.eps)],
+      gamma: d.perFeature ? d.gamma : controlValue(state, controls.gamma),
+      beta: d.perFeature || d.norm === "RMSNorm" ? d.beta : controlValue(state, controls.beta),
     };
   };
 
@@ -101,7 +101,7 @@ function setup(root) {
     root.querySelector("[data-show=eps]").textContent = epsLabel(v.eps);
     if (!d.perFeature) {
       for (const name of ["gamma", "beta"]) {
-        const text = Number(controls[name].value).toFixed(1).replace("-", "−");
+        const text = stepLabel(controlValue(state, controls[name]));
         controls[name].setAttribute("aria-valuetext", `${name === "gamma" ? "γ" : "β"} = ${text}`);
         root.querySelector(`[data-show=${name}]`).textContent = text;
       }
@@ -191,12 +191,12 @@ function setup(root) {
     root.querySelectorAll("[data-title=spread-col]").forEach((e) => {
       e.textContent = data.norm === "RMSNorm" ? "RMS" : "σ";
     });
-    if (!state.dragging) {
-      controls.eps.max = String(data.epsilons.length - 1);
-      controls.eps.value = String(data.server.eps);
+    controls.eps.max = String(data.epsilons.length - 1);
+    if (!holding(state, data)) {
+      setControl(state, controls.eps, data.server.eps);
       if (!data.perFeature) {
-        controls.gamma.value = String(data.server.gamma);
-        controls.beta.value = String(data.server.beta);
+        setControl(state, controls.gamma, data.server.gamma);
+        setControl(state, controls.beta, data.server.beta);
       }
     }
     root.querySelector("[data-control-box=gamma]").hidden = data.perFeature;
