@@ -964,6 +964,8 @@ def test_keys_there_and_back_rerun_nothing_and_settle(hooked: Page, server: str,
     page.wait_for_timeout(1_000)
     assert page.evaluate(_RUNS_SINCE) == 0
     assert page.url == url
+    # and it still says so: no value was sent that would have it wait for lnviz
+    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
     _assert_no_exception(page)
 
 
@@ -989,4 +991,45 @@ def test_a_value_between_the_steps_is_computed_as_the_page_has_it(page: Page,
     page.get_by_role("slider", name="γ (scale), live").focus()
     page.keyboard.press("ArrowRight")
     expect(panel.locator("[data-show=gamma]")).to_have_text("0.3")
+    _assert_no_exception(page)
+
+
+#: Let go of the panel's control at ``a``, then at ``b`` a moment later (before the server has
+#: answered ``a``), then watch the control for 3 s: the values it showed.
+_TWO_RELEASES = """async (root, [name, a, b]) => {
+  const input = root.querySelector(`input[data-control=${name}]`);
+  const release = (v) => {
+    input.value = String(v);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    input.dispatchEvent(new Event('change', {bubbles: true}));
+  };
+  release(a);
+  await new Promise((r) => setTimeout(r, 30));
+  release(b);
+  const seen = new Set();
+  const t0 = performance.now();
+  while (performance.now() - t0 < 3000) {
+    seen.add(input.value);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return [...seen];
+}"""
+
+
+@pytest.mark.parametrize(("a", "b"), [(1.5, 0.5), (-2.0, 2.5)])
+def test_a_reply_to_an_earlier_release_does_not_move_the_control_back(
+        page: Page, server: str, a: float, b: float) -> None:
+    """Two releases, the second before the server has answered the first: the first run's
+    reply must not put the control back to ``a``, and the page, the URL and the panel end on
+    ``b``. (Not back to γ's default 1.0: Streamlit can then leave ``a`` in the URL after the
+    run the second release interrupted, docs/benchmarks.md section 7.)"""
+    _open_explorer(page, server)
+    panel = _panel(page)
+    seen = panel.evaluate(_TWO_RELEASES, ["gamma", a, b])
+    assert seen == [f"{b:g}"], f"the control showed {seen} after the release at {b}"
+    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    assert panel.evaluate("(root) => root.__lv.data.server.gamma") == b
+    expect(_slider_thumb(page, f"{b:.2f}")).to_have_count(1)
+    expect(page).to_have_url(re.compile(rf"[?&]gamma={b:g}(&|$)"))
     _assert_no_exception(page)

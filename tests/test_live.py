@@ -124,7 +124,12 @@ def test_a_releases_number_is_kept_for_the_panels_next_data(
     # a value the page cannot use is still answered: the panel stops waiting for it
     state[live.LIVE_KEY] = {"settle": {"control": "gamma", "value": math.nan, "seq": 9}}
     live._settle()
-    assert state["gamma"] == 0.5 and state["live_answered"] == 9
+    answered = max(kept or 0, 9)
+    assert state["gamma"] == 0.5 and state["live_answered"] == answered
+    # a number replayed or out of order does not take the answer back
+    state[live.LIVE_KEY] = {"settle": {"control": "gamma", "value": 0.7, "seq": 4}}
+    live._settle()
+    assert state["gamma"] == 0.7 and state["live_answered"] == answered
 
 
 def test_the_panel_is_only_for_tensors_it_can_draw_whole() -> None:

@@ -188,7 +188,8 @@ def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None
         return
     seq = event.get("seq")
     if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq < 2**53:
-        st.session_state[_answered_key(key)] = seq  # the panel waits for this number
+        # the panel waits for this number; one replayed or out of order does not go back
+        st.session_state[_answered_key(key)] = max(seq, st.session_state.get(_answered_key(key), 0))
     control, value = event.get("control"), event.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return

@@ -38,34 +38,47 @@ const ANSWER_MS = 10000;
 // sent would otherwise put the control back.
 function wireControl(root, state, input, onInput) {
   state.exact = state.exact || {};
-  input.addEventListener("input", () => {
-    delete state.exact[input.dataset.control];
-    onInput();
-  });
+  input.addEventListener("input", onInput);
   input.addEventListener("keydown", () => { state.keyed = true; });
-  input.addEventListener("pointerdown", () => { state.dragging = true; state.keyed = false; });
-  input.addEventListener("pointerup", () => { state.dragging = false; });
+  input.addEventListener("pointerdown", () => {
+    sendKeyed(root, state);  // keys still resting on a control: their value goes first
+    state.dragging = true;
+    state.keyed = false;
+  });
+  for (const end of ["pointerup", "pointercancel", "lostpointercapture"]) {
+    input.addEventListener(end, () => { state.dragging = false; });
+  }
   input.addEventListener("change", () => {
-    clearTimeout(state.keyTimer);
+    if (state.keyedInput && state.keyedInput !== input) sendKeyed(root, state);  // another's
     if (!state.keyed) {
       settle(root, state, input);
       return;
     }
+    clearTimeout(state.keyTimer);
     state.keying = true;
-    state.keyTimer = setTimeout(() => {
-      state.keying = false;
-      state.keyed = false;
-      settle(root, state, input);
-    }, KEY_SETTLE_MS);
+    state.keyedInput = input;
+    state.keyTimer = setTimeout(() => sendKeyed(root, state), KEY_SETTLE_MS);
   });
 }
 
-// Send the control's value to Python, unless it is the value lnviz already shows (the keys went
-// there and back): then the panel shows lnviz's numbers again and nothing reruns.
+// Send the value the arrow keys left on a control now, if they left one that is still unsent.
+function sendKeyed(root, state) {
+  clearTimeout(state.keyTimer);
+  const input = state.keyedInput;
+  state.keying = false;
+  state.keyed = false;
+  state.keyedInput = null;
+  if (input) settle(root, state, input);
+}
+
+// Send the control's value to Python, unless it is the value lnviz already shows and no other
+// value is on its way (the keys went there and back): then the panel shows lnviz's numbers
+// again and nothing reruns. Nothing is sent from a panel no longer on the page.
 function settle(root, state, input) {
+  if (!root.isConnected) return;
   const control = input.dataset.control;
   const value = controlValue(state, input);
-  if (state.data && state.data.server[control] === value) {
+  if (!state.awaiting && state.data && state.data.server[control] === value) {
     state.update(state.data);
     return;
   }
@@ -88,17 +101,17 @@ function holding(state, data) {
 
 // Move a range input to the server's value. A value between the input's steps (a hand-edited
 // link: γ = 0.15 on steps of 0.1) is snapped by the browser; the panel goes on computing with
-// the server's own value until the learner moves that control.
+// the server's own value for as long as the input stays where the browser snapped it.
 function setControl(state, input, value) {
   input.value = String(value);
   if (Number(input.value) === value) delete state.exact[input.dataset.control];
-  else state.exact[input.dataset.control] = value;
+  else state.exact[input.dataset.control] = {value, snapped: input.value};
 }
 
 // The value a control stands for: the server's, where the input could not hold it exactly.
 function controlValue(state, input) {
   const exact = state.exact[input.dataset.control];
-  return exact === undefined ? Number(input.value) : exact;
+  return exact && input.value === exact.snapped ? exact.value : Number(input.value);
 }
 
 // γ or β as the panel labels it: one decimal, as on the slider's steps; a value between the
