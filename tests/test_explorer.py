@@ -431,11 +431,14 @@ def test_pytorch_snippet_runs_and_reproduces_the_output(tmp_path, monkeypatch):
     np.save("mask.npy", batch.mask)
     for spec in [NormSpec(norm="BatchNorm"), NormSpec(norm="BatchNorm", training=False),
                  NormSpec(norm="LayerNorm", dims=2, gamma=2.0), NormSpec(norm="RMSNorm"),
+                 NormSpec(norm="RMSNorm", dims=2, gamma=0.5),
                  NormSpec(norm="GroupNorm", groups=3), NormSpec(norm="InstanceNorm"),
                  NormSpec(gamma=(1.0, 2.0, 3.0), beta=(0.5, 0.5, 0.5))]:
         namespace: dict = {}
         code = pytorch_snippet(batch.values.shape, "NLC", spec, has_mask=True)
         exec(compile(code, "snippet", "exec"), namespace)  # our own generated code
+        # RMSNorm shifts nothing: its code has no β to set
+        assert ("beta" in code) == (spec.norm != "RMSNorm"), code
         ours = normalize(torch.tensor(batch.values), "NLC", spec, torch.tensor(batch.mask))
         real = torch.tensor(batch.mask)[..., None].expand(batch.values.shape)
         if spec.norm == "BatchNorm" and spec.training:
@@ -587,6 +590,8 @@ def test_pytorch_snippet_runs_in_every_precision(tmp_path, monkeypatch, dtype):
         namespace: dict = {}
         code = pytorch_snippet(batch.values.shape, "NLC", spec, dtype, has_mask=True)
         exec(compile(code, "snippet", "exec"), namespace)  # our own generated code
+        # RMSNorm shifts nothing: its code has no β to set
+        assert ("beta" in code) == (spec.norm != "RMSNorm"), code
         ours = normalize(x, "NLC", spec, torch.tensor(batch.mask))
         real = torch.tensor(batch.mask)[..., None].expand(batch.values.shape)
         where = real if spec.norm == "BatchNorm" and spec.training else None

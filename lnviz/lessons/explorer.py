@@ -270,14 +270,17 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
         f"{LAYOUTS[layout]}",
         f"x = torch.from_numpy(np.load('input.npy')).to({device!r}, torch.{dtype})",
         f"gamma = {param(spec.gamma)}",
-        f"beta = {param(spec.beta)}",
     ]
+    shifts = spec.norm != "RMSNorm"  # RMSNorm has no β
+    if shifts:
+        lines.append(f"beta = {param(spec.beta)}")
     if NORM_TABLE[spec.norm].trailing:
         dims = tuple(shape[-spec.dims:])
         lines.append(f"normalized_shape = {dims}")
         if spec.dims > 1:
             lines.append("gamma, beta = gamma.expand(normalized_shape), "
-                         "beta.expand(normalized_shape)")
+                         "beta.expand(normalized_shape)" if shifts
+                         else "gamma = gamma.expand(normalized_shape)")
         if spec.norm == "LayerNorm":
             lines.append(f"y = F.layer_norm(x, normalized_shape, gamma, beta, eps={spec.eps!r})")
         else:
