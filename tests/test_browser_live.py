@@ -749,11 +749,7 @@ F32_ATOL = 2e-5
 
 
 def _open_batches(page: Page, server: str, query: str = ""):
-    page.goto(f"{server}/bn_vs_ln{query}")
-    panel = page.locator(".lv-batches")
-    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    return panel
+    return _open_panel(page, server, KEY_CASES["bn-vs-ln-batch"], query)
 
 
 def _check_batch(now: dict, size: int, redraws: int, features: int, seed: int = 0) -> None:

@@ -171,6 +171,13 @@ def _with_answer(key: str, data: dict) -> dict:
     return {**data, "seq": int(st.session_state.get(_answered_key(key), 0))}
 
 
+def _mount(component: Any, key: str, data: dict, controls: dict[str, str] | None = None) -> None:
+    """Draw a panel ``component`` under ``key`` with ``data`` (and the number of the last value
+    it sent that was taken); its releases go into the page's ``controls`` (:func:`_settle`)."""
+    component(key=key, data=_with_answer(key, data),
+              on_settle_change=partial(_settle, key, controls))
+
+
 def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None:
     """A control of the panel ``key`` was let go: write its value into the page's own control
     (``controls`` maps the panel's names to the page's keys; by default the Explorer's), and so
@@ -224,8 +231,7 @@ def live_panel(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) ->
     if not fits(tuple(ex.x.shape), batch.layout):
         return False
     st.markdown(intro(spec))
-    _component(key=LIVE_KEY, data=_with_answer(LIVE_KEY, live_payload(batch, spec, ex, group)),
-               on_settle_change=_settle)
+    _mount(_component, LIVE_KEY, live_payload(batch, spec, ex, group))
     return True
 
 
@@ -246,8 +252,7 @@ def affine_panel(x: np.ndarray, gamma: float, beta: float, *, eps: float, span: 
                 server=dict(gamma=float(gamma), beta=float(beta),
                             counts=[int(c) for c in np.ravel(counts)], mean=float(mean),
                             std=float(std)))
-    _affine_component(key=AFFINE_KEY, data=_with_answer(AFFINE_KEY, data),
-                      on_settle_change=partial(_settle, AFFINE_KEY, AFFINE_CONTROLS))
+    _mount(_affine_component, AFFINE_KEY, data, AFFINE_CONTROLS)
 
 
 #: The ε page's panel key, and the page's ε slider it settles into.
@@ -266,8 +271,7 @@ def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, sweep_eps: np.n
     data = dict(x=_b64(x), g=_b64(upstream), epsilons=EPSILONS, sweepEps=_b64(sweep_eps),
                 sweepOutput=_b64(max_output), sweepGrad=_b64(grad_norm),
                 server=dict(eps=_eps_index(eps), at=_b64(at_eps)))
-    _sweep_component(key=SWEEP_KEY, data=_with_answer(SWEEP_KEY, data),
-                     on_settle_change=partial(_settle, SWEEP_KEY, SWEEP_CONTROLS))
+    _mount(_sweep_component, SWEEP_KEY, data, SWEEP_CONTROLS)
 
 
 #: The BatchNorm-vs-LayerNorm page's panel key, and the page's batch-size slider it settles into.
@@ -310,7 +314,6 @@ def batches_panel(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepend
     sent): a batch-size control whose re-draws view, largest changes and marker on the
     batch-size sweep follow while it is dragged; on release the size goes into the page's
     slider (:data:`BATCHES_CONTROLS`)."""
-    _batches_component(key=BATCHES_KEY,
-                       data=_with_answer(BATCHES_KEY, batches_payload(
-                           sample, mates, dependence, refused, sweep, feature, eps)),
-                       on_settle_change=partial(_settle, BATCHES_KEY, BATCHES_CONTROLS))
+    _mount(_batches_component, BATCHES_KEY,
+           batches_payload(sample, mates, dependence, refused, sweep, feature, eps),
+           BATCHES_CONTROLS)

@@ -55,7 +55,6 @@ function wireControl(root, state, input, onInput) {
       return;
     }
     clearTimeout(state.keyTimer);
-    state.keying = true;
     state.keyedInput = input;
     state.keyTimer = setTimeout(() => sendKeyed(root, state), KEY_SETTLE_MS);
   });
@@ -65,7 +64,6 @@ function wireControl(root, state, input, onInput) {
 function sendKeyed(root, state) {
   clearTimeout(state.keyTimer);
   const input = state.keyedInput;
-  state.keying = false;
   state.keyed = false;
   state.keyedInput = null;
   if (input) settle(root, state, input);
@@ -90,7 +88,7 @@ function settle(root, state, input) {
 
 // Whether the server's new `data` must leave the controls where the learner has them.
 function holding(state, data) {
-  if (state.dragging || state.keying) return true;
+  if (state.dragging || state.keyedInput) return true;
   if (state.awaiting) {
     const answered = (data.seq || 0) >= state.awaiting.seq;
     if (!answered && performance.now() - state.awaiting.since < ANSWER_MS) return true;
