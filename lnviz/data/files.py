@@ -16,13 +16,15 @@ bytes read                ``8 * max_elements`` plus 1 MiB, for every format
 values, all arrays        ``max_elements`` (declared shapes, before anything is built)
 arrays in one file        `MAX_NPZ_MEMBERS` for .npz, `MAX_ARRAYS` for .safetensors and torch
 .safetensors header       `MAX_SAFETENSORS_HEADER_BYTES`, and within the file
-torch.save pickle         `MAX_PICKLE_BYTES` (time: torch's weights-only unpickler is pure Python)
+torch.save pickle         `MAX_PICKLE_BYTES` and `MAX_PICKLE_OPCODES`, and nothing but tensors
+                          (`lnviz.data.torch_pickle`, checked before torch.load starts)
 torch.save storages       their declared sizes in the zip directory, in all, as bytes read
 ========================  =====================================================================
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -38,6 +40,13 @@ from typing import Any, BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
+from lnviz.data.torch_pickle import (
+    DTYPE_BYTES,
+    PickleForeign,
+    PickleRefused,
+    check_tensor_pickle,
+    pickle_globals,
+)
 from lnviz.limits import MAX_ELEMENTS
 
 __all__ = [
@@ -700,31 +709,28 @@ def _load_torch(
         )
 
     torch = _safe_torch()
-    # A static scan of the pickle (nothing is run): anything outside torch's weights-only
-    # allowlist is named in the refusal. torch.load(weights_only=True) below would refuse it too.
+    # Read as an unpickler would, building nothing (torch_pickle's docstring): anything but
+    # tensors, their storages and plain containers and scalars is refused before torch.load,
+    # whose own allow-list admits calls that cost what the file asks (bytearray(N), punycode).
     try:
-        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
-    except UnpicklingError as err:
-        # torch's scanner knows the opcodes torch.save writes, and refuses others (protocol 4
-        # and 5 framing, for one): not torch.save's pickle. Name what it would import anyway.
-        try:
-            named = _pickle_globals(archive.read(pickles[0]))
-        except (zipfile.BadZipFile, EOFError, OSError) as damaged:  # a bad CRC, a short file
-            raise TensorFileError(
-                f"corrupt torch.save file ({_short(str(damaged))}); it may be truncated or "
-                "damaged") from err
-        raise TensorFileError(
-            "this torch.save file's pickle was not written by torch.save (it uses what torch's "
-            f"weights-only reader refuses: {_short(str(err), 80)})"
-            + (f" and needs {_short(', '.join(named), 200)}" if named else "")
-            + f"; it is not read; {_TORCH_HINT}"
-        ) from err
-    except Exception as err:
+        pickle_bytes = archive.read(pickles[0])
+    except (zipfile.BadZipFile, EOFError, OSError) as err:  # a bad CRC, a short file
         raise TensorFileError(
             f"corrupt torch.save file ({_short(str(err))}); it may be truncated or damaged"
         ) from err
-    if unsafe:
-        raise TensorFileError(_unsafe_message(sorted(unsafe)))
+    records = {info.filename[len(root + "data/"):]: info.file_size for info in infos
+               if info.filename.startswith(root + "data/")}
+    try:
+        check_tensor_pickle(pickle_bytes, records)
+    except PickleForeign as err:
+        raise TensorFileError(_unsafe_message(err.names)) from err
+    except PickleRefused as err:
+        named = pickle_globals(pickle_bytes)
+        raise TensorFileError(
+            f"this torch.save file's pickle was not written by torch.save for tensors: {err}"
+            + (f"; it needs {_short(', '.join(named), 200)}" if named else "")
+            + f"; it is not read; {_TORCH_HINT}"
+        ) from err
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -756,40 +762,56 @@ def _safe_torch() -> Any:
     return torch
 
 
+#: What a refused global says the file holds, by the start of its name; first match wins.
+_FOREIGN_HINTS = (
+    ("torch.nn.modules.", "a whole model (torch.save(model)); save model.state_dict() instead"),
+    ("numpy.", "numpy arrays; convert them with torch.from_numpy before torch.save"),
+    ("__main__.", "objects of classes defined in a script"),
+    ("torch._utils._rebuild_sparse", "a sparse tensor; only dense tensors are accepted (call "
+     ".to_dense() before saving)"),
+    ("torch._utils._rebuild_nested", "a nested tensor; save its tensors one by one "
+     "(nested.unbind())"),
+    ("_codecs.encode", "a bytes value (pickle writes one as a call of _codecs.encode)"),
+    ("builtins.bytearray", "a bytearray"),
+)
+
+
 def _unsafe_message(names: list[str]) -> str:
-    listed = _short(", ".join(names), 300)
-    if any(name.startswith("torch.nn.modules.") for name in names):
-        hint = "a whole model (torch.save(model)); save model.state_dict() instead"
-    elif any(name.startswith("numpy.") for name in names):
-        hint = "numpy arrays; convert them with torch.from_numpy before torch.save"
-    elif any(name.startswith("__main__.") for name in names):
-        hint = "objects of classes defined in a script"
-    else:
-        hint = "Python objects other than tensors"
+    dtypes = _foreign_dtypes(names)
+    if dtypes:
+        return (f"this torch.save file holds tensors of unsupported dtype {', '.join(dtypes)}; "
+                f"{_ACCEPTED}")
+    hint = next((hint for prefix, hint in _FOREIGN_HINTS
+                 if any(name.startswith(prefix) for name in names)),
+                "Python objects other than tensors")
     return (
-        f"this torch.save file holds {hint}: it needs {listed} to load, and is not read, "
-        f"because loading it would run code from the file; {_TORCH_HINT}"
+        f"this torch.save file holds {hint}: it needs {_short(', '.join(names), 300)} to load, "
+        "and is not read (lnviz reads tensors, and dicts, lists and tuples of them beside the "
+        f"numbers and strings of a checkpoint, nothing else); {_TORCH_HINT}"
     )
 
 
-def _pickle_globals(pickle_bytes: bytes) -> list[str]:
-    """The module.name of every global a pickle would import, read without running it
-    (pickletools only disassembles); best effort, for a message."""
-    import pickletools
+def _foreign_dtypes(names: list[str]) -> list[str]:
+    """The dtypes named by refused storage classes (torch.ComplexFloatStorage) and dtypes."""
+    known = _torch_dtype_names()
+    return sorted({known[name] for name in names if name in known})
 
-    names: list[str] = []
-    strings: list[str] = []
-    try:
-        for opcode, arg, _ in pickletools.genops(pickle_bytes):
-            if opcode.name in ("GLOBAL", "INST"):
-                names.append(str(arg).replace(" ", "."))
-            elif isinstance(arg, str) and "UNICODE" in opcode.name:
-                strings.append(arg)
-            elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
-                names.append(f"{strings[-2]}.{strings[-1]}")
-    except Exception:  # a damaged pickle: what was read so far
-        pass
-    return sorted(set(names))
+
+@functools.cache
+def _torch_dtype_names() -> dict[str, str]:
+    import torch
+
+    named: dict[str, str] = {}
+    with warnings.catch_warnings():  # the typed storage classes are deprecated, and say so
+        warnings.simplefilter("ignore")
+        for attr in dir(torch):
+            value = getattr(torch, attr, None)
+            if isinstance(value, torch.dtype):
+                named[f"torch.{attr}"] = str(value).removeprefix("torch.")
+            elif attr.endswith("Storage") and isinstance(getattr(value, "dtype", None),
+                                                         torch.dtype):
+                named[f"torch.{attr}"] = str(value.dtype).removeprefix("torch.")
+    return named
 
 
 def _weights_only_reason(message: str) -> str:
@@ -870,9 +892,7 @@ def _torch_arrays(
                 f"{where}a {tensor.layout} tensor; only dense tensors are accepted "
                 "(call .to_dense() before saving)"
             )
-        if tensor.is_quantized or tensor.is_complex() or not (
-            tensor.dtype.is_floating_point or tensor.dtype in _torch_integers(torch)
-        ):
+        if tensor.is_quantized or str(tensor.dtype).removeprefix("torch.") not in DTYPE_BYTES:
             raise TensorFileError(
                 f"{where}unsupported dtype {tensor.dtype}; {_ACCEPTED}"
             )
@@ -885,11 +905,6 @@ def _torch_arrays(
     for name in list(tensors):
         arrays[name] = _tensor_to_array(tensors.pop(name), torch, keep_float64)
     return arrays
-
-
-def _torch_integers(torch: Any) -> tuple[Any, ...]:
-    return (torch.bool, torch.uint8, torch.int8, torch.int16, torch.uint16, torch.int32,
-            torch.uint32, torch.int64, torch.uint64)
 
 
 def _tensor_to_array(tensor: Any, torch: Any, keep_float64: bool) -> np.ndarray:
