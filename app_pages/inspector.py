@@ -12,7 +12,6 @@ from lnviz.lessons.inspector import (
     NormLayer,
     capture_overview,
     extreme_channels,
-    find_norm_layers,
     layer_key,
     layer_view,
     near_zero_gamma,
@@ -101,9 +100,9 @@ def one_layer(model_file: ModelFile, name: str, file_id: str, data: bytes, sigma
     metrics[3].metric(f"values beyond {sigmas:g} σ", f"{view.outlier_values:,}")
     kind = KIND_NAMES[view.kind] + ("" if view.module == KIND_NAMES[view.kind]
                                     else f" ({view.module})")
-    st.caption(f"{kind}: one group is one {view.group_word}, "
-               f"its μ and σ taken over {view.over} ({view.members:,} values; "
-               f"{len(view.mean):,} groups).")
+    st.caption(plain(f"{kind}: one group is one {view.group_word}, "
+                     f"its μ and σ taken over {view.over} ({view.members:,} values; "
+                     f"{len(view.mean):,} groups)."))
     for note in view.notes:
         st.info(note, icon="ℹ️")
     shown = grid_view((1, len(view.mean)), max_rows=1, max_cols=512).cols
@@ -172,7 +171,7 @@ if model_file.kind == "capture":
 
 # --- A checkpoint: γ, β and running statistics ------------------------------------------------
 else:
-    layers = cached(find_norm_layers, Named(model_file.arrays, ("inspector", file_id)))
+    layers = list(model_file.norm_layers)
     if not layers:
         st.warning(plain(no_norm_message(model_file)), icon="⚠️")
         st.stop()

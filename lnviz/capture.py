@@ -49,6 +49,7 @@ What a replay can and cannot show:
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import types
@@ -458,10 +459,12 @@ def _read_layers(data: bytes, max_elements: int) -> list[CapturedLayer]:
             f"capture format version {metadata.get('lnviz.version')!r} is not known to this "
             f"lnviz, which reads version {_VERSION}"
         )
-    names = {entry.name for entry in header.entries}
+    shapes = {entry.name: tuple(entry.shape) for entry in header.entries}
     try:
         described = json.loads(metadata.get("lnviz.records", ""))
-        layers = [_layer(item, names) for item in described]
+        if not isinstance(described, list):
+            raise TypeError(f"the records are a {type(described).__name__}, not a list")
+        layers = [_layer(item, shapes) for item in described]
     except (ValueError, TypeError, KeyError, RecursionError) as err:
         raise TensorFileError(
             f"the capture's description of its layers is damaged ({str(err)[:160]})"
@@ -469,19 +472,83 @@ def _read_layers(data: bytes, max_elements: int) -> list[CapturedLayer]:
     return layers
 
 
-def _layer(item: Any, names: set[str]) -> CapturedLayer:
+def _layer(item: Any, shapes: Mapping[str, tuple[int, ...]]) -> CapturedLayer:
+    """One record of a capture's description, checked against what :meth:`Capture.save`
+    writes and against the shapes of the file's tensors (a ValueError or TypeError says what
+    does not fit): nothing a file declares reaches a page unchecked."""
     if not isinstance(item, dict):
         raise TypeError(f"a record is a {type(item).__name__}, not an object")
-    layer = CapturedLayer(name=str(item["name"]), call=int(item["call"]), kind=item["kind"],
-                          settings=dict(item["settings"]), dtype=str(item["dtype"]),
-                          arrays={str(k): str(v) for k, v in dict(item["arrays"]).items()})
-    if layer.kind not in KINDS:
-        raise ValueError(f"unknown kind {layer.kind!r}")
-    unknown = set(layer.arrays) - set(_ROLES)
-    missing = [key for key in layer.arrays.values() if key not in names]
-    if unknown or missing or "input" not in layer.arrays or "output" not in layer.arrays:
-        raise ValueError(f"record {layer.name!r} names tensors the file does not hold")
+    name, call, kind = item["name"], item["call"], item["kind"]
+    settings, arrays = item["settings"], item["arrays"]
+    if not isinstance(name, str) or not _count(call) or not isinstance(item["dtype"], str):
+        raise TypeError("a record's name and dtype must be text and its call a whole number")
+    where = f"record {name!r}"
+    if kind not in KINDS:
+        raise ValueError(f"{where}: unknown kind {kind!r}")
+    if not isinstance(settings, dict) or not isinstance(arrays, dict):
+        raise TypeError(f"{where}: its settings and arrays must be objects")
+    if not all(isinstance(v, str) and v in shapes for v in arrays.values()) \
+            or not set(arrays) <= set(_ROLES) or not {"input", "output"} <= set(arrays):
+        raise ValueError(f"{where} names tensors the file does not hold")
+    layer = CapturedLayer(name=name, call=call, kind=kind, settings=dict(settings),
+                          dtype=item["dtype"], arrays=dict(arrays))
+    _check_settings(layer, {role: shapes[key] for role, key in arrays.items()})
     return layer
+
+
+def _check_settings(layer: CapturedLayer, shapes: dict[str, tuple[int, ...]]) -> None:
+    """The settings :func:`_snapshot` writes for the layer's kind, with the types and ranges
+    it writes them in, and consistent with the layer's tensors."""
+    s, kind, where = layer.settings, layer.kind, f"record {layer.name!r}"
+
+    def fail(what: str) -> ValueError:
+        return ValueError(f"{where}: {what}")
+
+    x = shapes["input"]
+    if shapes["output"] != x:
+        raise fail(f"its output has shape {list(shapes['output'])}, its input {list(x)}")
+    if not isinstance(s.get("module", ""), str):
+        raise fail("its module name is not text")
+    eps = s.get("eps")
+    if not (_real(eps) and eps >= 0) and not (kind == "rms_norm" and eps is None):
+        raise fail(f"ε = {eps!r} is not a number of at least 0")
+    if kind in ("layer_norm", "rms_norm"):
+        normalized = s.get("normalized_shape")
+        if not (isinstance(normalized, list) and 1 <= len(normalized) <= len(x)
+                and all(_count(n) for n in normalized)
+                and tuple(normalized) == x[len(x) - len(normalized):]):
+            raise fail(f"normalized_shape {normalized!r} is not the last dims of its input "
+                       f"{list(x)}")
+        per_channel = tuple(normalized)
+    else:
+        batched = s.get("batched", True)
+        if not isinstance(batched, bool) or len(x) < 2 + (kind == "instance_norm" and batched):
+            raise fail(f"its input of shape {list(x)} has no channel dim where a {kind} "
+                       "expects one")
+        per_channel = (x[1] if batched else x[0],)
+    if kind == "group_norm":
+        groups = s.get("num_groups")
+        if not _count(groups) or groups == 0 or per_channel[0] % groups:
+            raise fail(f"num_groups = {groups!r} does not divide its {per_channel[0]} channels")
+    if kind in ("batch_norm", "instance_norm"):
+        flags = ("training", "use_batch_stats", "track_running_stats")
+        momentum, tracked = s.get("momentum"), s.get("num_batches_tracked")
+        if not all(isinstance(s.get(f), bool) for f in flags) \
+                or not (momentum is None or _real(momentum)) \
+                or not (tracked is None or _count(tracked)):
+            raise fail("its training flags, momentum or num_batches_tracked are not of the "
+                       "kinds lnviz.capture writes")
+    for role in ("weight", "bias", "running_mean", "running_var"):
+        if role in shapes and shapes[role] != per_channel:
+            raise fail(f"its {role} has shape {list(shapes[role])}, not {list(per_channel)}")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class _CallableModule(types.ModuleType):

@@ -4,18 +4,23 @@ Explorer's output equals the layer's), the page, and its hand-off to the Explore
 
 from __future__ import annotations
 
+import html
 import io
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from pageutil import alerts, figures, open_page, table_with, trace_data
+from pageutil import alerts, decode, figures, open_page, shown_text, table_with, trace_data
+from safetensors import torch as st_torch
 from torch import nn
 
 import lnviz
 from lnviz.batch import NormSpec, normalize
 from lnviz.capture import CapturedLayer, norm_kind, read_capture
+from lnviz.charts import inspector as inspector_charts
 from lnviz.data.examples import (
     EXAMPLE_CAPTURE,
     EXAMPLE_CHECKPOINT,
@@ -25,7 +30,7 @@ from lnviz.data.examples import (
     example_model,
     write_examples,
 )
-from lnviz.data.files import TensorFileError, load_arrays
+from lnviz.data.files import TensorFileError, load_arrays, safetensors_metadata
 from lnviz.lessons.inspector import (
     DEFAULT_SIGMAS,
     SNIPPET,
@@ -44,6 +49,7 @@ from lnviz.lessons.inspector import (
     parameter_table,
     running_stats,
 )
+from lnviz.ui.messages import plain
 
 INSPECTOR = "app_pages/inspector.py"
 EXPLORER = "app_pages/explorer.py"
@@ -567,3 +573,193 @@ def test_the_inspectors_file_is_forgotten_when_the_learner_leaves() -> None:
     assert held(at)
     at.switch_page("app_pages/home.py").run()
     assert not held(at)
+
+
+# --- Layers on an axis: one category each, in model order, as plain text -----------------------
+
+
+def _category_counts(fig: dict, trace: int) -> dict[str, int]:
+    values = fig["data"][trace]["x"]
+    return {name: values.count(name) for name in dict.fromkeys(values)}
+
+
+def test_layers_that_end_alike_stay_one_category_each_in_model_order() -> None:
+    """all-MiniLM-L6-v2's six ``encoder.layer.N.attention.output.LayerNorm`` end in the same
+    characters: each is its own bar, in the order the model called them, labelled by its
+    shortened name and hovered by its whole one."""
+    names = ["embeddings.LayerNorm[0]"] + [
+        f"encoder.layer.{i}.{part}.LayerNorm[0]" for i in range(6)
+        for part in ("attention.output", "output")]
+    values = np.arange(1.0, 14.0)
+    fig = inspector_charts.layers_figure(names, values, values, values, values + 1
+                                               ).to_plotly_json()
+    assert fig["data"][0]["x"] == names
+    assert fig["layout"]["xaxis"]["categoryarray"] == names
+    ticks = fig["layout"]["xaxis"]["ticktext"]
+    assert len(set(ticks)) < len(names)  # shortened labels do repeat, the categories do not
+    assert all(len(t) <= 22 and name.endswith(t.lstrip("…"))
+               for t, name in zip(ticks, names, strict=True))
+    np.testing.assert_array_equal(decode(fig["data"][0]["y"]), values)
+
+
+def test_a_checkpoints_boxes_are_one_per_layer_with_that_layers_gammas() -> None:
+    """A BERT-style checkpoint whose layer i has γ = 1 + i: 25 boxes, in key order, each holding
+    exactly its layer's channels (the shortened names once pooled twelve layers into one box)."""
+    arrays = {}
+    for i in range(12):
+        for part in ("attention.output", "output"):
+            arrays[f"bert.encoder.layer.{i}.{part}.LayerNorm.weight"] = np.full(4, 1.0 + i)
+            arrays[f"bert.encoder.layer.{i}.{part}.LayerNorm.bias"] = np.zeros(4)
+    arrays["bert.embeddings.LayerNorm.weight"] = np.full(4, 50.0)
+    arrays["bert.embeddings.LayerNorm.bias"] = np.zeros(4)
+    layers = find_norm_layers(arrays)
+    assert len(layers) == 25
+    fig = inspector_charts.parameters_figure(
+        [layer.name for layer in layers], [layer.weight for layer in layers],
+        [layer.bias for layer in layers]).to_plotly_json()
+    names = [layer.name for layer in layers]
+    assert fig["layout"]["xaxis"]["categoryarray"] == names
+    assert _category_counts(fig, 0) == {name: 4 for name in names}
+    gammas = decode(fig["data"][0]["y"])
+    for name, layer in zip(names, layers, strict=True):
+        at = [k for k, x in enumerate(fig["data"][0]["x"]) if x == name]
+        np.testing.assert_array_equal(gammas[at], layer.weight)
+
+
+def test_markup_in_a_layer_name_is_shown_as_typed_in_the_figures() -> None:
+    """A name from a file is text: Plotly renders <a href>, <b> and <br> in labels and hover,
+    so they arrive escaped, as the characters the file holds."""
+    evil = '<a href="//e.io">X</a><b>bold</b>'
+    built = inspector_charts.layers_figure([evil, "ln"], [1.0, 2.0], [1.0, 2.0], [1.0, 1.0],
+                                           [2.0, 2.0])
+    assert "<a " not in built.to_json() and "<b>bold" not in built.to_json()
+    fig = built.to_plotly_json()
+    assert html.unescape(fig["layout"]["xaxis"]["ticktext"][0]).endswith(evil[-21:])
+    assert html.unescape(fig["data"][0]["x"][0]) == evil
+    box = inspector_charts.parameters_figure([evil], [np.ones(2)], [None]).to_json()
+    assert "<a " not in box and "<b>bold" not in box
+
+
+# --- What a file declares is checked when it is read ----------------------------------------
+
+
+def with_records(edit: Callable[[list[dict]], object]) -> bytes:
+    """The example capture with its description of the layers changed by ``edit`` (which
+    changes the list in place, or returns what to write instead)."""
+    data = EXAMPLE_CAPTURE.read_bytes()
+    metadata = safetensors_metadata(data)
+    records = json.loads(metadata["lnviz.records"])
+    replaced = edit(records)
+    metadata["lnviz.records"] = json.dumps(records if replaced is None else replaced)
+    return st_torch.save(st_torch.load(data), metadata=metadata)
+
+
+def setting(index: int, key: str, value: object) -> Callable[[list[dict]], None]:
+    def edit(records: list[dict]) -> None:
+        if value is _MISSING:
+            del records[index]["settings"][key]
+        else:
+            records[index]["settings"][key] = value
+    return edit
+
+
+_MISSING = object()
+_LN, _BN, _GN = 0, 5, 6  # the example capture's records: a LayerNorm, a BatchNorm, a GroupNorm
+
+
+@pytest.mark.parametrize("edit, message", [
+    (setting(_GN, "num_groups", 0), "num_groups = 0 does not divide its 8 channels"),
+    (setting(_GN, "num_groups", 16), "num_groups = 16 does not divide its 8 channels"),
+    (setting(_GN, "num_groups", "4"), "num_groups = '4'"),
+    (setting(_LN, "normalized_shape", _MISSING), "normalized_shape None"),
+    (setting(_LN, "normalized_shape", 48), "normalized_shape 48"),
+    (setting(_LN, "normalized_shape", [10, 48]), "its weight has shape [48], not [10, 48]"),
+    (setting(_LN, "normalized_shape", [2, 10, 48, 1]), "not the last dims of its input"),
+    (setting(_LN, "eps", [1]), "ε = [1] is not a number"),
+    (setting(_LN, "eps", "1e-5"), "ε = '1e-5' is not a number"),
+    (setting(_LN, "eps", -1.0), "ε = -1.0"),
+    (setting(_BN, "use_batch_stats", "no"), "training flags"),
+    (setting(_BN, "num_batches_tracked", -3), "num_batches_tracked"),
+    (setting(_LN, "module", {"a": 1}), "module name is not text"),
+    (lambda records: records[_LN].update(settings=[["eps", 1e-5]]), "settings and arrays"),
+    (lambda records: records[_LN].update(call=True), "whole number"),
+    (lambda records: {"not": "a list"}, "not a list"),
+    (lambda records: records[_BN]["arrays"].update(bias=records[_LN]["arrays"]["bias"]),
+     "its bias has shape [48], not [8]"),
+], ids=["groups-0", "groups-above-channels", "groups-text", "shape-missing", "shape-int",
+        "shape-longer-than-weight", "shape-longer-than-input", "eps-list", "eps-text",
+        "eps-negative", "flag-text", "tracked-negative", "module-object", "settings-list",
+        "call-bool", "records-object", "bias-of-another-layer"])
+def test_a_captures_description_is_checked_against_its_tensors(edit, message) -> None:
+    """Metadata a file declares is refused when it is read, saying what does not fit, instead of
+    crashing the inspector or the Explorer later (num_groups 0 divided by zero; eps "1e-5" met
+    a number format; eps [1] reached the Explorer's ε)."""
+    with pytest.raises(TensorFileError, match="description of its layers is damaged") as err:
+        open_model_file(with_records(edit))
+    assert message in str(err.value)
+
+
+def test_the_inspector_refuses_a_damaged_capture_with_a_message() -> None:
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload(
+        "norms.safetensors", with_records(setting(_LN, "eps", [1]))).run()
+    assert not at.exception
+    assert any("Cannot open norms.safetensors" in e and "ε = [1]" in e
+               for e in alerts(at)["error"]), alerts(at)
+
+
+def test_markup_in_a_captures_module_name_is_shown_as_typed() -> None:
+    """Everything a file says is plain text on the page: a module name made of markdown shows
+    its characters, not a link, bold, colour or LaTeX."""
+    evil = "[click me](https://evil.example) **BOLD** :red[RED] $x^2$"
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload(
+        "norms.safetensors", with_records(setting(_LN, "module", evil))).run()
+    assert not at.exception
+    caption = next(c.value for c in at.caption if "one group is one" in c.value)
+    assert f"LayerNorm ({evil})" in shown_text(caption)
+    assert caption == plain(shown_text(caption))
+
+
+def checkpoint_bytes(**changes: torch.Tensor) -> bytes:
+    """A state dict with a BatchNorm (``bn``) and a LayerNorm (``ln``), some tensors replaced."""
+    model = nn.Sequential()
+    model.add_module("bn", nn.BatchNorm1d(4))
+    model.add_module("ln", nn.LayerNorm(4))
+    state = model.state_dict() | changes
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"bn.bias": torch.zeros(2)}, "bn: its weight has 4 channels, its bias 2"),
+    ({"bn.running_var": torch.ones(3)}, "bn: its weight has 4 channels, its running_var 3"),
+    ({"bn.num_batches_tracked": torch.tensor(float("nan"))}, "num_batches_tracked = nan"),
+    ({"bn.num_batches_tracked": torch.tensor(float("inf"))}, "num_batches_tracked = inf"),
+    ({"bn.num_batches_tracked": torch.tensor([1, 2])}, "num_batches_tracked holds 2 values"),
+], ids=["bias-shorter", "running-var-shorter", "tracked-nan", "tracked-inf", "tracked-two"])
+def test_a_checkpoint_whose_norm_tensors_disagree_is_refused(changes, message) -> None:
+    """A BatchNorm whose bias is shorter than its weight (an IndexError in the γ ≈ 0 table) or
+    whose num_batches_tracked is not a count (a ValueError outside the refusal) is refused when
+    the file is opened."""
+    with pytest.raises(ValueError, match="is not read") as err:
+        open_model_file(checkpoint_bytes(**changes))
+    assert message in str(err.value)
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload("ckpt.pt", checkpoint_bytes(**changes)).run()
+    assert not at.exception
+    assert any(message in e for e in alerts(at)["error"]), alerts(at)
+
+
+@pytest.mark.parametrize("tensor, message", [
+    (torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]), "a nested tensor"),
+    (torch.zeros(2, dtype=torch.float4_e2m1fn_x2), "unsupported dtype float4_e2m1fn_x2"),
+], ids=["nested", "float4"])
+def test_odd_tensors_in_a_checkpoint_get_a_message_on_the_page(tensor, message) -> None:
+    buffer = io.BytesIO()
+    torch.save({"ln.weight": torch.ones(4), "odd": tensor}, buffer)
+    at = open_page(INSPECTOR, {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload("ckpt.pt", buffer.getvalue()).run()
+    assert not at.exception
+    assert any(message in e for e in alerts(at)["error"]), alerts(at)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import html
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -52,6 +53,26 @@ NARROW_PLOT_PX = 290
 #: The figures' font (Streamlit's theme): mean width of a character, and plotly's line
 #: height, both in ems.
 CHAR_EM, LINE_EM = 0.55, 1.3
+
+
+def plain_label(text: object) -> str:
+    """``text`` (a name from a file, say) as Plotly shows it: Plotly renders a subset of HTML
+    in labels, hover and titles (``<a href>``, ``<b>``, ``<br>``), so its markup is escaped and
+    shows as the characters typed."""
+    return html.escape(str(text), quote=False)
+
+
+def category_axis(names: Sequence[str], *, max_chars: int = 22) -> tuple[list[str], dict]:
+    """An axis with one category per name, in the order given, whatever the names hold: the
+    categories (the x values of the traces: the names, escaped) and the axis settings that
+    label each with its name shortened from the left to ``max_chars`` characters. Shortening
+    touches the tick text alone, so two names that end alike stay two categories; hover shows
+    the whole name."""
+    categories = [plain_label(name) for name in names]
+    ticks = [plain_label(name if len(name) <= max_chars else "…" + name[-(max_chars - 1):])
+             for name in names]
+    return categories, dict(type="category", categoryorder="array", categoryarray=categories,
+                            tickmode="array", tickvals=categories, ticktext=ticks)
 
 
 #: Panel titles are annotations with this name, so that :func:`figure` can find them.

@@ -13,18 +13,12 @@ from lnviz.charts.base import (
     BEFORE,
     LEGEND_BELOW,
     OKABE_ITO,
+    category_axis,
     compact,
     each_axis,
     figure,
     panel_grid,
 )
-
-#: Layer names longer than this are shortened (from the left) on an axis; hover shows them whole.
-_TICK_CHARS = 22
-
-
-def _short(name: str) -> str:
-    return name if len(name) <= _TICK_CHARS else "…" + name[-(_TICK_CHARS - 1):]
 
 
 def layers_figure(
@@ -38,21 +32,22 @@ def layers_figure(
     scale), and the range of σ across the layer's groups (from the smallest to the largest).
 
     Traces: max |x|, max |y|, then σ's range as a bar from min to max."""
-    x = [_short(name) for name in layers]
+    x, axis = category_axis(layers)
     layout, refs = panel_grid(("largest |value| per layer", "σ per group: min to max"),
                               gap=0.12, title_size=16)
     low, high = np.asarray(std_min, np.float64), np.asarray(std_max, np.float64)
     data = [dict(type="bar", x=x, y=compact(values), name=name, marker=dict(color=color),
-                 customdata=list(layers), hovertemplate="%{customdata}<br>" + name
+                 hovertemplate="%{x}<br>" + name
                  + " = %{y:.4g}<extra></extra>", xaxis=refs[0][0], yaxis=refs[0][1])
             for values, name, color in ((max_abs_in, "max |x| (input)", BEFORE),
                                         (max_abs_out, "max |y| (output)", AFTER))]
     data.append(dict(
         type="bar", x=x, y=compact(high - low), base=compact(low), name="σ range (input)",
         marker=dict(color=OKABE_ITO[2]), customdata=np.stack([low, high], axis=1).tolist(),
-        hovertemplate="σ from %{customdata[0]:.4g} to %{customdata[1]:.4g}<extra></extra>",
+        hovertemplate="%{x}<br>σ from %{customdata[0]:.4g} to %{customdata[1]:.4g}"
+                      "<extra></extra>",
         xaxis=refs[1][0], yaxis=refs[1][1]))
-    each_axis(layout, refs, x=dict(type="category", tickangle=-45))
+    each_axis(layout, refs, x=dict(axis, tickangle=-45))
     layout["yaxis"].update(type="log", title=dict(text="|value|"))
     layout["yaxis2"].update(type="log", title=dict(text="σ"))
     layout.update(height=420, barmode="group", margin=dict(t=40, b=10), legend=LEGEND_BELOW)
@@ -99,16 +94,17 @@ def parameters_figure(layers: Sequence[str], gammas: Sequence[np.ndarray | None]
     γ or β has no box in that panel. Traces: γ, β."""
     layout, refs = panel_grid(("γ (scale) per layer", "β (shift) per layer"), gap=0.12,
                               title_size=16)
+    categories, axis = category_axis(layers)
     data = []
     for (xref, yref), values, name, color in ((refs[0], gammas, "γ", BEFORE),
                                               (refs[1], betas, "β", AFTER)):
-        names = [_short(n) for n, v in zip(layers, values, strict=True) if v is not None
+        names = [c for c, v in zip(categories, values, strict=True) if v is not None
                  for _ in range(np.size(v))]
         flat = [np.asarray(v, np.float64).ravel() for v in values if v is not None]
         data.append(dict(type="box", x=names, y=compact(np.concatenate(flat) if flat else []),
                          name=name, marker=dict(color=color, size=4), line=dict(width=1.5),
                          boxpoints="outliers", showlegend=False, xaxis=xref, yaxis=yref))
-    each_axis(layout, refs, x=dict(type="category", tickangle=-45))
+    each_axis(layout, refs, x=dict(axis, tickangle=-45))
     layout.update(height=420, margin=dict(t=40, b=10))
     return figure(data, layout)
 

@@ -79,18 +79,21 @@ class ModelFile:
     kind: str
     arrays: dict[str, np.ndarray]
     layers: tuple[CapturedLayer, ...] = ()
+    norm_layers: tuple[NormLayer, ...] = ()
 
 
 def open_model_file(data: bytes, *, max_elements: int = MAX_ELEMENTS) -> ModelFile:
-    """Open a capture (a .safetensors file written by ``Capture.save``) or a checkpoint (any file
-    :func:`lnviz.load_arrays` reads). Raises TensorFileError for anything else."""
+    """Open a capture (a .safetensors file written by ``Capture.save``, its layers checked
+    against its tensors) or a checkpoint (any file :func:`lnviz.load_arrays` reads, its norm
+    layers found by :func:`find_norm_layers`): the whole reading of a file, so that one refusal
+    covers it. Raises ValueError (TensorFileError for the file itself) for anything else."""
     layers = capture_layers(data, max_elements)
     if layers == ():  # a model that called no norm layer: a capture with no tensors
         return ModelFile("capture", {})
     arrays = load_arrays(data, max_elements=max_elements, keep_float64=True)
     if layers is not None:
         return ModelFile("capture", arrays, layers)
-    return ModelFile("checkpoint", arrays)
+    return ModelFile("checkpoint", arrays, norm_layers=tuple(find_norm_layers(arrays)))
 
 
 def layer_key(layer: CapturedLayer) -> str:
@@ -175,15 +178,34 @@ def find_norm_layers(arrays: dict[str, np.ndarray]) -> list[NormLayer]:
                 kind, how = "a norm", "a 1-D weight and a bias of the same length"
             else:
                 continue
-        tracked = tensors.get("num_batches_tracked")
-        found.append(NormLayer(
-            name=module, kind=kind, how=how,
-            weight=None if gamma is None else np.asarray(gamma, np.float64).ravel(),
-            bias=None if beta is None else np.asarray(beta, np.float64).ravel(),
-            running_mean=_flat(tensors.get("running_mean")),
-            running_var=_flat(tensors.get("running_var")),
-            num_batches_tracked=None if tracked is None or tracked.size != 1 else int(tracked)))
+        per_channel = {role: _flat(tensors.get(key)) for role, key in (
+            ("weight", gamma_key), ("bias", beta_key), ("running_mean", "running_mean"),
+            ("running_var", "running_var")) if key in tensors}
+        sizes = {role: values.size for role, values in per_channel.items()}
+        if len(set(sizes.values())) > 1:
+            first, *others = sizes
+            odd = next(role for role in others if sizes[role] != sizes[first])
+            raise ValueError(f"{module}: its {first} has {sizes[first]} channels, its {odd} "
+                             f"{sizes[odd]}; a norm layer has one of each per channel, so this "
+                             "checkpoint is not read")
+        found.append(NormLayer(name=module, kind=kind, how=how, **per_channel,
+                               num_batches_tracked=_tracked(module, tensors)))
     return found
+
+
+def _tracked(module: str, tensors: dict[str, np.ndarray]) -> int | None:
+    """A BatchNorm's num_batches_tracked: a count, or a ValueError that says what it is."""
+    tracked = tensors.get("num_batches_tracked")
+    if tracked is None:
+        return None
+    if tracked.size != 1:
+        raise ValueError(f"{module}: num_batches_tracked holds {tracked.size} values, not one "
+                         "count, so this checkpoint is not read")
+    value = float(tracked.ravel()[0])
+    if not (math.isfinite(value) and value >= 0 and value == int(value)):
+        raise ValueError(f"{module}: num_batches_tracked = {value:g}, not a count of batches, so "
+                         "this checkpoint is not read")
+    return int(value)
 
 
 def _flat(values: np.ndarray | None) -> np.ndarray | None:
