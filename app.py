@@ -10,11 +10,12 @@ import sys
 import streamlit as st
 
 from lnviz.ui.cache import forget_named
-from lnviz.ui.memory import return_freed_memory
+from lnviz.ui.memory import collect_garbage_periodically, return_freed_memory
 from lnviz.ui.pages import PAGES
 from lnviz.ui.state import clean_query_params, release_upload, sidebar_settings
 
 return_freed_memory()  # once per process: a session's memory leaves with the session
+collect_garbage_periodically()  # once per process: so do closed sessions' reference cycles
 st.set_page_config(
     page_title="lnviz — see what normalization does",
     page_icon="📐",

@@ -21,6 +21,7 @@ import pytest
 import test_browser
 from test_browser import APP_TIMEOUT_MS, CHARTS, CHECK_BADGE, SERVER_PROCS, _wait_idle, serve
 
+from lnviz.ui.memory import GC_EVERY_S
 from tools.loadtest import tree_rss_mb
 
 try:
@@ -107,3 +108,33 @@ def test_memory_comes_back_after_everyone_leaves(browser: Browser, tmp_path: Pat
             f"{after:.0f} MB after every learner left, more than {RATIO} × the warmed baseline "
             f"{baseline:.0f} MB (peak {peak:.0f} MB)")
         assert reaped <= REAPED * baseline, (reaped, baseline)
+
+
+#: Closed sessions that each kept about 25 MB in reference cycles before the periodic collection.
+CLOSED_ROUNDS, CLOSED_TABS = 3, 3
+#: What the rounds of closed tabs may add to the server once it has settled (MB): before the
+#: periodic collection, three rounds of three added about 255 MB.
+CLOSED_MARGIN_MB = 60
+
+
+def test_closed_sessions_do_not_pile_up(browser: Browser, tmp_path: Path) -> None:
+    """Tabs that are closed (not left idle) give their memory back: with the shipped
+    ``runner.postScriptGC = false`` their state sat in reference cycles until a full collection
+    happened to run (474 → 559 → 645 → 730 MB over three rounds of three closed transformer
+    tabs); lnviz.ui.memory's periodic collection frees it."""
+    with serve(tmp_path, "--server.disconnectedSessionTTL", str(GRACE_S)) as base:
+        pid = SERVER_PROCS[base].pid
+        _visit(browser, base, ["/transformer"]).close()
+        time.sleep(GRACE_S + 1)
+        _visit(browser, base, ["/home"]).close()  # lets Streamlit drop the expired session
+        baseline = _settled_rss(pid, 0, GC_EVERY_S + 5)
+        rounds = []
+        for _ in range(CLOSED_ROUNDS):
+            for context in [_visit(browser, base, ["/transformer"]) for _ in range(CLOSED_TABS)]:
+                context.close()
+            time.sleep(GRACE_S + 1)
+            _visit(browser, base, ["/home"]).close()
+            rounds.append(_settled_rss(pid, baseline + CLOSED_MARGIN_MB / 2, GC_EVERY_S + 10))
+        print(f"server RSS: baseline {baseline:.0f} MB, after each round of {CLOSED_TABS} "
+              f"closed tabs: {', '.join(f'{r:.0f}' for r in rounds)} MB")
+        assert rounds[-1] <= baseline + CLOSED_MARGIN_MB, (baseline, rounds)

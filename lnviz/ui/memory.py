@@ -10,6 +10,13 @@ tests/test_browser_memory.py, 761 MB 40 s after four learners with 2,000,000-val
 left, against a warmed baseline of 402 MB. Setting the threshold turns that adjustment off: every
 block above it is its own mapping, gone from the process when it is freed (the same test: 424 MB
 after, 446 MB at the peak instead of 822 MB).
+
+A closed session's state also sits in reference cycles, which only a full garbage collection
+frees. Streamlit runs one after every script run unless told not to; the shipped config tells it
+not to (``runner.postScriptGC = false``: about 130 ms of CPU per rerun, docs/benchmarks.md), so
+:func:`collect_garbage_periodically` runs one in a thread of its own every `GC_EVERY_S` seconds
+instead, off every rerun's path: without it, three rounds of three closed transformer tabs left
+474 → 559 → 645 → 730 MB in the process (tests/test_browser_memory.py).
 """
 
 from __future__ import annotations
@@ -17,8 +24,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
+import threading
+import time
 
-__all__ = ["MMAP_THRESHOLD", "return_freed_memory"]
+__all__ = ["GC_EVERY_S", "MMAP_THRESHOLD", "collect_garbage_periodically", "return_freed_memory"]
+
+#: Seconds between two full garbage collections of the server process.
+GC_EVERY_S = 15.0
 
 #: Blocks from this size up get their own mapping (glibc's initial value, fixed).
 MMAP_THRESHOLD = 128 * 1024
@@ -36,3 +49,19 @@ def return_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+
+
+@functools.cache
+def collect_garbage_periodically(every_s: float = GC_EVERY_S) -> threading.Thread:
+    """Start, once per process, a daemon thread that runs a full garbage collection every
+    ``every_s`` seconds, so that what closed sessions left in reference cycles is freed without
+    a collection after every rerun."""
+
+    def collect() -> None:
+        while True:
+            time.sleep(every_s)
+            gc.collect()
+
+    thread = threading.Thread(target=collect, name="lnviz-gc", daemon=True)
+    thread.start()
+    return thread
