@@ -37,7 +37,7 @@ from lnviz.models.bert import MiniLM, layer_norm_names
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import refusal
+from lnviz.ui.messages import code_span, refusal
 from lnviz.ui.source import send_batch_to_explorer
 from lnviz.ui.state import keep_in_range, url_text
 
@@ -67,10 +67,17 @@ def use_preset() -> None:
 with st.container(border=True):
     cols = st.columns([3, 2])
     with cols[0]:
+        # No max_chars: with one, the browser drops a longer paste whole and keeps the old
+        # text without a word; the page reads the first MAX_CHARS characters and says so.
         text = url_text(st.text_area, "Sentence", PRESETS[0], key="tf_text",
-                        what="the sentence", max_chars=MAX_CHARS, height=80,
-                        help=f"Any text, up to {MAX_CHARS:,} characters; the model reads its "
-                             "first 512 tokens.")
+                        what="the sentence", height=80,
+                        help=f"Any text; the page reads its first {MAX_CHARS:,} characters and "
+                             "the model their first 512 tokens.")
+        if len(text) > MAX_CHARS:
+            st.warning(f"This text has {len(text):,} characters: the page reads the first "
+                       f"{MAX_CHARS:,} (the model reads at most 512 tokens anyway).",
+                       icon=":material/content_cut:")
+            text = text[:MAX_CHARS]
     cols[1].selectbox("Examples", PRESETS, index=None, key="tf_preset", on_change=use_preset,
                       placeholder="Pick an example sentence…",
                       help="Puts an example into the sentence box.")
@@ -88,7 +95,7 @@ with refusal(icon=":material/block:"), st.spinner("Running the model…"):
 note = truncation_note(run)
 if note:
     st.warning(note, icon=":material/content_cut:")
-st.markdown(f"**{len(run.tokens)} tokens:** " + " · ".join(f"`{t}`" for t in run.tokens[:80])
+st.markdown(f"**{len(run.tokens)} tokens:** " + " · ".join(map(code_span, run.tokens[:80]))
             + (" …" if len(run.tokens) > 80 else ""))
 
 # --- One LayerNorm ----------------------------------------------------------------------------

@@ -66,3 +66,21 @@ def test_a_layer_norm_input_opens_in_the_explorer(page: Page, server: str) -> No
     _wait_idle(page)
     _assert_no_exception(page)
     assert "/explorer" in page.url
+
+
+def test_a_paste_longer_than_the_page_reads_is_read_and_cut(page: Page, server: str) -> None:
+    """With max_chars on the text area, the browser dropped a longer paste whole and kept the
+    old text without a word; now the page takes it, reads its first 5,000 characters and says
+    so."""
+    page.goto(f"{server}/transformer")
+    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill("Berlin is big. " * 400)  # 6,000 characters, as a paste arrives: all at once
+    box.press("Control+Enter")
+    main = page.locator('[data-testid="stMain"]')
+    expect(main.get_by_text("This text has 6,000 characters")).to_be_visible(
+        timeout=APP_TIMEOUT_MS)
+    expect(main.get_by_text("512 tokens:")).to_be_visible(timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)

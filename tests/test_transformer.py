@@ -17,6 +17,7 @@ import lnviz
 from lnviz.capture import load_capture, read_capture
 from lnviz.lessons import transformer as tf
 from lnviz.models.bert import layer_norm_names
+from lnviz.ui.messages import code_span
 
 PAGE = "app_pages/transformer.py"
 SENTENCES = [*tf.PRESETS[:4], "a"]
@@ -261,6 +262,29 @@ def test_page_follows_a_typed_sentence_and_warns_when_it_truncates() -> None:
     (warning,) = alerts(at)["warning"]
     assert "802 tokens" in warning and "512" in warning
     assert "**512 tokens:**" in markdown(at)
+
+
+def test_a_text_longer_than_the_page_reads_is_cut_with_a_word() -> None:
+    """A paste over MAX_CHARS characters is not dropped: the page reads its first MAX_CHARS
+    and says so."""
+    at = open_page(PAGE, timeout=120)
+    at.text_area(key="tf_text").input("Paris is lovely. " * 400).run(timeout=120)  # 6,800
+    assert not at.exception
+    assert any("6,800 characters" in w and "first 5,000" in w for w in alerts(at)["warning"])
+    assert "**512 tokens:** `[CLS]` · `paris`" in markdown(at)
+
+
+def test_backticks_in_the_sentence_keep_the_tokens_line_whole() -> None:
+    """Each token is one code span showing its own characters, a backtick included."""
+    at = open_page(PAGE, {"tf_text": "a ` b ` c"}, timeout=120)
+    line = next(m.value for m in at.markdown if "tokens:**" in m.value)
+    assert line == "**7 tokens:** `[CLS]` · `a` · `` ` `` · `b` · `` ` `` · `c` · `[SEP]`"
+
+
+@pytest.mark.parametrize("text, span", [("a", "`a`"), ("`", "`` ` ``"), ("a``b", "```a``b```"),
+                                        ("x\ny", "`x y`")])
+def test_code_span_fences_a_text_with_backticks(text: str, span: str) -> None:
+    assert code_span(text) == span
 
 
 def test_page_layer_picker_and_preset() -> None:

@@ -42,6 +42,16 @@ def plain(text: object) -> str:
         for line in lines)
 
 
+def code_span(text: object) -> str:
+    """``text`` as a markdown code span that shows exactly its characters, backticks included:
+    fenced by one more backtick than its longest run of them (CommonMark's rule), with a space
+    inside the fence where the text itself starts or ends with one."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 @contextmanager
 def refusal(prefix: str = "", *, icon: str = "🚫", stop: bool = True,
             errors: type[Exception] | tuple[type[Exception], ...] = ValueError
