@@ -25,6 +25,7 @@ from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
 from lnviz.ui.source import TENSOR_FILE_TYPES, open_in_explorer
+from lnviz.ui.state import keep_in_range
 
 FILES = {"capture": "Example capture", "checkpoint": "Example checkpoint",
          "upload": "Upload a file"}
@@ -75,6 +76,7 @@ named_file = Named(model_file, ("inspector", file_id))
 def one_layer(model_file: ModelFile, name: str, file_id: str, data: bytes, sigmas: float) -> None:
     st.subheader("One layer")
     by_key = {layer_key(layer): layer for layer in model_file.layers}
+    keep_in_range("in_layer", list(by_key))  # another file: its first layer, in the URL too
     cols = st.columns([3, 1])
     key = cols[0].selectbox(
         "Layer", list(by_key), key="in_layer", bind="query-params",
@@ -130,6 +132,7 @@ def running_statistics(layers: list[NormLayer]) -> None:
     with_stats = {layer.name: layer for layer in layers if layer.running_mean is not None}
     if with_stats:
         st.subheader("BatchNorm running statistics")
+        keep_in_range("in_bn", list(with_stats))
         chosen = st.selectbox(
             "Layer with running statistics", list(with_stats), key="in_bn",
             bind="query-params",

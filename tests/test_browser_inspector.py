@@ -34,6 +34,8 @@ pytestmark = pytest.mark.browser
 #: The layer the test opens: the CNN's GroupNorm (4 groups), whose settings differ from the
 #: Explorer's defaults in norm, groups and per-feature γ and β.
 LAYER = "cnn.4[0]"
+#: Its caption (plain() puts an invisible word joiner after the colon).
+GROUPNORM_CAPTION = re.compile("GroupNorm:\u2060? one group is one channel group")
 
 
 def _capture_file(folder: Path) -> Path:
@@ -74,7 +76,7 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa
     option = page.get_by_role("option", name=re.compile(re.escape(LAYER)))
     expect(option).to_be_visible()
     option.click()
-    expect(page.get_by_text("GroupNorm: one group is one channel group")).to_be_visible()
+    expect(page.get_by_text(GROUPNORM_CAPTION)).to_be_visible()
     _wait_idle(page)
     _assert_no_exception(page)
     _shot(page, "inspector-uploaded-capture")
@@ -91,3 +93,33 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa
     _wait_idle(page)
     _assert_no_exception(page)
     _shot(page, "inspector-open-in-explorer")
+
+
+def _upload(page, path: Path) -> None:  # noqa: F811
+    page.locator('[data-testid="stFileUploaderDropzoneInput"], '
+                 '[data-testid="stFileUploader"] input[type=file]').first.set_input_files(
+        str(path))
+
+
+def test_a_second_capture_puts_its_own_layer_in_the_link(page, server,  # noqa: F811
+                                                         tmp_path: Path) -> None:
+    """Capture A, its layer cnn.4[0], then capture B in the same uploader: the page shows B's
+    first layer, and the link no longer names A's (it kept ``in_layer=cnn.4[0] · GroupNorm``
+    while the page showed another layer)."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{server}/inspector?in_src=Upload+a+file&in_layer={LAYER}+%C2%B7+GroupNorm")
+    _upload(page, _capture_file(tmp_path))
+    expect(page.get_by_text(GROUPNORM_CAPTION)).to_be_visible(
+        timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    assert "in_layer=cnn.4" in page.url
+    other = tmp_path / "other.safetensors"
+    lnviz.capture(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)),
+                  torch.randn(3, 4)).save(other)
+    _upload(page, other)
+    expect(page.get_by_text(re.compile("LayerNorm:\u2060? one group is one token"))).to_be_visible(
+        timeout=APP_TIMEOUT_MS)
+    _wait_idle(page)
+    _assert_no_exception(page)
+    expect(page).not_to_have_url(re.compile("in_layer=cnn"), timeout=APP_TIMEOUT_MS)

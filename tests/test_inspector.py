@@ -763,3 +763,4 @@ def test_odd_tensors_in_a_checkpoint_get_a_message_on_the_page(tensor, message) 
     at.file_uploader(key="in_upload").upload("ckpt.pt", buffer.getvalue()).run()
     assert not at.exception
     assert any(message in e for e in alerts(at)["error"]), alerts(at)
+

@@ -7,6 +7,7 @@ import math
 import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
@@ -117,7 +118,7 @@ def url_text(widget: Callable[..., str], label: str, value: str, *, key: str, wh
     return text
 
 
-def keep_in_range(key: str, options: Sequence[int], *, reset_to: int | None = None) -> None:
+def keep_in_range(key: str, options: Sequence[Any], *, reset_to: Any = None) -> None:
     """Call before drawing the URL-bound control ``key`` whose choices (``options``) another
     control sets: a value that is no longer among them moves to the nearest one.
 
@@ -125,12 +126,20 @@ def keep_in_range(key: str, options: Sequence[int], *, reset_to: int | None = No
     link no longer opens what the screen shows (``gr_row=7`` with ``gr_n=2``). A value set
     through the session state is one Streamlit writes into the URL. An ``st.slider`` is the
     exception: a new range makes it a new control, whose old value Streamlit only takes out of
-    the URL, so a slider passes its default as ``reset_to`` and goes back to it.
+    the URL, so a slider passes its default as ``reset_to`` and goes back to it. Options that
+    are not numbers (a file's layers) have no nearest one: their control goes to ``reset_to``,
+    or to the first option.
     """
     value = st.session_state.get(key)
-    if value is not None and value not in options:
-        st.session_state[key] = reset_to if reset_to is not None else min(
-            options, key=lambda option: (abs(option - value), option))
+    if value is None or value in options or not options:
+        return
+    if reset_to is not None:
+        st.session_state[key] = reset_to
+    elif all(isinstance(option, int | float) for option in options) \
+            and isinstance(value, int | float):
+        st.session_state[key] = min(options, key=lambda option: (abs(option - value), option))
+    else:
+        st.session_state[key] = options[0]
 
 
 def sidebar_settings() -> Settings:
