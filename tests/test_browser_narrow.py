@@ -32,12 +32,16 @@ pytestmark = pytest.mark.browser
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 #: Every page with a figure of more than one panel, a colorbar or values written into cells.
-PAGES = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_shift", "shapes"]
+PAGES = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_shift", "shapes",
+         "explorer?src=Captured+layer", "transformer"]
 #: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
 SLACK = 1.0
+#: ... and two tick labels of one axis: a text's box is a line taller than its glyphs, so rows
+#: of labels 14 px apart share a few pixels of box without touching.
+TICK_SLACK = 4.0
 
 #: Boxes (left, top, right, bottom in page pixels) of what one Plotly chart drew.
-_GEOMETRY = """(root) => {
+_GEOMETRY = r"""(root) => {
   const box = (e) => { const b = e.getBoundingClientRect();
                        return {text: (e.textContent || '').trim(), l: b.left, t: b.top,
                                r: b.right, b: b.bottom}; };
@@ -56,8 +60,21 @@ _GEOMETRY = """(root) => {
                              r: Math.max(...parts.map((p) => p.r)),
                              b: Math.max(...parts.map((p) => p.b))} : null;
     }).filter((b) => b),
+    // each colorbar's title with its bar, which it must not cover
+    cbtitles: Array.from(root.querySelectorAll('g.colorbar')).map((bar) => {
+      const title = bar.querySelector('.cbtitle text'), fills = bar.querySelector('.cbfills');
+      return title && fills && (title.textContent || '').trim()
+        ? {title: box(title), bar: {...box(fills), text: 'its bar'}} : null;
+    }).filter((pair) => pair),
     annotations: all('g.annotation'),
     ticks: all('.xtick text, .ytick text, .cbaxis text, .g-xtitle text, .g-ytitle text'),
+    // one list per axis: its tick labels, level or upright (a slanted label's box is not its
+    // outline, so slanted ones are left out)
+    axes: Array.from(root.querySelectorAll('g.xaxislayer-above, g.yaxislayer-above'))
+              .map((g) => Array.from(g.querySelectorAll('text')).filter((e) => {
+                const turn = /rotate\((-?[\d.]+)/.exec(e.getAttribute('transform') || '');
+                return !turn || Math.abs(parseFloat(turn[1])) % 90 === 0;
+              }).map(box).filter((b) => b.r - b.l > 0 && b.b - b.t > 0)),
     legends: all('g.legend'),
     // one list per heatmap trace: the values written into its cells
     cells: Array.from(root.querySelectorAll('g.hm'))
@@ -66,9 +83,9 @@ _GEOMETRY = """(root) => {
 }"""
 
 
-def _overlap(a: dict, b: dict) -> bool:
-    return (min(a["r"], b["r"]) - max(a["l"], b["l"]) > SLACK
-            and min(a["b"], b["b"]) - max(a["t"], b["t"]) > SLACK)
+def _overlap(a: dict, b: dict, slack: float = SLACK) -> bool:
+    return (min(a["r"], b["r"]) - max(a["l"], b["l"]) > slack
+            and min(a["b"], b["b"]) - max(a["t"], b["t"]) > slack)
 
 
 def _inside(inner: dict, outer: dict) -> bool:
@@ -107,6 +124,13 @@ def layout_problems(geometry: dict) -> list[str]:
                                      ("annotation", geometry["annotations"]),
                                      ("colorbar", geometry["colorbars"]))
                  for b in boxes if not _inside(b, frame)]
+    problems += [f"tick labels {a['text']!r} and {b['text']!r} run together"
+                 for labels in geometry["axes"] for a, b in _pairs(labels)
+                 if _overlap(a, b, TICK_SLACK)]
+    problems += [f"the colorbar title {pair['title']['text']!r} covers its bar"
+                 for pair in geometry["cbtitles"] if _overlap(pair["title"], pair["bar"])]
+    problems += [f"two colorbars overlap ({_xy(a)} and {_xy(b)})"
+                 for a, b in _pairs(geometry["colorbars"]) if _overlap(a, b)]
     problems += [f"cell labels {a['text']!r} and {b['text']!r} run together"
                  for labels in geometry["cells"] for a, b in _pairs(labels) if _overlap(a, b)]
     return problems

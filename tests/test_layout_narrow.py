@@ -165,3 +165,31 @@ def test_cubes_two_a_row_with_notes_that_fit_between_them():
         assert _text_px(note.text, note.font.size) <= step * unit_px, note.text
         assert note.text.replace("<br>", " ") in {c.note for c in sharing_cubes(
             (4, 6, 3, 3), "NCHW", groups=2)}
+
+
+@pytest.mark.parametrize("index", range(len(_sample_figures()) + len(_page_figures())))
+def test_colorbar_titles_fit_their_bar_on_a_phone(index):
+    """A colorbar's title is one line under the bar: longer than the bar on a phone, it ran into
+    the next bar's ("x (ends at the 99.5th pct)" on the transformer page)."""
+    for bar in _colorbars(_all_figures()[index]):
+        title = (bar.get("title") or {}).get("text")
+        if title:
+            assert "<br>" not in title
+            size = bar["title"].get("font", {}).get("size", charts.base.COLORBAR_TITLE_SIZE)
+            assert _text_px(title, size) <= bar["len"] * charts.base.NARROW_PLOT_PX, title
+
+
+@pytest.mark.parametrize("labels", [[f"feature {j}" for j in range(48)],
+                                    [f"({j // 8}, {j % 8})" for j in range(64)],
+                                    [str(j) for j in range(128)], ["a", "b"]],
+                         ids=["48 features", "64 positions", "128 numbers", "two"])
+@pytest.mark.parametrize("width", [60.0, 90.0, 290.0])
+def test_fitted_tick_labels_do_not_run_together_on_a_phone(labels, width):
+    """The Explorer's heatmaps wrote 12 of 48 "feature j" labels into a 90-px panel on a phone,
+    one block of text: the labels kept are far enough apart for their text, level or upright."""
+    ticks, angle = charts.base.fitted_ticks(labels, width)
+    assert ticks[0] == 0 and len(ticks) >= 1
+    column_px = width / len(labels)
+    extent = (max(len(labels[i]) for i in ticks) * CHAR_PX * 12 if angle == 0
+              else LINE_PX * 12)
+    assert all((b - a) * column_px >= extent for a, b in itertools.pairwise(ticks))

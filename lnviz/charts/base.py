@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import html
+import math
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -104,15 +105,42 @@ def text_lines(text: str) -> int:
     return text.count("<br>") + 1
 
 
-def colorbar_below(left: float, right: float, low: float, high: float) -> dict:
+def fitted_ticks(labels: Sequence[object], width_px: float, *, size: float = 12,
+                 most: int = 12) -> tuple[list[int], int]:
+    """Which of ``labels`` (one per column of a panel ``width_px`` wide on a phone) to write
+    on the axis so that they do not run together, and their angle: side by side (0°) where at
+    least four fit, else upright (−90°), one line of text wide each. At most ``most``."""
+    n = len(labels)
+    if n == 0:
+        return [], 0
+    widest = max(len(str(label)) for label in labels) * CHAR_EM * size + 6
+    angle = 0 if width_px // widest >= min(4, n) else -90
+    fits = width_px // (widest if angle == 0 else LINE_EM * size + 2)
+    step = math.ceil(n / max(1, min(most, int(fits))))
+    return list(range(0, n, step)), angle
+
+
+#: The font size of a colorbar's title.
+COLORBAR_TITLE_SIZE = 12
+
+
+def colorbar_below(left: float, right: float, low: float, high: float,
+                   title: str | None = None) -> dict:
     """A horizontal colorbar on the figure's bottom edge, under the panels spanning ``left``
     to ``right`` (fractions of the plot area's width): never on a panel, on any screen. Its
     scale runs from ``low`` to ``high`` through 0, and only those three are labelled, which fit
-    under the narrowest panel."""
+    under the narrowest panel. A ``title`` goes under the bar's labels, in one line: keep it
+    short enough to fit the bar on a phone (tests/test_layout_narrow.py checks), since a longer
+    one runs into the next bar's. (Placed on top, plotly draws it over a bar anchored to the
+    figure's edge.)"""
     # 80 % of the span: the end labels stick out past the bar, into the gap to the next one
-    return dict(orientation="h", x=(left + right) / 2, xanchor="center", len=0.8 * (right - left),
-                yref="container", y=0, yanchor="bottom", thickness=10, xpad=2, tickmode="array",
-                tickvals=[low, 0.0, high], ticktext=[f"{low:.2g}", "0", f"{high:.2g}"])
+    span = 0.8 * (right - left)
+    bar = dict(orientation="h", x=(left + right) / 2, xanchor="center", len=span,
+               yref="container", y=0, yanchor="bottom", thickness=10, xpad=2, tickmode="array",
+               tickvals=[low, 0.0, high], ticktext=[f"{low:.2g}", "0", f"{high:.2g}"])
+    if title is not None:
+        bar["title"] = dict(text=title, side="bottom", font=dict(size=COLORBAR_TITLE_SIZE))
+    return bar
 
 
 def compact(values: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -14,12 +14,14 @@ from lnviz.charts.base import (
     BEFORE,
     DIVERGING,
     LEGEND_BELOW,
+    NARROW_PLOT_PX,
     OKABE_ITO,
     axis_ids,
     colorbar_below,
     compact,
     each_axis,
     figure,
+    fitted_ticks,
     group_boundaries,
     panel_grid,
     symmetric_range,
@@ -95,12 +97,15 @@ def norm_heatmaps(
                 showlegend=k == 0, hoverinfo="skip", xaxis=xref, yaxis=yref,
                 marker=dict(symbol="x-thin", size=mark,
                             line=dict(width=2 if mark >= 6 else 1, color="#444444"))))
-    # At most ~24 row and ~12 column tick labels, rows reading top to bottom.
-    xt = list(range(0, cols, max(1, cols // 12)))
+    # At most ~24 row tick labels, rows reading top to bottom, and the column labels that fit
+    # a panel on a phone.
+    domain = layout["xaxis"]["domain"]
+    xt, angle = fitted_ticks(col_labels or range(cols), NARROW_PLOT_PX * (domain[1] - domain[0]))
     yt = list(range(0, rows, max(1, rows // 24)))
     for k, (xaxis, yaxis) in enumerate(axis_ids(refs)):
         layout[xaxis].update(range=[-0.5, cols - 0.5], tickmode="array", tickvals=xt,
-                             ticktext=[str(col_labels[i]) for i in xt] if col_labels else None)
+                             ticktext=[str(col_labels[i]) for i in xt] if col_labels else None,
+                             tickangle=angle)
         layout[yaxis].update(range=[rows - 0.5, -0.5], tickmode="array", tickvals=yt,
                              ticktext=[str(row_labels[i]) for i in yt] if row_labels else None,
                              showticklabels=k == 0)

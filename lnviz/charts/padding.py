@@ -105,11 +105,9 @@ def tokens_figure(
         height=max(340, min(900, 22 * rows + 160)), margin=dict(t=40, b=10),
         legend=dict(LEGEND_ABOVE, x=1, xanchor="right"), shapes=shapes,
         coloraxis=dict(colorscale=DIVERGING, cmin=input_range[0], cmax=input_range[1],
-                       colorbar=dict(colorbar_below(*first, *input_range),
-                                     title=dict(text="x", side="top"))),
+                       colorbar=colorbar_below(*first, *input_range, title="x")),
         coloraxis2=dict(colorscale=DIVERGING, cmin=output_range[0], cmax=output_range[1],
-                        colorbar=dict(colorbar_below(*rest, *output_range),
-                                      title=dict(text="y", side="top"))),
+                        colorbar=colorbar_below(*rest, *output_range, title="y")),
     )
     return figure(data, layout)
 

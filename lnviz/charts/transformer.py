@@ -56,12 +56,9 @@ def ln_heatmaps(tokens: Sequence[str], x: np.ndarray, y: np.ndarray, color_limit
     layout.update(
         height=max(320, min(900, 14 * len(rows) + 200)), margin=dict(t=40, b=10),
         coloraxis=dict(colorscale=DIVERGING, cmin=-limit, cmax=limit,
-                       colorbar=dict(colorbar_below(*left, -limit, limit),
-                                     title=dict(text="x (ends at the 99.5th pct)",
-                                                side="top"))),
+                       colorbar=colorbar_below(*left, -limit, limit, title="x (clipped)")),
         coloraxis2=dict(colorscale=DIVERGING, cmin=out_range[0], cmax=out_range[1],
-                        colorbar=dict(colorbar_below(*right, *out_range),
-                                      title=dict(text="y", side="top"))))
+                        colorbar=colorbar_below(*right, *out_range, title="y")))
     return figure(data, layout)
 
 
