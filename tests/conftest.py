@@ -1,10 +1,27 @@
-"""Shared test setup: which devices to test on, and skipping what this machine cannot run."""
+"""Shared test setup: which devices to test on, skipping what this machine cannot run, and the
+browser tests' Chromium, server and timeout (tests/browserutil.py has their helpers)."""
 
 from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
 
 import pytest
 
 from lnviz.devices import available_devices
+
+try:
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
+except ImportError:  # the ``browser`` fixture skips (or fails) the browser tests
+    sync_playwright = None
+
+#: The one timeout of every browser wait (ms): a page's first run on a busy 2-core machine
+#: (torch imported, a model loaded, a first training step taken) takes tens of seconds, and a
+#: wait that runs out on a busy day is a failure nobody can act on. Playwright's own default
+#: (5 s) is replaced by it for every ``expect`` and every action.
+TIMEOUT_MS = 120_000
+if sync_playwright is not None:
+    expect.set_options(timeout=TIMEOUT_MS)
 
 GPU_DEVICES = [d for d in available_devices() if d != "cpu"]
 
@@ -27,3 +44,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def device(request: pytest.FixtureRequest) -> str:
     """Each device to run a test on: the CPU, and every GPU that is present."""
     return request.param
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Headless Debian Chromium through Playwright, one for the whole run."""
+    from browserutil import missing
+
+    from tools.localserver import CHROMIUM_ARGS
+
+    if sync_playwright is None:
+        missing("the playwright Python package (pip install playwright)")
+    executable = shutil.which("chromium")
+    if executable is None:
+        missing("a `chromium` executable on PATH (apt-get install chromium)")
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=executable, headless=True,
+                                      args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="session")
+def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One ``streamlit run app.py`` for every browser test that needs no special server (a
+    test that needs a fresh or differently configured one starts its own with
+    ``browserutil.serve``)."""
+    from browserutil import serve
+
+    with serve(tmp_path_factory.mktemp("streamlit")) as base:
+        yield base
+
+
+@pytest.fixture
+def page(browser: Browser, server: str) -> Iterator[Page]:
+    """A fresh browser context and page per test."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()

@@ -1,4 +1,5 @@
-"""Helpers for page tests: run a page through app.py with AppTest and read its figures."""
+"""Helpers the tests share: run a page through app.py with AppTest and read its figures, and the
+batches several lessons' tests start from (tests/browserutil.py has the browser tests')."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from lnviz.batch import Batch
+from lnviz.data import get_preset
 from lnviz.ui.messages import WORD_JOINER
 from lnviz.ui.pages import PAGES
 
@@ -64,3 +67,9 @@ def table_with(at: AppTest, column: str):
     """The first st.dataframe on the page whose table has ``column`` (figures' data tables
     behind their expanders come first on some pages, so position is no guide)."""
     return next(d for d in at.dataframe if column in d.value.columns)
+
+
+def padded() -> Batch:
+    """The seeds' padded two-sentence batch, with its mask and token labels."""
+    p = get_preset("padded_tokens")
+    return Batch(p.values, "NLC", p.mask, p.labels)

@@ -28,7 +28,7 @@ def test_each_run_is_timed_into_the_run_log(tmp_path):
 
 
 def test_the_app_uses_no_streamlit_internals():
-    """Only Streamlit's public API in the app (issue 12): streamlit.runtime is internal and
+    """Only Streamlit's public API in the app: streamlit.runtime is internal and
     changes between releases without notice."""
     root = Path(APP).parent
     sources = [root / "app.py", *sorted((root / "app_pages").glob("*.py")),

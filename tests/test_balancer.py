@@ -1,4 +1,4 @@
-"""tools/balancer.py without a browser: the HAProxy configuration it writes (issue 18).
+"""tools/balancer.py without a browser: the HAProxy configuration it writes.
 
 The end-to-end behaviour (stickiness, spread, uploads, a killed replica) is in
 tests/test_browser_balancer.py.

@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pageutil import padded
 
 from lnviz.batch import (
     LAYOUTS,
@@ -35,11 +36,6 @@ from lnviz.lessons.explorer import (
     explore,
     group_stats,
 )
-
-
-def padded() -> Batch:
-    p = get_preset("padded_tokens")
-    return Batch(p.values, "NLC", p.mask, p.labels)
 
 
 def specs_for(layout: str) -> list[NormSpec]:

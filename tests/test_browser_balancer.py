@@ -1,4 +1,4 @@
-"""End to end through a real load balancer (issue 18): three replicas of ``streamlit run app.py``
+"""End to end through a real load balancer: three replicas of ``streamlit run app.py``
 behind HAProxy (tools/balancer.py), learners in separate Chromium contexts.
 
 Each learner's page, static files, uploads and WebSocket stay on one replica (the
@@ -7,7 +7,7 @@ and the ``lnviz_replica`` cookie agree); the learners spread over the replicas; 
 through the balancer; and when a learner's replica is killed, the tab reconnects to another one
 and its URL restores the view, while the page says what only the lost server held.
 
-Needs what tests/test_browser.py needs, plus Debian's ``haproxy``.
+Needs what the other browser tests need, plus Debian's ``haproxy``.
 """
 
 from __future__ import annotations
@@ -20,18 +20,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import test_browser
-from test_browser import (
+from browserutil import (
     ALERT,
-    APP_TIMEOUT_MS,
     CHARTS,
     CHECK_BADGE,
-    _assert_no_exception,
-    _missing,
-    _norm_option,
-    _shot,
-    _wait_idle,
+    TIMEOUT_MS,
+    assert_no_exception,
     chart_title,
+    missing,
+    norm_option,
+    shot,
+    wait_idle,
 )
 
 from lnviz.ui.source import LOST_UPLOAD
@@ -43,7 +42,6 @@ except ImportError:  # the browser fixture skips (or fails) the tests
     Browser = BrowserContext = Page = None
 
 pytestmark = pytest.mark.browser
-browser = test_browser.browser
 
 REPLICAS = 3
 #: One browser context per learner: more learners than replicas, so one replica has two.
@@ -63,7 +61,7 @@ class Learner:
         self.base, self.view = base, view
         self.context: BrowserContext = browser.new_context(viewport={"width": 1400,
                                                                      "height": 1000})
-        self.context.set_default_timeout(APP_TIMEOUT_MS)
+        self.context.set_default_timeout(TIMEOUT_MS)
         self.page: Page = self.context.new_page()
         #: (replica, url) of every HTTP response from the balancer (not the browser's cache)
         self.http: list[tuple[str | None, str]] = []
@@ -103,7 +101,7 @@ class Learner:
 @pytest.fixture(scope="module")
 def balancer(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Balancer]:
     if shutil.which("haproxy") is None and shutil.which("haproxy", path="/usr/sbin") is None:
-        _missing("a `haproxy` executable (apt-get install haproxy)")
+        missing("a `haproxy` executable (apt-get install haproxy)")
     workdir = tmp_path_factory.mktemp("balancer")
     try:
         with Balancer(REPLICAS, workdir=workdir) as lb:
@@ -120,9 +118,9 @@ def learners(browser: Browser, balancer: Balancer) -> Iterator[list[Learner]]:
         for learner in group:  # one after another, so that round robin deals them out
             learner.page.goto(f"{balancer.url}/explorer{learner.view}")
         for learner in group:
-            expect(learner.page.locator(CHARTS).nth(2)).to_be_visible(timeout=3 * APP_TIMEOUT_MS)
-            _wait_idle(learner.page)
-            _assert_no_exception(learner.page)
+            expect(learner.page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
+            wait_idle(learner.page)
+            assert_no_exception(learner.page)
         yield group
     finally:
         for learner in group:
@@ -175,7 +173,7 @@ def test_uploads_work_through_the_balancer(learners: list[Learner], tmp_path: Pa
         "radio", name=re.compile("^Upload")).click()
     dropzone = _dropzone(page)
     expect(dropzone).to_be_attached()
-    _wait_idle(page)
+    wait_idle(page)
     for path in _tensor_files(tmp_path, dropzone.get_attribute("accept") or ""):
         with page.expect_response(lambda r: "/_stcore/upload_file/" in r.url
                                   and r.request.method == "PUT") as put:
@@ -184,10 +182,10 @@ def test_uploads_work_through_the_balancer(learners: list[Learner], tmp_path: Pa
         expect(page.get_by_text("Tensor (6, 5) in layout NC")).to_be_visible()
         expect(page.locator(CHARTS).nth(2)).to_be_visible()
         expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
-        _wait_idle(page)
-        _assert_no_exception(page)
+        wait_idle(page)
+        assert_no_exception(page)
     assert learner.replicas_seen(before) == {learner.cookie()}
-    _shot(page, "balancer-upload")
+    shot(page, "balancer-upload")
 
 
 def _reconnected(learner: Learner, sockets_before: int, lost: str) -> str:
@@ -195,7 +193,7 @@ def _reconnected(learner: Learner, sockets_before: int, lost: str) -> str:
     than ``lost``; the replica it is on now."""
     page = learner.page
     page.wait_for_function("() => true")  # let the CDP events queued so far arrive
-    deadline = time.monotonic() + APP_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
     while len(learner.sockets) <= sockets_before and time.monotonic() < deadline:
         page.wait_for_timeout(200)
     assert len(learner.sockets) > sockets_before, f"{learner.view}: no new WebSocket"
@@ -226,32 +224,32 @@ def test_a_killed_replica_s_learners_reconnect_and_keep_their_view(
 
     page = rms.page
     since = rms.mark()
-    _norm_option(page, "BatchNorm").click()  # the first run of a new session there
-    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    norm_option(page, "BatchNorm").click()  # the first run of a new session there
+    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
     expect(page).to_have_url(re.compile(r"[?&]norm=BatchNorm(&|$)"))
     expect(page).to_have_url(re.compile(r"[?&]eps=1e-3(&|$)"))
     page.reload()
-    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
-    expect(_norm_option(page, "BatchNorm")).to_be_checked()
+    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
+    expect(norm_option(page, "BatchNorm")).to_be_checked()
     expect(page.locator('[data-testid="stSliderThumbValue"]')
            .filter(has_text=re.compile(r"^1e-3$"))).to_have_count(1)
     assert rms.replicas_seen(since) == {new_homes[id(rms)]}
-    _shot(page, "balancer-reconnected-view")
+    shot(page, "balancer-reconnected-view")
 
     page = uploader.page
-    _norm_option(page, "RMSNorm").click()
+    norm_option(page, "RMSNorm").click()
     expect(page.locator(ALERT).filter(has_text="Upload a .npy, .npz, .safetensors, .pt or .pth"))\
-        .to_be_visible(timeout=APP_TIMEOUT_MS)
+        .to_be_visible(timeout=TIMEOUT_MS)
     expect(page.get_by_text(LOST_UPLOAD)).to_be_visible()
     expect(page.locator(CHARTS)).to_have_count(0)
-    _wait_idle(page)
-    _assert_no_exception(page)
-    _shot(page, "balancer-reconnected-upload-lost")
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "balancer-reconnected-upload-lost")
 
     for other in others:
         assert other.cookie() != home and len(other.sockets) == marks[id(other)]
         expect(other.page.get_by_text(CHECK_BADGE)).to_be_visible()
-        _assert_no_exception(other.page)
+        assert_no_exception(other.page)

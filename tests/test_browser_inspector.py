@@ -1,7 +1,7 @@
 """In the browser: the Model inspector opens an uploaded capture, and "Open in Explorer" shows
-a layer's input in the Explorer with the layer's settings (issue 15, section 3).
+a layer's input in the Explorer with the layer's settings.
 
-Uses the server, browser and page fixtures of tests/test_browser.py (a real ``streamlit run``).
+Uses the server, browser and page fixtures of tests/conftest.py (a real ``streamlit run``).
 """
 
 from __future__ import annotations
@@ -11,19 +11,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_browser import (  # noqa: F401  (fixtures)
+from browserutil import (
     ALERT,
-    APP_TIMEOUT_MS,
     CHARTS,
     CHECK_BADGE,
-    _assert_no_exception,
-    _norm_option,
-    _shot,
-    _wait_idle,
-    browser,
+    TIMEOUT_MS,
+    assert_no_exception,
     chart_title,
-    page,
-    server,
+    norm_option,
+    shot,
+    wait_idle,
 )
 
 import lnviz
@@ -48,28 +45,28 @@ def _capture_file(folder: Path) -> Path:
     return path
 
 
-def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa: F811
+def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,
                                                            tmp_path: Path) -> None:
     from playwright.sync_api import expect  # here: the fixtures skip where it is missing
 
     page.goto(f"{server}/inspector")
-    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=APP_TIMEOUT_MS)  # the example
-    _wait_idle(page)
-    _assert_no_exception(page)
-    _shot(page, "inspector-example-capture")
+    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)  # the example
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "inspector-example-capture")
 
     files = page.get_by_role("radiogroup", name="File")
     files.get_by_role("radio", name="Upload a file", exact=True).click()
     dropzone = page.locator('[data-testid="stFileUploaderDropzoneInput"], '
                             '[data-testid="stFileUploader"] input[type=file]').first
     expect(dropzone).to_be_attached()
-    _wait_idle(page)
+    wait_idle(page)
     dropzone.set_input_files(str(_capture_file(tmp_path)))
     # plain() puts an invisible word joiner after the colon
     expect(page.get_by_text(re.compile("my_norms.safetensors:\u2060? a capture of 8 calls "
                                        "of normalization layers"))).to_be_visible(
-        timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+        timeout=TIMEOUT_MS)
+    wait_idle(page)
 
     page.get_by_label("Layer", exact=True).click()
     page.keyboard.type(LAYER)  # the selectbox is searchable: typing filters its options
@@ -77,31 +74,31 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,  # noqa
     expect(option).to_be_visible()
     option.click()
     expect(page.get_by_text(GROUPNORM_CAPTION)).to_be_visible()
-    _wait_idle(page)
-    _assert_no_exception(page)
-    _shot(page, "inspector-uploaded-capture")
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "inspector-uploaded-capture")
 
     page.get_by_role("button", name=re.compile("Open in Explorer")).click()
     expect(page).to_have_url(re.compile(r"/explorer\?src=Captured\+layer&layer=cnn\.4%5B0%5D"))
-    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=APP_TIMEOUT_MS)
+    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
     expect(chart_title(page, "output y (GroupNorm)")).to_be_visible()
-    expect(_norm_option(page, "GroupNorm")).to_be_checked()
+    expect(norm_option(page, "GroupNorm")).to_be_checked()
     expect(page.get_by_text("Tensor (2, 8, 8, 8) in layout NCHW")).to_be_visible()
     expect(page.get_by_text(re.compile("From my_norms.safetensors:\u2060? 8 calls"))
            ).to_be_visible()
     expect(page.locator(ALERT).filter(has_text=CHECK_BADGE).first).to_be_visible()
-    _wait_idle(page)
-    _assert_no_exception(page)
-    _shot(page, "inspector-open-in-explorer")
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "inspector-open-in-explorer")
 
 
-def _upload(page, path: Path) -> None:  # noqa: F811
+def _upload(page, path: Path) -> None:
     page.locator('[data-testid="stFileUploaderDropzoneInput"], '
                  '[data-testid="stFileUploader"] input[type=file]').first.set_input_files(
         str(path))
 
 
-def test_a_second_capture_puts_its_own_layer_in_the_link(page, server,  # noqa: F811
+def test_a_second_capture_puts_its_own_layer_in_the_link(page, server,
                                                          tmp_path: Path) -> None:
     """Capture A, its layer cnn.4[0], then capture B in the same uploader: the page shows B's
     first layer, and the link no longer names A's (it kept ``in_layer=cnn.4[0] · GroupNorm``
@@ -111,15 +108,15 @@ def test_a_second_capture_puts_its_own_layer_in_the_link(page, server,  # noqa: 
     page.goto(f"{server}/inspector?in_src=Upload+a+file&in_layer={LAYER}+%C2%B7+GroupNorm")
     _upload(page, _capture_file(tmp_path))
     expect(page.get_by_text(GROUPNORM_CAPTION)).to_be_visible(
-        timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+        timeout=TIMEOUT_MS)
+    wait_idle(page)
     assert "in_layer=cnn.4" in page.url
     other = tmp_path / "other.safetensors"
     lnviz.capture(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)),
                   torch.randn(3, 4)).save(other)
     _upload(page, other)
     expect(page.get_by_text(re.compile("LayerNorm:\u2060? one group is one token"))).to_be_visible(
-        timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
-    expect(page).not_to_have_url(re.compile("in_layer=cnn"), timeout=APP_TIMEOUT_MS)
+        timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
+    expect(page).not_to_have_url(re.compile("in_layer=cnn"), timeout=TIMEOUT_MS)

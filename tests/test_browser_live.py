@@ -1,10 +1,10 @@
-"""The Explorer's live panel in a real browser (issue 17): the views follow ε, γ and β at every
+"""The Explorer's live panel in a real browser: the views follow ε, γ and β at every
 step of a drag, the numbers the browser computes equal lnviz's, and on release the page settles
 on lnviz's numbers, moving its own sliders and URL (also when the server corrects the value).
 
 Two kinds of test: ``norms.js`` alone in a blank page against lnviz on many problems (every norm
 and layout, ε = 0, negative and per-feature γ and β, BatchNorm in eval mode, masks), and the
-panel on the running app. Uses the fixtures of tests/test_browser.py (one server per module).
+panel on the running app. Uses the fixtures of tests/conftest.py (one server for the whole run).
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-import test_browser
 import torch
-from test_browser import (
+from browserutil import (
     ALERT,
-    APP_TIMEOUT_MS,
-    _assert_no_exception,
-    _open_explorer,
-    _shot,
-    _wait_idle,
+    TIMEOUT_MS,
+    assert_no_exception,
+    open_explorer,
+    shot,
+    type_first_gamma,
+    wait_idle,
 )
 
 from lnviz.batch import Batch, NormSpec, group_ids
@@ -33,7 +33,7 @@ from lnviz.devices import to_numpy
 from lnviz.lessons.explorer import check_tolerance, explore
 from lnviz.ui.live import _HERE
 from lnviz.ui.params import EPSILONS
-from tools.loadtest import _WS_HOOK
+from tools.loadtest import WS_HOOK
 
 try:
     from playwright.sync_api import Page, expect
@@ -41,7 +41,6 @@ except ImportError:  # the browser fixture skips (or fails) the tests
     Page = None
 
 pytestmark = pytest.mark.browser
-browser, server, page = test_browser.browser, test_browser.server, test_browser.page
 
 PANEL = ".lv-root"
 #: The browser's numbers (float64) against lnviz's float64 run: the same formula, to rounding.
@@ -245,7 +244,7 @@ def _from_panel(data: dict, js: dict) -> tuple[Batch, NormSpec]:
 
 def _panel(page: Page):
     panel = page.locator(PANEL)
-    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     return panel
 
 
@@ -278,7 +277,7 @@ def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
                                                       case: str) -> None:
     """Every step of a γ, β and ε drag redraws the views, in the browser alone (no script run),
     and at each setting the browser's numbers equal lnviz's: ε down to 0, γ negative."""
-    _open_explorer(page, server, QUERIES[case])
+    open_explorer(page, server, QUERIES[case])
     panel = _panel(page)
     state = panel.evaluate(_PANEL_STATE)
     data = state["data"]
@@ -308,8 +307,8 @@ def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
     state = panel.evaluate(_PANEL_STATE)
     assert state["js"]["eps"] == 0.0
     _compare(state["js"], *_from_panel(data, state["js"]))
-    _assert_no_exception(page)
-    _shot(page, f"live-{case}")
+    assert_no_exception(page)
+    shot(page, f"live-{case}")
 
 
 def _slider_thumb(page: Page, text: str):
@@ -320,15 +319,15 @@ def _slider_thumb(page: Page, text: str):
 def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) -> None:
     """Let go at γ = −1.5: the server takes it, the page's own γ slider and the URL follow, and
     the panel shows lnviz's numbers, which equal what the browser had computed."""
-    _open_explorer(page, server, "?norm=BatchNorm&mode=eval&warmup=10")
+    open_explorer(page, server, "?norm=BatchNorm&mode=eval&warmup=10")
     panel = _panel(page)
     _drag(panel, "gamma", [1.0, 0.0, -1.0, -1.5])
     dragged = panel.evaluate(_PANEL_STATE)
     panel.evaluate(_RELEASE, "gamma")
-    expect(page).to_have_url(re.compile(r"[?&]gamma=-1\.5(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]gamma=-1\.5(&|$)"), timeout=TIMEOUT_MS)
     expect(_slider_thumb(page, "-1.50")).to_have_count(1)
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
+    wait_idle(page)
     settled = panel.evaluate(_PANEL_STATE)
     assert settled["data"]["server"]["gamma"] == -1.5
     shown = _decode(settled["data"]["server"]["y"])
@@ -337,44 +336,44 @@ def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) ->
 
     panel.evaluate(_DRAG_TO, ["eps", 0])
     panel.evaluate(_RELEASE, "eps")
-    expect(page).to_have_url(re.compile(r"[?&]eps=0(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]eps=0(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
-    _assert_no_exception(page)
-    _shot(page, "live-settled")
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "live-settled")
 
 
 def test_the_server_corrects_a_value_the_browser_reports(page: Page, server: str) -> None:
     """A value outside the slider's range (a tampered page, a stale control) is moved into it
     by the server, and the panel's control follows the server, not the browser."""
-    _open_explorer(page, server)
+    open_explorer(page, server)
     panel = _panel(page)
     panel.evaluate(_TAMPER, ["beta", 42])
-    expect(page).to_have_url(re.compile(r"[?&]beta=3(\.0)?(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]beta=3(\.0)?(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
+    wait_idle(page)
     assert panel.evaluate("(root) => root.querySelector('input[data-control=beta]').value") == "3"
     expect(_slider_thumb(page, "3.00")).to_have_count(1)
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 def test_the_panel_works_with_the_keyboard(page: Page, server: str) -> None:
     """Arrow keys move the panel's γ; its value is announced; letting go of the key settles."""
-    _open_explorer(page, server)
+    open_explorer(page, server)
     panel = _panel(page)
     gamma = page.get_by_role("slider", name="γ (scale), live")
     gamma.focus()
     page.keyboard.press("ArrowRight")
     expect(gamma).to_have_attribute("aria-valuetext", "γ = 1.1")
-    expect(page).to_have_url(re.compile(r"[?&]gamma=1\.1(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]gamma=1\.1(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
+    wait_idle(page)
     eps = page.get_by_role("slider", name="ε (epsilon), live")
     expect(eps).to_have_attribute("aria-valuetext", "ε = 1e-5")
     # the numbers stay readable as tables (screen readers, keyboard users)
     expect(page.locator(f"{PANEL} table.lv-stats tbody tr").first).to_be_visible()
     assert math.isclose(float(panel.evaluate(_PANEL_STATE)["js"]["gamma"]), 1.1)
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 # --- Sections in st.fragment keep their links --------------------------------------------------
@@ -441,12 +440,12 @@ def _open_fragment_control(page: Page, url: str, control: FragmentControl):
     page.goto(url)
     if control.setup:
         button = page.get_by_role("button", name=control.setup, exact=True)
-        expect(button).to_be_visible(timeout=APP_TIMEOUT_MS)
-        _wait_idle(page)
+        expect(button).to_be_visible(timeout=TIMEOUT_MS)
+        wait_idle(page)
         button.click()
     element = _fragment_control(page, control)
-    expect(element).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(element).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
     return element
 
 
@@ -475,9 +474,9 @@ def test_a_control_inside_a_fragment_still_writes_the_url(page: Page, server: st
     else:  # a radio's label covers its input: click the option's text
         (page.get_by_role("radiogroup", name=control.name, exact=True).nth(control.nth)
          .get_by_text(control.pick, exact=True).click())
-    expect(page).to_have_url(re.compile(rf"[?&]{control.written}(&|$)"), timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
+    expect(page).to_have_url(re.compile(rf"[?&]{control.written}(&|$)"), timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
     link = page.url
     element = _open_fragment_control(page, link, control)
     if control.kind == "slider":
@@ -486,7 +485,7 @@ def test_a_control_inside_a_fragment_still_writes_the_url(page: Page, server: st
         expect(element).to_have_value(control.pick)
     else:
         expect(element).to_be_checked()
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 #: What the server sent since ``window.__fragT0`` (tools/loadtest.py's WebSocket hook): the runs
@@ -503,12 +502,12 @@ def _sent_after(page: Page, act, url: str) -> dict:
     finished; what the server sent meanwhile (``_SENT_SINCE``)."""
     page.evaluate("() => { window.__fragT0 = performance.now(); }")
     act()
-    expect(page).to_have_url(re.compile(url), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(url), timeout=TIMEOUT_MS)
     # the browser writes the URL before the run starts: wait for the run's end
     page.wait_for_function("() => window.__ltws.some(e => e.kind === 'finished'"
-                           " && e.t >= window.__fragT0)", polling=50, timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
+                           " && e.t >= window.__fragT0)", polling=50, timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
     return page.evaluate(_SENT_SINCE)
 
 
@@ -524,8 +523,8 @@ FRAGMENT_RUNS = ["epsilon-cancellation", "epsilon-eps", "scale-shift-gamma", "bn
 def hooked(browser) -> Iterator[Page]:
     """A page that records what the server sends (tools/loadtest.py's WebSocket hook)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(APP_TIMEOUT_MS)
-    context.add_init_script(_WS_HOOK)
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WS_HOOK)
     try:
         yield context.new_page()
     finally:
@@ -560,8 +559,8 @@ def test_a_sidebar_control_reruns_the_whole_page(hooked: Page, server: str) -> N
     page = hooked
     page.goto(server + "/epsilon")
     seed = page.get_by_label("Random seed", exact=True)
-    expect(seed).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(seed).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
 
     def new_seed() -> None:
         seed.fill("3")
@@ -583,8 +582,8 @@ def test_the_pytorch_code_follows_both_fragments_that_draw_it(page: Page, server
     def step_right(control, written: str, *shown: str) -> None:
         control.focus()
         page.keyboard.press("ArrowRight")
-        expect(page).to_have_url(re.compile(rf"[?&]{written}(&|$)"), timeout=APP_TIMEOUT_MS)
-        _wait_idle(page)
+        expect(page).to_have_url(re.compile(rf"[?&]{written}(&|$)"), timeout=TIMEOUT_MS)
+        wait_idle(page)
         expect(code).to_have_count(1)
         for text in shown:
             expect(code).to_contain_text(text)
@@ -592,22 +591,22 @@ def test_the_pytorch_code_follows_both_fragments_that_draw_it(page: Page, server
     step_right(steps, "bl_steps=11", "for _ in range(11):")
     step_right(batch, "bl_b=9", "x = torch.randn(9, 6)", "for _ in range(11):")
     step_right(steps, "bl_steps=12", "for _ in range(12):", "x = torch.randn(9, 6)")
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 def test_the_explorers_group_control_inside_a_fragment_writes_the_url(page: Page,
                                                                       server: str) -> None:
-    _open_explorer(page, server)
+    open_explorer(page, server)
     group = page.get_by_label("Group", exact=True)
     group.fill("2")
     group.press("Enter")
-    expect(page).to_have_url(re.compile(r"[?&]group=2(&|$)"), timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(page).to_have_url(re.compile(r"[?&]group=2(&|$)"), timeout=TIMEOUT_MS)
+    wait_idle(page)
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
     # the live panel's step row follows the group at once, not at the next full rerun
     expect(page.locator(f"{PANEL} [data-title=steps]")).to_contain_text("group 2",
-                                                                        timeout=APP_TIMEOUT_MS)
-    _assert_no_exception(page)
+                                                                        timeout=TIMEOUT_MS)
+    assert_no_exception(page)
 
 
 # --- Scale and shift: the γ, β histogram ----------------------------------------------------------
@@ -630,8 +629,8 @@ def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -
 
     page.goto(server + "/scale_shift")
     panel = page.locator(".lv-affine")
-    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
+    wait_idle(page)
     drags = {"gamma": [round(1.5 - 0.1 * k, 1) for k in range(31)],  # 1.5 down to −1.5
              "beta": [round(0.5 - 0.1 * k, 1) for k in range(36)]}  # 0.5 down to −3
     for name, values in drags.items():
@@ -653,13 +652,13 @@ def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -
         key = {"gamma": "ss_gamma", "beta": "ss_beta"}[name]
         written = re.escape(f"{values[-1]:g}")
         expect(page).to_have_url(re.compile(rf"[?&]{key}={written}(\.0)?(&|$)"),
-                                 timeout=APP_TIMEOUT_MS)
+                                 timeout=TIMEOUT_MS)
         expect(panel).to_have_attribute("data-shown", "server")
-        _wait_idle(page)
+        wait_idle(page)
     expect(page.locator(".js-plotly-plot text", has_text=re.compile(r"γ = −?-?1\.5, β = −?-?3"))
            ).to_have_count(1)
-    _assert_no_exception(page)
-    _shot(page, "live-scale-shift")
+    assert_no_exception(page)
+    shot(page, "live-scale-shift")
 
 
 # --- The ε page: the sweep's marker -------------------------------------------------------------
@@ -683,8 +682,8 @@ def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str, vecto
 
     page.goto(f"{server}/epsilon?ep_vec={vector}")
     panel = page.locator(".lv-sweep")
-    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
+    wait_idle(page)
     x = stability_vector(vector)
     before, changed = None, 0
     for index in range(len(EPSILONS) - 1, -1, -1):
@@ -704,19 +703,17 @@ def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str, vecto
                                        err_msg=f"ε = {EPSILONS[index]}, {dtype}")
     assert changed >= len(EPSILONS) - 2, f"the marker moved {changed} times"
     panel.evaluate(_RELEASE, "eps")
-    expect(page).to_have_url(re.compile(r"[?&]ep_eps=0(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]ep_eps=0(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
-    _assert_no_exception(page)
-    _shot(page, f"live-epsilon-{vector}")
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, f"live-epsilon-{vector}")
 
 
 def test_per_feature_gamma_typed_in_the_table_reaches_the_panel(page: Page, server: str) -> None:
     """γ of feature 0 typed as −2 in the per-feature table: the panel computes with it, and its
     numbers equal lnviz's as ε is dragged down to 0."""
-    from test_browser import type_first_gamma
-
-    _open_explorer(page, server, "?affine=per+feature&norm=BatchNorm")
+    open_explorer(page, server, "?affine=per+feature&norm=BatchNorm")
     type_first_gamma(page, "-2")
     panel = _panel(page)
     state = panel.evaluate(_PANEL_STATE)
@@ -727,7 +724,7 @@ def test_per_feature_gamma_typed_in_the_table_reaches_the_panel(page: Page, serv
     state = panel.evaluate(_PANEL_STATE)
     assert state["js"]["eps"] == 0.0
     _compare(state["js"], *_from_panel(state["data"], state["js"]))
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 # --- BatchNorm vs LayerNorm: the batch-size panel ------------------------------------------------
@@ -792,7 +789,7 @@ def test_the_batch_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: 
         before = now["picture"]
         _check_batch(now, size, redraws, features, seed)
     assert changed >= 0.9 * (len(sizes) - 1), f"the picture changed {changed} times"
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 def test_the_batch_panels_release_settles_on_lnviz_and_moves_the_page(page: Page,
@@ -805,11 +802,11 @@ def test_the_batch_panels_release_settles_on_lnviz_and_moves_the_page(page: Page
     for size in (8, 6, 5):
         dragged = panel.evaluate(_BATCH_DRAG, size)
     panel.evaluate(_RELEASE, "batch")
-    expect(page).to_have_url(re.compile(r"[?&]bl_b=5(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=5(&|$)"), timeout=TIMEOUT_MS)
     slider = page.locator('input[type=range][aria-label="Batch size"]')
     expect(slider).to_have_value("5")
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
+    wait_idle(page)
     # the fragment draws the page's slider in its place: first in the row of section 2's controls
     here = slider.bounding_box()
     beside = page.locator('input[type=range][aria-label="Re-drawn batches"]').bounding_box()
@@ -828,14 +825,14 @@ def test_the_batch_panels_release_settles_on_lnviz_and_moves_the_page(page: Page
 
     panel.evaluate(_BATCH_DRAG, 1)
     panel.evaluate(_RELEASE, "batch")
-    expect(page).to_have_url(re.compile(r"[?&]bl_b=1(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=1(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
+    wait_idle(page)
     expect(page.locator(ALERT, has_text="Expected more than 1 value per channel")
            ).to_have_count(1)
     expect(panel.locator(".lv-refusal")).to_be_visible()
-    _assert_no_exception(page)
-    _shot(page, "live-bn-vs-ln-1")
+    assert_no_exception(page)
+    shot(page, "live-bn-vs-ln-1")
 
 
 def test_the_batch_panel_works_with_the_keyboard(page: Page, server: str) -> None:
@@ -848,28 +845,28 @@ def test_the_batch_panel_works_with_the_keyboard(page: Page, server: str) -> Non
     control.focus()
     page.keyboard.press("ArrowRight")
     expect(control).to_have_attribute("aria-valuetext", "batch size = 9")
-    expect(page).to_have_url(re.compile(r"[?&]bl_b=9(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=9(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
+    wait_idle(page)
     assert panel.evaluate("(root) => root.__lv.data.server.batch") == 9
     # the numbers stay readable as tables: the panel's, and every figure's data table (the
     # fragment's rerun redrew its own and left the other sections' in place)
     expect(panel.locator("table.lv-stats tbody tr")).to_have_count(1)
     expect(panel.locator("tbody td").first).to_have_text("9")
     expect(tables).to_have_count(4)
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 def test_the_server_corrects_a_batch_size_the_browser_reports(page: Page, server: str) -> None:
     """150 reported by a tampered control: the server settles on 64, and so does the panel."""
     panel = _open_batches(page, server)
     panel.evaluate(_TAMPER, ["batch", 150])
-    expect(page).to_have_url(re.compile(r"[?&]bl_b=64(&|$)"), timeout=APP_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=64(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
-    _wait_idle(page)
+    wait_idle(page)
     assert panel.evaluate("(root) => root.querySelector('input[data-control=batch]').value") == "64"
     expect(page.locator('input[type=range][aria-label="Batch size"]')).to_have_value("64")
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 # --- The keyboard on every live panel ----------------------------------------------------------
@@ -904,8 +901,8 @@ KEY_CASES = {
 def _open_panel(page: Page, server: str, case: KeyCase, query: str = ""):
     page.goto(f"{server}{case.path}{query}")
     panel = page.locator(case.panel)
-    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
+    wait_idle(page)
     return panel
 
 
@@ -927,9 +924,9 @@ def test_a_burst_of_arrow_keys_settles_where_the_keys_stopped(hooked: Page, serv
     page.evaluate("() => { window.__keysT0 = performance.now(); }")
     for _ in range(key.presses):
         page.keyboard.press(key.key)
-    expect(page).to_have_url(re.compile(rf"[?&]{key.written}(&|$)"), timeout=APP_TIMEOUT_MS)
-    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(page).to_have_url(re.compile(rf"[?&]{key.written}(&|$)"), timeout=TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
+    wait_idle(page)
     page.wait_for_timeout(600)  # a late reply would move the control back now
     server_value = panel.evaluate(f"(root) => root.__lv.data.server.{key.server}")
     assert server_value == (EPSILONS.index(key.value) if key.server == "eps" else key.value)
@@ -938,7 +935,7 @@ def test_a_burst_of_arrow_keys_settles_where_the_keys_stopped(hooked: Page, serv
     expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
     assert 1 <= page.evaluate(_RUNS_SINCE) <= 3, "the burst started a rerun per press"
     expect(page.get_by_text("Connection error")).to_have_count(0)
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 @pytest.mark.parametrize("case", list(KEY_CASES))
@@ -954,15 +951,14 @@ def test_keys_there_and_back_rerun_nothing_and_settle(hooked: Page, server: str,
     page.evaluate("() => { window.__keysT0 = performance.now(); }")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowLeft")
-    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"),
-                                                     timeout=5_000)
+    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
     expect(panel).to_have_attribute("data-shown", "server")
     page.wait_for_timeout(1_000)
     assert page.evaluate(_RUNS_SINCE) == 0
     assert page.url == url
     # and it still says so: no value was sent that would have it wait for lnviz
     expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 def test_a_value_between_the_steps_is_computed_as_the_page_has_it(page: Page,
@@ -987,7 +983,7 @@ def test_a_value_between_the_steps_is_computed_as_the_page_has_it(page: Page,
     page.get_by_role("slider", name="γ (scale), live").focus()
     page.keyboard.press("ArrowRight")
     expect(panel.locator("[data-show=gamma]")).to_have_text("0.3")
-    _assert_no_exception(page)
+    assert_no_exception(page)
 
 
 #: Let go of the panel's control at ``a``, then at ``b`` a moment later (before the server has
@@ -1019,13 +1015,13 @@ def test_a_reply_to_an_earlier_release_does_not_move_the_control_back(
     reply must not put the control back to ``a``, and the page, the URL and the panel end on
     ``b``. (Not back to γ's default 1.0: Streamlit can then leave ``a`` in the URL after the
     run the second release interrupted, docs/benchmarks.md section 7.)"""
-    _open_explorer(page, server)
+    open_explorer(page, server)
     panel = _panel(page)
     seen = panel.evaluate(_TWO_RELEASES, ["gamma", a, b])
     assert seen == [f"{b:g}"], f"the control showed {seen} after the release at {b}"
-    expect(panel).to_have_attribute("data-shown", "server", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
+    wait_idle(page)
     assert panel.evaluate("(root) => root.__lv.data.server.gamma") == b
     expect(_slider_thumb(page, f"{b:.2f}")).to_have_count(1)
     expect(page).to_have_url(re.compile(rf"[?&]gamma={b:g}(&|$)"))
-    _assert_no_exception(page)
+    assert_no_exception(page)

@@ -1,7 +1,7 @@
-"""Memory that comes back (issue 18): after every learner has left and Streamlit's grace period
+"""Memory that comes back: after every learner has left and Streamlit's grace period
 for closed tabs has passed, the server is back within 1.5× of its warmed baseline.
 
-A real ``streamlit run app.py`` (tests/test_browser.py's ``serve``) with the grace period
+A real ``streamlit run app.py`` (tests/browserutil.py's ``serve``) with the grace period
 ``server.disconnectedSessionTTL`` cut to a few seconds. The baseline is the server's RSS after one
 learner has opened the pages below and left: everything imported, nobody connected. Then several
 learners at once each explore a large random batch (about 60 MB of results per learner) and
@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import test_browser
-from test_browser import APP_TIMEOUT_MS, CHARTS, CHECK_BADGE, SERVER_PROCS, _wait_idle, serve
+from browserutil import CHARTS, CHECK_BADGE, SERVER_PROCS, TIMEOUT_MS, serve, wait_idle
 
 from lnviz.ui.memory import GC_EVERY_S
 from tools.loadtest import tree_rss_mb
@@ -30,7 +29,6 @@ except ImportError:  # the browser fixture skips (or fails) the tests
     Browser = None
 
 pytestmark = pytest.mark.browser
-browser = test_browser.browser
 
 #: Streamlit keeps a closed tab's session this long (s) in case it reconnects (default 120).
 GRACE_S = 2
@@ -49,21 +47,21 @@ def _visit(browser: Browser, base: str, paths: list[str], upload: Path | None = 
     """A learner: a browser context that opens ``paths`` in turn (and uploads ``upload`` on
     the Explorer); returned still open."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(APP_TIMEOUT_MS)
+    context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     for path in paths:
         page.goto(f"{base}{path}")
         expect(page.locator('[data-testid="stMain"] h1').first).to_be_visible(
-            timeout=2 * APP_TIMEOUT_MS)
-        _wait_idle(page)
+            timeout=TIMEOUT_MS)
+        wait_idle(page)
     if upload is not None:
         page.goto(f"{base}/explorer?src=Upload+a+file")
         page.locator('[data-testid="stFileUploaderDropzoneInput"], '
                      '[data-testid="stFileUploader"] input[type=file]').first.set_input_files(
             str(upload))
-        expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=2 * APP_TIMEOUT_MS)
-        expect(page.get_by_text(CHECK_BADGE)).to_be_visible(timeout=APP_TIMEOUT_MS)
-        _wait_idle(page)
+        expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.get_by_text(CHECK_BADGE)).to_be_visible(timeout=TIMEOUT_MS)
+        wait_idle(page)
     return context
 
 

@@ -4,7 +4,7 @@ no colorbar lies on a plot area, no tick label or annotation is cut off by the f
 and the values written into heatmap cells do not run together.
 
 Screenshots of every figure go to ``screenshots/narrow-*.png``. Uses the server and browser of
-tests/test_browser.py.
+tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
-from test_browser import (  # noqa: F401  (browser, server: fixtures)
-    APP_TIMEOUT_MS,
+from browserutil import (
     CHARTS,
     SCREENSHOTS,
-    _assert_no_exception,
-    _slug,
-    _wait_idle,
-    browser,
-    server,
+    TIMEOUT_MS,
+    assert_no_exception,
+    slug,
+    wait_idle,
 )
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
@@ -137,12 +135,12 @@ def layout_problems(geometry: dict) -> list[str]:
 
 
 @pytest.fixture(params=[PHONE, DESKTOP], ids=["phone", "desktop"])
-def screen(request: pytest.FixtureRequest, browser: Browser, server: str  # noqa: F811
+def screen(request: pytest.FixtureRequest, browser: Browser, server: str
            ) -> Iterator[tuple[Page, str]]:
     """A fresh page in a phone-sized (390 px) or desktop-sized (1280 px) viewport."""
     viewport = request.param
     context = browser.new_context(viewport=viewport, device_scale_factor=1)
-    context.set_default_timeout(APP_TIMEOUT_MS)
+    context.set_default_timeout(TIMEOUT_MS)
     try:
         yield context.new_page(), f"{viewport['width']}px"
     finally:
@@ -150,14 +148,14 @@ def screen(request: pytest.FixtureRequest, browser: Browser, server: str  # noqa
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_figures_are_laid_out_for_the_screen(screen: tuple[Page, str], server: str,  # noqa: F811
+def test_figures_are_laid_out_for_the_screen(screen: tuple[Page, str], server: str,
                                              name: str) -> None:
     page, width = screen
     page.goto(f"{server}/{name}")
     charts = page.locator(CHARTS)
-    expect(charts.first).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
+    expect(charts.first).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
     SCREENSHOTS.mkdir(exist_ok=True)
     problems = []
     for k in range(charts.count()):
@@ -165,6 +163,6 @@ def test_figures_are_laid_out_for_the_screen(screen: tuple[Page, str], server: s
         chart.scroll_into_view_if_needed()
         plot = chart.locator(".js-plotly-plot")
         expect(plot.locator(".draglayer").first).to_be_attached()
-        chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{_slug(name)}-{k}.png"))
+        chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
         problems += [f"figure {k}: {p}" for p in layout_problems(plot.evaluate(_GEOMETRY))]
     assert problems == [], f"{name} at {width}:\n" + "\n".join(problems)

@@ -1,9 +1,9 @@
-"""The Start-here path in a real browser (issue 14): from the default page "/", every check of
+"""The Start-here path in a real browser: from the default page "/", every check of
 every step answered wrong and then right, with the feedback each answer should get; steps 2 and
 5 with the keyboard alone; the answers kept by a reload and by a trip to a concept page and back;
 a teacher's link to one step. A screenshot of every step goes to screenshots/.
 
-Uses the server, browser and page fixtures of tests/test_browser.py (one server per module).
+Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
 """
 
 from __future__ import annotations
@@ -12,16 +12,15 @@ import re
 import urllib.parse
 
 import pytest
-import test_browser
-from test_browser import (
-    _FOCUSED,
+from browserutil import (
     ALERT,
-    APP_TIMEOUT_MS,
+    FOCUSED,
+    TIMEOUT_MS,
     TITLE,
-    _assert_no_exception,
-    _shot,
-    _tab_to,
-    _wait_idle,
+    assert_no_exception,
+    shot,
+    tab_to,
+    wait_idle,
 )
 
 from lnviz.lessons.start_here import STEP_KEY, Question, Step, check, path_steps
@@ -32,7 +31,6 @@ except ImportError:  # the browser fixture skips (or fails) the tests
     Page = None
 
 pytestmark = pytest.mark.browser
-browser, server, page = test_browser.browser, test_browser.server, test_browser.page
 
 STEPS = path_steps()
 PANEL = '[role="tabpanel"]:visible'
@@ -63,8 +61,8 @@ def expect_feedback(page: Page, q: Question, answer: str, kind: str) -> None:
     feedback = check(q, answer)
     assert feedback.verdict == kind
     expect(alert(page, feedback.message)).to_be_visible()
-    _wait_idle(page)
-    _assert_no_exception(page)
+    wait_idle(page)
+    assert_no_exception(page)
 
 
 def answer_with_mouse(page: Page, q: Question, answer: str) -> None:
@@ -80,7 +78,7 @@ def answer_with_mouse(page: Page, q: Question, answer: str) -> None:
 def answer_with_keyboard(page: Page, q: Question, answer: str) -> None:
     """Tab to the question's control; type and press Enter, or arrow to the option."""
     if q.is_choice:
-        _tab_to(page, lambda f: f["group"] == q.prompt, f"the options of {q.name}")
+        tab_to(page, lambda f: f["group"] == q.prompt, f"the options of {q.name}")
         for _ in range(len(q.options) + 1):
             label = page.evaluate("() => document.activeElement.closest('label')?.innerText"
                                   " || document.activeElement.getAttribute('aria-label')")
@@ -89,7 +87,7 @@ def answer_with_keyboard(page: Page, q: Question, answer: str) -> None:
             page.keyboard.press("ArrowDown")
         page.keyboard.press("Space")
     else:
-        _tab_to(page, lambda f: f["tag"] == "INPUT" and f["label"] == q.prompt,
+        tab_to(page, lambda f: f["tag"] == "INPUT" and f["label"] == q.prompt,
                 f"the answer field of {q.name}")
         page.keyboard.press("Control+a")
         page.keyboard.type(answer)
@@ -99,7 +97,7 @@ def answer_with_keyboard(page: Page, q: Question, answer: str) -> None:
 def shot_of_step(page: Page, step: Step) -> None:
     page.set_viewport_size(SHOT_VIEWPORT)
     page.wait_for_timeout(800)  # let the figures take the new width
-    _shot(page, f"start-here-step-{step.number}")
+    shot(page, f"start-here-step-{step.number}")
     page.set_viewport_size({"width": 1400, "height": 1000})
 
 
@@ -107,7 +105,7 @@ def open_step(page: Page, step: Step, keyboard: bool) -> None:
     """Move on to ``step`` with the previous step's "Step … →" button."""
     name = f"Step {step.outline.tab} →"
     if keyboard:
-        _tab_to(page, lambda f: f["tag"] == "BUTTON" and f["text"] == name, f"the {name} button")
+        tab_to(page, lambda f: f["tag"] == "BUTTON" and f["text"] == name, f"the {name} button")
         page.keyboard.press("Enter")
     else:
         page.locator(PANEL).get_by_role("button", name=name, exact=True).click()
@@ -115,13 +113,13 @@ def open_step(page: Page, step: Step, keyboard: bool) -> None:
         "heading", name=re.compile(rf"^Step {step.number} of 8"))).to_be_visible()
     value = re.escape(urllib.parse.quote_plus(step.outline.tab))
     expect(page).to_have_url(re.compile(rf"[?&]{STEP_KEY}={value}(&|$)"))
-    _wait_idle(page)
+    wait_idle(page)
 
 
 def test_the_whole_path_wrong_then_right_from_the_default_page(page: Page, server: str) -> None:
     page.goto(server)
-    expect(page.locator(TITLE)).to_have_text("Start here", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
+    wait_idle(page)
     expect(page.locator(PROGRESS).get_by_text("0 of 11 checks right", exact=True)).to_be_visible()
     keyboard_steps = {2, 5}
     for step in STEPS:
@@ -145,37 +143,37 @@ def test_the_whole_path_wrong_then_right_from_the_default_page(page: Page, serve
 
     # a reload keeps every answer: they are in the URL
     page.reload()
-    expect(page.locator(TITLE)).to_have_text("Start here", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)  # the title can show before the rest of the page on a loaded machine
+    expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
+    wait_idle(page)  # the title can show before the rest of the page on a loaded machine
     expect(page.locator(PROGRESS).get_by_text("11 of 11 checks right", exact=True)).to_be_visible()
-    _assert_no_exception(page)
-    _shot(page, "start-here-reloaded")
+    assert_no_exception(page)
+    shot(page, "start-here-reloaded")
 
 
 def test_a_trip_to_a_concept_page_and_back_keeps_the_answers(page: Page, server: str) -> None:
     q = STEPS[2].questions[0]
     page.goto(f"{server}/?{urllib.parse.urlencode({STEP_KEY: STEPS[2].outline.tab})}")
-    expect(page.locator(TITLE)).to_have_text("Start here", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
+    wait_idle(page)
     answer_with_mouse(page, q, right_answer(q))
     expect_feedback(page, q, right_answer(q), "right")
     link = STEPS[2].outline.links[0]
     page.locator(PANEL).get_by_role("link", name=link.label).click()
-    expect(page.locator(TITLE)).to_have_text("Explorer", timeout=APP_TIMEOUT_MS)
+    expect(page.locator(TITLE)).to_have_text("Explorer", timeout=TIMEOUT_MS)
     expect(page).to_have_url(re.compile(r"/explorer\?.*norm=BatchNorm"))
-    _wait_idle(page)
+    wait_idle(page)
     # the worked example is seed 002's number: feature 1 of "I", the pad counted
     tex = [a.text_content() or "" for a in
            page.locator('annotation[encoding="application/x-tex"]').all()]
     assert any("(-1.091)" in t for t in tex), tex
     back = page.get_by_role("link", name=re.compile("Part of the Start-here path: step 2"))
     back.scroll_into_view_if_needed()
-    _shot(page, "start-here-deeper-explorer")
+    shot(page, "start-here-deeper-explorer")
     back.click()
-    expect(page.locator(TITLE)).to_have_text("Start here", timeout=APP_TIMEOUT_MS)
+    expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
     expect(page.locator(PANEL).get_by_role("heading", name=re.compile("^Step 2 of 8")))\
         .to_be_visible()
-    _wait_idle(page)
+    wait_idle(page)
     # step 2 sent the learner to the Explorer first; step 3's answer is still there
     page.get_by_role("tab", name=STEPS[2].outline.tab).click()
     expect(alert(page, q.right)).to_be_visible()
@@ -186,24 +184,24 @@ def test_a_teachers_link_opens_its_step(page: Page, server: str) -> None:
     step = STEPS[4]
     page.goto(f"{server}/?{urllib.parse.urlencode({STEP_KEY: step.outline.tab})}")
     heading = page.locator(PANEL).get_by_role("heading", name=re.compile("^Step 5 of 8"))
-    expect(heading).to_be_visible(timeout=APP_TIMEOUT_MS)
+    expect(heading).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.get_by_role("tab", name=step.outline.tab)).to_have_attribute(
         "aria-selected", "true")
-    _wait_idle(page)
-    _assert_no_exception(page)
+    wait_idle(page)
+    assert_no_exception(page)
 
 
 def test_the_steps_are_tabs_the_arrow_keys_move_between(page: Page, server: str) -> None:
     page.goto(server)
-    expect(page.locator(TITLE)).to_have_text("Start here", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _tab_to(page, lambda f: f["role"] == "tab" and f["text"] == STEPS[0].outline.tab,
+    expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
+    wait_idle(page)
+    tab_to(page, lambda f: f["role"] == "tab" and f["text"] == STEPS[0].outline.tab,
             "the first step's tab")
     page.keyboard.press("ArrowRight")
-    focused = page.evaluate(_FOCUSED)
+    focused = page.evaluate(FOCUSED)
     assert focused["text"] == STEPS[1].outline.tab, focused
     page.keyboard.press("Enter")
     expect(page.locator(PANEL).get_by_role("heading", name=re.compile("^Step 2 of 8")))\
         .to_be_visible()
     expect(page).to_have_url(re.compile(rf"[?&]{STEP_KEY}=2\+LayerNorm(&|$)"))
-    _wait_idle(page)
+    wait_idle(page)

@@ -12,16 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (fixtures are found by name)
+from browserutil import (
     ALERT,
-    APP_TIMEOUT_MS,
     SERVER_PROCS,
-    _assert_no_exception,
-    _shot,
-    _wait_idle,
-    browser,
-    page,
-    server,
+    TIMEOUT_MS,
+    assert_no_exception,
+    shot,
+    wait_idle,
 )
 
 try:
@@ -36,10 +33,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(
 #: old page took eval_every = 167 steps of every model before it looked at Stop again.
 LARGE = ("tr_models=LSTM&tr_models=LN-LSTM&tr_models=BN-LSTM&tr_hidden=256&tr_batch=256"
          "&tr_steps=5000")
-#: Generous bounds: what they catch is a page that steps on for minutes (as it did), not a slow
-#: machine. The measured times are printed.
-FIRST_PROGRESS_TIMEOUT_MS = 30_000
-STOP_TIMEOUT_MS = 30_000
 #: The server counts as quiet when it uses less than half a CPU-second in a 3 s window (training
 #: three models keeps both cores busy, 2 CPU-seconds a second); it must get there within 30 s.
 QUIET_WINDOW_S = 3.0
@@ -70,15 +63,15 @@ def _start_large_run(tab, base: str) -> tuple[float, int]:
     the step shown two seconds later)."""
     tab.goto(f"{base}/training?{LARGE}")
     run = tab.get_by_role("button", name="Run", exact=True)
-    expect(run).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(tab)
+    expect(run).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(tab)
     thumbs = tab.locator('[data-testid="stSliderThumbValue"]')
     expect(thumbs.filter(has_text=re.compile(r"^256$"))).to_have_count(2)  # H and batch
     clicked = time.monotonic()
     run.click()
     progress = tab.locator('[data-testid="stProgress"]')
     expect(progress.filter(has_text=re.compile(r"Step [1-9]\d* of 5000"))).to_be_visible(
-        timeout=FIRST_PROGRESS_TIMEOUT_MS)
+        timeout=TIMEOUT_MS)
     first_progress = time.monotonic() - clicked
     tab.wait_for_timeout(2000)  # let it train a little further
     return first_progress, _step_shown(progress.inner_text())
@@ -91,20 +84,20 @@ def _step_shown(text: str) -> int:
 
 
 def test_stop_ends_a_large_training_and_the_server_goes_quiet(
-        page, server: str) -> None:  # noqa: F811 (the imported fixtures)
+        page, server: str) -> None:
     first_progress, step_at_stop = _start_large_run(page, server)
     clicked = time.monotonic()
     page.get_by_role("button", name="Stop training", exact=True).click()
     stopped = page.locator(ALERT).filter(has_text=re.compile(r"Stopped after \d+ of 5000 steps"))
     try:
-        expect(stopped).to_be_visible(timeout=STOP_TIMEOUT_MS)
+        expect(stopped).to_be_visible(timeout=TIMEOUT_MS)
     except AssertionError:
-        _shot(page, "training-stop-FAILED")
+        shot(page, "training-stop-FAILED")
         raise
     to_stopped = time.monotonic() - clicked
-    _wait_idle(page)
-    _assert_no_exception(page)
-    _shot(page, "training-stopped")
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "training-stopped")
     steps_done = int(re.search(r"Stopped after (\d+)", stopped.inner_text()).group(1))
     assert step_at_stop <= steps_done < 5000
     # the live progress bar is gone: no run is training
@@ -117,7 +110,7 @@ def test_stop_ends_a_large_training_and_the_server_goes_quiet(
     assert busy < 0.5 * QUIET_WINDOW_S, f"the server still uses {busy:.1f} CPU-s every 3 s"
 
 
-def test_closing_the_tab_ends_its_training(page, server: str) -> None:  # noqa: F811 (fixtures)
+def test_closing_the_tab_ends_its_training(page, server: str) -> None:
     first_progress, step = _start_large_run(page, server)
     page.close()  # the session is gone: Streamlit stops its script at the next redraw
     waited, busy = _wait_quiet(server)

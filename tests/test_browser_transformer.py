@@ -1,7 +1,7 @@
 """Inside a real transformer in a real browser: type a sentence, see the model's figures follow;
 open a LayerNorm's input in the Explorer. Screenshots go to screenshots/.
 
-Uses the server, browser and page fixtures of tests/test_browser.py (one server per module).
+Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-import test_browser
-from test_browser import APP_TIMEOUT_MS, CHARTS, TITLE, _assert_no_exception, _shot, _wait_idle
+from browserutil import CHARTS, TIMEOUT_MS, TITLE, assert_no_exception, shot, wait_idle
 
 try:
     from playwright.sync_api import Page, expect
@@ -18,7 +17,6 @@ except ImportError:  # the browser fixture skips (or fails) the tests
     Page = None
 
 pytestmark = pytest.mark.browser
-browser, server, page = test_browser.browser, test_browser.server, test_browser.page
 
 #: The page's figures: heatmaps, per-token statistics, overview, massive activation, outlier
 #: feature, attention, ablation, int8.
@@ -29,19 +27,19 @@ def test_typing_a_sentence_redraws_the_figures(page: Page, server: str) -> None:
     page.set_viewport_size({"width": 1400, "height": 1200})
     page.goto(f"{server}/transformer")
     expect(page.locator(TITLE).first).to_have_text("Inside a real transformer",
-                                                   timeout=APP_TIMEOUT_MS)
-    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
+                                                   timeout=TIMEOUT_MS)
+    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
     main = page.locator('[data-testid="stMain"]')
     expect(main.get_by_text("9 tokens:")).to_be_visible()
 
     box = page.get_by_role("textbox", name="Sentence")
     box.fill("Paris is the capital of France, and Berlin is the capital of Germany.")
     box.press("Control+Enter")  # a text area submits with Ctrl+Enter
-    expect(main.get_by_text("17 tokens:")).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
+    expect(main.get_by_text("17 tokens:")).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
     expect(page.locator(CHARTS)).to_have_count(FIGURES)
     # the heatmap has a row per token now, and the massive activation is still [CLS]'s
     expect(page.locator(".js-plotly-plot").first.locator("text", has_text="16 [SEP]")
@@ -51,20 +49,20 @@ def test_typing_a_sentence_redraws_the_figures(page: Page, server: str) -> None:
     assert "tf_text=Paris" in page.url
     # the whole page, scrolled inside stMain
     page.set_viewport_size({"width": 1400, "height": 7000})
-    _wait_idle(page)
-    _shot(page, "transformer-typed")
+    wait_idle(page)
+    shot(page, "transformer-typed")
 
 
 def test_a_layer_norm_input_opens_in_the_explorer(page: Page, server: str) -> None:
     page.goto(f"{server}/transformer?tf_text=I+love+deep+learning")
-    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
+    wait_idle(page)
     page.get_by_role("button", name="Open this input in the Explorer").click()
-    expect(page.locator(TITLE).first).to_have_text("Explorer", timeout=APP_TIMEOUT_MS)
+    expect(page.locator(TITLE).first).to_have_text("Explorer", timeout=TIMEOUT_MS)
     expect(page.locator('[data-testid="stMain"]').get_by_text("(1, 6, 384)").first
-           ).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
+           ).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
     assert "/explorer" in page.url
 
 
@@ -73,14 +71,14 @@ def test_a_paste_longer_than_the_page_reads_is_read_and_cut(page: Page, server: 
     old text without a word; now the page takes it, reads its first 5,000 characters and says
     so."""
     page.goto(f"{server}/transformer")
-    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
+    wait_idle(page)
     box = page.get_by_role("textbox", name="Sentence")
     box.fill("Berlin is big. " * 400)  # 6,000 characters, as a paste arrives: all at once
     box.press("Control+Enter")
     main = page.locator('[data-testid="stMain"]')
     expect(main.get_by_text("This text has 6,000 characters")).to_be_visible(
-        timeout=APP_TIMEOUT_MS)
-    expect(main.get_by_text("512 tokens:")).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
+        timeout=TIMEOUT_MS)
+    expect(main.get_by_text("512 tokens:")).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)

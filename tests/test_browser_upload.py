@@ -1,6 +1,6 @@
-"""In the browser: a download clicked while the Explorer reruns still arrives (issue 11, #21).
+"""In the browser: a download clicked while the Explorer reruns still arrives.
 
-Uses the server, browser and page fixtures of tests/test_browser.py (a real ``streamlit run``).
+Uses the server, browser and page fixtures of tests/conftest.py (a real ``streamlit run``).
 """
 
 from __future__ import annotations
@@ -9,15 +9,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from test_browser import (  # noqa: F401  (fixtures)
-    _SERVER_LOGS,
-    _assert_no_exception,
-    _norm_option,
-    _open_explorer,
-    _wait_idle,
-    browser,
-    page,
-    server,
+from browserutil import (
+    SERVER_LOGS,
+    assert_no_exception,
+    norm_option,
+    open_explorer,
+    wait_idle,
 )
 
 from lnviz.data import get_preset
@@ -41,26 +38,26 @@ def _outputs() -> list[np.ndarray]:
 ROUNDS = 5
 
 
-def test_a_download_clicked_during_a_rerun_arrives(page, server) -> None:  # noqa: F811
+def test_a_download_clicked_during_a_rerun_arrives(page, server) -> None:
     """Two quick choices: the second cuts the first one's rerun short, and the click on the
     button of the run before asked for a file that Streamlit had forgotten at the end of the
     cut-short run ("MediaFileStorageError: Deferred file … not found" in the server's log), or
     the click's own rerun cut the run short just before: nothing arrived. Now the bytes are a
     stored file that outlives one such clean-up, and the click reruns nothing. (A race, so it
-    is run several times; tests/test_upload_defects.py replays it without a browser.)"""
-    _open_explorer(page, server)
+    is run several times; tests/test_source.py replays it without a browser.)"""
+    open_explorer(page, server)
     button = page.get_by_role("button", name="output.npy", exact=True)
     for _ in range(ROUNDS):
         button.scroll_into_view_if_needed()
         # mid-rerun the page can briefly hold the old control beside the new: take the first
-        current = _norm_option(page, "LayerNorm").first.is_checked()
+        current = norm_option(page, "LayerNorm").first.is_checked()
         for norm in ("BatchNorm", "RMSNorm") if current else ("BatchNorm", "LayerNorm"):
-            _norm_option(page, norm).first.click()  # the second cuts the first one's run short
-        with page.expect_download(timeout=15_000) as download:
+            norm_option(page, norm).first.click()  # the second cuts the first one's run short
+        with page.expect_download() as download:
             button.click()  # an earlier run's button, or the last run's
         content = np.load(download.value.path())
         assert any(np.allclose(content, out, atol=1e-5) for out in _outputs()), content
         assert page.locator('[data-testid="stDownloadButtonError"]').count() == 0
-        _wait_idle(page)
-    _assert_no_exception(page)
-    assert "Deferred file" not in _SERVER_LOGS[server].read_text(errors="replace")
+        wait_idle(page)
+    assert_no_exception(page)
+    assert "Deferred file" not in SERVER_LOGS[server].read_text(errors="replace")

@@ -1,7 +1,7 @@
-"""Shared links in a real browser (issue 11): a link's text shows as text, with no live link or
+"""Shared links in a real browser: a link's text shows as text, with no live link or
 outside image, and typed numbers too long for a link keep the address small and say so.
 
-Uses the server, browser and page fixtures of tests/test_browser.py (one server per module).
+Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ import urllib.parse
 
 import numpy as np
 import pytest
-import test_browser
-from test_browser import (
+from browserutil import (
     ALERT,
-    APP_TIMEOUT_MS,
     CHARTS,
-    _assert_no_exception,
-    _shot,
-    _wait_idle,
+    TIMEOUT_MS,
+    assert_no_exception,
+    shot,
+    wait_idle,
 )
 
 from lnviz.ui.state import MAX_SHARED_TEXT
@@ -29,8 +28,7 @@ except ImportError:  # the browser fixture skips (or fails) the tests
     Page = None
 
 pytestmark = pytest.mark.browser
-# tests/test_browser.py's fixtures: one server for this module, a fresh browser page per test
-browser, server, page = test_browser.browser, test_browser.server, test_browser.page
+# conftest.py's fixtures: one server for the whole run, a fresh browser page per test
 
 #: The address of a view may not grow beyond this (servers refuse from about 64 KB on).
 MAX_URL = 8 * 1024
@@ -74,10 +72,10 @@ def test_a_links_text_is_shown_as_text(page: Page, server: str, case: str) -> No
     page.on("request", lambda request: requested.append(request.url))
     page.goto(server + path + urllib.parse.quote(text, safe=""))
     alert = page.locator(ALERT).filter(has_text="item")
-    expect(alert.first).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
-    _shot(page, f"url-hostile-{case}")
+    expect(alert.first).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, f"url-hostile-{case}")
     found = page.evaluate(_SMUGGLED)
     assert found["links"] == [] and found["media"] == [] and found["markup"] == [], found
     # the literal characters are on the screen (the typed case shows its bad item, quoted)
@@ -95,21 +93,21 @@ def test_twenty_thousand_typed_numbers_work_and_keep_the_link_small(page: Page,
                                                                     server: str) -> None:
     page.goto(f"{server}/explorer?src=Type+numbers&tmode=text")
     numbers = page.get_by_label("Numbers", exact=True)
-    expect(numbers).to_be_visible(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(numbers).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
     text = _numbers(20_000)
     numbers.fill(text)
     numbers.press("Control+Enter")
     expect(page.get_by_text("Tensor (200, 100) in layout NC")).to_be_visible()
     expect(page.get_by_text(NOTE)).to_be_visible()
-    _wait_idle(page)
-    _assert_no_exception(page)
+    wait_idle(page)
+    assert_no_exception(page)
     expect(page.locator(CHARTS).nth(2)).to_be_visible()
     encoded = len(urllib.parse.quote_plus(text))
     print(f"20,000 numbers: {len(text):,} characters, {encoded:,} in a URL; "
           f"the page's address now: {len(page.url):,} characters")
     assert len(page.url) < MAX_URL and "ttext=" not in page.url
-    _shot(page, "url-long-typed-numbers")
+    shot(page, "url-long-typed-numbers")
 
     # short again: the text goes back into the link, the note goes away
     numbers.fill("1, 2\n3, 5")
@@ -124,9 +122,9 @@ def test_a_link_with_values_streamlit_fails_on_opens_and_keeps_its_other_setting
     """An integer input given a number beyond float's range, and a required choice given an
     empty value, leave the address; the link's valid settings stay in it and on the screen."""
     page.goto(f"{server}/explorer?src=Image+batch&norm=&seed=1e309&precision=float64")
-    expect(page.get_by_label("Random seed", exact=True)).to_have_value("0", timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
-    _assert_no_exception(page)
+    expect(page.get_by_label("Random seed", exact=True)).to_have_value("0", timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query, keep_blank_values=True)
     assert "seed" not in query and "norm" not in query, page.url
     assert query["src"] == ["Image batch"] and query["precision"] == ["float64"], page.url
@@ -142,15 +140,15 @@ def test_npz_member_names_are_plain_text_in_the_array_picker(page: Page, server:
     np.savez(path, **{hostile: np.ones((2, 3)), "plain": np.zeros((2, 3))})
     page.goto(f"{server}/explorer?src=Upload+a+file")
     dropzone = page.locator('[data-testid="stFileUploader"] input[type=file]').first
-    expect(dropzone).to_be_attached(timeout=APP_TIMEOUT_MS)
-    _wait_idle(page)
+    expect(dropzone).to_be_attached(timeout=TIMEOUT_MS)
+    wait_idle(page)
     dropzone.set_input_files(str(path))
     expect(page.locator(CHARTS).nth(2)).to_be_visible()
-    _wait_idle(page)
+    wait_idle(page)
     picker = page.get_by_label("Array", exact=True)
     picker.click()
     # each option is the name and the array's shape: "<name>  (2, 3)"
     expect(page.get_by_role("option", name=hostile)).to_be_visible()
     found = page.evaluate(_SMUGGLED)
     assert found["links"] == [] and found["media"] == [], found
-    _shot(page, "url-npz-names")
+    shot(page, "url-npz-names")

@@ -517,7 +517,7 @@ def test_parse_good_inputs(text, expected):
 
 
 def test_typed_numbers_keep_every_digit_typed():
-    # Issue 11 (10): 1.00000001 and 1.00000002 are one float32; typed numbers stay float64.
+    # 1.00000001 and 1.00000002 are one float32; typed numbers stay float64.
     close = parse_numbers("1.00000001, 1.00000002, 1.00000003")
     assert close.dtype == np.float64
     assert close[0, 1] - close[0, 0] == pytest.approx(1e-8, rel=1e-6)

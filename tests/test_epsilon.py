@@ -39,7 +39,7 @@ def torch_output_and_grad(x: np.ndarray, eps: float, g: torch.Tensor) -> tuple[f
     return float(y.abs().max()), float(leaf.grad.norm())
 
 
-# --- the vectors and the ε sweep --------------------------------------------------------------
+# --- the vectors and the ε sweep -----------------------------------------------------------------
 
 
 def test_vectors_are_the_seed_examples():
@@ -131,7 +131,7 @@ def test_sweep_rejects_a_matrix():
         epsilon_sweep(np.ones((2, 3)))
 
 
-# --- precision --------------------------------------------------------------------------------
+# --- precision -----------------------------------------------------------------------------------
 
 
 def test_precision_errors_follow_the_dtypes_digits():
@@ -163,7 +163,7 @@ def test_precision_along_size_and_bad_axes():
         precision_sweep("size", [1])
 
 
-# --- three variances --------------------------------------------------------------------------
+# --- three variances -----------------------------------------------------------------------------
 
 
 @settings(max_examples=30, deadline=None)
@@ -209,7 +209,7 @@ def test_cancellation_sweep_naive_fails_the_others_hold():
         cancellation_sweep(size=1)
 
 
-# --- figures ----------------------------------------------------------------------------------
+# --- figures -------------------------------------------------------------------------------------
 
 
 def test_sweep_figure_marks_variance_and_chosen_eps():
@@ -236,7 +236,7 @@ def test_cancellation_figure_marks_negative_variances():
     assert fig.data[4].y == (1.0, 1.0)
 
 
-# --- the page ---------------------------------------------------------------------------------
+# --- the page ------------------------------------------------------------------------------------
 
 
 def y_values(at, figure: int, trace: int, field: str = "y") -> np.ndarray:
@@ -314,7 +314,7 @@ def test_url_parameters_restore_the_settings():
 
 
 def test_float16_gradient_overflow_is_not_called_zero_over_zero():
-    # Issue 11 (15): float16, ε = 1e-12, constant vector: no output is NaN, the gradient
+    # float16, ε = 1e-12, constant vector: no output is NaN, the gradient
     # overflows float16 — the page said "√0 … 0/0 … NaN".
     at = open_page(PAGE, {"ep_vec": "constant", "ep_eps": "1e-12", "precision": "float16"})
     warnings = [w for w in alerts(at)["warning"] if "gradient entries" in w]
@@ -328,7 +328,7 @@ def test_float16_gradient_overflow_is_not_called_zero_over_zero():
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
 @pytest.mark.parametrize("vector", ["tiny", "constant", "ordinary"])
 def test_snippet_follows_the_chosen_vector_and_precision(vector, dtype):
-    # Issue 11 (hostile pass): the snippet always built the tiny vector in float32.
+    # The snippet always built the tiny vector in float32.
     from lnviz.lessons.epsilon import epsilon_snippet
 
     code = epsilon_snippet(vector, 1e-5, dtype)
@@ -345,7 +345,7 @@ def test_snippet_follows_the_chosen_vector_and_precision(vector, dtype):
     assert any(f"dtype=torch.{dtype}" in c.value for c in at.code)
 
 
-# --- Issue 13 ------------------------------------------------------------------------------------
+# --- Every number the page prints follows the precision ------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
@@ -363,7 +363,7 @@ def test_x_minus_mu_is_the_centring_the_norm_used(vector, dtype, eps):
 
 
 def test_tiny_vector_shows_the_residue_it_divides_and_explains_it():
-    """Issue 13: at ε = 1e-5 "x − μ" showed 0 on the 0.001 rows while x̂ there was 7.361e-09.
+    """At ε = 1e-5 "x − μ" showed 0 on the 0.001 rows while x̂ there was 7.361e-09.
     The residue is real: the stored values' mean is 0.0010000000242, 2.328e-11 from the stored
     0.001."""
     steps = epsilon_steps(stability_vector("tiny"), 1e-5)

@@ -12,8 +12,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, figures, open_page, table_with, trace_data
-from test_batch import padded
+from pageutil import alerts, figures, open_page, padded, table_with, trace_data
 
 from lnviz.batch import (
     NORMS,
@@ -247,7 +246,7 @@ def test_demo_mode_caps_uploads_and_generated_tensors(monkeypatch):
     at.number_input(key="rn").set_value(100_000).run()
     at.number_input(key="rc").set_value(100).run()  # 10 million values: fine on a laptop
     assert not at.exception
-    # a generated tensor has the upload's memory budget (issue 11: 50M generated float64 values
+    # a generated tensor has the upload's memory budget (50M generated float64 values
     # took a server from 0.8 to 3.3 GB)
     assert any(f"{DEMO_LIMITS.tensor_values:,} values" in e for e in alerts(at)["error"])
     at.segmented_control(key="src").set_value("upload").run()
@@ -258,7 +257,7 @@ def test_demo_mode_caps_uploads_and_generated_tensors(monkeypatch):
     assert any(f"{cap:,} values" in e for e in alerts(at)["error"]), alerts(at)
 
 
-# --- Issue 11: defects a hostile tester found on the Explorer ----------------------------------
+# --- What a hostile tester found on the Explorer: refused or drawn, never a crash ----------------
 
 
 def test_far_from_zero_does_not_blame_lnviz_for_torchs_rounding():
@@ -309,7 +308,7 @@ def test_typed_numbers_keep_float64_digits(explorer):
     assert not any("Choose float64" in w for w in warnings)  # float64 is already chosen
 
 
-# --- Issue 11: the second hostile pass ---------------------------------------------------------
+# --- Extreme values, precisions and settings: the numbers stay right -----------------------------
 
 
 def test_integer_uploads_keep_their_digits_in_float64_and_warn_in_float32(explorer):
@@ -381,7 +380,7 @@ def test_padding_grid_marks_every_feature_of_each_pad_token():
     assert padding_grid(Batch(preset.values, "NLC"), grid_view((8, 3))) is None
 
 
-# --- The lesson's computations (lnviz.lessons.explorer) -----------------------------------------
+# --- The lesson's computations (lnviz.lessons.explorer) ------------------------------------------
 
 
 def test_group_stats_and_grid():
@@ -531,7 +530,7 @@ def test_check_tolerance_holds_for_lnviz_on_random_batches(seed, offset, norm, e
 
 
 def test_histogram_of_values_near_the_float_limits():
-    # Issue 11 (6): "Too many bins for data range" for ±3e38 in float32.
+    # "Too many bins for data range" for ±3e38 in float32.
     for values in (np.array([1e38, 3e38, -3e38], np.float32),
                    np.array([1.7e308, -1.7e308, 0.0])):
         from lnviz.lessons.explorer import histogram
@@ -556,7 +555,7 @@ def test_explain_names_gamma_beyond_the_dtype_and_output_overflow():
 
 
 def test_worked_example_far_from_zero_reproduces_x_hat_from_its_own_numbers():
-    # Issue 11 (13): (10⁴ − 10⁴)/√(0.4803+10⁻⁵) = 0.1657 lost the digits, and the table's
+    # (10⁴ − 10⁴)/√(0.4803+10⁻⁵) = 0.1657 lost the digits, and the table's
     # float32 μ gave 0.1663 by hand.
     import re
 
@@ -577,7 +576,7 @@ def test_worked_example_far_from_zero_reproduces_x_hat_from_its_own_numbers():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_pytorch_snippet_runs_in_every_precision(tmp_path, monkeypatch, dtype):
-    # Issue 11 (14): "mixed dtype (CPU)" in float64 — γ/β were built as float32.
+    # "mixed dtype (CPU)" in float64 — γ/β were built as float32.
     batch = padded()
     monkeypatch.chdir(tmp_path)
     np.save("input.npy", batch.values)
@@ -613,12 +612,12 @@ def test_snippet_says_torch_refuses_batch_norm_with_eps_zero(tmp_path, monkeypat
 
 
 def test_statistics_note_holds_for_the_norm_and_the_batch():
-    # Issue 11 (hostile pass): "every group has mean 0 and deviation close to 1" sat under a
+    # "Every group has mean 0 and deviation close to 1" sat under a
     # chart where the pad group's σ after was 0; RMSNorm and eval BatchNorm do not give 0 and 1.
     from lnviz.lessons.explorer import statistics_note
 
     batch = padded()
-    # Issue 13 reworded these notes around the numbers on the chart: RMSNorm's RMS after is 1
+    # These notes are worded around the numbers on the chart: RMSNorm's RMS after is 1
     # while its means stay near 0.93; eval BatchNorm names its running statistics and how far
     # they have come; a γ and β give the groups their own mean and deviation.
     for spec, fragment in [(NormSpec(), "1 group(s) whose values are all equal"),
@@ -667,7 +666,7 @@ def test_notes_for_one_value_groups_and_nan_inputs():
     assert "NaN statistics" in statistics_note(ex, spec)
 
 
-# --- Issue 13: every caption, table and chart follows the norm and its mode ----------------------
+# --- Every caption, table and chart follows the norm and its mode --------------------------------
 
 # The page's GroupNorm starts at its second divisor of 3 channels: 3 groups.
 NORM_MODES = [({"norm": n}, NormSpec(norm=n, groups=3)) for n in NORMS] + [
@@ -686,7 +685,7 @@ def _parse_span(text: str) -> tuple[float, float]:
 def test_statistics_caption_states_the_numbers_on_the_chart(query, spec):
     """The caption under the statistics chart names the span of the groups' means and spreads
     after normalizing, and those are the numbers the chart's "after" traces draw — for every
-    norm and mode. Before issue 13 it said "every group has mean 0 and deviation close to 1"
+    norm and mode. It used to say "every group has mean 0 and deviation close to 1"
     under RMSNorm (means 0.93, σ 0.37) and eval BatchNorm (means 0.76, σ 1.1)."""
     import re
 
@@ -860,7 +859,7 @@ def test_seed_003s_slips_are_shown_with_its_example():
 
 
 def test_other_sentences_hold_under_non_default_settings():
-    """Sentences found false on re-reading the page under other settings (issue 13)."""
+    """Sentences found false on re-reading the page under other settings."""
     from lnviz.lessons.explorer import statistics_note
 
     # eval BatchNorm after 100 passes: the means have caught up; only the deviation misses 1

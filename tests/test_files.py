@@ -270,7 +270,7 @@ GOOD = [
         lambda p: npy(np.array([1e300, -1e300, 1e-300])),
         {"array": [np.inf, -np.inf, 0.0]},
     ),
-    Case(  # float32 would round integers above 2**24: 16777217 became 16777216 (issue 11)
+    Case(  # float32 would round integers above 2**24: 16777217 became 16777216
         "npy-int32-kept-as-float64",
         lambda p: npy(np.array([-3, 16_777_217], dtype=np.int32)),
         {"array": np.array([-3, 16_777_217], dtype=np.float64)},

@@ -1,4 +1,4 @@
-"""The live panel's server side (issue 17): what it is sent, and what a release writes back.
+"""The live panel's server side: what it is sent, and what a release writes back.
 
 The browser side (norms.js against lnviz, the panel in the running app) is tested in
 tests/test_browser_live.py.

@@ -1,4 +1,4 @@
-"""lnviz.ui.memory: the server returns freed memory to the system (issue 18).
+"""lnviz.ui.memory: the server returns freed memory to the system.
 
 What it achieves is measured end to end in tests/test_browser_memory.py.
 """

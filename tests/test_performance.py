@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import numpy as np
 import pytest
 import torch
 from pageutil import figures, open_page
 
-from lnviz import bench
+from lnviz import bench, charts
 from lnviz.lessons import performance
 
 
@@ -83,3 +85,123 @@ def test_the_pages_snippet_runs_and_counts_the_bytes_as_run_does(capsys):
     # the same count of bytes as run()'s rows: read x once, write y once, 4 bytes a value
     assert namespace["gb_per_s"] == pytest.approx(2 * 64 * 32 * 4 / seconds / 1e9)
     assert capsys.readouterr().out == f"{namespace['gb_per_s']:.1f} GB/s\n"
+
+
+# --- The time budget: a case that would overrun is skipped, with its reason ----------------------
+class Slow:
+    """A stand-in implementation that takes ``per_value`` seconds per value of its input (at
+    least ``floor``), counting its calls by input size."""
+
+    def __init__(self, per_value: float = 0.0, floor: float = 0.0) -> None:
+        self.per_value, self.floor = per_value, floor
+        self.calls: dict[int, int] = {}
+
+    def __call__(self, x):
+        self.calls[x.numel()] = self.calls.get(x.numel(), 0) + 1
+        time.sleep(max(self.floor, self.per_value * x.numel()))
+        return x
+
+
+@pytest.fixture
+def slow(monkeypatch):
+    fn = Slow()
+    monkeypatch.setattr(performance, "implementations", lambda norm, device: {"torch": fn})
+    return fn
+
+
+@pytest.fixture
+def no_compile_yet(monkeypatch):
+    """A process that has compiled nothing, and a torch.compile that must not be reached."""
+    monkeypatch.setattr(performance, "_COMPILE_SECONDS", [], raising=False)
+    monkeypatch.setattr(performance, "_COMPILED_SHAPES", set(), raising=False)
+    monkeypatch.setattr(performance, "_COMPILED", {})
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("torch.compile was called although it could not fit the budget")
+
+    monkeypatch.setattr(performance.torch, "compile", refuse)
+
+
+def test_a_case_that_would_overrun_stops_after_its_first_call(slow):
+    """Old code: every one of the 2 + 5 calls ran (2.1 s against a 1 s budget)."""
+    slow.floor = 0.3
+    skipped: list[performance.Skipped] = []
+    rows = performance.run([(8, 8)], ["layer"], ["torch"], repeats=5, budget_s=1.0,
+                     on_skip=skipped.append)
+    assert rows == [] and slow.calls == {64: 1}
+    assert [(s.norm, s.impl, s.rows, s.cols) for s in skipped] == [("layer", "torch", 8, 8)]
+    assert skipped[0].reason.startswith("stopped after its first calls: it needs about 1.8 s")
+
+
+def test_a_larger_size_is_skipped_before_any_call_from_the_smaller_ones_pace(slow):
+    """64×64 takes ≥ 0.8 ms a call, so one call at 16384×64 (256× the values) takes ≥ 0.2 s:
+    more than a 0.15 s budget leaves, so it is never called. Sizes run smallest first."""
+    slow.per_value = 2e-7
+    skipped: list[performance.Skipped] = []
+    rows = performance.run([(16384, 64), (64, 64)], ["layer"], ["torch"], repeats=5, budget_s=0.15,
+                     on_skip=skipped.append)
+    assert [(r.rows, r.cols) for r in rows] == [(64, 64)]
+    assert slow.calls == {64 * 64: 7}
+    assert len(skipped) == 1 and (skipped[0].rows, skipped[0].cols) == (16384, 64)
+    assert re.fullmatch(r"one call takes about [\d.]+ s at the pace of a smaller size, and "
+                        r"0\.\d s of the budget was left", skipped[0].reason)
+
+
+def test_after_the_budget_every_remaining_case_is_listed(slow):
+    skipped: list[performance.Skipped] = []
+    rows = performance.run([(8, 8), (16, 8)], ["layer", "rms"], ["torch"], repeats=1, budget_s=0.0,
+                     on_skip=skipped.append)
+    assert rows == [] and slow.calls == {}
+    assert [(s.norm, s.rows) for s in skipped] == [("layer", 8), ("rms", 8), ("layer", 16),
+                                                   ("rms", 16)]
+    assert {s.reason for s in skipped} == {"the time budget was used up"}
+
+
+def test_compile_time_counts_against_the_budget(no_compile_yet):
+    """The report: "compiled" at 16384×1024 with a 5 s budget took 33 s, nearly all of it the
+    first compile. Before any compile, one is assumed to take FIRST_COMPILE_S (30 s)."""
+    skipped: list[performance.Skipped] = []
+    rows = performance.run([(256, 256)], ["layer"], ["compiled", "torch"], repeats=3, budget_s=5.0,
+                     on_skip=skipped.append)
+    assert [r.impl for r in rows] == ["torch"]
+    assert [(s.impl, s.reason.split(",")[0]) for s in skipped] == [
+        ("compiled", "compiling takes about 30 s the first time (it loads the compiler)")]
+
+
+def test_the_compile_estimate_learns_from_the_compiles_seen(monkeypatch):
+    monkeypatch.setattr(performance, "_COMPILE_SECONDS", [])
+    assert performance._compile_estimate() == performance.FIRST_COMPILE_S == 30.0
+    performance._COMPILE_SECONDS.append(9.0)  # the first also loaded the compiler
+    assert performance._compile_estimate() == 9.0
+    performance._COMPILE_SECONDS.extend([2.5, 0.3])
+    assert performance._compile_estimate() == 2.5
+
+
+def test_roofline_with_one_size_is_visible():
+    """Old code drew the roofline as mode="lines": one size, one point, nothing to see, yet a
+    legend entry."""
+    rows = [performance.Row("layer", "torch", 64, 64, "cpu", 1e-5, 3.2, 0.5)]
+    fig = charts.performance.bench_figure(rows, {64 * 64: 6.4})
+    roof = next(t for t in fig.data if t.name == "copy (roofline)")
+    assert list(roof.y) == [6.4] and "markers" in roof.mode
+    assert roof.marker.size >= 20 and roof.marker.symbol == "line-ew-open"
+    assert all("markers" in t.mode for t in fig.data)  # every series visible at one size
+
+
+def test_page_skips_compile_within_a_5_s_budget_and_lists_it(no_compile_yet):
+    at = open_page("app_pages/performance.py")
+    at.multiselect(key="pf_sizes").set_value(["256×256"]).run()
+    at.multiselect(key="pf_impls").set_value(["torch", "compiled"]).run()
+    at.slider(key="pf_budget").set_value(5).run()
+    at.button(key="pf_run").click().run()
+    assert not at.exception
+    assert "1 of the chosen cases were not timed" in at.warning[0].value
+    table = next(d.value for d in at.dataframe if "why" in d.value.columns)
+    assert table[["norm", "implementation", "size"]].values.tolist() == [
+        ["layer", "compiled", "256×256"]]
+    assert table["why"][0].startswith("compiling takes about 30 s the first time")
+    assert any("its budget was 5 s" in c.value for c in at.caption)
+    fig = figures(at)[0]
+    roof = next(t for t in fig["data"] if t["name"] == "copy (roofline)")
+    assert "markers" in roof["mode"]
+    assert {t["name"] for t in fig["data"]} == {"layer · torch", "copy (roofline)"}

@@ -230,7 +230,7 @@ def test_layer_norm_needs_per_sample_gamma_and_beta():
 
 @pytest.mark.parametrize("seed", [0, 3, 11])
 def test_batch_norms_recovering_gamma_and_beta_fit_one_batch_only(seed):
-    """Issue 13: 'adding a norm never removes something the network could express' is false
+    """'Adding a norm never removes something the network could express' is false
     for BatchNorm in training mode. γ_c = √(σ_c² + ε), β_c = μ_c from one batch give the next
     batch back in evaluation mode (frozen statistics), not in training mode."""
     first, following = feature_batches(seed, dtype="float64")

@@ -570,11 +570,14 @@ def test_race_findings_are_read_off_the_curves():
 
 
 @pytest.mark.slow
-def test_at_a_high_learning_rate_without_warmup_pre_ln_trains_and_post_ln_does_not():
+@pytest.mark.parametrize("seed", [1, 2])
+def test_at_a_high_learning_rate_without_warmup_pre_ln_trains_and_post_ln_does_not(seed):
     """Not a claim the page makes (it reports each run), but the run its text suggests trying:
-    6 blocks, learning rate 0.01, no warm-up, 150 steps of seed 0."""
-    race = Race(RaceConfig(lr=1e-2, steps=150))
-    race.advance(150)
+    6 blocks, learning rate 0.01, no warm-up. Seeds whose pre-LN solves the task in 25-35
+    steps on every CPU tried (AVX-512, AVX2, default), so 100 steps leave a margin of three;
+    post-LN stays at chance (seed 0's pre-LN needed 63-126 steps, depending on the CPU)."""
+    race = Race(RaceConfig(lr=1e-2, steps=100, seed=seed))
+    race.advance(100)
     result = race.result()
     assert result.solved_at("pre-LN") is not None
     assert result.solved_at("post-LN") is None

@@ -61,7 +61,7 @@ sys.path.insert(0, str(REPO))  # run as a script from anywhere: lnviz is beside 
 from tools.loadtest import (  # noqa: E402  (one way to time a run, one way to read CPU time)
     _DONE,
     _WATCH,
-    _WS_HOOK,
+    WS_HOOK,
     _children_map,
     _proc_table,
     descendants,
@@ -348,7 +348,7 @@ def run(args: argparse.Namespace) -> dict:
         pages = []
         for _ in apps:
             page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-            page.add_init_script(_WS_HOOK)  # timestamps of the server's run messages
+            page.add_init_script(WS_HOOK)  # timestamps of the server's run messages
             pages.append(page)
         if args.figures:
             for what, figures in FIGURE_TARGETS:

@@ -86,7 +86,7 @@ REDACTED_ERROR = "This app has encountered an error"
 #: on the 'finished' one. Each ``delta`` (field 5) is recorded in ``__ltdeltas`` with the fragment
 #: its element belongs to (its field 8; '' outside any fragment). Only top-level fields and those
 #: small messages are read, so the cost per message is tiny.
-_WS_HOOK = r"""(() => {
+WS_HOOK = r"""(() => {
   if (window.__ltHooked) return;
   window.__ltHooked = true;
   window.__ltws = [];
@@ -573,7 +573,7 @@ def _session(index: int, base: str, cfg: dict, ready: mp.Queue, go: mp.Event,
             try:
                 context = browser.new_context(viewport=VIEWPORT)
                 context.set_default_timeout(page_ms)
-                context.add_init_script(_WS_HOOK)
+                context.add_init_script(WS_HOOK)
 
                 def fresh_page():
                     """A new tab on the home page; the navigation is complete once the home

@@ -1,5 +1,5 @@
-"""Defects of the Explorer's upload (issue 11): stale results after changing an upload's axes,
-memory caps on what an upload may cost a session, and downloads that vanish in a rerun."""
+"""The Explorer's upload: no stale results after changing an upload's axes, memory caps on what
+an upload may cost a session, and downloads that stay available through a rerun."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shared links (issue 11): user text is never rendered as markdown, long typed text stays out of
+"""Shared links: user text is never rendered as markdown, long typed text stays out of
 the URL, and the URL always holds what the screen shows when one control narrows another."""
 
 from __future__ import annotations
