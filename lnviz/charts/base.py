@@ -130,7 +130,7 @@ def colorbar_below(left: float, right: float, low: float, high: float,
     to ``right`` (fractions of the plot area's width): never on a panel, on any screen. Its
     scale runs from ``low`` to ``high`` through 0, and only those three are labelled, which fit
     under the narrowest panel. A ``title`` goes under the bar's labels, in one line: keep it
-    short enough to fit the bar on a phone (tests/test_layout_narrow.py checks), since a longer
+    short enough to fit the bar on a phone (tests/test_charts.py checks), since a longer
     one runs into the next bar's. (Placed on top, plotly draws it over a bar anchored to the
     figure's edge.)"""
     # 80 % of the span: the end labels stick out past the bar, into the gap to the next one
