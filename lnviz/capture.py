@@ -465,7 +465,8 @@ def _read_layers(data: bytes, max_elements: int) -> list[CapturedLayer]:
         if not isinstance(described, list):
             raise TypeError(f"the records are a {type(described).__name__}, not a list")
         layers = [_layer(item, shapes) for item in described]
-    except (ValueError, TypeError, KeyError, RecursionError) as err:
+        _check_distinct(layers)
+    except (ValueError, TypeError, KeyError, RecursionError, ArithmeticError) as err:
         raise TensorFileError(
             f"the capture's description of its layers is damaged ({str(err)[:160]})"
         ) from err
@@ -543,12 +544,37 @@ def _check_settings(layer: CapturedLayer, shapes: dict[str, tuple[int, ...]]) ->
             raise fail(f"its {role} has shape {list(shapes[role])}, not {list(per_channel)}")
 
 
+def _check_distinct(layers: list[CapturedLayer]) -> None:
+    """Each record is one call of one module, and each tensor of the file belongs to one record
+    in one role, as :meth:`Capture.save` writes them: so the work of reading every layer is
+    bounded by the file's values, however many records it lists (one large tensor named by
+    thousands of records once cost minutes of a server's CPU)."""
+    calls: set[tuple[str, int]] = set()
+    owners: dict[str, str] = {}
+    for layer in layers:
+        where = f"record {layer.name!r}, call {layer.call}"
+        if (layer.name, layer.call) in calls:
+            raise ValueError(f"{where} is described twice")
+        calls.add((layer.name, layer.call))
+        for role, key in layer.arrays.items():
+            if key in owners:
+                raise ValueError(f"{where}: its {role} is tensor {key!r}, which is already the "
+                                 f"{owners[key]}")
+            owners[key] = f"{role} of {where}"
+
+
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _real(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number (an integer too large for a float is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 class _CallableModule(types.ModuleType):

@@ -2,9 +2,9 @@
 step of a drag, the numbers the browser computes equal lnviz's, and on release the page settles
 on lnviz's numbers, moving its own sliders and URL (also when the server corrects the value).
 
-Two kinds of test: ``norms.js`` alone in a blank page against lnviz on many problems (every norm
-and layout, ε = 0, negative and per-feature γ and β, BatchNorm in eval mode, masks), and the
-panel on the running app. Uses the fixtures of tests/conftest.py (one server for the whole run).
+The panel on the running app: its numbers against lnviz's, its controls, the value protocol and
+the keyboard. norms.js's arithmetic alone is tested with Node (tests/js/, tests/test_live.py).
+Uses the fixtures of tests/conftest.py (one server for the whole run).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-import torch
 from browserutil import (
     ALERT,
     TIMEOUT_MS,
@@ -28,11 +27,9 @@ from browserutil import (
     wait_idle,
 )
 
-from lnviz.batch import Batch, NormSpec, group_ids
-from lnviz.devices import to_numpy
-from lnviz.lessons.explorer import check_tolerance, explore
-from lnviz.ui.live import _HERE
+from lnviz.batch import Batch, NormSpec
 from lnviz.ui.params import EPSILONS
+from tools.live_fixtures import expected
 from tools.loadtest import WS_HOOK
 
 try:
@@ -43,29 +40,6 @@ except ImportError:  # the browser fixture skips (or fails) the tests
 pytestmark = pytest.mark.browser
 
 PANEL = ".lv-root"
-#: The browser's numbers (float64) against lnviz's float64 run: the same formula, to rounding.
-F64_RTOL = 1e-9
-
-
-@pytest.fixture(scope="module")
-def js_page(browser) -> Iterator[Page]:
-    """A blank page with norms.js loaded: its functions are globals there."""
-    context = browser.new_context()
-    blank = context.new_page()
-    blank.set_content("<!doctype html><title>norms.js</title>")
-    blank.add_script_tag(content=(_HERE / "norms.js").read_text())
-    yield blank
-    context.close()
-
-
-_RUN_NORMS = """(p) => {
-  p.x = Float64Array.from(p.x);
-  const r = liveNormalize(p);
-  const after = liveGroupStats(r.y, r, p.norm);
-  return {y: Array.from(r.y), xHat: Array.from(r.xHat), group: Array.from(r.group),
-          mean: r.mean && Array.from(r.mean), var: Array.from(r.var), rstd: Array.from(r.rstd),
-          meanOut: Array.from(after.mean), spreadOut: Array.from(after.spread)};
-}"""
 
 
 def _close(ours: np.ndarray, theirs: np.ndarray, atol: float | np.ndarray, what: str) -> None:
@@ -80,106 +54,25 @@ def _close(ours: np.ndarray, theirs: np.ndarray, atol: float | np.ndarray, what:
                            f"browser {ours[bad[0]]!r}, lnviz {theirs[bad[0]]!r}")
 
 
-def _per_group(t: torch.Tensor, shape: tuple[int, ...], ids: np.ndarray) -> np.ndarray:
-    """A statistic lnviz keeps with size-1 dims, one value per group (in group order)."""
-    _, first = np.unique(ids.ravel(), return_index=True)
-    return to_numpy(t.expand(shape), torch.float64).ravel()[first]
-
-
 def _compare(js: dict, batch: Batch, spec: NormSpec) -> None:
-    """The browser's numbers against lnviz's, in float64 (to rounding) and in float32 (to the
-    tolerance lnviz's check allows a correct float32 implementation)."""
-    shape = batch.values.shape
-    ids = group_ids(shape, batch.layout, spec)
-    assert js["group"] == ids.ravel().tolist()
+    """The panel's numbers against lnviz's, in float64 (to rounding) and in float32 (to the
+    tolerance lnviz's check allows a correct float32 implementation): the tolerances of the
+    Node tests of norms.js (tools/live_fixtures.py)."""
+    want = expected(batch, spec)
+    assert js["group"] == want["group"]
     for dtype in ("float64", "float32"):
-        ex = explore(batch, spec, dtype=dtype)
-        scale = np.nanmax(np.abs(np.where(np.isfinite(ex.output_values), ex.output_values,
-                                          np.nan)), initial=1.0)
-        # float32: twice what lnviz's check allows a correct float32 implementation (torch's
-        # own check has no tolerance where torch refuses, e.g. BatchNorm training with ε = 0)
-        atol = (F64_RTOL * max(1.0, scale) if dtype == "float64"
-                else 2 * check_tolerance(ex.x, ex.result, spec, scale))
-        where = f"{spec} in {dtype}"
-        _close(js["y"], ex.output_values, atol, f"y, {where}")
-        _close(js["xHat"], to_numpy(ex.result.x_hat, torch.float64), atol, f"x̂, {where}")
-        r = ex.result
-        if r.mean is not None:
-            _close(js["mean"], _per_group(r.mean, shape, ids), atol * 10, f"μ, {where}")
-        var = _per_group(r.var, shape, ids)
-        _close(js["var"], var, atol * np.maximum(1.0, np.abs(var)) * 10, f"σ², {where}")
-        rstd = _per_group(r.rstd, shape, ids)
-        _close(js["rstd"], rstd, atol * np.maximum(1.0, np.abs(rstd)), f"rstd, {where}")
-        _close(js["meanOut"], ex.mean_out, atol, f"μ after, {where}")
-        _close(js["spreadOut"], ex.spread_out, atol, f"σ after, {where}")
-
-
-def _problem(batch: Batch, spec: NormSpec) -> dict:
-    """What norms.js takes, from a batch and settings (as lnviz.ui.live sends them)."""
-    x = np.asarray(batch.values, dtype=np.float32)
-
-    def param(v: float | tuple[float, ...]) -> float | list[float]:
-        return list(v) if isinstance(v, tuple) else v
-
-    return dict(x=x.astype(np.float64).ravel().tolist(), shape=list(x.shape),
-                layout=batch.layout, norm=spec.norm, dims=spec.dims, groups=spec.groups,
-                training=spec.training, warmup=spec.warmup_steps, momentum=spec.momentum,
-                useMask=spec.use_mask, eps=spec.eps, gamma=param(spec.gamma),
-                beta=param(spec.beta),
-                mask=None if batch.mask is None else batch.mask.astype(int).ravel().tolist())
-
-
-def _batches() -> dict[str, Batch]:
-    rng = np.random.default_rng(17)
-    tokens = rng.normal(2.0, 3.0, (2, 4, 6)).astype(np.float32)
-    tokens[1, 3] = 0.0  # a pad token: all zeros
-    mask = np.ones((2, 4), dtype=bool)
-    mask[1, 3] = False
-    table = rng.normal(0.0, 1.0, (5, 4)).astype(np.float32)
-    table[2] = 0.25  # a constant row: σ² = 0, so ε = 0 gives 0/0
-    far = (10_000 + rng.normal(0.0, 1.0, (3, 5))).astype(np.float32)
-    images = rng.normal(1.0, 2.0, (2, 4, 3, 3)).astype(np.float32)
-    return {"tokens": Batch(tokens, "NLC", mask), "table": Batch(table, "NC"),
-            "far": Batch(far, "NC"), "images": Batch(images, "NCHW")}
-
-
-def _cases() -> list[tuple[str, NormSpec]]:
-    per_feature_6 = dict(gamma=(1.5, -2.0, 0.0, 0.5, 3.0, -0.1), beta=(0.0, 1.0, -3.0, 2.5, 0, .2))
-    per_feature_4 = dict(gamma=(-1.0, 2.0, 0.3, 1.0), beta=(0.5, -0.5, 0.0, 3.0))
-    per_feature_5 = dict(gamma=(1.0, -1.0, 2.0, 0.1, -3.0), beta=(0.0, 0.0, 1.0, -1.0, 0.5))
-    return [
-        ("tokens", NormSpec("LayerNorm", eps=1e-5, gamma=-1.3, beta=0.4)),
-        ("tokens", NormSpec("LayerNorm", dims=2, eps=0.0, **per_feature_6)),
-        ("tokens", NormSpec("RMSNorm", eps=0.0, gamma=2.0)),
-        ("tokens", NormSpec("RMSNorm", eps=1e-2, gamma=per_feature_6["gamma"])),
-        ("tokens", NormSpec("BatchNorm", eps=1e-5, gamma=-0.7, beta=2.0)),
-        ("tokens", NormSpec("BatchNorm", use_mask=False, eps=1.0, **per_feature_6)),
-        ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=10, eps=0.0, gamma=1.5,
-                            beta=-1.0)),
-        ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=1, use_mask=False,
-                            eps=1e-3, **per_feature_6)),
-        ("tokens", NormSpec("GroupNorm", groups=3, eps=1e-5, **per_feature_6)),
-        ("tokens", NormSpec("InstanceNorm", eps=0.0, gamma=-2.5, beta=0.1)),
-        ("table", NormSpec("LayerNorm", eps=0.0, gamma=-1.0, beta=0.5)),
-        ("table", NormSpec("LayerNorm", eps=1e-12, **per_feature_4)),
-        ("table", NormSpec("BatchNorm", training=False, warmup_steps=100, eps=1e-8,
-                           **per_feature_4)),
-        ("table", NormSpec("RMSNorm", eps=1e-5, gamma=-3.0)),
-        ("far", NormSpec("LayerNorm", eps=1e-5, gamma=2.0, beta=-3.0)),
-        ("far", NormSpec("BatchNorm", eps=1e-5, **per_feature_5)),
-        ("images", NormSpec("GroupNorm", groups=2, eps=0.0, **per_feature_4)),
-        ("images", NormSpec("InstanceNorm", eps=1e-1, gamma=0.5, beta=-0.5)),
-        ("images", NormSpec("BatchNorm", training=False, warmup_steps=3, eps=1e-5, gamma=-1.0)),
-        ("images", NormSpec("LayerNorm", dims=3, eps=1e-5, gamma=1.0, beta=1.0)),
-    ]
-
-
-@pytest.mark.parametrize(("source", "spec"), _cases(),
-                         ids=[f"{s}-{spec.norm}-{k}" for k, (s, spec) in enumerate(_cases())])
-def test_norms_js_equals_lnviz(js_page: Page, source: str, spec: NormSpec) -> None:
-    batch = _batches()[source]
-    js = js_page.evaluate(_RUN_NORMS, _problem(batch, spec))
-    _compare(js, batch, spec)
+        e, where = want[dtype], f"{spec} in {dtype}"
+        atol = e["atol"]
+        _close(js["y"], e["y"], atol, f"y, {where}")
+        _close(js["xHat"], e["xHat"], atol, f"x̂, {where}")
+        if e["mean"] is not None:
+            _close(js["mean"], e["mean"], atol * 10, f"μ, {where}")
+        _close(js["var"], e["var"], atol * np.maximum(1.0, np.abs(e["var"])) * 10,
+               f"σ², {where}")
+        _close(js["rstd"], e["rstd"], atol * np.maximum(1.0, np.abs(e["rstd"])),
+               f"rstd, {where}")
+        _close(js["meanOut"], e["meanOut"], atol, f"μ after, {where}")
+        _close(js["spreadOut"], e["spreadOut"], atol, f"σ after, {where}")
 
 
 # --- The panel on the running app -----------------------------------------------------------------

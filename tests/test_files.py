@@ -653,6 +653,14 @@ def pt_stretched_storage(tmp_path: Path) -> bytes:
     return rezip(data, {"data.pkl": pickle_of(data).replace(b"K\x02t", b"J@B\x0f\x00t", 1)})
 
 
+def pt_second_pickle(tmp_path: Path) -> bytes:
+    """A torch.save zip with a second pickle named ``DATA.PKL`` after the real one: torch's zip
+    reader finds entries ignoring case, and took the second, which nothing had checked (it
+    calls bytearray(2**30))."""
+    evil = pickle.dumps(Call(bytearray, 2**30), protocol=2)
+    return rezip(tsave({"w": torch.ones(3)}), extra={"DATA.PKL": evil})
+
+
 def pickle_of(data: bytes) -> bytes:
     source = zipfile.ZipFile(io.BytesIO(data))
     return source.read(next(n for n in source.namelist() if n.endswith("data.pkl")))
@@ -955,6 +963,16 @@ HOSTILE += [
         "torch-punycode-of-48000-characters",
         pt_punycode,
         match=("a bytes value", "_codecs.encode", "is not read"),
+    ),
+    Case(
+        "torch-second-pickle-differing-in-case",
+        pt_second_pickle,
+        match=("two entries named", "DATA.PKL", "is not read"),
+    ),
+    Case(
+        "torch-entry-torch-save-never-writes",
+        lambda p: rezip(tsave({"w": torch.ones(3)}), extra={"extra.py": b"print(1)"}),
+        match=("an entry torch.save does not write", "extra.py"),
     ),
     Case(
         "torch-storage-larger-than-its-record",

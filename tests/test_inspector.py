@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import html
 import io
+import itertools
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import lnviz
 from lnviz.batch import NormSpec, normalize
 from lnviz.capture import CapturedLayer, norm_kind, read_capture
 from lnviz.charts import inspector as inspector_charts
+from lnviz.charts.base import NARROW_PLOT_PX
 from lnviz.data.examples import (
     EXAMPLE_CAPTURE,
     EXAMPLE_CHECKPOINT,
@@ -595,11 +598,29 @@ def test_layers_that_end_alike_stay_one_category_each_in_model_order() -> None:
                                                ).to_plotly_json()
     assert fig["data"][0]["x"] == names
     assert fig["layout"]["xaxis"]["categoryarray"] == names
-    ticks = fig["layout"]["xaxis"]["ticktext"]
-    assert len(set(ticks)) < len(names)  # shortened labels do repeat, the categories do not
+    axis = fig["layout"]["xaxis"]
+    assert axis["tickvals"][0] == names[0] and set(axis["tickvals"]) <= set(names)
     assert all(len(t) <= 22 and name.endswith(t.lstrip("…"))
-               for t, name in zip(ticks, names, strict=True))
+               for t, name in zip(axis["ticktext"], axis["tickvals"], strict=True))
     np.testing.assert_array_equal(decode(fig["data"][0]["y"]), values)
+
+
+@pytest.mark.parametrize("count", [8, 53, 2000])
+def test_layer_labels_on_a_phone_are_as_many_as_fit(count: int) -> None:
+    """53 BatchNorms of a ResNet-like checkpoint wrote 53 slanted labels into one grey block on
+    a 390-px phone: the labels shown are those that fit, upright, a line of text apart."""
+    names = [f"layer{i // 4}.{i % 4}.bn{i % 3}" for i in range(count)]
+    ones = [np.ones(2)] * count
+    fig = inspector_charts.parameters_figure(names, ones, ones).to_plotly_json()
+    axis, layout = fig["layout"]["xaxis"], fig["layout"]
+    panel_px = NARROW_PLOT_PX * (axis["domain"][1] - axis["domain"][0])
+    shown = [names.index(v) for v in axis["tickvals"]]
+    gap_px = panel_px / count * min(b - a for a, b in itertools.pairwise(shown)) \
+        if len(shown) > 1 else panel_px
+    assert axis["tickangle"] == -90 and gap_px >= 15  # a line of 12-px text
+    assert len(shown) >= min(count, 4)
+    assert layout["xaxis"]["categoryarray"] == names
+
 
 
 def test_a_checkpoints_boxes_are_one_per_layer_with_that_layers_gammas() -> None:
@@ -686,14 +707,22 @@ _LN, _BN, _GN = 0, 5, 6  # the example capture's records: a LayerNorm, a BatchNo
     (lambda records: {"not": "a list"}, "not a list"),
     (lambda records: records[_BN]["arrays"].update(bias=records[_LN]["arrays"]["bias"]),
      "its bias has shape [48], not [8]"),
+    (setting(_LN, "eps", 10**400), "ε = 1000"),
+    (setting(_BN, "momentum", 10**400), "training flags, momentum"),
+    (lambda records: records.append(dict(records[_LN])), "is described twice"),
+    (lambda records: records.append(dict(records[_LN], call=1)), "which is already the input"),
+    (lambda records: records[_LN]["arrays"].update(output=records[_LN]["arrays"]["input"]),
+     "its output is tensor"),
 ], ids=["groups-0", "groups-above-channels", "groups-text", "shape-missing", "shape-int",
         "shape-longer-than-weight", "shape-longer-than-input", "eps-list", "eps-text",
         "eps-negative", "flag-text", "tracked-negative", "module-object", "settings-list",
-        "call-bool", "records-object", "bias-of-another-layer"])
+        "call-bool", "records-object", "bias-of-another-layer", "eps-401-digits",
+        "momentum-401-digits", "record-twice", "tensor-of-two-records", "output-is-input"])
 def test_a_captures_description_is_checked_against_its_tensors(edit, message) -> None:
     """Metadata a file declares is refused when it is read, saying what does not fit, instead of
     crashing the inspector or the Explorer later (num_groups 0 divided by zero; eps "1e-5" met
-    a number format; eps [1] reached the Explorer's ε)."""
+    a number format; eps [1] reached the Explorer's ε; a 401-digit ε overflowed a float) or
+    costing minutes of CPU (one large tensor named by thousands of records)."""
     with pytest.raises(TensorFileError, match="description of its layers is damaged") as err:
         open_model_file(with_records(edit))
     assert message in str(err.value)
@@ -764,3 +793,20 @@ def test_odd_tensors_in_a_checkpoint_get_a_message_on_the_page(tensor, message) 
     assert not at.exception
     assert any(message in e for e in alerts(at)["error"]), alerts(at)
 
+
+
+def test_a_capture_listing_one_tensor_thousands_of_times_is_refused_at_once() -> None:
+    """4.4 MB that named one 400,000-value tensor as the input and output of 16,900 records cost
+    the server about 8 minutes of CPU in the overview: refused when read, in well under a
+    second."""
+    x = torch.randn(50_000, 8)
+    record = {"name": "", "kind": "layer_norm", "dtype": "float32",
+              "settings": {"normalized_shape": [8], "eps": 0},
+              "arrays": {"input": "a", "output": "a"}}
+    records = [dict(record, call=i) for i in range(16_900)]
+    data = st_torch.save({"a": x}, metadata={"lnviz": "capture", "lnviz.version": "1",
+                                             "lnviz.records": json.dumps(records)})
+    start = time.perf_counter()
+    with pytest.raises(TensorFileError, match="its output is tensor 'a', which is already"):
+        open_model_file(data)
+    assert time.perf_counter() - start < 5

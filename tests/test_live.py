@@ -1,21 +1,26 @@
 """The live panel's server side: what it is sent, and what a release writes back.
 
-The browser side (norms.js against lnviz, the panel in the running app) is tested in
-tests/test_browser_live.py.
+The browser's arithmetic (norms.js against lnviz) is tested with Node's test runner
+(tests/js/, run from here); the panel in the running app in tests/test_browser_live.py.
 """
 
 from __future__ import annotations
 
 import base64
 import math
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 import streamlit as st
 import torch
+from pageutil import padded
 
 from lnviz.batch import Batch, NormSpec, group_ids
-from lnviz.data import get_preset
 from lnviz.devices import to_numpy
 from lnviz.lessons.explorer import explore
 from lnviz.ui import live
@@ -26,11 +31,6 @@ def _decode(text: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype="<f8")
 
 
-def _padded() -> Batch:
-    preset = get_preset("padded_tokens")
-    return Batch(preset.values, "NLC", preset.mask, preset.labels)
-
-
 @pytest.mark.parametrize("spec", [
     NormSpec("LayerNorm", eps=0.0, gamma=-1.5, beta=0.5),
     NormSpec("RMSNorm", eps=1e-3, gamma=(1.0, -2.0, 0.5)),
@@ -38,7 +38,7 @@ def _padded() -> Batch:
              gamma=(1.0, 2.0, 3.0), beta=(0.0, -1.0, 1.0)),
 ])
 def test_the_payload_carries_the_input_and_lnvizs_numbers(spec: NormSpec) -> None:
-    batch = _padded()
+    batch = padded()
     ex = explore(batch, spec)
     data = live.live_payload(batch, spec, ex, group=1)
     shape = tuple(ex.x.shape)
@@ -275,3 +275,25 @@ def test_the_trivial_yardstick_draws_the_paragraphs_it_is_asked_for():
     assert [m.value for m in at.markdown] == first[:3] + [
         f"Paragraph {i}: k is 9." for i in range(2)]
     assert len(at.get("plotly_chart")) == 1
+
+
+def test_the_live_javascript_passes_its_node_tests(tmp_path: Path) -> None:
+    """norms.js's arithmetic equals lnviz's on every case tools/live_fixtures.py writes (every
+    norm and layout, ε = 0, eval-mode BatchNorm, masks, the ε sweep's gradient), checked by
+    Node's own test runner on lnviz's numbers computed here and now."""
+    from tools.live_fixtures import write
+
+    node = shutil.which("node")
+    if node is None:
+        message = "the live panels' Node tests need `node` on PATH (apt-get install nodejs)"
+        if os.environ.get("LNVIZ_REQUIRE_NODE") == "1":
+            pytest.fail(f"{message}, and LNVIZ_REQUIRE_NODE=1 requires it", pytrace=False)
+        pytest.skip(message)
+    root = Path(__file__).resolve().parents[1]
+    cases = write(tmp_path / "live_cases.json")
+    run = subprocess.run([node, "--test", "tests/js/"], cwd=root, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "LIVE_CASES": str(cases)})
+    report = run.stdout + run.stderr
+    assert run.returncode == 0, report[-4000:]
+    passed = re.search(r"^# pass (\d+)$", report, re.M)
+    assert passed and int(passed.group(1)) >= 25 and "# fail 0" in report, report[-2000:]

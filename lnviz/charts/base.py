@@ -63,17 +63,21 @@ def plain_label(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
-def category_axis(names: Sequence[str], *, max_chars: int = 22) -> tuple[list[str], dict]:
+def category_axis(names: Sequence[str], width_px: float, *, max_chars: int = 22
+                  ) -> tuple[list[str], dict]:
     """An axis with one category per name, in the order given, whatever the names hold: the
-    categories (the x values of the traces: the names, escaped) and the axis settings that
-    label each with its name shortened from the left to ``max_chars`` characters. Shortening
-    touches the tick text alone, so two names that end alike stay two categories; hover shows
-    the whole name."""
+    categories (the x values of the traces: the names, escaped) and the axis settings that label
+    them with their names shortened from the left to ``max_chars`` characters, as many as fit
+    a panel ``width_px`` wide on a phone (:func:`fitted_ticks`). Shortening and thinning touch
+    the tick text alone, so two names that end alike stay two categories; hover shows the whole
+    name."""
     categories = [plain_label(name) for name in names]
-    ticks = [plain_label(name if len(name) <= max_chars else "…" + name[-(max_chars - 1):])
+    short = [plain_label(name if len(name) <= max_chars else "…" + name[-(max_chars - 1):])
              for name in names]
+    shown, angle = fitted_ticks(short, width_px, most=len(short))
     return categories, dict(type="category", categoryorder="array", categoryarray=categories,
-                            tickmode="array", tickvals=categories, ticktext=ticks)
+                            tickmode="array", tickvals=[categories[i] for i in shown],
+                            ticktext=[short[i] for i in shown], tickangle=angle)
 
 
 #: Panel titles are annotations with this name, so that :func:`figure` can find them.

@@ -12,6 +12,7 @@ from lnviz.charts.base import (
     AFTER,
     BEFORE,
     LEGEND_BELOW,
+    NARROW_PLOT_PX,
     OKABE_ITO,
     category_axis,
     compact,
@@ -19,6 +20,12 @@ from lnviz.charts.base import (
     figure,
     panel_grid,
 )
+
+
+def _panel_px(layout: dict) -> float:
+    """The width of the first panel on a phone, in pixels."""
+    low, high = layout["xaxis"]["domain"]
+    return NARROW_PLOT_PX * (high - low)
 
 
 def layers_figure(
@@ -32,9 +39,9 @@ def layers_figure(
     scale), and the range of σ across the layer's groups (from the smallest to the largest).
 
     Traces: max |x|, max |y|, then σ's range as a bar from min to max."""
-    x, axis = category_axis(layers)
     layout, refs = panel_grid(("largest |value| per layer", "σ per group: min to max"),
                               gap=0.12, title_size=16)
+    x, axis = category_axis(layers, _panel_px(layout))
     low, high = np.asarray(std_min, np.float64), np.asarray(std_max, np.float64)
     data = [dict(type="bar", x=x, y=compact(values), name=name, marker=dict(color=color),
                  hovertemplate="%{x}<br>" + name
@@ -47,9 +54,11 @@ def layers_figure(
         hovertemplate="%{x}<br>σ from %{customdata[0]:.4g} to %{customdata[1]:.4g}"
                       "<extra></extra>",
         xaxis=refs[1][0], yaxis=refs[1][1]))
-    each_axis(layout, refs, x=dict(axis, tickangle=-45))
+    each_axis(layout, refs, x=axis)
+    # σ's panel is named by its title: an axis title in the gap between the panels would lie on
+    # the first panel's tick labels on a phone
     layout["yaxis"].update(type="log", title=dict(text="|value|"))
-    layout["yaxis2"].update(type="log", title=dict(text="σ"))
+    layout["yaxis2"].update(type="log")
     layout.update(height=420, barmode="group", margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)
 
@@ -94,7 +103,7 @@ def parameters_figure(layers: Sequence[str], gammas: Sequence[np.ndarray | None]
     γ or β has no box in that panel. Traces: γ, β."""
     layout, refs = panel_grid(("γ (scale) per layer", "β (shift) per layer"), gap=0.12,
                               title_size=16)
-    categories, axis = category_axis(layers)
+    categories, axis = category_axis(layers, _panel_px(layout))
     data = []
     for (xref, yref), values, name, color in ((refs[0], gammas, "γ", BEFORE),
                                               (refs[1], betas, "β", AFTER)):
@@ -104,7 +113,7 @@ def parameters_figure(layers: Sequence[str], gammas: Sequence[np.ndarray | None]
         data.append(dict(type="box", x=names, y=compact(np.concatenate(flat) if flat else []),
                          name=name, marker=dict(color=color, size=4), line=dict(width=1.5),
                          boxpoints="outliers", showlegend=False, xaxis=xref, yaxis=yref))
-    each_axis(layout, refs, x=dict(axis, tickangle=-45))
+    each_axis(layout, refs, x=axis)
     layout.update(height=420, margin=dict(t=40, b=10))
     return figure(data, layout)
 

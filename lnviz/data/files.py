@@ -681,6 +681,7 @@ def _load_torch(
             "this is a TorchScript archive (torch.jit.save), which holds code as well as "
             f"tensors and is not read; {_TORCH_HINT}"
         )
+    _check_torch_entries(infos, root)
     for info in infos:
         if info.flag_bits & 0x1:
             raise TensorFileError(f"entry {info.filename!r} of the torch.save file is encrypted")
@@ -714,7 +715,8 @@ def _load_torch(
     # whose own allow-list admits calls that cost what the file asks (bytearray(N), punycode).
     try:
         pickle_bytes = archive.read(pickles[0])
-    except (zipfile.BadZipFile, EOFError, OSError) as err:  # a bad CRC, a short file
+    # a bad CRC, a short file, a local header whose name does not decode
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as err:
         raise TensorFileError(
             f"corrupt torch.save file ({_short(str(err))}); it may be truncated or damaged"
         ) from err
@@ -747,6 +749,35 @@ def _load_torch(
     tensors = _flatten_torch(loaded, torch)
     del loaded
     return _torch_arrays(tensors, torch, max_elements, keep_float64)
+
+
+#: The entries of a torch.save zip besides its storages (``data/<key>``), under its top folder.
+_TORCH_ENTRIES = frozenset({"data.pkl", "version", "byteorder", ".format_version",
+                            ".storage_alignment", ".data/version", ".data/serialization_id"})
+
+
+def _check_torch_entries(infos: list[zipfile.ZipInfo], root: str) -> None:
+    """The entries torch.load will read are the ones checked here, and nothing else is there:
+    torch's zip reader takes its top folder from the first entry and finds an entry by name
+    ignoring case, so a second ``DATA.PKL`` after the real one would be the pickle it runs."""
+    names = [info.filename for info in infos]
+    first = names[0].split("/", 1)[0] + "/"
+    if root != first or not root.strip("/"):
+        raise TensorFileError("the torch.save file's pickle is not in its top folder; it is "
+                              "damaged or was not written by torch.save")
+    seen: dict[str, str] = {}
+    for name in names:
+        folded = name.lower()
+        if folded in seen:
+            raise TensorFileError(
+                f"the torch.save file holds two entries named {_short(seen[folded], 60)!r} and "
+                f"{_short(name, 60)!r}, which torch's reader cannot tell apart; it is not read")
+        seen[folded] = name
+        inner = name[len(root):] if name.startswith(root) else None
+        if inner is None or not (inner in _TORCH_ENTRIES or re.fullmatch(r"data/\w+", inner)):
+            raise TensorFileError(
+                f"the torch.save file holds an entry torch.save does not write "
+                f"({_short(name, 80)!r}); it is not read")
 
 
 def _safe_torch() -> Any:
