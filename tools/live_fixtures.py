@@ -1,0 +1,188 @@
+"""The live panels' arithmetic cases for Node's tests (tests/js/): each problem lnviz.ui.live's
+JavaScript is given, with the numbers lnviz computes for it and how close the browser must come.
+
+    python tools/live_fixtures.py [PATH]    # default tests/js/live_cases.json (not in git)
+    node --test tests/js/                   # reads PATH from $LIVE_CASES, or the default
+
+tests/test_live.py does both, with the cases written afresh: they are lnviz's numbers on this
+machine, so the Node tests always compare the browser's arithmetic with lnviz as it is now (and
+no committed file holds one CPU's rounding). Non-finite numbers are written as the strings
+"NaN", "Infinity" and "-Infinity" (JSON has no literal for them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from lnviz.batch import Batch, NormSpec, group_ids  # noqa: E402
+from lnviz.devices import to_numpy  # noqa: E402
+from lnviz.lessons.explorer import check_tolerance, explore  # noqa: E402
+from lnviz.norms import layer_norm  # noqa: E402
+
+#: Where the Node tests read the cases.
+CASES_PATH = ROOT / "tests" / "js" / "live_cases.json"
+#: The browser's numbers (float64) against lnviz's float64 run: the same formula, to rounding.
+F64_RTOL = 1e-9
+
+
+def batches() -> dict[str, Batch]:
+    """Small batches with what breaks arithmetic: a pad token, a constant row (σ² = 0), values
+    far from 0, images."""
+    rng = np.random.default_rng(17)
+    tokens = rng.normal(2.0, 3.0, (2, 4, 6)).astype(np.float32)
+    tokens[1, 3] = 0.0  # a pad token: all zeros
+    mask = np.ones((2, 4), dtype=bool)
+    mask[1, 3] = False
+    table = rng.normal(0.0, 1.0, (5, 4)).astype(np.float32)
+    table[2] = 0.25  # a constant row: σ² = 0, so ε = 0 gives 0/0
+    far = (10_000 + rng.normal(0.0, 1.0, (3, 5))).astype(np.float32)
+    images = rng.normal(1.0, 2.0, (2, 4, 3, 3)).astype(np.float32)
+    return {"tokens": Batch(tokens, "NLC", mask), "table": Batch(table, "NC"),
+            "far": Batch(far, "NC"), "images": Batch(images, "NCHW")}
+
+
+def cases() -> list[tuple[str, NormSpec]]:
+    """Every norm and layout, ε = 0, negative and per-feature γ and β, BatchNorm in eval mode
+    and with or without its mask."""
+    per_feature_6 = dict(gamma=(1.5, -2.0, 0.0, 0.5, 3.0, -0.1), beta=(0.0, 1.0, -3.0, 2.5, 0, .2))
+    per_feature_4 = dict(gamma=(-1.0, 2.0, 0.3, 1.0), beta=(0.5, -0.5, 0.0, 3.0))
+    per_feature_5 = dict(gamma=(1.0, -1.0, 2.0, 0.1, -3.0), beta=(0.0, 0.0, 1.0, -1.0, 0.5))
+    return [
+        ("tokens", NormSpec("LayerNorm", eps=1e-5, gamma=-1.3, beta=0.4)),
+        ("tokens", NormSpec("LayerNorm", dims=2, eps=0.0, **per_feature_6)),
+        ("tokens", NormSpec("RMSNorm", eps=0.0, gamma=2.0)),
+        ("tokens", NormSpec("RMSNorm", eps=1e-2, gamma=per_feature_6["gamma"])),
+        ("tokens", NormSpec("BatchNorm", eps=1e-5, gamma=-0.7, beta=2.0)),
+        ("tokens", NormSpec("BatchNorm", use_mask=False, eps=1.0, **per_feature_6)),
+        ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=10, eps=0.0, gamma=1.5,
+                            beta=-1.0)),
+        ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=1, use_mask=False,
+                            eps=1e-3, **per_feature_6)),
+        ("tokens", NormSpec("GroupNorm", groups=3, eps=1e-5, **per_feature_6)),
+        ("tokens", NormSpec("InstanceNorm", eps=0.0, gamma=-2.5, beta=0.1)),
+        ("table", NormSpec("LayerNorm", eps=0.0, gamma=-1.0, beta=0.5)),
+        ("table", NormSpec("LayerNorm", eps=1e-12, **per_feature_4)),
+        ("table", NormSpec("BatchNorm", training=False, warmup_steps=100, eps=1e-8,
+                           **per_feature_4)),
+        ("table", NormSpec("RMSNorm", eps=1e-5, gamma=-3.0)),
+        ("far", NormSpec("LayerNorm", eps=1e-5, gamma=2.0, beta=-3.0)),
+        ("far", NormSpec("BatchNorm", eps=1e-5, **per_feature_5)),
+        ("images", NormSpec("GroupNorm", groups=2, eps=0.0, **per_feature_4)),
+        ("images", NormSpec("InstanceNorm", eps=1e-1, gamma=0.5, beta=-0.5)),
+        ("images", NormSpec("BatchNorm", training=False, warmup_steps=3, eps=1e-5, gamma=-1.0)),
+        ("images", NormSpec("LayerNorm", dims=3, eps=1e-5, gamma=1.0, beta=1.0)),
+    ]
+
+
+def problem(batch: Batch, spec: NormSpec) -> dict[str, Any]:
+    """What norms.js takes, from a batch and settings (as lnviz.ui.live sends them)."""
+    x = np.asarray(batch.values, dtype=np.float32)
+
+    def param(v: float | tuple[float, ...]) -> float | list[float]:
+        return list(v) if isinstance(v, tuple) else v
+
+    return dict(x=x.astype(np.float64).ravel().tolist(), shape=list(x.shape),
+                layout=batch.layout, norm=spec.norm, dims=spec.dims, groups=spec.groups,
+                training=spec.training, warmup=spec.warmup_steps, momentum=spec.momentum,
+                useMask=spec.use_mask, eps=spec.eps, gamma=param(spec.gamma),
+                beta=param(spec.beta),
+                mask=None if batch.mask is None else batch.mask.astype(int).ravel().tolist())
+
+
+def _per_group(t: torch.Tensor, shape: tuple[int, ...], ids: np.ndarray) -> np.ndarray:
+    """A statistic lnviz keeps with size-1 dims, one value per group (in group order)."""
+    _, first = np.unique(ids.ravel(), return_index=True)
+    return to_numpy(t.expand(shape), torch.float64).ravel()[first]
+
+
+def expected(batch: Batch, spec: NormSpec) -> dict[str, Any]:
+    """lnviz's numbers for one problem, in float64 (the browser must match them to rounding)
+    and in float32 (to twice what lnviz's check allows a correct float32 implementation), each
+    with the absolute tolerance ``atol`` of y, x̂ and the statistics after; μ is allowed 10 ×
+    atol, σ² 10 × atol × max(1, |σ²|) and 1/√(σ²+ε) atol × max(1, |1/√(σ²+ε)|)."""
+    shape = batch.values.shape
+    ids = group_ids(shape, batch.layout, spec)
+    out: dict[str, Any] = {"group": ids.ravel().tolist()}
+    for dtype in ("float64", "float32"):
+        ex = explore(batch, spec, dtype=dtype)
+        finite = np.where(np.isfinite(ex.output_values), ex.output_values, np.nan)
+        scale = np.nanmax(np.abs(finite), initial=1.0)
+        # torch's own check has no tolerance where torch refuses (BatchNorm training, ε = 0)
+        atol = (F64_RTOL * max(1.0, scale) if dtype == "float64"
+                else 2 * check_tolerance(ex.x, ex.result, spec, scale))
+        r = ex.result
+        out[dtype] = {
+            "atol": float(atol),
+            "y": np.ravel(ex.output_values), "xHat": to_numpy(r.x_hat, torch.float64).ravel(),
+            "mean": None if r.mean is None else _per_group(r.mean, shape, ids),
+            "var": _per_group(r.var, shape, ids), "rstd": _per_group(r.rstd, shape, ids),
+            "meanOut": np.ravel(ex.mean_out), "spreadOut": np.ravel(ex.spread_out)}
+    return out
+
+
+def sweep_cases() -> list[dict[str, Any]]:
+    """The ε page's sweep: LayerNorm of one vector (no γ, β) and ∂L/∂x for L = Σ g·y, as
+    lnviz computes them with autograd, in float64."""
+    rng = np.random.default_rng(5)
+    vectors = {"ordinary": rng.normal(0.0, 1.0, 6), "tiny": 1e-4 * rng.normal(0.0, 1.0, 6),
+               "constant": np.full(5, 0.3)}
+    found = []
+    for name, x in vectors.items():
+        g = rng.normal(0.0, 1.0, x.size)
+        for eps in (0.0, 1e-5, 1e-2):
+            xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+            r = layer_norm(xt[None], x.size, eps=eps)
+            (r.output[0] * torch.tensor(g)).sum().backward()
+            found.append({"name": f"{name}, ε = {eps:g}", "x": x.tolist(), "g": g.tolist(),
+                          "eps": eps, "xHat": r.x_hat.detach().numpy().ravel(),
+                          "grad": xt.grad.numpy()})
+    return found
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: arrays as lists, non-finite floats as strings."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.astype(np.float64).tolist()]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def fixtures() -> dict[str, Any]:
+    """Every case Node's tests run: the norms (``norms``) and the ε sweep (``sweep``)."""
+    all_batches = batches()
+    norms = [{"name": f"{source}-{spec.norm}-{k}",
+              "problem": problem(all_batches[source], spec),
+              "expected": expected(all_batches[source], spec)}
+             for k, (source, spec) in enumerate(cases())]
+    return _plain({"norms": norms, "sweep": sweep_cases()})
+
+
+def write(path: Path = CASES_PATH) -> Path:
+    """Write the cases to ``path`` (JSON) and return it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(fixtures(), sort_keys=True) + "\n")
+    return path
+
+
+def main() -> None:
+    print(f"wrote {write(Path(sys.argv[1]) if len(sys.argv) > 1 else CASES_PATH)}")
+
+
+if __name__ == "__main__":
+    main()
