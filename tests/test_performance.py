@@ -130,7 +130,10 @@ def test_a_case_that_would_overrun_stops_after_its_first_call(slow):
                      on_skip=skipped.append)
     assert rows == [] and slow.calls == {64: 1}
     assert [(s.norm, s.impl, s.rows, s.cols) for s in skipped] == [("layer", "torch", 8, 8)]
-    assert skipped[0].reason.startswith("stopped after its first calls: it needs about 1.8 s")
+    # the 6 calls left take at least 6 × 0.3 s; a busy machine makes each call take longer
+    needs = re.match(r"stopped after its first calls: it needs about ([\d.]+) s",
+                     skipped[0].reason)
+    assert needs and float(needs.group(1)) >= 1.75, skipped[0].reason
 
 
 def test_a_larger_size_is_skipped_before_any_call_from_the_smaller_ones_pace(slow):
