@@ -9,6 +9,7 @@ import ctypes.util
 import gc
 import platform
 import re
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -40,18 +41,27 @@ def test_the_periodic_collection_frees_reference_cycles() -> None:
         pass
 
     was_enabled = gc.isenabled()
+    stop = threading.Event()
     gc.disable()
     try:
         node = Node()
         node.self = node
         gone = weakref.ref(node)
         del node
-        thread = collect_garbage_periodically(0.05)
+        thread = collect_garbage_periodically(0.05, stop=stop)
         assert thread.daemon and thread.is_alive()
         deadline = time.monotonic() + 10
         while gone() is not None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert gone() is None
     finally:
+        stop.set()  # a collection every 50 ms left running slowed the rest of the suite 6-fold
         if was_enabled:
             gc.enable()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+def test_the_apps_collector_is_started_once_per_process() -> None:
+    first = collect_garbage_periodically()
+    assert collect_garbage_periodically() is first and first.is_alive()

@@ -26,7 +26,6 @@ import ctypes.util
 import functools
 import gc
 import threading
-import time
 
 __all__ = ["GC_EVERY_S", "MMAP_THRESHOLD", "collect_garbage_periodically", "return_freed_memory"]
 
@@ -51,17 +50,27 @@ def return_freed_memory() -> bool:
     return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
 
 
-@functools.cache
-def collect_garbage_periodically(every_s: float = GC_EVERY_S) -> threading.Thread:
-    """Start, once per process, a daemon thread that runs a full garbage collection every
-    ``every_s`` seconds, so that what closed sessions left in reference cycles is freed without
-    a collection after every rerun."""
+_collector: threading.Thread | None = None
+_collector_lock = threading.Lock()
 
-    def collect() -> None:
-        while True:
-            time.sleep(every_s)
+
+def collect_garbage_periodically(every_s: float = GC_EVERY_S, *,
+                                 stop: threading.Event | None = None) -> threading.Thread:
+    """Start a daemon thread that runs a full garbage collection every ``every_s`` seconds
+    until ``stop`` is set, so that what closed sessions left in reference cycles is freed
+    without a collection after every rerun. Without ``stop`` it runs for the life of the
+    process, and only one is started: later calls return it."""
+    global _collector
+
+    def collect(until: threading.Event) -> None:
+        while not until.wait(every_s):
             gc.collect()
 
-    thread = threading.Thread(target=collect, name="lnviz-gc", daemon=True)
-    thread.start()
-    return thread
+    if stop is not None:
+        thread = threading.Thread(target=collect, args=(stop,), name="lnviz-gc", daemon=True)
+        thread.start()
+        return thread
+    with _collector_lock:
+        if _collector is None:
+            _collector = collect_garbage_periodically(every_s, stop=threading.Event())
+        return _collector
