@@ -25,12 +25,14 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import os
 import threading
 
 __all__ = ["GC_EVERY_S", "MMAP_THRESHOLD", "collect_garbage_periodically", "return_freed_memory"]
 
-#: Seconds between two full garbage collections of the server process.
-GC_EVERY_S = 15.0
+#: Seconds between two full garbage collections of the server process (``LNVIZ_GC_EVERY_S``
+#: sets another: about 0.3 s of CPU each with torch, pandas and plotly loaded).
+GC_EVERY_S = float(os.environ.get("LNVIZ_GC_EVERY_S", "15"))
 
 #: Blocks from this size up get their own mapping (glibc's initial value, fixed).
 MMAP_THRESHOLD = 128 * 1024
