@@ -18,6 +18,7 @@ import time
 import tracemalloc
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -659,6 +660,41 @@ def pt_second_pickle(tmp_path: Path) -> bytes:
     calls bytearray(2**30))."""
     evil = pickle.dumps(Call(bytearray, 2**30), protocol=2)
     return rezip(tsave({"w": torch.ones(3)}), extra={"DATA.PKL": evil})
+
+
+def two_faced_zip(seen_by_zipfile: bytes, seen_by_torch: bytes) -> bytes:
+    """One file holding two torch.save archives: Python's zipfile reads the first (the central
+    directory just before the end record, its offsets corrected), torch's reader the second (the
+    directory at the offset the end record declares)."""
+    def entries(data: bytes) -> list[tuple[bytes, bytes]]:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        return [(i.filename.encode(), archive.read(i)) for i in archive.infolist()]
+
+    def local(name: bytes, data: bytes) -> bytes:
+        return struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(data),
+                           len(data), len(data), len(name), 0) + name + data
+
+    def central(name: bytes, data: bytes, at: int) -> bytes:
+        return struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(data),
+                           len(data), len(data), len(name), 0, 0, 0, 0, 0, at) + name
+
+    shown, hidden = entries(seen_by_zipfile), entries(seen_by_torch)
+    out, at_hidden = b"", []
+    for name, data in hidden:
+        at_hidden.append(len(out))
+        out += local(name, data)
+    out += bytes(46 * len(hidden) + sum(len(n) for n, _ in hidden))  # zipfile's offset shift
+    at_shown = []
+    for name, data in shown:
+        at_shown.append(len(out))
+        out += local(name, data)
+    declared = len(out)
+    hidden_dir = b"".join(central(n, d, o) for (n, d), o in zip(hidden, at_hidden, strict=True))
+    shown_dir = b"".join(central(n, d, o - len(hidden_dir))
+                         for (n, d), o in zip(shown, at_shown, strict=True))
+    return (out + hidden_dir + shown_dir
+            + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(shown), len(shown),
+                          len(shown_dir), declared, 0))
 
 
 def pickle_of(data: bytes) -> bytes:
@@ -1616,3 +1652,25 @@ def test_a_torch_pickle_with_a_bad_opcode_and_a_bad_crc_is_refused() -> None:
     data[at] = ord("p") if data[at] != ord("p") else ord("q")
     with pytest.raises(TensorFileError, match=r"corrupt torch\.save file .*Bad CRC-32"):
         load_arrays(bytes(data), max_elements=7)
+
+
+def test_torch_reads_the_archive_that_was_checked() -> None:
+    """A file whose two central directories show zipfile harmless zeros and torch's reader a
+    pickle calling bytearray(128 MiB) (or other values) is read as it was checked: torch.load is
+    handed the checked entries alone, so it neither allocates nor returns anything else."""
+    harmless = tsave({"w": torch.zeros(4)})
+    evil = rezip(harmless, {"data.pkl": pickle.dumps(Call(bytearray, 2**27), protocol=2)})
+    sevens = tsave({"w": torch.full((4,), 7.0)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert isinstance(torch.load(io.BytesIO(two_faced_zip(harmless, evil)),
+                                     weights_only=True), bytearray)  # the trick is live
+    for hidden in (evil, sevens):
+        tracemalloc.start()
+        try:
+            loaded = load_arrays(two_faced_zip(harmless, hidden))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        np.testing.assert_array_equal(loaded["w"], np.zeros(4, np.float32))
+        assert peak < 50 * 2**20

@@ -24,14 +24,18 @@ torch.save storages       their declared sizes in the zip directory, in all, as 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import io
+import itertools
 import json
 import math
 import os
 import re
+import struct
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pickle import UnpicklingError  # the class torch's weights-only unpickler raises
@@ -733,10 +737,11 @@ def _load_torch(
             + (f"; it needs {_short(', '.join(named), 200)}" if named else "")
             + f"; it is not read; {_TORCH_HINT}"
         ) from err
+    checked = _rewritten_torch_zip(data, infos, root, pickle_bytes)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            loaded = torch.load(checked, map_location="cpu", weights_only=True)
     except Exception as err:
         if isinstance(err, UnpicklingError):
             raise TensorFileError(
@@ -778,6 +783,92 @@ def _check_torch_entries(infos: list[zipfile.ZipInfo], root: str) -> None:
             raise TensorFileError(
                 f"the torch.save file holds an entry torch.save does not write "
                 f"({_short(name, 80)!r}); it is not read")
+
+
+def _rewritten_torch_zip(data: bytes, infos: list[zipfile.ZipInfo], root: str,
+                         pickle_bytes: bytes) -> io.RawIOBase:
+    """The checked entries as a zip of their own, which is what torch.load reads.
+
+    Two zip readers can see two archives in one file: Python's zipfile finds the central
+    directory before the end record and corrects the offsets it declares, torch's reader
+    trusts them. A file holding two directories showed zipfile a harmless pickle and torch
+    another one (bytearray(3 GiB)). Written anew, the archive torch reads holds exactly the
+    bytes checked here: the scanned pickle, and each other entry's bytes where zipfile found
+    them (their CRC checked), shared with ``data`` rather than copied."""
+    pieces: list[bytes | memoryview] = []
+    directory = []
+    offset = 0
+    view = memoryview(data)
+    for info in infos:
+        if info.filename == root + "data.pkl":
+            content: bytes | memoryview = pickle_bytes
+        else:
+            content = _stored_content(view, info)
+        name = info.filename.encode("utf-8")
+        crc = zlib.crc32(content)
+        pieces += [struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0x800, 0, 0, 0, crc,
+                               len(content), len(content), len(name), 0), name, content]
+        directory.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0x800, 0, 0, 0,
+                                     crc, len(content), len(content), len(name), 0, 0, 0, 0,
+                                     0, offset) + name)
+        offset += 30 + len(name) + len(content)
+    size = sum(len(entry) for entry in directory)
+    pieces += directory
+    pieces.append(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(directory),
+                              len(directory), size, offset, 0))
+    return _Pieces(pieces)
+
+
+def _stored_content(view: memoryview, info: zipfile.ZipInfo) -> memoryview:
+    """An uncompressed entry's bytes where zipfile reads them, checked against its CRC."""
+    start = info.header_offset
+    header = bytes(view[start:start + 30])
+    if len(header) < 30 or header[:4] != b"PK\x03\x04":
+        raise TensorFileError(f"corrupt torch.save file (entry {_short(info.filename, 60)!r} "
+                              "has no local header where the directory says)")
+    # the local header's own name and extra field come before the content
+    name_len, extra_len = struct.unpack("<2H", header[26:30])
+    begin = start + 30 + name_len + extra_len
+    content = view[begin:begin + info.compress_size]
+    if len(content) != info.compress_size or zlib.crc32(content) != info.CRC:
+        raise TensorFileError(f"corrupt torch.save file (entry {_short(info.filename, 60)!r} "
+                              "does not match its CRC); it may be truncated or damaged")
+    return content
+
+
+class _Pieces(io.RawIOBase):
+    """One readable, seekable file made of byte strings laid end to end, none copied."""
+
+    def __init__(self, pieces: list[bytes | memoryview]) -> None:
+        self._pieces = [memoryview(piece).cast("B") for piece in pieces]
+        self._starts = list(itertools.accumulate((len(p) for p in self._pieces), initial=0))
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._starts[-1]}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        out = memoryview(buffer).cast("B")
+        done = 0
+        while done < len(out) and self._pos < self._starts[-1]:
+            k = bisect.bisect_right(self._starts, self._pos) - 1
+            at = self._pos - self._starts[k]
+            chunk = self._pieces[k][at:at + len(out) - done]
+            out[done:done + len(chunk)] = chunk
+            done += len(chunk)
+            self._pos += len(chunk)
+        return done
 
 
 def _safe_torch() -> Any:
