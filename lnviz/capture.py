@@ -522,6 +522,9 @@ def _check_settings(layer: CapturedLayer, shapes: dict[str, tuple[int, ...]]) ->
                        f"{list(x)}")
         per_channel = tuple(normalized)
     else:
+        if kind != "instance_norm" and "batched" in s:
+            raise fail(f"it says whether its input has a batch dim, which only an InstanceNorm "
+                       f"record does (a {kind} always has one)")
         batched = s.get("batched", True)
         if not isinstance(batched, bool) or len(x) < 2 + (kind == "instance_norm" and batched):
             raise fail(f"its input of shape {list(x)} has no channel dim where a {kind} "

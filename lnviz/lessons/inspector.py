@@ -422,8 +422,11 @@ def layer_view(layer: CapturedLayer, arrays: dict[str, np.ndarray],
     # per element: γ and β have the normalized dims' shape for LayerNorm and RMSNorm (indexed
     # by the element's place in its group), one value per channel otherwise
     by_member = layer.kind in ("layer_norm", "rms_norm")
+    # flat copies made once: a BatchNorm's groups are a strided view of its input, whose ravel()
+    # copies the whole tensor, and once per outlier channel that cost minutes
+    flat_x, flat_y, flat_zs, flat_z_out = (a.ravel() for a in (grouped, grouped_y, z, z_out))
     at = np.flatnonzero(flags.ravel())
-    flat_z, flat_channel = np.abs(z.ravel()[at]), channel.ravel()[at]
+    flat_z, flat_channel = np.abs(flat_zs[at]), channel.ravel()[at]
     order = np.lexsort((-flat_z, flat_channel))  # by channel, largest |z| first within one
     channels, first, counts = np.unique(flat_channel[order], return_index=True,
                                         return_counts=True)
@@ -434,10 +437,10 @@ def layer_view(layer: CapturedLayer, arrays: dict[str, np.ndarray],
         member = best % grouped.shape[1]
         rows.append({
             "channel": c, "outlier values": count, "of": int(totals[c]),
-            "largest |z| (σ)": float(abs(z.ravel()[best])),
+            "largest |z| (σ)": float(abs(flat_zs[best])),
             f"at {word}": labels[best // grouped.shape[1]],
-            "input x": float(grouped.ravel()[best]), "output y": float(grouped_y.ravel()[best]),
-            "y's |z| after (σ)": float(abs(z_out.ravel()[best])),
+            "input x": float(flat_x[best]), "output y": float(flat_y[best]),
+            "y's |z| after (σ)": float(abs(flat_z_out[best])),
             "γ": None if gamma is None else float(gamma[member if by_member else c]),
             "β": None if beta is None else float(beta[member if by_member else c])})
     outliers = pd.DataFrame(rows, columns=[
@@ -449,7 +452,7 @@ def layer_view(layer: CapturedLayer, arrays: dict[str, np.ndarray],
         outliers = outliers.drop(columns="γ")
     if beta is None:
         outliers = outliers.drop(columns="β")
-    sx, sy, so = _scatter(grouped.ravel(), grouped_y.ravel(), flags.ravel())
+    sx, sy, so = _scatter(flat_x, flat_y, flags.ravel())
     view = LayerView(
         key=layer_key(layer), kind=layer.kind, module=str(layer.settings.get("module", "")),
         shape=tuple(x.shape), group_word=word, over=over, sigmas=float(sigmas), mean=mean,
