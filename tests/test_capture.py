@@ -241,9 +241,13 @@ def test_capture_records_replay_and_leave_the_model_as_a_plain_forward(
     for record in cap.records:
         assert record.kind in KINDS
         assert record.input.shape == record.output.shape
+        # float32 rounding, which depends on the order the CPU's kernels sum in: a bound
+        # relative to the layer's output (torch's portable kernels differ by 8e-6 at 1.3)
+        scale = max(1.0, float(record.output.abs().max()))
         for impl in ("scratch", "fast"):
             result = record.replay(impl=impl)
-            torch.testing.assert_close(result.output, record.output, rtol=2e-6, atol=2e-6,
+            torch.testing.assert_close(result.output, record.output, rtol=1e-5,
+                                       atol=1e-5 * scale,
                                        msg=lambda m, r=record: f"{r.name}[{r.call}]: {m}")
 
 
