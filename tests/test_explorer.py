@@ -647,8 +647,15 @@ def test_an_ill_conditioned_input_gets_no_tick():
         ex, (level, message) = check_of(values, **spec_args)
         assert ex.check.ill_conditioned and level == "warning", message
         assert "too ill-conditioned for float32" in message
-        assert "lnviz is the closer of the two" in message  # lnviz's two passes keep the digits
-        assert ex.check.lnviz_error < 1e-6 < 0.5 < ex.check.torch_error
+        # lnviz's two passes keep the digits; torch's float32 kernel may or may not, depending on
+        # the CPU's kernels (AVX-512 loses them, torch's portable ones keep them): the sentence
+        # follows the two errors the check measured
+        assert ex.check.lnviz_error < 1e-6
+        lnviz_error, torch_error = ex.check.lnviz_error, ex.check.torch_error
+        closer = ("lnviz is the closer of the two" if lnviz_error < torch_error
+                  else "torch is the closer of the two" if torch_error < lnviz_error
+                  else "both are equally close")
+        assert closer in message and f"torch by {ex.check.torch_error:.3g}" in message
     ex, (level, _) = check_of(get_preset("far_from_zero").values)
     assert not ex.check.ill_conditioned and level == "success"
 
