@@ -3,6 +3,8 @@ browser tests' Chromium, server and timeout (tests/browserutil.py has their help
 
 from __future__ import annotations
 
+import inspect
+import re
 import shutil
 from collections.abc import Iterator
 
@@ -33,11 +35,35 @@ DEVICE_PARAMS = ["cpu"] + (
 )
 
 
+#: What a test that runs a page through Streamlit's AppTest says in its body: it opens a page
+#: (``open_page``, a helper ending in ``_page(``) or reads one (``at.``).
+_RUNS_A_PAGE = re.compile(r"\bopen_page\(|_page\(|\bAppTest\b|\bat\.")
+
+
+def _runs_a_page(item: pytest.Item) -> bool:
+    """A page test: its body runs a page, or it takes a fixture that did (``trained_page``)."""
+    function = getattr(item, "function", None)
+    if function is None:
+        return False
+    try:
+        body = inspect.getsource(function)
+    except OSError:
+        return False
+    fixtures = getattr(item, "fixturenames", ())
+    return bool(_RUNS_A_PAGE.search(body)) or any(
+        name.endswith("_page") for name in fixtures)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     no_gpu = pytest.mark.skip(reason="no CUDA or MPS device on this machine")
     for item in items:
         if "gpu" in item.keywords and not GPU_DEVICES:
             item.add_marker(no_gpu)
+        # page tests take 0.2-10 s each, most of the suite's time without a browser: they are
+        # the slow lane, beside the tests marked slow by hand
+        if "browser" not in item.keywords and _runs_a_page(item):
+            item.add_marker(pytest.mark.slow)
+
 
 
 @pytest.fixture(scope="session", params=DEVICE_PARAMS)

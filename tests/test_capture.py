@@ -480,6 +480,7 @@ def test_norms_called_by_keyword_and_lazy_norms() -> None:
         torch.testing.assert_close(record.replay().output, record.output)
 
 
+@pytest.mark.slow  # a fresh process of its own
 @pytest.mark.parametrize("first", ["import lnviz", "from lnviz.capture import NormRecord"])
 def test_lnviz_capture_is_callable_whatever_is_imported_first(first: str) -> None:
     """lnviz.capture is the function when reached through lazy loading, and the module (which

@@ -1604,6 +1604,7 @@ def peak_rss_of_loading(path: Path, warm_up: Path) -> tuple[int, float]:
     return int(grown), float(seconds)
 
 
+@pytest.mark.slow  # a fresh process of its own
 @pytest.mark.parametrize("container", ["safetensors", "torch.save"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_loading_a_40mb_tensor_file_adds_little_more_than_its_arrays(

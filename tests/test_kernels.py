@@ -150,6 +150,7 @@ def test_x_hat_is_computed_once_and_cached():
         r.output = torch.ones(2, 3)
 
 
+@pytest.mark.slow  # a fresh process of its own
 def test_kernels_imports_on_its_own():
     """lnviz.kernels imports NormResult from lnviz.norms, which imports kernels lazily."""
     code = ("import torch, lnviz.kernels as k; "

@@ -108,6 +108,7 @@ def test_matches_bertmodel(model, reference, text: str) -> None:
     assert run.embedding.norm().item() == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.slow  # a fresh process of its own
 def test_embedding_matches_sentence_transformers(model) -> None:
     st = pytest.importorskip("sentence_transformers")
     encoder = st.SentenceTransformer(str(model_files()), device="cpu", local_files_only=True)
@@ -180,6 +181,7 @@ def test_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -
         model_files()
 
 
+@pytest.mark.slow  # a fresh process of its own
 def test_the_package_is_not_imported() -> None:
     import subprocess
     import sys

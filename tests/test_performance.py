@@ -52,6 +52,7 @@ def test_cli_writes_json(tmp_path):
     assert data["machine"]
 
 
+@pytest.mark.slow  # a fresh process of its own
 def test_peak_extra_memory_of_fast_layer_norm_is_about_the_output():
     """fast allocates the output (1× the input) and small statistics, never the intermediates
     of the scratch code: at most 2× the input, as the performance target asks."""
