@@ -47,6 +47,7 @@ from lnviz.data.files import (
 )
 from lnviz.data.torch_pickle import MAX_PICKLE_OPCODES
 from lnviz.limits import MAX_ELEMENTS
+from tools.upload_cost import Call
 
 FUZZ = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -623,16 +624,6 @@ def pt_dict_bomb(tmp_path: Path) -> bytes:
     for _ in range(25):
         level = {"a": level, "b": level}
     return tsave({"w": torch.ones(1), "bomb": level})
-
-
-class Call:
-    """Unpickling this calls `function(*args)`: a function torch's weights-only loader allows."""
-
-    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
-        self.function, self.args = function, args
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (self.function, self.args)
 
 
 def pt_bytearray(tmp_path: Path) -> bytes:
