@@ -688,6 +688,20 @@ def two_faced_zip(seen_by_zipfile: bytes, seen_by_torch: bytes) -> bytes:
                           len(shown_dir), declared, 0))
 
 
+def pt_with_items(items: bytes) -> bytes:
+    """A state dict of one tensor whose pickle also sets ``items`` (pickle opcodes: MARK, keys
+    and values, SETITEMS) in the top-level dict, before its end."""
+    data = tsave({"w": torch.zeros(4)})
+    body = pickle_of(data)
+    assert body.endswith(b"s.")
+    return rezip(data, {"data.pkl": body[:-1] + b"(" + items + b"u."})
+
+
+def long_int(n: int) -> bytes:
+    raw = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(raw)]) + raw
+
+
 def pickle_of(data: bytes) -> bytes:
     source = zipfile.ZipFile(io.BytesIO(data))
     return source.read(next(n for n in source.namelist() if n.endswith("data.pkl")))
@@ -1000,6 +1014,17 @@ HOSTILE += [
         "torch-entry-torch-save-never-writes",
         lambda p: rezip(tsave({"w": torch.ones(3)}), extra={"extra.py": b"print(1)"}),
         match=("an entry torch.save does not write", "extra.py"),
+    ),
+    Case(  # hash() of a tuple nested 400,000 deep overflowed the C stack: the process died
+        "torch-key-nested-400000-deep",
+        lambda p: pt_with_items(b")" + b"\x85" * 400_000 + b"N"),
+        match=("a dict key of type tuple", "is not read"),
+    ),
+    Case(  # whole numbers 2**61 - 1 apart hash alike: 60,000 of them took 29 s to set
+        "torch-keys-that-hash-alike",
+        lambda p: pt_with_items(b"".join(long_int(i * (2**61 - 1)) + b"N"
+                                         for i in range(1, 60_001))),
+        match=("a dict key of type int", "below 2**31"),
     ),
     Case(
         "torch-storage-larger-than-its-record",

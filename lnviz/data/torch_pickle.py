@@ -191,7 +191,7 @@ class _Scan:
                 stopped = self.step(name, arg)
             except PickleRefused:
                 raise
-            except (IndexError, KeyError, TypeError, AttributeError) as err:
+            except (IndexError, KeyError, TypeError, AttributeError, RecursionError) as err:
                 raise PickleRefused(f"its pickle is damaged ({name}: {str(err)[:80]})") from err
         if not stopped or len(self.stack) != 1 or self.stack[0] is _MARK:
             raise PickleRefused("its pickle is damaged (it does not end with one value)")
@@ -237,7 +237,10 @@ class _Scan:
                 del stack[-2:]
             target = _of(stack[-1], dict, "sets items of")
             for key, value in zip(items[::2], items[1::2], strict=True):
-                hash(key)  # a TypeError for a list or dict as a key: damaged
+                if not _plain_key(key):
+                    raise PickleRefused(f"its pickle has a dict key of type {type(key).__name__}"
+                                        " outside what a checkpoint uses (text, or a whole "
+                                        "number below 2**31)")
                 target[key] = value
         elif name in ("BINPUT", "LONG_BINPUT"):
             self.memo[arg] = stack[-1]
@@ -312,6 +315,16 @@ class _Scan:
                 f"a tensor of shape {tuple(size)} reaches past the end of its storage "
                 f"{storage.key!r} ({capacity} values); the file is damaged")
         return _Tensor(dtype, tuple(size))
+
+
+def _plain_key(key: Any) -> bool:
+    """A key a checkpoint uses: text, or a whole number below 2**31 (a parameter's index).
+    Anything else is refused before it is hashed: a tuple nested 200,000 deep overflows the C
+    stack in hash(), and whole numbers that differ by 2**61 − 1 all hash alike (a dict of them
+    costs quadratic time to build)."""
+    if isinstance(key, str):
+        return True
+    return isinstance(key, int) and not isinstance(key, bool) and -(2**31) < key < 2**31
 
 
 def _natural(value: Any) -> bool:
