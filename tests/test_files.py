@@ -702,6 +702,28 @@ def long_int(n: int) -> bytes:
     return b"\x8a" + bytes([len(raw)]) + raw
 
 
+def pt_rebuilt(*tensors: tuple[str, str, int, tuple[int, ...], tuple[int, ...], bytes]
+               ) -> bytes:
+    """A torch.save file of hand-written tensors over one storage ``0`` of four float32
+    values: per tensor, its key, storage class, offset, size, stride and the pickle of the
+    metadata dict torch.save appends (b"" for none)."""
+    def text(value: str) -> bytes:
+        return b"X" + struct.pack("<I", len(value)) + value.encode()
+
+    def ints(values: tuple[int, ...]) -> bytes:
+        return b"(" + b"".join(long_int(v) for v in values) + b"t"
+
+    body = b"\x80\x02}"
+    for key, kind, offset, size, stride, metadata in tensors:
+        count = 4 * 4 // {"FloatStorage": 4, "ByteStorage": 1}[kind]
+        storage = (b"(" + text("storage") + b"ctorch\n" + kind.encode() + b"\n" + text("0")
+                   + text("cpu") + long_int(count) + b"tQ")
+        body += (text(key) + b"ctorch._utils\n_rebuild_tensor_v2\n(" + storage
+                 + long_int(offset) + ints(size) + ints(stride) + b"\x89"
+                 + b"ccollections\nOrderedDict\n)R" + metadata + b"tRs")
+    return rezip(tsave({"w": torch.arange(4.0)}), {"data.pkl": body + b"."})
+
+
 def pickle_of(data: bytes) -> bytes:
     source = zipfile.ZipFile(io.BytesIO(data))
     return source.read(next(n for n in source.namelist() if n.endswith("data.pkl")))
@@ -1025,6 +1047,22 @@ HOSTILE += [
         lambda p: pt_with_items(b"".join(long_int(i * (2**61 - 1)) + b"N"
                                          for i in range(1, 60_001))),
         match=("a dict key of type int", "below 2**31"),
+    ),
+    Case(  # {"neg": True}: torch negated the tensor lazily and numpy refused it (a RuntimeError)
+        "torch-negative-bit-in-metadata",
+        lambda p: pt_rebuilt(("w", "FloatStorage", 0, (4,), (1,), b"}X\x03\x00\x00\x00neg\x88s")),
+        match=("rebuilds a tensor from arguments torch.save does not write",),
+    ),
+    Case(  # torch keeps the storage as first read: "a" came back as bytes, not the checked floats
+        "torch-one-storage-read-as-two-dtypes",
+        lambda p: pt_rebuilt(("b", "ByteStorage", 0, (4,), (1,), b""),
+                             ("a", "FloatStorage", 0, (4,), (1,), b"")),
+        match=("reads storage '0' as uint8 and as float32",),
+    ),
+    Case(  # an empty dim beside dims of 2**62: numpy's "array is too big", no TensorFileError
+        "torch-empty-tensor-with-huge-dims",
+        lambda p: pt_rebuilt(("w", "FloatStorage", 0, (0, 2**62, 2**62), (1, 1, 1), b"")),
+        match=("rebuilds a tensor from arguments torch.save does not write",),
     ),
     Case(
         "torch-storage-larger-than-its-record",

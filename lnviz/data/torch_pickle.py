@@ -181,6 +181,7 @@ class _Scan:
         self.records = records
         self.stack: list[Any] = []
         self.memo: dict[int, Any] = {}
+        self.dtypes: dict[str, str] = {}
 
     def run(self, ops: list[tuple[str, Any]]) -> None:
         stopped = False
@@ -269,6 +270,11 @@ class _Scan:
         dtype = _STORAGES[kind.name]
         if key not in self.records:
             raise PickleRefused(f"its pickle names storage {key!r}, which the file does not hold")
+        # torch keeps a storage by its key as first read: read again as another dtype, its bytes
+        # would be other values than the ones checked here
+        if self.dtypes.setdefault(key, dtype) != dtype:
+            raise PickleRefused(f"its pickle reads storage {key!r} as {self.dtypes[key]} and as "
+                                f"{dtype}")
         if self.records[key] != numel * DTYPE_BYTES[dtype]:
             raise PickleRefused(
                 f"storage {key!r} is declared as {numel} values of {dtype} but its record holds "
@@ -296,11 +302,11 @@ class _Scan:
     def tensor(self, storage: Any, dtype: str, args: tuple[Any, ...],
                metadata: tuple[Any, ...]) -> _Tensor:
         offset, size, stride, requires_grad, hooks = args
+        # metadata: torch.save writes a tensor's conj/neg bits there; set, numpy refuses them
         if not (isinstance(storage, _Storage) and _natural(offset) and _dims(size)
                 and _dims(stride) and len(size) == len(stride) and isinstance(requires_grad, bool)
                 and _empty_hooks(hooks)
-                and all(isinstance(m, dict) and all(isinstance(v, bool) for v in m.values())
-                        for m in metadata)):
+                and all(isinstance(m, dict) and not any(m.values()) for m in metadata)):
             raise PickleRefused("its pickle rebuilds a tensor from arguments torch.save does not "
                                 "write")
         if storage.dtype == "uint8" and dtype != "uint8":  # an untyped storage: bytes
@@ -309,8 +315,8 @@ class _Scan:
             raise PickleRefused(f"its pickle reads a {storage.dtype} storage as {dtype}")
         else:
             capacity = storage.numel
-        if all(size) and offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) \
-                >= capacity:
+        if offset > capacity or (all(size) and offset + sum(
+                (n - 1) * s for n, s in zip(size, stride, strict=True)) >= capacity):
             raise PickleRefused(
                 f"a tensor of shape {tuple(size)} reaches past the end of its storage "
                 f"{storage.key!r} ({capacity} values); the file is damaged")
@@ -332,7 +338,10 @@ def _natural(value: Any) -> bool:
 
 
 def _dims(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) <= _MAX_NDIM and all(map(_natural, value))
+    """Sizes or strides: at most 32 whole numbers, each below 2**31 (no dim of a tensor within
+    the caps is longer; an empty one beside dims of 2**62 overflowed numpy)."""
+    return (isinstance(value, tuple) and len(value) <= _MAX_NDIM
+            and all(_natural(n) and n < 2**31 for n in value))
 
 
 def _empty_hooks(value: Any) -> bool:
