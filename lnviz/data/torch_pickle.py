@@ -29,7 +29,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_PICKLE_OPCODES", "PickleRefused", "check_tensor_pickle", "pickle_globals"]
+__all__ = [
+    "ALLOWED_GLOBALS",
+    "DTYPE_BYTES",
+    "MAX_PICKLE_OPCODES",
+    "PickleForeign",
+    "PickleRefused",
+    "check_tensor_pickle",
+    "pickle_globals",
+]
 
 #: The most opcodes a torch.save pickle may hold. A state dict of 4,096 tensors with long names
 #: (the most a file may hold) pickles to about 123,000; an Adam checkpoint's optimizer state adds
