@@ -708,7 +708,8 @@ def pt_rebuilt(*tensors: tuple[str, str, int, tuple[int, ...], tuple[int, ...], 
     values: per tensor, its key, storage class, offset, size, stride and the pickle of the
     metadata dict torch.save appends (b"" for none)."""
     def text(value: str) -> bytes:
-        return b"X" + struct.pack("<I", len(value)) + value.encode()
+        raw = value.encode("utf-8", "surrogatepass")
+        return b"X" + struct.pack("<I", len(raw)) + raw
 
     def ints(values: tuple[int, ...]) -> bytes:
         return b"(" + b"".join(long_int(v) for v in values) + b"t"
@@ -727,6 +728,43 @@ def pt_rebuilt(*tensors: tuple[str, str, int, tuple[int, ...], tuple[int, ...], 
 def pickle_of(data: bytes) -> bytes:
     source = zipfile.ZipFile(io.BytesIO(data))
     return source.read(next(n for n in source.namelist() if n.endswith("data.pkl")))
+
+
+def central_entries(data: bytes) -> dict[str, int]:
+    """Where each central directory entry of a zip starts, by name."""
+    end = data.rfind(b"PK\x05\x06")
+    at = struct.unpack_from("<I", data, end + 16)[0]
+    found = {}
+    while data[at:at + 4] == b"PK\x01\x02":
+        name_len, extra_len, comment_len = struct.unpack_from("<3H", data, at + 28)
+        found[data[at + 46:at + 46 + name_len].decode()] = at
+        at += 46 + name_len + extra_len + comment_len
+    return found
+
+
+def pt_shared_bytes(tmp_path: Path) -> bytes:
+    """Three storages whose directory entries all point at the first one's bytes (its local
+    header, CRC and size): 4,000 of them over one 100 KB record declared 400 MB in 929 KB."""
+    data = tsave({f"t{i}": torch.arange(4.0) + i for i in range(3)})
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    first = next(i for i in archive.infolist() if i.filename.endswith("/data/0"))
+    patched = bytearray(data)
+    for name, at in central_entries(data).items():
+        if name.endswith(("/data/1", "/data/2")):
+            struct.pack_into("<3L", patched, at + 16, first.CRC, first.compress_size,
+                             first.file_size)
+            struct.pack_into("<L", patched, at + 42, first.header_offset)
+    return bytes(patched)
+
+
+def pt_nested_long_key(tmp_path: Path) -> bytes:
+    """One 1,000-character key (pickled once, then memoized) over 30 levels, above a list of
+    one tensor 4,096 times: every tensor's name would be a 30 KB copy (120 MB of names; 39 KB
+    of file asked for 3.5 GB with 30,000 characters)."""
+    key, value = "A" * 1000, [torch.ones(1)] * 4096
+    for _ in range(30):
+        value = {key: value}
+    return tsave(value)
 
 
 def pt_cycle(tmp_path: Path) -> bytes:
@@ -1109,6 +1147,69 @@ HOSTILE += [
         "torch-too-many-tensors",
         lambda p: tsave([torch.zeros(0)] * (MAX_ARRAYS + 1)),
         match=(f"more than the {MAX_ARRAYS} tensors",),
+    ),
+    # A fifth hostile pass. Each rebuild is a tensor of its own, memoized arguments or not
+    # (160,000 rebuilds of 800 KB cost seconds before the count after torch.load).
+    Case(
+        "torch-too-many-rebuilds",
+        lambda p: tsave([torch.zeros(0) for _ in range(MAX_ARRAYS + 1)]),
+        match=(f"rebuilds more than {MAX_ARRAYS} tensors",),
+    ),
+    # bzip2 and LZMA members are inflated whole by zipfile, whatever is read (1.6 KB: 4 GB)
+    Case(
+        "npz-bzip2",
+        lambda p: zip_of({"a.npy": npy(A23)}, zipfile.ZIP_BZIP2),
+        match=("compression method 12", "numpy.savez never writes"),
+    ),
+    Case(
+        "npz-lzma",
+        lambda p: zip_of({"a.npy": npy(A23)}, zipfile.ZIP_LZMA),
+        match=("compression method 14",),
+    ),
+    Case("torch-shared-bytes", pt_shared_bytes, match=("share bytes",)),
+    Case("torch-nested-long-key", pt_nested_long_key,
+         match=("longer than 1024 characters", "AAAA")),
+    Case(
+        "torch-long-key",
+        lambda p: tsave({"k" * 1024: torch.ones(1)}),
+        match=("longer than 1024 characters",),
+    ),
+    Case(
+        "torch-long-entry-name",  # 80 KB of name overflowed the rewritten zip's 2-byte field
+        lambda p: rezip(tsave({"w": torch.ones(1)}), extra={"data/" + "a" * 2000: b""}),
+        match=("longer than 1024 bytes",),
+    ),
+    Case(
+        "torch-unicode-storage-name",
+        lambda p: rezip(tsave({"w": torch.ones(1)}), extra={"data/\u00c7": b""}),
+        match=("an entry torch.save does not write",),
+    ),
+    Case(  # zipfile does not implement these flags: its NotImplementedError escaped
+        "torch-patched-data-flag",
+        lambda p: patch_zip(tsave({"w": torch.ones(1)}), "flags", 0x20),
+        match=("corrupt torch.save file",),
+    ),
+    Case(
+        "torch-lone-surrogate-key",
+        lambda p: pt_rebuilt(("w\ud800", "FloatStorage", 0, (4,), (1,), b"")),
+        match=("not valid Unicode",),
+    ),
+    Case(  # SETITEMS with a key and no value: zip(strict=True)'s ValueError escaped
+        "torch-key-without-value",
+        lambda p: pt_with_items(b"X\x01\x00\x00\x00x"),
+        match=("a key without its value",),
+    ),
+    Case(  # each BUILD updates the state dict's __dict__: k keys built m times cost k·m
+        "torch-state-built-twice",
+        lambda p: pt_with_items(b"X\x01\x00\x00\x00o" + b"ccollections\nOrderedDict\n)R"
+                                + b"}b" * 2),
+        match=("once, its _metadata",),
+    ),
+    Case(
+        "torch-state-beyond-metadata",
+        lambda p: pt_with_items(b"X\x01\x00\x00\x00o" + b"ccollections\nOrderedDict\n)R}"
+                                + b"X\x01\x00\x00\x00xNsb"),
+        match=("once, its _metadata",),
     ),
 ]
 
