@@ -342,43 +342,17 @@ def _open_fragment_control(page: Page, url: str, control: FragmentControl):
     return element
 
 
-@pytest.mark.parametrize("case", list(FRAGMENT_CONTROLS))
-def test_a_control_inside_a_fragment_still_writes_the_url(page: Page, server: str,
-                                                          case: str) -> None:
-    """A fragment reruns only its section; its URL-bound controls still write the link, and a
-    link with their value opens the page with it."""
-    control = FRAGMENT_CONTROLS[case]
-    element = _open_fragment_control(page, server + control.path, control)
-    if control.kind == "slider":
-        element.focus()
-        page.keyboard.press("ArrowRight")
-    elif control.kind == "select":
-        element.click()
-        page.keyboard.type(control.pick.split(" ")[0])  # the selectbox filters as one types
-        option = page.get_by_role("option", name=control.pick, exact=True)
-        expect(option).to_be_visible()
-        # the list redraws as it filters (a click can meet a detached option): choose it with
-        # Enter once it is the focused one
-        expect(option).to_have_attribute("data-focused", "true")
-        page.keyboard.press("Enter")
-    elif control.kind == "toggle":
-        element.focus()  # its label covers the switch's input
-        page.keyboard.press("Space")
-    else:  # a radio's label covers its input: click the option's text
-        (page.get_by_role("radiogroup", name=control.name, exact=True).nth(control.nth)
-         .get_by_text(control.pick, exact=True).click())
-    expect(page).to_have_url(re.compile(rf"[?&]{control.written}(&|$)"), timeout=TIMEOUT_MS)
-    wait_idle(page)
-    assert_no_exception(page)
-    link = page.url
-    element = _open_fragment_control(page, link, control)
-    if control.kind == "slider":
-        expect(element).to_have_attribute("aria-valuetext", control.pick)
-    elif control.kind == "select":
-        expect(element).to_have_value(control.pick)
-    else:
-        expect(element).to_be_checked()
-    assert_no_exception(page)
+#: Sliders whose press must start a run of their fragment alone: the ε page's cancellation and
+#: its ε sweep, Scale and shift's free γ, the training steps of BatchNorm vs LayerNorm and
+#: Padding's γ (all but the first also redraw the PyTorch code at the end of their page, outside
+#: their section).
+FRAGMENT_RUNS = {"epsilon-cancellation", "epsilon-eps", "scale-shift-gamma", "bn-vs-ln-steps",
+                 "padding-gamma"}
+#: The controls of FRAGMENT_CONTROLS by page (the path before any query), in the order moved.
+FRAGMENT_PAGES = {path: [case for case, control in FRAGMENT_CONTROLS.items()
+                         if control.path.split("?")[0] == path]
+                  for path in dict.fromkeys(c.path.split("?")[0]
+                                            for c in FRAGMENT_CONTROLS.values())}
 
 
 #: What the server sent since ``window.__fragT0`` (tools/loadtest.py's WebSocket hook): the runs
@@ -404,12 +378,27 @@ def _sent_after(page: Page, act, url: str) -> dict:
     return page.evaluate(_SENT_SINCE)
 
 
-#: Sliders whose press must start a run of their fragment alone: the ε page's cancellation and
-#: its ε sweep, Scale and shift's free γ, the training steps of BatchNorm vs LayerNorm and
-#: Padding's γ (all but the first also redraw the PyTorch code at the end of their page, outside
-#: their section).
-FRAGMENT_RUNS = ["epsilon-cancellation", "epsilon-eps", "scale-shift-gamma", "bn-vs-ln-steps",
-                 "padding-gamma"]
+def _move(page: Page, control: FragmentControl, element) -> None:
+    """Move one control as a learner would: a slider one step right with the keyboard, a
+    selectbox by typing and Enter, a toggle with Space, a radio by clicking its option."""
+    if control.kind == "slider":
+        element.focus()
+        page.keyboard.press("ArrowRight")
+    elif control.kind == "select":
+        element.click()
+        page.keyboard.type(control.pick.split(" ")[0])  # the selectbox filters as one types
+        option = page.get_by_role("option", name=control.pick, exact=True)
+        expect(option).to_be_visible()
+        # the list redraws as it filters (a click can meet a detached option): choose it with
+        # Enter once it is the focused one
+        expect(option).to_have_attribute("data-focused", "true")
+        page.keyboard.press("Enter")
+    elif control.kind == "toggle":
+        element.focus()  # its label covers the switch's input
+        page.keyboard.press("Space")
+    else:  # a radio's label covers its input: click the option's text
+        (page.get_by_role("radiogroup", name=control.name, exact=True).nth(control.nth)
+         .get_by_text(control.pick, exact=True).click())
 
 
 @pytest.fixture
@@ -424,26 +413,42 @@ def hooked(browser) -> Iterator[Page]:
         context.close()
 
 
-@pytest.mark.parametrize("case", FRAGMENT_RUNS)
-def test_a_control_inside_a_fragment_reruns_its_fragment_alone(hooked: Page, server: str,
-                                                               case: str) -> None:
-    """The slider starts a run of its fragment alone, which redraws only that fragment's
-    elements. Read from the server's messages: each run's ``new_session`` names the fragments
-    it runs, each element its fragment."""
-    page, control = hooked, FRAGMENT_CONTROLS[case]
-    element = _open_fragment_control(page, server + control.path, control)
+@pytest.mark.parametrize("path", list(FRAGMENT_PAGES))
+def test_controls_inside_fragments_write_the_url_and_rerun_their_fragment_alone(
+        hooked: Page, server: str, path: str) -> None:
+    """A fragment reruns only its section; its URL-bound controls still write the link, and a
+    link with their values opens the page with them. The sliders of FRAGMENT_RUNS start a run
+    of their fragment alone, which redraws only that fragment's elements (read from the
+    server's messages: each run's ``new_session`` names the fragments it runs, each element its
+    fragment). One page load for all the controls of a page, one for the link."""
+    page, cases = hooked, FRAGMENT_PAGES[path]
+    controls = [FRAGMENT_CONTROLS[case] for case in cases]
+    _open_fragment_control(page, server + controls[0].path, controls[0])
+    for case, control in zip(cases, controls, strict=True):
+        element = _fragment_control(page, control)
+        expect(element).to_be_visible(timeout=TIMEOUT_MS)
+        sent = _sent_after(page, lambda c=control, e=element: _move(page, c, e),
+                           rf"[?&]{control.written}(&|$)")
+        if case in FRAGMENT_RUNS:
+            assert len(sent["runs"]) == 1, (case, sent["runs"])
+            fragments = sent["runs"][0]
+            assert len(fragments) == 1 and fragments[0], f"{case}: not a fragment run: {sent}"
+            assert sent["drawn"], f"{case}: the fragment's run drew nothing"
+            assert set(sent["drawn"]) == set(fragments), (
+                f"{case}: the fragment's run drew outside it: {sorted(set(sent['drawn']))}")
 
-    def step_right() -> None:
-        element.focus()
-        page.keyboard.press("ArrowRight")
-
-    sent = _sent_after(page, step_right, rf"[?&]{control.written}(&|$)")
-    assert len(sent["runs"]) == 1, sent["runs"]
-    fragments = sent["runs"][0]
-    assert len(fragments) == 1 and fragments[0], f"not a fragment run: {sent['runs']}"
-    assert sent["drawn"], "the fragment's run drew nothing"
-    assert set(sent["drawn"]) == set(fragments), (
-        f"the fragment's run drew outside it: {sorted(set(sent['drawn']))}")
+    link = page.url
+    _open_fragment_control(page, link, controls[0])
+    for control in controls:
+        element = _fragment_control(page, control)
+        expect(element).to_be_visible(timeout=TIMEOUT_MS)
+        if control.kind == "slider":
+            expect(element).to_have_attribute("aria-valuetext", control.pick)
+        elif control.kind == "select":
+            expect(element).to_have_value(control.pick)
+        else:
+            expect(element).to_be_checked()
+    assert_no_exception(page)
 
 
 def test_a_sidebar_control_reruns_the_whole_page(hooked: Page, server: str) -> None:
@@ -804,38 +809,15 @@ _RUNS_SINCE = """() => window.__ltws.filter(e => e.kind === 'run' && e.t >= wind
 
 
 @pytest.mark.parametrize("case", list(KEY_CASES))
-def test_a_burst_of_arrow_keys_settles_where_the_keys_stopped(hooked: Page, server: str,
-                                                              case: str) -> None:
-    """Arrow keys pressed as fast as the browser takes them: every press counts, the panel
+def test_arrow_keys_settle_where_they_stopped_and_there_and_back_reruns_nothing(
+        hooked: Page, server: str, case: str) -> None:
+    """One step and one step back: the value is lnviz's again, so nothing is sent, nothing
+    reruns, the URL keeps the page's value and the panel says it shows lnviz's numbers.
+
+    Then arrow keys pressed as fast as the browser takes them: every press counts, the panel
     sends the value once the keys rest (a press each would start a rerun each, and a reply to
     an earlier one would put the control back), and the page, its URL and the panel end on the
     value the keys reached."""
-    page, key = hooked, KEY_CASES[case]
-    panel = _open_panel(page, server, key)
-    control = page.get_by_role("slider", name=key.name)
-    control.focus()
-    page.evaluate("() => { window.__keysT0 = performance.now(); }")
-    for _ in range(key.presses):
-        page.keyboard.press(key.key)
-    expect(page).to_have_url(re.compile(rf"[?&]{key.written}(&|$)"), timeout=TIMEOUT_MS)
-    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
-    wait_idle(page)
-    page.wait_for_timeout(600)  # a late reply would move the control back now
-    server_value = panel.evaluate(f"(root) => root.__lv.data.server.{key.server}")
-    assert server_value == (EPSILONS.index(key.value) if key.server == "eps" else key.value)
-    assert float(control.input_value()) == server_value
-    expect(panel).to_have_attribute("data-shown", "server")
-    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
-    assert 1 <= page.evaluate(_RUNS_SINCE) <= 3, "the burst started a rerun per press"
-    expect(page.get_by_text("Connection error")).to_have_count(0)
-    assert_no_exception(page)
-
-
-@pytest.mark.parametrize("case", list(KEY_CASES))
-def test_keys_there_and_back_rerun_nothing_and_settle(hooked: Page, server: str,
-                                                      case: str) -> None:
-    """One step and one step back: the value is lnviz's again, so nothing is sent, nothing
-    reruns, the URL keeps the page's value and the panel says it shows lnviz's numbers."""
     page, key = hooked, KEY_CASES[case]
     panel = _open_panel(page, server, key)
     url = page.url
@@ -851,6 +833,22 @@ def test_keys_there_and_back_rerun_nothing_and_settle(hooked: Page, server: str,
     assert page.url == url
     # and it still says so: no value was sent that would have it wait for lnviz
     expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
+    assert_no_exception(page)
+
+    page.evaluate("() => { window.__keysT0 = performance.now(); }")
+    for _ in range(key.presses):
+        page.keyboard.press(key.key)
+    expect(page).to_have_url(re.compile(rf"[?&]{key.written}(&|$)"), timeout=TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
+    wait_idle(page)
+    page.wait_for_timeout(600)  # a late reply would move the control back now
+    server_value = panel.evaluate(f"(root) => root.__lv.data.server.{key.server}")
+    assert server_value == (EPSILONS.index(key.value) if key.server == "eps" else key.value)
+    assert float(control.input_value()) == server_value
+    expect(panel).to_have_attribute("data-shown", "server")
+    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
+    assert 1 <= page.evaluate(_RUNS_SINCE) <= 3, "the burst started a rerun per press"
+    expect(page.get_by_text("Connection error")).to_have_count(0)
     assert_no_exception(page)
 
 
@@ -901,20 +899,21 @@ _TWO_RELEASES = """async (root, [name, a, b]) => {
 }"""
 
 
-@pytest.mark.parametrize(("a", "b"), [(1.5, 0.5), (-2.0, 2.5)])
-def test_a_reply_to_an_earlier_release_does_not_move_the_control_back(
-        page: Page, server: str, a: float, b: float) -> None:
+def test_a_reply_to_an_earlier_release_does_not_move_the_control_back(page: Page,
+                                                                      server: str) -> None:
     """Two releases, the second before the server has answered the first: the first run's
     reply must not put the control back to ``a``, and the page, the URL and the panel end on
-    ``b``. (Not back to γ's default 1.0: Streamlit can then leave ``a`` in the URL after the
-    run the second release interrupted, docs/benchmarks.md section 7.)"""
+    ``b``; twice over, down and up. (Not back to the value before: Streamlit can then leave
+    ``a`` in the URL after the run the second release interrupted, docs/benchmarks.md
+    section 7.)"""
     open_explorer(page, server)
     panel = _panel(page)
-    seen = panel.evaluate(_TWO_RELEASES, ["gamma", a, b])
-    assert seen == [f"{b:g}"], f"the control showed {seen} after the release at {b}"
-    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
-    wait_idle(page)
-    assert panel.evaluate("(root) => root.__lv.data.server.gamma") == b
-    expect(_slider_thumb(page, f"{b:.2f}")).to_have_count(1)
-    expect(page).to_have_url(re.compile(rf"[?&]gamma={b:g}(&|$)"))
-    assert_no_exception(page)
+    for a, b in [(1.5, 0.5), (-2.0, 2.5)]:
+        seen = panel.evaluate(_TWO_RELEASES, ["gamma", a, b])
+        assert seen == [f"{b:g}"], f"the control showed {seen} after the release at {b}"
+        expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
+        wait_idle(page)
+        assert panel.evaluate("(root) => root.__lv.data.server.gamma") == b
+        expect(_slider_thumb(page, f"{b:.2f}")).to_have_count(1)
+        expect(page).to_have_url(re.compile(rf"[?&]gamma={b:g}(&|$)"))
+        assert_no_exception(page)
