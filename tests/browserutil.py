@@ -25,6 +25,8 @@ with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "screenshots"
+#: Whether the tests save screenshots: LNVIZ_SCREENSHOTS=1.
+SAVE_SCREENSHOTS = os.environ.get("LNVIZ_SCREENSHOTS") == "1"
 SERVER_START_S = 60
 
 #: Record the script-run states and the page's text from now on (for ``RAN_SINCE_WATCH``).
@@ -124,6 +126,10 @@ def serve(log_dir: Path, *options: str) -> Iterator[str]:
 
 
 def shot(page: Page, name: str) -> None:
+    """A full-page screenshot in ``screenshots/``, when LNVIZ_SCREENSHOTS=1 (to look at the
+    pages: a plain test run does not write them)."""
+    if not SAVE_SCREENSHOTS:
+        return
     SCREENSHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 

@@ -43,7 +43,7 @@ RATIO = 1.5
 REAPED = 1.5
 #: Rounds of closed transformer tabs: each closed session kept about 25 MB in reference cycles
 #: before the periodic collection (474 → 559 → 645 → 730 MB over three rounds of three).
-CLOSED_ROUNDS, CLOSED_TABS = 3, 3
+CLOSED_ROUNDS, CLOSED_TABS = 2, 3
 #: What those rounds may add to the server once it has settled (MB): without the periodic
 #: collection they added 39 MB here (597 → 621, 641, 636 MB), with it none (526 → 481, 484, 479).
 CLOSED_MARGIN_MB = 25

@@ -3,8 +3,8 @@ from the DOM of every rendered Plotly SVG, panel titles and other annotations do
 no colorbar lies on a plot area, no tick label or annotation is cut off by the figure's edge,
 and the values written into heatmap cells do not run together.
 
-Screenshots of every figure go to ``screenshots/narrow-*.png``. Uses the server and browser of
-tests/conftest.py.
+With LNVIZ_SCREENSHOTS=1, screenshots of every figure go to ``screenshots/narrow-*.png``.
+Uses the server and browser of tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 from browserutil import (
     CHARTS,
+    SAVE_SCREENSHOTS,
     SCREENSHOTS,
     TIMEOUT_MS,
     assert_no_exception,
@@ -134,35 +135,41 @@ def layout_problems(geometry: dict) -> list[str]:
     return problems
 
 
-@pytest.fixture(params=[PHONE, DESKTOP], ids=["phone", "desktop"])
-def screen(request: pytest.FixtureRequest, browser: Browser, server: str
-           ) -> Iterator[tuple[Page, str]]:
-    """A fresh page in a phone-sized (390 px) or desktop-sized (1280 px) viewport."""
-    viewport = request.param
-    context = browser.new_context(viewport=viewport, device_scale_factor=1)
-    context.set_default_timeout(TIMEOUT_MS)
+@pytest.fixture
+def screens(browser: Browser) -> Iterator[dict[str, Page]]:
+    """A fresh page in a phone-sized (390 px) and one in a desktop-sized (1280 px) viewport."""
+    contexts = {}
     try:
-        yield context.new_page(), f"{viewport['width']}px"
+        for viewport in (PHONE, DESKTOP):
+            context = browser.new_context(viewport=viewport, device_scale_factor=1)
+            context.set_default_timeout(TIMEOUT_MS)
+            contexts[f"{viewport['width']}px"] = context
+        yield {width: context.new_page() for width, context in contexts.items()}
     finally:
-        context.close()
+        for context in contexts.values():
+            context.close()
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_figures_are_laid_out_for_the_screen(screen: tuple[Page, str], server: str,
+def test_figures_are_laid_out_for_the_screen(screens: dict[str, Page], server: str,
                                              name: str) -> None:
-    page, width = screen
-    page.goto(f"{server}/{name}")
-    charts = page.locator(CHARTS)
-    expect(charts.first).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-    assert_no_exception(page)
-    SCREENSHOTS.mkdir(exist_ok=True)
+    # both screens load at once (the server runs the two sessions side by side)
+    for page in screens.values():
+        page.goto(f"{server}/{name}", wait_until="commit")
     problems = []
-    for k in range(charts.count()):
-        chart = charts.nth(k)
-        chart.scroll_into_view_if_needed()
-        plot = chart.locator(".js-plotly-plot")
-        expect(plot.locator(".draglayer").first).to_be_attached()
-        chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
-        problems += [f"figure {k}: {p}" for p in layout_problems(plot.evaluate(_GEOMETRY))]
-    assert problems == [], f"{name} at {width}:\n" + "\n".join(problems)
+    for width, page in screens.items():
+        charts = page.locator(CHARTS)
+        expect(charts.first).to_be_visible(timeout=TIMEOUT_MS)
+        wait_idle(page)
+        assert_no_exception(page)
+        for k in range(charts.count()):
+            chart = charts.nth(k)
+            chart.scroll_into_view_if_needed()
+            plot = chart.locator(".js-plotly-plot")
+            expect(plot.locator(".draglayer").first).to_be_attached()
+            if SAVE_SCREENSHOTS:
+                SCREENSHOTS.mkdir(exist_ok=True)
+                chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
+            problems += [f"{width}, figure {k}: {p}"
+                         for p in layout_problems(plot.evaluate(_GEOMETRY))]
+    assert problems == [], f"{name}:\n" + "\n".join(problems)
