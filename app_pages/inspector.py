@@ -7,6 +7,7 @@ from lnviz.batch import grid_view
 from lnviz.lessons.inspector import (
     DEFAULT_SIGMAS,
     KIND_NAMES,
+    MAX_OUTLIER_ROWS,
     SNIPPET,
     ModelFile,
     NormLayer,
@@ -192,12 +193,14 @@ else:
         help="How many channels to list per layer whose γ (and, separately, β) lies farthest "
              "from that layer's median.")
     st.subheader("Every layer")
-    st.dataframe(parameter_table(layers, float(zero_tol)), hide_index=True, key="in_params")
+    table = parameter_table(layers, float(zero_tol))
+    st.dataframe(table, hide_index=True, key="in_params")
     show_figure(charts.inspector.parameters_figure, [layer.name for layer in layers],
                 [layer.weight for layer in layers], [layer.bias for layer in layers],
                 key="in_boxes")
     st.caption("One box per layer: the median and quartiles of its channels' γ (or β); "
-               "whiskers reach 1.5 times the interquartile range, channels beyond are points.")
+               "whiskers reach 1.5 times the interquartile range, channels beyond are points "
+               f"(at most {charts.inspector.MAX_OUTLIERS_SHOWN} per layer, the farthest out).")
     st.subheader("Extreme channels")
     st.dataframe(extreme_channels(layers, int(top)), hide_index=True, key="in_extreme")
     st.subheader("Channels with γ ≈ 0")
@@ -206,4 +209,7 @@ else:
         st.caption(f"No channel has |γ| ≤ {zero_tol:g}.")
     else:
         st.dataframe(near_zero, hide_index=True, key="in_zero_table")
+        if len(near_zero) < table["γ ≈ 0"].sum():
+            st.caption(f"At most the first {MAX_OUTLIER_ROWS} of a layer are listed; the table "
+                       "of every layer counts them all (γ ≈ 0).")
     running_statistics(layers)

@@ -48,6 +48,11 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    """The public names too, before their first use: a notebook's tab completion lists them."""
+    return sorted(set(globals()) | set(__all__) | {"models"})
+
+
 __all__ = [
     "DTYPES",
     "NormRecord",

@@ -481,8 +481,9 @@ def _layer(item: Any, shapes: Mapping[str, tuple[int, ...]]) -> CapturedLayer:
         raise TypeError(f"a record is a {type(item).__name__}, not an object")
     name, call, kind = item["name"], item["call"], item["kind"]
     settings, arrays = item["settings"], item["arrays"]
-    if not isinstance(name, str) or not _count(call) or not isinstance(item["dtype"], str):
-        raise TypeError("a record's name and dtype must be text and its call a whole number")
+    if not _text(name) or not _count(call) or not _text(item["dtype"]):
+        raise TypeError("a record's name and dtype must be text (valid Unicode) and its call a "
+                        "whole number")
     where = f"record {name!r}"
     if kind not in KINDS:
         raise ValueError(f"{where}: unknown kind {kind!r}")
@@ -508,10 +509,11 @@ def _check_settings(layer: CapturedLayer, shapes: dict[str, tuple[int, ...]]) ->
     x = shapes["input"]
     if shapes["output"] != x:
         raise fail(f"its output has shape {list(shapes['output'])}, its input {list(x)}")
-    if not isinstance(s.get("module", ""), str):
+    if not _text(s.get("module", "")):
         raise fail("its module name is not text")
     eps = s.get("eps")
-    if not (_real(eps) and eps >= 0) and not (kind == "rms_norm" and eps is None):
+    if "eps" not in s or (
+            not (_real(eps) and eps >= 0) and not (kind == "rms_norm" and eps is None)):
         raise fail(f"ε = {eps!r} is not a number of at least 0")
     if kind in ("layer_norm", "rms_norm"):
         normalized = s.get("normalized_shape")
@@ -525,6 +527,9 @@ def _check_settings(layer: CapturedLayer, shapes: dict[str, tuple[int, ...]]) ->
         if kind != "instance_norm" and "batched" in s:
             raise fail(f"it says whether its input has a batch dim, which only an InstanceNorm "
                        f"record does (a {kind} always has one)")
+        if kind == "instance_norm" and "batched" not in s:
+            raise fail("it does not say whether its input has a batch dim (batched), which an "
+                       "InstanceNorm record does")
         batched = s.get("batched", True)
         if not isinstance(batched, bool) or len(x) < 2 + (kind == "instance_norm" and batched):
             raise fail(f"its input of shape {list(x)} has no channel dim where a {kind} "
@@ -537,7 +542,7 @@ def _check_settings(layer: CapturedLayer, shapes: dict[str, tuple[int, ...]]) ->
     if kind in ("batch_norm", "instance_norm"):
         flags = ("training", "use_batch_stats", "track_running_stats")
         momentum, tracked = s.get("momentum"), s.get("num_batches_tracked")
-        if not all(isinstance(s.get(f), bool) for f in flags) \
+        if not all(isinstance(s.get(f), bool) for f in flags) or "momentum" not in s \
                 or not (momentum is None or _real(momentum)) \
                 or not (tracked is None or _count(tracked)):
             raise fail("its training flags, momentum or num_batches_tracked are not of the "
@@ -570,10 +575,24 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _text(value: Any) -> bool:
+    """Text a page can show: a str that is valid Unicode (JSON's "\\ud800" is not)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _real(value: Any) -> bool:
-    """A finite number (an integer too large for a float is not one)."""
+    """A finite number: a float, or a whole number a float holds exactly (torch takes a larger
+    one as an int64, and 10**300 overflows it)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
+    if isinstance(value, int):
+        return abs(value) <= 2**53
     try:
         return math.isfinite(value)
     except OverflowError:

@@ -497,6 +497,21 @@ def test_lnviz_capture_is_callable_whatever_is_imported_first(first: str) -> Non
     assert done.stdout.split() == ["1", "type"]
 
 
+@pytest.mark.slow  # a fresh process of its own
+def test_dir_lists_the_public_api_before_its_first_use() -> None:
+    """A notebook's tab completion reads dir(lnviz): it lists the lazy names from the start."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = "import lnviz, sys\nprint(*dir(lnviz))\nprint('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=root)
+    names, torch_loaded = done.stdout.splitlines()
+    assert set(lnviz.__all__) | {"models"} <= set(names.split())
+    assert torch_loaded == "False"  # listing them loads nothing
+
+
 def test_public_names() -> None:
     assert lnviz.NormRecord is NormRecord
     cap = lnviz.capture(SharedNorm(), seq())

@@ -37,6 +37,7 @@ from lnviz.data.examples import (
 from lnviz.data.files import TensorFileError, load_arrays, safetensors_metadata
 from lnviz.lessons.inspector import (
     DEFAULT_SIGMAS,
+    MAX_NORM_CHANNELS,
     MAX_OUTLIER_ROWS,
     SNIPPET,
     capture_layers,
@@ -154,6 +155,29 @@ def test_every_norm_module_of_a_torch_model_is_found_in_its_state_dict(build) ->
                 if norm_kind(module) is not None and getattr(module, "weight", None) is not None}
     arrays = {k: v.numpy() for k, v in model.state_dict().items()}
     assert {layer.name for layer in find_norm_layers(arrays)} == expected
+
+
+def test_a_norm_wider_than_any_model_is_refused_before_it_is_tabulated() -> None:
+    """1.5 KB of torch.save (one stored value repeated 13 million times) cost the checkpoint view
+    19 s and 5 GB, one Python object per channel: a layer wider than `MAX_NORM_CHANNELS` is
+    refused as the file is read, and one of that width opens."""
+    buffer = io.BytesIO()
+    torch.save({"norm.weight": torch.zeros(1).expand(13_421_772)}, buffer)
+    assert len(buffer.getvalue()) < 2_000
+    with pytest.raises(ValueError, match="13,421,772 channels, more than the 65,536"):
+        open_model_file(buffer.getvalue())
+    widest = find_norm_layers({"norm.weight": np.ones(MAX_NORM_CHANNELS, np.float32)})
+    assert widest[0].channels == MAX_NORM_CHANNELS
+
+
+def test_near_zero_gamma_lists_at_most_a_hundred_channels_a_layer() -> None:
+    layers = find_norm_layers({"a.norm.weight": np.zeros(500), "b.norm.weight": np.ones(3),
+                               "c.norm.weight": np.array([0.0, 1.0, 0.05])})
+    table = near_zero_gamma(layers, 0.1)
+    assert table["layer"].value_counts().to_dict() == {"a.norm": MAX_OUTLIER_ROWS, "c.norm": 2}
+    assert table["channel"].tolist() == [*range(MAX_OUTLIER_ROWS), 0, 2]
+    assert table["γ"].tolist() == [0.0] * (MAX_OUTLIER_ROWS + 1) + [pytest.approx(0.05)]
+    assert parameter_table(layers, 0.1)["γ ≈ 0"].tolist() == [500, 0, 2]
 
 
 def test_parameter_table_extremes_and_near_zero_gamma_against_numpy() -> None:
@@ -642,11 +666,39 @@ def test_a_checkpoints_boxes_are_one_per_layer_with_that_layers_gammas() -> None
         [layer.bias for layer in layers]).to_plotly_json()
     names = [layer.name for layer in layers]
     assert fig["layout"]["xaxis"]["categoryarray"] == names
-    assert _category_counts(fig, 0) == {name: 4 for name in names}
-    gammas = decode(fig["data"][0]["y"])
-    for name, layer in zip(names, layers, strict=True):
-        at = [k for k, x in enumerate(fig["data"][0]["x"]) if x == name]
-        np.testing.assert_array_equal(gammas[at], layer.weight)
+    assert _category_counts(fig, 0) == {name: 1 for name in names}
+    box = fig["data"][0]
+    for key in ("q1", "median", "q3", "lowerfence", "upperfence"):
+        np.testing.assert_array_equal(decode(box[key]), [layer.weight[0] for layer in layers])
+    assert fig["data"][2]["x"] == []  # no channel beyond the whiskers
+
+
+def test_a_box_is_computed_from_its_channels_and_its_size_does_not_grow_with_them() -> None:
+    """Hand-computed: γ = 1, 2, …, 8 and 100 has quartiles 3, 5, 7 (numpy's linear method),
+    whiskers 1 and 8 (within 7 + 1.5 × 4 = 13), and 100 beyond them. A layer of 200,000
+    channels, 1,000 of them far out, sends its five numbers and the 100 farthest points."""
+    gamma = np.array([1, 2, 3, 4, 5, 6, 7, 8, 100], dtype=np.float32)
+    fig = inspector_charts.parameters_figure(["ln"], [gamma], [None]).to_plotly_json()
+    box, beyond = fig["data"][0], fig["data"][2]
+    assert [decode(box[k])[0] for k in ("lowerfence", "q1", "median", "q3", "upperfence")] == [
+        1, 3, 5, 7, 8]
+    assert beyond["x"] == ["ln"] and decode(beyond["y"]).tolist() == [100]
+    assert fig["data"][1]["x"] == [] and fig["data"][3]["x"] == []  # no β: no box
+
+    rng = np.random.default_rng(0)
+    wide = rng.normal(1.0, 0.01, 200_000)
+    wide[:500], wide[500:1000] = -50 - np.arange(500), 50 + np.arange(500)
+    built = inspector_charts.parameters_figure(["wide"], [wide], [wide])
+    assert len(built.to_json()) < 20_000
+    points = decode(built.to_plotly_json()["data"][2]["y"])
+    assert points.size == inspector_charts.MAX_OUTLIERS_SHOWN
+    assert sorted(points) == sorted(np.concatenate([-50 - np.arange(499, 449, -1),
+                                                    50 + np.arange(450, 500)]))
+    q1, median, q3 = np.percentile(wide, [25, 50, 75])
+    box = built.to_plotly_json()["data"][0]
+    assert decode(box["q1"])[0] == pytest.approx(q1, rel=1e-6)
+    assert decode(box["median"])[0] == pytest.approx(median, rel=1e-6)
+    assert decode(box["q3"])[0] == pytest.approx(q3, rel=1e-6)
 
 
 def test_markup_in_a_layer_name_is_shown_as_typed_in_the_figures() -> None:
@@ -687,7 +739,8 @@ def setting(index: int, key: str, value: object) -> Callable[[list[dict]], None]
 
 
 _MISSING = object()
-_LN, _BN, _GN = 0, 5, 6  # the example capture's records: a LayerNorm, a BatchNorm, a GroupNorm
+#: the example capture's records: a LayerNorm, a BatchNorm, a GroupNorm, an InstanceNorm
+_LN, _BN, _GN, _IN = 0, 5, 6, 7
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -717,12 +770,21 @@ _LN, _BN, _GN = 0, 5, 6  # the example capture's records: a LayerNorm, a BatchNo
      "its output is tensor"),
     (setting(_BN, "batched", False), "only an InstanceNorm record does"),
     (setting(_GN, "batched", False), "only an InstanceNorm record does"),
+    # a sixth hostile pass: settings the schema passed and replay() indexed or torch overflowed
+    (setting(_LN, "eps", 10**300), "ε = 1000"),
+    (setting(_LN, "eps", _MISSING), "ε = None"),
+    (setting(_BN, "momentum", _MISSING), "training flags, momentum"),
+    (setting(_IN, "batched", _MISSING), "does not say whether its input has a batch dim"),
+    (lambda records: records[_LN].update(name="norm\ud800"), "valid Unicode"),
+    (setting(_LN, "module", "\ud800"), "module name is not text"),
 ], ids=["groups-0", "groups-above-channels", "groups-text", "shape-missing", "shape-int",
         "shape-longer-than-weight", "shape-longer-than-input", "eps-list", "eps-text",
         "eps-negative", "flag-text", "tracked-negative", "module-object", "settings-list",
         "call-bool", "records-object", "bias-of-another-layer", "eps-401-digits",
         "momentum-401-digits", "record-twice", "tensor-of-two-records", "output-is-input",
-        "batchnorm-unbatched", "groupnorm-unbatched"])
+        "batchnorm-unbatched", "groupnorm-unbatched", "eps-int-beyond-float",
+        "eps-missing", "momentum-missing", "instancenorm-batched-missing",
+        "name-lone-surrogate", "module-lone-surrogate"])
 def test_a_captures_description_is_checked_against_its_tensors(edit, message) -> None:
     """Metadata a file declares is refused when it is read, saying what does not fit, instead of
     crashing the inspector or the Explorer later (num_groups 0 divided by zero; eps "1e-5" met

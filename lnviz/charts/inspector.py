@@ -4,6 +4,7 @@ statistics and outliers, and a checkpoint's γ, β and running statistics."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -96,35 +97,76 @@ def outlier_figure(x: np.ndarray, y: np.ndarray, outlier: np.ndarray, sigmas: fl
     return figure(data, layout)
 
 
+#: The most channels beyond the whiskers drawn as points per layer and panel: the farthest out,
+#: half from each side. A checkpoint of millions of channels sends its boxes, not its values.
+MAX_OUTLIERS_SHOWN = 100
+
+
+def _box_statistics(values: np.ndarray) -> dict[str, Any] | None:
+    """What one box shows, computed here (numpy's linear quartiles): median, quartiles,
+    whiskers to the farthest values within 1.5 × the interquartile range of the quartiles, and
+    the values beyond them (at most `MAX_OUTLIERS_SHOWN`, the farthest out), with how many there
+    are in all. None for no finite value."""
+    v = np.sort(np.asarray(values, np.float64).ravel())
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return None
+    q1, median, q3 = np.percentile(v, [25, 50, 75])
+    low, high = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    inside = v[(v >= low) & (v <= high)]
+    below, above = v[v < low], v[v > high]
+    half = MAX_OUTLIERS_SHOWN // 2
+    shown = np.concatenate([below[:half], above[max(0, above.size - half):]]) \
+        if below.size + above.size > MAX_OUTLIERS_SHOWN else np.concatenate([below, above])
+    return dict(q1=q1, median=median, q3=q3, lowerfence=inside.min(), upperfence=inside.max(),
+                outliers=shown, beyond=below.size + above.size)
+
+
 def parameters_figure(layers: Sequence[str], gammas: Sequence[np.ndarray | None],
                       betas: Sequence[np.ndarray | None]) -> go.Figure:
-    """The distribution of γ and of β in every layer: one box per layer (median, quartiles,
-    whiskers to 1.5 × the interquartile range, the channels beyond as points). A layer without
-    γ or β has no box in that panel. Traces: γ, β."""
+    """The distribution of γ and of β in every layer: one box per layer (computed here: the
+    median, quartiles, whiskers to 1.5 × the interquartile range) and the channels beyond the
+    whiskers as points, at most `MAX_OUTLIERS_SHOWN` per layer. The boxes are computed here, so
+    the figure's size grows with the layers, not the channels. A layer without γ or β has no box
+    in that panel. Traces: γ, β (the boxes), then γ and β beyond the whiskers."""
     layout, refs = panel_grid(("γ (scale) per layer", "β (shift) per layer"), gap=0.12,
                               title_size=16)
     categories, axis = category_axis(layers, _panel_px(layout))
-    data = []
+    boxes, points = [], []
     for (xref, yref), values, name, color in ((refs[0], gammas, "γ", BEFORE),
                                               (refs[1], betas, "β", AFTER)):
-        names = [c for c, v in zip(categories, values, strict=True) if v is not None
-                 for _ in range(np.size(v))]
-        flat = [np.asarray(v, np.float64).ravel() for v in values if v is not None]
-        data.append(dict(type="box", x=names, y=compact(np.concatenate(flat) if flat else []),
-                         name=name, marker=dict(color=color, size=4), line=dict(width=1.5),
-                         boxpoints="outliers", showlegend=False, xaxis=xref, yaxis=yref))
+        stats = [(c, _box_statistics(v)) for c, v in zip(categories, values, strict=True)
+                 if v is not None]
+        stats = [(c, b) for c, b in stats if b is not None]
+        boxes.append(dict(
+            type="box", x=[c for c, _ in stats], name=name, showlegend=False,
+            **{key: compact([b[key] for _, b in stats])
+               for key in ("q1", "median", "q3", "lowerfence", "upperfence")},
+            marker=dict(color=color), line=dict(width=1.5), boxpoints=False,
+            xaxis=xref, yaxis=yref))
+        points.append(dict(
+            type="scatter", mode="markers", name=f"{name} beyond the whiskers", showlegend=False,
+            x=[c for c, b in stats for _ in range(b["outliers"].size)],
+            y=compact(np.concatenate([b["outliers"] for _, b in stats]) if stats else []),
+            marker=dict(color=color, size=4), hovertemplate=f"%{{x}}<br>{name} = %{{y:.4g}}"
+            "<extra></extra>", xaxis=xref, yaxis=yref))
     each_axis(layout, refs, x=axis)
     layout.update(height=420, margin=dict(t=40, b=10))
-    return figure(data, layout)
+    return figure(boxes + points, layout)
+
+
+#: Up to this many channels a BatchNorm's running statistics are bars; beyond, a line.
+MAX_BARS = 1024
 
 
 def running_stats_figure(running_mean: np.ndarray, running_var: np.ndarray) -> go.Figure:
-    """A BatchNorm's running mean and running variance, one bar per channel. Traces: mean,
-    variance."""
+    """A BatchNorm's running mean and running variance, one bar per channel (a line through
+    them beyond `MAX_BARS` channels, which no screen shows as bars). Traces: mean, variance."""
     channels = np.arange(len(running_mean))
     layout, refs = panel_grid(("running mean per channel", "running variance per channel"),
                               gap=0.1, title_size=16)
-    data = [dict(type="bar", x=channels, y=compact(values), name=name,
+    kind = dict(type="bar") if channels.size <= MAX_BARS else dict(type="scatter", mode="lines")
+    data = [dict(**kind, x=channels, y=compact(values), name=name,
                  marker=dict(color=color), showlegend=False, xaxis=xref, yaxis=yref)
             for (xref, yref), values, name, color in (
                 (refs[0], running_mean, "running mean", BEFORE),

@@ -429,6 +429,13 @@ def _count_within_cap(shape: list[int], total: int, max_elements: int, where: st
             f"{where}shape {_short(repr(shape))} brings the file to {total} elements, more than "
             f"the cap of {max_elements} (max_elements)"
         )
+    if math.prod(d for d in shape if d) > max_elements:
+        # Not TensorTooLargeError: with a zero elsewhere in the shape it holds no values at all
+        # (numpy refuses to build one whose other dims multiply past 2**63)
+        raise TensorFileError(
+            f"{where}shape {_short(repr(shape))} has dimensions larger than the cap of "
+            f"{max_elements} elements (max_elements) beside its empty one"
+        )
     return total
 
 
@@ -500,11 +507,12 @@ def _read_npy_header(data: bytes, max_elements: int, where: str) -> _NpyHeader:
             f"{where}the array has shape {shape_text}, i.e. {count} elements, more than the cap "
             f"of {max_elements} elements (max_elements)"
         )
-    if max(shape, default=0) > max_elements:
-        # Not TensorTooLargeError: with a zero elsewhere in the shape it holds no values at all.
+    if math.prod(d for d in shape if d) > max_elements:
+        # Not TensorTooLargeError: with a zero elsewhere in the shape it holds no values at all
+        # (numpy refuses to build one whose other dims multiply past 2**63).
         raise refuse(
-            f"the array has shape {shape_text}, with a dimension larger than the cap of "
-            f"{max_elements} elements (max_elements)"
+            f"the array has shape {shape_text}, with dimensions larger than the cap of "
+            f"{max_elements} elements (max_elements) beside its empty one"
         )
     expected = count * dtype.itemsize
     held = len(data) - data_offset
@@ -1182,11 +1190,6 @@ def _read_safetensors_header(data: bytes, max_elements: int) -> _SafetensorsHead
             raise malformed(f"{where}negative dimension in shape {_short(repr(shape))}")
         total = _count_within_cap(shape, total, max_elements, where)
         count = math.prod(shape)
-        if max(shape, default=0) > max_elements:
-            raise TensorFileError(
-                f"{where}shape {_short(repr(shape))} has a dimension larger than the cap of "
-                f"{max_elements} elements (max_elements)"
-            )
         if not _is_int_list(offsets) or len(offsets) != 2 or not 0 <= offsets[0] <= offsets[1]:
             raise malformed(f"{where}data_offsets {_short(repr(offsets))} are not [begin, end]")
         begin, end = offsets

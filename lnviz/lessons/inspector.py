@@ -66,6 +66,10 @@ KIND_NAMES = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm", "batch_norm": "B
 SCATTER_POINTS = 4000
 #: The most outlier points drawn, and the most channels listed, per layer.
 MAX_OUTLIER_POINTS, MAX_OUTLIER_ROWS = 2000, 100
+#: The most channels one normalization layer of a checkpoint may have: four times the widest
+#: published model's (Llama 3.1 405B, 16,384). A file can hold one γ of millions of values
+#: (1.5 KB of torch.save, a stored value repeated): it is refused, not tabulated.
+MAX_NORM_CHANNELS = 65_536
 
 
 # --- Opening a file ---------------------------------------------------------------------------
@@ -182,6 +186,10 @@ def find_norm_layers(arrays: dict[str, np.ndarray]) -> list[NormLayer]:
             ("weight", gamma_key), ("bias", beta_key), ("running_mean", "running_mean"),
             ("running_var", "running_var")) if key in tensors}
         sizes = {role: values.size for role, values in per_channel.items()}
+        if max(sizes.values(), default=0) > MAX_NORM_CHANNELS:
+            raise ValueError(f"{module}: {max(sizes.values()):,} channels, more than the "
+                             f"{MAX_NORM_CHANNELS:,} a normalization layer may have here (the "
+                             "widest published model has 16,384), so this checkpoint is not read")
         if len(set(sizes.values())) > 1:
             first, *others = sizes
             odd = next(role for role in others if sizes[role] != sizes[first])
@@ -266,16 +274,22 @@ def extreme_channels(layers: list[NormLayer], top: int) -> pd.DataFrame:
 
 
 def near_zero_gamma(layers: list[NormLayer], tol: float) -> pd.DataFrame:
-    """Every channel with |γ| ≤ ``tol``: its output is about β whatever its input."""
-    rows = []
+    """The channels with |γ| ≤ ``tol``, whose output is about β whatever the input: per layer
+    the first `MAX_OUTLIER_ROWS` in channel order (`parameter_table` counts them all)."""
+    names, channels, gammas, betas = [], [], [], []
     for layer in layers:
         if layer.weight is None:
             continue
-        for channel in np.flatnonzero(np.abs(layer.weight) <= tol):
-            rows.append({"layer": layer.name, "channel": int(channel),
-                         "γ": float(layer.weight[channel]),
-                         "β": None if layer.bias is None else float(layer.bias[channel])})
-    return pd.DataFrame(rows, columns=["layer", "channel", "γ", "β"])
+        found = np.flatnonzero(np.abs(layer.weight) <= tol)[:MAX_OUTLIER_ROWS]
+        names.append(np.full(found.size, layer.name, dtype=object))
+        channels.append(found)
+        gammas.append(layer.weight[found].astype(np.float64))
+        betas.append(np.full(found.size, None, dtype=object) if layer.bias is None
+                     else layer.bias[found].astype(np.float64).astype(object))
+    if not names:
+        return pd.DataFrame(columns=["layer", "channel", "γ", "β"])
+    return pd.DataFrame({"layer": np.concatenate(names), "channel": np.concatenate(channels),
+                         "γ": np.concatenate(gammas), "β": np.concatenate(betas)})
 
 
 def running_stats(layer: NormLayer) -> tuple[np.ndarray, np.ndarray]:
