@@ -1,44 +1,44 @@
-"""impl="fast": the same :class:`~lnviz.norms.NormResult` as :mod:`lnviz.norms`, from torch's
-fused native kernels.
+"""impl="fast": torch's fused native kernels, each one pass over the input.
 
 Each native kernel (``torch.native_layer_norm``, ``torch.native_batch_norm``,
 ``torch.native_group_norm``, ``aten._fused_rms_norm``) returns the output and the statistics it
-used (μ and 1/√(σ² + ε)) in one pass over the input, so a result costs about one read and one
-write of the tensor. σ² is recovered from rstd as rstd⁻² − ε (exact up to rounding unless σ² is
-far below ε), and x̂ is computed from the input only if someone reads ``NormResult.x_hat``.
+used, μ and 1/√(σ² + ε), in one read and one write of the tensor. The functions here call one
+kernel each and give back a `Kernel`: the output, and μ and rstd shaped to broadcast against the
+input, in the accumulation dtype. :mod:`lnviz.norms` turns that into a
+:class:`~lnviz.norms.NormResult` (σ² and x̂ built from μ and rstd only when read).
 
-The functions here are called by the public norms in :mod:`lnviz.norms` with ``impl="fast"``,
-after those have checked the arguments; call those, not these.
+A function returns None for a call its kernel cannot take (a mask, a cumulative average, an
+empty input): the readable code in :mod:`lnviz.norms` then computes it. What each kernel takes is
+said here, where the kernel is; the norms decide nothing about it. They have checked the
+arguments before calling; call them, not these.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
-from lnviz.norms import NormResult, _accumulation_dtype
-
-__all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "rms_norm"]
-
-
-def _lazy_x_hat(
-    input: torch.Tensor, mean: torch.Tensor | None, rstd: torch.Tensor
-) -> Callable[[], torch.Tensor]:
-    """x̂ = (x − μ)·rstd (x·rstd without μ), as a function: a full-size tensor built on demand."""
-
-    def x_hat() -> torch.Tensor:
-        x = input.to(rstd.dtype)
-        return (x - mean) * rstd if mean is not None else x * rstd
-
-    return x_hat
+__all__ = ["Kernel", "accumulation_dtype", "batch_norm", "group_norm", "instance_norm",
+           "layer_norm", "rms_norm"]
 
 
-def _var_from_rstd(rstd: torch.Tensor, eps: float) -> torch.Tensor:
-    """σ² = rstd⁻² − ε, which the kernels do not return."""
-    return (rstd.pow(-2) - eps).clamp_min(0)
+class Kernel(NamedTuple):
+    """What a fused kernel returns: y, and μ (None for RMSNorm) and 1/√(σ² + ε) shaped to
+    broadcast against the input."""
+
+    output: torch.Tensor
+    mean: torch.Tensor | None
+    rstd: torch.Tensor
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype statistics are summed in: float32 at least, as torch's kernels do (half-precision
+    sums lose digits quickly)."""
+    if not dtype.is_floating_point:
+        raise TypeError(f"normalization needs a floating-point tensor, got {dtype}")
+    return torch.promote_types(dtype, torch.float32)
 
 
 def layer_norm(
@@ -47,26 +47,22 @@ def layer_norm(
     weight: torch.Tensor | None,
     bias: torch.Tensor | None,
     eps: float,
-) -> NormResult:
+) -> Kernel:
     """LayerNorm over the trailing ``dims``."""
     shape = [input.shape[d] for d in dims]
     output, mean, rstd = torch.native_layer_norm(input, shape, weight, bias, eps)
     stat_shape = tuple(input.shape[: input.dim() - len(dims)]) + (1,) * len(dims)
-    mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), dims)
+    return Kernel(output, mean.reshape(stat_shape), rstd.reshape(stat_shape))
 
 
 def rms_norm(
     input: torch.Tensor, dims: tuple[int, ...], weight: torch.Tensor | None, eps: float
-) -> NormResult:
-    """RMSNorm over the trailing ``dims``; ``var`` is the mean square."""
+) -> Kernel:
+    """RMSNorm over the trailing ``dims``."""
     shape = [input.shape[d] for d in dims]
     output, rstd = torch.ops.aten._fused_rms_norm(input, shape, weight, eps)
     stat_shape = tuple(input.shape[: input.dim() - len(dims)]) + (1,) * len(dims)
-    rstd = rstd.to(_accumulation_dtype(input.dtype)).reshape(stat_shape)
-    return NormResult(output, None, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, None, rstd), dims)
+    return Kernel(output, None, rstd.to(accumulation_dtype(input.dtype)).reshape(stat_shape))
 
 
 def batch_norm(
@@ -79,14 +75,18 @@ def batch_norm(
     momentum: float | None,
     eps: float,
     channel: int,
+    mask: torch.Tensor | None,
     num_batches_tracked: torch.Tensor | None = None,
-) -> NormResult:
-    """BatchNorm with the channels at dim ``channel`` (no mask: the kernel has none).
+) -> Kernel | None:
+    """BatchNorm with the channels at dim ``channel``. The kernel takes no mask, no cumulative
+    average (momentum None) in training, no empty input and no input without a channel dim.
 
     In training mode the kernel updates the running statistics in place, as ``F.batch_norm``
     does, and ``num_batches_tracked`` counts the batch, as in the readable path.
     """
-    dims = tuple(d for d in range(input.dim()) if d != channel)
+    if mask is not None or input.dim() < 2 or (training and (
+            momentum is None or input.numel() == 0)):
+        return None
     x = input.movedim(channel, 1) if channel != 1 else input
     output, save_mean, save_rstd = torch.native_batch_norm(
         x, weight, bias, running_mean, running_var, training, momentum or 0.0, eps
@@ -95,16 +95,14 @@ def batch_norm(
         num_batches_tracked.add_(1)
     stat_shape = [1] * input.dim()
     stat_shape[channel] = input.shape[channel]
-    acc = _accumulation_dtype(input.dtype)
+    acc = accumulation_dtype(input.dtype)
     if training:
         mean, rstd = save_mean.to(acc), save_rstd.to(acc)
     else:  # evaluation: the running statistics
         mean = running_mean.to(acc)
         rstd = torch.rsqrt(running_var.to(acc) + eps)
-    mean, rstd = mean.reshape(stat_shape), rstd.reshape(stat_shape)
     output = output.movedim(1, channel) if channel != 1 else output
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), dims)
+    return Kernel(output, mean.reshape(stat_shape), rstd.reshape(stat_shape))
 
 
 def group_norm(
@@ -113,8 +111,11 @@ def group_norm(
     weight: torch.Tensor | None,
     bias: torch.Tensor | None,
     eps: float,
-) -> NormResult:
-    """GroupNorm of an ``(N, C, *)`` input; each channel carries its group's statistics."""
+) -> Kernel | None:
+    """GroupNorm of an ``(N, C, *)`` input; each channel carries its group's statistics. The
+    kernel takes no input without channels."""
+    if input.numel() == 0:
+        return None
     # torch's kernel refuses a strided view such as the (N, C, L) transpose of (N, L, C) tokens
     input = input.contiguous()
     n, c = input.shape[0], input.shape[1]
@@ -126,16 +127,14 @@ def group_norm(
                                                  eps)
     # (N, G) statistics, repeated for each channel of a group so that they broadcast.
     stat_shape = (n, c) + (1,) * (input.dim() - 2)
-    acc = _accumulation_dtype(input.dtype)
+    acc = accumulation_dtype(input.dtype)
     mean = mean.to(acc).repeat_interleave(c // num_groups, dim=1).reshape(stat_shape)
     rstd = rstd.to(acc).repeat_interleave(c // num_groups, dim=1).reshape(stat_shape)
-    return NormResult(output, mean, _var_from_rstd(rstd, eps), rstd,
-                      _lazy_x_hat(input, mean, rstd), tuple(range(1, input.dim())))
+    return Kernel(output, mean, rstd)
 
 
 def instance_norm(
     input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
-) -> NormResult:
+) -> Kernel | None:
     """InstanceNorm of an ``(N, C, *)`` input: GroupNorm with one group per channel."""
-    result = group_norm(input, input.shape[1], weight, bias, eps)
-    return dataclasses.replace(result, reduce_dims=tuple(range(2, input.dim())))
+    return group_norm(input, input.shape[1], weight, bias, eps)

@@ -46,9 +46,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from types import ModuleType
 
 import torch
+
+from lnviz import kernels
+from lnviz.kernels import Kernel
+from lnviz.kernels import accumulation_dtype as _accumulation_dtype
 
 __all__ = [
     "IMPLS",
@@ -77,17 +80,22 @@ class NormResult:
 
     ``mean``, ``var`` and ``rstd`` keep the reduced dims with size 1 so that they broadcast
     against the input; they and ``x_hat`` are in the accumulation dtype (float32 for float16 and
-    bfloat16 inputs, otherwise the input's dtype). x̂ is given to the constructor (fifth, as
-    ``_x_hat``) either as a tensor or as a function that computes it: the fast path builds it
-    only when it is read, which saves a full-size tensor, and keeps it once built.
+    bfloat16 inputs, otherwise the input's dtype). σ² and x̂ are given to the constructor (third
+    as ``_var``, fifth as ``_x_hat``) either as tensors or as functions that compute them: the
+    fast path builds them only when they are read (x̂ is a full-size tensor, and σ² one more
+    launch on a GPU), and keeps them once built.
     """
 
     output: torch.Tensor
     mean: torch.Tensor | None
-    var: torch.Tensor
+    _var: torch.Tensor | Callable[[], torch.Tensor] = field(repr=False)
     rstd: torch.Tensor
     _x_hat: torch.Tensor | Callable[[], torch.Tensor] = field(repr=False)
     reduce_dims: tuple[int, ...]
+
+    @cached_property
+    def var(self) -> torch.Tensor:
+        return self._var() if callable(self._var) else self._var
 
     @cached_property
     def x_hat(self) -> torch.Tensor:
@@ -102,18 +110,27 @@ def _check_impl(impl: str) -> None:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
 
 
-def _kernels() -> ModuleType:
-    """:mod:`lnviz.kernels`, imported on first use: it imports :class:`NormResult` from here."""
-    from lnviz import kernels
+def _fast(impl: str, input: torch.Tensor, eps: float, dims: tuple[int, ...],
+          kernel: Callable[..., Kernel | None], *args: object) -> NormResult | None:
+    """The one choice between the readable code and a fused kernel: with ``impl="fast"``, the
+    kernel's result (σ² = rstd⁻² − ε and x̂ = (x − μ)·rstd built when read), or None where the
+    kernel cannot take the call (:mod:`lnviz.kernels` says which) and the readable code runs."""
+    _check_impl(impl)
+    if impl != "fast":
+        return None
+    result = kernel(*args)
+    if result is None:
+        return None
+    output, mean, rstd = result
 
-    return kernels
+    def var() -> torch.Tensor:  # exact up to rounding unless σ² is far below ε
+        return (rstd.pow(-2) - eps).clamp_min(0)
 
+    def x_hat() -> torch.Tensor:
+        x = input.to(rstd.dtype)
+        return (x - mean) * rstd if mean is not None else x * rstd
 
-def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    # Half-precision sums lose digits quickly; like torch's kernels, accumulate in float32.
-    if not dtype.is_floating_point:
-        raise TypeError(f"normalization needs a floating-point tensor, got {dtype}")
-    return torch.promote_types(dtype, torch.float32)
+    return NormResult(output, mean, var, rstd, x_hat, dims)
 
 
 def _mean(
@@ -223,9 +240,9 @@ def layer_norm(
         tensor([[-1.2247,  0.0000,  1.2247]])
     """
     dims = _trailing_dims(input, normalized_shape)
-    _check_impl(impl)
-    if impl == "fast":
-        return _kernels().layer_norm(input, dims, weight, bias, eps)
+    fast = _fast(impl, input, eps, dims, kernels.layer_norm, input, dims, weight, bias, eps)
+    if fast is not None:
+        return fast
     # Shapes for (B, T, C) activations normalized over C.
     x = input.to(_accumulation_dtype(input.dtype))  # (B, T, C)
     h = math.prod(x.shape[d] for d in dims)  # H = C, the values of one sample
@@ -273,12 +290,12 @@ def rms_norm(
         tensor([[0.8485, 1.1314]])
     """
     dims = _trailing_dims(input, normalized_shape)
-    _check_impl(impl)
     acc = _accumulation_dtype(input.dtype)
     if eps is None:
         eps = torch.finfo(acc).eps  # torch's default
-    if impl == "fast":
-        return _kernels().rms_norm(input, dims, weight, eps)
+    fast = _fast(impl, input, eps, dims, kernels.rms_norm, input, dims, weight, eps)
+    if fast is not None:
+        return fast
     # Shapes for (B, T, C) activations normalized over C.
     x = input.to(acc)  # (B, T, C)
     h = math.prod(x.shape[d] for d in dims)  # H = C, the values of one sample
@@ -410,7 +427,6 @@ def batch_norm(
         tensor([[-1.0000, -1.0000],
                 [ 1.0000,  1.0000]])
     """
-    _check_impl(impl)
     channel = channel_dim % input.dim() if input.dim() else 0
     dims = tuple(d for d in range(input.dim()) if d != channel)  # every dim but the channels
     stat_shape = [1] * input.dim()
@@ -426,9 +442,10 @@ def batch_norm(
                 "running_mean and running_var must be given in evaluation mode (training=False); "
                 "pass training=True to normalize with the batch's own statistics"
             )
-        if impl == "fast" and mask is None and input.dim() > 1:  # the kernel wants (N, C, …)
-            return _kernels().batch_norm(input, running_mean, running_var, weight, bias, False,
-                                         momentum, eps, channel)
+        fast = _fast(impl, input, eps, dims, kernels.batch_norm, input, running_mean,
+                     running_var, weight, bias, False, momentum, eps, channel, mask)
+        if fast is not None:
+            return fast
         return _normalize_with_running_stats(input, running_mean, running_var, weight, bias, eps,
                                              stat_shape, dims)
 
@@ -440,10 +457,10 @@ def batch_norm(
             "BatchNorm in training mode needs more than one value per channel to estimate a "
             f"variance; this input has one (shape {list(input.shape)})"
         )
-    # torch's kernel takes no mask, no cumulative average and no empty input.
-    if impl == "fast" and w is None and momentum is not None and input.numel() > 0:
-        return _kernels().batch_norm(input, running_mean, running_var, weight, bias, True,
-                                     momentum, eps, channel, num_batches_tracked)
+    fast = _fast(impl, input, eps, dims, kernels.batch_norm, input, running_mean, running_var,
+                 weight, bias, True, momentum, eps, channel, mask, num_batches_tracked)
+    if fast is not None:
+        return fast
     # Shapes for torch's (N, C, L) layout; any other channel_dim works alike.
     x = input.to(_accumulation_dtype(input.dtype))  # (N, C, L)
     mean = _mean(x, dims, m, w)  # μ_c = Σx / m over the real tokens: (1, C, 1)
@@ -508,9 +525,10 @@ def group_norm(
     if n * (c // num_groups) * math.prod(input.shape[2:]) == 1:
         # torch refuses this too: one value per group has no spread to normalize by.
         raise ValueError("group_norm needs more than one value per group; this input has one")
-    _check_impl(impl)
-    if impl == "fast":
-        return _kernels().group_norm(input, num_groups, weight, bias, eps)
+    fast = _fast(impl, input, eps, tuple(range(1, input.dim())), kernels.group_norm, input,
+                 num_groups, weight, bias, eps)
+    if fast is not None:
+        return fast
     # Shapes for an (N, C, L) input with G groups of C/G channels.
     x = input.to(_accumulation_dtype(input.dtype))  # (N, C, L)
     # View the channels as (G, C/G), so that one group is a block of whole dims to reduce over.
@@ -586,7 +604,7 @@ def instance_norm(
         raise ValueError(
             f"instance_norm needs (N, C, *) input with a spatial dim, got {list(input.shape)}"
         )
-    _check_impl(impl)
+    _check_impl(impl)  # the running statistics' path below returns before _fast checks it
     c = input.shape[1]
     dims = tuple(range(2, input.dim()))  # the spatial dims
     if not use_input_stats:
@@ -601,9 +619,8 @@ def instance_norm(
             "InstanceNorm needs more than one spatial position per channel; this input has one "
             f"(shape {list(input.shape)})"
         )
-    if impl == "fast" and input.numel() > 0:  # the kernel refuses C = 0
-        result = _kernels().instance_norm(input, weight, bias, eps)
-    else:
+    result = _fast(impl, input, eps, dims, kernels.instance_norm, input, weight, bias, eps)
+    if result is None:
         # Shapes for an (N, C, L) input.
         x = input.to(_accumulation_dtype(input.dtype))  # (N, C, L)
         mean = _mean(x, dims, m)  # μ_{n,c} = Σx / m: (N, C, 1)

@@ -151,14 +151,25 @@ def test_x_hat_is_computed_once_and_cached():
 
 
 @pytest.mark.slow  # a fresh process of its own
-def test_kernels_imports_on_its_own():
-    """lnviz.kernels imports NormResult from lnviz.norms, which imports kernels lazily."""
-    code = ("import torch, lnviz.kernels as k; "
-            "r = k.layer_norm(torch.tensor([[1.0, 2.0, 3.0]]), (1,), None, None, 0.0); "
-            "print(r.x_hat.tolist())")
+def test_kernels_stand_below_the_norms():
+    """No cycle: lnviz.kernels imports nothing of lnviz.norms, which imports it; a kernel gives
+    back y, μ and rstd, and the norms build the NormResult."""
+    code = ("import sys, torch, lnviz.kernels as k; "
+            "out = k.layer_norm(torch.tensor([[1.0, 2.0, 3.0]]), (1,), None, None, 0.0); "
+            "print(out.output.tolist(), out.mean.tolist(), 'lnviz.norms' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
-    assert done.stdout.strip() == str([[-1.2247447967529297, 0.0, 1.2247447967529297]])
+    assert done.stdout.strip() == (f"{[[-1.2247447967529297, 0.0, 1.2247447967529297]]} "
+                                   "[[2.0]] False")
+
+
+def test_the_fast_path_builds_var_only_when_read():
+    """σ² = rstd⁻² − ε is one more launch over the statistics on a GPU: built when read."""
+    r = lnviz.layer_norm(torch.tensor([[1.0, 2.0, 3.0]]), 3, impl="fast")
+    assert callable(r._var) and "var" not in vars(r)
+    assert r.var is r.var  # built once, then kept
+    scratch = lnviz.layer_norm(torch.tensor([[1.0, 2.0, 3.0]]), 3)
+    assert scratch.var is scratch._var  # the readable path hands over the tensor
 
 
 RANKS = st.integers(3, 5)
