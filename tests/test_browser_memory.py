@@ -56,14 +56,31 @@ GC_EVERY_S = 2
 def _visit(browser: Browser, base: str, paths: list[str], upload: Path | None = None):
     """A learner: a browser context that opens ``paths`` in turn (and uploads ``upload`` on
     the Explorer); returned still open."""
+    return _arrive(_start(browser, base, paths[0]), base, paths[1:], upload)
+
+
+def _start(browser: Browser, base: str, path: str):
+    """A learner's browser context, asking for its first page (not waiting for it)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    for path in paths:
-        page.goto(f"{base}{path}")
+    context.new_page().goto(f"{base}{path}", wait_until="commit")
+    return context
+
+
+def _arrive(context, base: str, paths: list[str], upload: Path | None = None):
+    """Wait for the page a context asked for, then open ``paths`` in turn (and upload
+    ``upload`` on the Explorer); the context, still open."""
+    page = context.pages[0]
+
+    def shown() -> None:
         expect(page.locator('[data-testid="stMain"] h1').first).to_be_visible(
             timeout=TIMEOUT_MS)
         wait_idle(page)
+
+    shown()
+    for path in paths:
+        page.goto(f"{base}{path}")
+        shown()
     if upload is not None:
         page.goto(f"{base}/explorer?src=Upload+a+file")
         page.locator('[data-testid="stFileUploaderDropzoneInput"], '
@@ -97,9 +114,10 @@ def test_memory_comes_back_after_everyone_leaves(browser: Browser, tmp_path: Pat
         time.sleep(GRACE_S + 8)  # the session expires, its results are freed
         baseline = tree_rss_mb(pid)
 
-        # each with their own batch; half of them also upload a file
-        learners = [_visit(browser, base, [f"{BIG}&seed={i}"], upload if i % 2 else None)
-                    for i in range(LEARNERS)]
+        # at once, each with their own batch; half of them also upload a file
+        opening = [_start(browser, base, f"{BIG}&seed={i}") for i in range(LEARNERS)]
+        learners = [_arrive(context, base, [], upload if i % 2 else None)
+                    for i, context in enumerate(opening)]
         peak = tree_rss_mb(pid)
         for context in learners:
             context.close()
@@ -125,8 +143,9 @@ def test_memory_comes_back_after_everyone_leaves(browser: Browser, tmp_path: Pat
         rounds = []
         for r in range(CLOSED_ROUNDS):
             # each tab with its own sentence, so each session holds results of its own
-            tabs = [_visit(browser, base, [f"/transformer?tf_text=Round+{r}+tab+{k}" + WORDS])
-                    for k in range(CLOSED_TABS)]
+            tabs = [_arrive(context, base, []) for context in [
+                _start(browser, base, f"/transformer?tf_text=Round+{r}+tab+{k}" + WORDS)
+                for k in range(CLOSED_TABS)]]
             for context in tabs:
                 context.close()
             time.sleep(GRACE_S + 1)
