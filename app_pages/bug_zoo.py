@@ -5,11 +5,11 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.lessons.bug_zoo import (
-    EPSILONS,
     INPUTS,
     OFFSETS,
     RANDOM_SHAPES,
     VARIANTS,
+    ZOO_EPSILONS,
     ZooInput,
     ZooResult,
     compare,
@@ -20,6 +20,7 @@ from lnviz.lessons.bug_zoo import (
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
+from lnviz.ui.params import eps_slider
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -60,10 +61,9 @@ offset = cols[0].select_slider(
     help="Added to every value. LayerNorm ignores it (it subtracts the mean), but float32 "
          "rounding does not.",
 )
-eps = cols[1].select_slider(
-    "ε (epsilon)", EPSILONS, value=1e-5, format_func="{:g}".format, key="bz_eps",
-    bind="query-params", on_change=_uncheck,
-    help="Passed to every implementation and to torch.nn.LayerNorm. 1e-05 is torch's default.",
+eps = eps_slider(
+    cols[1], key="bz_eps", options=ZOO_EPSILONS, on_change=_uncheck,
+    help="Passed to every implementation and to torch.nn.LayerNorm. 1e-5 is torch's default.",
 )
 with refusal():
     zoo = cached(zoo_input, name, RANDOM_SHAPES[shape_name], offset, settings.seed)

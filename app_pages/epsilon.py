@@ -20,7 +20,7 @@ from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import sweep_panel
 from lnviz.ui.messages import refusal
-from lnviz.ui.params import EPSILONS
+from lnviz.ui.params import eps_slider
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -63,9 +63,8 @@ def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: 
             help="tiny: " + VECTOR_HELP["tiny"] + ". constant: " + VECTOR_HELP["constant"] +
                  ". ordinary: " + VECTOR_HELP["ordinary"] + ".",
         )
-        eps = cols[1].select_slider(
-            "ε (epsilon)", EPSILONS, value=1e-5, format_func="{:g}".format, key="ep_eps",
-            bind="query-params",
+        eps = eps_slider(
+            cols[1], key="ep_eps",
             help="The ε added to σ² (marked on the sweep). 1e-05 is PyTorch's default; 0 removes "
                  "the floor entirely — try it on the constant vector.",
         )

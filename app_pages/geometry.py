@@ -21,7 +21,7 @@ from lnviz.lessons.geometry import (
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
-from lnviz.ui.params import EPSILONS, eps_label
+from lnviz.ui.params import eps_slider
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -74,8 +74,8 @@ elif source == "typed":
         help="Vectors separated by ';' (or one per line), numbers by commas or spaces, e.g. "
              "1, 2, 3; 3, 1, 2. Each needs at least H numbers; extra ones are left out.")
 cols = st.columns([3, 2])
-eps = cols[0].select_slider(
-    "ε (epsilon)", EPSILONS, value=0.0, format_func=eps_label, key="gm_eps", bind="query-params",
+eps = eps_slider(
+    cols[0], key="gm_eps", value=0.0,
     help="Added to σ² (RMSNorm: to the mean square) under the square root. At 0 LayerNorm "
          "puts x̂ exactly on the circle (RMSNorm: on the sphere); raise it towards 1 to pull "
          "the points inside.",

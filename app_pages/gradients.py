@@ -24,7 +24,7 @@ from lnviz.lessons.gradients import (
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
-from lnviz.ui.params import EPSILONS, eps_label
+from lnviz.ui.params import eps_slider
 from lnviz.ui.state import current_settings, keep_in_range
 
 settings = current_settings()
@@ -55,9 +55,8 @@ with st.container(border=True):
                        help="How many samples (rows) the batch holds.")
     c = cols[1].slider("Features C", 2, 8, 4, key="gr_c", bind="query-params",
                        help="How many features (columns) each sample has.")
-    eps = cols[2].select_slider(
-        "ε (epsilon)", EPSILONS, value=1e-5, format_func=eps_label, key="gr_eps",
-        bind="query-params",
+    eps = eps_slider(
+        cols[2], key="gr_eps",
         help="Added to σ². The scale invariances below are exact only for ε = 0; a large ε "
              "also damps the gradients.")
     kind = cols[3].segmented_control(

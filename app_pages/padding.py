@@ -9,9 +9,6 @@ from lnviz.batch import Batch, grid_labels
 from lnviz.data import get_preset
 from lnviz.lessons.explorer import worked_example_latex
 from lnviz.lessons.padding import (
-    MAX_D_MODEL,
-    MAX_PADDED_LENGTH,
-    MAX_SEQUENCES,
     FeatureStats,
     PaddedRecipe,
     PaddingSweep,
@@ -21,10 +18,11 @@ from lnviz.lessons.padding import (
     padding_snippet,
     padding_sweep,
 )
+from lnviz.limits import PADDING_MAX_D_MODEL, PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
-from lnviz.ui.params import EPSILONS
+from lnviz.ui.params import eps_slider
 from lnviz.ui.source import PaddedControls, padded_sequences
 from lnviz.ui.state import current_settings, keep_in_range
 
@@ -37,8 +35,8 @@ def count(k: int, noun: str) -> str:
 #: This page draws every position of every sequence, so its batches stay small.
 PADDED = PaddedControls(
     sequences="pd_bs", padded_length="pd_len", d_model="pd_d", pad_value="pd_pad",
-    lengths="pd_lengths", max_sequences=MAX_SEQUENCES, max_padded_length=MAX_PADDED_LENGTH,
-    max_d_model=MAX_D_MODEL, max_pad=100.0, pad_step=0.5, sliders=True)
+    lengths="pd_lengths", max_sequences=PADDING_MAX_SEQUENCES, max_padded_length=PADDING_MAX_LENGTH,
+    max_d_model=PADDING_MAX_D_MODEL, max_pad=100.0, pad_step=0.5, sliders=True)
 
 settings = current_settings()
 st.title("Padding and sequences")
@@ -189,9 +187,8 @@ def pad_token_section(box: DeltaGenerator, code: DeltaGenerator, batch: Batch,
             "the pad value, and a very small ε magnifies that hair.)"
         )
         cols = st.columns(3)
-        eps = cols[0].select_slider(
-            "ε (epsilon)", EPSILONS, value=1e-5, key="pd_eps", bind="query-params",
-            format_func=lambda e: "0" if e == 0 else f"{e:.0e}",
+        eps = eps_slider(
+            cols[0], key="pd_eps",
             help="Added to σ² before the square root. Try 0: the pad token's output becomes NaN.")
         gamma = cols[1].slider("γ (scale)", -3.0, 3.0, 1.0, 0.1, key="pd_gamma",
                                bind="query-params",

@@ -13,9 +13,15 @@ from dataclasses import dataclass
 __all__ = [
     "DEMO_LIMITS",
     "EXPLORER_BYTES_PER_VALUE",
+    "EXPLORER_MAX_D_MODEL",
+    "EXPLORER_MAX_LENGTH",
+    "EXPLORER_MAX_SEQUENCES",
     "FULL_LIMITS",
     "MAX_DATASET_VALUES",
     "MAX_ELEMENTS",
+    "PADDING_MAX_D_MODEL",
+    "PADDING_MAX_LENGTH",
+    "PADDING_MAX_SEQUENCES",
     "Limits",
     "current_limits",
 ]
@@ -38,6 +44,13 @@ MAX_DATASET_VALUES = 64_000_000
 #: by 134-144 bytes per value for 5 million values and by about 170 for 400,000 (fixed costs
 #: weigh more there; the rest is memory the allocator keeps after freeing it).
 EXPLORER_BYTES_PER_VALUE = 160
+
+#: The Explorer's generated padded batches: at most this many sequences, each padded to at most
+#: this length, of at most this many features (typed as numbers; the element cap applies too).
+EXPLORER_MAX_SEQUENCES, EXPLORER_MAX_LENGTH, EXPLORER_MAX_D_MODEL = 10_000, 100_000, 100_000
+#: The Padding page's generated batch: the page draws every position of every sequence, so at
+#: most 16 × 32 = 512 rows of 16 features per panel.
+PADDING_MAX_SEQUENCES, PADDING_MAX_LENGTH, PADDING_MAX_D_MODEL = 16, 32, 16
 
 
 @dataclass(frozen=True)

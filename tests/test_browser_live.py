@@ -310,7 +310,7 @@ FRAGMENT_CONTROLS = {
                                       r"bl_steps=11"),
     "scale-shift-gamma": FragmentControl("/scale_shift", "slider", "γ (scale)", "1.60",
                                          r"ss_gamma=1\.6"),
-    "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "0.0001",
+    "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "1e-4",
                                    r"ep_eps=0\.0001"),
     "padding-gamma": FragmentControl("/padding", "slider", "γ (scale)", "1.10",
                                      r"pd_gamma=1\.1"),

@@ -15,8 +15,6 @@ from lnviz import charts
 from lnviz.batch import Batch
 from lnviz.data import get_preset, padded_batch
 from lnviz.lessons.padding import (
-    MAX_PADDED_LENGTH,
-    MAX_SEQUENCES,
     SWEEP_FRACTIONS,
     PaddedRecipe,
     check_lengths,
@@ -26,6 +24,7 @@ from lnviz.lessons.padding import (
     padding_snippet,
     padding_sweep,
 )
+from lnviz.limits import PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 
 PAGE = "app_pages/padding.py"
 
@@ -357,7 +356,7 @@ def _z(fig: dict, name: str) -> np.ndarray:
 @settings(max_examples=40, deadline=None)
 @given(lengths=st.lists(st.integers(-3, 40), max_size=40), padded=st.integers(1, 32))
 def test_check_lengths_accepts_exactly_what_the_page_can_draw(lengths, padded):
-    fits = (1 <= len(lengths) <= MAX_SEQUENCES
+    fits = (1 <= len(lengths) <= PADDING_MAX_SEQUENCES
             and all(1 <= n <= padded for n in lengths))
     if fits:
         assert check_lengths(lengths, padded) == tuple(lengths)
@@ -394,8 +393,8 @@ def test_the_largest_batch_draws_a_small_figure_with_pads_veiled_not_blackened()
     """16 sequences of one real token in 32 positions with 16 features: 496 of 512 rows are
     pads. Old code drew an opaque × on each of their 7,936 cells in each of 4 panels (a black
     heatmap, ~1 MB); now one translucent veil per run of pads."""
-    at = open_page(PAGE, {"pd_src": "Generated", "pd_len": str(MAX_PADDED_LENGTH), "pd_d": "16",
-                          "pd_lengths": ", ".join(["1"] * MAX_SEQUENCES)})
+    at = open_page(PAGE, {"pd_src": "Generated", "pd_len": str(PADDING_MAX_LENGTH), "pd_d": "16",
+                          "pd_lengths": ", ".join(["1"] * PADDING_MAX_SEQUENCES)})
     assert not at.exception and not alerts(at)["error"]
     spec = at.get("plotly_chart")[0].proto.spec
     assert len(spec) < 300_000  # bytes sent for the tokens figure

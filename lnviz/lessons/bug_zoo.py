@@ -31,13 +31,13 @@ from lnviz.data import get_preset
 
 __all__ = [
     "ATOL",
-    "EPSILONS",
     "INPUTS",
     "OFFSETS",
     "RANDOM_SHAPES",
     "ROUNDING_ULPS",
     "RTOL",
     "VARIANTS",
+    "ZOO_EPSILONS",
     "Comparison",
     "Feedback",
     "Variant",
@@ -172,7 +172,7 @@ RANDOM_SHAPES: dict[str, tuple[int, int, int]] = {
 #: How far the input can be moved from zero (added to every value).
 OFFSETS: tuple[float, ...] = (0.0, 10.0, 100.0, 1000.0, 10000.0)
 #: The ε a learner can pick (torch's default 1e-5 among them).
-EPSILONS: tuple[float, ...] = (1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+ZOO_EPSILONS: tuple[float, ...] = (1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 
 #: torch.testing.assert_close's tolerances for float32: what "matches" means near zero.
 RTOL, ATOL = 1.3e-6, 1e-5
@@ -426,7 +426,7 @@ def _candidates(letter: str, zoo: ZooInput, eps: float) -> list[tuple[str, torch
     """Inputs on which slip ``letter`` would show, in the order worth trying."""
     batch_input = zoo_input("seed 002 batch")
     if letter == "B":
-        return [(f"this input at ε = {e:g}", zoo.values, e) for e in EPSILONS if e > eps]
+        return [(f"this input at ε = {e:g}", zoo.values, e) for e in ZOO_EPSILONS if e > eps]
     if letter == "G":
         return [(f"this input moved {shift:g} further from zero", zoo.values + shift, eps)
                 for shift in (1e4, 1e5)]

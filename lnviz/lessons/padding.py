@@ -34,12 +34,10 @@ import torch
 from lnviz.batch import Batch, NormSpec, group_ids, normalize
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.explorer import step_by_step
+from lnviz.limits import PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 from lnviz.norms import NormResult, batch_norm, layer_norm
 
 __all__ = [
-    "MAX_D_MODEL",
-    "MAX_PADDED_LENGTH",
-    "MAX_SEQUENCES",
     "MIN_REAL_TOKENS",
     "SWEEP_FRACTIONS",
     "FeatureStats",
@@ -55,9 +53,6 @@ __all__ = [
 
 #: Padded shares of the batch tried by :func:`padding_sweep`: none up to nine pads in ten.
 SWEEP_FRACTIONS = tuple(np.round(np.linspace(0.0, 0.9, 19), 2).tolist())
-#: The largest generated batch: the page draws every position of every sequence, so at most
-#: 16 × 32 = 512 rows of 16 features per panel.
-MAX_SEQUENCES, MAX_PADDED_LENGTH, MAX_D_MODEL = 16, 32, 16
 #: BatchNorm in training mode estimates a feature's σ from the values it pools, and needs two;
 #: masked BatchNorm pools the real tokens alone.
 MIN_REAL_TOKENS = 2
@@ -76,8 +71,8 @@ class PaddedRecipe(NamedTuple):
 
 
 def check_lengths(lengths: Sequence[int], padded_length: int,
-                  max_sequences: int = MAX_SEQUENCES,
-                  max_padded_length: int = MAX_PADDED_LENGTH) -> tuple[int, ...]:
+                  max_sequences: int = PADDING_MAX_SEQUENCES,
+                  max_padded_length: int = PADDING_MAX_LENGTH) -> tuple[int, ...]:
     """Typed sequence lengths (real tokens per sequence), checked against a page's limits:
     1 to ``max_sequences`` of them, each from 1 to ``padded_length``; a ValueError names the
     control to change. The defaults are this page's; the Explorer passes its own."""

@@ -34,6 +34,44 @@ def eps_label(eps: float) -> str:
     return "0" if eps == 0 else f"1e{round(math.log10(eps)):d}"
 
 
+def eps_slider(container: Any = st, *, key: str, help: str, value: float = 1e-5,
+               options: tuple[float, ...] | list[float] = tuple(EPSILONS),
+               on_change: Any = None) -> float:
+    """The ε control of every page: "ε (epsilon)", a slider over `EPSILONS` (0, then 1e-12 to
+    1; a page may offer fewer), labelled as `eps_label` writes them, bound to the URL under
+    ``key``. A link may write ε in any notation ("0.1", "1e-05", "1e-1"): it opens on that
+    value."""
+    written = st.query_params.get(key)
+    if written is not None:
+        try:
+            number = float(written)
+        except ValueError:
+            number = math.nan  # junk: Streamlit's binding leaves the default
+        if number in options and written != eps_label(number) and key not in st.session_state:
+            st.session_state[key] = number
+            st.query_params[key] = eps_label(number)
+    return container.select_slider(
+        "ε (epsilon)", options, value=value, format_func=eps_label, key=key,
+        bind="query-params", on_change=on_change, help=help)
+
+
+#: The URL keys of the normalization controls `norm_controls` draws (and `set_norm_controls`
+#: sets): this module owns them.
+NORM_KEYS = ("norm", "eps", "dims", "groups", "mode", "affine", "gamma", "beta")
+
+
+def set_norm_controls(*, norm: str, eps: float, dims: int, groups: int,
+                      per_feature: bool) -> None:
+    """Set the normalization controls as a source suggests (a captured layer's settings), in
+    training mode with γ = 1 and β = 0 (or a per-feature table): called before they are drawn
+    in this run; the learner may change them afterwards."""
+    state = st.session_state
+    state["norm"], state["eps"] = norm, eps
+    state["dims"], state["groups"], state["mode"] = dims, groups, "train"
+    state["affine"] = "per feature" if per_feature else "scalar"
+    _reset_affine()
+
+
 def _reset_affine() -> None:
     st.session_state["gamma"] = 1.0
     st.session_state["beta"] = 0.0
@@ -124,9 +162,8 @@ def norm_controls(batch: Batch,
             help=f"How many groups the {channels} channels are split into: 1 group is "
                  "LayerNorm over (C, …); one group per channel is InstanceNorm.",
         )
-    spec["eps"] = st.select_slider(
-        "ε (epsilon)", EPSILONS, value=1e-5, format_func=eps_label, key="eps",
-        bind="query-params",
+    spec["eps"] = eps_slider(
+        key="eps",
         help=("Added to mean(x²) before the square root so that a group of zeros does not "
               "divide by zero. Try 0 on a padded batch: the pad token is all zeros."
               if not NORM_TABLE[norm].centred else

@@ -34,10 +34,16 @@ from lnviz.lessons.inspector import (
     layer_key,
 )
 from lnviz.lessons.padding import PaddedRecipe, check_lengths
-from lnviz.limits import EXPLORER_BYTES_PER_VALUE, current_limits
+from lnviz.limits import (
+    EXPLORER_BYTES_PER_VALUE,
+    EXPLORER_MAX_D_MODEL,
+    EXPLORER_MAX_LENGTH,
+    EXPLORER_MAX_SEQUENCES,
+    current_limits,
+)
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.messages import plain, refusal
-from lnviz.ui.params import number_table
+from lnviz.ui.params import NORM_KEYS, number_table, set_norm_controls
 from lnviz.ui.state import CAPTURE_KEY, UPLOAD_KEY, release_upload, url_text
 
 SOURCES = {
@@ -61,8 +67,6 @@ _AFFINE_KEY = "_layer_affine"
 LOST_UPLOAD = ("An uploaded file is kept only by the server that received it, for as long as "
                "your session lasts: if the app's server restarted or you were moved to another "
                "one, upload the file again (the uploader may still list it).")
-#: The Explorer's padded batches: at most this many sequences, each padded to at most this length.
-MAX_SEQUENCES, MAX_PADDED_LENGTH = 10_000, 100_000
 _DEFAULT_TABLE = pd.DataFrame(
     [[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0], [0.5, -1.0, 3.5, 10.0]],
     columns=["f0", "f1", "f2", "f3"],
@@ -158,13 +162,9 @@ def _apply_layer(setup: ExplorerSetup, applied: tuple[str, str], *,
     if st.session_state.get(_APPLIED_KEY) == applied:
         return
     st.session_state[_APPLIED_KEY] = applied
+    set_norm_controls(norm=setup.norm, eps=setup.eps, dims=setup.dims, groups=setup.groups,
+                      per_feature=bool(setup.gamma))
     state = st.session_state
-    state["norm"], state["eps"] = setup.norm, setup.eps
-    state["dims"], state["groups"], state["mode"] = setup.dims, setup.groups, "train"
-    state["affine"] = "per feature" if setup.gamma else "scalar"
-    state["gamma"], state["beta"] = 1.0, 0.0
-    for key in [k for k in state if str(k).startswith("affine_table")]:
-        del state[key]
     if axes and len(setup.order) > 2:
         state["ax_batch"] = setup.order[0]
         state["ax_seq" if setup.layout == "NLC" else "ax_ch"] = setup.order[1]
@@ -172,10 +172,6 @@ def _apply_layer(setup: ExplorerSetup, applied: tuple[str, str], *,
 
 def _layer_label(layer: CapturedLayer, shape: tuple[int, ...]) -> str:
     return f"{layer_key(layer)} · {KIND_NAMES[layer.kind]} · input {tuple(shape)}"
-
-
-#: The URL keys of the normalization controls that a captured layer sets.
-_NORM_KEYS = ("norm", "eps", "dims", "groups", "mode", "affine", "gamma", "beta")
 
 
 def _capture_source(from_link: bool = False) -> tuple[Batch, tuple] | None:
@@ -204,7 +200,7 @@ def _capture_source(from_link: bool = False) -> tuple[Batch, tuple] | None:
     bias = arrays.get(layer.arrays.get("bias", ""))
     values = arrays[layer.arrays["input"]]
     setup = explorer_setup(layer, values.shape, weight, bias)
-    if from_link and any(k in st.query_params for k in _NORM_KEYS):
+    if from_link and any(k in st.query_params for k in NORM_KEYS):
         st.session_state[_APPLIED_KEY] = (file_id, key)  # the link's settings stand
     _apply_layer(setup, (file_id, key))
     for note in setup.notes:
@@ -285,7 +281,8 @@ class PaddedControls:
 #: The Explorer's padded sequences: large batches, sizes typed as numbers.
 EXPLORER_PADDED = PaddedControls(
     sequences="pb", padded_length="pl", d_model="pd", pad_value="ppad", lengths="plen",
-    max_sequences=MAX_SEQUENCES, max_padded_length=MAX_PADDED_LENGTH, max_d_model=100_000,
+    max_sequences=EXPLORER_MAX_SEQUENCES, max_padded_length=EXPLORER_MAX_LENGTH,
+    max_d_model=EXPLORER_MAX_D_MODEL,
     max_pad=1e6)
 
 
