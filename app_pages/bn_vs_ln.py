@@ -27,12 +27,13 @@ from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import batches_panel
 from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.state import current_settings, keep_in_range
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
 
 settings = current_settings()
-st.title("BatchNorm vs LayerNorm")
+page_title("app_pages/bn_vs_ln.py")
 st.caption("The same recipe, different company: both subtract a mean and divide by a standard "
            "deviation, but they take those statistics over different values. The URL keeps "
            "your settings.")

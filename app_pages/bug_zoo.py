@@ -20,6 +20,7 @@ from lnviz.lessons.bug_zoo import (
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
 from lnviz.ui.state import current_settings
 
@@ -31,7 +32,7 @@ def _uncheck() -> None:
     st.session_state["bz_check"] = False
 
 
-st.title("The bug zoo")
+page_title("app_pages/bug_zoo.py")
 st.markdown(
     "Seed 000's first exercise: implement LayerNorm and verify it against a library. Below are "
     "seven implementations; six carry a slip found in real code, some in these very seeds. Do "

@@ -20,6 +20,7 @@ from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import sweep_panel
 from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
 from lnviz.ui.state import current_settings
 
@@ -31,7 +32,7 @@ VECTOR_HELP = {
     "ordinary": "[1, 2, 4, 7]: σ² = 5.25, far above any usual ε",
 }
 
-st.title("ε and numerical stability")
+page_title("app_pages/epsilon.py")
 st.markdown(
     "LayerNorm divides by the row's standard deviation. That is harmless for ordinary rows, "
     "but a row whose values barely differ has a deviation near zero, and dividing by nearly "

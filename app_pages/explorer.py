@@ -30,13 +30,14 @@ from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import fits, live_panel
 from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.params import norm_controls
 from lnviz.ui.source import data_source, layer_affine
 from lnviz.ui.state import current_settings, keep_in_range
 
 CSV_LIMIT = 1_000_000  # values; a larger CSV would be slow to build and to open
 
-st.title("Explorer")
+page_title("app_pages/explorer.py")
 st.caption("Choose a batch, choose a normalization, move ε, γ and β — every figure and number "
            "below follows. The URL keeps your settings: copy it to share this exact view.")
 settings = current_settings()

@@ -21,6 +21,7 @@ from lnviz.lessons.geometry import (
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
 from lnviz.ui.state import current_settings
 
@@ -33,7 +34,7 @@ BETA = (1.0, 0.0, -0.5)
 TYPED = "1, 2, 3; 3, 1, 2; 0, 4, 1; 2, 2, 5"
 SUBSCRIPTS = "₁₂₃"
 
-st.title("The geometry of LayerNorm")
+page_title("app_pages/geometry.py")
 st.markdown(
     "LayerNorm of a vector of H features is two moves in space. Subtracting the mean projects "
     "x onto the plane Σx = 0, along the diagonal (1, …, 1). Dividing by σ then slides the point "

@@ -24,11 +24,12 @@ from lnviz.lessons.gradients import (
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
 from lnviz.ui.state import current_settings, keep_in_range
 
 settings = current_settings()
-st.title("Gradients and invariances")
+page_title("app_pages/gradients.py")
 st.markdown(
     "A normalization layer is differentiated like any other layer, but its μ and σ are "
     "themselves functions of the input, so every input that went into them also receives "

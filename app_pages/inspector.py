@@ -25,13 +25,14 @@ from lnviz.limits import current_limits
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.source import TENSOR_FILE_TYPES, open_in_explorer
 from lnviz.ui.state import keep_in_range
 
 FILES = {"capture": "Example capture", "checkpoint": "Example checkpoint",
          "upload": "Upload a file"}
 
-st.title("Model inspector")
+page_title("app_pages/inspector.py")
 st.caption("What the normalization layers of a model hold (a checkpoint's γ, β and running "
            "statistics) and what they do (a capture of one forward pass: each layer's input and "
            "output). Capture your own model in two lines and open the file here:")

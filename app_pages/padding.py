@@ -22,6 +22,7 @@ from lnviz.limits import PADDING_MAX_D_MODEL, PADDING_MAX_LENGTH, PADDING_MAX_SE
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
 from lnviz.ui.source import PaddedControls, padded_sequences
 from lnviz.ui.state import current_settings, keep_in_range
@@ -39,7 +40,7 @@ PADDED = PaddedControls(
     max_d_model=PADDING_MAX_D_MODEL, max_pad=100.0, pad_step=0.5, sliders=True)
 
 settings = current_settings()
-st.title("Padding and sequences")
+page_title("app_pages/padding.py")
 st.caption("Sentences come in different lengths; a batch needs one length. The URL keeps your "
            "settings.")
 st.markdown(

@@ -7,6 +7,7 @@ import streamlit as st
 from lnviz import charts
 from lnviz.lessons import performance
 from lnviz.ui.figures import show_figure
+from lnviz.ui.pages import page_title
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -19,7 +20,7 @@ IMPL_HELP = {
     "compiled": "torch.compile of the scratch code (slow to compile the first time)",
 }
 
-st.title("Performance")
+page_title("app_pages/performance.py")
 st.markdown(
     "A normalization does a few additions and multiplications per value — far less arithmetic "
     "than memory traffic. So its speed is set by how fast the machine can **read x and write "

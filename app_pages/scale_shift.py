@@ -26,6 +26,7 @@ from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import affine_panel
 from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -41,7 +42,7 @@ FEATURE_BETA = (-1.0, 0.0, 1.0, 2.0)
 FREE_SPAN = (-13.0, 13.0)
 FREE_BINS = 78
 
-st.title("Scale and shift: γ and β")
+page_title("app_pages/scale_shift.py")
 st.markdown(
     "Normalizing forces every group of values to mean 0 and standard deviation 1 (up to ε). "
     "That is "

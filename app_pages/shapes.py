@@ -41,6 +41,7 @@ from lnviz.ui import chunks
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.state import current_settings, keep_in_range
 
 settings = current_settings()
@@ -50,7 +51,7 @@ MAX_DEPTH = 48
 RACE = "sh_race"
 
 
-st.title("Shapes, and where LayerNorm sits")
+page_title("app_pages/shapes.py")
 st.markdown(
     "LayerNorm's one structural choice is **which trailing dims share a mean and a variance**: "
     "`normalized_shape` names them, counted from the end of the tensor. Every index of the "

@@ -19,6 +19,7 @@ from lnviz.lessons.start_here import (
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain
+from lnviz.ui.pages import page_title
 
 ICONS = {"right": ":material/check_circle:", "wrong": ":material/cancel:",
          "invalid": ":material/edit:"}
@@ -28,7 +29,7 @@ def go_to(tab: str) -> None:
     st.session_state[STEP_KEY] = tab
 
 
-st.title("Start here")
+page_title("app_pages/start_here.py")
 st.caption("Eight short steps, about twenty minutes. Each asks you to predict a number or make "
            "a choice before it shows the answer. Your answers stay in the URL: a reload keeps "
            "them, and a copied link opens the same step.")

@@ -35,12 +35,13 @@ from lnviz.ui.jobs import (
     train_to_the_end,
 )
 from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
 GOAL = f"{TARGET_ACCURACY:.0%}"
 
-st.title("LN-LSTM vs LSTM")
+page_title("app_pages/training.py")
 st.caption("Train an LSTM with and without Layer Normalization on images read as sequences, "
            "from one seed or several, and watch the curves, the gradients and the gate "
            "activations. The URL keeps your settings: copy it to share this exact comparison.")

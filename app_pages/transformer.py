@@ -38,13 +38,14 @@ from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import code_span, refusal
+from lnviz.ui.pages import page_title, title_of
 from lnviz.ui.source import send_batch_to_explorer
 from lnviz.ui.state import keep_in_range, url_text
 
-TITLE = "Inside a real transformer"
+TITLE = title_of("app_pages/transformer.py")
 NAMES = layer_norm_names()
 
-st.title(TITLE)
+page_title("app_pages/transformer.py")
 st.caption("all-MiniLM-L6-v2, a pretrained sentence encoder (BERT, 6 layers, 384 features), "
            "runs on this server: type a sentence and open any of its 13 LayerNorms. The URL "
            "keeps your sentence.")

@@ -69,3 +69,15 @@ PAGES: dict[str, list[PageInfo]] = {
                  "memory roofline: why normalization is memory-bound."),
     ],
 }
+
+
+def title_of(path: str) -> str:
+    """A page's title, as the navigation names it: written once, in `PAGES`."""
+    return next(p.title for pages in PAGES.values() for p in pages if p.path == path)
+
+
+def page_title(path: str) -> None:
+    """The page's heading: its title as the navigation names it."""
+    import streamlit as st  # here: the navigation imports this module before Streamlit runs
+
+    st.title(title_of(path))
