@@ -34,7 +34,8 @@ def _uncheck() -> None:
 
 page_title("app_pages/bug_zoo.py")
 st.markdown(
-    "Seed 000's first exercise: implement LayerNorm and verify it against a library. Below are "
+    "The formula tutorial's first exercise: implement LayerNorm and verify it against a library. "
+    "Below are "
     "seven implementations; six carry a slip found in real code, some in these very seeds. Do "
     "the verifying: pick an input, read the code, say which ones give what "
     "`torch.nn.LayerNorm` gives, then check."
@@ -126,7 +127,7 @@ def question(zoo: ZooInput, result: ZooResult) -> None:
 question(zoo, result)
 
 st.info(
-    "**Try this.** Predict and check on **I** first. Then switch to seed 002's batch: which "
+    "**Try this.** Predict and check on **I** first. Then switch to the two-sentence batch: which "
     "letters stop matching, and what does a batch of two expose? Raise ε until B fails, and "
     "move the offset to 10000 for G.", icon="🧪")
 

@@ -27,7 +27,7 @@ from lnviz.ui.state import current_settings
 settings = current_settings()
 
 VECTOR_HELP = {
-    "tiny": "seed 000's [0.001, 0.001, 0.0011, 0.0009, 0.001]: σ² = 4e-9",
+    "tiny": "the formula tutorial's [0.001, 0.001, 0.0011, 0.0009, 0.001]: σ² = 4e-9",
     "constant": "[3, 3, 3, 3]: no spread at all, σ² = 0",
     "ordinary": "[1, 2, 4, 7]: σ² = 5.25, far above any usual ε",
 }
@@ -114,7 +114,8 @@ def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: 
             st.warning(note, icon="⚠️")
 
         cell = cached(seed_000_without_epsilon, x)
-        st.markdown("**Seed 000's “Error without epsilon”.** Its example divides by √σ² with no "
+        st.markdown("**The formula tutorial's “Error without epsilon”.** Its example divides by "
+                    "√σ² with no "
                     "ε inside `try` … `except Exception`, to print an error. On this vector it "
                     "prints:")
         st.code(cell.printed, language="text")
@@ -198,7 +199,8 @@ cancellation_section(settings.seed)
 
 st.info(
     "**Try this.** On the tiny vector, slide ε from 1e-12 up to 1 and watch the table: the "
-    "largest |x̂| stays near 1.58 until ε approaches σ² = 4e-9, then shrinks (at seed 000's "
+    "largest |x̂| stays near 1.58 until ε approaches σ² = 4e-9, then shrinks (at the formula "
+    "tutorial's "
     "ε = 1e-8 it is 0.845). Choose the constant vector and set ε to 0 to see the 0/0. "
     "Switch the sidebar's precision to float16 and compare the gradient sizes. In part 3, "
     "find the offset where the naive variance is first off by more than 100%, and the × "

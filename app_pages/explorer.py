@@ -178,7 +178,8 @@ st.code(pytorch_snippet(tuple(shape), layout, spec, settings.dtype, settings.dev
                         has_mask=batch.mask is not None), language="python")
 
 st.info(
-    "**Try this.** Choose the example *Two words, batch of one* (seed 003's two words, one word "
+    "**Try this.** Choose the example *Two words, batch of one* (the two-word notes' two words, "
+    "one word "
     "a row). Under LayerNorm the middle heatmap colours each row as one group: every word gets "
     "its own μ and σ. Switch to BatchNorm and the groups turn into columns: each feature is "
     "pooled over both words. Back under LayerNorm, choose *A constant row* and set ε to 0: "

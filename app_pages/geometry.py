@@ -50,7 +50,8 @@ cols = st.columns([4, 2, 4])
 source = cols[0].segmented_control(
     "Input", list(SOURCES), format_func=SOURCES.__getitem__, default="seed", required=True,
     key="gm_src", bind="query-params",
-    help="Seed 002's seven token embeddings (\"I\" = [1, 2, 3] … \"powerful\" = [7, 13, 19]), "
+    help="The two sentences' seven token embeddings (\"I\" = [1, 2, 3] … \"powerful\" = "
+         "[7, 13, 19]), "
          "random N(0, 1) vectors (sidebar seed), or vectors you type.",
 )
 h = cols[1].segmented_control(
@@ -125,7 +126,8 @@ st.caption(plain(torch_check(view)))
 st.dataframe(vector_table(view), hide_index=True, key="gm_table")
 
 st.info(
-    "**Try this.** Under LayerNorm at ε = 0, seed 002's tokens all land on one point: each is "
+    "**Try this.** Under LayerNorm at ε = 0, the two sentences' tokens all land on one point: each "
+    "is "
     "a + b·(0, 1, 2) with b > 0, and LayerNorm forgets a and b. Slide ε up: they spread along "
     "one ray, those with small σ² pulled in most. Back at ε = 0, set H = 2: only ±(1, −1) is "
     "left, the twin of BatchNorm's ±1 at a batch of 2. Pick RMSNorm: \"powerful\" splits off, "

@@ -1,5 +1,5 @@
 """Padding and sequences: how pad tokens drag BatchNorm's statistics, masked BatchNorm as the
-repair, and why LayerNorm does not care (seed 002)."""
+repair, and why LayerNorm does not care (the transformer article)."""
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -58,13 +58,15 @@ st.latex(r"\mu_c^{\text{BN}} = \frac{\sum_{t} m_t\,x_{t,c}}{\sum_t m_t}\quad"
 # --- The batch --------------------------------------------------------------------------------
 with st.container(border=True):
     source = st.segmented_control(
-        "Batch", ["Seed 002", "Generated"], default="Seed 002", required=True, key="pd_src",
+        "Batch", ["Two sentences", "Generated"], default="Two sentences", required=True,
+        key="pd_src",
         bind="query-params",
-        help="Seed 002: “I love deep learning” and “Transformers are powerful” plus one pad, "
+        help="The transformer article's batch: “I love deep learning” and “Transformers are "
+             "powerful” plus one pad, "
              "three features each. Generated: random sequences padded to a common length.",
     )
     with refusal(icon=":material/block:"):
-        if source == "Seed 002":
+        if source == "Two sentences":
             preset = get_preset("padded_tokens")
             st.caption(preset.description)
             batch = Batch(preset.values, "NLC", preset.mask, preset.labels)
@@ -123,10 +125,11 @@ else:
         + (f"; real tokens only: μ = **{stats.mean_masked[0]:.4g}**, σ = "
            f"**{stats.std_masked[0]:.3g}**." if stats.masked_ok else
            "; real tokens only: none — masked BatchNorm needs at least 2 real tokens.")
-        + (" In seed 002 the first feature's real values are 1, 2, …, 7 (mean 4, σ = 2); the one "
+        + (" In the transformer article the first feature's real values are 1, 2, …, 7 "
+           "(mean 4, σ = 2); the one "
        "zero pad pulls the mean to 28/8 = 3.5 and widens σ to √5.25 ≈ 2.29, so the word "
        "“I” is normalized to (1 − 3.5)/2.29 ≈ −1.09 instead of (1 − 4)/2 = −1.5."
-           if source == "Seed 002" else "")
+           if source == "Two sentences" else "")
     )
 
 # --- The sweep --------------------------------------------------------------------------------
@@ -214,7 +217,8 @@ def pad_token_section(box: DeltaGenerator, code: DeltaGenerator, batch: Batch,
 
 
 st.info(
-    "**Try this.** Compare the “pads counted” and “masked” bars for feature 0 with seed 002's "
+    "**Try this.** Compare the “pads counted” and “masked” bars for feature 0 with the transformer "
+    "article's "
     "numbers (μ 3.5, σ 2.29 with the pad against 4 and 2 without). Then "
     "choose *Generated*, type lengths like 6, 1, 1 and watch the padded share jump and "
     "BatchNorm's statistics slide, while LayerNorm's drift stays at 0. Finally set ε to 0 and "

@@ -67,7 +67,7 @@ st.subheader("1 · Nine choices of γ and β")
 samples = st.select_slider(
     "Samples", [100, 1000, 10000], value=1000, key="ss_n", bind="query-params",
     help="How many N(0, 1) values are drawn (sidebar seed) and normalized before γ and β are "
-         "applied. Seed 000 uses 1000.",
+         "applied. The formula tutorial uses 1000.",
 )
 with refusal():
     grid = cached(scale_shift_grid, n=samples, seed=settings.seed, bins=40,
@@ -154,7 +154,8 @@ per_feature(x)
 st.subheader("4 · γ and β can undo the normalization")
 st.markdown(
     "Choose γ = √(σ² + ε) and β = μ, and γ·x̂ + β = (x − μ) + μ = x: the inputs those μ and σ "
-    "were computed from come back exactly. Seed 000 reads this as the layer being able to "
+    "were computed from come back exactly. The formula tutorial reads this as the layer being able "
+    "to "
     "learn the identity, so that adding a normalization would never take away something the "
     "network could express. That holds only where μ and σ are the same for every input the "
     "layer sees — BatchNorm in evaluation mode, with frozen running statistics. The recovering "

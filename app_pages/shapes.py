@@ -1,4 +1,5 @@
-"""Shapes and transformer blocks: normalized_shape on 2-D, 3-D and 4-D tensors (and seed 003's
+"""Shapes and transformer blocks: normalized_shape on 2-D, 3-D and 4-D tensors (and the two-word
+notes'
 (words, batch, embedding) tensor with a batch of two), and how the placement of LayerNorm in a
 block (post-LN, pre-LN, none) shapes the residual stream, the gradients and training."""
 
@@ -56,7 +57,8 @@ st.markdown(
     "LayerNorm's one structural choice is **which trailing dims share a mean and a variance**: "
     "`normalized_shape` names them, counted from the end of the tensor. Every index of the "
     "dims in front of them gets its own statistics, so the batch stays out of them only while "
-    "it is one of those dims: always in (batch, seq, features), but not in seed 003's (words, "
+    "it is one of those dims: always in (batch, seq, features), but not in the two-word notes' "
+    "(words, "
     "batch, embedding) once the last 2 dims are chosen. The second half of this page puts "
     "LayerNorm inside a transformer block and follows what its position does to the "
     "activations, to the gradients and to training."
@@ -78,11 +80,12 @@ st.subheader("normalized_shape: which values share μ and σ")
 with st.container(border=True):
     cols = st.columns([3, 2])
     example = cols[0].segmented_control(
-        "Tensor", list(SHAPE_EXAMPLES), default="seed 003", required=True, key="sh_tensor",
+        "Tensor", list(SHAPE_EXAMPLES), default="two words", required=True, key="sh_tensor",
         bind="query-params",
-        help="seed 003: two words as (words, batch, embedding) = (2, 1, 3). seed 003 ×2: the "
+        help="“two words”: the two-word notes' word vectors as (words, batch, embedding) = "
+             "(2, 1, 3). “two words ×2”: the "
              "same words beside a second sample, (2, 2, 3). 2-D: a (batch, features) table. "
-             "3-D: seed 002's padded tokens, (batch, seq, features). 4-D: small images, "
+             "3-D: the two sentences' padded tokens, (batch, seq, features). 4-D: small images, "
              "(batch, channels, H, W).")
     batch = shape_example(example, settings.seed)
     ndim = batch.values.ndim
@@ -117,11 +120,13 @@ with st.expander("Output values", expanded=view.output_grid.size <= 24):
 st.info(cached(shapes_try_this), icon="🔍")
 st.code(layer_norm_snippet(view), language="python")
 
-# --- Seed 003 with a batch of two ---------------------------------------------------------------
-st.subheader("Seed 003 with a batch of two")
+# --- The two words with a batch of two
+# ---------------------------------------------------------------
+st.subheader("The two words with a batch of two")
 two = cached(seed_003_batch_of_two)
 st.markdown(
-    "Seed 003 types its words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1, 0.1]]])`"
+    "The two-word notes type their words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1, "
+    "0.1]]])`"
     " — (batch, words, embedding) = (1, 2, 3) — then turns it into (words, batch, embedding) "
     "with `inputs.reshape(sequence_size, batch_size, embedding_size)` and takes its variance "
     "(and, in its commented-out lines, its mean) over `dims = (-2, -1)`. With one sample both "

@@ -76,7 +76,7 @@ with st.container(border=True):
         "Sweep", ["none", *SWEEPS], key="tr_sweep", bind="query-params",
         format_func=lambda s: "nothing" if s == "none" else SWEEPS[s],
         help="Train every model at several values of one setting, side by side, to see how "
-             "each copes with it (a sweep of the initial γ is seed 000's exercise 3).")
+             "each copes with it (a sweep of the initial γ is the formula tutorial's exercise 3).")
     sweep_values: list[float] = []
     if sweep != "none":
         sweep_values = cols[1].multiselect(
@@ -390,7 +390,7 @@ st.caption(
     "(The paper stacks the gates as f, i, o, g; torch and this app as i, f, g, o: only the "
     "order of the rows of W, U and b differs.)")
 
-st.markdown("**Seed 001's LayerNorm from scratch**, with `unbiased=False`:")
+st.markdown("**The LN-LSTM walkthrough's LayerNorm from scratch**, with `unbiased=False`:")
 st.code(CUSTOM_LAYER_NORM_CODE, language="python")
 st.dataframe(cached(custom_layer_norm_table, (int(hidden), 4 * int(hidden))), hide_index=True,
              key="tr_custom_ln", column_config={
@@ -409,7 +409,8 @@ st.markdown(
     "- Sweep the learning rate over 0.001, 0.01 and 0.1 with 3 seeds or more: at which rates "
     "does the LN-LSTM end ahead, and where do the seed ranges overlap? The sentences under the "
     "curves are computed from the runs, so they change with them.\n"
-    "- Sweep the initial γ over 0.1, 1 and 3 (seed 000's exercise 3) and look at the gates at "
+    "- Sweep the initial γ over 0.1, 1 and 3 (the formula tutorial's exercise 3) and look at the "
+    "gates at "
     "initialization for each setting.\n"
     "- Add the BN-LSTM and shrink the batch size to 4: compare its curves and the batch check.\n"
     "- Add the BN-LSTM and look at the longer test sequences: which model loses the most when "

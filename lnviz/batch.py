@@ -75,7 +75,8 @@ class Batch:
     """A tensor to normalize, with its layout and (for padded sequences) its mask.
 
     ``mask`` has the values' shape without the channel dim; True marks a real token.
-    ``row_labels`` names the rows of the 2-D grid (e.g. the tokens of seed 002), if known.
+    ``row_labels`` names the rows of the 2-D grid (e.g. the tokens of the transformer article), if
+    known.
     """
 
     values: np.ndarray

@@ -71,7 +71,7 @@ def test_every_norm_agrees_with_torch(layout, seed, data):
 
 
 def test_masked_batch_norm_uses_real_tokens_only():
-    """Seed 002, feature 1: μ = 4 without the pad (3.5 with it)."""
+    """The transformer article, feature 1: μ = 4 without the pad (3.5 with it)."""
     batch = padded()
     masked = explore(batch, NormSpec(norm="BatchNorm", use_mask=True))
     unmasked = explore(batch, NormSpec(norm="BatchNorm", use_mask=False))

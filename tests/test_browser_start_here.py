@@ -162,7 +162,7 @@ def test_a_trip_to_a_concept_page_and_back_keeps_the_answers(page: Page, server:
     expect(page.locator(TITLE)).to_have_text("Explorer", timeout=TIMEOUT_MS)
     expect(page).to_have_url(re.compile(r"/explorer\?.*norm=BatchNorm"))
     wait_idle(page)
-    # the worked example is seed 002's number: feature 1 of "I", the pad counted
+    # the worked example is the transformer article's number: feature 1 of "I", the pad counted
     tex = [a.text_content() or "" for a in
            page.locator('annotation[encoding="application/x-tex"]').all()]
     assert any("(-1.091)" in t for t in tex), tex

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.browser
 
 
 def _outputs() -> list[np.ndarray]:
-    """The default batch (seed 002: 2 sentences × 4 tokens × 3 features) through torch's
+    """The default batch (the transformer article: 2 sentences × 4 tokens × 3 features) through
+    torch's
     LayerNorm, BatchNorm with the statistics of the real tokens (the page masks the pad by
     default, and normalizes it with those statistics too) and RMSNorm, ε = 1e-5."""
     preset = get_preset("padded_tokens")

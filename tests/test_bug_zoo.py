@@ -54,7 +54,7 @@ def run_code(letter: str, x: torch.Tensor, eps: float) -> torch.Tensor:
 
 @pytest.mark.parametrize("letter", list(VARIANTS))
 @pytest.mark.parametrize(("name", "offset", "eps"), [("I", 0.0, 1e-5),
-                                                     ("seed 002 batch", 1e4, 0.1),
+                                                     ("two sentences", 1e4, 0.1),
                                                      ("random", 100.0, 1e-8)])
 def test_the_shown_code_runs_alone_and_gives_the_compared_output(letter, name, offset, eps):
     x = zoo_input(name, offset=offset, seed=3).values
@@ -112,12 +112,13 @@ def test_statistics_over_dim_0_normalize_each_feature_across_positions():
 
 
 def test_dims_minus_2_minus_1_is_layer_norm_over_batch_and_features():
-    for name in ("two words", "seed 002 batch"):
+    for name in ("two words", "two sentences"):
         x = zoo_input(name).values
         over_two = torch.nn.functional.layer_norm(x, x.shape[-2:])
         np.testing.assert_allclose(run_code("E", x, 1e-5), over_two, atol=1e-5)
-    assert compare(zoo_input("two words").values).comparisons["E"].matches  # batch 1: seed 003
-    batch = compare(zoo_input("seed 002 batch").values).comparisons["E"]
+    # a batch of 1, as in the two-word notes
+    assert compare(zoo_input("two words").values).comparisons["E"].matches
+    batch = compare(zoo_input("two sentences").values).comparisons["E"]
     assert not batch.matches and batch.max_diff > 1.0
 
 
@@ -183,7 +184,7 @@ def test_the_allowed_difference_is_assert_closes_near_zero_and_grows_with_the_of
 @pytest.mark.parametrize(("name", "matching"), [
     ("I", ("B", "D", "E", "F", "G")),
     ("two words", ("D", "E", "G")),
-    ("seed 002 batch", ("B", "D", "G")),
+    ("two sentences", ("B", "D", "G")),
     ("random", ("B", "D", "G")),
 ])
 def test_which_match_at_torchs_default_eps(name, matching):
@@ -233,7 +234,7 @@ def test_inputs_are_the_seeds_examples_laid_out_seq_first():
     assert zoo_input("I").values.tolist() == [[[1.0, 2.0, 3.0]]]
     words = zoo_input("two words")
     np.testing.assert_allclose(words.values, [[[0.2, 0.1, 0.3]], [[0.5, 0.1, 0.1]]])
-    batch = zoo_input("seed 002 batch")
+    batch = zoo_input("two sentences")
     assert batch.shape == (4, 2, 3)
     assert batch.labels[:4] == ("I", "Transformers", "love", "are")
     assert batch.values[3, 1].tolist() == [0.0, 0.0, 0.0] and batch.labels[7] == "<pad>"
@@ -292,7 +293,7 @@ def test_feedback_for_every_choice_on_i():
     assert answers["D"].right and answers["D"].text.startswith("Right: D matches torch here")
     assert "LayerNorm as torch defines it" in answers["D"].text
     assert not answers["E"].right and "Here the batch is 1" in answers["E"].text
-    assert answers["E"].text.endswith("On seed 002's batch (seq 4, batch 2) it does not: max "
+    assert answers["E"].text.endswith("On the two-sentence batch (seq 4, batch 2) it does not: max "
                                       "|diff| 1.8.")
     assert "Here there is a single token" in answers["F"].text
     assert answers["F"].text.endswith("it does not: max |diff| 2.4.")
@@ -325,7 +326,7 @@ def test_every_answer_right_when_choosing_exactly_the_matching_ones():
 
 @pytest.mark.parametrize(("name", "shape", "offset", "seed", "eps"), [
     ("I", (4, 2, 8), 0.0, 0, 1e-5),
-    ("seed 002 batch", (4, 2, 8), 1e4, 0, 0.1),
+    ("two sentences", (4, 2, 8), 1e4, 0, 0.1),
     ("random", (8, 4, 16), 1e4, 7, 1e-8),
     ("two words", (4, 2, 8), 100.0, 0, 1e-3),
 ])
@@ -386,7 +387,7 @@ def test_checking_gives_feedback_per_letter_and_the_heatmaps():
 
 def test_every_input_control_changes_the_input_and_unchecks():
     at = check(open_page(PAGE), ["D"])
-    at.segmented_control(key="bz_input").set_value("seed 002 batch").run()
+    at.segmented_control(key="bz_input").set_value("two sentences").run()
     assert at.toggle(key="bz_check").value is False and figures(at) == []
     assert at.dataframe[0].value.shape == (8, 3)
     at.segmented_control(key="bz_input").set_value("random").run()

@@ -121,7 +121,7 @@ def test_padded_tokens_matches_seed_002():
         "powerful",
         "<pad>",
     )
-    assert preset.source == "seed 002"
+    assert preset.source == "from the transformer article"
 
 
 def test_padded_tokens_batchnorm_statistics_from_seed_002():

@@ -1,5 +1,5 @@
 """lnviz.lessons.epsilon and the "ε and numerical stability" page: values against torch, autograd
-and seed 000's numbers; the page run headless with AppTest."""
+and the formula tutorial's numbers; the page run headless with AppTest."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_sweep_on_seed_000_bends_at_eps_equal_variance():
     assert sweep.variance == pytest.approx(4e-9, rel=1e-9)
     # ε ≪ σ²: x − μ = ±1e-4 over σ = 6.32e-5 gives ±√2.5 = ±1.5811
     assert sweep.max_output[0] == pytest.approx(math.sqrt(2.5), rel=1e-3)
-    # seed 000's ε = 1e-8: 1e-4/√(4e-9 + 1e-8) = 0.8452
+    # the formula tutorial's ε = 1e-8: 1e-4/√(4e-9 + 1e-8) = 0.8452
     at_1e8 = epsilon_sweep(np.array(SEED_000), [1e-8, 4e-9], dtype="float64")
     assert at_1e8.max_output[0] == pytest.approx(0.8452, abs=1e-4)
     # ε = σ²: 1/√2 of the ε → 0 value
@@ -251,7 +251,7 @@ def test_page_opens_on_seed_000_with_pytorch_default_eps():
     assert at.title[0].value == "ε and numerical stability"
     assert at.latex and at.code and "Try this" in alerts(at)["info"][0]
     table = table_with(at, "x̂").value
-    # seed 000 with ε = 1e-5 ≫ σ²: x̂ = ±1e-4/√(1e-5) ≈ ±0.0316
+    # the formula tutorial with ε = 1e-5 ≫ σ²: x̂ = ±1e-4/√(1e-5) ≈ ±0.0316
     assert table["x̂"].astype(float).abs().max() == pytest.approx(0.03162, abs=1e-4)
     np.testing.assert_allclose(y_values(at, 0, 0)[0], math.sqrt(2.5), rtol=1e-3)
     np.testing.assert_allclose(y_values(at, 0, 0, "x"), EPSILON_GRID)
@@ -386,7 +386,7 @@ def test_tiny_vector_shows_the_residue_it_divides_and_explains_it():
 
 
 def test_seed_000s_except_branch_never_runs():
-    """Seed 000 wraps (x − mean)/np.sqrt(var) in try/except to print "Error without
+    """The formula tutorial wraps (x − mean)/np.sqrt(var) in try/except to print "Error without
     epsilon"; numpy never raises there: σ² = 4e-9 is not 0, and 0/0 is a warning and NaN."""
     tiny = seed_000_without_epsilon(stability_vector("tiny"))
     assert tiny.raised is None and not tiny.warnings and tiny.strict is None

@@ -101,7 +101,8 @@ def test_switching_to_batch_norm_changes_the_output_and_groups(explorer):
     assert not np.allclose(layer, batch)
     groups = trace_data(explorer, 0, 2, "customdata")
     assert groups[0].tolist() == [0, 1, 2]  # one group per feature (column)
-    # masked by default: feature 1 of "I" is (1 − 4)/2 = −1.5 (seed 002, pad left out)
+    # masked by default: feature 1 of "I" is (1 − 4)/2 = −1.5 (the transformer article, pad left
+    # out)
     assert batch[0, 0] == pytest.approx(-1.5, abs=1e-4)
     explorer.checkbox(key="usemask").uncheck().run()
     assert output_grid(explorer)[0, 0] == pytest.approx((1 - 3.5) / 2.2913, abs=1e-3)
@@ -121,7 +122,8 @@ def test_every_norm_runs_and_matches_torch(explorer, norm):
 
 def test_epsilon_gamma_beta_move_the_output():
     at = open_page(EXPLORER, {"preset": "Almost constant vector"})
-    # seed 000: σ² = 4e-9, so ε = 1e-5 (the default) swamps it: x̂ = ±1e-4/√(1e-5) ≈ ±0.0316
+    # the formula tutorial: σ² = 4e-9, so ε = 1e-5 (the default) swamps it: x̂ = ±1e-4/√(1e-5) ≈
+    # ±0.0316
     assert np.abs(output_grid(at)).max() == pytest.approx(0.03162, abs=1e-4)
     at.select_slider(key="eps").set_value(0.0).run()
     assert np.abs(output_grid(at)).max() == pytest.approx(1.5811, abs=1e-3)
@@ -369,7 +371,8 @@ def test_padding_grid_marks_every_feature_of_each_pad_token():
     from lnviz.data import get_preset
     from lnviz.lessons.explorer import padding_grid
 
-    preset = get_preset("padded_tokens")  # seed 002: 2 sentences of 4 positions, one pad
+    # the transformer article's batch: 2 sentences of 4 positions, one pad
+    preset = get_preset("padded_tokens")
     batch = Batch(preset.values, "NLC", preset.mask)
     grid = padding_grid(batch, grid_view((8, 3)))
     assert grid.shape == (8, 3)
@@ -794,7 +797,7 @@ def test_rms_norm_texts_do_not_speak_of_centring():
 
 
 def test_the_default_view_points_out_seed_002s_seven_identical_tokens(explorer):
-    """Seed 002's seven real tokens are all a + b·[0, 1, 2], so LayerNorm maps every one to
+    """The two sentences' seven real tokens are all a + b·[0, 1, 2], so LayerNorm maps every one to
     [−1.22, 0, 1.22]; the page says so, from the numbers."""
     info = alerts(explorer)["info"]
     alike = next(i for i in info if "normalize to the same" in i)
@@ -840,7 +843,7 @@ def test_seed_002s_numbers_are_checked_and_its_slips_named():
         "(1.235)")
     at = open_page(EXPLORER)
     assert seed_table(at).equals(check.table)
-    assert any(s.value == "Seed 002's numbers, checked" for s in at.subheader)
+    assert any(s.value == "The transformer article's numbers, checked" for s in at.subheader)
     assert seed_checks("far_from_zero") is None
 
 

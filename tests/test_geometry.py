@@ -1,5 +1,6 @@
 """lnviz.lessons.geometry and "The geometry of LayerNorm" page: every point against lnviz's and
-torch's norms, the plane, the sphere and the radius law, seed 002's collapse, H = 2's two points,
+torch's norms, the plane, the sphere and the radius law, the transformer article's collapse, H =
+2's two points,
 BatchNorm's contrast, the page's sentences across settings; the page run headless with AppTest."""
 
 from __future__ import annotations

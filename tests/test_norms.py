@@ -134,7 +134,7 @@ def test_layer_norm_of_one_two_three():
 
 
 def test_layer_norm_over_last_two_dims_seed_003():
-    """Seed 003: two words of a (2, 1, 3) tensor, normalized over their last two dims."""
+    """The two-word notes: two words of a (2, 1, 3) tensor, normalized over their last two dims."""
     x = torch.tensor([[[0.2, 0.1, 0.3]], [[0.5, 0.1, 0.1]]])
     result = lnviz.layer_norm(x, x.shape[-2:], torch.ones(1, 3), torch.zeros(1, 3), eps=1e-5)
     expected = torch.tensor([[[0.0, -1.2238, 1.2238]], [[1.4140, -0.7070, -0.7070]]])
@@ -150,7 +150,8 @@ def test_layer_norm_over_last_two_dims_seed_003():
 
 
 def test_tiny_variance_vector_seed_000():
-    """Seed 000: a vector whose variance (4e-9) is smaller than ε = 1e-8 is damped by ε."""
+    """The formula tutorial: a vector whose variance (4e-9) is smaller than ε = 1e-8 is damped by
+    ε."""
     x = torch.tensor([0.001, 0.001, 0.0011, 0.0009, 0.001], dtype=torch.float64)
     without = lnviz.layer_norm(x, 5, eps=0.0)
     with_eps = lnviz.layer_norm(x, 5, eps=1e-8)
@@ -339,7 +340,8 @@ def test_channel_last_with_mask_matches_torch_on_real_tokens(device, batch, leng
     lengths = data.draw(st.lists(st.integers(1, length), min_size=batch, max_size=batch))
     mask = torch.arange(length)[None, :] < torch.tensor(lengths)[:, None]
     x = sample((batch, length, channels), seed, device, torch.float32)
-    x = x.masked_fill(~mask[..., None].to(device), 0.0)  # zero padding, as in seed 002
+    # zero padding, as in the transformer article
+    x = x.masked_fill(~mask[..., None].to(device), 0.0)
     weight, bias = affine_params((channels,), seed, device, torch.float32, affine)
     real = x[mask.to(device)]  # (n_real, C)
     rm, rv = torch.zeros(channels, device=device), torch.ones(channels, device=device)
@@ -369,7 +371,7 @@ def test_channel_last_with_mask_matches_torch_on_real_tokens(device, batch, leng
 
 
 def padded_tokens() -> tuple[torch.Tensor, torch.Tensor]:
-    """Seed 002's batch: "I love deep learning" and "Transformers are powerful" + one pad."""
+    """The two-sentence batch: "I love deep learning" and "Transformers are powerful" + one pad."""
     x = torch.tensor([
         [[1, 2, 3], [2, 4, 6], [3, 6, 9], [4, 8, 12]],
         [[5, 10, 15], [6, 12, 18], [7, 13, 19], [0, 0, 0]],

@@ -1,4 +1,5 @@
-"""Padding and sequences: lnviz.lessons.padding checked against seed 002's numbers and torch, its
+"""Padding and sequences: lnviz.lessons.padding checked against the transformer article's numbers
+and torch, its
 figures, and the page run headless with AppTest."""
 
 from __future__ import annotations

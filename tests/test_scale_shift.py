@@ -1,6 +1,6 @@
 """lnviz.lessons.scale_shift and the "Scale and shift" page: values against torch.nn.functional,
 numpy and
-seed 000/001's examples; the page run headless with AppTest."""
+the formula tutorial/001's examples; the page run headless with AppTest."""
 
 from __future__ import annotations
 
@@ -99,7 +99,8 @@ def test_grid_carries_the_input_seed_000_draws_before_normalizing():
 
 
 def test_seed_000s_grid_needs_ten_slots_of_nine():
-    """The caption's account of seed 000's figure code, replayed: x in slot 1, x̂ in slot 5,
+    """The caption's account of the formula tutorial's figure code, replayed: x in slot 1, x̂ in
+    slot 5,
     then a counter from 3 over the eight other (γ, β) pairs."""
     slots = {1: "x", 5: "x̂"}
     index, overdrawn, refused = 3, [], None
@@ -259,7 +260,8 @@ def test_per_feature_undoes_layer_norm_when_every_row_has_the_same_statistics():
     assert recover_input(x, "LayerNorm").max_error < 1e-12
 
 
-# --- two betas in an LN-LSTM (seed 001) -------------------------------------------------------
+# --- two betas in an LN-LSTM (the LN-LSTM walkthrough)
+# -------------------------------------------------------
 
 
 def test_lstm_gate_inputs_are_reproducible():

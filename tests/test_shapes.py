@@ -64,7 +64,7 @@ SEED_003 = [[0.0, -1.2238, 1.2238], [1.4140, -0.7070, -0.7070]]
 
 
 @pytest.mark.parametrize(("name", "shape", "layout"), [
-    ("seed 003", (2, 1, 3), "NLC"), ("seed 003 ×2", (2, 2, 3), "NLC"), ("2-D", (4, 6), "NC"),
+    ("two words", (2, 1, 3), "NLC"), ("two words ×2", (2, 2, 3), "NLC"), ("2-D", (4, 6), "NC"),
     ("3-D", (2, 4, 3), "NLC"), ("4-D", (2, 3, 4, 4), "NCHW"),
 ])
 def test_examples(name, shape, layout):
@@ -75,14 +75,15 @@ def test_examples(name, shape, layout):
 
 def test_examples_follow_the_seed_and_refuse_unknown_names():
     assert not np.allclose(shape_example("2-D", 0).values, shape_example("2-D", 1).values)
-    np.testing.assert_array_equal(shape_example("3-D").values[0, 0], [1, 2, 3])  # "I", seed 002
+    # "I", the transformer article's first token
+    np.testing.assert_array_equal(shape_example("3-D").values[0, 0], [1, 2, 3])
     with pytest.raises(ValueError, match="example must be one of"):
         shape_example("5-D")
 
 
 @pytest.mark.parametrize("dims", [1, 2])
 def test_seed_003_over_the_last_one_or_two_dims(dims):
-    view = layer_norm_shapes(shape_example("seed 003"), dims)
+    view = layer_norm_shapes(shape_example("two words"), dims)
     np.testing.assert_allclose(view.output_grid, SEED_003, atol=1e-4)
     assert view.normalized_shape == ((3,) if dims == 1 else (1, 3))
     assert view.stats_shape == (2, 1, 1)
@@ -131,10 +132,11 @@ def test_snippet_runs_and_prints_the_same_shapes():
         "torch.Size([4, 4]) torch.Size([4, 4])", "torch.Size([2, 3, 1, 1])"]
 
 
-# --- seed 003's (words, batch, embedding) with a batch of two ----------------------------------
+# --- the two-word notes' (words, batch, embedding) with a batch of two
+# ----------------------------------
 
 
-@pytest.mark.parametrize(("name", "dims"), [("seed 003", 1), ("seed 003 ×2", 1), ("2-D", 1),
+@pytest.mark.parametrize(("name", "dims"), [("two words", 1), ("two words ×2", 1), ("2-D", 1),
                                             ("3-D", 1), ("3-D", 2), ("4-D", 3)])
 def test_no_batch_note_while_the_batch_keeps_its_own_statistics(name, dims):
     assert batch_note(name, dims) is None
@@ -142,10 +144,10 @@ def test_no_batch_note_while_the_batch_keeps_its_own_statistics(name, dims):
 
 def test_batch_note_where_the_last_dims_include_the_batch():
     # the page's help used to say "the batch dim is never included": false for this tensor
-    single = batch_note("seed 003", 2)
+    single = batch_note("two words", 2)
     assert "(batch, embedding), include the batch dim" in single
     assert "holds one sample, so nothing is mixed" in single
-    double = batch_note("seed 003 ×2", 2)
+    double = batch_note("two words ×2", 2)
     assert "With 2 samples, each sample's output depends on the others" in double
 
 
@@ -192,7 +194,8 @@ def test_the_seeds_dims_mix_the_samples_of_a_batch_of_two():
 
 
 def test_the_seeds_own_cells_on_a_batch_of_two():
-    """Seed 003's step-by-step cells, as it writes them, run on the batch of two: its m stays
+    """The two-word notes' step-by-step cells, as it writes them, run on the batch of two: its m
+    stays
     the last dim's size while the variance sums over two dims."""
     two = seed_003_batch_of_two()
     X = torch.tensor(two.permuted)  # the seed's names
@@ -218,12 +221,12 @@ def test_the_seeds_own_cells_on_a_batch_of_two():
 
 
 def test_batch_of_two_is_also_a_shape_example():
-    view = layer_norm_shapes(shape_example("seed 003 ×2"), 2)
+    view = layer_norm_shapes(shape_example("two words ×2"), 2)
     # one group per word position, each spanning both samples
     assert view.group_grid[:, 0].tolist() == [0, 0, 1, 1]
     two = seed_003_batch_of_two()
     np.testing.assert_allclose(view.output_grid, two.seed_dims.reshape(4, 3))
-    np.testing.assert_allclose(layer_norm_shapes(shape_example("seed 003 ×2"), 1).output_grid,
+    np.testing.assert_allclose(layer_norm_shapes(shape_example("two words ×2"), 1).output_grid,
                                two.per_word.reshape(4, 3))
 
 
@@ -658,9 +661,9 @@ def test_seed_003_over_its_last_two_dims_names_the_batch():
     assert "never included" not in at.radio(key="sh_dims").help
     assert alerts(at)["warning"] == []
     at.radio(key="sh_dims").set_value(2).run()
-    assert alerts(at)["warning"] == [batch_note("seed 003", 2)]
+    assert alerts(at)["warning"] == [batch_note("two words", 2)]
     np.testing.assert_allclose(output_grid(at), SEED_003, atol=1e-4)  # one sample: no change
-    at.segmented_control(key="sh_tensor").set_value("seed 003 ×2").run()
+    at.segmented_control(key="sh_tensor").set_value("two words ×2").run()
     assert at.radio(key="sh_dims").value == 2
     assert "With 2 samples" in alerts(at)["warning"][0]
     two = seed_003_batch_of_two()

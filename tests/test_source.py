@@ -236,7 +236,7 @@ def test_the_previous_runs_download_survives_a_run_cut_short(media):
     references when it starts and frees what nothing references when it ends
     (streamlit/runtime/scriptrunner/script_runner.py); the old deferred button then raised
     "MediaFileStorageError: Deferred file … not found" and the browser got nothing."""
-    at = open_page(EXPLORER)  # seed 002 through LayerNorm
+    at = open_page(EXPLORER)  # the transformer article through LayerNorm
     shown = {b.proto.label: b.proto for b in at.get("download_button")}
     media.clear_session_refs("test session id")  # AppTest's session: the cut-short run starts
     media.remove_orphaned_files()  # ... and ends before the buttons

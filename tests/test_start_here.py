@@ -1,4 +1,5 @@
-"""Start here: the path's answers checked against torch and seed 002, the checking of typed
+"""Start here: the path's answers checked against torch and the transformer article, the checking
+of typed
 answers (tolerance, the slips it names), its figures, and the page run headless with AppTest:
 every question answered wrong and right, the progress, the URL, and the links both ways."""
 
@@ -92,7 +93,8 @@ def test_numbers_are_shown_with_a_true_minus_and_without_trailing_zeros():
     assert format_numbers([2.0]) == "2"
 
 
-# --- The answers, against torch and seed 002 ---------------------------------------------------
+# --- The answers, against torch and the transformer article
+# ---------------------------------------------------
 
 
 def test_prompts_are_plain_text_as_screen_readers_read_them(questions):
@@ -192,7 +194,7 @@ def test_right_answers_pass_within_the_tolerance(questions):
 def test_seed_002s_rounded_answer_counts_and_its_slip_is_named(questions):
     q = questions["ln_i"]
     assert check(q, "-1.23, 0, 1.23").verdict == "right"
-    assert "Seed 002 rounds σ to 0.81" in q.reveal and "1.2346" in q.reveal
+    assert "The transformer article rounds σ to 0.81" in q.reveal and "1.2346" in q.reveal
 
 
 def test_every_slip_gets_its_own_feedback(questions):
@@ -356,7 +358,7 @@ def test_answers_reveal_the_numbers_and_figures_and_mark_progress(questions):
     at = open_page(PAGE)
     answer(at, questions["ln_i"], "-1, 0, 1")
     assert "✗ 2 LayerNorm" in at.markdown[0].value
-    assert any("Seed 002 rounds σ to 0.81" in m.value for m in at.markdown)
+    assert any("The transformer article rounds σ to 0.81" in m.value for m in at.markdown)
     tokens = figures(at)
     assert len(tokens) == 1 and tokens[0]["data"][0]["name"] == "I"
     answer(at, questions["ln_i"], "-1.22, 0, 1.22")

@@ -622,7 +622,7 @@ def test_batch_table_and_findings_say_what_the_check_found(digits) -> None:
     assert summarize(plain).batch_findings() is None
 
 
-# --- Longer sequences from the same digits (seed 001) ------------------------------
+# --- Longer sequences from the same digits (the LN-LSTM walkthrough) ------------------------------
 
 
 @pytest.mark.parametrize(("reading", "shape"), [("rows", (8, 8)), ("rows28", (28, 28)),
@@ -1107,7 +1107,8 @@ def test_a_gamma_sweep_trains_the_plain_lstm_once_and_each_norm_at_every_gamma()
 
 
 def test_gamma_at_initialization_sets_the_spread_of_the_ln_lstm_gates(digits) -> None:
-    """Seed 000's exercise 3 on the page: the gates at initialization for each initial γ."""
+    """The formula tutorial's exercise 3 on the page: the gates at initialization for each initial
+    γ."""
     config = TrainConfig(models=("ln-lstm",), hidden_size=16, steps=1, sweep="gamma_init",
                          sweep_values=(0.1, 1.0, 3.0))
     training = Training(digits, config)
@@ -1194,7 +1195,8 @@ def test_findings_follow_the_runs_where_the_plain_lstm_reaches_90_percent_first(
         "ranges overlap: other seeds could swap them.",
         "At lr 0.1: 90% first reached by the LSTM (median step 10), then by the LN-LSTM "
         "(median step 30).",
-        "Seed 001 says LayerNorm lets an LSTM train with higher learning rates and converge "
+        "The LN-LSTM walkthrough says LayerNorm lets an LSTM train with higher learning rates and "
+        "converge "
         "faster. In these runs (means of 3 seeds), the LN-LSTM ends ahead of the LSTM at lr "
         "0.01 and 0.1 and behind at no learning rate tried; every LN-LSTM seed ends above every "
         "LSTM seed at lr 0.01; the LN-LSTM reaches 90% sooner (median step) at lr 0.01.",
@@ -1269,7 +1271,8 @@ def test_the_try_this_and_explanation_no_longer_promise_a_winner() -> None:
     assert not any(gates_caption in c.value for c in at.caption)
 
 
-# --- Seed 001: BatchNorm on sequences longer than the training ones -------------------------
+# --- The LN-LSTM walkthrough: BatchNorm on sequences longer than the training ones
+# -------------------------
 
 
 def test_steps_beyond_the_training_length_reuse_the_last_steps_statistics() -> None:
@@ -1396,7 +1399,8 @@ def test_the_batch_check_pairs_an_even_number_of_images_and_counts_the_gates_ima
     assert result.gate_samples == 7  # "7 held-out images", not 256
 
 
-# --- Seed 001's CustomLayerNorm, from scratch ------------------------------------------------
+# --- The LN-LSTM walkthrough's CustomLayerNorm, from scratch
+# ------------------------------------------------
 
 
 def test_the_seeds_custom_layer_norm_matches_torch_and_lnviz() -> None:

@@ -53,7 +53,8 @@ def grid_figure(
 
     ``counts`` has shape (len(gammas), len(betas), bins). The panel with γ = 1, β = 0 (x̂
     itself) is drawn in the "after" colour. ``input_hist`` — (counts, mean, std) of the input x
-    on the same bins — adds a top row with x alone, in the middle column (seed 000's "original
+    on the same bins — adds a top row with x alone, in the middle column (the formula tutorial's
+    "original
     data" panel). Each panel is a bar trace followed by its three mean/std lines: the input
     first, then the grid row by row.
     """

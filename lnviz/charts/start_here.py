@@ -1,4 +1,5 @@
-"""Figures of the Start-here path: seed 002's tokens before and after LayerNorm, and x̂ against
+"""Figures of the Start-here path: the two sentences' tokens before and after LayerNorm, and x̂
+against
 ε. (Step 8 draws the Shapes lesson's depth figure.)
 """
 

@@ -75,28 +75,28 @@ PRESETS: dict[str, Preset] = {
         ],
         mask=[[True, True, True, True], [True, True, True, False]],
         labels=("I", "love", "deep", "learning", "Transformers", "are", "powerful", "<pad>"),
-        source="seed 002",
+        source="from the transformer article",
     ),
     "two_words": _preset(
         "Two words, batch of one",
         "Two word vectors of size 3 laid out as (words, batch, embedding); under LayerNorm "
         "each word gets its own mean and variance.",
         [[[0.2, 0.1, 0.3]], [[0.5, 0.1, 0.1]]],
-        source="seed 003",
+        source="from the two-word notes",
     ),
     "tiny_variance": _preset(
         "Almost constant vector",
         "Five nearly equal values whose variance is only 4e-9; watch how the choice of ε "
         "changes the normalized output.",
         [[0.001, 0.001, 0.0011, 0.0009, 0.001]],
-        source="seed 000",
+        source="from the formula tutorial",
     ),
     "constant_row": _preset(
         "A constant row",
         "One row with no spread at all next to an ordinary row; under LayerNorm without ε the "
         "constant row would divide zero by zero.",
         [[3.0, 3.0, 3.0, 3.0], [1.0, 2.0, 4.0, 7.0]],
-        source="seed 000",
+        source="from the formula tutorial",
     ),
     "far_from_zero": _preset(
         "Far from zero",
@@ -110,7 +110,7 @@ PRESETS: dict[str, Preset] = {
         "returns roughly [−1.22, 0, 1.22].",
         [[1.0, 2.0, 3.0]],
         labels=("I",),
-        source="seed 002",
+        source="from the transformer article",
     ),
     "different_scales": _preset(
         "Features on different scales",

@@ -324,12 +324,14 @@ def band_caption(sweep: BatchSizeSweep, feature: int) -> str:
 
 
 def batch_noise_text(sweep: BatchSizeSweep) -> str:
-    """Seed 000's generalization claim against what is known, with the batch noise that the
+    """The formula tutorial's generalization claim against what is known, with the batch noise that
+    the
     known part rests on measured in this page's sweep."""
     bn, ln = sweep.spread("BatchNorm"), sweep.spread("LayerNorm")
     small, large = sweep.at(4), len(sweep.batch_sizes) - 1
     return (
-        "**Generalization.** Seed 000 lists *improving generalization* among the reasons to "
+        "**Generalization.** The formula tutorial lists *improving generalization* among the "
+        "reasons to "
         "normalize: normalization can act as a regularizer. What is known is narrower. "
         "BatchNorm in training mode normalizes each sample with the statistics of a random "
         "mini-batch, so the sample's output carries noise from its batch-mates — part 2 "

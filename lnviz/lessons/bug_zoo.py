@@ -1,13 +1,15 @@
 r"""The bug zoo: LayerNorm written by hand seven times, six of them with a slip that real code
 and the seeds make, each checked against ``torch.nn.LayerNorm`` on an input the learner picks.
 
-Seed 000's first exercise is "implement LayerNorm and verify it against a library"; this lesson
+The formula tutorial's first exercise is "implement LayerNorm and verify it against a library";
+this lesson
 hands the learner the implementations and lets them do the verifying. Every implementation is a
 plain function below (``layer_norm_a`` … ``layer_norm_g``) taking a (seq, batch, emb) tensor and
 an ε; the page shows :attr:`Variant.code`, the function's own source, so the code on screen is
 the code that ran (the tests also run that text on its own, with nothing but ``torch``).
 
-* :func:`zoo_input` — the inputs: seed 002's "I" = [1, 2, 3], seed 003's two words, seed 002's
+* :func:`zoo_input` — the inputs: the transformer article's "I" = [1, 2, 3], the two-word notes'
+two words, the transformer article's
   padded batch, or a seeded random tensor; each optionally moved far from zero.
 * :func:`compare` — every implementation against ``torch.nn.LayerNorm`` on that input: the
   per-element |variant − torch|, its maximum, and whether it is within float32 rounding.
@@ -130,22 +132,25 @@ class Variant:
 VARIANTS: dict[str, Variant] = {v.letter: v for v in (
     Variant("A", layer_norm_a, "unbiased variance",
             "x.var() divides by H − 1 (unbiased, torch's default for var and std); LayerNorm "
-            "divides by H, as seed 000's np.var does."),
+            "divides by H, as the formula tutorial's np.var does."),
     Variant("B", layer_norm_b, "ε added to the standard deviation",
-            "It divides by σ + ε instead of √(σ² + ε), as seed 003's notes suggest and the "
+            "It divides by σ + ε instead of √(σ² + ε), as the two-word notes suggest and "
+            "the "
             "Annotated Transformer does."),
     Variant("C", layer_norm_c, "statistics over dim=0",
             "dim=0 of (seq, batch, emb) is the sequence: each feature is normalized across "
-            "positions, not each token across its features. A draft in seed 003 sums over "
+            "positions, not each token across its features. A draft in the two-word notes sums "
+            "over "
             "dim=0 too."),
     Variant("D", layer_norm_d, "",
             "LayerNorm as torch defines it: the biased σ² over the last dim, ε under the root."),
     Variant("E", layer_norm_e, "statistics over dims (−2, −1)",
             "Dims (−2, −1) are the batch and the features: each position pools every sample "
-            "of the batch. Seed 003 did this with a batch of 1, where it is harmless."),
+            "of the batch. The two-word notes did this with a batch of 1, where it is harmless."),
     Variant("F", layer_norm_f, "reshape where a permute was meant",
             "reshape(emb, seq·batch) moves no axis, it refills rows in memory order: a 'token "
-            "column' mixes features of different tokens. permute(2, 0, 1) was meant. Seed 003's "
+            "column' mixes features of different tokens. permute(2, 0, 1) was meant. The two-word "
+            "notes' "
             "reshape of (batch, seq, emb) to (seq, batch, emb) is the same slip, harmless only "
             "at batch 1."),
     Variant("G", layer_norm_g, "E[x²] − E[x]² in float32",
@@ -161,9 +166,10 @@ EXAMPLE_DIGITS = {"A": 3, "B": 6}
 
 #: The inputs a learner can pick, with what they are.
 INPUTS: dict[str, str] = {
-    "I": "seed 002's token \"I\" = [1, 2, 3]",
-    "two words": "seed 003's two words, [0.2, 0.1, 0.3] and [0.5, 0.1, 0.1]",
-    "seed 002 batch": "seed 002's two sentences, the shorter one ending in a padding token",
+    "I": "the transformer article's token \"I\" = [1, 2, 3]",
+    "two words": "the two-word notes' two words, [0.2, 0.1, 0.3] and [0.5, 0.1, 0.1]",
+    "two sentences": "the transformer article's two sentences, the shorter one ending in a "
+                     "padding token",
     "random": "standard normal values",
 }
 #: Shapes (seq, batch, emb) of the random input, by name: every one has a batch of 2 or more.
@@ -206,7 +212,7 @@ class ZooInput:
 
 
 def _seed_002_batch() -> tuple[np.ndarray, tuple[str, ...]]:
-    """Seed 002's padded batch as (seq, batch, emb), with its words in that order."""
+    """The two-sentence padded batch as (seq, batch, emb), with its words in that order."""
     preset = get_preset("padded_tokens")  # (batch 2, seq 4, emb 3)
     words = np.array(preset.labels).reshape(preset.values.shape[:2])
     return preset.values.transpose(1, 0, 2), tuple(words.T.reshape(-1))
@@ -233,7 +239,7 @@ def zoo_input(name: str = "I", shape: Sequence[int] = (4, 2, 8), offset: float =
         values = _random_values(shape, seed)
         seq, batch, _ = values.shape
         labels = tuple(f"s{s} b{b}" for s in range(seq) for b in range(batch))
-    elif name == "seed 002 batch":
+    elif name == "two sentences":
         array, labels = _seed_002_batch()
         values = torch.as_tensor(array.copy())
     elif name == "two words":
@@ -424,7 +430,7 @@ def _why_here(letter: str, zoo: ZooInput, result: ZooResult) -> str:
 
 def _candidates(letter: str, zoo: ZooInput, eps: float) -> list[tuple[str, torch.Tensor, float]]:
     """Inputs on which slip ``letter`` would show, in the order worth trying."""
-    batch_input = zoo_input("seed 002 batch")
+    batch_input = zoo_input("two sentences")
     if letter == "B":
         return [(f"this input at ε = {e:g}", zoo.values, e) for e in ZOO_EPSILONS if e > eps]
     if letter == "G":
@@ -432,7 +438,7 @@ def _candidates(letter: str, zoo: ZooInput, eps: float) -> list[tuple[str, torch
                 for shift in (1e4, 1e5)]
     if letter == "A":
         return [("[1, 2, 3]", zoo_input("I").values, eps)]
-    return [("seed 002's batch (seq 4, batch 2)", batch_input.values, eps)]
+    return [("the two-sentence batch (seq 4, batch 2)", batch_input.values, eps)]
 
 
 def where_it_breaks(letter: str, zoo: ZooInput, eps: float) -> tuple[str, float] | None:

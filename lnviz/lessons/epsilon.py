@@ -60,7 +60,8 @@ EPSILON_GRID = np.logspace(-12, 0, 49)
 
 #: The vectors the ε experiments offer: (preset, row) in :data:`lnviz.data.PRESETS`.
 VECTORS = {
-    "tiny": ("tiny_variance", 0),  # seed 000: [0.001, 0.001, 0.0011, 0.0009, 0.001], σ² = 4e-9
+    # the formula tutorial's [0.001, 0.001, 0.0011, 0.0009, 0.001], σ² = 4e-9
+    "tiny": ("tiny_variance", 0),
     "constant": ("constant_row", 0),  # [3, 3, 3, 3]: σ² = 0 exactly
     "ordinary": ("constant_row", 1),  # [1, 2, 4, 7]: σ² = 5.25, far above any usual ε
 }
@@ -472,12 +473,14 @@ def cancellation_sweep(
     return CancellationSweep(shifts.numpy(), truth_np, variances, errors)
 
 
-# --- Seed 000's "Error without epsilon" --------------------------------------------------------
+# --- The formula tutorial's "Error without epsilon"
+# --------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class NoEpsilonCell:
-    """Seed 000's cell that normalizes without ε inside ``try``/``except Exception``, run on one
+    """The formula tutorial's cell that normalizes without ε inside ``try``/``except Exception``,
+    run on one
     vector: what it prints, whether its ``except`` branch ran, the warnings numpy emitted, and
     what the same division raises under ``np.errstate(all="raise")``."""
 
@@ -508,7 +511,8 @@ class NoEpsilonCell:
 
 
 def seed_000_without_epsilon(x: np.ndarray) -> NoEpsilonCell:
-    """Run seed 000's "without epsilon" step on ``x`` as the seed does: numpy float64 values
+    """Run the formula tutorial's "without epsilon" step on ``x`` as the seed does: numpy float64
+    values
     (the decimals as typed, not their float32 storage), ``(x - mean) / np.sqrt(var)`` inside
     ``try``/``except Exception``."""
     values = np.array([float(f"{v:.7g}") for v in np.asarray(x, dtype=np.float64)])

@@ -149,7 +149,7 @@ def step_by_step(
     if result.mean is not None and not (spec.norm == "BatchNorm" and not spec.training):
         exact = _exact_group_mean(x, ids, group, layout, mask if spec.use_mask else None)
         # Only where the rounding of the stored μ shows in x̂: far from zero, or where x equals
-        # the stored μ while x̂ is not 0 (seed 003's 0.2 − μ = −3e-08 × 1/√(σ²+ε)).
+        # the stored μ while x̂ is not 0 (the two-word notes' 0.2 − μ = −3e-08 × 1/√(σ²+ε)).
         rstd = float(at(result.rstd)[0])
         finite = math.isfinite(exact) and math.isfinite(rstd)
         shift = abs(exact - mean[0]) * rstd if finite else 0.0
@@ -979,7 +979,8 @@ def _pattern(row: np.ndarray, centred: bool) -> tuple[np.ndarray, float, float] 
 def shared_outputs(ex: Exploration, spec: NormSpec, batch: Batch) -> str | None:
     """When several rows (tokens) of a per-row LayerNorm or RMSNorm come out the same, say so
     and say why, from the numbers: each such row is a + b·p for one shape p (LayerNorm) or b·p
-    (RMSNorm), and the norm removes a and b. Seed 002's seven tokens are all a + b·[0, 1, 2], so
+    (RMSNorm), and the norm removes a and b. The two sentences' seven tokens are all a + b·[0, 1,
+    2], so
     LayerNorm turns every one of them into [−1.22, 0, 1.22]. None when no two rows share an
     output (to four decimals), or for other norms."""
     if not NORM_TABLE[spec.norm].trailing or spec.dims != 1 or ex.x.numel() > REFERENCE_LIMIT:
@@ -1087,7 +1088,7 @@ def _seed_002(key: str) -> SeedCheck:
     labels = list(preset.labels or ())
     rows = []
     if key == "padded_tokens":
-        # Seed 002 counts the pad in the statistics (it has no mask) and uses no ε.
+        # The transformer article counts the pad in the statistics (it has no mask) and uses no ε.
         bn = batch_norm(x, None, None, training=True, eps=0.0, channel_dim=-1)
         mean, sd = float(bn.mean[..., 0]), math.sqrt(float(bn.var[..., 0]))
         at = {t: bn.x_hat.reshape(-1, 3)[labels.index(t), 0].item() for t in ("I", "powerful")}
@@ -1110,7 +1111,7 @@ def _seed_002(key: str) -> SeedCheck:
          for step, seed, exact, own in rows],
         columns=["step", "the seed writes", "lnviz computes", "verdict"])
     return SeedCheck(
-        "Seed 002's numbers, checked", table,
+        "The transformer article's numbers, checked", table,
         "lnviz recomputes each number in float64 with ε = 0, as the seed's arithmetic has no "
         "ε; “from its own earlier rounding” repeats the seed's step with the numbers it had "
         "already rounded.")
@@ -1181,7 +1182,7 @@ def _seed_003() -> SeedCheck:
     ]
     table = pd.DataFrame(rows, columns=["step", "the seed writes", "lnviz computes", "verdict"])
     return SeedCheck(
-        "Seed 003's slips, named", table,
+        "The two-word notes' slips, named", table,
         "Each row runs the seed's step (in float32, as its notebook does) beside lnviz's "
         "LayerNorm over the last two dims (ε = 1e-5). Its batch-dim questions — a reshape where "
         "a permute was meant, and dims = (−2, −1) pooling over the batch dim once it holds more "
@@ -1189,8 +1190,9 @@ def _seed_003() -> SeedCheck:
 
 
 def seed_checks(key: str) -> SeedCheck | None:
-    """The worked numbers of the seed a preset comes from, recomputed: seed 002's BatchNorm and
-    LayerNorm arithmetic (padded_tokens, one_two_three) and seed 003's slips (two_words).
+    """The worked numbers of the seed a preset comes from, recomputed: the transformer article's
+    BatchNorm and
+    LayerNorm arithmetic (padded_tokens, one_two_three) and the two-word notes' slips (two_words).
     None for a preset with no worked numbers to check."""
     if key in ("padded_tokens", "one_two_three"):
         return _seed_002(key)

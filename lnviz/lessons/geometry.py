@@ -12,7 +12,8 @@ projection: x̂ = x/√(ms + ε) lies on the sphere, anywhere on it. BatchNorm n
 across the vectors instead, which holds no single vector to any circle. γ and β map the circle to
 an ellipse, y = γ⊙x̂ + β.
 
-* :func:`input_vectors` — the page's sources: seed 002's seven tokens, random or typed vectors;
+* :func:`input_vectors` — the page's sources: the two sentences' seven tokens, random or typed
+vectors;
 * :func:`geometry_view` — the vectors through a norm (lnviz's, through
   :func:`lnviz.batch.table_norm`) with every number the figures draw: x − μ, x̂, y, the lengths,
   the distances to the circle, and torch's check;
@@ -65,7 +66,7 @@ __all__ = [
 #: The norms the page compares, in the order it offers them.
 GEOMETRY_NORMS = tuple(sorted(TABLE_NORMS, key=("LayerNorm", "RMSNorm", "BatchNorm").index))
 #: Where the vectors come from.
-SOURCES = {"seed": "Seed 002's tokens", "random": "Random", "typed": "Typed"}
+SOURCES = {"seed": "The two sentences' tokens", "random": "Random", "typed": "Typed"}
 #: The vector lengths H that can be drawn.
 FEATURES = (2, 3)
 #: At most this many vectors: a few dozen points keep the figures readable (and small).
@@ -97,7 +98,7 @@ def _check_norm(norm: object) -> str:
 
 
 def seed_tokens() -> tuple[np.ndarray, tuple[str, ...]]:
-    """Seed 002's seven real tokens ("I" = [1, 2, 3] … "powerful" = [7, 13, 19]) and their
+    """The two sentences' seven real tokens ("I" = [1, 2, 3] … "powerful" = [7, 13, 19]) and their
     names, from the padded-batch preset with the pad token left out.
 
     Every one is a + b·(0, 1, 2) with b > 0 ("powerful": a = 7, b = 6), so LayerNorm, which
@@ -124,7 +125,8 @@ def input_vectors(source: str, h: int, *, count: int = 8, seed: int = 0,
                   text: str = "") -> Inputs:
     """The page's vectors: the first ``h`` features of each.
 
-    ``"seed"``: seed 002's seven tokens (:func:`seed_tokens`). ``"random"``: ``count`` N(0, 1)
+    ``"seed"``: the two sentences' seven tokens (:func:`seed_tokens`). ``"random"``: ``count`` N(0,
+    1)
     vectors of 3 features drawn with ``seed`` (H = 2 keeps the first two of the same draws).
     ``"typed"``: ``text``, one vector per line or per ';' (``"1, 2, 3; 3, 1, 2"``). Raises
     ValueError, saying what to change, for anything else.

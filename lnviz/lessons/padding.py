@@ -1,12 +1,14 @@
 """Padding and sequences: what pad tokens do to BatchNorm, and why LayerNorm does not notice.
 
-A batch of sentences of unequal length is padded to a common length with pad tokens (seed 002:
+A batch of sentences of unequal length is padded to a common length with pad tokens (the
+transformer article:
 a zero vector). BatchNorm pools every position of a feature, so the pads enter its μ and σ:
 
     μ_c = (1/n) Σ_{all positions} x_c          (pads included)
     μ_c = (1/n_real) Σ_{real positions} x_c    (masked BatchNorm: pads left out)
 
-With seed 002's first feature, 1…7 and one pad 0, that is μ = 3.5, σ = 2.29 against μ = 4,
+With the transformer article's first feature, 1…7 and one pad 0, that is μ = 3.5, σ = 2.29 against
+μ = 4,
 σ = 2 without the pad. :func:`feature_stats` computes both, :func:`padding_outputs` the three
 outputs (BatchNorm with the pads, masked BatchNorm, LayerNorm), and :func:`padding_sweep` how far
 the statistics and the real tokens' outputs drift as the padded share of the batch grows.

@@ -70,7 +70,7 @@ class ScaleShiftGrid:
     ``counts[i, j]`` is the histogram for ``gammas[i]`` and ``betas[j]``; ``mean`` and ``std``
     (shape (len(gammas), len(betas))) are each output's mean and standard deviation.
     ``input_counts``, ``input_mean`` and ``input_std`` are the same for the input x before it
-    was normalized (seed 000's "original data" panel), on the same bins.
+    was normalized (the formula tutorial's "original data" panel), on the same bins.
     """
 
     gammas: tuple[float, ...]
@@ -111,7 +111,8 @@ def scale_shift_grid(
     Each panel is :func:`lnviz.layer_norm` with weight γ and bias β (the same for every value),
     so the output has mean β and std |γ|·√(σ²/(σ² + ε)) ≈ |γ|. All histograms, and the input
     x's, share ``bins`` bins over ``span`` (default: the range of every output and of x), so
-    panels can be compared by eye. Seed 000's figure is the default 3 × 3 grid with x beside it.
+    panels can be compared by eye. The formula tutorial's figure is the default 3 × 3 grid with x
+    beside it.
     """
     if n < 2:
         raise ValueError(f"a histogram of normalized values needs at least 2 samples, got {n}")
@@ -149,7 +150,8 @@ NEAR_STANDARD = 0.1
 
 
 def grid_caption(grid: ScaleShiftGrid, samples: int) -> str:
-    """What the grid shows, with its own numbers, and where seed 000's version of it slips."""
+    """What the grid shows, with its own numbers, and where the formula tutorial's version of it
+    slips."""
     mean, std = grid.input_mean + 0.0, grid.input_std
     near = abs(mean) <= NEAR_STANDARD and abs(std - 1.0) <= NEAR_STANDARD
     return (
@@ -162,7 +164,8 @@ def grid_caption(grid: ScaleShiftGrid, samples: int) -> str:
         + f"Below, rows are γ = {', '.join(f'{g:g}' for g in grid.gammas)} and columns β = "
         f"{', '.join(f'{b:g}' for b in grid.betas)}. Along a row the same shape slides "
         "sideways (β is the mean); down a column it widens (|γ| is, up to ε, the standard "
-        "deviation). The shape never changes: γ and β are a straight-line map. Seed 000's code "
+        "deviation). The shape never changes: γ and β are a straight-line map. The formula "
+        "tutorial's code "
         "puts its ten histograms (x, x̂ and eight more) on a 3 × 3 grid of nine slots: it "
         "leaves slot 2 empty, draws γ = 0.5, β = 1 over the x̂ panel in slot 5, and stops at "
         "γ = 2, β = 1 with matplotlib's ValueError for slot 10, before the figure is saved. "
@@ -399,7 +402,8 @@ def two_betas(
     wx: torch.Tensor, uh: torch.Tensor, beta1: torch.Tensor, beta2: torch.Tensor,
     eps: float = 1e-5,
 ) -> TwoBetas:
-    r"""Show that two LayerNorm biases summed are one bias (seed 001's LN-LSTM remark).
+    r"""Show that two LayerNorm biases summed are one bias (the LN-LSTM walkthrough's LN-LSTM
+    remark).
 
     β enters LayerNorm after the normalization, LN(v; β) = x̂(v)·γ + β, so
 

@@ -5,7 +5,8 @@ transformer block.
 leading index gets its own pair. On ``(batch, seq, features)`` the last dim gives one μ per token,
 the last two one μ per sequence; on ``(batch, channels, H, W)`` the last three give one μ per
 image. γ and β have the shape ``normalized_shape`` and μ, σ² the input's shape with the trailing
-dims kept as size 1. The batch dim stays out only if it is in front: seed 003 lays its words out
+dims kept as size 1. The batch dim stays out only if it is in front: the two-word notes lay their
+words out
 as ``(words, batch, embedding)`` and normalizes over ``dims=(-2, -1)``, which pools the batch as
 soon as it holds more than one sample (:func:`seed_003_batch_of_two`).
 
@@ -132,7 +133,8 @@ def _single_threaded(func: Callable) -> Callable:
 
 # --- normalized_shape on tensors of different rank ---------------------------------------------
 
-#: Seed 003's one sample, as it types it: ``torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1, 0.1]]])``
+#: The two-word notes' one sample, as it types it: ``torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1,
+# 0.1]]])``
 #: is (batch, words, embedding) = (1, 2, 3), two words of three values.
 SEED_003_SAMPLE = ((0.2, 0.1, 0.3), (0.5, 0.1, 0.1))
 #: A second sample of two words (not the seed's), larger than the first so that sharing
@@ -141,8 +143,8 @@ SECOND_SAMPLE = ((0.9, 0.7, 0.8), (0.3, 0.6, 0.9))
 
 #: The example tensors: short names (they go in the URL) → what their dims mean.
 SHAPE_EXAMPLES = {
-    "seed 003": ("words", "batch", "embedding"),
-    "seed 003 ×2": ("words", "batch", "embedding"),
+    "two words": ("words", "batch", "embedding"),
+    "two words ×2": ("words", "batch", "embedding"),
     "2-D": ("batch", "features"),
     "3-D": ("batch", "seq", "features"),
     "4-D": ("batch", "channels", "H", "W"),
@@ -154,12 +156,14 @@ def _word_rows(words: int, batch: int) -> tuple[str, ...]:
 
 
 def shape_example(name: str, seed: int = 0) -> Batch:
-    """One of :data:`SHAPE_EXAMPLES`: seed 003's (2, 1, 3) word vectors, the same words with a
-    second sample as (2, 2, 3), a (4, 6) feature table, seed 002's (2, 4, 3) padded token batch,
+    """One of :data:`SHAPE_EXAMPLES`: the two-word notes' (2, 1, 3) word vectors, the same words
+    with a
+    second sample as (2, 2, 3), a (4, 6) feature table, the transformer article's (2, 4, 3) padded
+    token batch,
     or (2, 3, 4, 4) synthetic images."""
-    if name == "seed 003":
+    if name == "two words":
         return Batch(get_preset("two_words").values, "NLC", row_labels=_word_rows(2, 1))
-    if name == "seed 003 ×2":
+    if name == "two words ×2":
         return Batch(seed_003_batch_of_two().permuted, "NLC", row_labels=_word_rows(2, 2))
     if name == "2-D":
         return Batch(random_batch((4, 6), feature_spread=0.5, seed=seed), "NC")
@@ -182,7 +186,7 @@ def batch_note(example: str, dims: int) -> str | None:
               "every μ and σ² is taken across the samples of the batch.")
     if size == 1:
         return (pooled + " Here the batch holds one sample, so nothing is mixed and the result "
-                "equals the last dim's; with two samples (the tensor “seed 003 ×2”) each "
+                "equals the last dim's; with two samples (the tensor “two words ×2”) each "
                 "sample's output depends on the other one.")
     return (pooled + f" With {size} samples, each sample's output depends on the others: this "
             "is no longer a per-sample norm.")
@@ -255,16 +259,17 @@ def layer_norm_snippet(view: ShapeView) -> str:
     ]) + "\n"
 
 
-# --- Seed 003 with a batch of two ---------------------------------------------------------------
+# --- The two words with a batch of two
+# ---------------------------------------------------------------
 
 
 @dataclass(frozen=True, eq=False)
 class SeedBatchOfTwo:
-    """Seed 003's steps on a batch of two samples instead of one.
+    """The two-word notes' steps on a batch of two samples instead of one.
 
     Attributes:
         inputs: (batch, words, embedding) = (2, 2, 3), batch first, as the seed types its tensor:
-            sample 0 is the seed's two words, sample 1 is :data:`SECOND_SAMPLE`.
+            sample 0 is the two-word notes' words, sample 1 is :data:`SECOND_SAMPLE`.
         reshaped: ``inputs.reshape(words, batch, embedding)``, the seed's line. A reshape keeps
             the memory order and only relabels it, so row (word w, batch b) holds sample w's
             word b.
@@ -304,7 +309,7 @@ def _ln_last(x: torch.Tensor, dims: int) -> torch.Tensor:
 
 def seed_003_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
                           ) -> SeedBatchOfTwo:
-    """Seed 003's reshape and its ``dims=(-2, -1)`` on a batch of two samples (see
+    """The two-word notes' reshape and its ``dims=(-2, -1)`` on a batch of two samples (see
     :class:`SeedBatchOfTwo`). With its batch of one, ``reshape`` and ``permute`` give the same
     tensor and the batch dim has size 1, so neither slip shows; with two, both do."""
     inputs = torch.tensor([SEED_003_SAMPLE, second], dtype=torch.float64)  # (batch, words, emb)
@@ -382,15 +387,16 @@ def batch_of_two_caption(view: SeedBatchOfTwo) -> str:
 
 
 def shapes_try_this() -> str:
-    """The "try this" under the normalized_shape figure, with seed 003's outputs and the batch of
+    """The "try this" under the normalized_shape figure, with the two-word notes' outputs and the
+    batch of
     two's change computed here."""
-    seed = layer_norm_shapes(shape_example("seed 003"), 1).output_grid
+    seed = layer_norm_shapes(shape_example("two words"), 1).output_grid
     two = seed_003_batch_of_two()
     return (
-        f"**Try this.** On seed 003 both choices give {_values(seed[0])} and "
+        f"**Try this.** On the two words both choices give {_values(seed[0])} and "
         f"{_values(seed[1])}, but only because its batch holds one sample: the last two dims "
         "are (batch, embedding), a size-1 dim beside the same three values, and only γ's shape "
-        "changes, (3,) versus (1, 3). Switch to “seed 003 ×2”: over the last 2 dims each word "
+        "changes, (3,) versus (1, 3). Switch to “two words ×2”: over the last 2 dims each word "
         "now shares μ and σ² with the other sample's word, and the seed's sample moves by up "
         f"to {two.dependence[2]:.2f} (see the section below, where the seed's reshape turns out "
         "to need a permute as well). On the 3-D batch, go from the last 1 dim (one μ per "
@@ -406,7 +412,8 @@ def _values(row: np.ndarray) -> str:
 
 
 def batch_of_two_snippet(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE) -> str:
-    """PyTorch code that repeats seed 003's steps with a batch of two and shows both slips."""
+    """PyTorch code that repeats the two-word notes' steps with a batch of two and shows both
+    slips."""
     return f'''import torch
 import torch.nn.functional as F
 

@@ -1,6 +1,7 @@
 """Start here: a twenty-minute path through normalization, one prediction at a time.
 
-Eight steps in an order that builds: why normalize, LayerNorm on seed 002's token "I" = [1, 2, 3]
+Eight steps in an order that builds: why normalize, LayerNorm on the transformer article's token
+"I" = [1, 2, 3]
 by hand, BatchNorm on the same batch, the pad token, batch sizes 2 and 1, ε, γ and β, and where
 LayerNorm sits in a transformer. Every step asks a :class:`Question` before it shows the answer:
 numbers to type, or a choice.
@@ -114,7 +115,8 @@ OUTLINE: tuple[Outline, ...] = (
     )),
     Outline(3, "3 BatchNorm", "BatchNorm on the same batch", 3, (
         Link("app_pages/explorer.py",
-             "Explorer: seed 002's batch through BatchNorm, pad counted, feature 1 step by step",
+             "Explorer: the two-sentence batch through BatchNorm, pad counted, feature 1 step by "
+             "step",
              {"preset": PRESETS["padded_tokens"].name, "norm": "BatchNorm",
               "usemask": "false"}),
         Link("app_pages/bn_vs_ln.py",
@@ -123,7 +125,7 @@ OUTLINE: tuple[Outline, ...] = (
     )),
     Outline(4, "4 Padding", "Padding", 2, (
         Link("app_pages/padding.py",
-             "Padding and sequences: seed 002 with and without the pad"),
+             "Padding and sequences: the two-sentence batch with and without the pad"),
     )),
     Outline(5, "5 Batch size", "Batches of two, and of one", 3, (
         Link("app_pages/bn_vs_ln.py",
@@ -284,7 +286,7 @@ def format_numbers(values: Sequence[float], digits: int = 2) -> str:
 
 
 def _seed_batch() -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
-    """Seed 002's padded batch (2 sentences × 4 positions × 3 features) in float64, its mask
+    """The two-sentence padded batch (2 sentences × 4 positions × 3 features) in float64, its mask
     (True = real token) and the tokens' names."""
     preset = get_preset("padded_tokens")
     return (torch.from_numpy(preset.values.astype(np.float64)), torch.from_numpy(preset.mask),
@@ -308,7 +310,7 @@ def _outcome(compute: Callable[[], torch.Tensor]) -> str:
 class PathNumbers:
     """Every number the path's questions and answers use, from lnviz (and torch's refusal)."""
 
-    tokens: torch.Tensor  # seed 002 (2, 4, 3)
+    tokens: torch.Tensor  # the transformer article (2, 4, 3)
     mask: torch.Tensor  # (2, 4)
     labels: tuple[str, ...]
     ln: NormResult  # NormResult of LayerNorm on every token
@@ -351,7 +353,8 @@ def path_numbers() -> PathNumbers:
 
 
 def real_tokens(numbers: PathNumbers) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Seed 002's real tokens (the pad left out): names, values and LayerNorm outputs, each
+    """The transformer article's real tokens (the pad left out): names, values and LayerNorm
+    outputs, each
     (tokens, features)."""
     mask = numbers.mask
     names = [label for label, real in zip(numbers.labels, mask.reshape(-1).tolist(),
@@ -468,14 +471,16 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
     sigma = math.sqrt(var)
     real = ln.output[numbers.mask]
     spread = float((real - ln.output[0, 0]).abs().max())
-    together = (f" In fact all {int(numbers.mask.sum())} real tokens of seed 002 are a·[1, 2, 3] "
+    together = (f" In fact all {int(numbers.mask.sum())} real tokens of the transformer article "
+                "are a·[1, 2, 3] "
                 f"+ b for some a > 0 and b, and LayerNorm sends every one of them to "
                 f"{format_numbers(out_i)}." if spread < TOLERANCE else "")
     scaled = float(learning[0] / i_token[0])
     return Step(OUTLINE[1], (
         "LayerNorm normalizes one token at a time, across its own features: subtract their "
         "mean μ, divide by √(σ² + ε), where σ² is the mean of (x − μ)² — dividing by n, not "
-        "n − 1 — and ε = 1e-5 only guards against σ² = 0. Seed 002 gives each word of “I love "
+        "n − 1 — and ε = 1e-5 only guards against σ² = 0. The transformer article gives each word "
+        "of “I love "
         "deep learning” three features; “I” = [1, 2, 3]."), (
         Question(
             "ln_i",
@@ -486,7 +491,8 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
                  "then x̂ = (x − μ)/√(σ² + ε).",
             right=f"Right: μ = {mu:g}, σ² = {var:.3g}, σ = {sigma:.4f}, so x̂ = [−1, 0, 1]/"
                   f"{sigma:.4f} = {format_numbers(out_i, 4)}.",
-            reveal=f"Seed 002 rounds σ to 0.81 and then writes ±1.23: that is 1/0.81 = "
+            reveal="The transformer article rounds σ to 0.81 and then writes ±1.23: that is "
+                   "1/0.81 = "
                    f"{1 / 0.81:.4f}, a rounding carried forward. With σ = {sigma:.4f} the ends "
                    f"are ±{abs(out_i[0]):.4f}, which rounds to ±{abs(out_i[0]):.2f}.",
             table=_token_table(numbers, [(0, 0)])),
@@ -538,9 +544,10 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
     values = ", ".join(format_numbers([float(v)]) for v in column)
     return Step(OUTLINE[2], (
         "BatchNorm turns the table around: one μ and σ per *feature*, taken across every "
-        "token of the batch. Seed 002's batch is two sentences padded to four tokens each, so "
+        "token of the batch. The two-sentence batch is two sentences padded to four tokens each, "
+        "so "
         f"feature 1 — the first number of every token — pools {column.numel()} values: "
-        f"{values}. The last one is the pad, and seed 002 counts it."), (
+        f"{values}. The last one is the pad, and the transformer article counts it."), (
         Question(
             "bn_seed",
             "Predict: BatchNorm's output for feature 1 of “I” (training mode, pad "
@@ -556,7 +563,7 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
                         "BatchNorm takes feature 1 across the batch."),
                 Mistake((float(numbers.bn_masked.output[0, 0, 0]),),
                         f"That leaves the pad out (μ = {float(real.mean()):g}): step 4's masked "
-                        "BatchNorm. Here the pad counts, as in seed 002."),
+                        "BatchNorm. Here the pad counts, as in the transformer article."),
                 Mistake(((1 - float(sentence.mean()))
                          / math.sqrt(float(sentence.var(unbiased=False)) + EPS),),
                         "That takes the statistics over sentence 1 alone, which is what "
@@ -570,7 +577,7 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
                  "(1 − μ)/√(σ² + ε).",
             right=f"Right: μ = {mu:g}, σ² = {var:.4g}, σ = {math.sqrt(var):.2f}, so "
                   f"(1 − {mu:g})/{math.sqrt(var):.2f} = {format_numbers([expected])}, as "
-                  "seed 002 has it.",
+                  "the transformer article has it.",
             reveal="Every token's feature 1 moved by the same μ and σ. “I” is now "
                    f"{format_numbers([expected])} because of the other seven values: in "
                    "another batch it would be something else.",
@@ -703,7 +710,7 @@ def _epsilon_step(numbers: PathNumbers) -> Step:
             mistakes=(
                 Mistake(_vector(centered / (math.sqrt(var) + var)),
                         "That adds ε to σ: (x − μ)/(σ + ε). ε goes under the square root, with "
-                        "σ². (Seed 003's text makes this slip; its code adds ε to σ².)"),
+                        "σ². (The two-word notes' text makes this slip; its code adds ε to σ².)"),
                 Mistake(plain, "That ignores ε. At ε = σ² it doubles what is under the square "
                                "root."),
                 Mistake(tuple(v / 2 for v in plain),

@@ -43,7 +43,8 @@ how much next to the spread between seeds, who reaches 90 % first), never in adv
 After training, every run reads held-out images again with blank rows above them, sequences
 longer than any it trained on (:class:`LengthCheck`): the BN-LSTM, whose statistics belong to
 the time steps it trained on, against models that need none. :data:`CUSTOM_LAYER_NORM_CODE` is
-seed 001's LayerNorm from scratch, checked by :func:`custom_layer_norm_table`; :func:`first_step`
+the LN-LSTM walkthrough's LayerNorm from scratch, checked by :func:`custom_layer_norm_table`;
+:func:`first_step`
 shows why the app's LN has an ε where Ba et al.'s has none. The datasets are in
 :mod:`lnviz.data.sequences`; ``python -m lnviz.train`` runs the same from a shell.
 """
@@ -426,7 +427,8 @@ class LayerNormLSTMCell(nn.Module):
         return h, c
 '''
 
-#: Seed 001's LayerNorm written from scratch, as a module (its four lines of forward are the
+#: The LN-LSTM walkthrough's LayerNorm written from scratch, as a module (its four lines of forward
+# are the
 #: seed's); the tests run it against ``torch.nn.LayerNorm`` and :func:`lnviz.layer_norm`.
 CUSTOM_LAYER_NORM_CODE = '''\
 import torch
@@ -464,7 +466,8 @@ def custom_layer_norm(x: torch.Tensor, *, unbiased: bool = False, eps: float = 1
 
 def custom_layer_norm_table(sizes: tuple[int, ...], samples: int = 8, seed: int = 0
                             ) -> pd.DataFrame:
-    """Seed 001's from-scratch LayerNorm against ``torch.nn.functional.layer_norm`` and lnviz's
+    """The LN-LSTM walkthrough's from-scratch LayerNorm against ``torch.nn.functional.layer_norm``
+    and lnviz's
     :func:`lnviz.layer_norm`, on ``samples`` random float32 rows of each size n in ``sizes``,
     with ``unbiased=False`` (the seed's) and ``unbiased=True`` (``torch.var``'s default).
 
@@ -1427,7 +1430,8 @@ class TrainingResult:
         return "; ".join(parts) + "."
 
     def _learning_rate_claim(self) -> str | None:
-        """Seed 001's claim that LayerNorm allows higher learning rates, against a learning-rate
+        """The LN-LSTM walkthrough's claim that LayerNorm allows higher learning rates, against a
+        learning-rate
         sweep of the LSTM and the LN-LSTM (None for any other comparison)."""
         config = self.config
         if config.sweep != "lr" or len(config.sweep_values) < 2 or not {
@@ -1454,7 +1458,8 @@ class TrainingResult:
             return f"lr {_or_list(values, 'and')}" if values else "no learning rate tried"
 
         seeds = "" if config.seeds == 1 else f" (means of {config.seeds} seeds)"
-        return ("Seed 001 says LayerNorm lets an LSTM train with higher learning rates and "
+        return ("The LN-LSTM walkthrough says LayerNorm lets an LSTM train with higher learning "
+                "rates and "
                 f"converge faster. In these runs{seeds}, the LN-LSTM ends ahead of the LSTM at "
                 f"{rates(ahead)} and behind at {rates(behind)}; every LN-LSTM seed ends above "
                 f"every LSTM seed at {rates(clear)}; the LN-LSTM reaches "

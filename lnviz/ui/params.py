@@ -128,7 +128,7 @@ def norm_controls(batch: Batch,
             "Normalize over the last … dims", list(range(1, len(shape))), horizontal=True,
             key="dims", bind="query-params",
             help="normalized_shape: the trailing dims that share one μ and σ. Last 1 = per "
-                 "token; last 2 of (words, batch, embedding) = seed 003's example.",
+                 "token; last 2 of (words, batch, embedding) = the two-word notes' example.",
         )
         cols[1].caption(f"normalized_shape = {tuple(shape[-spec['dims']:])}")
     elif norm == "BatchNorm":
