@@ -268,11 +268,14 @@ def symmetric_range(values: np.ndarray) -> tuple[float, float]:
 def fit_titles(titles: Sequence[str], width_px: float, size: int, max_lines: int = 2,
                 smallest: int = 11) -> tuple[int, list[str]]:
     """The largest font size from ``size`` down to ``smallest`` at which every title wraps
-    into at most ``max_lines`` lines of ``width_px`` pixels (``smallest`` with more lines
-    where none does), and the titles wrapped at it, lines joined by ``<br>``."""
+    into at most ``max_lines`` lines of ``width_px`` pixels, none wider (a word too long for
+    the line is not broken: a smaller font must make it fit), or ``smallest`` where none does;
+    and the titles wrapped at it, lines joined by ``<br>``."""
     for font in range(size, smallest - 1, -1):
         wrapped = [wrap_text(title, width_px, font) for title in titles]
-        if font == smallest or all(len(lines) <= max_lines for lines in wrapped):
+        if font == smallest or all(
+                len(lines) <= max_lines and max(map(len, lines)) * CHAR_EM * font <= width_px
+                for lines in wrapped):
             return font, ["<br>".join(lines) for lines in wrapped]
     raise ValueError(f"no font size from {size} down to {smallest}")
 
