@@ -40,6 +40,7 @@ from lnviz.lessons.inspector import (
     MAX_NORM_CHANNELS,
     MAX_OUTLIER_ROWS,
     SNIPPET,
+    GroupLabels,
     capture_layers,
     capture_overview,
     explorer_batch,
@@ -168,6 +169,21 @@ def test_a_norm_wider_than_any_model_is_refused_before_it_is_tabulated() -> None
         open_model_file(buffer.getvalue())
     widest = find_norm_layers({"norm.weight": np.ones(MAX_NORM_CHANNELS, np.float32)})
     assert widest[0].channels == MAX_NORM_CHANNELS
+
+
+@pytest.mark.parametrize("lead", [(), (7,), (2, 3), (2, 3, 4)])
+def test_group_labels_are_the_leading_index_made_when_read(lead: tuple[int, ...]) -> None:
+    """As np.ndindex names them: "(0, 3)", "3" with one leading dim, "all" with none; a
+    layer of millions of groups keeps no list of them."""
+    labels = GroupLabels(lead)
+    expected = [str(p) if len(p) != 1 else str(p[0]) for p in np.ndindex(*lead)] \
+        if lead else ["all"]
+    assert list(labels) == expected and len(labels) == len(expected)
+    assert labels[-1] == expected[-1] and labels[1:3] == expected[1:3]
+    with pytest.raises(IndexError):
+        labels[len(expected)]
+    tall = GroupLabels((6_500_000,))
+    assert len(tall) == 6_500_000 and tall[6_499_999] == "6499999"
 
 
 def test_near_zero_gamma_lists_at_most_a_hundred_channels_a_layer() -> None:
