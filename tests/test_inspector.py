@@ -511,8 +511,28 @@ def test_a_capture_uploaded_to_the_explorer_sets_its_layer(tmp_path: Path) -> No
     picker.set_value("cnn.4[0].input").run()
     assert at.segmented_control(key="norm").value == "GroupNorm"
     assert at.select_slider(key="groups").value == 4
-    assert at.selectbox(key="ax_ch").value == 1
+    # arranged as the layer saw it: no axis to pick
+    assert not [box for box in at.selectbox if box.key == "ax_ch"]
+    assert "A captured layer's input: arranged as the layer saw it (NCHW)." in [
+        c.value for c in at.caption]
     assert "matches" in alerts(at)["success"][0]
+
+
+def test_an_uploaded_capture_of_an_unbatched_instance_norm_keeps_its_groups(
+        tmp_path: Path) -> None:
+    """An InstanceNorm2d called on one (C, H, W) image: the upload gave the Explorer 15 groups
+    of 4 (the channels taken as a batch) where the layer has 3 channels of 20 values, and an
+    InstanceNorm1d on (C, L) was refused as a table; both now open as the layer saw them."""
+    torch.manual_seed(0)
+    for module, x, groups in ((nn.InstanceNorm2d(3), torch.randn(3, 4, 5), 3),
+                              (nn.InstanceNorm1d(3), torch.randn(3, 4), 3)):
+        path = tmp_path / "in.safetensors"
+        lnviz.capture(module, x).save(path)
+        at = open_page(EXPLORER, {"src": "Upload a file"})
+        at.file_uploader(key="upload").upload("in.safetensors", path.read_bytes()).run()
+        assert not at.exception and at.segmented_control(key="norm").value == "InstanceNorm"
+        assert f"{groups} groups." in " ".join(c.value for c in at.caption)
+        assert "matches" in alerts(at)["success"][0]
 
 
 def test_a_state_dict_uploaded_to_the_explorer_lists_its_arrays_with_shapes() -> None:

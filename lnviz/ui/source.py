@@ -153,21 +153,15 @@ def layer_affine() -> tuple[tuple[float, ...], tuple[float, ...]] | None:
     return st.session_state.get(_AFFINE_KEY)
 
 
-def _apply_layer(setup: ExplorerSetup, applied: tuple[str, str], *,
-                 axes: bool = False) -> None:
-    """Set the normalization controls (and with ``axes`` the upload's axis pickers) as a
-    captured layer had them, once per layer picked: the learner may change them afterwards.
-    Called before those controls are drawn in this run."""
+def _apply_layer(setup: ExplorerSetup, applied: tuple[str, str]) -> None:
+    """Set the normalization controls as a captured layer had them, once per layer picked: the
+    learner may change them afterwards. Called before those controls are drawn in this run."""
     st.session_state[_AFFINE_KEY] = (setup.gamma, setup.beta) if setup.gamma else None
     if st.session_state.get(_APPLIED_KEY) == applied:
         return
     st.session_state[_APPLIED_KEY] = applied
     set_norm_controls(norm=setup.norm, eps=setup.eps, dims=setup.dims, groups=setup.groups,
                       per_feature=bool(setup.gamma))
-    state = st.session_state
-    if axes and len(setup.order) > 2:
-        state["ax_batch"] = setup.order[0]
-        state["ax_seq" if setup.layout == "NLC" else "ax_ch"] = setup.order[1]
 
 
 def _layer_label(layer: CapturedLayer, shape: tuple[int, ...]) -> str:
@@ -430,10 +424,15 @@ def _upload_source() -> tuple[Batch, tuple] | None:
         setup = explorer_setup(layer, arrays[name].shape,
                                arrays.get(layer.arrays.get("weight", "")),
                                arrays.get(layer.arrays.get("bias", "")))
-        _apply_layer(setup, (uploaded.file_id, name), axes=True)
+        _apply_layer(setup, (uploaded.file_id, name))
         for note in setup.notes:
             st.caption(note)
-    values, layout, order = _arrange_axes(arrays[name])
+        # arranged as the layer saw it, as the Captured layer source does: an unbatched
+        # InstanceNorm's input gets its batch dim, and no axis is left to guess
+        values, layout, order = explorer_batch(arrays[name], setup), setup.layout, setup.order
+        st.caption(f"A captured layer's input: arranged as the layer saw it ({layout}).")
+    else:
+        values, layout, order = _arrange_axes(arrays[name])
     mask = _uploaded_mask(arrays.get("mask"), values, layout)
     # The key names everything the batch is built from: the file, the array and the order of
     # its axes (a permutation keeps the shape of a cube, so the shape alone cannot tell).
