@@ -1057,6 +1057,21 @@ def test_speed_is_reported_in_steps_not_seconds() -> None:
 # --- Point 8: seeds, bands and sweeps -------------------------------------------------------
 
 
+def test_pixels_wider_than_float32_s_range_are_scaled_not_turned_to_nan() -> None:
+    """Pixels of ±3e38: their range (6e38) overflowed float32, every pixel became NaN, and the
+    page blamed the learning rate. They come back in [0, 1], the extremes at 0 and 1."""
+    rng = np.random.default_rng(0)
+    x = np.where(rng.random((40, 8, 8)) < 0.5, 3e38, -3e38).astype(np.float32)
+    y = np.arange(40) % 10
+    buffer = io.BytesIO()
+    np.savez(buffer, x_train=x, y_train=y, x_test=x[:10], y_test=y[:10])
+    data = load_mnist_npz(buffer.getvalue())
+    for images in (data.x_train, data.x_test):
+        assert images.dtype == np.float32 and np.isfinite(images).all()
+        assert set(np.unique(images).tolist()) == {0.0, 1.0}
+    np.testing.assert_array_equal(data.x_train, (x > 0).astype(np.float32))
+
+
 def test_seed_band_is_the_mean_and_the_range_over_seeds() -> None:
     curves = [{"step": [1, 2, 3], "loss": [3.0, 2.0, 1.0], "accuracy": [0.1, 0.5, 0.9]},
               {"step": [1, 2], "loss": [1.0, float("nan")], "accuracy": [0.3, 0.7]}]

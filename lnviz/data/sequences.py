@@ -139,9 +139,17 @@ def _sequence_data(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: 
     # Pixels usually come as 0…255 (or 0…16 for the 8×8 digits); dividing by the range keeps
     # every input step on the same [0, 1] scale whatever the source.
     low, high = min(0.0, float(x_train.min())), max(1.0, float(x_train.max()))
-    scale = np.float32(high - low)
-    return SequenceData(name, (x_train - low) / scale, y_train,
-                        np.clip((x_test - low) / scale, 0, 1), y_test)
+    scale = high - low
+    # A range wider than float32 holds (±3e38) overflowed to inf and made every pixel NaN,
+    # which the page then blamed on the learning rate: such a file is scaled in float64.
+    wide = scale > np.finfo(np.float32).max
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        if wide:
+            return ((x.astype(np.float64) - low) / scale).astype(np.float32)
+        return (x - np.float32(low)) / np.float32(scale)
+
+    return SequenceData(name, unit(x_train), y_train, np.clip(unit(x_test), 0, 1), y_test)
 
 
 def _resize_matrix(size: int, new_size: int) -> np.ndarray:
