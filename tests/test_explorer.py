@@ -467,6 +467,17 @@ def test_check_blames_torch_not_lnviz_for_torchs_rounding_far_from_zero():
     assert "lnviz is off by 1.3" in message and "torch by 0.0011" in message
 
 
+def test_in_float64_the_check_does_not_blame_lnviz_against_torchs_own_reference():
+    """±1e308 in float64: torch's GroupNorm gives NaN where lnviz's 0 is exact (σ² = 0 in a
+    group of one value), and the float64 reference is torch's own evaluation, so it cannot
+    referee: the check said ❌ "the error is lnviz's"; it says it cannot tell."""
+    values = np.array([[1e308, -1e308, 1.7e308, 3.0], [1, 2, 3, 4]])
+    ex, (level, message) = check_of(values, dtype="float64", norm="GroupNorm", groups=4)
+    np.testing.assert_array_equal(ex.output_values, np.zeros((2, 4)))
+    assert level == "warning" and "the error is lnviz's" not in message
+    assert "In float64 the reference is torch's own float64 evaluation" in message
+
+
 def test_check_on_one_value_per_group_with_tiny_eps():
     # GroupNorm with one value per group: x − μ = 0 exactly, so the output is β; with
     # ε = 1e-12 any rounding of μ is multiplied by 1e6.
