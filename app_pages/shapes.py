@@ -43,7 +43,7 @@ from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.state import current_settings, keep_in_range
+from lnviz.ui.state import current_settings, keep_in_range, run_stop_buttons
 
 settings = current_settings()
 #: The depth slider's maximum (and default): the stack that is computed and cached.
@@ -264,11 +264,9 @@ with st.container(border=True):
         bind="query-params",
         help="reverse: output the digits backwards (attention has to move each one); copy: "
              "output them as they are.")
-    cols = st.columns([1, 1.5, 5.5])
-    run = cols[0].button("Run", type="primary", key="sh_race_run", icon=":material/play_arrow:",
-                         help="Train both models from scratch with these settings.")
-    stop = cols[1].button("Stop training", key="sh_race_stop", icon=":material/stop:",
-                          help="Stop the race; the curves so far are kept and shown.")
+    run, stop = run_stop_buttons(
+        "sh_race", run_help="Train both models from scratch with these settings.",
+        stop_help="Stop the race; the curves so far are kept and shown.")
 race_config = None
 with refusal(stop=False):
     race_config = RaceConfig(depth=int(race_depth), lr=float(lr), warmup=min(int(warmup),

@@ -36,7 +36,7 @@ from lnviz.ui.jobs import (
 )
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.state import current_settings
+from lnviz.ui.state import current_settings, run_stop_buttons
 
 settings = current_settings()
 GOAL = f"{TARGET_ACCURACY:.0%}"
@@ -141,11 +141,9 @@ with st.container(border=True):
                  "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
                  f"and t10k-labels-idx1-ubyte (optionally .gz), at most {upload_mb} MB each. "
                  "Nothing is downloaded.")
-    cols = st.columns([1, 1.5, 5.5])
-    run = cols[0].button("Run", type="primary", key="tr_run", icon=":material/play_arrow:",
-                         help="Train every chosen model from scratch with these settings.")
-    stop = cols[1].button("Stop training", key="tr_stop", icon=":material/stop:",
-                          help="Stop the training; what was learned so far is kept and shown.")
+    run, stop = run_stop_buttons(
+        "tr", run_help="Train every chosen model from scratch with these settings.",
+        stop_help="Stop the training; what was learned so far is kept and shown.")
 
 # --- Data -------------------------------------------------------------------------------------
 data, data_key = None, None

@@ -193,3 +193,14 @@ def release_upload(*, capture: bool = True) -> None:
         st.session_state.pop(CAPTURE_KEY, None)
     released = (("upload",), ("capture",)) if capture else (("upload",),)
     forget_named(lambda name: isinstance(name, tuple) and name[:1] in released)
+
+
+def run_stop_buttons(prefix: str, *, run_help: str, stop_help: str) -> tuple[bool, bool]:
+    """The Run and Stop training buttons of a page that trains (keys ``<prefix>_run`` and
+    ``<prefix>_stop``), side by side: whether each was pressed in this run."""
+    cols = st.columns([1, 1.5, 5.5])
+    run = cols[0].button("Run", type="primary", key=f"{prefix}_run",
+                         icon=":material/play_arrow:", help=run_help)
+    stop = cols[1].button("Stop training", key=f"{prefix}_stop", icon=":material/stop:",
+                          help=stop_help)
+    return run, stop
