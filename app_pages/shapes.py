@@ -38,7 +38,7 @@ from lnviz.lessons.shapes import (
     shape_example,
     shapes_try_this,
 )
-from lnviz.ui import chunks
+from lnviz.ui import jobs
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
@@ -48,7 +48,7 @@ from lnviz.ui.state import current_settings, keep_in_range, run_stop_buttons
 settings = current_settings()
 #: The depth slider's maximum (and default): the stack that is computed and cached.
 MAX_DEPTH = 48
-#: Session-state slot of the training race (lnviz.ui.chunks).
+#: Session-state slot of the training race (lnviz.ui.jobs).
 RACE = "sh_race"
 
 
@@ -271,18 +271,18 @@ race_config = None
 with refusal(stop=False):
     race_config = RaceConfig(depth=int(race_depth), lr=float(lr), warmup=min(int(warmup),
                              int(steps)), steps=int(steps), task=task, seed=settings.seed)
-if stop and not chunks.stop(RACE):
+if stop and not jobs.stop(RACE):
     st.toast("Nothing is training.")
 if run and race_config is not None:
-    chunks.start(RACE, race_config, Race(race_config))
+    jobs.start(RACE, race_config, Race(race_config))
 
 race_slot = st.empty()
-if chunks.running(RACE) is not None:
+if jobs.running(RACE) is not None:
     with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
-        chunks.run_to_end(RACE, lambda now: race_slot.plotly_chart(
+        jobs.run_to_end(RACE, lambda now: race_slot.plotly_chart(
             charts.shapes.race_figure(now.curves, race_config.steps, race_config.warmup),
             key=f"sh_race_live_{sum(len(c['loss']) for c in now.curves.values())}"))
-result, current = chunks.finished(RACE, race_config)
+result, current = jobs.finished(RACE, race_config)
 if result is None:
     race_slot.info("Press **Run** to start the race.", icon="▶️")
 else:

@@ -1,6 +1,9 @@
 """LN-LSTM vs LSTM: train recurrent networks with and without normalization, live."""
 
+from collections.abc import Callable
+
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.data.sequences import DIGIT_READINGS, load_digits_data, load_files
@@ -16,6 +19,7 @@ from lnviz.lessons.training import (
     SWEEP_DEFAULTS,
     SWEEPS,
     TARGET_ACCURACY,
+    Progress,
     TrainConfig,
     Training,
     TrainingResult,
@@ -25,15 +29,9 @@ from lnviz.lessons.training import (
     first_step,
 )
 from lnviz.limits import current_limits
+from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
-from lnviz.ui.jobs import (
-    finished_training,
-    running_training,
-    start_training,
-    stop_training,
-    train_to_the_end,
-)
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.state import current_settings, run_stop_buttons
@@ -42,6 +40,8 @@ settings = current_settings()
 GOAL = f"{TARGET_ACCURACY:.0%}"
 
 page_title("app_pages/training.py")
+#: Session-state slot of the training (lnviz.ui.jobs).
+TRAINING = "tr"
 st.caption("Train an LSTM with and without Layer Normalization on images read as sequences, "
            "from one seed or several, and watch the curves, the gradients and the gate "
            "activations. The URL keeps your settings: copy it to share this exact comparison.")
@@ -174,7 +174,7 @@ config = None if not models or (sweep != "none" and not sweep_values) else Train
 key = (config, data_key)
 
 # --- Computation: a training in chunks, which the next rerun resumes or stops ----------------
-if stop and not stop_training():
+if stop and not jobs.stop(TRAINING):
     st.toast("Nothing is training.")
 if run and (config is None or data is None):
     st.warning("Nothing to train yet: choose a model (and values to sweep) and a dataset "
@@ -182,13 +182,28 @@ if run and (config is None or data is None):
 elif run:
     with refusal(stop=False):
         check_work(config, data, current_limits())
-        start_training(key, Training(data, config))
+        jobs.start(TRAINING, key, Training(data, config))
 
 curves_slot = st.empty()  # the live curves while training, the finished ones after
-if running_training() is not None:
+
+
+def live_curves(slot: DeltaGenerator, steps: int) -> Callable[[Progress], None]:
+    """Redraw the running training's curves into ``slot`` after each new evaluation."""
+    drawn = [-1]  # evaluations shown so far
+
+    def draw(now: Progress) -> None:
+        if now.evaluations != drawn[0]:
+            slot.plotly_chart(charts.training.curves_figure(now.curves, steps, now.chance),
+                              key=f"tr_live_{now.evaluations}")
+            drawn[0] = now.evaluations
+
+    return draw
+
+
+if (running := jobs.running(TRAINING)) is not None:
     # RuntimeError: e.g. out of memory on the device
     with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
-        if train_to_the_end(curves_slot) is None:
+        if jobs.run_to_end(TRAINING, live_curves(curves_slot, running[1].config.steps)) is None:
             st.info("Stopped before the first step: nothing to show.", icon="⏹️")
 
 # --- Gate pre-activations, batch check, longer sequences --------------------------------------
@@ -267,7 +282,7 @@ def gates_and_checks(result: TrainingResult) -> None:
 
 
 # --- Figures ----------------------------------------------------------------------------------
-result, current = finished_training(key)
+result, current = jobs.finished(TRAINING, key)
 if result is not None and not current:
     st.info("The figures below are from your last training, with other settings; press **Run** "
             "to train with the current ones.", icon="ℹ️")

@@ -1129,6 +1129,11 @@ class Training:
         return {label: seed_band([run.curve for run in runs])
                 for label, runs in self.series_runs().items()}
 
+    def result(self) -> TrainingResult | None:
+        """What the training learned, finished or stopped (:func:`summarize`); None if it
+        stopped before its first step."""
+        return None if self.step == 0 else summarize(self)
+
     def progress(self) -> Progress:
         """Steps taken, the latest held-out accuracies and the curves so far (builds the models
         on first use)."""
