@@ -40,10 +40,8 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -52,6 +50,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.batch import Batch, NormSpec, group_ids, normalize, to_grid
+from lnviz.chunked import Chunked
 from lnviz.data import get_preset, image_batch, random_batch
 from lnviz.norms import layer_norm
 
@@ -954,21 +953,16 @@ def race_findings(result: RaceResult) -> list[str]:
     return notes
 
 
-class Race:
-    """Both placements (:data:`COMPARED`) trained on ``config``'s task, advanced in chunks.
-
-    ``advance_for(seconds)`` takes steps, always for the model behind, for about that long;
-    ``stop()`` ends the race at the end of the step under way; ``done`` says whether it ended;
-    ``result()`` gives what it learned so far as a :class:`RaceResult`. A lock keeps two runs of
-    the page (a click on Stop starts one while the last is inside ``advance_for``) from stepping
-    the same weights at once. Building one is instant: the models are made on first use.
+class Race(Chunked):
+    """Both placements (:data:`COMPARED`) trained on ``config``'s task, advanced in chunks
+    (:class:`lnviz.chunked.Chunked`): a piece is one step of the model behind, on one torch
+    thread; ``result()`` gives what it learned so far as a :class:`RaceResult`. Building one is
+    instant: the models are made on first use.
     """
 
     def __init__(self, config: RaceConfig) -> None:
+        super().__init__()
         self.config = config
-        self.stopped = False
-        self.seconds = 0.0
-        self._lock = threading.RLock()
         self._runners: list[_Runner] = []
 
     @property
@@ -983,23 +977,14 @@ class Race:
         """Steps every model has taken."""
         return min(r.step for r in self.runners)
 
-    @property
-    def done(self) -> bool:
-        return self.stopped or self.step >= self.config.steps
+    def _finished(self) -> bool:
+        return self.step >= self.config.steps
 
-    def advance_for(self, seconds: float, *, clock: Callable[[], float] = time.perf_counter
-                    ) -> int:
-        """Train for about ``seconds`` (at least one step), the model behind first, until the
-        race is done; returns the steps taken."""
-        with self._lock, _one_thread():
-            start, steps = clock(), 0
-            while not self.done:
-                min(self.runners, key=lambda r: r.step).train_step()
-                steps += 1
-                if clock() - start >= seconds:
-                    break
-            self.seconds += clock() - start
-            return steps
+    def _work(self) -> None:
+        min(self.runners, key=lambda r: r.step).train_step()
+
+    def _working(self) -> AbstractContextManager[None]:
+        return _one_thread()
 
     def advance(self, steps: int) -> None:
         """Up to ``steps`` more steps for each model (fewer at the end)."""
@@ -1007,10 +992,6 @@ class Race:
             target = min(self.step + steps, self.config.steps)
             while not self.stopped and self.step < target:
                 min(self.runners, key=lambda r: r.step).train_step()
-
-    def stop(self) -> None:
-        """End the race where it is; the curves so far are kept."""
-        self.stopped = True
 
     def curves(self) -> dict[str, dict[str, list[float]]]:
         return {r.variant: {"loss": list(r.loss), "accuracy": list(r.accuracy)}

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import copy
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -64,6 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lnviz.chunked import Chunked
 from lnviz.data.sequences import SequenceData
 from lnviz.devices import available_devices
 from lnviz.limits import DEMO_LIMITS, Limits
@@ -1026,25 +1026,19 @@ def seed_band(curves: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, list
     return band
 
 
-class Training:
+class Training(Chunked):
     """A comparison in progress: every run of ``config`` on ``data``, advanced in chunks.
 
-    ``advance_for(seconds)`` works on the runs piece by piece (a training step, or a slice of
-    an evaluation or of the sequence-length check) for about that long, always on the run
-    furthest behind, so that their curves grow together; ``advance(n)`` moves each run n steps
-    further; ``stop()`` ends it early, at the end of the piece under way; ``done`` says whether
-    it has ended.
-
-    Creating one is instant: the models are built on first use. The app keeps a training between
-    reruns, and Streamlit starts a rerun (a click on Stop) while the previous run is still inside
-    ``advance_for``, so the advances and :func:`summarize` take a lock: one waits for the other's
-    chunk to end instead of both changing the same weights at once.
+    Advanced in chunks (:class:`lnviz.chunked.Chunked`): a piece is a training step, or a slice
+    of an evaluation or of the sequence-length check, always of the run furthest behind, so that
+    their curves grow together; ``advance(n)`` moves each run n steps further. Creating one is
+    instant: the models are built on first use. :func:`summarize` takes the same lock as the
+    advances.
     """
 
     def __init__(self, data: SequenceData, config: TrainConfig) -> None:
+        super().__init__()
         self.data, self.config = data, config
-        self.stopped = False
-        self._lock = threading.RLock()
         self._tensors: _Tensors | None = None
         self._runs: list[ModelRun] = []
 
@@ -1084,10 +1078,12 @@ class Training:
         """Steps every run has taken."""
         return min(run.step for run in self.runs)
 
-    @property
-    def done(self) -> bool:
-        """Whether all steps are taken, evaluated and checked, or the training was stopped."""
-        return self.stopped or all(run.finished for run in self.runs)
+    def _finished(self) -> bool:
+        """Whether all steps are taken, evaluated and checked."""
+        return all(run.finished for run in self.runs)
+
+    def _work(self) -> None:
+        min((run for run in self.runs if not run.finished), key=lambda run: run.step).work()
 
     def advance(self, n: int) -> None:
         """Up to ``n`` more steps for every run, with their evaluations (fewer at the end, and
@@ -1098,30 +1094,6 @@ class Training:
                 while not self.stopped and (run.step < target or run.evaluating):
                     run.work()
 
-    def advance_for(self, seconds: float, *, clock: Callable[[], float] = time.perf_counter
-                    ) -> int:
-        """Work for about ``seconds``: piece after piece (see :meth:`ModelRun.work`) of the run
-        furthest behind, until the time is up (after at least one piece), the training is done
-        or it is stopped. Returns the number of pieces done.
-
-        Time rather than a number of steps sizes the chunk, so that the app hands control back
-        to Streamlit (which stops an abandoned run, or starts the one a click asked for, only
-        there) every ``seconds`` plus at most one piece, however large the settings.
-        """
-        with self._lock:
-            start, pieces = clock(), 0
-            while not self.done:
-                behind = min((run for run in self.runs if not run.finished),
-                             key=lambda run: run.step)
-                behind.work()
-                pieces += 1
-                if clock() - start >= seconds:
-                    break
-            return pieces
-
-    def stop(self) -> None:
-        """End the training where it is; what was learned so far is kept."""
-        self.stopped = True
 
     def curves(self) -> dict[str, dict[str, list[float]]]:
         """Each series' evaluation curve over its seeds (:func:`seed_band`), keyed by its label
