@@ -24,7 +24,7 @@ from lnviz.lessons.inspector import (
 from lnviz.limits import current_limits
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import plain, refusal
+from lnviz.ui.messages import counted, plain, refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.source import TENSOR_FILE_TYPES, open_in_explorer
 from lnviz.ui.state import keep_in_range
@@ -150,7 +150,8 @@ def running_statistics(layers: list[NormLayer]) -> None:
 
 # --- A capture: what each layer did -----------------------------------------------------------
 if model_file.kind == "capture":
-    st.caption(plain(f"{name}: a capture of {len(model_file.layers)} calls of normalization "
+    st.caption(plain(f"{name}: a capture of {counted(len(model_file.layers), 'call')} of "
+                     "normalization "
                      "layers (a layer called twice is there twice), in the order the model made "
                      "them."))
     if not model_file.layers:
@@ -180,8 +181,9 @@ else:
     if not layers:
         st.warning(plain(no_norm_message(model_file)), icon="⚠️")
         st.stop()
-    st.caption(plain(f"{name}: {len(layers)} normalization layers found among "
-                     f"{len(model_file.arrays)} arrays, recognised as the table says."))
+    st.caption(plain(f"{name}: {counted(len(layers), 'normalization layer')} found among "
+                     f"{counted(len(model_file.arrays), 'array')}, recognised as the table "
+                     "says."))
     cols = st.columns(2)
     zero_tol = cols[0].number_input(
         "γ ≈ 0 up to", min_value=0.0, max_value=10.0, value=0.1, step=0.05, key="in_zero",

@@ -452,6 +452,10 @@ def batch_norm(
     w = _mask_weights(mask, input, channel)  # 1 = a real token, 0 = padding: (N, 1, L)
     m = math.prod(input.shape[d] for d in dims) if w is None else w.sum(dims, keepdim=True)
     count = int(m)  # m, the values per channel
+    if w is not None and count == 0 and input.numel() > 0:
+        raise ValueError(
+            "the mask leaves no real token: BatchNorm's statistics would be taken over no "
+            "value (0/0); mark at least two positions as real")
     if count == 1 and (input.dim() > 1 or input.numel() > 0):  # torch takes an empty (0,)
         raise ValueError(
             "BatchNorm in training mode needs more than one value per channel to estimate a "

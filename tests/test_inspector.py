@@ -186,6 +186,20 @@ def test_group_labels_are_the_leading_index_made_when_read(lead: tuple[int, ...]
     assert len(tall) == 6_500_000 and tall[6_499_999] == "6499999"
 
 
+def test_gammas_near_the_float64_limit_give_finite_statistics() -> None:
+    """γ = 1e308, 1e308, −1e308, 1e308: the mean is 5e307 and the median 1e308 (their sums
+    overflowed to inf), so channels 0, 1 and 3 lie at distance 0 and channel 2 is the one far
+    out (all four were listed at "distance inf")."""
+    gamma = np.array([1e308, 1e308, -1e308, 1e308])
+    layers = find_norm_layers({"norm.weight": gamma})
+    row = parameter_table(layers, 0.1).iloc[0]
+    assert row["γ mean"] == pytest.approx(5e307, rel=1e-12)
+    extremes = extreme_channels(layers, 4)
+    assert extremes["layer median"].iloc[0] == pytest.approx(1e308, rel=1e-12)
+    assert extremes["channel"].iloc[0] == 2
+    assert extremes["distance"].tolist()[1:] == [0.0, 0.0, 0.0]
+
+
 def test_near_zero_gamma_lists_at_most_a_hundred_channels_a_layer() -> None:
     layers = find_norm_layers({"a.norm.weight": np.zeros(500), "b.norm.weight": np.ones(3),
                                "c.norm.weight": np.array([0.0, 1.0, 0.05])})
@@ -508,6 +522,9 @@ def test_a_capture_uploaded_to_the_explorer_sets_its_layer(tmp_path: Path) -> No
                                           EXAMPLE_CAPTURE.read_bytes()).run()
     picker = at.selectbox(key="array")
     assert "transformer.layers.0.norm1[0].input  (2, 10, 48)" in picker.options
+    # it opens on the first layer's input, not on the first tensor the file lists
+    assert picker.value.endswith("[0].input") and picker.index == next(
+        k for k, option in enumerate(picker.options) if "].input" in option)
     picker.set_value("cnn.4[0].input").run()
     assert at.segmented_control(key="norm").value == "GroupNorm"
     assert at.select_slider(key="groups").value == 4

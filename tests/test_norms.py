@@ -331,6 +331,19 @@ def test_batch_norm_eval_needs_running_statistics():
         lnviz.batch_norm(torch.randn(4, 3), None, None)
 
 
+@pytest.mark.parametrize("impl", ["scratch", "fast"])
+def test_a_mask_with_no_real_token_is_refused_not_divided_by_zero(impl: str) -> None:
+    """Every position padding: the statistics would be over no value (0/0, every output NaN,
+    which the Explorer then blamed on ε); refused as one real token is, with its reason."""
+    x = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match="the mask leaves no real token"):
+        lnviz.batch_norm(x, None, None, training=True, channel_dim=-1,
+                         mask=torch.zeros(2, 3, dtype=torch.bool), impl=impl)
+    with pytest.raises(ValueError, match="more than one value per channel"):
+        lnviz.batch_norm(x, None, None, training=True, channel_dim=-1,
+                         mask=torch.tensor([[True, False, False], [False] * 3]), impl=impl)
+
+
 @FUZZ
 @given(batch=st.integers(1, 4), length=st.integers(1, 6), channels=st.integers(1, 5),
        seed=st.integers(0, 2**16), affine=st.booleans(), data=st.data())

@@ -460,6 +460,20 @@ def test_read_idx_handles_other_types_and_refuses_broken_files() -> None:
         read_idx(huge)
 
 
+def test_a_gz_file_of_several_members_is_read_whole() -> None:
+    """cat a.gz b.gz (or bgzip) writes several gzip members; gzip reads them all, and so does
+    lnviz (it stopped at the first and called the file truncated). Other bytes after the end
+    are refused; zero padding is not."""
+    values = np.arange(2 * 4 * 4, dtype=np.uint8).reshape(2, 4, 4)
+    good = idx_bytes(values)
+    two = gzip.compress(good[:20]) + gzip.compress(good[20:])
+    assert gzip.decompress(two) == good
+    np.testing.assert_array_equal(read_idx(two), values)
+    np.testing.assert_array_equal(read_idx(two + bytes(16)), values)
+    with pytest.raises(ValueError, match="other data after its compressed stream"):
+        read_idx(gzip.compress(good) + b"junk")
+
+
 def test_idx_set_needs_all_four_files(tmp_path: Path) -> None:
     write_idx_dir(tmp_path)
     files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}

@@ -237,17 +237,28 @@ def _read_bytes(source: bytes | str | os.PathLike[str], limit: int) -> bytes:
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
-    """Decompress a .gz file, refusing it as soon as it would grow past ``limit`` bytes."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(data, limit + 1)
-    except zlib.error as err:
-        raise ValueError(f"corrupt .gz file ({err})") from err
-    if len(out) > limit:
-        raise ValueError(f"the .gz file expands to more than the {limit:,} bytes it declares")
-    if not inflater.eof:
-        raise ValueError("truncated .gz file: the compressed stream ends early")
-    return out
+    """Decompress a .gz file, refusing it as soon as it would grow past ``limit`` bytes. A file
+    of several gzip members (``cat a.gz b.gz``, bgzip) is read whole, as gzip reads it; bytes
+    after the last member other than zero padding are refused."""
+    parts: list[bytes] = []
+    size, rest = 0, data
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            part = inflater.decompress(rest, limit + 1 - size)
+        except zlib.error as err:
+            raise ValueError(f"corrupt .gz file ({err})") from err
+        size += len(part)
+        parts.append(part)
+        if size > limit:
+            raise ValueError(f"the .gz file expands to more than the {limit:,} bytes it declares")
+        if not inflater.eof:
+            raise ValueError("truncated .gz file: the compressed stream ends early")
+        rest = inflater.unused_data
+        if not rest.strip(b"\0"):
+            return b"".join(parts)
+        if not rest.startswith(b"\x1f\x8b"):
+            raise ValueError("the .gz file holds other data after its compressed stream")
 
 
 def _gunzip_head(data: bytes, size: int) -> bytes:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -238,6 +238,15 @@ def no_norm_message(model_file: ModelFile) -> str:
             "torch.save(model.state_dict(), path) or safetensors.torch.save_file names them.")
 
 
+def _scaled(statistic: Callable[[np.ndarray], Any], values: np.ndarray) -> float:
+    """``statistic`` (a mean, a median) of ``values`` taken on them divided by their largest
+    finite magnitude, then scaled back: γ near ±1e308 made the sums overflow ("mean inf" for a
+    true 5e307)."""
+    finite = np.abs(values[np.isfinite(values)])
+    scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    return float(statistic(np.asarray(values, np.float64) / scale)) * scale
+
+
 def parameter_table(layers: list[NormLayer], zero_tol: float) -> pd.DataFrame:
     """One row per layer: its kind and how it was recognised, channels, and the mean, min and
     max of γ and of β, and how many channels have |γ| ≤ ``zero_tol``."""
@@ -247,7 +256,7 @@ def parameter_table(layers: list[NormLayer], zero_tol: float) -> pd.DataFrame:
                                "recognised as": layer.how, "channels": layer.channels}
         for symbol, values in (("γ", layer.weight), ("β", layer.bias)):
             present = values is not None and values.size > 0
-            row[f"{symbol} mean"] = float(values.mean()) if present else None
+            row[f"{symbol} mean"] = _scaled(np.mean, values) if present else None
             row[f"{symbol} min"] = float(values.min()) if present else None
             row[f"{symbol} max"] = float(values.max()) if present else None
         row["γ ≈ 0"] = (int(np.count_nonzero(np.abs(layer.weight) <= zero_tol))
@@ -264,8 +273,8 @@ def extreme_channels(layers: list[NormLayer], top: int) -> pd.DataFrame:
         for symbol, values in (("γ", layer.weight), ("β", layer.bias)):
             if values is None or values.size == 0:
                 continue
-            median = float(np.median(values))
-            distance = np.abs(values - median)
+            median = _scaled(np.median, values)
+            distance = np.abs(np.asarray(values, np.float64) - median)
             # farthest first; ties in channel order (a stable sort on the negated distance)
             for channel in np.argsort(-distance, kind="stable")[:top]:
                 rows.append({"layer": layer.name, "parameter": symbol, "channel": int(channel),

@@ -71,3 +71,9 @@ def refusal(prefix: str = "", *, icon: str = "🚫", stop: bool = True,
         st.error(plain(f"{prefix}{err}"), icon=icon)
         if stop:
             st.stop()
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """``n`` things in words: "1 call", "2 calls", "1,024 arrays" (``plural`` where adding an
+    "s" is wrong)."""
+    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"

@@ -42,7 +42,7 @@ from lnviz.limits import (
     current_limits,
 )
 from lnviz.ui.cache import Named, cached
-from lnviz.ui.messages import plain, refusal
+from lnviz.ui.messages import counted, plain, refusal
 from lnviz.ui.params import NORM_KEYS, number_table, set_norm_controls
 from lnviz.ui.state import CAPTURE_KEY, UPLOAD_KEY, release_upload, url_text
 
@@ -187,7 +187,8 @@ def _capture_source(from_link: bool = False) -> tuple[Batch, tuple] | None:
         help="The normalization layer whose input to explore, in the order the model called "
              "them; picking one sets the normalization, ε, γ and β below as the layer had them.",
     )
-    st.caption(plain(f"From {name}: {len(layers)} calls of normalization layers. Open another "
+    st.caption(plain(f"From {name}: {counted(len(layers), 'call')} of normalization layers. "
+                     "Open another "
                      "file in the Model inspector and use its “Open in Explorer” button."))
     layer = by_key[key]
     weight = arrays.get(layer.arrays.get("weight", ""))
@@ -412,13 +413,15 @@ def _upload_source() -> tuple[Batch, tuple] | None:
         st.session_state[UPLOAD_KEY] = (uploaded.file_id, arrays, capture_layers(data, cap))
     _, arrays, layers = st.session_state[UPLOAD_KEY]
     names = [n for n in arrays if n != "mask"] or list(arrays)
+    inputs = {layer.arrays["input"]: layer for layer in layers or ()}
     name = st.selectbox(
         "Array", names, key="array",
+        # a capture opens on its first layer's input, not on the first tensor it lists (a bias)
+        index=next((k for k, n in enumerate(names) if n in inputs), 0),
         format_func=lambda n: f"{n}  {tuple(arrays[n].shape)}",
         help="Which array of the file to explore (type to search; the shape follows each "
              "name). In a capture file, a layer's input (…].input) comes with the layer's "
              "normalization, ε, γ and β.") if len(names) > 1 else names[0]
-    inputs = {layer.arrays["input"]: layer for layer in layers or ()}
     if name in inputs:
         layer = inputs[name]
         setup = explorer_setup(layer, arrays[name].shape,
