@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from lnviz.lessons.start_here import OUTLINE, STEP_KEY
+from lnviz.lessons.start_here import OUTLINE
 from lnviz.ui.pages import PAGES
-from lnviz.ui.path import PATH_PAGE
+from lnviz.ui.path import PATH_PAGE, STEP_KEY
 
 st.title("lnviz — see what normalization does")
 st.markdown(

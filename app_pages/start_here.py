@@ -6,7 +6,6 @@ from lnviz import charts
 from lnviz.lessons.start_here import (
     MAX_ANSWER_CHARS,
     OUTLINE,
-    STEP_KEY,
     TOLERANCE,
     check,
     epsilon_curve,
@@ -20,6 +19,7 @@ from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain
 from lnviz.ui.pages import page_title
+from lnviz.ui.path import STEP_KEY, answer_key, links_of
 
 ICONS = {"right": ":material/check_circle:", "wrong": ":material/cancel:",
          "invalid": ":material/edit:"}
@@ -49,17 +49,17 @@ for tab, step in zip(tabs, steps, strict=True):
         answered = False
         for q in step.questions:
             if q.is_choice:
-                value = st.radio(q.prompt, q.options, index=None, key=q.key,
+                value = st.radio(q.prompt, q.options, index=None, key=answer_key(q),
                                  bind="query-params",
                                  help="Pick what you expect; the feedback explains every "
                                       "choice.")
             else:
                 value = st.text_input(
-                    q.prompt, key=q.key, bind="query-params", max_chars=MAX_ANSWER_CHARS,
+                    q.prompt, key=answer_key(q), bind="query-params", max_chars=MAX_ANSWER_CHARS,
                     placeholder=q.placeholder,
                     help=f"Numbers separated by commas; two decimals are enough (the check "
                          f"allows ±{TOLERANCE}). Press Enter to check.")
-            answers[q.key] = value
+            answers[q.name] = value
             feedback = check(q, value)
             if feedback.verdict == "right":
                 st.success(feedback.message, icon=ICONS["right"])
@@ -72,7 +72,7 @@ for tab, step in zip(tabs, steps, strict=True):
                 if q.reveal:
                     st.markdown(q.reveal)
                 if q.table is not None:
-                    st.dataframe(q.table, hide_index=True, key=f"{q.key}_table")
+                    st.dataframe(q.table, hide_index=True, key=f"{answer_key(q)}_table")
         if answered and step.number == 2:
             show_figure(charts.start_here.tokens_figure, *real_tokens(numbers),
                         key="sp_tokens_chart")
@@ -84,7 +84,7 @@ for tab, step in zip(tabs, steps, strict=True):
             show_figure(charts.shapes.depth_figure, *stack_series(numbers),
                         key="sp_depth_chart")
         st.markdown("**Go deeper**")
-        for link in outline.links:
+        for link in links_of(outline):
             st.page_link(link.page, label=link.label, query_params=link.query,
                          icon=":material/arrow_forward:",
                          help="Opens the page on this view; the path's link at its end "

@@ -20,13 +20,11 @@ from lnviz import charts
 from lnviz.data import PRESETS
 from lnviz.lessons.start_here import (
     OUTLINE,
-    STEP_KEY,
     TOLERANCE,
     Question,
     check,
     epsilon_curve,
     format_numbers,
-    outline_for_page,
     parse_numbers,
     path_numbers,
     path_steps,
@@ -34,7 +32,7 @@ from lnviz.lessons.start_here import (
     real_tokens,
     step_status,
 )
-from lnviz.ui.path import PATH_PAGE
+from lnviz.ui.path import PATH_PAGE, STEP_KEY, answer_key, links_of, outline_for_page
 
 PAGE = "app_pages/start_here.py"
 #: The concept pages that end with the way back to the path.
@@ -240,8 +238,8 @@ def test_every_wrong_choice_is_explained(questions):
 
 
 def test_progress_marks_each_step(steps):
-    answers = {"sp_why": steps[0].questions[0].answer, "sp_ln_i": "-1, 0, 1",
-               "sp_ln_learning": "-1.22, 0, 1.22", "sp_bn_seed": "-1.09"}
+    answers = {"why": steps[0].questions[0].answer, "ln_i": "-1, 0, 1",
+               "ln_learning": "-1.22, 0, 1.22", "bn_seed": "-1.09"}
     assert [step_status(s, answers) for s in steps[:4]] == ["right", "wrong", "right", "todo"]
     right, total, line = progress(steps, answers)
     assert (right, total) == (3, 11)
@@ -318,9 +316,9 @@ def test_the_page_shows_eight_steps_and_nothing_answered(page):
 
 def answer(at: AppTest, q: Question, value: str) -> AppTest:
     if q.is_choice:
-        at.radio(key=q.key).set_value(value).run()
+        at.radio(key=answer_key(q)).set_value(value).run()
     else:
-        at.text_input(key=q.key).input(value).run()
+        at.text_input(key=answer_key(q)).input(value).run()
     assert not at.exception, at.exception
     return at
 
@@ -349,9 +347,9 @@ def test_every_question_answered_wrong_then_right_gets_the_matching_feedback(que
         assert feedback_for(at, q) == ("right", q.right)
         # clear it, so that the next question's alert is the only one
         if q.is_choice:
-            at.radio(key=q.key).set_value(None).run()
+            at.radio(key=answer_key(q)).set_value(None).run()
         else:
-            at.text_input(key=q.key).input("").run()
+            at.text_input(key=answer_key(q)).input("").run()
 
 
 def test_answers_reveal_the_numbers_and_figures_and_mark_progress(questions):
@@ -413,7 +411,7 @@ def test_a_typed_answer_is_shown_as_text_not_markup(questions):
 
 KINDS = ("slider", "select_slider", "number_input", "selectbox", "segmented_control", "radio",
          "checkbox", "text_input")
-LINKS = [link for o in OUTLINE for link in o.links if link.query]
+LINKS = [link for o in OUTLINE for link in links_of(o) if link.query]
 
 
 def control_value(key: str, text: str) -> object:
@@ -439,7 +437,7 @@ def test_each_link_opens_its_page_on_the_view_it_names(link):
 
 
 def test_the_batchnorm_link_opens_the_explorer_on_seed_002s_number(questions):
-    link = OUTLINE[2].links[0]
+    link = links_of(OUTLINE[2])[0]
     at = open_page(link.page, link.query)
     worked = " ".join(latex.value for latex in at.latex)
     assert "(-1.091)" in worked, worked  # the worked example: feature 1 of "I", pad counted
@@ -448,7 +446,8 @@ def test_the_batchnorm_link_opens_the_explorer_on_seed_002s_number(questions):
 
 def test_the_page_links_into_every_view_it_names(page):
     shown = {(link.proto.label, link.proto.query_string) for link in page.get("page_link")}
-    assert shown == {(link.label, urlencode(link.query)) for o in OUTLINE for link in o.links} | {
+    assert shown == {(link.label, urlencode(link.query))
+                     for o in OUTLINE for link in links_of(o)} | {
         ("Home: a map of every page", "")}
 
 

@@ -13,7 +13,8 @@ behind a wrong answer instead of only saying it is wrong. The numbers are comput
 the CPU, whatever the sidebar says: the path is about the formula, not about precision.
 
 :data:`OUTLINE` is the path's fixed part (titles, tab labels, links into the concept pages);
-:func:`path_steps` adds the computed questions. Answers travel in the URL as ``sp_<name>``.
+:func:`path_steps` adds the computed questions. Answers travel in the URL (:mod:`lnviz.ui.path`
+names their keys).
 """
 
 from __future__ import annotations
@@ -28,17 +29,15 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lnviz.data import PRESETS, get_preset
+from lnviz.data import get_preset
 from lnviz.lessons.shapes import DepthProfile, StackConfig, depth_profiles
 from lnviz.norms import NormResult, batch_norm, layer_norm, rms_norm
 
 __all__ = [
     "EPS",
     "OUTLINE",
-    "STEP_KEY",
     "TOLERANCE",
     "Feedback",
-    "Link",
     "Mistake",
     "Outline",
     "PathNumbers",
@@ -47,7 +46,6 @@ __all__ = [
     "check",
     "epsilon_curve",
     "format_numbers",
-    "outline_for_page",
     "parse_numbers",
     "path_numbers",
     "path_steps",
@@ -63,8 +61,6 @@ TOLERANCE = 0.01
 NEARLY = 0.05
 #: PyTorch's default ε, used everywhere on the path unless a step says otherwise.
 EPS = 1e-5
-#: The URL key of the step the learner is on (the tab's label).
-STEP_KEY = "sp_step"
 #: The transformer stack of step 8: as deep as BERT-base or GPT-2 small, narrow enough to be
 #: computed in a blink; the Shapes page shows the same stack with these settings.
 STACK = StackConfig(depth=12, d_model=32, seed=0)
@@ -78,81 +74,27 @@ _MINUS = str.maketrans({"−": "-", "–": "-", "—": "-"})
 
 
 @dataclass(frozen=True)
-class Link:
-    """A link into a concept page, opened on one view: its settings as URL parameters."""
-
-    page: str
-    label: str
-    query: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        """The page's name: "app_pages/bn_vs_ln.py" → "bn_vs_ln"."""
-        return self.page.removeprefix("app_pages/").removesuffix(".py")
-
-
-@dataclass(frozen=True)
 class Outline:
-    """A step's fixed part: its number, tab label (the value of ``sp_step`` in a link), title,
-    minutes, and the links into the pages that go deeper."""
+    """A step's fixed part: its number, tab label (the value of the step's URL key,
+    :data:`lnviz.ui.path.STEP_KEY`), title and minutes. The links into the pages that go deeper
+    live with the other page paths and URL keys, in :mod:`lnviz.ui.path`."""
 
     number: int
     tab: str
     title: str
     minutes: int
-    links: tuple[Link, ...]
 
 
 OUTLINE: tuple[Outline, ...] = (
-    Outline(1, "1 Why", "Why normalize", 2, (
-        Link("app_pages/training.py", "LN-LSTM vs LSTM: train both and compare the curves"),
-    )),
-    Outline(2, "2 LayerNorm", "LayerNorm on one token, by hand", 3, (
-        Link("app_pages/explorer.py", "Explorer: “I” through LayerNorm, step by step",
-             {"preset": PRESETS["one_two_three"].name, "norm": "LayerNorm"}),
-        Link("app_pages/gradients.py",
-             "Gradients and invariances: what rescaling a token leaves unchanged"),
-    )),
-    Outline(3, "3 BatchNorm", "BatchNorm on the same batch", 3, (
-        Link("app_pages/explorer.py",
-             "Explorer: the two-sentence batch through BatchNorm, pad counted, feature 1 step by "
-             "step",
-             {"preset": PRESETS["padded_tokens"].name, "norm": "BatchNorm",
-              "usemask": "false"}),
-        Link("app_pages/bn_vs_ln.py",
-             "BatchNorm vs LayerNorm: which values share one μ and σ, for tokens",
-             {"bl_layout": "NLC"}),
-    )),
-    Outline(4, "4 Padding", "Padding", 2, (
-        Link("app_pages/padding.py",
-             "Padding and sequences: the two-sentence batch with and without the pad"),
-    )),
-    Outline(5, "5 Batch size", "Batches of two, and of one", 3, (
-        Link("app_pages/bn_vs_ln.py",
-             "BatchNorm vs LayerNorm: one sample in many batches of 2", {"bl_b": "2"}),
-    )),
-    Outline(6, "6 ε", "The ε under the square root", 3, (
-        Link("app_pages/epsilon.py",
-             "ε and numerical stability: a tiny σ² against a small ε",
-             {"ep_vec": "tiny", "ep_eps": "1e-08"}),
-        Link("app_pages/padding.py", "Padding and sequences: the pad token at ε = 0",
-             {"pd_eps": "0"}),
-    )),
-    Outline(7, "7 γ and β", "γ and β", 2, (
-        Link("app_pages/scale_shift.py",
-             "Scale and shift: γ and β, and how they can undo the normalization"),
-    )),
-    Outline(8, "8 Transformer", "Where LayerNorm sits in a transformer", 2, (
-        Link("app_pages/shapes.py",
-             f"Shapes and transformer blocks: the stream through {STACK.depth} blocks",
-             {"sh_depth": str(STACK.depth), "sh_dmodel": str(STACK.d_model)}),
-    )),
+    Outline(1, "1 Why", "Why normalize", 2),
+    Outline(2, "2 LayerNorm", "LayerNorm on one token, by hand", 3),
+    Outline(3, "3 BatchNorm", "BatchNorm on the same batch", 3),
+    Outline(4, "4 Padding", "Padding", 2),
+    Outline(5, "5 Batch size", "Batches of two, and of one", 3),
+    Outline(6, "6 ε", "The ε under the square root", 3),
+    Outline(7, "7 γ and β", "γ and β", 2),
+    Outline(8, "8 Transformer", "Where LayerNorm sits in a transformer", 2),
 )
-
-
-def outline_for_page(page: str) -> Outline | None:
-    """The first step of the path that links to ``page`` ("bn_vs_ln"), or None."""
-    return next((o for o in OUTLINE if any(link.name == page for link in o.links)), None)
 
 
 # --- Questions, answers and feedback ----------------------------------------------------------
@@ -168,7 +110,8 @@ class Mistake:
 
 @dataclass(frozen=True)
 class Question:
-    """One prediction. ``name`` makes its URL key (``sp_<name>``).
+    """One prediction, named ``name`` (the app makes its URL key from it,
+    :func:`lnviz.ui.path.answer_key`).
 
     Numbers: ``expected`` holds the answer (one number per field the learner types) and
     ``mistakes`` the wrong formulas it is told apart from. Choice: ``options``, the right
@@ -189,10 +132,6 @@ class Question:
     feedback: dict[str, str] = field(default_factory=dict)
     placeholder: str = ""
     table: pd.DataFrame | None = None
-
-    @property
-    def key(self) -> str:
-        return f"sp_{self.name}"
 
     @property
     def is_choice(self) -> bool:
@@ -848,8 +787,8 @@ def path_steps(numbers: PathNumbers | None = None) -> tuple[Step, ...]:
 
 def step_status(step: Step, answers: dict[str, str | None]) -> str:
     """"right" when every question of the step is answered right, "wrong" when one is answered
-    wrong, otherwise "todo". ``answers`` maps URL keys to what the learner gave."""
-    verdicts = [check(q, answers.get(q.key)).verdict for q in step.questions]
+    wrong, otherwise "todo". ``answers`` maps questions' names to what the learner gave."""
+    verdicts = [check(q, answers.get(q.name)).verdict for q in step.questions]
     if all(v == "right" for v in verdicts):
         return "right"
     return "wrong" if "wrong" in verdicts else "todo"
@@ -862,6 +801,6 @@ MARKS = {"right": "✓", "wrong": "✗", "todo": "○"}
 def progress(steps: Sequence[Step], answers: dict[str, str | None]) -> tuple[int, int, str]:
     """(checks answered right, checks in all, a line marking every step ✓, ✗ or ○)."""
     questions = [q for s in steps for q in s.questions]
-    right = sum(check(q, answers.get(q.key)).verdict == "right" for q in questions)
+    right = sum(check(q, answers.get(q.name)).verdict == "right" for q in questions)
     line = " · ".join(f"{MARKS[step_status(s, answers)]} {s.outline.tab}" for s in steps)
     return right, len(questions), line

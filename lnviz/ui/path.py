@@ -1,13 +1,98 @@
-"""The way back from a concept page to the Start-here path: one line at the end of each page."""
+"""The Start-here path's ways into the app's pages: the URL key of its step, the links from
+each step into the concept pages (page paths and their URL keys, which only the app knows), and
+the way back from a concept page to its step: one line at the end of each page."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import streamlit as st
 
-from lnviz.lessons.start_here import STEP_KEY, outline_for_page
+from lnviz.data.presets import PRESETS
+from lnviz.lessons.start_here import OUTLINE, STACK, Outline, Question
 
 #: The path's page, as the navigation knows it.
 PATH_PAGE = "app_pages/start_here.py"
+#: The URL key of the step the learner is on (the tab's label).
+STEP_KEY = "sp_step"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link into a concept page, opened on one view: its settings as URL parameters."""
+
+    page: str
+    label: str
+    query: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The page's name: "app_pages/bn_vs_ln.py" → "bn_vs_ln"."""
+        return self.page.removeprefix("app_pages/").removesuffix(".py")
+
+
+
+#: Each step's links into the pages that go deeper, by its number, each opened on one view.
+PATH_LINKS: dict[int, tuple[Link, ...]] = {
+    1: (
+        Link("app_pages/training.py", "LN-LSTM vs LSTM: train both and compare the curves"),
+    ),
+    2: (
+        Link("app_pages/explorer.py", "Explorer: “I” through LayerNorm, step by step",
+             {"preset": PRESETS["one_two_three"].name, "norm": "LayerNorm"}),
+        Link("app_pages/gradients.py",
+             "Gradients and invariances: what rescaling a token leaves unchanged"),
+    ),
+    3: (
+        Link("app_pages/explorer.py",
+             "Explorer: the two-sentence batch through BatchNorm, pad counted, feature 1 step by "
+             "step",
+             {"preset": PRESETS["padded_tokens"].name, "norm": "BatchNorm",
+              "usemask": "false"}),
+        Link("app_pages/bn_vs_ln.py",
+             "BatchNorm vs LayerNorm: which values share one μ and σ, for tokens",
+             {"bl_layout": "NLC"}),
+    ),
+    4: (
+        Link("app_pages/padding.py",
+             "Padding and sequences: the two-sentence batch with and without the pad"),
+    ),
+    5: (
+        Link("app_pages/bn_vs_ln.py",
+             "BatchNorm vs LayerNorm: one sample in many batches of 2", {"bl_b": "2"}),
+    ),
+    6: (
+        Link("app_pages/epsilon.py",
+             "ε and numerical stability: a tiny σ² against a small ε",
+             {"ep_vec": "tiny", "ep_eps": "1e-8"}),
+        Link("app_pages/padding.py", "Padding and sequences: the pad token at ε = 0",
+             {"pd_eps": "0"}),
+    ),
+    7: (
+        Link("app_pages/scale_shift.py",
+             "Scale and shift: γ and β, and how they can undo the normalization"),
+    ),
+    8: (
+        Link("app_pages/shapes.py",
+             f"Shapes and transformer blocks: the stream through {STACK.depth} blocks",
+             {"sh_depth": str(STACK.depth), "sh_dmodel": str(STACK.d_model)}),
+    ),
+}
+
+
+def answer_key(question: Question) -> str:
+    """The URL key of a question's answer (``sp_<name>``)."""
+    return f"sp_{question.name}"
+
+
+def links_of(outline: Outline) -> tuple[Link, ...]:
+    """The links of a step of the path into the pages that go deeper."""
+    return PATH_LINKS[outline.number]
+
+
+def outline_for_page(page: str) -> Outline | None:
+    """The first step of the path that links to ``page`` ("bn_vs_ln"), or None."""
+    return next((o for o in OUTLINE if any(link.name == page for link in links_of(o))), None)
 
 
 def path_link(page: str) -> None:
