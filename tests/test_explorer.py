@@ -35,6 +35,7 @@ from lnviz.lessons.explorer import (
     pytorch_snippet,
     seed_checks,
     shared_outputs,
+    statistics_note,
     step_by_step,
     worked_example_latex,
 )
@@ -959,3 +960,15 @@ def test_the_explorers_try_this_holds_on_the_example_it_names():
     at.select_slider(key="eps").set_value(0.0).run()
     assert at.segmented_control(key="norm").value == "LayerNorm"
     assert any("0/0 is NaN" in text for text in alerts(at)["warning"])
+
+
+def test_groups_whose_variance_overflowed_are_not_said_to_have_no_spread() -> None:
+    """float32, values of 3e19 and 1e30 among ones: σ² overflows in both groups (the warnings
+    say so), and the statistics note said "Here no group has any spread"."""
+    values = np.ones((2, 4), np.float32)
+    values[0, 1], values[1, 1] = 3e19, 1e30
+    spec = NormSpec(norm="LayerNorm")
+    ex = explore(Batch(values, "NC"), spec, "cpu", "float32")
+    note = statistics_note(ex, spec)
+    assert "no group has any spread" not in note
+    assert "Here every group's σ² overflowed (see the warnings above)" in note

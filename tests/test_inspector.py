@@ -8,6 +8,7 @@ import html
 import io
 import itertools
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -949,3 +950,18 @@ def test_a_batchnorm_with_an_outlier_in_every_channel_is_read_in_a_second() -> N
     view = layer_view(model_file.layers[0], model_file.arrays, 0.5)
     assert time.process_time() - start < 10
     assert len(view.outliers) == MAX_OUTLIER_ROWS  # every channel has outliers; 100 listed
+
+
+def test_an_outlier_near_the_float64_limit_is_found_with_a_finite_sigma(tmp_path: Path) -> None:
+    """A float64 capture whose input holds one 1e160 among ones: σ² overflowed (σ = inf, every
+    z 0) and the page said no value lay beyond 6 σ; it lies 9.95 σ out (√99 for 1 of 100)."""
+    x = torch.ones(2, 100, dtype=torch.float64)
+    x[0, 5] = 1e160
+    path = tmp_path / "huge.safetensors"
+    lnviz.capture(nn.LayerNorm(100, elementwise_affine=False).double(), x).save(path)
+    model_file = open_model_file(path.read_bytes())
+    view = layer_view(model_file.layers[0], model_file.arrays)
+    assert np.isfinite(view.std).all()
+    assert view.std[0] == pytest.approx(1e160 * math.sqrt(99) / 100, rel=1e-9)
+    assert view.outlier_values == 1
+    assert view.outliers["largest |z| (σ)"].iloc[0] == pytest.approx(math.sqrt(99), rel=1e-9)

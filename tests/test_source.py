@@ -262,3 +262,16 @@ def test_large_payloads_are_built_only_when_clicked(media):
     x = torch.from_numpy(random_batch((200, 100), feature_spread=1.0, seed=0)).float()
     np.testing.assert_allclose(np.load(io.BytesIO(fetch(media, shown["output.npy"]))),
                                F.layer_norm(x, (100,), eps=1e-5).numpy(), atol=1e-5)
+
+
+def test_an_uploaded_mask_follows_the_axes_the_learner_picks() -> None:
+    """A square mask (batch size = sequence length) was applied in the file's axis order after
+    the values had been turned: padding landed on real tokens, with no warning."""
+    from lnviz.ui.source import _uploaded_mask
+
+    x = np.arange(18.0).reshape(3, 3, 2)
+    mask = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0]])
+    # the file's axis 1 as the batch, axis 0 as the sequence: values (1, 0, 2)
+    turned = x.transpose(1, 0, 2)
+    np.testing.assert_array_equal(_uploaded_mask(mask, turned, "NLC", (1, 0, 2)), mask.T != 0)
+    np.testing.assert_array_equal(_uploaded_mask(mask, x, "NLC", (0, 1, 2)), mask != 0)

@@ -778,6 +778,11 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
     centred = NORM_TABLE[spec.norm].centred
     live = np.isfinite(ex.spread_in) & (ex.spread_in > 0)
     dead = int(np.count_nonzero(ex.spread_in == 0))
+    # a spread too large for the dtype: its σ² overflowed (explain() warns), it is not "none"
+    overflowed = int(np.count_nonzero(np.isposinf(ex.spread_in)))
+    statistic = "σ²" if centred else "mean(x²)"
+    too_large = (f"Here every group's {statistic} overflowed (see the warnings above)"
+                 if overflowed else "")
     means, spreads = _span(ex.mean_out[live]), _span(ex.spread_out[live])
     identity = _is_identity(spec)
     if spec.norm == "BatchNorm" and not spec.training:
@@ -804,7 +809,7 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
                 "comparable to mean(x²), while its mean keeps its sign: a group's mean after "
                 "is its mean before divided by its RMS. ")
         if not live.any():
-            note += "Here every group is all zeros"
+            note += too_large or "Here every group is all zeros"
         elif identity:
             note += f"Here the RMS after is {spreads} and the means are {means}"
         else:
@@ -819,7 +824,7 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
                 "to σ². ")
         squeezed = ex.spread_in[live] ** 2 / (ex.spread_in[live] ** 2 + spec.eps)
         if not live.any():
-            note += "Here no group has any spread"
+            note += too_large or "Here no group has any spread"
         elif identity:
             note += f"Here the groups end with means {means} and deviations {spreads}"
         else:
@@ -833,6 +838,9 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
             note += (f"; {dead:,} group(s) whose values are all equal have no spread to scale: "
                      + ("0/0 makes them NaN at ε = 0" if spec.eps == 0 else
                         "x − μ = 0 there, so x̂ = 0 and y = β"))
+    if overflowed and live.any():
+        note += (f"; {overflowed:,} group(s) whose {statistic} overflowed are left out of these "
+                 "numbers")
     if ex.nonfinite_inputs:
         note += "; groups holding NaN or infinite inputs get NaN statistics instead"
     return note + "."

@@ -437,11 +437,17 @@ def _grouped(x: np.ndarray, kind: str, settings: dict[str, Any]
 def _z(grouped: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """μ, σ (biased) per group and every value's distance from its group's μ in σ (0 in a group
     with σ = 0, which has no outlier)."""
-    mean = grouped.mean(axis=1)
-    std = np.sqrt(np.mean((grouped - mean[:, None]) ** 2, axis=1))  # two-pass: no cancellation
+    # each group divided by its largest finite magnitude first: squaring 1e160 overflowed,
+    # σ came out inf and every z 0 (a real outlier at 9.95 σ was reported as none)
+    finite = np.where(np.isfinite(grouped), np.abs(grouped), 0.0)
+    scale = finite.max(axis=1, initial=0.0)
+    scale = np.where(scale > 0, scale, 1.0)
+    scaled = grouped / scale[:, None]
+    mean_s = scaled.mean(axis=1)
+    std_s = np.sqrt(np.mean((scaled - mean_s[:, None]) ** 2, axis=1))  # two-pass
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(std[:, None] > 0, (grouped - mean[:, None]) / std[:, None], 0.0)
-    return mean, std, z
+        z = np.where(std_s[:, None] > 0, (scaled - mean_s[:, None]) / std_s[:, None], 0.0)
+    return mean_s * scale, std_s * scale, z
 
 
 def layer_view(layer: CapturedLayer, arrays: dict[str, np.ndarray],

@@ -436,7 +436,7 @@ def _upload_source() -> tuple[Batch, tuple] | None:
         st.caption(f"A captured layer's input: arranged as the layer saw it ({layout}).")
     else:
         values, layout, order = _arrange_axes(arrays[name])
-    mask = _uploaded_mask(arrays.get("mask"), values, layout)
+    mask = _uploaded_mask(arrays.get("mask"), values, layout, order)
     # The key names everything the batch is built from: the file, the array and the order of
     # its axes (a permutation keeps the shape of a cube, so the shape alone cannot tell).
     return Batch(values, layout, mask), ("upload", uploaded.file_id, name, order, values.shape)
@@ -482,10 +482,16 @@ def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str, tuple[int, ...]]
     return np.ascontiguousarray(values.transpose(order)), "NCHW", order
 
 
-def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str) -> np.ndarray | None:
-    """An .npz member called ``mask`` of shape (batch, seq) marks real tokens of an NLC array."""
+def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str,
+                   order: tuple[int, ...]) -> np.ndarray | None:
+    """An .npz member called ``mask`` marks real tokens of an NLC array: its axes are the file's
+    batch and sequence axes, in the file's order, which ``order`` (the file's axes as batch,
+    sequence, features) puts as the values were put (a square mask was once used unturned)."""
     if mask is None or layout != "NLC":
         return None
+    batch, seq = order[0], order[1]
+    if batch > seq and mask.ndim == 2:
+        mask = mask.T
     if mask.shape != values.shape[:2]:
         st.warning(f"the file's `mask` has shape {list(mask.shape)}, not {list(values.shape[:2])}"
                    " (batch, sequence); it is ignored.", icon="⚠️")
