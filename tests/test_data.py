@@ -317,12 +317,12 @@ def test_random_batch_rejects_bad_parameters(kwargs, fragment):
 
 
 def test_huge_request_is_refused_before_allocating():
-    start = time.perf_counter()
+    start = time.thread_time()  # the work's CPU, not a busy machine's wall clock
     with pytest.raises(ValueError, match="too large"):
         random_batch((10**6, 10**6))
     with pytest.raises(ValueError, match="too large"):
         random_batch((10**40, 10**40, 10**40))
-    assert time.perf_counter() - start < 0.5
+    assert time.thread_time() - start < 0.5
 
 
 def test_limit_is_inclusive():
@@ -584,10 +584,10 @@ def test_parse_refuses_too_many_numbers():
 
 
 def test_parse_refuses_overlong_text_quickly():
-    start = time.perf_counter()
+    start = time.thread_time()  # the work's CPU, not a busy machine's wall clock
     with pytest.raises(ValueError, match="characters long"):
         parse_numbers("1 " * (MAX_TEXT_CHARS // 2 + 1))
-    assert time.perf_counter() - start < 0.5
+    assert time.thread_time() - start < 0.5
 
 
 def test_parse_rejects_non_text():

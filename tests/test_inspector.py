@@ -927,10 +927,10 @@ def test_a_capture_listing_one_tensor_thousands_of_times_is_refused_at_once() ->
     records = [dict(record, call=i) for i in range(16_900)]
     data = st_torch.save({"a": x}, metadata={"lnviz": "capture", "lnviz.version": "1",
                                              "lnviz.records": json.dumps(records)})
-    start = time.perf_counter()
+    start = time.thread_time()  # the work's CPU, not a busy machine's wall clock
     with pytest.raises(TensorFileError, match="its output is tensor 'a', which is already"):
         open_model_file(data)
-    assert time.perf_counter() - start < 5
+    assert time.thread_time() - start < 5
 
 
 def test_a_batchnorm_with_an_outlier_in_every_channel_is_read_in_a_second() -> None:
