@@ -1247,7 +1247,9 @@ def test_corpus(case: Case, tmp_path: Path) -> None:
     finally:
         if hasattr(source, "close"):
             source.close()
-    assert elapsed < 1.0
+    # at most 0.6 s of CPU here (the 200,000-deep key; the others under 0.2 s): a margin for a
+    # slower CPU, and still the bound a hostile file must stay under
+    assert elapsed < 2.0
     if case.after is not None:
         case.after(tmp_path)
 
