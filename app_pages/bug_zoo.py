@@ -36,7 +36,8 @@ page_title("app_pages/bug_zoo.py")
 st.markdown(
     "The formula tutorial's first exercise: implement LayerNorm and verify it against a library. "
     "Below are "
-    "seven implementations; six carry a slip found in real code, some in these very seeds. Do "
+    "seven implementations; six carry a slip found in real code, some in the tutorials this "
+    "app follows. Do "
     "the verifying: pick an input, read the code, say which ones give what "
     "`torch.nn.LayerNorm` gives, then check."
 )

@@ -131,7 +131,7 @@ st.markdown(
     "with `inputs.reshape(sequence_size, batch_size, embedding_size)` and takes its variance "
     "(and, in its commented-out lines, its mean) over `dims = (-2, -1)`. With one sample both "
     "steps happen to give the right numbers. Here the "
-    "same steps run on a batch of two: the seed's sample and a second one.\n\n"
+    "same steps run on a batch of two: the notes' sample and a second one.\n\n"
     "**1. `reshape` is not `permute`.** A reshape keeps the values in memory order and only "
     "changes how they are indexed; moving a dim needs `permute(1, 0, 2)`. With two samples "
     "the reshaped tensor files the words under the wrong labels:")
@@ -139,7 +139,7 @@ st.dataframe(reshape_table(two), hide_index=True, key="sh_reshape")
 st.markdown(
     "**2. `dims = (-2, -1)` pools the batch.** On (words, batch, embedding) the last two dims "
     "are (batch, embedding): each word position gets one μ and σ² across both samples. Below, "
-    "the seed's sample is normalized alone (as in the seed) and beside the second sample "
+    "the notes' sample is normalized alone (as in the notes) and beside the second sample "
     "(permuted correctly, so only the dims differ):")
 st.dataframe(dependence_table(two), hide_index=True, key="sh_dependence",
              column_config={"max |change|": st.column_config.NumberColumn(format="%.4f")})

@@ -843,7 +843,7 @@ def test_seed_002s_numbers_are_checked_and_its_slips_named():
     check = seed_checks("padded_tokens")
     rows = check.table.set_index("step")
     powerful = rows.loc["“powerful”: (7 − 3.5)/2.29"]
-    assert powerful["the seed writes"] == "1.52" and powerful["lnviz computes"] == "1.528"
+    assert powerful["the source writes"] == "1.52" and powerful["lnviz computes"] == "1.528"
     assert powerful["verdict"].startswith("slip: 1.528 rounds to 1.53")
     assert rows.loc["“I”: (1 − 3.5)/2.29", "verdict"].startswith("✓")
     assert check.table.loc[1, "verdict"] == "✓ 2.291 rounds to 2.29"  # BatchNorm's σ: fine
@@ -851,7 +851,7 @@ def test_seed_002s_numbers_are_checked_and_its_slips_named():
     assert check.table.loc[ln + 1, "verdict"].startswith("slip: 0.8165 rounds to 0.82")
     assert "cut the digits off" in check.table.loc[ln + 1, "verdict"]
     assert check.table.loc[ln + 2, "verdict"] == (
-        "slip: 1.225 rounds to 1.22; the seed's 1.23 follows from its own earlier rounding "
+        "slip: 1.225 rounds to 1.22; the source's 1.23 follows from its own earlier rounding "
         "(1.235)")
     at = open_page(EXPLORER)
     assert seed_table(at).equals(check.table)

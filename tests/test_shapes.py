@@ -215,7 +215,7 @@ def test_the_seeds_own_cells_on_a_batch_of_two():
                                atol=1e-4)
     caption = batch_of_two_caption(two)
     assert caption.startswith("Over the last dim, sample 0's output moves by 0 when sample 1 "
-                              "joins it; over the seed's last two dims, by up to 1.8671.")
+                              "joins it; over the notes' last two dims, by up to 1.8671.")
     assert caption.endswith("comes out as [0.0000, -0.8657, 0.8657] instead of "
                             "[0.0000, -1.2238, 1.2238].")
 

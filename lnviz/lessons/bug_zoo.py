@@ -1,5 +1,6 @@
 r"""The bug zoo: LayerNorm written by hand seven times, six of them with a slip that real code
-and the seeds make, each checked against ``torch.nn.LayerNorm`` on an input the learner picks.
+and the tutorials this app follows make, each checked against ``torch.nn.LayerNorm`` on an
+input the learner picks.
 
 The formula tutorial's first exercise is "implement LayerNorm and verify it against a library";
 this lesson

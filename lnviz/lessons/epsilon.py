@@ -511,8 +511,8 @@ class NoEpsilonCell:
 
 
 def seed_000_without_epsilon(x: np.ndarray) -> NoEpsilonCell:
-    """Run the formula tutorial's "without epsilon" step on ``x`` as the seed does: numpy float64
-    values
+    """Run the formula tutorial's "without epsilon" step on ``x`` as the tutorial does: numpy
+    float64 values
     (the decimals as typed, not their float32 storage), ``(x - mean) / np.sqrt(var)`` inside
     ``try``/``except Exception``."""
     values = np.array([float(f"{v:.7g}") for v in np.asarray(x, dtype=np.float64)])
@@ -523,7 +523,7 @@ def seed_000_without_epsilon(x: np.ndarray) -> NoEpsilonCell:
         try:
             normalized = (values - mean) / np.sqrt(var)
             printed = f"Normalized (no epsilon): {normalized}"
-        except Exception as err:  # the seed's own catch-all, reproduced
+        except Exception as err:  # the tutorial's own catch-all, reproduced
             raised = f"{type(err).__name__}: {err}"
             printed = f"Error without epsilon: {err}"
     strict = None

@@ -1065,7 +1065,7 @@ def shared_outputs(ex: Exploration, spec: NormSpec, batch: Batch) -> str | None:
 @dataclass(frozen=True)
 class SeedCheck:
     """A seed's worked numbers for one preset, recomputed by lnviz: ``table`` has one row per
-    claim ("step", "the seed writes", "lnviz computes", "verdict"); ``note`` says how."""
+    claim ("step", "the source writes", "lnviz computes", "verdict"); ``note`` says how."""
 
     title: str
     table: pd.DataFrame
@@ -1082,7 +1082,7 @@ def _decimals(text: str) -> int:
 
 
 def _judge(seed: str, exact: float, from_seed: float | None = None) -> str:
-    """Whether the seed's number ``seed`` (text, as printed) is ``exact`` rounded to the seed's
+    """Whether the source's number ``seed`` (text, as printed) is ``exact`` rounded to the source's
     decimals; if not, whether it is ``exact`` cut off there, or what its own earlier rounded
     numbers (``from_seed``) give."""
     d = _decimals(seed)
@@ -1092,7 +1092,7 @@ def _judge(seed: str, exact: float, from_seed: float | None = None) -> str:
         return f"✓ {_minus(f'{exact:.4g}')} rounds to {seed}"
     verdict = _minus(f"slip: {exact:.4g} rounds to {rounded:.{d}f}")
     if from_seed is not None and round(from_seed, d) == claimed:
-        return verdict + _minus(f"; the seed's {seed} follows from its own earlier rounding "
+        return verdict + _minus(f"; the source's {seed} follows from its own earlier rounding "
                                 f"({from_seed:.4g})")
     if math.trunc(exact * 10**d) / 10**d == claimed:
         return verdict + f"; the seed cut the digits off instead of rounding ({seed})"
@@ -1126,11 +1126,11 @@ def _seed_002(key: str) -> SeedCheck:
     table = pd.DataFrame(
         [(step, seed, _minus(f"{exact:.4g}"), _judge(seed, exact, own))
          for step, seed, exact, own in rows],
-        columns=["step", "the seed writes", "lnviz computes", "verdict"])
+        columns=["step", "the source writes", "lnviz computes", "verdict"])
     return SeedCheck(
         "The transformer article's numbers, checked", table,
-        "lnviz recomputes each number in float64 with ε = 0, as the seed's arithmetic has no "
-        "ε; “from its own earlier rounding” repeats the seed's step with the numbers it had "
+        "lnviz recomputes each number in float64 with ε = 0, as the source's arithmetic has no "
+        "ε; “from its own earlier rounding” repeats the source's step with the numbers it had "
         "already rounded.")
 
 
@@ -1197,10 +1197,10 @@ def _seed_003() -> SeedCheck:
          f"{_minus(f'{seed_first:.5g}')}; lnviz's corrected two-pass mean gives "
          f"{_minus(f'{lnviz_first:.4g}')}"),
     ]
-    table = pd.DataFrame(rows, columns=["step", "the seed writes", "lnviz computes", "verdict"])
+    table = pd.DataFrame(rows, columns=["step", "the source writes", "lnviz computes", "verdict"])
     return SeedCheck(
         "The two-word notes' slips, named", table,
-        "Each row runs the seed's step (in float32, as its notebook does) beside lnviz's "
+        "Each row runs the source's step (in float32, as its notebook does) beside lnviz's "
         "LayerNorm over the last two dims (ε = 1e-5). Its batch-dim questions — a reshape where "
         "a permute was meant, and dims = (−2, −1) pooling over the batch dim once it holds more "
         "than one sample — are worked through on the Shapes page.")

@@ -136,7 +136,7 @@ def _single_threaded(func: Callable) -> Callable:
 # 0.1]]])``
 #: is (batch, words, embedding) = (1, 2, 3), two words of three values.
 SEED_003_SAMPLE = ((0.2, 0.1, 0.3), (0.5, 0.1, 0.1))
-#: A second sample of two words (not the seed's), larger than the first so that sharing
+#: A second sample of two words (not the notes'), larger than the first so that sharing
 #: statistics with it visibly moves the first sample's output.
 SECOND_SAMPLE = ((0.9, 0.7, 0.8), (0.3, 0.6, 0.9))
 
@@ -267,9 +267,9 @@ class SeedBatchOfTwo:
     """The two-word notes' steps on a batch of two samples instead of one.
 
     Attributes:
-        inputs: (batch, words, embedding) = (2, 2, 3), batch first, as the seed types its tensor:
+        inputs: (batch, words, embedding) = (2, 2, 3), batch first, as the notes type their tensor:
             sample 0 is the two-word notes' words, sample 1 is :data:`SECOND_SAMPLE`.
-        reshaped: ``inputs.reshape(words, batch, embedding)``, the seed's line. A reshape keeps
+        reshaped: ``inputs.reshape(words, batch, embedding)``, the notes' line. A reshape keeps
             the memory order and only relabels it, so row (word w, batch b) holds sample w's
             word b.
         permuted: ``inputs.permute(1, 0, 2)``, the (words, batch, embedding) tensor the seed
@@ -277,13 +277,13 @@ class SeedBatchOfTwo:
         reshaped_source, permuted_source: for each (word, batch) row, the (sample, word) of
             ``inputs`` it holds.
         per_word: LayerNorm over the last dim of ``permuted``: one μ per word of each sample.
-        seed_dims: LayerNorm over the last two dims (the seed's ``dims=(-2, -1)``): one μ per word
+        seed_dims: LayerNorm over the last two dims (the notes' ``dims=(-2, -1)``): one μ per word
             position, shared by both samples.
         alone: {dims: sample 0's two words normalized in a batch of their own, (words, 3)}.
         in_batch: {dims: sample 0's two words normalized inside the batch of two, (words, 3)}.
         dependence: {dims: max |in_batch − alone|}, how much sample 0's output moves because
             sample 1 is in the batch.
-        seed_steps: the seed's own step-by-step lines on ``permuted``, (words, batch, embedding):
+        seed_steps: the notes' own step-by-step lines on ``permuted``, (words, batch, embedding):
             μ over the last dim, σ² summed over ``dims=(-2, -1)`` but divided by
             m = ``X.size()[-1]`` = 3, then (X − μ)/√(σ² + ε). With a batch of two the sum has
             six terms, so σ² is not a variance of anything.
@@ -313,14 +313,14 @@ def seed_003_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
     tensor and the batch dim has size 1, so neither slip shows; with two, both do."""
     inputs = torch.tensor([SEED_003_SAMPLE, second], dtype=torch.float64)  # (batch, words, emb)
     batch, words, embedding = inputs.shape
-    reshaped = inputs.reshape(words, batch, embedding)  # the seed's line: relabels memory
+    reshaped = inputs.reshape(words, batch, embedding)  # the notes' line: relabels memory
     permuted = inputs.permute(1, 0, 2)  # (words, batch, emb): moves the data
     flat = [(s, w) for s in range(batch) for w in range(words)]  # memory order of ``inputs``
-    alone_input = inputs[:1].permute(1, 0, 2)  # sample 0 by itself: (words, 1, emb), the seed's
+    alone_input = inputs[:1].permute(1, 0, 2)  # sample 0 by itself: (words, 1, emb), the notes'
     outputs = {dims: _ln_last(permuted, dims) for dims in (1, 2)}
     alone = {dims: _ln_last(alone_input, dims)[:, 0].numpy() for dims in (1, 2)}
     in_batch = {dims: out[:, 0].numpy() for dims, out in outputs.items()}
-    # the seed's step-by-step cells, as it runs them (its m stays the last dim's size)
+    # the notes' step-by-step cells, as it runs them (its m stays the last dim's size)
     m = permuted.shape[-1]
     mu = (1 / m) * torch.sum(permuted, dim=-1, keepdim=True)
     sigma2 = (1 / m) * torch.sum((permuted - mu) ** 2, dim=(-2, -1), keepdim=True)
@@ -360,7 +360,7 @@ def reshape_table(view: SeedBatchOfTwo) -> pd.DataFrame:
 
 def dependence_table(view: SeedBatchOfTwo) -> pd.DataFrame:
     """Sample 0's outputs normalized alone and inside the batch of two, over the last dim and
-    over the seed's last two dims."""
+    over the notes' last two dims."""
     rows = []
     for dims, label in ((1, "last dim, (embedding,)"), (2, "last 2 dims, (batch, embedding)")):
         for w in range(view.alone[dims].shape[0]):
@@ -374,10 +374,10 @@ def dependence_table(view: SeedBatchOfTwo) -> pd.DataFrame:
 
 def batch_of_two_caption(view: SeedBatchOfTwo) -> str:
     """What the batch of two shows, with its numbers: how far sample 0 moves over each choice
-    of dims, and the seed's own step-by-step cells on the same batch."""
+    of dims, and the notes' own step-by-step cells on the same batch."""
     return (
         f"Over the last dim, sample 0's output moves by {view.dependence[1]:.4g} when sample 1 "
-        f"joins it; over the seed's last two dims, by up to {view.dependence[2]:.4f}. With a "
+        f"joins it; over the notes' last two dims, by up to {view.dependence[2]:.4f}. With a "
         "batch of one the two choices agree only because the batch dim has size 1. The seed's "
         "own step-by-step cells slip a third time on a batch of two: μ over the last dim, but "
         "σ² summed over the last two dims and divided by m = 3, the last dim's size, although "
@@ -396,8 +396,8 @@ def shapes_try_this() -> str:
         f"{_values(seed[1])}, but only because its batch holds one sample: the last two dims "
         "are (batch, embedding), a size-1 dim beside the same three values, and only γ's shape "
         "changes, (3,) versus (1, 3). Switch to “two words ×2”: over the last 2 dims each word "
-        "now shares μ and σ² with the other sample's word, and the seed's sample moves by up "
-        f"to {two.dependence[2]:.2f} (see the section below, where the seed's reshape turns out "
+        "now shares μ and σ² with the other sample's word, and the notes' sample moves by up "
+        f"to {two.dependence[2]:.2f} (see the section below, where the notes' reshape turns out "
         "to need a permute as well). On the 3-D batch, go from the last 1 dim (one μ per "
         "token) to the last 2 (one per sentence) and watch the pad token join its sentence's "
         "statistics. On the images, the last 3 dims give one μ per image (what GroupNorm with "
@@ -416,10 +416,10 @@ def batch_of_two_snippet(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE) 
     return f'''import torch
 import torch.nn.functional as F
 
-# (batch, words, embedding) = (2, 2, 3): the seed's sample, then a second one
+# (batch, words, embedding) = (2, 2, 3): the notes' sample, then a second one
 inputs = torch.tensor([{[list(w) for w in SEED_003_SAMPLE]}, {[list(w) for w in second]}])
 batch_size, sequence_size, embedding_size = inputs.shape
-reshaped = inputs.reshape(sequence_size, batch_size, embedding_size)  # the seed's line
+reshaped = inputs.reshape(sequence_size, batch_size, embedding_size)  # the notes' line
 permuted = inputs.permute(1, 0, 2)  # what it meant: (words, batch, embedding)
 print(torch.equal(reshaped, permuted))  # False: reshape only relabels memory
 print(reshaped[0, 1].tolist())  # sample 0's word 1, filed as word 0 of sample 1

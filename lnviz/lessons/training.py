@@ -469,7 +469,7 @@ def custom_layer_norm_table(sizes: tuple[int, ...], samples: int = 8, seed: int 
     """The LN-LSTM walkthrough's from-scratch LayerNorm against ``torch.nn.functional.layer_norm``
     and lnviz's
     :func:`lnviz.layer_norm`, on ``samples`` random float32 rows of each size n in ``sizes``,
-    with ``unbiased=False`` (the seed's) and ``unbiased=True`` (``torch.var``'s default).
+    with ``unbiased=False`` (the walkthrough's) and ``unbiased=True`` (``torch.var``'s default).
 
     Columns: n, the variance used, the largest |difference| from torch and from lnviz, and the
     spread of x̂ (1 for a correct LayerNorm, up to ε) next to √((n − 1)/n).
