@@ -3,7 +3,7 @@
     python -m lnviz.train --models lstm ln-lstm --steps 300 --seeds 3 --json runs.json
     python -m lnviz.train --seeds 3 --sweep lr --values 0.001 0.01 0.1
 
-The models and the training loop are :mod:`lnviz.lessons.training`'s (the app's Training page runs
+The models and the training loop are :mod:`lnviz.lessons.ln_lstm`'s (the app's Training page runs
 the same code); the datasets (scikit-learn's 8×8 digits by default, or sequential MNIST from files)
 are :mod:`lnviz.data.sequences`'s.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lnviz.data.sequences import DIGIT_READINGS, load_data
 from lnviz.devices import available_devices
-from lnviz.lessons.training import (
+from lnviz.lessons.ln_lstm import (
     MODELS,
     SWEEPS,
     ModelRun,

@@ -262,7 +262,7 @@ CRASHING_VALUES = [
     ("app_pages/home.py", "number_input", "seed", "inf"),
     ("app_pages/explorer.py", "number_input", "group", "1e309"),
     ("app_pages/gradients.py", "number_input", "gr_row", "inf"),
-    ("app_pages/training.py", "number_input", "tr_steps", "-1e309"),
+    ("app_pages/ln_lstm.py", "number_input", "tr_steps", "-1e309"),
     ("app_pages/explorer.py", "segmented_control", "norm", ""),
     ("app_pages/epsilon.py", "segmented_control", "ep_vec", ""),
     ("app_pages/shapes.py", "segmented_control", "sh_tensor", ""),

@@ -299,10 +299,10 @@ FRAGMENT_CONTROLS = {
                                      r"bz_check=true"),
     "inspector-layer": FragmentControl("/inspector", "select", "Layer", "cnn.4[0] · GroupNorm",
                                        r"in_layer=cnn\.4%5B0%5D\+%C2%B7\+GroupNorm"),
-    "transformer-attention": FragmentControl("/transformer", "slider", "Attention of layer", "3",
+    "transformer-attention": FragmentControl("/minilm", "slider", "Attention of layer", "3",
                                              r"tf_att=3"),
     "training-gate": FragmentControl(
-        "/training?tr_models=LSTM&tr_seeds=1&tr_steps=2&tr_hidden=16", "radio", "Gate",
+        "/ln_lstm?tr_models=LSTM&tr_seeds=1&tr_steps=2&tr_hidden=16", "radio", "Gate",
         "forget f", r"tr_gate=forget(\+|%20)f", setup="Run"),
     "bn-vs-ln-n": FragmentControl("/bn_vs_ln", "slider", "N (batch size)", "5", r"bl_n=5"),
     "bn-vs-ln-batch-size": FragmentControl("/bn_vs_ln", "slider", "Batch size", "9", r"bl_b=9"),

@@ -35,7 +35,7 @@ GRACE_S = 2
 LEARNERS = 4
 #: A large random batch: 2,000,000 values (the full limits allow 13,421,772).
 BIG = "/explorer?src=Random+batch&rlayout=NC&rn=4000&rc=500"
-PAGES = ["/explorer", BIG, "/bn_vs_ln", "/padding", "/epsilon", "/transformer"]
+PAGES = ["/explorer", BIG, "/bn_vs_ln", "/padding", "/epsilon", "/minilm"]
 #: After everyone has left, the server holds at most this multiple of its warmed baseline.
 RATIO = 1.5
 #: ... and once a later visitor has come and gone (Streamlit has dropped the expired sessions):
@@ -144,7 +144,7 @@ def test_memory_comes_back_after_everyone_leaves(browser: Browser, tmp_path: Pat
         for r in range(CLOSED_ROUNDS):
             # each tab with its own sentence, so each session holds results of its own
             tabs = [_arrive(context, base, []) for context in [
-                _start(browser, base, f"/transformer?tf_text=Round+{r}+tab+{k}" + WORDS)
+                _start(browser, base, f"/minilm?tf_text=Round+{r}+tab+{k}" + WORDS)
                 for k in range(CLOSED_TABS)]]
             for context in tabs:
                 context.close()

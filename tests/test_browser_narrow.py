@@ -32,7 +32,7 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 #: Every page with a figure of more than one panel, a colorbar or values written into cells.
 PAGES = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_shift", "shapes",
-         "explorer?src=Captured+layer", "transformer"]
+         "explorer?src=Captured+layer", "minilm"]
 #: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
 SLACK = 1.0
 #: ... and two tick labels of one axis: a text's box is a line taller than its glyphs, so rows

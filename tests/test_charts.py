@@ -181,11 +181,11 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.gradients.invariance_figure, c.gradients.invariance_figure(
             ["shift one sample", "scale all of W"],
             {"LayerNorm": [1e-16, 0.5], "BatchNorm": [0.3, 0.0]})),
-        (c.training.curves_figure, c.training.curves_figure(
+        (c.ln_lstm.curves_figure, c.ln_lstm.curves_figure(
             {"LSTM": {"step": [1, 2], "loss": [2.0, 1.0], "accuracy": [0.1, 0.5]}}, 10,
             chance=0.1)),
-        (c.training.grad_norm_figure, c.training.grad_norm_figure({"LSTM": [1.0, 2.0]})),
-        (c.training.gates_figure, c.training.gates_figure(
+        (c.ln_lstm.grad_norm_figure, c.ln_lstm.grad_norm_figure({"LSTM": [1.0, 2.0]})),
+        (c.ln_lstm.gates_figure, c.ln_lstm.gates_figure(
             {"LSTM": rng.normal(size=(6, 5)), "LN-LSTM": rng.normal(size=(6, 5))})),
         (c.bn_vs_ln.sharing_figure, c.bn_vs_ln.sharing_figure(
             (2, 3, 4), ["BatchNorm", "LayerNorm"], [np.ones((2, 1, 4), bool), None],
@@ -242,23 +242,23 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             np.array([[-1.22, 0, 1.22], [-1.22, 0, 1.22]]))),
         (c.start_here.epsilon_figure, c.start_here.epsilon_figure(
             np.logspace(-4, 2, 7), np.linspace(1.2, 0.1, 7), 2 / 3, 0.866)),
-        (c.training.curves_figure, c.training.curves_figure(
+        (c.ln_lstm.curves_figure, c.ln_lstm.curves_figure(
             {"LN-LSTM · lr 0.1": {"step": [1, 2], "loss": [2.0, 1.0], "accuracy": [0.1, 0.5],
                                   "loss_low": [1.5, 0.5], "loss_high": [2.5, 1.5],
                                   "accuracy_low": [0.0, 0.4], "accuracy_high": [0.2, 0.6]}},
             10, chance=0.1)),
-        (c.training.grad_norm_figure, c.training.grad_norm_figure(
+        (c.ln_lstm.grad_norm_figure, c.ln_lstm.grad_norm_figure(
             {"LSTM": [1.0, 2.0]}, {"LSTM": [0.5, 1.0]}, {"LSTM": [2.0, 4.0]})),
-        (c.training.sweep_figure, c.training.sweep_figure(
+        (c.ln_lstm.sweep_figure, c.ln_lstm.sweep_figure(
             [1e-3, 1e-2, 1e-1], {"LSTM": ([0.8, 0.9, 0.7], [0.7, 0.85, 0.5], [0.85, 0.95, 0.8]),
                                  "LN-LSTM": ([0.9, 0.95, 0.9], [0.9, 0.95, 0.9],
                                              [0.9, 0.95, 0.9])}, "learning rate", True, 0.1)),
-        (c.training.length_figure, c.training.length_figure(
+        (c.ln_lstm.length_figure, c.ln_lstm.length_figure(
             [8, 10, 12, 16, 24], 8,
             {"LSTM": ([0.9] * 5, [0.8] * 5, [0.95] * 5),
              "BN-LSTM": ([0.9, 0.8, 0.7, 0.6, 0.5],) * 3},
             {"BN-LSTM": [0.9] * 5}, {"BN-LSTM": np.linspace(0.1, 0.5, 8)}, 0.1)),
-        (c.training.length_figure, c.training.length_figure(
+        (c.ln_lstm.length_figure, c.ln_lstm.length_figure(
             [8, 16], 8, {"LN-LSTM": ([0.9, 0.8],) * 3}, {}, {})),
         (c.shapes.gradient_figure, c.shapes.gradient_figure(
             {v: profile[v] for v in shapes.COMPARED}, np.array([1, 2, 4]),
@@ -341,8 +341,8 @@ def _inspector_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
     return samples
 def _transformer_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
     """Inside a real transformer's figures on made-up numbers shaped as a run's (the model's
-    own are checked in tests/test_transformer.py): 5 tokens, 8 features, 13 LayerNorms."""
-    c = charts.transformer
+    own are checked in tests/test_minilm.py): 5 tokens, 8 features, 13 LayerNorms."""
+    c = charts.minilm
     rng = np.random.default_rng(1)
     tokens = ["[CLS]", "the", "cat", "the", "[SEP]"]
     x = rng.normal(size=(5, 8))

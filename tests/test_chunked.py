@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 
 from lnviz.chunked import Chunked
+from lnviz.lessons.ln_lstm import Training
 from lnviz.lessons.shapes import Race
-from lnviz.lessons.training import Training
 
 
 class Count(Chunked):

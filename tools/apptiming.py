@@ -35,7 +35,7 @@ from lnviz.lessons.performance import machine  # noqa: E402
 from lnviz.ui.pages import PAGES  # noqa: E402
 from tools.timedserver import timed_runs  # noqa: E402
 
-SKIPPED = {"app_pages/training.py", "app_pages/performance.py"}
+SKIPPED = {"app_pages/ln_lstm.py", "app_pages/performance.py"}
 
 
 @contextmanager

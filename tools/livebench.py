@@ -90,7 +90,7 @@ SETTLE_TARGETS = [
     ("Bug zoo: Offset from zero (whole page)", "/bug_zoo", "Offset from zero", ""),
     ("Geometry: ε (whole page)", "/geometry", "ε (epsilon)", ""),
     ("Shapes: Init gain (whole page)", "/shapes", "Init gain", ""),
-    ("Transformer: Attention of layer (fragment)", "/transformer", "Attention of layer", ""),
+    ("Transformer: Attention of layer (fragment)", "/minilm", "Attention of layer", ""),
 ]
 #: ``--figures``: the trivial page with more to redraw after each press (tools/trivial_app.py)
 FIGURE_TARGETS = [

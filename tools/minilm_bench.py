@@ -9,7 +9,7 @@ A script, not a pytest test::
 1. In a fresh Python process: resident memory (VmRSS) after importing torch and lnviz, the time
    ``lnviz.models.minilm()`` takes (sha256 of the 90 MB weights, reading them, the tokenizer)
    and the RSS after it; then ``model.run(text)`` on sentences of 12, 128 and 512 tokens and
-   ``lnviz.lessons.transformer.analyze`` (the page's main computation) on 12 and 128, each
+   ``lnviz.lessons.minilm.analyze`` (the page's main computation) on 12 and 128, each
    repeated: best and median time.
 2. With ``--sessions``: ``streamlit run app.py`` on a free port of 127.0.0.1 (nothing else is
    contacted), headless Chromium opening the page in that many browser contexts one after the
@@ -40,7 +40,7 @@ def rss_mb():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
 import torch, lnviz, lnviz.models
-from lnviz.lessons import transformer
+from lnviz.lessons import minilm
 out = {"threads": torch.get_num_threads(), "rss_before_mb": rss_mb()}
 t = time.perf_counter(); model = lnviz.models.minilm(); out["load_s"] = time.perf_counter() - t
 out["rss_loaded_mb"] = rss_mb()
@@ -55,7 +55,7 @@ for n in (12, 128, 512):
     if n <= 128:
         times = []
         for _ in range(max(3, repeats // 4)):
-            t = time.perf_counter(); transformer.analyze(model, text)
+            t = time.perf_counter(); minilm.analyze(model, text)
             times.append(time.perf_counter() - t)
         out[f"analyze_{n}_ms"] = [1000 * min(times), 1000 * statistics.median(times)]
 out["rss_after_runs_mb"] = rss_mb()
@@ -113,7 +113,7 @@ def server_numbers(counts: list[int]) -> list[dict]:
                                                                     "height": 1000})
                             page = context.new_page()
                             started = time.monotonic()
-                            page.goto(f"{base}/transformer")
+                            page.goto(f"{base}/minilm")
                             expect(page.locator('[data-testid="stPlotlyChart"]')).to_have_count(
                                 8, timeout=180_000)
                             opened.append(time.monotonic() - started)

@@ -19,15 +19,15 @@ from lnviz.charts import (
     geometry,
     gradients,
     inspector,
+    ln_lstm,
+    minilm,
     padding,
     performance,
     scale_shift,
     shapes,
     start_here,
-    training,
-    transformer,
 )
 
 __all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
-           "inspector", "padding", "performance", "scale_shift", "shapes", "start_here", "training",
-           "transformer"]
+           "inspector", "ln_lstm", "minilm", "padding", "performance", "scale_shift", "shapes",
+           "start_here"]

@@ -58,10 +58,10 @@ PAGES: dict[str, list[PageInfo]] = {
                  "against torch.nn.LayerNorm on an input you pick."),
     ],
     "Experiments": [
-        PageInfo("app_pages/transformer.py", "Inside a real transformer", ":material/psychology:",
+        PageInfo("app_pages/minilm.py", "Inside a real transformer", ":material/psychology:",
                  "Type a sentence into a real pretrained model (all-MiniLM-L6-v2) and open its "
                  "13 LayerNorms: one huge number, outlier features, attention sinks, int8."),
-        PageInfo("app_pages/training.py", "LN-LSTM vs LSTM", ":material/model_training:",
+        PageInfo("app_pages/ln_lstm.py", "LN-LSTM vs LSTM", ":material/model_training:",
                  "Train an LSTM with and without LayerNorm on sequential digits, live, and watch "
                  "the curves and the gate activations diverge."),
         PageInfo("app_pages/performance.py", "Performance", ":material/speed:",

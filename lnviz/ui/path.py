@@ -35,7 +35,7 @@ class Link:
 #: Each step's links into the pages that go deeper, by its number, each opened on one view.
 PATH_LINKS: dict[int, tuple[Link, ...]] = {
     1: (
-        Link("app_pages/training.py", "LN-LSTM vs LSTM: train both and compare the curves"),
+        Link("app_pages/ln_lstm.py", "LN-LSTM vs LSTM: train both and compare the curves"),
     ),
     2: (
         Link("app_pages/explorer.py", "Explorer: “I” through LayerNorm, step by step",

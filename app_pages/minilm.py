@@ -5,7 +5,7 @@ from functools import partial
 import streamlit as st
 
 from lnviz import charts
-from lnviz.lessons.transformer import (
+from lnviz.lessons.minilm import (
     FIRST_FFN,
     MAX_CHARS,
     MAX_DRAWN_TOKENS,
@@ -42,10 +42,10 @@ from lnviz.ui.pages import page_title, title_of
 from lnviz.ui.source import send_batch_to_explorer
 from lnviz.ui.state import keep_in_range, url_text
 
-TITLE = title_of("app_pages/transformer.py")
+TITLE = title_of("app_pages/minilm.py")
 NAMES = layer_norm_names()
 
-page_title("app_pages/transformer.py")
+page_title("app_pages/minilm.py")
 st.caption("all-MiniLM-L6-v2, a pretrained sentence encoder (BERT, 6 layers, 384 features), "
            "runs on this server: type a sentence and open any of its 13 LayerNorms. The URL "
            "keeps your sentence.")
@@ -102,7 +102,7 @@ st.markdown(f"**{len(run.tokens)} tokens:** " + " · ".join(map(code_span, run.t
 # --- One LayerNorm ----------------------------------------------------------------------------
 st.subheader(f"1 · LayerNorm {chosen}: {layer_label(name)}")
 st.caption(f"`{name}`, as transformers' BertModel names it.")
-show_figure(charts.transformer.ln_heatmaps, run.tokens[:view.drawn], view.input, view.output,
+show_figure(charts.minilm.ln_heatmaps, run.tokens[:view.drawn], view.input, view.output,
             view.color_limit, layer_label(name), key="tf_heat")
 st.caption("Each row is a token, each column one of the 384 features. The input's colours end "
            f"at ±{view.color_limit:.3g} (the 99.5th percentile of |x|): larger values show the "
@@ -110,7 +110,7 @@ st.caption("Each row is a token, each column one of the 384 features. The input'
            + (f" Only the first {MAX_DRAWN_TOKENS} of {len(run.tokens)} tokens are drawn; the "
               "statistics below use all of them." if view.drawn < len(run.tokens) else ""))
 st.markdown(layer_text(run, view))
-show_figure(charts.transformer.token_stats, run.tokens, view.mean, view.std, view.peak_in,
+show_figure(charts.minilm.token_stats, run.tokens, view.mean, view.std, view.peak_in,
             view.peak_out, key="tf_stats")
 cols = st.columns(2)
 if cols[0].button("Open this input in the Explorer", icon=":material/biotech:", key="tf_open",
@@ -125,7 +125,7 @@ download_button(cols[1], "Download the run as a capture file",
 
 # --- All layers -------------------------------------------------------------------------------
 st.subheader("2 · All 13 LayerNorms at a glance")
-show_figure(charts.transformer.layers_overview, [layer_label(n) for n in NAMES], run.peak,
+show_figure(charts.minilm.layers_overview, [layer_label(n) for n in NAMES], run.peak,
             run.median, run.first_share, key="tf_overview")
 
 # --- Massive activations ----------------------------------------------------------------------
@@ -134,7 +134,7 @@ st.caption("Massive activations: Sun et al. 2024, “Massive Activations in Larg
            "Models”.")
 massive = run.massive
 st.markdown(massive_text(run))
-show_figure(charts.transformer.massive_figure, massive.per_layer, massive.per_layer_median,
+show_figure(charts.minilm.massive_figure, massive.per_layer, massive.per_layer_median,
             massive.feature, run.tokens[massive.token], key="tf_massive")
 with st.spinner("Running the examples…"):
     across = cached(across_sentences, Named(model, "minilm"), massive.feature)
@@ -148,7 +148,7 @@ st.subheader("4 · A feature large in every token, and γ's part in it")
 st.caption("Outlier features: Kovaleva et al. 2021, “BERT Busters: Outlier Dimensions that "
            "Disrupt Transformers”.")
 st.markdown(outlier_text(run))
-show_figure(charts.transformer.outlier_figure, [layer_label(n) for n in NAMES],
+show_figure(charts.minilm.outlier_figure, [layer_label(n) for n in NAMES],
             run.outliers.median, run.outliers.typical, view.gamma, run.outliers.feature,
             massive.feature, layer_label(name), key="tf_outliers")
 
@@ -163,7 +163,7 @@ def attention_section(run: TransformerRun) -> None:
     layer = st.select_slider("Attention of layer", list(range(len(run.sink.share))), value=2,
                              key="tf_att", bind="query-params",
                              help="Which layer's attention map to draw, averaged over its heads.")
-    show_figure(charts.transformer.attention_figure, run.sink.share, run.sink.uniform,
+    show_figure(charts.minilm.attention_figure, run.sink.share, run.sink.uniform,
                 run.sink.mean_map[layer][:MAX_DRAWN_TOKENS, :MAX_DRAWN_TOKENS], run.tokens, layer,
                 key="tf_attention")
 
@@ -186,7 +186,7 @@ def ablation_section(model: MiniLM, text: str, feature_default: int) -> None:
         result = cached(ablation, Named(model, "minilm"), text, int(feature), control)
         pairs = cached(pair_similarities, Named(model, "minilm"), int(feature), control)
     st.markdown(ablation_text(result, pairs))
-    show_figure(charts.transformer.ablation_figure, result.feature, result.control, result.cosine,
+    show_figure(charts.minilm.ablation_figure, result.feature, result.control, result.cosine,
                 result.control_cosine, key="tf_ablation")
     st.dataframe(pairs, hide_index=True, key="tf_pairs")
 
@@ -200,7 +200,7 @@ st.caption("Dettmers et al. 2022, “LLM.int8(): 8-bit Matrix Multiplication for
 table, outliers = cached(int8_errors, run.records[chosen].input[0].numpy())
 st.markdown(f"The input of LayerNorm {chosen} ({layer_label(name)}) rounded to int8 with "
             "absmax scaling, three ways. " + int8_text(table, outliers))
-show_figure(charts.transformer.int8_figure, table["int8 scheme"].tolist(),
+show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),
             table["values turned to 0"].to_numpy(),
             table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")
 st.dataframe(table, hide_index=True, key="tf_int8_table")

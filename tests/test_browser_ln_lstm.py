@@ -61,7 +61,7 @@ def _wait_quiet(base: str) -> tuple[float, float]:
 def _start_large_run(tab, base: str) -> tuple[float, int]:
     """Open the page at the largest settings and press Run: (seconds to the first step shown,
     the step shown two seconds later)."""
-    tab.goto(f"{base}/training?{LARGE}")
+    tab.goto(f"{base}/ln_lstm?{LARGE}")
     run = tab.get_by_role("button", name="Run", exact=True)
     expect(run).to_be_visible(timeout=TIMEOUT_MS)
     wait_idle(tab)

@@ -7,7 +7,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.data.sequences import DIGIT_READINGS, load_digits_data, load_files
-from lnviz.lessons.training import (
+from lnviz.lessons.ln_lstm import (
     CUSTOM_LAYER_NORM_CODE,
     GATES,
     LEARNING_RATES,
@@ -39,7 +39,7 @@ from lnviz.ui.state import current_settings, run_stop_buttons
 settings = current_settings()
 GOAL = f"{TARGET_ACCURACY:.0%}"
 
-page_title("app_pages/training.py")
+page_title("app_pages/ln_lstm.py")
 #: Session-state slot of the training (lnviz.ui.jobs).
 TRAINING = "tr"
 st.caption("Train an LSTM with and without Layer Normalization on images read as sequences, "
@@ -193,7 +193,7 @@ def live_curves(slot: DeltaGenerator, steps: int) -> Callable[[Progress], None]:
 
     def draw(now: Progress) -> None:
         if now.evaluations != drawn[0]:
-            slot.plotly_chart(charts.training.curves_figure(now.curves, steps, now.chance),
+            slot.plotly_chart(charts.ln_lstm.curves_figure(now.curves, steps, now.chance),
                               key=f"tr_live_{now.evaluations}")
             drawn[0] = now.evaluations
 
@@ -231,7 +231,7 @@ def gates_and_checks(result: TrainingResult) -> None:
         "When", ["after training", "at initialization"], horizontal=True, key="tr_when",
         bind="query-params", help="The same images through the trained or the untrained model.")
     at_init = moment == "at initialization"
-    show_figure(charts.training.gates_figure, result.gate_bands(gate, at_init, shown),
+    show_figure(charts.ln_lstm.gates_figure, result.gate_bands(gate, at_init, shown),
                 key="tr_gates")
     st.caption(f"{result.gate_samples} held-out images through the run of seed {cfg.seed}. "
                "Light band: 5–95 % of the values at that time step; dark band: 25–75 %; line: "
@@ -268,7 +268,7 @@ def gates_and_checks(result: TrainingResult) -> None:
         st.caption("This check runs after the last training step; this training was stopped "
                    "before it was done.")
     else:
-        show_figure(charts.training.length_figure, length.lengths, length.train_length,
+        show_figure(charts.ln_lstm.length_figure, length.lengths, length.train_length,
                     length.bands(), length.batch_means(), length.running_var, result.chance,
                     key="tr_length")
         st.caption(f"{length.samples} held-out images at each length"
@@ -294,7 +294,7 @@ if result is None:
 else:
     cfg = result.config
     with curves_slot.container():
-        show_figure(charts.training.curves_figure, result.curves, cfg.steps, result.chance,
+        show_figure(charts.ln_lstm.curves_figure, result.curves, cfg.steps, result.chance,
                     key="tr_curves")
         st.caption(
             (f"Lines: the mean over {cfg.seeds} seeds; shaded: from the lowest seed to the "
@@ -317,7 +317,7 @@ else:
     st.subheader("What these runs show")
     st.markdown("\n".join(f"- {sentence}" for sentence in result.findings()))
     if cfg.sweep:
-        show_figure(charts.training.sweep_figure, cfg.sweep_values, result.sweep_accuracy(),
+        show_figure(charts.ln_lstm.sweep_figure, cfg.sweep_values, result.sweep_accuracy(),
                     SWEEPS[cfg.sweep], cfg.sweep == "lr", result.chance, key="tr_sweep_fig")
         st.caption("Each point: the mean final held-out accuracy over the seeds; the bars run "
                    "from the lowest seed to the highest.")
@@ -352,7 +352,7 @@ else:
 
     # --- Gradients ----------------------------------------------------------------------------
     st.subheader("Gradient norms")
-    show_figure(charts.training.grad_norm_figure, *result.grad_norm_bands(), key="tr_grads")
+    show_figure(charts.ln_lstm.grad_norm_figure, *result.grad_norm_bands(), key="tr_grads")
     st.caption("‖∇θ‖₂ of all parameters together at every step (log scale), before Adam's "
                "update" + (f"; line: the median of the {cfg.seeds} seeds, shaded: the lowest "
                            "to the highest." if cfg.seeds > 1 else ".")
@@ -432,6 +432,6 @@ st.markdown(
     "- Switch on *One shared bias*: the normalized models lose 4H parameters each for the "
     "same family of functions. Do the curves change?")
 st.markdown("**The LN-LSTM cell in PyTorch**, self-contained (this app's version, "
-            "`lnviz.lessons.training.LayerNormLSTMCell`, computes the same numbers with lnviz's "
+            "`lnviz.lessons.ln_lstm.LayerNormLSTMCell`, computes the same numbers with lnviz's "
             "own layer_norm):")
 st.code(LN_LSTM_CELL_CODE, language="python")

@@ -25,7 +25,7 @@ FIGURES = 8
 
 def test_typing_a_sentence_redraws_the_figures(page: Page, server: str) -> None:
     page.set_viewport_size({"width": 1400, "height": 1200})
-    page.goto(f"{server}/transformer")
+    page.goto(f"{server}/minilm")
     expect(page.locator(TITLE).first).to_have_text("Inside a real transformer",
                                                    timeout=TIMEOUT_MS)
     expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
@@ -54,7 +54,7 @@ def test_typing_a_sentence_redraws_the_figures(page: Page, server: str) -> None:
 
 
 def test_a_layer_norm_input_opens_in_the_explorer(page: Page, server: str) -> None:
-    page.goto(f"{server}/transformer?tf_text=I+love+deep+learning")
+    page.goto(f"{server}/minilm?tf_text=I+love+deep+learning")
     expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
     wait_idle(page)
     page.get_by_role("button", name="Open this input in the Explorer").click()
@@ -70,7 +70,7 @@ def test_a_paste_longer_than_the_page_reads_is_read_and_cut(page: Page, server: 
     """With max_chars on the text area, the browser dropped a longer paste whole and kept the
     old text without a word; now the page takes it, reads its first 5,000 characters and says
     so."""
-    page.goto(f"{server}/transformer")
+    page.goto(f"{server}/minilm")
     expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
     wait_idle(page)
     box = page.get_by_role("textbox", name="Sentence")

@@ -21,7 +21,7 @@ from pageutil import alerts, decode, figures, open_page, table_with
 
 import lnviz
 import lnviz.data.sequences as sequences_module
-import lnviz.lessons.training as training_module
+import lnviz.lessons.ln_lstm as training_module
 from lnviz.data.sequences import (
     MAX_SEQUENCE_STEPS,
     SequenceData,
@@ -31,7 +31,7 @@ from lnviz.data.sequences import (
     load_mnist_npz,
     read_idx,
 )
-from lnviz.lessons.training import (
+from lnviz.lessons.ln_lstm import (
     CUSTOM_LAYER_NORM_CODE,
     LN_LSTM_CELL_CODE,
     MAX_RUNS,
@@ -64,7 +64,7 @@ from lnviz.lessons.training import (
 from lnviz.limits import DEMO_LIMITS, FULL_LIMITS
 from lnviz.train import main
 
-PAGE = "app_pages/training.py"
+PAGE = "app_pages/ln_lstm.py"
 
 
 def tiny_page(models: list[str], seeds: int = 1, steps: int = 4):
@@ -576,7 +576,7 @@ def test_cli_help_and_bad_data(tmp_path: Path, capsys) -> None:
 
 
 def test_evaluation_interval_gives_about_thirty_points() -> None:
-    from lnviz.lessons.training import evaluation_interval
+    from lnviz.lessons.ln_lstm import evaluation_interval
 
     assert [evaluation_interval(s) for s in (1, 6, 44, 46, 300, 5000)] == [1, 1, 1, 2, 10, 167]
     assert evaluation_interval(300, evaluations=3) == 100
@@ -597,7 +597,7 @@ def test_progress_reports_steps_accuracies_and_curve_points(digits) -> None:
 
 
 def test_gate_bands_pick_one_gate_or_all_of_them(trained) -> None:
-    from lnviz.lessons.training import GATES
+    from lnviz.lessons.ln_lstm import GATES
 
     result = summarize(trained)
     for label in ("LSTM", "LN-LSTM"):
@@ -668,7 +668,7 @@ def test_upsampling_is_torch_bilinear_interpolation() -> None:
 
 
 # --- Bounded work: too large a training is refused, Stop interrupts it ---------------------------
-PAGE = "app_pages/training.py"
+PAGE = "app_pages/ln_lstm.py"
 #: The largest comparison the page offers (full limits): eval_every as the page sets it.
 LARGEST = TrainConfig(models=tuple(MODELS), hidden_size=256, batch_size=256, steps=5000,
                       eval_every=167)
@@ -937,7 +937,7 @@ def test_demo_mode_refuses_a_run_too_large_and_starts_nothing(monkeypatch) -> No
 def test_a_stop_before_the_first_evaluation_still_ends_with_curves(digits) -> None:
     """Stopped after 3 of 40 steps with evaluations due every 1000: the summary evaluates the
     weights as they are, so the loss and accuracy charts are not empty."""
-    from lnviz.lessons.training import summarize
+    from lnviz.lessons.ln_lstm import summarize
 
     training = Training(digits, replace(SMALL, models=("lstm", "ln-lstm")))
     training.advance(3)
@@ -1007,7 +1007,7 @@ def test_one_class_is_refused_by_counting_classes_not_the_largest_label() -> Non
 
 
 # --- Every sentence computed from the runs: seeds, sweeps, who wins ------------------------------
-PAGE = "app_pages/training.py"
+PAGE = "app_pages/ln_lstm.py"
 
 
 def fake_result(accuracy: dict[str, list[list[float]]], config: TrainConfig,
@@ -1522,7 +1522,7 @@ def test_help_texts_say_what_holds() -> None:
 
 def test_a_whole_number_gamma_still_makes_learnable_float_parameters() -> None:
     """TrainConfig(gamma_init=10) made an integer γ, which torch refuses to give a gradient."""
-    from lnviz.lessons.training import make_model
+    from lnviz.lessons.ln_lstm import make_model
 
     model = make_model("ln-lstm", 3, 4, 2, gamma_init=10, beta_init=-1)
     assert model.cell.gamma_ih.dtype == torch.float32 and model.cell.gamma_ih.requires_grad
@@ -1533,9 +1533,9 @@ def test_a_whole_number_gamma_still_makes_learnable_float_parameters() -> None:
 def test_every_series_keeps_its_models_colour_in_the_sweep_figure() -> None:
     from lnviz import charts
 
-    fig = charts.training.sweep_figure(
+    fig = charts.ln_lstm.sweep_figure(
         [0.1, 3.0], {"LSTM (no norms)": ([0.9, 0.9],) * 3, "LN-LSTM": ([0.8, 0.7],) * 3},
         "initial γ")
     colours = {t.name: t.line.color for t in fig.data}
-    assert colours == {"LSTM (no norms)": charts.training.COLORS["LSTM"],
-                       "LN-LSTM": charts.training.COLORS["LN-LSTM"]}
+    assert colours == {"LSTM (no norms)": charts.ln_lstm.COLORS["LSTM"],
+                       "LN-LSTM": charts.ln_lstm.COLORS["LN-LSTM"]}

@@ -832,7 +832,7 @@ class ModelRun:
     the sequence-length check, in pieces like an evaluation.
 
     Attributes:
-        kind: the model's name (see :data:`lnviz.lessons.training.MODELS`).
+        kind: the model's name (see :data:`lnviz.lessons.ln_lstm.MODELS`).
         label: the label of its series ("LN-LSTM", or "LN-LSTM · lr 0.1" in a sweep).
         step: optimizer steps taken.
         curve: at each evaluation, ``step``, ``loss`` (mean training loss since the previous
@@ -840,7 +840,7 @@ class ModelRun:
         step_loss, step_grad_norm: the training loss and the gradient norm of every step.
         seconds: time spent training and evaluating this model.
         gates_at_init: gate pre-activation quantiles before training (see
-            :func:`lnviz.lessons.training.gate_quantiles`), if asked for.
+            :func:`lnviz.lessons.ln_lstm.gate_quantiles`), if asked for.
         length_hits: per blank-row margin, the held-out images classified right (the BN-LSTM
             with its running statistics); ``length_batch_hits`` the same for the BN-LSTM with
             the statistics of each test batch (None for the other models).
@@ -1236,7 +1236,7 @@ class TrainingResult:
     Keyed by series label ("LN-LSTM", or "LN-LSTM · lr 0.1" in a sweep): ``curves`` over the
     seeds (:func:`seed_band`) and ``seed_curves`` seed by seed; ``step_loss`` and
     ``step_grad_norm`` one list per seed. ``gates`` and ``gates_at_init`` map a series to the
-    (5, T, 5) quantiles of :func:`lnviz.lessons.training.gate_quantiles` after and before
+    (5, T, 5) quantiles of :func:`lnviz.lessons.ln_lstm.gate_quantiles` after and before
     training, and ``batch_sensitivity`` checks it, both for its run from seed ``config.seed``.
     ``length`` is the sequence-length check (None if the training stopped before it);
     ``gate_samples`` the held-out images behind the gate quantiles; ``sequence`` the data's
