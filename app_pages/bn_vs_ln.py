@@ -7,7 +7,6 @@ from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.lessons.bn_vs_ln import (
-    MAX_BATCH,
     POPULATION_MEAN,
     POPULATION_VAR,
     BatchSizeSweep,
@@ -23,6 +22,7 @@ from lnviz.lessons.bn_vs_ln import (
     sharing_cubes,
     variance_table,
 )
+from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import batches_panel
@@ -158,7 +158,7 @@ def batch_section(control: DeltaGenerator, box: DeltaGenerator, code: DeltaGener
                   sample: np.ndarray, redraws: int, feature: int, sweep: BatchSizeSweep) -> None:
     code = code.empty()  # the code's place first: a refusal below ends the run before it
     batch_size = control.slider(
-        "Batch size", 1, MAX_BATCH, 8, key="bl_b", bind="query-params",
+        "Batch size", 1, BN_VS_LN_MAX_BATCH, 8, key="bl_b", bind="query-params",
         help="Samples per batch, the fixed one included. At 1, BatchNorm in training mode has a "
              "single value per feature and refuses, as torch does.")
     with box, refusal(icon=":material/block:"):

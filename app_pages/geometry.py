@@ -6,7 +6,6 @@ from lnviz import charts
 from lnviz.lessons.geometry import (
     FEATURES,
     GEOMETRY_NORMS,
-    MAX_VECTORS,
     SOURCES,
     closeup_caption,
     facts,
@@ -18,6 +17,7 @@ from lnviz.lessons.geometry import (
     torch_check,
     vector_table,
 )
+from lnviz.limits import GEOMETRY_MAX_VECTORS
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
@@ -68,7 +68,7 @@ norm = cols[2].segmented_control(
 count, text = 8, ""
 if source == "random":
     count = st.slider(
-        "Number of vectors", 2, MAX_VECTORS, 8, key="gm_n", bind="query-params",
+        "Number of vectors", 2, GEOMETRY_MAX_VECTORS, 8, key="gm_n", bind="query-params",
         help="How many vectors of 3 N(0, 1) features are drawn with the sidebar's seed.")
 elif source == "typed":
     text = st.text_input(

@@ -7,7 +7,6 @@ from lnviz import charts
 from lnviz.devices import to_numpy
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
-    MAX_JACOBIAN,
     UPSTREAM,
     gradient_input,
     gradient_report,
@@ -21,6 +20,7 @@ from lnviz.lessons.gradients import (
     probed_variances,
     upstream_gradient,
 )
+from lnviz.limits import GRADIENTS_MAX_JACOBIAN
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
@@ -124,7 +124,7 @@ st.markdown(
     "outlined squares are each sample's own block: an entry outside them means one sample's "
     "output moves when *another* sample's input does."
 )
-if n * c <= MAX_JACOBIAN:
+if n * c <= GRADIENTS_MAX_JACOBIAN:
     jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
                  cached(norm_jacobian, x, norm, eps) for norm in GRAD_NORMS}
     show_figure(charts.gradients.jacobian_figure, jacobians, n, key="gr_jac")

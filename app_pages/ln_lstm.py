@@ -12,7 +12,6 @@ from lnviz.lessons.ln_lstm import (
     GATES,
     LEARNING_RATES,
     LN_LSTM_CELL_CODE,
-    MAX_SEEDS,
     MODEL_LABELS,
     MODELS,
     SWEEP_CHOICES,
@@ -28,7 +27,7 @@ from lnviz.lessons.ln_lstm import (
     evaluation_interval,
     first_step,
 )
-from lnviz.limits import current_limits
+from lnviz.limits import LN_LSTM_MAX_SEEDS, current_limits
 from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
@@ -122,7 +121,8 @@ with st.container(border=True):
              "(Ba et al. write both β's and a b): the β's only ever act as their sum, so "
              "this saves 4H parameters for the same family of functions.")
     seeds = cols[3].select_slider(
-        "Seeds", list(range(1, MAX_SEEDS + 1)), value=3, key="tr_seeds", bind="query-params",
+        "Seeds", list(range(1, LN_LSTM_MAX_SEEDS + 1)), value=3, key="tr_seeds",
+        bind="query-params",
         help="Runs per model and setting, from the sidebar's seed and the next ones. The "
              "curves show their mean and, shaded, the range from the lowest seed to the "
              "highest: where two models' ranges overlap, their order may be luck of the draw.")

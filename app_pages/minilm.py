@@ -7,8 +7,6 @@ import streamlit as st
 from lnviz import charts
 from lnviz.lessons.minilm import (
     FIRST_FFN,
-    MAX_CHARS,
-    MAX_DRAWN_TOKENS,
     PRESETS,
     TransformerRun,
     ablation,
@@ -32,6 +30,7 @@ from lnviz.lessons.minilm import (
     sink_text,
     truncation_note,
 )
+from lnviz.limits import MINILM_MAX_CHARS, MINILM_MAX_DRAWN_TOKENS
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import MiniLM, layer_norm_names
 from lnviz.ui.cache import Named, cached, shared
@@ -69,16 +68,16 @@ with st.container(border=True):
     cols = st.columns([3, 2])
     with cols[0]:
         # No max_chars: with one, the browser drops a longer paste whole and keeps the old
-        # text without a word; the page reads the first MAX_CHARS characters and says so.
+        # text without a word; the page reads the first MINILM_MAX_CHARS characters and says so.
         text = url_text(st.text_area, "Sentence", PRESETS[0], key="tf_text",
                         what="the sentence", height=80,
-                        help=f"Any text; the page reads its first {MAX_CHARS:,} characters and "
-                             "the model their first 512 tokens.")
-        if len(text) > MAX_CHARS:
+                        help=f"Any text; the page reads its first {MINILM_MAX_CHARS:,} "
+                             "characters and the model their first 512 tokens.")
+        if len(text) > MINILM_MAX_CHARS:
             st.warning(f"This text has {len(text):,} characters: the page reads the first "
-                       f"{MAX_CHARS:,} (the model reads at most 512 tokens anyway).",
+                       f"{MINILM_MAX_CHARS:,} (the model reads at most 512 tokens anyway).",
                        icon=":material/content_cut:")
-            text = text[:MAX_CHARS]
+            text = text[:MINILM_MAX_CHARS]
     cols[1].selectbox("Examples", PRESETS, index=None, key="tf_preset", on_change=use_preset,
                       placeholder="Pick an example sentence…",
                       help="Puts an example into the sentence box.")
@@ -107,8 +106,9 @@ show_figure(charts.minilm.ln_heatmaps, run.tokens[:view.drawn], view.input, view
 st.caption("Each row is a token, each column one of the 384 features. The input's colours end "
            f"at ±{view.color_limit:.3g} (the 99.5th percentile of |x|): larger values show the "
            "end colour; hover for the true numbers."
-           + (f" Only the first {MAX_DRAWN_TOKENS} of {len(run.tokens)} tokens are drawn; the "
-              "statistics below use all of them." if view.drawn < len(run.tokens) else ""))
+           + (f" Only the first {MINILM_MAX_DRAWN_TOKENS} of {len(run.tokens)} tokens are "
+              "drawn; the statistics below use all of them."
+              if view.drawn < len(run.tokens) else ""))
 st.markdown(layer_text(run, view))
 show_figure(charts.minilm.token_stats, run.tokens, view.mean, view.std, view.peak_in,
             view.peak_out, key="tf_stats")
@@ -164,7 +164,8 @@ def attention_section(run: TransformerRun) -> None:
                              key="tf_att", bind="query-params",
                              help="Which layer's attention map to draw, averaged over its heads.")
     show_figure(charts.minilm.attention_figure, run.sink.share, run.sink.uniform,
-                run.sink.mean_map[layer][:MAX_DRAWN_TOKENS, :MAX_DRAWN_TOKENS], run.tokens, layer,
+                run.sink.mean_map[layer][:MINILM_MAX_DRAWN_TOKENS, :MINILM_MAX_DRAWN_TOKENS],
+                run.tokens, layer,
                 key="tf_attention")
 
 

@@ -4,7 +4,6 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.lessons.start_here import (
-    MAX_ANSWER_CHARS,
     OUTLINE,
     TOLERANCE,
     check,
@@ -15,6 +14,7 @@ from lnviz.lessons.start_here import (
     real_tokens,
     stack_series,
 )
+from lnviz.limits import START_HERE_MAX_ANSWER_CHARS
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain
@@ -55,7 +55,8 @@ for tab, step in zip(tabs, steps, strict=True):
                                       "choice.")
             else:
                 value = st.text_input(
-                    q.prompt, key=answer_key(q), bind="query-params", max_chars=MAX_ANSWER_CHARS,
+                    q.prompt, key=answer_key(q), bind="query-params",
+                    max_chars=START_HERE_MAX_ANSWER_CHARS,
                     placeholder=q.placeholder,
                     help=f"Numbers separated by commas; two decimals are enough (the check "
                          f"allows ±{TOLERANCE}). Press Enter to check.")

@@ -11,17 +11,39 @@ import os
 from dataclasses import dataclass
 
 __all__ = [
+    "BN_VS_LN_MAX_BATCH",
+    "CHECK_REFERENCE_LIMIT",
     "DEMO_LIMITS",
     "EXPLORER_BYTES_PER_VALUE",
     "EXPLORER_MAX_D_MODEL",
     "EXPLORER_MAX_LENGTH",
     "EXPLORER_MAX_SEQUENCES",
     "FULL_LIMITS",
+    "GEOMETRY_MAX_MAGNITUDE",
+    "GEOMETRY_MAX_VECTORS",
+    "GRADIENTS_MAX_JACOBIAN",
+    "INSPECTOR_MAX_NORM_CHANNELS",
+    "LIVE_LIMIT",
+    "LIVE_MAX_SIDE",
+    "LN_LSTM_MAX_RUNS",
+    "LN_LSTM_MAX_SEEDS",
+    "LN_LSTM_MAX_STEP_WORK",
     "MAX_DATASET_VALUES",
     "MAX_ELEMENTS",
+    "MAX_SHARED_TEXT",
+    "MAX_TABLE_FEATURES",
+    "MAX_TEXT_CHARS",
+    "MAX_TEXT_NESTING",
+    "MAX_URL_NUMBER",
+    "MAX_URL_VALUE",
+    "MINILM_MAX_CHARS",
+    "MINILM_MAX_DRAWN_TOKENS",
     "PADDING_MAX_D_MODEL",
     "PADDING_MAX_LENGTH",
     "PADDING_MAX_SEQUENCES",
+    "SEQUENCE_MAX_FEATURES",
+    "SEQUENCE_MAX_STEPS",
+    "START_HERE_MAX_ANSWER_CHARS",
     "Limits",
     "current_limits",
 ]
@@ -51,6 +73,71 @@ EXPLORER_MAX_SEQUENCES, EXPLORER_MAX_LENGTH, EXPLORER_MAX_D_MODEL = 10_000, 100_
 #: The Padding page's generated batch: the page draws every position of every sequence, so at
 #: most 16 × 32 = 512 rows of 16 features per panel.
 PADDING_MAX_SEQUENCES, PADDING_MAX_LENGTH, PADDING_MAX_D_MODEL = 16, 32, 16
+
+
+
+# --- The URL and typed text ------------------------------------------------------------------
+#: The longest URL value kept: every value a control writes is a short label or number.
+MAX_URL_VALUE = 200
+#: Numbers beyond this are refused in the URL: integers up to it convert exactly to floats.
+MAX_URL_NUMBER = 2.0**53
+#: The most characters a free-text control (typed numbers, sequence lengths) may take in the
+#: address, URL-encoded. With every other setting a link stays under 8 KB, far inside what
+#: browsers and servers accept (Streamlit's server answers HTTP 400 from about 64 KB on).
+MAX_SHARED_TEXT = 4000
+#: Typed numbers (:func:`lnviz.data.parser.parse_tensor`): at most this many characters, and
+#: brackets nested at most this deep (a batch of sequences of vectors needs 3; 5 leaves room).
+MAX_TEXT_CHARS = 2_000_000
+MAX_TEXT_NESTING = 5
+
+# --- What the pages draw and check -----------------------------------------------------------
+#: The largest tensor (in values) the live panels draw whole and recompute on every input event.
+LIVE_LIMIT = 4096
+#: ... and at most this many rows and columns of its grid (lnviz.batch.to_grid).
+LIVE_MAX_SIDE = 128
+#: The most features a per-feature γ/β table offers to edit (wider tensors take one γ and β).
+MAX_TABLE_FEATURES = 256
+#: Above this many values the Explorer's check skips its float64 reference (it would double the
+#: memory).
+CHECK_REFERENCE_LIMIT = 4_000_000
+#: The geometry page: at most this many vectors (a few dozen points keep the figures readable
+#: and small), each typed value at most this large (float16, max 65 504, still holds it).
+GEOMETRY_MAX_VECTORS = 24
+GEOMETRY_MAX_MAGNITUDE = 1e4
+#: The largest batch the BatchNorm vs LayerNorm page builds. Every re-drawn batch of size B is
+#: the fixed sample and the first B − 1 of one draw of BN_VS_LN_MAX_BATCH − 1 batch-mates
+#: (:func:`lnviz.lessons.bn_vs_ln.batch_mates`): batches are nested, so growing a batch adds
+#: mates and keeps the ones it had.
+BN_VS_LN_MAX_BATCH = 64
+#: The gradients page: the largest Jacobian side (batch × features) drawn as a heatmap.
+GRADIENTS_MAX_JACOBIAN = 64
+#: The most characters a Start-here answer field takes.
+START_HERE_MAX_ANSWER_CHARS = 80
+#: The real-transformer page: the longest text it takes, in characters (the model reads at most
+#: 512 tokens), and the most tokens its heatmaps draw (the first ones; everything else uses all).
+MINILM_MAX_CHARS = 5000
+MINILM_MAX_DRAWN_TOKENS = 64
+#: The most channels one normalization layer of a checkpoint may have: four times the widest
+#: published model's (Llama 3.1 405B, 16,384). A file can hold one γ of millions of values
+#: (1.5 KB of torch.save, a stored value repeated): it is refused, not tabulated.
+INSPECTOR_MAX_NORM_CHANNELS = 65_536
+
+# --- Training --------------------------------------------------------------------------------
+#: The most multiply-adds one uninterruptible piece of work may take: a training step of one
+#: model, or one slice of an evaluation (about a third of a second on two CPU cores). The largest
+#: step the LN-LSTM page offers on MNIST (batch 256, H = 256, 28 × 28) takes 6.5e9. A training
+#: is stopped between pieces, so this bounds how long Stop waits.
+LN_LSTM_MAX_STEP_WORK = 8_000_000_000
+#: The most seeds per model and setting, and the most runs (models × swept values × seeds) one
+#: comparison may train: each keeps its weights and Adam's state in memory until it ends.
+LN_LSTM_MAX_SEEDS = 5
+LN_LSTM_MAX_RUNS = 30
+#: The longest sequences (image rows) and the most features per step (columns) an uploaded
+#: training set may have. Every training step loops over the rows one by one, and the gate
+#: figures keep every row's gates: an upload of 20 000 rows made a single step take minutes.
+#: MNIST has 28 × 28.
+SEQUENCE_MAX_STEPS = 128
+SEQUENCE_MAX_FEATURES = 1024
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from lnviz import charts
 from lnviz.batch import NormSpec, normalize
 from lnviz.data import random_batch
 from lnviz.lessons.bn_vs_ln import (
-    MAX_BATCH,
     POPULATION_MEAN,
     POPULATION_VAR,
     SWEEP_SIZES,
@@ -34,6 +33,7 @@ from lnviz.lessons.bn_vs_ln import (
     sharing_cubes,
     variance_table,
 )
+from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.norms import batch_norm
 
 PAGE = "app_pages/bn_vs_ln.py"
@@ -116,7 +116,7 @@ def test_layer_norm_ignores_the_batch_and_batch_norm_does_not():
 
 
 @settings(max_examples=20, deadline=None)
-@given(features=st.integers(1, 8), batch_size=st.integers(1, MAX_BATCH),
+@given(features=st.integers(1, 8), batch_size=st.integers(1, BN_VS_LN_MAX_BATCH),
        redraws=st.integers(1, 5), seed=st.integers(0, 10**6))
 def test_a_batch_is_the_sample_and_the_first_mates_of_one_draw(features, batch_size, redraws,
                                                                seed):
@@ -125,7 +125,7 @@ def test_a_batch_is_the_sample_and_the_first_mates_of_one_draw(features, batch_s
     torch's training-mode batch_norm (biased σ², ε = 1e-5) and layer_norm of that batch."""
     sample = fixed_sample(features, seed)
     mates = batch_mates(features, redraws, seed)
-    assert mates.shape == (redraws, MAX_BATCH - 1, features) and mates.dtype == np.float32
+    assert mates.shape == (redraws, BN_VS_LN_MAX_BATCH - 1, features) and mates.dtype == np.float32
     dep = batch_dependence(sample, batch_size, redraws, seed)
     for r in range(redraws):
         batch = torch.from_numpy(np.concatenate([sample[None], mates[r, : batch_size - 1]]))
@@ -146,8 +146,8 @@ def test_a_bigger_batch_keeps_the_smaller_ones_mates():
     assert not np.array_equal(batch_mates(4, 3, 8), small)  # another seed, other mates
     # the mates are drawn apart from the fixed sample: it is not one of its own batch-mates
     assert not np.isin(fixed_sample(4, 7), small).any()
-    with pytest.raises(ValueError, match=f"between 1 and {MAX_BATCH}"):
-        batch_dependence(fixed_sample(4), MAX_BATCH + 1)
+    with pytest.raises(ValueError, match=f"between 1 and {BN_VS_LN_MAX_BATCH}"):
+        batch_dependence(fixed_sample(4), BN_VS_LN_MAX_BATCH + 1)
 
 
 def test_batch_of_two_normalizes_to_plus_or_minus_one():

@@ -20,7 +20,7 @@ from browserutil import (
     wait_idle,
 )
 
-from lnviz.ui.state import MAX_SHARED_TEXT
+from lnviz.limits import MAX_SHARED_TEXT
 
 try:
     from playwright.sync_api import Page, expect

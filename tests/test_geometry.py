@@ -24,8 +24,8 @@ from lnviz.batch import TABLE_NORMS
 from lnviz.data import get_preset, random_batch
 from lnviz.lessons.geometry import (
     FEATURES,
+    GEOMETRY_MAX_VECTORS,
     GEOMETRY_NORMS,
-    MAX_VECTORS,
     SOURCES,
     closeup_caption,
     distance_to_circle,
@@ -52,7 +52,7 @@ SWEEP = (0.0, 1e-5, 1e-2, 1.0)
 F32 = 8 * np.finfo(np.float32).eps * math.sqrt(3)
 
 vectors = hs.lists(hs.lists(hs.floats(-50, 50, allow_nan=False, width=32), min_size=3,
-                            max_size=3), min_size=2, max_size=MAX_VECTORS)
+                            max_size=3), min_size=2, max_size=GEOMETRY_MAX_VECTORS)
 
 
 def view_of(source="seed", h=3, norm="LayerNorm", eps=0.0, gamma=None, beta=None,
@@ -123,9 +123,10 @@ def test_sources_give_the_first_h_features():
     ("typed", 2, {"text": ""}, "nothing to parse"),
     ("typed", 2, {"text": "1, nan; 2, 3"}, "finite"),
     ("typed", 2, {"text": "1, 2e5"}, "up to ±10000"),
-    ("typed", 2, {"text": "; ".join(["1, 2"] * (MAX_VECTORS + 1))}, f"at most {MAX_VECTORS}"),
+    ("typed", 2, {"text": "; ".join(["1, 2"] * (GEOMETRY_MAX_VECTORS + 1))},
+     f"at most {GEOMETRY_MAX_VECTORS}"),
     ("typed", 2, {"text": "[[[1, 2]]]"}, "one vector per line"),
-    ("random", 2, {"count": MAX_VECTORS + 1}, f"at most {MAX_VECTORS}"),
+    ("random", 2, {"count": GEOMETRY_MAX_VECTORS + 1}, f"at most {GEOMETRY_MAX_VECTORS}"),
     ("random", 2, {"count": 0}, "at least 1"),
     ("upload", 2, {}, "source must be one of"),
     ("seed", 4, {}, "H must be one of"),
@@ -173,7 +174,7 @@ def test_batch_norm_at_eps_zero_is_lnvizs_and_torch_refuses_it():
 
 
 def test_points_agree_with_torch_on_every_device(device):
-    inputs = input_vectors("random", 3, count=MAX_VECTORS, seed=1)
+    inputs = input_vectors("random", 3, count=GEOMETRY_MAX_VECTORS, seed=1)
     for norm in GEOMETRY_NORMS:
         view = geometry_view(inputs.values, inputs.labels, norm, 1e-5, (2.0, 1.0, 0.5),
                              (1.0, 0.0, -0.5), device=device)
@@ -220,7 +221,7 @@ def test_layer_norm_projects_onto_the_plane_then_scales_to_its_radius(values, h,
 
 @pytest.mark.parametrize(("h", "eps"), itertools.product(FEATURES, SWEEP))
 def test_in_float32_every_layer_norm_point_is_on_the_plane_at_its_radius(h, eps):
-    view = view_of("random", h, "LayerNorm", eps, count=MAX_VECTORS, seed=7)
+    view = view_of("random", h, "LayerNorm", eps, count=GEOMETRY_MAX_VECTORS, seed=7)
     var = view.inputs.var(axis=1)
     assert np.abs(view.plane_sum).max() <= F32
     np.testing.assert_allclose(view.radius, math.sqrt(h) * np.sqrt(var / (var + eps)),
@@ -231,7 +232,7 @@ def test_in_float32_every_layer_norm_point_is_on_the_plane_at_its_radius(h, eps)
 
 @pytest.mark.parametrize(("h", "eps"), itertools.product(FEATURES, SWEEP))
 def test_rms_norm_points_are_on_the_sphere_anywhere(h, eps):
-    view = view_of("random", h, "RMSNorm", eps, count=MAX_VECTORS, seed=7)
+    view = view_of("random", h, "RMSNorm", eps, count=GEOMETRY_MAX_VECTORS, seed=7)
     ms = (view.inputs**2).mean(axis=1)
     np.testing.assert_allclose(view.radius, math.sqrt(h) * np.sqrt(ms / (ms + eps)), atol=F32)
     np.testing.assert_allclose(view.expected_radius, view.radius, atol=F32)
@@ -510,7 +511,7 @@ def both_figures(view, affine: bool = False):
 @pytest.mark.parametrize(("norm", "h"), itertools.product(GEOMETRY_NORMS, FEATURES))
 def test_figures_stay_small_and_draw_the_lessons_numbers(norm, h):
     gamma, beta = (3.0, -3.0, 2.5)[:h], (3.0, -3.0, 1.0)[:h]
-    view = view_of("random", h, norm, 1e-2, gamma, beta, count=MAX_VECTORS, seed=0)
+    view = view_of("random", h, norm, 1e-2, gamma, beta, count=GEOMETRY_MAX_VECTORS, seed=0)
     for fig in both_figures(view, affine=True):
         assert len(fig.to_json()) < 200_000  # a few dozen points and modest meshes
     path, closeup = (json.loads(fig.to_json()) for fig in both_figures(view, affine=True))

@@ -14,7 +14,7 @@ from pageutil import alerts, decode, figures, open_page, trace_data
 
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
-    MAX_JACOBIAN,
+    GRADIENTS_MAX_JACOBIAN,
     PROBES,
     ROUNDING,
     VERDICTS,
@@ -195,7 +195,7 @@ def test_jacobian_structure():
     # BatchNorm ties sample n to sample m only through the same feature
     feature = np.arange(12) % 3
     assert np.all(bn[feature[:, None] != feature[None, :]] == 0)
-    with pytest.raises(ValueError, match=f"≤ {MAX_JACOBIAN}"):
+    with pytest.raises(ValueError, match=f"≤ {GRADIENTS_MAX_JACOBIAN}"):
         norm_jacobian(table(9, 8), "LayerNorm")
 
 

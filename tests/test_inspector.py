@@ -38,7 +38,7 @@ from lnviz.data.examples import (
 from lnviz.data.files import TensorFileError, load_arrays, safetensors_metadata
 from lnviz.lessons.inspector import (
     DEFAULT_SIGMAS,
-    MAX_NORM_CHANNELS,
+    INSPECTOR_MAX_NORM_CHANNELS,
     MAX_OUTLIER_ROWS,
     SNIPPET,
     GroupLabels,
@@ -161,15 +161,15 @@ def test_every_norm_module_of_a_torch_model_is_found_in_its_state_dict(build) ->
 
 def test_a_norm_wider_than_any_model_is_refused_before_it_is_tabulated() -> None:
     """1.5 KB of torch.save (one stored value repeated 13 million times) cost the checkpoint view
-    19 s and 5 GB, one Python object per channel: a layer wider than `MAX_NORM_CHANNELS` is
-    refused as the file is read, and one of that width opens."""
+    19 s and 5 GB, one Python object per channel: a layer wider than
+    `INSPECTOR_MAX_NORM_CHANNELS` is refused as the file is read, and one of that width opens."""
     buffer = io.BytesIO()
     torch.save({"norm.weight": torch.zeros(1).expand(13_421_772)}, buffer)
     assert len(buffer.getvalue()) < 2_000
     with pytest.raises(ValueError, match="13,421,772 channels, more than the 65,536"):
         open_model_file(buffer.getvalue())
-    widest = find_norm_layers({"norm.weight": np.ones(MAX_NORM_CHANNELS, np.float32)})
-    assert widest[0].channels == MAX_NORM_CHANNELS
+    widest = find_norm_layers({"norm.weight": np.ones(INSPECTOR_MAX_NORM_CHANNELS, np.float32)})
+    assert widest[0].channels == INSPECTOR_MAX_NORM_CHANNELS
 
 
 @pytest.mark.parametrize("lead", [(), (7,), (2, 3), (2, 3, 4)])

@@ -169,7 +169,7 @@ def test_the_batch_panels_payload_lets_the_browser_build_every_batch() -> None:
     """The panel is sent the fixed sample and one draw of 63 mates per re-draw (float32, exact):
     slicing them gives lnviz's batch of every size; its settled numbers are lnviz's."""
     from lnviz.lessons.bn_vs_ln import (
-        MAX_BATCH,
+        BN_VS_LN_MAX_BATCH,
         batch_dependence,
         batch_mates,
         batch_size_sweep,
@@ -180,12 +180,12 @@ def test_the_batch_panels_payload_lets_the_browser_build_every_batch() -> None:
     dependence, refused = batch_dependence(sample, 6, 4, 2), batch_dependence(sample, 1, 1, 2)
     sweep = batch_size_sweep(sample, redraws=4, seed=2)
     data = live.batches_payload(sample, mates, dependence, refused, sweep, feature=3)
-    assert (data["redraws"], data["mateCount"], data["features"]) == (4, MAX_BATCH - 1, 5)
-    assert data["maxBatch"] == MAX_BATCH and data["eps"] == 1e-5 and data["feature"] == 3
+    assert (data["redraws"], data["mateCount"], data["features"]) == (4, BN_VS_LN_MAX_BATCH - 1, 5)
+    assert data["maxBatch"] == BN_VS_LN_MAX_BATCH and data["eps"] == 1e-5 and data["feature"] == 3
     np.testing.assert_array_equal(_decode(data["sample"]), sample)
     sent = np.frombuffer(base64.b64decode(data["mates"]), dtype="<f4").reshape(mates.shape)
     np.testing.assert_array_equal(sent, mates)
-    for size in (2, 6, MAX_BATCH):  # the browser's batch of `size` is lnviz's
+    for size in (2, 6, BN_VS_LN_MAX_BATCH):  # the browser's batch of `size` is lnviz's
         batch = torch.from_numpy(np.concatenate(
             [np.broadcast_to(sample, (4, 1, 5)), sent[:, : size - 1]], axis=1))
         ours = torch.stack([torch.nn.functional.batch_norm(b, None, None, training=True)[0]

@@ -23,7 +23,7 @@ import lnviz
 import lnviz.data.sequences as sequences_module
 import lnviz.lessons.ln_lstm as training_module
 from lnviz.data.sequences import (
-    MAX_SEQUENCE_STEPS,
+    SEQUENCE_MAX_STEPS,
     SequenceData,
     load_data,
     load_digits_data,
@@ -34,8 +34,8 @@ from lnviz.data.sequences import (
 from lnviz.lessons.ln_lstm import (
     CUSTOM_LAYER_NORM_CODE,
     LN_LSTM_CELL_CODE,
-    MAX_RUNS,
-    MAX_STEP_WORK,
+    LN_LSTM_MAX_RUNS,
+    LN_LSTM_MAX_STEP_WORK,
     MODELS,
     TIME_STEP_OVERHEAD,
     BatchNormLSTMCell,
@@ -703,7 +703,7 @@ def test_the_reported_upload_is_refused_with_what_is_wrong() -> None:
 
 
 @pytest.mark.parametrize(("rows", "columns", "message"), [
-    (MAX_SEQUENCE_STEPS + 1, 28, "129 rows"),
+    (SEQUENCE_MAX_STEPS + 1, 28, "129 rows"),
     (28, 1025, "1025 columns, read as 1025 features per time step; at most 1024"),
 ])
 def test_sequence_length_and_features_are_capped(rows: int, columns: int, message: str) -> None:
@@ -783,7 +783,7 @@ def test_demo_mode_is_tighter_and_says_what_to_lower(digits: SequenceData) -> No
 
 @pytest.mark.parametrize("limits", [FULL_LIMITS, DEMO_LIMITS])
 def test_a_step_too_big_to_stop_is_refused_at_any_limit(limits) -> None:
-    wide = shaped(MAX_SEQUENCE_STEPS, 1024)  # accepted as data, but not at batch 256, H = 256
+    wide = shaped(SEQUENCE_MAX_STEPS, 1024)  # accepted as data, but not at batch 256, H = 256
     with pytest.raises(ValueError, match=r"One training step would be too big to stop promptly: "
                                          r"a batch of 256 sequences of 128 steps × 1024 "
                                          r"features with H = 256 is 16\.3 times the most one "
@@ -796,7 +796,7 @@ def test_a_step_too_big_to_stop_is_refused_at_any_limit(limits) -> None:
 @settings(max_examples=60, deadline=None)
 @given(models=st.integers(1, 3), hidden=st.sampled_from([16, 32, 64, 128, 256]),
        batch=st.sampled_from([2, 4, 8, 16, 32, 64, 128, 256]), steps=st.integers(1, 5000),
-       rows=st.integers(1, MAX_SEQUENCE_STEPS), columns=st.integers(1, 1024),
+       rows=st.integers(1, SEQUENCE_MAX_STEPS), columns=st.integers(1, 1024),
        demo=st.booleans())
 def test_check_work_refuses_exactly_what_is_over_a_limit(models, hidden, batch, steps, rows,
                                                          columns, demo) -> None:
@@ -804,7 +804,7 @@ def test_check_work_refuses_exactly_what_is_over_a_limit(models, hidden, batch, 
                          steps=steps, eval_every=max(1, round(steps / 30)))
     data, limits = shaped(rows, columns, 100), DEMO_LIMITS if demo else FULL_LIMITS
     work = training_work(config, data)
-    over = step_work(config, data) > MAX_STEP_WORK or work > limits.max_training_work
+    over = step_work(config, data) > LN_LSTM_MAX_STEP_WORK or work > limits.max_training_work
     try:
         check_work(config, data, limits)
     except ValueError as err:
@@ -877,7 +877,7 @@ def test_a_long_evaluation_is_cut_into_pieces_and_counts_every_sample(monkeypatc
     config = replace(SMALL, models=("ln-lstm",), steps=2, eval_every=2)
     per_sample = digits.steps * 4 * 8 * (digits.features + 8)
     # room for exactly 100 held-out samples per piece: 450 are evaluated in 5 pieces
-    monkeypatch.setattr(training_module, "MAX_STEP_WORK",
+    monkeypatch.setattr(training_module, "LN_LSTM_MAX_STEP_WORK",
                         100 * per_sample + digits.steps * TIME_STEP_OVERHEAD)
     monkeypatch.setattr(training_module, "LENGTH_SAMPLES", 30)  # of the length check, below
     training = Training(digits, config)
@@ -1156,7 +1156,7 @@ def test_gamma_at_initialization_sets_the_spread_of_the_ln_lstm_gates(digits) ->
 def test_too_many_runs_are_refused_with_what_to_lower(digits) -> None:
     config = TrainConfig(models=("lstm", "ln-lstm", "bn-lstm"), seeds=5, sweep="lr",
                          sweep_values=(1e-3, 1e-2, 1e-1), steps=1)
-    assert config.runs == 45 > MAX_RUNS
+    assert config.runs == 45 > LN_LSTM_MAX_RUNS
     with pytest.raises(ValueError, match=r"This comparison trains 45 runs \(3 models × 3 values "
                                          r"of the learning rate × 5 seeds\); at most 30 fit in "
                                          r"memory at once\. Choose fewer seeds, swept values or "

@@ -14,8 +14,9 @@ from pageutil import open_page, shown_text
 
 from lnviz import data
 from lnviz.data.files import load_arrays
+from lnviz.limits import MAX_SHARED_TEXT
 from lnviz.ui.messages import WORD_JOINER, plain
-from lnviz.ui.state import MAX_SHARED_TEXT, url_size
+from lnviz.ui.state import url_size
 
 # --- Markdown escaping ------------------------------------------------------------------------
 

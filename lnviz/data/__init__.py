@@ -26,8 +26,9 @@ from lnviz.data.generators import (
     padded_batch,
     random_batch,
 )
-from lnviz.data.parser import MAX_TEXT_CHARS, parse_lengths, parse_numbers, parse_table
+from lnviz.data.parser import parse_lengths, parse_numbers, parse_table
 from lnviz.data.presets import PRESETS, Preset, get_preset
+from lnviz.limits import MAX_TEXT_CHARS
 
 __all__ = [
     "DISTRIBUTIONS",

@@ -46,6 +46,7 @@ from numpy.lib import format as npy_format
 
 from lnviz.data.torch_pickle import (
     DTYPE_BYTES,
+    MAX_NDIM,
     PickleForeign,
     PickleRefused,
     check_tensor_pickle,
@@ -128,7 +129,6 @@ _RAW_SLACK = 1024 * 1024
 # np.savez writes ~100 bytes of central directory per member; far more means a hostile archive
 # whose millions of entries would cost far more memory as ZipInfo objects than as bytes.
 _MAX_CENTRAL_DIRECTORY_BYTES = 1024 * 1024
-_MAX_NDIM = 32
 _READ_CHUNK = 1024 * 1024
 
 
@@ -418,9 +418,9 @@ def _count_within_cap(shape: list[int], total: int, max_elements: int, where: st
     """``total`` plus the values of one more array of ``shape``, refused when the array has too
     many dimensions or brings the file over ``max_elements``: checked from the declared shape,
     before anything is allocated."""
-    if len(shape) > _MAX_NDIM:
+    if len(shape) > MAX_NDIM:
         raise TensorFileError(
-            f"{where}it has {len(shape)} dimensions; at most {_MAX_NDIM} are accepted"
+            f"{where}it has {len(shape)} dimensions; at most {MAX_NDIM} are accepted"
         )
     count = math.prod(shape)
     total += count
@@ -499,8 +499,8 @@ def _read_npy_header(data: bytes, max_elements: int, where: str) -> _NpyHeader:
     shape_text = _short(repr(shape))
     if any(dim < 0 for dim in shape):
         raise refuse(_malformed(f"negative dimension in shape {shape_text}"))
-    if len(shape) > _MAX_NDIM:
-        raise refuse(f"the array has {len(shape)} dimensions; at most {_MAX_NDIM} are accepted")
+    if len(shape) > MAX_NDIM:
+        raise refuse(f"the array has {len(shape)} dimensions; at most {MAX_NDIM} are accepted")
     count = math.prod(shape)
     if count > max_elements:
         raise TensorTooLargeError(

@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 
 from lnviz.data.generators import check_whole
+from lnviz.limits import MAX_TEXT_CHARS, MAX_TEXT_NESTING
 
-MAX_TEXT_CHARS = 2_000_000
-MAX_NESTING = 5
 _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf(?:inity)?|nan)", re.IGNORECASE)
 _BRACKET_TOKEN = re.compile(r"\s+|[\[\],]|[^\s\[\],]+")
 
@@ -128,10 +127,10 @@ class _NestedParser:
 
     def read_list(self, depth: int) -> None:
         _, start = self.current
-        if depth > MAX_NESTING:
+        if depth > MAX_TEXT_NESTING:
             raise ValueError(
-                f"nesting deeper than {MAX_NESTING} levels at {self.where(start)}; "
-                f"at most {MAX_NESTING} pairs of brackets can nest"
+                f"nesting deeper than {MAX_TEXT_NESTING} levels at {self.where(start)}; "
+                f"at most {MAX_TEXT_NESTING} pairs of brackets can nest"
             )
         self.advance()
         count = 0

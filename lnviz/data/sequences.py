@@ -20,12 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from lnviz.data.files import load_arrays
-from lnviz.limits import MAX_DATASET_VALUES
+from lnviz.limits import MAX_DATASET_VALUES, SEQUENCE_MAX_FEATURES, SEQUENCE_MAX_STEPS
 
 __all__ = [
     "DIGIT_READINGS",
-    "MAX_FEATURES",
-    "MAX_SEQUENCE_STEPS",
     "SequenceData",
     "load_data",
     "load_digits_data",
@@ -36,11 +34,6 @@ __all__ = [
     "upsample",
 ]
 
-#: The longest sequences (image rows) and the most features per step (columns) accepted. Every
-#: training step loops over the rows one by one, and the gate figures keep every row's gates: an
-#: upload of 20 000 rows made a single step take minutes. MNIST has 28 × 28.
-MAX_SEQUENCE_STEPS = 128
-MAX_FEATURES = 1024
 #: How the 8×8 digits can be read as sequences: (time steps, features per step) and how the page
 #: names it. Longer sequences make the same digits a harder memory task: the label depends on
 #: steps further back.
@@ -123,13 +116,13 @@ def _sequence_data(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: 
         raise ValueError(f"training images {list(x_train.shape[1:])} and test images "
                          f"{list(x_test.shape[1:])} must have the same size")
     rows, columns = x_train.shape[1:]
-    if rows > MAX_SEQUENCE_STEPS:
+    if rows > SEQUENCE_MAX_STEPS:
         raise ValueError(f"the images have {rows} rows, read as {rows} time steps; at most "
-                         f"{MAX_SEQUENCE_STEPS} are accepted (MNIST has 28), since every "
+                         f"{SEQUENCE_MAX_STEPS} are accepted (MNIST has 28), since every "
                          "training step goes through the rows one by one")
-    if columns > MAX_FEATURES:
+    if columns > SEQUENCE_MAX_FEATURES:
         raise ValueError(f"the images have {columns} columns, read as {columns} features per "
-                         f"time step; at most {MAX_FEATURES} are accepted (MNIST has 28)")
+                         f"time step; at most {SEQUENCE_MAX_FEATURES} are accepted (MNIST has 28)")
     y_train = _as_labels(y_train, len(x_train), "the training labels")
     y_test = _as_labels(y_test, len(x_test), "the test labels")
     classes = np.unique(y_train)

@@ -32,6 +32,7 @@ from typing import Any
 __all__ = [
     "ALLOWED_GLOBALS",
     "DTYPE_BYTES",
+    "MAX_NDIM",
     "MAX_PICKLE_OPCODES",
     "PickleForeign",
     "PickleRefused",
@@ -43,8 +44,8 @@ __all__ = [
 #: (the most a file may hold) pickles to about 123,000; an Adam checkpoint's optimizer state adds
 #: about as many again for its own tensors.
 MAX_PICKLE_OPCODES = 500_000
-#: Dims of one tensor, as .npy's reader allows.
-_MAX_NDIM = 32
+#: Dims of one tensor, as .npy's reader allows (lnviz.data.files checks the same).
+MAX_NDIM = 32
 
 _REBUILD_V2 = "torch._utils._rebuild_tensor_v2"
 _REBUILD_V3 = "torch._utils._rebuild_tensor_v3"
@@ -369,7 +370,7 @@ def _natural(value: Any) -> bool:
 def _dims(value: Any) -> bool:
     """Sizes or strides: at most 32 whole numbers, each below 2**31 (no dim of a tensor within
     the caps is longer; an empty one beside dims of 2**62 overflowed numpy)."""
-    return (isinstance(value, tuple) and len(value) <= _MAX_NDIM
+    return (isinstance(value, tuple) and len(value) <= MAX_NDIM
             and all(_natural(n) and n < 2**31 for n in value))
 
 

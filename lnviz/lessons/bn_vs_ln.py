@@ -34,11 +34,11 @@ import torch.nn.functional as F
 from lnviz.batch import NormSpec, group_ids, norms_where
 from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
+from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
     "CUBE_NORMS",
-    "MAX_BATCH",
     "POPULATION_MEAN",
     "POPULATION_VAR",
     "SWEEP_SIZES",
@@ -194,19 +194,16 @@ def _spread(outputs: np.ndarray) -> float:
     return float((outputs.max(axis=0) - outputs.min(axis=0)).max())
 
 
-#: The largest batch the page builds. Every re-drawn batch of size B is the fixed sample and the
-#: first B − 1 of one draw of MAX_BATCH − 1 batch-mates (:func:`batch_mates`): batches are nested,
-#: so growing a batch adds mates and keeps the ones it had.
-MAX_BATCH = 64
 
 
 def batch_mates(features: int, redraws: int, seed: int = 0) -> np.ndarray:
-    """(redraws, MAX_BATCH − 1, features): the other samples of each re-drawn batch. A batch of
-    size B holds the fixed sample and mates ``[:, :B − 1]``, in :func:`batch_dependence` and
-    :func:`batch_size_sweep` alike (and in the page's live panel, which is sent this array)."""
+    """(redraws, BN_VS_LN_MAX_BATCH − 1, features): the other samples of each re-drawn batch. A
+    batch of size B holds the fixed sample and mates ``[:, :B − 1]``, in
+    :func:`batch_dependence` and :func:`batch_size_sweep` alike (and in the page's live panel,
+    which is sent this array)."""
     # A stream of its own, apart from fixed_sample's (which draws from ``seed`` itself).
     stream = int(np.random.SeedSequence(seed).spawn(1)[0].generate_state(1)[0])
-    return random_batch((redraws, MAX_BATCH - 1, features), feature_spread=_FEATURE_SPREAD,
+    return random_batch((redraws, BN_VS_LN_MAX_BATCH - 1, features), feature_spread=_FEATURE_SPREAD,
                         seed=stream)
 
 
@@ -236,9 +233,9 @@ def batch_dependence(
     holds a smaller one's samples and more.
     """
     sample = np.asarray(sample, dtype=np.float32).reshape(-1)
-    if not 1 <= batch_size <= MAX_BATCH or redraws < 1:
-        raise ValueError(f"the batch size must be between 1 and {MAX_BATCH} and the re-draws at "
-                         f"least 1, got {batch_size} and {redraws}")
+    if not 1 <= batch_size <= BN_VS_LN_MAX_BATCH or redraws < 1:
+        raise ValueError(f"the batch size must be between 1 and {BN_VS_LN_MAX_BATCH} and the "
+                         f"re-draws at least 1, got {batch_size} and {redraws}")
     features = sample.size
     mates = batch_mates(features, redraws, seed)[:, : batch_size - 1]
     # All re-drawn batches at once, (redraws, B, C): LayerNorm normalizes each row of each;

@@ -34,6 +34,7 @@ from lnviz.batch import (
 )
 from lnviz.data import get_preset
 from lnviz.devices import to_numpy, to_tensor
+from lnviz.limits import CHECK_REFERENCE_LIMIT
 from lnviz.norms import (
     NormResult,
     batch_norm,
@@ -43,7 +44,6 @@ from lnviz.norms import (
 
 __all__ = [
     "EPSILONS",
-    "REFERENCE_LIMIT",
     "Exploration",
     "SeedCheck",
     "TorchCheck",
@@ -330,8 +330,6 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
 
 #: How many unit roundoffs of error a correct implementation may show, per unit of conditioning.
 ROUNDOFF_FACTOR = 8
-#: Above this many values the check skips its float64 reference (it would double the memory).
-REFERENCE_LIMIT = 4_000_000
 
 
 def _unit_roundoff(dtype: torch.dtype) -> float:
@@ -444,7 +442,7 @@ def check_against_torch(x: torch.Tensor, layout: str, spec: NormSpec, ours: torc
     both_nonfinite = int((both if keep is None else both & keep).sum())
     lnviz_error = torch_error = math.nan
     reference = theirs
-    if x.numel() <= REFERENCE_LIMIT:
+    if x.numel() <= CHECK_REFERENCE_LIMIT:
         x64 = x.detach().to("cpu", torch.float64)
         mask64 = None if mask is None else mask.cpu()
         reference, _ = torch_reference(x64, layout, spec, mask64)
@@ -502,7 +500,7 @@ def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
         verdict = "matches" if check.lnviz_ok else "differs from"
         message = (f"lnviz {verdict} torch.nn.functional: largest |lnviz − torch| = "
                    f"{check.difference:.3g} (tolerance {check.tolerance:.3g} for {dtype}; "
-                   f"no float64 reference above {REFERENCE_LIMIT:,} values).{undefined}")
+                   f"no float64 reference above {CHECK_REFERENCE_LIMIT:,} values).{undefined}")
         return ("success" if check.lnviz_ok else "error"), message
     closer = ("lnviz is the closer of the two" if check.lnviz_error < check.torch_error
               else "torch is the closer of the two" if check.torch_error < check.lnviz_error
@@ -576,7 +574,7 @@ class Exploration:
     smallest_group: int = 0
     #: the largest rounding of an input value by the conversion to the chosen dtype, relative
     #: to its group's spread (σ; the RMS for RMSNorm, which subtracts nothing; 0 when nothing
-    #: was rounded, or above REFERENCE_LIMIT values)
+    #: was rounded, or above CHECK_REFERENCE_LIMIT values)
     rounding: float = 0.0
     #: the spread the norm divides by, per group, before and after: σ, or the RMS for RMSNorm
     spread_in: np.ndarray | None = None
@@ -658,7 +656,7 @@ def _rounding(batch: Batch, x: torch.Tensor, ids: np.ndarray, std: np.ndarray) -
     the rounded values; their RMS for RMSNorm): how much converting the input moved it, in
     units of what the norm divides by."""
     source = np.asarray(batch.values)
-    if x.numel() > REFERENCE_LIMIT or source.dtype.itemsize <= x.element_size():
+    if x.numel() > CHECK_REFERENCE_LIMIT or source.dtype.itemsize <= x.element_size():
         return 0.0
     with np.errstate(invalid="ignore"):  # inf − inf: NaN, set to 0 below
         error = np.abs(to_numpy(x) - source.astype(np.float64))
@@ -1000,7 +998,7 @@ def shared_outputs(ex: Exploration, spec: NormSpec, batch: Batch) -> str | None:
     2], so
     LayerNorm turns every one of them into [−1.22, 0, 1.22]. None when no two rows share an
     output (to four decimals), or for other norms."""
-    if not NORM_TABLE[spec.norm].trailing or spec.dims != 1 or ex.x.numel() > REFERENCE_LIMIT:
+    if not NORM_TABLE[spec.norm].trailing or spec.dims != 1 or ex.x.numel() > CHECK_REFERENCE_LIMIT:
         return None
     centred = NORM_TABLE[spec.norm].centred
     width = ex.x.shape[-1]

@@ -38,12 +38,11 @@ from lnviz.batch import TABLE_NORMS, max_abs_difference, table_norm, torch_table
 from lnviz.data import get_preset, parse_numbers, random_batch
 from lnviz.data.generators import check_whole
 from lnviz.devices import to_numpy, to_tensor
+from lnviz.limits import GEOMETRY_MAX_MAGNITUDE, GEOMETRY_MAX_VECTORS
 
 __all__ = [
     "FEATURES",
     "GEOMETRY_NORMS",
-    "MAX_MAGNITUDE",
-    "MAX_VECTORS",
     "SOURCES",
     "GeometryView",
     "Inputs",
@@ -69,10 +68,6 @@ GEOMETRY_NORMS = tuple(sorted(TABLE_NORMS, key=("LayerNorm", "RMSNorm", "BatchNo
 SOURCES = {"seed": "The two sentences' tokens", "random": "Random", "typed": "Typed"}
 #: The vector lengths H that can be drawn.
 FEATURES = (2, 3)
-#: At most this many vectors: a few dozen points keep the figures readable (and small).
-MAX_VECTORS = 24
-#: Typed values are at most this large: float16 (max 65 504) still holds them.
-MAX_MAGNITUDE = 1e4
 #: Points on a drawn circle, and the sphere's mesh: latitudes × longitudes.
 CIRCLE_POINTS = 72
 SPHERE_GRID = (12, 24)
@@ -136,8 +131,8 @@ def input_vectors(source: str, h: int, *, count: int = 8, seed: int = 0,
         values, labels = seed_tokens()
     elif source == "random":
         count = check_whole("the number of vectors", count, 1)
-        if count > MAX_VECTORS:
-            raise ValueError(f"at most {MAX_VECTORS} vectors, got {count}")
+        if count > GEOMETRY_MAX_VECTORS:
+            raise ValueError(f"at most {GEOMETRY_MAX_VECTORS} vectors, got {count}")
         values = random_batch((count, 3), seed=seed)
         labels = tuple(f"v{i + 1}" for i in range(count))
     elif source == "typed":
@@ -149,22 +144,23 @@ def input_vectors(source: str, h: int, *, count: int = 8, seed: int = 0,
 
 
 def _typed_vectors(text: str, h: int) -> np.ndarray:
-    values = parse_numbers(text, max_elements=MAX_VECTORS * 64)
+    values = parse_numbers(text, max_elements=GEOMETRY_MAX_VECTORS * 64)
     if values.ndim == 1:
         values = values[None, :]
     if values.ndim != 2:
         raise ValueError("type one vector per line, or vectors separated by ';' "
                          "(e.g. 1, 2, 3; 3, 1, 2)")
-    if len(values) > MAX_VECTORS:
-        raise ValueError(f"at most {MAX_VECTORS} vectors can be drawn; {len(values)} were typed")
+    if len(values) > GEOMETRY_MAX_VECTORS:
+        raise ValueError(f"at most {GEOMETRY_MAX_VECTORS} vectors can be drawn; {len(values)} "
+                         "were typed")
     if values.shape[1] < h:
         raise ValueError(f"H = {h} needs at least {h} numbers in each vector; these have "
                          f"{values.shape[1]}")
     if not np.isfinite(values).all():
         raise ValueError("every number must be finite: nan and inf have no place in a picture")
-    if np.abs(values).max() > MAX_MAGNITUDE:
-        raise ValueError(f"numbers up to ±{MAX_MAGNITUDE:g} only (float16 must hold them); "
-                         f"the largest typed is {np.abs(values).max():g}")
+    if np.abs(values).max() > GEOMETRY_MAX_MAGNITUDE:
+        raise ValueError(f"numbers up to ±{GEOMETRY_MAX_MAGNITUDE:g} only (float16 must hold "
+                         f"them); the largest typed is {np.abs(values).max():g}")
     return values
 
 

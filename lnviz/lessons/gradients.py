@@ -31,10 +31,10 @@ import torch
 
 from lnviz.batch import NORM_TABLE, norms_where, table_norm, torch_table_norm
 from lnviz.data import random_batch
+from lnviz.limits import GRADIENTS_MAX_JACOBIAN
 
 __all__ = [
     "GRAD_NORMS",
-    "MAX_JACOBIAN",
     "PROBES",
     "ROUNDING",
     "UPSTREAM",
@@ -64,8 +64,6 @@ GRAD_NORMS = tuple(sorted(norms_where(lambda norm: norm.table and norm.centred),
                           key=lambda name: not NORM_TABLE[name].trailing))
 #: Upstream gradients ∂L/∂y a learner can send back: one output cell, every cell, random.
 UPSTREAM = ("one-hot", "ones", "random")
-#: Largest Jacobian side (batch × features) drawn as a heatmap.
-MAX_JACOBIAN = 64
 #: A change of the output no larger than this counts as float64 rounding: the probes' outputs
 #: are normalized (of order one), so rounding leaves ~1e-15 and anything real is far above.
 ROUNDING = 1e-12
@@ -213,8 +211,8 @@ def norm_jacobian(x: torch.Tensor, norm: str, eps: float = 1e-5) -> np.ndarray:
     (only entries with c = d are non-zero).
     """
     size = x.shape[0] * x.shape[1]
-    if size > MAX_JACOBIAN:
-        raise ValueError(f"the Jacobian is drawn for batch × features ≤ {MAX_JACOBIAN}; "
+    if size > GRADIENTS_MAX_JACOBIAN:
+        raise ValueError(f"the Jacobian is drawn for batch × features ≤ {GRADIENTS_MAX_JACOBIAN}; "
                          f"{x.shape[0]} × {x.shape[1]} = {size} is too many")
     # One backward pass per output; vectorize=True would be faster for large sizes but pulls in
     # torch's symbolic-shape machinery (seconds of imports) on first use.

@@ -27,7 +27,7 @@ import pandas as pd
 from lnviz.capture import CAPTURE_FORMAT, CapturedLayer, read_capture
 from lnviz.data.files import TensorFileError, load_arrays, safetensors_metadata
 from lnviz.lessons.explorer import EPSILONS
-from lnviz.limits import MAX_ELEMENTS
+from lnviz.limits import INSPECTOR_MAX_NORM_CHANNELS, MAX_ELEMENTS
 
 __all__ = [
     "DEFAULT_SIGMAS",
@@ -68,10 +68,6 @@ KIND_NAMES = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm", "batch_norm": "B
 SCATTER_POINTS = 4000
 #: The most outlier points drawn, and the most channels listed, per layer.
 MAX_OUTLIER_POINTS, MAX_OUTLIER_ROWS = 2000, 100
-#: The most channels one normalization layer of a checkpoint may have: four times the widest
-#: published model's (Llama 3.1 405B, 16,384). A file can hold one γ of millions of values
-#: (1.5 KB of torch.save, a stored value repeated): it is refused, not tabulated.
-MAX_NORM_CHANNELS = 65_536
 
 
 # --- Opening a file ---------------------------------------------------------------------------
@@ -188,10 +184,11 @@ def find_norm_layers(arrays: dict[str, np.ndarray]) -> list[NormLayer]:
             ("weight", gamma_key), ("bias", beta_key), ("running_mean", "running_mean"),
             ("running_var", "running_var")) if key in tensors}
         sizes = {role: values.size for role, values in per_channel.items()}
-        if max(sizes.values(), default=0) > MAX_NORM_CHANNELS:
+        if max(sizes.values(), default=0) > INSPECTOR_MAX_NORM_CHANNELS:
             raise ValueError(f"{module}: {max(sizes.values()):,} channels, more than the "
-                             f"{MAX_NORM_CHANNELS:,} a normalization layer may have here (the "
-                             "widest published model has 16,384), so this checkpoint is not read")
+                             f"{INSPECTOR_MAX_NORM_CHANNELS:,} a normalization layer may have here "
+                             "(the widest published model has 16,384), so this checkpoint is not "
+                             "read")
         if len(set(sizes.values())) > 1:
             first, *others = sizes
             odd = next(role for role in others if sizes[role] != sizes[first])

@@ -66,7 +66,12 @@ from torch import nn
 from lnviz.chunked import Chunked
 from lnviz.data.sequences import SequenceData
 from lnviz.devices import available_devices
-from lnviz.limits import DEMO_LIMITS, Limits
+from lnviz.limits import (
+    DEMO_LIMITS,
+    LN_LSTM_MAX_RUNS,
+    LN_LSTM_MAX_STEP_WORK,
+    Limits,
+)
 from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
@@ -76,9 +81,6 @@ __all__ = [
     "LEARNING_RATES",
     "LENGTH_SAMPLES",
     "LN_LSTM_CELL_CODE",
-    "MAX_RUNS",
-    "MAX_SEEDS",
-    "MAX_STEP_WORK",
     "MODELS",
     "MODEL_LABELS",
     "SWEEPS",
@@ -538,11 +540,6 @@ LENGTH_NOTABLE_DROP = 0.05
 #: the steps, the norms' small ops), as the number of multiply-adds that take as long: measured
 #: at about 0.15 ms on a CPU core. It dominates for small models and long sequences.
 TIME_STEP_OVERHEAD = 3_000_000
-#: The most multiply-adds one uninterruptible piece of work may take: a training step of one
-#: model, or one slice of an evaluation (about a third of a second on two CPU cores). The largest
-#: step the page offers on MNIST (batch 256, H = 256, 28 × 28) takes 6.5e9. A training is
-#: stopped between pieces, so this bounds how long Stop waits.
-MAX_STEP_WORK = 8_000_000_000
 #: The learning rates the page offers.
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 #: What a comparison can sweep: the :class:`TrainConfig` field, and its name on the page.
@@ -557,10 +554,6 @@ SWEEP_DEFAULTS = {"lr": (1e-3, 1e-2, 1e-1), "gamma_init": (0.1, 1.0, 3.0),
 #: The sweeps that change only the norms' γ and β: the plain LSTM, which has none, is trained
 #: once and drawn as the reference.
 NORM_SWEEPS = ("gamma_init", "beta_init")
-#: The most seeds per model and setting, and the most runs (models × swept values × seeds) one
-#: comparison may train: each keeps its weights and Adam's state in memory until it ends.
-MAX_SEEDS = 5
-MAX_RUNS = 30
 #: The largest difference, relative to the logits, that the batch check calls float32 rounding:
 #: float32 keeps about 7 digits, and a logit sums thousands of rounded products.
 ROUNDING = 1e-5
@@ -718,10 +711,10 @@ def step_work(config: TrainConfig, data: SequenceData) -> int:
 
 
 def _eval_slice(hidden: int, steps: int, features: int) -> int:
-    """Held-out samples evaluated in one piece: as many as fit in :data:`MAX_STEP_WORK`
+    """Held-out samples evaluated in one piece: as many as fit in :data:`LN_LSTM_MAX_STEP_WORK`
     (at least one, at most 1000, which keeps the activations small)."""
     per_sample = steps * 4 * hidden * (features + hidden)
-    room = MAX_STEP_WORK - steps * TIME_STEP_OVERHEAD
+    room = LN_LSTM_MAX_STEP_WORK - steps * TIME_STEP_OVERHEAD
     return max(1, min(1000, room // per_sample))
 
 
@@ -780,23 +773,23 @@ def _runs_text(config: TrainConfig) -> str:
 def check_work(config: TrainConfig, data: SequenceData, limits: Limits) -> None:
     """Refuse, before it starts, a comparison that would ask too much of the server.
 
-    At most :data:`MAX_RUNS` runs; one training step must fit in :data:`MAX_STEP_WORK` (Stop is
-    checked between steps), and the whole comparison in ``limits.max_training_work``. Raises
-    ValueError saying what to lower.
+    At most :data:`LN_LSTM_MAX_RUNS` runs; one training step must fit in
+    :data:`LN_LSTM_MAX_STEP_WORK` (Stop is checked between steps), and the whole comparison in
+    ``limits.max_training_work``. Raises ValueError saying what to lower.
     """
     lower = ["the training steps", "the batch size", "the hidden size H"]
     fewer = (["seeds"] if config.seeds > 1 else []) + (
         ["swept values"] if config.sweep is not None else []) + ["models"]
-    if config.runs > MAX_RUNS:
+    if config.runs > LN_LSTM_MAX_RUNS:
         raise ValueError(f"This comparison trains {config.runs} runs ({_runs_text(config)}); at "
-                         f"most {MAX_RUNS} fit in memory at once. Choose fewer "
+                         f"most {LN_LSTM_MAX_RUNS} fit in memory at once. Choose fewer "
                          f"{_or_list(fewer)}.")
     shape = (f"a batch of {config.batch_size} sequences of {data.steps} steps × "
              f"{data.features} features with H = {config.hidden_size}")
     one_step = step_work(config, data)
-    if one_step > MAX_STEP_WORK:
+    if one_step > LN_LSTM_MAX_STEP_WORK:
         raise ValueError(f"One training step would be too big to stop promptly: {shape} is "
-                         f"{_times(one_step / MAX_STEP_WORK)} the most one step may take. "
+                         f"{_times(one_step / LN_LSTM_MAX_STEP_WORK)} the most one step may take. "
                          "Lower the batch size or the hidden size H.")
     work = training_work(config, data)
     if work > limits.max_training_work:
@@ -904,9 +897,9 @@ class ModelRun:
             self._evaluate_slice()
 
     def work(self) -> None:
-        """One piece of work, at most :data:`MAX_STEP_WORK` (as :func:`check_work` checks): the
-        next slice of the evaluation under way, else one optimizer step (which starts an
-        evaluation every ``eval_every`` steps and after the last), else a slice of the
+        """One piece of work, at most :data:`LN_LSTM_MAX_STEP_WORK` (as :func:`check_work`
+        checks): the next slice of the evaluation under way, else one optimizer step (which
+        starts an evaluation every ``eval_every`` steps and after the last), else a slice of the
         sequence-length check."""
         start = time.perf_counter()
         if self.evaluating:

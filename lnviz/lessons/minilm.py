@@ -34,13 +34,12 @@ import torch.nn.functional as F
 
 from lnviz.batch import Batch
 from lnviz.capture import Capture, NormRecord
+from lnviz.limits import MINILM_MAX_CHARS, MINILM_MAX_DRAWN_TOKENS
 from lnviz.models import MiniLM, ModelRun
 
 __all__ = [
     "FIRST_FFN",
     "INT8_THRESHOLD",
-    "MAX_CHARS",
-    "MAX_DRAWN_TOKENS",
     "PAIRS",
     "PRESETS",
     "Ablation",
@@ -89,10 +88,6 @@ PAIRS = (
 )
 #: The layer where the massive activation first appears: layer 0's feed-forward LayerNorm.
 FIRST_FFN = "encoder.layer.0.output.LayerNorm"
-#: The longest text the page takes, in characters (the model reads at most 512 tokens).
-MAX_CHARS = 5000
-#: Heatmaps draw at most this many tokens (the first ones); everything else uses all of them.
-MAX_DRAWN_TOKENS = 64
 #: LLM.int8()'s outlier threshold: features with a value this large in any token stay float.
 INT8_THRESHOLD = 6.0
 
@@ -210,9 +205,9 @@ class TransformerRun:
 
 def analyze(model: MiniLM, text: str) -> TransformerRun:
     """Run ``text`` through all-MiniLM-L6-v2 and compute everything the page shows about it."""
-    if len(text) > MAX_CHARS:
+    if len(text) > MINILM_MAX_CHARS:
         raise ValueError(f"this text has {len(text):,} characters; the page takes at most "
-                         f"{MAX_CHARS:,} (the model reads at most 512 tokens anyway)")
+                         f"{MINILM_MAX_CHARS:,} (the model reads at most 512 tokens anyway)")
     if not text.strip():
         raise ValueError("type a sentence: the text is empty")
     run = model.run(text)
@@ -287,13 +282,13 @@ def _sink(run: ModelRun) -> Sink:
 
 @dataclass(frozen=True)
 class LayerView:
-    """One LayerNorm of the run, ready to draw (the first :data:`MAX_DRAWN_TOKENS` tokens for
+    """One LayerNorm of the run, ready to draw (the first :data:`MINILM_MAX_DRAWN_TOKENS` tokens for
     the grids; statistics for every token)."""
 
     name: str
     label: str
     tokens: list[str]  # every token
-    input: np.ndarray  # (T', C), T' = min(T, MAX_DRAWN_TOKENS)
+    input: np.ndarray  # (T', C), T' = min(T, MINILM_MAX_DRAWN_TOKENS)
     output: np.ndarray  # (T', C)
     mean: np.ndarray  # (T,) μ per token
     std: np.ndarray  # (T,) σ = √σ² per token
@@ -314,7 +309,7 @@ def layer_view(run: TransformerRun, name: str) -> LayerView:
     record = run.records[run.names.index(name)]
     result = record.replay()
     x, y = _grid(record.input), _grid(record.output)
-    drawn = min(len(x), MAX_DRAWN_TOKENS)
+    drawn = min(len(x), MINILM_MAX_DRAWN_TOKENS)
     return LayerView(
         name=name, label=layer_label(name), tokens=run.tokens, input=x[:drawn],
         output=y[:drawn], mean=result.mean[0, :, 0].numpy(),

@@ -64,8 +64,6 @@ EPS = 1e-5
 #: The transformer stack of step 8: as deep as BERT-base or GPT-2 small, narrow enough to be
 #: computed in a blink; the Shapes page shows the same stack with these settings.
 STACK = StackConfig(depth=12, d_model=32, seed=0)
-#: The most characters an answer field takes.
-MAX_ANSWER_CHARS = 80
 
 _MINUS = str.maketrans({"−": "-", "–": "-", "—": "-"})
 

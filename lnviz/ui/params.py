@@ -13,10 +13,10 @@ import streamlit as st
 from lnviz.batch import NORM_TABLE, NORMS, Batch, NormSpec, channel_dim, param_size
 from lnviz.data import parse_table
 from lnviz.lessons.explorer import EPSILONS, group_description
+from lnviz.limits import MAX_TABLE_FEATURES
 from lnviz.ui.cache import fingerprint
 from lnviz.ui.state import keep_in_range
 
-MAX_TABLE_FEATURES = 256
 #: The γ and β sliders' range and step (lnviz.ui.live's panel moves within the same).
 AFFINE_RANGE = (-3.0, 3.0, 0.1)
 _HELP = {

@@ -11,6 +11,7 @@ from typing import Any
 
 import streamlit as st
 
+from lnviz.limits import MAX_SHARED_TEXT, MAX_URL_NUMBER, MAX_URL_VALUE
 from lnviz.ui.cache import forget_named
 
 
@@ -23,14 +24,6 @@ class Settings:
     seed: int
 
 
-#: The longest URL value kept: every value a control writes is a short label or number.
-MAX_URL_VALUE = 200
-#: Numbers beyond this are refused in the URL: integers up to it convert exactly to floats.
-MAX_URL_NUMBER = 2.0**53
-#: The most characters a free-text control (typed numbers, sequence lengths) may take in the
-#: address, URL-encoded. With every other setting a link stays under 8 KB, far inside what
-#: browsers and servers accept (Streamlit's server answers HTTP 400 from about 64 KB on).
-MAX_SHARED_TEXT = 4000
 #: The free-text controls bound to the URL: the only ones whose values may be longer than
 #: MAX_URL_VALUE (up to MAX_SHARED_TEXT), or empty.
 TEXT_URL_KEYS = frozenset({"ttext", "plen", "pd_lengths", "tf_text"})

@@ -26,19 +26,15 @@ import streamlit as st
 
 from lnviz.batch import Batch, NormSpec
 from lnviz.devices import to_numpy
-from lnviz.lessons.bn_vs_ln import MAX_BATCH, BatchDependence, BatchSizeSweep
+from lnviz.lessons.bn_vs_ln import BatchDependence, BatchSizeSweep
 from lnviz.lessons.explorer import Exploration, spread_name
+from lnviz.limits import BN_VS_LN_MAX_BATCH, LIVE_LIMIT, LIVE_MAX_SIDE
 from lnviz.ui.params import AFFINE_RANGE, EPSILONS
 
 __all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "BATCHES_CONTROLS", "BATCHES_KEY", "LIVE_KEY",
-           "LIVE_LIMIT", "MAX_SIDE", "SWEEP_CONTROLS", "SWEEP_KEY", "affine_panel",
-           "batches_panel", "batches_payload", "fits", "intro", "live_js", "live_panel",
-           "live_payload", "sweep_panel"]
+           "SWEEP_CONTROLS", "SWEEP_KEY", "affine_panel", "batches_panel", "batches_payload",
+           "fits", "intro", "live_js", "live_panel", "live_payload", "sweep_panel"]
 
-#: The largest tensor (in values) the live panel draws whole and recomputes on every input event.
-LIVE_LIMIT = 4096
-#: ... and at most this many rows and columns of its grid (lnviz.batch.to_grid).
-MAX_SIDE = 128
 #: The panel's widget key; its trigger "settle" carries {control, value} when a control is let go.
 LIVE_KEY = "live"
 _HERE = Path(__file__).parent
@@ -151,8 +147,8 @@ def _settled_affine(value: float) -> float:
 
 
 def _settled_batch(value: float) -> int:
-    """A batch size, a whole number from 1 to :data:`MAX_BATCH`."""
-    return int(min(max(round(value), 1), MAX_BATCH))
+    """A batch size, a whole number from 1 to :data:`BN_VS_LN_MAX_BATCH`."""
+    return int(min(max(round(value), 1), BN_VS_LN_MAX_BATCH))
 
 
 #: How each panel control's value is brought into its page control's range.
@@ -220,9 +216,9 @@ def intro(spec: NormSpec) -> str:
 
 def fits(shape: tuple[int, ...], layout: str) -> bool:
     """Whether the panel can draw a tensor whole: at most :data:`LIVE_LIMIT` values, in a grid
-    of at most :data:`MAX_SIDE` rows and columns (as the page's heatmaps draw at most)."""
+    of at most :data:`LIVE_MAX_SIDE` rows and columns (as the page's heatmaps draw at most)."""
     rows, cols = _grid_shape(shape, layout)
-    return 0 < rows * cols <= LIVE_LIMIT and rows <= MAX_SIDE and cols <= MAX_SIDE
+    return 0 < rows * cols <= LIVE_LIMIT and rows <= LIVE_MAX_SIDE and cols <= LIVE_MAX_SIDE
 
 
 def live_panel(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) -> bool:
@@ -283,8 +279,8 @@ def batches_payload(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepe
                     refused: BatchDependence, sweep: BatchSizeSweep, feature: int,
                     eps: float = 1e-5) -> dict:
     """What the BatchNorm-vs-LayerNorm panel is sent: the fixed ``sample`` (C,) and every
-    re-draw's batch-mates ``mates`` (redraws, MAX_BATCH − 1, C), from which the browser builds
-    the batch of any size; the ``sweep``'s band for ``feature``; lnviz's messages where
+    re-draw's batch-mates ``mates`` (redraws, BN_VS_LN_MAX_BATCH − 1, C), from which the browser
+    builds the batch of any size; the ``sweep``'s band for ``feature``; lnviz's messages where
     BatchNorm refuses (``refused``, the experiment at batch size 1); and lnviz's numbers at the
     page's batch size (``dependence``), on which the panel settles."""
     redraws, mate_count, features = mates.shape
@@ -295,7 +291,8 @@ def batches_payload(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepe
 
     return dict(
         sample=_b64(sample), mates=_b64(mates, "<f4"), redraws=int(redraws),
-        features=int(features), mateCount=int(mate_count), maxBatch=MAX_BATCH, eps=float(eps),
+        features=int(features), mateCount=int(mate_count), maxBatch=BN_VS_LN_MAX_BATCH,
+        eps=float(eps),
         feature=int(feature), sizes=[int(b) for b in sweep.batch_sizes],
         sweepBn=_b64(sweep.batch_norm[:, :, feature]),
         sweepLn=_b64(sweep.layer_norm[:, :, feature]),
