@@ -4,7 +4,9 @@ A :class:`Batch` is a tensor in one of three layouts (a feature table ``NC``, to
 ``NLC``, images ``NCHW``) with an optional padding mask. A :class:`NormSpec` is every setting a
 learner can move. :data:`NORM_TABLE` maps each norm's name to everything the code needs to run
 it (a :class:`Norm`): its lnviz function, the ``torch.nn.functional`` function it mirrors, the
-arguments both take, and which values share one μ/σ in each layout. Every path goes through it:
+arguments both take, and which values share one μ/σ (its :class:`Grouping`, from which the group
+ids, the values arranged for the statistics and the browser's groups all come). Every path goes
+through it:
 :func:`normalize` runs the lnviz norm; :func:`torch_reference` runs the same computation through
 ``torch.nn.functional`` for the check; :func:`table_norm` and :func:`torch_table_norm` run a
 (batch, features) table with nothing set but ε (the lessons' autograd and the timings). The
@@ -42,6 +44,7 @@ __all__ = [
     "TABLE_NORMS",
     "Batch",
     "GridView",
+    "Grouping",
     "Norm",
     "NormSpec",
     "affine_params",
@@ -50,10 +53,13 @@ __all__ = [
     "grid_labels",
     "grid_view",
     "group_ids",
+    "grouped",
+    "grouping",
     "max_abs_difference",
     "normalize",
     "norms_where",
     "param_broadcast_shape",
+    "param_ids",
     "param_size",
     "pick_impl",
     "table_norm",
@@ -176,62 +182,87 @@ def _instance_arguments(x: torch.Tensor, spec: NormSpec, weight: torch.Tensor | 
     return None, None, weight, bias, True, spec.momentum, spec.eps
 
 
-# Group ids: for every element (``index`` from np.indices(shape, sparse=True)), the index of the
-# group whose μ and σ normalize it, in the order the statistics come out.
+# --- Who shares μ and σ: the one grouping every norm's statistics, ids and figures derive from --
 
-def _per_sample_ids(index: list[np.ndarray], shape: tuple[int, ...], layout: str,
-                    spec: NormSpec) -> np.ndarray | int:
-    lead = shape[: len(shape) - spec.dims]  # one group per position of the leading dims
-    return np.ravel_multi_index(tuple(index[: len(lead)]), lead) if lead else 0
+@dataclass(frozen=True)
+class Grouping:
+    """Which values share one μ and σ, for one norm on one shape.
+
+    The channel dim ``c`` is split in two, (groups, channels per group), giving the *split
+    shape*; ``kept`` are the axes of the split shape that tell the groups apart, and the values
+    along every other axis share one μ and σ. One line per norm (:func:`grouping`):
+
+    - LayerNorm, RMSNorm: one group per position of the leading dims (all but the last
+      ``dims``), whatever the channel dim.
+    - BatchNorm: one group per channel (split C × 1, the C part kept).
+    - GroupNorm: one per (sample, group of C/G channels).
+    - InstanceNorm: one per (sample, channel).
+
+    From it come the groups' ids (:meth:`ids`: what the figures colour and the live panels are
+    sent), the values arranged for the statistics (:meth:`arrange`), and the count.
+    """
+
+    shape: tuple[int, ...]
+    channel: int  # the original tensor's channel dim
+    groups: int  # the channel dim's first part: groups of C / groups channels
+    kept: tuple[int, ...]  # axes of the split shape that index a group
+
+    @property
+    def split(self) -> tuple[int, ...]:
+        c, s = self.channel, self.shape
+        return (*s[:c], self.groups, s[c] // self.groups, *s[c + 1:])
+
+    @property
+    def reduced(self) -> tuple[int, ...]:
+        """The split shape's axes whose values share one μ and σ."""
+        return tuple(a for a in range(len(self.split)) if a not in self.kept)
+
+    @property
+    def count(self) -> int:
+        """How many groups there are."""
+        return math.prod(self.split[a] for a in self.kept)
+
+    def ids(self) -> np.ndarray:
+        """For every element, the index of its group, in the order the statistics come out
+        (a read-only broadcast view: it costs memory only along the kept axes)."""
+        c, per = self.channel, max(self.split[self.channel + 1], 1)
+        index = list(np.indices(self.shape, sparse=True))
+        split = [*index[:c], index[c] // per, index[c] % per, *index[c + 1:]]
+        kept = tuple(split[a] for a in self.kept)
+        ids = np.ravel_multi_index(kept, tuple(self.split[a] for a in self.kept)) if kept else 0
+        return np.broadcast_to(ids, self.shape)
+
+    def arrange(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> Grouped:
+        """``x`` in the split shape, the axes its statistics reduce, and the weights that leave
+        padding out (``mask``: one per position of the shape without the channel dim) or None."""
+        c = self.channel
+        weights = None if mask is None else mask.unsqueeze(c).unsqueeze(c).to(x.dtype)
+        return x.reshape(self.split), self.reduced, weights
 
 
-def _per_channel_ids(index: list[np.ndarray], shape: tuple[int, ...], layout: str,
-                     spec: NormSpec) -> np.ndarray | int:
-    return index[channel_dim(layout)]
-
-
-def _per_group_ids(index: list[np.ndarray], shape: tuple[int, ...], layout: str,
-                   spec: NormSpec) -> np.ndarray | int:
-    c = channel_dim(layout)
-    per_group = shape[c] // spec.groups
-    return index[0] * spec.groups + index[c] // per_group
-
-
-def _per_instance_ids(index: list[np.ndarray], shape: tuple[int, ...], layout: str,
-                      spec: NormSpec) -> np.ndarray | int:
-    c = channel_dim(layout)
-    return index[0] * shape[c] + index[c]  # one group per (sample, channel)
-
-
-# Grouped values: x arranged so that each group's values lie along ``dims`` (and, for masked
-# BatchNorm, the weights that leave padding out), in the order of the group ids above.
-
+#: Values arranged for the statistics: (x in the split shape, the axes reduced, weights or None).
 Grouped = tuple[torch.Tensor, tuple[int, ...], torch.Tensor | None]
 
 
-def _per_sample_values(x: torch.Tensor, layout: str, spec: NormSpec,
-                       mask: torch.Tensor | None) -> Grouped:
-    return x, tuple(range(x.dim() - spec.dims, x.dim())), None
+def _split_axes(dims: range | tuple[int, ...], c: int) -> tuple[int, ...]:
+    """The split shape's axes of the original ``dims`` (the channel dim is two axes there)."""
+    return tuple(a for d in dims for a in ((d, d + 1) if d == c else (d + (d > c),)))
 
 
-def _per_channel_values(x: torch.Tensor, layout: str, spec: NormSpec,
-                        mask: torch.Tensor | None) -> Grouped:
-    c = channel_dim(layout)
-    kept = _mask(mask, spec)
-    weights = None if kept is None else kept.unsqueeze(c).to(x.dtype)
-    return x, tuple(d for d in range(x.dim()) if d != c), weights
+def _per_sample(shape: tuple[int, ...], c: int, spec: NormSpec) -> Grouping:
+    return Grouping(shape, c, 1, _split_axes(range(len(shape) - spec.dims), c))
 
 
-def _per_group_values(x: torch.Tensor, layout: str, spec: NormSpec,
-                      mask: torch.Tensor | None) -> Grouped:
-    xc = channels_first(x, layout)
-    return xc.reshape(xc.shape[0], spec.groups, -1), (2,), None
+def _per_channel(shape: tuple[int, ...], c: int, spec: NormSpec) -> Grouping:
+    return Grouping(shape, c, shape[c], (c,))
 
 
-def _per_instance_values(x: torch.Tensor, layout: str, spec: NormSpec,
-                         mask: torch.Tensor | None) -> Grouped:
-    xc = channels_first(x, layout)
-    return xc, tuple(range(2, xc.dim())), None
+def _per_group(shape: tuple[int, ...], c: int, spec: NormSpec) -> Grouping:
+    return Grouping(shape, c, spec.groups, (0, c))
+
+
+def _per_instance(shape: tuple[int, ...], c: int, spec: NormSpec) -> Grouping:
+    return Grouping(shape, c, shape[c], (0, c))
 
 
 def _check_trailing(shape: tuple[int, ...], layout: str, spec: NormSpec) -> None:
@@ -267,10 +298,8 @@ class Norm:
         lnviz: the teaching implementation, from :mod:`lnviz.norms`.
         functional: the ``torch.nn.functional`` function it mirrors, for the check.
         arguments: ``(x, spec, weight, bias)`` -> the arguments after the input.
-        group_ids: ``(index, shape, layout, spec)`` -> for every element, the group whose μ and
-            σ it shares (:func:`group_ids`).
-        grouped: ``(x, layout, spec, mask)`` -> (x arranged so that each group's values lie
-            along ``dims``, ``dims``, weights that leave padding out or None).
+        grouping: ``(shape, channel dim, spec)`` -> the :class:`Grouping`: which values share
+            one μ and σ (see :func:`grouping`).
         short: the lower-case name the timing table and ``python -m lnviz.bench`` use.
         trailing: statistics over the last ``spec.dims`` dims, with γ/β for each of their
             elements (LayerNorm, RMSNorm); otherwise one γ/β per channel.
@@ -286,8 +315,7 @@ class Norm:
     functional: Callable[..., torch.Tensor]
     arguments: Callable[[torch.Tensor, NormSpec, torch.Tensor | None, torch.Tensor | None],
                         tuple[object, ...]]
-    group_ids: Callable[[list[np.ndarray], tuple[int, ...], str, NormSpec], np.ndarray | int]
-    grouped: Callable[[torch.Tensor, str, NormSpec, torch.Tensor | None], Grouped]
+    grouping: Callable[[tuple[int, ...], int, NormSpec], Grouping]
     short: str
     trailing: bool = False
     channels_first: bool = False
@@ -370,22 +398,22 @@ def _initial_running_stats(x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch
 NORM_TABLE: dict[str, Norm] = {
     "BatchNorm": _BatchNorm(
         lnviz=batch_norm, functional=F.batch_norm, arguments=_batch_arguments,
-        group_ids=_per_channel_ids, grouped=_per_channel_values, short="batch", table=True),
+        grouping=_per_channel, short="batch", table=True),
     "LayerNorm": Norm(
         lnviz=layer_norm, functional=F.layer_norm, arguments=_layer_arguments,
-        group_ids=_per_sample_ids, grouped=_per_sample_values, short="layer", trailing=True,
+        grouping=_per_sample, short="layer", trailing=True,
         table=True, check=_check_trailing),
     "RMSNorm": Norm(
         lnviz=rms_norm, functional=F.rms_norm, arguments=_rms_arguments,
-        group_ids=_per_sample_ids, grouped=_per_sample_values, short="rms", trailing=True,
+        grouping=_per_sample, short="rms", trailing=True,
         table=True, centred=False, check=_check_trailing),
     "GroupNorm": Norm(
         lnviz=group_norm, functional=F.group_norm, arguments=_group_arguments,
-        group_ids=_per_group_ids, grouped=_per_group_values, short="group",
+        grouping=_per_group, short="group",
         channels_first=True, check=_check_groups),
     "InstanceNorm": Norm(
         lnviz=instance_norm, functional=F.instance_norm, arguments=_instance_arguments,
-        group_ids=_per_instance_ids, grouped=_per_instance_values, short="instance",
+        grouping=_per_instance, short="instance",
         channels_first=True, check=_check_positions),
 }
 
@@ -409,6 +437,14 @@ def param_size(shape: tuple[int, ...], layout: str, spec: NormSpec) -> int:
     if NORM_TABLE[spec.norm].trailing:
         return shape[-1]
     return shape[channel_dim(layout)]
+
+
+def param_ids(shape: tuple[int, ...], layout: str, spec: NormSpec) -> np.ndarray:
+    """For every element, the index of its γ and β among :func:`param_size`'s (a broadcast
+    view)."""
+    index = np.indices(shape, sparse=True)
+    dim = -1 if NORM_TABLE[spec.norm].trailing else channel_dim(layout)
+    return np.broadcast_to(index[dim], shape)
 
 
 def affine_params(
@@ -594,10 +630,22 @@ def grid_labels(
     return rows, cols
 
 
+def grouping(shape: tuple[int, ...], layout: str, spec: NormSpec) -> Grouping:
+    """Which values share one μ and σ under ``spec``'s norm (:class:`Grouping`)."""
+    return NORM_TABLE[spec.norm].grouping(tuple(shape), channel_dim(layout), spec)
+
+
 def group_ids(shape: tuple[int, ...], layout: str, spec: NormSpec) -> np.ndarray:
     """For every element, the index of the group whose μ and σ normalize it."""
-    index = np.indices(shape, sparse=True)
-    return np.broadcast_to(NORM_TABLE[spec.norm].group_ids(index, shape, layout, spec), shape)
+    return grouping(shape, layout, spec).ids()
+
+
+def grouped(x: torch.Tensor, layout: str, spec: NormSpec,
+            mask: torch.Tensor | None = None) -> Grouped:
+    """``x`` arranged for its groups' statistics (:meth:`Grouping.arrange`); ``mask`` leaves
+    padding out where the norm uses one (masked BatchNorm)."""
+    kept = _mask(mask, spec) if spec.norm == "BatchNorm" else None
+    return grouping(tuple(x.shape), layout, spec).arrange(x, kept)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from lnviz.batch import (
     channel_dim,
     grid_view,
     group_ids,
+    grouping,
     max_abs_difference,
     normalize,
     norms_where,
@@ -226,6 +227,21 @@ def test_every_norm_in_the_table_runs_through_lnviz_and_torch_and_they_agree(dat
         if ours.mean is not None:
             np.testing.assert_allclose(ours.mean.expand(x.shape)[keep].numpy(), mean[at],
                                        atol=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), norm=st.sampled_from(NORMS))
+def test_a_grouping_s_ids_and_arrangement_name_the_same_groups(data, norm):
+    """The ids a figure colours and the values the statistics reduce come from one Grouping:
+    arranged, each group's ids lie along the reduced axes, constant, in group order."""
+    x, layout, spec, _ = data.draw(tensors_for(norm))
+    groups = grouping(tuple(x.shape), layout, spec)
+    ids = torch.from_numpy(np.ascontiguousarray(groups.ids()))
+    values, dims, _ = groups.arrange(ids)
+    low, high = values.amin(dims), values.amax(dims)
+    assert torch.equal(low, high)  # one id along every reduced axis
+    assert low.flatten().tolist() == list(range(groups.count))  # every group once, in order
+    assert groups.count * math.prod(values.shape[d] for d in dims) == x.numel()
 
 
 @pytest.mark.parametrize("norm", ["GroupNorm", "InstanceNorm"])

@@ -29,6 +29,7 @@ from lnviz.batch import Batch, NormSpec, group_ids  # noqa: E402
 from lnviz.devices import to_numpy  # noqa: E402
 from lnviz.lessons.explorer import check_tolerance, explore  # noqa: E402
 from lnviz.norms import layer_norm  # noqa: E402
+from lnviz.ui.live import element_indices  # noqa: E402
 
 #: Where the Node tests read the cases.
 CASES_PATH = ROOT / "tests" / "js" / "live_cases.json"
@@ -85,6 +86,14 @@ def cases() -> list[tuple[str, NormSpec]]:
     ]
 
 
+def grouped_in_the_browser(batch: Batch, spec: NormSpec) -> bool:
+    """Whether norms.js groups the problem itself, as the panels that build a table in the
+    browser need (a (rows, features) table under LayerNorm, RMSNorm or BatchNorm); every other
+    problem is sent its groups by lnviz (lnviz.ui.live.element_indices)."""
+    return batch.layout == "NC" and spec.dims == 1 and spec.norm in (
+        "LayerNorm", "RMSNorm", "BatchNorm")
+
+
 def problem(batch: Batch, spec: NormSpec) -> dict[str, Any]:
     """What norms.js takes, from a batch and settings (as lnviz.ui.live sends them)."""
     x = np.asarray(batch.values, dtype=np.float32)
@@ -92,12 +101,14 @@ def problem(batch: Batch, spec: NormSpec) -> dict[str, Any]:
     def param(v: float | tuple[float, ...]) -> float | list[float]:
         return list(v) if isinstance(v, tuple) else v
 
+    indices = ({} if grouped_in_the_browser(batch, spec)
+               else element_indices(x.shape, batch.layout, spec))
     return dict(x=x.astype(np.float64).ravel().tolist(), shape=list(x.shape),
-                layout=batch.layout, norm=spec.norm, dims=spec.dims, groups=spec.groups,
-                training=spec.training, warmup=spec.warmup_steps, momentum=spec.momentum,
-                useMask=spec.use_mask, eps=spec.eps, gamma=param(spec.gamma),
-                beta=param(spec.beta),
-                mask=None if batch.mask is None else batch.mask.astype(int).ravel().tolist())
+                layout=batch.layout, norm=spec.norm, training=spec.training,
+                warmup=spec.warmup_steps, momentum=spec.momentum, useMask=spec.use_mask,
+                eps=spec.eps, gamma=param(spec.gamma), beta=param(spec.beta),
+                mask=None if batch.mask is None else batch.mask.astype(int).ravel().tolist(),
+                **{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in indices.items()})
 
 
 def _per_group(t: torch.Tensor, shape: tuple[int, ...], ids: np.ndarray) -> np.ndarray:

@@ -24,6 +24,8 @@ from lnviz.batch import (
     affine_params,
     channel_dim,
     group_ids,
+    grouped,
+    grouping,
     max_abs_difference,
     normalize,
     param_broadcast_shape,
@@ -82,8 +84,7 @@ def group_stats(
     order of :func:`group_ids` — the batch's own statistics, even where the norm itself uses
     running ones. ``mask`` leaves padding out (masked BatchNorm)."""
     x = x.detach().to(torch.promote_types(x.dtype, torch.float32))
-    grouped, dims, weights = NORM_TABLE[spec.norm].grouped(x, layout, spec, mask)
-    mean, var, _ = mean_and_var(grouped, dims, weights)
+    mean, var, _ = mean_and_var(*grouped(x, layout, spec, mask))
     return to_numpy(mean).ravel(), to_numpy(var.sqrt()).ravel()
 
 
@@ -93,8 +94,8 @@ def group_rms(
     """The root-mean-square √(mean(x²)) of ``x`` over each group of ``spec``'s norm, in the
     order of :func:`group_ids`: the statistic RMSNorm divides by (without its ε)."""
     x = x.detach().to(torch.promote_types(x.dtype, torch.float32))
-    grouped, dims, weights = NORM_TABLE[spec.norm].grouped(x, layout, spec, mask)
-    mean_square, _, _ = mean_and_var(grouped.square(), dims, weights)
+    values, dims, weights = grouped(x, layout, spec, mask)
+    mean_square, _, _ = mean_and_var(values.square(), dims, weights)
     return to_numpy(mean_square.sqrt()).ravel()
 
 
@@ -103,12 +104,11 @@ def group_sizes(
 ) -> np.ndarray:
     """How many values each group's statistics are taken over (real tokens only for masked
     BatchNorm), in the order of :func:`group_ids`."""
-    grouped, dims, weights = NORM_TABLE[spec.norm].grouped(x, layout, spec, mask)
+    values, dims, weights = grouped(x, layout, spec, mask)
     if weights is None:
-        keep = [1 if d in dims else s for d, s in enumerate(grouped.shape)]
-        count = math.prod(grouped.shape[d] for d in dims)
-        return np.full(math.prod(keep), count, dtype=np.int64)
-    return to_numpy(weights.expand(grouped.shape).sum(dims)).ravel().astype(np.int64)
+        groups = grouping(tuple(x.shape), layout, spec)
+        return np.full(groups.count, math.prod(values.shape[d] for d in dims), dtype=np.int64)
+    return to_numpy(weights.expand(values.shape).sum(dims)).ravel().astype(np.int64)
 
 
 def padding_grid(batch: Batch, view: GridView) -> np.ndarray | None:

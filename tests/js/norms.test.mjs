@@ -37,6 +37,7 @@ for (const {name, problem, expected} of cases.norms) {
     const p = {...problem, x: Float64Array.from(problem.x)};
     const r = liveNormalize(p);
     const after = liveGroupStats(r.y, r, p.norm);
+    // the groups lnviz sends, or, for a table the browser groups itself, the same as lnviz's
     assert.deepEqual(Array.from(r.group), expected.group);
     for (const dtype of ["float64", "float32"]) {
       const e = expected[dtype];

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from lnviz.batch import Batch, NormSpec
+from lnviz.batch import Batch, NormSpec, channel_dim, grouping, param_ids
 from lnviz.devices import to_numpy
 from lnviz.lessons.bn_vs_ln import BatchDependence, BatchSizeSweep
 from lnviz.lessons.explorer import Exploration, spread_name
@@ -97,6 +97,23 @@ def _grid_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int]:
     return math.prod(shape[:-1]), shape[-1]
 
 
+def element_indices(shape: tuple[int, ...], layout: str, spec: NormSpec) -> dict[str, Any]:
+    """Who shares μ and σ, for the browser (norms.js's liveGroups): for every element its group
+    (lnviz.batch.grouping), the index of its γ and β, and its position in the mask (the shape
+    without the channel dim); and the number of groups."""
+    c = channel_dim(layout)
+    index = np.indices(shape, sparse=True)
+    others = tuple(i for d, i in enumerate(index) if d != c)
+    positions = np.ravel_multi_index(others, tuple(s for d, s in enumerate(shape) if d != c))
+
+    def ints(values: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(values, shape).astype(np.int32).ravel()
+
+    groups = grouping(shape, layout, spec)
+    return dict(groupIds=ints(groups.ids()), paramIds=ints(param_ids(shape, layout, spec)),
+                positions=ints(positions), groupCount=groups.count)
+
+
 def live_payload(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) -> dict:
     """What the panel is sent: the input and every setting of ``spec`` (so that the browser can
     recompute the norm for any ε, γ, β), and lnviz's numbers for the settings themselves, on
@@ -116,11 +133,13 @@ def live_payload(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) 
                      momentum=spec.momentum, useMask=spec.use_mask,
                      mask=None if mask is None else mask.tolist())
     x = _b64(ex.input_values)
+    indices = {k: v if isinstance(v, int) else _b64(v, "<i4")
+               for k, v in element_indices(shape, batch.layout, spec).items()}
     key = hashlib.blake2b((x + json.dumps(structure)).encode(), digest_size=8).hexdigest()
     eps_index = _eps_index(spec.eps)
     per_feature = isinstance(spec.gamma, (tuple, list))
     return dict(
-        structure, key=key, x=x, rows=rows, cols=cols,
+        **structure, **indices, key=key, x=x, rows=rows, cols=cols,
         epsilons=EPSILONS, perFeature=per_feature, gamma=_param(spec.gamma),
         beta=_param(spec.beta), group=int(group) if 0 <= group < len(first) else 0,
         statsRows=STATS_ROWS, spreadName=spread_name(spec),

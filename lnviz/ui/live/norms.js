@@ -3,56 +3,35 @@
 // truth (it recomputes with lnviz on release); tests/test_browser_live.py checks that these numbers
 // equal lnviz's. Plain functions over flat arrays in the tensor's row-major order; no DOM here.
 //
-// A problem is {x, shape, layout, norm, dims, groups, training, warmup, momentum, mask, eps,
-// gamma, beta}: x a Float64Array of the tensor's values, layout "NC" | "NLC" | "NCHW", mask (or
-// null) 0/1 per position of the shape without the channel dim (1 = a real token), gamma and beta
-// one number or one per feature, as lnviz.batch.NormSpec holds them.
+// A problem is {x, shape, layout, norm, training, warmup, momentum, mask, eps, gamma, beta} and,
+// from lnviz, who shares μ and σ {groupIds, paramIds, positions, groupCount} (liveGroups): x a
+// Float64Array of the tensor's values, layout "NC" | "NLC" | "NCHW", mask (or null) 0/1 per
+// position of the shape without the channel dim (1 = a real token), gamma and beta one number or
+// one per feature, as lnviz.batch.NormSpec holds them.
 
-/** The dim that holds features/channels: last for token sequences, 1 otherwise. */
-function channelDim(layout) {
-  return layout === "NLC" ? layout.length - 1 : 1;
-}
-
-function product(values) {
-  return values.reduce((a, b) => a * b, 1);
-}
-
-/** For every element, the group whose μ and σ normalize it (lnviz.batch.group_ids), the index of
- * its γ and β (lnviz.batch.param_size), and the index of its position in the mask. */
+/** For every element, its group (whose μ and σ normalize it), the index of its γ and β, and
+ * the index of its position in the mask. The Explorer's panel is sent them by lnviz
+ * (lnviz.batch.grouping: p.groupIds, p.paramIds, p.positions, p.groupCount); the panels that
+ * build a (rows, features) table in the browser, whose size moves with a slider, group it here:
+ * LayerNorm and RMSNorm one group per row, BatchNorm one per feature. */
 function liveGroups(p) {
-  const shape = p.shape;
-  const n = product(shape);
-  const c = channelDim(p.layout);
-  const channels = shape[c];
-  const inner = product(shape.slice(c + 1)); // values after the channel dim
-  const group = new Int32Array(n);
-  const param = new Int32Array(n);
-  const position = new Int32Array(n);
-  const trailing = p.norm === "LayerNorm" || p.norm === "RMSNorm";
-  const perGroup = trailing ? product(shape.slice(shape.length - p.dims)) : 0;
-  let count;
-  if (trailing) count = n / perGroup;
-  else if (p.norm === "BatchNorm") count = channels;
-  else if (p.norm === "GroupNorm") count = shape[0] * p.groups;
-  else count = shape[0] * channels; // InstanceNorm: one group per (sample, channel)
-  const width = channels / (p.groups || 1); // GroupNorm: channels per group
-  const perSample = product(shape.slice(1));
-  for (let i = 0; i < n; i++) {
-    const ch = Math.floor(i / inner) % channels;
-    const before = Math.floor(i / (inner * channels)); // the index over the dims before C
-    position[i] = before * inner + (i % inner);
-    if (trailing) {
-      group[i] = Math.floor(i / perGroup);
-      param[i] = i % shape[shape.length - 1];
-      continue;
-    }
-    param[i] = ch;
-    const sample = Math.floor(i / perSample);
-    if (p.norm === "BatchNorm") group[i] = ch;
-    else if (p.norm === "GroupNorm") group[i] = sample * p.groups + Math.floor(ch / width);
-    else group[i] = sample * channels + ch;
+  if (p.groupIds != null) {
+    return {group: p.groupIds, param: p.paramIds, position: p.positions, count: p.groupCount};
   }
-  return {group, param, position, count};
+  const byRow = p.norm === "LayerNorm" || p.norm === "RMSNorm";
+  if (p.shape.length !== 2 || p.layout !== "NC" || (!byRow && p.norm !== "BatchNorm")) {
+    throw new Error(`${p.norm} on ${p.layout} needs its groups from lnviz`);
+  }
+  const [rows, cols] = p.shape;
+  const group = new Int32Array(rows * cols);
+  const param = new Int32Array(rows * cols);
+  const position = new Int32Array(rows * cols);
+  for (let i = 0; i < rows * cols; i++) {
+    group[i] = byRow ? Math.floor(i / cols) : i % cols;
+    param[i] = i % cols;
+    position[i] = Math.floor(i / cols);
+  }
+  return {group, param, position, count: byRow ? rows : cols};
 }
 
 /** Σw·v/n per group, as lnviz's _mean: the sum over the group's values, divided by n. */

@@ -168,9 +168,12 @@ function setup(root) {
     state.data = data;
     if (fresh) {
       state.problem = {x: fromBase64(data.x), shape: data.shape, layout: data.layout,
-                       norm: data.norm, dims: data.dims, groups: data.groups,
-                       training: data.training, warmup: data.warmup, momentum: data.momentum,
-                       mask: data.mask, useMask: data.useMask};
+                       norm: data.norm, training: data.training, warmup: data.warmup,
+                       momentum: data.momentum, mask: data.mask, useMask: data.useMask,
+                       groupIds: fromBase64(data.groupIds, Int32Array),
+                       paramIds: fromBase64(data.paramIds, Int32Array),
+                       positions: fromBase64(data.positions, Int32Array),
+                       groupCount: data.groupCount};
       const result = liveNormalize({...state.problem, eps: 1, gamma: 1, beta: 0});
       state.before = liveGroupStats(state.problem.x, result, data.norm);
       drawHeatmap(root.querySelector("canvas[data-panel=in]"), state.problem.x, data.rows,
