@@ -7,23 +7,20 @@ import streamlit as st
 from lnviz import charts
 from lnviz.batch import Batch, NormSpec, grid_labels, grid_view, to_grid
 from lnviz.data.files import to_csv_text, to_npy_bytes, to_npz_bytes
+from lnviz.lessons.common import group_description, spread_name, step_by_step, worked_example_latex
 from lnviz.lessons.explorer import (
     Exploration,
     describe_check,
     explain,
     explore,
-    group_description,
     impl_note,
     padding_grid,
     pytorch_snippet,
     seed_checks,
     shared_outputs,
     shared_title,
-    spread_name,
     statistics_note,
     stats_heading,
-    step_by_step,
-    worked_example_latex,
 )
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.downloads import download_button

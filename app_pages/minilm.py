@@ -121,7 +121,7 @@ download_button(cols[1], "Download the run as a capture file",
                 partial(capture_bytes, run), "minilm_capture.safetensors",
                 values=2 * 13 * len(run.tokens) * 384,
                 help="All 13 LayerNorms' inputs, outputs, γ and β as a .safetensors capture "
-                     "(lnviz.capture's format), which lnviz.read_capture and the app open.")
+                     "(lnviz.capture's format), which lnviz.capture.read_capture and the app open.")
 
 # --- All layers -------------------------------------------------------------------------------
 st.subheader("2 · All 13 LayerNorms at a glance")

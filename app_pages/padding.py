@@ -7,7 +7,7 @@ from streamlit.delta_generator import DeltaGenerator
 from lnviz import charts
 from lnviz.batch import Batch, grid_labels
 from lnviz.data import get_preset
-from lnviz.lessons.explorer import worked_example_latex
+from lnviz.lessons.common import worked_example_latex
 from lnviz.lessons.padding import (
     FeatureStats,
     PaddedRecipe,

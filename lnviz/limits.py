@@ -85,7 +85,7 @@ MAX_URL_NUMBER = 2.0**53
 #: address, URL-encoded. With every other setting a link stays under 8 KB, far inside what
 #: browsers and servers accept (Streamlit's server answers HTTP 400 from about 64 KB on).
 MAX_SHARED_TEXT = 4000
-#: Typed numbers (:func:`lnviz.data.parser.parse_tensor`): at most this many characters, and
+#: Typed numbers (:func:`lnviz.data.parser.parse_numbers`): at most this many characters, and
 #: brackets nested at most this deep (a batch of sequences of vectors needs 3; 5 leaves room).
 MAX_TEXT_CHARS = 2_000_000
 MAX_TEXT_NESTING = 5

@@ -26,18 +26,16 @@ from lnviz.batch import (
     to_grid,
 )
 from lnviz.data import get_preset, random_batch
+from lnviz.lessons.common import group_description, step_by_step, worked_example_latex
 from lnviz.lessons.explorer import (
     describe_check,
     explain,
     explore,
-    group_description,
     group_stats,
     pytorch_snippet,
     seed_checks,
     shared_outputs,
     statistics_note,
-    step_by_step,
-    worked_example_latex,
 )
 from lnviz.limits import DEMO_LIMITS
 

@@ -3,7 +3,7 @@
 Nothing here computes a statistic of its own or touches Streamlit; every figure can be built and
 checked in a unit test. Colour scales are colour-blind safe (a blue–orange diverging scale for
 values, the Okabe–Ito palette for categories), and each figure is sized by what it is given:
-callers pass windows of the tensor (see :func:`lnviz.lessons.explorer.grid_view`) and histogram
+callers pass windows of the tensor (see :func:`lnviz.batch.grid_view`) and histogram
 counts, so no figure grows with the tensor.
 
 :mod:`~lnviz.charts.base` holds what every figure shares (palette, panels, legends, the tables of

@@ -11,8 +11,9 @@ from lnviz.charts.base import OKABE_ITO, each_axis, figure, panel_grid
 
 
 def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) -> go.Figure:
-    """Benchmark results (lnviz.bench.Row): median time and achieved bandwidth against the
-    number of values, one line per (norm, implementation), with the copy roofline drawn."""
+    """Benchmark results (lnviz.lessons.performance.Row): median time and achieved bandwidth
+    against the number of values, one line per (norm, implementation), with the copy roofline
+    drawn."""
     layout, refs = panel_grid(("median time (ms)", "bandwidth (GB/s)"), gap=0.1,
                                title_size=16)
     series: dict[tuple[str, str], list] = {}

@@ -21,14 +21,12 @@ from lnviz.batch import (
     Batch,
     GridView,
     NormSpec,
-    affine_params,
     channel_dim,
     group_ids,
     grouped,
     grouping,
     max_abs_difference,
     normalize,
-    param_broadcast_shape,
     param_size,
     pick_impl,
     to_grid,
@@ -45,7 +43,6 @@ from lnviz.norms import (
 )
 
 __all__ = [
-    "EPSILONS",
     "Exploration",
     "SeedCheck",
     "TorchCheck",
@@ -54,7 +51,6 @@ __all__ = [
     "describe_check",
     "explain",
     "explore",
-    "group_description",
     "group_rms",
     "group_sizes",
     "group_stats",
@@ -65,16 +61,9 @@ __all__ = [
     "seed_checks",
     "shared_outputs",
     "shared_title",
-    "spread_name",
     "statistics_note",
     "stats_heading",
-    "step_by_step",
-    "worked_example_latex",
 ]
-
-
-#: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.
-EPSILONS = [0.0] + [10.0**k for k in range(-12, 1)]
 
 
 def group_stats(
@@ -119,131 +108,6 @@ def padding_grid(batch: Batch, view: GridView) -> np.ndarray | None:
     # the mask has no channel dim: every channel of a pad position is padding
     pad = np.expand_dims(~batch.mask, channel_dim(batch.layout))
     return view.take(to_grid(np.broadcast_to(pad, batch.values.shape), batch.layout))
-
-
-def step_by_step(
-    x: torch.Tensor, result: NormResult, spec: NormSpec, ids: np.ndarray, group: int,
-    layout: str, max_rows: int = 64, mask: np.ndarray | None = None,
-) -> pd.DataFrame:
-    """The worked example for one group: x, μ, σ², √(σ²+ε), x̂, γ, β and y for its elements
-    (the first ``max_rows``), with a padding column when the batch has a ``mask``.
-
-    The columns follow the norm: RMSNorm has x, mean(x²), √(mean(x²)+ε), x̂, γ and y (no μ, no
-    β); BatchNorm in eval mode names its statistics "running μ" and "running σ²"."""
-    positions = np.flatnonzero(ids.ravel() == group)[:max_rows]
-    if positions.size == 0:
-        raise ValueError(f"there is no group {group}")
-    shape = tuple(x.shape)
-    idx = np.unravel_index(positions, shape)
-
-    def at(t: torch.Tensor | None) -> np.ndarray:
-        if t is None:
-            return np.zeros(positions.size)
-        return to_numpy(t.expand(shape) if t.shape != shape else t)[idx]
-
-    gamma, beta = (p.reshape(param_broadcast_shape(shape, layout, spec)) for p in
-                   affine_params(spec, x, layout))
-    var = at(result.var)
-    mean = at(result.mean)
-    note = ""
-    if result.mean is not None and not (spec.norm == "BatchNorm" and not spec.training):
-        exact = _exact_group_mean(x, ids, group, layout, mask if spec.use_mask else None)
-        # Only where the rounding of the stored μ shows in x̂: far from zero, or where x equals
-        # the stored μ while x̂ is not 0 (the two-word notes' 0.2 − μ = −3e-08 × 1/√(σ²+ε)).
-        rstd = float(at(result.rstd)[0])
-        finite = math.isfinite(exact) and math.isfinite(rstd)
-        shift = abs(exact - mean[0]) * rstd if finite else 0.0
-        x_hat = at(result.x_hat)
-        hidden = finite and bool(((at(x) == mean) & (x_hat != 0) & np.isfinite(x_hat)).any())
-        if shift > 1e-6 or hidden:
-            stored = str(result.mean.dtype).removeprefix("torch.")
-            note = (f"μ is shown exactly, as the float64 mean of the group's values: "
-                    f"{exact:.10g}. lnviz stores μ in {stored} as "
-                    f"{mean[0]:.10g}, the nearest number it can hold, and centres x with the "
-                    "more exact two-pass value, so (x − μ)/√(σ²+ε) with the μ shown gives x̂.")
-            mean = np.full(positions.size, exact)
-    table = {
-        "position": [str(tuple(int(i) for i in p)) for p in zip(*idx, strict=True)],
-        "x": at(x),
-    }
-    if NORM_TABLE[spec.norm].centred:
-        prefix = "running " if spec.norm == "BatchNorm" and not spec.training else ""
-        table[f"{prefix}μ"] = mean
-        table[f"{prefix}σ²"] = var
-        table[f"√({prefix}σ²+ε)"] = np.sqrt(var + spec.eps)
-    else:  # RMSNorm: no μ, and its "σ²" is the mean square
-        table["mean(x²)"] = var
-        table["√(mean(x²)+ε)"] = np.sqrt(var + spec.eps)
-    table["x̂"] = at(result.x_hat)
-    table["γ"] = at(gamma)
-    if NORM_TABLE[spec.norm].centred:
-        table["β"] = at(beta)
-    table["y"] = at(result.output)
-    if mask is not None:
-        c = channel_dim(layout)
-        table["padding"] = ~mask[tuple(i for d, i in enumerate(idx) if d != c)]
-    frame = pd.DataFrame(table)
-    frame.attrs["note"] = note
-    return frame
-
-
-def _exact_group_mean(x: torch.Tensor, ids: np.ndarray, group: int, layout: str,
-                      mask: np.ndarray | None) -> float:
-    """The mean of one group's values in float64 (real tokens only when ``mask`` is given)."""
-    positions = np.flatnonzero(ids.ravel() == group)
-    if mask is not None:
-        idx = np.unravel_index(positions, tuple(x.shape))
-        c = channel_dim(layout)
-        positions = positions[mask[tuple(i for d, i in enumerate(idx) if d != c)]]
-    if positions.size == 0:
-        return math.nan
-    values = x.detach().reshape(-1)[torch.from_numpy(positions).to(x.device)]
-    return float(values.double().mean())
-
-
-def worked_example_latex(row: pd.Series, eps: float, rms: bool = False) -> str:
-    """The formula with one element's numbers substituted, as a textbook would print it.
-
-    ``row`` is a row of :func:`step_by_step`; its columns say which formula: RMSNorm's (a
-    "mean(x²)" column, or ``rms``), BatchNorm's in eval mode (a "running μ" column, written
-    μ_run and σ²_run), or the centred one. Numbers get four significant digits, and x and μ one
-    more plus as many as they share leading digits (10000.00098 − 9999.886108, not 10⁴ − 10⁴),
-    so that the substituted numbers reproduce x̂ to the digits shown.
-    """
-    rms = rms or "mean(x²)" in row.index
-    running = "running μ" in row.index
-
-    def f(v: float, digits: int = 4) -> str:
-        text = f"{v:.{digits}g}".replace("inf", r"\infty").replace("nan", r"\mathrm{NaN}")
-        if "e" in text:  # 1e-05 -> 1 \times 10^{-5}, as a textbook would print it
-            mantissa, exponent = text.split("e")
-            power = rf"10^{{{int(exponent)}}}"
-            text = power if mantissa in ("1", "-1") else rf"{mantissa} \times {power}"
-            text = f"-{text}" if mantissa == "-1" else text
-        return f"({text})" if v < 0 else text
-
-    prefix = "running " if running else ""
-    var_name = "mean(x²)" if rms else f"{prefix}σ²"
-    var = row[var_name]
-    x = float(row["x"])
-    mu = 0.0 if rms else float(row[f"{prefix}μ"])
-    shared = 0
-    if not rms and math.isfinite(x - mu) and x != mu:
-        shared = max(0, math.ceil(math.log10(max(abs(x), abs(mu)) / abs(x - mu))))
-    digits = min(17, 5 + shared)
-    centred = rf"{f(x, digits)}" if rms else rf"({f(x, digits)} - {f(mu, digits)})"
-    mu_symbol, var_symbol = ((r"\mu_{\mathrm{run}}", r"\sigma^2_{\mathrm{run}}") if running
-                             else (r"\mu", r"\sigma^2"))
-    symbol = r"x" if rms else rf"(x - {mu_symbol})"
-    denominator = (r"\sqrt{\overline{x^2} + \epsilon}" if rms
-                   else rf"\sqrt{{{var_symbol} + \epsilon}}")
-    shift = "" if rms else r" + \beta"
-    shift_value = "" if rms else rf" + {f(row['β'])}"
-    return (
-        rf"y = \gamma \cdot \frac{{{symbol}}}{{{denominator}}}{shift}"
-        rf" = {f(row['γ'])} \cdot \frac{{{centred}}}{{\sqrt{{{f(var)} + {f(eps)}}}}}{shift_value}"
-        rf" = {f(row['γ'])} \cdot {f(row['x̂'])}{shift_value} = {f(row['y'])}"
-    )
 
 
 def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: str = "float32",
@@ -727,45 +591,6 @@ def shared_title(spec: NormSpec) -> str:
     if spec.norm == "BatchNorm" and not spec.training:
         return "cells sharing one running μ, σ"
     return "cells sharing one μ, σ"
-
-
-def spread_name(spec: NormSpec) -> str:
-    """What the statistics chart's second panel shows: the spread this norm divides by."""
-    return "RMS per group" if not NORM_TABLE[spec.norm].centred else "std σ per group"
-
-
-def _dims(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
-
-
-def group_description(shape: tuple[int, ...], layout: str, spec: NormSpec) -> str:
-    """What one group is for this norm, layout and setting, in the layout's own words:
-    "one (batch, sequence) position — a token — over its features" and the like."""
-    names = LAYOUTS[layout].strip("()").split(", ")
-    c = channel_dim(layout)
-    others = [n for d, n in enumerate(names) if d != c]
-    spatial = [n for d, n in enumerate(names) if d not in (0, c)]
-    if NORM_TABLE[spec.norm].trailing:
-        lead, trail = names[: len(shape) - spec.dims], names[len(shape) - spec.dims:]
-        what = "its RMS" if not NORM_TABLE[spec.norm].centred else "its μ and σ"
-        if not lead:
-            return f"the whole tensor, {what} over {_dims(trail)}"
-        if layout == "NLC" and spec.dims == 1:
-            return f"one token, {what} over its features"
-        if lead == ["batch"]:
-            return f"one sample, {what} over its {_dims(trail)}"
-        return f"one {_dims(lead)} position, {what} over its {_dims(trail)}"
-    channel = names[c].removesuffix("s")
-    if spec.norm == "BatchNorm":
-        if spec.training:
-            return f"one {channel}, its μ and σ over {_dims(others)}"
-        return (f"one {channel}, with the running μ and σ² that {spec.warmup_steps} training "
-                f"pass(es) over {_dims(others)} left")
-    if spec.norm == "GroupNorm":
-        per = shape[c] // spec.groups
-        return (f"one sample's block of {per} {names[c]}, its μ and σ over those and "
-                f"{_dims(spatial)}")
-    return f"one sample's {channel}, its μ and σ over {_dims(spatial)}"
 
 
 def statistics_note(ex: Exploration, spec: NormSpec) -> str:

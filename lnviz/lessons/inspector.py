@@ -26,7 +26,7 @@ import pandas as pd
 
 from lnviz.capture import CAPTURE_FORMAT, CapturedLayer, read_capture
 from lnviz.data.files import TensorFileError, load_arrays, safetensors_metadata
-from lnviz.lessons.explorer import EPSILONS
+from lnviz.lessons.common import EPSILONS
 from lnviz.limits import INSPECTOR_MAX_NORM_CHANNELS, MAX_ELEMENTS
 
 __all__ = [

@@ -35,7 +35,7 @@ import torch
 
 from lnviz.batch import Batch, NormSpec, group_ids, normalize
 from lnviz.devices import to_numpy, to_tensor
-from lnviz.lessons.explorer import step_by_step
+from lnviz.lessons.common import step_by_step
 from lnviz.limits import PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 from lnviz.norms import NormResult, batch_norm, layer_norm
 

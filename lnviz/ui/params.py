@@ -12,7 +12,7 @@ import streamlit as st
 
 from lnviz.batch import NORM_TABLE, NORMS, Batch, NormSpec, channel_dim, param_size
 from lnviz.data import parse_table
-from lnviz.lessons.explorer import EPSILONS, group_description
+from lnviz.lessons.common import EPSILONS, group_description
 from lnviz.limits import MAX_TABLE_FEATURES
 from lnviz.ui.cache import fingerprint
 from lnviz.ui.state import keep_in_range

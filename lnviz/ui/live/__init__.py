@@ -27,7 +27,8 @@ import streamlit as st
 from lnviz.batch import Batch, NormSpec, channel_dim, grouping, param_ids
 from lnviz.devices import to_numpy
 from lnviz.lessons.bn_vs_ln import BatchDependence, BatchSizeSweep
-from lnviz.lessons.explorer import Exploration, spread_name
+from lnviz.lessons.common import spread_name
+from lnviz.lessons.explorer import Exploration
 from lnviz.limits import BN_VS_LN_MAX_BATCH, LIVE_LIMIT, LIVE_MAX_SIDE
 from lnviz.ui.params import AFFINE_RANGE, EPSILONS
 
