@@ -1,10 +1,12 @@
 """ε and numerical stability: tiny variances, ε = 0, low precision and the E[x²] − E[x]² trap."""
 
+import numpy as np
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.devices import to_numpy
+from lnviz.lessons.common import short
 from lnviz.lessons.epsilon import (
     VECTORS,
     cancellation_sweep,
@@ -26,10 +28,25 @@ from lnviz.ui.state import current_settings
 
 settings = current_settings()
 
+
+def _variance(name: str) -> float:
+    return float(np.var(stability_vector(name).astype(np.float64)))
+
+
+def _vector(name: str) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in stability_vector(name).astype(np.float64)) + "]"
+
+
+def _tiny(eps: float) -> float:
+    """The tiny vector's largest |x̂| at ``eps``, in float64 (the sentence's numbers)."""
+    return cached(epsilon_steps, stability_vector("tiny"), eps, dtype="float64").max_output
+
+
 VECTOR_HELP = {
-    "tiny": "the formula tutorial's [0.001, 0.001, 0.0011, 0.0009, 0.001]: σ² = 4e-9",
-    "constant": "[3, 3, 3, 3]: no spread at all, σ² = 0",
-    "ordinary": "[1, 2, 4, 7]: σ² = 5.25, far above any usual ε",
+    "tiny": f"the formula tutorial's {_vector('tiny')}: σ² = {short(_variance('tiny'))}",
+    "constant": f"{_vector('constant')}: no spread at all, σ² = {short(_variance('constant'))}",
+    "ordinary": f"{_vector('ordinary')}: σ² = {short(_variance('ordinary'))}, far above any "
+                "usual ε",
 }
 
 page_title("app_pages/epsilon.py")
@@ -199,9 +216,9 @@ cancellation_section(settings.seed)
 
 st.info(
     "**Try this.** On the tiny vector, slide ε from 1e-12 up to 1 and watch the table: the "
-    "largest |x̂| stays near 1.58 until ε approaches σ² = 4e-9, then shrinks (at the formula "
-    "tutorial's "
-    "ε = 1e-8 it is 0.845). Choose the constant vector and set ε to 0 to see the 0/0. "
+    f"largest |x̂| stays near {short(_tiny(1e-12))} until ε approaches σ² = "
+    f"{short(_variance('tiny'))}, then shrinks (at the formula tutorial's ε = 1e-8 it is "
+    f"{short(_tiny(1e-8))}). Choose the constant vector and set ε to 0 to see the 0/0. "
     "Switch the sidebar's precision to float16 and compare the gradient sizes. In part 3, "
     "find the offset where the naive variance is first off by more than 100%, and the × "
     "marks where it even comes out negative.", icon="🧪")

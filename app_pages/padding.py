@@ -7,12 +7,14 @@ from streamlit.delta_generator import DeltaGenerator
 from lnviz import charts
 from lnviz.batch import Batch, grid_labels
 from lnviz.data import get_preset
-from lnviz.lessons.common import worked_example_latex
+from lnviz.lessons.common import short, worked_example_latex
 from lnviz.lessons.padding import (
     FeatureStats,
     PaddedRecipe,
     PaddingSweep,
+    PadPull,
     feature_stats,
+    pad_pull,
     pad_token_steps,
     padding_outputs,
     padding_snippet,
@@ -40,6 +42,24 @@ PADDED = PaddedControls(
     max_d_model=PADDING_MAX_D_MODEL, max_pad=100.0, pad_step=0.5, sliders=True)
 
 settings = current_settings()
+_ARTICLE = get_preset("padded_tokens")
+#: The transformer article's batch: two sentences, the shorter padded with one zero token.
+ARTICLE_BATCH = Batch(_ARTICLE.values, "NLC", _ARTICLE.mask, _ARTICLE.labels)
+
+
+def _article_sentence(pull: PadPull) -> str:
+    """The article's arithmetic on feature 0, every number from ``pull``."""
+    word = _ARTICLE.labels[0]
+    return (f" In the transformer article the first feature's real values have mean "
+            f"{short(pull.mean_real)} and σ = {short(pull.std_real)}; the one zero pad pulls the "
+            f"mean to {short(pull.total)}/{pull.positions} = {short(pull.mean_with_pad)} and "
+            f"widens σ to √{short(pull.var_with_pad)} ≈ {short(pull.std_with_pad)}, so the word "
+            f"“{word}” is normalized to ({short(pull.value)} − {short(pull.mean_with_pad)})/"
+            f"{short(pull.std_with_pad)} ≈ {short(pull.x_hat_with_pad)} instead of "
+            f"({short(pull.value)} − {short(pull.mean_real)})/{short(pull.std_real)} = "
+            f"{short(pull.x_hat_real)}.")
+
+
 page_title("app_pages/padding.py")
 st.caption("Sentences come in different lengths; a batch needs one length. The URL keeps your "
            "settings.")
@@ -67,9 +87,8 @@ with st.container(border=True):
     )
     with refusal(icon=":material/block:"):
         if source == "Two sentences":
-            preset = get_preset("padded_tokens")
-            st.caption(preset.description)
-            batch = Batch(preset.values, "NLC", preset.mask, preset.labels)
+            st.caption(_ARTICLE.description)
+            batch = ARTICLE_BATCH
             recipe, pad_value = None, 0.0
         else:
             batch, recipe = padded_sequences(settings.seed, PADDED)
@@ -125,11 +144,7 @@ else:
         + (f"; real tokens only: μ = **{stats.mean_masked[0]:.4g}**, σ = "
            f"**{stats.std_masked[0]:.3g}**." if stats.masked_ok else
            "; real tokens only: none — masked BatchNorm needs at least 2 real tokens.")
-        + (" In the transformer article the first feature's real values are 1, 2, …, 7 "
-           "(mean 4, σ = 2); the one "
-       "zero pad pulls the mean to 28/8 = 3.5 and widens σ to √5.25 ≈ 2.29, so the word "
-       "“I” is normalized to (1 − 3.5)/2.29 ≈ −1.09 instead of (1 − 4)/2 = −1.5."
-           if source == "Two sentences" else "")
+        + (_article_sentence(cached(pad_pull, batch, stats)) if source == "Two sentences" else "")
     )
 
 # --- The sweep --------------------------------------------------------------------------------
@@ -216,10 +231,11 @@ def pad_token_section(box: DeltaGenerator, code: DeltaGenerator, batch: Batch,
     code.code(padding_snippet(batch, eps, gamma, beta, recipe), language="python")
 
 
+article = cached(pad_pull, ARTICLE_BATCH, cached(feature_stats, ARTICLE_BATCH))
 st.info(
     "**Try this.** Compare the “pads counted” and “masked” bars for feature 0 with the transformer "
-    "article's "
-    "numbers (μ 3.5, σ 2.29 with the pad against 4 and 2 without). Then "
+    f"article's numbers (μ {short(article.mean_with_pad)}, σ {short(article.std_with_pad)} with "
+    f"the pad against {short(article.mean_real)} and {short(article.std_real)} without). Then "
     "choose *Generated*, type lengths like 6, 1, 1 and watch the padded share jump and "
     "BatchNorm's statistics slide, while LayerNorm's drift stays at 0. Finally set ε to 0 and "
     "see the pad token's LayerNorm output turn into NaN.", icon=":material/science:")

@@ -21,7 +21,8 @@ from lnviz.batch import (
 from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
 
-__all__ = ["EPSILONS", "group_description", "spread_name", "step_by_step", "worked_example_latex"]
+__all__ = ["EPSILONS", "group_description", "short", "spread_name", "step_by_step",
+           "worked_example_latex"]
 
 
 #: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.
@@ -190,3 +191,13 @@ def group_description(shape: tuple[int, ...], layout: str, spec: NormSpec) -> st
         return (f"one sample's block of {per} {names[c]}, its μ and σ over those and "
                 f"{_dims(spatial)}")
     return f"one sample's {channel}, its μ and σ over {_dims(spatial)}"
+
+
+def short(value: float, digits: int = 3) -> str:
+    """A computed number as a sentence prints it: ``digits`` significant digits, a plain
+    exponent (4e-9, not 4e-09, as ε is typed), a true minus sign in front."""
+    text = f"{value:.{digits}g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return "−" + text[1:] if text.startswith("-") else text

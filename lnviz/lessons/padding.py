@@ -43,10 +43,12 @@ __all__ = [
     "MIN_REAL_TOKENS",
     "SWEEP_FRACTIONS",
     "FeatureStats",
+    "PadPull",
     "PaddedRecipe",
     "PaddingSweep",
     "check_lengths",
     "feature_stats",
+    "pad_pull",
     "pad_token_steps",
     "padding_outputs",
     "padding_snippet",
@@ -176,6 +178,42 @@ def feature_stats(batch: Batch, device: str = "cpu", dtype: str = "float32") -> 
                         mean_masked=mean_masked, std_masked=std_masked,
                         pad_fraction=float(1.0 - batch.mask.mean()), positions=positions,
                         real_tokens=real)
+
+
+@dataclass(frozen=True)
+class PadPull:
+    """What the pads do to one feature's BatchNorm statistics, and so to the first token there.
+
+    Attributes:
+        total, positions: the feature's sum over every position (pads included) and how many
+            positions there are: ``mean_with_pad = total / positions``.
+        mean_with_pad, var_with_pad, std_with_pad: its μ, σ² and σ with the pads counted.
+        mean_real, std_real: its μ and σ over the real tokens only.
+        value: the first token's value of the feature; ``x_hat_with_pad`` and ``x_hat_real``
+            its (x − μ)/σ either way (no ε: the article's arithmetic).
+    """
+
+    total: float
+    positions: int
+    mean_with_pad: float
+    var_with_pad: float
+    std_with_pad: float
+    mean_real: float
+    std_real: float
+    value: float
+    x_hat_with_pad: float
+    x_hat_real: float
+
+
+def pad_pull(batch: Batch, stats: FeatureStats, feature: int = 0) -> PadPull:
+    """The pads' pull on ``feature`` of ``batch``, from BatchNorm's statistics ``stats``."""
+    value = float(batch.values[0, 0, feature])
+    mean, std = float(stats.mean_with_pad[feature]), float(stats.std_with_pad[feature])
+    mean_real, std_real = float(stats.mean_masked[feature]), float(stats.std_masked[feature])
+    return PadPull(total=float(np.asarray(batch.values[..., feature], np.float64).sum()),
+                   positions=stats.positions, mean_with_pad=mean, var_with_pad=std**2,
+                   std_with_pad=std, mean_real=mean_real, std_real=std_real, value=value,
+                   x_hat_with_pad=(value - mean) / std, x_hat_real=(value - mean_real) / std_real)
 
 
 def padding_outputs(

@@ -1,0 +1,110 @@
+"""Where a sentence's numbers come from.
+
+The rule (README, "Where a sentence lives"): a number a sentence states as a *result* — a mean,
+a σ, an x̂, a time — is formatted from what a lesson computed, never typed. What a page may type
+is what is not a result: a value the learner can set, a default of torch's, a quote of a source's
+own numbers, or a mathematical constant. This test reads every string the pages hold and
+finds each number with a decimal point or an exponent; each must be one of :data:`TYPED`, whose
+reasons are checked where they can be (a quote against the example it quotes, a constant against
+its value), and every entry must still be in use.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lnviz.data import get_preset
+from lnviz.lessons.ln_lstm import LEARNING_RATES
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMBER = re.compile(r"(?<![\w.])[-−]?\d+\.\d+(?![\w.])|(?<![\w.])\d+(?:\.\d+)?e[-−]?\d+")
+
+_TWO_WORDS = {f"{v:g}" for v in get_preset("two_words").values.ravel()}
+_SIGMOID = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
+
+#: Every number a page types, (page, number as written) -> why it is typed, and a check of that
+#: reason where one can be made (True where the reason is a setting, a default or a quote of a
+#: tolerance the page explains).
+TYPED: dict[tuple[str, str], tuple[str, bool]] = {
+    ("bn_vs_ln.py", "0.01"): ("a momentum the learner can choose", True),
+    ("bn_vs_ln.py", "0.1"): ("torch's default momentum", True),
+    ("bug_zoo.py", "1e-5"): ("torch's default ε", True),
+    ("bug_zoo.py", "1e-08"): ("the colour scale's floor, a setting of the figure", True),
+    ("epsilon.py", "1e-12"): ("the ε slider's smallest value", True),
+    ("epsilon.py", "1e-8"): ("the formula tutorial's ε, a setting", True),
+    ("epsilon.py", "1e-05"): ("torch's default ε", True),
+    ("epsilon.py", "0.01"): ("the smallest offset the cancellation sweep offers", True),
+    ("epsilon.py", "0.71"): ("1/√2", f"{1 / math.sqrt(2):.2f}" == "0.71"),
+    ("gradients.py", "1e-15"): ("the size of float64 rounding on values of order one",
+                                1e-16 < np.finfo(np.float64).eps < 1e-15),
+    ("gradients.py", "0.01"): ("a factor the learner can choose", True),
+    ("inspector.py", "1.5"): ("Tukey's whiskers: 1.5 times the quartile range", True),
+    ("ln_lstm.py", "0.001"): ("a learning rate the page offers", 1e-3 in LEARNING_RATES),
+    ("ln_lstm.py", "0.01"): ("a learning rate the page offers", 1e-2 in LEARNING_RATES),
+    ("ln_lstm.py", "0.1"): ("a learning rate the page offers", 1e-1 in LEARNING_RATES),
+    ("ln_lstm.py", "0.02"): ("a bound on σ′(4)", _SIGMOID(4) * (1 - _SIGMOID(4)) < 0.02),
+    ("ln_lstm.py", "0.002"): ("a bound on tanh′(4)", 1 - math.tanh(4) ** 2 < 0.002),
+    ("ln_lstm.py", "1e-5"): ("torch's default ε", True),
+    ("shapes.py", "0.1"): ("the two-word notes' values, quoted", "0.1" in _TWO_WORDS),
+    ("shapes.py", "0.2"): ("the two-word notes' values, quoted", "0.2" in _TWO_WORDS),
+    ("shapes.py", "0.3"): ("the two-word notes' values, quoted", "0.3" in _TWO_WORDS),
+    ("shapes.py", "0.5"): ("a gain the learner can choose; the two-word notes' value",
+                           "0.5" in _TWO_WORDS),
+    ("shapes.py", "1.414"): ("√2", f"{math.sqrt(2):.3f}" == "1.414"),
+}
+
+
+def _typed_numbers() -> dict[tuple[str, str], list[int]]:
+    found: dict[tuple[str, str], list[int]] = {}
+    for path in sorted((ROOT / "app_pages").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for number in NUMBER.findall(node.value):
+                    found.setdefault((path.name, number), []).append(node.lineno)
+    return found
+
+
+FOUND = _typed_numbers()
+
+
+@pytest.mark.parametrize("key", sorted(FOUND))
+def test_every_number_a_page_types_is_a_setting_a_default_a_quote_or_a_constant(key) -> None:
+    assert key in TYPED, (f"{key[0]}, line {FOUND[key][0]}: {key[1]} is typed into a sentence; "
+                          "format it from what the lesson computes, or say in TYPED why it is "
+                          "typed")
+    reason, holds = TYPED[key]
+    assert holds, f"{key}: the reason given, {reason!r}, does not hold"
+
+
+def test_every_typed_number_the_list_allows_is_still_on_its_page() -> None:
+    assert set(TYPED) <= set(FOUND), sorted(set(TYPED) - set(FOUND))
+
+
+def test_the_numbers_the_padding_and_epsilon_pages_state_come_from_their_lessons() -> None:
+    """The two pages that typed results (μ 3.5, σ 2.29; σ² = 4e-9, |x̂| 1.58) now print them
+    from the lesson: none of those appears typed, and the lesson's facts give them."""
+    from lnviz.batch import Batch
+    from lnviz.lessons.epsilon import epsilon_steps, stability_vector
+    from lnviz.lessons.padding import feature_stats, pad_pull
+
+    for typed in ("3.5", "2.29", "−1.09", "5.25", "4e-9", "1.58", "0.845"):
+        assert not any(number == typed for _, number in FOUND), typed
+    preset = get_preset("padded_tokens")
+    batch = Batch(preset.values, "NLC", preset.mask)
+    pull = pad_pull(batch, feature_stats(batch, dtype="float64"))
+    real = preset.values[..., 0][preset.mask]  # the article's arithmetic, by hand
+    assert pull.total == 28 and pull.positions == 8
+    assert pull.mean_with_pad == pytest.approx(3.5) and pull.var_with_pad == pytest.approx(5.25)
+    assert (pull.mean_real, pull.std_real) == pytest.approx((real.mean(), real.std()))
+    assert pull.x_hat_with_pad == pytest.approx((1 - 3.5) / math.sqrt(5.25))
+    assert pull.x_hat_real == pytest.approx(-1.5)
+    tiny = stability_vector("tiny")
+    assert float(np.var(tiny.astype(np.float64))) == pytest.approx(4e-9, rel=0.01)
+    assert epsilon_steps(tiny, 1e-8, dtype="float64").max_output == pytest.approx(0.845,
+                                                                                  abs=5e-4)
