@@ -9,8 +9,10 @@ from lnviz.ui.path import PATH_PAGE, STEP_KEY
 st.title("lnviz — see what normalization does")
 st.markdown(
     "A normalization layer subtracts a mean μ, divides by a standard deviation √(σ² + ε), "
-    "then lets the network rescale with γ and β. The layers differ only in *which* numbers "
-    "share that μ and σ."
+    "then lets the network rescale with γ and β. BatchNorm, LayerNorm, GroupNorm and "
+    "InstanceNorm differ in *which* numbers share that μ and σ; RMSNorm subtracts no mean and "
+    "divides by the root mean square; and BatchNorm in evaluation mode uses the running "
+    "statistics it kept during training instead of the batch's own."
 )
 st.latex(r"y = \gamma \cdot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta")
 path, pages = st.columns(2, gap="large")

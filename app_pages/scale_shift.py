@@ -1,4 +1,4 @@
-"""Scale and shift: what γ and β do after normalizing, and how they can undo it entirely."""
+"""Scale and shift: what γ and β do after normalizing, and when they can undo it."""
 
 import streamlit as st
 import torch
@@ -44,12 +44,12 @@ FREE_BINS = 78
 
 page_title("app_pages/scale_shift.py")
 st.markdown(
-    "Normalizing forces every group of values to mean 0 and standard deviation 1 (up to ε). "
-    "That is "
-    "good for optimization, but a layer may *want* its outputs elsewhere — a wider spread "
-    "before a tanh, a positive shift before a ReLU. So every normalization layer ends with "
-    "two learnable vectors: γ stretches the normalized values and β moves them. They start at "
-    "γ = 1, β = 0 (no change) and are trained like any other weight."
+    "BatchNorm, LayerNorm, GroupNorm and InstanceNorm force every group of values to mean 0 "
+    "and standard deviation 1 (up to ε); RMSNorm, which keeps the mean, to a root mean square "
+    "of 1. That is good for optimization, but a layer may *want* its outputs elsewhere — a "
+    "wider spread before a tanh, a positive shift before a ReLU. So a normalization layer ends "
+    "with learnable vectors: γ stretches the normalized values and β (which RMSNorm does without) "
+    "moves them. They start at γ = 1, β = 0 (no change) and are trained like any other weight."
 )
 st.latex(r"y = \gamma \cdot \hat x + \beta, \qquad \hat x = \frac{x - \mu}{\sqrt{\sigma^2 + "
          r"\epsilon}} \quad\Rightarrow\quad \operatorname{mean}(y) = \beta,\;\; "
@@ -151,7 +151,7 @@ x, next_x = feature_batches(settings.seed, SAMPLES, FEATURES, settings.device, s
 per_feature(x)
 
 # --- 4. Undoing the normalization -------------------------------------------------------------
-st.subheader("4 · γ and β can undo the normalization")
+st.subheader("4 · When γ and β can undo the normalization")
 st.markdown(
     "Choose γ = √(σ² + ε) and β = μ, and γ·x̂ + β = (x − μ) + μ = x: the inputs those μ and σ "
     "were computed from come back exactly. The formula tutorial reads this as the layer being able "

@@ -46,7 +46,7 @@ for tab, step in zip(tabs, steps, strict=True):
         st.subheader(f"Step {step.number} of {len(steps)} · {outline.title}")
         st.caption(f"About {outline.minutes} minutes.")
         st.markdown(step.intro)
-        answered = False
+        answered = []
         for q in step.questions:
             if q.is_choice:
                 value = st.radio(q.prompt, q.options, index=None, key=answer_key(q),
@@ -68,12 +68,20 @@ for tab, step in zip(tabs, steps, strict=True):
                 st.error(feedback.message, icon=ICONS["wrong"])
             elif feedback.verdict == "invalid":
                 st.warning(plain(feedback.message), icon=ICONS["invalid"])
-            if feedback.answered:
-                answered = True
-                if q.reveal:
-                    st.markdown(q.reveal)
-                if q.table is not None:
-                    st.dataframe(q.table, hide_index=True, key=f"{answer_key(q)}_table")
+            answered.append(feedback.answered)
+            # a right answer earns the worked answer; a wrong one may ask for it, folded
+            worked = (st.container() if feedback.verdict == "right" else
+                      st.expander("Show the worked answer", icon=":material/visibility:")
+                      if feedback.verdict == "wrong" and (q.reveal or q.table is not None)
+                      else None)
+            if worked is not None:
+                with worked:
+                    if q.reveal:
+                        st.markdown(q.reveal)
+                    if q.table is not None:
+                        st.dataframe(q.table, hide_index=True, key=f"{answer_key(q)}_table")
+        # the step's figure answers all its questions: it waits until every one is answered
+        answered = all(answered)
         if answered and step.number == 2:
             show_figure(charts.start_here.tokens_figure, *real_tokens(numbers),
                         key="sp_tokens_chart")

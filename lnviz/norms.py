@@ -6,7 +6,8 @@ only the output, each returns a :class:`NormResult` with every intermediate a le
 the mean μ, the variance σ², the reciprocal standard deviation 1/√(σ² + ε), the normalized x̂ and
 the output y = γ·x̂ + β.
 
-All of them share one recipe and differ only in *which* values share a μ and σ:
+All of them share one recipe and differ in *which* values share a μ and σ (RMSNorm also
+skips the centering, and BatchNorm in eval mode uses its running statistics):
 
 =============  ================================================  ===========================
 norm           statistics taken over                             one (μ, σ²) per

@@ -140,7 +140,7 @@ def test_the_answers_are_seed_002s_worked_numbers(questions):
 def test_the_choices_are_decided_by_the_computation(questions):
     with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
         F.batch_norm(SEED[0, :1], None, None, training=True)
-    assert questions["bn_one"].answer == "An error"
+    assert questions["bn_one"].answer == "It raises an error"
     assert torch.isnan(F.layer_norm(SEED[1, 3], (3,), eps=0.0)).all()
     assert questions["eps_pad"].answer == "[NaN, NaN, NaN]"
     numbers = path_numbers()
@@ -172,7 +172,8 @@ def test_every_slip_is_told_apart_from_the_answer(questions):
         for mistake in q.mistakes:
             assert len(mistake.values) == len(q.expected), (q.name, mistake.why)
             distance = max(abs(a - b) for a, b in zip(mistake.values, q.expected, strict=True))
-            assert distance > 3 * TOLERANCE, (q.name, mistake.why)
+            # a source's printed number is matched exactly, so it may lie inside the tolerance
+            assert distance > (0 if mistake.exact else 3 * TOLERANCE), (q.name, mistake.why)
 
 
 # --- Checking ---------------------------------------------------------------------------------
@@ -189,10 +190,23 @@ def test_right_answers_pass_within_the_tolerance(questions):
         assert check(q, typed(q.expected)).message == q.right
 
 
-def test_seed_002s_rounded_answer_counts_and_its_slip_is_named(questions):
+def test_the_articles_carried_cut_is_named_and_a_true_rounding_counts(questions):
+    """The article's ±1.23 comes from σ = 0.8165 cut to 0.81 (1/0.81 = 1.2346): typed as the
+    article prints it, it is its slip, named; ±1.22 and ±1.225 (1.2247 rounded) are right."""
     q = questions["ln_i"]
-    assert check(q, "-1.23, 0, 1.23").verdict == "right"
-    assert "The transformer article rounds σ to 0.81" in q.reveal and "1.2346" in q.reveal
+    wrong = check(q, "-1.23, 0, 1.23")
+    assert wrong.verdict == "wrong" and "cut to 0.81" in wrong.message
+    assert "1.2346" in wrong.message and "±1.2247" in wrong.message
+    assert check(q, "-1.22, 0, 1.22").verdict == "right"
+    assert check(q, "-1.225, 0, 1.225").verdict == "right"
+    assert "cuts σ = 0.8165 to 0.81 (rounding would give 0.82)" in q.reveal
+    assert abs(1 / 0.81 - 1.2346) < 1e-4 and round(math.sqrt(2 / 3), 2) == 0.82
+
+
+def test_a_reversed_sign_is_named(questions):
+    for name in ("ln_i", "ln_learning", "eps"):  # (bn_two's flip is “Transformers”, named)
+        flipped = ", ".join(repr(-v) for v in questions[name].expected)
+        assert "opposite sign" in check(questions[name], flipped).message, name
 
 
 def test_every_slip_gets_its_own_feedback(questions):
@@ -356,16 +370,22 @@ def test_answers_reveal_the_numbers_and_figures_and_mark_progress(questions):
     at = open_page(PAGE)
     answer(at, questions["ln_i"], "-1, 0, 1")
     assert "✗ 2 LayerNorm" in at.markdown[0].value
-    assert any("The transformer article rounds σ to 0.81" in m.value for m in at.markdown)
-    tokens = figures(at)
-    assert len(tokens) == 1 and tokens[0]["data"][0]["name"] == "I"
+    # a wrong answer offers the worked answer folded, and the step's figure, which answers
+    # "learning" too, waits for that question
+    assert [e.label for e in at.expander] == ["Show the worked answer"]
+    assert any("The transformer article cuts σ" in m.value for m in at.expander[0].markdown)
+    assert figures(at) == []
     answer(at, questions["ln_i"], "-1.22, 0, 1.22")
     answer(at, questions["ln_learning"], "-1.22, 0, 1.22")
+    tokens = figures(at)
+    assert len(tokens) == 1 and tokens[0]["data"][0]["name"] == "I"
     assert "✓ 2 LayerNorm" in at.markdown[0].value
     assert "2 of 11 checks right" in at.get("progress")[0].proto.text
     table = at.dataframe[-1].value
     assert list(table["token"]) == ["I", "learning"]
     answer(at, questions["eps"], "0.87, 0, 0.87")  # the sign of the first slipped
+    assert len(figures(at)) == 1  # the ε figure waits for the step's second question
+    answer(at, questions["eps_pad"], questions["eps_pad"].answer)
     eps_chart = figures(at)[1]
     assert eps_chart["data"][2]["text"] == ["0.866"]
     answer(at, questions["where"], questions["where"].answer)

@@ -61,6 +61,8 @@ TOLERANCE = 0.01
 NEARLY = 0.05
 #: PyTorch's default ε, used everywhere on the path unless a step says otherwise.
 EPS = 1e-5
+#: What the transformer article prints for “I”: σ cut to 0.81, and the ends 1/0.81 cut to 1.23.
+ARTICLE_SIGMA, ARTICLE_ENDS = 0.81, 1.23
 #: The transformer stack of step 8: as deep as BERT-base or GPT-2 small, narrow enough to be
 #: computed in a blink; the Shapes page shows the same stack with these settings.
 STACK = StackConfig(depth=12, d_model=32, seed=0)
@@ -104,6 +106,9 @@ class Mistake:
 
     values: tuple[float, ...]
     why: str
+    #: a number a source prints, matched exactly (as typed) and before the answer's tolerance:
+    #: it may lie within that tolerance of the answer, and is still the source's slip
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,12 +199,20 @@ def check(question: Question, answer: str | None) -> Feedback:
         wanted = "one number" if n == 1 else f"{n} numbers"
         return Feedback("invalid", f"Type {wanted}, separated by commas: you typed "
                                    f"{len(values)}.")
+    quoted = [m.why for m in question.mistakes if m.exact and _close(values, m.values, 0.0)]
+    if quoted:
+        return Feedback("wrong", quoted[0])
     if _close(values, question.expected, TOLERANCE):
         return Feedback("right", question.right)
     slips = [m.why for m in question.mistakes if _close(values, m.values, TOLERANCE)]
     if slips:  # two slips can give the same numbers: name both
         return Feedback("wrong", " Or: ".join(
             [slips[0], *(why[0].lower() + why[1:] for why in slips[1:])]))
+    flipped = tuple(-v for v in question.expected)
+    if any(question.expected) and _close(values, flipped, TOLERANCE):
+        return Feedback("wrong", "Every number has the right size and the opposite sign: a "
+                                 "sign slipped (in x̂ = (x − μ)/σ, a value below its mean comes "
+                                 "out negative).")
     if _close(values, question.expected, NEARLY):
         return Feedback("wrong", f"Nearly: within {NEARLY} of the answer, but the check wants "
                                  f"±{TOLERANCE}. Keep two decimals all the way through.")
@@ -336,7 +349,8 @@ def _why_step() -> Step:
     right = "About as well as with plain BatchNorm"
     return Step(OUTLINE[0], (
         "As the early layers of a network learn, the numbers they hand to later layers drift in "
-        "size; a normalization layer brings each group of them back to mean 0 and variance 1, "
+        "size; a normalization layer brings each group of them back to a fixed scale — mean 0 "
+        "and variance 1 for BatchNorm and LayerNorm, a root mean square of 1 for RMSNorm — "
         "then lets the network choose its own scale with γ and β. Ioffe & Szegedy (2015) "
         "introduced BatchNorm to reduce that drift, which they called *internal covariate "
         "shift*, but whether this is why it helps is disputed: Santurkar et al. (2018) credit a "
@@ -416,22 +430,30 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
     return Step(OUTLINE[1], (
         "LayerNorm normalizes one token at a time, across its own features: subtract their "
         "mean μ, divide by √(σ² + ε), where σ² is the mean of (x − μ)² — dividing by n, not "
-        "n − 1 — and ε = 1e-5 only guards against σ² = 0. The transformer article gives each word "
-        "of “I love "
+        "n − 1. ε = 1e-5 keeps the division finite when σ² = 0, and barely moves x̂ while σ² "
+        "is much larger than ε (step 6 shows when it does). The transformer article gives "
+        "each word of “I love "
         "deep learning” three features; “I” = [1, 2, 3]."), (
         Question(
             "ln_i",
             "Predict: LayerNorm(“I”) = ? Work it out on paper and type the three numbers.",
-            expected=out_i, mistakes=tuple(_ln_mistakes(i_token, "“I”")),
+            expected=out_i, mistakes=(
+                Mistake((-ARTICLE_ENDS, 0.0, ARTICLE_ENDS),
+                        f"That is the transformer article's ±{ARTICLE_ENDS}, which comes from σ "
+                        f"cut to {ARTICLE_SIGMA}: 1/{ARTICLE_SIGMA} = {1 / ARTICLE_SIGMA:.4f}. "
+                        f"With σ = {sigma:.4f} the ends are ±{abs(out_i[0]):.4f}: "
+                        f"±{abs(out_i[0]):.2f} to two decimals.", exact=True),
+                *_ln_mistakes(i_token, "“I”")),
             placeholder="three numbers, e.g. 0.5, −1.25, 2",
             hint="Not quite. Work it through: μ = mean of 1, 2, 3; σ² = mean of (x − μ)²; "
                  "then x̂ = (x − μ)/√(σ² + ε).",
             right=f"Right: μ = {mu:g}, σ² = {var:.3g}, σ = {sigma:.4f}, so x̂ = [−1, 0, 1]/"
                   f"{sigma:.4f} = {format_numbers(out_i, 4)}.",
-            reveal="The transformer article rounds σ to 0.81 and then writes ±1.23: that is "
-                   "1/0.81 = "
-                   f"{1 / 0.81:.4f}, a rounding carried forward. With σ = {sigma:.4f} the ends "
-                   f"are ±{abs(out_i[0]):.4f}, which rounds to ±{abs(out_i[0]):.2f}.",
+            reveal=f"The transformer article cuts σ = {sigma:.4f} to {ARTICLE_SIGMA} (rounding "
+                   f"would give {sigma:.2f}) and then writes ±{ARTICLE_ENDS}: that is "
+                   f"1/{ARTICLE_SIGMA} = {1 / ARTICLE_SIGMA:.4f}, the cut carried forward. With "
+                   f"σ = {sigma:.4f} the ends are ±{abs(out_i[0]):.4f}, which rounds to "
+                   f"±{abs(out_i[0]):.2f}.",
             table=_token_table(numbers, [(0, 0)])),
         Question(
             "ln_learning",
@@ -456,7 +478,7 @@ def _feature_table(numbers: PathNumbers) -> pd.DataFrame:
     """Feature 1 of every position, pad included, and BatchNorm's output for it. (Without the
     pad is step 4's question: not shown here.)"""
     x, out = numbers.tokens, numbers.bn.output
-    return pd.DataFrame([{"token": numbers.labels[s * 4 + t], "feature 1": float(x[s, t, 0]),
+    return pd.DataFrame([{"token": numbers.labels[s * 4 + t], "feature 0": float(x[s, t, 0]),
                           "after BatchNorm": float(out[s, t, 0])}
                          for s in range(x.shape[0]) for t in range(x.shape[1])])
 
@@ -464,7 +486,7 @@ def _feature_table(numbers: PathNumbers) -> pd.DataFrame:
 def _stats_table(numbers: PathNumbers) -> pd.DataFrame:
     bn, masked = numbers.bn, numbers.bn_masked
     return pd.DataFrame({
-        "feature": [1, 2, 3],
+        "feature": [0, 1, 2],
         "μ, pad counted": _vector(bn.mean), "σ, pad counted": _vector(bn.var.sqrt()),
         "μ, pad left out": _vector(masked.mean), "σ, pad left out": _vector(masked.var.sqrt()),
         "“I”, pad counted": _vector(bn.output[0, 0]),
@@ -473,7 +495,7 @@ def _stats_table(numbers: PathNumbers) -> pd.DataFrame:
 
 def _batch_norm_step(numbers: PathNumbers) -> Step:
     x, mask = numbers.tokens, numbers.mask
-    column = x[..., 0].reshape(-1)  # feature 1 of all 8 positions
+    column = x[..., 0].reshape(-1)  # feature 0 of all 8 positions
     real = x[..., 0][mask]
     mu, var = float(numbers.bn.mean[0, 0, 0]), float(numbers.bn.var[0, 0, 0])
     expected = float(numbers.bn.output[0, 0, 0])
@@ -483,11 +505,11 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
         "BatchNorm turns the table around: one μ and σ per *feature*, taken across every "
         "token of the batch. The two-sentence batch is two sentences padded to four tokens each, "
         "so "
-        f"feature 1 — the first number of every token — pools {column.numel()} values: "
+        f"feature 0 — the first number of every token — pools {column.numel()} values: "
         f"{values}. The last one is the pad, and the transformer article counts it."), (
         Question(
             "bn_seed",
-            "Predict: BatchNorm's output for feature 1 of “I” (training mode, pad "
+            "Predict: BatchNorm's output for feature 0 of “I” (training mode, pad "
             "counted)? One number.",
             expected=(expected,),
             mistakes=(
@@ -497,7 +519,7 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
                         f"{column.numel()}: σ² = {var:.4g}."),
                 Mistake((float(numbers.ln.output[0, 0, 0]),),
                         "That normalizes “I” across its own features: LayerNorm's answer. "
-                        "BatchNorm takes feature 1 across the batch."),
+                        "BatchNorm takes feature 0 across the batch."),
                 Mistake((float(numbers.bn_masked.output[0, 0, 0]),),
                         f"That leaves the pad out (μ = {float(real.mean()):g}): step 4's masked "
                         "BatchNorm. Here the pad counts, as in the transformer article."),
@@ -515,7 +537,7 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
             right=f"Right: μ = {mu:g}, σ² = {var:.4g}, σ = {math.sqrt(var):.2f}, so "
                   f"(1 − {mu:g})/{math.sqrt(var):.2f} = {format_numbers([expected])}, as "
                   "the transformer article has it.",
-            reveal="Every token's feature 1 moved by the same μ and σ. “I” is now "
+            reveal="Every token's feature 0 moved by the same μ and σ. “I” is now "
                    f"{format_numbers([expected])} because of the other seven values: in "
                    "another batch it would be something else.",
             table=_feature_table(numbers)),
@@ -532,12 +554,12 @@ def _padding_step(numbers: PathNumbers) -> Step:
     ln_i = format_numbers(_vector(numbers.ln.output[0, 0]))
     return Step(OUTLINE[3], (
         "That eighth value is no word: it is the pad that fills sentence 2 up to four tokens. "
-        f"Counting it pulls feature 1's mean from {mu_real:g} to {mu_pad:g}, and the next "
+        f"Counting it pulls feature 0's mean from {mu_real:g} to {mu_pad:g}, and the next "
         "batch, with more or fewer pads, would pull it elsewhere. Masked BatchNorm leaves the "
         "pads out of the statistics."), (
         Question(
             "bn_masked",
-            "Predict: with the pad left out, BatchNorm's output for feature 1 of “I”?",
+            "Predict: with the pad left out, BatchNorm's output for feature 0 of “I”?",
             expected=(expected,),
             mistakes=(
                 Mistake((counted,), "That still counts the pad: step 3's answer. Leave the 0 "
@@ -547,10 +569,10 @@ def _padding_step(numbers: PathNumbers) -> Step:
                         f"BatchNorm divides by {real.numel()}: σ² = {var_real:g}."),
                 Mistake((float(numbers.ln.output[0, 0, 0]),),
                         "That is LayerNorm's answer, across the features of “I”. Masked "
-                        "BatchNorm still takes feature 1 across the batch."),
+                        "BatchNorm still takes feature 0 across the batch."),
             ),
             placeholder="one number",
-            hint="Not quite: the real values of feature 1 are 1 to 7. Their μ and σ², then "
+            hint="Not quite: the real values of feature 0 are 1 to 7. Their μ and σ², then "
                  "(1 − μ)/√(σ² + ε).",
             right=f"Right: the seven real values 1…7 have μ = {mu_real:g} and σ² = "
                   f"{var_real:g}, σ = {math.sqrt(var_real):g}, so (1 − {mu_real:g})/"
@@ -569,9 +591,11 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
     mu, centered = pair.mean(0), pair - pair.mean(0)
     unbiased = centered / torch.sqrt(pair.var(0, unbiased=True) + EPS)
     ln_i = format_numbers(_vector(numbers.ln.output[0, 0]))
-    one = "An error"
-    unchanged = format_numbers(_vector(pair[0]))
-    options = (ln_i, "[0, 0, 0]", unchanged, one)
+    one = "It raises an error"
+    unchanged = f"It returns “I” unchanged, {format_numbers(_vector(pair[0]))}"
+    zeros = "It returns [0, 0, 0]"
+    layer = f"It returns LayerNorm's answer, {ln_i}"
+    options = (layer, zeros, unchanged, one)
     return Step(OUTLINE[4], (
         "BatchNorm's statistics are only as good as its batch. Take the first token of each "
         f"sentence, “I” = {format_numbers(_vector(pair[0]))} and “Transformers” = "
@@ -593,32 +617,33 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
             ),
             placeholder="three numbers",
             hint=f"Not quite: feature by feature, μ is the midpoint of the two values; σ is "
-                 f"half their distance (μ of feature 1 is {float(mu[0]):g}).",
+                 f"half their distance (μ of feature 0 is {float(mu[0]):g}).",
             right=f"Right: {format_numbers(out_i)}. With two values per feature, μ is their "
                   "midpoint and σ half their distance, so each output is −1 or +1 whatever "
                   "the values (unless they lie within a few √ε ≈ 0.003 of each other): a "
                   "batch of two keeps only which token is larger.",
             table=pd.DataFrame({
-                "feature": [1, 2, 3], "“I”": _vector(pair[0]),
+                "feature": [0, 1, 2], "“I”": _vector(pair[0]),
                 "“Transformers”": _vector(pair[1]), "μ": _vector(bn.mean),
                 "σ": _vector(bn.var.sqrt()), "“I” after BatchNorm": out_i,
                 "“Transformers” after": out_t})),
         Question(
             "bn_one",
-            "Now a batch of one: “I” alone, shape (1, 3). Predict: what does BatchNorm "
-            "give in training mode?",
+            "Now a batch of one: “I” alone, shape (1, 3). Predict: what happens when torch's "
+            "BatchNorm layer (nn.BatchNorm1d) is run on it in training mode?",
             options=options,
-            answer=one if numbers.one_lnviz else "[0, 0, 0]",
+            answer=one if numbers.one_lnviz else zeros,
             right=f"Right: torch refuses — “{numbers.one_torch}” — and so does lnviz. One value "
                   "per feature is its own mean, so x − μ would be 0 and the output [0, 0, 0] "
                   "whatever the input: nothing to learn from. In evaluation mode BatchNorm "
                   "uses its running statistics instead and does answer.",
             feedback={
-                ln_i: "That is LayerNorm's answer, and LayerNorm needs no batch. BatchNorm "
-                      "needs more than one value per feature to estimate a σ.",
-                "[0, 0, 0]": "That is what the formula would give: each value is its own mean, "
-                             "so x − μ = 0 for any input. An output that ignores the input is "
-                             "useless, so torch refuses instead.",
+                layer: "That is LayerNorm's answer, and LayerNorm needs no batch. BatchNorm "
+                       "needs more than one value per feature to estimate a σ.",
+                zeros: "[0, 0, 0] is what the formula gives — each value is its own mean, so "
+                       "x − μ = 0 for any input — and that is why torch does not return it: an "
+                       "output that ignores the input is useless, so it raises an error "
+                       "instead.",
                 unchanged: "In training mode BatchNorm never passes x through: it subtracts "
                            "the batch's μ, and with one token that μ is x itself.",
             },
@@ -684,7 +709,7 @@ def _undo_table(numbers: PathNumbers, gamma: float, beta: float) -> pd.DataFrame
     token = numbers.tokens[0, 0]
     undone = layer_norm(token, 3, torch.full((3,), gamma, dtype=token.dtype),
                         torch.full((3,), beta, dtype=token.dtype))
-    return pd.DataFrame({"feature": [1, 2, 3], "x̂": _vector(undone.x_hat),
+    return pd.DataFrame({"feature": [0, 1, 2], "x̂": _vector(undone.x_hat),
                          "γ·x̂": _vector(undone.x_hat * gamma),
                          "y = γ·x̂ + β": _vector(undone.output), "x": _vector(token)})
 
@@ -721,8 +746,11 @@ def _scale_shift_step(numbers: PathNumbers) -> Step:
                   f"{beta:g} the subtraction: γ·x̂ + β = x. But these fit “I” only: "
                   f"“learning” would need γ = {gamma_l:.2f}, β = {beta_l:g}. LayerNorm's γ "
                   "and β are per feature and shared by every token, so no one choice undoes "
-                  "it for all tokens at once. (BatchNorm's can: its statistics are per "
-                  "feature too.)",
+                  "it for all tokens at once. (BatchNorm's γ and β are per feature, as its "
+                  "statistics are, so γ = √(σ² + ε), β = μ of one batch recover that batch; in "
+                  "training mode the next batch brings its own μ and σ and is missed. Only in "
+                  "evaluation mode, with the running statistics frozen, does one γ and β undo "
+                  "BatchNorm for every input.)",
             table=_undo_table(numbers, gamma, beta)),
     ))
 

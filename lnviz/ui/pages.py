@@ -45,8 +45,9 @@ PAGES: dict[str, list[PageInfo]] = {
         PageInfo("app_pages/epsilon.py", "ε and numerical stability", ":material/functions:",
                  "Tiny variances, ε = 0, half precision, and the E[x²] − E[x]² trap."),
         PageInfo("app_pages/scale_shift.py", "Scale and shift: γ and β", ":material/tune:",
-                 "What the learnable γ and β do to the normalized values, and how they can undo "
-                 "normalization entirely."),
+                 "What the learnable γ and β do to the normalized values, and when they can "
+                 "undo normalization (BatchNorm's, with frozen statistics; LayerNorm's, only one "
+                 "token at a time)."),
         PageInfo("app_pages/gradients.py", "Gradients and invariances", ":material/timeline:",
                  "Backpropagation through the norms, their Jacobians, and what rescaling or "
                  "shifting the input leaves unchanged."),

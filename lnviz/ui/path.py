@@ -35,7 +35,9 @@ class Link:
 #: Each step's links into the pages that go deeper, by its number, each opened on one view.
 PATH_LINKS: dict[int, tuple[Link, ...]] = {
     1: (
-        Link("app_pages/ln_lstm.py", "LN-LSTM vs LSTM: train both and compare the curves"),
+        Link("app_pages/bn_vs_ln.py",
+             "BatchNorm vs LayerNorm, part 4: why does BatchNorm help? The story and the "
+             "evidence"),
     ),
     2: (
         Link("app_pages/explorer.py", "Explorer: “I” through LayerNorm, step by step",
@@ -45,7 +47,7 @@ PATH_LINKS: dict[int, tuple[Link, ...]] = {
     ),
     3: (
         Link("app_pages/explorer.py",
-             "Explorer: the two-sentence batch through BatchNorm, pad counted, feature 1 step by "
+             "Explorer: the two-sentence batch through BatchNorm, pad counted, feature 0 step by "
              "step",
              {"preset": PRESETS["padded_tokens"].name, "norm": "BatchNorm",
               "usemask": "false"}),
@@ -70,7 +72,7 @@ PATH_LINKS: dict[int, tuple[Link, ...]] = {
     ),
     7: (
         Link("app_pages/scale_shift.py",
-             "Scale and shift: γ and β, and how they can undo the normalization"),
+             "Scale and shift: γ and β, and when they can undo the normalization"),
     ),
     8: (
         Link("app_pages/shapes.py",
