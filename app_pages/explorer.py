@@ -5,7 +5,8 @@ from functools import partial
 import streamlit as st
 
 from lnviz import charts
-from lnviz.batch import Batch, NormSpec, grid_labels, grid_view, to_grid
+from lnviz.batch import Batch, NormSpec, grid_view, to_grid
+from lnviz.charts.base import grid_labels
 from lnviz.data.files import to_csv_text, to_npy_bytes, to_npz_bytes
 from lnviz.lessons.common import group_description, spread_name, step_by_step, worked_example_latex
 from lnviz.lessons.explorer import (

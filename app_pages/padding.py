@@ -5,7 +5,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
-from lnviz.batch import Batch, grid_labels
+from lnviz.batch import Batch
+from lnviz.charts.base import grid_labels
 from lnviz.data import get_preset
 from lnviz.lessons.common import short, worked_example_latex
 from lnviz.lessons.padding import (

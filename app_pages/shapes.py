@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from lnviz import charts
-from lnviz.batch import grid_labels
+from lnviz.charts.base import grid_labels
 from lnviz.lessons.shapes import (
     ACTIVATIONS,
     COMPARED,

@@ -11,7 +11,8 @@ through it:
 ``torch.nn.functional`` for the check; :func:`table_norm` and :func:`torch_table_norm` run a
 (batch, features) table with nothing set but ε (the lessons' autograd and the timings). The
 layout helpers turn a tensor into the 2-D grid that figures show (:func:`to_grid`,
-:func:`grid_view`, :func:`grid_labels`) and say which cells share one μ/σ (:func:`group_ids`).
+:func:`grid_view`; :func:`lnviz.charts.base.grid_labels` names its rows and columns) and say
+which cells share one μ/σ (:func:`group_ids`).
 Every lesson builds on these.
 """
 
@@ -50,7 +51,6 @@ __all__ = [
     "affine_params",
     "channel_dim",
     "channels_first",
-    "grid_labels",
     "grid_view",
     "group_ids",
     "grouped",
@@ -603,31 +603,6 @@ def to_grid(array: np.ndarray, layout: str) -> np.ndarray:
         n, c, h, w = array.shape
         return array.reshape(n * c, h * w)
     return array.reshape(-1, array.shape[-1])
-
-
-def grid_labels(
-    shape: tuple[int, ...], layout: str, row_labels: tuple[str, ...] | None = None,
-    view: GridView | None = None,
-) -> tuple[list[str], list[str]]:
-    """Names for the rows and columns of :func:`to_grid`'s table; with ``view``, for its rows
-    and columns only (a label takes about 60 bytes: naming every row or column of a large
-    tensor would take more memory than the tensor)."""
-    n_rows = math.prod(shape[:2]) if layout == "NCHW" else math.prod(shape[:-1])
-    n_cols = math.prod(shape[2:]) if layout == "NCHW" else shape[-1]
-    picked_rows = range(n_rows) if view is None else view.rows.tolist()
-    picked_cols = range(n_cols) if view is None else view.cols.tolist()
-    if row_labels is not None and len(row_labels) == n_rows:
-        rows = [row_labels[i] for i in picked_rows]
-    elif layout == "NC":
-        rows = [f"sample {i}" for i in picked_rows]
-    else:
-        word, inner = ("seq", "pos") if layout == "NLC" else ("image", "ch")
-        rows = [f"{word} {i // shape[1]} · {inner} {i % shape[1]}" for i in picked_rows]
-    if layout == "NCHW":
-        cols = [f"({j // shape[3]}, {j % shape[3]})" for j in picked_cols]
-    else:
-        cols = [f"feature {j}" for j in picked_cols]
-    return rows, cols
 
 
 def grouping(shape: tuple[int, ...], layout: str, spec: NormSpec) -> Grouping:

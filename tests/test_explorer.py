@@ -18,13 +18,13 @@ from lnviz.batch import (
     NORMS,
     Batch,
     NormSpec,
-    grid_labels,
     grid_view,
     group_ids,
     max_abs_difference,
     normalize,
     to_grid,
 )
+from lnviz.charts.base import grid_labels
 from lnviz.data import get_preset, random_batch
 from lnviz.lessons.common import group_description, step_by_step, worked_example_latex
 from lnviz.lessons.explorer import (

@@ -17,7 +17,8 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test
 
-from lnviz.batch import grid_labels, grid_view, to_grid
+from lnviz.batch import grid_view, to_grid
+from lnviz.charts.base import grid_labels
 from lnviz.data import get_preset, random_batch
 from lnviz.data.files import TensorFileError, TensorTooLargeError, load_arrays
 from lnviz.limits import DEMO_LIMITS, EXPLORER_BYTES_PER_VALUE, FULL_LIMITS
