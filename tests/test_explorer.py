@@ -841,16 +841,18 @@ def test_seed_002s_numbers_are_checked_and_its_slips_named():
     check = seed_checks("padded_tokens")
     rows = check.table.set_index("step")
     powerful = rows.loc["“powerful”: (7 − 3.5)/2.29"]
-    assert powerful["the source writes"] == "1.52" and powerful["lnviz computes"] == "1.528"
-    assert powerful["verdict"].startswith("slip: 1.528 rounds to 1.53")
+    assert powerful["the source writes"] == "1.52" and powerful["lnviz computes"] == "1.5275"
+    assert powerful["verdict"].startswith("slip: 1.5275 rounds to 1.53")
     assert rows.loc["“I”: (1 − 3.5)/2.29", "verdict"].startswith("✓")
-    assert check.table.loc[1, "verdict"] == "✓ 2.291 rounds to 2.29"  # BatchNorm's σ: fine
+    assert check.table.loc[1, "verdict"] == "✓ 2.2913 rounds to 2.29"  # BatchNorm's σ: fine
     ln = check.table[check.table["step"].str.startswith("LayerNorm")].index[0]
     assert check.table.loc[ln + 1, "verdict"].startswith("slip: 0.8165 rounds to 0.82")
-    assert "cut the digits off" in check.table.loc[ln + 1, "verdict"]
+    assert "the source cut the digits off" in check.table.loc[ln + 1, "verdict"]
+    # two digits beyond the source's two: the rounding shown is the one made (1.225 would
+    # read as rounding up)
     assert check.table.loc[ln + 2, "verdict"] == (
-        "slip: 1.225 rounds to 1.22; the source's 1.23 follows from its own earlier rounding "
-        "(1.235)")
+        "slip: 1.2247 rounds to 1.22; the source's 1.23 follows from its own earlier rounding "
+        "(1.2346)")
     at = open_page(EXPLORER)
     assert seed_table(at).equals(check.table)
     assert any(s.value == "The transformer article's numbers, checked" for s in at.subheader)

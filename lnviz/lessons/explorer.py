@@ -911,14 +911,17 @@ def _judge(seed: str, exact: float, from_seed: float | None = None) -> str:
     d = _decimals(seed)
     claimed = float(seed.replace("−", "-"))
     rounded = round(exact, d)
+    # two digits beyond the source's, so that the rounding shown is the one made (1.2247, not
+    # 1.225, "rounds to 1.22")
+    shown = f"{exact:.{d + 2}f}".rstrip("0").rstrip(".") if d else f"{exact:.4g}"
     if rounded == claimed:
-        return f"✓ {_minus(f'{exact:.4g}')} rounds to {seed}"
-    verdict = _minus(f"slip: {exact:.4g} rounds to {rounded:.{d}f}")
+        return _minus(f"✓ {shown} rounds to {seed}")
+    verdict = _minus(f"slip: {shown} rounds to {rounded:.{d}f}")
     if from_seed is not None and round(from_seed, d) == claimed:
         return verdict + _minus(f"; the source's {seed} follows from its own earlier rounding "
-                                f"({from_seed:.4g})")
+                                f"({from_seed:.{d + 2}f})")
     if math.trunc(exact * 10**d) / 10**d == claimed:
-        return verdict + f"; the seed cut the digits off instead of rounding ({seed})"
+        return verdict + f"; the source cut the digits off instead of rounding ({seed})"
     return verdict + f", not {seed}"
 
 
@@ -947,7 +950,7 @@ def _seed_002(key: str) -> SeedCheck:
         ("… normalized: [−1.23, 0, 1.23]", "1.23", float(ln.x_hat[0, 2]), 1 / 0.81),
     ]
     table = pd.DataFrame(
-        [(step, seed, _minus(f"{exact:.4g}"), _judge(seed, exact, own))
+        [(step, seed, _minus(f"{exact:.5g}"), _judge(seed, exact, own))
          for step, seed, exact, own in rows],
         columns=["step", "the source writes", "lnviz computes", "verdict"])
     return SeedCheck(
@@ -1016,7 +1019,7 @@ def _seed_003() -> SeedCheck:
          f"float32 stores 0.2, 0.1, 0.3 as {words[0, 0, 0].item():.9f}, "
          f"{words[0, 0, 1].item():.9f}, {words[0, 0, 2].item():.9f}, whose mean is not the "
          f"stored 0.2: x̂ is really {_minus(f'{true_first:.4g}')} (float64 of the stored "
-         f"numbers). The seed's μ = (1/m)·Σx rounds once more, giving "
+         f"numbers). The notes' μ = (1/m)·Σx rounds once more, giving "
          f"{_minus(f'{seed_first:.5g}')}; lnviz's corrected two-pass mean gives "
          f"{_minus(f'{lnviz_first:.4g}')}"),
     ]

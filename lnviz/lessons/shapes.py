@@ -378,7 +378,7 @@ def batch_of_two_caption(view: SeedBatchOfTwo) -> str:
     return (
         f"Over the last dim, sample 0's output moves by {view.dependence[1]:.4g} when sample 1 "
         f"joins it; over the notes' last two dims, by up to {view.dependence[2]:.4f}. With a "
-        "batch of one the two choices agree only because the batch dim has size 1. The seed's "
+        "batch of one the two choices agree only because the batch dim has size 1. The notes' "
         "own step-by-step cells slip a third time on a batch of two: μ over the last dim, but "
         "σ² summed over the last two dims and divided by m = 3, the last dim's size, although "
         "the sum now has 6 terms: sample 0's first word comes out as "
