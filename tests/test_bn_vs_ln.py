@@ -201,7 +201,8 @@ def test_sweep_spread_and_the_band_caption_follow_the_numbers():
     assert (sweep.spread("LayerNorm") == 0).all()
     caption = band_caption(sweep, 0)
     width = sweep.spread(feature=0)
-    assert f"here it is {width[sweep.at(4)]:.2g} wide at batch size 4 and narrower at 64 " \
+    assert f"here feature 0's band is {width[sweep.at(4)]:.2g} wide at batch size 4 and " \
+        f"narrower at 64 " \
         f"({width[sweep.at(64)]:.2g})" in caption
     assert f"its band there is {width[sweep.at(2)]:.2g} wide" in caption
     assert "can only answer ±1" not in caption
@@ -216,6 +217,9 @@ def test_batch_noise_text_quotes_the_sweep():
     spread = sweep.spread()
     assert f"up to {spread[sweep.at(4)]:.2g} across the re-drawn batches of 4 and " \
         f"{spread[-1]:.2g} across those of 64" in text
+    # the two measures are named apart: the chart's one feature, the widest over all
+    assert "most affected feature (the widest band over all features" in text
+    assert spread[sweep.at(4)] >= sweep.spread(feature=0)[sweep.at(4)]
     assert "its output moved by 0 here" in text and "The formula tutorial" in text
 
 
