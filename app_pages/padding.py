@@ -1,5 +1,6 @@
 """Padding and sequences: how pad tokens drag BatchNorm's statistics, masked BatchNorm as the
-repair, and why LayerNorm does not care (the transformer article)."""
+repair, and why LayerNorm over each token's features does not care (the transformer
+article)."""
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -69,8 +70,10 @@ st.markdown(
     "**pad tokens** — placeholders, usually all zeros, that carry no meaning. A mask records "
     "which positions are real. **BatchNorm** pools every position of a feature into its μ and "
     "σ, so unless it is told about the mask the pads are averaged in like real words. "
-    "**LayerNorm** looks at one token at a time, so a real token cannot notice the pads around "
-    "it."
+    "**LayerNorm** as transformers use it (over the last dim, each token's features) looks at "
+    "one token at a time, so a real token cannot notice the pads around it. Normalizing over "
+    "more dims changes that: LayerNorm over (sequence, features) or InstanceNorm over the "
+    "sequence pools every position of a sentence, pads included, and neither takes a mask."
 )
 st.latex(r"\mu_c^{\text{BN}} = \frac{\sum_{t} m_t\,x_{t,c}}{\sum_t m_t}\quad"
          r"(m_t = 1 \text{ for a real token, } 0 \text{ for a pad}) \qquad "

@@ -532,3 +532,24 @@ def test_one_real_token_page_shows_the_pads_counted_numbers():
     assert "**1 sequence × 6 positions × 4 features**, 5 of 6 positions padding" in " ".join(
         m.value for m in at.markdown)
     np.testing.assert_array_equal(decode(figs[3]["data"][0]["y"]), [0.5] * 4)  # pad row: β
+
+
+@pytest.mark.parametrize(("norm", "dims", "notices"), [("LayerNorm", 1, False),
+                                                       ("LayerNorm", 2, True),
+                                                       ("InstanceNorm", 1, True)])
+def test_which_norms_let_a_real_token_notice_the_pad(norm, dims, notices):
+    """The page's claim, as it now holds: LayerNorm over the last dim never sees the pad; over
+    (sequence, features), or InstanceNorm over the sequence, a real token moves with it."""
+    from lnviz.batch import NormSpec, normalize
+
+    preset = get_preset("padded_tokens")
+    moved = preset.values.copy()
+    moved[~preset.mask] = 5.0  # another pad value
+    spec = NormSpec(norm=norm, dims=dims)
+    outputs = [normalize(torch.tensor(v, dtype=torch.float64), "NLC", spec).output
+               for v in (preset.values, moved)]
+    real = torch.tensor(preset.mask)
+    change = float((outputs[0] - outputs[1])[real].abs().max())
+    assert (change > 0.01) if notices else (change == 0.0), change
+    text = " ".join(m.value for m in open_page("app_pages/padding.py").markdown)
+    assert "over the last dim, each token's features" in text and "neither takes a mask" in text

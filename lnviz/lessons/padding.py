@@ -1,4 +1,5 @@
-"""Padding and sequences: what pad tokens do to BatchNorm, and why LayerNorm does not notice.
+"""Padding and sequences: what pad tokens do to BatchNorm, and why LayerNorm over each token's
+features does not notice.
 
 A batch of sentences of unequal length is padded to a common length with pad tokens (the
 transformer article:

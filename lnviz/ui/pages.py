@@ -41,7 +41,7 @@ PAGES: dict[str, list[PageInfo]] = {
                  "picture."),
         PageInfo("app_pages/padding.py", "Padding and sequences", ":material/short_text:",
                  "How pad tokens drag BatchNorm's statistics, masked BatchNorm as the repair, "
-                 "and why LayerNorm does not care."),
+                 "and why LayerNorm over each token's features does not care."),
         PageInfo("app_pages/epsilon.py", "ε and numerical stability", ":material/functions:",
                  "Tiny variances, ε = 0, half precision, and the E[x²] − E[x]² trap."),
         PageInfo("app_pages/scale_shift.py", "Scale and shift: γ and β", ":material/tune:",
