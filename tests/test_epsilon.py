@@ -374,7 +374,8 @@ def test_tiny_vector_shows_the_residue_it_divides_and_explains_it():
     assert float(steps.table["x − μ"].iloc[0]) == pytest.approx(stored[0] - stored.mean(),
                                                                 rel=1e-6)
     note = steps.residue()
-    assert note.startswith("Why x − μ is 2.328e-11 and not 0 on row(s) 0, 1, 4")
+    assert note.startswith("Why x − μ is 2.328e-11 and not 0 at elements 0, 1 and 4 of the "
+                           "vector")
     assert "their mean is 0.0010000000242" in note and "(which would give 0 here)" in note
     assert "x̂ = 7.361e-09" in note
     assert epsilon_steps(stability_vector("ordinary"), 1e-5).residue() is None
@@ -383,6 +384,24 @@ def test_tiny_vector_shows_the_residue_it_divides_and_explains_it():
     table = table_with(at, "x − μ").value
     assert table["x − μ"].tolist()[0] == "2.328e-11"
     assert any(c.value.startswith("Why x − μ is 2.328") for c in at.caption)
+
+
+def test_the_residue_note_claims_a_contrast_only_where_there_is_one():
+    """In float16 rounding μ once more gives the same x − μ as lnviz's centring: the note says
+    so instead of contrasting two routes that agree (where there is any residue to explain)."""
+    seen = set()
+    for dtype in ("float16", "bfloat16", "float32", "float64"):
+        steps = epsilon_steps(stability_vector("tiny"), 1e-5, dtype=dtype)
+        note = steps.residue()
+        if note is None:
+            continue
+        i = int(np.flatnonzero(steps.table["x − μ"].to_numpy() != 0)[0])
+        naive = steps.table["x"].to_numpy()[i] - steps.mean
+        same = f"{naive:.4g}" == f"{steps.table['x − μ'].to_numpy()[i]:.4g}"  # as printed
+        assert ("happens to give the same number" in note) == same, dtype
+        assert ("which would give" in note) == (not same), dtype
+        seen.add(same)
+    assert seen == {True, False}  # float32 contrasts the two routes; float16 and float64 do not
 
 
 def test_seed_000s_except_branch_never_runs():

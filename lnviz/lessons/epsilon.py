@@ -249,15 +249,21 @@ class EpsilonSteps:
         # x minus the stored μ: both are numbers of the accumulation dtype, so this difference
         # is what subtracting the once-more-rounded μ would give.
         naive = x[i] - self.mean
-        instead = ("which would give 0 here" if naive == 0
-                   else f"which would give {naive:.4g} here")
+        if f"{naive:.4g}" == f"{centred[i]:.4g}":  # both routes print the same number here
+            how = ("lnviz's centring subtracts the rounding error of its first mean from x − μ; "
+                   "in this precision, rounding μ once more happens to give the same number. ")
+        else:
+            instead = "0" if naive == 0 else f"{naive:.4g}"
+            how = ("lnviz's centring keeps that difference: it subtracts the rounding error of "
+                   "its first mean from x − μ instead of rounding μ once more (which would give "
+                   f"{instead} here). ")
+        which = (f"element {rows[0]}" if rows.size == 1 else
+                 "elements " + ", ".join(str(r) for r in rows[:-1]) + f" and {rows[-1]}")
         return (
-            f"Why x − μ is {centred[i]:.4g} and not 0 on row(s) "
-            f"{', '.join(str(r) for r in rows)}: the stored values are {stored} (decimals like "
-            f"0.001 have no exact binary form), and their mean is {x.mean():.11g}, so those rows "
-            f"really sit {exact[i]:.4g} from it (float64 arithmetic on the stored numbers). "
-            "lnviz's centring keeps that difference: it subtracts the rounding error of its "
-            f"first mean from x − μ instead of rounding μ once more ({instead}). "
+            f"Why x − μ is {centred[i]:.4g} and not 0 at {which} of the vector: the stored "
+            f"values are {stored} (decimals like 0.001 have no exact binary form), and their "
+            f"mean is {x.mean():.11g}, so those elements really sit {exact[i]:.4g} from it "
+            f"(float64 arithmetic on the stored numbers). {how}"
             f"Times 1/√(σ² + ε) = {rstd:.4g} it is x̂ = {x_hat:.4g}: real, and "
             f"{abs(x_hat) / float(np.abs(self.table['x̂']).max()):.1e} of the largest |x̂|."
         ).replace("-", "−").replace("e−", "e-")
