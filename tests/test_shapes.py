@@ -464,8 +464,9 @@ def test_depth_sweep_shows_xiong_et_als_pattern_at_the_defaults(seed):
     assert sweep.last["pre-LN"][-1] == norms["pre-LN"][-1]
     assert sweep.first["post-LN"][-1] == norms["post-LN"][0]
     text = gradient_findings(norms, sweep)
-    assert text[-1].endswith("the pattern Xiong et al. derive (for pre-LN, 1/√depth would give "
-                             "0.14×).")
+    assert "pre-LN's shrinks as blocks are added and post-LN's does not (it grows)" in text[-1]
+    assert "Xiong et al. prove bounds, not values" in text[-1]
+    assert "(which would give 0.14× here)" in text[-1]
     assert text[1].startswith(f"pre-LN: block 1's gradient norm is {norms['pre-LN'][0]:.3g}, "
                               f"block 48's {norms['pre-LN'][-1]:.3g}")
 
@@ -692,7 +693,7 @@ def test_gradients_and_their_sentences_on_the_page():
         np.testing.assert_allclose(trace_data(at, 2, 3 * i, "y"), norms[variant])
     markdown = "\n".join(m.value for m in at.markdown)
     assert f"block 12's {norms['pre-LN'][-1]:.3g}" in markdown
-    assert "the pattern Xiong et al. derive" in markdown
+    assert "Xiong et al. prove bounds, not values" in markdown
     # post-LN's flat stream is called what it is, not stability
     assert "true by construction and says nothing yet about training" in markdown
 
