@@ -82,8 +82,15 @@ if "pf_took" not in st.session_state:
             "about 10–30 seconds on a laptop.", icon="⏱️")
 elif rows:
     roofline = {r.size: r.copy_gb_per_s for r in rows}
+    doubtful = [r for r in rows if r.doubt]
+    if doubtful:
+        st.warning(f"{len(doubtful)} of {len(rows)} measurements cannot be read as they stand "
+                   "(marked ⚠ in the numbers below), e.g. "
+                   f"{doubtful[0].norm} by {doubtful[0].impl} at "
+                   f"{doubtful[0].rows}×{doubtful[0].cols}: {doubtful[0].doubt}",
+                   icon=":material/warning:")
     show_figure(charts.performance.bench_figure, rows, roofline, key="pf_figure")
-    with st.expander("The numbers", expanded=False):
+    with st.expander("The numbers", expanded=bool(doubtful)):
         st.markdown(performance.format_table(rows))
     st.caption(f"Measured on: {performance.machine()}")
 
