@@ -5,6 +5,7 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.devices import to_numpy
+from lnviz.lessons.common import short
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
     UPSTREAM,
@@ -19,6 +20,7 @@ from lnviz.lessons.gradients import (
     probe_inputs,
     probed_variances,
     upstream_gradient,
+    weight_scale_gradient,
 )
 from lnviz.limits import GRADIENTS_MAX_JACOBIAN
 from lnviz.ui.cache import cached
@@ -183,6 +185,18 @@ def invariances(n: int, c: int, eps: float, seed: int) -> None:
         "doing — grow, then set ε to 0 and watch them vanish. 'Scale one feature' and 'scale one "
         "row of W' give the same numbers up to rounding — they are the same change, seen from "
         "the layer or from its weights.", icon="🔍")
+    scale = cached(weight_scale_gradient, x_in, weight, factor, seed)
+    st.markdown(
+        "**Small weights, big steps?** The two-word notes say that after normalization \"with "
+        "small values, we take big steps\". What holds is about the weights before a LayerNorm: "
+        "the output does not depend on their overall size, so the gradient shrinks as they "
+        f"grow. Here, multiplying W by {scale.factor:g} multiplies ‖∂L/∂W‖ by "
+        f"{short(scale.ratio)} (= 1/{scale.factor:g}; {short(scale.grad)} → "
+        f"{short(scale.scaled_grad)}, at ε = 0): small weights take relatively big steps and "
+        "large ones small steps, so weights that grow in training lower their own effective "
+        "step size (Arora, Li and Lyu, 2019, call this auto rate-tuning). Small normalized "
+        "*activations* make no step bigger."
+    )
 
 
 invariances(n, c, eps, settings.seed)

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pageutil import alerts, decode, figures, open_page, trace_data
 
+from lnviz.lessons.common import short
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
     GRADIENTS_MAX_JACOBIAN,
@@ -33,6 +34,7 @@ from lnviz.lessons.gradients import (
     probed_variances,
     upstream_gradient,
     verdict,
+    weight_scale_gradient,
 )
 
 PAGE = "app_pages/gradients.py"
@@ -482,3 +484,20 @@ def test_url_restores_the_settings():
     assert at.select_slider(key="gr_factor").value == 10.0
     assert at.slider(key="gr_shift").value == -1.5
     assert grad_panels(at)[1].shape == (3, 5)
+
+
+@pytest.mark.parametrize("factor", [0.1, 2.0, 10.0])
+def test_the_weights_gradient_scales_as_one_over_their_size_before_layer_norm(factor):
+    """The page's answer to the two-word notes' "with small values, we take big steps": with
+    y = LayerNorm(x Wᵀ) at ε = 0, ∂L/∂(cW) = ∂L/∂W / c, checked against autograd through
+    torch's own layer_norm."""
+    x, weight = probe_inputs(6, 4, seed=0)
+    scale = weight_scale_gradient(x, weight, factor)
+    assert scale.ratio == pytest.approx(1 / factor, rel=1e-9)
+    g = torch.randn(6, 4, generator=torch.Generator().manual_seed(0), dtype=x.dtype)
+    w = weight.clone().requires_grad_(True)
+    (F.layer_norm(x @ w.T, (4,), eps=0.0) * g).sum().backward()
+    assert scale.grad == pytest.approx(float(w.grad.norm()), rel=1e-9)
+    text = " ".join(m.value for m in open_page(PAGE, {"gr_factor": f"{factor}"}).markdown)
+    assert "with small values, we take big steps" in text
+    assert f"multiplying W by {factor:g} multiplies ‖∂L/∂W‖ by {short(1 / factor)}" in text

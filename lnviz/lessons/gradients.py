@@ -41,6 +41,7 @@ __all__ = [
     "VERDICTS",
     "GradientReport",
     "Gradients",
+    "WeightScale",
     "cross_sample_share",
     "gradient_input",
     "gradient_report",
@@ -56,6 +57,7 @@ __all__ = [
     "probed_variances",
     "upstream_gradient",
     "verdict",
+    "weight_scale_gradient",
 ]
 
 #: The two norms that differ only in which values share μ and rstd on a table: LayerNorm (a
@@ -332,6 +334,37 @@ def invariance_probes(
                 row[f"{norm}: verdict"] = verdict(row[norm], row[f"{norm}, ε = 0"])
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class WeightScale:
+    """How the gradient of a loss on y = LayerNorm(x Wᵀ) with respect to W changes when W is
+    multiplied by ``factor``: ``grad`` is ‖∂L/∂W‖ at W, ``scaled_grad`` at factor·W (the same
+    upstream gradient), at ε = 0 so that the output does not change at all."""
+
+    factor: float
+    grad: float
+    scaled_grad: float
+
+    @property
+    def ratio(self) -> float:
+        """‖∂L/∂(factor·W)‖ / ‖∂L/∂W‖: 1/factor, since the output does not depend on W's scale."""
+        return self.scaled_grad / self.grad
+
+
+def weight_scale_gradient(x: torch.Tensor, weight: torch.Tensor, factor: float,
+                          seed: int = 0) -> WeightScale:
+    """:class:`WeightScale` for LayerNorm after the linear layer ``weight``, with a fixed
+    random upstream gradient: the loss is L = Σ g·y."""
+    g = torch.randn(x.shape[0], weight.shape[0], generator=torch.Generator().manual_seed(seed),
+                    dtype=x.dtype)
+
+    def grad_norm(w: torch.Tensor) -> float:
+        w = w.detach().clone().requires_grad_(True)
+        (norm_forward(x @ w.T, "LayerNorm", eps=0.0) * g).sum().backward()
+        return float(w.grad.norm())
+
+    return WeightScale(factor, grad_norm(weight), grad_norm(factor * weight))
 
 
 def probed_variances(x: torch.Tensor, weight: torch.Tensor, sample: int = 0, feature: int = 0
