@@ -26,6 +26,7 @@ from lnviz.lessons.ln_lstm import (
     custom_layer_norm_table,
     evaluation_interval,
     first_step,
+    gate_range_text,
 )
 from lnviz.limits import LN_LSTM_MAX_SEEDS, current_limits
 from lnviz.ui import jobs
@@ -241,6 +242,8 @@ def gates_and_checks(result: TrainingResult) -> None:
                "U or how far h has drifted (a projection of all zeros, as U·h₀ at the first step, "
                "is β alone); the sum of the two can still move as γ and β learn. "
                + result.gate_findings(gate, at_init, shown))
+    if "ln-lstm" in cfg.models:
+        st.caption(gate_range_text(cfg.hidden_size))
 
     # --- Batch independence -------------------------------------------------------------------
     st.subheader("Does a sample's output depend on its batch?")

@@ -111,6 +111,9 @@ def test_run_draws_curves_gradients_gates_and_the_batch_check(trained_page) -> N
     assert [m.label for m in at.metric] == [f"{m}: held-out accuracy"
                                            for m in ("LSTM", "LN-LSTM", "BN-LSTM")]
     assert not alerts(at)["error"]
+    hidden = int(at.select_slider(key="tr_hidden").value)
+    assert any(c.value.startswith("The LN-LSTM walkthrough says normalization keeps the gate")
+               and f"n = 4H = {4 * hidden}" in c.value for c in at.caption)
 
 
 def test_chart_options_do_not_retrain(trained_page) -> None:
@@ -1539,3 +1542,20 @@ def test_every_series_keeps_its_models_colour_in_the_sweep_figure() -> None:
     colours = {t.name: t.line.color for t in fig.data}
     assert colours == {"LSTM (no norms)": charts.ln_lstm.COLORS["LSTM"],
                        "LN-LSTM": charts.ln_lstm.COLORS["LN-LSTM"]}
+
+
+def test_the_walkthroughs_minus_one_to_one_is_named_with_the_true_bound():
+    """"Within approx −1 to 1" is not what normalization gives: one of n values can reach
+    √(n − 1) (checked with torch on the vector that reaches it), and 32% of normal values lie
+    beyond ±1."""
+    from lnviz.lessons.ln_lstm import gate_range_text
+
+    n = 4 * 16
+    spike = torch.zeros(n, dtype=torch.float64)
+    spike[0] = 1.0
+    assert float(F.layer_norm(spike, (n,), eps=0.0).max()) == pytest.approx(math.sqrt(n - 1))
+    text = gate_range_text(16)
+    assert f"√(n − 1) = {math.sqrt(n - 1):.3g}" in text and "n = 4H = 64" in text
+    assert "32% of normally distributed values lie beyond ±1" in text
+    sample = torch.randn(200_000, generator=torch.Generator().manual_seed(0))
+    assert float((sample.abs() > 1).double().mean()) == pytest.approx(0.317, abs=0.005)

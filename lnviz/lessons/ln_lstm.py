@@ -107,6 +107,7 @@ __all__ = [
     "evaluation_interval",
     "first_step",
     "gate_quantiles",
+    "gate_range_text",
     "length_margins",
     "length_work",
     "make_model",
@@ -464,6 +465,20 @@ def custom_layer_norm(x: torch.Tensor, *, unbiased: bool = False, eps: float = 1
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, keepdim=True, unbiased=unbiased)
     return (x - mean) / torch.sqrt(var + eps)
+
+
+def gate_range_text(hidden_size: int) -> str:
+    """The LN-LSTM walkthrough's "within approx −1 to 1", against what a normalized gate input
+    can be, for an LN-LSTM of ``hidden_size``: each of its two normalized projections has 4H
+    values with mean 0 and standard deviation 1, and the gate sums the two."""
+    n = 4 * hidden_size
+    beyond = 1 - math.erf(1 / math.sqrt(2))  # the share of a normal sample beyond ±1
+    return (f"The LN-LSTM walkthrough says normalization keeps the gate inputs “within approx "
+            f"−1 to 1”. Mean 0 and standard deviation 1 is not a range: {beyond:.0%} of "
+            f"normally distributed values lie beyond ±1, and one of a projection's n = 4H = {n} "
+            f"normalized values can reach √(n − 1) = {math.sqrt(n - 1):.3g} (all the others "
+            "equal). A gate input adds two normalized projections, each then scaled by γ and "
+            "shifted by β, so its spread is learned — the band above shows where it went.")
 
 
 def custom_layer_norm_table(sizes: tuple[int, ...], samples: int = 8, seed: int = 0
