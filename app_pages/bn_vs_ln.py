@@ -206,7 +206,11 @@ def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature:
             "averages instead, so that a single test sample gets a deterministic answer. Step "
             f"through k mini-batches drawn from a population with μ = {POPULATION_MEAN:g}, "
             f"σ² = {POPULATION_VAR:g} and watch the running values (starting at 0 and 1) "
-            "approach it."
+            "approach it. (The transformer article lists “batch size is 1 (during "
+            "inference)” among BatchNorm's problems. In evaluation mode a batch of one is no "
+            "problem: the running averages normalize each sample alone, whatever the batch. "
+            "The batch of one that fails is in training mode, where each value is its own "
+            "mean and torch refuses it.)"
         )
         st.latex(r"\hat\mu \leftarrow (1-\alpha)\,\hat\mu + \alpha\,\mu_B \qquad "
                  r"\hat\sigma^2 \leftarrow (1-\alpha)\,\hat\sigma^2 "

@@ -525,3 +525,18 @@ def test_the_pages_snippet_runs_and_agrees_with_the_page(query):
         weight = 1.0 if momentum is None else momentum
         torch.testing.assert_close(bn.running_var,
                                    (1 - weight) + weight * batch.var(0, unbiased=True))
+
+
+def test_the_articles_batch_size_one_at_inference_is_named_as_no_problem():
+    """In eval mode BatchNorm gives a sample the same output alone as in any batch; the batch of
+    one fails in training mode. The page says so where it quotes the article."""
+    x = torch.randn(8, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    mean, var = torch.randn(5, dtype=torch.float64), torch.rand(5, dtype=torch.float64) + 0.5
+    together = F.batch_norm(x, mean, var, training=False)
+    alone = torch.cat([F.batch_norm(x[i:i + 1], mean, var, training=False) for i in range(8)])
+    torch.testing.assert_close(alone, together, rtol=0, atol=1e-12)  # elementwise: rounding
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        F.batch_norm(x[:1], None, None, training=True)
+    text = " ".join(m.value for m in open_page(PAGE).markdown)
+    assert "“batch size is 1 (during inference)”" in text
+    assert "In evaluation mode a batch of one is no problem" in text
