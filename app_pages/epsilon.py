@@ -6,7 +6,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.devices import to_numpy
-from lnviz.lessons.common import short
+from lnviz.lessons.common import defined, short
 from lnviz.lessons.epsilon import (
     VECTORS,
     cancellation_sweep,
@@ -189,7 +189,8 @@ def cancellation_section(seed: int) -> None:
         "near 10 000 with spread 1, both terms are about 10⁸ and differ by about 1; float32 stores "
         "each to about 7 digits, so their difference is mostly rounding error — and can come out "
         "negative, which √ turns into NaN. Subtracting the mean first (two passes) or updating a "
-        "running mean and sum of squared deviations (Welford) only ever subtracts nearby numbers."
+        f"running mean and sum of squared deviations ({defined('Welford')}) only ever subtracts "
+        "nearby numbers."
     )
     st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{naive: cancels}}"
              r"\quad\text{vs}\quad"

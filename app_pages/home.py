@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from lnviz.lessons.common import GLOSSARY
 from lnviz.lessons.start_here import OUTLINE
 from lnviz.ui.pages import PAGES
 from lnviz.ui.path import PATH_PAGE, STEP_KEY
@@ -34,3 +35,6 @@ with pages:
                 continue
             st.page_link(info.path, label=info.title, icon=info.icon)
             st.caption(info.summary)
+
+with st.expander("Glossary: the terms the pages use", icon=":material/menu_book:"):
+    st.markdown("\n".join(f"- **{term}**: {meaning}." for term, meaning in GLOSSARY.items()))

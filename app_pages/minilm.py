@@ -5,6 +5,7 @@ from functools import partial
 import streamlit as st
 
 from lnviz import charts
+from lnviz.lessons.common import defined
 from lnviz.lessons.minilm import (
     FIRST_FFN,
     PRESETS,
@@ -133,7 +134,7 @@ st.subheader("3 · One number hundreds of times the rest")
 st.caption("Massive activations: Sun et al. 2024, “Massive Activations in Large Language "
            "Models”.")
 massive = run.massive
-st.markdown(massive_text(run))
+st.markdown(f"A {defined('massive activation')}. " + massive_text(run))
 show_figure(charts.minilm.massive_figure, massive.per_layer, massive.per_layer_median,
             massive.feature, run.tokens[massive.token], key="tf_massive")
 with st.spinner("Running the examples…"):
@@ -159,7 +160,7 @@ def attention_section(run: TransformerRun) -> None:
     st.subheader("5 · Where attention goes: the first token as a sink")
     st.caption("Attention sinks: Xiao et al. 2024, “Efficient Streaming Language Models with "
                "Attention Sinks”.")
-    st.markdown(sink_text(run))
+    st.markdown(f"An {defined('attention sink')}. " + sink_text(run))
     layer = st.select_slider("Attention of layer", list(range(len(run.sink.share))), value=2,
                              key="tf_att", bind="query-params",
                              help="Which layer's attention map to draw, averaged over its heads.")
@@ -200,7 +201,7 @@ st.caption("Dettmers et al. 2022, “LLM.int8(): 8-bit Matrix Multiplication for
            "Scale”.")
 table, outliers = cached(int8_errors, run.records[chosen].input[0].numpy())
 st.markdown(f"The input of LayerNorm {chosen} ({layer_label(name)}) rounded to int8 with "
-            "absmax scaling, three ways. " + int8_text(table, outliers))
+            f"{defined('absmax')}, three ways. " + int8_text(table, outliers))
 show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),
             table["values turned to 0"].to_numpy(),
             table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")

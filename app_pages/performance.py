@@ -6,6 +6,7 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.lessons import performance
+from lnviz.lessons.common import defined
 from lnviz.ui.figures import show_figure
 from lnviz.ui.pages import page_title
 from lnviz.ui.state import current_settings
@@ -24,7 +25,8 @@ page_title("app_pages/performance.py")
 st.markdown(
     "A normalization does a few additions and multiplications per value — far less arithmetic "
     "than memory traffic. So its speed is set by how fast the machine can **read x and write "
-    "y**: a plain copy, which moves the same bytes, is the ceiling (the *roofline*). Code that "
+    f"y**: a plain copy, which moves the same bytes, is the ceiling — the {defined('roofline')}. "
+    "Code that "
     "writes every intermediate (x − μ, (x − μ)², x̂, γ·x̂ …) to memory moves the tensor many "
     "times over; a fused kernel moves it about once."
 )
@@ -92,7 +94,7 @@ elif rows:
     show_figure(charts.performance.bench_figure, rows, roofline, key="pf_figure")
     with st.expander("The numbers", expanded=bool(doubtful)):
         st.markdown(performance.format_table(rows))
-    st.caption(f"Measured on: {performance.machine()}")
+    st.caption(f"Times in {defined('ms')}. Measured on: {performance.machine()}")
 
 st.info("**Try this:** compare *scratch* and *fast* at 4096×1024. Scratch writes about five "
         "full-size intermediates, so it moves the tensor several times; fast sits near torch's "

@@ -10,6 +10,7 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.charts.base import grid_labels
+from lnviz.lessons.common import defined
 from lnviz.lessons.shapes import (
     ACTIVATIONS,
     COMPARED,
@@ -149,7 +150,8 @@ st.code(batch_of_two_snippet(), language="python")
 # --- Transformer blocks -------------------------------------------------------------------------
 st.subheader("LayerNorm in a transformer block")
 st.markdown(
-    "A block adds two sublayers to a residual stream: self-attention, then a feed-forward "
+    f"A block adds two sublayers to a {defined('residual stream')}: self-attention, then a "
+    "feed-forward "
     "network. **Post-LN** (the original transformer) normalizes the stream after each "
     "addition. **Pre-LN** normalizes only the copy each sublayer reads, and the stream itself "
     "once, after the last block (GPT-2's `ln_f`), before the output head. Below, one random "

@@ -16,6 +16,7 @@ from pageutil import alerts, figures, open_page, shown_text
 import lnviz
 from lnviz.capture import load_capture, read_capture
 from lnviz.lessons import minilm as tf
+from lnviz.lessons.common import defined
 from lnviz.models.bert import layer_norm_names
 from lnviz.ui.messages import code_span
 
@@ -252,6 +253,9 @@ def test_page_shows_every_finding_from_its_run() -> None:
                   "Dettmers et al. 2022"):
         assert paper in captions
     assert not alerts(at)["error"] and not alerts(at)["warning"]
+    # the terms the page introduces are defined where first used (lnviz.lessons.common.GLOSSARY)
+    for term in ("massive activation", "attention sink", "absmax"):
+        assert defined(term) in shown + captions, term
 
 
 def test_page_follows_a_typed_sentence_and_warns_when_it_truncates() -> None:

@@ -108,3 +108,33 @@ def test_the_numbers_the_padding_and_epsilon_pages_state_come_from_their_lessons
     assert float(np.var(tiny.astype(np.float64))) == pytest.approx(4e-9, rel=0.01)
     assert epsilon_steps(tiny, 1e-8, dtype="float64").max_output == pytest.approx(0.845,
                                                                                   abs=5e-4)
+
+
+#: Each glossary term, the page where it is first used, and the shown text that defines it.
+FIRST_USES = {
+    "roofline": ("app_pages/performance.py", {}),
+    "Welford": ("app_pages/epsilon.py", {}),
+    "residual stream": ("app_pages/shapes.py", {}),
+}
+
+
+@pytest.mark.parametrize("term", sorted(FIRST_USES))
+def test_a_term_is_defined_where_it_is_first_used(term) -> None:
+    from pageutil import open_page
+
+    from lnviz.lessons.common import GLOSSARY, defined
+
+    page, query = FIRST_USES[term]
+    at = open_page(page, query)
+    shown = " ".join(m.value for m in at.markdown)
+    assert defined(term) in shown and GLOSSARY[term] in shown
+
+
+def test_home_lists_every_glossary_term() -> None:
+    from pageutil import open_page
+
+    from lnviz.lessons.common import GLOSSARY
+
+    at = open_page("app_pages/home.py")
+    listed = " ".join(m.value for m in at.expander[0].markdown)
+    assert all(f"**{term}**: {meaning}." in listed for term, meaning in GLOSSARY.items())

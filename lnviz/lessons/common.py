@@ -21,8 +21,8 @@ from lnviz.batch import (
 from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
 
-__all__ = ["EPSILONS", "group_description", "short", "spread_name", "step_by_step",
-           "worked_example_latex"]
+__all__ = ["EPSILONS", "GLOSSARY", "defined", "group_description", "short", "spread_name",
+           "step_by_step", "worked_example_latex"]
 
 
 #: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.
@@ -201,3 +201,30 @@ def short(value: float, digits: int = 3) -> str:
         mantissa, exponent = text.split("e")
         text = f"{mantissa}e{int(exponent)}"
     return "−" + text[1:] if text.startswith("-") else text
+
+
+#: The terms a page uses that a learner may not know, each defined once: pages print the
+#: definition where the term is first used (:func:`defined`) and Home lists them all.
+GLOSSARY: dict[str, str] = {
+    "roofline": "the fastest a computation can run when moving memory, not arithmetic, limits "
+                "it: reading its input and writing its output once — here, a plain copy of the "
+                "same bytes",
+    "absmax": "absmax scaling: dividing by the largest |x| so that every value lands in "
+              "−127…127 before it is rounded to an 8-bit integer",
+    "Welford": "Welford's algorithm: a one-pass update of the mean and of the sum of squared "
+               "deviations, one value at a time, that never subtracts two large, nearly equal "
+               "numbers",
+    "residual stream": "the running sum that flows through a transformer's blocks: each "
+                       "sublayer f reads it and adds its output back, x ← x + f(…)",
+    "massive activation": "a handful of values thousands of times larger than all others, at "
+                          "fixed features of particular tokens (Sun et al., 2024)",
+    "attention sink": "a token that receives a large share of every token's attention whatever "
+                      "the text, often the first (Xiao et al., 2024)",
+    "ms": "milliseconds, thousandths of a second",
+}
+
+
+def defined(term: str) -> str:
+    """``term`` with its :data:`GLOSSARY` definition beside it, for its first use on a page:
+    "*roofline* (the fastest a computation …)"."""
+    return f"*{term}* ({GLOSSARY[term]})"

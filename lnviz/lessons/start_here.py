@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.data import get_preset
+from lnviz.lessons.common import defined
 from lnviz.lessons.shapes import DepthProfile, StackConfig, depth_profiles
 from lnviz.norms import NormResult, batch_norm, layer_norm, rms_norm
 
@@ -769,7 +770,8 @@ def _transformer_step(numbers: PathNumbers) -> Step:
     depth = STACK.depth
     return Step(OUTLINE[7], (
         "A transformer block adds two sublayers f — attention, then a feed-forward network — "
-        "to a residual stream x. The original transformer (**post-LN**) normalizes after each "
+        f"to a {defined('residual stream')}, x. The original transformer (**post-LN**) "
+        "normalizes after each "
         "addition: x ← LN(x + f(x)). GPT-2 and most models since (**pre-LN**) normalize only "
         "what each sublayer reads: x ← x + f(LN(x))."), (
         Question(
