@@ -648,3 +648,37 @@ def test_fitted_tick_labels_do_not_run_together_on_a_phone(labels, width):
     extent = (max(len(labels[i]) for i in ticks) * CHAR_PX * 12 if angle == 0
               else LINE_PX * 12)
     assert all((b - a) * column_px >= extent for a, b in itertools.pairwise(ticks))
+
+
+def test_every_log_axis_labels_its_ticks_in_full():
+    """Plotly labels the ticks between powers of ten of a log axis with a bare digit ("5" for
+    0.5, "2" for 200): Shapes' gradient chart read "5" where the text said 0.51. Every log axis
+    of every builder sets its ticks (charts.base.log_ticks, or powers of ten only)."""
+    bare = []
+    for builder, fig in _builder_samples():
+        layout = fig.to_plotly_json()["layout"]
+        for name, axis in layout.items():
+            if name.startswith(("xaxis", "yaxis")) and axis.get("type") == "log" \
+                    and "tickvals" not in axis and axis.get("dtick") not in (1, "1"):
+                bare.append(f"{builder.__module__}.{builder.__name__}: {name}")
+    assert bare == []
+
+
+@pytest.mark.parametrize(("values", "labels"), [
+    ([0.3, 3.0], ["0.2", "0.5", "1", "2"]),
+    ([0.9, 300.0], ["1", "2", "5", "10", "20", "50", "100", "200"]),
+    ([2e-5, 3e-5], ["2×10⁻⁵", "3×10⁻⁵", "4×10⁻⁵"]),
+    ([1e-6, 1e3], ["10⁻⁶", "10⁻⁵", "10⁻⁴", "10⁻³", "10⁻²", "10⁻¹", "10⁰", "10¹", "10²",
+                   "10³"]),
+])
+def test_log_ticks_are_labelled_with_their_values(values, labels):
+    axis = charts.base.log_ticks(values)
+    assert axis["ticktext"] == labels
+    superscript = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
+    for value, label in zip(axis["tickvals"], labels, strict=True):
+        if label[-1] in "⁰¹²³⁴⁵⁶⁷⁸⁹":  # "2×10⁻⁵", "10³"
+            mantissa, _, power = label.rpartition("10")
+            written = float(mantissa.rstrip("×") or 1) * 10.0 ** int(power.translate(superscript))
+        else:
+            written = float(label)
+        assert written == pytest.approx(value)

@@ -405,3 +405,45 @@ def grid_labels(
     else:
         cols = [f"feature {j}" for j in picked_cols]
     return rows, cols
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _tick_text(value: float, powers: bool) -> str:
+    """A log axis's tick label, written out in full: 0.5, 20, 1000, or with ``powers`` 2×10⁻⁵
+    (Plotly's own labels of the ticks between powers of ten are a bare "5" or "2")."""
+    if not powers:
+        return f"{value:g}"
+    exponent = int(np.floor(np.log10(value) + 1e-9))
+    mantissa = round(value / 10.0**exponent)
+    power = f"10{str(exponent).translate(_SUPERSCRIPT)}"
+    return power if mantissa == 1 else f"{mantissa}×{power}"
+
+
+def log_ticks(*arrays: Any, most: int = 12) -> dict[str, Any]:
+    """A log axis for these values with every tick labelled in full (:func:`_tick_text`): 1, 2
+    and 5 times each power of ten the values span (1 to 9 times, on a narrow range), or only
+    the powers (every k-th) when that would be more than ``most`` ticks. Labels are plain
+    numbers from 0.001 to 9999, and powers of ten on an axis that reaches beyond; powers of ten
+    alone when no value is > 0 or no such tick falls among the values."""
+    values = np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in arrays]
+                            ) if arrays else np.array([])
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.size == 0:  # nothing to place: powers of ten, labelled as such
+        return dict(type="log", dtick=1, exponentformat="power")
+    low, high = values.min() / 1.5, values.max() * 1.5
+    powers = 10.0 ** np.arange(np.floor(np.log10(low)), np.ceil(np.log10(high)) + 1)
+    ticks: list[float] = []
+    for mantissas in ((1, 2, 5), range(1, 10)):
+        ticks = [float(f"{m * p:.12g}") for p in powers for m in mantissas
+                 if low <= m * p <= high]
+        if len(ticks) >= 2:
+            break
+    if len(ticks) > most:
+        step = int(np.ceil(len(powers) / most))
+        ticks = [float(f"{p:.12g}") for p in powers[::step] if low <= p <= high]
+    if len(ticks) < 2:
+        return dict(type="log", dtick=1, exponentformat="power")
+    as_powers = min(ticks) < 1e-3 or max(ticks) >= 1e4
+    return dict(type="log", tickvals=ticks, ticktext=[_tick_text(v, as_powers) for v in ticks])

@@ -19,6 +19,7 @@ from lnviz.charts.base import (
     compact,
     each_axis,
     figure,
+    log_ticks,
     panel_grid,
 )
 
@@ -58,8 +59,8 @@ def layers_figure(
     each_axis(layout, refs, x=axis)
     # σ's panel is named by its title: an axis title in the gap between the panels would lie on
     # the first panel's tick labels on a phone
-    layout["yaxis"].update(type="log", title=dict(text="|value|"))
-    layout["yaxis2"].update(type="log")
+    layout["yaxis"].update(log_ticks(max_abs_in, max_abs_out), title=dict(text="|value|"))
+    layout["yaxis2"].update(log_ticks(low, high))
     layout.update(height=420, barmode="group", margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)
 

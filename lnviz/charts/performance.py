@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from lnviz.charts.base import OKABE_ITO, each_axis, figure, panel_grid
+from lnviz.charts.base import OKABE_ITO, each_axis, figure, log_ticks, panel_grid
 
 
 def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) -> go.Figure:
@@ -42,7 +42,11 @@ def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) 
                          line=dict(color="black", width=3),
                          marker=dict(symbol="line-ew-open", size=26, color="black",
                                      line=dict(width=3, color="black")), **right))
-    each_axis(layout, refs, x=dict(type="log", title=dict(text="values in the tensor")),
-               y=dict(type="log"))
+    each_axis(layout, refs,
+              x=dict(log_ticks(*(trace["x"] for trace in data)),
+                     title=dict(text="values in the tensor")))
+    for k, ref in enumerate(refs):  # times on the left, bandwidths on the right
+        layout["yaxis" + ("" if k == 0 else str(k + 1))].update(
+            log_ticks(*(trace["y"] for trace in data if trace["yaxis"] == ref[1])))
     layout.update(height=420, margin=dict(t=40, b=10))
     return figure(data, layout)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from lnviz.charts.base import LEGEND_BELOW, OKABE_ITO, each_axis, figure, panel_grid
+from lnviz.charts.base import LEGEND_BELOW, OKABE_ITO, each_axis, figure, log_ticks, panel_grid
 
 COLORS = {"post-LN": OKABE_ITO[0], "pre-LN": OKABE_ITO[1], "none": OKABE_ITO[5]}
 
@@ -43,7 +43,7 @@ def depth_figure(stream: dict[str, np.ndarray], attention: dict[str, np.ndarray]
                 line=dict(color=color, dash=dash), **right,
                 hovertemplate="block %{x}: RMS %{y:.3g}<extra>" + variant + "</extra>"))
     each_axis(layout, refs, x=dict(title=dict(text="block")),
-              y=dict(type="log", exponentformat="power"))
+              y=log_ticks(*(trace["y"] for trace in data)))
     layout["yaxis"]["title"] = dict(text="RMS")
     layout.update(height=420, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)
@@ -75,7 +75,7 @@ def gradient_figure(norms: dict[str, np.ndarray], depths: np.ndarray,
                 line=dict(color=color, dash=dash), marker=dict(size=5), **right,
                 hovertemplate="%{x} blocks: " + which + " %{y:.3g}<extra>" + variant
                               + "</extra>"))
-    each_axis(layout, refs, y=dict(type="log", exponentformat="power"))
+    each_axis(layout, refs, y=log_ticks(*(trace["y"] for trace in data)))
     layout["xaxis"]["title"] = dict(text="block")
     layout["xaxis2"].update(type="log", title=dict(text="blocks in the stack"),
                             tickvals=[int(d) for d in depths])
@@ -101,7 +101,7 @@ def race_figure(curves: dict[str, dict[str, list[float]]], steps: int, warmup: i
                 line=dict(color=color, width=1.5), xaxis=xaxis, yaxis=yaxis,
                 hovertemplate="step %{x}: %{y:" + fmt + "}<extra>" + variant + "</extra>"))
     each_axis(layout, refs, x=dict(title=dict(text="step"), range=[0, max(steps, 1) + 1]))
-    layout["yaxis"].update(type="log", exponentformat="power")
+    layout["yaxis"].update(log_ticks(*(trace["y"] for trace in data if trace["yaxis"] == "y")))
     layout["yaxis2"].update(range=[0, 1.02], tickformat=".0%")
     if warmup:
         layout["shapes"] = [dict(type="line", xref=x, yref=f"{y} domain", x0=warmup, x1=warmup,

@@ -10,17 +10,18 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from lnviz.charts.base import LEGEND_BELOW, OKABE_ITO, each_axis, figure, panel_grid
+from lnviz.charts.base import LEGEND_BELOW, OKABE_ITO, each_axis, figure, log_ticks, panel_grid
 
 
 def tokens_figure(labels: Sequence[str], inputs: np.ndarray, outputs: np.ndarray) -> go.Figure:
-    """Each token's features as a line (x: feature 1, 2, …), before LayerNorm (left) and after
-    it (right): tokens that differ only in scale and offset land on one line on the right.
+    """Each token's features as a line (x: feature 0, 1, …, counted as the Explorer does),
+    before LayerNorm (left) and after it (right): tokens that differ only in scale and offset
+    land on one line on the right.
 
     ``inputs`` and ``outputs`` are (tokens, features); one colour per token, in order."""
     inputs, outputs = np.asarray(inputs, dtype=np.float64), np.asarray(outputs, np.float64)
     layout, refs = panel_grid(("tokens x", "LayerNorm(x)"), gap=0.1, title_size=16)
-    features = np.arange(1, inputs.shape[1] + 1)
+    features = np.arange(inputs.shape[1])
     data = []
     for (xref, yref), values, part in ((refs[0], inputs, "x"), (refs[1], outputs, "LN(x)")):
         for k, label in enumerate(labels):
@@ -56,6 +57,6 @@ def epsilon_figure(eps: np.ndarray, x_hat: np.ndarray, variance: float,
              text=[f"{at_variance:.3f}"], textposition="middle right", hoverinfo="skip"),
     ]
     layout = dict(height=340, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
-                  xaxis=dict(type="log", title=dict(text="ε"), exponentformat="power"),
+                  xaxis=dict(log_ticks(eps), title=dict(text="ε")),
                   yaxis=dict(title=dict(text="x̂"), range=[low, high]))
     return figure(data, layout)

@@ -937,7 +937,7 @@ def _seed_002(key: str) -> SeedCheck:
         at = {t: bn.x_hat.reshape(-1, 3)[labels.index(t), 0].item() for t in ("I", "powerful")}
         values = x.reshape(-1, 3)[:, 0]
         rows += [
-            ("BatchNorm, feature 1 with the pad: mean", "3.5", mean, None),
+            ("BatchNorm, feature 0 with the pad: mean", "3.5", mean, None),
             ("… standard deviation", "2.29", sd, None),
             ("“I”: (1 − 3.5)/2.29", "−1.09", at["I"], (values[0].item() - 3.5) / 2.29),
             ("“powerful”: (7 − 3.5)/2.29", "1.52", at["powerful"],
