@@ -43,7 +43,9 @@ def _points(values: np.ndarray, labels: Sequence[str], name: str, color: str,
     h = np.shape(values)[1]
     where = "(%{x:.4g}, %{y:.4g})" if h == 2 else "(%{x:.4g}, %{y:.4g}, %{z:.4g})"
     return dict(type=_kind(h), mode="markers", name=name, text=list(labels),
-                marker=dict(color=color, size=9 if h == 2 else 5, symbol=symbol),
+                # outlined, and in 3-D larger than the mesh's shading would let a dot show
+                marker=dict(color=color, size=9 if h == 2 else 8, symbol=symbol,
+                            line=dict(color="#222222", width=1)),
                 hovertemplate=f"%{{text}}<br>{where}<extra>{name}</extra>", **_coords(values))
 
 
@@ -162,7 +164,7 @@ def path_figure(
         data.append(_points(centred, labels, "x − μ", CENTRED, "diamond"))
     data.append(_points(x_hat, labels, "x̂", AFTER))
     reach = _reach(inputs, centred, x_hat, plane if centring else sphere)
-    return figure(data, _layout(h, reach, 520 if h == 3 else 480, PATH_CAMERA))
+    return figure(data, _layout(h, reach, 640 if h == 3 else 480, PATH_CAMERA))
 
 
 def closeup_figure(
@@ -206,4 +208,4 @@ def closeup_figure(
         data.append(_points(output, labels, "y = γ⊙x̂" if norm == "RMSNorm" else "y = γ⊙x̂ + β",
                             OUTPUT, "diamond"))
         shown.append(output)
-    return figure(data, _layout(h, _reach(*shown), 480 if h == 3 else 460, CLOSEUP_CAMERA))
+    return figure(data, _layout(h, _reach(*shown), 560 if h == 3 else 460, CLOSEUP_CAMERA))
