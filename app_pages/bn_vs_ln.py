@@ -27,7 +27,7 @@ from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import batches_panel
 from lnviz.ui.messages import refusal
-from lnviz.ui.pages import page_title
+from lnviz.ui.pages import folded, page_title
 from lnviz.ui.state import current_settings, keep_in_range
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
@@ -50,7 +50,7 @@ st.latex(r"\text{BatchNorm: } \mu_c = \frac{1}{m}\sum_{j\,\in\,\text{batch}} x_{
 
 # --- 1. Who shares a μ and σ -------------------------------------------------------------------
 st.subheader("1 · Which values share one μ and σ")
-shape_cols = st.columns([2, 2, 2, 2, 2])
+shape_cols = st.columns([3, 2, 2, 2, 2])  # the layout's three options need the room
 # C is the page's: the experiments below have C features too. The rest of the section is a
 # fragment (sharing_section): its controls rerun the cubes alone.
 c = shape_cols[2].slider("C (features / channels)", 2, 32, 6, key="bl_c", bind="query-params",
@@ -105,31 +105,33 @@ def sharing_section(cols: list[DeltaGenerator], c: int) -> None:
 sharing_section(shape_cols, c)
 
 # --- 2. Batch dependence -----------------------------------------------------------------------
-st.subheader("2 · One sample, many batches")
-st.markdown(
-    "Follow one fixed sample of C features through a batch of shape (batch size, C) and "
-    "re-draw the *other* samples of its batch. "
-    "LayerNorm normalizes the sample with its own μ and σ, so its output is the same in every "
-    "batch. BatchNorm's μ and σ include the batch-mates, so the fixed sample's output moves with "
-    "them — less in large batches, but never not at all. Each re-drawn batch grows by keeping "
-    "its mates and adding more: the batch of 8 is the batch of 4 and four more samples."
-)
-batch_cols = st.columns(3)
-redraws = batch_cols[1].slider(
-    "Re-drawn batches", 2, 20, 8, key="bl_r", bind="query-params",
-    help="How many batches to try: each keeps the fixed sample and draws new batch-mates.")
-keep_in_range("bl_feat", range(c), reset_to=0)
-feature = batch_cols[2].slider(
-    "Feature to follow", 0, c - 1, 0, key="bl_feat", bind="query-params",
-    help="The feature plotted against batch size here and in the training steps below.")
-sample = fixed_sample(c, settings.seed)
-with refusal(icon=":material/block:"):
-    sweep = cached(batch_size_sweep, sample, redraws=redraws, seed=settings.seed,
-                   device=settings.device, dtype=settings.dtype)
-batch_box = st.container()  # the batch size's own views: batch_section (below) fills it
-show_figure(charts.bn_vs_ln.batch_sizes_figure, sweep.batch_sizes, sweep.batch_norm[:, :, feature],
-            sweep.layer_norm[:, :, feature], feature, key="bl_sweep")
-st.caption(band_caption(sweep, feature))
+with folded("2 · One sample, many batches", "bl_part2"):
+    st.markdown(
+        "Follow one fixed sample of C features through a batch of shape (batch size, C) and "
+        "re-draw the *other* samples of its batch. "
+        "LayerNorm normalizes the sample with its own μ and σ, so its output is the same in "
+        "every batch. BatchNorm's μ and σ include the batch-mates, so the fixed sample's output "
+        "moves with them — less in large batches, but never not at all. Each re-drawn batch "
+        "grows by keeping its mates and adding more: the batch of 8 is the batch of 4 and four "
+        "more samples."
+    )
+    batch_cols = st.columns(3)
+    redraws = batch_cols[1].slider(
+        "Re-drawn batches", 2, 20, 8, key="bl_r", bind="query-params",
+        help="How many batches to try: each keeps the fixed sample and draws new batch-mates.")
+    keep_in_range("bl_feat", range(c), reset_to=0)
+    feature = batch_cols[2].slider(
+        "Feature to follow", 0, c - 1, 0, key="bl_feat", bind="query-params",
+        help="The feature plotted against batch size here and in the training steps below.")
+    sample = fixed_sample(c, settings.seed)
+    with refusal(icon=":material/block:"):
+        sweep = cached(batch_size_sweep, sample, redraws=redraws, seed=settings.seed,
+                       device=settings.device, dtype=settings.dtype)
+    batch_box = st.container()  # the batch size's own views: batch_section (below) fills it
+    show_figure(charts.bn_vs_ln.batch_sizes_figure, sweep.batch_sizes,
+                sweep.batch_norm[:, :, feature], sweep.layer_norm[:, :, feature], feature,
+                key="bl_sweep")
+    st.caption(band_caption(sweep, feature))
 
 
 # The PyTorch code at the end follows the batch size and the training settings of section 3, two
@@ -191,7 +193,7 @@ def batch_section(control: DeltaGenerator, box: DeltaGenerator, code: DeltaGener
 # --- 3. Training and evaluation ----------------------------------------------------------------
 # A fragment too: k, the momentum and m rerun this section and the PyTorch code alone. It is
 # called last, beside batch_section.
-training_box = st.container()
+training_box = folded("3 · Training mode vs evaluation mode", "bl_part3")
 
 
 @st.fragment
@@ -199,7 +201,6 @@ def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature:
                      device: str, dtype: str) -> None:
     code = code.empty()  # the code's place first: a refusal below ends the run before it
     with box:
-        st.subheader("3 · Training mode vs evaluation mode")
         st.markdown(
             "While training, BatchNorm normalizes with the current mini-batch's μ and σ² and "
             "keeps running averages of them for later; in evaluation it uses those running "
@@ -252,39 +253,40 @@ def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature:
 
 
 # --- 4. Why it helps -----------------------------------------------------------------------------
-st.subheader("4 · Why does BatchNorm help? The story and the evidence")
-st.markdown(
-    "**Internal covariate shift: the original story.** Ioffe and Szegedy (2015) introduced "
-    "BatchNorm to reduce what they called *internal covariate shift*: as training updates the "
-    "early layers, the distribution of the inputs every later layer receives keeps moving, and "
-    "that layer has to keep re-adapting to it. Pinning each feature's mean and variance was "
-    "meant to hold those distributions still. (Ba et al. motivated LayerNorm with the same "
-    "argument in 2016.)"
-)
-st.markdown(
-    "**Why it is disputed.** Santurkar et al. (2018, *How Does Batch Normalization Help "
-    "Optimization?*) tested the story. Networks in which random noise with a changing mean and "
-    "variance was added after every BatchNorm layer — more shift, not less — trained about as "
-    "well as ordinary BatchNorm networks, and by a measure of shift based on how much a "
-    "layer's gradient changes when the layers before it update, BatchNorm did not reliably "
-    "reduce it. What they did find is a smoother optimization landscape: with BatchNorm the "
-    "loss and its gradient change less abruptly along the training direction, so larger "
-    "learning rates stay stable. Read *reducing internal covariate shift* as the historical "
-    "motivation, not as the established explanation; why normalization helps is still studied."
-)
-st.markdown(batch_noise_text(sweep))
+with folded("4 · Why does BatchNorm help? The story and the evidence", "bl_part4"):
+    st.markdown(
+        "**Internal covariate shift: the original story.** Ioffe and Szegedy (2015) introduced "
+        "BatchNorm to reduce what they called *internal covariate shift*: as training updates the "
+        "early layers, the distribution of the inputs every later layer receives keeps moving, and "
+        "that layer has to keep re-adapting to it. Pinning each feature's mean and variance was "
+        "meant to hold those distributions still. (Ba et al. motivated LayerNorm with the same "
+        "argument in 2016.)"
+    )
+    st.markdown(
+        "**Why it is disputed.** Santurkar et al. (2018, *How Does Batch Normalization Help "
+        "Optimization?*) tested the story. Networks in which random noise with a changing mean and "
+        "variance was added after every BatchNorm layer — more shift, not less — trained about as "
+        "well as ordinary BatchNorm networks, and by a measure of shift based on how much a "
+        "layer's gradient changes when the layers before it update, BatchNorm did not reliably "
+        "reduce it. What they did find is a smoother optimization landscape: with BatchNorm the "
+        "loss and its gradient change less abruptly along the training direction, so larger "
+        "learning rates stay stable. Read *reducing internal covariate shift* as the historical "
+        "motivation, not as the established explanation; why normalization helps is still studied."
+    )
+    st.markdown(batch_noise_text(sweep))
+
 
 st.info(
-    "**Try this.** Drag the live batch size to 1: LayerNorm still answers, BatchNorm refuses. "
-    "Drag it up to 64 and watch BatchNorm's lines draw together without ever meeting. In the "
-    "cubes, switch to NLC: LayerNorm's blue shrinks to a single token. In the training steps, "
-    "compare momentum 0.01 with None, and a mini-batch of 2 with 64 — where do biased and unbiased "
-    "variance differ most? Set momentum to 1: the running μ is then the last batch's own, and "
-    "the gap between the modes is the biased-against-unbiased σ² alone.",
+    "**Try this.** In the cubes of part 1, switch to NLC: LayerNorm's blue shrinks to a single "
+    "token. Open part 2 and drag the live batch size to 1: LayerNorm still answers, BatchNorm "
+    "refuses; drag it up to 64 and watch BatchNorm's lines draw together without ever meeting. "
+    "In part 3's training steps, compare momentum 0.01 with None, and a mini-batch of 2 with 64 "
+    "— where do biased and unbiased variance differ most? Set momentum to 1: the running μ is "
+    "then the last batch's own, and the gap between the modes is the biased-against-unbiased σ² "
+    "alone.",
     icon=":material/science:")
 
-st.subheader("The same in PyTorch")
-snippet_box = st.empty()
+snippet_box = folded("The same in PyTorch", "bl_code").empty()
 training_section(training_box, snippet_box, c, feature, settings.seed, settings.device,
                  settings.dtype)
 batch_section(batch_cols[0], batch_box, snippet_box, sample, redraws, feature, sweep)

@@ -26,7 +26,7 @@ from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import affine_panel
 from lnviz.ui.messages import refusal
-from lnviz.ui.pages import page_title
+from lnviz.ui.pages import folded, page_title
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -80,14 +80,13 @@ st.caption(grid_caption(grid, samples))
 # --- 2. Free sliders --------------------------------------------------------------------------
 # A fragment, like sections 3 and 5: γ and β (the sliders and the live panel) rerun this section
 # and the PyTorch code at the end alone. It is called last, once the code's container exists.
-free_box = st.container()
+free_box = folded("2 · Your own γ and β", "ss_part2")
 
 
 @st.fragment
 def free_section(box: DeltaGenerator, code: DeltaGenerator, samples: int, seed: int, device: str,
                  dtype: str) -> None:
     with box:
-        st.subheader("2 · Your own γ and β")
         cols = st.columns(2)
         gamma = cols[0].slider(
             "γ (scale)", -3.0, 3.0, FREE_GAMMA, 0.1, key="ss_gamma", bind="query-params",
@@ -117,7 +116,6 @@ def free_section(box: DeltaGenerator, code: DeltaGenerator, samples: int, seed: 
 # Sections 3 and 5 are fragments too: their controls rerun that section alone.
 @st.fragment
 def per_feature(x: torch.Tensor) -> None:
-    st.subheader("3 · One γ and β per feature")
     st.markdown(
         f"In a real layer γ and β are vectors with one entry per feature. Below, a batch of "
         f"{SAMPLES} samples × {FEATURES} features on very different scales (sidebar seed) is "
@@ -148,69 +146,70 @@ def per_feature(x: torch.Tensor) -> None:
 
 
 x, next_x = feature_batches(settings.seed, SAMPLES, FEATURES, settings.device, settings.dtype)
-per_feature(x)
+with folded("3 · One γ and β per feature", "ss_part3"):
+    per_feature(x)
 
 # --- 4. Undoing the normalization -------------------------------------------------------------
-st.subheader("4 · When γ and β can undo the normalization")
-st.markdown(
-    "Choose γ = √(σ² + ε) and β = μ, and γ·x̂ + β = (x − μ) + μ = x: the inputs those μ and σ "
-    "were computed from come back exactly. The formula tutorial reads this as the layer being able "
-    "to "
-    "learn the identity, so that adding a normalization would never take away something the "
-    "network could express. That holds only where μ and σ are the same for every input the "
-    "layer sees — BatchNorm in evaluation mode, with frozen running statistics. The recovering "
-    "γ and β need one value per group of the statistics. BatchNorm's statistics are per "
-    "feature, so its own per-feature γ_c, β_c can undo it, for this batch. LayerNorm's are per "
-    "sample: undoing it needs γ_n, β_n that change with every input, which are not parameters "
-    "at all; the best per-feature pair (a least-squares fit) still misses."
-)
-with refusal():
-    recoveries = {
-        "BatchNorm, per-feature γ_c, β_c": recover_input(x, "BatchNorm"),
-        "LayerNorm, best per-feature γ_c, β_c": recover_input(x, "LayerNorm"),
-        "LayerNorm, per-sample γ_n, β_n": recover_input(x, "LayerNorm", per="sample"),
-    }
-    following = recover_next_batch(x, next_x)
-cols = st.columns(len(recoveries))
-for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
-    col.metric(name, f"max |y − x| = {recovery.max_error:.2g}",
-               help="The largest difference between the input and the output of the "
-                    f"normalization with the recovering γ and β, in {settings.dtype}.")
-show_figure(charts.scale_shift.recovery_figure,
-            to_numpy(x), {name: r.output for name, r in recoveries.items()},
-            {name: r.max_error for name, r in recoveries.items()}, key="ss_recovery_chart")
-st.caption("Points on the dashed diagonal are recovered exactly (up to the rounding of the "
-           "sidebar's precision).")
+with folded("4 · When γ and β can undo the normalization", "ss_part4"):
+    st.markdown(
+        "Choose γ = √(σ² + ε) and β = μ, and γ·x̂ + β = (x − μ) + μ = x: the inputs those μ and σ "
+        "were computed from come back exactly. The formula tutorial reads this as the layer being "
+        "able to learn the identity, so that adding a normalization would never take away "
+        "something the network could express. That holds only where μ and σ are the same for "
+        "every input the layer sees — BatchNorm in evaluation mode, with frozen running "
+        "statistics. The recovering γ and β need one value per group of the statistics. "
+        "BatchNorm's statistics are per feature, so its own per-feature γ_c, β_c can undo it, for "
+        "this batch. LayerNorm's are per sample: undoing it needs γ_n, β_n that change with every "
+        "input, which are not parameters at all; the best per-feature pair (a least-squares fit) "
+        "still misses."
+    )
+    with refusal():
+        recoveries = {
+            "BatchNorm, per-feature γ_c, β_c": recover_input(x, "BatchNorm"),
+            "LayerNorm, best per-feature γ_c, β_c": recover_input(x, "LayerNorm"),
+            "LayerNorm, per-sample γ_n, β_n": recover_input(x, "LayerNorm", per="sample"),
+        }
+        following = recover_next_batch(x, next_x)
+    cols = st.columns(len(recoveries))
+    for col, (name, recovery) in zip(cols, recoveries.items(), strict=True):
+        col.metric(name, f"max |y − x| = {recovery.max_error:.2g}",
+                   help="The largest difference between the input and the output of the "
+                        f"normalization with the recovering γ and β, in {settings.dtype}.")
+    show_figure(charts.scale_shift.recovery_figure,
+                to_numpy(x), {name: r.output for name, r in recoveries.items()},
+                {name: r.max_error for name, r in recoveries.items()}, key="ss_recovery_chart")
+    st.caption("Points on the dashed diagonal are recovered exactly (up to the rounding of the "
+               "sidebar's precision).")
 
-st.markdown(
-    "**The same γ_c, β_c on the next batch.** In training mode BatchNorm normalizes every "
-    "batch with that batch's own μ_c and σ_c, so each output column ends at mean β_c and "
-    "deviation ≈ |γ_c| whatever the batch was: the batch's own mean and spread are gone. The "
-    "γ_c, β_c fitted above give the next batch (drawn from the same population) back only as "
-    "far as its statistics happen to match. In evaluation mode, with the running statistics "
-    "frozen at the first batch's, the layer is one fixed straight line per feature, and the "
-    "same γ_c, β_c undo it for every batch."
-)
-modes = {"training mode (the next batch's own μ, σ)": (following.training_output,
-                                                       following.training_error),
-         "evaluation mode (frozen μ, σ)": (following.eval_output, following.eval_error)}
-cols = st.columns(len(modes))
-for col, (name, (_, error)) in zip(cols, modes.items(), strict=True):
-    col.metric(f"Next batch, {name.split(' (')[0]}", f"max |y − x| = {error:.2g}",
-               help=f"BatchNorm in {name}: γ_c = √(σ_c² + ε) and β_c = μ_c fitted on the batch "
-                    f"above, applied to a new batch from the same population, in "
-                    f"{settings.dtype}.")
-show_figure(charts.scale_shift.recovery_figure,
-            to_numpy(next_x), {name: output for name, (output, _) in modes.items()},
-            {name: error for name, (_, error) in modes.items()}, key="ss_next_chart")
-st.caption("So BatchNorm in training mode does remove something the network could otherwise "
-           "express: how a batch's mean and spread differ from other batches'. LayerNorm "
-           "removes each sample's own mean and spread, in training and in evaluation alike.")
+    st.markdown(
+        "**The same γ_c, β_c on the next batch.** In training mode BatchNorm normalizes every "
+        "batch with that batch's own μ_c and σ_c, so each output column ends at mean β_c and "
+        "deviation ≈ |γ_c| whatever the batch was: the batch's own mean and spread are gone. The "
+        "γ_c, β_c fitted above give the next batch (drawn from the same population) back only as "
+        "far as its statistics happen to match. In evaluation mode, with the running statistics "
+        "frozen at the first batch's, the layer is one fixed straight line per feature, and the "
+        "same γ_c, β_c undo it for every batch."
+    )
+    modes = {"training mode (the next batch's own μ, σ)": (following.training_output,
+                                                           following.training_error),
+             "evaluation mode (frozen μ, σ)": (following.eval_output, following.eval_error)}
+    cols = st.columns(len(modes))
+    for col, (name, (_, error)) in zip(cols, modes.items(), strict=True):
+        col.metric(f"Next batch, {name.split(' (')[0]}", f"max |y − x| = {error:.2g}",
+                   help=f"BatchNorm in {name}: γ_c = √(σ_c² + ε) and β_c = μ_c fitted on the batch "
+                        f"above, applied to a new batch from the same population, in "
+                        f"{settings.dtype}.")
+    show_figure(charts.scale_shift.recovery_figure,
+                to_numpy(next_x), {name: output for name, (output, _) in modes.items()},
+                {name: error for name, (_, error) in modes.items()}, key="ss_next_chart")
+    st.caption("So BatchNorm in training mode does remove something the network could otherwise "
+               "express: how a batch's mean and spread differ from other batches'. LayerNorm "
+               "removes each sample's own mean and spread, in training and in evaluation alike.")
+
 
 # --- 5. Two betas in an LN-LSTM ---------------------------------------------------------------
 @st.fragment
 def two_betas_section(seed: int, device: str, dtype: str) -> None:
-    st.subheader("5 · Two betas that are really one (LN-LSTM)")
     st.markdown(
         "A layer-normalized LSTM normalizes the input term and the recurrent term separately and "
         "adds them: LN(Wx) + LN(Uh). If each LayerNorm keeps its own β, the two shifts are simply "
@@ -234,18 +233,19 @@ def two_betas_section(seed: int, device: str, dtype: str) -> None:
                "the split.", icon="✅")
 
 
-two_betas_section(settings.seed, settings.device, settings.dtype)
+with folded("5 · Two betas that are really one (LN-LSTM)", "ss_part5"):
+    two_betas_section(settings.seed, settings.device, settings.dtype)
 
 st.info(
-    "**Try this.** In part 2, set γ to −1: the histogram flips but its deviation stays 1 (up "
+    "**Try this.** Open part 2 and set γ to −1: the histogram flips but its deviation stays 1 (up "
     "to ε). In part 3, switch to LayerNorm and watch the orange markers leave the green "
     "targets; the caption names the feature that misses most. In part 4, change the sidebar's "
     "seed: the next batch's miss in training mode changes with the draw, the evaluation-mode "
     "one stays at rounding. In part 5, move the share from 0 to 1: β₁ and β₂ trade places, "
     "and the gate values on the right do not move at all.", icon="🧪")
 
-st.subheader("The same in PyTorch")
-free_section(free_box, st.empty(), samples, settings.seed, settings.device, settings.dtype)
+free_section(free_box, folded("The same in PyTorch", "ss_code").empty(), samples, settings.seed,
+             settings.device, settings.dtype)
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

@@ -43,7 +43,7 @@ from lnviz.ui import jobs
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
-from lnviz.ui.pages import page_title
+from lnviz.ui.pages import folded, page_title
 from lnviz.ui.state import current_settings, keep_in_range, run_stop_buttons
 
 settings = current_settings()
@@ -95,8 +95,8 @@ with st.container(border=True):
         "Normalize over the last … dims", list(range(1, ndim)), horizontal=True,
         key="sh_dims", bind="query-params",
         help="normalized_shape = x.shape[-k:]; the first dim always keeps its own statistics. "
-             "Whether the batch is left out depends on where the tensor keeps it: in seed "
-             "003's (words, batch, embedding) the last 2 dims include it.")
+             "Whether the batch is left out depends on where the tensor keeps it: in the "
+             "two-word notes' (words, batch, embedding) the last 2 dims include it.")
 st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
 note = batch_note(example, dims)
 if note:
@@ -123,212 +123,216 @@ st.code(layer_norm_snippet(view), language="python")
 
 # --- The two words with a batch of two
 # ---------------------------------------------------------------
-st.subheader("The two words with a batch of two")
-two = cached(seed_003_batch_of_two)
-st.markdown(
-    "The two-word notes type their words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1, "
-    "0.1]]])`"
-    " — (batch, words, embedding) = (1, 2, 3) — then turns it into (words, batch, embedding) "
-    "with `inputs.reshape(sequence_size, batch_size, embedding_size)` and takes its variance "
-    "(and, in its commented-out lines, its mean) over `dims = (-2, -1)`. With one sample both "
-    "steps happen to give the right numbers. Here the "
-    "same steps run on a batch of two: the notes' sample and a second one.\n\n"
-    "**1. `reshape` is not `permute`.** A reshape keeps the values in memory order and only "
-    "changes how they are indexed; moving a dim needs `permute(1, 0, 2)`. With two samples "
-    "the reshaped tensor files the words under the wrong labels:")
-st.dataframe(reshape_table(two), hide_index=True, key="sh_reshape")
-st.markdown(
-    "**2. `dims = (-2, -1)` pools the batch.** On (words, batch, embedding) the last two dims "
-    "are (batch, embedding): each word position gets one μ and σ² across both samples. Below, "
-    "the notes' sample is normalized alone (as in the notes) and beside the second sample "
-    "(permuted correctly, so only the dims differ):")
-st.dataframe(dependence_table(two), hide_index=True, key="sh_dependence",
-             column_config={"max |change|": st.column_config.NumberColumn(format="%.4f")})
-st.caption(batch_of_two_caption(two))
-st.code(batch_of_two_snippet(), language="python")
+with folded("The two words with a batch of two", "sh_part2"):
+    two = cached(seed_003_batch_of_two)
+    st.markdown(
+        "The two-word notes type their words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], [0.5, "
+        "0.1, 0.1]]])` — (batch, words, embedding) = (1, 2, 3) — then turn it into (words, batch, "
+        "embedding) with `inputs.reshape(sequence_size, batch_size, embedding_size)` and take "
+        "their variance (and, in their commented-out lines, their mean) over `dims = (-2, -1)`. "
+        "With one sample both steps happen to give the right numbers. Here the same steps run on "
+        "a batch of two: the notes' sample and a second one.\n\n**1. `reshape` is not `permute`.** "
+        "A reshape keeps the values in memory order and only changes how they are indexed; moving "
+        "a dim needs `permute(1, 0, 2)`. With two samples "
+        "the reshaped tensor files the words under the wrong labels:")
+    st.dataframe(reshape_table(two), hide_index=True, key="sh_reshape")
+    st.markdown(
+        "**2. `dims = (-2, -1)` pools the batch.** On (words, batch, embedding) the last two dims "
+        "are (batch, embedding): each word position gets one μ and σ² across both samples. Below, "
+        "the notes' sample is normalized alone (as in the notes) and beside the second sample "
+        "(permuted correctly, so only the dims differ):")
+    st.dataframe(dependence_table(two), hide_index=True, key="sh_dependence",
+                 column_config={"max |change|": st.column_config.NumberColumn(format="%.4f")})
+    st.caption(batch_of_two_caption(two))
+    st.code(batch_of_two_snippet(), language="python")
+
 
 # --- Transformer blocks -------------------------------------------------------------------------
-st.subheader("LayerNorm in a transformer block")
-st.markdown(
-    f"A block adds two sublayers to a {defined('residual stream')}: self-attention, then a "
-    "feed-forward "
-    "network. **Post-LN** (the original transformer) normalizes the stream after each "
-    "addition. **Pre-LN** normalizes only the copy each sublayer reads, and the stream itself "
-    "once, after the last block (GPT-2's `ln_f`), before the output head. Below, one random "
-    "batch (RMS ≈ 1) goes through the same stack of randomly initialised blocks arranged each "
-    "way; nothing is trained yet."
-)
-st.latex(
-    r"\text{post-LN:}\quad x_1 = \mathrm{LN}(x + \mathrm{Attn}(x)),\quad "
-    r"x' = \mathrm{LN}(x_1 + \mathrm{FFN}(x_1))"
-)
-st.latex(
-    r"\text{pre-LN:}\quad x_1 = x + \mathrm{Attn}(\mathrm{LN}(x)),\quad "
-    r"x' = x_1 + \mathrm{FFN}(\mathrm{LN}(x_1)),\quad \text{head reads } \mathrm{LN}_f(x_L)"
-)
-with st.container(border=True):
-    cols = st.columns(4)
-    depth = cols[0].slider("Depth (blocks)", 1, MAX_DEPTH, MAX_DEPTH, key="sh_depth",
-                           bind="query-params", help="How many blocks are stacked.")
-    d_model = cols[1].select_slider("d_model", [16, 32, 64, 128], value=64, key="sh_dmodel",
-                                    bind="query-params",
-                                    help="Width of the residual stream; the FFN has 4·d_model "
-                                         "hidden units. 16 tokens × 4 sequences go through.")
-    activation = cols[2].segmented_control(
-        "FFN activation", list(ACTIVATIONS), default="GELU", required=True, key="sh_act",
-        bind="query-params", help="The feed-forward network's non-linearity.")
-    gain = cols[3].select_slider(
-        "Init gain", [0.5, 1.0, 1.414, 2.0], value=1.0, key="sh_gain", bind="query-params",
-        help="Weights are drawn with standard deviation gain/√fan_in: 1 keeps a linear layer's "
-             "output as large as its input, 1.414 (√2) does so after a ReLU.")
-stack = StackConfig(depth=MAX_DEPTH, d_model=d_model, activation=activation, init_gain=gain,
-                    seed=settings.seed)
-with refusal():
-    # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
-    # slices the cached result.
-    with st.spinner("Sending the batch through the stack…"):
-        deepest = cached(depth_profiles, stack)
-    profiles = first_blocks(deepest, depth)
-show_figure(charts.shapes.depth_figure,
-            {v: profiles[v].stream for v in VARIANTS},
-            {v: profiles[v].attention for v in VARIANTS},
-            {v: profiles[v].ffn for v in VARIANTS}, key="sh_depth_chart")
-cols = st.columns(len(VARIANTS))
-for col, variant in zip(cols, VARIANTS, strict=True):
-    final = profiles[variant].stream[-1]
-    col.metric(f"{variant}: stream RMS after {depth} block{'s' * (depth > 1)}",
-               "overflow" if math.isnan(final) else f"{final:.3g}",
-               help="√(mean x²) of the residual stream leaving the last block"
-                    + (" (before ln_f)." if variant == "pre-LN" else "."))
-st.markdown("\n".join(f"- {line}" for line in depth_findings(profiles)))
-st.info(
-    "**Try this.** Move the gain to 0.5 and to 2, or switch the activation, and read the "
-    "sentences above again: they are recomputed from the curves. A flat stream in post-LN "
-    "only shows that LayerNorm was the last operation; whether a stack trains is a question "
-    "for its gradients and for training, below.", icon="🔍")
+with folded("LayerNorm in a transformer block", "sh_part3"):
+    st.markdown(
+        f"A block adds two sublayers to a {defined('residual stream')}: self-attention, then a "
+        "feed-forward "
+        "network. **Post-LN** (the original transformer) normalizes the stream after each "
+        "addition. **Pre-LN** normalizes only the copy each sublayer reads, and the stream itself "
+        "once, after the last block (GPT-2's `ln_f`), before the output head. Below, one random "
+        "batch (RMS ≈ 1) goes through the same stack of randomly initialised blocks arranged each "
+        "way; nothing is trained yet."
+    )
+    st.latex(
+        r"\text{post-LN:}\quad x_1 = \mathrm{LN}(x + \mathrm{Attn}(x)),\quad "
+        r"x' = \mathrm{LN}(x_1 + \mathrm{FFN}(x_1))"
+    )
+    st.latex(
+        r"\text{pre-LN:}\quad x_1 = x + \mathrm{Attn}(\mathrm{LN}(x)),\quad "
+        r"x' = x_1 + \mathrm{FFN}(\mathrm{LN}(x_1)),\quad \text{head reads } \mathrm{LN}_f(x_L)"
+    )
+    with st.container(border=True):
+        cols = st.columns(4)
+        depth = cols[0].slider("Depth (blocks)", 1, MAX_DEPTH, MAX_DEPTH, key="sh_depth",
+                               bind="query-params", help="How many blocks are stacked.")
+        d_model = cols[1].select_slider("d_model", [16, 32, 64, 128], value=64, key="sh_dmodel",
+                                        bind="query-params",
+                                        help="Width of the residual stream; the FFN has 4·d_model "
+                                             "hidden units. 16 tokens × 4 sequences go through.")
+        activation = cols[2].segmented_control(
+            "FFN activation", list(ACTIVATIONS), default="GELU", required=True, key="sh_act",
+            bind="query-params", help="The feed-forward network's non-linearity.")
+        gain = cols[3].select_slider(
+            "Init gain", [0.5, 1.0, 1.414, 2.0], value=1.0, key="sh_gain", bind="query-params",
+            help="Weights are drawn with standard deviation gain/√fan_in: 1 keeps a linear layer's "
+                 "output as large as its input, 1.414 (√2) does so after a ReLU.")
+    stack = StackConfig(depth=MAX_DEPTH, d_model=d_model, activation=activation, init_gain=gain,
+                        seed=settings.seed)
+    with refusal():
+        # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
+        # slices the cached result.
+        with st.spinner("Sending the batch through the stack…"):
+            deepest = cached(depth_profiles, stack)
+        profiles = first_blocks(deepest, depth)
+    show_figure(charts.shapes.depth_figure,
+                {v: profiles[v].stream for v in VARIANTS},
+                {v: profiles[v].attention for v in VARIANTS},
+                {v: profiles[v].ffn for v in VARIANTS}, key="sh_depth_chart")
+    cols = st.columns(len(VARIANTS))
+    for col, variant in zip(cols, VARIANTS, strict=True):
+        final = profiles[variant].stream[-1]
+        col.metric(f"{variant}: stream RMS after {depth} block{'s' * (depth > 1)}",
+                   "overflow" if math.isnan(final) else f"{final:.3g}",
+                   help="√(mean x²) of the residual stream leaving the last block"
+                        + (" (before ln_f)." if variant == "pre-LN" else "."))
+    st.markdown("\n".join(f"- {line}" for line in depth_findings(profiles)))
+    st.info(
+        "**Try this.** Move the gain to 0.5 and to 2, or switch the activation, and read the "
+        "sentences above again: they are recomputed from the curves. A flat stream in post-LN "
+        "only shows that LayerNorm was the last operation; whether a stack trains is a question "
+        "for its gradients and for training, below.", icon="🔍")
+
 
 # --- Gradients at initialization ----------------------------------------------------------------
-st.subheader("Gradients at initialization")
-st.markdown(
-    "The same batch and the same stack, arranged as post-LN and as pre-LN, now with a loss: "
-    "the head reads the last block's "
-    "output (through `ln_f` for pre-LN), a random linear map to 16 classes scores it "
-    "against random labels, and backpropagation gives every block's gradient. Each point is "
-    "‖∂L/∂θ‖ over all of that block's weights. The right panel repeats it for stacks of "
-    "1 to 48 blocks (the first blocks of the same stack).")
-with refusal(), st.spinner("Backpropagating through the stack…"):
-    norms = cached(gradient_norms, StackConfig(depth=depth, d_model=d_model,
-                                               activation=activation, init_gain=gain,
-                                               seed=settings.seed))
-    sweep = cached(depth_sweep, stack)
-show_figure(charts.shapes.gradient_figure, norms, sweep.depths, sweep.first, sweep.last,
-            key="sh_grad_chart")
-st.markdown("\n".join(f"- {line}" for line in gradient_findings(norms, sweep)))
-st.caption(
-    "Xiong et al. (2020) bound, for a simplified transformer at initialization, the gradient "
-    "of the last layer: for post-LN by a size that does not depend on the depth, for pre-LN "
-    "by one that shrinks like 1/√depth. They conclude that post-LN's parameters near the "
-    "output get large gradients, that a large learning rate on them makes the first steps "
-    "unstable, and that a warm-up of the learning rate avoids this. NormFormer (Shleifer et "
-    "al., 2021) reports that in "
-    "pre-LN language models the early layers' gradients are much larger than the later "
-    "ones', and adds extra norms to even them out. One stack is one random draw: change the "
-    "seed in the sidebar to see which of these numbers hold across draws.")
+with folded("Gradients at initialization", "sh_part4"):
+    st.markdown(
+        "The same batch and the same stack, arranged as post-LN and as pre-LN, now with a loss: "
+        "the head reads the last block's "
+        "output (through `ln_f` for pre-LN), a random linear map to 16 classes scores it "
+        "against random labels, and backpropagation gives every block's gradient. Each point is "
+        "‖∂L/∂θ‖ over all of that block's weights. The right panel repeats it for stacks of "
+        "1 to 48 blocks (the first blocks of the same stack).")
+    with refusal(), st.spinner("Backpropagating through the stack…"):
+        norms = cached(gradient_norms, StackConfig(depth=depth, d_model=d_model,
+                                                   activation=activation, init_gain=gain,
+                                                   seed=settings.seed))
+        sweep = cached(depth_sweep, stack)
+    show_figure(charts.shapes.gradient_figure, norms, sweep.depths, sweep.first, sweep.last,
+                key="sh_grad_chart")
+    st.markdown("\n".join(f"- {line}" for line in gradient_findings(norms, sweep)))
+    st.caption(
+        "Xiong et al. (2020) bound, for a simplified transformer at initialization, the gradient "
+        "of the last layer: for post-LN by a size that does not depend on the depth, for pre-LN "
+        "by one that shrinks like 1/√depth. They conclude that post-LN's parameters near the "
+        "output get large gradients, that a large learning rate on them makes the first steps "
+        "unstable, and that a warm-up of the learning rate avoids this. NormFormer (Shleifer et "
+        "al., 2021) reports that in "
+        "pre-LN language models the early layers' gradients are much larger than the later "
+        "ones', and adds extra norms to even them out. One stack is one random draw: change the "
+        "seed in the sidebar to see which of these numbers hold across draws.")
+
 
 # --- Training race ------------------------------------------------------------------------------
-st.subheader("A training race: post-LN against pre-LN")
-st.markdown(
-    "Two small transformers, identical but for where their LayerNorms sit (and pre-LN's "
-    "`ln_f`), learn to read 8 random digits and write them back (reversed, or as they are) "
-    "with Adam, from the same initial weights and on the same mini-batches of 32 sequences. "
-    "Every step draws a new batch and scores it before training on it, so the accuracy is "
-    "measured on sequences the model has not trained on. The curves grow as it runs, "
-    "**Stop** keeps what was learned so far, and the time it took is shown under them.")
-with st.container(border=True):
-    cols = st.columns(5)
-    race_depth = cols[0].select_slider(
-        "Blocks", [2, 4, 6, 8, 10, 12], value=6, key="sh_race_depth", bind="query-params",
-        help="Blocks in each model (d_model = 64, one attention head, 4·64 hidden units).")
-    lr = cols[1].select_slider(
-        "Learning rate", [1e-4, 3e-4, 1e-3, 3e-3, 1e-2], value=3e-3, key="sh_race_lr",
-        bind="query-params", format_func=lambda v: f"{v:g}",
-        help="Adam's step size after the warm-up.")
-    warmup = cols[2].select_slider(
-        "Warm-up steps", [0, 25, 50, 100, 200], value=0, key="sh_race_warmup",
-        bind="query-params",
-        help="The learning rate grows linearly from lr/warm-up to lr over these first steps; "
-             "0 starts at the full rate.")
-    steps = cols[3].number_input(
-        "Steps", min_value=10, max_value=600, value=200, step=50, key="sh_race_steps",
-        bind="query-params", help="Optimizer steps for each model.")
-    task = cols[4].segmented_control(
-        "Task", list(RACE_TASKS), default="reverse", required=True, key="sh_race_task",
-        bind="query-params",
-        help="reverse: output the digits backwards (attention has to move each one); copy: "
-             "output them as they are.")
-    run, stop = run_stop_buttons(
-        "sh_race", run_help="Train both models from scratch with these settings.",
-        stop_help="Stop the race; the curves so far are kept and shown.")
-race_config = None
-with refusal(stop=False):
-    race_config = RaceConfig(depth=int(race_depth), lr=float(lr), warmup=min(int(warmup),
-                             int(steps)), steps=int(steps), task=task, seed=settings.seed)
-if stop and not jobs.stop(RACE):
-    st.toast("Nothing is training.")
-if run and race_config is not None:
-    jobs.start(RACE, race_config, Race(race_config))
+with folded("A training race: post-LN against pre-LN", "sh_part5"):
+    st.markdown(
+        "Two small transformers, identical but for where their LayerNorms sit (and pre-LN's "
+        "`ln_f`), learn to read 8 random digits and write them back (reversed, or as they are) "
+        "with Adam, from the same initial weights and on the same mini-batches of 32 sequences. "
+        "Every step draws a new batch and scores it before training on it, so the accuracy is "
+        "measured on sequences the model has not trained on. The curves grow as it runs, "
+        "**Stop** keeps what was learned so far, and the time it took is shown under them.")
+    with st.container(border=True):
+        cols = st.columns(5)
+        race_depth = cols[0].select_slider(
+            "Blocks", [2, 4, 6, 8, 10, 12], value=6, key="sh_race_depth", bind="query-params",
+            help="Blocks in each model (d_model = 64, one attention head, 4·64 hidden units).")
+        lr = cols[1].select_slider(
+            "Learning rate", [1e-4, 3e-4, 1e-3, 3e-3, 1e-2], value=3e-3, key="sh_race_lr",
+            bind="query-params", format_func=lambda v: f"{v:g}",
+            help="Adam's step size after the warm-up.")
+        warmup = cols[2].select_slider(
+            "Warm-up steps", [0, 25, 50, 100, 200], value=0, key="sh_race_warmup",
+            bind="query-params",
+            help="The learning rate grows linearly from lr/warm-up to lr over these first steps; "
+                 "0 starts at the full rate.")
+        steps = cols[3].number_input(
+            "Steps", min_value=10, max_value=600, value=200, step=50, key="sh_race_steps",
+            bind="query-params", help="Optimizer steps for each model.")
+        task = cols[4].segmented_control(
+            "Task", list(RACE_TASKS), default="reverse", required=True, key="sh_race_task",
+            bind="query-params",
+            help="reverse: output the digits backwards (attention has to move each one); copy: "
+                 "output them as they are.")
+        run, stop = run_stop_buttons(
+            "sh_race", run_help="Train both models from scratch with these settings.",
+            stop_help="Stop the race; the curves so far are kept and shown.")
+    race_config = None
+    with refusal(stop=False):
+        race_config = RaceConfig(depth=int(race_depth), lr=float(lr), warmup=min(int(warmup),
+                                 int(steps)), steps=int(steps), task=task, seed=settings.seed)
+    if stop and not jobs.stop(RACE):
+        st.toast("Nothing is training.")
+    if run and race_config is not None:
+        jobs.start(RACE, race_config, Race(race_config))
 
-race_slot = st.empty()
-if jobs.running(RACE) is not None:
-    with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
-        jobs.run_to_end(RACE, lambda now: race_slot.plotly_chart(
-            charts.shapes.race_figure(now.curves, race_config.steps, race_config.warmup),
-            key=f"sh_race_live_{sum(len(c['loss']) for c in now.curves.values())}"))
-result, current = jobs.finished(RACE, race_config)
-if result is None:
-    race_slot.info("Press **Run** to start the race.", icon="▶️")
-else:
-    if not current:
-        st.info("The race below ran with other settings; press **Run** to race with the "
-                "current ones.", icon="ℹ️")
-    with race_slot.container():
-        show_figure(charts.shapes.race_figure, result.curves, result.config.steps,
-                    result.config.warmup, key="sh_race_chart")
-    if result.stopped:
-        st.warning(f"Stopped after {result.steps_done} of {result.config.steps} steps.",
-                   icon="⏹️")
-    cols = st.columns(len(COMPARED))
-    for col, variant in zip(cols, COMPARED, strict=True):
-        solved = result.solved_at(variant)
-        col.metric(f"{variant}: 90 % token accuracy at step",
-                   str(solved) if solved else "not reached",
-                   help="The first step at which the accuracy, averaged over 10 steps, reached "
-                        "90 %.")
-    st.markdown("\n".join(f"- {line}" if i else line
-                          for i, line in enumerate(race_findings(result))))
-    st.caption(f"{result.seconds:.1f} s of wall-clock time for both models on this server's "
-               "CPU, which other work shares: a rough guide, not a benchmark.")
+    race_slot = st.empty()
+    if jobs.running(RACE) is not None:
+        with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
+            jobs.run_to_end(RACE, lambda now: race_slot.plotly_chart(
+                charts.shapes.race_figure(now.curves, race_config.steps, race_config.warmup),
+                key=f"sh_race_live_{sum(len(c['loss']) for c in now.curves.values())}"))
+    result, current = jobs.finished(RACE, race_config)
+    if result is None:
+        race_slot.info("Press **Run** to start the race.", icon="▶️")
+    else:
+        if not current:
+            st.info("The race below ran with other settings; press **Run** to race with the "
+                    "current ones.", icon="ℹ️")
+        with race_slot.container():
+            show_figure(charts.shapes.race_figure, result.curves, result.config.steps,
+                        result.config.warmup, key="sh_race_chart")
+        if result.stopped:
+            st.warning(f"Stopped after {result.steps_done} of {result.config.steps} steps.",
+                       icon="⏹️")
+        cols = st.columns(len(COMPARED))
+        for col, variant in zip(cols, COMPARED, strict=True):
+            solved = result.solved_at(variant)
+            col.metric(f"{variant}: 90 % token accuracy at step",
+                       str(solved) if solved else "not reached",
+                       help="The first step at which the accuracy, averaged over 10 steps, reached "
+                            "90 %.")
+        st.markdown("\n".join(f"- {line}" if i else line
+                              for i, line in enumerate(race_findings(result))))
+        st.caption(f"{result.seconds:.1f} s of wall-clock time for both models on this server's "
+                   "CPU, which other work shares: a rough guide, not a benchmark.")
+
 
 # --- What each arrangement costs ---------------------------------------------------------------
-st.subheader("What each arrangement costs")
-st.markdown(
-    "- **Post-LN** keeps the stream at a fixed scale and normalizes what the next block and "
-    "the head read. Its cost is at the start of training: Xiong et al. (2020) argue that its "
-    "gradients near the output are large at initialization and report that, without a "
-    "learning-rate warm-up, it trained much worse in their experiments; deep post-LN stacks "
-    "are harder still (Liu et al., 2020). The race above lets you try warm-up against no "
-    "warm-up.\n"
-    "- **Pre-LN** trained without warm-up in Xiong et al.'s experiments and is what GPT-2 and "
-    "most later models use. Its costs: its stream grows with depth (the forward chart shows "
-    "how fast for this stack), so each later block changes it relatively less; its gradients "
-    "at initialization tend to be larger in the first blocks than in the last (the gradient "
-    "chart shows whether this stack's are); and it needs the extra `ln_f` before the head. "
-    "Several papers report that a post-LN model that does train can end up slightly better "
-    "(e.g. Liu et al., 2020; Takase et al., 2022).\n"
-    "- **Residual scaling** is a third way: DeepNorm (Wang et al., 2022) keeps post-LN but "
-    "computes LN(α·x + F(x)) with α > 1 and smaller initial weights in the sublayers, and "
-    "trains transformers with up to 1,000 layers that way.")
-st.code(block_snippet(d_model, activation), language="python")
+with folded("What each arrangement costs", "sh_part6"):
+    st.markdown(
+        "- **Post-LN** keeps the stream at a fixed scale and normalizes what the next block and "
+        "the head read. Its cost is at the start of training: Xiong et al. (2020) argue that its "
+        "gradients near the output are large at initialization and report that, without a "
+        "learning-rate warm-up, it trained much worse in their experiments; deep post-LN stacks "
+        "are harder still (Liu et al., 2020). The race above lets you try warm-up against no "
+        "warm-up.\n"
+        "- **Pre-LN** trained without warm-up in Xiong et al.'s experiments and is what GPT-2 and "
+        "most later models use. Its costs: its stream grows with depth (the forward chart shows "
+        "how fast for this stack), so each later block changes it relatively less; its gradients "
+        "at initialization tend to be larger in the first blocks than in the last (the gradient "
+        "chart shows whether this stack's are); and it needs the extra `ln_f` before the head. "
+        "Several papers report that a post-LN model that does train can end up slightly better "
+        "(e.g. Liu et al., 2020; Takase et al., 2022).\n"
+        "- **Residual scaling** is a third way: DeepNorm (Wang et al., 2022) keeps post-LN but "
+        "computes LN(α·x + F(x)) with α > 1 and smaller initial weights in the sublayers, and "
+        "trains transformers with up to 1,000 layers that way.")
+    st.code(block_snippet(d_model, activation), language="python")
+
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

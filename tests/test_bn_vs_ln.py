@@ -443,7 +443,7 @@ def test_training_controls_change_the_running_statistics():
 
 
 def test_page_adds_covariate_shift_and_the_generalization_claim(page):
-    assert any(h.value.startswith("4 · Why does BatchNorm help?") for h in page.subheader)
+    assert any(e.label.startswith("4 · Why does BatchNorm help?") for e in page.expander)
     text = " ".join(m.value for m in page.markdown)
     assert "internal covariate shift" in text and "Santurkar et al. (2018" in text
     assert "smoother optimization landscape" in text
@@ -540,3 +540,18 @@ def test_the_articles_batch_size_one_at_inference_is_named_as_no_problem():
     text = " ".join(m.value for m in open_page(PAGE).markdown)
     assert "“batch size is 1 (during inference)”" in text
     assert "In evaluation mode a batch of one is no problem" in text
+
+
+def test_the_page_opens_on_part_one_and_folds_the_rest():
+    """One thing to do on the first screen (part 1); the other parts fold, and open from the URL
+    so that a shared link opens the same ones."""
+    at = open_page(PAGE)
+    assert [h.value for h in at.subheader][:1] == ["1 · Which values share one μ and σ"]
+    parts = [e for e in at.expander if e.label[0].isdigit() or e.label == "The same in PyTorch"]
+    assert [e.label for e in parts] == [
+        "2 · One sample, many batches", "3 · Training mode vs evaluation mode",
+        "4 · Why does BatchNorm help? The story and the evidence", "The same in PyTorch"]
+    assert not any(e.proto.expanded for e in parts)
+    opened = open_page(PAGE, {"bl_part2": "true"})
+    assert opened.session_state["bl_part2"] is True
+    assert [e.proto.expanded for e in opened.expander if e.label.startswith("2 ·")] == [True]

@@ -288,10 +288,13 @@ class FragmentControl(NamedTuple):
     setup: str | None = None
 
 
+#: The folded pages with the parts that hold their controls open (lnviz.ui.pages.folded).
+BN_VS_LN = "/bn_vs_ln?bl_part2=true&bl_part3=true"
+SCALE_SHIFT = "/scale_shift?ss_part2=true&ss_part3=true"
 FRAGMENT_CONTROLS = {
     "gradients-shift": FragmentControl("/gradients", "slider", "Shift", "3.50", r"gr_shift=3\.5"),
-    "scale-shift-gamma0": FragmentControl("/scale_shift", "slider", "γ_0", "0.60",
-                                          r"ss_g0=0\.6"),
+    # the parts of a folded page that hold the controls are opened by the address
+    "scale-shift-gamma0": FragmentControl(SCALE_SHIFT, "slider", "γ_0", "0.60", r"ss_g0=0\.6"),
     "epsilon-cancellation": FragmentControl("/epsilon", "slider", "Row length", "1024",
                                             r"ep_csize=1024", nth=1),
     "padding-feature": FragmentControl("/padding", "select", "Feature", "2", r"pd_feat=2"),
@@ -304,11 +307,11 @@ FRAGMENT_CONTROLS = {
     "training-gate": FragmentControl(
         "/ln_lstm?tr_models=LSTM&tr_seeds=1&tr_steps=2&tr_hidden=16", "radio", "Gate",
         "forget f", r"tr_gate=forget(\+|%20)f", setup="Run"),
-    "bn-vs-ln-n": FragmentControl("/bn_vs_ln", "slider", "N (batch size)", "5", r"bl_n=5"),
-    "bn-vs-ln-batch-size": FragmentControl("/bn_vs_ln", "slider", "Batch size", "9", r"bl_b=9"),
-    "bn-vs-ln-steps": FragmentControl("/bn_vs_ln", "slider", "Training steps k", "11",
+    "bn-vs-ln-n": FragmentControl(BN_VS_LN, "slider", "N (batch size)", "5", r"bl_n=5"),
+    "bn-vs-ln-batch-size": FragmentControl(BN_VS_LN, "slider", "Batch size", "9", r"bl_b=9"),
+    "bn-vs-ln-steps": FragmentControl(BN_VS_LN, "slider", "Training steps k", "11",
                                       r"bl_steps=11"),
-    "scale-shift-gamma": FragmentControl("/scale_shift", "slider", "γ (scale)", "1.60",
+    "scale-shift-gamma": FragmentControl(SCALE_SHIFT, "slider", "γ (scale)", "1.60",
                                          r"ss_gamma=1\.6"),
     "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "1e-4",
                                    r"ep_eps=1e-4"),
@@ -479,7 +482,7 @@ def test_a_sidebar_control_reruns_the_whole_page(hooked: Page, server: str) -> N
 def test_the_pytorch_code_follows_both_fragments_that_draw_it(page: Page, server: str) -> None:
     """BatchNorm vs LayerNorm's code shows the batch size and the training steps, two
     fragments' controls: a run of one fragment must not bring back the other's old value."""
-    steps = _open_fragment_control(page, server + "/bn_vs_ln", FRAGMENT_CONTROLS["bn-vs-ln-steps"])
+    steps = _open_fragment_control(page, server + BN_VS_LN, FRAGMENT_CONTROLS["bn-vs-ln-steps"])
     batch = _fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
     # one code block, which both fragments redraw: never two
     code = page.locator('[data-testid="stCode"]', has_text="torch.nn.BatchNorm1d")
@@ -532,7 +535,7 @@ def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -
     and the chart follow."""
     from lnviz.lessons.scale_shift import scale_shift_grid
 
-    page.goto(server + "/scale_shift")
+    page.goto(server + SCALE_SHIFT)
     panel = page.locator(".lv-affine")
     expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     wait_idle(page)
@@ -743,7 +746,8 @@ def test_the_batch_panels_release_settles_on_lnviz_and_moves_the_page(page: Page
 def test_the_batch_panel_works_with_the_keyboard(page: Page, server: str) -> None:
     """ArrowRight on the live control moves it to 9, announces "batch size = 9", and settles."""
     panel = _open_batches(page, server)
-    tables = page.locator('[data-testid="stExpander"]', has_text="Data behind this figure")
+    # each figure's own fold, by its label (a folded part of the page holds some of them)
+    tables = page.locator('[data-testid="stExpander"] summary', has_text="Data behind this figure")
     expect(tables).to_have_count(4)  # the figures of sections 2 and 3 (the cubes have none)
     control = page.get_by_role("slider", name="Batch size, live")
     expect(control).to_have_attribute("aria-valuetext", "batch size = 8")
@@ -793,18 +797,19 @@ class KeyCase(NamedTuple):
 KEY_CASES = {
     "explorer-gamma": KeyCase("/explorer", ".lv-root", "γ (scale), live", "ArrowLeft", 25,
                               r"gamma=-1\.5", "gamma", -1.5),
-    "scale-shift-beta": KeyCase("/scale_shift", ".lv-affine", "β (shift), live", "ArrowRight", 20,
-                                r"ss_beta=2\.5", "beta", 2.5),
+    "scale-shift-beta": KeyCase(SCALE_SHIFT, ".lv-affine", "β (shift), live", "ArrowRight",
+                                20, r"ss_beta=2\.5", "beta", 2.5),
     # 14 presses from ε = 1e-5 (the 9th of EPSILONS): the last 6 meet the end of the range
     "epsilon-eps": KeyCase("/epsilon", ".lv-sweep", "ε (epsilon), live", "ArrowLeft", 14,
                            r"ep_eps=0(\.0)?", "eps", 0),
-    "bn-vs-ln-batch": KeyCase("/bn_vs_ln", ".lv-batches", "Batch size, live", "ArrowRight", 12,
+    "bn-vs-ln-batch": KeyCase(BN_VS_LN, ".lv-batches", "Batch size, live", "ArrowRight", 12,
                               r"bl_b=20", "batch", 20),
 }
 
 
 def _open_panel(page: Page, server: str, case: KeyCase, query: str = ""):
-    page.goto(f"{server}{case.path}{query}")
+    joined = query.replace("?", "&", 1) if "?" in case.path else query
+    page.goto(f"{server}{case.path}{joined}")
     panel = page.locator(case.panel)
     expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     wait_idle(page)

@@ -453,3 +453,16 @@ def test_the_pages_snippet_runs_and_gives_the_pages_numbers(query):
     for share in (0.0, 0.3, 1.0):
         split = two_betas(wx, uh, *split_bias(b, share))
         np.testing.assert_allclose(split.separate, gates, atol=1e-5)
+
+
+def test_the_page_opens_on_part_one_and_folds_the_rest():
+    at = open_page(PAGE)
+    assert [h.value for h in at.subheader][:1] == ["1 · Nine choices of γ and β"]
+    parts = [e for e in at.expander if e.label[0].isdigit() or e.label == "The same in PyTorch"]
+    assert [e.label for e in parts] == [
+        "2 · Your own γ and β", "3 · One γ and β per feature",
+        "4 · When γ and β can undo the normalization",
+        "5 · Two betas that are really one (LN-LSTM)", "The same in PyTorch"]
+    assert not any(e.proto.expanded for e in parts)
+    opened = open_page(PAGE, {"ss_part2": "true"})
+    assert [e.proto.expanded for e in opened.expander if e.label.startswith("2 ·")] == [True]

@@ -138,3 +138,19 @@ def test_home_lists_every_glossary_term() -> None:
     at = open_page("app_pages/home.py")
     listed = " ".join(m.value for m in at.expander[0].markdown)
     assert all(f"**{term}**: {meaning}." in listed for term, meaning in GLOSSARY.items())
+
+
+def test_no_string_a_learner_may_read_names_the_project_s_source_notes_by_number() -> None:
+    """"Seed 003" means nothing to a learner (and reads like the sidebar's random seed): every
+    string outside a docstring — split over lines or not — names a source by what it is."""
+    found = []
+    for path in sorted([*(ROOT / "app_pages").glob("*.py"), *(ROOT / "lnviz").rglob("*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and id(node) not in docstrings
+                  and re.search(r"(?i)\bseed 00\d|\bthe seed's\b", node.value)]
+    assert found == []

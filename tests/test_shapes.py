@@ -754,3 +754,14 @@ def test_one_block_reads_as_one_block():
     assert "post-LN: stream RMS after 1 block" in labels
     markdown = "\n".join(m.value for m in at.markdown)
     assert "in 1 block:" in markdown and "block 1's gradient norm" not in markdown
+
+
+def test_the_page_opens_on_normalized_shape_and_folds_the_rest():
+    at = open_page(PAGE)
+    assert [h.value for h in at.subheader][:1] == ["normalized_shape: which values share μ and σ"]
+    parts = [e for e in at.expander if e.proto.query_param_key.startswith("sh_part")]
+    assert [e.label for e in parts] == [
+        "The two words with a batch of two", "LayerNorm in a transformer block",
+        "Gradients at initialization", "A training race: post-LN against pre-LN",
+        "What each arrangement costs"]
+    assert not any(e.proto.expanded for e in parts)

@@ -424,7 +424,7 @@ permuted = inputs.permute(1, 0, 2)  # what it meant: (words, batch, embedding)
 print(torch.equal(reshaped, permuted))  # False: reshape only relabels memory
 print(reshaped[0, 1].tolist())  # sample 0's word 1, filed as word 0 of sample 1
 
-alone = F.layer_norm(inputs[:1].permute(1, 0, 2), (1, 3))[:, 0]  # the seed: batch of one
+alone = F.layer_norm(inputs[:1].permute(1, 0, 2), (1, 3))[:, 0]  # the notes: batch of one
 pooled = F.layer_norm(permuted, (2, 3))[:, 0]  # dims=(-2, -1): sample 0 beside sample 1
 per_word = F.layer_norm(permuted, (3,))[:, 0]  # dims=-1: one μ per word of each sample
 print((pooled - alone).abs().max().item() > 0.1)  # True: sample 1 moved sample 0's output
