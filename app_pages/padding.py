@@ -21,6 +21,7 @@ from lnviz.lessons.padding import (
     padding_outputs,
     padding_snippet,
     padding_sweep,
+    sigma_path,
 )
 from lnviz.limits import PADDING_MAX_D_MODEL, PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 from lnviz.ui.cache import cached
@@ -154,12 +155,13 @@ else:
 # --- The sweep --------------------------------------------------------------------------------
 # A fragment: the Feature control reruns this section alone.
 @st.fragment
-def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int) -> None:
+def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int, pad_value: float) -> None:
     st.subheader("2 · More padding, more drift")
     st.markdown(
         "Keep this batch's real tokens and put more and more pads beside them. BatchNorm's mean "
-        "slides toward the pad value, its σ first widens and then collapses, and every real "
-        "token's output moves. Masked BatchNorm and LayerNorm stay exactly where they were."
+        "slides toward the pad value; its σ widens at first if the pad value lies more than one "
+        "σ from the real tokens' mean, and shrinks once the pads dominate; every real token's "
+        "output moves. Masked BatchNorm and LayerNorm stay exactly where they were."
         if stats.masked_ok else
         "Keep this batch's single real token and put more and more pads beside it. BatchNorm's "
         "mean (from one pad on) slides toward the pad value. With one real token there is no "
@@ -175,6 +177,9 @@ def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int) -> None:
                 sweep.std_with_pad[:, feature], sweep.std_masked[:, feature], sweep.drift_with_pad,
                 sweep.drift_masked, sweep.drift_layer_norm, current=stats.pad_fraction,
                 feature=feature, key="pd_sweep")
+    path = sigma_path(sweep, feature, pad_value)
+    if path:
+        st.caption(path)
     moved = float(sweep.drift_layer_norm.max())
     tried = f"{len(sweep.pads)} amounts of padding (up to {int(sweep.pads.max())} pads)"
     if moved == 0.0:
@@ -189,7 +194,7 @@ def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int) -> None:
                   if stats.masked_ok else ""))
 
 
-sweep_section(stats, sweep, d)
+sweep_section(stats, sweep, d, float(pad_value))
 
 # --- LayerNorm on the pad token ---------------------------------------------------------------
 # A fragment, like section 2: ε, γ and β rerun this section and the PyTorch code at the end

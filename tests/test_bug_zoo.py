@@ -275,13 +275,15 @@ def test_feedback_for_every_choice_on_i():
     # allowed at x = 3: ATOL + RTOL·1.22 + 8 ulps of 3 over σ
     allowed = ATOL + RTOL / math.sqrt(SIGMA2) + 8 * 2**-23 * 3 / math.sqrt(SIGMA2 + 1e-5)
     assert not answers["A"].right and answers["A"].text.startswith(
-        f"A does not match torch here (|diff| reaches 0.22 where float32 rounding allows "
+        f"A does not match torch here (|diff| reaches 0.22 where the float32 tolerance allows "
         f"{allowed:.2g}). The slip: unbiased variance.")
     assert "At ε = 1e-05, [1, 2, 3] gives [−1, 0, 1] where torch gives [−1.22, 0, 1.22]." in (
         answers["A"].text)
     # not chosen, matches: wrong, with why here and where it breaks
     assert not answers["B"].right and answers["B"].text.startswith(
-        "B does match torch here (max |diff| 5.8e-06, inside float32 rounding).")
+        "B does match torch here (max |diff| 5.8e-06, inside the float32 tolerance of "
+        "torch.testing.assert_close).")
+    assert "the slip is there, too small for the check to see" in answers["B"].text
     assert ("[1, 2, 3] gives [−1.22473, 0, 1.22473] where torch gives [−1.22474, 0, 1.22474]"
             in answers["B"].text)
     assert "the smallest is 0.816" in answers["B"].text

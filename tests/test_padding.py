@@ -553,3 +553,27 @@ def test_which_norms_let_a_real_token_notice_the_pad(norm, dims, notices):
     assert (change > 0.01) if notices else (change == 0.0), change
     text = " ".join(m.value for m in open_page("app_pages/padding.py").markdown)
     assert "over the last dim, each token's features" in text and "neither takes a mask" in text
+
+
+def test_sigma_with_the_pads_widens_first_only_when_the_pad_is_over_a_sigma_away():
+    """σ²(f) = (1 − f)σ² + f(1 − f)(μ − p)²: it rises at first iff (μ − p)² > σ². The page said
+    "σ first widens" for every feature; a feature whose real values sit within one σ of the pad
+    only shrinks, and the page now says which, from the sweep."""
+    from lnviz.lessons.padding import sigma_path
+
+    seen = set()
+    for seed in range(4):
+        values, mask = padded_batch(4, 4, max_len=8, pad_value=0.0, seed=seed)
+        batch = Batch(values, "NLC", mask)
+        sweep = padding_sweep(batch, 0.0)
+        for feature in range(4):
+            real = values[mask][:, feature].astype(np.float64)
+            widens = bool(real.mean() ** 2 > real.var())
+            assert abs(real.mean() ** 2 - real.var()) > 0.05 * real.var()  # no borderline case
+            std = sweep.std_with_pad[:, feature]
+            std = std[np.isfinite(std)]
+            assert (std.max() > std[0] * (1 + 1e-4)) == widens  # the sweep follows the formula
+            text = sigma_path(sweep, feature, 0.0)
+            assert ("first widens" in text) == widens and ("only shrinks" in text) != widens
+            seen.add(widens)
+    assert seen == {True, False}  # both cases occur

@@ -13,7 +13,7 @@ the code that ran (the tests also run that text on its own, with nothing but ``t
 two words, the transformer article's
   padded batch, or a seeded random tensor; each optionally moved far from zero.
 * :func:`compare` — every implementation against ``torch.nn.LayerNorm`` on that input: the
-  per-element |variant − torch|, its maximum, and whether it is within float32 rounding.
+  per-element |variant − torch|, its maximum, and whether it is within the float32 tolerance.
 * :func:`feedback` — the answer to "which of these match torch?", choice by choice: right or
   wrong, the slip, and for a slip that happens to match on this input, why, and an input where
   it does not (computed, not asserted).
@@ -415,7 +415,8 @@ def _why_here(letter: str, zoo: ZooInput, result: ZooResult) -> str:
         std = x.var(dim=-1, correction=0).sqrt()
         smallest = float(std[std > 0].min()) if (std > 0).any() else 0.0
         return (f"Here ε = {result.eps:g} is small next to every nonzero σ (the smallest is "
-                f"{smallest:.3g}), so σ + ε and √(σ² + ε) agree to within rounding.")
+                f"{smallest:.3g}), so σ + ε and √(σ² + ε) differ by less than the float32 "
+                "tolerance: the slip is there, too small for the check to see.")
     if letter == "A":
         largest = float(x.var(dim=-1, correction=0).max())
         if result.eps > largest:
@@ -468,11 +469,12 @@ class Feedback:
 def _verdict(comparison: Comparison, chosen: bool) -> str:
     letter, (diff, allowed) = comparison.letter, comparison.worst
     if comparison.matches:
-        numbers = f"max |diff| {_size(comparison.max_diff)}, inside float32 rounding"
+        numbers = (f"max |diff| {_size(comparison.max_diff)}, inside the float32 tolerance "
+                   "of torch.testing.assert_close")
     elif comparison.nonfinite:
         numbers = f"{comparison.nonfinite} of {comparison.diff.size} outputs are NaN or inf"
     else:
-        numbers = f"|diff| reaches {diff:.2g} where float32 rounding allows {allowed:.2g}"
+        numbers = f"|diff| reaches {diff:.2g} where the float32 tolerance allows {allowed:.2g}"
     if comparison.matches:
         return (f"Right: {letter} matches torch here ({numbers})." if chosen else
                 f"{letter} does match torch here ({numbers}).")

@@ -380,7 +380,8 @@ def describe_check(check: TorchCheck, spec: NormSpec, dtype: str,
             f"This input is too ill-conditioned for {dtype} to settle the comparison: its values "
             f"sit so far from their groups' means, next to their spread, that rounding alone "
             f"may move an output by {check.tolerance:.3g}, more than a tenth of the outputs' "
-            f"size ({check.scale:.3g}). Against {reference}, lnviz is off by "
+            f"scale ({check.scale:.3g}: their largest |value|, or 1 when that is smaller). "
+            f"Against {reference}, lnviz is off by "
             f"{check.lnviz_error:.3g} and torch by {check.torch_error:.3g}; {closer}, and they "
             f"differ from each other by {check.difference:.3g}. {remedy}{undefined}")
     if check.lnviz_ok and check.torch_ok:
@@ -689,8 +690,11 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
                if math.isfinite(ex.rounding)
                else "more than their group's whole spread (distinct values became equal)")
             + f": they carry more digits than {dtype} keeps ({_DIGITS.get(dtype, '')}). The "
-            "normalized values move by as much, and lnviz and torch agree on the rounded "
-            "input. Choose float64 under Precision in the sidebar.")
+            "normalized values move by as much, "
+            + ("and lnviz and torch agree on the rounded input. " if ex.agrees_with_torch else
+               "and both lnviz and torch start from the rounded input (the comparison below "
+               "says how far they then differ). ")
+            + "Choose float64 under Precision in the sidebar.")
     own = ex.nonfinite_inputs - ex.overflowed_inputs
     if own > 0:
         notes.append(
@@ -750,7 +754,8 @@ def _nonfinite_output_cause(ex: Exploration, spec: NormSpec, dtype: str, largest
     if spec.eps == 0 and bool((ex.result.var == 0).any()):
         return ("With ε = 0, a group whose values are all equal has σ² = 0, so x − μ = 0 is "
                 "divided by √0 = 0, and in floating point 0/0 is NaN: the formula has no value "
-                "there (torch's BatchNorm and InstanceNorm kernels return 0 by convention). "
+                "there (torch's InstanceNorm returns 0 by convention; its BatchNorm refuses "
+                "ε = 0 in training mode and gives NaN in evaluation mode). "
                 "ε > 0 is what gives such a group an output: 0/√ε = 0.")
     if not bool(torch.isfinite(rstd).all()):
         return (f"1/√(σ²+ε) is too large for {dtype} in some groups (σ² + ε is below "
@@ -876,9 +881,9 @@ def shared_outputs(ex: Exploration, spec: NormSpec, batch: Batch) -> str | None:
             note += (f": each is a + b·{_vector(p)} with its own a and b > 0 ("
                      + "; ".join(examples) + ")")
         return note + (f", and LayerNorm removes exactly that: subtracting each {one}'s mean "
-                       f"takes away a, dividing by its deviation takes away b, and only the "
-                       f"shape is left. After LayerNorm these {one}s can no longer be told "
-                       "apart by their mean or scale.")
+                       f"takes away a and leaves b·(p − mean(p)), dividing by its deviation "
+                       f"takes away b, and only the shape is left. After LayerNorm these "
+                       f"{one}s can no longer be told apart by their mean or scale.")
     if fits:
         note += (f": each is b·{_vector(p)} with its own b > 0 (" + "; ".join(examples) + ")")
     return note + (f", and RMSNorm removes only that scale b. It subtracts no mean, so {one}s "

@@ -54,6 +54,7 @@ __all__ = [
     "padding_outputs",
     "padding_snippet",
     "padding_sweep",
+    "sigma_path",
 ]
 
 #: Padded shares of the batch tried by :func:`padding_sweep`: none up to nine pads in ten.
@@ -266,6 +267,29 @@ class PaddingSweep:
     drift_layer_norm: np.ndarray
 
 
+def sigma_path(sweep: PaddingSweep, feature: int, pad_value: float) -> str:
+    """What BatchNorm's σ (pads counted) does as pads are added, for ``feature``, with the reason.
+
+    With a share f of pads at value p beside real values of mean μ and deviation σ,
+    σ²(f) = (1 − f)·σ² + f(1 − f)·(μ − p)²: it rises at first exactly when (μ − p)² > σ², that is
+    when the pad value lies more than one σ from the real values' mean, and falls once the pads
+    dominate."""
+    std, real_mean, real_std = (sweep.std_with_pad[:, feature], sweep.mean_masked[0, feature],
+                                sweep.std_masked[0, feature])
+    shown = std[np.isfinite(std)]
+    if shown.size < 2 or not (np.isfinite(real_mean) and np.isfinite(real_std)):
+        return ""
+    distance = abs(float(real_mean) - pad_value)
+    where = (f"the pad value {pad_value:g} lies {distance:.3g} from the real values' mean "
+             f"{float(real_mean):.3g}, ")
+    if distance > float(real_std):
+        return (f"Feature {feature}: {where}more than their σ = {float(real_std):.3g}, so σ with "
+                f"the pads first widens (from {shown[0]:.3g} to {shown.max():.3g}), then falls "
+                f"to {shown[-1]:.3g} as the pads take over.")
+    return (f"Feature {feature}: {where}within their σ = {float(real_std):.3g}, so σ with the "
+            f"pads only shrinks, from {shown[0]:.3g} to {shown[-1]:.3g}.")
+
+
 def padding_sweep(
     batch: Batch,
     pad_value: float = 0.0,
@@ -277,8 +301,10 @@ def padding_sweep(
     P = round(f·R/(1 − f)) for each padded share f in ``fractions`` (each in [0, 1)).
 
     BatchNorm pools all R + P positions of a feature, so its μ slides from the real tokens' mean
-    toward the pad value, μ = (R·μ_real + P·pad)/(R + P), and σ first widens, then shrinks as the
-    pads dominate; masked BatchNorm and LayerNorm leave every real token's output where it was.
+    toward the pad value, μ = (R·μ_real + P·pad)/(R + P), and σ widens at first if the pad value
+    lies more than one σ from the real values' mean, then shrinks as the pads dominate
+    (:func:`sigma_path`); masked BatchNorm and LayerNorm leave every real token's output where
+    it was.
     """
     _check(batch)
     fractions = np.asarray(fractions, dtype=np.float64)
