@@ -93,11 +93,15 @@ for tab, step in zip(tabs, steps, strict=True):
             show_figure(charts.shapes.depth_figure, *stack_series(numbers),
                         key="sp_depth_chart")
         st.markdown("**Go deeper**")
-        for link in links_of(outline):
-            st.page_link(link.page, label=link.label, query_params=link.query,
-                         icon=":material/arrow_forward:",
-                         help="Opens the page on this view; the path's link at its end "
-                              "brings you back.")
+        if answered:  # the pages behind the links show this step's answers
+            for link in links_of(outline):
+                st.page_link(link.page, label=link.label, query_params=link.query,
+                             icon=":material/arrow_forward:",
+                             help="Opens the page on this view; the path's link at its end "
+                                  "brings you back.")
+        else:
+            st.caption("Links to the pages that go deeper appear once this step's questions "
+                       "are answered: those pages show the answers.")
         cols = st.columns(2)
         if step.number > 1:
             back = OUTLINE[step.number - 2]

@@ -45,8 +45,10 @@ def typed(values) -> str:
 
 
 def wrong_answer(q: Question) -> str:
-    """The first slip the question names (a choice: the first wrong option)."""
-    return next(iter(q.feedback)) if q.is_choice else typed(q.mistakes[0].values)
+    """The first slip the question names as wrong (a choice: the first wrong option)."""
+    if q.is_choice:
+        return next(iter(q.feedback))
+    return typed(next(m for m in q.mistakes if not m.exact).values)
 
 
 def right_answer(q: Question) -> str:

@@ -107,8 +107,8 @@ class Mistake:
 
     values: tuple[float, ...]
     why: str
-    #: a number a source prints, matched exactly (as typed) and before the answer's tolerance:
-    #: it may lie within that tolerance of the answer, and is still the source's slip
+    #: a number a source prints that lies within the answer's tolerance: typed exactly so, the
+    #: answer counts as right and ``why`` is added as a note (the source's own slip behind it)
     exact: bool = False
 
 
@@ -136,6 +136,9 @@ class Question:
     feedback: dict[str, str] = field(default_factory=dict)
     placeholder: str = ""
     table: pd.DataFrame | None = None
+    #: the answer is normalized values x̂ (or a norm's output at γ = 1, β = 0): a reversed sign
+    #: is named as such
+    normalized: bool = True
 
     @property
     def is_choice(self) -> bool:
@@ -200,17 +203,15 @@ def check(question: Question, answer: str | None) -> Feedback:
         wanted = "one number" if n == 1 else f"{n} numbers"
         return Feedback("invalid", f"Type {wanted}, separated by commas: you typed "
                                    f"{len(values)}.")
-    quoted = [m.why for m in question.mistakes if m.exact and _close(values, m.values, 0.0)]
-    if quoted:
-        return Feedback("wrong", quoted[0])
     if _close(values, question.expected, TOLERANCE):
-        return Feedback("right", question.right)
+        quoted = [m.why for m in question.mistakes if m.exact and _close(values, m.values, 0.0)]
+        return Feedback("right", " ".join([question.right, *quoted]))
     slips = [m.why for m in question.mistakes if _close(values, m.values, TOLERANCE)]
     if slips:  # two slips can give the same numbers: name both
         return Feedback("wrong", " Or: ".join(
             [slips[0], *(why[0].lower() + why[1:] for why in slips[1:])]))
     flipped = tuple(-v for v in question.expected)
-    if any(question.expected) and _close(values, flipped, TOLERANCE):
+    if question.normalized and any(question.expected) and _close(values, flipped, TOLERANCE):
         return Feedback("wrong", "Every number has the right size and the opposite sign: a "
                                  "sign slipped (in x̂ = (x − μ)/σ, a value below its mean comes "
                                  "out negative).")
@@ -440,10 +441,10 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
             "Predict: LayerNorm(“I”) = ? Work it out on paper and type the three numbers.",
             expected=out_i, mistakes=(
                 Mistake((-ARTICLE_ENDS, 0.0, ARTICLE_ENDS),
-                        f"That is the transformer article's ±{ARTICLE_ENDS}, which comes from σ "
+                        f"(±{ARTICLE_ENDS} is also what the transformer article prints, from σ "
                         f"cut to {ARTICLE_SIGMA}: 1/{ARTICLE_SIGMA} = {1 / ARTICLE_SIGMA:.4f}. "
-                        f"With σ = {sigma:.4f} the ends are ±{abs(out_i[0]):.4f}: "
-                        f"±{abs(out_i[0]):.2f} to two decimals.", exact=True),
+                        f"With σ = {sigma:.4f} the ends are ±{abs(out_i[0]):.4f}, "
+                        f"±{abs(out_i[0]):.2f} to two decimals.)", exact=True),
                 *_ln_mistakes(i_token, "“I”")),
             placeholder="three numbers, e.g. 0.5, −1.25, 2",
             hint="Not quite. Work it through: μ = mean of 1, 2, 3; σ² = mean of (x − μ)²; "
@@ -741,7 +742,7 @@ def _scale_shift_step(numbers: PathNumbers) -> Step:
                 Mistake((1.0, 0.0), "γ = 1, β = 0 are the starting values: they leave x̂ as "
                                     "it is."),
             ),
-            placeholder="γ, β",
+            placeholder="γ, β", normalized=False,
             hint="Not quite: x̂ = (x − μ)/σ. Solve for x: x = σ·x̂ + μ.",
             right=f"Right: γ = √(σ² + ε) = {gamma:.4f} undoes the division and β = μ = "
                   f"{beta:g} the subtraction: γ·x̂ + β = x. But these fit “I” only: "
