@@ -94,7 +94,9 @@ elif rows:
     show_figure(charts.performance.bench_figure, rows, roofline, key="pf_figure")
     with st.expander("The numbers", expanded=bool(doubtful)):
         st.markdown(performance.format_table(rows))
-    st.caption(f"Times in {defined('ms')}. Measured on: {performance.machine()}")
+    st.caption(f"Times in {defined('ms')}, on float32 inputs whatever the sidebar's precision "
+               f"(the bandwidth formula counts 4 bytes a value). Measured on: "
+               f"{performance.machine()}")
 
 st.info("**Try this:** compare *scratch* and *fast* at 4096×1024. Scratch writes about five "
         "full-size intermediates, so it moves the tensor several times; fast sits near torch's "

@@ -44,12 +44,13 @@ FREE_BINS = 78
 
 page_title("app_pages/scale_shift.py")
 st.markdown(
-    "BatchNorm, LayerNorm, GroupNorm and InstanceNorm force every group of values to mean 0 "
-    "and standard deviation 1 (up to ε); RMSNorm, which keeps the mean, to a root mean square "
-    "of 1. That is good for optimization, but a layer may *want* its outputs elsewhere — a "
-    "wider spread before a tanh, a positive shift before a ReLU. So a normalization layer ends "
-    "with learnable vectors: γ stretches the normalized values and β (which RMSNorm does without) "
-    "moves them. They start at γ = 1, β = 0 (no change) and are trained like any other weight."
+    "BatchNorm (in training mode), LayerNorm, GroupNorm and InstanceNorm force every group of "
+    "values to mean 0 and standard deviation 1 (up to ε); RMSNorm, which keeps the mean, to a "
+    "root mean square of 1. That is good for optimization, but a layer may *want* its outputs "
+    "elsewhere — a wider spread before a tanh, a positive shift before a ReLU. So a normalization "
+    "layer ends with learnable vectors: γ stretches the normalized values and β (which RMSNorm "
+    "does without) moves them. They start at γ = 1, β = 0 (no change) and are trained like any "
+    "other weight."
 )
 st.latex(r"y = \gamma \cdot \hat x + \beta, \qquad \hat x = \frac{x - \mu}{\sqrt{\sigma^2 + "
          r"\epsilon}} \quad\Rightarrow\quad \operatorname{mean}(y) = \beta,\;\; "

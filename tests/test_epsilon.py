@@ -378,6 +378,13 @@ def test_tiny_vector_shows_the_residue_it_divides_and_explains_it():
                            "vector")
     assert "their mean is 0.0010000000242" in note and "(which would give 0 here)" in note
     assert "x̂ = 7.361e-09" in note
+    assert "float32 numbers" not in note  # computed in float32: nothing to add
+    # in float64 the residue is the stored float32 numbers', and the note says so (numpy's
+    # float64 of the typed decimals, as the formula tutorial prints, centres them to 0)
+    wide = epsilon_steps(stability_vector("tiny"), 1e-5, dtype="float64").residue()
+    assert "float32 numbers, as the example is stored" in wide
+    typed = np.array(SEED_000, dtype=np.float64)
+    assert (typed - typed.mean())[0] != float(steps.table["x − μ"].iloc[0])
     assert epsilon_steps(stability_vector("ordinary"), 1e-5).residue() is None
     assert epsilon_steps(stability_vector("constant"), 1e-5).residue() is None
     at = open_page(PAGE)

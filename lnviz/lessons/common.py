@@ -216,8 +216,8 @@ GLOSSARY: dict[str, str] = {
                "numbers",
     "residual stream": "the running sum that flows through a transformer's blocks: each "
                        "sublayer f reads it and adds its output back, x ← x + f(…)",
-    "massive activation": "a handful of values thousands of times larger than all others, at "
-                          "fixed features of particular tokens (Sun et al., 2024)",
+    "massive activation": "a handful of values hundreds or thousands of times larger than all "
+                          "others, at fixed features of particular tokens (Sun et al., 2024)",
     "attention sink": "a token that receives a large share of every token's attention whatever "
                       "the text, often the first (Xiao et al., 2024)",
     "ms": "milliseconds, thousandths of a second",

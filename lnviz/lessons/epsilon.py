@@ -205,6 +205,7 @@ class EpsilonSteps:
     max_output: float
     nonfinite_outputs: int
     nonfinite_grads: int
+    dtype: str = "float32"  # what the steps were computed in
 
     def explain(self, dtype: str) -> str | None:
         """Why some outputs or gradient entries are NaN or infinite; None when none are."""
@@ -259,9 +260,14 @@ class EpsilonSteps:
                    f"{instead} here). ")
         which = (f"element {rows[0]}" if rows.size == 1 else
                  "elements " + ", ".join(str(r) for r in rows[:-1]) + f" and {rows[-1]}")
+        # float64 runs on the example as stored: float32 numbers, as the source's torch code
+        # holds them (numpy's float64 of the typed decimals would centre some of them to 0)
+        held = (" — float32 numbers, as the example is stored (and as the formula tutorial's "
+                "torch code holds them): float64 computes on these, so their rounding stays"
+                if self.dtype == "float64" and np.array_equal(x.astype(np.float32), x) else "")
         return (
             f"Why x − μ is {centred[i]:.4g} and not 0 at {which} of the vector: the stored "
-            f"values are {stored} (decimals like 0.001 have no exact binary form), and their "
+            f"values are {stored}{held} (decimals like 0.001 have no exact binary form), and their "
             f"mean is {x.mean():.11g}, so those elements really sit {exact[i]:.4g} from it "
             f"(float64 arithmetic on the stored numbers). {how}"
             f"Times 1/√(σ² + ε) = {rstd:.4g} it is x̂ = {x_hat:.4g}: real, and "
@@ -301,7 +307,8 @@ def epsilon_steps(
         "∂L/∂x": to_numpy(grad),
     })
     return EpsilonSteps(table, float(mean), float(var), float(eps), float(x_hat.abs().max()),
-                        int((~torch.isfinite(x_hat)).sum()), int((~torch.isfinite(grad)).sum()))
+                        int((~torch.isfinite(x_hat)).sum()), int((~torch.isfinite(grad)).sum()),
+                        dtype)
 
 
 @dataclass(frozen=True)

@@ -677,7 +677,9 @@ def vector_table(view: GeometryView) -> pd.DataFrame:
         law = "√H·√(σ²/(σ²+ε))" if view.norm == "LayerNorm" else "√H·√(ms/(ms+ε))"
         rows[law] = [_g(v, 5) for v in view.expected_radius]
     rows["Σx̂"] = [_g(v, 2) for v in view.plane_sum]
-    rows["from ±(1, −1)" if view.h == 2 else "from the circle"] = [
+    circle = "±(1, −1)" if view.h == 2 else "the circle" if view.norm == "LayerNorm" else \
+        "LayerNorm's circle"
+    rows[f"from {circle}"] = [
         _g(v, 2) for v in view.circle_distance]
     if view.affine:
         rows["y"] = [_vector(v, 4) for v in view.output]

@@ -425,8 +425,8 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
     real = ln.output[numbers.mask]
     spread = float((real - ln.output[0, 0]).abs().max())
     together = (f" In fact all {int(numbers.mask.sum())} real tokens of the transformer article "
-                "are a·[1, 2, 3] "
-                f"+ b for some a > 0 and b, and LayerNorm sends every one of them to "
+                "are a + b·[0, 1, 2] for some a and b > 0 (as the Explorer and the geometry "
+                f"page write it), and LayerNorm sends every one of them to "
                 f"{format_numbers(out_i)}." if spread < TOLERANCE else "")
     scaled = float(learning[0] / i_token[0])
     return Step(OUTLINE[1], (
