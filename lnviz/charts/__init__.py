@@ -25,9 +25,10 @@ from lnviz.charts import (
     performance,
     scale_shift,
     shapes,
+    smollm2,
     start_here,
 )
 
 __all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
            "inspector", "ln_lstm", "minilm", "padding", "performance", "scale_shift", "shapes",
-           "start_here"]
+           "smollm2", "start_here"]

@@ -62,6 +62,10 @@ PAGES: dict[str, list[PageInfo]] = {
         PageInfo("app_pages/minilm.py", "Inside a real transformer", ":material/psychology:",
                  "Type a sentence into a real pretrained model (all-MiniLM-L6-v2) and open its "
                  "13 LayerNorms: one huge number, outlier features, attention sinks, int8."),
+        PageInfo("app_pages/smollm2.py", "Inside a real LLM", ":material/chat:",
+                 "Type a prompt into SmolLM2-135M, a pre-norm decoder with RMSNorm: its next "
+                 "token, a massive activation, the residual stream through depth, attention "
+                 "sinks, and what breaking one norm does to the prediction."),
         PageInfo("app_pages/ln_lstm.py", "LN-LSTM vs LSTM", ":material/model_training:",
                  "Train an LSTM with and without LayerNorm on sequential digits, live, and watch "
                  "the curves and the gate activations diverge."),

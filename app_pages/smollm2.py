@@ -1,0 +1,169 @@
+"""Inside a real LLM: SmolLM2-135M, a pre-norm decoder with RMSNorm, on a prompt you type."""
+
+import numpy as np
+import streamlit as st
+
+from lnviz import charts
+from lnviz.lessons.common import defined, short
+from lnviz.lessons.minilm import PRESETS as SENTENCES
+from lnviz.lessons.minilm import analyze as analyze_sentence
+from lnviz.lessons.smollm2 import (
+    BREAKS,
+    PRESETS,
+    REFERENCE_TEXT,
+    analyze,
+    break_norm,
+    encoder_stream_rms,
+    massive,
+    norm_label,
+    prediction,
+    sink_shares,
+    stream_rms,
+)
+from lnviz.limits import MINILM_MAX_CHARS
+from lnviz.models import ModelFileError, minilm, smollm2
+from lnviz.models.llama import rms_norm_names
+from lnviz.ui.cache import Named, cached, shared
+from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import code_span, refusal
+from lnviz.ui.pages import folded, page_title
+from lnviz.ui.state import url_text
+
+NAMES = rms_norm_names()
+
+page_title("app_pages/smollm2.py")
+st.caption("SmolLM2-135M-Instruct, a pretrained language model (a Llama-style decoder: 30 "
+           "blocks, 576 features), runs on this server: type a prompt, see its next token, and "
+           "open its 61 RMSNorms. The URL keeps your prompt.")
+st.markdown(
+    "Every RMSNorm below is computed by lnviz's own `rms_norm`, inside the model written out in "
+    "plain PyTorch (`lnviz.models.smollm2()`), and the tests check each one against Hugging "
+    "Face's `LlamaForCausalLM` on the same file. The model is **pre-norm**: each block "
+    "normalizes only the copy its attention and its feed-forward read, x ← x + f(RMSNorm(x)), "
+    "and the residual stream itself is normalized once, by the final norm before the output "
+    "head. RMSNorm divides by the root mean square, √(mean x² + ε), and subtracts no mean.")
+
+with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
+    model = shared(smollm2)
+
+
+def use_preset() -> None:
+    st.session_state["sl_text"] = st.session_state["sl_preset"]
+
+
+with st.container(border=True):
+    cols = st.columns([3, 2])
+    with cols[0]:
+        text = url_text(st.text_area, "Prompt", PRESETS[0], key="sl_text", what="the prompt",
+                        height=80,
+                        help=f"Any text; the page reads its first {MINILM_MAX_CHARS:,} "
+                             "characters. Chat turns use <|im_start|>user … <|im_end|>.")
+        if len(text) > MINILM_MAX_CHARS:
+            st.warning(f"This prompt has {len(text):,} characters: the page reads the first "
+                       f"{MINILM_MAX_CHARS:,}.", icon=":material/content_cut:")
+            text = text[:MINILM_MAX_CHARS]
+    cols[1].selectbox("Examples", PRESETS, index=None, key="sl_preset", on_change=use_preset,
+                      placeholder="Pick an example prompt…",
+                      help="Puts an example into the prompt box.")
+
+with refusal(icon=":material/block:"), st.spinner("Running the model…"):
+    run = cached(analyze, Named(model, "smollm2"), text)
+st.markdown(f"**{len(run.tokens)} tokens:** " + " · ".join(map(code_span, run.tokens[:80]))
+            + (" …" if len(run.tokens) > 80 else ""))
+
+# --- 1. The next token ------------------------------------------------------------------------
+st.subheader("1 · What comes next")
+guess = prediction(run)
+show_figure(charts.smollm2.prediction_figure, guess.tokens, guess.probabilities,
+            key="sl_prediction")
+st.markdown(f"The most likely next token is {code_span(guess.tokens[0])}, with probability "
+            f"{guess.probabilities[0]:.0%}; the five most likely hold "
+            f"{sum(guess.probabilities):.0%} between them.")
+
+# --- 2. A massive activation -------------------------------------------------------------------
+with folded("2 · One value thousands of times the rest", "sl_part2"):
+    m = massive(run)
+    show_figure(charts.smollm2.massive_figure, m.largest, m.median, run.tokens, m.token,
+                m.feature, key="sl_massive")
+    token = run.tokens[int(m.token[m.block])]
+    feature = int(m.feature[m.block])
+    st.markdown(
+        f"A {defined('massive activation')}. The residual stream's largest value peaks at "
+        f"block {m.block}: {short(m.value, 4)} in feature {feature} of {code_span(token)} "
+        f"(token {int(m.token[m.block])}), {short(m.largest[m.block] / m.median[m.block])} "
+        f"times the median |h| of {short(m.median[m.block])}. That one feature holds "
+        f"{m.share:.1%} of its token's Σh²"
+        + (f", so the token's RMS, {short(m.rms, 4)}, is almost that value alone divided by "
+           f"√576 = 24. RMSNorm divides the whole token by it: feature {feature} leaves as "
+           f"{short(m.output, 4)} (γ = {short(m.gamma, 3)} there), and the token's other "
+           "features, divided by the same large RMS, come out small."
+           if m.share > 0.9 else
+           f"; the token's RMS is {short(m.rms, 4)}, and RMSNorm divides the whole token by "
+           f"it: feature {feature} leaves as {short(m.output, 4)} (γ = {short(m.gamma, 3)} "
+           "there)."))
+
+# --- 3. Pre-norm against post-norm ------------------------------------------------------------
+with folded("3 · The residual stream through depth: pre-norm against post-norm", "sl_part3"):
+    decoder = stream_rms(run)
+    # without all-MiniLM-L6-v2 installed, this part says so and the rest of the page goes on
+    with refusal(icon=":material/block:", errors=(ValueError, ModelFileError), stop=False):
+        encoder_model = shared(minilm)
+        sentence = cached(analyze_sentence, Named(encoder_model, "minilm"), SENTENCES[0])
+        encoder = encoder_stream_rms(sentence)
+        show_figure(charts.smollm2.stream_figure, decoder, encoder, key="sl_stream")
+        st.markdown(
+            f"In all-MiniLM-L6-v2 (post-LN, on “{SENTENCES[0]}”) every layer ends with a "
+            f"LayerNorm, so the stream's RMS stays between {short(encoder.min())} and "
+            f"{short(encoder.max())}. SmolLM2's stream is never normalized on its way: each "
+            f"block adds to it, and its RMS goes from {short(decoder[0])} at block 0 to "
+            f"{short(decoder.max())} (block {int(decoder.argmax())}), then "
+            f"{short(decoder[-1])} where the final norm reads it. Its blocks' norms normalize "
+            "only what each sublayer reads: every sublayer reads the stream rescaled to RMS 1 "
+            "(up to ε), then multiplied by the norm's γ, however large the stream itself has "
+            "grown.")
+
+# --- 4. Break a norm --------------------------------------------------------------------------
+with folded("4 · Break a norm, watch the prediction", "sl_part4"):
+    cols = st.columns(2)
+    chosen = cols[0].selectbox(
+        "RMSNorm", range(len(NAMES)), index=6, key="sl_norm", bind="query-params",
+        format_func=lambda k: f"{k}: {norm_label(NAMES[k])}",
+        help="Which of the 61 RMSNorms to break: two per block, then the final one.")
+    how = cols[1].radio("Replace its output by", list(BREAKS), key="sl_how",
+                        bind="query-params", format_func=lambda k: BREAKS[k],
+                        help="What the norm's output becomes; everything else is unchanged.")
+    with st.spinner("Running the model with the norm broken…"):
+        broken = cached(break_norm, Named(model, "smollm2"), text, NAMES[chosen], how)
+    show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
+                broken.before.probabilities, broken.after.probabilities, broken.after.tokens,
+                key="sl_broken")
+    verdict = ("the most likely next token stays " + code_span(broken.before.tokens[0])
+               if broken.same_top else
+               f"the most likely next token changes from {code_span(broken.before.tokens[0])} "
+               f"to {code_span(broken.after.tokens[0])}")
+    done = {"identity": "removed", "frozen": "given a frozen RMS",
+            "layer_norm": "turned into LayerNorm with the same γ"}[how]
+    st.markdown(
+        f"With the norm of {norm_label(NAMES[chosen])} {done}, {verdict}; "
+        f"the next-token distribution moves by a KL divergence of {short(broken.kl)} nats. On "
+        f"the reference text “{REFERENCE_TEXT}” the model's loss goes from "
+        f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token.")
+
+# --- 5. Attention sinks -----------------------------------------------------------------------
+with folded("5 · Where attention goes: the first token as a sink", "sl_part5"):
+    shares = sink_shares(run)
+    if np.isnan(shares).all():
+        st.info("A one-token prompt has no token after the first to look at it: type a longer "
+                "prompt.", icon=":material/info:")
+    else:
+        uniform = float(np.mean([1 / (t + 1) for t in range(1, len(run.tokens))]))
+        show_figure(charts.smollm2.sink_figure, shares, uniform, key="sl_sinks")
+        top = int(np.nanargmax(shares))
+        above = int((shares >= 0.5).sum())
+        st.markdown(
+            f"An {defined('attention sink')}. In {above} of 30 blocks the tokens after the "
+            f"first send at least half of their attention to the first token, "
+            f"{code_span(run.tokens[0])}; block {top} sends it "
+            f"{shares[top]:.0%}. Spread evenly over the tokens each one may see, it would get "
+            f"{uniform:.0%} on average.")
+

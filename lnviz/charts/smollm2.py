@@ -1,0 +1,104 @@
+"""Figures of "Inside a real LLM": SmolLM2-135M's RMSNorms on one prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from lnviz.charts.base import (
+    AFTER,
+    BEFORE,
+    LEGEND_BELOW,
+    OKABE_ITO,
+    compact,
+    figure,
+    log_ticks,
+)
+
+
+def _piece(token: str) -> str:
+    """A byte-level BPE piece as a reader sees it: "Ġ" is a leading space, "Ċ" a newline."""
+    return token.replace("Ġ", "␣").replace("Ċ", "↵")
+
+
+def prediction_figure(tokens: Sequence[str], probabilities: Sequence[float],
+                      after: Sequence[float] | None = None,
+                      after_tokens: Sequence[str] | None = None) -> go.Figure:
+    """The most likely next tokens as bars of probability, largest on top; with ``after``, a
+    second set of bars: the most likely tokens once a norm is broken."""
+    data = [dict(type="bar", orientation="h", y=[_piece(t) for t in tokens],
+                 x=compact(probabilities), name="the model", marker=dict(color=BEFORE),
+                 hovertemplate="%{y}: %{x:.1%}<extra>the model</extra>")]
+    if after is not None and after_tokens is not None:
+        data.append(dict(type="bar", orientation="h", y=[_piece(t) for t in after_tokens],
+                         x=compact(after), name="with the norm broken",
+                         marker=dict(color=AFTER),
+                         hovertemplate="%{y}: %{x:.1%}<extra>norm broken</extra>"))
+    layout = dict(height=300 if after is None else 420, margin=dict(t=20, b=10),
+                  barmode="group", legend=LEGEND_BELOW,
+                  xaxis=dict(title=dict(text="probability of being the next token"),
+                             tickformat=".0%", range=[0, 1]),
+                  yaxis=dict(type="category", autorange="reversed",
+                             title=dict(text="next token (␣ = space)")))
+    return figure(data, layout)
+
+
+def stream_figure(decoder: np.ndarray, encoder: np.ndarray) -> go.Figure:
+    """The residual stream's RMS through depth, on a log axis: SmolLM2's (pre-norm: where each
+    block's first RMSNorm reads it, then the final norm) against all-MiniLM-L6-v2's (post-LN:
+    after each LayerNorm that ends a layer). The x axis is the share of the model's depth, so
+    that 30 blocks and 6 layers line up."""
+    decoder, encoder = np.asarray(decoder, np.float64), np.asarray(encoder, np.float64)
+    data = [dict(type="scatter", mode="lines+markers", x=np.linspace(0, 1, len(values)),
+                 y=values, name=name, line=dict(color=color, width=2), marker=dict(size=6),
+                 customdata=np.arange(len(values)),
+                 hovertemplate=f"{point} %{{customdata}}: RMS %{{y:.4g}}<extra>{name}</extra>")
+            for values, name, color, point in (
+                (decoder, "SmolLM2 (pre-norm RMSNorm)", OKABE_ITO[5], "block"),
+                (encoder, "all-MiniLM-L6-v2 (post-LN LayerNorm)", OKABE_ITO[1], "layer"))]
+    layout = dict(height=360, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
+                  xaxis=dict(title=dict(text="depth (share of the model's blocks)"),
+                             tickformat=".0%"),
+                  yaxis=dict(log_ticks(decoder, encoder),
+                             title=dict(text="RMS of the residual stream")))
+    return figure(data, layout)
+
+
+def massive_figure(largest: np.ndarray, median: np.ndarray, tokens: Sequence[str],
+                   token: np.ndarray, feature: np.ndarray) -> go.Figure:
+    """Per block, the residual stream's largest |h| and its median |h| (log axis), with the
+    token and feature of the largest in the hover."""
+    largest, median = np.asarray(largest, np.float64), np.asarray(median, np.float64)
+    blocks = np.arange(len(largest))
+    where = [f"{_piece(tokens[int(t)])} (token {int(t)}), feature {int(f)}"
+             for t, f in zip(token, feature, strict=True)]
+    data = [dict(type="scatter", mode="lines+markers", x=blocks, y=largest, name="largest |h|",
+                 customdata=where, line=dict(color=AFTER, width=2),
+                 hovertemplate="block %{x}: %{y:.4g} at %{customdata}<extra></extra>"),
+            dict(type="scatter", mode="lines+markers", x=blocks, y=median, name="median |h|",
+                 line=dict(color=BEFORE, width=2),
+                 hovertemplate="block %{x}: median %{y:.3g}<extra></extra>")]
+    layout = dict(height=360, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
+                  xaxis=dict(title=dict(text="block (where its first RMSNorm reads the stream)")),
+                  yaxis=dict(log_ticks(largest, median), title=dict(text="|h|")))
+    return figure(data, layout)
+
+
+def sink_figure(shares: np.ndarray, uniform: float) -> go.Figure:
+    """Per block, the share of attention the tokens send to the first token, with the share a
+    uniform spread over the tokens would give."""
+    shares = np.asarray(shares, np.float64)
+    blocks = np.arange(len(shares))
+    data = [dict(type="bar", x=blocks, y=compact(shares), name="attention to the first token",
+                 marker=dict(color=OKABE_ITO[2]),
+                 hovertemplate="block %{x}: %{y:.0%}<extra></extra>"),
+            dict(type="scatter", mode="lines", x=[-0.5, len(shares) - 0.5],
+                 y=[uniform, uniform], name=f"uniform ({uniform:.0%})",
+                 line=dict(color="#666666", dash="dash"), hoverinfo="skip")]
+    layout = dict(height=320, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
+                  xaxis=dict(title=dict(text="block")),
+                  yaxis=dict(title=dict(text="share of attention"), tickformat=".0%",
+                             range=[0, 1.02]))
+    return figure(data, layout)

