@@ -40,7 +40,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import code_span, refusal
 from lnviz.ui.pages import page_title, title_of
 from lnviz.ui.source import send_batch_to_explorer
-from lnviz.ui.state import keep_in_range, url_text
+from lnviz.ui.state import keep_in_range, model_text
 
 TITLE = title_of("app_pages/minilm.py")
 NAMES = layer_norm_names()
@@ -60,30 +60,15 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
     model = shared(minilm)
 
 
-def use_preset() -> None:
-    st.session_state["tf_text"] = st.session_state["tf_preset"]
-
-
 # --- Controls ---------------------------------------------------------------------------------
-with st.container(border=True):
-    cols = st.columns([3, 2])
-    with cols[0]:
-        # No max_chars: with one, the browser drops a longer paste whole and keeps the old
-        # text without a word; the page reads the first MINILM_MAX_CHARS characters and says so.
-        text = url_text(st.text_area, "Sentence", PRESETS[0], key="tf_text",
-                        what="the sentence", height=80,
-                        help=f"Any text; the page reads its first {MINILM_MAX_CHARS:,} "
-                             "characters and the model their first 512 tokens.")
-        if len(text) > MINILM_MAX_CHARS:
-            st.warning(f"This text has {len(text):,} characters: the page reads the first "
-                       f"{MINILM_MAX_CHARS:,} (the model reads at most 512 tokens anyway).",
-                       icon=":material/content_cut:")
-            text = text[:MINILM_MAX_CHARS]
-    cols[1].selectbox("Examples", PRESETS, index=None, key="tf_preset", on_change=use_preset,
-                      placeholder="Pick an example sentence…",
-                      help="Puts an example into the sentence box.")
+box = st.container(border=True)
+with box:
+    text, side = model_text(box, "Sentence", PRESETS, key="tf_text", what="the sentence",
+                            max_chars=MINILM_MAX_CHARS,
+                            help=f"Any text; the page reads its first {MINILM_MAX_CHARS:,} "
+                                 "characters and the model their first 512 tokens.")
     keep_in_range("tf_ln", range(len(NAMES)), reset_to=NAMES.index(FIRST_FFN))
-    chosen = cols[1].selectbox(
+    chosen = side.selectbox(
         "LayerNorm", range(len(NAMES)), index=NAMES.index(FIRST_FFN), key="tf_ln",
         bind="query-params", format_func=lambda k: f"{k}: {layer_label(NAMES[k])}",
         help="Which of the 13 LayerNorms to open: the embeddings' one, then per layer the one "

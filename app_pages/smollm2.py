@@ -27,7 +27,7 @@ from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import code_span, refusal
 from lnviz.ui.pages import folded, page_title
-from lnviz.ui.state import url_text
+from lnviz.ui.state import model_text
 
 NAMES = rms_norm_names()
 
@@ -47,24 +47,12 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
     model = shared(smollm2)
 
 
-def use_preset() -> None:
-    st.session_state["sl_text"] = st.session_state["sl_preset"]
-
-
-with st.container(border=True):
-    cols = st.columns([3, 2])
-    with cols[0]:
-        text = url_text(st.text_area, "Prompt", PRESETS[0], key="sl_text", what="the prompt",
-                        height=80,
-                        help=f"Any text; the page reads its first {MINILM_MAX_CHARS:,} "
-                             "characters. Chat turns use <|im_start|>user … <|im_end|>.")
-        if len(text) > MINILM_MAX_CHARS:
-            st.warning(f"This prompt has {len(text):,} characters: the page reads the first "
-                       f"{MINILM_MAX_CHARS:,}.", icon=":material/content_cut:")
-            text = text[:MINILM_MAX_CHARS]
-    cols[1].selectbox("Examples", PRESETS, index=None, key="sl_preset", on_change=use_preset,
-                      placeholder="Pick an example prompt…",
-                      help="Puts an example into the prompt box.")
+box = st.container(border=True)
+with box:
+    text, _ = model_text(box, "Prompt", PRESETS, key="sl_text", what="the prompt",
+                         max_chars=MINILM_MAX_CHARS,
+                         help=f"Any text; the page reads its first {MINILM_MAX_CHARS:,} "
+                              "characters. Chat turns use <|im_start|>user … <|im_end|>.")
 
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
     run = cached(analyze, Named(model, "smollm2"), text)

@@ -296,7 +296,7 @@ def test_page_layer_picker_and_preset() -> None:
     # a bound selectbox keeps its option's label in the URL
     at = open_page(PAGE, {"tf_ln": "3: layer 1 · after attention"}, timeout=120)
     assert at.subheader[0].value == "1 · LayerNorm 3: layer 1 · after attention"
-    at.selectbox(key="tf_preset").select(tf.PRESETS[2]).run(timeout=120)
+    at.selectbox(key="tf_text_example").select(tf.PRESETS[2]).run(timeout=120)
     assert at.text_area(key="tf_text").value == tf.PRESETS[2]
     assert "**9 tokens:** `[CLS]` · `paris`" in markdown(at)
 

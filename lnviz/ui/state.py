@@ -197,3 +197,29 @@ def run_stop_buttons(prefix: str, *, run_help: str, stop_help: str) -> tuple[boo
     stop = cols[1].button("Stop training", key=f"{prefix}_stop", icon=":material/stop:",
                           help=stop_help)
     return run, stop
+
+
+def model_text(container, label: str, examples: Sequence[str], *, key: str, what: str,
+               max_chars: int, help: str):  # -> (str, the side column for more controls)
+    """A model page's text box (kept in the URL, :func:`url_text`) with a picker of
+    ``examples`` beside it, in ``container`` (two columns); returns the text and the side
+    column. A text longer than ``max_chars`` is
+    cut there, with a note that says so (no ``max_chars`` on the box: with one, the browser
+    drops a longer paste whole and keeps the old text without a word)."""
+    picker = f"{key}_example"
+
+    def use_example() -> None:
+        st.session_state[key] = st.session_state[picker]
+
+    cols = container.columns([3, 2])
+    with cols[0]:
+        text = url_text(st.text_area, label, examples[0], key=key, what=what, height=80,
+                        help=help)
+        if len(text) > max_chars:
+            st.warning(f"This text has {len(text):,} characters: the page reads the first "
+                       f"{max_chars:,}.", icon=":material/content_cut:")
+            text = text[:max_chars]
+    cols[1].selectbox("Examples", examples, index=None, key=picker, on_change=use_example,
+                      placeholder=f"Pick an example {what.removeprefix('the ')}…",
+                      help=f"Puts an example into the {label.lower()} box.")
+    return text, cols[1]
