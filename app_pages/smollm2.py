@@ -20,7 +20,7 @@ from lnviz.lessons.smollm2 import (
     sink_shares,
     stream_rms,
 )
-from lnviz.limits import MINILM_MAX_CHARS
+from lnviz.limits import MINILM_MAX_CHARS, SMOLLM2_MAX_TOKENS
 from lnviz.models import ModelFileError, minilm, smollm2
 from lnviz.models.llama import rms_norm_names
 from lnviz.ui.cache import Named, cached, shared
@@ -33,8 +33,10 @@ NAMES = rms_norm_names()
 
 page_title("app_pages/smollm2.py")
 st.caption("SmolLM2-135M-Instruct, a pretrained language model (a Llama-style decoder: 30 "
-           "blocks, 576 features), runs on this server: type a prompt, see its next token, and "
-           "open its 61 RMSNorms. The URL keeps your prompt.")
+           "blocks, 576 features), runs on this server from its 4-bit quantized file (the "
+           "matrices 4-bit, the RMSNorm weights exact): every number below is that copy's. Type "
+           f"a prompt (up to {SMOLLM2_MAX_TOKENS} tokens), see its next token, and open its 61 "
+           "RMSNorms. The URL keeps your prompt.")
 st.markdown(
     "Every RMSNorm below is computed by lnviz's own `rms_norm`, inside the model written out in "
     "plain PyTorch (`lnviz.models.smollm2()`), and the tests check each one against Hugging "
@@ -69,89 +71,102 @@ st.markdown(f"The most likely next token is {code_span(guess.tokens[0])}, with p
             f"{sum(guess.probabilities):.0%} between them.")
 
 # --- 2. A massive activation -------------------------------------------------------------------
-with folded("2 · One value thousands of times the rest", "sl_part2"):
-    m = massive(run)
-    show_figure(charts.smollm2.massive_figure, m.largest, m.median, run.tokens, m.token,
-                m.feature, key="sl_massive")
-    token = run.tokens[int(m.token[m.block])]
-    feature = int(m.feature[m.block])
-    st.markdown(
-        f"A {defined('massive activation')}. The residual stream's largest value peaks at "
-        f"block {m.block}: {short(m.value, 4)} in feature {feature} of {code_span(token)} "
-        f"(token {int(m.token[m.block])}), {short(m.largest[m.block] / m.median[m.block])} "
-        f"times the median |h| of {short(m.median[m.block])}. That one feature holds "
-        f"{m.share:.1%} of its token's Σh²"
-        + (f", so the token's RMS, {short(m.rms, 4)}, is almost that value alone divided by "
-           f"√576 = 24. RMSNorm divides the whole token by it: feature {feature} leaves as "
-           f"{short(m.output, 4)} (γ = {short(m.gamma, 3)} there), and the token's other "
-           "features, divided by the same large RMS, come out small."
-           if m.share > 0.9 else
-           f"; the token's RMS is {short(m.rms, 4)}, and RMSNorm divides the whole token by "
-           f"it: feature {feature} leaves as {short(m.output, 4)} (γ = {short(m.gamma, 3)} "
-           "there)."))
+# Parts 2 to 5 are lazy: each costs model runs (part 3 loads all-MiniLM-L6-v2 as well), so each
+# runs only while it is open.
+part = folded("2 · A massive activation", "sl_part2", lazy=True)
+if part.open:
+    with part:
+        m = massive(run)
+        show_figure(charts.smollm2.massive_figure, m.largest, m.median, run.tokens, m.token,
+                    m.feature, key="sl_massive")
+        token = run.tokens[int(m.token[m.block])]
+        feature = int(m.feature[m.block])
+        st.markdown(
+            f"A {defined('massive activation')}. The residual stream's largest value peaks at "
+            f"block {m.block}: {short(m.value, 4)} in feature {feature} of {code_span(token)} "
+            f"(token {int(m.token[m.block])}), {short(m.largest[m.block] / m.median[m.block])} "
+            f"times the median |h| of {short(m.median[m.block])}. That one feature holds "
+            f"{m.share:.1%} of its token's Σh²"
+            + (f", so the token's RMS, {short(m.rms, 4)}, is almost that value alone divided by "
+               f"√576 = 24. RMSNorm divides the whole token by it: feature {feature} leaves as "
+               f"{short(m.output, 4)} (γ = {short(m.gamma, 3)} there), and the token's other "
+               "features, divided by the same large RMS, come out small."
+               if m.share > 0.9 else
+               f"; the token's RMS is {short(m.rms, 4)}, and RMSNorm divides the whole token by "
+               f"it: feature {feature} leaves as {short(m.output, 4)} (γ = {short(m.gamma, 3)} "
+               "there)."))
 
 # --- 3. Pre-norm against post-norm ------------------------------------------------------------
-with folded("3 · The residual stream through depth: pre-norm against post-norm", "sl_part3"):
-    decoder = stream_rms(run)
-    # without all-MiniLM-L6-v2 installed, this part says so and the rest of the page goes on
-    with refusal(icon=":material/block:", errors=(ValueError, ModelFileError), stop=False):
-        encoder_model = shared(minilm)
-        sentence = cached(analyze_sentence, Named(encoder_model, "minilm"), SENTENCES[0])
-        encoder = encoder_stream_rms(sentence)
-        show_figure(charts.smollm2.stream_figure, decoder, encoder, key="sl_stream")
-        st.markdown(
-            f"In all-MiniLM-L6-v2 (post-LN, on “{SENTENCES[0]}”) every layer ends with a "
-            f"LayerNorm, so the stream's RMS stays between {short(encoder.min())} and "
-            f"{short(encoder.max())}. SmolLM2's stream is never normalized on its way: each "
-            f"block adds to it, and its RMS goes from {short(decoder[0])} at block 0 to "
-            f"{short(decoder.max())} (block {int(decoder.argmax())}), then "
-            f"{short(decoder[-1])} where the final norm reads it. Its blocks' norms normalize "
-            "only what each sublayer reads: every sublayer reads the stream rescaled to RMS 1 "
-            "(up to ε), then multiplied by the norm's γ, however large the stream itself has "
-            "grown.")
+part = folded("3 · The residual stream through depth: pre-norm against post-norm", "sl_part3",
+              lazy=True)
+if part.open:
+    with part:
+        typical, first = stream_rms(run)
+        # without all-MiniLM-L6-v2 installed, this part says so and the rest of the page goes on
+        with refusal(icon=":material/block:", errors=(ValueError, ModelFileError), stop=False):
+            encoder_model = shared(minilm)
+            sentence = cached(analyze_sentence, Named(encoder_model, "minilm"), SENTENCES[0])
+            encoder = encoder_stream_rms(sentence)
+            show_figure(charts.smollm2.stream_figure, typical, first, encoder, key="sl_stream")
+            st.markdown(
+                "Pre-norm here is what the path and the Shapes page call pre-LN, with RMSNorm "
+                f"in place of LayerNorm. In all-MiniLM-L6-v2 (post-LN, on “{SENTENCES[0]}”) "
+                "every layer ends with a LayerNorm, so the median token's RMS stays between "
+                f"{short(encoder.min())} and {short(encoder.max())}. SmolLM2's stream is never "
+                "normalized on its way: each block adds to it, and the median token's RMS goes "
+                f"from {short(typical[0])} at block 0 to {short(typical[-1])} where the final "
+                f"norm reads it. The first token's jumps to {short(first.max())} at block "
+                f"{int(first.argmax())}: the massive activation of part 2, which the last "
+                "blocks shrink again. Every sublayer reads the stream rescaled by its norm to "
+                "RMS 1 (up to ε), then multiplied by γ, however large the stream has grown.")
 
 # --- 4. Break a norm --------------------------------------------------------------------------
-with folded("4 · Break a norm, watch the prediction", "sl_part4"):
-    cols = st.columns(2)
-    chosen = cols[0].selectbox(
-        "RMSNorm", range(len(NAMES)), index=6, key="sl_norm", bind="query-params",
-        format_func=lambda k: f"{k}: {norm_label(NAMES[k])}",
-        help="Which of the 61 RMSNorms to break: two per block, then the final one.")
-    how = cols[1].radio("Replace its output by", list(BREAKS), key="sl_how",
-                        bind="query-params", format_func=lambda k: BREAKS[k],
-                        help="What the norm's output becomes; everything else is unchanged.")
-    with st.spinner("Running the model with the norm broken…"):
-        broken = cached(break_norm, Named(model, "smollm2"), text, NAMES[chosen], how)
-    show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
-                broken.before.probabilities, broken.after.probabilities, broken.after.tokens,
-                key="sl_broken")
-    verdict = ("the most likely next token stays " + code_span(broken.before.tokens[0])
-               if broken.same_top else
-               f"the most likely next token changes from {code_span(broken.before.tokens[0])} "
-               f"to {code_span(broken.after.tokens[0])}")
-    done = {"identity": "removed", "frozen": "given a frozen RMS",
-            "layer_norm": "turned into LayerNorm with the same γ"}[how]
-    st.markdown(
-        f"With the norm of {norm_label(NAMES[chosen])} {done}, {verdict}; "
-        f"the next-token distribution moves by a KL divergence of {short(broken.kl)} nats. On "
-        f"the reference text “{REFERENCE_TEXT}” the model's loss goes from "
-        f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token.")
+part = folded("4 · Break a norm, watch the prediction", "sl_part4", lazy=True)
+if part.open:
+    with part:
+        cols = st.columns(2)
+        name = cols[0].selectbox(
+            "RMSNorm", NAMES, index=6, key="sl_norm", bind="query-params",
+            help="Which of the 61 RMSNorms to break, by transformers' name: in each block the "
+                 "one before attention (input_layernorm) and the one before the feed-forward "
+                 "(post_attention_layernorm), then the final one (model.norm).")
+        how = cols[1].radio("Its output is", list(BREAKS), key="sl_how", bind="query-params",
+                            captions=list(BREAKS.values()),
+                            help="What the norm's output becomes; everything else is "
+                                 "unchanged.")
+        with st.spinner("Running the model with the norm broken…"):
+            broken = cached(break_norm, Named(model, "smollm2"), text, name, how)
+        show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
+                    broken.before.probabilities, broken.after.probabilities,
+                    broken.after.tokens, key="sl_broken")
+        verdict = ("the most likely next token stays " + code_span(broken.before.tokens[0])
+                   if broken.same_top else
+                   "the most likely next token changes from "
+                   f"{code_span(broken.before.tokens[0])} to {code_span(broken.after.tokens[0])}")
+        done = {"removed": "removed", "frozen RMS": "given a frozen RMS",
+                "LayerNorm": "turned into LayerNorm with the same γ"}[how]
+        st.markdown(
+            f"With the norm {code_span(name)} ({norm_label(name)}) {done}, {verdict}; the "
+            f"next-token distribution moves by a KL divergence of {short(broken.kl)} nats. On "
+            f"the reference text “{REFERENCE_TEXT}” the model's loss goes from "
+            f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token.")
 
 # --- 5. Attention sinks -----------------------------------------------------------------------
-with folded("5 · Where attention goes: the first token as a sink", "sl_part5"):
-    shares = sink_shares(run)
-    if np.isnan(shares).all():
-        st.info("A one-token prompt has no token after the first to look at it: type a longer "
-                "prompt.", icon=":material/info:")
-    else:
-        uniform = float(np.mean([1 / (t + 1) for t in range(1, len(run.tokens))]))
-        show_figure(charts.smollm2.sink_figure, shares, uniform, key="sl_sinks")
-        top = int(np.nanargmax(shares))
-        above = int((shares >= 0.5).sum())
-        st.markdown(
-            f"An {defined('attention sink')}. In {above} of 30 blocks the tokens after the "
-            f"first send at least half of their attention to the first token, "
-            f"{code_span(run.tokens[0])}; block {top} sends it "
-            f"{shares[top]:.0%}. Spread evenly over the tokens each one may see, it would get "
-            f"{uniform:.0%} on average.")
-
+part = folded("5 · Where attention goes: the first token as a sink", "sl_part5", lazy=True)
+if part.open:
+    with part:
+        shares = sink_shares(run)
+        if np.isnan(shares).all():
+            st.info("A one-token prompt has no token after the first to look at it: type a "
+                    "longer prompt.", icon=":material/info:")
+        else:
+            uniform = float(np.mean([1 / (t + 1) for t in range(1, len(run.tokens))]))
+            show_figure(charts.smollm2.sink_figure, shares, uniform, key="sl_sinks")
+            top = int(np.nanargmax(shares))
+            above = int((shares >= 0.5).sum())
+            st.markdown(
+                f"An {defined('attention sink')}. In {above} of 30 blocks the tokens after the "
+                "first send, on average over them and over the heads, at least half of their "
+                f"attention to the first token, {code_span(run.tokens[0])}; block {top} sends "
+                f"it {shares[top]:.0%}. Spread evenly over the tokens each one may see, it "
+                f"would get {uniform:.0%} on average.")

@@ -43,6 +43,7 @@ __all__ = [
     "PADDING_MAX_SEQUENCES",
     "SEQUENCE_MAX_FEATURES",
     "SEQUENCE_MAX_STEPS",
+    "SMOLLM2_MAX_TOKENS",
     "START_HERE_MAX_ANSWER_CHARS",
     "Limits",
     "current_limits",
@@ -117,6 +118,10 @@ START_HERE_MAX_ANSWER_CHARS = 80
 #: 512 tokens), and the most tokens its heatmaps draw (the first ones; everything else uses all).
 MINILM_MAX_CHARS = 5000
 MINILM_MAX_DRAWN_TOKENS = 64
+#: The real LLM page: the most tokens of a prompt it runs. A run keeps every block's attention,
+#: 30 × 9 × T² floats (71 MB at 256 tokens, 27 GB at 5,000), and SmolLM2 reads digits one token
+#: each, so a character cap alone does not bound it.
+SMOLLM2_MAX_TOKENS = 256
 #: The most channels one normalization layer of a checkpoint may have: four times the widest
 #: published model's (Llama 3.1 405B, 16,384). A file can hold one γ of millions of values
 #: (1.5 KB of torch.save, a stored value repeated): it is refused, not tabulated.

@@ -269,6 +269,17 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
              for v in shapes.COMPARED}, 10, warmup=2)),
         (c.shapes.race_figure, c.shapes.race_figure({v: {"loss": [], "accuracy": []}
                                                      for v in shapes.COMPARED}, 10)),
+        (c.smollm2.prediction_figure, c.smollm2.prediction_figure(
+            ["ĠParis", "Ġthe", "Ċ"], [0.77, 0.06, 0.01])),
+        (c.smollm2.prediction_figure, c.smollm2.prediction_figure(
+            ["ĠParis", "Ġthe"], [0.77, 0.06], [0.2, 0.1], ["Ġat", "Ċ"])),
+        (c.smollm2.stream_figure, c.smollm2.stream_figure(
+            np.linspace(0.1, 25, 31), np.r_[np.linspace(0.1, 28, 12), np.full(19, 940.0)],
+            np.full(7, 0.5))),
+        (c.smollm2.massive_figure, c.smollm2.massive_figure(
+            np.r_[np.linspace(0.6, 600, 12), np.full(18, 22_500.0)], np.linspace(0.06, 11, 30),
+            ["The", "Ġcapital"], np.zeros(30, int), np.full(30, 507))),
+        (c.smollm2.sink_figure, c.smollm2.sink_figure(np.linspace(0.3, 0.9, 30), 0.32)),
     ]
 
 

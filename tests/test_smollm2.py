@@ -65,10 +65,16 @@ def test_the_massive_activation_is_where_the_stream_peaks(run):
     assert m.output == pytest.approx(by_hand, rel=1e-4)
 
 
-def test_the_stream_grows_in_the_decoder(run):
-    rms = stream_rms(run)
-    assert rms.shape == (31,)
-    assert rms.max() > 100 * rms[0]  # pre-norm: the stream itself is never normalized
+def test_the_stream_grows_in_the_decoder_and_the_first_token_carries_the_massive_value(run):
+    typical, first = stream_rms(run)
+    per_token = torch.stack([run.record(n).input[0].double().square().mean(-1).sqrt()
+                             for n in [f"model.layers.{i}.input_layernorm" for i in range(30)]
+                             + ["model.norm"]])  # (31, T)
+    np.testing.assert_allclose(typical, per_token.median(dim=1).values.numpy()
+                               if per_token.shape[1] % 2 else np.median(per_token.numpy(), 1))
+    np.testing.assert_allclose(first, per_token[:, 0].numpy())
+    assert typical[-1] > 20 * typical[0]  # pre-norm: the stream itself is never normalized
+    assert first.max() > 20 * typical.max()  # the massive activation is the first token's
 
 
 def test_sink_shares_are_attention_to_the_first_token(run):
@@ -88,7 +94,7 @@ def test_breaking_a_norm_is_a_replaced_run(model, how):
     plain = model.run(REFERENCE_TEXT)
     loss = float(F.cross_entropy(plain.logits[:-1].double(), plain.ids[1:]))
     assert broken.loss_before == pytest.approx(loss)
-    if how == "identity":
+    if how == "removed":
         again = model.run(PRESETS[0], replace={name: lambda x: x})
         assert broken.after.tokens == prediction(again).tokens
         assert broken.kl > 0.01  # this norm matters to the prediction
@@ -102,8 +108,10 @@ def test_norm_labels():
 
 
 def test_the_page_states_what_its_run_computed(model, run):
-    at = open_page(PAGE, {"sl_part2": "true", "sl_part4": "true", "sl_part5": "true"},
-                   timeout=300)
+    closed = open_page(PAGE, timeout=300)
+    assert len(figures(closed)) == 1  # the parts that cost model runs wait until opened
+    at = open_page(PAGE, {"sl_part2": "true", "sl_part3": "true", "sl_part4": "true",
+                          "sl_part5": "true"}, timeout=300)
     shown = " ".join(m.value for m in at.markdown)
     guess = prediction(run)
     assert f"with probability {guess.probabilities[0]:.0%}" in shown
@@ -114,6 +122,21 @@ def test_the_page_states_what_its_run_computed(model, run):
     assert len(figures(at)) == 5
     labels = [e.label for e in at.expander if e.proto.query_param_key.startswith("sl_part")]
     assert labels[0].startswith("2 ·") and len(labels) == 4
+    typical, first = stream_rms(run)
+    assert f"from {short(typical[0])} at block 0 to {short(typical[-1])}" in shown
+    assert f"jumps to {short(first.max())} at block {int(first.argmax())}" in shown
+    broken = break_norm(model, PRESETS[0], "model.layers.3.input_layernorm", "removed")
+    assert f"KL divergence of {short(broken.kl)} nats" in shown
+
+
+def test_a_prompt_of_too_many_tokens_is_refused_before_it_runs(model):
+    from lnviz.lessons.smollm2 import analyze
+    from lnviz.limits import SMOLLM2_MAX_TOKENS
+
+    with pytest.raises(ValueError, match=f"at most {SMOLLM2_MAX_TOKENS}"):
+        analyze(model, "1" * 5000)  # digits are one token each: 5,000 tokens
+    at = open_page(PAGE, {"sl_text": "7 " * 400}, timeout=300)
+    assert any(f"at most {SMOLLM2_MAX_TOKENS}" in e.value for e in at.error)
 
 
 def test_without_the_model_package_the_page_says_how_to_install_it(monkeypatch):

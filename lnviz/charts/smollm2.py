@@ -45,24 +45,28 @@ def prediction_figure(tokens: Sequence[str], probabilities: Sequence[float],
     return figure(data, layout)
 
 
-def stream_figure(decoder: np.ndarray, encoder: np.ndarray) -> go.Figure:
-    """The residual stream's RMS through depth, on a log axis: SmolLM2's (pre-norm: where each
-    block's first RMSNorm reads it, then the final norm) against all-MiniLM-L6-v2's (post-LN:
-    after each LayerNorm that ends a layer). The x axis is the share of the model's depth, so
-    that 30 blocks and 6 layers line up."""
-    decoder, encoder = np.asarray(decoder, np.float64), np.asarray(encoder, np.float64)
+def stream_figure(typical: np.ndarray, first: np.ndarray, encoder: np.ndarray) -> go.Figure:
+    """The residual stream's per-token RMS through depth, on a log axis: SmolLM2's median token
+    and its first token (pre-norm: where each block's first RMSNorm reads it, then the final
+    norm) against all-MiniLM-L6-v2's median token (post-LN: after each LayerNorm that ends a
+    layer). The x axis is the share of the model's depth, so that 30 blocks and 6 layers line
+    up."""
+    typical, first = np.asarray(typical, np.float64), np.asarray(first, np.float64)
+    encoder = np.asarray(encoder, np.float64)
     data = [dict(type="scatter", mode="lines+markers", x=np.linspace(0, 1, len(values)),
-                 y=values, name=name, line=dict(color=color, width=2), marker=dict(size=6),
-                 customdata=np.arange(len(values)),
+                 y=values, name=name, line=dict(color=color, width=2, dash=dash),
+                 marker=dict(size=6), customdata=np.arange(len(values)),
                  hovertemplate=f"{point} %{{customdata}}: RMS %{{y:.4g}}<extra>{name}</extra>")
-            for values, name, color, point in (
-                (decoder, "SmolLM2 (pre-norm RMSNorm)", OKABE_ITO[5], "block"),
-                (encoder, "all-MiniLM-L6-v2 (post-LN LayerNorm)", OKABE_ITO[1], "layer"))]
+            for values, name, color, dash, point in (
+                (typical, "SmolLM2, median token (pre-norm)", OKABE_ITO[5], "solid", "block"),
+                (first, "SmolLM2, first token", OKABE_ITO[5], "dot", "block"),
+                (encoder, "all-MiniLM-L6-v2, median token (post-LN)", OKABE_ITO[1], "solid",
+                 "layer"))]
     layout = dict(height=360, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
                   xaxis=dict(title=dict(text="depth (share of the model's blocks)"),
                              tickformat=".0%"),
-                  yaxis=dict(log_ticks(decoder, encoder),
-                             title=dict(text="RMS of the residual stream")))
+                  yaxis=dict(log_ticks(typical, first, encoder),
+                             title=dict(text="RMS of a token in the residual stream")))
     return figure(data, layout)
 
 

@@ -4,15 +4,17 @@ Everything the page says about the model is computed here from the run, for the 
 
 - :func:`analyze` runs the prompt once (:func:`lnviz.models.smollm2`): the next-token
   prediction, and per block the residual stream's size where each block's first RMSNorm reads it.
-- **Massive activations** (Sun et al. 2024): from a few blocks in, one value of the first token is
-  thousands of times the median; :class:`Massive` says where, and what RMSNorm makes of that
-  token (its RMS, its output there, γ there).
-- **Pre-norm against post-norm**: the residual stream's RMS through depth here, against
-  all-MiniLM-L6-v2's, whose stream is a LayerNorm's output after every sublayer
-  (:func:`stream_scales`).
+- **Massive activations** (Sun et al. 2024): one value of the first token grows to hundreds and
+  then (from block 12 on, in prompts of two tokens or more) thousands of times the median;
+  :class:`Massive` says where, and what RMSNorm makes of that token (its RMS, its output there,
+  γ there).
+- **Pre-norm against post-norm**: the residual stream's per-token RMS through depth here (the
+  median token's, and the first token's, which carries the massive activation), against
+  all-MiniLM-L6-v2's, whose stream is a LayerNorm's output after every layer
+  (:func:`stream_rms`, :func:`encoder_stream_rms`).
 - **Break a norm**: one RMSNorm's output replaced by its input (identity), by its input divided by
-  an RMS frozen from another prompt, or by LayerNorm with the same γ; the next-token distribution
-  and the loss on a reference text, before and after (:func:`break_norm`).
+  a typical token's RMS frozen from another text, or by LayerNorm with the same γ; the next-token
+  distribution and the loss on a reference text, before and after (:func:`break_norm`).
 - **Attention sinks** (Xiao et al. 2024): the share of attention each block sends to the first
   token (:func:`sink_shares`).
 """
@@ -28,10 +30,12 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.lessons.minilm import TransformerRun
+from lnviz.limits import SMOLLM2_MAX_TOKENS
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
 
 __all__ = [
     "BREAKS",
+    "FROZEN_TEXT",
     "PRESETS",
     "REFERENCE_TEXT",
     "Broken",
@@ -57,11 +61,14 @@ PRESETS = (
 )
 #: The text whose loss measures what breaking a norm costs (a plain English sentence).
 REFERENCE_TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home."
-#: How a norm can be broken (:func:`break_norm`), with what the page calls each.
+#: The text a frozen RMS is taken from: neither the default prompt nor the reference text.
+FROZEN_TEXT = "Rain fell on the old town all night, and by morning the river had risen."
+#: How a norm can be broken (:func:`break_norm`): the page's option, and what it does.
 BREAKS = {
-    "identity": "removed: its input passes unchanged",
-    "frozen": "a frozen RMS: its input divided by the RMS the same norm saw on another prompt",
-    "layer_norm": "LayerNorm with the same γ: the mean subtracted as well",
+    "removed": "its input passes unchanged",
+    "frozen RMS": "its input (times γ) divided by one number: the median token's RMS the same "
+                  "norm saw on another text",
+    "LayerNorm": "LayerNorm with the same γ: the mean subtracted as well",
 }
 
 
@@ -75,7 +82,13 @@ def norm_label(name: str) -> str:
 
 
 def analyze(model: SmolLM2, text: str) -> DecoderRun:
-    """The prompt through the model (a cache key of its own: the page caches this call)."""
+    """The prompt through the model (a cache key of its own: the page caches this call), at
+    most :data:`lnviz.limits.SMOLLM2_MAX_TOKENS` tokens (ValueError beyond, saying so)."""
+    tokens, _ = model.tokenize(text)
+    if len(tokens) > SMOLLM2_MAX_TOKENS:
+        raise ValueError(f"this prompt is {len(tokens):,} tokens; the page runs at most "
+                         f"{SMOLLM2_MAX_TOKENS} (every block's attention is kept, T² numbers "
+                         "each): shorten it")
     return model.run(text)
 
 
@@ -94,18 +107,21 @@ def prediction(run: DecoderRun, k: int = 5) -> Prediction:
 
 def encoder_stream_rms(run: TransformerRun) -> np.ndarray:
     """all-MiniLM-L6-v2's residual stream (post-LN: the output of the LayerNorm that ends each
-    layer, after the embeddings' one) as RMS over all tokens and features: (n_layer + 1,)."""
+    layer, after the embeddings' one): the median token's RMS, (n_layer + 1,)."""
     names = ["embeddings.LayerNorm", *(n for n in run.names if n.endswith(".output.LayerNorm")
                                        and "attention" not in n)]
-    return np.array([float(run.records[run.names.index(n)].output.double().square().mean()
-                           .sqrt()) for n in names])
+    return np.array([float(run.records[run.names.index(n)].output[0].double().square()
+                           .mean(-1).sqrt().median()) for n in names])
 
 
-def stream_rms(run: DecoderRun) -> np.ndarray:
-    """The residual stream's RMS over all tokens and features where each block's first RMSNorm
-    reads it, then where the final one does: (n_layer + 1,)."""
+def stream_rms(run: DecoderRun) -> tuple[np.ndarray, np.ndarray]:
+    """The residual stream's per-token RMS where each block's first RMSNorm reads it, then where
+    the final one does: (the median token's, the first token's), each (n_layer + 1,). The first
+    token carries the massive activation, so an RMS over all tokens would be its alone."""
     names = [n for n in rms_norm_names() if not n.endswith("post_attention_layernorm")]
-    return np.array([float(run.record(n).input.double().square().mean().sqrt()) for n in names])
+    per_token = np.stack([run.record(n).input[0].double().square().mean(-1).sqrt().numpy()
+                          for n in names])  # (n_layer + 1, T)
+    return np.median(per_token, axis=1), per_token[:, 0]
 
 
 @dataclass(frozen=True)
@@ -157,10 +173,10 @@ def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
 def sink_shares(run: DecoderRun) -> np.ndarray:
     """Per block, the share of attention the tokens after the first send to the first token,
     averaged over heads and over those tokens: (n_layer,). NaN for a one-token prompt."""
-    attention = run.attention.double()  # (n_layer, nh, T, T)
+    attention = run.attention  # (n_layer, nh, T, T)
     if attention.shape[-1] < 2:
         return np.full(attention.shape[0], np.nan)
-    return attention[:, :, 1:, 0].mean(dim=(1, 2)).numpy()
+    return attention[:, :, 1:, 0].double().mean(dim=(1, 2)).numpy()
 
 
 @dataclass(frozen=True)
@@ -189,14 +205,15 @@ class Broken:
 def _replacement(model: SmolLM2, name: str, how: str) -> Callable[[torch.Tensor], torch.Tensor]:
     weight = model.weights[f"{name}.weight"]
     eps = model.config.eps
-    if how == "identity":
+    if how == "removed":
         return lambda x: x
-    if how == "layer_norm":
+    if how == "LayerNorm":
         return lambda x: F.layer_norm(x, (x.shape[-1],), weight, None, eps)
-    if how == "frozen":
-        # the RMS this norm saw on another prompt, over all its tokens: one number, frozen
-        other = model.run(REFERENCE_TEXT).record(name).input.double()
-        rms = float(other.square().mean().sqrt())
+    if how == "frozen RMS":
+        # the median token's RMS this norm saw on another text: one number, frozen (a median,
+        # so that the first token's massive value does not set it)
+        other = model.run(FROZEN_TEXT).record(name).input[0].double()
+        rms = float(other.square().mean(-1).sqrt().median())
         return lambda x: x / rms * weight
     raise ValueError(f"a norm can be broken as {', '.join(BREAKS)}, not {how!r}")
 

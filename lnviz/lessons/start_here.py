@@ -549,16 +549,17 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
 def _padding_step(numbers: PathNumbers) -> Step:
     x, mask = numbers.tokens, numbers.mask
     real = x[..., 0][mask]
-    mu_pad, mu_real = float(numbers.bn.mean[0, 0, 0]), float(real.mean())
+    mu_real = float(real.mean())
     var_real = float(real.var(unbiased=False))
     expected = float(numbers.bn_masked.output[0, 0, 0])
     counted = float(numbers.bn.output[0, 0, 0])
     ln_i = format_numbers(_vector(numbers.ln.output[0, 0]))
     return Step(OUTLINE[3], (
         "That eighth value is no word: it is the pad that fills sentence 2 up to four tokens. "
-        f"Counting it pulls feature 0's mean from {mu_real:g} to {mu_pad:g}, and the next "
-        "batch, with more or fewer pads, would pull it elsewhere. Masked BatchNorm leaves the "
-        "pads out of the statistics."), (
+        f"Counting it pulls feature 0's mean away from the real tokens' {mu_real:g} toward the "
+        "pad's 0 (step 3's answer used the pulled mean), and the next batch, with more or fewer "
+        "pads, would pull it elsewhere. Masked BatchNorm leaves the pads out of the "
+        "statistics."), (
         Question(
             "bn_masked",
             "Predict: with the pad left out, BatchNorm's output for feature 0 of “I”?",

@@ -88,11 +88,13 @@ def page_title(path: str) -> None:
     st.title(title_of(path))
 
 
-def folded(label: str, key: str):  # -> streamlit's ExpanderContainer
+def folded(label: str, key: str, *, lazy: bool = False):  # -> streamlit's ExpanderContainer
     """One part of a long page, folded until the learner opens it: ``label`` says what is
     inside, and the part opens from the URL too (``?key=true``), so a shared link opens the same
     parts. Its content is built either way, so a control elsewhere on the page that it follows
-    (and a test reading the page) finds it there."""
+    (and a test reading the page) finds it there; with ``lazy``, opening it reruns the page and
+    the caller builds the content only while ``.open`` (a part that costs model runs)."""
     import streamlit as st  # here: the navigation imports this module before Streamlit runs
 
-    return st.expander(label, key=key, bind="query-params", icon=":material/unfold_more:")
+    return st.expander(label, key=key, bind="query-params", icon=":material/unfold_more:",
+                       on_change="rerun" if lazy else "ignore")

@@ -1,0 +1,53 @@
+"""Inside a real LLM in a real browser: a prompt typed in one tab and another in a second tab (two
+sessions of one server, which loads the model once for both); the prediction follows the prompt.
+
+Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
+"""
+
+from __future__ import annotations
+
+import pytest
+from browserutil import CHARTS, TIMEOUT_MS, TITLE, assert_no_exception, shot, wait_idle
+
+try:
+    from playwright.sync_api import Browser, Page, expect
+except ImportError:  # the browser fixture skips (or fails) the tests
+    Page = Browser = None
+
+pytestmark = pytest.mark.browser
+
+
+def _open(page: Page, url: str, charts: int = 1) -> None:
+    """Open ``url``: the prediction's chart, and one more per folded part the address opens."""
+    page.goto(url)
+    expect(page.locator(TITLE).first).to_have_text("Inside a real LLM", timeout=TIMEOUT_MS)
+    expect(page.locator(CHARTS)).to_have_count(charts, timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
+
+
+def test_two_sessions_share_the_model_and_each_follows_its_prompt(
+        browser: Browser, page: Page, server: str) -> None:
+    _open(page, f"{server}/smollm2")
+    main = page.locator('[data-testid="stMain"]')
+    expect(main.get_by_text("The most likely next token is ĠParis")).to_be_visible()
+
+    other = browser.new_context().new_page()  # a second learner: a session of its own
+    try:
+        _open(other, f"{server}/smollm2?sl_text=One%2C+two%2C+three%2C+four%2C&sl_part2=true",
+              charts=2)
+        expect(other.locator('[data-testid="stMain"]')
+               .get_by_text("The most likely next token is Ġfive")).to_be_visible()
+        assert_no_exception(other)
+    finally:
+        other.context.close()
+
+    box = page.get_by_role("textbox", name="Prompt")
+    box.fill("One, two, three, four,")
+    box.press("Control+Enter")  # a text area submits with Ctrl+Enter
+    expect(main.get_by_text("The most likely next token is Ġfive")).to_be_visible(
+        timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
+    assert "sl_text=One" in page.url
+    shot(page, "smollm2-typed")
