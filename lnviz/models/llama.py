@@ -118,6 +118,13 @@ class DecoderRun:
                 return record
         raise KeyError(f"no RMSNorm named {name!r}; the names are {rms_norm_names()}")
 
+    def capture(self):  # -> lnviz.capture.Capture
+        """The run as a :class:`lnviz.capture.Capture`: its 61 records, the logits as output;
+        ``run.capture().save(path)`` writes the file the app's Model inspector opens."""
+        from lnviz.capture import Capture
+
+        return Capture(output=self.logits, records=self.records)
+
     def top(self, k: int = 5) -> list[tuple[str, float]]:
         """The ``k`` most likely next tokens after the text, with their probabilities."""
         probabilities = self.logits[-1].double().softmax(dim=-1)
