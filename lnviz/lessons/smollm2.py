@@ -41,12 +41,14 @@ __all__ = [
     "Broken",
     "Massive",
     "Prediction",
+    "Removals",
     "analyze",
     "break_norm",
     "encoder_stream_rms",
     "massive",
     "norm_label",
     "prediction",
+    "removals",
     "sink_shares",
     "stream_rms",
 ]
@@ -239,3 +241,43 @@ def break_norm(model: SmolLM2, text: str, name: str, how: str) -> Broken:
 def perplexity(loss: float) -> float:
     """e^loss: the number of equally likely tokens the loss amounts to."""
     return math.exp(loss)
+
+
+@dataclass(frozen=True)
+class Removals:
+    """Each RMSNorm removed in turn (its input passed on unchanged), on the prompt and on
+    :data:`REFERENCE_TEXT`.
+
+    Attributes:
+        names: the norms, in forward order.
+        kl: (N,) KL(before ‖ after) of the next-token distribution after the prompt, in nats.
+        same_top: (N,) whether the most likely next token stayed the same.
+        loss: (N,) the reference text's loss with that norm removed; ``loss_before`` without.
+    """
+
+    names: tuple[str, ...]
+    kl: np.ndarray
+    same_top: np.ndarray
+    loss: np.ndarray
+    loss_before: float
+
+
+def removals(model: SmolLM2, text: str, names: tuple[str, ...] | None = None,
+             progress: Callable[[float, str], None] | None = None) -> Removals:
+    """:class:`Removals` for ``names`` (every RMSNorm by default): two runs each, the prompt and
+    the reference text. ``progress(fraction, message)`` is called before each norm."""
+    names = tuple(names or rms_norm_names(model.config.n_layer))
+    plain = model.run(text).logits[-1].double().log_softmax(-1)
+    loss_before = _loss(model.run(REFERENCE_TEXT))
+    kl, same, loss = [], [], []
+    for k, name in enumerate(names):
+        if progress is not None:
+            progress(k / len(names), f"{norm_label(name)} removed")
+        replace = {name: lambda x: x}
+        broken = model.run(text, replace=replace).logits[-1].double().log_softmax(-1)
+        kl.append(float((plain.exp() * (plain - broken)).sum()))
+        same.append(int(plain.argmax()) == int(broken.argmax()))
+        loss.append(_loss(model.run(REFERENCE_TEXT, replace=replace)))
+    if progress is not None:
+        progress(1.0, "done")
+    return Removals(names, np.array(kl), np.array(same), np.array(loss), loss_before)
