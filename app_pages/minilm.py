@@ -31,7 +31,7 @@ from lnviz.lessons.minilm import (
     sink_text,
     truncation_note,
 )
-from lnviz.limits import MINILM_MAX_CHARS, MINILM_MAX_DRAWN_TOKENS
+from lnviz.limits import MINILM_MAX_DRAWN_TOKENS, MODEL_MAX_CHARS
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import MiniLM, layer_norm_names
 from lnviz.ui.cache import Named, cached, shared
@@ -64,8 +64,8 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
 box = st.container(border=True)
 with box:
     text, side = model_text(box, "Sentence", PRESETS, key="tf_text", what="the sentence",
-                            max_chars=MINILM_MAX_CHARS,
-                            help=f"Any text; the page reads its first {MINILM_MAX_CHARS:,} "
+                            max_chars=MODEL_MAX_CHARS,
+                            help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
                                  "characters and the model their first 512 tokens.")
     keep_in_range("tf_ln", range(len(NAMES)), reset_to=NAMES.index(FIRST_FFN))
     chosen = side.selectbox(

@@ -21,7 +21,7 @@ from lnviz.lessons.smollm2 import (
     sink_shares,
     stream_rms,
 )
-from lnviz.limits import MINILM_MAX_CHARS, SMOLLM2_MAX_TOKENS
+from lnviz.limits import MODEL_MAX_CHARS, SMOLLM2_MAX_TOKENS
 from lnviz.models import ModelFileError, minilm, smollm2
 from lnviz.models.llama import rms_norm_names
 from lnviz.ui.cache import Named, cached, shared
@@ -53,8 +53,8 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
 box = st.container(border=True)
 with box:
     text, _ = model_text(box, "Prompt", PRESETS, key="sl_text", what="the prompt",
-                         max_chars=MINILM_MAX_CHARS,
-                         help=f"Any text; the page reads its first {MINILM_MAX_CHARS:,} "
+                         max_chars=MODEL_MAX_CHARS,
+                         help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
                               "characters. Chat turns use <|im_start|>user … <|im_end|>.")
 
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):

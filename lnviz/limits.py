@@ -36,8 +36,8 @@ __all__ = [
     "MAX_TEXT_NESTING",
     "MAX_URL_NUMBER",
     "MAX_URL_VALUE",
-    "MINILM_MAX_CHARS",
     "MINILM_MAX_DRAWN_TOKENS",
+    "MODEL_MAX_CHARS",
     "PADDING_MAX_D_MODEL",
     "PADDING_MAX_LENGTH",
     "PADDING_MAX_SEQUENCES",
@@ -114,9 +114,10 @@ BN_VS_LN_MAX_BATCH = 64
 GRADIENTS_MAX_JACOBIAN = 64
 #: The most characters a Start-here answer field takes.
 START_HERE_MAX_ANSWER_CHARS = 80
-#: The real-transformer page: the longest text it takes, in characters (the model reads at most
-#: 512 tokens), and the most tokens its heatmaps draw (the first ones; everything else uses all).
-MINILM_MAX_CHARS = 5000
+#: The two model pages: the longest text they take, in characters (all-MiniLM-L6-v2 reads at most
+#: 512 tokens; SmolLM2's page runs at most SMOLLM2_MAX_TOKENS); and the most tokens the
+#: real-transformer page's heatmaps draw (the first ones; everything else uses all).
+MODEL_MAX_CHARS = 5000
 MINILM_MAX_DRAWN_TOKENS = 64
 #: The real LLM page: the most tokens of a prompt it runs. A run keeps every block's attention,
 #: 30 × 9 × T² floats (71 MB at 256 tokens, 27 GB at 5,000), and SmolLM2 reads digits one token

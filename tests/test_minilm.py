@@ -223,7 +223,7 @@ def test_layer_view_statistics_are_lnvizs(runs) -> None:
 
 def test_text_limits(model) -> None:
     with pytest.raises(ValueError, match="at most 5,000"):
-        tf.analyze(model, "x" * (tf.MINILM_MAX_CHARS + 1))
+        tf.analyze(model, "x" * (tf.MODEL_MAX_CHARS + 1))
     with pytest.raises(ValueError, match="empty"):
         tf.analyze(model, "  \n")
     long = tf.analyze(model, "word " * 700)
@@ -269,8 +269,8 @@ def test_page_follows_a_typed_sentence_and_warns_when_it_truncates() -> None:
 
 
 def test_a_text_longer_than_the_page_reads_is_cut_with_a_word() -> None:
-    """A paste over MINILM_MAX_CHARS characters is not dropped: the page reads its first
-    MINILM_MAX_CHARS and says so."""
+    """A paste over MODEL_MAX_CHARS characters is not dropped: the page reads its first
+    MODEL_MAX_CHARS and says so."""
     at = open_page(PAGE, timeout=120)
     # one word of 6,800 letters: the tokenizer makes it one [UNK], so the model's run is short
     at.text_area(key="tf_text").input("x" * 6_800).run(timeout=120)

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from lnviz.batch import Batch
 from lnviz.capture import Capture, NormRecord
-from lnviz.limits import MINILM_MAX_CHARS, MINILM_MAX_DRAWN_TOKENS
+from lnviz.limits import MINILM_MAX_DRAWN_TOKENS, MODEL_MAX_CHARS
 from lnviz.models import MiniLM, ModelRun
 
 __all__ = [
@@ -205,9 +205,9 @@ class TransformerRun:
 
 def analyze(model: MiniLM, text: str) -> TransformerRun:
     """Run ``text`` through all-MiniLM-L6-v2 and compute everything the page shows about it."""
-    if len(text) > MINILM_MAX_CHARS:
+    if len(text) > MODEL_MAX_CHARS:
         raise ValueError(f"this text has {len(text):,} characters; the page takes at most "
-                         f"{MINILM_MAX_CHARS:,} (the model reads at most 512 tokens anyway)")
+                         f"{MODEL_MAX_CHARS:,} (the model reads at most 512 tokens anyway)")
     if not text.strip():
         raise ValueError("type a sentence: the text is empty")
     run = model.run(text)
