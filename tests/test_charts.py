@@ -696,3 +696,13 @@ def test_log_ticks_are_labelled_with_their_values(values, labels):
         else:
             written = float(label)
         assert written == pytest.approx(value)
+
+
+@pytest.mark.parametrize(("values", "top"), [([0.06, 22_500.0], "2×10⁴"), ([0.08, 949.0], "500")])
+def test_a_wide_log_axis_labels_a_tick_near_its_top(values, top):
+    """Powers of ten alone left 22,500 above an unlabelled stretch past 10⁴ (SmolLM2's massive
+    activation): the largest 1-2-5 value under the top is labelled too."""
+    axis = charts.base.log_ticks(values)
+    assert top in axis["ticktext"]
+    shown = [v for v in axis["tickvals"] if v <= max(values)]
+    assert max(values) / max(shown) < 2.5

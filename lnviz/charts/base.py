@@ -443,6 +443,13 @@ def log_ticks(*arrays: Any, most: int = 12) -> dict[str, Any]:
     if len(ticks) > most:
         step = int(np.ceil(len(powers) / most))
         ticks = [float(f"{p:.12g}") for p in powers[::step] if low <= p <= high]
+        # and the top value labelled: the largest 1, 2 or 5 times a power at or below the
+        # largest value (22,500 gets a 2×10⁴, not an unlabelled stretch above 10⁴)
+        top = max((float(f"{m * p:.12g}") for p in powers for m in (1, 2, 5)
+                   if m * p <= values.max()), default=None)
+        shown = [v for v in ticks if v <= values.max()]  # Plotly's range ends near the values
+        if top is not None and shown and top > max(shown) * 1.5:
+            ticks = sorted({*ticks, top})
     if len(ticks) < 2:
         return dict(type="log", dtick=1, exponentformat="power")
     as_powers = min(ticks) < 1e-3 or max(ticks) >= 1e4
