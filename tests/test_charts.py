@@ -698,7 +698,8 @@ def test_log_ticks_are_labelled_with_their_values(values, labels):
         assert written == pytest.approx(value)
 
 
-@pytest.mark.parametrize(("values", "top"), [([0.06, 22_500.0], "2×10⁴"), ([0.08, 949.0], "500")])
+@pytest.mark.parametrize(("values", "top"), [([0.06, 22_500.0], "2×10⁴"), ([0.08, 949.0], "500"),
+                                             ([1e-12, 1.0], "10⁰")])
 def test_a_wide_log_axis_labels_a_tick_near_its_top(values, top):
     """Powers of ten alone left 22,500 above an unlabelled stretch past 10⁴ (SmolLM2's massive
     activation): the largest 1-2-5 value under the top is labelled too."""
@@ -706,3 +707,5 @@ def test_a_wide_log_axis_labels_a_tick_near_its_top(values, top):
     assert top in axis["ticktext"]
     shown = [v for v in axis["tickvals"] if v <= max(values)]
     assert max(values) / max(shown) < 2.5
+    gaps = np.diff(np.log10(axis["tickvals"]))
+    assert gaps.min() >= 0.5 * np.median(gaps) - 1e-9  # no two labels crowd the others' spacing

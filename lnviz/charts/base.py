@@ -449,7 +449,10 @@ def log_ticks(*arrays: Any, most: int = 12) -> dict[str, Any]:
                    if m * p <= values.max()), default=None)
         shown = [v for v in ticks if v <= values.max()]  # Plotly's range ends near the values
         if top is not None and shown and top > max(shown) * 1.5:
-            ticks = sorted({*ticks, top})
+            # closer than half a step to the last tick, it takes that tick's place (two labels
+            # that near run together on a phone)
+            near = top <= max(shown) * 10 ** (step / 2) * 1.01
+            ticks = sorted({*shown, top} - ({max(shown)} if near else set()))
     if len(ticks) < 2:
         return dict(type="log", dtick=1, exponentformat="power")
     as_powers = min(ticks) < 1e-3 or max(ticks) >= 1e4
