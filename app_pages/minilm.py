@@ -37,7 +37,7 @@ from lnviz.models.bert import MiniLM, layer_norm_names
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import code_span, refusal
+from lnviz.ui.messages import refusal, token_line
 from lnviz.ui.pages import page_title, title_of
 from lnviz.ui.source import send_batch_to_explorer
 from lnviz.ui.state import keep_in_range, model_text
@@ -81,8 +81,7 @@ with refusal(icon=":material/block:"), st.spinner("Running the model…"):
 note = truncation_note(run)
 if note:
     st.warning(note, icon=":material/content_cut:")
-st.markdown(f"**{len(run.tokens)} tokens:** " + " · ".join(map(code_span, run.tokens[:80]))
-            + (" …" if len(run.tokens) > 80 else ""))
+st.markdown(token_line(run.tokens))
 
 # --- One LayerNorm ----------------------------------------------------------------------------
 st.subheader(f"1 · LayerNorm {chosen}: {layer_label(name)}")

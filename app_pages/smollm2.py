@@ -26,7 +26,7 @@ from lnviz.models import ModelFileError, minilm, smollm2
 from lnviz.models.llama import rms_norm_names
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import code_span, refusal
+from lnviz.ui.messages import code_span, refusal, token_line
 from lnviz.ui.pages import folded, page_title
 from lnviz.ui.state import model_text
 
@@ -59,8 +59,7 @@ with box:
 
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
     run = cached(analyze, Named(model, "smollm2"), text)
-st.markdown(f"**{len(run.tokens)} tokens:** " + " · ".join(map(code_span, run.tokens[:80]))
-            + (" …" if len(run.tokens) > 80 else ""))
+st.markdown(token_line(run.tokens))
 
 # --- 1. The next token ------------------------------------------------------------------------
 st.subheader("1 · What comes next")

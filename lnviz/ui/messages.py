@@ -77,3 +77,10 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
     """``n`` things in words: "1 call", "2 calls", "1,024 arrays" (``plural`` where adding an
     "s" is wrong)."""
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
+
+
+def token_line(tokens: list[str], shown: int = 80) -> str:
+    """A model's tokens as one markdown line: "**9 tokens:** `[CLS]` · `the` · …", the first
+    ``shown`` of them."""
+    return (f"**{len(tokens)} tokens:** " + " · ".join(map(code_span, tokens[:shown]))
+            + (" …" if len(tokens) > shown else ""))
