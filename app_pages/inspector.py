@@ -26,7 +26,7 @@ from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import counted, plain, refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.source import TENSOR_FILE_TYPES, open_in_explorer
+from lnviz.ui.source import TENSOR_FILE_TYPES, open_in_explorer, uploaded_files
 from lnviz.ui.state import keep_in_range
 
 FILES = {"capture": "Example capture", "checkpoint": "Example checkpoint",
@@ -48,18 +48,18 @@ with st.container(border=True):
              "transformer encoder with one channel made large, and a CNN with BatchNorm, "
              "GroupNorm and InstanceNorm). Or your own capture or checkpoint.")
     if source == "upload":
-        uploaded = st.file_uploader(
+        uploaded = uploaded_files(
             "Capture or checkpoint", type=TENSOR_FILE_TYPES, key="in_upload",
-            max_upload_size=limits.upload_mb,
+            name="inspector", max_upload_size=limits.upload_mb,
             help="A capture saved by lnviz.capture(model, inputs).save(path), or a checkpoint: "
                  "a state dict in .safetensors, or torch.save(model.state_dict(), path) as "
-                 f".pt/.pth (at most {limits.upload_mb} MB and {limits.tensor_values:,} "
+                 f".pt/.pth (at most {limits.upload_mb} MB and {limits.capture_values:,} "
                  "values). Files are parsed, never run.")
-        if uploaded is None:
+        if not uploaded:
             st.info("Upload a capture (.safetensors) or a checkpoint (.safetensors, .pt, .pth).",
                     icon="📂")
             st.stop()
-        name, file_id, data = uploaded.name, uploaded.file_id, uploaded.getvalue()
+        (name, file_id, data), = uploaded
     else:
         from lnviz.data.examples import EXAMPLE_CAPTURE, EXAMPLE_CHECKPOINT
 
@@ -68,7 +68,7 @@ with st.container(border=True):
 
 with refusal(f"Cannot open {name}: "), st.spinner("Reading the file…"):
     model_file = cached(open_model_file, Named(data, ("inspector", file_id)),
-                        max_elements=limits.tensor_values)
+                        max_elements=limits.capture_values)
 named_file = Named(model_file, ("inspector", file_id))
 
 # --- Sections with their own controls ---------------------------------------------------------

@@ -34,6 +34,7 @@ from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
+from lnviz.ui.source import uploaded_files
 from lnviz.ui.state import current_settings, run_stop_buttons
 
 settings = current_settings()
@@ -131,12 +132,12 @@ with st.container(border=True):
                  f"seeds **{settings.seed}–{settings.seed + seeds - 1}**")
     st.caption(f"Training on **{settings.device}** in float32 with {seed_text} (the device "
                "and the first seed from the sidebar).")
-    upload = None
+    upload = ()
     if source == "mnist":
         upload_mb = current_limits().upload_mb
-        upload = st.file_uploader(
-            "mnist.npz, or the four IDX files", accept_multiple_files=True, key="tr_upload",
-            max_upload_size=upload_mb,
+        upload = uploaded_files(
+            "mnist.npz, or the four IDX files", multiple=True, key="tr_upload",
+            name="ln_lstm upload", max_upload_size=upload_mb,
             help="mnist.npz with x_train, y_train, x_test, y_test (as keras saves it), the same "
                  "four arrays as .safetensors or .pt/.pth, or "
                  "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte "
@@ -155,10 +156,9 @@ elif not upload:
     st.info("Upload mnist.npz or the four MNIST IDX files above, or switch back to the built-in "
             "digits.", icon="📂")
 else:
-    upload_key = tuple(f.file_id for f in upload)
+    upload_key = tuple(file_id for _, file_id, _ in upload)
     with refusal("Cannot read the upload: ", stop=False):
-        # getvalue() hands back the uploader's bytes without copying them
-        data = cached(load_files, Named({f.name: f.getvalue() for f in upload}, upload_key),
+        data = cached(load_files, Named({name: content for name, _, content in upload}, upload_key),
                       current_limits().training_values)
         data_key = upload_key
 if not models:

@@ -22,6 +22,7 @@ __all__ = [
     "GEOMETRY_MAX_MAGNITUDE",
     "GEOMETRY_MAX_VECTORS",
     "GRADIENTS_MAX_JACOBIAN",
+    "INSPECTOR_BYTES_PER_VALUE",
     "INSPECTOR_MAX_NORM_CHANNELS",
     "LIVE_LIMIT",
     "LIVE_MAX_SIDE",
@@ -67,6 +68,14 @@ MAX_DATASET_VALUES = 64_000_000
 #: by 134-144 bytes per value for 5 million values and by about 170 for 400,000 (fixed costs
 #: weigh more there; the rest is memory the allocator keeps after freeing it).
 EXPLORER_BYTES_PER_VALUE = 160
+#: What one value of a capture or checkpoint costs the server in the Model inspector, which holds
+#: the file whole and works on one layer at a time (and in the Explorer, which holds a capture
+#: whole but explores one layer's input, under EXPLORER_BYTES_PER_VALUE). Counted: Streamlit's
+#: copy of the upload, the bytes the page reads from it, the float32 arrays (4 bytes each), and a
+#: fresh copy of the upload Streamlit hands each rerun. Measured with
+#: tools/inspector_memory.py on a 512-token SmolLM2 capture (36 M values, 144 MB): the peak rose
+#: by 17 bytes per value through upload, three reruns, a layer, "Open in Explorer" and leaving.
+INSPECTOR_BYTES_PER_VALUE = 24
 
 #: The Explorer's generated padded batches: at most this many sequences, each padded to at most
 #: this length, of at most this many features (typed as numbers; the element cap applies too).
@@ -165,6 +174,14 @@ class Limits:
         arrays) or generated: as many as fit in :attr:`tensor_mb` at
         :data:`EXPLORER_BYTES_PER_VALUE` each."""
         return min(self.max_elements, self.tensor_mb * 2**20 // EXPLORER_BYTES_PER_VALUE)
+
+    @property
+    def capture_values(self) -> int:
+        """The most values a capture or checkpoint may hold, all its arrays together, in the Model
+        inspector (and a capture in the Explorer, whose chosen layer must also fit
+        :attr:`tensor_values`): as many as fit in :attr:`tensor_mb` at
+        :data:`INSPECTOR_BYTES_PER_VALUE` each."""
+        return min(self.max_elements, self.tensor_mb * 2**20 // INSPECTOR_BYTES_PER_VALUE)
 
 
 FULL_LIMITS = Limits(upload_mb=200, max_elements=MAX_ELEMENTS, max_training_steps=5_000,

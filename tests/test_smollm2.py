@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from pageutil import figures, open_page, shown_text
+from pageutil import figures, open_page, shown_text, table_with
 
 from lnviz.lessons.common import short
 from lnviz.lessons.smollm2 import (
@@ -188,3 +188,28 @@ def test_the_page_sweeps_the_norms_on_request_and_says_what_it_found():
     worst = int(np.argmax(gone.loss))
     assert f"The costliest to remove is `{gone.names[worst]}`" in shown
     assert gone.names[worst] == "model.norm" or gone.loss[worst] >= gone.loss[-1]
+
+
+def test_a_512_token_capture_opens_in_the_model_inspector(model, tmp_path):
+    """The issue's case: 61 layers × 512 tokens × 576 features, inputs and outputs (36 M values,
+    144 MB): above what the Explorer takes as one tensor, within what the inspector holds."""
+    from lnviz.limits import FULL_LIMITS
+
+    text = " ".join(f"word{i % 97}" for i in range(400))  # about 1,150 tokens
+    encoding = model.tokenizer.encode(text)
+    run = model.run(text[:encoding.offsets[511][1]])  # its first 512 tokens
+    assert len(run.tokens) == 512
+    path = tmp_path / "smollm2.capture.safetensors"
+    run.capture().save(path)
+    values = 61 * 2 * 512 * 576
+    assert FULL_LIMITS.tensor_values < values < FULL_LIMITS.capture_values
+    at = open_page("app_pages/inspector.py", {"in_src": "Upload a file"}, timeout=300)
+    at.file_uploader(key="in_upload").upload(path.name, path.read_bytes()).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    overview = table_with(at, "outlier channels").value
+    assert len(overview) == 61
+    assert overview["input shape"].eq("(1, 512, 576)").all()
+    assert overview["kind"].eq("RMSNorm").all()
+    # block 12's input carries the massive activation the page names (≈ 22,500 at the first token)
+    row = overview[overview["layer"].str.startswith("model.layers.12.input_layernorm")]
+    assert float(row["max |x|"].iloc[0]) > 1e4

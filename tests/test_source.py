@@ -21,7 +21,12 @@ from lnviz.batch import grid_view, to_grid
 from lnviz.charts.base import grid_labels
 from lnviz.data import get_preset, random_batch
 from lnviz.data.files import TensorFileError, TensorTooLargeError, load_arrays
-from lnviz.limits import DEMO_LIMITS, EXPLORER_BYTES_PER_VALUE, FULL_LIMITS
+from lnviz.limits import (
+    DEMO_LIMITS,
+    EXPLORER_BYTES_PER_VALUE,
+    FULL_LIMITS,
+    INSPECTOR_BYTES_PER_VALUE,
+)
 from lnviz.ui.cache import STORE_KEY, names_in
 
 EXPLORER = "app_pages/explorer.py"
@@ -108,6 +113,34 @@ def test_the_caps_follow_from_the_memory_a_tensor_may_take():
     assert (FULL_LIMITS.tensor_values, DEMO_LIMITS.tensor_values) == (13_421_772, 419_430)
     # the reported files: 50 million values (389 KB) and, in demo mode, 2 million (15.7 KB)
     assert FULL_LIMITS.tensor_values < 50_000_000 and DEMO_LIMITS.tensor_values < 2_000_000
+
+
+def test_a_capture_is_held_whole_under_its_own_cap_and_explored_one_layer_at_a_time(
+        monkeypatch, tmp_path):
+    """The inspector holds a file at INSPECTOR_BYTES_PER_VALUE a value (a 512-token SmolLM2
+    capture, 36 M values, fits on a laptop: tests/test_smollm2.py); the Explorer opens one of its
+    layers only if that layer's input fits its own cap, and says so otherwise."""
+    for limits in (FULL_LIMITS, DEMO_LIMITS):
+        assert limits.capture_values == min(
+            limits.max_elements, limits.tensor_mb * 2**20 // INSPECTOR_BYTES_PER_VALUE)
+        assert limits.capture_values > limits.tensor_values
+    assert FULL_LIMITS.capture_values > 61 * 2 * 512 * 576
+    monkeypatch.setenv("LNVIZ_DEMO", "1")
+    from lnviz import capture
+
+    tokens = DEMO_LIMITS.tensor_values // 640 + 1  # one layer's input just over the Explorer's cap
+    x = torch.randn(1, tokens, 640, generator=torch.Generator().manual_seed(0))
+    path = tmp_path / "wide.safetensors"
+    capture(torch.nn.LayerNorm(640), x).save(path)
+    at = open_page("app_pages/inspector.py", {"in_src": "Upload a file"})
+    at.file_uploader(key="in_upload").upload(path.name, path.read_bytes()).run()
+    assert not at.error and len(at.get("plotly_chart")) >= 2  # the inspector shows it
+    at.button(key="in_open").click().run()
+    assert not at.exception
+    assert alerts(at)["error"] == [
+        f"this layer's input holds {tokens * 640:,} values, more than the "
+        f"{DEMO_LIMITS.tensor_values:,} the Explorer takes here (each costs it about "
+        f"{EXPLORER_BYTES_PER_VALUE} bytes); the Model inspector shows it whole"]
 
 
 def test_the_reported_npz_is_refused_before_it_is_decompressed(zeros_50m):
@@ -276,3 +309,16 @@ def test_an_uploaded_mask_follows_the_axes_the_learner_picks() -> None:
     turned = x.transpose(1, 0, 2)
     np.testing.assert_array_equal(_uploaded_mask(mask, turned, "NLC", (1, 0, 2)), mask.T != 0)
     np.testing.assert_array_equal(_uploaded_mask(mask, x, "NLC", (0, 1, 2)), mask != 0)
+
+
+def test_pages_read_uploads_through_one_helper():
+    """``lnviz.ui.source.uploaded_files`` keeps one copy of an upload's bytes: a page whose
+    globals held the UploadedFile kept another copy per rerun until the cycle collector ran
+    (docs/benchmarks.md §6). Only lnviz/ui/source.py calls st.file_uploader."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    callers = sorted(str(path.relative_to(root)) for folder in ("app_pages", "lnviz")
+                     for path in (root / folder).rglob("*.py")
+                     if "st.file_uploader(" in path.read_text())
+    assert callers == ["lnviz/ui/source.py"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -136,6 +137,28 @@ def data_source(seed: int) -> tuple[Batch, tuple] | None:
     return None
 
 
+def uploaded_files(label: str, *, key: str, name: str, multiple: bool = False,
+                   **kwargs: Any) -> tuple[tuple[str, str, bytes], ...]:
+    """``st.file_uploader(label, key=key, ...)``, and the (name, file id, bytes) of each file
+    uploaded, read once per upload: the same bytes on every rerun, kept in the session's cache
+    under the name ``(name, file ids)`` (so that :func:`lnviz.ui.cache.forget_named` releases
+    them with what was computed from them).
+
+    The UploadedFile objects are not handed out. Streamlit gives each run a fresh copy of an
+    upload's bytes, and a page's globals sit in a reference cycle with the functions the page
+    defines: a global holding one run's UploadedFile kept its copy until Python's cycle
+    collector ran, 138 MB more per rerun with a 144 MB capture in the Model inspector
+    (tools/inspector_memory.py)."""
+    files = st.file_uploader(label, key=key, accept_multiple_files=multiple, **kwargs)
+    files = [] if files is None else files if isinstance(files, list) else [files]
+    ids = tuple(f.file_id for f in files)
+    return cached(_read_files, Named(files, (name, ids))) if files else ()
+
+
+def _read_files(files: list[Any]) -> tuple[tuple[str, str, bytes], ...]:
+    return tuple((f.name, f.file_id, f.getvalue()) for f in files)
+
+
 def open_in_explorer(name: str, file_id: str, data: bytes, layer: CapturedLayer,
                      shape: tuple[int, ...]) -> dict[str, str]:
     """Hand a capture file and one of its layers (whose input has ``shape``) to the Explorer:
@@ -174,7 +197,8 @@ def _capture_source(from_link: bool = False) -> tuple[Batch, tuple] | None:
     held = st.session_state.get(CAPTURE_KEY)
     name, file_id, data = held or ("the example capture (tiny seeded models)", "example",
                                    EXAMPLE_CAPTURE.read_bytes())
-    cap = current_limits().tensor_values
+    limits = current_limits()
+    cap = limits.capture_values  # the file, held whole; the layer explored is checked below
     named = Named(data, ("capture", file_id))
     layers = cached(capture_layers, named, cap)
     if not layers:
@@ -194,6 +218,11 @@ def _capture_source(from_link: bool = False) -> tuple[Batch, tuple] | None:
     weight = arrays.get(layer.arrays.get("weight", ""))
     bias = arrays.get(layer.arrays.get("bias", ""))
     values = arrays[layer.arrays["input"]]
+    if values.size > limits.tensor_values:
+        raise ValueError(
+            f"this layer's input holds {values.size:,} values, more than the "
+            f"{limits.tensor_values:,} the Explorer takes here (each costs it about "
+            f"{EXPLORER_BYTES_PER_VALUE} bytes); the Model inspector shows it whole")
     setup = explorer_setup(layer, values.shape, weight, bias)
     if from_link and any(k in st.query_params for k in NORM_KEYS):
         st.session_state[_APPLIED_KEY] = (file_id, key)  # the link's settings stand
