@@ -26,7 +26,7 @@ from lnviz.lessons.explorer import (
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
-from lnviz.ui.live import fits, live_panel
+from lnviz.ui.live import live_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import norm_controls
@@ -47,11 +47,17 @@ if picked is None:
     st.stop()
 batch, source_key = picked
 with st.container(border=True), refusal():
-    spec = norm_controls(batch, layer_affine())
+    spec, live_slot = norm_controls(batch, layer_affine())
 
 # --- Computation (one call into lnviz, once per setting) ---------------------------------------
-with refusal(), st.spinner("Normalizing…"):
+ex = None
+with refusal(stop=False), st.spinner("Normalizing…"):
     ex = cached(explore, Named(batch, source_key), spec, settings.device, settings.dtype)
+# ε, γ and β: drawn once lnviz's numbers are known (they are sent to the browser, which follows
+# a drag with them), and also when lnviz refused the settings, so that they can be changed
+live_key = live_panel(live_slot, batch, spec, ex)
+if ex is None:
+    st.stop()
 result, shape, layout = ex.result, ex.x.shape, batch.layout
 if ex.impl == "fast":
     st.caption(impl_note(ex))
@@ -59,21 +65,13 @@ if ex.impl == "fast":
 for note in explain(ex, spec, settings.dtype):
     st.warning(note, icon="⚠️")
 
-# --- Live: small views that follow ε, γ and β while they are dragged ---------------------------
-live_group = None  # the group whose first elements the live panel's step row shows
-if fits(tuple(shape), layout):
-    with st.container(border=True, key="live_box"):
-        live_group = st.session_state.get("group", 0)
-        live_group = live_group if isinstance(live_group, int) else 0
-        live_panel(batch, spec, ex, live_group)
-
 # --- Figures ----------------------------------------------------------------------------------
 # Each section is a fragment: its own controls (the view of a large tensor, a figure's data
 # tables, the worked group) rerun that section alone, not the page.
 
 
 @st.fragment
-def figures(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
+def figures(ex: Exploration, spec: NormSpec, batch: Batch, live_key: str | None) -> None:
     shape, layout = ex.x.shape, batch.layout
     st.subheader(stats_heading(spec))
     grid_in = to_grid(ex.input_values, layout)
@@ -93,12 +91,14 @@ def figures(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
                     + ("" if view.shape == grid_in.shape
                        else f"; showing {view.shape[0]} × {view.shape[1]} of it") + ".")
     rows, columns = grid_labels(tuple(shape), layout, batch.row_labels, view)
+    live = (lambda kind, **extra: None) if live_key is None or view.shape != grid_in.shape \
+        else (lambda kind, **extra: dict(panel=live_key, kind=kind, **extra))
     show_figure(charts.explorer.norm_heatmaps,
                 view.take(grid_in), view.take(to_grid(ex.output_values, layout)),
                 view.take(to_grid(ex.groups, layout)), padding=padding_grid(batch, view),
                 row_labels=rows, col_labels=columns,
                 title_out=f"output y ({spec.norm})", title_groups=shared_title(spec),
-                key="heatmaps")
+                key="heatmaps", live=live("heatmaps", rows=grid_in.shape[0], cols=grid_in.shape[1]))
     alike = shared_outputs(ex, spec, batch)
     if alike:
         st.info(alike, icon="🔁")
@@ -109,20 +109,20 @@ def figures(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
                 ex.mean_in[shown], ex.spread_in[shown], ex.mean_out[shown], ex.spread_out[shown],
                 labels=[str(g) for g in shown], spread_title=spread_name(spec),
                 used=None if ex.running is None else tuple(r[shown] for r in ex.running),
-                key="stats")
+                key="stats", live=live("stats", shown=[int(g) for g in shown]))
     st.caption(f"{n_groups:,} group{'s' * (n_groups != 1)}"
                + ("" if len(shown) == n_groups else f", {len(shown)} of them drawn")
                + ". " + statistics_note(ex, spec))
     show_figure(charts.explorer.distributions_figure, ex.histogram_in, ex.histogram_out,
-                key="distributions")
+                key="distributions", live=live("distributions"))
 
 
-figures(ex, spec, batch)
+figures(ex, spec, batch, live_key)
 
 
 # --- Step by step -----------------------------------------------------------------------------
 @st.fragment
-def steps(ex: Exploration, spec: NormSpec, batch: Batch, live_group: int | None) -> None:
+def steps(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
     shape, layout, n_groups = ex.x.shape, batch.layout, len(ex.mean_in)
     st.subheader("Step by step")
     keep_in_range("group", range(n_groups))
@@ -130,8 +130,6 @@ def steps(ex: Exploration, spec: NormSpec, batch: Batch, live_group: int | None)
         "Group", 0, n_groups - 1, 0, key="group", bind="query-params",
         help="Which group to work through, numbered as in the charts above: here one group is "
              f"{group_description(tuple(shape), layout, spec)}.")
-    if live_group is not None and int(group) != live_group:
-        st.rerun(scope="app")  # the live panel above works through the same group
     table = step_by_step(ex.x, ex.result, spec, ex.groups, int(group), layout, mask=batch.mask)
     st.dataframe(table, hide_index=True, key="steps")
     if table.attrs["note"]:
@@ -140,7 +138,7 @@ def steps(ex: Exploration, spec: NormSpec, batch: Batch, live_group: int | None)
     st.caption("The first element of the group, with its numbers substituted into the formula.")
 
 
-steps(ex, spec, batch, live_group)
+steps(ex, spec, batch)
 
 if source_key[0] == "preset" and (check := seed_checks(source_key[1])) is not None:
     st.subheader(check.title)

@@ -64,7 +64,7 @@ RUN_REPORT = """() => {
                        .map(e => e.innerText)};
 }"""
 
-CHARTS = '[data-testid="stPlotlyChart"]'
+CHARTS = '[data-testid="stPlotlyChart"], .lv-figure'  # st.plotly_chart, or drawn live
 EXCEPTION = '[data-testid="stException"]'
 ALERT = '[data-testid="stAlert"]'
 NAV_LINKS = '[data-testid="stSidebarNav"] a, [data-testid="stSidebarNavLink"]'
@@ -196,7 +196,8 @@ def open_from_navigation(page: Page, number: int, href: str | None) -> None:
 
 #: What has the keyboard's focus, described for a test.
 FOCUSED = """() => {
-  const e = document.activeElement;
+  let e = document.activeElement;
+  while (e && e.shadowRoot && e.shadowRoot.activeElement) e = e.shadowRoot.activeElement;
   if (!e) return {};
   const group = e.closest('[role=radiogroup]');
   return {tag: e.tagName, role: e.getAttribute('role') || '', label: e.getAttribute('aria-label')

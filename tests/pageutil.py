@@ -31,8 +31,38 @@ def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 6
 
 
 def figures(at: AppTest) -> list[dict]:
-    """Every Plotly figure on the page, as its JSON spec."""
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    """Every Plotly figure on the page, as its JSON spec, in page order: those st.plotly_chart
+    draws and those drawn in the browser to follow a live control (lnviz.ui.live.live_figure,
+    whose data carries the same spec)."""
+    return [json.loads(e.proto.spec) if e.type == "plotly_chart"
+            else json.loads(e.proto.json)["figure"] for e in _figure_elements(at.main)]
+
+
+def live_controls(at: AppTest) -> dict:
+    """What the Explorer's ε, γ and β controls (lnviz.ui.live.live_panel) were sent in the last
+    run: their settled values under ``server``, their help and note, and the input."""
+    panels = [e for e in at.get("bidi_component") if e.proto.component_name == "lnviz_live_norm"]
+    assert len(panels) == 1, f"{len(panels)} sets of ε, γ and β controls"
+    return json.loads(panels[0].proto.json)
+
+
+def set_live(at: AppTest, **values: float) -> AppTest:
+    """Set the Explorer's ε, γ and/or β as letting go of their live controls does (the
+    session's values, which lnviz.ui.params.norm_values reads), and run the page."""
+    for key, value in values.items():
+        at.session_state[key] = value
+    return at.run()
+
+
+def _figure_elements(node) -> list:
+    found = []
+    for child in getattr(node, "children", {}).values():
+        kind = getattr(child, "type", None)
+        if kind == "plotly_chart" or (kind == "bidi_component"
+                                      and child.proto.component_name == "lnviz_live_figure"):
+            found.append(child)
+        found += _figure_elements(child)
+    return found
 
 
 def decode(value: object) -> np.ndarray:

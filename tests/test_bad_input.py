@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pageutil import ALL_PAGES, ROOT, alerts, figures, open_page
+from pageutil import ALL_PAGES, ROOT, alerts, figures, open_page, set_live
 from streamlit.testing.v1 import AppTest
 
 from lnviz.batch import Batch, NormSpec
@@ -127,7 +127,7 @@ def test_overflow_is_not_reported_as_an_lnviz_bug():
 
 def test_eps_zero_on_a_constant_row_of_an_upload():
     at = upload("constant.npy", npy(np.array([[3, 3, 3], [1, 2, 3]], np.float32)))
-    at.select_slider(key="eps").set_value(0.0).run()
+    set_live(at, eps=0.0)
     assert not at.exception
     assert any("0/0 is NaN" in w for w in alerts(at)["warning"]), alerts(at)
     assert len(figures(at)) == 3

@@ -12,7 +12,16 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, figures, open_page, padded, table_with, trace_data
+from pageutil import (
+    alerts,
+    figures,
+    live_controls,
+    open_page,
+    padded,
+    set_live,
+    table_with,
+    trace_data,
+)
 
 from lnviz.batch import (
     NORMS,
@@ -124,22 +133,23 @@ def test_epsilon_gamma_beta_move_the_output():
     # the formula tutorial: σ² = 4e-9, so ε = 1e-5 (the default) swamps it: x̂ = ±1e-4/√(1e-5) ≈
     # ±0.0316
     assert np.abs(output_grid(at)).max() == pytest.approx(0.03162, abs=1e-4)
-    at.select_slider(key="eps").set_value(0.0).run()
+    set_live(at, eps=0.0)
     assert np.abs(output_grid(at)).max() == pytest.approx(1.5811, abs=1e-3)
-    at.select_slider(key="eps").set_value(1e-8).run()
+    set_live(at, eps=1e-8)
     damped = output_grid(at)
     assert np.abs(damped).max() == pytest.approx(0.8452, abs=1e-3)
-    at.slider(key="gamma").set_value(2.0).run()
-    at.slider(key="beta").set_value(1.0).run()
+    set_live(at, gamma=2.0)
+    set_live(at, beta=1.0)
     np.testing.assert_allclose(output_grid(at), 2.0 * damped + 1.0, atol=1e-4)
     at.button(key="reset").click().run()
-    assert at.slider(key="gamma").value == 1.0 and at.slider(key="beta").value == 0.0
+    server = live_controls(at)["server"]
+    assert server["gamma"] == 1.0 and server["beta"] == 0.0
     np.testing.assert_allclose(output_grid(at), damped, atol=1e-6)
 
 
 def test_eps_zero_on_a_constant_row_warns_instead_of_crashing():
     at = open_page(EXPLORER, {"preset": "A constant row"})
-    at.select_slider(key="eps").set_value(0.0).run()
+    set_live(at, eps=0.0)
     assert not at.exception
     assert any("NaN" in w for w in alerts(at)["warning"])
     assert np.isnan(output_grid(at)[0]).all()
@@ -227,8 +237,9 @@ def test_url_parameters_restore_the_settings():
                               "eps": "1e-3", "gamma": "2.0", "seed": "3"})
     assert at.segmented_control(key="src").value == "random"
     assert at.segmented_control(key="norm").value == "BatchNorm"
-    assert at.select_slider(key="eps").value == pytest.approx(1e-3)
-    assert at.slider(key="gamma").value == 2.0
+    assert live_controls(at)["server"]["epsValue"] == pytest.approx(1e-3)
+    assert live_controls(at)["server"]["gamma"] == 2.0
+    assert (at.query_params["eps"], at.query_params["gamma"]) == ("1e-3", "2")
     assert at.number_input(key="seed").value == 3
     assert output_grid(at).shape == (40, 6)
 
@@ -296,7 +307,7 @@ def test_typed_numbers_keep_float64_digits(explorer):
     explorer.segmented_control(key="src").set_value("typed").run()
     explorer.radio(key="tmode").set_value("text").run()
     explorer.text_area(key="ttext").set_value("1.00000001, 1.00000002, 1.00000003").run()
-    explorer.select_slider(key="eps").set_value(0.0).run()
+    set_live(explorer, eps=0.0)
     np.testing.assert_allclose(output_grid(explorer)[0], [-1.2247, 0, 1.2247], atol=1e-3)
     assert not alerts(explorer)["warning"], alerts(explorer)
     explorer.text_area(key="ttext").set_value("1e150, 2e150, 4e150").run()  # refused before
@@ -957,7 +968,7 @@ def test_the_explorers_try_this_holds_on_the_example_it_names():
     cols = to_grid(group_ids((2, 1, 3), "NLC", NormSpec(norm="BatchNorm")), "NLC")
     assert (cols == cols[:1]).all() and len(set(cols[0].tolist())) == 3
     at.selectbox(key="preset").set_value("constant_row").run()
-    at.select_slider(key="eps").set_value(0.0).run()
+    set_live(at, eps=0.0)
     assert at.segmented_control(key="norm").value == "LayerNorm"
     assert any("0/0 is NaN" in text for text in alerts(at)["warning"])
 

@@ -21,10 +21,10 @@ import torch
 from pageutil import padded
 
 from lnviz.batch import Batch, NormSpec, group_ids
-from lnviz.devices import to_numpy
 from lnviz.lessons.explorer import explore
+from lnviz.limits import LIVE_LIMIT
 from lnviz.ui import live
-from lnviz.ui.params import AFFINE_RANGE, EPSILONS
+from lnviz.ui.params import AFFINE_RANGE, EPSILONS, norm_control_help
 
 
 def _decode(text: str) -> np.ndarray:
@@ -37,38 +37,53 @@ def _decode(text: str) -> np.ndarray:
     NormSpec("BatchNorm", training=False, warmup_steps=4, eps=1e-5,
              gamma=(1.0, 2.0, 3.0), beta=(0.0, -1.0, 1.0)),
 ])
-def test_the_payload_carries_the_input_and_lnvizs_numbers(spec: NormSpec) -> None:
+def test_the_controls_carry_the_input_and_the_settings(spec: NormSpec) -> None:
+    """ε, γ and β are sent their settled values and help, and for a tensor the browser can
+    follow, the input and who shares μ and σ (lnviz.batch.grouping)."""
     batch = padded()
     ex = explore(batch, spec)
-    data = live.live_payload(batch, spec, ex, group=1)
+    data = live.live_payload(batch, spec, ex)
     shape = tuple(ex.x.shape)
     assert data["shape"] == list(shape) and data["layout"] == "NLC"
     np.testing.assert_array_equal(_decode(data["x"]), ex.input_values.ravel())
     assert data["mask"] == batch.mask.astype(int).ravel().tolist()
-    assert data["rows"] * data["cols"] == ex.x.numel()
+    ids = np.frombuffer(base64.b64decode(data["groupIds"]), dtype="<i4")
+    np.testing.assert_array_equal(ids, group_ids(shape, "NLC", spec).ravel())
     assert data["epsilons"][data["server"]["eps"]] == spec.eps == data["server"]["epsValue"]
-    assert data["group"] == 1
     per_feature = isinstance(spec.gamma, tuple)
     assert data["perFeature"] is per_feature
     assert data["gamma"] == (list(spec.gamma) if per_feature else spec.gamma)
-    server = data["server"]
-    np.testing.assert_array_equal(_decode(server["y"]), ex.output_values.ravel())
-    ids = group_ids(shape, "NLC", spec).ravel()
-    _, first = np.unique(ids, return_index=True)
-    var = to_numpy(ex.result.var.expand(shape), torch.float64).ravel()[first]
-    np.testing.assert_array_equal(_decode(server["var"]), var)
-    assert (server["mean"] is None) is (spec.norm == "RMSNorm")
-    np.testing.assert_array_equal(_decode(server["meanOut"]), ex.mean_out)
-    np.testing.assert_array_equal(_decode(server["spreadOut"]), ex.spread_out)
+    assert data["help"] == norm_control_help(spec.norm)
+    assert ("σ²" in data["help"]["eps"]) is (spec.norm != "RMSNorm")
+    assert data["note"] == ("γ and β are per feature: edit them in the table below."
+                            if per_feature else "")
 
 
-def test_nan_and_infinity_survive_the_payload() -> None:
-    """JSON has no NaN or ∞: numbers go as float64 bytes, so ε = 0's 0/0 arrives as NaN."""
-    batch = Batch(np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]], np.float32), "NC")
-    spec = NormSpec("LayerNorm", eps=0.0)
+def test_a_tensor_the_browser_cannot_follow_is_sent_without_its_values() -> None:
+    """Over the live limit the controls still set ε, γ and β (on release), and say why the
+    figures do not follow a drag; so do they when lnviz refused the settings (no numbers)."""
+    batch = Batch(np.ones((33, 128), np.float32), "NC")  # 4,224 values
+    spec = NormSpec("RMSNorm", gamma=2.0)
     data = live.live_payload(batch, spec, explore(batch, spec))
-    y = _decode(data["server"]["y"])
-    assert np.isnan(y[:3]).all() and np.isfinite(y[3:]).all()
+    assert "x" not in data and "groupIds" not in data and data["server"]["gamma"] == 2.0
+    assert data["note"] == ("RMSNorm has no β: it shifts nothing. The figures follow when you "
+                            "let go: this tensor has 4,224 values, more than the 4,096 your "
+                            "browser recomputes at every step of a drag.")
+    assert LIVE_LIMIT == 4096
+    refused = live.live_payload(padded(), NormSpec("LayerNorm"), None)
+    assert "x" not in refused and refused["note"] == ""
+
+
+def test_nan_and_infinity_survive_the_trip_to_the_browser() -> None:
+    """JSON has no NaN or ∞: the input goes as float64 bytes, so NaN and ±inf arrive; a figure
+    drawn in the browser carries them as gaps (None), as plotly does."""
+    x = np.array([[np.nan, 1.0, np.inf], [1.0, 2.0, 4.0]])
+    batch = Batch(x, "NC")
+    spec = NormSpec("LayerNorm")
+    sent = _decode(live.live_payload(batch, spec, explore(batch, spec, dtype="float64"))["x"])
+    assert np.isnan(sent[0]) and sent[2] == np.inf and sent[3:].tolist() == [1.0, 2.0, 4.0]
+    assert live._plain({"a": [1.0, math.nan, -math.inf], "b": np.arange(2)}) == {
+        "a": [1.0, None, None], "b": [0, 1]}
 
 
 class _State(dict):
@@ -150,16 +165,6 @@ def test_the_scale_and_shift_panel_settles_into_its_own_sliders(
     state[live.AFFINE_KEY] = {"settle": {"control": "eps", "value": 3}}  # it has no ε
     live._settle(live.AFFINE_KEY, live.AFFINE_CONTROLS)
     assert set(state) == {live.AFFINE_KEY, "ss_beta"}
-
-
-@pytest.mark.parametrize(("spec", "named"), [
-    (NormSpec("LayerNorm"), "Drag ε, γ or β here:"),
-    (NormSpec("RMSNorm"), "Drag ε or γ here:"),
-    (NormSpec("BatchNorm", gamma=(1.0, 2.0), beta=(0.0, 0.0)),
-     "Drag ε here (γ and β come from the table above):"),
-])
-def test_the_panels_sentence_names_the_controls_it_has(spec: NormSpec, named: str) -> None:
-    assert named in live.intro(spec)
 
 
 # --- BatchNorm vs LayerNorm: the batch-size panel ------------------------------------------------

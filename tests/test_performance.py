@@ -229,8 +229,9 @@ def test_a_disturbed_copy_is_retimed_and_a_row_above_it_is_flagged(monkeypatch):
     monkeypatch.setattr(performance, "copy_bandwidth", disturbed_first)
     rows = performance.run([(256, 256)], ["layer"], ["torch"], repeats=3)
     assert calls == [3, 6]  # retimed, with twice the repeats
-    assert rows[0].roofline < 2  # against the retimed copy (a fused kernel may near 100%)
-    assert rows[0].copy_gb_per_s > 0.01
+    # against the retimed copy, not the disturbed one (which puts the norm at about 10⁶ × copy);
+    # how near the norm then comes to the copy is the machine's business (a busy one: 17×)
+    assert rows[0].copy_gb_per_s > 0.01 and rows[0].roofline < 1e3
 
     monkeypatch.setattr(performance, "copy_bandwidth", lambda x, repeats=7, deadline=0: 1e-6)
     rows = performance.run([(256, 256)], ["layer"], ["torch"], repeats=3)

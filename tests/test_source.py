@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, open_page, trace_data
+from pageutil import alerts, figures, open_page, set_live, trace_data
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test
@@ -168,7 +168,7 @@ def test_an_upload_over_the_cap_gets_a_clear_message_and_keeps_nothing(zeros_50m
                f"one learner's tensor may take {limits.tensor_mb:,} MB; save a slice or a "
                "smaller array")
     assert alerts(at)["error"] == [message]
-    assert not at.get("plotly_chart") and "_upload" not in at.session_state
+    assert not figures(at) and "_upload" not in at.session_state
     uploader = at.file_uploader(key="upload")
     assert f"{limits.tensor_values:,} values" in uploader.proto.help
 
@@ -180,7 +180,7 @@ def test_demo_mode_refuses_the_reported_2m_value_file(monkeypatch):
     at = uploaded(buffer.getvalue(), "zeros2m.npz")
     assert any(f"{DEMO_LIMITS.tensor_values:,} values" in e for e in alerts(at)["error"])
     at2 = uploaded(npy(np.zeros((DEMO_LIMITS.tensor_values,), np.float32)))  # at the cap: fine
-    assert not at2.error and len(at2.get("plotly_chart")) == 3
+    assert not at2.error and len(figures(at2)) == 3
 
 
 def held(at) -> tuple[bool, list]:
@@ -196,7 +196,7 @@ def test_the_upload_is_released_when_the_learner_moves_on():
     at = uploaded(npy(values))
     kept, results = held(at)
     assert kept and len(results) == 1
-    at.select_slider(key="eps").set_value(0.1).run()
+    set_live(at, eps=0.1)
     assert len(held(at)[1]) == 2  # two results of the upload (ε = 1e-5 and 0.1)
     at.segmented_control(key="src").set_value("preset").run()  # another source
     assert held(at) == (False, [])

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
-from pageutil import open_page, shown_text
+from pageutil import live_controls, open_page, shown_text
 
 from lnviz import data
 from lnviz.data.files import load_arrays
@@ -235,7 +235,7 @@ def test_the_url_follows_a_control_another_control_narrowed(page, link, change, 
 
 
 #: Every page's ε control, by page and URL key (one control, lnviz.ui.params.eps_slider).
-EPS_CONTROLS = [("app_pages/explorer.py", "eps"), ("app_pages/bug_zoo.py", "bz_eps"),
+EPS_CONTROLS = [("app_pages/bug_zoo.py", "bz_eps"),
                 ("app_pages/epsilon.py", "ep_eps"), ("app_pages/gradients.py", "gr_eps"),
                 ("app_pages/padding.py", "pd_eps"), ("app_pages/geometry.py", "gm_eps")]
 
@@ -253,3 +253,12 @@ def test_every_eps_control_reads_a_link_in_any_notation(page: str, key: str,
     expected = ["1e-8", "1e-6", "1e-5"] if page.endswith("bug_zoo.py") else ["0", "1e-12", "1e-11"]
     assert control.options[:3] == expected
     assert not at.exception
+
+
+@pytest.mark.parametrize("written", ["1e-1", "0.1", "1e-01"])
+def test_the_explorers_live_eps_reads_a_link_in_any_notation(written: str) -> None:
+    """The Explorer's ε is a live control (lnviz.ui.live), not a slider: a link opens on its
+    value in any notation, and the URL is rewritten as the sliders write ε."""
+    at = open_page("app_pages/explorer.py", {"eps": written})
+    assert live_controls(at)["server"]["epsValue"] == 0.1
+    assert at.query_params["eps"] == "1e-1" and not at.exception

@@ -161,6 +161,28 @@ def sweep_cases() -> list[dict[str, Any]]:
     return found
 
 
+def plot_cases() -> dict[str, Any]:
+    """What the live figures recompute (lnviz/ui/live/plots.js), as lnviz computes it: the
+    histogram of the values after (bin centres and counts), the colour range, and the colorbars'
+    end labels (f"{v:.2g}")."""
+    from lnviz.charts.base import symmetric_range
+    from lnviz.lessons.explorer import histogram
+
+    rng = np.random.default_rng(11)
+    arrays = {"normal": rng.normal(0.0, 1.0, 500), "constant": np.full(7, 0.25),
+              "with NaN and inf": np.array([np.nan, 1.0, -2.0, np.inf, 0.5, 3.0]),
+              "all NaN": np.array([np.nan, np.nan]), "huge": rng.normal(0.0, 1e300, 50),
+              "tiny": rng.normal(0.0, 1e-30, 50), "ties at edges": np.array([-1.0, 0.0, 1.0] * 5),
+              "float32 rounded": rng.normal(0.0, 3.0, 300).astype(np.float32).astype(np.float64)}
+    numbers = [0.0, 1.0, -1.0, 2.3456, 9.99, 10.0, 99.5, 123.0, 0.5, 1e-4, 1.25e-5, -3.7e8,
+               0.000123, 1e21, 7.0, 0.1, 15.0]
+    return {"histograms": [{"name": name, "values": values,
+                            "centres": histogram(values)[0], "counts": histogram(values)[1],
+                            "range": list(symmetric_range(values))}
+                           for name, values in arrays.items()],
+            "labels": [{"value": v, "text": f"{v:.2g}"} for v in numbers]}
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready: arrays as lists, non-finite floats as strings."""
     if isinstance(value, np.ndarray):
@@ -175,13 +197,14 @@ def _plain(value: Any) -> Any:
 
 
 def fixtures() -> dict[str, Any]:
-    """Every case Node's tests run: the norms (``norms``) and the ε sweep (``sweep``)."""
+    """Every case Node's tests run: the norms (``norms``), the ε sweep (``sweep``) and what the
+    live figures recompute (``plots``)."""
     all_batches = batches()
     norms = [{"name": f"{source}-{spec.norm}-{k}",
               "problem": problem(all_batches[source], spec),
               "expected": expected(all_batches[source], spec)}
              for k, (source, spec) in enumerate(cases())]
-    return _plain({"norms": norms, "sweep": sweep_cases()})
+    return _plain({"norms": norms, "sweep": sweep_cases(), "plots": plot_cases()})
 
 
 def write(path: Path = CASES_PATH) -> Path:

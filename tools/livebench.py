@@ -16,7 +16,8 @@ It starts ``streamlit run app.py`` and ``streamlit run tools/trivial_app.py`` on
    LayerNorm): its control is moved step by step (an ``input`` event per step, as a drag sends
    them, about 30 a second); per step, the time from the event to the next frame
    (``requestAnimationFrame``: the updated picture is painted with it), and whether the
-   picture (canvases, SVGs, tables) changed.
+   picture (canvases, SVGs, tables, and the page's figures that follow the Explorer's controls
+   while on screen) changed.
    For comparison, the Explorer's own γ slider (``st.slider``) dragged with the mouse in 12
    steps: whether any chart on the page changed before the mouse button is let go.
 2. **Release to settled.** A key press on a focused slider (ArrowRight, then ArrowLeft, and so
@@ -72,8 +73,8 @@ TRIVIAL = "trivial"
 #: (what, page path or TRIVIAL, the slider's accessible name, the query string to open with)
 SETTLE_TARGETS = [
     ("trivial one-chart page: its slider", TRIVIAL, "k", ""),
-    ("Explorer: γ slider (whole page)", "/explorer", "γ (scale)", ""),
-    ("Explorer: live panel γ, released", "/explorer", "γ (scale), live", ""),
+    # the Explorer's γ: its one control (a live control since issue 30; a slider before)
+    ("Explorer: γ, released (whole page)", "/explorer", "γ (scale)", ""),
     ("Gradients: Batch size N (whole page)", "/gradients", "Batch size N", ""),
     ("Gradients: Shift (fragment)", "/gradients", "Shift", ""),
     ("Scale and shift: γ (fragment)", "/scale_shift", "γ (scale)", ""),
@@ -139,10 +140,23 @@ _LIVE_DRAG = """async (root, [name, values]) => {
     input.value = String(v);
     input.dispatchEvent(new Event('input', {bubbles: true}));
     const handled = performance.now() - t0;
-    await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+    // the next frame; and while a figure on screen that follows the panel has not redrawn yet
+    // (figure.js redraws in an animation frame), the frames after it
+    const figures = [...document.querySelectorAll('.lv-figure')].filter((e) => {
+      const box = e.getBoundingClientRect();
+      return box.bottom > 0 && box.top < innerHeight;
+    });
+    const before = figures.map((e) => e.dataset.frame);
+    for (let k = 0; k < 10; k++) {
+      await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+      if (figures.every((e, i) => e.dataset.frame !== before[i])) break;
+    }
     const framed = performance.now() - t0;
+    // the panel's own views, and the page's figures that follow it (lnviz/ui/live/figure.js:
+    // redrawn in the animation frame after the event, before this one's callback)
     const picture = [...root.querySelectorAll('canvas')].map((c) => c.toDataURL()).join()
-      + [...root.querySelectorAll('svg, tbody')].map((e) => e.innerHTML).join();
+      + [...root.querySelectorAll('svg, tbody')].map((e) => e.innerHTML).join()
+      + [...document.querySelectorAll('.lv-figure')].map((e) => e.dataset.frame).join();
     steps.push({handled, framed, picture});
     await new Promise((resolve) => setTimeout(resolve, 30));  // a drag's pace: ~30 events/s
   }
@@ -180,7 +194,8 @@ _DRAWN = """() => {
   const last = window.__drawn.last ?? window.__lt.t0;
   return performance.now() - last > 250 ? last - window.__lt.t0 : null;
 }"""
-_CHARTS = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+_CHARTS = """() => Array.from(
+  document.querySelectorAll('[data-testid="stPlotlyChart"], .lv-figure'))
   .map((c) => c.innerHTML.length + ':' + c.innerHTML.slice(-2000)).join('|')"""
 
 
@@ -266,7 +281,8 @@ def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list
             page.evaluate(_WATCH)
             page.evaluate(_WATCH_DRAWING)
             cpu = _browser_cpu_s()
-            if name.endswith(", live"):  # a live panel: one step, let go as a pointer does
+            if name.endswith(", live") or slider.evaluate("(e) => !!e.closest('.lv-root')"):
+                # a live control: one step, let go as a pointer does
                 slider.evaluate(_STEP_AND_RELEASE, k % 2 == 0)
             else:
                 page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
@@ -293,6 +309,10 @@ def _live_drag(page, url: str, selector: str, control: str, values: list[float])
         panel.wait_for(timeout=15_000)
     except PlaywrightTimeout:  # this version of the app has no live panel
         return {}
+    figures = page.locator(".lv-figure")
+    if figures.count():  # the page's figures follow the panel: drag with the first one in view
+        figures.first.evaluate("e => e.scrollIntoView({block: 'center'})")
+        page.wait_for_timeout(500)
     result = panel.evaluate(_LIVE_DRAG, [control, values])
     changed = sum(a["picture"] != b["picture"] for a, b in itertools.pairwise(result))
     framed = [s["framed"] for s in result[1:]]
@@ -301,11 +321,16 @@ def _live_drag(page, url: str, selector: str, control: str, values: list[float])
 
 
 def _slider_drag(page, url: str, steps: int) -> dict:
-    """The page's own γ slider dragged with the mouse: does any chart change before release?"""
+    """The page's own γ control dragged with the mouse: does any chart change before release?
+    With the page's first figure in view (where the page pins its controls while scrolled
+    past them, they stay at hand)."""
     _open(page, url)
+    figures = page.locator('[data-testid="stPlotlyChart"], .lv-figure')
+    figures.first.evaluate("e => e.scrollIntoView({block: 'center'})")
+    page.wait_for_timeout(500)
     # the thumb: the element that holds the (visually hidden) range input
     thumb = page.locator('input[type=range][aria-label="γ (scale)"]').locator("xpath=..")
-    thumb.scroll_into_view_if_needed()
+    thumb.scroll_into_view_if_needed()  # a slider that stays where it is (before issue 30)
     box = thumb.bounding_box()
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     before = page.evaluate(_CHARTS)

@@ -44,15 +44,25 @@ class _FinishedFigure(go.Figure):
         return self._finished
 
 
+def _live_figures() -> bool:
+    from lnviz.ui.live import plotly_js
+
+    return plotly_js()
+
+
 def _builder(module: str, name: str) -> Callable[..., go.Figure]:
     """The figure builder ``name`` of the charts module ``module``."""
     return getattr(importlib.import_module(module), name, None)
 
 
 def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
-                caption: str | None = None, **kwargs: Any) -> None:
+                caption: str | None = None, live: dict | None = None, **kwargs: Any) -> None:
     """Draw ``builder(*args, **kwargs)`` (a figure builder of :mod:`lnviz.charts`) with
     ``st.plotly_chart``, plus a "Data behind this figure" expander with one table per trace.
+
+    With ``live`` (the keywords of :func:`lnviz.ui.live.live_figure` but the figure and key),
+    the figure is drawn in the browser with Plotly.js instead, and follows a live panel's
+    controls while they move; where Plotly.js cannot be served, st.plotly_chart draws it.
 
     The figure (and its tables, once asked for) come from the session's cache, keyed by the
     builder and its arguments.
@@ -63,7 +73,12 @@ def show_figure(builder: Callable[..., go.Figure], *args: Any, key: str,
     arguments = (fingerprint(args), fingerprint(kwargs))
     fig = remember(f"figure {module}.{name}", arguments,
                    lambda: _FinishedFigure(figure_dict(builder, *args, **kwargs)))
-    st.plotly_chart(fig, key=key)
+    if live is not None and _live_figures():
+        from lnviz.ui.live import live_figure
+
+        live_figure(fig.to_dict(), key=key, **live)
+    else:
+        st.plotly_chart(fig, key=key)
     if caption:
         st.caption(caption)
     if not fig.has_tables:

@@ -55,6 +55,56 @@ def eps_slider(container: Any = st, *, key: str, help: str, value: float = 1e-5,
         bind="query-params", on_change=on_change, help=help)
 
 
+def settled_eps(value: float) -> float:
+    """ε from a control that sends an index into :data:`EPSILONS` (the live controls)."""
+    return EPSILONS[min(max(round(value), 0), len(EPSILONS) - 1)]
+
+
+def settled_affine(value: float) -> float:
+    """γ or β brought into :data:`AFFINE_RANGE`, on its steps."""
+    low, high, step = AFFINE_RANGE
+    return round(round(min(max(value, low), high) / step) * step, 1)
+
+
+#: The Explorer's ε, γ and β, drawn as live controls (lnviz.ui.live.live_panel): their session
+#: keys and URL parameters, and their values when nothing has set them.
+NORM_VALUES = {"eps": 1e-5, "gamma": 1.0, "beta": 0.0}
+
+
+def norm_values() -> dict[str, float]:
+    """The Explorer's ε, γ and β: the session's, or the first time a link's (the URL's value,
+    checked like any input: ε one of :data:`EPSILONS` in any notation, γ and β numbers brought
+    into :data:`AFFINE_RANGE`, as exact as the link has them), or the defaults. No Streamlit
+    widget holds them, so this also writes them into the URL, as a widget bound to it would (a
+    value at its default is left out)."""
+    state = st.session_state
+    for key, default in NORM_VALUES.items():
+        if key not in state:
+            state[key] = _from_url(key, default)
+    values = {key: float(state[key]) for key in NORM_VALUES}
+    for key, value in values.items():
+        text = eps_label(value) if key == "eps" else f"{value:g}"
+        if value == NORM_VALUES[key]:
+            if key in st.query_params:
+                del st.query_params[key]
+        elif st.query_params.get(key) != text:
+            st.query_params[key] = text
+    return values
+
+
+def _from_url(key: str, default: float) -> float:
+    try:
+        number = float(st.query_params.get(key, default))
+    except ValueError:
+        return default
+    if not math.isfinite(number):
+        return default
+    if key == "eps":
+        return number if number in EPSILONS else default
+    low, high, _ = AFFINE_RANGE
+    return min(max(number, low), high)  # a value between the steps is taken as the link has it
+
+
 #: The URL keys of the normalization controls `norm_controls` draws (and `set_norm_controls`
 #: sets): this module owns them.
 NORM_KEYS = ("norm", "eps", "dims", "groups", "mode", "affine", "gamma", "beta")
@@ -108,8 +158,12 @@ def number_table(table: pd.DataFrame, key: str, **editor: Any) -> np.ndarray:
 
 
 def norm_controls(batch: Batch,
-                  affine: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> NormSpec:
-    """Draw the normalization controls for ``batch`` and return the chosen settings.
+                  affine: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+                  ) -> tuple[NormSpec, Any]:
+    """Draw the normalization controls for ``batch`` and return the chosen settings, and the
+    container where the page draws the live ε, γ and β controls (lnviz.ui.live.live_panel,
+    once the batch has been normalized: it sends the browser lnviz's numbers). Their values
+    come from :func:`norm_values`.
 
     ``affine``: a captured layer's γ and β, one per feature, that the per-feature table starts
     from (where their number fits the chosen norm) instead of 1 and 0."""
@@ -162,54 +216,59 @@ def norm_controls(batch: Batch,
             help=f"How many groups the {channels} channels are split into: 1 group is "
                  "LayerNorm over (C, …); one group per channel is InstanceNorm.",
         )
-    spec["eps"] = eps_slider(
-        key="eps",
-        help=("Added to mean(x²) before the square root so that a group of zeros does not "
-              "divide by zero. Try 0 on a padded batch: the pad token is all zeros."
-              if not NORM_TABLE[norm].centred else
-              "Added to σ² before the square root so that a group with no spread does not "
-              "divide by zero. Try 0 on the constant-row example under LayerNorm."),
-    )
-    spec.update(_affine_controls(batch, NormSpec(norm=norm, dims=spec.get("dims", 1)), affine))
+    values = norm_values()
+    spec["eps"] = values["eps"]
+    affine_spec, slot = _affine_controls(batch, NormSpec(norm=norm, dims=spec.get("dims", 1)),
+                                         affine, values)
+    spec.update(affine_spec)
     chosen = NormSpec(**spec)
     about.caption(f"**{norm}**: {_HELP[norm]}. Here one group is "
                   f"{group_description(shape, batch.layout, chosen)}.")
-    return chosen
+    return chosen, slot
+
+
+def norm_control_help(norm: str) -> dict[str, str]:
+    """The help texts of the Explorer's ε, γ and β controls under ``norm``."""
+    eps = ("Added to mean(x²) before the square root so that a group of zeros does not divide "
+           "by zero. Try 0 on a padded batch: the pad token is all zeros."
+           if not NORM_TABLE[norm].centred else
+           "Added to σ² before the square root so that a group with no spread does not divide "
+           "by zero. Try 0 on the constant-row example under LayerNorm.")
+    return {"eps": eps, "gamma": "Multiplies x̂: the output's spread.",
+            "beta": "Added after scaling: the output's mean."}
 
 
 def _affine_controls(batch: Batch, spec: NormSpec,
-                     affine: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> dict:
-    """γ and β: two sliders, or a per-feature table (starting from ``affine`` where it has one
-    value per feature); a button resets them to their initial values."""
+                     affine: tuple[tuple[float, ...], tuple[float, ...]] | None,
+                     values: dict[str, float]) -> tuple[dict, Any]:
+    """γ and β: the live controls' values (:func:`norm_values`), or a per-feature table
+    (starting from ``affine`` where it has one value per feature); a button resets them to
+    their initial values. Returns them and the container the live controls go in (before the
+    table)."""
     n = param_size(batch.values.shape, batch.layout, spec)
     start = affine if affine is not None and len(affine[0]) == n else None
-    cols = st.columns([2, 3, 3, 2])
+    cols = st.columns([3, 2, 3])
     per_feature = cols[0].radio(
         "γ, β", ["scalar", "per feature"], horizontal=True, key="affine", bind="query-params",
         help="One γ and β for every feature, or one pair per feature (the learnable "
              "parameters of the layer).",
     ) == "per feature"
     if start is None:
-        cols[3].button("Reset γ=1, β=0", on_click=_reset_affine, key="reset",
+        cols[1].button("Reset γ=1, β=0", on_click=_reset_affine, key="reset",
                        help="Back to the initial values: the identity affine step.")
     else:
-        cols[3].button("Reset γ, β", on_click=_reset_affine, key="reset",
+        cols[1].button("Reset γ, β", on_click=_reset_affine, key="reset",
                        help="Back to the initial values: γ = 1 and β = 0 on the sliders, the "
                             "captured layer's own γ and β in the per-feature table.")
+    slot = st.container()
     if per_feature and n > MAX_TABLE_FEATURES:
         st.caption(f"{n} features are too many to edit one by one (at most "
                    f"{MAX_TABLE_FEATURES}); using one γ and β for all.")
         per_feature = False
     if not per_feature:
-        low, high, step = AFFINE_RANGE
-        gamma = cols[1].slider("γ (scale)", low, high, 1.0, step, key="gamma",
-                               bind="query-params", help="Multiplies x̂: the output's spread.")
         if spec.norm == "RMSNorm":
-            cols[2].caption("RMSNorm has no β.")
-            return {"gamma": float(gamma)}
-        beta = cols[2].slider("β (shift)", low, high, 0.0, step, key="beta",
-                              bind="query-params", help="Added after scaling: the output's mean.")
-        return {"gamma": float(gamma), "beta": float(beta)}
+            return {"gamma": values["gamma"]}, slot
+        return {"gamma": values["gamma"], "beta": values["beta"]}, slot
     gamma, beta = start if start is not None else ([1.0] * n, [0.0] * n)
     table = pd.DataFrame({"γ": list(gamma), "β": list(beta)},
                          index=[f"feature {i}" for i in range(n)])
@@ -217,5 +276,5 @@ def _affine_controls(batch: Batch, spec: NormSpec,
                + (" They start as the captured layer's." if start is not None else ""))
     # a table per starting point, so that one layer's edits do not carry over to another's
     tag = "" if start is None else f"_{_key_tag(start)}"
-    values = number_table(table, key=f"affine_table_{n}{tag}")
-    return {"gamma": tuple(values[:, 0].tolist()), "beta": tuple(values[:, 1].tolist())}
+    edited = number_table(table, key=f"affine_table_{n}{tag}")
+    return {"gamma": tuple(edited[:, 0].tolist()), "beta": tuple(edited[:, 1].tolist())}, slot

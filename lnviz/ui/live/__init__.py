@@ -25,22 +25,19 @@ import numpy as np
 import streamlit as st
 
 from lnviz.batch import Batch, NormSpec, channel_dim, grouping, param_ids
-from lnviz.devices import to_numpy
 from lnviz.lessons.bn_vs_ln import BatchDependence, BatchSizeSweep
-from lnviz.lessons.common import spread_name
 from lnviz.lessons.explorer import Exploration
 from lnviz.limits import BN_VS_LN_MAX_BATCH, LIVE_LIMIT, LIVE_MAX_SIDE
-from lnviz.ui.params import AFFINE_RANGE, EPSILONS
+from lnviz.ui.params import EPSILONS, norm_control_help, settled_affine, settled_eps
 
 __all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "BATCHES_CONTROLS", "BATCHES_KEY", "LIVE_KEY",
            "SWEEP_CONTROLS", "SWEEP_KEY", "affine_panel", "batches_panel", "batches_payload",
-           "fits", "intro", "live_js", "live_panel", "live_payload", "sweep_panel"]
+           "fits", "live_figure", "live_js", "live_panel", "live_payload", "plotly_js",
+           "sweep_panel"]
 
 #: The panel's widget key; its trigger "settle" carries {control, value} when a control is let go.
 LIVE_KEY = "live"
 _HERE = Path(__file__).parent
-#: At most this many groups are listed in the panel's statistics table.
-STATS_ROWS = 12
 
 
 def live_js(view: str = "view.js") -> str:
@@ -67,12 +64,76 @@ _affine_component = st.components.v2.component(
     css=(_HERE / "live.css").read_text(),
     js=live_js("affine.js"),
 )
+#: A page figure drawn with Plotly.js in the browser (figure.js). Not style-isolated: Plotly.js
+#: puts its own stylesheet in the page's head, which a shadow root would keep out.
+_figure_component = st.components.v2.component(
+    "lnviz_live_figure",
+    html='<div class="lv-figure" data-shown="none"><div class="lv-plot"></div>'
+         '<p class="lv-fallback" hidden>This figure could not load Plotly.js from the app\'s '
+         'static folder.</p></div>',
+    js="\n".join((_HERE / name).read_text() for name in ("plots.js", "figure.js")),
+    isolate_styles=False,
+)
+#: Where Streamlit serves static files from (server.enableStaticServing): static/ beside app.py.
+STATIC = Path(__file__).resolve().parents[3] / "static"
 _batches_component = st.components.v2.component(
     "lnviz_live_batches",
     html=(_HERE / "batches.html").read_text(),
     css=(_HERE / "live.css").read_text(),
     js=live_js("batches.js"),
 )
+
+
+def plotly_js() -> bool:
+    """Put the Plotly.js that the plotly package ships (plotly/package_data/plotly.min.js) into
+    :data:`STATIC`, where Streamlit serves it to the page's live figures; returns whether it is
+    there. Copied once per process, and again only when the package's copy changes (another
+    plotly version): the file is not part of the repository."""
+    return _plotly_js_copied()
+
+
+@st.cache_resource(show_spinner=False)
+def _plotly_js_copied() -> bool:
+    import shutil
+
+    import plotly
+
+    source = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    target = STATIC / "plotly.min.js"
+    try:
+        if not target.is_file() or target.stat().st_size != source.stat().st_size:
+            STATIC.mkdir(exist_ok=True)
+            partial_copy = target.with_suffix(".tmp")
+            shutil.copyfile(source, partial_copy)
+            partial_copy.replace(target)  # whole or not at all, for a server reading it now
+        return True
+    except OSError:  # a read-only deployment: the figures are drawn by st.plotly_chart
+        return False
+
+
+def live_figure(figure: dict, *, key: str, panel: str, kind: str, **extra: Any) -> None:
+    """Draw ``figure`` (a :mod:`lnviz.charts` dict) in the browser with Plotly.js, following the
+    live panel whose payload key is ``panel``: ``kind`` names which of its traces the panel's
+    numbers replace while a control moves (figure.js's UPDATES: "heatmaps", "stats",
+    "distributions"); ``extra`` is what that kind needs (the grid's rows and cols, the groups
+    drawn)."""
+    _figure_component(key=key, data=dict(figure=_plain(figure), panel=panel, kind=kind, **extra))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with what JSON lacks made plain: the arrays plotly leaves as they are (empty
+    ones are not turned into base64) as lists, numpy scalars as numbers, NaN and ±inf as None.
+    Streamlit sends a
+    component's data as JSON, and sends anything it cannot encode as one string instead."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.ndarray, np.generic)):
+        return _plain(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN or infinity; plotly draws None as a gap
+    return value
 
 
 def _b64(values: Any, dtype: str = "<f8") -> str:
@@ -115,55 +176,53 @@ def element_indices(shape: tuple[int, ...], layout: str, spec: NormSpec) -> dict
                 positions=ints(positions), groupCount=groups.count)
 
 
-def live_payload(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) -> dict:
-    """What the panel is sent: the input and every setting of ``spec`` (so that the browser can
-    recompute the norm for any ε, γ, β), and lnviz's numbers for the settings themselves, on
-    which the panel settles. ``group`` is the group whose first elements the step row shows."""
-    shape = tuple(ex.x.shape)
-    rows, cols = _grid_shape(shape, batch.layout)
-    mask = None if batch.mask is None else np.asarray(batch.mask, dtype=np.uint8).ravel()
-    ids = np.asarray(ex.groups).ravel()
-    _, first = np.unique(ids, return_index=True)  # each group's first element, in group order
-    result = ex.result
-
-    def per_group(t: Any) -> str:
-        return _b64(to_numpy(t.expand(shape)).ravel()[first])
-
+def live_payload(batch: Batch, spec: NormSpec, ex: Exploration | None) -> dict:
+    """What the Explorer's ε, γ and β controls are sent: their values (``spec``'s, on which
+    they settle), their help, and for a tensor that :func:`fits` (and was normalized: ``ex``)
+    the input and every other setting of ``spec``, so that the browser can recompute the norm
+    for any ε, γ, β while one moves and the page's figures can follow."""
+    per_feature = isinstance(spec.gamma, (tuple, list))
+    shape = tuple(batch.values.shape)
+    live = ex is not None and fits(shape, batch.layout)
     structure = dict(shape=list(shape), layout=batch.layout, norm=spec.norm, dims=spec.dims,
                      groups=spec.groups, training=spec.training, warmup=spec.warmup_steps,
-                     momentum=spec.momentum, useMask=spec.use_mask,
-                     mask=None if mask is None else mask.tolist())
+                     momentum=spec.momentum, useMask=spec.use_mask)
+    data = dict(**structure, epsilons=EPSILONS, perFeature=per_feature,
+                gamma=_param(spec.gamma), beta=_param(spec.beta), help=norm_control_help(spec.norm),
+                note=_note(spec, shape, live or ex is None),
+                server=dict(eps=_eps_index(spec.eps), epsValue=spec.eps,
+                            gamma=None if per_feature else float(spec.gamma),
+                            beta=None if per_feature else float(spec.beta)))
+    if not live:
+        data["key"] = hashlib.blake2b(json.dumps(structure).encode(), digest_size=8).hexdigest()
+        return data
+    mask = None if batch.mask is None else np.asarray(batch.mask, dtype=np.uint8).ravel()
     x = _b64(ex.input_values)
     indices = {k: v if isinstance(v, int) else _b64(v, "<i4")
                for k, v in element_indices(shape, batch.layout, spec).items()}
+    structure["mask"] = None if mask is None else mask.tolist()
     key = hashlib.blake2b((x + json.dumps(structure)).encode(), digest_size=8).hexdigest()
-    eps_index = _eps_index(spec.eps)
-    per_feature = isinstance(spec.gamma, (tuple, list))
-    return dict(
-        **structure, **indices, key=key, x=x, rows=rows, cols=cols,
-        epsilons=EPSILONS, perFeature=per_feature, gamma=_param(spec.gamma),
-        beta=_param(spec.beta), group=int(group) if 0 <= group < len(first) else 0,
-        statsRows=STATS_ROWS, spreadName=spread_name(spec),
-        server=dict(
-            eps=eps_index, epsValue=spec.eps,
-            gamma=None if per_feature else float(spec.gamma),
-            beta=None if per_feature else float(spec.beta),
-            y=_b64(ex.output_values), xHat=_b64(to_numpy(result.x_hat)),
-            mean=None if result.mean is None else per_group(result.mean),
-            var=per_group(result.var),
-            meanOut=_b64(ex.mean_out), spreadOut=_b64(ex.spread_out)),
-    )
+    return {**data, **indices, "mask": structure["mask"], "key": key, "x": x}
 
 
-def _settled_eps(value: float) -> float:
-    """ε arrives as an index into :data:`EPSILONS`."""
-    return EPSILONS[min(max(round(value), 0), len(EPSILONS) - 1)]
-
-
-def _settled_affine(value: float) -> float:
-    """γ or β, in :data:`AFFINE_RANGE` and on its steps."""
-    low, high, step = AFFINE_RANGE
-    return round(round(min(max(value, low), high) / step) * step, 1)
+def _note(spec: NormSpec, shape: tuple[int, ...], live: bool) -> str:
+    """The line under the Explorer's ε, γ and β controls: what they move, and, where the
+    figures cannot follow a drag (not ``live``), why."""
+    parts = []
+    if isinstance(spec.gamma, (tuple, list)):
+        parts.append("γ and β are per feature: edit them in the table below.")
+    elif spec.norm == "RMSNorm":
+        parts.append("RMSNorm has no β: it shifts nothing.")
+    values = math.prod(shape)
+    if not live and values > LIVE_LIMIT:
+        parts.append(f"The figures follow when you let go: this tensor has {values:,} values, "
+                     f"more than the {LIVE_LIMIT:,} your browser recomputes at every step of a "
+                     "drag.")
+    elif not live:
+        parts.append("The figures follow when you let go: this tensor's grid is wider than "
+                     f"{LIVE_MAX_SIDE} rows or columns, more than your browser redraws at every "
+                     "step of a drag.")
+    return " ".join(parts)
 
 
 def _settled_batch(value: float) -> int:
@@ -172,7 +231,7 @@ def _settled_batch(value: float) -> int:
 
 
 #: How each panel control's value is brought into its page control's range.
-_SETTLED = {"eps": _settled_eps, "gamma": _settled_affine, "beta": _settled_affine,
+_SETTLED = {"eps": settled_eps, "gamma": settled_affine, "beta": settled_affine,
             "batch": _settled_batch}
 
 
@@ -220,20 +279,6 @@ def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None
         st.session_state[controls[control]] = _SETTLED[control](value)
 
 
-def intro(spec: NormSpec) -> str:
-    """The sentence above the Explorer's panel, naming the controls it has for ``spec``: ε,
-    then γ unless γ and β are per feature (they come from the page's table), then β unless the
-    norm is RMSNorm (it has none)."""
-    names = ["ε"]
-    if not isinstance(spec.gamma, (tuple, list)):
-        names += ["γ"] if spec.norm == "RMSNorm" else ["γ", "β"]
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-    table = " (γ and β come from the table above)" if len(names) == 1 else ""
-    return (f"**Live view.** Drag {listed} here{table}: these views follow at every step, "
-            "computed in your browser; let go and lnviz recomputes the whole page (the "
-            "sliders above move with it).")
-
-
 def fits(shape: tuple[int, ...], layout: str) -> bool:
     """Whether the panel can draw a tensor whole: at most :data:`LIVE_LIMIT` values, in a grid
     of at most :data:`LIVE_MAX_SIDE` rows and columns (as the page's heatmaps draw at most)."""
@@ -241,14 +286,17 @@ def fits(shape: tuple[int, ...], layout: str) -> bool:
     return 0 < rows * cols <= LIVE_LIMIT and rows <= LIVE_MAX_SIDE and cols <= LIVE_MAX_SIDE
 
 
-def live_panel(batch: Batch, spec: NormSpec, ex: Exploration, group: int = 0) -> bool:
-    """Draw the live panel for ``ex`` (one batch through ``spec``) if the tensor is small
-    enough to draw whole (:func:`fits`); returns whether it was drawn."""
-    if not fits(tuple(ex.x.shape), batch.layout):
-        return False
-    st.markdown(intro(spec))
-    _mount(_component, LIVE_KEY, live_payload(batch, spec, ex, group))
-    return True
+def live_panel(container: Any, batch: Batch, spec: NormSpec, ex: Exploration | None
+               ) -> str | None:
+    """Draw the Explorer's ε, γ and β controls in ``container`` (the place
+    :func:`lnviz.ui.params.norm_controls` kept for them) for ``batch`` through ``spec``,
+    normalized as ``ex`` (None when lnviz refused it: the controls still work, on release).
+    Returns the key the page's figures follow (:func:`live_figure`), or None when the tensor
+    is too large for the browser to follow a drag (:func:`fits`)."""
+    payload = live_payload(batch, spec, ex)
+    with container:
+        _mount(_component, LIVE_KEY, payload)
+    return payload["key"] if "x" in payload else None
 
 
 #: The Scale and shift panel's widget key, and the page's sliders its γ and β settle into.

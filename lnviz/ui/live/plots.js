@@ -1,0 +1,77 @@
+// What the page's live figures (figure.js) recompute while a control moves, as lnviz computes it
+// for the settled figure: the colorbars' labels, the colour range, the histogram's bins, and which
+// traces of each figure kind take the browser's numbers. Plain functions, no DOM: Node's tests
+// (tests/js/plots.test.mjs) check them against lnviz on the cases tools/live_fixtures.py writes.
+
+const BINS = 60; // lnviz.lessons.explorer.histogram's bins
+
+// Python's f"{v:.{digits}g}" (the colorbars' end labels: lnviz.charts.base.colorbar_below).
+function formatG(v, digits) {
+  if (v === 0) return "0";
+  if (!Number.isFinite(v)) return Number.isNaN(v) ? "nan" : v > 0 ? "inf" : "-inf";
+  const exponent = Math.floor(Math.log10(Math.abs(Number(v.toPrecision(digits)))));
+  if (exponent < -4 || exponent >= digits) {
+    const [mantissa, power] = v.toExponential(digits - 1).split("e");
+    const trimmed = mantissa.includes(".") ? mantissa.replace(/\.?0+$/, "") : mantissa;
+    const p = Number(power);
+    return `${trimmed}e${p < 0 ? "-" : "+"}${String(Math.abs(p)).padStart(2, "0")}`;
+  }
+  const fixed = v.toFixed(Math.max(0, digits - 1 - exponent));
+  return fixed.includes(".") ? fixed.replace(/\.?0+$/, "") : fixed;
+}
+
+// lnviz.charts.base.symmetric_range: ±(largest finite |value|), or ±1.
+function symmetricRange(values) {
+  let top = 0;
+  for (const v of values) if (Number.isFinite(v)) top = Math.max(top, Math.abs(v));
+  return [-(top || 1), top || 1];
+}
+
+// lnviz.lessons.explorer.histogram: numpy's histogram of the finite values over BINS equal bins,
+// binned after dividing by the largest magnitude; returns (centres, counts).
+function histogram(values) {
+  const finite = [];
+  for (const v of values) if (Number.isFinite(v)) finite.push(v);
+  if (!finite.length) return [[], []];
+  let scale = 0;
+  for (const v of finite) scale = Math.max(scale, Math.abs(v));
+  scale = scale || 1;
+  const a = finite.map((v) => v / scale);
+  let first = Math.min(...a);
+  let last = Math.max(...a);
+  if (first === last) { first -= 0.5; last += 0.5; }
+  const step = (last - first) / BINS;
+  const edges = Array.from({length: BINS + 1}, (_, k) => k * step + first);
+  edges[BINS] = last;
+  const counts = new Array(BINS).fill(0);
+  const norm = BINS / (last - first);
+  for (const v of a) {
+    let k = Math.trunc((v - first) * norm);
+    if (k === BINS) k -= 1;
+    if (v < edges[k]) k -= 1;
+    else if (k !== BINS - 1 && v >= edges[k + 1]) k += 1;
+    counts[k] += 1;
+  }
+  const centres = edges.slice(0, BINS).map((e, k) => (e / 2 + edges[k + 1] / 2) * scale);
+  return [centres, counts];
+}
+
+// What each kind of figure takes from the live numbers: {trace indices, restyle update}.
+const UPDATES = {
+  heatmaps(live, data) {  // lnviz.charts.explorer.norm_heatmaps: trace 1 is the output
+    const z = [];
+    for (let r = 0; r < data.rows; r++) z.push(Array.from(live.y.subarray(r * data.cols, (r + 1) * data.cols)));
+    const [low, high] = symmetricRange(live.y);
+    return [[1], {z: [z], zmin: [low], zmax: [high], "colorbar.tickvals": [[low, 0, high]],
+                  "colorbar.ticktext": [[formatG(low, 2), "0", formatG(high, 2)]]}];
+  },
+  stats(live, data) {  // group_stats_figure: traces 1 and 3 are μ and the spread after
+    const pick = (values) => data.shown.map((g) => values[g]);
+    return [[1, 3], {y: [pick(live.meanOut), pick(live.spreadOut)]}];
+  },
+  distributions(live) {  // distributions_figure: trace 1 is the histogram after
+    const [centres, counts] = histogram(live.y);
+    return [[1], {x: [centres], y: [counts]}];
+  },
+};
+
