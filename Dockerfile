@@ -33,6 +33,9 @@ RUN pip install -r requirements.txt && pip install --no-deps -r requirements-mod
 # 3. The app (what .dockerignore leaves: app.py, app_pages/, lnviz/, .streamlit/config.toml, ...).
 #    Owned by root: the user that runs the app can read the code but not change it.
 COPY . .
+#    Plotly.js for the figures that follow a drag (served from static/): copied now, since the
+#    app cannot write there as the user below (lnviz.ui.live.plotly_js would copy it at run time).
+RUN python -c "import pathlib, shutil, plotly; shutil.copyfile(pathlib.Path(plotly.__file__).parent / 'package_data' / 'plotly.min.js', 'static/plotly.min.js')"
 
 # 4. Run as an unprivileged user, with a home directory for Streamlit's own files.
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin lnviz

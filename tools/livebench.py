@@ -70,6 +70,9 @@ from tools.loadtest import (  # noqa: E402  (one way to time a run, one way to r
 from tools.localserver import CHROMIUM_ARGS, HOST, free_port, healthy  # noqa: E402
 
 TRIVIAL = "trivial"
+#: The query strings that open the folded parts holding the timed controls.
+SCALE_SHIFT_OPEN = "?ss_part2=true&ss_part3=true"
+BN_VS_LN_OPEN = "?bl_part2=true&bl_part3=true&bl_part4=true"
 #: (what, page path or TRIVIAL, the slider's accessible name, the query string to open with)
 SETTLE_TARGETS = [
     ("trivial one-chart page: its slider", TRIVIAL, "k", ""),
@@ -77,20 +80,23 @@ SETTLE_TARGETS = [
     ("Explorer: γ, released (whole page)", "/explorer", "γ (scale)", ""),
     ("Gradients: Batch size N (whole page)", "/gradients", "Batch size N", ""),
     ("Gradients: Shift (fragment)", "/gradients", "Shift", ""),
-    ("Scale and shift: γ (fragment)", "/scale_shift", "γ (scale)", ""),
-    ("Scale and shift: γ_0 (fragment)", "/scale_shift", "γ_0", ""),
-    ("Scale and shift: live panel γ, released", "/scale_shift", "γ (scale), live", ""),
+    # the folded pages open the parts that hold these controls (lnviz.ui.pages.folded)
+    ("Scale and shift: γ (fragment)", "/scale_shift", "γ (scale)", SCALE_SHIFT_OPEN),
+    ("Scale and shift: γ_0 (fragment)", "/scale_shift", "γ_0", SCALE_SHIFT_OPEN),
+    ("Scale and shift: live panel γ, released", "/scale_shift", "γ (scale), live",
+     SCALE_SHIFT_OPEN),
     ("ε page: ε slider (fragment)", "/epsilon", "ε (epsilon)", ""),
     ("ε page: live panel ε, released", "/epsilon", "ε (epsilon), live", ""),
-    ("BatchNorm vs LayerNorm: N (fragment)", "/bn_vs_ln", "N (batch size)", ""),
-    ("BatchNorm vs LayerNorm: Batch size (fragment)", "/bn_vs_ln", "Batch size", ""),
+    ("BatchNorm vs LayerNorm: N (fragment)", "/bn_vs_ln", "N (batch size)", BN_VS_LN_OPEN),
+    ("BatchNorm vs LayerNorm: Batch size (fragment)", "/bn_vs_ln", "Batch size", BN_VS_LN_OPEN),
     ("BatchNorm vs LayerNorm: live panel batch size, released", "/bn_vs_ln",
-     "Batch size, live", ""),
-    ("BatchNorm vs LayerNorm: Training steps k (fragment)", "/bn_vs_ln", "Training steps k", ""),
+     "Batch size, live", BN_VS_LN_OPEN),
+    ("BatchNorm vs LayerNorm: Training steps k (fragment)", "/bn_vs_ln", "Training steps k",
+     BN_VS_LN_OPEN),
     ("Padding: γ (fragment)", "/padding", "γ (scale)", ""),
     ("Bug zoo: Offset from zero (whole page)", "/bug_zoo", "Offset from zero", ""),
     ("Geometry: ε (whole page)", "/geometry", "ε (epsilon)", ""),
-    ("Shapes: Init gain (whole page)", "/shapes", "Init gain", ""),
+    ("Shapes: Init gain (whole page)", "/shapes", "Init gain", "?sh_part3=true"),
     ("Transformer: Attention of layer (fragment)", "/minilm", "Attention of layer", ""),
 ]
 #: ``--figures``: the trivial page with more to redraw after each press (tools/trivial_app.py)
@@ -113,16 +119,17 @@ DRAG_TARGETS = [
     ("Explorer, random batch 32 × 128 (4,096 values, the live limit): γ",
      "/explorer?src=Random+batch&rlayout=NC&rn=32&rc=128", ".lv-root", "gamma",
      [round(1.0 - 0.1 * k, 1) for k in range(41)]),
-    ("Scale and shift, 1,000 samples: γ", "/scale_shift", ".lv-affine", "gamma",
+    ("Scale and shift, 1,000 samples: γ", f"/scale_shift{SCALE_SHIFT_OPEN}", ".lv-affine", "gamma",
      [round(1.5 - 0.1 * k, 1) for k in range(41)]),
-    ("Scale and shift, 10,000 samples: γ", "/scale_shift?ss_n=10000", ".lv-affine", "gamma",
+    ("Scale and shift, 10,000 samples: γ", f"/scale_shift{SCALE_SHIFT_OPEN}&ss_n=10000",
+     ".lv-affine", "gamma",
      [round(1.5 - 0.1 * k, 1) for k in range(41)]),
     ("ε page: ε (1 down to 0, 14 steps)", "/epsilon", ".lv-sweep", "eps",
      list(range(13, -1, -1))),
     ("BatchNorm vs LayerNorm defaults (8 re-draws × 6 features): batch size 1 to 64",
-     "/bn_vs_ln", ".lv-batches", "batch", list(range(1, 65))),
+     f"/bn_vs_ln{BN_VS_LN_OPEN}", ".lv-batches", "batch", list(range(1, 65))),
     ("BatchNorm vs LayerNorm, 20 re-draws × 32 features (40,960 values at 64): batch size",
-     "/bn_vs_ln?bl_r=20&bl_c=32", ".lv-batches", "batch", list(range(1, 65))),
+     f"/bn_vs_ln{BN_VS_LN_OPEN}&bl_r=20&bl_c=32", ".lv-batches", "batch", list(range(1, 65))),
 ]
 
 _IDLE = """() => {
@@ -196,7 +203,8 @@ _DRAWN = """() => {
 }"""
 _CHARTS = """() => Array.from(
   document.querySelectorAll('[data-testid="stPlotlyChart"], .lv-figure'))
-  .map((c) => c.innerHTML.length + ':' + c.innerHTML.slice(-2000)).join('|')"""
+  .map((c) => (c.dataset.frame || '') + ':' + c.innerHTML.length + ':'
+       + c.innerHTML.slice(-2000)).join('|')"""
 
 
 #: The servers this run started: what is not theirs below this process is the browser.
@@ -328,10 +336,14 @@ def _slider_drag(page, url: str, steps: int) -> dict:
     figures = page.locator('[data-testid="stPlotlyChart"], .lv-figure')
     figures.first.evaluate("e => e.scrollIntoView({block: 'center'})")
     page.wait_for_timeout(500)
-    # the thumb: the element that holds the (visually hidden) range input
-    thumb = page.locator('input[type=range][aria-label="γ (scale)"]').locator("xpath=..")
+    control = page.locator('input[type=range][aria-label="γ (scale)"]')
+    if control.evaluate("(e) => !!e.closest('.lv-root')"):
+        thumb = control  # a live control (issue 30): the range input itself, at γ = 1
+    else:  # st.slider's thumb: the element that holds its (visually hidden) range input
+        thumb = control.locator("xpath=..")
     thumb.scroll_into_view_if_needed()  # a slider that stays where it is (before issue 30)
     box = thumb.bounding_box()
+    # from the middle (γ = 0 on a live control), left 6 px a step (about 0.3 of γ at 1400 px)
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     before = page.evaluate(_CHARTS)
     page.mouse.move(x, y)
@@ -387,8 +399,8 @@ def run(args: argparse.Namespace) -> dict:
             out["drag"][what] = _live_drag(pages[0], f"{apps[0]}{path}", selector, control,
                                            values)
         if not args.only:
-            out["drag"]["Explorer's own γ slider (st.slider), mouse drag"] = _slider_drag(
-                pages[0], f"{apps[0]}/explorer", 12)
+            what = "Explorer's γ (the first a learner meets), mouse drag, figures in view"
+            out["drag"][what] = _slider_drag(pages[0], f"{apps[0]}/explorer", 12)
         for what, path, name, query in SETTLE_TARGETS:
             if args.only and path != TRIVIAL and not any(o in what for o in args.only):
                 continue
