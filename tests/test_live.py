@@ -74,6 +74,27 @@ def test_a_tensor_the_browser_cannot_follow_is_sent_without_its_values() -> None
     assert "x" not in refused and refused["note"] == ""
 
 
+def test_without_plotly_js_the_controls_say_the_figures_follow_on_release(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment whose static/ folder cannot take Plotly.js draws the figures with
+    st.plotly_chart: the controls are not sent the input, and say why the figures wait."""
+    monkeypatch.setattr(live, "plotly_js", lambda: False)
+    batch, spec = padded(), NormSpec("LayerNorm")
+    data = live.live_payload(batch, spec, explore(batch, spec))
+    assert "x" not in data
+    assert data["note"] == ("The figures follow when you let go: the app could not put "
+                            "Plotly.js where your browser loads it from (its static/ folder).")
+
+
+def test_plotly_js_is_the_plotly_packages_copy_in_static() -> None:
+    import plotly
+
+    assert live.plotly_js()
+    served = live.STATIC / "plotly.min.js"
+    shipped = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    assert served.read_bytes() == shipped.read_bytes()
+
+
 def test_nan_and_infinity_survive_the_trip_to_the_browser() -> None:
     """JSON has no NaN or ∞: the input goes as float64 bytes, so NaN and ±inf arrive; a figure
     drawn in the browser carries them as gaps (None), as plotly does."""

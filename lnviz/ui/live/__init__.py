@@ -183,13 +183,14 @@ def live_payload(batch: Batch, spec: NormSpec, ex: Exploration | None) -> dict:
     for any ε, γ, β while one moves and the page's figures can follow."""
     per_feature = isinstance(spec.gamma, (tuple, list))
     shape = tuple(batch.values.shape)
-    live = ex is not None and fits(shape, batch.layout)
+    drawable = plotly_js()  # else the page's figures are st.plotly_chart's: no drag to follow
+    live = ex is not None and fits(shape, batch.layout) and drawable
     structure = dict(shape=list(shape), layout=batch.layout, norm=spec.norm, dims=spec.dims,
                      groups=spec.groups, training=spec.training, warmup=spec.warmup_steps,
                      momentum=spec.momentum, useMask=spec.use_mask)
     data = dict(**structure, epsilons=EPSILONS, perFeature=per_feature,
                 gamma=_param(spec.gamma), beta=_param(spec.beta), help=norm_control_help(spec.norm),
-                note=_note(spec, shape, live or ex is None),
+                note=_note(spec, shape, live or ex is None, drawable),
                 server=dict(eps=_eps_index(spec.eps), epsValue=spec.eps,
                             gamma=None if per_feature else float(spec.gamma),
                             beta=None if per_feature else float(spec.beta)))
@@ -205,16 +206,20 @@ def live_payload(batch: Batch, spec: NormSpec, ex: Exploration | None) -> dict:
     return {**data, **indices, "mask": structure["mask"], "key": key, "x": x}
 
 
-def _note(spec: NormSpec, shape: tuple[int, ...], live: bool) -> str:
+def _note(spec: NormSpec, shape: tuple[int, ...], live: bool, drawable: bool = True) -> str:
     """The line under the Explorer's ε, γ and β controls: what they move, and, where the
-    figures cannot follow a drag (not ``live``), why."""
+    figures cannot follow a drag (not ``live``), why (a tensor too large, or no Plotly.js to
+    draw them with: not ``drawable``)."""
     parts = []
     if isinstance(spec.gamma, (tuple, list)):
         parts.append("γ and β are per feature: edit them in the table below.")
     elif spec.norm == "RMSNorm":
         parts.append("RMSNorm has no β: it shifts nothing.")
     values = math.prod(shape)
-    if not live and values > LIVE_LIMIT:
+    if not live and not drawable:
+        parts.append("The figures follow when you let go: the app could not put Plotly.js "
+                     "where your browser loads it from (its static/ folder).")
+    elif not live and values > LIVE_LIMIT:
         parts.append(f"The figures follow when you let go: this tensor has {values:,} values, "
                      f"more than the {LIVE_LIMIT:,} your browser recomputes at every step of a "
                      "drag.")
