@@ -64,6 +64,10 @@ RUN_REPORT = """() => {
                        .map(e => e.innerText)};
 }"""
 
+#: The folded pages with the parts that hold their controls open (lnviz.ui.pages.folded).
+BN_VS_LN = "/bn_vs_ln?bl_part2=true&bl_part3=true"
+SCALE_SHIFT = "/scale_shift?ss_part2=true&ss_part3=true"
+
 CHARTS = '[data-testid="stPlotlyChart"], .lv-figure'  # st.plotly_chart, or drawn live
 EXCEPTION = '[data-testid="stException"]'
 ALERT = '[data-testid="stAlert"]'

@@ -113,3 +113,17 @@ def page(browser: Browser, server: str) -> Iterator[Page]:
         yield context.new_page()
     finally:
         context.close()
+
+
+@pytest.fixture
+def hooked(browser: Browser) -> Iterator[Page]:
+    """A page that records what the server sends (tools/loadtest.py's WebSocket hook)."""
+    from tools.loadtest import WS_HOOK
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WS_HOOK)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
