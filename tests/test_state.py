@@ -262,3 +262,25 @@ def test_the_explorers_live_eps_reads_a_link_in_any_notation(written: str) -> No
     at = open_page("app_pages/explorer.py", {"eps": written})
     assert live_controls(at)["server"]["epsValue"] == 0.1
     assert at.query_params["eps"] == "1e-1" and not at.exception
+
+
+@pytest.mark.parametrize(("query", "expected", "url"), [
+    ({"eps": "nan", "gamma": "inf", "beta": "abc"}, (1e-5, 1.0, 0.0), {}),
+    # not an ε the control offers; γ too large for a link
+    ({"eps": "1e-300", "gamma": "1e308"}, (1e-5, 1.0, 0.0), {}),
+    # −0 is 0; β brought into its range
+    ({"gamma": "-0", "beta": "-9"}, (1e-5, 0.0, -3.0), {"gamma": "0", "beta": "-3"}),
+    # between the steps: as the link has it
+    ({"eps": "0", "gamma": "0.15"}, (0.0, 0.15, 0.0), {"eps": "0", "gamma": "0.15"}),
+])
+def test_a_hostile_link_sets_the_explorers_live_controls_to_what_they_offer(
+        query: dict[str, str], expected: tuple[float, float, float],
+        url: dict[str, str]) -> None:
+    """No widget checks the Explorer's ε, γ and β (they are live controls): a link's values are
+    checked as a slider would, and the URL then says what the page took (a default is left
+    out, as a slider leaves it out)."""
+    at = open_page("app_pages/explorer.py", query)
+    server = live_controls(at)["server"]
+    assert (server["epsValue"], server["gamma"], server["beta"]) == expected
+    assert not at.exception and not at.error
+    assert {k: v for k, v in at.query_params.items() if k in ("eps", "gamma", "beta")} == url

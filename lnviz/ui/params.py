@@ -102,7 +102,8 @@ def _from_url(key: str, default: float) -> float:
     if key == "eps":
         return number if number in EPSILONS else default
     low, high, _ = AFFINE_RANGE
-    return min(max(number, low), high)  # a value between the steps is taken as the link has it
+    # a value between the steps is taken as the link has it; −0 is 0
+    return min(max(number, low), high) + 0.0
 
 
 #: The URL keys of the normalization controls `norm_controls` draws (and `set_norm_controls`
