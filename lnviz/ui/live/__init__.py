@@ -123,8 +123,7 @@ def live_figure(figure: dict, *, key: str, panel: str, kind: str, **extra: Any) 
 def _plain(value: Any) -> Any:
     """``value`` with what JSON lacks made plain: the arrays plotly leaves as they are (empty
     ones are not turned into base64) as lists, numpy scalars as numbers, NaN and ±inf as None.
-    Streamlit sends a
-    component's data as JSON, and sends anything it cannot encode as one string instead."""
+    Streamlit sends a component's data as JSON, and anything it cannot encode as one string."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
