@@ -965,3 +965,17 @@ def test_an_outlier_near_the_float64_limit_is_found_with_a_finite_sigma(tmp_path
     assert view.std[0] == pytest.approx(1e160 * math.sqrt(99) / 100, rel=1e-9)
     assert view.outlier_values == 1
     assert view.outliers["largest |z| (σ)"].iloc[0] == pytest.approx(math.sqrt(99), rel=1e-9)
+
+
+def test_a_group_of_one_value_has_no_outlier_and_the_note_says_so_in_words() -> None:
+    """A LayerNorm over one feature: every token is its own mean (|z| = 0 always), said as
+    such, not as "1 values … √0 σ"; two features keep the bound √(n − 1)."""
+    x = torch.randn(4, 1, generator=torch.Generator().manual_seed(0))
+    one = open_model_file(capture_bytes(nn.LayerNorm(1), x))
+    view = layer_view(one.layers[0], one.arrays, 6.0)
+    assert view.outlier_values == 0
+    assert view.notes[0] == ("Each token here has a single value, which is its own mean: no "
+                             "threshold, 6 σ or any other, can find an outlier in this layer.")
+    two = open_model_file(capture_bytes(nn.LayerNorm(2), torch.randn(4, 2)))
+    assert "has 2 values, so none can lie more than √1 ≈ 1 σ" in layer_view(
+        two.layers[0], two.arrays, 6.0).notes[0]

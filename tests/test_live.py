@@ -133,6 +133,10 @@ def test_a_release_is_written_into_range(monkeypatch: pytest.MonkeyPatch, contro
     None, "gamma", {"control": "gamma", "value": math.nan},
     {"control": "gamma", "value": math.inf}, {"control": "gamma", "value": "1"},
     {"control": "gamma", "value": True}, {"control": "norm", "value": 1.0},
+    # what only a tampered connection sends: a control that is not a name, an integer of 400
+    # digits (JSON has them; a float cannot hold one)
+    {"control": ["eps"], "value": 1}, {"control": {"a": 1}, "value": 1},
+    {"control": "gamma", "value": 10**400},
 ])
 def test_a_release_the_page_cannot_use_changes_nothing(monkeypatch: pytest.MonkeyPatch,
                                                        event: object) -> None:
@@ -140,6 +144,15 @@ def test_a_release_the_page_cannot_use_changes_nothing(monkeypatch: pytest.Monke
     monkeypatch.setattr(st, "session_state", state)
     live._settle()
     assert state == {live.LIVE_KEY: {"settle": event}, "gamma": 1.0}
+
+
+@pytest.mark.parametrize("state", ["str", [1], 5])
+def test_a_panel_state_that_is_not_a_dict_changes_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                          state: object) -> None:
+    kept = _State({live.LIVE_KEY: state, "gamma": 1.0})
+    monkeypatch.setattr(st, "session_state", kept)
+    live._settle()
+    assert kept == {live.LIVE_KEY: state, "gamma": 1.0}
 
 
 @pytest.mark.parametrize(("seq", "kept"), [

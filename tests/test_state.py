@@ -270,8 +270,9 @@ def test_the_explorers_live_eps_reads_a_link_in_any_notation(written: str) -> No
     ({"eps": "1e-300", "gamma": "1e308"}, (1e-5, 1.0, 0.0), {}),
     # −0 is 0; β brought into its range
     ({"gamma": "-0", "beta": "-9"}, (1e-5, 0.0, -3.0), {"gamma": "0", "beta": "-3"}),
-    # between the steps: as the link has it
+    # between the steps: as the link has it, and written back in full
     ({"eps": "0", "gamma": "0.15"}, (0.0, 0.15, 0.0), {"eps": "0", "gamma": "0.15"}),
+    ({"gamma": "0.123456789012"}, (1e-5, 0.123456789012, 0.0), {"gamma": "0.123456789012"}),
 ])
 def test_a_hostile_link_sets_the_explorers_live_controls_to_what_they_offer(
         query: dict[str, str], expected: tuple[float, float, float],

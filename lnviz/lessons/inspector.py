@@ -551,7 +551,11 @@ def _scatter(x: np.ndarray, y: np.ndarray, flags: np.ndarray
 def _notes(layer: CapturedLayer, view: LayerView) -> list[str]:
     notes = []
     bound = max_sigmas(view.members)
-    if view.sigmas >= bound:
+    if view.sigmas >= bound and view.members == 1:
+        notes.append(
+            f"Each {view.group_word} here has a single value, which is its own mean: no "
+            f"threshold, {view.sigmas:g} σ or any other, can find an outlier in this layer.")
+    elif view.sigmas >= bound:
         notes.append(
             f"Each {view.group_word} here has {view.members} values, so none can lie more than "
             f"√{view.members - 1} ≈ {bound:.3g} σ from its mean: a threshold of "
@@ -653,7 +657,7 @@ def explorer_setup(layer: CapturedLayer, shape: tuple[int, ...],
                      f"its dtype: {raw_eps:.3g}.")
     eps = _nearest_eps(float(raw_eps))
     if eps != raw_eps:
-        notes.append(f"The layer's ε = {raw_eps:.3g}; the Explorer's ε slider offers 0 and "
+        notes.append(f"The layer's ε = {raw_eps:.3g}; the Explorer's ε offers 0 and "
                      f"powers of ten, so it starts at the nearest, {eps:g}.")
     gamma = None if weight is None else np.asarray(weight, np.float64)
     beta = None if bias is None else np.asarray(bias, np.float64)

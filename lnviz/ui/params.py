@@ -83,7 +83,8 @@ def norm_values() -> dict[str, float]:
             state[key] = _from_url(key, default)
     values = {key: float(state[key]) for key in NORM_VALUES}
     for key, value in values.items():
-        text = eps_label(value) if key == "eps" else f"{value:g}"
+        # γ and β in full (a link's 0.123456789012 stays that), without a trailing ".0"
+        text = eps_label(value) if key == "eps" else repr(value).removesuffix(".0")
         if value == NORM_VALUES[key]:
             if key in st.query_params:
                 del st.query_params[key]

@@ -269,7 +269,8 @@ def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None
     ``seq`` (a whole number) is kept and sent back with the panel's data
     (:func:`_with_answer`)."""
     controls = controls or {"eps": "eps", "gamma": "gamma", "beta": "beta"}
-    event = (st.session_state.get(key) or {}).get("settle")
+    state = st.session_state.get(key)
+    event = state.get("settle") if isinstance(state, dict) else None
     if not isinstance(event, dict):
         return
     seq = event.get("seq")
@@ -277,7 +278,14 @@ def _settle(key: str = LIVE_KEY, controls: dict[str, str] | None = None) -> None
         # the panel waits for this number; one replayed or out of order does not go back
         st.session_state[_answered_key(key)] = max(seq, st.session_state.get(_answered_key(key), 0))
     control, value = event.get("control"), event.get("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not isinstance(control, str):
+        return
+    try:
+        value = float(value)  # an integer of 400 digits (JSON has them) does not fit
+    except OverflowError:
+        return
+    if not math.isfinite(value):
         return
     if control in controls and control in _SETTLED:
         st.session_state[controls[control]] = _SETTLED[control](value)
