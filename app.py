@@ -31,6 +31,8 @@ if page.url_path != "explorer":  # an uploaded tensor is kept only while the Exp
     release_upload()
 if page.url_path != "inspector":  # and the inspector's file while the inspector shows it
     forget_named(lambda name: isinstance(name, tuple) and name[:1] == ("inspector",))
+if page.url_path != "ln_lstm":  # and the bytes of the LN-LSTM page's uploaded data set
+    forget_named(lambda name: isinstance(name, tuple) and name[:1] == ("ln_lstm upload",))
 # The first run after the server starts loads torch, numpy and plotly (seconds on a small
 # machine): say so instead of showing a blank page. Later runs find them loaded.
 starting = None if "torch" in sys.modules else st.empty()
