@@ -17,6 +17,8 @@ IMPL_HELP = {
     "numpy": "NumPy, two passes (mean, then squared deviations) — CPU only",
     "scratch": "lnviz's readable code: every intermediate is a full-size tensor",
     "fast": "lnviz's fast path: torch's fused native kernels, same NormResult",
+    "fused": "lnviz's own Triton kernel: one read of x, one write of y (LayerNorm and RMSNorm, "
+             "CUDA GPU only)",
     "torch": "torch.nn.functional — the native kernel",
     "compiled": "torch.compile of the scratch code (slow to compile the first time)",
 }
@@ -39,7 +41,8 @@ norms = cols[0].multiselect("Norms", list(performance.NORMS), default=["layer"],
                             help="layer = LayerNorm over the last dim; batch = BatchNorm "
                                  "(training) over the rows; rms = RMSNorm.")
 impls = cols[1].multiselect("Implementations", list(performance.IMPLEMENTATIONS),
-                            default=["numpy", "scratch", "fast", "torch"], key="pf_impls",
+                            default=["numpy", "scratch", "fast", "torch"]
+                            + (["fused"] if settings.device == "cuda" else []), key="pf_impls",
                             bind="query-params",
                             help="; ".join(f"{k}: {v}" for k, v in IMPL_HELP.items()))
 sizes = cols[2].multiselect("Sizes (rows × features)", list(SIZE_LABELS),
@@ -97,6 +100,41 @@ elif rows:
     st.caption(f"Times in {defined('ms')}, on float32 inputs whatever the sidebar's precision "
                f"(the bandwidth formula counts 4 bytes a value). Measured on: "
                f"{performance.machine()}")
+
+st.subheader("One read, one write: lnviz's fused kernel")
+gpu_run = performance.recorded_gpu_run()
+shape = (16384, 4096)
+fused_row, torch_row = (performance.find_row(gpu_run.rows, "layer", impl, shape)
+                        for impl in ("fused", "torch"))
+st.markdown(
+    "The scratch code (left) writes x − μ, x̂ and y as full-size tensors and reads them back. "
+    "lnviz's fused kernel (right, `impl=\"fused\"`, written in Triton) loads a few rows into "
+    "registers, takes μ and σ² there with the same three sums, and writes y once: the least "
+    "traffic a normalization can have. One kernel serves LayerNorm and RMSNorm "
+    "(`CENTRE=False`: no μ, and no β).")
+left, right = st.columns(2)
+scratch_code, kernel_code = performance.kernel_sources()
+left.caption("scratch — `lnviz.layer_norm(..., impl=\"scratch\")`")
+left.code(scratch_code, language="python")
+right.caption("fused — the kernel in `lnviz/fused.py`")
+right.code(kernel_code, language="python")
+if settings.device == "cuda":
+    where = ("Choose **fused** above to time it on this GPU. For comparison, a run on "
+             f"an {gpu_run.device}")
+else:
+    where = (f"The kernel needs a CUDA GPU, and this machine's device is {settings.device}. "
+             f"On an {gpu_run.device}")
+st.markdown(
+    f"{where} ({gpu_run.date}; {gpu_run.machine.split(', ')[-2]}, Triton {gpu_run.triton}) "
+    f"the fused LayerNorm moved {fused_row.gb_per_s:,.0f} GB/s at {shape[0]}×{shape[1]}, "
+    f"{fused_row.roofline:.0%} of a copy, where torch's own kernel reached "
+    f"{torch_row.roofline:.0%}. GPU times between CUDA events, the cache overwritten before "
+    "each call; the table has every size and both norms.")
+show_figure(charts.performance.bench_figure, performance.one_shape_per_size(gpu_run.rows),
+            {r.size: r.copy_gb_per_s for r in gpu_run.rows}, key="pf_gpu_figure")
+with st.expander(f"The numbers on the {gpu_run.device}"):
+    st.markdown(performance.format_table(gpu_run.rows))
+    st.code(gpu_run.command, language="bash")
 
 st.info("**Try this:** compare *scratch* and *fast* at 4096×1024. Scratch writes about five "
         "full-size intermediates, so it moves the tensor several times; fast sits near torch's "

@@ -1,8 +1,10 @@
 """How fast is a normalization? ``python -m lnviz.bench`` times implementations against the
 memory roofline.
 
-Each norm is timed as NumPy, lnviz's readable ``scratch`` code, lnviz's ``fast`` path, torch's
-native kernel and ``torch.compile`` of the scratch code, and reported as the median time, the
+Each norm is timed as NumPy, lnviz's readable ``scratch`` code, lnviz's ``fast`` path, on a CUDA
+GPU lnviz's own Triton kernel (``fused``; elsewhere the run kept in
+lnviz/data/measured/h100_fused.json is printed instead), torch's native kernel and
+``torch.compile`` of the scratch code, and reported as the median time, the
 bandwidth of the bytes that must move (read x, write y) and that bandwidth as a fraction of a
 plain copy's (the roofline). The measuring itself is :mod:`lnviz.lessons.performance`'s, which
 the app's Performance page runs too.
@@ -28,6 +30,7 @@ from lnviz.lessons.performance import (
     format_table,
     machine,
     peak_extra_memory,
+    recorded_gpu_run,
     run,
 )
 
@@ -48,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or mps (default: cpu)")
     parser.add_argument("--sizes", type=_parse_sizes, help="e.g. 1024x1024,16384x1024")
     parser.add_argument("--norms", default=",".join(NORMS), help="comma-separated: layer,batch,rms")
-    parser.add_argument("--impls", default="numpy,scratch,fast,torch,compiled",
+    parser.add_argument("--impls", default="numpy,scratch,fast,fused,torch,compiled",
                         help="comma-separated: " + ",".join(IMPLEMENTATIONS))
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per case (median)")
     parser.add_argument("--quick", action="store_true", help="small sizes, no torch.compile: <30 s")
@@ -68,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                on_skip=lambda s: print(f"  skipped {s.norm} {s.impl} {s.rows}×{s.cols}: "
                                        f"{s.reason}", file=sys.stderr, flush=True))
     print(format_table(rows))
+    if args.device != "cuda" and "fused" in impls:
+        gpu = recorded_gpu_run()
+        print(f"\n# fused needs a CUDA GPU. On an {gpu.device} ({gpu.date}, {gpu.machine}, "
+              f"Triton {gpu.triton}) it measured:\n{format_table(gpu.rows)}")
     result: dict = {"machine": machine(), "rows": [asdict(r) for r in rows]}
     if args.memory:
         memory = {f"{n}/{i}": peak_extra_memory(n, i, 16384, 1024, args.device)

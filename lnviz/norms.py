@@ -37,8 +37,9 @@ Each function's body is that recipe one step a line, with the shape of every int
 comment (for the layout its docstring names). Every function also takes a keyword-only ``impl``:
 ``"scratch"`` (the default) runs that readable code, materialising every intermediate; ``"fast"``
 returns the same :class:`NormResult` from torch's fused native kernels (:mod:`lnviz.kernels`),
-building ``x_hat`` only when it is read. The app uses ``fast`` for large tensors; tests hold the
-two to the same answers.
+building ``x_hat`` only when it is read; for LayerNorm and RMSNorm on a CUDA GPU, ``"fused"``
+returns it from lnviz's own Triton kernel (:mod:`lnviz.fused`: one read of x, one write of y).
+The app uses ``fast`` for large tensors; tests hold them all to the same answers.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class NormResult:
         return self._x_hat() if callable(self._x_hat) else self._x_hat
 
 
-IMPLS = ("scratch", "fast")
+IMPLS = ("scratch", "fast", "fused")
 
 
 def _check_impl(impl: str) -> None:
@@ -113,12 +114,15 @@ def _check_impl(impl: str) -> None:
 
 def _fast(impl: str, input: torch.Tensor, eps: float, dims: tuple[int, ...],
           kernel: Callable[..., Kernel | None], *args: object) -> NormResult | None:
-    """The one choice between the readable code and a fused kernel: with ``impl="fast"``, the
-    kernel's result (σ² = rstd⁻² − ε and x̂ = (x − μ)·rstd built when read), or None where the
-    kernel cannot take the call (:mod:`lnviz.kernels` says which) and the readable code runs."""
+    """The one choice between the readable code and a fused kernel: with ``impl="fast"``,
+    torch's ``kernel``'s result, with ``impl="fused"`` lnviz's own for the same norm (σ² =
+    rstd⁻² − ε and x̂ = (x − μ)·rstd built when read), or None where the kernel cannot take the
+    call (:mod:`lnviz.kernels` and :mod:`lnviz.fused` say which) and the readable code runs."""
     _check_impl(impl)
-    if impl != "fast":
+    if impl == "scratch":
         return None
+    if impl == "fused":
+        kernel = _fused_kernel(kernel)
     result = kernel(*args)
     if result is None:
         return None
@@ -132,6 +136,17 @@ def _fast(impl: str, input: torch.Tensor, eps: float, dims: tuple[int, ...],
         return (x - mean) * rstd if mean is not None else x * rstd
 
     return NormResult(output, mean, var, rstd, x_hat, dims)
+
+
+def _fused_kernel(kernel: Callable[..., Kernel | None]) -> Callable[..., Kernel | None]:
+    """lnviz's Triton kernel (:mod:`lnviz.fused`) for the norm whose torch kernel is ``kernel``:
+    LayerNorm and RMSNorm have one."""
+    from lnviz import fused  # imports triton, which only impl="fused" needs
+
+    found = {kernels.layer_norm: fused.layer_norm, kernels.rms_norm: fused.rms_norm}.get(kernel)
+    if found is None:
+        raise ValueError("impl='fused' exists for layer_norm and rms_norm only; use impl='fast'")
+    return found
 
 
 def _mean(

@@ -4,13 +4,20 @@ browser tests' Chromium, server and timeout (tests/browserutil.py has their help
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import shutil
 from collections.abc import Iterator
 
 import pytest
+import torch
 
 from lnviz.devices import available_devices
+
+# Without a CUDA GPU, lnviz's Triton kernels (impl="fused") are checked under Triton's
+# interpreter, on CPU tensors; Triton reads this when lnviz.fused builds the kernels.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright

@@ -206,7 +206,7 @@ def test_fast_equals_scratch_for_any_rank(device, data, rank, dtype_name, eps, s
             dtype)
 
 
-@pytest.mark.parametrize("impl", lnviz.norms.IMPLS)
+@pytest.mark.parametrize("impl", ["scratch", "fast"])  # impl="fused" is LayerNorm's and RMSNorm's
 def test_batch_norm_counts_training_batches_whatever_the_momentum(impl):
     """num_batches_tracked counts training batches on both paths, as nn.BatchNorm's does."""
     count = torch.zeros((), dtype=torch.long)

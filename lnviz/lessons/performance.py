@@ -3,8 +3,9 @@
 Layer, batch and RMS normalization do a handful of arithmetic operations per value, so on any
 modern machine they are limited by memory traffic, not arithmetic: the best an implementation
 can do is read x once and write y once. This module times several implementations of each norm
-— a NumPy two-pass version, lnviz's readable ``scratch`` code, lnviz's ``fast`` path, torch's
-native kernel and, where it works, ``torch.compile`` of the scratch code — and reports, for each,
+— a NumPy two-pass version, lnviz's readable ``scratch`` code, lnviz's ``fast`` path, on a CUDA
+GPU lnviz's own Triton kernel (``fused``), torch's native kernel and, where it works,
+``torch.compile`` of the scratch code — and reports, for each,
 the median time, the bandwidth it achieved counting only the bytes that must move (read x,
 write y), and that bandwidth as a fraction of a plain copy's measured in the same run (the
 roofline: a copy also reads and writes every byte once).
@@ -18,32 +19,46 @@ Performance page and ``python -m lnviz.bench`` both run :func:`run`.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import json
 import math
 import platform
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from lnviz import norms
 from lnviz.batch import NORM_TABLE, TABLE_NORMS, table_norm, torch_table_norm
 
 __all__ = [
     "FIRST_COMPILE_S",
+    "FUSED_NORMS",
+    "GPU_RUN_FILE",
     "IMPLEMENTATIONS",
     "NORMS",
     "BudgetExceeded",
+    "RecordedRun",
     "Row",
     "Skipped",
     "bandwidth_snippet",
     "copy_bandwidth",
+    "find_row",
+    "fused_unavailable",
     "implementations",
+    "kernel_sources",
+    "one_shape_per_size",
     "peak_extra_memory",
+    "recorded_gpu_run",
     "run",
     "time_call",
     "time_samples",
@@ -57,7 +72,11 @@ _NAMES = {NORM_TABLE[name].short: name
 NORMS = tuple(_NAMES)
 
 
-IMPLEMENTATIONS = ("numpy", "scratch", "fast", "torch", "compiled")
+IMPLEMENTATIONS = ("numpy", "scratch", "fast", "fused", "torch", "compiled")
+
+
+#: The norms lnviz's own GPU kernels (impl="fused", :mod:`lnviz.fused`) exist for.
+FUSED_NORMS = ("layer", "rms")
 
 
 DEFAULT_SIZES = ((64, 64), (256, 256), (1024, 1024), (4096, 1024), (16384, 1024),
@@ -155,10 +174,26 @@ def implementations(norm: str, device: str) -> dict[str, Callable[[torch.Tensor]
         found["numpy"] = _numpy_norm(norm)
     found["scratch"] = lambda x: lnviz_fn(x, "scratch")
     found["fast"] = lambda x: lnviz_fn(x, "fast")
+    if fused_unavailable(norm, device) is None:
+        found["fused"] = lambda x: lnviz_fn(x, "fused")
     found["torch"] = native
     scratch = found["scratch"]
     found["compiled"] = lambda x: _compiled(norm, scratch)(x)  # compiled on first use
     return found
+
+
+def fused_unavailable(norm: str, device: str) -> str | None:
+    """Why impl="fused" cannot be timed for ``norm`` on ``device``, in words; None if it can.
+    Triton's interpreter is not timed: it runs the kernels on the CPU, value by value."""
+    if norm not in FUSED_NORMS:
+        return "lnviz's fused kernels exist for LayerNorm and RMSNorm only"
+    if device != "cuda":
+        return "lnviz's fused kernels (Triton) run on a CUDA GPU only"
+    from lnviz import fused  # imports triton, which only a GPU run needs
+
+    if not fused.available(device):
+        return "the triton package is not installed (pip install triton)"
+    return None
 
 
 _COMPILED: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
@@ -200,9 +235,45 @@ def time_call(fn: Callable[[], object], device: str = "cpu", repeats: int = 7,
     return statistics.median(time_samples(fn, device, repeats, warmup, deadline))
 
 
+def _wall_seconds(fn: Callable[[], object], device: str) -> float:
+    """Seconds from calling ``fn`` until its work is done (on the CPU: until it returns)."""
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+#: Bytes written before each timed GPU call: far more than any GPU's L2 cache (50 MB on an H100),
+#: so that every call reads its input from memory, as a norm inside a model does, and enough
+#: work (about 0.35 ms on an H100) to keep the GPU busy while Python prepares the call.
+L2_FLUSH_BYTES = 2**30
+_L2_FLUSH: list[torch.Tensor] = []
+
+
+def _gpu_seconds(fn: Callable[[], object], device: str) -> float:
+    """GPU seconds of ``fn``'s kernels, between two CUDA events, after the L2 cache was
+    overwritten. The overwrite is queued first, so the GPU is still busy with it while Python
+    prepares ``fn``'s launches and the start event waits behind it: the events time the
+    kernels, not the Python around them. (A 16384×1024 norm takes about 50 µs on an H100; a call
+    through lnviz and Triton's launcher spends tens of µs in Python first. With a 256 MB
+    overwrite, 85 µs, that Python sometimes outlasted it and was timed as the norm's.)"""
+    if not _L2_FLUSH:
+        free, _ = torch.cuda.mem_get_info()
+        _L2_FLUSH.append(torch.empty(min(L2_FLUSH_BYTES, free // 4), dtype=torch.uint8,
+                                     device=device))
+    _L2_FLUSH[0].zero_()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
 def time_samples(fn: Callable[[], object], device: str = "cpu", repeats: int = 7,
                  warmup: int = 2, deadline: float = math.inf) -> list[float]:
-    """The wall times of ``repeats`` calls of ``fn()`` in seconds, after ``warmup`` untimed ones.
+    """The times of ``repeats`` calls of ``fn()`` in seconds, after ``warmup`` untimed ones: wall
+    time until the work is done, or on CUDA the kernels' time between events (:func:`_gpu_seconds`).
 
     With a ``deadline`` (a :func:`time.perf_counter` value), timing stops with
     :class:`BudgetExceeded` as soon as the calls still to come, at the pace of the latest, would
@@ -210,12 +281,10 @@ def time_samples(fn: Callable[[], object], device: str = "cpu", repeats: int = 7
     """
     calls = warmup + repeats
     times = []
+    timed = _gpu_seconds if device == "cuda" else _wall_seconds
     for k in range(calls):
-        start = time.perf_counter()
-        fn()
-        _sync(device)
+        times.append(timed(fn, device))
         now = time.perf_counter()
-        times.append(now - start)
         need = (calls - k - 1) * times[-1]
         if now + need > deadline:
             raise BudgetExceeded(need, deadline - now)
@@ -337,6 +406,9 @@ def run(
             progress(k / len(cases), f"{norm} norm, {impl}, {r}×{c}")
         fns = implementations(norm, device)
         if impl not in fns:
+            reason = fused_unavailable(norm, device) if impl == "fused" else None
+            if reason and on_skip is not None:
+                on_skip(Skipped(norm, impl, r, c, reason))
             continue
         reason = measure(fns[impl], norm, impl, (r, c))
         if reason and on_skip is not None:
@@ -431,7 +503,8 @@ def ratios(rows: Sequence[Row]) -> dict[tuple[str, str, int, int], float]:
     """Each lnviz implementation's time over torch's native one, per (norm, impl, size)."""
     native = {(r.norm, r.rows, r.cols): r.seconds for r in rows if r.impl == "torch"}
     return {(r.norm, r.impl, r.rows, r.cols): r.seconds / native[(r.norm, r.rows, r.cols)]
-            for r in rows if r.impl in ("scratch", "fast") and (r.norm, r.rows, r.cols) in native}
+            for r in rows if r.impl in ("scratch", "fast", "fused")
+            and (r.norm, r.rows, r.cols) in native}
 
 
 def bandwidth_snippet(rows: int = 4096, cols: int = 1024) -> str:
@@ -450,3 +523,67 @@ def bandwidth_snippet(rows: int = 4096, cols: int = 1024) -> str:
         "gb_per_s = 2 * x.numel() * 4 / seconds / 1e9  # read x + write y, float32\n"
         "print(f'{gb_per_s:.1f} GB/s')\n"
     )
+
+
+#: A run of the benchmark on a lent GPU, kept so that a machine without one can show what the
+#: fused kernels did there (docs/benchmarks.md shows the same numbers).
+GPU_RUN_FILE = Path(__file__).resolve().parent.parent / "data" / "measured" / "h100_fused.json"
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A benchmark run kept in a file: where, when and how it was measured, and its rows."""
+
+    device: str
+    date: str
+    command: str
+    machine: str
+    triton: str
+    rows: tuple[Row, ...]
+
+
+def recorded_gpu_run(path: Path = GPU_RUN_FILE) -> RecordedRun:
+    """The GPU run in ``path`` (written by ``python -m lnviz.bench --json`` on the GPU, with the
+    date, device and command added)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = tuple(Row(**row) for row in data["rows"])
+    return RecordedRun(data["device"], data["date"], data["command"], data["machine"],
+                       data["triton"], rows)
+
+
+def _function_source(path: Path, name: str, body_only: bool) -> str:
+    """The source of the function ``name`` in ``path`` (dedented), read without importing the
+    module; ``body_only`` leaves out its signature and docstring."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    node = next(n for n in ast.walk(ast.parse(text))
+                if isinstance(n, ast.FunctionDef) and n.name == name)
+    first = node.body[1] if body_only else (node.decorator_list or [node])[0]
+    return textwrap.dedent("\n".join(lines[first.lineno - 1:node.end_lineno]))
+
+
+def kernel_sources() -> tuple[str, str]:
+    """LayerNorm side by side: the readable scratch code's steps (every intermediate a full-size
+    tensor) and the fused kernel (x read once into registers, y written once). The kernel is
+    read from its file, so that no triton is needed to show it."""
+    scratch = _function_source(Path(inspect.getfile(norms)), "layer_norm", body_only=True)
+    scratch = scratch[scratch.index("# Shapes for"):]  # the steps, not the choice of impl
+    kernel = _function_source(Path(inspect.getfile(norms)).with_name("fused.py"), "_norm_rows",
+                              body_only=False)
+    return scratch, kernel
+
+
+def one_shape_per_size(rows: Sequence[Row]) -> list[Row]:
+    """The rows of the first shape measured at each size (values): a figure against size draws
+    one line per implementation, which shapes of equal size (16384×4096, 4096×16384) would
+    zigzag."""
+    first: dict[int, tuple[int, int]] = {}
+    for row in rows:
+        first.setdefault(row.size, (row.rows, row.cols))
+    return [row for row in rows if first[row.size] == (row.rows, row.cols)]
+
+
+def find_row(rows: Sequence[Row], norm: str, impl: str, shape: tuple[int, int]) -> Row | None:
+    """The row of ``norm`` by ``impl`` at ``shape``, if measured."""
+    return next((r for r in rows if (r.norm, r.impl, (r.rows, r.cols)) == (norm, impl, shape)),
+                None)
