@@ -115,9 +115,9 @@ st.markdown(
 left, right = st.columns(2)
 scratch_code, kernel_code = performance.kernel_sources()
 left.caption("scratch — `lnviz.layer_norm(..., impl=\"scratch\")`")
-left.code(scratch_code, language="python")
+left.code(scratch_code, language="python", wrap_lines=True)
 right.caption("fused — the kernel in `lnviz/fused.py`")
-right.code(kernel_code, language="python")
+right.code(kernel_code, language="python", wrap_lines=True)
 if settings.device == "cuda":
     where = ("Choose **fused** above to time it on this GPU. For comparison, a run on "
              f"an {gpu_run.device}")
