@@ -27,18 +27,20 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.live import affine_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import folded, page_title
+from lnviz.ui.params import live_values
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
 
 FEATURES = 4
 SAMPLES = 16
-#: Where the free sliders start: a spread of 1.5 around 0.5, visibly not (1, 0).
-FREE_GAMMA, FREE_BETA = 1.5, 0.5
+#: Where the free γ and β start (their session keys and URL parameters): a spread of 1.5 around
+#: 0.5, visibly not (1, 0).
+FREE_VALUES = {"ss_gamma": 1.5, "ss_beta": 0.5}
 #: Per-feature starting values: four different targets, so each column lands somewhere else.
 FEATURE_GAMMA = (0.5, 1.0, 2.0, 1.0)
 FEATURE_BETA = (-1.0, 0.0, 1.0, 2.0)
-#: The slider histogram's fixed range: wide enough for γ = ±3, β = ±3, so the axis stays put.
+#: The free histogram's fixed range: wide enough for γ = ±3, β = ±3, so the axis stays put.
 FREE_SPAN = (-13.0, 13.0)
 FREE_BINS = 78
 
@@ -78,9 +80,9 @@ show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gamm
             key="ss_grid_chart")
 st.caption(grid_caption(grid, samples))
 
-# --- 2. Free sliders --------------------------------------------------------------------------
-# A fragment, like sections 3 and 5: γ and β (the sliders and the live panel) rerun this section
-# and the PyTorch code at the end alone. It is called last, once the code's container exists.
+# --- 2. Your own γ and β -------------------------------------------------------------------------
+# A fragment, like sections 3 and 5: γ and β (the live controls) rerun this section and the
+# PyTorch code at the end alone. It is called last, once the code's container exists.
 free_box = folded("2 · Your own γ and β", "ss_part2")
 
 
@@ -88,28 +90,19 @@ free_box = folded("2 · Your own γ and β", "ss_part2")
 def free_section(box: DeltaGenerator, code: DeltaGenerator, samples: int, seed: int, device: str,
                  dtype: str) -> None:
     with box:
-        cols = st.columns(2)
-        gamma = cols[0].slider(
-            "γ (scale)", -3.0, 3.0, FREE_GAMMA, 0.1, key="ss_gamma", bind="query-params",
-            help="Multiplies x̂: the output's standard deviation becomes |γ| (up to ε). A "
-                 "negative γ also flips the values.",
-        )
-        beta = cols[1].slider(
-            "β (shift)", -3.0, 3.0, FREE_BETA, 0.1, key="ss_beta", bind="query-params",
-            help="Added after scaling: the output's mean becomes β.",
-        )
+        values = live_values(FREE_VALUES)
+        gamma, beta = values["ss_gamma"], values["ss_beta"]
         one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=seed, bins=FREE_BINS,
                      span=FREE_SPAN, device=device, dtype=dtype)
-        with st.container(border=True, key="ss_live_box"):
-            st.markdown("**Live view.** Drag γ or β here: the histogram follows at every step, "
-                        "computed in your browser; let go and lnviz recomputes (the sliders "
-                        "above and the chart below move with it).")
-            affine_panel(to_numpy(drawn_samples(samples, seed, device, dtype)), gamma, beta,
-                         eps=EPS, span=FREE_SPAN, bins=FREE_BINS, counts=one.counts[0, 0],
-                         mean=float(one.mean[0, 0]), std=float(one.std[0, 0]))
+        panel = affine_panel(
+            to_numpy(drawn_samples(samples, seed, device, dtype)), gamma, beta, eps=EPS,
+            span=FREE_SPAN, bins=FREE_BINS,
+            help={"gamma": "Multiplies x̂: the output's standard deviation becomes |γ| (up to "
+                           "ε). A negative γ also flips the values.",
+                  "beta": "Added after scaling: the output's mean becomes β."})
         show_figure(charts.scale_shift.histogram_figure, one.centres, one.counts[0, 0],
                     float(one.mean[0, 0]), float(one.std[0, 0]), gamma, beta,
-                    key="ss_free_chart")
+                    key="ss_free_chart", live=dict(panel=panel, kind="affine"))
     code.code(scale_shift_snippet(gamma, beta, samples, SAMPLES, FEATURES), language="python")
 
 

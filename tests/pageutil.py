@@ -47,8 +47,9 @@ def live_controls(at: AppTest) -> dict:
 
 
 def set_live(at: AppTest, **values: float) -> AppTest:
-    """Set the Explorer's ε, γ and/or β as letting go of their live controls does (the
-    session's values, which lnviz.ui.params.norm_values reads), and run the page."""
+    """Set live controls' values by their session keys (the Explorer's eps, gamma and beta,
+    Scale and shift's ss_gamma and ss_beta) as letting go of them does (the session's values,
+    which lnviz.ui.params.live_values reads), and run the page."""
     for key, value in values.items():
         at.session_state[key] = value
     return at.run()

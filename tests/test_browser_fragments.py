@@ -65,7 +65,8 @@ FRAGMENT_CONTROLS = {
     "bn-vs-ln-batch-size": FragmentControl(BN_VS_LN, "slider", "Batch size", "9", r"bl_b=9"),
     "bn-vs-ln-steps": FragmentControl(BN_VS_LN, "slider", "Training steps k", "11",
                                       r"bl_steps=11"),
-    "scale-shift-gamma": FragmentControl(SCALE_SHIFT, "slider", "γ (scale)", "1.60",
+    # a live control (lnviz.ui.live): it announces its value as "γ = 1.6"
+    "scale-shift-gamma": FragmentControl(SCALE_SHIFT, "slider", "γ (scale)", "γ = 1.6",
                                          r"ss_gamma=1\.6"),
     "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "1e-4",
                                    r"ep_eps=1e-4"),

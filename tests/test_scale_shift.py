@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page, trace_data
+from pageutil import alerts, decode, figures, open_page, set_live, trace_data
 
 from lnviz import charts
 from lnviz.data import random_batch
@@ -333,16 +333,17 @@ def test_page_opens_with_the_grid_and_every_section():
     assert figures(at)[1]["layout"]["title"]["text"].startswith("γ = 1.5, β = 0.5 → mean 0.500")
 
 
-def test_grid_and_free_sliders_move_their_figures():
+def test_the_grid_slider_and_the_free_controls_move_their_figures():
     at = open_page(PAGE)
     grid = trace_data(at, 0, 0, "y")
     at.select_slider(key="ss_n").set_value(100).run()
     assert trace_data(at, 0, 0, "y").sum() == 100 != grid.sum()
     free = trace_data(at, 1, 0, "y")
-    at.slider(key="ss_gamma").set_value(-1.0).run()
+    set_live(at, ss_gamma=-1.0)
     assert not np.array_equal(free, trace_data(at, 1, 0, "y"))
+    assert at.query_params["ss_gamma"] == "-1"
     shifted = trace_data(at, 1, 0, "y")
-    at.slider(key="ss_beta").set_value(-2.0).run()
+    set_live(at, ss_beta=-2.0)
     assert not np.array_equal(shifted, trace_data(at, 1, 0, "y"))
     assert "mean -2.000, std 1.000" in figures(at)[1]["layout"]["title"]["text"]
 
@@ -372,7 +373,8 @@ def test_seed_changes_the_batch_and_url_restores_settings():
     at = open_page(PAGE, {"ss_n": "100", "ss_gamma": "-1.0", "ss_norm": "LayerNorm",
                           "ss_g1": "2.0", "ss_share": "0.8", "seed": "5"})
     assert at.select_slider(key="ss_n").value == 100
-    assert at.slider(key="ss_gamma").value == -1.0
+    assert at.session_state["ss_gamma"] == -1.0
+    assert "γ = -1, β = 0.5" in figures(at)[1]["layout"]["title"]["text"]
     assert at.segmented_control(key="ss_norm").value == "LayerNorm"
     assert at.slider(key="ss_g1").value == 2.0
     assert at.slider(key="ss_share").value == 0.8
@@ -429,7 +431,7 @@ def test_the_scalar_condition_is_said_and_part_3_names_the_worst_feature():
 ])
 def test_the_pages_snippet_runs_and_gives_the_pages_numbers(query):
     at = open_page(PAGE, query)
-    gamma, beta = at.slider(key="ss_gamma").value, at.slider(key="ss_beta").value
+    gamma, beta = at.session_state["ss_gamma"], at.session_state["ss_beta"]
     samples = at.select_slider(key="ss_n").value
     code = at.code[0].value
     assert code == scale_shift_snippet(gamma, beta, samples, 16, 4).strip()

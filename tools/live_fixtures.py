@@ -180,7 +180,37 @@ def plot_cases() -> dict[str, Any]:
                             "centres": histogram(values)[0], "counts": histogram(values)[1],
                             "range": list(symmetric_range(values))}
                            for name, values in arrays.items()],
-            "labels": [{"value": v, "text": f"{v:.2g}"} for v in numbers]}
+            "labels": [{"value": v, "text": f"{v:.2g}"} for v in numbers],
+            "affine": affine_cases()}
+
+
+def affine_cases() -> list[dict[str, Any]]:
+    """Scale and shift's histogram of γ·x̂ + β (the page's fixed bins) as lnviz computes it and
+    draws it (lnviz.charts.scale_shift.histogram_figure: the bars' x, the lines, the title), for
+    the samples the page sends the browser."""
+    from lnviz.charts.scale_shift import histogram_figure
+    from lnviz.devices import to_numpy
+    from lnviz.lessons.scale_shift import EPS, drawn_samples, scale_shift_grid
+
+    span, bins = (-13.0, 13.0), 78  # app_pages/scale_shift.py's FREE_SPAN and FREE_BINS
+    found = []
+    for n, seed, gamma, beta, dtype in ((1000, 0, 1.5, 0.5, "float32"),
+                                        (100, 3, -2.7, 3.0, "float32"),
+                                        (10000, 1, 0.0, -1.2, "float32"),
+                                        (1000, 7, 3.0, -3.0, "float64"),
+                                        (100, 0, 0.15, -0.05, "float32")):
+        one = scale_shift_grid((gamma,), (beta,), n=n, seed=seed, bins=bins, span=span,
+                               dtype=dtype)
+        mean, std = float(one.mean[0, 0]), float(one.std[0, 0])
+        fig = histogram_figure(one.centres, one.counts[0, 0], mean, std, gamma, beta)
+        found.append({"name": f"n = {n}, seed {seed}, γ = {gamma}, β = {beta}, {dtype}",
+                      "x": to_numpy(drawn_samples(n, seed, "cpu", dtype)).ravel(),
+                      "gamma": gamma, "beta": beta, "eps": EPS, "span": list(span),
+                      "bins": bins, "counts": one.counts[0, 0], "mean": mean, "std": std,
+                      "barsX": np.asarray(fig.data[0].x),
+                      "lines": [[list(t.x), list(t.y)] for t in fig.data[1:4]],
+                      "title": fig.layout.title.text})
+    return found
 
 
 def _plain(value: Any) -> Any:

@@ -81,10 +81,10 @@ SETTLE_TARGETS = [
     ("Gradients: Batch size N (whole page)", "/gradients", "Batch size N", ""),
     ("Gradients: Shift (fragment)", "/gradients", "Shift", ""),
     # the folded pages open the parts that hold these controls (lnviz.ui.pages.folded)
-    ("Scale and shift: γ (fragment)", "/scale_shift", "γ (scale)", SCALE_SHIFT_OPEN),
+    # Scale and shift's γ: its one control (a live control since issue 30; a slider and a
+    # live panel's second γ before)
+    ("Scale and shift: γ, released (fragment)", "/scale_shift", "γ (scale)", SCALE_SHIFT_OPEN),
     ("Scale and shift: γ_0 (fragment)", "/scale_shift", "γ_0", SCALE_SHIFT_OPEN),
-    ("Scale and shift: live panel γ, released", "/scale_shift", "γ (scale), live",
-     SCALE_SHIFT_OPEN),
     ("ε page: ε slider (fragment)", "/epsilon", "ε (epsilon)", ""),
     ("ε page: live panel ε, released", "/epsilon", "ε (epsilon), live", ""),
     ("BatchNorm vs LayerNorm: N (fragment)", "/bn_vs_ln", "N (batch size)", BN_VS_LN_OPEN),

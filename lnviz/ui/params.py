@@ -72,20 +72,27 @@ NORM_VALUES = {"eps": 1e-5, "gamma": 1.0, "beta": 0.0}
 
 
 def norm_values() -> dict[str, float]:
-    """The Explorer's ε, γ and β: the session's, or the first time a link's (the URL's value,
-    checked like any input: ε one of :data:`EPSILONS` in any notation, γ and β numbers brought
-    into :data:`AFFINE_RANGE`, as exact as the link has them), or the defaults. No Streamlit
-    widget holds them, so this also writes them into the URL, as a widget bound to it would (a
-    value at its default is left out)."""
+    """The Explorer's ε, γ and β (:func:`live_values` of :data:`NORM_VALUES`)."""
+    return live_values(NORM_VALUES)
+
+
+def live_values(defaults: dict[str, float]) -> dict[str, float]:
+    """The values of a page's live controls, by session key (``defaults``: each key's value
+    when nothing has set it; a key ending in "eps" is an ε, any other a γ or β): the session's,
+    or the first time a link's (the URL's value, checked like any input: ε one of
+    :data:`EPSILONS` in any notation, γ and β numbers brought into :data:`AFFINE_RANGE`, as
+    exact as the link has them), or the defaults. No Streamlit widget holds them, so this also
+    writes them into the URL, as a widget bound to it would (a value at its default is left
+    out)."""
     state = st.session_state
-    for key, default in NORM_VALUES.items():
+    for key, default in defaults.items():
         if key not in state:
             state[key] = _from_url(key, default)
-    values = {key: float(state[key]) for key in NORM_VALUES}
+    values = {key: float(state[key]) for key in defaults}
     for key, value in values.items():
         # γ and β in full (a link's 0.123456789012 stays that), without a trailing ".0"
-        text = eps_label(value) if key == "eps" else repr(value).removesuffix(".0")
-        if value == NORM_VALUES[key]:
+        text = eps_label(value) if key.endswith("eps") else repr(value).removesuffix(".0")
+        if value == defaults[key]:
             if key in st.query_params:
                 del st.query_params[key]
         elif st.query_params.get(key) != text:
@@ -100,7 +107,7 @@ def _from_url(key: str, default: float) -> float:
         return default
     if not math.isfinite(number):
         return default
-    if key == "eps":
+    if key.endswith("eps"):
         return number if number in EPSILONS else default
     low, high, _ = AFFINE_RANGE
     # a value between the steps is taken as the link has it; −0 is 0

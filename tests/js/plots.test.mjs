@@ -33,3 +33,26 @@ for (const c of cases.histograms) {
 test("colorbar labels are Python's .2g", () => {
   for (const {value, text} of cases.labels) assert.equal(formatG(number(value), 2), text);
 });
+
+// Scale and shift: the browser's histogram of γ·x̂ + β equals lnviz's count for count, and the
+// figure it redraws (bars, mean and mean ± std lines, title) is lnviz's figure for lnviz's numbers.
+vm.runInThisContext(readFileSync(join(live, "norms.js"), "utf8"), {filename: "norms.js"});
+for (const c of cases.affine) {
+  test(`scale and shift's histogram and figure: ${c.name}`, () => {
+    const data = {eps: c.eps, span: c.span, bins: c.bins, figure: {data: [{x: c.barsX}]}};
+    const ours = affineNumbers(Float64Array.from(c.x), c.gamma, c.beta, data);
+    assert.deepEqual(ours.counts, c.counts);
+    assert.ok(Math.abs(ours.mean - c.mean) <= 1e-6 * (1 + Math.abs(c.mean)), `${ours.mean}`);
+    assert.ok(Math.abs(ours.std - c.std) <= 1e-6 * (1 + c.std), `${ours.std}`);
+    const lnviz = {gamma: c.gamma, beta: c.beta, counts: c.counts, mean: c.mean, std: c.std};
+    const [traces, update, layout] = UPDATES.affine(lnviz, data);
+    assert.deepEqual(traces, [0, 1, 2, 3]);
+    assert.deepEqual(update.y[0], c.counts);
+    assert.deepEqual(update.x[0], c.barsX);
+    c.lines.forEach(([x, y], k) => {
+      assert.deepEqual(update.x[k + 1], x);
+      y.forEach((v, i) => assert.ok(Math.abs(update.y[k + 1][i] - v) <= 1e-12 * (1 + v)));
+    });
+    assert.equal(layout["title.text"], c.title);
+  });
+}

@@ -40,10 +40,11 @@ LIVE_KEY = "live"
 _HERE = Path(__file__).parent
 
 
-def live_js(view: str = "view.js") -> str:
-    """A panel's JavaScript module: the norms' arithmetic, the shared helpers, then the panel's
-    own ``view`` file (its default export)."""
-    return "\n".join((_HERE / name).read_text() for name in ("norms.js", "common.js", view))
+def live_js(view: str = "view.js", *more: str) -> str:
+    """A panel's JavaScript module: the norms' arithmetic, the shared helpers, any ``more``
+    files it uses, then the panel's own ``view`` file (its default export)."""
+    return "\n".join((_HERE / name).read_text()
+                     for name in ("norms.js", "common.js", *more, view))
 
 
 _component = st.components.v2.component(
@@ -62,7 +63,7 @@ _affine_component = st.components.v2.component(
     "lnviz_live_affine",
     html=(_HERE / "affine.html").read_text(),
     css=(_HERE / "live.css").read_text(),
-    js=live_js("affine.js"),
+    js=live_js("affine.js", "plots.js"),
 )
 #: A page figure drawn with Plotly.js in the browser (figure.js). Not style-isolated: Plotly.js
 #: puts its own stylesheet in the page's head, which a shadow root would keep out.
@@ -311,24 +312,24 @@ def live_panel(container: Any, batch: Batch, spec: NormSpec, ex: Exploration | N
     return payload["key"] if "x" in payload else None
 
 
-#: The Scale and shift panel's widget key, and the page's sliders its γ and β settle into.
+#: The Scale and shift panel's widget key (and the key its figure follows), and the session keys
+#: (and URL parameters) its γ and β settle into.
 AFFINE_KEY = "ss_live"
 AFFINE_CONTROLS = {"gamma": "ss_gamma", "beta": "ss_beta"}
 
 
 def affine_panel(x: np.ndarray, gamma: float, beta: float, *, eps: float, span: tuple[float, float],
-                 bins: int, counts: np.ndarray, mean: float, std: float) -> None:
-    """Scale and shift's live panel: a histogram of γ·x̂ + β, x̂ the LayerNorm of the samples
-    ``x`` (one row, ``eps``), on ``bins`` bins over ``span``, that follows γ and β while they
-    are dragged; ``counts``, ``mean`` and ``std`` are lnviz's for ``gamma`` and ``beta``, on
-    which it settles. On release the value goes into the page's sliders
-    (:data:`AFFINE_CONTROLS`)."""
-    data = dict(x=_b64(x), n=int(np.size(x)), eps=eps, span=[float(v) for v in span],
-                bins=int(bins),
-                server=dict(gamma=float(gamma), beta=float(beta),
-                            counts=[int(c) for c in np.ravel(counts)], mean=float(mean),
-                            std=float(std)))
+                 bins: int, help: dict[str, str]) -> str:
+    """Scale and shift's γ and β controls (labels and ``help`` as a slider has them): while they
+    are dragged, the browser recomputes γ·x̂ + β, x̂ the LayerNorm of the samples ``x`` (one row,
+    ``eps``), and its histogram on ``bins`` bins over ``span``, and the page's figure drawn with
+    ``live=dict(panel=<the returned key>, kind="affine")`` follows. On release the value goes
+    into the session (:data:`AFFINE_CONTROLS`) and lnviz recomputes. Returns the key."""
+    data = dict(key=AFFINE_KEY, x=_b64(x), n=int(np.size(x)), eps=eps,
+                span=[float(v) for v in span], bins=int(bins), help=help,
+                server=dict(gamma=float(gamma), beta=float(beta)))
     _mount(_affine_component, AFFINE_KEY, data, AFFINE_CONTROLS)
+    return AFFINE_KEY
 
 
 #: The ε page's panel key, and the page's ε slider it settles into.

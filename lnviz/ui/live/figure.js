@@ -150,9 +150,10 @@ function setup(root) {
   const div = root.querySelector(".lv-plot");
 
   state.apply = (live) => {
-    const [traces, update] = UPDATES[state.data.kind](live, state.data);
+    const [traces, update, layout] = UPDATES[state.data.kind](live, state.data);
     const started = performance.now();
-    state.plotly.restyle(div, update, traces);
+    if (layout) state.plotly.update(div, update, layout, traces);
+    else state.plotly.restyle(div, update, traces);
     state.live = live;
     root.dataset.shown = "browser";
     root.dataset.frame = String(Number(root.dataset.frame || 0) + 1);

@@ -56,6 +56,33 @@ function histogram(values) {
   return [centres, counts];
 }
 
+// Scale and shift (affine.js): numpy.histogram of `values` on `bins` equal bins over [lo, hi]
+// (edges as numpy.linspace makes them; a value on an edge goes right, hi into the last bin).
+function fixedHistogram(values, lo, hi, bins) {
+  const step = (hi - lo) / bins;
+  const edges = Array.from({length: bins + 1}, (_, k) => k * step + lo);
+  edges[bins] = hi;
+  const counts = new Array(bins).fill(0);
+  for (const v of values) {
+    if (!(v >= lo && v <= hi)) continue;
+    let k = Math.min(Math.floor((v - lo) / step), bins - 1);
+    while (k > 0 && v < edges[k]) k -= 1;
+    while (k < bins - 1 && v >= edges[k + 1]) k += 1;
+    counts[k] += 1;
+  }
+  return counts;
+}
+
+// y = γ·x̂ + β for the samples `x` (LayerNorm of one row, liveNormalize of norms.js), its
+// histogram on the page's fixed bins (data.span, data.bins), mean and std.
+function affineNumbers(x, gamma, beta, data) {
+  const r = liveNormalize({x, shape: [1, x.length], layout: "NC", norm: "LayerNorm", dims: 1,
+                          eps: data.eps, gamma, beta});
+  const stats = liveGroupStats(r.y, r, "LayerNorm");
+  return {gamma, beta, y: r.y, counts: fixedHistogram(r.y, data.span[0], data.span[1], data.bins),
+          mean: stats.mean[0], std: stats.spread[0]};
+}
+
 // What each kind of figure takes from the live numbers: {trace indices, restyle update}.
 const UPDATES = {
   heatmaps(live, data) {  // lnviz.charts.explorer.norm_heatmaps: trace 1 is the output
@@ -72,6 +99,20 @@ const UPDATES = {
   distributions(live) {  // distributions_figure: trace 1 is the histogram after
     const [centres, counts] = histogram(live.y);
     return [[1], {x: [centres], y: [counts]}];
+  },
+  // lnviz.charts.scale_shift.histogram_figure: trace 0 the bars (on fixed bins), 1-3 the lines
+  // at the mean and mean ± std, up to 1.05 × the tallest bar; the title names γ, β and both.
+  affine(live, data) {
+    const top = live.counts.length ? Math.max(...live.counts) : 1;
+    const line = (x) => [x, x];
+    const height = [0, top * 1.05];
+    const {mean, std} = live;
+    const title = `γ = ${formatG(live.gamma, 6)}, β = ${formatG(live.beta, 6)} → mean `
+      + `${mean.toFixed(3)}, std ${std.toFixed(3)}`;
+    return [[0, 1, 2, 3],
+      {x: [data.figure.data[0].x, line(mean), line(mean - std), line(mean + std)],
+       y: [live.counts, height, height, height]},
+      {"title.text": title}];
   },
 };
 
