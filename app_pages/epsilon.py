@@ -23,7 +23,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.live import sweep_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.params import eps_slider
+from lnviz.ui.params import live_values
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
@@ -62,10 +62,13 @@ st.latex(r"\hat x_i = \frac{x_i - \mu}{\sqrt{\sigma^2 + \epsilon}}, \qquad "
          r"\sigma^2 = \frac{1}{H}\sum_{i=1}^{H}(x_i - \mu)^2")
 
 # --- 1. ε against a tiny variance -------------------------------------------------------------
-# A fragment, like sections 2 and 3: the vector and ε (the slider and the live panel) rerun this
-# section and the PyTorch code at the end alone. It is called last, once the code's container
+# A fragment, like sections 2 and 3: the vector and ε (a live control) rerun this section and
+# the PyTorch code at the end alone. It is called last, once the code's container
 # exists.
 sweep_box = st.container()
+#: The sweep's ε (its session key and URL parameter), a live control, and where it starts:
+#: PyTorch's default.
+SWEEP_VALUES = {"ep_eps": 1e-5}
 
 
 @st.fragment
@@ -74,18 +77,13 @@ def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: 
     code = code.empty()  # the code's place first: a refusal below ends the run before it
     with box:
         st.subheader("1 · How ε competes with σ²")
-        cols = st.columns([2, 3])
-        vector = cols[0].segmented_control(
+        vector = st.segmented_control(
             "Vector", list(VECTORS), default="tiny", required=True, key="ep_vec",
             bind="query-params",
             help="tiny: " + VECTOR_HELP["tiny"] + ". constant: " + VECTOR_HELP["constant"] +
                  ". ordinary: " + VECTOR_HELP["ordinary"] + ".",
         )
-        eps = eps_slider(
-            cols[1], key="ep_eps",
-            help="The ε added to σ² (marked on the sweep). 1e-05 is PyTorch's default; 0 removes "
-                 "the floor entirely — try it on the constant vector.",
-        )
+        eps = live_values(SWEEP_VALUES)["ep_eps"]
         st.caption(f"**{vector}**: {VECTOR_HELP[vector]}. Computed in {dtype} on "
                    f"{device} (sidebar).")
         x = stability_vector(vector)
@@ -93,16 +91,16 @@ def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: 
             sweep = cached(epsilon_sweep, x, seed=seed, device=device, dtype=dtype)
             steps = epsilon_steps(x, eps, seed=seed, device=device, dtype=dtype)
 
-        with st.container(border=True, key="ep_live_box"), refusal():
-            st.markdown("**Live view.** Drag ε here: the marker follows the curves at every "
-                        "step (ε = 0, which a log axis cannot show, is named instead), computed "
-                        "in your browser; let go and lnviz recomputes this section (the ε slider "
-                        "above moves with it).")
+        with refusal():
             at = cached(epsilon_sweep, x, (eps,), seed=seed, device=device, dtype=dtype)
-            sweep_panel(x, to_numpy(fixed_upstream_gradient(len(x), seed)), eps, sweep.eps,
-                        sweep.max_output, sweep.grad_norm, (at.max_output[0], at.grad_norm[0]))
+            panel = sweep_panel(
+                x, to_numpy(fixed_upstream_gradient(len(x), seed)), eps,
+                (at.max_output[0], at.grad_norm[0]),
+                help="The ε added to σ² (the dotted line on the sweep). 1e-05 is PyTorch's "
+                     "default; 0 removes the floor entirely — try it on the constant vector.")
         show_figure(charts.epsilon.sweep_figure, sweep.eps, sweep.max_output, sweep.grad_norm,
-                    sweep.variance, eps, key="ep_sweep_chart")
+                    sweep.variance, eps, key="ep_sweep_chart",
+                    live=dict(panel=panel, kind="sweep"))
         st.caption(sweep.caption())
         if sweep.nonfinite:
             st.warning(f"{sweep.nonfinite} points of the sweep overflowed {dtype} (inf or NaN) "

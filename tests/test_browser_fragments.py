@@ -68,7 +68,8 @@ FRAGMENT_CONTROLS = {
     # a live control (lnviz.ui.live): it announces its value as "γ = 1.6"
     "scale-shift-gamma": FragmentControl(SCALE_SHIFT, "slider", "γ (scale)", "γ = 1.6",
                                          r"ss_gamma=1\.6"),
-    "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "1e-4",
+    # a live control (lnviz.ui.live): it announces its value as "ε = 1e-4"
+    "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "ε = 1e-4",
                                    r"ep_eps=1e-4"),
     "padding-gamma": FragmentControl("/padding", "slider", "γ (scale)", "1.10",
                                      r"pd_gamma=1\.1"),

@@ -363,34 +363,51 @@ def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -
 
 # --- The ε page: the sweep's marker -------------------------------------------------------------
 
-_SWEEP_DRAG = """(root, index) => {
+#: Move the ε page's ε as a drag does and, after the next animation frames, return what its
+#: sweep figure (a live figure) then draws as its chosen-ε lines, and the browser's numbers.
+_SWEEP_DRAG = """async (root, index) => {
   const input = root.querySelector('input[data-control=eps]');
   input.value = String(index);
   input.dispatchEvent(new Event('input', {bubbles: true}));
+  for (let k = 0; k < 3; k++) await new Promise((resolve) => requestAnimationFrame(resolve));
+  const figure = [...document.querySelectorAll('.lv-figure')]
+    .find((f) => f.__lvf && f.__lvf.data.kind === 'sweep');
+  const lines = figure.querySelector('.lv-plot').data
+    .filter((t) => String(t.name).startsWith('chosen ε'));
   const last = root.__lv.last;
-  return {picture: root.querySelector('svg[data-panel=output]').innerHTML
-            + root.querySelector('svg[data-panel=grad]').innerHTML,
-          eps: last.eps, output: last.output, grad: last.grad, shown: root.dataset.shown};
+  return {frame: figure.dataset.frame, shown: figure.dataset.shown,
+          lines: lines.map((t) => ({x: Array.from(t.x), visible: t.visible, name: t.name})),
+          eps: last.eps, output: last.output, grad: last.grad};
 }"""
 
 
 @pytest.mark.parametrize("vector", ["tiny", "constant", "ordinary"])
 def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str, vector: str) -> None:
-    """ε from 1 down to 0: the marker moves at every step, and its max |y| and ‖∂L/∂x‖ are
-    lnviz's (float32, as the page computes by default); let go and the page's ε follows."""
+    """ε from 1 down to 0: the page's sweep figure moves its chosen-ε lines at every step
+    (hidden at ε = 0), and the max |y| and ‖∂L/∂x‖ shown under the control are lnviz's
+    (float32, as the page computes by default); let go and the page's ε follows."""
     from lnviz.lessons.epsilon import epsilon_sweep, stability_vector
 
     page.goto(f"{server}/epsilon?ep_vec={vector}")
     panel = page.locator(".lv-sweep")
     expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     wait_idle(page)
+    assert page.locator(".lv-sweep svg").count() == 0  # the control only: one sweep figure
+    expect(page.locator(".lv-figure[data-ready='1']")).to_have_count(1, timeout=TIMEOUT_MS)
+    page.locator(".lv-figure").scroll_into_view_if_needed()  # off screen, it waits to redraw
     x = stability_vector(vector)
     before, changed = None, 0
     for index in range(len(EPSILONS) - 1, -1, -1):
         now = panel.evaluate(_SWEEP_DRAG, index)
-        assert now["shown"] == "browser" and now["eps"] == EPSILONS[index]
-        changed += before is not None and now["picture"] != before
-        before = now["picture"]
+        eps = EPSILONS[index]
+        assert now["shown"] == "browser" and now["eps"] == eps
+        assert len(now["lines"]) == 2 and all(line["visible"] == (eps > 0)
+                                              for line in now["lines"])
+        if eps > 0:
+            assert all(line["x"] == [eps, eps] and line["name"] == f"chosen ε = {eps:.0e}"
+                       for line in now["lines"])
+        changed += before is not None and now["frame"] != before
+        before = now["frame"]
         ours = np.array([now["output"], now["grad"]], dtype=np.float64)
         for dtype in ("float64", "float32"):
             sweep = epsilon_sweep(x, (EPSILONS[index],), dtype=dtype)
@@ -401,7 +418,7 @@ def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str, vecto
             rel = 1e-9 if dtype == "float64" else 1e-4
             np.testing.assert_allclose(ours[finite], theirs[finite], rtol=rel, atol=rel,
                                        err_msg=f"ε = {EPSILONS[index]}, {dtype}")
-    assert changed >= len(EPSILONS) - 2, f"the marker moved {changed} times"
+    assert changed >= len(EPSILONS) - 2, f"the figure moved {changed} times"
     panel.evaluate(_RELEASE, "eps")
     expect(page).to_have_url(re.compile(r"[?&]ep_eps=0(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
@@ -592,7 +609,7 @@ KEY_CASES = {
     "scale-shift-beta": KeyCase(SCALE_SHIFT, ".lv-affine", "β (shift)", "ArrowRight",
                                 20, r"ss_beta=2\.5", "beta", 2.5),
     # 14 presses from ε = 1e-5 (the 9th of EPSILONS): the last 6 meet the end of the range
-    "epsilon-eps": KeyCase("/epsilon", ".lv-sweep", "ε (epsilon), live", "ArrowLeft", 14,
+    "epsilon-eps": KeyCase("/epsilon", ".lv-sweep", "ε (epsilon)", "ArrowLeft", 14,
                            r"ep_eps=0(\.0)?", "eps", 0),
     "bn-vs-ln-batch": KeyCase(BN_VS_LN, ".lv-batches", "Batch size, live", "ArrowRight", 12,
                               r"bl_b=20", "batch", 20),

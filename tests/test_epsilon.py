@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page, table_with
+from pageutil import alerts, decode, figures, open_page, set_live, table_with
 
 from lnviz import charts
 from lnviz.lessons.epsilon import (
@@ -224,7 +224,9 @@ def test_sweep_figure_marks_variance_and_chosen_eps():
     constant = epsilon_sweep(stability_vector("constant"))
     fig = charts.epsilon.sweep_figure(constant.eps, constant.max_output, constant.grad_norm,
                                   constant.variance, 0.0)
-    assert len(fig.data) == 2 and all(v is None for v in fig.data[0].y)
+    assert len(fig.data) == 4 and all(v is None for v in fig.data[0].y)
+    assert [t.name for t in fig.data[2:]] == ["chosen ε = 0"] * 2  # there, for the live figure
+    assert [t.visible for t in fig.data[2:]] == [False, False]  # but not on a log axis
     assert fig.layout.annotations[-1].text == "0 at every ε > 0"
 
 
@@ -260,7 +262,7 @@ def test_page_opens_on_seed_000_with_pytorch_default_eps():
 def test_eps_and_vector_controls_move_the_figures_and_eps_zero_warns():
     at = open_page(PAGE)
     chosen = y_values(at, 0, 3, "x")  # traces: curves 0, 1; then (ε = σ², chosen ε) per panel
-    at.select_slider(key="ep_eps").set_value(1e-8).run()
+    set_live(at, ep_eps=1e-8)
     assert y_values(at, 0, 3, "x").tolist() == [1e-8, 1e-8] != chosen.tolist()
     assert table_with(at, "x̂").value["x̂"].astype(float).abs().max() == pytest.approx(0.8452,
                                                                                   abs=1e-3)
@@ -268,7 +270,7 @@ def test_eps_and_vector_controls_move_the_figures_and_eps_zero_warns():
     at.segmented_control(key="ep_vec").set_value("ordinary").run()
     assert not np.allclose(curve, y_values(at, 0, 1))
     at.segmented_control(key="ep_vec").set_value("constant").run()
-    at.select_slider(key="ep_eps").set_value(0.0).run()
+    set_live(at, ep_eps=0.0)
     assert not at.exception and not alerts(at)["error"]
     assert any("0/0" in w for w in alerts(at)["warning"])
     assert (table_with(at, "x̂").value["x̂"] == "NaN").all()
@@ -306,7 +308,7 @@ def test_url_parameters_restore_the_settings():
     at = open_page(PAGE, {"ep_vec": "constant", "ep_eps": "0", "ep_axis": "size",
                           "ep_poff": "100.0", "ep_csize": "64"})
     assert at.segmented_control(key="ep_vec").value == "constant"
-    assert at.select_slider(key="ep_eps").value == 0.0
+    assert at.session_state["ep_eps"] == 0.0
     assert at.radio(key="ep_axis").value == "size"
     assert at.select_slider(key="ep_poff").value == 100.0
     assert at.select_slider(key="ep_csize").value == 64

@@ -235,8 +235,7 @@ def test_the_url_follows_a_control_another_control_narrowed(page, link, change, 
 
 
 #: Every page's ε control, by page and URL key (one control, lnviz.ui.params.eps_slider).
-EPS_CONTROLS = [("app_pages/bug_zoo.py", "bz_eps"),
-                ("app_pages/epsilon.py", "ep_eps"), ("app_pages/gradients.py", "gr_eps"),
+EPS_CONTROLS = [("app_pages/bug_zoo.py", "bz_eps"), ("app_pages/gradients.py", "gr_eps"),
                 ("app_pages/padding.py", "pd_eps"), ("app_pages/geometry.py", "gm_eps")]
 
 
@@ -256,12 +255,15 @@ def test_every_eps_control_reads_a_link_in_any_notation(page: str, key: str,
 
 
 @pytest.mark.parametrize("written", ["1e-1", "0.1", "1e-01"])
-def test_the_explorers_live_eps_reads_a_link_in_any_notation(written: str) -> None:
-    """The Explorer's ε is a live control (lnviz.ui.live), not a slider: a link opens on its
-    value in any notation, and the URL is rewritten as the sliders write ε."""
+def test_the_live_eps_controls_read_a_link_in_any_notation(written: str) -> None:
+    """The Explorer's and the ε page's ε are live controls (lnviz.ui.live), not sliders: a link
+    opens on its value in any notation, and the URL is rewritten as the sliders write ε."""
     at = open_page("app_pages/explorer.py", {"eps": written})
     assert live_controls(at)["server"]["epsValue"] == 0.1
     assert at.query_params["eps"] == "1e-1" and not at.exception
+    at = open_page("app_pages/epsilon.py", {"ep_eps": written})
+    assert at.session_state["ep_eps"] == 0.1
+    assert at.query_params["ep_eps"] == "1e-1" and not at.exception
 
 
 @pytest.mark.parametrize(("query", "expected", "url"), [

@@ -181,7 +181,32 @@ def plot_cases() -> dict[str, Any]:
                             "range": list(symmetric_range(values))}
                            for name, values in arrays.items()],
             "labels": [{"value": v, "text": f"{v:.2g}"} for v in numbers],
-            "affine": affine_cases()}
+            "affine": affine_cases(), "sweepFigure": sweep_figure_cases()}
+
+
+def sweep_figure_cases() -> list[dict[str, Any]]:
+    """The ε page's sweep figure with the chosen ε at each value the control offers, built by
+    lnviz from one ε and then another: what its "chosen ε" lines are at the second (the live
+    figure moves the first's lines there)."""
+    from lnviz.charts.epsilon import sweep_figure
+    from lnviz.lessons.common import EPSILONS
+    from lnviz.lessons.epsilon import epsilon_sweep, stability_vector
+
+    found = []
+    for vector in ("tiny", "constant"):
+        sweep = epsilon_sweep(stability_vector(vector))
+
+        def built(eps: float, sweep=sweep) -> dict:
+            fig = sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm, sweep.variance, eps)
+            return json.loads(fig.to_json())
+
+        start = built(1e-5)
+        for eps in EPSILONS:
+            lines = [t for t in built(eps)["data"] if t["name"].startswith("chosen ε")]
+            found.append({"name": f"{vector}, ε = {eps:g}", "eps": eps, "from": start,
+                          "lines": [{k: t[k] for k in ("x", "name", "visible", "hovertemplate")}
+                                    for t in lines]})
+    return found
 
 
 def affine_cases() -> list[dict[str, Any]]:

@@ -85,8 +85,9 @@ SETTLE_TARGETS = [
     # live panel's second γ before)
     ("Scale and shift: γ, released (fragment)", "/scale_shift", "γ (scale)", SCALE_SHIFT_OPEN),
     ("Scale and shift: γ_0 (fragment)", "/scale_shift", "γ_0", SCALE_SHIFT_OPEN),
-    ("ε page: ε slider (fragment)", "/epsilon", "ε (epsilon)", ""),
-    ("ε page: live panel ε, released", "/epsilon", "ε (epsilon), live", ""),
+    # the ε page's ε: its one control (a live control since issue 30; a slider and a live
+    # panel's second ε before)
+    ("ε page: ε, released (fragment)", "/epsilon", "ε (epsilon)", ""),
     ("BatchNorm vs LayerNorm: N (fragment)", "/bn_vs_ln", "N (batch size)", BN_VS_LN_OPEN),
     ("BatchNorm vs LayerNorm: Batch size (fragment)", "/bn_vs_ln", "Batch size", BN_VS_LN_OPEN),
     ("BatchNorm vs LayerNorm: live panel batch size, released", "/bn_vs_ln",

@@ -44,8 +44,9 @@ def sweep_figure(
 ) -> go.Figure:
     """max|y| and ‖∂L/∂x‖ against ε (log–log), with ε = σ² and the chosen ε marked.
 
-    Traces: 0 max|y|, 1 ‖∂L/∂x‖, then the ε = σ² lines (when σ² > 0) and the chosen-ε lines
-    (when it is > 0). Points that cannot sit on a log axis (0, inf, NaN) are left as gaps.
+    Traces: 0 max|y|, 1 ‖∂L/∂x‖, then per panel the ε = σ² line (when σ² > 0) and the chosen-ε
+    line (when one is given; hidden for ε = 0, which a log axis cannot show). Points that cannot
+    sit on a log axis (0, inf, NaN) are left as gaps.
     """
     layout, refs = panel_grid(("output size max |y|", "gradient size ‖∂L/∂x‖"), gap=0.1,
                                title_size=16)
@@ -61,9 +62,13 @@ def sweep_figure(
         if variance > 0:
             data.append(_vertical(variance, low, high, f"ε = σ² = {variance:.3g}",
                                       OKABE_ITO[2], "dash", ref, k == 0))
-        if chosen_eps:
-            data.append(_vertical(chosen_eps, low, high, f"chosen ε = {chosen_eps:.0e}",
-                                      OKABE_ITO[3], "dot", ref, k == 0))
+        if chosen_eps is not None:
+            # ε = 0 has no place on a log axis: its lines are there but hidden, so that the
+            # figure has the same traces at every ε (the page's live figure moves them)
+            name = f"chosen ε = {chosen_eps:.0e}" if chosen_eps else "chosen ε = 0"
+            line = _vertical(chosen_eps or float(eps[0]), low, high, name, OKABE_ITO[3], "dot",
+                             ref, k == 0)
+            data.append({**line, "visible": chosen_eps > 0})
         if not shown:
             layout["annotations"].append(dict(
                 text="0 at every ε > 0", showarrow=False, x=0.5, y=0.5,

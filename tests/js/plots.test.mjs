@@ -56,3 +56,18 @@ for (const c of cases.affine) {
     assert.equal(layout["title.text"], c.title);
   });
 }
+
+// The ε page: moved to any ε the control offers, the sweep figure's "chosen ε" lines are what
+// lnviz draws at that ε (position, name, hidden at ε = 0).
+for (const c of cases.sweepFigure) {
+  test(`the sweep figure's chosen-ε lines: ${c.name}`, () => {
+    const [traces, update] = UPDATES.sweep({eps: c.eps}, {figure: c.from});
+    assert.equal(traces.length, c.lines.length);
+    c.lines.forEach((line, k) => {
+      assert.equal(update.name[k], line.name);
+      assert.equal(update.visible[k], line.visible);
+      assert.equal(update.hovertemplate[k], line.hovertemplate);
+      if (line.visible) assert.deepEqual(update.x[k], line.x);
+    });
+  });
+}

@@ -332,23 +332,25 @@ def affine_panel(x: np.ndarray, gamma: float, beta: float, *, eps: float, span: 
     return AFFINE_KEY
 
 
-#: The ε page's panel key, and the page's ε slider it settles into.
+#: The ε page's panel key (and the key its figure follows), and the session key (and URL
+#: parameter) its ε settles into.
 SWEEP_KEY = "ep_live"
 SWEEP_CONTROLS = {"eps": "ep_eps"}
 
 
-def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, sweep_eps: np.ndarray,
-                max_output: np.ndarray, grad_norm: np.ndarray,
-                at_eps: tuple[float, float]) -> None:
-    """The ε page's live sweep: max |y| and ‖∂L/∂x‖ of LayerNorm on the vector ``x`` against
-    ε (lnviz's curve: ``sweep_eps``, ``max_output``, ``grad_norm``; L = Σ y·``upstream``), with
-    a marker at the chosen ε that follows the ε control while it is dragged (one of
-    :data:`EPSILONS`). ``at_eps`` is lnviz's (max |y|, ‖∂L/∂x‖) at ``eps``, on which the panel
-    settles; on release ε goes into the page's slider (:data:`SWEEP_CONTROLS`)."""
-    data = dict(x=_b64(x), g=_b64(upstream), epsilons=EPSILONS, sweepEps=_b64(sweep_eps),
-                sweepOutput=_b64(max_output), sweepGrad=_b64(grad_norm),
+def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, at_eps: tuple[float, float],
+                help: str) -> str:
+    """The ε page's ε control (label and ``help`` as a slider has them), one of
+    :data:`EPSILONS`, with max |y| and ‖∂L/∂x‖ of LayerNorm on the vector ``x`` at that ε
+    under it (L = Σ y·``upstream``), computed in the browser while it is dragged: the page's
+    sweep figure drawn with ``live=dict(panel=<the returned key>, kind="sweep")`` moves its
+    chosen-ε lines with it. ``at_eps`` is lnviz's (max |y|, ‖∂L/∂x‖) at ``eps``, on which the
+    panel settles; on release ε goes into the session (:data:`SWEEP_CONTROLS`). Returns the
+    key."""
+    data = dict(key=SWEEP_KEY, x=_b64(x), g=_b64(upstream), epsilons=EPSILONS, help=help,
                 server=dict(eps=_eps_index(eps), at=_b64(at_eps)))
     _mount(_sweep_component, SWEEP_KEY, data, SWEEP_CONTROLS)
+    return SWEEP_KEY
 
 
 #: The BatchNorm-vs-LayerNorm page's panel key, and the page's batch-size slider it settles into.

@@ -20,6 +20,13 @@ function formatG(v, digits) {
   return fixed.includes(".") ? fixed.replace(/\.?0+$/, "") : fixed;
 }
 
+// Python's f"{v:.0e}" (the chosen ε's name on the ε page: 1e-05, 1e+00).
+function formatE0(v) {
+  const [mantissa, power] = v.toExponential(0).split("e");
+  const p = Number(power);
+  return `${mantissa}e${p < 0 ? "-" : "+"}${String(Math.abs(p)).padStart(2, "0")}`;
+}
+
 // lnviz.charts.base.symmetric_range: ±(largest finite |value|), or ±1.
 function symmetricRange(values) {
   let top = 0;
@@ -113,6 +120,17 @@ const UPDATES = {
       {x: [data.figure.data[0].x, line(mean), line(mean - std), line(mean + std)],
        y: [live.counts, height, height, height]},
       {"title.text": title}];
+  },
+  // lnviz.charts.epsilon.sweep_figure: the two "chosen ε" lines (one per panel) move to ε,
+  // hidden at ε = 0, which a log axis cannot show.
+  sweep(live, data) {
+    const traces = data.figure.data.flatMap((t, i) => (
+      String(t.name || "").startsWith("chosen ε") ? [i] : []));
+    const name = live.eps ? `chosen ε = ${formatE0(live.eps)}` : "chosen ε = 0";
+    const at = live.eps || 1;  // ε = 0: hidden, anywhere on the axis
+    return [traces, {x: traces.map(() => [at, at]), name: traces.map(() => name),
+                     legendgroup: traces.map(() => name), visible: traces.map(() => live.eps > 0),
+                     hovertemplate: traces.map(() => `${name}<extra></extra>`)}];
   },
 };
 
