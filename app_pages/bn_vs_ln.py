@@ -9,7 +9,6 @@ from lnviz import charts
 from lnviz.lessons.bn_vs_ln import (
     POPULATION_MEAN,
     POPULATION_VAR,
-    BatchSizeSweep,
     band_caption,
     batch_dependence,
     batch_mates,
@@ -28,6 +27,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.live import batches_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import folded, page_title
+from lnviz.ui.params import live_values
 from lnviz.ui.state import current_settings, keep_in_range
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
@@ -115,12 +115,12 @@ with folded("2 · One sample, many batches", "bl_part2"):
         "grows by keeping its mates and adding more: the batch of 8 is the batch of 4 and four "
         "more samples."
     )
-    batch_cols = st.columns(3)
-    redraws = batch_cols[1].slider(
+    batch_cols = st.columns(2)
+    redraws = batch_cols[0].slider(
         "Re-drawn batches", 2, 20, 8, key="bl_r", bind="query-params",
         help="How many batches to try: each keeps the fixed sample and draws new batch-mates.")
     keep_in_range("bl_feat", range(c), reset_to=0)
-    feature = batch_cols[2].slider(
+    feature = batch_cols[1].slider(
         "Feature to follow", 0, c - 1, 0, key="bl_feat", bind="query-params",
         help="The feature plotted against batch size here and in the training steps below.")
     sample = fixed_sample(c, settings.seed)
@@ -132,6 +132,12 @@ with folded("2 · One sample, many batches", "bl_part2"):
                 sweep.batch_norm[:, :, feature], sweep.layer_norm[:, :, feature], feature,
                 key="bl_sweep")
     st.caption(band_caption(sweep, feature))
+
+
+#: The batch size (its session key and URL parameter), a live control: where it starts, and its
+#: range (a whole number).
+BATCH_VALUES = {"bl_b": 8}
+BATCH_RANGE = {"bl_b": (1, BN_VS_LN_MAX_BATCH, 1)}
 
 
 # The PyTorch code at the end follows the batch size and the training settings of section 3, two
@@ -152,31 +158,27 @@ def show_snippet(code: DeltaGenerator, features: int) -> None:
               language="python")
 
 
-# A fragment: the batch size (the page's slider and the live panel's) reruns only what it
-# changes, the views in batch_box and the PyTorch code at the end; it is called last, with
-# training_section, once the containers it fills exist.
+# A fragment: the batch size (a live control) reruns only what it changes, the views in
+# batch_box and the PyTorch code at the end; it is called last, with training_section, once the
+# containers it fills exist.
 @st.fragment
-def batch_section(control: DeltaGenerator, box: DeltaGenerator, code: DeltaGenerator,
-                  sample: np.ndarray, redraws: int, feature: int, sweep: BatchSizeSweep) -> None:
+def batch_section(box: DeltaGenerator, code: DeltaGenerator, sample: np.ndarray, redraws: int
+                  ) -> None:
     code = code.empty()  # the code's place first: a refusal below ends the run before it
-    batch_size = control.slider(
-        "Batch size", 1, BN_VS_LN_MAX_BATCH, 8, key="bl_b", bind="query-params",
-        help="Samples per batch, the fixed one included. At 1, BatchNorm in training mode has a "
-             "single value per feature and refuses, as torch does.")
+    batch_size = int(live_values(BATCH_VALUES, BATCH_RANGE)["bl_b"])
     with box, refusal(icon=":material/block:"):
         dependence = cached(batch_dependence, sample, batch_size, redraws, settings.seed,
                             device=settings.device, dtype=settings.dtype)
         refused = cached(batch_dependence, sample, 1, 1, settings.seed, device=settings.device,
                          dtype=settings.dtype)
-        with st.container(border=True, key="bl_live_box"):
-            st.markdown("**Live view.** Drag the batch size here: the re-drawn batches, their "
-                        "largest changes and the marker on the batch-size sweep follow at every "
-                        "step, computed in your browser; let go and lnviz recomputes (the batch "
-                        "size slider above moves with it).")
-            mates = cached(batch_mates, sample.size, redraws, settings.seed)
-            batches_panel(sample, mates, dependence, refused, sweep, feature)
+        mates = cached(batch_mates, sample.size, redraws, settings.seed)
+        panel = batches_panel(
+            sample, mates, dependence, refused,
+            help="Samples per batch, the fixed one included. At 1, BatchNorm in training mode "
+                 "has a single value per feature and refuses, as torch does.")
         show_figure(charts.bn_vs_ln.redraws_figure, dependence.batch_norm,
-                    dependence.layer_norm, dependence.refusal, key="bl_fixed")
+                    dependence.layer_norm, dependence.refusal or refused.refusal,
+                    key="bl_fixed", live=dict(panel=panel, kind="redraws"))
         if dependence.refusal:
             st.warning(f"**lnviz:** {dependence.refusal}.  \n**torch.nn.functional.batch_norm:** "
                        f"{dependence.torch_refusal}.  \nLayerNorm is happy with a batch of one: "
@@ -289,7 +291,7 @@ st.info(
 snippet_box = folded("The same in PyTorch", "bl_code").empty()
 training_section(training_box, snippet_box, c, feature, settings.seed, settings.device,
                  settings.dtype)
-batch_section(batch_cols[0], batch_box, snippet_box, sample, redraws, feature, sweep)
+batch_section(batch_box, snippet_box, sample, redraws)
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page
+from pageutil import alerts, decode, figures, open_page, set_live
 
 from lnviz import charts
 from lnviz.batch import NormSpec, normalize
@@ -334,9 +334,20 @@ def test_sharing_figure_shades_each_norm():
 def test_redraws_figure_shows_a_refusal_instead_of_batch_norm():
     dep = batch_dependence(fixed_sample(3), 1, redraws=2)
     fig = charts.bn_vs_ln.redraws_figure(dep.batch_norm, dep.layer_norm, dep.refusal)
-    assert {t.name for t in fig.data} == {"LayerNorm"}
-    assert any("more than one value" in a.text.replace("<br>", " ")
-               for a in fig.layout.annotations)
+    shown = [t for t in fig.data if t.visible is not False]
+    assert {t.name for t in shown} == {"LayerNorm"}
+    # BatchNorm's lines are there, empty and hidden (the live figure shows them as the batch
+    # size is dragged past 1), with the refusal shown instead
+    hidden = [t for t in fig.data if t.visible is False]
+    assert {t.name for t in hidden} == {"BatchNorm"} and len(hidden) == len(shown) == 2
+    assert all(np.isnan(np.asarray(t.y, dtype=float)).all() for t in hidden)
+    refusal = next(a for a in fig.layout.annotations if a.name == "refusal")
+    assert "more than one value" in refusal.text.replace("<br>", " ") and refusal.visible
+    dep = batch_dependence(fixed_sample(3), 4, redraws=2)
+    fig = charts.bn_vs_ln.redraws_figure(dep.batch_norm, dep.layer_norm, "why it refuses")
+    assert all(t.visible for t in fig.data) and len(fig.data) == 4
+    refusal = next(a for a in fig.layout.annotations if a.name == "refusal")
+    assert refusal.visible is False and refusal.text == "why it refuses"
 
 
 # --- The page ---------------------------------------------------------------------------------
@@ -402,15 +413,16 @@ def test_shape_controls_move_the_cubes():
 def test_batch_size_one_shows_the_refusal_not_a_traceback():
     at = open_page(PAGE)
     before = _y(_named(figures(at)[1], "BatchNorm")[0])
-    at.slider(key="bl_b").set_value(32).run()
+    set_live(at, bl_b=32)
     assert not np.array_equal(before, _y(_named(figures(at)[1], "BatchNorm")[0]))
-    at.slider(key="bl_b").set_value(1).run()
+    set_live(at, bl_b=1)
     assert not at.exception
     warning = alerts(at)["warning"][0]
     assert "more than one value per channel" in warning
     assert "Expected more than 1 value per channel when training" in warning
-    assert _named(figures(at)[1], "BatchNorm") == []
-    assert len(_named(figures(at)[1], "LayerNorm")) == 8
+    # BatchNorm's lines hidden (there for the live figure), LayerNorm's 8 shown
+    assert all(t["visible"] is False for t in _named(figures(at)[1], "BatchNorm"))
+    assert [t["visible"] for t in _named(figures(at)[1], "LayerNorm")] == [True] * 8
 
 
 def test_redraws_feature_and_seed_controls_change_the_figures():
@@ -469,7 +481,7 @@ def test_url_restores_the_settings():
     assert at.slider(key="bl_n").value == 5 and at.slider(key="bl_c").value == 8
     assert at.select_slider(key="bl_groups").value == 4
     assert at.select_slider(key="bl_mom").value is None
-    assert at.slider(key="bl_b").value == 3 and at.slider(key="bl_steps").value == 4
+    assert at.session_state["bl_b"] == 3 and at.slider(key="bl_steps").value == 4
     figs = figures(at)
     assert "not defined" in [a["text"] for a in figs[0]["layout"]["annotations"]]
     assert decode(_named(figs[1], "LayerNorm")[0]["x"]).size == 8
@@ -495,7 +507,7 @@ def _run_snippet(code: str) -> dict:
 ])
 def test_the_pages_snippet_runs_and_agrees_with_the_page(query):
     at = open_page(PAGE, query)
-    c, b = at.slider(key="bl_c").value, at.slider(key="bl_b").value
+    c, b = at.slider(key="bl_c").value, at.session_state["bl_b"]
     steps, momentum = at.slider(key="bl_steps").value, at.select_slider(key="bl_mom").value
     code = at.code[0].value
     assert code == bn_vs_ln_snippet(c, b, steps, at.slider(key="bl_mb").value, momentum).strip()

@@ -62,7 +62,9 @@ FRAGMENT_CONTROLS = {
         "/ln_lstm?tr_models=LSTM&tr_seeds=1&tr_steps=2&tr_hidden=16", "radio", "Gate",
         "forget f", r"tr_gate=forget(\+|%20)f", setup="Run"),
     "bn-vs-ln-n": FragmentControl(BN_VS_LN, "slider", "N (batch size)", "5", r"bl_n=5"),
-    "bn-vs-ln-batch-size": FragmentControl(BN_VS_LN, "slider", "Batch size", "9", r"bl_b=9"),
+    # a live control (lnviz.ui.live): it announces its value as "batch size = 9"
+    "bn-vs-ln-batch-size": FragmentControl(BN_VS_LN, "slider", "Batch size", "batch size = 9",
+                                           r"bl_b=9"),
     "bn-vs-ln-steps": FragmentControl(BN_VS_LN, "slider", "Training steps k", "11",
                                       r"bl_steps=11"),
     # a live control (lnviz.ui.live): it announces its value as "γ = 1.6"

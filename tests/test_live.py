@@ -211,16 +211,15 @@ def test_the_batch_panels_payload_lets_the_browser_build_every_batch() -> None:
         BN_VS_LN_MAX_BATCH,
         batch_dependence,
         batch_mates,
-        batch_size_sweep,
         fixed_sample,
     )
 
     sample, mates = fixed_sample(5, 2), batch_mates(5, 4, 2)
     dependence, refused = batch_dependence(sample, 6, 4, 2), batch_dependence(sample, 1, 1, 2)
-    sweep = batch_size_sweep(sample, redraws=4, seed=2)
-    data = live.batches_payload(sample, mates, dependence, refused, sweep, feature=3)
+    data = live.batches_payload(sample, mates, dependence, refused, help="what it is")
     assert (data["redraws"], data["mateCount"], data["features"]) == (4, BN_VS_LN_MAX_BATCH - 1, 5)
-    assert data["maxBatch"] == BN_VS_LN_MAX_BATCH and data["eps"] == 1e-5 and data["feature"] == 3
+    assert data["maxBatch"] == BN_VS_LN_MAX_BATCH and data["eps"] == 1e-5
+    assert data["key"] == live.BATCHES_KEY and data["help"] == "what it is"
     np.testing.assert_array_equal(_decode(data["sample"]), sample)
     sent = np.frombuffer(base64.b64decode(data["mates"]), dtype="<f4").reshape(mates.shape)
     np.testing.assert_array_equal(sent, mates)
@@ -231,9 +230,6 @@ def test_the_batch_panels_payload_lets_the_browser_build_every_batch() -> None:
                             for b in batch])
         np.testing.assert_allclose(ours, batch_dependence(sample, size, 4, 2).batch_norm,
                                    atol=1e-5)
-    assert data["sizes"] == sweep.batch_sizes.tolist()
-    np.testing.assert_array_equal(_decode(data["sweepBn"]), sweep.batch_norm[:, :, 3].ravel())
-    np.testing.assert_array_equal(_decode(data["sweepLn"]), sweep.layer_norm[:, :, 3].ravel())
     assert data["refusal"] == refused.refusal and "shape [1, 5]" in data["refusal"]
     assert data["torchRefusal"].startswith("Expected more than 1 value per channel")
     server = data["server"]
@@ -243,7 +239,7 @@ def test_the_batch_panels_payload_lets_the_browser_build_every_batch() -> None:
     assert server["bnSpread"] == dependence.batch_norm_spread
     assert server["lnSpread"] == dependence.layer_norm_spread == 0.0
     # at batch size 1 BatchNorm has no numbers (JSON carries no NaN): None, as the browser's
-    one = live.batches_payload(sample, mates, refused, refused, sweep, feature=0)["server"]
+    one = live.batches_payload(sample, mates, refused, refused, help="")["server"]
     assert one["batch"] == 1 and one["batchNorm"] is None and one["bnSpread"] is None
 
 

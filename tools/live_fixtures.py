@@ -181,7 +181,37 @@ def plot_cases() -> dict[str, Any]:
                             "range": list(symmetric_range(values))}
                            for name, values in arrays.items()],
             "labels": [{"value": v, "text": f"{v:.2g}"} for v in numbers],
-            "affine": affine_cases(), "sweepFigure": sweep_figure_cases()}
+            "affine": affine_cases(), "sweepFigure": sweep_figure_cases(),
+            "redraws": redraws_cases()}
+
+
+def redraws_cases() -> list[dict[str, Any]]:
+    """BatchNorm vs LayerNorm's re-draws figure, built by lnviz at one batch size and at
+    another (a batch of one refused): the browser moves the first to the second's numbers."""
+    from lnviz.charts.bn_vs_ln import redraws_figure
+    from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
+
+    sample = fixed_sample(6, 0)
+    refusal = batch_dependence(sample, 1, 1, 0).refusal
+
+    def built(size: int) -> tuple[dict, Any]:
+        dep = batch_dependence(sample, size, 8, 0)
+        fig = json.loads(redraws_figure(dep.batch_norm, dep.layer_norm,
+                                        dep.refusal or refusal).to_json())
+        return {"data": fig["data"],  # what the browser reads
+                "layout": {"annotations": fig["layout"]["annotations"]}}, dep
+
+    found = []
+    for start, size in ((8, 32), (8, 1), (1, 2), (1, 64), (64, 8)):
+        first, _ = built(start)
+        target, dep = built(size)
+        found.append({"name": f"batch size {start} → {size}", "from": first,
+                      "batchNorm": None if dep.batch_norm is None else dep.batch_norm.ravel(),
+                      "layerNorm": dep.layer_norm.ravel(),
+                      "ys": [t["y"] for t in target["data"]],
+                      "visible": [t.get("visible", True) for t in target["data"]],
+                      "refused": dep.batch_norm is None})
+    return found
 
 
 def sweep_figure_cases() -> list[dict[str, Any]]:
@@ -198,7 +228,7 @@ def sweep_figure_cases() -> list[dict[str, Any]]:
 
         def built(eps: float, sweep=sweep) -> dict:
             fig = sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm, sweep.variance, eps)
-            return json.loads(fig.to_json())
+            return {"data": json.loads(fig.to_json())["data"]}  # what the browser reads
 
         start = built(1e-5)
         for eps in EPSILONS:

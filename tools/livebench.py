@@ -89,9 +89,10 @@ SETTLE_TARGETS = [
     # panel's second ε before)
     ("ε page: ε, released (fragment)", "/epsilon", "ε (epsilon)", ""),
     ("BatchNorm vs LayerNorm: N (fragment)", "/bn_vs_ln", "N (batch size)", BN_VS_LN_OPEN),
-    ("BatchNorm vs LayerNorm: Batch size (fragment)", "/bn_vs_ln", "Batch size", BN_VS_LN_OPEN),
-    ("BatchNorm vs LayerNorm: live panel batch size, released", "/bn_vs_ln",
-     "Batch size, live", BN_VS_LN_OPEN),
+    # the batch size: its one control (a live control since issue 30; a slider and a live
+    # panel's second batch size before)
+    ("BatchNorm vs LayerNorm: Batch size, released (fragment)", "/bn_vs_ln", "Batch size",
+     BN_VS_LN_OPEN),
     ("BatchNorm vs LayerNorm: Training steps k (fragment)", "/bn_vs_ln", "Training steps k",
      BN_VS_LN_OPEN),
     ("Padding: γ (fragment)", "/padding", "γ (scale)", ""),

@@ -47,6 +47,8 @@ BEFORE, AFTER = OKABE_ITO[0], OKABE_ITO[1]
 DARK_BLUE = "#005A8C"
 #: Text that warns of a mistake on a figure.
 ALERT_FONT = dict(color="#B00020", size=13)
+#: The pale red behind a refusal written in a figure, as behind Streamlit's error alerts.
+ALERT_BACKGROUND = "#FDECEA"
 #: The width in pixels of a figure's plot area on a 390-px phone (iPhone 12–15, upright): the
 #: screen less the page's and the figure's margins. Figures cannot know the screen they are
 #: drawn on, so text that shares a row between panels (panel titles, axis titles) is wrapped to

@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lnviz.charts.base import (
+    ALERT_BACKGROUND,
     ALERT_FONT,
     DARK_BLUE,
     LEGEND_BELOW,
@@ -214,34 +215,40 @@ def redraws_figure(
 ) -> go.Figure:
     """One sample's output feature by feature, one line per re-drawn batch: BatchNorm's panel
     beside LayerNorm's, on one y scale. Args are (re-draws, C) arrays; where BatchNorm refused
-    the batch (``batch_norm=None``) its panel shows ``refusal`` instead."""
+    the batch (``batch_norm=None``) its panel shows ``refusal`` instead.
+
+    The figure has the same traces whether or not BatchNorm refused (the page's live figure
+    moves them as the batch size is dragged): the re-draws' BatchNorm lines first (hidden, and
+    empty, where it refused), then LayerNorm's; the refusal is an annotation named "refusal",
+    shown only then, with BatchNorm's axes hidden."""
 
     layout, refs = panel_grid(["BatchNorm (training mode)", "LayerNorm"], gap=0.06)
+    layer_norm = np.asarray(layer_norm, dtype=np.float32)
     features = np.arange(layer_norm.shape[1])
+    refused = batch_norm is None
+    shown_bn = np.full(layer_norm.shape, np.nan, np.float32) if refused else batch_norm
     data = []
-    for (xref, yref), outputs, name in ((refs[0], batch_norm, "BatchNorm"),
+    for (xref, yref), outputs, name in ((refs[0], shown_bn, "BatchNorm"),
                                         (refs[1], layer_norm, "LayerNorm")):
-        if outputs is None:
-            continue
         for r, row in enumerate(np.asarray(outputs, dtype=np.float32)):
             data.append(dict(
                 type="scatter", x=features, y=row, xaxis=xref, yaxis=yref, name=name,
                 mode="lines+markers", legendgroup=name, showlegend=r == 0, opacity=0.7,
+                visible=not (refused and name == "BatchNorm"),
                 line=dict(color=COLORS[name], width=1.5), marker=dict(size=6),
                 hovertemplate=f"batch {r}<br>feature %{{x}}: %{{y:.4f}}<extra>{name}</extra>"))
     (x1, y1), (x2, y2) = axis_ids(refs)
     for xaxis in (x1, x2):
         layout[xaxis].update(title=dict(text="feature"), dtick=1)
     layout[y1]["title"] = dict(text="output y of the fixed sample")
-    if batch_norm is None:
-        left, right = layout[x1]["domain"]
-        text = "<br>".join(textwrap.wrap(refusal or "BatchNorm refused this batch", 42))
-        layout["annotations"].append(dict(
-            x=(left + right) / 2, y=0.5, xref="paper", yref="paper", xanchor="center",
-            text=text, showarrow=False, font=ALERT_FONT, bgcolor="#FDECEA", borderpad=8))
-        layout[x1]["visible"] = layout[y1]["visible"] = False
-    else:
-        layout[y2]["matches"] = "y"  # one scale, so the two spreads compare at a glance
+    left, right = layout[x1]["domain"]
+    text = "<br>".join(textwrap.wrap(refusal or "BatchNorm refused this batch", 42))
+    layout["annotations"].append(dict(
+        x=(left + right) / 2, y=0.5, xref="paper", yref="paper", xanchor="center", name="refusal",
+        text=text, showarrow=False, font=ALERT_FONT, bgcolor=ALERT_BACKGROUND, borderpad=8,
+        visible=refused))
+    layout[x1]["visible"] = layout[y1]["visible"] = not refused
+    layout[y2]["matches"] = "y"  # one scale, so the two spreads compare at a glance
     layout.update(height=340, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)
 

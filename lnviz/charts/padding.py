@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lnviz.charts.base import (
+    ALERT_BACKGROUND,
     ALERT_FONT,
     DIVERGING,
     LEGEND_ABOVE,
@@ -173,7 +174,7 @@ def pad_row_figure(output: np.ndarray, beta: float) -> go.Figure:
     if nan.any():
         annotations.append(dict(x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
                                 text="NaN: x − μ = 0 divided by √(0 + 0) = 0", font=ALERT_FONT,
-                                bgcolor="#FDECEA"))
+                                bgcolor=ALERT_BACKGROUND))
     data = [dict(type="bar", x=features, y=np.where(nan, 0.0, y), name="pad token's output",
                  marker=dict(color=COLORS["LayerNorm"]), textposition="outside",
                  text=["NaN" if v else f"{w:.4g}" for v, w in zip(nan, y, strict=True)],

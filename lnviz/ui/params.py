@@ -76,18 +76,22 @@ def norm_values() -> dict[str, float]:
     return live_values(NORM_VALUES)
 
 
-def live_values(defaults: dict[str, float]) -> dict[str, float]:
+def live_values(defaults: dict[str, float],
+                ranges: dict[str, tuple[float, float, float]] | None = None
+                ) -> dict[str, float]:
     """The values of a page's live controls, by session key (``defaults``: each key's value
-    when nothing has set it; a key ending in "eps" is an ε, any other a γ or β): the session's,
-    or the first time a link's (the URL's value, checked like any input: ε one of
-    :data:`EPSILONS` in any notation, γ and β numbers brought into :data:`AFFINE_RANGE`, as
-    exact as the link has them), or the defaults. No Streamlit widget holds them, so this also
-    writes them into the URL, as a widget bound to it would (a value at its default is left
-    out)."""
+    when nothing has set it; a key ending in "eps" is an ε, one in ``ranges`` a whole number
+    (low, high, step 1) such as a batch size, any other a γ or β): the session's, or the first
+    time a link's (the URL's value, checked like any input: ε one of :data:`EPSILONS` in any
+    notation, a whole number rounded into its range, γ and β numbers brought into
+    :data:`AFFINE_RANGE`, as exact as the link has them), or the defaults. No Streamlit widget
+    holds them, so this also writes them into the URL, as a widget bound to it would (a value
+    at its default is left out)."""
     state = st.session_state
+    ranges = ranges or {}
     for key, default in defaults.items():
         if key not in state:
-            state[key] = _from_url(key, default)
+            state[key] = _from_url(key, default, ranges.get(key))
     values = {key: float(state[key]) for key in defaults}
     for key, value in values.items():
         # γ and β in full (a link's 0.123456789012 stays that), without a trailing ".0"
@@ -100,7 +104,8 @@ def live_values(defaults: dict[str, float]) -> dict[str, float]:
     return values
 
 
-def _from_url(key: str, default: float) -> float:
+def _from_url(key: str, default: float,
+              whole: tuple[float, float, float] | None = None) -> float | int:
     try:
         number = float(st.query_params.get(key, default))
     except ValueError:
@@ -109,6 +114,8 @@ def _from_url(key: str, default: float) -> float:
         return default
     if key.endswith("eps"):
         return number if number in EPSILONS else default
+    if whole is not None:  # kept a whole number in the session, as a slider of ints keeps it
+        return int(min(max(round(number), whole[0]), whole[1]))
     low, high, _ = AFFINE_RANGE
     # a value between the steps is taken as the link has it; −0 is 0
     return min(max(number, low), high) + 0.0

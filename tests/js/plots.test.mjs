@@ -71,3 +71,29 @@ for (const c of cases.sweepFigure) {
     });
   });
 }
+
+// BatchNorm vs LayerNorm: the re-draws figure built at one batch size and moved to lnviz's
+// numbers at another is lnviz's figure there (lines, hidden BatchNorm and the refusal at 1).
+const decodeY = (y) => (y && y.bdata
+  ? Array.from(new ({f4: Float32Array, f8: Float64Array})[y.dtype](
+    Uint8Array.from(Buffer.from(y.bdata, "base64")).buffer))
+  : y.map(number));
+for (const c of cases.redraws) {
+  test(`the re-draws figure: ${c.name}`, () => {
+    const live = {batchNorm: c.batchNorm && Float64Array.from(c.batchNorm.map(number)),
+                  layerNorm: Float64Array.from(c.layerNorm.map(number))};
+    const [traces, update, layout] = UPDATES.redraws(live, {figure: c.from});
+    assert.deepEqual(traces, c.ys.map((_, i) => i));
+    assert.deepEqual(update.visible, c.visible);
+    c.ys.forEach((y, i) => {
+      const want = decodeY(y);
+      update.y[i].forEach((v, k) => {
+        if (Number.isNaN(want[k])) assert.ok(Number.isNaN(v));
+        else assert.ok(Math.abs(v - want[k]) <= 1e-6 * (1 + Math.abs(want[k])), `${i} ${k}`);
+      });
+    });
+    const notice = c.from.layout.annotations.findIndex((a) => a.name === "refusal");
+    assert.equal(layout[`annotations[${notice}].visible`], c.refused);
+    assert.equal(layout["xaxis.visible"], !c.refused);
+  });
+}

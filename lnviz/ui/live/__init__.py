@@ -25,7 +25,7 @@ import numpy as np
 import streamlit as st
 
 from lnviz.batch import Batch, NormSpec, channel_dim, grouping, param_ids
-from lnviz.lessons.bn_vs_ln import BatchDependence, BatchSizeSweep
+from lnviz.lessons.bn_vs_ln import BatchDependence
 from lnviz.lessons.explorer import Exploration
 from lnviz.limits import BN_VS_LN_MAX_BATCH, LIVE_LIMIT, LIVE_MAX_SIDE
 from lnviz.ui.params import EPSILONS, norm_control_help, settled_affine, settled_eps
@@ -353,19 +353,19 @@ def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, at_eps: tuple[f
     return SWEEP_KEY
 
 
-#: The BatchNorm-vs-LayerNorm page's panel key, and the page's batch-size slider it settles into.
+#: The BatchNorm-vs-LayerNorm page's panel key (and the key its figure follows), and the session
+#: key (and URL parameter) its batch size settles into.
 BATCHES_KEY = "bl_live"
 BATCHES_CONTROLS = {"batch": "bl_b"}
 
 
 def batches_payload(sample: np.ndarray, mates: np.ndarray, dependence: BatchDependence,
-                    refused: BatchDependence, sweep: BatchSizeSweep, feature: int,
-                    eps: float = 1e-5) -> dict:
+                    refused: BatchDependence, help: str, eps: float = 1e-5) -> dict:
     """What the BatchNorm-vs-LayerNorm panel is sent: the fixed ``sample`` (C,) and every
     re-draw's batch-mates ``mates`` (redraws, BN_VS_LN_MAX_BATCH − 1, C), from which the browser
-    builds the batch of any size; the ``sweep``'s band for ``feature``; lnviz's messages where
-    BatchNorm refuses (``refused``, the experiment at batch size 1); and lnviz's numbers at the
-    page's batch size (``dependence``), on which the panel settles."""
+    builds the batch of any size; lnviz's messages where BatchNorm refuses (``refused``, the
+    experiment at batch size 1); the control's ``help``; and lnviz's numbers at the page's batch
+    size (``dependence``), on which the panel settles."""
     redraws, mate_count, features = mates.shape
     bn = dependence.batch_norm
 
@@ -373,12 +373,9 @@ def batches_payload(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepe
         return float(v) if math.isfinite(v) else None
 
     return dict(
-        sample=_b64(sample), mates=_b64(mates, "<f4"), redraws=int(redraws),
+        key=BATCHES_KEY, sample=_b64(sample), mates=_b64(mates, "<f4"), redraws=int(redraws),
         features=int(features), mateCount=int(mate_count), maxBatch=BN_VS_LN_MAX_BATCH,
-        eps=float(eps),
-        feature=int(feature), sizes=[int(b) for b in sweep.batch_sizes],
-        sweepBn=_b64(sweep.batch_norm[:, :, feature]),
-        sweepLn=_b64(sweep.layer_norm[:, :, feature]),
+        eps=float(eps), help=help,
         refusal=refused.refusal, torchRefusal=refused.torch_refusal,
         server=dict(batch=int(dependence.batch_size), batchNorm=None if bn is None else _b64(bn),
                     layerNorm=_b64(dependence.layer_norm),
@@ -388,12 +385,12 @@ def batches_payload(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepe
 
 
 def batches_panel(sample: np.ndarray, mates: np.ndarray, dependence: BatchDependence,
-                  refused: BatchDependence, sweep: BatchSizeSweep, feature: int,
-                  eps: float = 1e-5) -> None:
-    """The BatchNorm-vs-LayerNorm page's live panel (:func:`batches_payload` says what it is
-    sent): a batch-size control whose re-draws view, largest changes and marker on the
-    batch-size sweep follow while it is dragged; on release the size goes into the page's
-    slider (:data:`BATCHES_CONTROLS`)."""
+                  refused: BatchDependence, help: str, eps: float = 1e-5) -> str:
+    """BatchNorm vs LayerNorm's batch-size control (:func:`batches_payload` says what it is
+    sent): while it is dragged the browser recomputes the fixed sample's outputs in every
+    re-drawn batch, and the page's re-draws figure drawn with ``live=dict(panel=<the returned
+    key>, kind="redraws")`` follows, with the largest changes under the control; on release the
+    size goes into the session (:data:`BATCHES_CONTROLS`). Returns the key."""
     _mount(_batches_component, BATCHES_KEY,
-           batches_payload(sample, mates, dependence, refused, sweep, feature, eps),
-           BATCHES_CONTROLS)
+           batches_payload(sample, mates, dependence, refused, help, eps), BATCHES_CONTROLS)
+    return BATCHES_KEY

@@ -1,11 +1,9 @@
-// BatchNorm vs LayerNorm, live: while the batch size is dragged, the fixed sample's output in
-// every re-drawn batch is recomputed here (norms.js, training-mode BatchNorm with the batch's
-// biased σ², and LayerNorm) from the batch-mates the server sent once: a batch of size B holds
-// the fixed sample and the first B − 1 mates of each re-draw (lnviz.lessons.bn_vs_ln.batch_mates).
-// On release the size goes to Python as a trigger and the panel settles on lnviz's numbers.
-
-const PW = 300;
-const PH = 150;
+// BatchNorm vs LayerNorm's batch size: a range input that is the page's only control for it.
+// While it is dragged the fixed sample's outputs in every re-drawn batch are computed here
+// (norms.js: BatchNorm over the batch the re-draw's mates build, LayerNorm of the sample alone)
+// and go out to the page's re-draws figure (figure.js, kind "redraws") as "lnviz-live" events,
+// with their largest changes under the control; on release the size goes to Python as a trigger
+// and the page settles on lnviz's numbers.
 
 /** max over features of (max − min over re-draws); `values` is (redraws, C) row-major. */
 function largestChange(values, redraws, features) {
@@ -59,126 +57,13 @@ function fmtG(v) {
   return text.replace("-", "−");
 }
 
-function scaleY(low, high) {
-  const pad = Math.max((high - low) * 0.08, 1e-3);
-  return (v) => PH - 4 - (v - low + pad) / (high - low + 2 * pad) * (PH - 12);
-}
-
-/** One panel of the re-draws view: features across, one line per re-drawn batch. */
-function drawRedraws(svg, values, redraws, features, yOf, color, refusal) {
-  if (values === null) {
-    svg.innerHTML = `<text class="lv-refused" x="${PW / 2}" y="${PH / 2}" `
-      + `text-anchor="middle">${refusal}</text>`;
-    return;
-  }
-  const px = (c) => 36 + (features === 1 ? 0.5 : c / (features - 1)) * (PW - 46);
-  const lines = [];
-  for (let r = 0; r < redraws; r++) {
-    const points = [];
-    for (let c = 0; c < features; c++) {
-      points.push(`${px(c).toFixed(1)},${yOf(values[r * features + c]).toFixed(1)}`);
-    }
-    lines.push(`<polyline stroke="${color}" points="${points.join(" ")}"/>`);
-  }
-  svg.innerHTML = `<line class="lv-axis" x1="32" x2="${PW}" y1="${PH}" y2="${PH}"/>`
-    + `<line class="lv-axis" x1="32" x2="32" y1="0" y2="${PH}"/>`
-    + lines.join("") + axisTicks(yOf, features, px);
-}
-
-/** Round y values from `low` to `high`, about four of them (steps of 1, 2 or 5 × 10^k). */
-function niceTicks(low, high) {
-  const raw = Math.max(high - low, 1e-6) / 4;
-  const magnitude = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * magnitude).find((s) => s >= raw);
-  const ticks = [];
-  for (let v = Math.ceil(low / step) * step; v <= high + step * 1e-9; v += step) {
-    ticks.push(Number(v.toPrecision(12)));
-  }
-  return ticks;
-}
-
-function axisTicks(yOf, features, px) {
-  const ticks = niceTicks(...yOf.range).map((v) =>
-    `<text x="28" y="${(yOf(v) + 3).toFixed(1)}" text-anchor="end">${fmtG(v)}</text>`);
-  if (px) {
-    const step = Math.max(1, Math.ceil(features / 8));
-    for (let c = 0; c < features; c += step) {
-      ticks.push(`<text x="${px(c).toFixed(1)}" y="${PH + 12}" text-anchor="middle">${c}</text>`);
-    }
-    ticks.push(`<text x="${PW}" y="${PH + 24}" text-anchor="end">feature</text>`);
-  }
-  return ticks.join("");
-}
-
-/** The batch-size sweep of one feature (the server's band, at its sizes) and a marker at the
- * chosen size: its re-draws' outputs for that feature, or "refused" at 1. */
-function drawBand(svg, state, shown, yOf) {
-  const {sizes, redraws: R, features: C, feature, maxBatch} = state.data;
-  const px = (b) => 36 + Math.log(b) / Math.log(maxBatch) * (PW - 46);
-  const upper = [];
-  const lower = [];
-  const ln = [];
-  sizes.forEach((b, k) => {
-    const row = state.sweepBn.subarray(k * R, (k + 1) * R);
-    if (!Number.isNaN(row[0])) {
-      upper.push(`${px(b).toFixed(1)},${yOf(Math.max(...row)).toFixed(1)}`);
-      lower.unshift(`${px(b).toFixed(1)},${yOf(Math.min(...row)).toFixed(1)}`);
-    }
-    ln.push(`${px(b).toFixed(1)},${yOf(state.sweepLn[k * R]).toFixed(1)}`);
-  });
-  const at = px(shown.batch).toFixed(1);
-  let marker = `<line class="lv-now" x1="${at}" x2="${at}" y1="0" y2="${PH}"/>`;
-  if (shown.batchNorm === null) {
-    marker += `<text x="${Number(at) + 4}" y="12">refused at 1</text>`;
-  } else {
-    for (let r = 0; r < R; r++) {
-      marker += `<circle class="lv-marker" r="3.5" cx="${at}" `
-        + `cy="${yOf(shown.batchNorm[r * C + feature]).toFixed(1)}"/>`;
-    }
-  }
-  const ticks = [1, 2, 4, 8, 16, 32, 64].filter((b) => b <= maxBatch).map((b) =>
-    `<text x="${px(b).toFixed(1)}" y="${PH + 12}" text-anchor="middle">${b}</text>`);
-  svg.innerHTML = `<line class="lv-axis" x1="32" x2="${PW}" y1="${PH}" y2="${PH}"/>`
-    + `<line class="lv-axis" x1="32" x2="32" y1="0" y2="${PH}"/>`
-    + `<polygon class="lv-band" points="${upper.concat(lower).join(" ")}"/>`
-    + `<polyline class="lv-ln" points="${ln.join(" ")}"/>`
-    + marker + axisTicks(yOf) + ticks.join("")
-    + `<text x="${PW}" y="${PH + 24}" text-anchor="end">batch size (log)</text>`;
-}
-
-function yScale(arrays) {
-  let low = Infinity;
-  let high = -Infinity;
-  for (const values of arrays) {
-    if (values === null) continue;
-    for (const v of values) {
-      if (Number.isFinite(v)) { low = Math.min(low, v); high = Math.max(high, v); }
-    }
-  }
-  const yOf = scaleY(low, high);
-  yOf.range = [low, high];
-  return yOf;
-}
-
-function drawBatches(root, state, shown) {
+// Under the control: the refusal at a batch of one (while the browser's numbers are shown: once
+// settled, the page says it under the figure) and the largest changes.
+function drawBatches(root, state, shown, from = "browser") {
   const d = state.data;
   const refused = shown.batchNorm === null;
-  // BatchNorm beside LayerNorm on one y scale, so the two spreads compare at a glance
-  const yOf = yScale([shown.batchNorm, shown.layerNorm]);
-  drawRedraws(root.querySelector("svg[data-panel=batchnorm]"), shown.batchNorm, d.redraws,
-              d.features, yOf, "#0072B2", "BatchNorm refused a batch of one");
-  drawRedraws(root.querySelector("svg[data-panel=layernorm]"), shown.layerNorm, d.redraws,
-              d.features, yOf, "#E69F00", "");
-  drawBand(root.querySelector("svg[data-panel=band]"), state, shown,
-           yScale([state.sweepBn, state.sweepLn, shown.batchNorm]));
-  root.querySelector("[data-title=batchnorm]").textContent =
-    `BatchNorm (training mode), ${d.redraws} batches of ${shown.batch}`;
-  root.querySelector("[data-title=layernorm]").textContent =
-    `LayerNorm, the same ${d.redraws} batches`;
-  root.querySelector("[data-title=band]").textContent =
-    `feature ${d.feature} against the batch size (marker: ${shown.batch})`;
   const notice = root.querySelector(".lv-refusal");
-  notice.hidden = !refused;
+  notice.hidden = !refused || from === "server";
   notice.textContent = refused
     ? `lnviz: ${d.refusal}. torch.nn.functional.batch_norm: ${d.torchRefusal}. LayerNorm is `
       + "happy with a batch of one: it never looks at the other samples." : "";
@@ -202,10 +87,25 @@ function setupBatches(root) {
     state.last = batchNumbers(state, chosen());
     return state.last;
   };
+  const register = (last) => {
+    window.lnvizLive = window.lnvizLive || {};
+    const before = window.lnvizLive[state.data.key];
+    window.lnvizLive[state.data.key] = {
+      last: last || (before && before.last),
+      pending: () => root.isConnected && holding(state, state.data)};
+  };
+  const broadcast = () => {
+    const last = {key: state.data.key, ...state.last};
+    register(last);
+    window.dispatchEvent(new CustomEvent("lnviz-live", {detail: last}));
+  };
   wireControl(root, state, input, () => {
     state.label();
     drawBatches(root, state, state.compute());
+    broadcast();
     mark("browser");
+    root.querySelector(".lv-status").textContent =
+      "The figure below follows in this browser; let go and lnviz recomputes the section.";
   });
   state.update = (data) => {
     if (state.data === null || data.sample !== state.data.sample) {
@@ -215,8 +115,9 @@ function setupBatches(root) {
       state.mates = fromBase64(data.mates, Float32Array);
     }
     state.data = data;
-    state.sweepBn = fromBase64(data.sweepBn);
-    state.sweepLn = fromBase64(data.sweepLn);
+    register();
+    root.querySelector("[data-help=batch]").title = data.help;
+    input.title = data.help;
     const server = data.server;
     input.max = String(data.maxBatch);
     if (!holding(state, data)) setControl(state, input, server.batch);
@@ -226,12 +127,15 @@ function setupBatches(root) {
       const batchNorm = server.batchNorm === null ? null : fromBase64(server.batchNorm);
       drawBatches(root, state, {batch: server.batch, batchNorm, bnSpread: server.bnSpread,
                                 layerNorm: fromBase64(server.layerNorm),
-                                lnSpread: server.lnSpread});
+                                lnSpread: server.lnSpread}, "server");
       mark("server");
       root.querySelector(".lv-status").textContent =
-        "Showing lnviz's numbers; drag the batch size and the views follow in this browser.";
+        "Showing lnviz's numbers; drag the batch size and the figure below follows in this "
+        + "browser.";
+      window.dispatchEvent(new CustomEvent("lnviz-settled", {detail: {key: data.key}}));
     } else {
       drawBatches(root, state, state.last);
+      broadcast();  // a run the learner has moved on from: the figure keeps the control
       mark("browser");
     }
   };

@@ -132,5 +132,22 @@ const UPDATES = {
                      legendgroup: traces.map(() => name), visible: traces.map(() => live.eps > 0),
                      hovertemplate: traces.map(() => `${name}<extra></extra>`)}];
   },
+  // lnviz.charts.bn_vs_ln.redraws_figure: one line per re-drawn batch, BatchNorm's first (hidden
+  // where a batch of one is refused, and the annotation named "refusal" shown with its axes
+  // hidden), then LayerNorm's; `live` holds both as (re-draws, C) arrays, row-major.
+  redraws(live, data) {
+    const figure = data.figure;
+    const bn = figure.data.flatMap((t, i) => (t.legendgroup === "BatchNorm" ? [i] : []));
+    const ln = figure.data.flatMap((t, i) => (t.legendgroup === "LayerNorm" ? [i] : []));
+    const features = live.layerNorm.length / ln.length;
+    const row = (values, r) => Array.from(values.subarray(r * features, (r + 1) * features));
+    const refused = live.batchNorm === null;
+    const y = [...bn.map((_, r) => (refused ? row(new Float64Array(live.layerNorm.length)
+      .fill(NaN), r) : row(live.batchNorm, r))), ...ln.map((_, r) => row(live.layerNorm, r))];
+    const notice = figure.layout.annotations.findIndex((a) => a.name === "refusal");
+    return [[...bn, ...ln], {y, visible: [...bn.map(() => !refused), ...ln.map(() => true)]},
+      {[`annotations[${notice}].visible`]: refused, "xaxis.visible": !refused,
+       "yaxis.visible": !refused}];
+  },
 };
 
