@@ -1,15 +1,17 @@
-"""Live controls: the Explorer's ε, γ and β as range inputs whose small views follow while they
-are dragged, recomputed in the browser (``st.components.v2``, inline HTML, CSS and JavaScript).
+"""Live controls: a page's ε, γ, β or batch size as range inputs that are its only control for
+them, whose page figures follow while they are dragged, recomputed in the browser
+(``st.components.v2``, inline HTML, CSS and JavaScript; the figures with Plotly.js).
 
 Since Streamlit's sliders send their value only when let go, no server can answer a drag; the
-browser can, for a tensor small enough to draw whole (:data:`LIVE_LIMIT` values). ``norms.js``
-holds the five norms' arithmetic (the same steps as :mod:`lnviz.norms`), ``view.js`` the panel.
-The concept pages have panels of their own on the same arithmetic: Scale and shift's γ and β
-(``affine.js``), the ε page's sweep (``sweep.js``) and BatchNorm vs LayerNorm's batch size
-(``batches.js``). The server stays the source of truth: on release the panel sends the value as
-a trigger, the callback writes it into the page's own slider (and so into the URL), lnviz
-recomputes, and the panel settles on lnviz's numbers, which it is sent with its data.
-"""
+browser can, for a tensor small enough to draw whole (:data:`LIVE_LIMIT` values on the
+Explorer). ``norms.js`` holds the five norms' arithmetic (the same steps as :mod:`lnviz.norms`),
+``view.js`` the Explorer's controls; the concept pages have controls of their own on the same
+arithmetic: Scale and shift's γ and β (``affine.js``), the ε page's ε (``sweep.js``) and
+BatchNorm vs LayerNorm's batch size (``batches.js``). The controls send what they computed to the
+page's figures (``figure.js``; what each kind of figure redraws is in ``plots.js``). The server
+stays the source of truth: on release the control sends the value as a trigger, the callback
+writes it into the session (and the page, through :func:`lnviz.ui.params.live_values`, into the
+URL), lnviz recomputes, and the control and the figures settle on lnviz's numbers."""
 
 from __future__ import annotations
 
