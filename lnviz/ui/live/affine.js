@@ -1,9 +1,9 @@
-// Scale and shift's γ and β: range inputs that are the page's only controls for them. While one
-// moves, y = γ·x̂ + β is recomputed here (x̂ is liveNormalize's LayerNorm of the page's samples,
-// one row) and its histogram, mean and std go out to the page's figure (figure.js, kind
-// "affine") as an "lnviz-live" event; let go, the value goes to Python as a trigger and the figure
-// settles on lnviz's histogram and statistics. The arithmetic (affineNumbers) is in plots.js,
-// beside the figure's own, where Node's tests check both against lnviz.
+// Scale and shift's γ and β: range inputs that are the page's only controls for them. While
+// one moves, y = γ·x̂ + β is recomputed here (x̂: liveNormalize's LayerNorm of the page's
+// samples, one row), and its histogram, mean and std go out to the page's figure (figure.js,
+// kind "affine") as an "lnviz-live" event; let go, the value goes to Python as a trigger and
+// the figure settles on lnviz's histogram and statistics. The arithmetic (affineNumbers) is in
+// plots.js, beside the figure's own, where Node's tests check both against lnviz.
 
 function setupAffine(root) {
   const state = {root, data: null};
@@ -21,19 +21,8 @@ function setupAffine(root) {
     state.last = affineNumbers(state.x, value("gamma"), value("beta"), state.data);
     return state.last;
   };
-  // The figure follows: the numbers go out as an "lnviz-live" event, and window.lnvizLive says
-  // whether a control is still held or waiting for the server's answer.
-  const register = (last) => {
-    window.lnvizLive = window.lnvizLive || {};
-    const before = window.lnvizLive[state.data.key];
-    window.lnvizLive[state.data.key] = {
-      last: last || (before && before.last),
-      pending: () => root.isConnected && holding(state, state.data)};
-  };
   const broadcast = () => {
-    const last = {key: state.data.key, ...state.last};
-    register(last);
-    window.dispatchEvent(new CustomEvent("lnviz-live", {detail: last}));
+    broadcastLive(state, state.last);
     markFrame(root, "browser");
   };
   for (const input of inputs) {
@@ -48,7 +37,7 @@ function setupAffine(root) {
   state.update = (data) => {
     if (state.data === null || data.x !== state.data.x) state.x = fromBase64(data.x);
     state.data = data;
-    register();
+    registerLive(state);
     for (const [name, text] of Object.entries(data.help)) {
       root.querySelector(`[data-help=${name}]`).title = text;
       root.querySelector(`input[data-control=${name}]`).title = text;

@@ -87,22 +87,10 @@ function setupBatches(root) {
     state.last = batchNumbers(state, chosen());
     return state.last;
   };
-  const register = (last) => {
-    window.lnvizLive = window.lnvizLive || {};
-    const before = window.lnvizLive[state.data.key];
-    window.lnvizLive[state.data.key] = {
-      last: last || (before && before.last),
-      pending: () => root.isConnected && holding(state, state.data)};
-  };
-  const broadcast = () => {
-    const last = {key: state.data.key, ...state.last};
-    register(last);
-    window.dispatchEvent(new CustomEvent("lnviz-live", {detail: last}));
-  };
   wireControl(root, state, input, () => {
     state.label();
     drawBatches(root, state, state.compute());
-    broadcast();
+    broadcastLive(state, state.last);
     mark("browser");
     root.querySelector(".lv-status").textContent =
       "The figure below follows in this browser; let go and lnviz recomputes the section.";
@@ -115,7 +103,7 @@ function setupBatches(root) {
       state.mates = fromBase64(data.mates, Float32Array);
     }
     state.data = data;
-    register();
+    registerLive(state);
     root.querySelector("[data-help=batch]").title = data.help;
     input.title = data.help;
     const server = data.server;
@@ -135,7 +123,7 @@ function setupBatches(root) {
       window.dispatchEvent(new CustomEvent("lnviz-settled", {detail: {key: data.key}}));
     } else {
       drawBatches(root, state, state.last);
-      broadcast();  // a run the learner has moved on from: the figure keeps the control
+      broadcastLive(state, state.last);  // a run moved on from: the figure keeps the control
       mark("browser");
     }
   };

@@ -126,3 +126,21 @@ function markFrame(root, from) {
   root.dataset.shown = from;
   root.dataset.frame = String(Number(root.dataset.frame || 0) + 1);
 }
+
+// The page's figures follow a control (figure.js): the numbers the browser computed go out as an
+// "lnviz-live" event under the control's data key, and window.lnvizLive[key] says whether the
+// control is still held or waiting for the server's answer (a figure the server sends meanwhile
+// may be older) and what it sent last. A control left behind by a rerun is never pending.
+function registerLive(state, last) {
+  window.lnvizLive = window.lnvizLive || {};
+  const before = window.lnvizLive[state.data.key];
+  window.lnvizLive[state.data.key] = {
+    last: last || (before && before.last),
+    pending: () => state.root.isConnected && holding(state, state.data)};
+}
+
+function broadcastLive(state, numbers) {
+  const last = {key: state.data.key, ...numbers};
+  registerLive(state, last);
+  window.dispatchEvent(new CustomEvent("lnviz-live", {detail: last}));
+}

@@ -42,18 +42,6 @@ function setupSweep(root) {
       + `<td>${fmtSweep(shown.output)}</td><td>${fmtSweep(shown.grad)}</td></tr>`;
     markFrame(root, from);
   };
-  const register = (last) => {
-    window.lnvizLive = window.lnvizLive || {};
-    const before = window.lnvizLive[state.data.key];
-    window.lnvizLive[state.data.key] = {
-      last: last || (before && before.last),
-      pending: () => root.isConnected && holding(state, state.data)};
-  };
-  const broadcast = () => {
-    const last = {key: state.data.key, ...state.last};
-    register(last);
-    window.dispatchEvent(new CustomEvent("lnviz-live", {detail: last}));
-  };
   state.compute = () => {
     state.last = sweepNumbers(state.x, state.g, chosen());
     return state.last;
@@ -61,13 +49,13 @@ function setupSweep(root) {
   wireControl(root, state, input, () => {
     state.label();
     state.draw(state.compute(), "browser");
-    broadcast();
+    broadcastLive(state, state.last);
     root.querySelector(".lv-status").textContent =
       "The figure below follows in this browser; let go and lnviz recomputes the section.";
   });
   state.update = (data) => {
     state.data = data;
-    register();
+    registerLive(state);
     root.querySelector("[data-help=eps]").title = data.help;
     input.title = data.help;
     state.x = fromBase64(data.x);
@@ -84,7 +72,7 @@ function setupSweep(root) {
       window.dispatchEvent(new CustomEvent("lnviz-settled", {detail: {key: data.key}}));
     } else {
       state.draw(state.last, "browser");
-      broadcast();  // a run the learner has moved on from: the figure keeps the control
+      broadcastLive(state, state.last);  // a run moved on from: the figure keeps the control
     }
   };
   return state;

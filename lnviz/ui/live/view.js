@@ -15,26 +15,11 @@ function epsLabel(eps) {
   return eps === 0 ? "0" : `1e${Math.round(Math.log10(eps))}`;
 }
 
-// The page's figures follow the controls: every value the browser computes goes out as an
-// "lnviz-live" event, and window.lnvizLive[key] says whether a control is still held or waiting
-// for the server's answer (a figure the server sends meanwhile may be older).
+// The page's figures follow the controls (common.js's broadcastLive).
 function broadcast(state) {
-  const key = state.data.key;
-  const last = {key, y: state.last.y, meanOut: state.last.meanOut,
-                spreadOut: state.last.spreadOut};
-  register(state, last);
-  window.dispatchEvent(new CustomEvent("lnviz-live", {detail: last}));
+  broadcastLive(state, {y: state.last.y, meanOut: state.last.meanOut,
+                        spreadOut: state.last.spreadOut});
   markFrame(state.root, "browser");
-}
-
-// The controls now on the page for their data's key (a control left behind by a rerun that
-// replaced it is never pending).
-function register(state, last) {
-  window.lnvizLive = window.lnvizLive || {};
-  const before = window.lnvizLive[state.data.key];
-  window.lnvizLive[state.data.key] = {
-    last: last || (before && before.last),
-    pending: () => state.root.isConnected && holding(state, state.data)};
 }
 
 // Scrolled past, the controls stay at hand: pinned under the app's header, over the column
@@ -123,7 +108,7 @@ function setup(root) {
   state.update = (data) => {
     const fresh = state.data === null || data.key !== state.data.key;
     state.data = data;
-    register(state);
+    registerLive(state);
     if (fresh) {
       state.problem = data.x == null ? null : {
         x: fromBase64(data.x), shape: data.shape, layout: data.layout, norm: data.norm,
