@@ -453,3 +453,14 @@ def test_captions_hold_for_the_vector_and_the_axis():
     assert "no bend and no green line" in captions and "stay nearly flat" not in captions
     assert "never comes out negative" in captions
     assert "first goes negative" not in alerts(at)["info"][0]
+
+
+def test_a_link_with_minus_zero_is_epsilon_zero():
+    """ε = −0 from a link is 0 everywhere: the sentence and the PyTorch code say 0."""
+    at = open_page(PAGE, {"ep_eps": "-0", "ep_vec": "ordinary"})
+    eps = at.session_state["ep_eps"]
+    assert eps == 0.0 and math.copysign(1.0, eps) == 1.0
+    code = next(c.value for c in at.code if "F.layer_norm" in c.value)
+    assert "eps=-0.0" not in code and "eps=0.0" in code
+    assert not any("ε = -0" in m.value for m in at.markdown)
+    assert at.query_params["ep_eps"] == "0"

@@ -468,3 +468,17 @@ def test_the_page_opens_on_part_one_and_folds_the_rest():
     assert not any(e.proto.expanded for e in parts)
     opened = open_page(PAGE, {"ss_part2": "true"})
     assert [e.proto.expanded for e in opened.expander if e.label.startswith("2 ·")] == [True]
+
+
+def test_a_hostile_link_to_the_free_controls_is_read_once_and_written_back_once():
+    """A repeated parameter is read as its last value and written back as one; a value too
+    small for the control's steps is kept as the link has it (the control shows it so too, in
+    the browser); a mean that rounds to zero is written 0.000, not -0.000."""
+    at = open_page(PAGE, {"ss_gamma": ["1", "2"], "ss_beta": "1e-20"})
+    assert at.session_state["ss_gamma"] == 2.0 and at.session_state["ss_beta"] == 1e-20
+    assert at.query_params["ss_gamma"] == "2"  # one value now, not ["1", "2"]
+    title = figures(at)[1]["layout"]["title"]["text"]
+    assert title.startswith("γ = 2, β = 1e-20 → mean ")
+    fig = charts.scale_shift.histogram_figure(np.array([0.0]), np.array([3]), -1e-5, 1.0, 1.0,
+                                              0.0)
+    assert fig.layout.title.text == "γ = 1, β = 0 → mean 0.000, std 1.000"

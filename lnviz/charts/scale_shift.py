@@ -103,13 +103,20 @@ def grid_figure(
     return figure(data, layout)
 
 
+def _fixed3(value: float) -> str:
+    """``value`` to three decimals, a tiny negative one as 0.000 rather than -0.000."""
+    text = f"{value:.3f}"
+    return "0.000" if text == "-0.000" else text
+
+
 def histogram_figure(centres: np.ndarray, counts: np.ndarray, mean: float, std: float,
                             gamma: float, beta: float) -> go.Figure:
     """One histogram of γ·x̂ + β with its mean and mean ± std marked (trace 0: the bars)."""
     centres = np.asarray(centres, dtype=np.float64)
     data = _histogram_panel(centres, counts, mean, std, AFTER, ("x", "y"), True)
     layout = dict(
-        title=dict(text=f"γ = {gamma:g}, β = {beta:g} → mean {mean:.3f}, std {std:.3f}"),
+        title=dict(text=f"γ = {gamma:g}, β = {beta:g} → mean {_fixed3(mean)}, std "
+                        f"{_fixed3(std)}"),
         height=340, bargap=0.05, margin=dict(t=50, b=10), legend=LEGEND_BELOW,
         xaxis=dict(title=dict(text="value γ·x̂ + β")), yaxis=dict(title=dict(text="count")),
     )

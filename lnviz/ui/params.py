@@ -99,7 +99,7 @@ def live_values(defaults: dict[str, float],
         if value == defaults[key]:
             if key in st.query_params:
                 del st.query_params[key]
-        elif st.query_params.get(key) != text:
+        elif st.query_params.get_all(key) != [text]:  # a repeated parameter too: one value
             st.query_params[key] = text
     return values
 
@@ -113,7 +113,7 @@ def _from_url(key: str, default: float,
     if not math.isfinite(number):
         return default
     if key.endswith("eps"):
-        return number if number in EPSILONS else default
+        return number + 0.0 if number in EPSILONS else default  # −0 is 0
     if whole is not None:  # kept a whole number in the session, as a slider of ints keeps it
         return int(min(max(round(number), whole[0]), whole[1]))
     low, high, _ = AFFINE_RANGE

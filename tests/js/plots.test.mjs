@@ -97,3 +97,21 @@ for (const c of cases.redraws) {
     assert.equal(layout["xaxis.visible"], !c.refused);
   });
 }
+
+test("a mean that rounds to zero is titled 0.000, as lnviz titles it", () => {
+  const data = {figure: {data: [{x: [0]}]}};
+  const [, , layout] = UPDATES.affine({gamma: 1, beta: 0, counts: [3], mean: -1e-5, std: 1}, data);
+  assert.equal(layout["title.text"], "γ = 1, β = 0 → mean 0.000, std 1.000");
+});
+
+// The controls' labels (common.js): a value on the slider's steps with one decimal, any other as
+// it is, however close to a step (a link's 1e-20 is not 0.0).
+vm.runInThisContext(readFileSync(join(live, "common.js"), "utf8"), {filename: "common.js"});
+test("a control labels a value off its steps as it is", () => {
+  assert.equal(stepLabel(0.3), "0.3");
+  assert.equal(stepLabel(-1.5), "−1.5");
+  assert.equal(stepLabel(2), "2.0");
+  assert.equal(stepLabel(0.15), "0.15");
+  assert.equal(stepLabel(1e-20), "1e−20");
+  assert.equal(stepLabel(0.123456789012), "0.123456789012");
+});

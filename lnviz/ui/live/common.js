@@ -115,8 +115,7 @@ function controlValue(state, input) {
 // γ or β as the panel labels it: one decimal, as on the slider's steps; a value between the
 // steps (from a hand-edited link) in full.
 function stepLabel(value) {
-  const text = Math.abs(value * 10 - Math.round(value * 10)) < 1e-9 ? value.toFixed(1)
-    : String(value);
+  const text = Math.round(value * 10) / 10 === value ? value.toFixed(1) : String(value);
   return text.replace("-", "−");
 }
 

@@ -114,8 +114,9 @@ const UPDATES = {
     const line = (x) => [x, x];
     const height = [0, top * 1.05];
     const {mean, std} = live;
+    const fixed3 = (v) => (v.toFixed(3) === "-0.000" ? "0.000" : v.toFixed(3));  // _fixed3
     const title = `γ = ${formatG(live.gamma, 6)}, β = ${formatG(live.beta, 6)} → mean `
-      + `${mean.toFixed(3)}, std ${std.toFixed(3)}`;
+      + `${fixed3(mean)}, std ${fixed3(std)}`;
     return [[0, 1, 2, 3],
       {x: [data.figure.data[0].x, line(mean), line(mean - std), line(mean + std)],
        y: [live.counts, height, height, height]},
