@@ -11,8 +11,10 @@ Uses the fixtures of tests/conftest.py (one server for the whole run).
 from __future__ import annotations
 
 import base64
+import itertools
 import math
 import re
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -649,6 +651,26 @@ def _open_panel(page: Page, server: str, case: KeyCase, query: str = ""):
 
 _RUNS_SINCE = """() => window.__ltws.filter(e => e.kind === 'run' && e.t >= window.__keysT0)
   .length"""
+#: Start counting: the runs from now on (``_RUNS_SINCE``), and when each key goes down.
+_KEYS_FROM_NOW = """() => {
+  window.__keysT0 = performance.now();
+  window.__keyTimes = [];
+  if (!window.__keyWatch) {
+    window.__keyWatch = true;
+    document.addEventListener('keydown', () => window.__keyTimes.push(performance.now()), true);
+  }
+}"""
+#: How long the keys rest before a control sends their value, read from where it is set.
+KEY_SETTLE_MS = int(re.search(r"const KEY_SETTLE_MS = (\d+);", (
+    Path(__file__).parents[1] / "lnviz" / "ui" / "live" / "common.js").read_text()).group(1))
+
+
+def _rests(page: Page) -> int:
+    """How often the keys pressed since ``_KEYS_FROM_NOW`` rested long enough between two
+    presses for a control to send a value: on a busy machine a press can come late, and each
+    such rest may start a run of its own."""
+    times = page.evaluate("() => window.__keyTimes")
+    return sum(1 for a, b in itertools.pairwise(times) if b - a > KEY_SETTLE_MS)
 
 
 @pytest.mark.parametrize("case", list(KEY_CASES))
@@ -666,19 +688,21 @@ def test_arrow_keys_settle_where_they_stopped_and_there_and_back_reruns_nothing(
     url = page.url
     control = page.get_by_role("slider", name=key.name, exact=True)
     control.focus()
-    page.evaluate("() => { window.__keysT0 = performance.now(); }")
+    page.evaluate(_KEYS_FROM_NOW)
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowLeft")
-    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
-    expect(panel).to_have_attribute("data-shown", "server")
+    expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"),
+                                                     timeout=TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     page.wait_for_timeout(1_000)
-    assert page.evaluate(_RUNS_SINCE) == 0
-    assert page.url == url
+    if _rests(page) == 0:  # the two presses came together, as on any machine not overloaded
+        assert page.evaluate(_RUNS_SINCE) == 0
+        assert page.url == url
     # and it still says so: no value was sent that would have it wait for lnviz
     expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
     assert_no_exception(page)
 
-    page.evaluate("() => { window.__keysT0 = performance.now(); }")
+    page.evaluate(_KEYS_FROM_NOW)
     for _ in range(key.presses):
         page.keyboard.press(key.key)
     expect(page).to_have_url(re.compile(rf"[?&]{key.written}(&|$)"), timeout=TIMEOUT_MS)
@@ -690,7 +714,9 @@ def test_arrow_keys_settle_where_they_stopped_and_there_and_back_reruns_nothing(
     assert float(control.input_value()) == server_value
     expect(panel).to_have_attribute("data-shown", "server")
     expect(panel.locator(".lv-status")).to_have_text(re.compile("^Showing lnviz's numbers"))
-    assert 1 <= page.evaluate(_RUNS_SINCE) <= 3, "the burst started a rerun per press"
+    # one value sent when the keys rested at the end, and one more for each rest on the way
+    assert 1 <= page.evaluate(_RUNS_SINCE) <= 3 + _rests(page), \
+        "the burst started a rerun per press"
     expect(page.get_by_text("Connection error")).to_have_count(0)
     assert_no_exception(page)
 
