@@ -203,6 +203,9 @@ _DRAWN = """() => {
   const last = window.__drawn.last ?? window.__lt.t0;
   return performance.now() - last > 250 ? last - window.__lt.t0 : null;
 }"""
+#: How many elements the server sent since the press (tools/loadtest.py's WebSocket hook records
+#: each delta): what a control's run redraws, the whole page's or its fragment's.
+_ELEMENTS_SENT = """() => window.__ltdeltas.filter((e) => e.t >= window.__lt.t0).length"""
 _CHARTS = """() => Array.from(
   document.querySelectorAll('[data-testid="stPlotlyChart"], .lv-figure'))
   .map((c) => (c.dataset.frame || '') + ':' + c.innerHTML.length + ':'
@@ -306,9 +309,12 @@ def _settle_times(pages: list, urls: list[str], name: str, presses: int) -> list
             page.wait_for_timeout(300)  # and what the browser still draws after the run
             cpu = _browser_cpu_s() - cpu
             drawn = page.wait_for_function(_DRAWN, polling=50, timeout=30_000).json_value()
+            # the elements the run sent (Streamlit's deltas: each element it drew anew)
+            elements = page.evaluate(_ELEMENTS_SENT)
             if k:
                 kept.append({"s": done["ms"] / 1000, "server_s": done["server_ms"] / 1000,
-                             "browser_cpu_s": cpu, "drawn_s": drawn / 1000})
+                             "browser_cpu_s": cpu, "drawn_s": drawn / 1000,
+                             "elements": elements})
     return times
 
 
@@ -444,22 +450,25 @@ def summary(r: dict) -> str:
     trivial_drawn = statistics.median(t.get("drawn_s", math.nan) for t in first)
     versions = ["this checkout", "before"][:max(len(t) for t in r["settle"].values())]
     lines += ["", "| release to settled | presses | "
-              + " | ".join(f"{v}: p50 ms | p90 ms | server p50 ms | browser CPU p50 ms | "
-                           "p50 / trivial | drawn p50 ms | drawn / trivial" for v in versions)
-              + " |", "|---|---:|" + "---:|---:|---:|---:|---:|---:|---:|" * len(versions)]
+              + " | ".join(f"{v}: elements sent | p50 ms | p90 ms | server p50 ms | "
+                           "browser CPU p50 ms | p50 / trivial | drawn p50 ms | drawn / trivial"
+                           for v in versions)
+              + " |", "|---|---:|" + "---:|---:|---:|---:|---:|---:|---:|---:|" * len(versions)]
     for what, runs in r["settle"].items():
         cells = []
         for times in runs:
             if not times:
-                cells.append("absent | | | | | | ")
+                cells.append("absent | | | | | | | ")
                 continue
+            elements = statistics.median(t.get("elements", math.nan) for t in times)
             s = _ms([t["s"] for t in times], 1000)
             server = _ms([t["server_s"] for t in times], 1000)
             cpu = _ms([t.get("browser_cpu_s", math.nan) for t in times], 1000)
             drawn = _ms([t.get("drawn_s", math.nan) for t in times], 1000)
-            cells.append(f"{s['p50']:.0f} | {s['p90']:.0f} | {server['p50']:.0f} | "
-                         f"{cpu['p50']:.0f} | {s['p50'] / 1000 / trivial:.1f}× | "
-                         f"{drawn['p50']:.0f} | {drawn['p50'] / 1000 / trivial_drawn:.1f}×")
+            cells.append(f"{elements:.0f} | {s['p50']:.0f} | {s['p90']:.0f} | "
+                         f"{server['p50']:.0f} | {cpu['p50']:.0f} | "
+                         f"{s['p50'] / 1000 / trivial:.1f}× | {drawn['p50']:.0f} | "
+                         f"{drawn['p50'] / 1000 / trivial_drawn:.1f}×")
         lines.append(f"| {what} | {max(len(t) for t in runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
