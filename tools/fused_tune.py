@@ -33,7 +33,7 @@ def median_s(fn, repeats: int) -> float:
 
 def candidates(h: int) -> list[tuple[int, int, int]]:
     """(rows, block, warps) worth timing for rows of ``h`` values."""
-    whole = triton_pow2(h)
+    whole = fused.triton.next_power_of_2(h)
     blocks = sorted({min(whole, b) for b in (whole, 4096, 8192, 16384)})
     found = []
     for block, rows, warps in itertools.product(blocks, (1, 2, 4, 8, 16), (2, 4, 8, 16)):
@@ -43,10 +43,6 @@ def candidates(h: int) -> list[tuple[int, int, int]]:
             continue  # too many values for registers, or fewer than one per thread
         found.append((rows, block, warps))
     return found
-
-
-def triton_pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
 
 
 def main() -> int:
