@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -562,6 +563,7 @@ def _function_source(path: Path, name: str, body_only: bool) -> str:
     return textwrap.dedent("\n".join(lines[first.lineno - 1:node.end_lineno]))
 
 
+@functools.cache  # the files do not change while the app runs: parsed once, not every rerun
 def kernel_sources() -> tuple[str, str]:
     """LayerNorm side by side: the readable scratch code's steps (every intermediate a full-size
     tensor) and the fused kernel (x read once into registers, y written once). The kernel is
