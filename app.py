@@ -34,12 +34,16 @@ if page.url_path != "inspector":  # and the inspector's file while the inspector
 if page.url_path != "ln_lstm":  # and the bytes of the LN-LSTM page's uploaded data set
     forget_named(lambda name: isinstance(name, tuple) and name[:1] == ("ln_lstm upload",))
 # The first run after the server starts loads torch, numpy and plotly (seconds on a small
-# machine): say so instead of showing a blank page. Later runs find them loaded.
-starting = None if "torch" in sys.modules else st.empty()
-if starting is not None:
+# machine): say so instead of showing a blank page. Later runs find them loaded. The placeholder
+# is there on every run, empty on the later ones: were it only on the first, every element of
+# that session's next run would sit one place further up, and Streamlit would mount the whole
+# page afresh (the figures collapse while they redraw, and the page jumps to its end).
+starting = st.empty()
+loading = "torch" not in sys.modules
+if loading:
     starting.info("Starting lnviz: loading PyTorch and the figures takes a few seconds "
                   "after the server starts…", icon=":material/hourglass_top:")
 sidebar_settings()
 page.run()
-if starting is not None:
+if loading:
     starting.empty()

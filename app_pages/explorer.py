@@ -26,7 +26,7 @@ from lnviz.lessons.explorer import (
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.downloads import download_button
 from lnviz.ui.figures import show_figure
-from lnviz.ui.live import live_panel
+from lnviz.ui.live import live_panel, live_table
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import norm_controls
@@ -122,7 +122,7 @@ figures(ex, spec, batch, live_key)
 
 # --- Step by step -----------------------------------------------------------------------------
 @st.fragment
-def steps(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
+def steps(ex: Exploration, spec: NormSpec, batch: Batch, live_key: str | None) -> None:
     shape, layout, n_groups = ex.x.shape, batch.layout, len(ex.mean_in)
     st.subheader("Step by step")
     keep_in_range("group", range(n_groups))
@@ -131,14 +131,19 @@ def steps(ex: Exploration, spec: NormSpec, batch: Batch) -> None:
         help="Which group to work through, numbered as in the charts above: here one group is "
              f"{group_description(tuple(shape), layout, spec)}.")
     table = step_by_step(ex.x, ex.result, spec, ex.groups, int(group), layout, mask=batch.mask)
-    st.dataframe(table, hide_index=True, key="steps")
+    if live_key is None:
+        st.dataframe(table, hide_index=True, key="steps")
+    else:  # drawn in the browser: it follows ε, γ and β while they are dragged
+        live_table(table, key="steps", panel=live_key)
     if table.attrs["note"]:
         st.caption(table.attrs["note"])
     st.latex(worked_example_latex(table.iloc[0], spec.eps))
-    st.caption("The first element of the group, with its numbers substituted into the formula.")
+    st.caption("The first element of the group, with its numbers substituted into the formula"
+               + (". While ε, γ or β is dragged, the table above follows in your browser; this "
+                  "line follows when you let go." if live_key else "."))
 
 
-steps(ex, spec, batch)
+steps(ex, spec, batch, live_key)
 
 if source_key[0] == "preset" and (check := seed_checks(source_key[1])) is not None:
     st.subheader(check.title)

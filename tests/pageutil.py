@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from lnviz.batch import Batch
@@ -92,6 +93,18 @@ def alerts(at: AppTest) -> dict[str, list[str]]:
     """Each kind of alert box on the page: the text it shows."""
     return {kind: [shown_text(box.value) for box in getattr(at, kind)]
             for kind in ("error", "warning", "success", "info")}
+
+
+def step_table(at: AppTest) -> pd.DataFrame:
+    """The Explorer's step-by-step table: the st.dataframe, or the table drawn in the browser
+    to follow the live controls (lnviz.ui.live.live_table), as the server sent it."""
+    drawn = [e for e in at.get("bidi_component") if e.proto.component_name == "lnviz_live_table"]
+    if not drawn:
+        return table_with(at, "x̂").value
+    data = json.loads(drawn[0].proto.json)
+    return pd.DataFrame({name: np.frombuffer(base64.b64decode(cells), "<f8")
+                         if isinstance(cells, str) else cells
+                         for name, cells in data["cells"].items()})[data["columns"]]
 
 
 def table_with(at: AppTest, column: str):

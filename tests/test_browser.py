@@ -239,7 +239,9 @@ _FIRST_VISIT = """() => {
 
 def test_first_visit_to_a_cold_server(browser: Browser, tmp_path: Path) -> None:
     """A first visit after a server start showed the pages' raw file names in
-    the sidebar (Streamlit's legacy pages/ folder) and a blank main area for seconds."""
+    the sidebar (Streamlit's legacy pages/ folder) and a blank main area for seconds; and its
+    session's second run mounted the whole page afresh (the cold start's notice had moved every
+    element one place)."""
     from lnviz.ui.pages import PAGES
 
     titles = {p.title for pages in PAGES.values() for p in pages}
@@ -263,5 +265,14 @@ def test_first_visit_to_a_cold_server(browser: Browser, tmp_path: Path) -> None:
             assert any("Starting lnviz" in text for text in early), early
             wait_idle(page)
             assert "Starting lnviz" not in page.locator("[data-testid=stMain]").inner_text()
+            # the session's next run keeps the page's elements where they were: its figures
+            # are not mounted afresh (they collapsed while redrawing, and the page jumped)
+            figure = page.locator(".lv-figure").first
+            expect(figure).to_have_attribute("data-ready", "1")
+            figure.evaluate("(root) => { root.dataset.kept = 'yes'; }")
+            norm_option(page, "RMSNorm").click()
+            expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
+            wait_idle(page)
+            expect(page.locator(".lv-figure[data-kept=yes]")).to_have_count(1)
         finally:
             context.close()

@@ -106,6 +106,17 @@ _DRAG_TO = """async (root, [name, value]) => {
           y: Array.from(root.__lv.last.y)};
 }"""
 
+#: The step-by-step table as drawn (lnviz/ui/live/table.js): whose numbers, its frame count,
+#: each row's element and the cells' text.
+_STEPS = """(steps) => {
+  const table = steps.querySelector('table');
+  return {frame: steps.dataset.frame, shown: steps.dataset.shown,
+          elements: steps.__lvt.data.elements,
+          columns: Array.from(table.tHead.rows[0].cells, (c) => c.textContent),
+          rows: Array.from(table.tBodies[0].rows,
+                           (r) => Array.from(r.cells, (c) => c.textContent))};
+}"""
+
 #: The page's first figure (the heatmaps) as drawn now: whose numbers, and its output heatmap.
 _FIGURE = """() => {
   const figure = document.querySelector('.lv-figure');
@@ -160,17 +171,30 @@ def _panel(page: Page):
     return panel
 
 
+def _table_column(table: dict, name: str) -> np.ndarray:
+    """A column of the step-by-step table as drawn (Python's .6g text, a real minus sign)."""
+    k = table["columns"].index(name)
+    return np.array([float(row[k].replace("−", "-")) for row in table["rows"]])
+
+
 def _drag(panel, name: str, values: list[float]) -> int:
-    """Drag ``name`` through ``values``; at how many steps the page's heatmaps were redrawn
-    with the browser's numbers (each time the y the panel computed)."""
-    panel.evaluate(_DRAG_TO, [name, values[0]])
+    """Drag ``name`` through ``values``; at how many steps the page's heatmaps and its
+    step-by-step table were both redrawn with the browser's numbers (the y the panel computed:
+    the heatmap's exactly, the table's to the 6 digits it shows)."""
+    steps = panel.page.locator(".lv-steps")
+    before = panel.evaluate(_DRAG_TO, [name, values[0]]), steps.evaluate(_STEPS)
     changed = 0
     for value in values[1:]:
-        before = panel.evaluate("(root) => document.querySelector('.lv-figure').dataset.frame")
-        now = panel.evaluate(_DRAG_TO, [name, value])
-        changed += now["frame"] != before and now["shown"] == "browser"
-        _close(np.asarray(now["z"], np.float64), np.asarray(now["y"], np.float64), 0.0,
-               "the heatmap drawn against the panel's y")
+        now, table = panel.evaluate(_DRAG_TO, [name, value]), steps.evaluate(_STEPS)
+        changed += (now["frame"] != before[0]["frame"] and now["shown"] == "browser"
+                    and table["frame"] != before[1]["frame"] and table["shown"] == "browser")
+        y = np.asarray(now["y"], np.float64)
+        _close(np.asarray(now["z"], np.float64), y, 0.0, "the heatmap drawn against the panel's y")
+        want = y[table["elements"]]
+        scale = np.maximum(1.0, np.abs(np.nan_to_num(want, nan=0.0, posinf=0.0, neginf=0.0)))
+        _close(_table_column(table, "y"), want, 5e-6 * scale,
+               "the step-by-step table's y against the panel's")
+        before = now, table
     return changed
 
 
@@ -188,9 +212,9 @@ QUERIES = {
 @pytest.mark.parametrize("case", list(QUERIES))
 def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
                                                       case: str) -> None:
-    """Every step of a γ, β and ε drag redraws the page's figures, in the browser alone (no
-    script run), and at each setting the browser's numbers equal lnviz's: ε down to 0, γ
-    negative."""
+    """Every step of a γ, β and ε drag redraws the page's figures and its step-by-step table,
+    in the browser alone (no script run), and at each setting the browser's numbers equal
+    lnviz's: ε down to 0, γ negative."""
     open_explorer(page, server, QUERIES[case])
     panel = _panel(page)
     state = panel.evaluate(_PANEL_STATE)
@@ -244,6 +268,16 @@ def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) ->
     z = _decode_figure_array(figure["figure"]["data"][1]["z"])
     _close(dragged["z"], z, 1e-5 * max(1.0, float(np.nanmax(np.abs(z)))),
            "the browser's heatmap against lnviz's after release")
+
+    # the step-by-step table settles on lnviz's numbers too, which are the ones it showed
+    steps = page.locator(".lv-steps")
+    expect(steps).to_have_attribute("data-shown", "server")
+    table = steps.evaluate(_STEPS)
+    assert {row[table["columns"].index("γ")] for row in table["rows"]} == {"−1.5"}
+    y = _table_column(table, "y")
+    _close(y, np.asarray(dragged["z"], np.float64)[table["elements"]],
+           1e-5 * max(1.0, float(np.nanmax(np.abs(y)))),
+           "lnviz's step-by-step y after release against the browser's during the drag")
 
     panel.evaluate(_DRAG_TO, ["eps", 0])
     panel.evaluate(_RELEASE, "eps")

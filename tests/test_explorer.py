@@ -19,7 +19,7 @@ from pageutil import (
     open_page,
     padded,
     set_live,
-    table_with,
+    step_table,
     trace_data,
 )
 
@@ -768,7 +768,7 @@ def test_step_table_and_formula_follow_the_norm(query, spec):
     """RMSNorm's table has no μ or β column (they were zeros under √(σ²+ε)); eval BatchNorm's
     statistics are named as the running ones, in the table and the formula."""
     at = open_page(EXPLORER, query)
-    table = table_with(at, "x̂").value
+    table = step_table(at)
     latex = at.latex[0].value
     if spec.norm == "RMSNorm":
         assert {"μ", "β", "σ²", "√(σ²+ε)"}.isdisjoint(table.columns)

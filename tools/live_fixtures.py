@@ -182,7 +182,48 @@ def plot_cases() -> dict[str, Any]:
                            for name, values in arrays.items()],
             "labels": [{"value": v, "text": f"{v:.2g}"} for v in numbers],
             "affine": affine_cases(), "sweepFigure": sweep_figure_cases(),
-            "redraws": redraws_cases()}
+            "redraws": redraws_cases(), "steps": steps_cases()}
+
+
+def steps_cases() -> dict[str, Any]:
+    """The Explorer's step-by-step table (lnviz.lessons.common.step_by_step) as the server
+    sends it at one setting (``table``: lnviz.ui.live.step_table_data) and as lnviz computes it
+    at another (``want``, the moved columns), with the problem norms.js solves at the second:
+    the browser moves the first table to the second's numbers. Also how a cell writes numbers
+    (Python's .6g, with a real minus sign)."""
+    from lnviz.lessons.common import step_by_step
+    from lnviz.ui.live import step_table_data
+
+    all_batches = batches()
+    moves = [("table", NormSpec("LayerNorm", eps=1e-5), NormSpec("LayerNorm", eps=0.0), 2),
+             ("table", NormSpec("LayerNorm"), NormSpec("LayerNorm", eps=1e-1, gamma=-2.5,
+                                                        beta=0.7), 1),
+             ("tokens", NormSpec("RMSNorm"), NormSpec("RMSNorm", eps=1.0, gamma=0.3), 3),
+             ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=3),
+              NormSpec("BatchNorm", training=False, warmup_steps=3, eps=1e-2, gamma=2.0,
+                       beta=-1.0), 4),
+             ("images", NormSpec("GroupNorm", groups=2), NormSpec("GroupNorm", groups=2,
+                                                                  eps=1.0, beta=3.0), 1),
+             ("far", NormSpec("LayerNorm"), NormSpec("LayerNorm", gamma=0.0), 0)]
+    found = []
+    for source, before, after, group in moves:
+        batch = all_batches[source]
+        tables = []
+        for spec in (before, after):
+            ex = explore(batch, spec, dtype="float64")
+            tables.append(step_by_step(ex.x, ex.result, spec, ex.groups, group, batch.layout,
+                                       mask=batch.mask))
+        sent = step_table_data(tables[0], "panel")
+        moved = [name for name in tables[1].columns
+                 if name in ("x̂", "y", "γ", "β") or name.startswith("√(")]
+        found.append({"name": f"{source} {before.norm} group {group}: {before} → {after}",
+                      "table": sent, "problem": problem(batch, after),
+                      "want": {name: tables[1][name].to_numpy(np.float64) for name in moved}})
+    numbers = [0.0, -0.5, 1.0, 123456.0, 1234567.0, 0.000123456789, 1.5e-7, -2.25e-5,
+               3.14159265, 99999.95, 1e300, float("inf"), float("nan")]
+    texts = [{"value": v, "text": "NaN" if math.isnan(v) else f"{v:.6g}".replace("-", "−")}
+             for v in numbers]
+    return {"cases": found, "texts": texts}
 
 
 def redraws_cases() -> list[dict[str, Any]]:

@@ -34,7 +34,9 @@ def step_by_step(
     layout: str, max_rows: int = 64, mask: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """The worked example for one group: x, μ, σ², √(σ²+ε), x̂, γ, β and y for its elements
-    (the first ``max_rows``), with a padding column when the batch has a ``mask``.
+    (the first ``max_rows``), with a padding column when the batch has a ``mask``. The table's
+    ``attrs`` hold a ``note`` on μ (or "") and each row's element as a flat index into ``x``
+    (``elements``).
 
     The columns follow the norm: RMSNorm has x, mean(x²), √(mean(x²)+ε), x̂, γ and y (no μ, no
     β); BatchNorm in eval mode names its statistics "running μ" and "running σ²"."""
@@ -92,6 +94,7 @@ def step_by_step(
         table["padding"] = ~mask[tuple(i for d, i in enumerate(idx) if d != c)]
     frame = pd.DataFrame(table)
     frame.attrs["note"] = note
+    frame.attrs["elements"] = positions  # each row's element, as a flat index into x
     return frame
 
 

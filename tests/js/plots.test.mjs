@@ -115,3 +115,34 @@ test("a control labels a value off its steps as it is", () => {
   assert.equal(stepLabel(1e-20), "1e−20");
   assert.equal(stepLabel(0.123456789012), "0.123456789012");
 });
+
+// The Explorer's step-by-step table: sent at one setting and moved by the browser's numbers at
+// another (norms.js), its moving columns are lnviz's table at the second setting; a cell writes a
+// number as Python's .6g does.
+for (const c of cases.steps.cases) {
+  test(`step-by-step table follows: ${c.name}`, () => {
+    const p = {...c.problem, x: Float64Array.from(c.problem.x.map(number))};
+    for (const k of ["groupIds", "paramIds", "positions"]) {
+      if (p[k]) p[k] = Int32Array.from(p[k]);
+    }
+    const r = liveNormalize(p);
+    const live = {xHat: r.xHat, y: r.y, eps: p.eps, gamma: p.gamma, beta: p.beta};
+    const table = {...c.table, cells: stepCells(c.table.cells)};
+    const moved = liveStepColumns(table, live);
+    assert.deepEqual(Object.keys(moved).sort(), Object.keys(c.want).sort());
+    for (const [name, values] of Object.entries(c.want)) {
+      values.map(number).forEach((want, i) => {
+        const got = moved[name][i];
+        if (Number.isNaN(want)) assert.ok(Number.isNaN(got), `${name}[${i}]: ${got}`);
+        else assert.ok(Math.abs(got - want) <= 1e-9 * (1 + Math.abs(want)),
+                       `${name}[${i}]: ${got} vs ${want}`);
+      });
+    }
+  });
+}
+
+test("a step-by-step cell writes numbers as Python's .6g", () => {
+  for (const {value, text} of cases.steps.texts) assert.equal(cellText(number(value)), text);
+  assert.equal(cellText("(0, 1)"), "(0, 1)");
+  assert.equal(cellText(true), "yes");
+});

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from lnviz.batch import Batch, NormSpec, channel_dim, grouping, param_ids
@@ -34,8 +35,8 @@ from lnviz.ui.params import EPSILONS, norm_control_help, settled_affine, settled
 
 __all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "BATCHES_CONTROLS", "BATCHES_KEY", "LIVE_KEY",
            "SWEEP_CONTROLS", "SWEEP_KEY", "affine_panel", "batches_panel", "batches_payload",
-           "fits", "live_figure", "live_js", "live_panel", "live_payload", "plotly_js",
-           "sweep_panel"]
+           "fits", "live_figure", "live_js", "live_panel", "live_payload", "live_table",
+           "plotly_js", "step_table_data", "sweep_panel"]
 
 #: The panel's widget key; its trigger "settle" carries {control, value} when a control is let go.
 LIVE_KEY = "live"
@@ -76,6 +77,14 @@ _figure_component = st.components.v2.component(
          'static folder.</p></div>',
     js="\n".join((_HERE / name).read_text() for name in ("plots.js", "figure.js")),
     isolate_styles=False,
+)
+#: The Explorer's step-by-step table, drawn in the browser (table.js) to follow the controls.
+_table_component = st.components.v2.component(
+    "lnviz_live_table",
+    html='<div class="lv-steps" data-shown="none" data-frame="0"><table><thead><tr></tr>'
+         '</thead><tbody></tbody></table></div>',
+    css=(_HERE / "live.css").read_text(),
+    js="\n".join((_HERE / name).read_text() for name in ("common.js", "plots.js", "table.js")),
 )
 #: Where Streamlit serves static files from (server.enableStaticServing): static/ beside app.py.
 STATIC = Path(__file__).resolve().parents[3] / "static"
@@ -121,6 +130,30 @@ def live_figure(figure: dict, *, key: str, panel: str, kind: str, **extra: Any) 
     "distributions"); ``extra`` is what that kind needs (the grid's rows and cols, the groups
     drawn)."""
     _figure_component(key=key, data=dict(figure=_plain(figure), panel=panel, kind=kind, **extra))
+
+
+def step_table_data(table: pd.DataFrame, panel: str) -> dict[str, Any]:
+    """What :func:`live_table` sends the browser for ``table``: its columns, numbers exactly
+    (float64 in base64) and text as it is, each row's element (a flat index into the tensor),
+    and which column is √(σ²+ε) of which (``sqrtOf``, or None)."""
+    cells: dict[str, Any] = {}
+    for name in table.columns:
+        column = table[name]
+        if column.dtype.kind in "fiu":
+            cells[name] = _b64(column.to_numpy(np.float64))
+        else:
+            cells[name] = [v if isinstance(v, str) else bool(v) for v in column]
+    sqrt_of = next(({"name": name, "column": name[2:-3]} for name in table.columns
+                    if name.startswith("√(") and name.endswith("+ε)")), None)
+    return dict(panel=panel, columns=list(table.columns), cells=cells, sqrtOf=sqrt_of,
+                elements=[int(e) for e in table.attrs["elements"]])
+
+
+def live_table(table: pd.DataFrame, *, key: str, panel: str) -> None:
+    """Draw :func:`lnviz.lessons.common.step_by_step`'s ``table`` in the browser, following the
+    live panel whose payload key is ``panel``: while ε, γ or β move, its √(σ²+ε) (from the
+    row's σ² and the new ε), x̂, γ, β and y columns take the browser's numbers."""
+    _table_component(key=key, data=step_table_data(table, panel))
 
 
 def _plain(value: Any) -> Any:

@@ -152,3 +152,41 @@ const UPDATES = {
   },
 };
 
+// The Explorer's step-by-step table (table.js): what a cell shows, and which columns move.
+const TABLE_DIGITS = 6;
+
+function cellText(value) {
+  if (typeof value === "boolean") return value ? "yes" : "no";
+  if (typeof value === "string") return value;
+  if (value === null || Number.isNaN(value)) return "NaN";
+  return formatG(value, TABLE_DIGITS).replace(/-/g, "−");
+}
+
+// The columns of `table` (the server's {columns, cells, elements, sqrtOf}) for the panel's
+// numbers `live` ({eps, gamma, beta, xHat, y}): a new {name: values} for every column that moves.
+function liveStepColumns(table, live) {
+  const moved = {};
+  const at = (values) => table.elements.map((e) => values[e]);
+  if (live.xHat) moved["x̂"] = at(live.xHat);
+  if (live.y) moved.y = at(live.y);
+  if (table.sqrtOf) {
+    const variance = table.cells[table.sqrtOf.column];
+    moved[table.sqrtOf.name] = variance.map((v) => Math.sqrt(v + live.eps));
+  }
+  if (typeof live.gamma === "number" && "γ" in table.cells) {
+    moved["γ"] = table.elements.map(() => live.gamma);
+  }
+  if (typeof live.beta === "number" && "β" in table.cells) {
+    moved["β"] = table.elements.map(() => live.beta);
+  }
+  return moved;
+}
+
+// The table's cells as the server sent them: numbers in base64 (common.js's fromBase64), text.
+function stepCells(cells) {
+  const out = {};
+  for (const [name, column] of Object.entries(cells)) {
+    out[name] = typeof column === "string" ? Array.from(fromBase64(column)) : column;
+  }
+  return out;
+}

@@ -17,8 +17,8 @@ function epsLabel(eps) {
 
 // The page's figures follow the controls (common.js's broadcastLive).
 function broadcast(state) {
-  broadcastLive(state, {y: state.last.y, meanOut: state.last.meanOut,
-                        spreadOut: state.last.spreadOut});
+  const {y, xHat, eps, gamma, beta, meanOut, spreadOut} = state.last;
+  broadcastLive(state, {y, xHat, eps, gamma, beta, meanOut, spreadOut});
   markFrame(state.root, "browser");
 }
 
