@@ -160,6 +160,63 @@ def test_zeroed_features_match_a_reference_with_those_weights_zeroed(model, refe
         model.run("x", zero_features=[384])
 
 
+class _DyT(torch.nn.Module):
+    """The reference's stand-in for a LayerNorm: Dynamic Tanh as the paper's module writes it
+    (a scalar α, then γ and β per channel), with tanh as torch.nn.Tanh computes it."""
+
+    def __init__(self, alpha: float, weight: torch.Tensor, bias: torch.Tensor) -> None:
+        super().__init__()
+        self.alpha, self.weight, self.bias = alpha, weight, bias
+        self.tanh = torch.nn.Tanh()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tanh(self.alpha * x) * self.weight + self.bias
+
+
+def test_replaced_layer_norms_match_a_reference_with_those_modules_swapped(model,
+                                                                           reference) -> None:
+    """``replace`` puts a function of the LayerNorm's input in its place: with Dynamic Tanh
+    fitted to three of them (lnviz.lessons.beyond), every later LayerNorm's input and output,
+    the last hidden state and the embedding are those of BertModel with the same three modules
+    swapped for a DyT module."""
+    from lnviz.lessons.beyond import tanh_fits
+
+    bert, _ = reference
+    text = "Paris is the capital of France."
+    fits = {f.name: f for f in tanh_fits(model.run(text))}
+    names = ["embeddings.LayerNorm", "encoder.layer.0.output.LayerNorm",
+             "encoder.layer.3.attention.output.LayerNorm"]
+    weights = {n: (model.weights[f"{n}.weight"], model.weights[f"{n}.bias"]) for n in names}
+    run = model.run(text, replace={n: fits[n].replacement(*weights[n]) for n in names})
+    assert run.replaced == tuple(sorted(names))
+    copy = type(bert)(bert.config).eval()
+    copy.load_state_dict(bert.state_dict())
+    for n in names:
+        parent, _, child = n.rpartition(".")
+        setattr(copy.get_submodule(parent), child,
+                _DyT(fits[n].alpha, weights[n][0] * fits[n].scale, weights[n][1]))
+    seen, out = reference_run(copy, run.ids)
+    for record in run.records:
+        if record.name in seen:
+            torch.testing.assert_close(record.input, seen[record.name][0], **CLOSE)
+            torch.testing.assert_close(record.output, seen[record.name][1], **CLOSE)
+    assert set(seen) == set(layer_norm_names()) - set(names)  # the swapped ones are not norms
+    torch.testing.assert_close(run.hidden, out.last_hidden_state[0], **CLOSE)
+    pooled = torch.nn.functional.normalize(out.last_hidden_state[0].mean(0), dim=0)
+    torch.testing.assert_close(run.embedding, pooled, **CLOSE)
+    # and it is not the model unchanged
+    assert (run.embedding - model.run(text).embedding).abs().max() > 1e-3
+
+
+def test_a_replacement_must_name_a_layer_norm_and_keep_the_shape(model) -> None:
+    with pytest.raises(ValueError, match="no LayerNorm named 'pooler'"):
+        model.run("x", replace={"pooler": lambda x: x})
+    with pytest.raises(ValueError, match="gave shape"):
+        model.run("x", replace={"embeddings.LayerNorm": lambda x: x[..., :3]})
+    with pytest.raises(ValueError, match="gave float"):
+        model.run("x", replace={"embeddings.LayerNorm": lambda x: 1.0})
+
+
 def test_a_changed_weights_file_is_refused(tmp_path: Path) -> None:
     changed = tmp_path / "model.safetensors"
     shutil.copyfile(model_files() / "model.safetensors", changed)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +59,19 @@ class ModelFileError(RuntimeError):
     """The model's files are missing, or differ from the ones this module was written for."""
 
 
+#: What a norm's output may be replaced by: a function of its input, (B, T, C) -> (B, T, C).
+Replacement = Callable[[torch.Tensor], torch.Tensor]
+
+
+def replaced(replace: Mapping[str, Replacement], name: str, x: torch.Tensor) -> torch.Tensor:
+    """The output of the norm ``name`` replaced by ``replace[name](x)``, checked for its shape."""
+    y = replace[name](x)  # (B, T, C)
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        got = f"shape {tuple(y.shape)}" if isinstance(y, torch.Tensor) else type(y).__name__
+        raise ValueError(f"the replacement of {name} gave {got}, not shape {tuple(x.shape)}")
+    return y
+
+
 @dataclass(frozen=True)
 class MiniLMConfig:
     vocab_size: int = 30522
@@ -88,6 +101,7 @@ class ModelRun:
         total_tokens: the tokens the text has (with the special tokens); more than
             ``len(tokens)`` when it was truncated to 512.
         zeroed_features: the features whose γ and β were set to 0 in every LayerNorm.
+        replaced: the names of the LayerNorms whose output was replaced.
     """
 
     text: str
@@ -99,6 +113,7 @@ class ModelRun:
     embedding: torch.Tensor
     total_tokens: int
     zeroed_features: tuple[int, ...] = ()
+    replaced: tuple[str, ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -183,7 +198,8 @@ class MiniLM:
 
     @torch.no_grad()
     def run(self, text: str, *, zero_features: Sequence[int] = (),
-            special_tokens: bool = True) -> ModelRun:
+            special_tokens: bool = True,
+            replace: Mapping[str, Replacement] | None = None) -> ModelRun:
         """Tokenize ``text`` and run the encoder on it, recording every LayerNorm.
 
         Args:
@@ -191,7 +207,15 @@ class MiniLM:
             zero_features: features whose γ and β are set to 0 in all 13 LayerNorms (an
                 ablation: those features leave every LayerNorm as 0).
             special_tokens: False to leave out [CLS] and [SEP].
+            replace: LayerNorms whose output is replaced by ``fn(input)`` (a fitted curve, a
+                frozen σ…), by name (:func:`layer_norm_names`).
         """
+        replace = dict(replace or {})
+        unknown = sorted(set(replace) - set(layer_norm_names(self.config.n_layer)))
+        if unknown:
+            raise ValueError(f"no LayerNorm named {unknown[0]!r}: the names are "
+                             "embeddings.LayerNorm, encoder.layer.{i}.attention.output.LayerNorm "
+                             "and encoder.layer.{i}.output.LayerNorm")
         tokens, ids, total = self.tokenize(text, special_tokens=special_tokens)
         if not tokens:
             raise ValueError("there is no token to run: type a sentence")
@@ -200,11 +224,12 @@ class MiniLM:
             raise ValueError(f"features are numbered 0 to {self.config.n_embd - 1}")
         records: list[NormRecord] = []
         attention: list[torch.Tensor] = []
-        hidden = encoder(self.weights, self.config, ids[None], records, attention, zeroed)
+        hidden = encoder(self.weights, self.config, ids[None], records, attention, zeroed,
+                         replace)
         hidden = hidden[0]  # (T, C)
         embedding = F.normalize(hidden.mean(dim=0), dim=0)  # (C,)
         return ModelRun(text, tokens, ids, records, torch.stack(attention), hidden, embedding,
-                        total, zeroed)
+                        total, zeroed, tuple(sorted(replace)))
 
 
 def minilm() -> MiniLM:
@@ -219,14 +244,19 @@ def minilm() -> MiniLM:
 
 
 def norm(w: dict[str, torch.Tensor], name: str, x: torch.Tensor, config: MiniLMConfig,
-         records: list[NormRecord], zeroed: tuple[int, ...]) -> torch.Tensor:
-    """LayerNorm ``name`` by lnviz's own :func:`lnviz.layer_norm`, recorded as a NormRecord."""
+         records: list[NormRecord], zeroed: tuple[int, ...],
+         replace: Mapping[str, Replacement] | None = None) -> torch.Tensor:
+    """LayerNorm ``name`` by lnviz's own :func:`lnviz.layer_norm` (or its replacement),
+    recorded as a NormRecord."""
     weight, bias = w[f"{name}.weight"], w[f"{name}.bias"]  # γ, β: (C,)
     if zeroed:
         weight, bias = weight.clone(), bias.clone()
         weight[list(zeroed)] = 0.0
         bias[list(zeroed)] = 0.0
-    y = layer_norm(x, config.n_embd, weight, bias, config.eps).output  # (B, T, C)
+    if replace and name in replace:
+        y = replaced(replace, name, x)  # (B, T, C)
+    else:
+        y = layer_norm(x, config.n_embd, weight, bias, config.eps).output  # (B, T, C)
     records.append(NormRecord(
         name=name, call=0, kind="layer_norm", input=x, output=y, weight=weight, bias=bias,
         settings={"module": "LayerNorm", "normalized_shape": [config.n_embd],
@@ -264,23 +294,28 @@ def self_attention(w: dict[str, torch.Tensor], prefix: str, x: torch.Tensor,
 
 def layer(w: dict[str, torch.Tensor], i: int, x: torch.Tensor, config: MiniLMConfig,
           records: list[NormRecord], attention: list[torch.Tensor],
-          zeroed: tuple[int, ...]) -> torch.Tensor:
+          zeroed: tuple[int, ...], replace: Mapping[str, Replacement] | None = None
+          ) -> torch.Tensor:
     """One post-LN encoder layer: x = LN(x + attn(x)); x = LN(x + ffn(x))."""
     p = f"encoder.layer.{i}"
     a, att = self_attention(w, f"{p}.attention", x, config)  # (B, T, C), (B, nh, T, T)
     attention.append(att[0])
-    x = norm(w, f"{p}.attention.output.LayerNorm", x + a, config, records, zeroed)  # (B, T, C)
+    x = norm(w, f"{p}.attention.output.LayerNorm", x + a, config, records, zeroed,
+             replace)  # (B, T, C)
     h = F.gelu(linear(w, f"{p}.intermediate.dense", x))  # (B, T, 4C), exact (erf) GELU
     f = linear(w, f"{p}.output.dense", h)  # (B, T, C)
-    return norm(w, f"{p}.output.LayerNorm", x + f, config, records, zeroed)  # (B, T, C)
+    return norm(w, f"{p}.output.LayerNorm", x + f, config, records, zeroed,
+                replace)  # (B, T, C)
 
 
 def encoder(w: dict[str, torch.Tensor], config: MiniLMConfig, ids: torch.Tensor,
             records: list[NormRecord], attention: list[torch.Tensor],
-            zeroed: tuple[int, ...] = ()) -> torch.Tensor:
+            zeroed: tuple[int, ...] = (), replace: Mapping[str, Replacement] | None = None
+            ) -> torch.Tensor:
     """Token ids (B, T) to the last layer's token vectors (B, T, C), appending each LayerNorm's
     record to ``records`` and each layer's attention (nh, T, T) to ``attention``."""
-    x = norm(w, "embeddings.LayerNorm", embeddings(w, ids), config, records, zeroed)  # (B, T, C)
+    x = norm(w, "embeddings.LayerNorm", embeddings(w, ids), config, records, zeroed,
+             replace)  # (B, T, C)
     for i in range(config.n_layer):
-        x = layer(w, i, x, config, records, attention, zeroed)  # (B, T, C)
+        x = layer(w, i, x, config, records, attention, zeroed, replace)  # (B, T, C)
     return x

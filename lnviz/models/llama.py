@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.capture import NormRecord
-from lnviz.models.bert import ModelFileError
+from lnviz.models.bert import ModelFileError, Replacement, replaced
 from lnviz.norms import rms_norm
 
 __all__ = [
@@ -63,9 +63,6 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 #: The token type GGUF gives the tokenizer's control tokens (<|im_start|>, <|endoftext|>, …).
 _CONTROL = 3
-
-#: What a norm's output may be replaced by: a function of its input, (B, T, C) -> (B, T, C).
-Replacement = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -316,10 +313,7 @@ def norm(w: dict[str, torch.Tensor], name: str, x: torch.Tensor, config: SmolLM2
     """RMSNorm ``name`` by lnviz's own :func:`lnviz.rms_norm` (or its replacement), recorded."""
     weight = w[f"{name}.weight"]  # γ: (C,)
     if name in replace:
-        y = replace[name](x)  # (B, T, C)
-        if y.shape != x.shape:
-            raise ValueError(f"the replacement of {name} gave shape {tuple(y.shape)}, not "
-                             f"{tuple(x.shape)}")
+        y = replaced(replace, name, x)  # (B, T, C)
     else:
         y = rms_norm(x, config.n_embd, weight, config.eps).output  # (B, T, C)
     records.append(NormRecord(

@@ -1,0 +1,131 @@
+"""Beyond LayerNorm (lnviz.lessons.beyond): Dynamic Tanh fitted to all-MiniLM-L6-v2's
+LayerNorms, and put in their place.
+
+The curve fit is checked against curves it must recover exactly and against SciPy's
+least-squares fit (someone else's optimizer); DyT against tanh computed another way; the
+paper's premise (S-shaped LayerNorms) on the shipped model, with a margin. The substituted model
+against BertModel with the same modules swapped is in tests/test_models_bert.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lnviz
+from lnviz.lessons.beyond import dyt, fit_line, fit_tanh, substitute, tanh_fits
+from lnviz.lessons.minilm import PRESETS
+
+
+@settings(max_examples=40, deadline=None)
+@given(alpha=st.floats(0.01, 5.0), scale=st.floats(0.2, 30.0), seed=st.integers(0, 2**16),
+       spread=st.floats(0.5, 4.0))
+def test_fit_tanh_recovers_a_noiseless_curve(alpha: float, scale: float, seed: int,
+                                             spread: float) -> None:
+    # inputs that reach well into the curve's bend (|αx| up to a few) and its middle
+    x = np.random.default_rng(seed).normal(0.0, spread / alpha, 400)
+    y = scale * np.tanh(alpha * x)
+    a, s, r2 = fit_tanh(x, y)
+    assert a == pytest.approx(alpha, rel=1e-4)
+    assert s == pytest.approx(scale, rel=1e-4)
+    assert r2 > 1 - 1e-8
+
+
+@settings(max_examples=15, deadline=None)
+@given(alpha=st.floats(0.05, 2.0), scale=st.floats(0.5, 10.0), seed=st.integers(0, 2**16))
+def test_fit_tanh_is_as_good_as_scipys_least_squares(alpha: float, scale: float,
+                                                     seed: int) -> None:
+    optimize = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 2.0 / alpha, 300)
+    y = scale * np.tanh(alpha * x) + rng.normal(0.0, 0.3 * scale, x.size)
+    a, s, r2 = fit_tanh(x, y)
+    (theirs_s, theirs_a), _ = optimize.curve_fit(lambda v, s_, a_: s_ * np.tanh(a_ * v), x, y,
+                                                p0=[scale, alpha], maxfev=20_000)
+    ours = np.sum((y - s * np.tanh(a * x)) ** 2)
+    theirs = np.sum((y - theirs_s * np.tanh(theirs_a * x)) ** 2)
+    assert ours <= theirs * (1 + 1e-6)
+    assert r2 == pytest.approx(1 - ours / np.sum((y - y.mean()) ** 2), rel=1e-12)
+
+
+def test_fit_line_agrees_with_scipys_regression() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    x = rng.normal(0.0, 3.0, 500)
+    y = 0.7 * x - 2.0 + rng.normal(0.0, 1.0, 500)
+    a, b, r2 = fit_line(x, y)
+    ref = stats.linregress(x, y)
+    assert a == pytest.approx(ref.slope, rel=1e-10)
+    assert b == pytest.approx(ref.intercept, rel=1e-10)
+    assert r2 == pytest.approx(ref.rvalue ** 2, rel=1e-10)
+
+
+def test_fit_tanh_refuses_too_few_points() -> None:
+    with pytest.raises(ValueError, match="at least two"):
+        fit_tanh(np.array([1.0]), np.array([0.5]))
+
+
+def test_dyt_is_gamma_tanh_alpha_x_plus_beta() -> None:
+    x = torch.linspace(-50, 50, 1001, dtype=torch.float64).reshape(7, 143)
+    weight = torch.linspace(-2, 2, 143, dtype=torch.float64)
+    bias = torch.linspace(1, -1, 143, dtype=torch.float64)
+    # tanh(z) = 2·sigmoid(2z) − 1: the same curve by another road
+    expected = (2 * torch.sigmoid(2 * 0.3 * x) - 1) * weight + bias
+    torch.testing.assert_close(dyt(x, 0.3, weight, bias), expected, rtol=0, atol=1e-12)
+    assert dyt(x, 0.3).abs().max() < 1.0 + 1e-12  # bounded, whatever the input
+
+
+@pytest.fixture(scope="module")
+def model():
+    return lnviz.models.minilm()
+
+
+@pytest.fixture(scope="module")
+def fits(model):
+    return {f.name: f for f in tanh_fits(model.run(PRESETS[0]))}
+
+
+def test_the_fit_is_of_each_layer_norms_own_input_and_x_hat(model, fits) -> None:
+    run = model.run(PRESETS[0])
+    assert list(fits) == [r.name for r in run.records]
+    for record in run.records:
+        f = fits[record.name]
+        x = record.input.double()
+        x_hat = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False,
+                                                                   keepdim=True) + 1e-12)
+        np.testing.assert_allclose(f.x, x.ravel().numpy(), rtol=0, atol=0)
+        np.testing.assert_allclose(f.x_hat, x_hat.ravel().numpy(), rtol=0, atol=1e-5)
+
+
+def test_after_the_feed_forward_layer_norms_are_s_shaped(fits) -> None:
+    """The paper's premise on the shipped model (the first sentence): after each feed-forward
+    the best tanh explains x̂ far better than a line in the first layers, and well everywhere;
+    after attention a line does as well as the tanh (the curve is straight)."""
+    ffn = [fits[f"encoder.layer.{i}.output.LayerNorm"] for i in range(6)]
+    attention = [fits[f"encoder.layer.{i}.attention.output.LayerNorm"] for i in range(6)]
+    assert all(f.r2_tanh > 0.88 for f in ffn), [f.r2_tanh for f in ffn]
+    assert all(f.r2_tanh > f.r2_line + 0.4 for f in ffn[:3]), [(f.r2_tanh, f.r2_line)
+                                                                for f in ffn]
+    assert all(f.r2_tanh >= f.r2_line - 1e-9 for f in ffn)
+    assert all(f.r2_line > 0.9 and abs(f.r2_tanh - f.r2_line) < 0.01 for f in attention)
+
+
+def test_substituting_dyt_moves_the_embedding_and_more_layers_move_it_further(model,
+                                                                               fits) -> None:
+    text = PRESETS[0]
+    original = model.run(text)
+    ffn = [fits[f"encoder.layer.{i}.output.LayerNorm"] for i in range(6)]
+    one = substitute(model, text, ffn[:1], original)
+    six = substitute(model, text, ffn, original)
+    every = substitute(model, text, fits.values(), original)
+    assert one.replaced == ("encoder.layer.0.output.LayerNorm",)
+    assert len(every.replaced) == 13
+    assert 0.9 < one.cosine < 1.0 - 1e-4
+    assert every.cosine < six.cosine < one.cosine
+    cos = torch.nn.functional.cosine_similarity(original.embedding, six.substituted.embedding,
+                                                dim=0)
+    assert six.cosine == pytest.approx(float(cos), abs=1e-7)
+    assert substitute(model, text, [], original).cosine == pytest.approx(1.0, abs=1e-6)
