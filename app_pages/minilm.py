@@ -112,6 +112,10 @@ download_button(cols[1], "Download the run as a capture file",
 st.subheader("2 · All 13 LayerNorms at a glance")
 show_figure(charts.minilm.layers_overview, [layer_label(n) for n in NAMES], run.peak,
             run.median, run.first_share, key="tf_overview")
+st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
+             label="Beyond LayerNorm: the same 13 LayerNorms plotted value by value bend like "
+                   "tanh, the premise of Dynamic Tanh; replace them by the fitted curves",
+             query_params={"by_text": text} if len(text) <= 500 else None)
 
 # --- Massive activations ----------------------------------------------------------------------
 st.subheader("3 · One number hundreds of times the rest")

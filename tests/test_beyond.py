@@ -129,3 +129,45 @@ def test_substituting_dyt_moves_the_embedding_and_more_layers_move_it_further(mo
                                                 dim=0)
     assert six.cosine == pytest.approx(float(cos), abs=1e-7)
     assert substitute(model, text, [], original).cosine == pytest.approx(1.0, abs=1e-6)
+
+
+# --- The page --------------------------------------------------------------------------------
+PAGE = "app_pages/beyond.py"
+
+
+def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) -> None:
+    from pageutil import figures, open_page, table_with
+
+    at = open_page(PAGE, {"by_ln": "2"}, timeout=120)  # layer 0 after the feed-forward
+    assert not figures(at)  # nothing to see before a guess
+    assert any("Pick an answer" in c.value for c in at.caption)
+    at.radio(key="by_guess").set_value("a straight line").run()
+    assert not at.exception, at.exception
+    fit = tanh_fits(model.run(PRESETS[0]))[2]
+    verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
+    assert verdict.startswith("**Not quite:**") and "**S-shaped**" in verdict
+    assert f"R² = {fit.r2_tanh:.3f}" in verdict and f"R² = {fit.r2_line:.3f}" in verdict
+    scatter, quality = figures(at)
+    assert len(scatter["data"]) == 3 and len(quality["data"][0]["x"]) == 13
+    # the replacement table: the lesson's cosines for the same sentence
+    table = table_with(at, "replaced").value
+    original = model.run(PRESETS[0])
+    fits = tanh_fits(original)
+    expected = substitute(model, PRESETS[0], fits, original).cosine
+    assert table.iloc[-1, 0] == "all 13"
+    assert table.iloc[-1, 1] == pytest.approx(expected, abs=1e-6)
+    assert at.metric[0].value == f"{substitute(model, PRESETS[0], fits[2:3], original).cosine:.4f}"
+
+
+def test_the_page_with_nothing_replaced_and_a_sentence_of_its_own(model) -> None:
+    from pageutil import open_page
+
+    at = open_page(PAGE, {"by_text": "Normalization layers are everywhere."}, timeout=120)
+    at.multiselect(key="by_replace").set_value([]).run()
+    assert not at.exception, at.exception
+    assert not at.metric
+    assert any("Nothing replaced" in c.value for c in at.caption)
+    # blank text is still a sentence to the model: [CLS] and [SEP]
+    at.text_area(key="by_text").set_value("   ").run()
+    assert not at.exception, at.exception
+    assert not at.error

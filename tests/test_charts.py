@@ -269,6 +269,13 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
              for v in shapes.COMPARED}, 10, warmup=2)),
         (c.shapes.race_figure, c.shapes.race_figure({v: {"loss": [], "accuracy": []}
                                                      for v in shapes.COMPARED}, 10)),
+        (c.beyond.tanh_fit_figure, c.beyond.tanh_fit_figure(
+            np.linspace(-400, 30, 50), np.tanh(0.06 * np.linspace(-400, 30, 50)) * 19,
+            np.linspace(-400, 30, 5), np.tanh(0.06 * np.linspace(-400, 30, 5)) * 19,
+            np.linspace(-4, 0.3, 5), "layer 0 · after the feed-forward",
+            "tanh fit (R² 0.96)", "line fit (R² 0.27)")),
+        (c.beyond.fit_quality_figure, c.beyond.fit_quality_figure(
+            ["embeddings", "0 · after attention"], [0.96, 0.97], [0.87, 0.97])),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(
             ["ĠParis", "Ġthe", "Ċ"], [0.77, 0.06, 0.01])),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(

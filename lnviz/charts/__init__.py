@@ -12,6 +12,7 @@ numbers behind a figure); then there is one module per lesson, named as its page
 
 from lnviz.charts import (
     base,
+    beyond,
     bn_vs_ln,
     bug_zoo,
     epsilon,
@@ -29,6 +30,6 @@ from lnviz.charts import (
     start_here,
 )
 
-__all__ = ["base", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
+__all__ = ["base", "beyond", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
            "inspector", "ln_lstm", "minilm", "padding", "performance", "scale_shift", "shapes",
            "smollm2", "start_here"]

@@ -13,7 +13,7 @@ sentence embedding moves.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,6 +119,25 @@ class TanhFit:
     x: np.ndarray
     x_hat: np.ndarray
 
+    def sample(self, n: int = 3000) -> tuple[np.ndarray, np.ndarray]:
+        """At most ``n`` of the points, evenly spaced in the order of x (so the extremes, where
+        the curve bends, are always among them): what a scatter can draw."""
+        order = np.argsort(self.x, kind="stable")
+        keep = order[np.unique(np.linspace(0, order.size - 1, min(n, order.size)).round()
+                               .astype(int))]
+        return self.x[keep], self.x_hat[keep]
+
+    def curve(self, points: int = 400) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The fitted tanh and line over the points' range: (x, tanh's x̂, line's x̂)."""
+        x = np.linspace(float(self.x.min()), float(self.x.max()), points)
+        return (x, self.scale * np.tanh(self.alpha * x), self.slope * x + self.intercept)
+
+    @property
+    def straight(self) -> bool:
+        """Whether the best tanh is a straight line over these points: α·max|x| under 0.1,
+        where tanh bends by less than 0.4 %."""
+        return self.alpha * float(np.abs(self.x).max()) < 0.1
+
     def replacement(self, weight: torch.Tensor, bias: torch.Tensor) -> Replacement:
         """The LayerNorm as DyT with this fit: γ·(scale·tanh(αx)) + β, for
         :meth:`lnviz.models.MiniLM.run`'s ``replace``."""
@@ -170,3 +189,41 @@ def substitute(model: MiniLM, text: str, fits: Iterable[TanhFit],
     cosine = float(F.cosine_similarity(original.embedding, run.embedding, dim=0))
     order = [r.name for r in original.records]
     return Substitution(tuple(sorted(replace, key=order.index)), cosine, original, run)
+
+
+def run_sentence(model: MiniLM, text: str) -> ModelRun:
+    """``model.run(text)``: the run every fit and substitution on the page starts from."""
+    return model.run(text)
+
+
+def shape_of(fit: TanhFit) -> str:
+    """What the scatter looks like, from the two fits: "S-shaped" where the tanh explains at
+    least 0.05 more of x̂'s variance than a line, "straight" where the best tanh is a line
+    (:attr:`TanhFit.straight`) or explains less than 0.01 more, else "slightly bent"."""
+    gain = fit.r2_tanh - fit.r2_line
+    if fit.straight or gain < 0.01:
+        return "straight"
+    return "S-shaped" if gain >= 0.05 else "slightly bent"
+
+
+def standard_substitutions(model: MiniLM, text: str, fits: Sequence[TanhFit],
+                           original: ModelRun) -> list[tuple[str, Substitution]]:
+    """The replacements the page compares, each with its label: the first feed-forward
+    LayerNorm alone, all six after the feed-forward, all six after attention, all thirteen."""
+    by_name = {f.name: f for f in fits}
+    ffn = [by_name[n] for n in by_name if n.endswith(".output.LayerNorm")
+           and ".attention." not in n]
+    attention = [by_name[n] for n in by_name if ".attention." in n]
+    cases = [("layer 0's after-feed-forward LayerNorm", ffn[:1]),
+             ("the 6 after the feed-forward", ffn),
+             ("the 6 after attention", attention),
+             ("all 13", list(by_name.values()))]
+    return [(label, substitute(model, text, chosen, original)) for label, chosen in cases]
+
+
+def reference_cosines(model: MiniLM, original: ModelRun, others: Iterable[str]
+                      ) -> list[tuple[str, float]]:
+    """For scale: the cosine of ``original``'s embedding with other sentences' embeddings."""
+    return [(text, float(F.cosine_similarity(original.embedding, model.run(text).embedding,
+                                             dim=0)))
+            for text in others if text != original.text]

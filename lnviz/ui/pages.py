@@ -66,6 +66,10 @@ PAGES: dict[str, list[PageInfo]] = {
                  "Type a prompt into SmolLM2-135M, a pre-norm decoder with RMSNorm: its next "
                  "token, a massive activation, the residual stream through depth, attention "
                  "sinks, and what breaking one norm does to the prediction."),
+        PageInfo("app_pages/beyond.py", "Beyond LayerNorm", ":material/trending_flat:",
+                 "What recent models do instead, checked on a real one: all-MiniLM-L6-v2's "
+                 "LayerNorms bend like tanh (Dynamic Tanh's premise), and what replacing them "
+                 "by their fitted curves does to the sentence embedding."),
         PageInfo("app_pages/ln_lstm.py", "LN-LSTM vs LSTM", ":material/model_training:",
                  "Train an LSTM with and without LayerNorm on sequential digits, live, and watch "
                  "the curves and the gate activations diverge."),

@@ -78,6 +78,9 @@ PATH_LINKS: dict[int, tuple[Link, ...]] = {
         Link("app_pages/shapes.py",
              f"Shapes and transformer blocks: the stream through {STACK.depth} blocks",
              {"sh_depth": str(STACK.depth), "sh_dmodel": str(STACK.d_model)}),
+        Link("app_pages/beyond.py",
+             "Beyond LayerNorm: a real model's LayerNorms bend like tanh, and what replacing "
+             "them does"),
     ),
 }
 

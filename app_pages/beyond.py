@@ -1,0 +1,183 @@
+"""Beyond LayerNorm: what recent models do instead, measured on the models the app ships."""
+
+import pandas as pd
+import streamlit as st
+
+from lnviz import charts
+from lnviz.lessons.beyond import (
+    reference_cosines,
+    run_sentence,
+    shape_of,
+    standard_substitutions,
+    substitute,
+    tanh_fits,
+)
+from lnviz.lessons.minilm import FIRST_FFN, PRESETS, layer_label
+from lnviz.limits import MODEL_MAX_CHARS
+from lnviz.models import ModelFileError, minilm
+from lnviz.models.bert import layer_norm_names
+from lnviz.ui.cache import Named, cached, shared
+from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
+from lnviz.ui.state import keep_in_range, model_text
+
+NAMES = layer_norm_names()
+GUESSES = ["a straight line", "an S-shaped curve", "a cloud with no shape"]
+
+page_title("app_pages/beyond.py")
+st.caption("Recent models question the LayerNorm this app is built around. This page checks "
+           "their ideas on the model it ships, all-MiniLM-L6-v2, and says which claims it "
+           "reproduces and which it only reports. The URL keeps your sentence.")
+st.markdown(
+    "**Dynamic Tanh (DyT)** replaces each LayerNorm by a function of one value at a time, "
+    "$\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned number α per layer, "
+    "no mean, no variance. Its authors (Zhu, Chen, He, LeCun and Liu, *Transformers without "
+    "Normalization*, CVPR 2025, arXiv 2503.10622) started from an observation: in trained "
+    "transformers, a LayerNorm's output plotted against its input, value by value, bends like "
+    "a tanh. Here is that plot for a real model.")
+
+with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
+    model = shared(minilm)
+
+box = st.container(border=True)
+with box:
+    text, side = model_text(box, "Sentence", PRESETS, key="by_text", what="the sentence",
+                            max_chars=MODEL_MAX_CHARS,
+                            help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
+                                 "characters and the model their first 512 tokens.")
+    keep_in_range("by_ln", range(len(NAMES)), reset_to=NAMES.index(FIRST_FFN))
+    chosen = side.selectbox(
+        "LayerNorm", range(len(NAMES)), index=NAMES.index(FIRST_FFN), key="by_ln",
+        bind="query-params", format_func=lambda k: f"{k}: {layer_label(NAMES[k])}",
+        help="Which of the 13 LayerNorms to plot: the embeddings' one, then per layer the one "
+             "after attention and the one after the feed-forward.")
+name = NAMES[chosen]
+
+with refusal(icon=":material/block:"), st.spinner("Running the model and fitting…"):
+    original = cached(run_sentence, Named(model, "minilm"), text)
+    fits = cached(tanh_fits, Named(original, ("by", text)))
+fit = fits[chosen]
+fit_width = int(original.records[chosen].input.shape[-1])
+
+# --- 1. The shape of a LayerNorm -------------------------------------------------------------
+st.subheader("1 · A LayerNorm, value by value")
+guess = st.radio(
+    f"Before you look: plotted against its input, what shape do the normalized values of "
+    f"LayerNorm {chosen} ({layer_label(name)}) make?", GUESSES, index=None, key="by_guess",
+    horizontal=True,
+    help="Every token's 384 values go in; the LayerNorm takes each token's mean and spread and "
+         "gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
+if guess is None:
+    st.caption("Pick an answer to see the plot.")
+else:
+    shape = shape_of(fit)
+    answer = {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
+    verdict = ("Right" if guess == answer else "Not quite") if answer else "Partly"
+    alpha = "→ 0 (a straight line)" if fit.straight else f"{fit.alpha:.3g}"
+    st.markdown(
+        f"**{verdict}:** this LayerNorm is **{shape}** on this sentence. The best "
+        f"s·tanh(αx) through its {fit.x.size:,} points explains R² = {fit.r2_tanh:.3f} of x̂'s "
+        f"variance (α {alpha}); the best straight line explains R² = {fit.r2_line:.3f}.")
+    xs, ys = fit.sample()
+    cx, ct, cl = fit.curve()
+    show_figure(charts.beyond.tanh_fit_figure, xs, ys, cx, ct, cl,
+                f"LayerNorm {chosen}: {layer_label(name)}",
+                f"tanh fit (R² {fit.r2_tanh:.3f})", f"line fit (R² {fit.r2_line:.3f})",
+                key="by_scatter")
+    st.caption(
+        f"{xs.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the order of x "
+        "so that the extremes are always among them; the fits use all of them. Why a curve at "
+        "all: x̂ divides by each token's own σ. Most tokens have a small σ and their values lie "
+        "on a steep line; a token with one huge value has a huge σ, which squashes its values "
+        "towards 0, and no x̂ can pass √(C − 1) = "
+        f"{(fit_width - 1) ** 0.5:.1f} (C = {fit_width} features). Taken together, the points "
+        f"bend like a tanh; the fitted height s is {fit.scale:.3g}.")
+
+    # --- 2. All thirteen ---------------------------------------------------------------------
+    st.subheader("2 · All 13 LayerNorms")
+    show_figure(charts.beyond.fit_quality_figure, [f"{k}: {layer_label(n)}"
+                                                   for k, n in enumerate(NAMES)],
+                [f.r2_tanh for f in fits], [f.r2_line for f in fits], key="by_quality")
+    groups = {"after the feed-forward": [f for f in fits if f.name.endswith(".output.LayerNorm")
+                                         and ".attention." not in f.name],
+              "after attention": [f for f in fits if ".attention." in f.name]}
+    lines = []
+    for label, members in groups.items():
+        shapes = sorted({shape_of(f) for f in members})
+        lines.append(
+            f"- **{label.capitalize()}** ({len(members)} LayerNorms): tanh R² "
+            f"{min(f.r2_tanh for f in members):.2f}–{max(f.r2_tanh for f in members):.2f}, "
+            f"line R² {min(f.r2_line for f in members):.2f}–"
+            f"{max(f.r2_line for f in members):.2f}; {', '.join(shapes)}.")
+    st.markdown("On this sentence:\n" + "\n".join(lines))
+    st.caption("The paper's plots (ViT, wav2vec 2.0, DiT) show mostly straight mappings in "
+               "early layers and S-curves deeper. In this small encoder, what decides it is "
+               "where the LayerNorm sits: after the feed-forward, where the massive activation "
+               "(see *Inside a real transformer*) gives one token a huge σ, the curve bends "
+               "from layer 0 on.")
+
+# --- 3. Put DyT in its place -----------------------------------------------------------------
+st.subheader("3 · Replace LayerNorms by their fitted DyT")
+st.markdown(
+    "Each fitted curve becomes a DyT layer, γ·(s·tanh(αx)) + β, with the LayerNorm's own γ and "
+    "β and the fit's α and s. How far does the sentence embedding move? (A cosine of 1 is the "
+    "same embedding.)")
+replaced = st.multiselect(
+    "LayerNorms replaced", NAMES, default=[name], key="by_replace",
+    format_func=lambda n: f"{NAMES.index(n)}: {layer_label(n)}",
+    help="Each one chosen computes DyT with its fitted α instead of normalizing; the rest of "
+         "the model is unchanged.")
+by_name = {f.name: f for f in fits}
+with st.spinner("Running the model with DyT in place…"):
+    mine = cached(substitute, Named(model, "minilm"), text, [by_name[n] for n in replaced],
+                  Named(original, ("by", text)))
+    standard = cached(standard_substitutions, Named(model, "minilm"), text,
+                      Named(fits, ("by fits", text)), Named(original, ("by", text)))
+    scale = cached(reference_cosines, Named(model, "minilm"), Named(original, ("by", text)),
+                   PRESETS[:4])
+if replaced:
+    st.metric("Cosine with the model's own embedding", f"{mine.cosine:.4f}",
+              help="The cosine similarity of the sentence embeddings with and without the "
+                   "replacement.")
+else:
+    st.caption("Nothing replaced: the embedding is the model's own (cosine 1).")
+table = pd.DataFrame({"replaced": [label for label, _ in standard],
+                      "cosine with the model's embedding": [s.cosine for _, s in standard]})
+st.dataframe(table, hide_index=True, key="by_standard")
+nearest = max(scale, key=lambda t: t[1])
+st.caption(
+    "For scale, the model's embedding of this sentence against other sentences: "
+    + "; ".join(f"“{t}” {c:.2f}" for t, c in scale)
+    + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}"
+    + (f", below “{nearest[0]}” ({nearest[1]:.2f})" if standard[-1][1].cosine < nearest[1]
+       else "") + ".")
+st.markdown(
+    "Each curve fits its LayerNorm well value by value, yet the errors add up layer after "
+    "layer. The paper does not drop DyT into a trained model: it trains the network with DyT "
+    "from the start, and the weights learn to live with it. What this shows is how much a "
+    "trained model still relies on the per-token statistics that DyT does without.")
+
+# --- 4. What the papers report ---------------------------------------------------------------
+st.subheader("4 · What the papers report")
+st.markdown(
+    "Reproduced on this page: the S-shaped mapping (sections 1 and 2, on MiniLM). "
+    "Reported here, not reproduced (each needs training runs this app does not make):\n"
+    "- **DyT**, Zhu et al., CVPR 2025 (arXiv 2503.10622): transformers trained with DyT "
+    "match or beat their normalized versions across vision, speech, diffusion, DNA and language "
+    "models, e.g. ImageNet top-1 of ViT-B 82.3 % with LayerNorm, 82.5 % with DyT.\n"
+    "- **Derf**, Chen, Lu, Zhu, Sun and Liu, *Stronger Normalization-Free Transformers* "
+    "(arXiv 2512.10938): a search over point-wise functions finds γ·erf(αx + s) + β, ViT-B "
+    "82.8 %, and attributes its gains to better generalization rather than a better fit.\n"
+    "- **DyISRU**, Stollenwerk, *On the Mathematical Relationship Between Layer Normalization "
+    "and Dynamic Activation Functions* (arXiv 2503.21708, EACL 2026): derives DyT from RMSNorm "
+    "through an approximation and, without it, the exact element-wise counterpart "
+    "x·√C/√(β + x²), which follows RMSNorm on outliers more closely than DyT.\n"
+    "- **A caution**, *When Does Removing LayerNorm Help?* (arXiv 2604.23434, 2026): on GPT-2 "
+    "models of 64M to 3.78B parameters, DyT's bounding acts as a regularizer whose sign "
+    "depends on the data: validation loss 27.3 % better at 64M parameters on 1M tokens, "
+    "18.8 % worse on 118M tokens.")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("beyond")
