@@ -5,6 +5,13 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.lessons.beyond import (
+    CAUTION,
+    CAUTION_LOSS,
+    CAUTION_SIZES,
+    DERF,
+    DYISRU,
+    DYT,
+    VIT_TOP1,
     reference_cosines,
     run_sentence,
     shape_of,
@@ -32,8 +39,7 @@ st.caption("Recent models question the LayerNorm this app is built around. This 
 st.markdown(
     "**Dynamic Tanh (DyT)** replaces each LayerNorm by a function of one value at a time, "
     "$\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned number α per layer, "
-    "no mean, no variance. Its authors (Zhu, Chen, He, LeCun and Liu, *Transformers without "
-    "Normalization*, CVPR 2025, arXiv 2503.10622) started from an observation: in trained "
+    f"no mean, no variance. Its authors ({DYT.cited}) started from an observation: in trained "
     "transformers, a LayerNorm's output plotted against its input, value by value, bends like "
     "a tanh. Here is that plot for a real model.")
 
@@ -164,24 +170,24 @@ st.markdown(
 
 # --- 4. What the papers report ---------------------------------------------------------------
 st.subheader("4 · What the papers report")
+vit = {name: f"{v:.1f} %" for name, v in VIT_TOP1.items()}
 st.markdown(
     "Reproduced on this page: the S-shaped mapping (sections 1 and 2, on MiniLM). "
     "Reported here, not reproduced (each needs training runs this app does not make):\n"
-    "- **DyT**, Zhu et al., CVPR 2025 (arXiv 2503.10622): transformers trained with DyT "
-    "match or beat their normalized versions across vision, speech, diffusion, DNA and language "
-    "models, e.g. ImageNet top-1 of ViT-B 82.3 % with LayerNorm, 82.5 % with DyT.\n"
-    "- **Derf**, Chen, Lu, Zhu, Sun and Liu, *Stronger Normalization-Free Transformers* "
-    "(arXiv 2512.10938): a search over point-wise functions finds γ·erf(αx + s) + β, which "
-    "reaches 82.8 % on the same ViT comparison (LayerNorm 82.3 %, DyT 82.5 %) and attributes "
-    "its gains to better generalization rather than a better fit.\n"
-    "- **DyISRU**, Stollenwerk, *On the Mathematical Relationship Between Layer Normalization "
-    "and Dynamic Activation Functions* (arXiv 2503.21708, EACL 2026): derives DyT from RMSNorm "
-    "through an approximation and, without it, the exact element-wise counterpart "
-    "x·√C/√(β + x²), which follows RMSNorm on outliers more closely than DyT.\n"
-    "- **A caution**, *When Does Removing LayerNorm Help?* (arXiv 2604.23434, 2026): on GPT-2 "
-    "models of 64M to 3.78B parameters, DyT's bounding acts as a regularizer whose sign "
-    "depends on the data: validation loss 27.3 % better at 64M parameters on 1M tokens, "
-    "18.8 % worse on 118M tokens.")
+    f"- **{DYT.name}**, {DYT.cited}: transformers trained with DyT match or beat their "
+    "normalized versions across vision, speech, diffusion, DNA and language models, e.g. "
+    f"ImageNet top-1 of a ViT {vit['LayerNorm']} with LayerNorm, {vit['DyT']} with DyT.\n"
+    f"- **{DERF.name}**, {DERF.cited}: a search over point-wise functions finds "
+    f"γ·erf(αx + s) + β, which reaches {vit['Derf']} on the same ViT comparison, and "
+    "attributes its gains to better generalization rather than a better fit.\n"
+    f"- **{DYISRU.name}**, {DYISRU.cited}: derives DyT from RMSNorm through an approximation "
+    "and, without it, the exact element-wise counterpart x·√C/√(β + x²), which follows "
+    "RMSNorm on outliers more closely than DyT.\n"
+    f"- **{CAUTION.name}**, {CAUTION.cited}: on GPT-2 models of {CAUTION_SIZES[0]} to "
+    f"{CAUTION_SIZES[1]} parameters, DyT's bounding acts as a regularizer whose sign depends "
+    f"on the data: at {CAUTION_SIZES[0]} parameters, validation loss "
+    f"{-CAUTION_LOSS['1M']:.1f} % better on 1M tokens, "
+    f"{CAUTION_LOSS['118M']:.1f} % worse on 118M tokens.")
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

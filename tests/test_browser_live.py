@@ -254,9 +254,16 @@ def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) ->
     numbers, which equal what the browser had drawn while the control was held."""
     open_explorer(page, server, "?norm=BatchNorm&mode=eval&warmup=10")
     panel = _panel(page)
+    steps = page.locator(".lv-steps")
+    before = steps.evaluate("(e) => e.querySelector('tbody').textContent")
     _drag(panel, "gamma", [1.0, 0.0, -1.0, -1.5])
     dragged = page.evaluate(_FIGURE)
     assert dragged["shown"] == "browser"
+    # every text the step table shows from the release on (the run's panel arrives before the
+    # table: the table must not show the last run's numbers in between)
+    steps.evaluate("""(e) => { e.__seen = [];
+      new MutationObserver(() => e.__seen.push(e.querySelector('tbody').textContent))
+        .observe(e, {childList: true, subtree: true, characterData: true}); }""")
     panel.evaluate(_RELEASE, "gamma")
     expect(page).to_have_url(re.compile(r"[?&]gamma=-1\.5(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
@@ -270,8 +277,8 @@ def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) ->
            "the browser's heatmap against lnviz's after release")
 
     # the step-by-step table settles on lnviz's numbers too, which are the ones it showed
-    steps = page.locator(".lv-steps")
     expect(steps).to_have_attribute("data-shown", "server")
+    assert before not in steps.evaluate("(e) => e.__seen"), "the table showed γ = 1 again"
     table = steps.evaluate(_STEPS)
     assert {row[table["columns"].index("γ")] for row in table["rows"]} == {"−1.5"}
     y = _table_column(table, "y")

@@ -32,6 +32,7 @@ _SIGMOID = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
 #: reason where one can be made (True where the reason is a setting, a default or a quote of a
 #: tolerance the page explains).
 TYPED: dict[tuple[str, str], tuple[str, bool]] = {
+    ("beyond.py", "2.0"): ("a model's name the DyT paper plots: wav2vec 2.0", True),
     ("bn_vs_ln.py", "0.01"): ("a momentum the learner can choose", True),
     ("bn_vs_ln.py", "0.1"): ("torch's default momentum", True),
     ("bug_zoo.py", "1e-5"): ("torch's default ε", True),

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, figures, open_page, set_live, trace_data
+from pageutil import alerts, figures, open_page, set_live, step_table, trace_data
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test
@@ -65,14 +65,14 @@ def test_choosing_another_batch_axis_regroups_figures_and_table():
     np.testing.assert_array_equal(input_grid(at), arranged.reshape(9, 3))
     # The step-by-step table works through group 0 (LayerNorm: token 0 of sample 0).
     group = arranged[0, 0]
-    table = next(d.value for d in at.dataframe if "x" in d.value.columns)
+    table = step_table(at)
     np.testing.assert_array_equal(table["x"].to_numpy(), group)
     expected = (group - group.mean()) / np.sqrt(group.var() + 1e-5)
     np.testing.assert_allclose(table["y"].to_numpy(), expected, rtol=1e-5)
     # With the sequence on axis 0, token 0 of sample 0 is x[0, :, 0] = 0, 3, 6.
     at.selectbox(key="ax_seq").set_value(0).run()
     np.testing.assert_array_equal(input_grid(at)[0], [0.0, 3.0, 6.0])
-    table = next(d.value for d in at.dataframe if "x" in d.value.columns)
+    table = step_table(at)
     np.testing.assert_array_equal(table["x"].to_numpy(), [0.0, 3.0, 6.0])
 
 

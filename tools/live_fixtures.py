@@ -219,7 +219,7 @@ def steps_cases() -> dict[str, Any]:
         found.append({"name": f"{source} {before.norm} group {group}: {before} → {after}",
                       "table": sent, "problem": problem(batch, after),
                       "want": {name: tables[1][name].to_numpy(np.float64) for name in moved}})
-    numbers = [0.0, -0.5, 1.0, 123456.0, 1234567.0, 0.000123456789, 1.5e-7, -2.25e-5,
+    numbers = [0.0, -0.0, -0.5, 1.0, 123456.0, 1234567.0, 0.000123456789, 1.5e-7, -2.25e-5,
                3.14159265, 99999.95, 1e300, float("inf"), float("nan")]
     texts = [{"value": v, "text": "NaN" if math.isnan(v) else f"{v:.6g}".replace("-", "−")}
              for v in numbers]

@@ -24,7 +24,43 @@ from lnviz.devices import to_numpy
 from lnviz.models.bert import MiniLM, ModelRun, Replacement
 from lnviz.norms import layer_norm
 
-__all__ = ["Substitution", "TanhFit", "dyt", "fit_line", "fit_tanh", "substitute", "tanh_fits"]
+__all__ = ["CAUTION", "CAUTION_LOSS", "CAUTION_SIZES", "DERF", "DYISRU", "DYT", "VIT_TOP1",
+           "Paper", "Substitution", "TanhFit", "dyt", "fit_line", "fit_tanh", "reference_cosines",
+           "run_sentence", "shape_of", "standard_substitutions", "substitute", "tanh_fits"]
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A paper the page cites: who, what, where (arXiv id, and the venue where one is known)."""
+
+    name: str
+    authors: str
+    title: str
+    arxiv: str
+    venue: str = ""
+
+    @property
+    def cited(self) -> str:
+        """"authors, *title* (venue, arXiv id)", as the page writes a citation."""
+        where = ", ".join(v for v in (self.venue, f"arXiv {self.arxiv}") if v)
+        who = f"{self.authors}, " if self.authors else ""
+        return f"{who}*{self.title}* ({where})"
+
+
+DYT = Paper("DyT", "Zhu, Chen, He, LeCun and Liu", "Transformers without Normalization",
+            "2503.10622", "CVPR 2025")
+DERF = Paper("Derf", "Chen, Lu, Zhu, Sun and Liu", "Stronger Normalization-Free Transformers",
+             "2512.10938")
+DYISRU = Paper("DyISRU", "Stollenwerk", "On the Mathematical Relationship Between Layer "
+               "Normalization and Dynamic Activation Functions", "2503.21708", "EACL 2026")
+CAUTION = Paper("A caution", "", "When Does Removing LayerNorm Help? Activation Bounding as a "
+                "Regime-Dependent Implicit Regularizer", "2604.23434", "2026")
+#: ImageNet-1K top-1 accuracy (%) of the ViT the DyT and Derf papers compare, as they report it.
+VIT_TOP1 = {"LayerNorm": 82.3, "DyT": 82.5, "Derf": 82.8}
+#: arXiv 2604.23434 on GPT-2 at 64M parameters: DyT's change of validation loss (%) against
+#: LayerNorm, by the tokens trained on (negative: better), and the model sizes it spans.
+CAUTION_LOSS = {"1M": -27.3, "118M": 18.8}
+CAUTION_SIZES = ("64M", "3.78B")
 
 #: The α searched: a log grid wide enough for any LayerNorm input the shipped models give
 #: (their values span about 1e-3 to 1e3), refined around the best point.

@@ -231,14 +231,14 @@ def live_payload(batch: Batch, spec: NormSpec, ex: Exploration | None) -> dict:
                             beta=None if per_feature else float(spec.beta)))
     if not live:
         data["key"] = hashlib.blake2b(json.dumps(structure).encode(), digest_size=8).hexdigest()
-        return data
+        return _settled_key(data)
     mask = None if batch.mask is None else np.asarray(batch.mask, dtype=np.uint8).ravel()
     x = _b64(ex.input_values)
     indices = {k: v if isinstance(v, int) else _b64(v, "<i4")
                for k, v in element_indices(shape, batch.layout, spec).items()}
     structure["mask"] = None if mask is None else mask.tolist()
     key = hashlib.blake2b((x + json.dumps(structure)).encode(), digest_size=8).hexdigest()
-    return {**data, **indices, "mask": structure["mask"], "key": key, "x": x}
+    return _settled_key({**data, **indices, "mask": structure["mask"], "key": key, "x": x})
 
 
 def _note(spec: NormSpec, shape: tuple[int, ...], live: bool, drawable: bool = True) -> str:
@@ -273,6 +273,17 @@ def _settled_batch(value: float) -> int:
 #: How each panel control's value is brought into its page control's range.
 _SETTLED = {"eps": settled_eps, "gamma": settled_affine, "beta": settled_affine,
             "batch": _settled_batch}
+
+
+def _settled_key(data: dict) -> dict:
+    """``data`` with its key naming the values it settles on (``server``) as well: the key the
+    page's figures follow. A release starts a run whose panel arrives before the figures below
+    it; the panel then says it has settled under its new key, which the figures still holding
+    the last run's numbers do not answer to, so they keep the browser's numbers until their own
+    new data comes (instead of showing the last run's figure in between)."""
+    server = json.dumps(data.get("server"), sort_keys=True, default=str)
+    digest = hashlib.blake2b(server.encode(), digest_size=6).hexdigest()
+    return {**data, "key": f"{data['key']}@{digest}"}
 
 
 def _answered_key(key: str) -> str:
@@ -360,11 +371,11 @@ def affine_panel(x: np.ndarray, gamma: float, beta: float, *, eps: float, span: 
     ``eps``), and its histogram on ``bins`` bins over ``span``, and the page's figure drawn with
     ``live=dict(panel=<the returned key>, kind="affine")`` follows. On release the value goes
     into the session (:data:`AFFINE_CONTROLS`) and lnviz recomputes. Returns the key."""
-    data = dict(key=AFFINE_KEY, x=_b64(x), n=int(np.size(x)), eps=eps,
-                span=[float(v) for v in span], bins=int(bins), help=help,
-                server=dict(gamma=float(gamma), beta=float(beta)))
+    data = _settled_key(dict(key=AFFINE_KEY, x=_b64(x), n=int(np.size(x)), eps=eps,
+                             span=[float(v) for v in span], bins=int(bins), help=help,
+                             server=dict(gamma=float(gamma), beta=float(beta))))
     _mount(_affine_component, AFFINE_KEY, data, AFFINE_CONTROLS)
-    return AFFINE_KEY
+    return data["key"]
 
 
 #: The ε page's panel key (and the key its figure follows), and the session key (and URL
@@ -382,10 +393,10 @@ def sweep_panel(x: np.ndarray, upstream: np.ndarray, eps: float, at_eps: tuple[f
     chosen-ε lines with it. ``at_eps`` is lnviz's (max |y|, ‖∂L/∂x‖) at ``eps``, on which the
     panel settles; on release ε goes into the session (:data:`SWEEP_CONTROLS`). Returns the
     key."""
-    data = dict(key=SWEEP_KEY, x=_b64(x), g=_b64(upstream), epsilons=EPSILONS, help=help,
-                server=dict(eps=_eps_index(eps), at=_b64(at_eps)))
+    data = _settled_key(dict(key=SWEEP_KEY, x=_b64(x), g=_b64(upstream), epsilons=EPSILONS,
+                             help=help, server=dict(eps=_eps_index(eps), at=_b64(at_eps))))
     _mount(_sweep_component, SWEEP_KEY, data, SWEEP_CONTROLS)
-    return SWEEP_KEY
+    return data["key"]
 
 
 #: The BatchNorm-vs-LayerNorm page's panel key (and the key its figure follows), and the session
@@ -407,7 +418,7 @@ def batches_payload(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepe
     def finite(v: float) -> float | None:
         return float(v) if math.isfinite(v) else None
 
-    return dict(
+    return _settled_key(dict(
         key=BATCHES_KEY, sample=_b64(sample), mates=_b64(mates, "<f4"), redraws=int(redraws),
         features=int(features), mateCount=int(mate_count), maxBatch=BN_VS_LN_MAX_BATCH,
         eps=float(eps), help=help,
@@ -416,7 +427,7 @@ def batches_payload(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepe
                     layerNorm=_b64(dependence.layer_norm),
                     bnSpread=finite(dependence.batch_norm_spread),
                     lnSpread=finite(dependence.layer_norm_spread)),
-    )
+    ))
 
 
 def batches_panel(sample: np.ndarray, mates: np.ndarray, dependence: BatchDependence,
@@ -426,6 +437,6 @@ def batches_panel(sample: np.ndarray, mates: np.ndarray, dependence: BatchDepend
     re-drawn batch, and the page's re-draws figure drawn with ``live=dict(panel=<the returned
     key>, kind="redraws")`` follows, with the largest changes under the control; on release the
     size goes into the session (:data:`BATCHES_CONTROLS`). Returns the key."""
-    _mount(_batches_component, BATCHES_KEY,
-           batches_payload(sample, mates, dependence, refused, help, eps), BATCHES_CONTROLS)
-    return BATCHES_KEY
+    data = batches_payload(sample, mates, dependence, refused, help, eps)
+    _mount(_batches_component, BATCHES_KEY, data, BATCHES_CONTROLS)
+    return data["key"]

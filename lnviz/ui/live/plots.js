@@ -158,7 +158,8 @@ const TABLE_DIGITS = 6;
 function cellText(value) {
   if (typeof value === "boolean") return value ? "yes" : "no";
   if (typeof value === "string") return value;
-  if (value === null || Number.isNaN(value)) return "NaN";
+  if (value === null || Number.isNaN(value)) return "NaN";  // as the app's tables write it
+  if (Object.is(value, -0)) return "−0";  // Python's .6g keeps the sign of zero
   return formatG(value, TABLE_DIGITS).replace(/-/g, "−");
 }
 

@@ -2,9 +2,10 @@
 // controls at every step of a drag. The server sends the table lnviz computed for one group (the
 // settled state) and the flat index of each row's element; while a control moves, the columns
 // that depend on it take the numbers the panel computed (view.js's broadcast): √(σ²+ε) from the
-// row's σ² and the new ε, x̂ and y as the panel normalized them, γ and β as they are now. Numbers
-// are written as Python's f"{v:.6g}" writes them, settled or live (plots.js: liveStepColumns,
-// cellText).
+// row's σ² and the new ε, x̂ and y as the panel normalized them, γ and β as they are now.
+// Numbers are written as Python's f"{v:.6g}" writes them (NaN as "NaN"), settled or live
+// (plots.js: liveStepColumns, cellText). The browser computes in float64 and lnviz in the page's
+// precision: after release a float32 page can differ in a cell's sixth digit.
 
 function setupTable(root) {
   const state = {root, data: null, cells: null};
