@@ -19,15 +19,14 @@ from lnviz.lessons.beyond import (
     substitute,
     tanh_fits,
 )
-from lnviz.lessons.minilm import FIRST_FFN, PRESETS, layer_label
-from lnviz.limits import MODEL_MAX_CHARS
+from lnviz.lessons.minilm import PRESETS, layer_label
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import layer_norm_names
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.state import keep_in_range, model_text
+from lnviz.ui.state import minilm_sentence_and_layer
 
 NAMES = layer_norm_names()
 GUESSES = ["a straight line", "an S-shaped curve", "a cloud with no shape"]
@@ -46,18 +45,9 @@ st.markdown(
 with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
     model = shared(minilm)
 
-box = st.container(border=True)
-with box:
-    text, side = model_text(box, "Sentence", PRESETS, key="by_text", what="the sentence",
-                            max_chars=MODEL_MAX_CHARS,
-                            help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
-                                 "characters and the model their first 512 tokens.")
-    keep_in_range("by_ln", range(len(NAMES)), reset_to=NAMES.index(FIRST_FFN))
-    chosen = side.selectbox(
-        "LayerNorm", range(len(NAMES)), index=NAMES.index(FIRST_FFN), key="by_ln",
-        bind="query-params", format_func=lambda k: f"{k}: {layer_label(NAMES[k])}",
-        help="Which of the 13 LayerNorms to plot: the embeddings' one, then per layer the one "
-             "after attention and the one after the feed-forward.")
+text, chosen = minilm_sentence_and_layer(
+    "by_text", "by_ln", "Which of the 13 LayerNorms to plot: the embeddings' one, then per "
+    "layer the one after attention and the one after the feed-forward.")
 name = NAMES[chosen]
 
 with refusal(icon=":material/block:"), st.spinner("Running the model and fitting…"):

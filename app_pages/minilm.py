@@ -7,8 +7,6 @@ import streamlit as st
 from lnviz import charts
 from lnviz.lessons.common import defined
 from lnviz.lessons.minilm import (
-    FIRST_FFN,
-    PRESETS,
     TransformerRun,
     ablation,
     ablation_text,
@@ -31,7 +29,7 @@ from lnviz.lessons.minilm import (
     sink_text,
     truncation_note,
 )
-from lnviz.limits import MINILM_MAX_DRAWN_TOKENS, MODEL_MAX_CHARS
+from lnviz.limits import MINILM_MAX_DRAWN_TOKENS
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import MiniLM, layer_norm_names
 from lnviz.ui.cache import Named, cached, shared
@@ -40,7 +38,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal, token_line
 from lnviz.ui.pages import page_title, title_of
 from lnviz.ui.source import send_batch_to_explorer
-from lnviz.ui.state import keep_in_range, model_text
+from lnviz.ui.state import minilm_sentence_and_layer
 
 TITLE = title_of("app_pages/minilm.py")
 NAMES = layer_norm_names()
@@ -61,18 +59,9 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
 
 
 # --- Controls ---------------------------------------------------------------------------------
-box = st.container(border=True)
-with box:
-    text, side = model_text(box, "Sentence", PRESETS, key="tf_text", what="the sentence",
-                            max_chars=MODEL_MAX_CHARS,
-                            help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
-                                 "characters and the model their first 512 tokens.")
-    keep_in_range("tf_ln", range(len(NAMES)), reset_to=NAMES.index(FIRST_FFN))
-    chosen = side.selectbox(
-        "LayerNorm", range(len(NAMES)), index=NAMES.index(FIRST_FFN), key="tf_ln",
-        bind="query-params", format_func=lambda k: f"{k}: {layer_label(NAMES[k])}",
-        help="Which of the 13 LayerNorms to open: the embeddings' one, then per layer the one "
-             "after attention and the one after the feed-forward.")
+text, chosen = minilm_sentence_and_layer(
+    "tf_text", "tf_ln", "Which of the 13 LayerNorms to open: the embeddings' one, then per "
+    "layer the one after attention and the one after the feed-forward.")
 name = NAMES[chosen]
 
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):

@@ -63,6 +63,17 @@ class ModelFileError(RuntimeError):
 Replacement = Callable[[torch.Tensor], torch.Tensor]
 
 
+def replacements(replace: Mapping[str, Replacement] | None, names: Sequence[str], kind: str,
+                 naming: str) -> dict[str, Replacement]:
+    """``replace`` as a dict, checked: every key must be one of the model's norm ``names`` (a
+    ValueError names the first that is not, and says how the ``kind`` of norm is named)."""
+    replace = dict(replace or {})
+    unknown = sorted(set(replace) - set(names))
+    if unknown:
+        raise ValueError(f"no {kind} named {unknown[0]!r}: the names are {naming}")
+    return replace
+
+
 def replaced(replace: Mapping[str, Replacement], name: str, x: torch.Tensor) -> torch.Tensor:
     """The output of the norm ``name`` replaced by ``replace[name](x)``, checked for its shape."""
     y = replace[name](x)  # (B, T, C)
@@ -210,12 +221,9 @@ class MiniLM:
             replace: LayerNorms whose output is replaced by ``fn(input)`` (a fitted curve, a
                 frozen σ…), by name (:func:`layer_norm_names`).
         """
-        replace = dict(replace or {})
-        unknown = sorted(set(replace) - set(layer_norm_names(self.config.n_layer)))
-        if unknown:
-            raise ValueError(f"no LayerNorm named {unknown[0]!r}: the names are "
-                             "embeddings.LayerNorm, encoder.layer.{i}.attention.output.LayerNorm "
-                             "and encoder.layer.{i}.output.LayerNorm")
+        replace = replacements(replace, layer_norm_names(self.config.n_layer), "LayerNorm",
+                               "embeddings.LayerNorm, encoder.layer.{i}.attention.output."
+                               "LayerNorm and encoder.layer.{i}.output.LayerNorm")
         tokens, ids, total = self.tokenize(text, special_tokens=special_tokens)
         if not tokens:
             raise ValueError("there is no token to run: type a sentence")

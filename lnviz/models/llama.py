@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.capture import NormRecord
-from lnviz.models.bert import ModelFileError, Replacement, replaced
+from lnviz.models.bert import ModelFileError, Replacement, replaced, replacements
 from lnviz.norms import rms_norm
 
 __all__ = [
@@ -278,12 +278,9 @@ class SmolLM2:
             replace: norms whose output is replaced by ``fn(input)`` (the identity, a frozen
                 scale, a curve…), by name (:func:`rms_norm_names`).
         """
-        replace = dict(replace or {})
-        unknown = sorted(set(replace) - set(rms_norm_names(self.config.n_layer)))
-        if unknown:
-            raise ValueError(f"no RMSNorm named {unknown[0]!r}: the names are "
-                             "model.layers.{i}.input_layernorm, "
-                             "model.layers.{i}.post_attention_layernorm and model.norm")
+        replace = replacements(replace, rms_norm_names(self.config.n_layer), "RMSNorm",
+                               "model.layers.{i}.input_layernorm, "
+                               "model.layers.{i}.post_attention_layernorm and model.norm")
         tokens, ids = self.tokenize(text)
         if not tokens:
             raise ValueError("there is no token to run: type a prompt")

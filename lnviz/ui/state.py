@@ -223,3 +223,27 @@ def model_text(container, label: str, examples: Sequence[str], *, key: str, what
                       placeholder=f"Pick an example {what.removeprefix('the ')}…",
                       help=f"Puts an example into the {label.lower()} box.")
     return text, cols[1]
+
+
+def minilm_sentence_and_layer(text_key: str, layer_key: str, layer_help: str
+                              ) -> tuple[str, int]:
+    """The all-MiniLM-L6-v2 pages' controls, in a bordered box: a sentence (kept in the URL
+    under ``text_key``, with the examples beside it) and which of the 13 LayerNorms
+    (``layer_key``; layer 0's after the feed-forward by default). Returns (text, layer index)."""
+    from lnviz.lessons.minilm import FIRST_FFN, PRESETS, layer_label
+    from lnviz.limits import MODEL_MAX_CHARS
+    from lnviz.models.bert import layer_norm_names
+
+    names = layer_norm_names()
+    box = st.container(border=True)
+    with box:
+        text, side = model_text(box, "Sentence", PRESETS, key=text_key, what="the sentence",
+                                max_chars=MODEL_MAX_CHARS,
+                                help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
+                                     "characters and the model their first 512 tokens.")
+        keep_in_range(layer_key, range(len(names)), reset_to=names.index(FIRST_FFN))
+        chosen = side.selectbox(
+            "LayerNorm", range(len(names)), index=names.index(FIRST_FFN), key=layer_key,
+            bind="query-params", format_func=lambda k: f"{k}: {layer_label(names[k])}",
+            help=layer_help)
+    return text, chosen
