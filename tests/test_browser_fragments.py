@@ -147,20 +147,23 @@ def _move(page: Page, control: FragmentControl, element) -> None:
         page.keyboard.press("ArrowRight")
     elif control.kind == "select":
         option = page.get_by_role("option", name=control.pick, exact=True)
-        for attempt in range(3):  # a rerun ending on a busy machine can close the open list
-            element.click()
-            page.keyboard.type(control.pick.split(" ")[0])  # the selectbox filters as one types
+        # a rerun ending on a busy machine can close the open list, before the option shows or
+        # between its focus and the Enter: then the choice is made again
+        for attempt in range(3):
             try:
+                element.click()
+                page.keyboard.type(control.pick.split(" ")[0])  # it filters as one types
                 expect(option).to_be_visible(timeout=TIMEOUT_MS // 3)
+                # the list redraws as it filters (a click can meet a detached option): choose
+                # it with Enter once it is the focused one
+                expect(option).to_have_attribute("data-focused", "true")
+                page.keyboard.press("Enter")
+                expect(element).to_have_value(control.pick, timeout=TIMEOUT_MS // 3)
                 break
             except AssertionError:
                 if attempt == 2:
                     raise
                 page.keyboard.press("Escape")
-        # the list redraws as it filters (a click can meet a detached option): choose it with
-        # Enter once it is the focused one
-        expect(option).to_have_attribute("data-focused", "true")
-        page.keyboard.press("Enter")
     elif control.kind == "toggle":
         element.focus()  # its label covers the switch's input
         page.keyboard.press("Space")
