@@ -70,7 +70,7 @@ else:
     shape = shape_of(fit)
     answer = {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
     verdict = ("Right" if guess == answer else "Not quite") if answer else "Partly"
-    alpha = "→ 0 (a straight line)" if fit.straight else f"{fit.alpha:.3g}"
+    alpha = "→ 0, a straight line" if fit.straight else f"{fit.alpha:.3g}"
     st.markdown(
         f"**{verdict}:** this LayerNorm is **{shape}** on this sentence. The best "
         f"s·tanh(αx) through its {fit.x.size:,} points explains R² = {fit.r2_tanh:.3f} of x̂'s "
@@ -81,14 +81,20 @@ else:
                 f"LayerNorm {chosen}: {layer_label(name)}",
                 f"tanh fit (R² {fit.r2_tanh:.3f})", f"line fit (R² {fit.r2_line:.3f})",
                 key="by_scatter")
-    st.caption(
-        f"{xs.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the order of x "
-        "so that the extremes are always among them; the fits use all of them. Why a curve at "
-        "all: x̂ divides by each token's own σ. Most tokens have a small σ and their values lie "
-        "on a steep line; a token with one huge value has a huge σ, which squashes its values "
-        "towards 0, and no x̂ can pass √(C − 1) = "
-        f"{(fit_width - 1) ** 0.5:.1f} (C = {fit_width} features). Taken together, the points "
-        f"bend like a tanh; the fitted height s is {fit.scale:.3g}.")
+    low, median, high = fit.sigmas
+    why = (f"Within one token, x̂ = (x − μ)/σ is a straight line in x of slope 1/σ: the points "
+           f"can only bend because the tokens' σ differ, here from {low:.3g} to {high:.3g} (the "
+           f"largest {high / median:.1f} times the median). ")
+    if shape == "straight":
+        why += "Here one line fits them all."
+    else:
+        why += (f"A token with a large σ (one with a huge value) has a flat line, which is "
+                f"where the points flatten: no x̂ can pass √(C − 1) = "
+                f"{(fit_width - 1) ** 0.5:.1f} (C = {fit_width} features), and the fitted "
+                f"height s is {fit.scale:.3g}.")
+    st.caption(f"{xs.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the order "
+               "of x so that the extremes are always among them; the fits use all of them. "
+               + why)
 
     # --- 2. All thirteen ---------------------------------------------------------------------
     st.subheader("2 · All 13 LayerNorms")
@@ -107,11 +113,17 @@ else:
             f"line R² {min(f.r2_line for f in members):.2f}–"
             f"{max(f.r2_line for f in members):.2f}; {', '.join(shapes)}.")
     st.markdown("On this sentence:\n" + "\n".join(lines))
+    split = (all(shape_of(f) != "straight" for f in groups["after the feed-forward"])
+             and all(shape_of(f) == "straight" for f in groups["after attention"]))
     st.caption("The paper's plots (ViT, wav2vec 2.0, DiT) show mostly straight mappings in "
-               "early layers and S-curves deeper. In this small encoder, what decides it is "
-               "where the LayerNorm sits: after the feed-forward, where the massive activation "
-               "(see *Inside a real transformer*) gives one token a huge σ, the curve bends "
-               "from layer 0 on.")
+               "early layers and S-curves deeper. "
+               + ("In this small encoder, on this sentence, what decides it is where the "
+                  "LayerNorm sits: every one after the feed-forward (where the massive "
+                  "activation of *Inside a real transformer* appears) bends, from layer 0 on, "
+                  "and every one after attention is straight."
+                  if split else
+                  "On this sentence the shapes do not split by where the LayerNorm sits: "
+                  "compare the bars."))
 
 # --- 3. Put DyT in its place -----------------------------------------------------------------
 st.subheader("3 · Replace LayerNorms by their fitted DyT")

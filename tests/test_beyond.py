@@ -138,7 +138,7 @@ PAGE = "app_pages/beyond.py"
 def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) -> None:
     from pageutil import figures, open_page, table_with
 
-    at = open_page(PAGE, {"by_ln": "2"}, timeout=120)  # layer 0 after the feed-forward
+    at = open_page(PAGE, {"by_ln": "2: layer 0 · after feed-forward"}, timeout=120)
     assert not figures(at)  # nothing to see before a guess
     assert any("Pick an answer" in c.value for c in at.caption)
     at.radio(key="by_guess").set_value("a straight line").run()
@@ -171,3 +171,18 @@ def test_the_page_with_nothing_replaced_and_a_sentence_of_its_own(model) -> None
     at.text_area(key="by_text").set_value("   ").run()
     assert not at.exception, at.exception
     assert not at.error
+
+
+def test_an_after_attention_layer_norm_is_called_straight_and_explained_so(model) -> None:
+    from pageutil import open_page
+
+    at = open_page(PAGE, {"by_ln": "1: layer 0 · after attention", "by_text": PRESETS[2]},
+                   timeout=120)
+    at.radio(key="by_guess").set_value("a straight line").run()
+    assert not at.exception, at.exception
+    fit = tanh_fits(model.run(PRESETS[2]))[1]
+    verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
+    assert verdict.startswith("**Right:**") and "**straight**" in verdict
+    why = next(c.value for c in at.caption if "Within one token" in c.value)
+    assert "one line fits them all" in why and "flat line" not in why
+    assert f"from {fit.sigmas[0]:.3g} to {fit.sigmas[2]:.3g}" in why

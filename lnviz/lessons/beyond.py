@@ -143,6 +143,7 @@ class TanhFit:
         r2_tanh: the share of x̂'s variance the curve explains.
         slope, intercept, r2_line: the same for the best straight line.
         x, x_hat: the points, float64, (tokens·C,).
+        sigmas: the smallest, median and largest of the tokens' √(σ² + ε).
     """
 
     name: str
@@ -154,6 +155,7 @@ class TanhFit:
     r2_line: float
     x: np.ndarray
     x_hat: np.ndarray
+    sigmas: tuple[float, float, float] = (math.nan, math.nan, math.nan)
 
     def sample(self, n: int = 3000) -> tuple[np.ndarray, np.ndarray]:
         """At most ``n`` of the points, evenly spaced in the order of x (so the extremes, where
@@ -188,12 +190,15 @@ def tanh_fits(run: ModelRun, eps: float = 1e-12) -> list[TanhFit]:
     fits = []
     for record in run.records:
         x = record.input.detach()  # (1, T, C)
-        x_hat = layer_norm(x, x.shape[-1], None, None, eps).output  # (1, T, C), before γ, β
+        result = layer_norm(x, x.shape[-1], None, None, eps)
+        x_hat = result.output  # (1, T, C), before γ and β
+        sigma = to_numpy(1 / result.rstd, torch.float64).ravel()  # (T,): each token's √(σ²+ε)
         xs, ys = to_numpy(x, torch.float64).ravel(), to_numpy(x_hat, torch.float64).ravel()
         alpha, scale, r2_tanh = fit_tanh(xs, ys)
         slope, intercept, r2_line = fit_line(xs, ys)
         fits.append(TanhFit(record.name, alpha, scale, r2_tanh, slope, intercept, r2_line,
-                            xs, ys))
+                            xs, ys, (float(sigma.min()), float(np.median(sigma)),
+                                     float(sigma.max()))))
     return fits
 
 
