@@ -70,15 +70,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # the slow lane, beside the tests marked slow by hand
         if "browser" not in item.keywords and _runs_a_page(item):
             item.add_marker(pytest.mark.slow)
-    # Longest first: with two workers taking whole files in collection order (--dist loadfile),
-    # a long browser file collected last leaves one worker running it alone at the end. The
+    # Longest first: with two workers taking whole files in collection order (--dist loadfile
+    # --no-loadscope-reorder; xdist's own order is by the number of tests in a file, which puts
+    # the long browser files last), a long browser file collected last leaves one worker
+    # running it alone at the end. The
     # files with browser tests go first, then those with page tests, then the rest, each group
     # in its own order (measured: the fresh suite's tail was minutes of browser files).
     weight = {}
     for item in items:
         rank = 0 if "browser" in item.keywords else 1 if "slow" in item.keywords else 2
-        weight[item.fspath] = min(weight.get(item.fspath, 2), rank)
-    items.sort(key=lambda item: weight[item.fspath])
+        weight[item.path] = min(weight.get(item.path, 2), rank)
+    items.sort(key=lambda item: weight[item.path])
 
 
 
