@@ -25,6 +25,7 @@ from browserutil import (
     SCALE_SHIFT,
     TIMEOUT_MS,
     assert_no_exception,
+    norm_option,
     open_explorer,
     shot,
     type_first_gamma,
@@ -828,3 +829,17 @@ def test_a_reply_to_an_earlier_release_does_not_move_the_control_back(page: Page
         assert panel.evaluate("(root) => root.__lv.data.server.gamma") == b
         expect(page).to_have_url(re.compile(rf"[?&]gamma={b:g}(&|$)"))
         assert_no_exception(page)
+
+
+def test_the_step_table_renames_its_columns_when_the_norm_changes(page: Page, server: str) -> None:
+    """BatchNorm in eval mode and LayerNorm have as many columns, named differently ("running
+    μ" against "μ"): switching redraws the names, not only the numbers."""
+    open_explorer(page, server, "?norm=BatchNorm&mode=eval&warmup=3")
+    header = page.locator(".lv-steps thead th")
+    expect(header.nth(2)).to_have_text("running μ", timeout=TIMEOUT_MS)
+    count = header.count()
+    norm_option(page, "LayerNorm").click()
+    expect(header.nth(2)).to_have_text("μ", timeout=TIMEOUT_MS)
+    assert header.count() == count
+    wait_idle(page)
+    assert_no_exception(page)

@@ -15,12 +15,14 @@ function setupTable(root) {
     const {columns} = state.data;
     const rows = state.data.elements.length;
     const body = table.tBodies[0];
-    if (body.rows.length !== rows || table.tHead.rows[0].cells.length !== columns.length) {
-      table.tHead.innerHTML = `<tr>${columns.map(() => "<th scope=col></th>").join("")}</tr>`;
-      columns.forEach((name, k) => { table.tHead.rows[0].cells[k].textContent = name; });
+    const head = table.tHead.rows[0];
+    if (body.rows.length !== rows || head.cells.length !== columns.length) {
+      head.innerHTML = columns.map(() => "<th scope=col></th>").join("");
       body.innerHTML = Array.from({length: rows},
         () => `<tr>${columns.map(() => "<td></td>").join("")}</tr>`).join("");
     }
+    // the names too: another norm or mode names the same number of columns otherwise
+    columns.forEach((name, k) => { head.cells[k].textContent = name; });
     columns.forEach((name, k) => {
       const column = cells[name];
       for (let i = 0; i < rows; i++) body.rows[i].cells[k].textContent = cellText(column[i]);
