@@ -60,8 +60,8 @@ fit_width = int(original.records[chosen].input.shape[-1])
 st.subheader("1 · A LayerNorm, value by value")
 guess = st.radio(
     f"Before you look: plotted against its input, what shape do the normalized values of "
-    f"LayerNorm {chosen} ({layer_label(name)}) make?", GUESSES, index=None, key="by_guess",
-    horizontal=True,
+    f"LayerNorm {chosen} ({layer_label(name)}) make?", GUESSES, index=None,
+    key=f"by_guess_{chosen}", horizontal=True,
     help="Every token's 384 values go in; the LayerNorm takes each token's mean and spread and "
          "gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
 if guess is None:
@@ -69,12 +69,21 @@ if guess is None:
 else:
     shape = shape_of(fit)
     answer = {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
-    verdict = ("Right" if guess == answer else "Not quite") if answer else "Partly"
-    alpha = "→ 0, a straight line" if fit.straight else f"{fit.alpha:.3g}"
+    if guess == answer:
+        verdict = "Right"
+    elif answer is None and guess != GUESSES[2]:  # slightly bent: a line and a curve, partly
+        verdict = "Partly"
+    else:
+        verdict = "Not quite"
+    alpha = "→ 0, a straight line through 0" if fit.straight else f"{fit.alpha:.3g}"
     st.markdown(
         f"**{verdict}:** this LayerNorm is **{shape}** on this sentence. The best "
         f"s·tanh(αx) through its {fit.x.size:,} points explains R² = {fit.r2_tanh:.3f} of x̂'s "
-        f"variance (α {alpha}); the best straight line explains R² = {fit.r2_line:.3f}.")
+        f"variance (α {alpha}); the best straight line, which need not pass through 0, "
+        f"explains R² = {fit.r2_line:.3f}.")
+    if len(original.tokens) <= 2:
+        st.caption("The sentence is empty: the model reads only [CLS] and [SEP], so these are "
+                   "the points of two tokens.")
     xs, ys = fit.sample()
     cx, ct, cl = fit.curve()
     show_figure(charts.beyond.tanh_fit_figure, xs, ys, cx, ct, cl,
@@ -82,16 +91,18 @@ else:
                 f"tanh fit (R² {fit.r2_tanh:.3f})", f"line fit (R² {fit.r2_line:.3f})",
                 key="by_scatter")
     low, median, high = fit.sigmas
-    why = (f"Within one token, x̂ = (x − μ)/σ is a straight line in x of slope 1/σ: the points "
-           f"can only bend because the tokens' σ differ, here from {low:.3g} to {high:.3g} (the "
-           f"largest {high / median:.1f} times the median). ")
+    bound = (fit_width - 1) ** 0.5
+    why = (f"Within one token, x̂ = (x − μ)/σ is a straight line in x (slope 1/σ, through "
+           f"x = μ): the points bend only because tokens differ in μ and σ, here σ from "
+           f"{low:.3g} to {high:.3g} (the largest {high / median:.1f} times the median). ")
     if shape == "straight":
-        why += "Here one line fits them all."
+        why += (f"Here their lines are close enough for one straight line to explain "
+                f"R² = {fit.r2_line:.3f} of x̂.")
     else:
-        why += (f"A token with a large σ (one with a huge value) has a flat line, which is "
-                f"where the points flatten: no x̂ can pass √(C − 1) = "
-                f"{(fit_width - 1) ** 0.5:.1f} (C = {fit_width} features), and the fitted "
-                f"height s is {fit.scale:.3g}.")
+        why += (f"A value far from its token's mean forces a large σ on that token "
+                f"(σ ≥ |x − μ|/√(C − 1)), so no x̂ can pass √(C − 1) = {bound:.1f} "
+                f"(C = {fit_width} features): far from 0 the points level off. Where only a "
+                f"few values lie out there, they alone make the bend: look at the ends.")
     st.caption(f"{xs.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the order "
                "of x so that the extremes are always among them; the fits use all of them. "
                + why)
@@ -104,7 +115,10 @@ else:
     groups = {"after the feed-forward": [f for f in fits if f.name.endswith(".output.LayerNorm")
                                          and ".attention." not in f.name],
               "after attention": [f for f in fits if ".attention." in f.name]}
-    lines = []
+    embeddings = fits[0]
+    lines = [f"- **The embeddings' LayerNorm** (LayerNorm 0, before any layer): tanh R² "
+             f"{embeddings.r2_tanh:.2f}, line R² {embeddings.r2_line:.2f}; "
+             f"{shape_of(embeddings)}."]
     for label, members in groups.items():
         shapes = sorted({shape_of(f) for f in members})
         lines.append(
@@ -118,9 +132,9 @@ else:
     st.caption("The paper's plots (ViT, wav2vec 2.0, DiT) show mostly straight mappings in "
                "early layers and S-curves deeper. "
                + ("In this small encoder, on this sentence, what decides it is where the "
-                  "LayerNorm sits: every one after the feed-forward (where the massive "
-                  "activation of *Inside a real transformer* appears) bends, from layer 0 on, "
-                  "and every one after attention is straight."
+                  "LayerNorm sits: every one after a feed-forward (where the massive "
+                  "activation of *Inside a real transformer* appears) bends, from the first "
+                  "layer's on, and every one after attention is straight."
                   if split else
                   "On this sentence the shapes do not split by where the LayerNorm sits: "
                   "compare the bars."))
@@ -160,12 +174,13 @@ st.caption(
     + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}"
     + (f", below “{nearest[0]}” ({nearest[1]:.2f})" if standard[-1][1].cosine < nearest[1]
        else "") + ".")
-one, every = standard[0][1].cosine, standard[-1][1].cosine
+one, ffn, attention, every = (sub.cosine for _, sub in standard)
 st.markdown(
-    (f"One LayerNorm replaced moves the embedding to a cosine of {one:.2f}; all 13, to "
-     f"{every:.2f}: small misfits of each curve add up through the layers. "
-     if every < one else
-     f"One LayerNorm replaced gives a cosine of {one:.2f}, all 13 give {every:.2f}. ")
+    f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 together "
+    f"give {every:.2f}. "
+    + (f"The six after attention, nearly straight, cost little even together ({attention:.3f}); "
+       f"the six after a feed-forward, where the curve bends, cost most ({ffn:.2f}). "
+       if attention > ffn else "")
     + "The paper does not drop DyT into a trained model: it trains the network with DyT from "
       "the start, and the weights learn to live with it. What this measures is how much a model "
       "trained with LayerNorm relies on the per-token statistics that DyT does without.")

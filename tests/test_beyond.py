@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lnviz
-from lnviz.lessons.beyond import dyt, fit_line, fit_tanh, substitute, tanh_fits
+from lnviz.lessons.beyond import dyt, fit_line, fit_tanh, shape_of, substitute, tanh_fits
 from lnviz.lessons.minilm import PRESETS
 
 
@@ -141,7 +141,7 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     at = open_page(PAGE, {"by_ln": "2: layer 0 · after feed-forward"}, timeout=120)
     assert not figures(at)  # nothing to see before a guess
     assert any("Pick an answer" in c.value for c in at.caption)
-    at.radio(key="by_guess").set_value("a straight line").run()
+    at.radio(key="by_guess_2").set_value("a straight line").run()
     assert not at.exception, at.exception
     fit = tanh_fits(model.run(PRESETS[0]))[2]
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
@@ -178,11 +178,32 @@ def test_an_after_attention_layer_norm_is_called_straight_and_explained_so(model
 
     at = open_page(PAGE, {"by_ln": "1: layer 0 · after attention", "by_text": PRESETS[2]},
                    timeout=120)
-    at.radio(key="by_guess").set_value("a straight line").run()
+    at.radio(key="by_guess_1").set_value("a straight line").run()
     assert not at.exception, at.exception
     fit = tanh_fits(model.run(PRESETS[2]))[1]
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
     assert verdict.startswith("**Right:**") and "**straight**" in verdict
     why = next(c.value for c in at.caption if "Within one token" in c.value)
-    assert "one line fits them all" in why and "flat line" not in why
+    assert "one straight line to explain" in why and "level off" not in why
     assert f"from {fit.sigmas[0]:.3g} to {fit.sigmas[2]:.3g}" in why
+
+
+def test_a_slightly_bent_layer_norm_grades_a_cloud_as_wrong_and_an_empty_sentence_says_so(
+        model) -> None:
+    from pageutil import open_page
+
+    fits = tanh_fits(model.run(PRESETS[0]))
+    assert shape_of(fits[12]) == "slightly bent"  # layer 5's after-feed-forward, this sentence
+    at = open_page(PAGE, {"by_ln": "12: layer 5 · after feed-forward"}, timeout=120)
+    verdicts = {}
+    for guess in ("a cloud with no shape", "an S-shaped curve", "a straight line"):
+        at.radio(key="by_guess_12").set_value(guess).run()
+        verdicts[guess] = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
+    assert verdicts["a cloud with no shape"].startswith("**Not quite:**")
+    assert verdicts["an S-shaped curve"].startswith("**Partly:**")
+    assert verdicts["a straight line"].startswith("**Partly:**")
+    summary = next(m.value for m in at.markdown if "On this sentence" in m.value)
+    assert f"tanh R² {fits[0].r2_tanh:.2f}, line R² {fits[0].r2_line:.2f}" in summary
+    at.text_area(key="by_text").set_value("").run()
+    assert not at.exception, at.exception
+    assert any("The sentence is empty" in c.value for c in at.caption)
