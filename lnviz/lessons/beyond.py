@@ -62,6 +62,8 @@ VIT_TOP1 = {"LayerNorm": 82.3, "DyT": 82.5, "Derf": 82.8}
 CAUTION_LOSS = {"1M": -27.3, "118M": 18.8}
 CAUTION_SIZES = ("64M", "3.78B")
 
+#: How many points the search for α looks at (a long sentence gives 13 × 196,608).
+SEARCH_POINTS = 20_000
 #: The α searched: a log grid wide enough for any LayerNorm input the shipped models give
 #: (their values span about 1e-3 to 1e3), refined around the best point.
 ALPHA_GRID = np.logspace(-5, 3, 161)
@@ -94,16 +96,24 @@ def _best_scale(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[float, floa
     return s, float(r @ r)
 
 
-def fit_tanh(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+def fit_tanh(x: np.ndarray, y: np.ndarray, search_points: int | None = SEARCH_POINTS
+             ) -> tuple[float, float, float]:
     """The least-squares curve ``y ≈ s·tanh(αx)`` (α > 0) through the points (x, y): (α, s, R²).
 
     For a given α the best s is a projection (closed form), so the fit is a search over α
     alone: the best point of :data:`ALPHA_GRID`, then a golden-section search between its
-    neighbours (the residual is smooth in log α)."""
+    neighbours (the residual is smooth in log α). With more than ``search_points`` points the
+    search runs on that many of them, evenly spread in the order of x (the extremes, which
+    decide the bend, always among them); s and R² are then those of all the points."""
     x = np.asarray(x, np.float64).ravel()
     y = np.asarray(y, np.float64).ravel()
     if x.size != y.size or x.size < 2:
         raise ValueError("fit_tanh needs as many x as y values, at least two")
+    all_x, all_y = x, y
+    if search_points is not None and x.size > search_points:
+        order = np.argsort(x, kind="stable")
+        keep = order[np.linspace(0, x.size - 1, search_points).round().astype(int)]
+        x, y = x[keep], y[keep]
     errors = [_best_scale(x, y, a)[1] for a in ALPHA_GRID]
     k = int(np.argmin(errors))
     last = len(ALPHA_GRID) - 1
@@ -121,8 +131,8 @@ def fit_tanh(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
             b = lo + ratio * (hi - lo)
             fb = _best_scale(x, y, math.exp(b))[1]
     alpha = math.exp((lo + hi) / 2)
-    s, _ = _best_scale(x, y, alpha)
-    return alpha, s, _r2(y, s * np.tanh(alpha * x))
+    s, _ = _best_scale(all_x, all_y, alpha)
+    return alpha, s, _r2(all_y, s * np.tanh(alpha * all_x))
 
 
 def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
