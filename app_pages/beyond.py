@@ -45,9 +45,7 @@ st.markdown(
 with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
     model = shared(minilm)
 
-text, chosen = minilm_sentence_and_layer(
-    "by_text", "by_ln", "Which of the 13 LayerNorms to plot: the embeddings' one, then per "
-    "layer the one after attention and the one after the feed-forward.")
+text, chosen = minilm_sentence_and_layer("by_text", "by_ln", "plot")
 name = NAMES[chosen]
 
 with refusal(icon=":material/block:"), st.spinner("Running the model and fitting…"):

@@ -59,9 +59,7 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
 
 
 # --- Controls ---------------------------------------------------------------------------------
-text, chosen = minilm_sentence_and_layer(
-    "tf_text", "tf_ln", "Which of the 13 LayerNorms to open: the embeddings' one, then per "
-    "layer the one after attention and the one after the feed-forward.")
+text, chosen = minilm_sentence_and_layer("tf_text", "tf_ln", "open")
 name = NAMES[chosen]
 
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):

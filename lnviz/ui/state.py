@@ -225,11 +225,11 @@ def model_text(container, label: str, examples: Sequence[str], *, key: str, what
     return text, cols[1]
 
 
-def minilm_sentence_and_layer(text_key: str, layer_key: str, layer_help: str
-                              ) -> tuple[str, int]:
+def minilm_sentence_and_layer(text_key: str, layer_key: str, verb: str) -> tuple[str, int]:
     """The all-MiniLM-L6-v2 pages' controls, in a bordered box: a sentence (kept in the URL
-    under ``text_key``, with the examples beside it) and which of the 13 LayerNorms
-    (``layer_key``; layer 0's after the feed-forward by default). Returns (text, layer index)."""
+    under ``text_key``, with the examples beside it) and which of the 13 LayerNorms to ``verb``
+    ("open", "plot"; ``layer_key``, layer 0's after the feed-forward by default). Returns
+    (text, layer index)."""
     from lnviz.lessons.minilm import FIRST_FFN, PRESETS, layer_label
     from lnviz.limits import MODEL_MAX_CHARS
     from lnviz.models.bert import layer_norm_names
@@ -245,5 +245,6 @@ def minilm_sentence_and_layer(text_key: str, layer_key: str, layer_help: str
         chosen = side.selectbox(
             "LayerNorm", range(len(names)), index=names.index(FIRST_FFN), key=layer_key,
             bind="query-params", format_func=lambda k: f"{k}: {layer_label(names[k])}",
-            help=layer_help)
+            help=f"Which of the 13 LayerNorms to {verb}: the embeddings' one, then per layer "
+                 "the one after attention and the one after the feed-forward.")
     return text, chosen
