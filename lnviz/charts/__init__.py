@@ -24,6 +24,7 @@ from lnviz.charts import (
     minilm,
     padding,
     performance,
+    placement,
     scale_shift,
     shapes,
     smollm2,
@@ -31,5 +32,5 @@ from lnviz.charts import (
 )
 
 __all__ = ["base", "beyond", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
-           "inspector", "ln_lstm", "minilm", "padding", "performance", "scale_shift", "shapes",
-           "smollm2", "start_here"]
+           "inspector", "ln_lstm", "minilm", "padding", "performance", "placement", "scale_shift",
+           "shapes", "smollm2", "start_here"]

@@ -60,6 +60,15 @@ NARROW_PLOT_PX = 290
 CHAR_EM, LINE_EM = 0.55, 1.3
 
 
+#: 0 to 1 in the blue half of the diverging scale (white, light blue, blue): attention weights.
+BLUES = [[0.0, DIVERGING[2][1]], [0.5, DIVERGING[1][1]], [1.0, DIVERGING[0][1]]]
+
+
+def token_labels(tokens: Sequence[str]) -> list[str]:
+    """Distinct axis labels for tokens, which repeat ("the" twice): "0 [CLS]", "1 the", …"""
+    return [f"{i} {t}" for i, t in enumerate(tokens)]
+
+
 def plain_label(text: object) -> str:
     """``text`` (a name from a file, say) as Plotly shows it: Plotly renders a subset of HTML
     in labels, hover and titles (``<a href>``, ``<b>``, ``<br>``), so its markup is escaped and

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from lnviz.charts.base import (
     AFTER,
     BEFORE,
+    BLUES,
     DIVERGING,
     LEGEND_BELOW,
     OKABE_ITO,
@@ -20,15 +21,8 @@ from lnviz.charts.base import (
     figure,
     panel_grid,
     symmetric_range,
+    token_labels,
 )
-
-#: 0 to 1 in the blue half of the diverging scale (white, light blue, blue): attention weights.
-BLUES = [[0.0, DIVERGING[2][1]], [0.5, DIVERGING[1][1]], [1.0, DIVERGING[0][1]]]
-
-
-def _token_labels(tokens: Sequence[str]) -> list[str]:
-    """Distinct axis labels for tokens, which repeat ("the" twice): "0 [CLS]", "1 the", …"""
-    return [f"{i} {t}" for i, t in enumerate(tokens)]
 
 
 def ln_heatmaps(tokens: Sequence[str], x: np.ndarray, y: np.ndarray, color_limit: float,
@@ -40,7 +34,7 @@ def ln_heatmaps(tokens: Sequence[str], x: np.ndarray, y: np.ndarray, color_limit
     own symmetric scale. ``tokens`` names the rows drawn (``x``'s first dim)."""
     x, y = compact(x), compact(y)
     layout, refs = panel_grid([f"input x ({label})", "output y = γ·x̂ + β"], gap=0.04)
-    rows = _token_labels(tokens[: x.shape[0]])
+    rows = token_labels(tokens[: x.shape[0]])
     features = list(range(x.shape[1]))
     limit = max(float(color_limit), 1e-12)
     out_range = symmetric_range(y)
@@ -68,7 +62,7 @@ def token_stats(tokens: Sequence[str], mean: np.ndarray, std: np.ndarray, peak_i
     before and after it (log scale)."""
     layout, refs = panel_grid(["μ per token", "σ per token (log)",
                                "largest |value| before and after (log)"], rows=3, vgap=0.12)
-    labels = _token_labels(tokens)
+    labels = token_labels(tokens)
     data = [
         dict(type="bar", x=labels, y=compact(mean), name="μ", marker=dict(color=OKABE_ITO[2]),
              xaxis=refs[0][0], yaxis=refs[0][1], hovertemplate="%{x}: μ = %{y:.4g}<extra></extra>"),
@@ -176,7 +170,7 @@ def attention_figure(share: np.ndarray, uniform: float, mean_map: np.ndarray,
     averaged over heads (query rows × key columns)."""
     layout, refs = panel_grid(["share of attention to the first token",
                                f"layer {layer}: attention, mean of the heads"], gap=0.12)
-    labels = _token_labels(tokens[: mean_map.shape[0]])
+    labels = token_labels(tokens[: mean_map.shape[0]])
     data = [
         dict(type="bar", x=[f"layer {i}" for i in range(len(share))], y=compact(share),
              name="to the first token", marker=dict(color=OKABE_ITO[5]),

@@ -57,7 +57,9 @@ from lnviz.norms import layer_norm
 __all__ = [
     "ACTIVATIONS",
     "COMPARED",
+    "FINAL_NORMED",
     "GRADIENT_DEPTHS",
+    "PLACEMENTS",
     "RACE_TASKS",
     "SECOND_SAMPLE",
     "SEED_003_SAMPLE",
@@ -434,8 +436,14 @@ print(torch.allclose(per_word, alone))  # True: over the last dim alone, nothing
 
 # --- A stack of transformer blocks -------------------------------------------------------------
 
-#: Where the LayerNorms go.
+#: Where the LayerNorms go, as the Shapes lesson compares them.
 VARIANTS = ("post-LN", "pre-LN", "none")
+#: Every placement :func:`block` builds: the Shapes lesson's, and two of recent models (Peri-LN:
+#: a LayerNorm before and after each sublayer; OLMo-2: after each sublayer only, inside the
+#: residual branch), compared on the placement lesson.
+PLACEMENTS = ("post-LN", "pre-LN", "Peri-LN", "OLMo-2", "none")
+#: The placements whose stream ends in a final LayerNorm (``ln_f``) before the head.
+FINAL_NORMED = ("pre-LN", "Peri-LN", "OLMo-2")
 #: The two placements whose gradients and training the page compares.
 COMPARED = ("post-LN", "pre-LN")
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"GELU": F.gelu, "ReLU": F.relu}
@@ -516,33 +524,47 @@ def _ln(x: torch.Tensor, params: dict[str, torch.Tensor] | None = None, name: st
 def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
           activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu, *, impl: str = "scratch"
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One transformer block: (new stream, attention's output, the FFN's output). The two
+    """One transformer block: (new stream, what attention adds, what the FFN adds). The
     LayerNorms are lnviz's (``impl`` as in :func:`lnviz.layer_norm`), with γ, β from ``params``
-    (``ln1_weight``, ``ln1_bias``, ``ln2_…``) where it has them."""
-    if variant == "post-LN":
+    (``ln1_weight``, ``ln1_bias``, ``ln2_…``; Peri-LN's and OLMo-2's output norms ``ln1o_…``,
+    ``ln2o_…``) where it has them. ``variant`` is one of :data:`PLACEMENTS`."""
+    def ln(h: torch.Tensor, name: str) -> torch.Tensor:
+        return _ln(h, params, name, impl)
+
+    def ffn(h: torch.Tensor) -> torch.Tensor:
+        return feed_forward(h, params, activation)
+
+    if variant == "post-LN":  # the original transformer: normalize the sum
         attn = self_attention(x, params)
-        x1 = _ln(x + attn, params, "ln1", impl)
-        ffn = feed_forward(x1, params, activation)
-        return _ln(x1 + ffn, params, "ln2", impl), attn, ffn
-    if variant == "pre-LN":
-        attn = self_attention(_ln(x, params, "ln1", impl), params)
-        x1 = x + attn
-        ffn = feed_forward(_ln(x1, params, "ln2", impl), params, activation)
-        return x1 + ffn, attn, ffn
+        x1 = ln(x + attn, "ln1")
+        out = ffn(x1)
+        return ln(x1 + out, "ln2"), attn, out
+    if variant == "pre-LN":  # GPT-2, Llama: normalize what each sublayer reads
+        attn = self_attention(ln(x, "ln1"), params)
+        out = ffn(ln(x + attn, "ln2"))
+        return x + attn + out, attn, out
+    if variant == "Peri-LN":  # normalize what each sublayer reads and what it adds
+        attn = ln(self_attention(ln(x, "ln1"), params), "ln1o")
+        out = ln(ffn(ln(x + attn, "ln2")), "ln2o")
+        return x + attn + out, attn, out
+    if variant == "OLMo-2":  # normalize only what each sublayer adds
+        attn = ln(self_attention(x, params), "ln1o")
+        out = ln(ffn(x + attn), "ln2o")
+        return x + attn + out, attn, out
     if variant == "none":
         attn = self_attention(x, params)
-        x1 = x + attn
-        ffn = feed_forward(x1, params, activation)
-        return x1 + ffn, attn, ffn
-    raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+        out = ffn(x + attn)
+        return x + attn + out, attn, out
+    raise ValueError(f"variant must be one of {list(PLACEMENTS)}, got {variant!r}")
 
 
 def final_norm(x: torch.Tensor, variant: str, params: dict[str, torch.Tensor] | None = None,
                *, impl: str = "scratch") -> torch.Tensor:
-    """What the head reads after the last block: pre-LN's stream goes through one more LayerNorm
-    (GPT-2's ``ln_f``, γ and β ``params["lnf_weight"/"lnf_bias"]`` if given); post-LN's stream
-    leaves its last block normalized already, and "none" has no norm to add."""
-    return _ln(x, params, "lnf", impl) if variant == "pre-LN" else x
+    """What the head reads after the last block: the stream of the placements in
+    :data:`FINAL_NORMED` goes through one more LayerNorm (GPT-2's ``ln_f``, γ and β
+    ``params["lnf_weight"/"lnf_bias"]`` if given); post-LN's stream leaves its last block
+    normalized already, and "none" has no norm to add."""
+    return _ln(x, params, "lnf", impl) if variant in FINAL_NORMED else x
 
 
 def rms(x: torch.Tensor) -> float:
@@ -580,9 +602,11 @@ def _stack(config: StackConfig) -> tuple[torch.Tensor, list[dict[str, torch.Tens
 
 
 @_single_threaded
-def depth_profiles(config: StackConfig) -> dict[str, DepthProfile]:
+def depth_profiles(config: StackConfig, variants: tuple[str, ...] = VARIANTS
+                   ) -> dict[str, DepthProfile]:
     """Send one random batch (RMS ≈ 1) through the same random stack, arranged as each of
-    :data:`VARIANTS`, and record the RMS of the stream and of the sublayer outputs.
+    ``variants`` (:data:`PLACEMENTS`), and record the RMS of the stream and of what the
+    sublayers add to it.
 
     A shallower stack is the first blocks of a deeper one with the same seed (:func:`_stack`):
     its profile is a prefix of the deeper one's.
@@ -591,7 +615,7 @@ def depth_profiles(config: StackConfig) -> dict[str, DepthProfile]:
     activation = ACTIVATIONS[config.activation]
     profiles = {}
     with torch.no_grad():
-        for variant in VARIANTS:
+        for variant in variants:
             x, stream, attention, ffn = x0, [rms(x0)], [], []
             head = [rms(final_norm(x0, variant))]
             for params in stack:
@@ -665,9 +689,11 @@ def _block_gradient_norm(params: dict[str, torch.Tensor]) -> float:
 
 
 @_single_threaded
-def gradient_norms(config: StackConfig) -> dict[str, np.ndarray]:
-    """‖∂L/∂θ_b‖₂ at initialization for every block b (all its weights together), for post-LN and
-    pre-LN (:data:`COMPARED`), on the stack and batch of :func:`depth_profiles`.
+def gradient_norms(config: StackConfig, variants: tuple[str, ...] = COMPARED
+                   ) -> dict[str, np.ndarray]:
+    """‖∂L/∂θ_b‖₂ at initialization for every block b (all its weights together), for each of
+    ``variants`` (post-LN and pre-LN unless told), on the stack and batch of
+    :func:`depth_profiles`.
 
     L is a cross-entropy on random labels through :func:`final_norm` (pre-LN's ``ln_f``) and a
     random linear head of :data:`HEAD_CLASSES` classes, drawn from ``seed + 1`` so that stacks of
@@ -680,7 +706,7 @@ def gradient_norms(config: StackConfig) -> dict[str, np.ndarray]:
     labels = torch.randint(HEAD_CLASSES, (config.batch, config.seq_len), generator=draw)
     activation = ACTIVATIONS[config.activation]
     norms = {}
-    for variant in COMPARED:
+    for variant in variants:
         params = [{k: w.clone().requires_grad_() for k, w in p.items()} for p in stack]
         x = x0
         for p in params:

@@ -70,6 +70,11 @@ PAGES: dict[str, list[PageInfo]] = {
                  "What recent models do instead, checked on a real one: all-MiniLM-L6-v2's "
                  "LayerNorms bend like tanh (Dynamic Tanh's premise), and what replacing them "
                  "by their fitted curves does to the sentence embedding."),
+        PageInfo("app_pages/placement.py", "Where the norm sits",
+                 ":material/vertical_align_center:",
+                 "Post-LN, pre-LN, Peri-LN and OLMo-2's reordered norm through a stack at "
+                 "initialization, and QK-norm holding a real attention head steady as its "
+                 "logits grow."),
         PageInfo("app_pages/ln_lstm.py", "LN-LSTM vs LSTM", ":material/model_training:",
                  "Train an LSTM with and without LayerNorm on sequential digits, live, and watch "
                  "the curves and the gate activations diverge."),

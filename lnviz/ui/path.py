@@ -81,6 +81,9 @@ PATH_LINKS: dict[int, tuple[Link, ...]] = {
         Link("app_pages/beyond.py",
              "Beyond LayerNorm: a real model's LayerNorms bend like tanh, and what replacing "
              "them does"),
+        Link("app_pages/placement.py",
+             "Where the norm sits: Peri-LN and OLMo-2's placements at initialization, and "
+             "QK-norm on a real attention head"),
     ),
 }
 

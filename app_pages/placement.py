@@ -1,0 +1,198 @@
+"""Where the norm sits: post-LN, pre-LN, Peri-LN and OLMo-2's reordered norm on the Shapes
+lesson's stack at initialization, and QK-norm on a real attention head as its logits grow."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from lnviz import charts
+from lnviz.lessons.beyond import run_sentence
+from lnviz.lessons.minilm import PRESETS
+from lnviz.lessons.placement import (
+    GAINS,
+    OLMO2,
+    PERI_LN,
+    PERI_LN_SIZE,
+    PLACEMENTS,
+    QK_SCALES,
+    STEADY_WITHIN,
+    VIT22B,
+    VIT22B_DIVERGED,
+    XIONG,
+    attention_scaling,
+    gain_sensitivity,
+    grows_faster,
+    normalized_adds,
+    placement_findings,
+    placements,
+    steady_placements,
+)
+from lnviz.lessons.shapes import StackConfig
+from lnviz.limits import MODEL_MAX_CHARS
+from lnviz.models import ModelFileError, minilm
+from lnviz.ui.cache import Named, cached, shared
+from lnviz.ui.figures import show_figure
+from lnviz.ui.messages import refusal
+from lnviz.ui.pages import page_title
+from lnviz.ui.state import current_settings, model_text
+
+settings = current_settings()
+
+page_title("app_pages/placement.py")
+st.caption("Two choices every transformer makes about its norms: where around each sublayer "
+           "they go, and whether attention normalizes its queries and keys. The first is shown "
+           "on the random blocks of *Shapes and transformer blocks* at initialization, the "
+           "second on a real model's attention. The URL keeps every setting.")
+
+# --- 1. Around the sublayers -----------------------------------------------------------------
+st.subheader("1 · Around the sublayers: four placements")
+st.latex(
+    r"\begin{aligned}"
+    r"\text{post-LN:}\;& x' = \mathrm{LN}(x + F(x))\\"
+    r"\text{pre-LN:}\;& x' = x + F(\mathrm{LN}(x))\\"
+    r"\text{Peri-LN:}\;& x' = x + \mathrm{LN}(F(\mathrm{LN}(x)))\\"
+    r"\text{OLMo-2:}\;& x' = x + \mathrm{LN}(F(x))"
+    r"\end{aligned}")
+st.markdown(
+    "F is attention, then the feed-forward network, each with its own LayerNorms. Post-LN is "
+    "the original transformer's (BERT, and the MiniLM of *Inside a real transformer*); pre-LN "
+    f"is GPT-2's and Llama's. **Peri-LN** ({PERI_LN.cited}) normalizes what each sublayer reads "
+    f"and what it adds; **OLMo-2** ({OLMO2.cited}, its *reordered norm*) normalizes only what "
+    "it adds. The three that leave the stream itself un-normalized end with one more "
+    "LayerNorm before the head. “none” has no norm at all.")
+with st.container(border=True):
+    cols = st.columns(2)
+    depth = cols[0].select_slider(
+        "Blocks", [6, 12, 24, 48], value=24, key="pl_depth", bind="query-params",
+        help="How many blocks are stacked (d_model 64, 4 sequences of 16 tokens).")
+    gain = cols[1].select_slider(
+        "Init gain", list(GAINS), value=1.0, key="pl_gain", bind="query-params",
+        help="Every weight is drawn with standard deviation gain/√fan_in: the weights' scale "
+             "at initialization.")
+stack = StackConfig(depth=int(depth), init_gain=float(gain), seed=settings.seed)
+with refusal(), st.spinner("Sending the batch through every placement…"):
+    result = cached(placements, stack)
+    sensitivity = cached(gain_sensitivity, stack)
+steady = steady_placements(sensitivity)
+
+guess = st.radio(
+    "Before you look: pre-LN and Peri-LN both let the stream grow. If the weights start "
+    "larger (a larger init gain), whose stream grows faster?",
+    ["pre-LN's", "Peri-LN's", "both alike"], index=None, key="pl_guess", horizontal=True,
+    help="Pre-LN adds F(LN(x)); Peri-LN adds LN(F(LN(x))).")
+if guess is None:
+    st.caption("Pick an answer to see the figure.")
+else:
+    faster = grows_faster(sensitivity, "pre-LN", "Peri-LN")
+    verdict = "Right" if guess == (f"{faster}'s" if faster else "both alike") else "Not quite"
+    pre, peri = sensitivity["pre-LN"], sensitivity["Peri-LN"]
+    st.markdown(
+        f"**{verdict}:** after {depth} blocks, pre-LN's stream variance is {pre[0]:.3g} at "
+        f"gain {GAINS[0]:g} and {pre[-1]:.3g} at gain {GAINS[-1]:g}; Peri-LN's is "
+        f"{peri[0]:.3g} and {peri[-1]:.3g}. Pre-LN adds what its sublayers compute from a "
+        "normalized input, so the weights' scale passes straight into the stream; Peri-LN "
+        "normalizes that too, so each sublayer adds a vector of RMS 1 whatever the weights.")
+    show_figure(charts.placement.placement_figure, result.variance, result.gradient,
+                key="pl_figure")
+    st.caption(
+        "Top: the residual stream's mean square (RMS², its variance about 0) at the input "
+        "(block 0) and after each block. Bottom: each block's gradient norm ‖∂L/∂θ‖ at "
+        "initialization, through the final norm and a random head scored against random "
+        "labels, as on *Shapes and transformer blocks*. Log axes, one range per row. "
+        "A gap is a value that overflowed float64.")
+    st.markdown("\n".join(f"- {line}" for line in placement_findings(result, sensitivity)))
+    table = pd.DataFrame({f"gain {g:g}": [sensitivity[v][k] for v in PLACEMENTS]
+                          for k, g in enumerate(GAINS)}, index=list(PLACEMENTS))
+    st.dataframe(table.rename_axis(f"stream variance after block {depth}"), key="pl_gains",
+                 column_config={c: st.column_config.NumberColumn(format="%.3g")
+                                for c in table.columns})
+    low, high = normalized_adds(result)
+    olmo, pre_grad = result.gradient["OLMo-2"][0], result.gradient["pre-LN"][0]
+    st.caption(
+        f"Whose last variance changes by less than {STEADY_WITHIN:g}× across the gains: "
+        f"{', '.join(steady) if steady else 'none'}. Post-LN's stream is normalized last, so "
+        "its variance is 1 by construction (up to ε). Peri-LN's and OLMo-2's sublayers each "
+        "add a normalized vector (RMS 1), so their stream's variance grows by "
+        f"{low:.2f} to {high:.2f} per block here (two sublayers), whatever the weights. "
+        "This is one random stack of width 64 at initialization, not a trained model, and "
+        f"the gradients are one draw (change the seed in the sidebar). {PERI_LN.name}'s "
+        f"authors train models up to {PERI_LN_SIZE} parameters and report steadier variance, "
+        "gradients and convergence than with pre-LN or post-LN. "
+        + (f"OLMo-2's block 1 gets a gradient {olmo / pre_grad:.3g}× pre-LN's here, in this "
+           "stack without the rest of OLMo-2's recipe (QK-norm, below, and its own "
+           "initialization). " if olmo > 5 * pre_grad else "")
+        + f"{XIONG.cited} explain why post-LN needs a learning-rate warm-up that pre-LN "
+          "does not; *Shapes and transformer blocks* races the two.")
+st.page_link("app_pages/shapes.py", icon=":material/view_in_ar:",
+             label="Shapes and transformer blocks: post-LN against pre-LN in more detail, "
+                   "and a training race")
+
+# --- 2. Inside attention: QK-norm ------------------------------------------------------------
+st.subheader("2 · Inside attention: QK-norm")
+st.markdown(
+    f"Training ViT-22B ({VIT22B.cited}), its authors saw the loss diverge at about "
+    f"{VIT22B_DIVERGED} parameters: attention logits q·k/√d grew very large, and the "
+    "attention became nearly one-hot (entropy near 0). Their fix was to put a LayerNorm on "
+    "the queries and the keys before the dot product; OLMo 2 does the same. Here is a real "
+    "attention head of all-MiniLM-L6-v2. Scale its W_q and W_k by c, as training that lets "
+    "them grow would: every logit grows like c².")
+with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
+    model = shared(minilm)
+with st.container(border=True):
+    text, side = model_text(st.container(), "Sentence", PRESETS, key="pl_text",
+                            what="the sentence", max_chars=MODEL_MAX_CHARS,
+                            help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
+                                 "characters and the model their first 512 tokens.")
+    layer = side.selectbox("Layer", range(model.config.n_layer), key="pl_layer",
+                           bind="query-params", help="Which of the 6 encoder layers.")
+    head = side.selectbox("Head", range(model.config.n_head), key="pl_head",
+                          bind="query-params", help="Which of the layer's 12 heads (32 dims each).")
+    scale = st.select_slider(
+        "Scale c of W_q and W_k", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0], value=1.0,
+        key="pl_scale", bind="query-params",
+        help="Queries and keys are multiplied by c (1 = the model as trained): the logits by c².")
+qk_guess = st.radio(
+    "Before you look: without QK-norm, as c grows, each token's attention…",
+    ["spreads over more tokens", "piles onto fewer tokens", "stays as it is"], index=None,
+    key="pl_qk_guess", horizontal=True,
+    help="The entropy of a row of attention is ln T when it is uniform over T tokens and 0 "
+         "when all of it goes to one token.")
+with refusal(), st.spinner("Running the model…"):
+    run = cached(run_sentence, Named(model, "minilm"), text)
+    scaling = attention_scaling(model, run, int(layer), int(head), float(scale))
+if qk_guess is None:
+    st.caption("Pick an answer to see the figures.")
+else:
+    without, with_norm = scaling.entropy["without"], scaling.entropy["with"]
+    verdict = "Right" if qk_guess == "piles onto fewer tokens" else "Not quite"
+    st.markdown(
+        f"**{verdict}:** multiplying every logit by c² sharpens each softmax row, so its "
+        f"entropy only falls as c grows. For this head it goes from {without[0]:.3f} nats at "
+        f"c = {QK_SCALES[0]:g} to {without[-1]:.3f} at c = {QK_SCALES[-1]:g} (uniform over "
+        f"the {len(scaling.tokens)} tokens: {scaling.uniform:.3f}). With QK-norm it stays "
+        + (f"at {with_norm.mean():.3f} (it moves by {np.ptp(with_norm):.1e})"
+           if np.ptp(with_norm) < 5e-4 else
+           f"between {with_norm.min():.3f} and {with_norm.max():.3f}")
+        + ": LN(c·q) = LN(q) for any c > 0, up to ε.")
+    show_figure(charts.placement.entropy_figure, scaling.scales, without, with_norm,
+                scaling.uniform, scaling.scale, key="pl_entropy")
+    show_figure(charts.placement.attention_pair_figure, scaling.tokens,
+                scaling.attention["without"], scaling.attention["with"], scaling.scale,
+                key="pl_attention")
+    st.caption(
+        f"At c = {scaling.scale:g} the largest |logit| is "
+        f"{scaling.largest_logit['without']:.3g} without QK-norm and "
+        f"{scaling.largest_logit['with']:.3g} with it. With γ = 1, QK-norm's q̂ and k̂ each "
+        f"have length √32, so no logit q̂·k̂/√32 can pass √32 = {scaling.bound:.2f} in size "
+        "at any c: the logits cannot grow with W_q and W_k. A trained model's QK-norm has "
+        "its own γ, which can still scale the logits, but only as the model learns to, not "
+        "as a side effect of W_q and W_k growing. MiniLM was trained without QK-norm, so "
+        "the normalized head is not the model's own head even at c = 1: what to read is "
+        "that its curve does not move.")
+
+st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
+             label="Beyond LayerNorm: a real model's LayerNorms replaced by Dynamic Tanh")
+
+from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
+
+path_link("placement")

@@ -1,0 +1,110 @@
+"""Figures of "Where the norm sits": every placement of the norms on the Shapes lesson's stack at
+initialization, and one real attention head with and without QK-norm as its logits grow."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from lnviz.charts.base import (
+    AFTER,
+    BEFORE,
+    BLUES,
+    LEGEND_BELOW,
+    OKABE_ITO,
+    axis_ids,
+    compact,
+    figure,
+    log_ticks,
+    panel_grid,
+    token_labels,
+)
+
+
+def placement_figure(variance: dict[str, np.ndarray], gradient: dict[str, np.ndarray]
+                     ) -> go.Figure:
+    """One column per placement, on log axes shared along each row: the residual stream's
+    variance after each block (top; block 0 = the input) and each block's gradient norm at
+    initialization (bottom). Overflowed values (NaN) leave a gap."""
+    names = list(variance)
+    titles = [f"{v}: stream variance" for v in names] + [f"{v}: gradient" for v in names]
+    layout, refs = panel_grid(titles, rows=2, gap=0.035, vgap=0.16, title_size=13)
+    data = []
+    for k, v in enumerate(names):
+        color = OKABE_ITO[k % len(OKABE_ITO)]
+        top, bottom = refs[k], refs[k + len(names)]
+        var, grad = (np.asarray(a, dtype=np.float64) for a in (variance[v], gradient[v]))
+        data.append(dict(type="scatter", mode="lines+markers", x=np.arange(len(var)),
+                         y=compact(var), name=v, line=dict(color=color, width=2),
+                         marker=dict(size=3), xaxis=top[0], yaxis=top[1],
+                         hovertemplate="after block %{x}: variance %{y:.3g}<extra>" + v
+                                       + "</extra>"))
+        data.append(dict(type="scatter", mode="lines+markers", x=np.arange(1, len(grad) + 1),
+                         y=compact(grad), name=v, showlegend=False,
+                         line=dict(color=color, width=2, dash="dot"), marker=dict(size=3),
+                         xaxis=bottom[0], yaxis=bottom[1],
+                         hovertemplate="block %{x}: ‖∂L/∂θ‖ %{y:.3g}<extra>" + v
+                                       + "</extra>"))
+    rows = ([*variance.values()], [*gradient.values()])
+    for i, (xaxis, yaxis) in enumerate(axis_ids(refs)):
+        row = i // len(names)
+        layout[xaxis].update(title=dict(text="block") if row == 1 else None)
+        layout[yaxis].update(log_ticks(*rows[row]), showticklabels=i % len(names) == 0)
+        # one range per row, so that the panels compare at a glance
+        values = np.concatenate([np.ravel(a) for a in rows[row]])
+        values = values[np.isfinite(values) & (values > 0)]
+        if values.size:
+            layout[yaxis]["range"] = [np.log10(values.min() / 1.5), np.log10(values.max() * 1.5)]
+    layout["yaxis"]["title"] = dict(text="RMS²")
+    layout[f"yaxis{len(names) + 1}"]["title"] = dict(text="‖∂L/∂θ_block‖")
+    layout.update(height=560, margin=dict(t=40, b=10), showlegend=False)
+    return figure(data, layout)
+
+
+def entropy_figure(scales: np.ndarray, without: np.ndarray, with_norm: np.ndarray,
+                   uniform: float, chosen: float) -> go.Figure:
+    """Mean attention entropy of one head against the scale c of W_q and W_k (log x), without
+    and with QK-norm, with the uniform attention's entropy (ln T) and the chosen c marked."""
+    data = [dict(type="scatter", mode="lines", x=compact(scales), y=compact(values),
+                 name=name, line=dict(color=color, width=3, dash=dash),
+                 hovertemplate="c = %{x:.3g}: entropy %{y:.3f} nats<extra>" + name
+                               + "</extra>")
+            for values, name, color, dash in ((without, "without QK-norm", BEFORE, "solid"),
+                                              (with_norm, "with QK-norm", AFTER, "dash"))]
+    layout = dict(
+        height=380, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
+        xaxis=dict(log_ticks(scales), title=dict(text="scale c of W_q and W_k")),
+        yaxis=dict(title=dict(text="attention entropy (nats)"), range=[0, uniform * 1.12]),
+        shapes=[dict(type="line", xref="x domain", yref="y", x0=0, x1=1, y0=uniform,
+                     y1=uniform, line=dict(color="#333333", dash="dash")),
+                dict(type="line", xref="x", yref="y domain", x0=chosen, x1=chosen, y0=0, y1=1,
+                     line=dict(color="#333333", width=1))],
+        annotations=[dict(xref="x domain", yref="y", x=0, y=uniform, xanchor="left",
+                          yanchor="bottom", showarrow=False,
+                          text=f"uniform over the tokens: ln T = {uniform:.2f}"),
+                     dict(xref="x", yref="y domain", x=float(np.log10(chosen)), y=0.02,
+                          xanchor="left", showarrow=False, text=f" c = {chosen:g}")])
+    return figure(data, layout)
+
+
+def attention_pair_figure(tokens: Sequence[str], without: np.ndarray, with_norm: np.ndarray,
+                          scale: float) -> go.Figure:
+    """The head's attention at one scale c (query rows × key columns, 0 to 1), without and
+    with QK-norm, side by side."""
+    layout, refs = panel_grid([f"without QK-norm, c = {scale:g}",
+                               f"with QK-norm, c = {scale:g}"], gap=0.06)
+    labels = token_labels(tokens[: without.shape[0]])
+    data = [dict(type="heatmap", z=compact(grid), x=labels, y=labels, name=name,
+                 xaxis=ref[0], yaxis=ref[1], colorscale=BLUES, zmin=0, zmax=1,
+                 showscale=False, hovertemplate="%{y} → %{x}: %{z:.3f}<extra>" + name
+                                                + "</extra>")
+            for grid, ref, name in ((without, refs[0], "without"), (with_norm, refs[1], "with"))]
+    show = len(labels) <= 24
+    for i, (xaxis, yaxis) in enumerate(axis_ids(refs)):
+        layout[xaxis].update(type="category", showticklabels=show, tickangle=-60)
+        layout[yaxis].update(type="category", autorange="reversed",
+                             showticklabels=show and i == 0)
+    layout.update(height=420, margin=dict(t=40, b=10), showlegend=False)
+    return figure(data, layout)

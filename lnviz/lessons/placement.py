@@ -1,0 +1,244 @@
+"""Where the norm sits: around the sublayers (post-LN, pre-LN, Peri-LN, OLMo-2's reordered norm)
+and inside attention (QK-norm).
+
+The placements are built on the Shapes lesson's random blocks (:func:`lnviz.lessons.shapes.block`,
+one home for a block), so the numbers here are that lesson's stack at initialization: the
+residual stream's variance after every block and each block's gradient norm, for every
+placement, and how the stream's growth depends on the scale of the weights.
+
+QK-norm is measured on all-MiniLM-L6-v2's real queries and keys: scale them by ``c`` (as if
+W_q and W_k had grown ``c``-fold in training) and the attention logits grow like c², so each
+row's softmax sharpens towards one token and its entropy falls towards 0. A LayerNorm on each
+head's q and k (ViT-22B's fix) takes their scale out: the pattern no longer depends on ``c``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from lnviz.devices import to_numpy
+from lnviz.lessons.beyond import Paper
+from lnviz.lessons.shapes import PLACEMENTS, StackConfig, depth_profiles, gradient_norms
+from lnviz.models.bert import MiniLM, ModelRun
+from lnviz.norms import layer_norm
+
+__all__ = ["GAINS", "OLMO2", "PERI_LN", "PERI_LN_SIZE", "PLACEMENTS", "QK_EPS", "QK_SCALES",
+           "STEADY_WITHIN", "VIT22B", "VIT22B_DIVERGED", "XIONG", "AttentionScaling", "Placements",
+           "attention_scaling", "gain_sensitivity", "grows_faster", "normalized_adds",
+           "placement_findings", "placements",
+           "steady_placements"]
+
+PERI_LN = Paper("Peri-LN", "Kim et al.",
+                "Peri-LN: Revisiting Normalization Layer in the Transformer Architecture",
+                "2502.02732", "ICML 2025")
+#: The largest models the Peri-LN paper trains.
+PERI_LN_SIZE = "3.2B"
+OLMO2 = Paper("OLMo 2", "OLMo Team", "2 OLMo 2 Furious", "2501.00656")
+VIT22B = Paper("ViT-22B", "Dehghani et al.", "Scaling Vision Transformers to 22 Billion "
+               "Parameters", "2302.05442", "ICML 2023")
+#: The size at which ViT-22B's authors saw training diverge without QK-norm.
+VIT22B_DIVERGED = "8B"
+XIONG = Paper("Xiong et al.", "Xiong et al.",
+              "On Layer Normalization in the Transformer Architecture", "2002.04745", "ICML 2020")
+
+#: The weights' scales (init gain) compared for each placement.
+GAINS = (0.5, 1.0, 1.5, 2.0)
+#: A last-block variance that changes by less than this factor across :data:`GAINS` does not
+#: depend on the weights' scale.
+STEADY_WITHIN = 1.25
+
+
+@dataclass(frozen=True, eq=False)
+class Placements:
+    """Every placement of :data:`PLACEMENTS` on one random stack at initialization.
+
+    Attributes:
+        config: the stack (depth, width, init gain, seed).
+        variance: {placement: the stream's mean square, at the input (index 0) and after each
+            block}; the stream's variance about 0, RMS².
+        adds: {placement: RMS of what each block's feed-forward adds to the stream}.
+        gradient: {placement: ‖∂L/∂θ_b‖ of every block b at initialization}.
+    NaN where a value overflowed float64.
+    """
+
+    config: StackConfig
+    variance: dict[str, np.ndarray]
+    adds: dict[str, np.ndarray]
+    gradient: dict[str, np.ndarray]
+
+
+def placements(config: StackConfig) -> Placements:
+    """The stream's variance, what the feed-forward adds, and the gradient per block, for every
+    placement on ``config``'s stack (:func:`lnviz.lessons.shapes.depth_profiles` and
+    :func:`~lnviz.lessons.shapes.gradient_norms`)."""
+    profiles = depth_profiles(config, PLACEMENTS)
+    gradients = gradient_norms(config, PLACEMENTS)
+    return Placements(config, {v: p.stream ** 2 for v, p in profiles.items()},
+                      {v: p.ffn for v, p in profiles.items()}, gradients)
+
+
+def gain_sensitivity(config: StackConfig, gains: tuple[float, ...] = GAINS
+                     ) -> dict[str, np.ndarray]:
+    """{placement: the stream's variance after the last block, at each of ``gains``}: how much
+    the weights' scale decides the stream's growth."""
+    runs = [depth_profiles(replace(config, init_gain=g), PLACEMENTS) for g in gains]
+    return {v: np.asarray([r[v].stream[-1] ** 2 for r in runs]) for v in PLACEMENTS}
+
+
+def _spread(values: np.ndarray) -> float:
+    """Largest over smallest (inf when a value overflowed or is 0)."""
+    if not np.all(np.isfinite(values)) or values.min() <= 0:
+        return math.inf
+    return float(values.max() / values.min())
+
+
+def steady_placements(sensitivity: dict[str, np.ndarray], within: float = STEADY_WITHIN
+                      ) -> list[str]:
+    """The placements whose last-block variance changes by less than ``within``× across the
+    gains: those whose stream's growth does not depend on the weights' scale."""
+    return [v for v, values in sensitivity.items() if _spread(values) < within]
+
+
+def grows_faster(sensitivity: dict[str, np.ndarray], first: str, second: str,
+                 within: float = STEADY_WITHIN) -> str | None:
+    """Which of two placements' last-block variance grows more from the smallest gain to the
+    largest (None when their growth differs by less than ``within``×)."""
+    growth = {v: sensitivity[v][-1] / sensitivity[v][0] for v in (first, second)}
+    if not all(math.isfinite(g) for g in growth.values()):
+        finite = [v for v, g in growth.items() if math.isfinite(g)]
+        return None if not finite else next(v for v in growth if v not in finite)
+    if max(growth.values()) < within * min(growth.values()):
+        return None
+    return max(growth, key=growth.get)
+
+
+def normalized_adds(result: Placements) -> tuple[float, float]:
+    """The smallest and the largest average growth of the stream's variance per block among
+    the placements whose sublayers add a normalized vector (Peri-LN, OLMo-2)."""
+    depth = result.config.depth
+    growth = [(result.variance[v][-1] - result.variance[v][0]) / depth
+              for v in ("Peri-LN", "OLMo-2")]
+    return min(growth), max(growth)
+
+
+def _number(value: float) -> str:
+    return "overflowed" if not math.isfinite(value) else f"{value:.3g}"
+
+
+def placement_findings(result: Placements, sensitivity: dict[str, np.ndarray],
+                       gains: tuple[float, ...] = GAINS) -> list[str]:
+    """One sentence per placement with the numbers the figure and the table show: the
+    stream's variance after the last block and its growth per block, the gradient of the first
+    and the last block, and the last-block variance at the smallest and the largest gain."""
+    depth = result.config.depth
+    notes = []
+    for v in PLACEMENTS:
+        var, grad = result.variance[v], result.gradient[v]
+        low, high = sensitivity[v][0], sensitivity[v][-1]
+        line = f"**{v}**: the stream's variance goes from {var[0]:.3g} to {_number(var[-1])}"
+        if v not in ("post-LN", "none") and math.isfinite(var[-1]):
+            line += f" ({(var[-1] - var[0]) / depth:.3g} per block on average)"
+        if math.isfinite(grad[0]) and math.isfinite(grad[-1]) and depth > 1:
+            line += (f"; block 1's gradient norm is {grad[0]:.3g}, block {depth}'s "
+                     f"{grad[-1]:.3g} (block 1 ÷ block {depth}: {grad[0] / grad[-1]:.3g})")
+        else:
+            line += "; its gradients overflowed float64"
+        line += (f". At init gain {gains[0]:g} its last variance is {_number(low)}, at "
+                 f"{gains[-1]:g} {_number(high)}.")
+        notes.append(line)
+    return notes
+
+
+# --- QK-norm ----------------------------------------------------------------------------------
+
+#: The scales ``c`` of W_q and W_k the entropy curve is drawn at.
+QK_SCALES = tuple(float(c) for c in np.logspace(-1, 2, 31))
+#: The ε of the LayerNorm on each head's queries and keys.
+QK_EPS = 1e-6
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionScaling:
+    """One head of one MiniLM layer with W_q and W_k scaled by ``c``, without and with QK-norm.
+
+    Attributes:
+        tokens: the sentence's pieces.
+        layer, head: which attention head.
+        scales: the ``c`` of the curves.
+        entropy: {"without", "with"}: the mean over rows of each row's attention entropy
+            (nats), at each scale.
+        uniform: ln T, the entropy of attending to every token equally (the most there is).
+        scale: the ``c`` the learner chose.
+        attention: {"without", "with"}: the (T, T) attention at ``scale``.
+        largest_logit: {"without", "with"}: the largest |logit| at ``scale``.
+        bound: √hs, the largest |logit| QK-norm (γ = 1) allows: ‖q̂‖ = ‖k̂‖ = √hs.
+        model: the head's own attention (c = 1, no QK-norm), as the model computes it.
+    """
+
+    tokens: list[str]
+    layer: int
+    head: int
+    scales: np.ndarray
+    entropy: dict[str, np.ndarray]
+    uniform: float
+    scale: float
+    attention: dict[str, np.ndarray]
+    largest_logit: dict[str, float]
+    bound: float
+    model: np.ndarray
+
+
+def _qk(model: MiniLM, run: ModelRun, layer: int, head: int) -> tuple[torch.Tensor,
+                                                                      torch.Tensor]:
+    """The head's queries and keys, (T, hs) each, from the layer's input in ``run``."""
+    config = model.config
+    if not 0 <= layer < config.n_layer or not 0 <= head < config.n_head:
+        raise ValueError(f"layers are 0 to {config.n_layer - 1}, heads 0 to "
+                         f"{config.n_head - 1}")
+    hs = config.n_embd // config.n_head
+    x = run.records[2 * layer].output[0].double()  # (T, C): the layer's input
+    rows = slice(head * hs, (head + 1) * hs)
+    w = model.weights
+    prefix = f"encoder.layer.{layer}.attention.self"
+    q = x @ w[f"{prefix}.query.weight"][rows].double().T + w[f"{prefix}.query.bias"][rows]
+    k = x @ w[f"{prefix}.key.weight"][rows].double().T + w[f"{prefix}.key.bias"][rows]
+    return q, k  # (T, hs), (T, hs)
+
+
+def _logits(q: torch.Tensor, k: torch.Tensor, c: float, qk_norm: bool) -> torch.Tensor:
+    """(T, T) attention logits with q and k scaled by ``c``, each head's q and k normalized
+    first (a LayerNorm over hs, γ = 1, β = 0) when ``qk_norm``."""
+    q, k = c * q, c * k
+    if qk_norm:
+        q = layer_norm(q, q.shape[-1:], eps=QK_EPS).output
+        k = layer_norm(k, k.shape[-1:], eps=QK_EPS).output
+    return q @ k.T / math.sqrt(q.shape[-1])  # (T, T)
+
+
+def _entropy(attention: torch.Tensor) -> float:
+    """The mean over rows of each row's entropy −Σ p ln p (nats); 0·ln 0 counts as 0."""
+    p = attention.clamp_min(0)
+    terms = torch.where(p > 0, -p * p.clamp_min(1e-300).log(), torch.zeros_like(p))
+    return float(terms.sum(-1).mean())
+
+
+def attention_scaling(model: MiniLM, run: ModelRun, layer: int, head: int, scale: float,
+                      scales: tuple[float, ...] = QK_SCALES) -> AttentionScaling:
+    """Head ``head`` of layer ``layer`` on ``run``'s sentence, with its queries and keys scaled
+    by each of ``scales`` and by ``scale``, without and with QK-norm (float64)."""
+    if not scale > 0:
+        raise ValueError(f"the scale must be > 0, got {scale}")
+    q, k = _qk(model, run, layer, head)
+    kinds = {"without": False, "with": True}
+    entropy = {kind: np.asarray([_entropy(_logits(q, k, c, norm).softmax(-1)) for c in scales])
+               for kind, norm in kinds.items()}
+    logits = {kind: _logits(q, k, scale, norm) for kind, norm in kinds.items()}
+    return AttentionScaling(
+        list(run.tokens), layer, head, np.asarray(scales), entropy, math.log(q.shape[0]),
+        float(scale), {kind: to_numpy(v.softmax(-1), torch.float64) for kind, v in logits.items()},
+        {kind: float(v.abs().max()) for kind, v in logits.items()}, math.sqrt(q.shape[-1]),
+        to_numpy(run.attention[layer, head], torch.float64))

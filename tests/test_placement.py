@@ -1,0 +1,284 @@
+"""Where the norm sits (lnviz.lessons.placement): the four placements on the Shapes lesson's
+stack at initialization, and QK-norm on all-MiniLM-L6-v2's real queries and keys.
+
+Each placement's block is checked against the same block written with torch's own LayerNorm
+(``torch.nn.functional.layer_norm``, someone else's code), and against what it must do whatever
+the weights: a normalized sublayer's scale cannot reach the stream. QK-norm's attention is
+checked against the model's own attention at c = 1 and against the rule that a sharper softmax
+never has more entropy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lnviz.lessons.minilm import PRESETS
+from lnviz.lessons.placement import (
+    GAINS,
+    QK_EPS,
+    attention_scaling,
+    gain_sensitivity,
+    grows_faster,
+    normalized_adds,
+    placement_findings,
+    placements,
+    steady_placements,
+)
+from lnviz.lessons.shapes import (
+    PLACEMENTS,
+    StackConfig,
+    block,
+    feed_forward,
+    final_norm,
+    init_block,
+    self_attention,
+)
+
+
+def _ln(x: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:])
+
+
+def _reference(x: torch.Tensor, p: dict[str, torch.Tensor], variant: str) -> torch.Tensor:
+    """Each placement written out with torch's LayerNorm (the sublayers are the lesson's)."""
+    def attn(h: torch.Tensor) -> torch.Tensor:
+        return self_attention(h, p)
+
+    def ffn(h: torch.Tensor) -> torch.Tensor:
+        return feed_forward(h, p)
+
+    if variant == "post-LN":
+        h = _ln(x + attn(x))
+        return _ln(h + ffn(h))
+    if variant == "pre-LN":
+        h = x + attn(_ln(x))
+        return h + ffn(_ln(h))
+    if variant == "Peri-LN":
+        h = x + _ln(attn(_ln(x)))
+        return h + _ln(ffn(_ln(h)))
+    if variant == "OLMo-2":
+        h = x + _ln(attn(x))
+        return h + _ln(ffn(h))
+    h = x + attn(x)
+    return h + ffn(h)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**16), gain=st.sampled_from(GAINS))
+def test_every_placement_matches_the_block_written_with_torchs_layer_norm(seed: int,
+                                                                         gain: float) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 5, 16, generator=generator, dtype=torch.float64)
+    params = init_block(16, gain, generator)
+    for variant in PLACEMENTS:
+        ours = block(x, params, variant)[0]
+        theirs = _reference(x, params, variant)
+        scale = float(theirs.abs().max())
+        assert (ours - theirs).abs().max() <= 1e-10 * max(scale, 1.0), variant
+
+
+def test_a_placement_that_normalizes_what_it_adds_ignores_the_scale_of_the_sublayer() -> None:
+    # W_o and W_2 scaled by 10: Peri-LN's and OLMo-2's blocks do not change (but for ε, whose
+    # share of σ² the scaling shrinks: within 1e-3), pre-LN's does
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 6, 16, generator=generator, dtype=torch.float64)
+    params = init_block(16, 1.0, generator)
+    louder = dict(params, wo=10 * params["wo"], w2=10 * params["w2"], b2=10 * params["b2"])
+    for variant in ("Peri-LN", "OLMo-2"):
+        assert torch.allclose(block(x, params, variant)[0], block(x, louder, variant)[0],
+                              rtol=0, atol=1e-3), variant
+    assert (block(x, params, "pre-LN")[0] - block(x, louder, "pre-LN")[0]).abs().max() > 1
+    # the final norm: on every placement that leaves the stream un-normalized, not post-LN's
+    h = 5 * x
+    for variant in ("pre-LN", "Peri-LN", "OLMo-2"):
+        assert final_norm(h, variant).square().mean().sqrt() == pytest.approx(1.0, abs=1e-4)
+    assert torch.equal(final_norm(h, "post-LN"), h) and torch.equal(final_norm(h, "none"), h)
+
+
+def test_unknown_placement_is_refused_with_the_list() -> None:
+    params = init_block(8, 1.0, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="Peri-LN"):
+        block(torch.zeros(1, 2, 8, dtype=torch.float64), params, "sandwich")
+
+
+@pytest.fixture(scope="module")
+def default_stack() -> tuple:
+    config = StackConfig(depth=12)
+    return placements(config), gain_sensitivity(config)
+
+
+def test_what_each_placement_does_to_the_stream_at_initialization(default_stack) -> None:
+    result, sensitivity = default_stack
+    depth = result.config.depth
+    # post-LN: normalized last, variance 1 after every block, at every gain
+    assert np.allclose(result.variance["post-LN"][1:], 1.0, atol=1e-4)
+    assert np.allclose(sensitivity["post-LN"], 1.0, atol=1e-4)
+    # Peri-LN and OLMo-2 add normalized vectors (RMS 1): the stream grows by about 2 per block
+    for variant in ("Peri-LN", "OLMo-2"):
+        assert np.allclose(result.adds[variant], 1.0, atol=1e-4)
+        growth = (result.variance[variant][-1] - result.variance[variant][0]) / depth
+        assert 1.5 < growth < 2.5, (variant, growth)
+    low, high = normalized_adds(result)
+    assert 1.5 < low <= high < 2.5
+    # pre-LN's growth follows the weights' scale, Peri-LN's does not
+    assert sensitivity["pre-LN"][-1] > 20 * sensitivity["pre-LN"][0]
+    assert set(steady_placements(sensitivity)) == {"post-LN", "Peri-LN", "OLMo-2"}
+    assert grows_faster(sensitivity, "pre-LN", "Peri-LN") == "pre-LN"
+    assert grows_faster(sensitivity, "Peri-LN", "OLMo-2") is None
+    # the gains are the lesson's: the sensitivity at gain 1 is the stack's own last variance
+    assert sensitivity["pre-LN"][GAINS.index(1.0)] == pytest.approx(
+        result.variance["pre-LN"][-1], rel=1e-12)
+
+
+def test_the_gradients_are_autograds_through_the_final_norm(default_stack) -> None:
+    result, _ = default_stack
+    config = result.config
+    # block 1's gradient of Peri-LN, recomputed here with torch's LayerNorm throughout
+    from lnviz.lessons import shapes
+
+    x0, stack = shapes._stack(config)
+    params = [{k: w.clone().requires_grad_() for k, w in p.items()} for p in stack]
+    x = x0
+    for p in params:
+        x = _reference(x, p, "Peri-LN")
+    draw = torch.Generator().manual_seed(config.seed + 1)
+    head = torch.randn(shapes.HEAD_CLASSES, config.d_model, generator=draw,
+                       dtype=torch.float64) / math.sqrt(config.d_model)
+    labels = torch.randint(shapes.HEAD_CLASSES, (config.batch, config.seq_len), generator=draw)
+    logits = _ln(x) @ head.T
+    F.cross_entropy(logits.reshape(-1, shapes.HEAD_CLASSES), labels.reshape(-1)).backward()
+    first = math.sqrt(sum(float(p.grad.square().sum()) for p in params[0].values()))
+    assert result.gradient["Peri-LN"][0] == pytest.approx(first, rel=1e-6)
+
+
+def test_the_findings_print_the_numbers_of_the_run(default_stack) -> None:
+    result, sensitivity = default_stack
+    notes = placement_findings(result, sensitivity)
+    assert len(notes) == len(PLACEMENTS)
+    pre = notes[PLACEMENTS.index("pre-LN")]
+    grad = result.gradient["pre-LN"]
+    assert f"{result.variance['pre-LN'][-1]:.3g}" in pre
+    assert f"block 1's gradient norm is {grad[0]:.3g}" in pre
+    assert f"at {GAINS[-1]:g} {sensitivity['pre-LN'][-1]:.3g}" in pre
+
+
+def test_an_overflowing_stack_is_named_not_printed_as_nan() -> None:
+    config = StackConfig(depth=48, init_gain=10.0, d_model=16, seq_len=4, batch=1)
+    result = placements(config)
+    sensitivity = {v: np.array([1.0, np.nan]) for v in PLACEMENTS}
+    notes = placement_findings(result, sensitivity)
+    assert not any("nan" in n for n in notes)
+    assert "overflowed" in notes[PLACEMENTS.index("none")]
+
+
+# --- QK-norm ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model():
+    from lnviz.models import minilm
+
+    return minilm()
+
+
+@pytest.fixture(scope="module")
+def run(model):
+    return model.run(PRESETS[0])
+
+
+def test_at_c_1_without_qk_norm_it_is_the_models_own_attention(model, run) -> None:
+    for layer, head in ((0, 0), (3, 7), (5, 11)):
+        scaling = attention_scaling(model, run, layer, head, 1.0)
+        assert np.abs(scaling.attention["without"] - scaling.model).max() < 1e-5
+        assert np.allclose(scaling.attention["without"].sum(-1), 1.0, atol=1e-12)
+
+
+@settings(max_examples=8, deadline=None)
+@given(layer=st.integers(0, 5), head=st.integers(0, 11), scale=st.floats(0.25, 32.0))
+def test_entropy_falls_without_qk_norm_and_holds_with_it(model, run, layer: int, head: int,
+                                                         scale: float) -> None:
+    scaling = attention_scaling(model, run, layer, head, scale)
+    without, with_norm = scaling.entropy["without"], scaling.entropy["with"]
+    assert np.all(np.diff(without) <= 1e-9)  # a sharper softmax never has more entropy
+    assert without[0] > 0.9 * scaling.uniform > without[-1] + 1.0
+    assert np.ptp(with_norm) < 1e-3
+    assert scaling.largest_logit["with"] <= scaling.bound + 1e-9
+    # with QK-norm: torch's LayerNorm over each head's 32 dims, then q̂·k̂/√32
+    config = model.config
+    hs = config.n_embd // config.n_head
+    x = run.records[2 * layer].output[0].double()
+    prefix = f"encoder.layer.{layer}.attention.self"
+    rows = slice(head * hs, (head + 1) * hs)
+    w = model.weights
+    q = F.linear(x, w[f"{prefix}.query.weight"][rows].double(),
+                 w[f"{prefix}.query.bias"][rows].double())
+    k = F.linear(x, w[f"{prefix}.key.weight"][rows].double(),
+                 w[f"{prefix}.key.bias"][rows].double())
+    theirs = (F.layer_norm(scale * q, (hs,), eps=QK_EPS)
+              @ F.layer_norm(scale * k, (hs,), eps=QK_EPS).T / math.sqrt(hs)).softmax(-1)
+    assert np.abs(scaling.attention["with"] - theirs.numpy()).max() < 1e-9
+
+
+def test_bad_layer_head_or_scale_is_refused(model, run) -> None:
+    with pytest.raises(ValueError, match="heads 0 to 11"):
+        attention_scaling(model, run, 0, 12, 1.0)
+    with pytest.raises(ValueError, match="> 0"):
+        attention_scaling(model, run, 0, 0, 0.0)
+
+
+# --- The page ---------------------------------------------------------------------------------
+PAGE = "app_pages/placement.py"
+
+
+def test_the_page_asks_before_it_shows_and_prints_the_lessons_numbers(model) -> None:
+    from pageutil import decode, figures, open_page
+
+    at = open_page(PAGE, {"pl_depth": "12", "pl_gain": "2.0"}, timeout=120)
+    assert not figures(at)
+    at.radio(key="pl_guess").set_value("both alike").run()
+    assert not at.exception, at.exception
+    verdict = next(m.value for m in at.markdown if "stream variance is" in m.value)
+    assert verdict.startswith("**Not quite:**")
+    config = StackConfig(depth=12, init_gain=2.0)
+    result, sensitivity = placements(config), gain_sensitivity(config)
+    assert f"{sensitivity['pre-LN'][-1]:.3g} at gain 2" in verdict
+    (grid,) = figures(at)
+    assert len(grid["data"]) == 2 * len(PLACEMENTS)
+    top = decode(grid["data"][2]["y"])  # pre-LN's stream variance
+    assert np.allclose(top, result.variance["pre-LN"], rtol=1e-6)
+    findings = next(m.value for m in at.markdown if m.value.startswith("- **post-LN**"))
+    assert findings == "\n".join(f"- {n}" for n in placement_findings(result, sensitivity))
+    # QK-norm: the guess, then the curve and the two attentions at the chosen scale
+    at.select_slider(key="pl_scale").set_value(16.0).run()
+    at.radio(key="pl_qk_guess").set_value("piles onto fewer tokens").run()
+    assert not at.exception, at.exception
+    assert len(figures(at)) == 3
+    scaling = attention_scaling(model, model.run(PRESETS[0]), 0, 0, 16.0)
+    caption = next(c.value for c in at.caption if "largest |logit|" in c.value)
+    assert f"{scaling.largest_logit['without']:.3g} without QK-norm" in caption
+    assert any(m.value.startswith("**Right:**") and "piles" not in m.value for m in at.markdown)
+
+
+def test_the_page_takes_another_head_and_a_sentence_of_its_own(model) -> None:
+    from pageutil import figures, open_page
+
+    at = open_page(PAGE, {"pl_text": "Queries and keys.", "pl_layer": "5", "pl_head": "11"},
+                   timeout=120)
+    at.radio(key="pl_qk_guess").set_value("stays as it is").run()
+    assert not at.exception, at.exception
+    verdict = next(m.value for m in at.markdown if "entropy only falls" in m.value)
+    assert verdict.startswith("**Not quite:**")
+    assert len(figures(at)) == 2  # the placements still wait for their guess
+    scaling = attention_scaling(model, model.run("Queries and keys."), 5, 11, 1.0)
+    caption = next(c.value for c in at.caption if "largest |logit|" in c.value)
+    assert f"{scaling.largest_logit['without']:.3g} without QK-norm" in caption
+    assert f"uniform over the {len(scaling.tokens)} tokens: {scaling.uniform:.3f}" in verdict
+    at.text_area(key="pl_text").set_value("").run()
+    assert not at.exception and not at.error
