@@ -2,7 +2,6 @@
 lesson's stack at initialization, and QK-norm on a real attention head as its logits grow."""
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from lnviz import charts
@@ -13,7 +12,6 @@ from lnviz.lessons.placement import (
     OLMO2,
     PERI_LN,
     PERI_LN_SIZE,
-    PLACEMENTS,
     QK_SCALES,
     STEADY_WITHIN,
     VIT22B,
@@ -21,6 +19,7 @@ from lnviz.lessons.placement import (
     XIONG,
     attention_scaling,
     gain_sensitivity,
+    gain_table,
     grows_faster,
     normalized_adds,
     placement_findings,
@@ -98,13 +97,13 @@ else:
         "Top: the residual stream's mean square (RMS², its variance about 0) at the input "
         "(block 0) and after each block. Bottom: each block's gradient norm ‖∂L/∂θ‖ at "
         "initialization, through the final norm and a random head scored against random "
-        "labels, as on *Shapes and transformer blocks*. Log axes, one range per row. "
+        "labels, as on *Shapes and transformer blocks*. Log axes, one range per row but for "
+        "“none”, whose numbers would squash the rest. "
         "A gap is a value that overflowed float64.")
     st.markdown("\n".join(f"- {line}" for line in placement_findings(result, sensitivity)))
-    table = pd.DataFrame({f"gain {g:g}": [sensitivity[v][k] for v in PLACEMENTS]
-                          for k, g in enumerate(GAINS)}, index=list(PLACEMENTS))
+    table = gain_table(sensitivity)
     st.dataframe(table.rename_axis(f"stream variance after block {depth}"), key="pl_gains",
-                 column_config={c: st.column_config.NumberColumn(format="%.3g")
+                 column_config={c: st.column_config.TextColumn(alignment="right")
                                 for c in table.columns})
     low, high = normalized_adds(result)
     olmo, pre_grad = result.gradient["OLMo-2"][0], result.gradient["pre-LN"][0]

@@ -282,3 +282,12 @@ def test_the_page_takes_another_head_and_a_sentence_of_its_own(model) -> None:
     assert f"uniform over the {len(scaling.tokens)} tokens: {scaling.uniform:.3f}" in verdict
     at.text_area(key="pl_text").set_value("").run()
     assert not at.exception and not at.error
+
+
+def test_the_gain_table_prints_three_digits_and_names_an_overflow() -> None:
+    from lnviz.lessons.placement import gain_table
+
+    table = gain_table({"pre-LN": np.array([1.23456, 7.1e21]), "none": np.array([13.0, np.nan])},
+                       gains=(0.5, 2.0))
+    assert table.loc["pre-LN"].tolist() == ["1.23", "7.1e+21"]
+    assert table.loc["none"].tolist() == ["13", "overflowed"]

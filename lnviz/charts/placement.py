@@ -23,14 +23,15 @@ from lnviz.charts.base import (
 )
 
 
-def placement_figure(variance: dict[str, np.ndarray], gradient: dict[str, np.ndarray]
-                     ) -> go.Figure:
-    """One column per placement, on log axes shared along each row: the residual stream's
-    variance after each block (top; block 0 = the input) and each block's gradient norm at
-    initialization (bottom). Overflowed values (NaN) leave a gap."""
+def placement_figure(variance: dict[str, np.ndarray], gradient: dict[str, np.ndarray],
+                     own_scale: Sequence[str] = ("none",)) -> go.Figure:
+    """One column per placement, on log axes: the residual stream's variance after each block
+    (top; block 0 = the input) and each block's gradient norm at initialization (bottom). Each
+    row shares one range, except the placements in ``own_scale`` (whose values would squash
+    the rest), which get their own. Overflowed values (NaN) leave a gap."""
     names = list(variance)
-    titles = [f"{v}: stream variance" for v in names] + [f"{v}: gradient" for v in names]
-    layout, refs = panel_grid(titles, rows=2, gap=0.035, vgap=0.16, title_size=13)
+    titles = [v + (" (own scale)" if v in own_scale else "") for v in names] + [""] * len(names)
+    layout, refs = panel_grid(titles, rows=2, gap=0.035, vgap=0.1, title_size=13)
     data = []
     for k, v in enumerate(names):
         color = OKABE_ITO[k % len(OKABE_ITO)]
@@ -47,19 +48,22 @@ def placement_figure(variance: dict[str, np.ndarray], gradient: dict[str, np.nda
                          xaxis=bottom[0], yaxis=bottom[1],
                          hovertemplate="block %{x}: ‖∂L/∂θ‖ %{y:.3g}<extra>" + v
                                        + "</extra>"))
-    rows = ([*variance.values()], [*gradient.values()])
+    shared = [v for v in names if v not in own_scale]
+    rows = ({v: variance[v] for v in names}, {v: gradient[v] for v in names})
     for i, (xaxis, yaxis) in enumerate(axis_ids(refs)):
-        row = i // len(names)
+        row, name = divmod(i, len(names))
+        name = names[name]
+        arrays = [rows[row][name]] if name in own_scale else [rows[row][v] for v in shared]
         layout[xaxis].update(title=dict(text="block") if row == 1 else None)
-        layout[yaxis].update(log_ticks(*rows[row]), showticklabels=i % len(names) == 0)
-        # one range per row, so that the panels compare at a glance
-        values = np.concatenate([np.ravel(a) for a in rows[row]])
+        layout[yaxis].update(log_ticks(*arrays),
+                             showticklabels=name in own_scale or name == shared[0])
+        values = np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in arrays])
         values = values[np.isfinite(values) & (values > 0)]
         if values.size:
             layout[yaxis]["range"] = [np.log10(values.min() / 1.5), np.log10(values.max() * 1.5)]
-    layout["yaxis"]["title"] = dict(text="RMS²")
-    layout[f"yaxis{len(names) + 1}"]["title"] = dict(text="‖∂L/∂θ_block‖")
-    layout.update(height=560, margin=dict(t=40, b=10), showlegend=False)
+    layout["yaxis"]["title"] = dict(text="stream variance (RMS²)")
+    layout[f"yaxis{len(names) + 1}"]["title"] = dict(text="gradient ‖∂L/∂θ‖")
+    layout.update(height=540, margin=dict(t=40, b=10), showlegend=False)
     return figure(data, layout)
 
 

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pandas as pd
 import torch
 
 from lnviz.devices import to_numpy
@@ -28,7 +29,7 @@ from lnviz.norms import layer_norm
 
 __all__ = ["GAINS", "OLMO2", "PERI_LN", "PERI_LN_SIZE", "PLACEMENTS", "QK_EPS", "QK_SCALES",
            "STEADY_WITHIN", "VIT22B", "VIT22B_DIVERGED", "XIONG", "AttentionScaling", "Placements",
-           "attention_scaling", "gain_sensitivity", "grows_faster", "normalized_adds",
+           "attention_scaling", "gain_sensitivity", "gain_table", "grows_faster", "normalized_adds",
            "placement_findings", "placements",
            "steady_placements"]
 
@@ -87,6 +88,14 @@ def gain_sensitivity(config: StackConfig, gains: tuple[float, ...] = GAINS
     the weights' scale decides the stream's growth."""
     runs = [depth_profiles(replace(config, init_gain=g), PLACEMENTS) for g in gains]
     return {v: np.asarray([r[v].stream[-1] ** 2 for r in runs]) for v in PLACEMENTS}
+
+
+def gain_table(sensitivity: dict[str, np.ndarray], gains: tuple[float, ...] = GAINS
+               ) -> pd.DataFrame:
+    """The last-block variances of :func:`gain_sensitivity` as text, one row per placement
+    and one column per gain (3 significant digits; "overflowed" for NaN)."""
+    return pd.DataFrame({f"gain {g:g}": [_number(float(sensitivity[v][k])) for v in sensitivity]
+                         for k, g in enumerate(gains)}, index=list(sensitivity))
 
 
 def _spread(values: np.ndarray) -> float:
