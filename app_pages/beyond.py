@@ -1,5 +1,6 @@
 """Beyond LayerNorm: what recent models do instead, measured on the models the app ships."""
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -11,15 +12,28 @@ from lnviz.lessons.beyond import (
     DERF,
     DYISRU,
     DYT,
+    HEIMERSHEIM,
+    KERNEL_SHAPES,
+    LN_FREE,
+    LN_FREE_LOSS,
+    RMSNORM,
+    RMSNORM_SAVING,
     VIT_TOP1,
+    frozen_sigma,
+    kernel_savings,
+    mean_shares,
+    rank_correlation,
     reference_cosines,
+    rms_instead,
     run_sentence,
     shape_of,
     standard_substitutions,
     substitute,
     tanh_fits,
+    worst_sublayer,
 )
-from lnviz.lessons.minilm import PRESETS, layer_label
+from lnviz.lessons.minilm import PRESETS, layer_label, sublayer_of
+from lnviz.lessons.performance import recorded_gpu_run
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import layer_norm_names
 from lnviz.ui.cache import Named, cached, shared
@@ -110,9 +124,9 @@ else:
     show_figure(charts.beyond.fit_quality_figure, [f"{k}: {layer_label(n)}"
                                                    for k, n in enumerate(NAMES)],
                 [f.r2_tanh for f in fits], [f.r2_line for f in fits], key="by_quality")
-    groups = {"after the feed-forward": [f for f in fits if f.name.endswith(".output.LayerNorm")
-                                         and ".attention." not in f.name],
-              "after attention": [f for f in fits if ".attention." in f.name]}
+    groups = {"after the feed-forward": [f for f in fits
+                                         if sublayer_of(f.name) == "feed-forward"],
+              "after attention": [f for f in fits if sublayer_of(f.name) == "attention"]}
     embeddings = fits[0]
     lines = [f"- **The embeddings' LayerNorm** (LayerNorm 0, before any layer): tanh R² "
              f"{embeddings.r2_tanh:.2f}, line R² {embeddings.r2_line:.2f}; "
@@ -203,6 +217,104 @@ st.markdown(
     f"on the data: at {CAUTION_SIZES[0]} parameters, validation loss "
     f"{-CAUTION_LOSS['1M']:.1f} % better on 1M tokens, "
     f"{CAUTION_LOSS['118M']:.1f} % worse on 118M tokens.")
+
+# --- 5. Remove the norm: σ frozen --------------------------------------------------------------
+st.subheader("5 · Remove the norm: freeze σ")
+st.markdown(
+    f"{HEIMERSHEIM.cited} removed every LayerNorm from GPT-2 small by fine-tuning it without "
+    f"them, at a cost of {LN_FREE_LOSS['GPT-2 small']:+.2f} nats per token of cross-entropy "
+    "loss; "
+    f"{LN_FREE.cited} did the same up to GPT-2 XL "
+    f"({LN_FREE_LOSS['GPT-2 XL']:+.2f}). Their released checkpoints keep the LayerNorm modules "
+    "but switch them off with ε = 10¹² and γ multiplied by 10⁶: √(σ² + 10¹²) ≈ 10⁶ for any σ "
+    "the model produces, so the layer only subtracts each token's mean and applies γ and β, "
+    "with σ frozen at one number for every token. Here is the same thing without the "
+    "fine-tuning: each LayerNorm's σ frozen at σ̄, the average over this sentence's tokens of "
+    "their own √(σ² + ε), so that a typical token is untouched.")
+frozen_guess = st.radio(
+    "Before you look: freezing σ in which LayerNorms moves the embedding most?",
+    ["the embeddings' one", "those after attention", "those after the feed-forward"],
+    index=None, key="by_frozen_guess", horizontal=True,
+    help="Frozen σ: y = γ·(x − μ)/σ̄ + β, μ still each token's mean, σ̄ one number.")
+with st.spinner("Running the model with σ frozen…"):
+    frozen = cached(frozen_sigma, Named(model, "minilm"), text, Named(original, ("by", text)))
+if frozen_guess is None:
+    st.caption("Pick an answer to see the figure.")
+else:
+    worst = worst_sublayer(frozen)
+    answer = {"embeddings": "the embeddings' one", "attention": "those after attention",
+              "feed-forward": "those after the feed-forward"}[worst]
+    k = int(np.argmin(frozen.alone))
+    st.markdown(
+        f"**{'Right' if frozen_guess == answer else 'Not quite'}:** on this sentence the "
+        f"worst is LayerNorm {k} ({layer_label(frozen.names[k])}): alone, it leaves a cosine "
+        f"of {frozen.alone[k]:.3f} with the model's own embedding. All 13 frozen together: "
+        f"{frozen.together:.3f}.")
+    show_figure(charts.beyond.swaps_figure,
+                [f"{i}: {layer_label(n)}" for i, n in enumerate(frozen.names)], frozen.alone,
+                frozen.measure, "largest token's √(σ² + ε) ÷ σ̄", key="by_frozen")
+    rho = rank_correlation(frozen.measure, -frozen.alone)
+    st.caption(
+        "A frozen σ is wrong by the factor σ/σ̄ for each token: a token whose σ is 5× the "
+        "average comes out 5× too large, and every later layer reads it so. "
+        + (f"Across the 13, the larger that factor for the worst token, the lower the cosine "
+           f"(rank correlation {rho:.2f}): what breaks is the tokens whose σ is far from the "
+           "rest"
+           + (" — here after the feed-forward, where the massive activation of *Inside a real "
+              "transformer* sits." if worst == "feed-forward" else ".")
+           if rho > 0.7 else
+           f"Across the 13 the factor for the worst token does not rank the damage well here "
+           f"(rank correlation {rho:.2f}).")
+        + " The papers switch the LayerNorms off while fine-tuning, so that the weights learn "
+          "to work without a per-token σ; without fine-tuning, as here, the tokens far from σ̄ "
+          "are what breaks.")
+
+# --- 6. RMSNorm: is the mean needed? ------------------------------------------------------------
+st.subheader("6 · RMSNorm: is the mean needed?")
+kernels = kernel_savings(recorded_gpu_run().rows, KERNEL_SHAPES)
+run_device = recorded_gpu_run().device
+st.markdown(
+    f"{RMSNORM.cited} drops the mean: y = γ·x/√(mean x² + ε). T5, Llama and SmolLM2 use it, "
+    f"and its paper reports {RMSNORM_SAVING[0]}–{RMSNORM_SAVING[1]} % less running time than "
+    "LayerNorm in its models. Two questions, on real numbers: how far from 0 are the means a "
+    "trained model's LayerNorms see, and what does dropping them save?")
+means, largest = mean_shares(original.records)
+with st.spinner("Running the model with RMSNorm in place of LayerNorm…"):
+    swapped = cached(rms_instead, Named(model, "minilm"), text, Named(original, ("by", text)))
+table = pd.DataFrame({
+    "LayerNorm": [f"{i}: {layer_label(n)}" for i, n in enumerate(swapped.names)],
+    "median |μ|/σ": means, "largest |μ|/σ": largest,
+    "cosine, this one as RMSNorm": swapped.alone})
+st.dataframe(table, hide_index=True, key="by_means",
+             column_config={c: st.column_config.NumberColumn(format="%.4f")
+                            for c in table.columns[1:]})
+st.markdown(
+    f"Per token, RMSNorm's x/√(mean x²) is LayerNorm's x̂ scaled by 1/√(1 + (μ/σ)²) plus "
+    f"μ/√(σ² + μ²) in every feature. In MiniLM, on this sentence, |μ|/σ is at most "
+    f"{largest.max():.3f} (median over tokens {means.min():.3f} to {means.max():.3f} per "
+    f"LayerNorm), so each LayerNorm turned into an RMSNorm alone leaves a cosine of at least "
+    f"{swapped.alone.min():.4f}; all 13 together give {swapped.together:.3f}."
+    + (" The means were close to 0 already, though this model was trained to have them "
+       "subtracted." if largest.max() < 0.2 else ""))
+torch_saving = [s for _, s, _ in kernels]
+fused_saving = [s for _, _, s in kernels]
+st.markdown(
+    f"**What it saves**, measured on an {run_device} (the Performance page's benchmark, "
+    f"docs/benchmarks.md): with torch's own kernels RMSNorm takes "
+    f"{min(torch_saving):.0%} to {max(torch_saving):.0%} less time than LayerNorm over "
+    f"{', '.join(f'{r}×{c}' for (r, c), _, _ in kernels)}"
+    + (f", the most at the narrowest rows (SmolLM2's {kernels[0][0][1]} features)"
+       if int(np.argmax(torch_saving)) == 0 else "")
+    + f". With lnviz's fused kernels, which read x once and write y once for both, the "
+      f"saving is {min(fused_saving):.1%} to {max(fused_saving):.1%}: a norm is "
+      "memory-bound, and the mean costs arithmetic, not memory traffic. How much RMSNorm "
+      "saves depends on the kernel more than on the formula.")
+st.page_link("app_pages/smollm2.py", icon=":material/chat:",
+             label="Inside a real LLM: break one of SmolLM2's RMSNorms — as LayerNorm, with a "
+                   "frozen RMS, or as its fitted Dynamic Tanh — and watch the next token",
+             query_params={"sl_part4": "true", "sl_how": "fitted DyT"})
+st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
+             label="Where the norm sits: Peri-LN, OLMo-2's reordered norm, and QK-norm")
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

@@ -144,7 +144,8 @@ if part.open:
                    "the most likely next token changes from "
                    f"{code_span(broken.before.tokens[0])} to {code_span(broken.after.tokens[0])}")
         done = {"removed": "removed", "frozen RMS": "given a frozen RMS",
-                "LayerNorm": "turned into LayerNorm with the same γ"}[how]
+                "LayerNorm": "turned into LayerNorm with the same γ",
+                "fitted DyT": "replaced by its fitted Dynamic Tanh"}[how]
         st.markdown(
             f"With the norm {code_span(name)} ({norm_label(name)}) {done}, {verdict}; the "
             f"next-token distribution moves by a KL divergence of {short(broken.kl)} nats. On "

@@ -222,3 +222,129 @@ def test_a_long_sentences_fit_searches_a_sample_and_loses_next_to_nothing(model)
     sampled, full = fit_tanh(xs, ys), fit_tanh(xs, ys, search_points=None)
     assert sampled[2] == pytest.approx(full[2], abs=1e-4)
     assert sampled[0] == pytest.approx(full[0], rel=0.05)
+
+
+# --- Removing the norm, and RMSNorm instead ---------------------------------------------------
+
+
+def test_a_frozen_sigma_is_layer_norm_with_one_sigma_for_every_token(model) -> None:
+    from lnviz.lessons.beyond import freeze_sigma
+
+    run = model.run(PRESETS[0])
+    record = run.records[2]
+    x = record.input.double()
+    sigma_bar = float((x.var(-1, unbiased=False) + 1e-12).sqrt().mean())
+    expected = ((x - x.mean(-1, keepdim=True)) / sigma_bar * record.weight.double()
+                + record.bias.double())
+    assert torch.allclose(freeze_sigma(record, 1e-12)(record.input).double(), expected,
+                          rtol=1e-5, atol=1e-5)
+    # tokens that share one σ: freezing it changes nothing
+    same = torch.nn.functional.layer_norm(x, (x.shape[-1],)).float() * 3.0 + 1.0
+    flat = type(record)(**{**record.__dict__, "input": same})
+    out = freeze_sigma(flat, 1e-12)(same)
+    ln = lnviz.layer_norm(same, same.shape[-1], record.weight, record.bias, 1e-12).output
+    assert torch.allclose(out, ln, atol=1e-4)
+
+
+def test_the_checkpoints_switch_off_trick_is_a_frozen_sigma_of_one(model) -> None:
+    # ε = 1e12 and γ·1e6: LayerNorm becomes γ·(x − μ) + β for any σ the model produces
+    record = model.run(PRESETS[0]).records[2]
+    x = record.input.double()
+    off = lnviz.layer_norm(x, x.shape[-1], record.weight.double() * 1e6, record.bias.double(),
+                           1e12).output
+    centred = (x - x.mean(-1, keepdim=True)) * record.weight.double() + record.bias.double()
+    scale = float(centred.abs().max())
+    assert (off - centred).abs().max() < 1e-6 * scale
+
+
+def test_freezing_sigma_breaks_where_sigma_spreads_and_rmsnorm_barely_moves_anything(
+        model) -> None:
+    from lnviz.lessons.beyond import (
+        frozen_sigma,
+        mean_shares,
+        rank_correlation,
+        rms_instead,
+        worst_sublayer,
+    )
+
+    text = PRESETS[0]
+    original = model.run(text)
+    frozen = frozen_sigma(model, text, original)
+    assert worst_sublayer(frozen) == "feed-forward"
+    assert frozen.together < 0.5 and frozen.alone.min() < 0.5  # with a wide margin: 0.04, -0.07
+    attention = [i for i, n in enumerate(frozen.names) if ".attention." in n]
+    assert frozen.alone[attention].min() > 0.99  # after attention, σ hardly varies
+    assert rank_correlation(frozen.measure, -frozen.alone) > 0.7
+    # each one alone is the model with only that replacement (its cosine recomputed here)
+    k = int(np.argmin(frozen.alone))
+    from lnviz.lessons.beyond import freeze_sigma
+
+    alone = model.run(text, replace={frozen.names[k]: freeze_sigma(original.records[k], 1e-12)})
+    cos = torch.nn.functional.cosine_similarity(alone.embedding, original.embedding, dim=0)
+    assert frozen.alone[k] == pytest.approx(float(cos), abs=1e-6)
+    # RMSNorm in place of LayerNorm: the means are small, every cosine stays high
+    median, largest = mean_shares(original.records)
+    assert largest.max() < 0.2 and np.all(median <= largest)
+    swapped = rms_instead(model, text, original)
+    assert swapped.alone.min() > 0.95 and 0.8 < swapped.together < swapped.alone.min()
+
+
+def test_rank_correlation_is_spearmans() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=20), rng.normal(size=20)
+    from lnviz.lessons.beyond import rank_correlation
+
+    assert rank_correlation(a, b) == pytest.approx(stats.spearmanr(a, b).statistic, abs=1e-12)
+    assert rank_correlation(a, 2 * a + 1) == pytest.approx(1.0)
+
+
+def test_kernel_savings_read_the_recorded_run() -> None:
+    from lnviz.lessons.beyond import KERNEL_SHAPES, kernel_savings
+    from lnviz.lessons.performance import find_row, recorded_gpu_run
+
+    rows = recorded_gpu_run().rows
+    savings = kernel_savings(rows, KERNEL_SHAPES)
+    assert [s[0] for s in savings] == list(KERNEL_SHAPES)
+    shape, torch_saving, fused_saving = savings[0]
+    for impl, saving in (("torch", torch_saving), ("fused", fused_saving)):
+        layer, rms = (find_row(rows, n, impl, shape).seconds for n in ("layer", "rms"))
+        assert saving == pytest.approx(1 - rms / layer)
+    assert all(abs(f) < 0.05 for _, _, f in savings)  # fused: both one read and one write
+    assert kernel_savings(rows, [(3, 3)]) == []
+
+
+def test_the_page_freezes_sigma_after_a_guess_and_prints_the_lessons_numbers(model) -> None:
+    from pageutil import figures, open_page
+
+    from lnviz.lessons.beyond import frozen_sigma, rms_instead
+
+    at = open_page(PAGE, timeout=120)
+    assert any("Pick an answer to see the figure" in c.value for c in at.caption)
+    at.radio(key="by_frozen_guess").set_value("those after the feed-forward").run()
+    assert not at.exception, at.exception
+    original = model.run(PRESETS[0])
+    frozen = frozen_sigma(model, PRESETS[0], original)
+    verdict = next(m.value for m in at.markdown if "All 13 frozen together" in m.value)
+    assert verdict.startswith("**Right:**") and f"{frozen.together:.3f}" in verdict
+    assert any(len(f["data"]) == 2 and f["data"][0]["type"] == "bar" for f in figures(at))
+    swapped = rms_instead(model, PRESETS[0], original)
+    means = next(m.value for m in at.markdown if "turned into an RMSNorm alone" in m.value)
+    assert f"at least {swapped.alone.min():.4f}" in means
+    assert f"{swapped.together:.3f}" in means
+
+
+def test_an_rms_norms_fit_is_of_x_over_its_rms() -> None:
+    from lnviz.capture import NormRecord
+    from lnviz.lessons.beyond import fit_record
+
+    x = torch.randn(1, 7, 64, generator=torch.Generator().manual_seed(0)) * 3 + 0.5
+    record = NormRecord(name="n", call=0, kind="rms_norm", input=x, output=x,
+                        weight=torch.ones(64), bias=None, settings={})
+    fit = fit_record(record, 1e-6)
+    expected = torch.nn.functional.rms_norm(x.double(), (64,), eps=1e-6).ravel().numpy()
+    assert np.allclose(fit.x_hat, expected, atol=1e-6)
+    bad = NormRecord(name="b", call=0, kind="batch_norm", input=x, output=x, weight=None,
+                     bias=None, settings={})
+    with pytest.raises(ValueError, match="LayerNorm or an RMSNorm"):
+        fit_record(bad, 1e-5)

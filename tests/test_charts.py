@@ -276,6 +276,18 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             "tanh fit (R² 0.96)", "line fit (R² 0.27)")),
         (c.beyond.fit_quality_figure, c.beyond.fit_quality_figure(
             ["embeddings", "0 · after attention"], [0.96, 0.97], [0.87, 0.97])),
+        (c.beyond.swaps_figure, c.beyond.swaps_figure(
+            ["0: embeddings", "1: layer 0 · after attention", "2: layer 0 · after feed-forward"],
+            [0.96, 0.999, -0.07], [2.1, 1.2, 5.7], "largest token's √(σ² + ε) ÷ σ̄")),
+        (c.placement.placement_figure, c.placement.placement_figure(
+            {v: np.linspace(1, 30, 7) for v in shapes.PLACEMENTS[:4]}
+            | {"none": np.r_[1.0, 1e5, 1e20, np.nan, np.nan, np.nan, np.nan]},
+            {v: np.linspace(3, 0.5, 6) for v in shapes.PLACEMENTS[:4]}
+            | {"none": np.full(6, np.nan)})),
+        (c.placement.entropy_figure, c.placement.entropy_figure(
+            np.logspace(-1, 2, 7), np.linspace(2.2, 0.0, 7), np.full(7, 1.63), 2.197, 16.0)),
+        (c.placement.attention_pair_figure, c.placement.attention_pair_figure(
+            ["[CLS]", "the", "cat", "[SEP]"], np.eye(4), np.full((4, 4), 0.25), 16.0)),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(
             ["ĠParis", "Ġthe", "Ċ"], [0.77, 0.06, 0.01])),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(

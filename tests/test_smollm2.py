@@ -98,6 +98,17 @@ def test_breaking_a_norm_is_a_replaced_run(model, how):
         again = model.run(PRESETS[0], replace={name: lambda x: x})
         assert broken.after.tokens == prediction(again).tokens
         assert broken.kl > 0.01  # this norm matters to the prediction
+    if how == "fitted DyT":
+        # DyT fitted to the same norm on FROZEN_TEXT, written out: γ·s·tanh(αx), no β
+        from lnviz.lessons.beyond import fit_record
+        from lnviz.lessons.smollm2 import FROZEN_TEXT
+
+        fit = fit_record(model.run(FROZEN_TEXT).record(name), model.config.eps)
+        gamma = model.weights[f"{name}.weight"]
+        again = model.run(PRESETS[0], replace={
+            name: lambda x: gamma * fit.scale * torch.tanh(fit.alpha * x)})
+        assert broken.after.tokens == prediction(again).tokens
+        assert fit.r2_tanh > fit.r2_line  # the curve explains more than a line
 
 
 def test_norm_labels():

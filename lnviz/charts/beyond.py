@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from lnviz.charts.base import AFTER, BEFORE, LEGEND_BELOW, OKABE_ITO, compact, figure
+from lnviz.charts.base import AFTER, BEFORE, LEGEND_BELOW, OKABE_ITO, compact, figure, panel_grid
 
 
 def tanh_fit_figure(x: np.ndarray, x_hat: np.ndarray, curve_x: np.ndarray,
@@ -46,4 +46,24 @@ def fit_quality_figure(labels: Sequence[str], r2_tanh: Sequence[float],
                   xaxis=dict(type="category", tickangle=-40),
                   yaxis=dict(title=dict(text="R² (share of x̂'s variance explained)"),
                              range=[0, 1.02]))
+    return figure(data, layout)
+
+
+def swaps_figure(labels: Sequence[str], cosine: Sequence[float], measure: Sequence[float],
+                 measure_name: str) -> go.Figure:
+    """Each LayerNorm changed alone: the sentence embedding's cosine with the model's own
+    (top) and what predicts the damage (bottom), layer by layer in forward order."""
+    layout, refs = panel_grid(["cosine with the model's embedding, this LayerNorm changed alone",
+                               measure_name], rows=2, vgap=0.16)
+    data = [dict(type="bar", x=list(labels), y=compact(cosine), name="cosine",
+                 marker=dict(color=AFTER), xaxis=refs[0][0], yaxis=refs[0][1],
+                 hovertemplate="%{x}<br>cosine %{y:.4f}<extra></extra>"),
+            dict(type="bar", x=list(labels), y=compact(measure), name=measure_name,
+                 marker=dict(color=BEFORE), xaxis=refs[1][0], yaxis=refs[1][1],
+                 hovertemplate="%{x}<br>" + measure_name + " %{y:.3g}<extra></extra>")]
+    low = min(0.0, float(np.nanmin(cosine)))
+    layout["yaxis"].update(range=[low - 0.02, 1.02])
+    for xaxis in ("xaxis", "xaxis2"):
+        layout[xaxis].update(type="category", tickangle=-40, showticklabels=xaxis == "xaxis2")
+    layout.update(height=520, margin=dict(t=40, b=10), showlegend=False)
     return figure(data, layout)

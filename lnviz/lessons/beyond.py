@@ -20,13 +20,47 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lnviz.capture import NormRecord
 from lnviz.devices import to_numpy
+from lnviz.lessons.minilm import sublayer_of
 from lnviz.models.bert import MiniLM, ModelRun, Replacement
-from lnviz.norms import layer_norm
+from lnviz.norms import layer_norm, rms_norm
 
-__all__ = ["CAUTION", "CAUTION_LOSS", "CAUTION_SIZES", "DERF", "DYISRU", "DYT", "VIT_TOP1",
-           "Paper", "Substitution", "TanhFit", "dyt", "fit_line", "fit_tanh", "reference_cosines",
-           "run_sentence", "shape_of", "standard_substitutions", "substitute", "tanh_fits"]
+__all__ = [
+    "CAUTION",
+    "CAUTION_LOSS",
+    "CAUTION_SIZES",
+    "DERF",
+    "DYISRU",
+    "DYT",
+    "HEIMERSHEIM",
+    "KERNEL_SHAPES",
+    "LN_FREE",
+    "LN_FREE_LOSS",
+    "RMSNORM",
+    "RMSNORM_SAVING",
+    "VIT_TOP1",
+    "Paper",
+    "Substitution",
+    "Swaps",
+    "TanhFit",
+    "dyt",
+    "fit_line",
+    "fit_record",
+    "fit_tanh",
+    "freeze_sigma",
+    "frozen_sigma",
+    "kernel_savings",
+    "mean_shares",
+    "reference_cosines",
+    "rms_instead",
+    "run_sentence",
+    "shape_of",
+    "standard_substitutions",
+    "substitute",
+    "tanh_fits",
+    "worst_sublayer",
+]
 
 
 @dataclass(frozen=True)
@@ -186,30 +220,38 @@ class TanhFit:
         where tanh bends by less than 0.4 %."""
         return self.alpha * float(np.abs(self.x).max()) < 0.1
 
-    def replacement(self, weight: torch.Tensor, bias: torch.Tensor) -> Replacement:
-        """The LayerNorm as DyT with this fit: γ·(scale·tanh(αx)) + β, for
-        :meth:`lnviz.models.MiniLM.run`'s ``replace``."""
+    def replacement(self, weight: torch.Tensor, bias: torch.Tensor | None) -> Replacement:
+        """The norm as DyT with this fit: γ·(scale·tanh(αx)) + β (no β for an RMSNorm: None),
+        for the models' ``run(replace=...)``."""
         alpha = self.alpha
         scaled = weight * self.scale  # (C,): the fitted s folded into γ, as DyT's γ learns it
         return lambda x: dyt(x, alpha, scaled, bias)
 
 
-def tanh_fits(run: ModelRun, eps: float = 1e-12) -> list[TanhFit]:
-    """Fit :func:`fit_tanh` and :func:`fit_line` to each LayerNorm of ``run``: its input
-    values against x̂ = (x − μ)/√(σ² + ε), per token as the LayerNorm computes it."""
-    fits = []
-    for record in run.records:
-        x = record.input.detach()  # (1, T, C)
+def fit_record(record: NormRecord, eps: float) -> TanhFit:
+    """:func:`fit_tanh` and :func:`fit_line` for one norm's input values against its
+    normalized output before γ (and β), per token as the norm computes it: x̂ = (x − μ)/√(σ²+ε)
+    for a LayerNorm, x/√(mean x² + ε) for an RMSNorm."""
+    x = record.input.detach()  # (1, T, C)
+    if record.kind == "rms_norm":
+        result = rms_norm(x, x.shape[-1], eps=eps)
+    elif record.kind == "layer_norm":
         result = layer_norm(x, x.shape[-1], None, None, eps)
-        x_hat = result.output  # (1, T, C), before γ and β
-        sigma = to_numpy(1 / result.rstd, torch.float64).ravel()  # (T,): each token's √(σ²+ε)
-        xs, ys = to_numpy(x, torch.float64).ravel(), to_numpy(x_hat, torch.float64).ravel()
-        alpha, scale, r2_tanh = fit_tanh(xs, ys)
-        slope, intercept, r2_line = fit_line(xs, ys)
-        fits.append(TanhFit(record.name, alpha, scale, r2_tanh, slope, intercept, r2_line,
-                            xs, ys, (float(sigma.min()), float(np.median(sigma)),
-                                     float(sigma.max()))))
-    return fits
+    else:
+        raise ValueError(f"a tanh is fitted to a LayerNorm or an RMSNorm, not a {record.kind}")
+    sigma = to_numpy(1 / result.rstd, torch.float64).ravel()  # (T,): each token's scale
+    xs = to_numpy(x, torch.float64).ravel()
+    ys = to_numpy(result.output, torch.float64).ravel()
+    alpha, scale, r2_tanh = fit_tanh(xs, ys)
+    slope, intercept, r2_line = fit_line(xs, ys)
+    return TanhFit(record.name, alpha, scale, r2_tanh, slope, intercept, r2_line, xs, ys,
+                   (float(sigma.min()), float(np.median(sigma)), float(sigma.max())))
+
+
+def tanh_fits(run: ModelRun, eps: float = 1e-12) -> list[TanhFit]:
+    """:func:`fit_record` for each LayerNorm of ``run``: its input values against
+    x̂ = (x − μ)/√(σ² + ε), per token as the LayerNorm computes it."""
+    return [fit_record(record, eps) for record in run.records]
 
 
 @dataclass(frozen=True)
@@ -262,9 +304,8 @@ def standard_substitutions(model: MiniLM, text: str, fits: Sequence[TanhFit],
     """The replacements the page compares, each with its label: the first feed-forward
     LayerNorm alone, all six after the feed-forward, all six after attention, all thirteen."""
     by_name = {f.name: f for f in fits}
-    ffn = [by_name[n] for n in by_name if n.endswith(".output.LayerNorm")
-           and ".attention." not in n]
-    attention = [by_name[n] for n in by_name if ".attention." in n]
+    ffn = [by_name[n] for n in by_name if sublayer_of(n) == "feed-forward"]
+    attention = [by_name[n] for n in by_name if sublayer_of(n) == "attention"]
     cases = [("layer 0's after-feed-forward LayerNorm", ffn[:1]),
              ("the 6 after the feed-forward", ffn),
              ("the 6 after attention", attention),
@@ -278,3 +319,144 @@ def reference_cosines(model: MiniLM, original: ModelRun, others: Iterable[str]
     return [(text, float(F.cosine_similarity(original.embedding, model.run(text).embedding,
                                              dim=0)))
             for text in others if text != original.text]
+
+
+# --- Removing the norm: σ frozen ---------------------------------------------------------------
+
+HEIMERSHEIM = Paper("LN removal", "Heimersheim", "You can remove GPT2's LayerNorm by fine-tuning",
+                    "2409.13710")
+LN_FREE = Paper("LN-free GPT-2", "Baroni, Khara, Schaeffer, Subkhankulov and Heimersheim",
+                "Transformers Don't Need LayerNorm at Inference Time", "2507.02559")
+#: The papers' change of cross-entropy loss (nats per token) after LayerNorm is removed and
+#: the model fine-tuned: GPT-2 small (arXiv 2409.13710) and GPT-2 XL (arXiv 2507.02559).
+LN_FREE_LOSS = {"GPT-2 small": 0.05, "GPT-2 XL": 0.03}
+
+
+def _scale_of(record: NormRecord, eps: float) -> torch.Tensor:
+    """Each token's √(σ² + ε) (a LayerNorm) or √(mean x² + ε) (an RMSNorm), (T,)."""
+    x = record.input.detach()[0].double()  # (T, C)
+    if record.kind == "rms_norm":
+        return (x.square().mean(-1) + eps).sqrt()
+    return (x.var(-1, unbiased=False) + eps).sqrt()
+
+
+def freeze_sigma(record: NormRecord, eps: float) -> Replacement:
+    """The LayerNorm of ``record`` with σ frozen: γ·(x − μ)/σ̄ + β, where μ is still each
+    token's mean and σ̄ is one number, the mean of √(σ² + ε) over the tokens ``record`` saw."""
+    sigma = float(_scale_of(record, eps).mean())
+    weight, bias = record.weight, record.bias
+
+    def frozen(x: torch.Tensor) -> torch.Tensor:
+        centred = x - x.mean(-1, keepdim=True)  # (B, T, C): the mean stays per token
+        return centred / sigma * weight + bias  # (B, T, C): one σ̄ for every token
+
+    return frozen
+
+
+@dataclass(frozen=True, eq=False)
+class Swaps:
+    """Each of MiniLM's LayerNorms changed in turn, and all of them at once.
+
+    Attributes:
+        names: the LayerNorms, in forward order.
+        alone: (13,) the embedding's cosine with the model's own when only that one changes.
+        together: the cosine when all 13 change.
+        measure: (13,) what predicts the damage (for σ frozen: the largest token's √(σ² + ε)
+            over σ̄; for RMSNorm: the largest token's |μ|/σ).
+    """
+
+    names: tuple[str, ...]
+    alone: np.ndarray
+    together: float
+    measure: np.ndarray
+
+
+def _cosine(a: ModelRun, b: ModelRun) -> float:
+    return float(F.cosine_similarity(a.embedding, b.embedding, dim=0))
+
+
+def _swaps(model: MiniLM, text: str, original: ModelRun,
+           replacements: dict[str, Replacement], measure: np.ndarray) -> Swaps:
+    names = tuple(r.name for r in original.records)
+    alone = np.asarray([_cosine(original, model.run(text, replace={n: replacements[n]}))
+                        for n in names])
+    together = _cosine(original, model.run(text, replace=replacements))
+    return Swaps(names, alone, together, measure)
+
+
+def frozen_sigma(model: MiniLM, text: str, original: ModelRun) -> Swaps:
+    """MiniLM with σ frozen (:func:`freeze_sigma`) in each LayerNorm alone and in all 13,
+    σ̄ taken from ``original``'s run of the same text (the most favourable σ̄ there is)."""
+    eps = model.config.eps
+    scales = [_scale_of(r, eps) for r in original.records]
+    return _swaps(model, text, original,
+                  {r.name: freeze_sigma(r, eps) for r in original.records},
+                  np.asarray([float(s.max() / s.mean()) for s in scales]))
+
+
+# --- RMSNorm: dropping the mean ----------------------------------------------------------------
+
+RMSNORM = Paper("RMSNorm", "Zhang and Sennrich", "Root Mean Square Layer Normalization",
+                "1910.07467", "NeurIPS 2019")
+#: The running time RMSNorm saves over LayerNorm in its paper's models (%, smallest and largest).
+RMSNORM_SAVING = (7, 64)
+#: The shapes (rows × features) whose recorded GPU timings the page compares: SmolLM2's width
+#: (576), BERT-base's (768), then wider, at 16,384 rows.
+KERNEL_SHAPES = ((16384, 576), (16384, 768), (16384, 1024), (16384, 4096))
+
+
+def mean_shares(records: Sequence[NormRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """How far each norm's input sits from mean 0, per token: |μ|/σ (σ the biased standard
+    deviation), its median and its largest over the tokens, one of each per norm. RMSNorm's
+    output is LayerNorm's times 1/√(1 + (μ/σ)²) (per token, with ε = 0 and β = 0), with the
+    mean left in."""
+    median, largest = [], []
+    for record in records:
+        x = record.input.detach()[0].double()  # (T, C)
+        ratio = x.mean(-1).abs() / x.std(-1, unbiased=False)  # (T,)
+        median.append(float(ratio.median()))
+        largest.append(float(ratio.max()))
+    return np.asarray(median), np.asarray(largest)
+
+
+def rms_instead(model: MiniLM, text: str, original: ModelRun) -> Swaps:
+    """MiniLM with each LayerNorm turned into an RMSNorm (x/√(mean x² + ε), the same γ and β)
+    alone and all 13 at once."""
+    eps = model.config.eps
+
+    def as_rms(record: NormRecord) -> Replacement:
+        weight, bias = record.weight, record.bias
+        return lambda x: rms_norm(x, x.shape[-1], weight, eps).output + bias
+
+    return _swaps(model, text, original, {r.name: as_rms(r) for r in original.records},
+                  mean_shares(original.records)[1])
+
+
+def kernel_savings(rows: Sequence, shapes: Sequence[tuple[int, int]]
+                   ) -> list[tuple[tuple[int, int], float, float]]:
+    """For each shape measured: (shape, the share of time RMSNorm saves over LayerNorm with
+    torch's kernels, the same with lnviz's fused kernels), from benchmark rows
+    (:class:`lnviz.lessons.performance.Row`)."""
+    def seconds(norm: str, impl: str, shape: tuple[int, int]) -> float | None:
+        return next((r.seconds for r in rows if (r.norm, r.impl, (r.rows, r.cols))
+                     == (norm, impl, tuple(shape))), None)
+
+    savings = []
+    for shape in shapes:
+        times = [seconds(n, i, shape) for i in ("torch", "fused") for n in ("layer", "rms")]
+        if None not in times:
+            savings.append((tuple(shape), 1 - times[1] / times[0], 1 - times[3] / times[2]))
+    return savings
+
+
+def rank_correlation(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's ρ: the correlation of the ranks of ``a`` and ``b`` (ties ranked in order)."""
+    ranks = [np.argsort(np.argsort(np.asarray(v, dtype=np.float64), kind="stable"))
+             for v in (a, b)]
+    return float(np.corrcoef(*ranks)[0, 1])
+
+
+def worst_sublayer(swaps: Swaps) -> str:
+    """Where the LayerNorm sits (:data:`lnviz.lessons.minilm.SUBLAYERS`) whose change alone
+    moves the embedding most."""
+    return sublayer_of(swaps.names[int(np.argmin(swaps.alone))])

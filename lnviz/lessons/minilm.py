@@ -42,6 +42,7 @@ __all__ = [
     "INT8_THRESHOLD",
     "PAIRS",
     "PRESETS",
+    "SUBLAYERS",
     "Ablation",
     "LayerView",
     "Massive",
@@ -58,6 +59,7 @@ __all__ = [
     "explorer_batch",
     "first_word_run",
     "first_word_text",
+    "indices_after",
     "int8_errors",
     "int8_text",
     "layer_label",
@@ -67,6 +69,7 @@ __all__ = [
     "outlier_text",
     "pair_similarities",
     "sink_text",
+    "sublayer_of",
     "truncation_note",
 ]
 
@@ -92,14 +95,29 @@ FIRST_FFN = "encoder.layer.0.output.LayerNorm"
 INT8_THRESHOLD = 6.0
 
 
+#: Where a LayerNorm sits (:func:`sublayer_of`): after the embeddings, after attention, or
+#: after the feed-forward network.
+SUBLAYERS = ("embeddings", "attention", "feed-forward")
+
+
+def sublayer_of(name: str) -> str:
+    """What a MiniLM LayerNorm (by its BertModel name) follows: one of :data:`SUBLAYERS`."""
+    if name.startswith("embeddings"):
+        return "embeddings"
+    return "attention" if ".attention." in name else "feed-forward"
+
+
+def indices_after(names: Sequence[str], sublayer: str) -> list[int]:
+    """The positions in ``names`` of the LayerNorms after ``sublayer`` (:data:`SUBLAYERS`)."""
+    return [i for i, n in enumerate(names) if sublayer_of(n) == sublayer]
+
+
 def layer_label(name: str) -> str:
     """A LayerNorm's place in words: "embeddings", "layer 0 · after attention", "layer 0 · after
     feed-forward"."""
-    if name.startswith("embeddings"):
+    if sublayer_of(name) == "embeddings":
         return "embeddings"
-    layer = name.split(".")[2]
-    return f"layer {layer} · " + ("after attention" if ".attention." in name
-                                  else "after feed-forward")
+    return f"layer {name.split('.')[2]} · after {sublayer_of(name)}"
 
 
 def _grid(tensor: torch.Tensor) -> np.ndarray:
@@ -237,8 +255,7 @@ def _massive(run: ModelRun, grids: list[np.ndarray], names: list[str]) -> Massiv
     k = names.index(FIRST_FFN)
     x = grids[k]
     token, feature = divmod(int(np.abs(x).argmax()), x.shape[1])
-    ffn = [i for i, n in enumerate(names) if n.endswith(".output.LayerNorm")
-           and ".attention." not in n]
+    ffn = indices_after(names, "feed-forward")
     per_layer = np.array([grids[i][token, feature] for i in ffn])
     per_layer_median = np.array([np.median(np.abs(grids[i])) for i in ffn])
     share = np.array([np.square(grids[i][token].astype(np.float64)).sum()
@@ -534,9 +551,8 @@ def outlier_text(run: TransformerRun) -> str:
     """The outlier feature through the layers, and γ's rank there."""
     o = run.outliers
     names = run.names
-    attn = [i for i, n in enumerate(names) if ".attention." in n]
-    ffn = [i for i, n in enumerate(names) if n.endswith(".output.LayerNorm")
-           and ".attention." not in n]
+    attn = indices_after(names, "attention")
+    ffn = indices_after(names, "feed-forward")
     peak = int(np.argmax(o.median))
 
     def ranks(indices: list[int], which: np.ndarray) -> str:

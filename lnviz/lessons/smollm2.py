@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lnviz.lessons.beyond import fit_record
 from lnviz.lessons.minilm import TransformerRun
 from lnviz.limits import SMOLLM2_MAX_TOKENS
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
@@ -71,6 +72,8 @@ BREAKS = {
     "frozen RMS": "its input (times γ) divided by one number: the median token's RMS the same "
                   "norm saw on another text",
     "LayerNorm": "LayerNorm with the same γ: the mean subtracted as well",
+    "fitted DyT": "Dynamic Tanh, γ·s·tanh(αx), with α and s fitted to the values the same norm "
+                  "saw on another text: no statistic at all",
 }
 
 
@@ -217,6 +220,8 @@ def _replacement(model: SmolLM2, name: str, how: str) -> Callable[[torch.Tensor]
         other = model.run(FROZEN_TEXT).record(name).input[0].double()
         rms = float(other.square().mean(-1).sqrt().median())
         return lambda x: x / rms * weight
+    if how == "fitted DyT":
+        return fit_record(model.run(FROZEN_TEXT).record(name), eps).replacement(weight, None)
     raise ValueError(f"a norm can be broken as {', '.join(BREAKS)}, not {how!r}")
 
 
