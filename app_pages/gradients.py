@@ -201,6 +201,11 @@ def invariances(n: int, c: int, eps: float, seed: int) -> None:
 
 invariances(n, c, eps, settings.seed)
 
+st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
+             label="Where the norm sits, part 3: a weight before a norm gets a gradient "
+                   "orthogonal to itself, and learns at η/‖W‖² — with and without weight decay",
+             query_params={"pl_wscale": "10.0"})
+
 st.subheader("In PyTorch")
 st.code(gradients_snippet((n, c), kind, cell, eps), language="python")
 

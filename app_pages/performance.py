@@ -141,3 +141,6 @@ st.info("**Try this:** compare *scratch* and *fast* at 4096×1024. Scratch write
         "native kernel. At 64×64 everything is dominated by fixed per-call overhead instead.",
         icon="💡")
 st.code(performance.bandwidth_snippet(), language="python")
+st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
+             label="Beyond LayerNorm, part 6: what RMSNorm's dropped mean saves with torch's "
+                   "kernels and with the fused ones, and how far from 0 a real model's means are")

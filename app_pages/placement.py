@@ -9,6 +9,9 @@ from lnviz.lessons.beyond import run_sentence
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
+    INIT_SCALES,
+    LAARHOVEN,
+    LOSS_WINDOW,
     OLMO2,
     PERI_LN,
     PERI_LN_SIZE,
@@ -16,14 +19,18 @@ from lnviz.lessons.placement import (
     STEADY_WITHIN,
     VIT22B,
     VIT22B_DIVERGED,
+    WEIGHT_DECAYS,
     XIONG,
+    ScaleConfig,
     attention_scaling,
     gain_sensitivity,
     gain_table,
     grows_faster,
+    learns,
     normalized_adds,
     placement_findings,
     placements,
+    scale_runs,
     steady_placements,
 )
 from lnviz.lessons.shapes import StackConfig
@@ -188,6 +195,86 @@ else:
         "as a side effect of W_q and W_k growing. MiniLM was trained without QK-norm, so "
         "the normalized head is not the model's own head even at c = 1: what to read is "
         "that its curve does not move.")
+
+# --- 3. Before a norm: the weight's scale ------------------------------------------------------
+st.subheader("3 · Before a norm: the weight's scale and the learning rate")
+st.markdown(
+    "A weight matrix W followed by a norm cannot change the network's output by changing its "
+    "size: LN(c·Wx) = LN(Wx) for every c > 0 (up to ε). So the loss does not change along W "
+    "either, and its gradient is orthogonal to W. A gradient step then moves W sideways, and "
+    "sideways moves only lengthen it: ‖W − η∇‖² = ‖W‖² + η²‖∇‖². What matters is W's "
+    "direction, which a step of size η turns by about η‖∇‖/‖W‖, and ‖∇‖ itself shrinks like "
+    "1/‖W‖: the direction learns at an effective rate η/‖W‖². Here is that on a small "
+    "classifier of scikit-learn's handwritten digits, W·x → LayerNorm → ReLU → a linear head, "
+    f"trained with plain SGD (η = {ScaleConfig.lr:g}, batches of {ScaleConfig.batch}, "
+    f"{ScaleConfig.steps} steps).")
+with st.container(border=True):
+    cols = st.columns(2)
+    init_scale = cols[0].select_slider(
+        "W's initial scale", list(INIT_SCALES), value=10.0, key="pl_wscale",
+        bind="query-params",
+        help="W's first draw multiplied by this: the same function at step 0, since the "
+             "LayerNorm after W removes its scale.")
+    decay = cols[1].select_slider(
+        "Weight decay on W", list(WEIGHT_DECAYS), value=1e-2, key="pl_decay",
+        bind="query-params", format_func=lambda v: f"{v:g}",
+        help="λ: each step also takes η·λ·W off W, which shrinks it.")
+scale_guess = st.radio(
+    f"Before you look: W starts {init_scale:g}× its usual size, and the network's output at "
+    "step 0 is the same. Without weight decay, does it learn…",
+    ["as fast", "faster", "slower"], index=None, key="pl_scale_guess", horizontal=True,
+    help="Compare with W at its usual scale (1), the same batches, the same η.")
+with refusal(), st.spinner("Training the classifier three ways…"):
+    runs = cached(scale_runs, float(init_scale), float(decay), int(settings.seed))
+if scale_guess is None:
+    st.caption("Pick an answer to see the runs.")
+else:
+    labels = list(runs)
+    reference, plain = runs[labels[0]], runs[f"scale {init_scale:g}, no decay"]
+    decayed = runs[labels[-1]]
+    speed = learns(plain, reference)
+    st.markdown(
+        f"**{'Right' if scale_guess == speed else 'Not quite'}:** "
+        + ("it is the same run. " if plain is reference else
+           f"{speed}: after {reference.config.steps} steps its loss is "
+           f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f}, "
+           f"its test accuracy {plain.test_accuracy:.1%} against "
+           f"{reference.test_accuracy:.1%}. ")
+        + f"Its effective learning rate starts at {plain.effective_lr[0]:.3g} against "
+          f"{reference.effective_lr[0]:.3g} at scale 1: ‖W‖ starts {init_scale:g}× its usual "
+          f"size, and the rate goes with 1/‖W‖².")
+    show_figure(charts.placement.scale_figure, labels, [r.weight_norm for r in runs.values()],
+                [r.effective_lr for r in runs.values()],
+                [r.smoothed_loss() for r in runs.values()], key="pl_scale_runs")
+    undecayed = [r for r in runs.values() if r.config.weight_decay == 0]
+    cosine = max(float(np.abs(r.gradient_cosine).max()) for r in runs.values())
+    grows = all(np.all(np.diff(r.weight_norm) > 0) for r in undecayed)
+    notes = [
+        f"The gradient is orthogonal to W: |cos(W, ∇W)| is at most {cosine:.1e} in every "
+        "step of every run (not exactly 0 because of the LayerNorm's ε).",
+        ("Without weight decay ‖W‖ grows at every step"
+         if grows else "Without weight decay ‖W‖ changes only by the sideways steps")
+        + ": " + "; ".join(f"{r.weight_norm[0]:.4g} → {r.weight_norm[-1]:.4g} at scale "
+                           f"{r.config.init_scale:g}" for r in undecayed) + "."]
+    if decayed.config.weight_decay > 0:
+        gain = decayed.effective_lr[-1] / plain.effective_lr[-1]
+        notes.append(
+            f"Weight decay {decayed.config.weight_decay:g} takes ‖W‖ from "
+            f"{decayed.weight_norm[0]:.3g} to {decayed.weight_norm[-1]:.3g}, so the effective "
+            f"learning rate ends {gain:.3g}× what it is without decay, and the loss ends at "
+            f"{decayed.smoothed_loss()[-1]:.3f} against {plain.smoothed_loss()[-1]:.3f}. The "
+            "function cannot feel W's size, so the decay regularizes nothing here: it acts "
+            "through the learning rate.")
+    st.markdown("\n".join(f"- {n}" for n in notes))
+    st.caption(
+        f"{LAARHOVEN.cited} shows this for BatchNorm and weight normalization: with a norm "
+        "after the weights, L2 regularization only changes their scale and with it the "
+        f"effective learning rate. The loss is the running mean of {LOSS_WINDOW} mini-batch "
+        "losses; the test accuracy is on the held-out quarter of the digits. Change the seed "
+        "in the sidebar for another draw.")
+st.page_link("app_pages/gradients.py", icon=":material/timeline:",
+             label="Gradients and invariances: what rescaling a norm's input leaves unchanged, "
+                   "in the Jacobian")
 
 st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
              label="Beyond LayerNorm: a real model's LayerNorms replaced by Dynamic Tanh")

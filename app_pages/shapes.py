@@ -332,7 +332,9 @@ with folded("What each arrangement costs", "sh_part6"):
         "computes LN(α·x + F(x)) with α > 1 and smaller initial weights in the sublayers, and "
         "trains transformers with up to 1,000 layers that way.")
     st.code(block_snippet(d_model, activation), language="python")
-
+    st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
+                 label="Where the norm sits: Peri-LN and OLMo-2's reordered norm on this stack, "
+                       "beside post-LN and pre-LN")
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

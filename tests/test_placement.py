@@ -291,3 +291,88 @@ def test_the_gain_table_prints_three_digits_and_names_an_overflow() -> None:
                        gains=(0.5, 2.0))
     assert table.loc["pre-LN"].tolist() == ["1.23", "7.1e+21"]
     assert table.loc["none"].tolist() == ["13", "overflowed"]
+
+
+# --- Before a norm: the weight's scale ------------------------------------------------------------
+
+
+def test_the_weights_scale_is_invisible_and_its_gradient_orthogonal() -> None:
+    from lnviz.lessons.placement import ScaleConfig, scale_run
+
+    config = ScaleConfig(steps=60, eps=1e-12)
+    run = scale_run(config)
+    assert np.abs(run.gradient_cosine).max() < 1e-8
+    # sideways steps only lengthen W: ‖W_{t+1}‖² = ‖W_t‖² + η²‖∇‖²
+    growth = np.diff(run.weight_norm ** 2)
+    assert np.allclose(growth, config.lr ** 2 * run.gradient_norm ** 2, rtol=1e-6, atol=0)
+    assert np.all(growth > 0)
+    # the effective step: ‖ΔW‖/‖W‖ = η‖∇‖/‖W‖ without decay
+    assert np.allclose(run.angular_step, config.lr * run.gradient_norm / run.weight_norm[:-1])
+
+
+def test_a_larger_w_learns_slower_and_weight_decay_gives_it_back_its_rate() -> None:
+    from lnviz.lessons.placement import learns, scale_runs
+
+    runs = scale_runs(10.0, 0.03)
+    reference, plain, decayed = runs.values()
+    assert plain.effective_lr[0] == pytest.approx(reference.effective_lr[0] / 100, rel=1e-9)
+    assert learns(plain, reference) == "slower"
+    assert plain.smoothed_loss()[-1] > 2 * reference.smoothed_loss()[-1]  # 0.34 against 0.07
+    assert decayed.weight_norm[-1] < 0.5 * decayed.weight_norm[0]
+    assert decayed.effective_lr[-1] > 4 * plain.effective_lr[-1]
+    assert decayed.smoothed_loss()[-1] < plain.smoothed_loss()[-1]
+    assert len(scale_runs(1.0, 0.0)) == 1  # the three coincide
+
+
+def test_the_run_is_torchs_sgd_with_weight_decay_on_w_alone() -> None:
+    from lnviz.lessons import placement
+    from lnviz.lessons.placement import ScaleConfig, scale_run
+
+    config = ScaleConfig(init_scale=3.0, weight_decay=0.01, steps=40)
+    ours = scale_run(config)
+    x_train, y_train, x_test, y_test = placement._digits()
+    generator = torch.Generator().manual_seed(config.seed)
+    w = torch.randn(config.hidden, 64, generator=generator, dtype=torch.float64) / 8 * 3.0
+    head = torch.randn(10, config.hidden, generator=generator,
+                       dtype=torch.float64) / math.sqrt(config.hidden)
+    model = torch.nn.Sequential(torch.nn.Linear(64, config.hidden, bias=False),
+                                torch.nn.LayerNorm(config.hidden, elementwise_affine=False,
+                                                   eps=config.eps),
+                                torch.nn.ReLU(), torch.nn.Linear(config.hidden, 10)).double()
+    with torch.no_grad():
+        model[0].weight.copy_(w)
+        model[3].weight.copy_(head)
+        model[3].bias.zero_()
+    optimizer = torch.optim.SGD([
+        {"params": [model[0].weight], "weight_decay": config.weight_decay},
+        {"params": list(model[3].parameters()), "weight_decay": 0.0}], lr=config.lr)
+    batches = torch.Generator().manual_seed(config.seed + 1)
+    for _ in range(config.steps):
+        rows = torch.randint(len(y_train), (config.batch,), generator=batches)
+        optimizer.zero_grad()
+        F.cross_entropy(model(x_train[rows]), y_train[rows]).backward()
+        optimizer.step()
+    assert float(model[0].weight.detach().norm()) == pytest.approx(ours.weight_norm[-1], rel=1e-9)
+    with torch.no_grad():
+        accuracy = float((model(x_test).argmax(-1) == y_test).double().mean())
+    assert accuracy == pytest.approx(ours.test_accuracy)
+
+
+def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
+    from pageutil import figures, open_page
+
+    from lnviz.lessons.placement import scale_runs
+
+    at = open_page(PAGE, {"pl_wscale": "10.0", "pl_decay": "0.01"}, timeout=120)
+    assert any("Pick an answer to see the runs" in c.value for c in at.caption)
+    at.radio(key="pl_scale_guess").set_value("slower").run()
+    assert not at.exception, at.exception
+    runs = scale_runs(10.0, 0.01)
+    reference, plain, decayed = runs.values()
+    verdict = next(m.value for m in at.markdown if "effective learning rate starts" in m.value)
+    assert verdict.startswith("**Right:** slower")
+    assert f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f}" in verdict
+    notes = next(m.value for m in at.markdown if m.value.startswith("- The gradient"))
+    assert f"from {decayed.weight_norm[0]:.3g} to {decayed.weight_norm[-1]:.3g}" in notes
+    (chart,) = [f for f in figures(at) if len(f["data"]) == 9]  # 3 runs × 3 panels
+    assert chart["data"][0]["name"] == "scale 1, no decay"

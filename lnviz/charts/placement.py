@@ -112,3 +112,31 @@ def attention_pair_figure(tokens: Sequence[str], without: np.ndarray, with_norm:
                              showticklabels=show and i == 0)
     layout.update(height=420, margin=dict(t=40, b=10), showlegend=False)
     return figure(data, layout)
+
+
+def scale_figure(labels: Sequence[str], weight_norm: Sequence[np.ndarray],
+                 effective_lr: Sequence[np.ndarray], loss: Sequence[np.ndarray]) -> go.Figure:
+    """Training runs side by side, one colour each: ‖W‖ (left), the effective learning rate
+    η/‖W‖² on a log axis (middle) and the smoothed mini-batch loss (right), against the step."""
+    layout, refs = panel_grid(["‖W‖", "effective learning rate η/‖W‖²", "loss (running mean)"],
+                              gap=0.08)
+    data = []
+    for k, label in enumerate(labels):
+        color = OKABE_ITO[k % len(OKABE_ITO)]
+        for (xref, yref), values, start, name in (
+                (refs[0], weight_norm[k], 0, "‖W‖"), (refs[1], effective_lr[k], 0, "η/‖W‖²"),
+                (refs[2], loss[k], 1, "loss")):
+            values = np.asarray(values, dtype=np.float64)
+            data.append(dict(type="scatter", mode="lines", x=np.arange(start, start + len(values)),
+                             y=compact(values), name=label, legendgroup=label,
+                             showlegend=name == "‖W‖", line=dict(color=color, width=2),
+                             xaxis=xref, yaxis=yref,
+                             hovertemplate="step %{x}: " + name + " %{y:.3g}<extra>" + label
+                                           + "</extra>"))
+    for xaxis, _ in axis_ids(refs):
+        layout[xaxis].update(title=dict(text="step"))
+    layout["yaxis2"].update(log_ticks(*effective_lr))
+    layout["yaxis"].update(rangemode="tozero")
+    layout["yaxis3"].update(rangemode="tozero")
+    layout.update(height=400, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
+    return figure(data, layout)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
 from lnviz.devices import to_numpy
 from lnviz.lessons.beyond import Paper
@@ -27,11 +28,38 @@ from lnviz.lessons.shapes import PLACEMENTS, StackConfig, depth_profiles, gradie
 from lnviz.models.bert import MiniLM, ModelRun
 from lnviz.norms import layer_norm
 
-__all__ = ["GAINS", "OLMO2", "PERI_LN", "PERI_LN_SIZE", "PLACEMENTS", "QK_EPS", "QK_SCALES",
-           "STEADY_WITHIN", "VIT22B", "VIT22B_DIVERGED", "XIONG", "AttentionScaling", "Placements",
-           "attention_scaling", "gain_sensitivity", "gain_table", "grows_faster", "normalized_adds",
-           "placement_findings", "placements",
-           "steady_placements"]
+__all__ = [
+    "GAINS",
+    "INIT_SCALES",
+    "LAARHOVEN",
+    "LOSS_WINDOW",
+    "OLMO2",
+    "PERI_LN",
+    "PERI_LN_SIZE",
+    "PLACEMENTS",
+    "QK_EPS",
+    "QK_SCALES",
+    "STEADY_WITHIN",
+    "VIT22B",
+    "VIT22B_DIVERGED",
+    "WEIGHT_DECAYS",
+    "XIONG",
+    "AttentionScaling",
+    "Placements",
+    "ScaleConfig",
+    "ScaleRun",
+    "attention_scaling",
+    "gain_sensitivity",
+    "gain_table",
+    "grows_faster",
+    "learns",
+    "normalized_adds",
+    "placement_findings",
+    "placements",
+    "scale_run",
+    "scale_runs",
+    "steady_placements",
+]
 
 PERI_LN = Paper("Peri-LN", "Kim et al.",
                 "Peri-LN: Revisiting Normalization Layer in the Transformer Architecture",
@@ -251,3 +279,157 @@ def attention_scaling(model: MiniLM, run: ModelRun, layer: int, head: int, scale
         float(scale), {kind: to_numpy(v.softmax(-1), torch.float64) for kind, v in logits.items()},
         {kind: float(v.abs().max()) for kind, v in logits.items()}, math.sqrt(q.shape[-1]),
         to_numpy(run.attention[layer, head], torch.float64))
+
+
+# --- Before a norm: scale invariance and the effective learning rate ---------------------------
+
+LAARHOVEN = Paper("van Laarhoven", "van Laarhoven", "L2 Regularization versus Batch and Weight "
+                  "Normalization", "1706.05350")
+#: The initial scales of W and the weight decays the page offers.
+INIT_SCALES = (0.3, 1.0, 3.0, 10.0)
+WEIGHT_DECAYS = (0.0, 1e-3, 1e-2, 3e-2)
+#: Steps of the running mean that smooths the mini-batch loss.
+LOSS_WINDOW = 20
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    """A small classifier of scikit-learn's 8×8 digits, trained with plain SGD:
+    logits = W₂·ReLU(LN(W x)) + b₂, LN without γ and β, W of shape (hidden, 64).
+
+    ``init_scale`` multiplies W's initial draw (N(0, 1/64)); ``weight_decay`` is applied to W
+    alone (λ·W added to its gradient); ``eps`` is the LayerNorm's ε. Every run with the same
+    seed sees the same batches.
+    """
+
+    init_scale: float = 1.0
+    weight_decay: float = 0.0
+    lr: float = 0.1
+    steps: int = 400
+    batch: int = 64
+    hidden: int = 64
+    seed: int = 0
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.init_scale <= 100:
+            raise ValueError(f"init_scale must be in (0, 100], got {self.init_scale}")
+        if not 0 <= self.weight_decay <= 1:
+            raise ValueError(f"weight_decay must be in [0, 1], got {self.weight_decay}")
+        if not 0 < self.lr <= 10:
+            raise ValueError(f"lr must be in (0, 10], got {self.lr}")
+        for name, high in (("steps", 5000), ("batch", 1024), ("hidden", 512)):
+            if not 1 <= getattr(self, name) <= high:
+                raise ValueError(f"{name} must be between 1 and {high}, "
+                                 f"got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, eq=False)
+class ScaleRun:
+    """One :class:`ScaleConfig` trained, float64.
+
+    Attributes:
+        config: its settings.
+        weight_norm: ‖W‖ at the start (index 0) and after each step.
+        gradient_norm: ‖∂L/∂W‖ at each step (without the decay).
+        gradient_cosine: ⟨W, ∂L/∂W⟩/(‖W‖·‖∂L/∂W‖) at each step: 0 when the gradient is
+            orthogonal to W.
+        angular_step: ‖ΔW‖/‖W‖ at each step: how far the step turns W, the effective step.
+        loss: the mini-batch loss at each step.
+        test_accuracy: on the held-out quarter of the digits, after the last step.
+    """
+
+    config: ScaleConfig
+    weight_norm: np.ndarray
+    gradient_norm: np.ndarray
+    gradient_cosine: np.ndarray
+    angular_step: np.ndarray
+    loss: np.ndarray
+    test_accuracy: float
+
+    @property
+    def effective_lr(self) -> np.ndarray:
+        """η/‖W‖² at the start and after each step: the learning rate W's direction sees."""
+        return self.config.lr / self.weight_norm ** 2
+
+    def smoothed_loss(self, window: int = LOSS_WINDOW) -> np.ndarray:
+        """The loss's running mean over ``window`` steps (shorter at the start)."""
+        total = np.cumsum(np.r_[0.0, self.loss])
+        ends = np.arange(1, self.loss.size + 1)
+        starts = np.maximum(ends - window, 0)
+        return (total[ends] - total[starts]) / (ends - starts)
+
+
+def _digits() -> tuple[torch.Tensor, ...]:
+    from lnviz.data.sequences import load_digits_data
+
+    data = load_digits_data()
+    flat = [torch.as_tensor(a.reshape(len(a), -1), dtype=torch.float64)
+            for a in (data.x_train, data.x_test)]
+    return flat[0], torch.as_tensor(data.y_train), flat[1], torch.as_tensor(data.y_test)
+
+
+def _classify(x: torch.Tensor, w: torch.Tensor, head: torch.Tensor, bias: torch.Tensor,
+              eps: float) -> torch.Tensor:
+    h = layer_norm(x @ w.T, w.shape[0], eps=eps, impl="fast").output  # (N, hidden): no scale
+    return h.relu() @ head.T + bias  # (N, 10)
+
+
+def scale_run(config: ScaleConfig) -> ScaleRun:
+    """Train ``config``'s classifier and record W's norm, its gradient and its steps."""
+    x_train, y_train, x_test, y_test = _digits()
+    generator = torch.Generator().manual_seed(config.seed)
+    w = torch.randn(config.hidden, 64, generator=generator, dtype=torch.float64)
+    w = (w / 8 * config.init_scale).requires_grad_()
+    head = (torch.randn(10, config.hidden, generator=generator, dtype=torch.float64)
+            / math.sqrt(config.hidden)).requires_grad_()
+    bias = torch.zeros(10, dtype=torch.float64, requires_grad=True)
+    batches = torch.Generator().manual_seed(config.seed + 1)  # the same for every run
+    norms, grads, cosines, steps, losses = [float(w.detach().norm())], [], [], [], []
+    for _ in range(config.steps):
+        rows = torch.randint(len(y_train), (config.batch,), generator=batches)
+        loss = F.cross_entropy(_classify(x_train[rows], w, head, bias, config.eps),
+                               y_train[rows])
+        for p in (w, head, bias):
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            g = w.grad
+            grads.append(float(g.norm()))
+            cosines.append(float((w * g).sum() / (w.norm() * g.norm())))
+            before = w.norm()
+            step = config.lr * (g + config.weight_decay * w)
+            steps.append(float(step.norm() / before))
+            w -= step
+            head -= config.lr * head.grad
+            bias -= config.lr * bias.grad
+            norms.append(float(w.norm()))
+            losses.append(float(loss))
+    with torch.no_grad():
+        logits = _classify(x_test, w, head, bias, config.eps)
+        accuracy = float((logits.argmax(-1) == y_test).double().mean())
+    return ScaleRun(config, *(np.asarray(v) for v in (norms, grads, cosines, steps, losses)),
+                    accuracy)
+
+
+def scale_runs(init_scale: float, weight_decay: float, seed: int = 0) -> dict[str, ScaleRun]:
+    """The runs the page compares, by label: W at its usual scale without weight decay, W at
+    ``init_scale`` without it, and W at ``init_scale`` with ``weight_decay`` (fewer when they
+    coincide)."""
+    configs = {"scale 1, no decay": ScaleConfig(seed=seed),
+               f"scale {init_scale:g}, no decay": ScaleConfig(init_scale, seed=seed),
+               f"scale {init_scale:g}, decay {weight_decay:g}": ScaleConfig(
+                   init_scale, weight_decay, seed=seed)}
+    unique: dict[ScaleConfig, str] = {}
+    for label, config in configs.items():
+        unique.setdefault(config, label)
+    return {label: scale_run(config) for config, label in unique.items()}
+
+
+def learns(run: ScaleRun, reference: ScaleRun, within: float = 1.2) -> str:
+    """"faster", "slower" or "as fast": ``run``'s smoothed final loss against
+    ``reference``'s (within ``within``× counts as as fast)."""
+    mine, theirs = run.smoothed_loss()[-1], reference.smoothed_loss()[-1]
+    if mine > within * theirs:
+        return "slower"
+    return "faster" if mine * within < theirs else "as fast"

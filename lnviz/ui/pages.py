@@ -73,8 +73,8 @@ PAGES: dict[str, list[PageInfo]] = {
         PageInfo("app_pages/placement.py", "Where the norm sits",
                  ":material/vertical_align_center:",
                  "Post-LN, pre-LN, Peri-LN and OLMo-2's reordered norm through a stack at "
-                 "initialization, and QK-norm holding a real attention head steady as its "
-                 "logits grow."),
+                 "initialization, QK-norm holding a real attention head steady as its logits "
+                 "grow, and why a weight before a norm learns at η/‖W‖² (weight decay)."),
         PageInfo("app_pages/ln_lstm.py", "LN-LSTM vs LSTM", ":material/model_training:",
                  "Train an LSTM with and without LayerNorm on sequential digits, live, and watch "
                  "the curves and the gate activations diverge."),
