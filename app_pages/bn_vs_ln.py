@@ -15,12 +15,14 @@ from lnviz.lessons.bn_vs_ln import (
     batch_noise_text,
     batch_size_sweep,
     bn_vs_ln_snippet,
+    cheat_sheet,
     fixed_sample,
     modes_caption,
     running_statistics,
     sharing_cubes,
     variance_table,
 )
+from lnviz.lessons.ln_lstm import MODEL_LABELS, SWEEP_DEFAULTS, SWEEPS
 from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
@@ -276,6 +278,40 @@ with folded("4 · Why does BatchNorm help? The story and the evidence", "bl_part
         "motivation, not as the established explanation; why normalization helps is still studied."
     )
     st.markdown(batch_noise_text(sweep))
+
+
+# --- 5. The cheat-sheet ---------------------------------------------------------------------------
+with folded("5 · BatchNorm in practice: a cheat-sheet", "bl_part5"):
+    where = {
+        "small batches": [("app_pages/bn_vs_ln.py",
+                           "This page, part 2: one sample's output across batches of every size",
+                           {"bl_part2": "true"}),
+                          ("app_pages/ln_lstm.py",
+                           "LN-LSTM vs LSTM: train a BN-LSTM and an LN-LSTM at batch sizes "
+                           f"{', '.join(map(str, SWEEP_DEFAULTS['batch_size']))} and compare "
+                           "their accuracy",
+                           {"tr_models": [MODEL_LABELS["bn-lstm"], MODEL_LABELS["ln-lstm"]],
+                            "tr_sweep": SWEEPS["batch_size"]})],
+        "evaluation mode": [("app_pages/bn_vs_ln.py",
+                             "This page, part 3: training mode against evaluation mode",
+                             {"bl_part3": "true"})],
+        "frozen statistics": [("app_pages/scale_shift.py",
+                               "Scale and shift: what γ and β can undo when BatchNorm's "
+                               "statistics are frozen", {})],
+        "padding": [("app_pages/padding.py",
+                     "Padding and sequences: pad tokens in BatchNorm's statistics, and the mask",
+                     {})],
+        "CNN or transformer": [("app_pages/shapes.py",
+                                "Shapes and transformer blocks: which dims share a mean and a "
+                                "variance", {})],
+    }
+    for row in cheat_sheet(sweep):
+        st.markdown(f"**{row.rule}** {row.why}")
+        for page, label, query in where[row.topic]:
+            st.page_link(page, label=label, icon=":material/arrow_forward:",
+                         query_params=query or None)
+    st.caption("The numbers are this page's (part 2, at the sidebar's seed) and the papers' "
+               "reports; the linked pages show each point on data you can change.")
 
 
 st.info(

@@ -22,6 +22,7 @@ from lnviz.lessons.gradients import (
     upstream_gradient,
     weight_scale_gradient,
 )
+from lnviz.lessons.placement import INIT_SCALES
 from lnviz.limits import GRADIENTS_MAX_JACOBIAN
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
@@ -204,7 +205,7 @@ invariances(n, c, eps, settings.seed)
 st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
              label="Where the norm sits, part 3: a weight before a norm gets a gradient "
                    "orthogonal to itself, and learns at η/‖W‖² — with and without weight decay",
-             query_params={"pl_wscale": "10.0"})
+             query_params={"pl_wscale": f"{INIT_SCALES[-1]:g}"})
 
 st.subheader("In PyTorch")
 st.code(gradients_snippet((n, c), kind, cell, eps), language="python")

@@ -12,6 +12,7 @@ from lnviz.lessons.ln_lstm import (
     GATES,
     LEARNING_RATES,
     LN_LSTM_CELL_CODE,
+    LOG_SWEEPS,
     MODEL_LABELS,
     MODELS,
     SWEEP_CHOICES,
@@ -97,7 +98,7 @@ with st.container(border=True):
         help="Adam's step size (the sweep above sets it while it sweeps the learning rate).")
     batch_size = cols[2].select_slider(
         "Batch size", [2, 4, 8, 16, 32, 64, 128, 256], value=64, key="tr_batch",
-        bind="query-params",
+        bind="query-params", disabled=sweep == "batch_size",
         help="Sequences per mini-batch. BatchNorm's statistics come from these samples, so "
              "small batches make them noisy; LayerNorm does not look at the batch at all.")
     steps = cols[3].number_input(
@@ -321,7 +322,8 @@ else:
     st.markdown("\n".join(f"- {sentence}" for sentence in result.findings()))
     if cfg.sweep:
         show_figure(charts.ln_lstm.sweep_figure, cfg.sweep_values, result.sweep_accuracy(),
-                    SWEEPS[cfg.sweep], cfg.sweep == "lr", result.chance, key="tr_sweep_fig")
+                    SWEEPS[cfg.sweep], cfg.sweep in LOG_SWEEPS, result.chance,
+                    key="tr_sweep_fig")
         st.caption("Each point: the mean final held-out accuracy over the seeds; the bars run "
                    "from the lowest seed to the highest.")
         st.dataframe(result.sweep_table(), hide_index=True, key="tr_sweep_table",
@@ -344,7 +346,8 @@ else:
     t, f = result.sequence
     st.caption(
         f"{result.dataset} ({t} steps of {f}); {result.steps_done} steps of batch "
-        f"{cfg.batch_size} per run, H = {cfg.hidden_size}, "
+        f"{swept if cfg.sweep == 'batch_size' else cfg.batch_size} per run, "
+        f"H = {cfg.hidden_size}, "
         f"learning rate {swept if cfg.sweep == 'lr' else f'{cfg.lr:g}'}, "
         f"γ₀ {swept if cfg.sweep == 'gamma_init' else f'= {cfg.gamma_init:g}'}, "
         f"β₀ {swept if cfg.sweep == 'beta_init' else f'= {cfg.beta_init:g}'}, "

@@ -562,8 +562,45 @@ def test_the_page_opens_on_part_one_and_folds_the_rest():
     parts = [e for e in at.expander if e.label[0].isdigit() or e.label == "The same in PyTorch"]
     assert [e.label for e in parts] == [
         "2 · One sample, many batches", "3 · Training mode vs evaluation mode",
-        "4 · Why does BatchNorm help? The story and the evidence", "The same in PyTorch"]
+        "4 · Why does BatchNorm help? The story and the evidence",
+        "5 · BatchNorm in practice: a cheat-sheet", "The same in PyTorch"]
     assert not any(e.proto.expanded for e in parts)
     opened = open_page(PAGE, {"bl_part2": "true"})
     assert opened.session_state["bl_part2"] is True
     assert [e.proto.expanded for e in opened.expander if e.label.startswith("2 ·")] == [True]
+
+
+# --- 5. The cheat-sheet -------------------------------------------------------------------------
+
+
+def test_eval_mode_batch_norm_folds_into_an_affine_map_and_the_sheet_quotes_the_sweep():
+    from lnviz.lessons.bn_vs_ln import (
+        batch_size_sweep,
+        cheat_sheet,
+        fixed_sample,
+        frozen_fold_error,
+    )
+
+    assert frozen_fold_error() < 1e-12
+    assert frozen_fold_error(channels=3, seed=5) < 1e-12
+    sweep = batch_size_sweep(fixed_sample(8))
+    rows = cheat_sheet(sweep)
+    assert [r.topic for r in rows] == ["small batches", "evaluation mode", "frozen statistics",
+                                       "padding", "CNN or transformer"]
+    bn = sweep.spread("BatchNorm")
+    assert f"up to {bn[sweep.at(2)]:.2g} across batches of 2" in rows[0].why
+    assert f"up to {bn[sweep.at(4)]:.2g} across batches of 4" in rows[1].why
+    assert "100,352" in rows[4].why  # 32 × 56 × 56
+
+
+def test_the_cheat_sheets_link_opens_a_batch_size_race_on_the_lstm_page():
+    at = open_page("app_pages/bn_vs_ln.py")
+    assert any(m.value.startswith("**Batches of a few samples") for m in at.markdown)
+    link = next(e for e in at.get("page_link") if e.proto.page == "ln_lstm")
+    from urllib.parse import parse_qs
+
+    query = parse_qs(link.proto.query_string)
+    race = open_page("app_pages/ln_lstm.py", query)
+    assert race.selectbox(key="tr_sweep").value == "batch_size"
+    assert race.multiselect(key="tr_models").value == ["bn-lstm", "ln-lstm"]
+    assert race.select_slider(key="tr_batch").disabled

@@ -286,6 +286,11 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             | {"none": np.full(6, np.nan)})),
         (c.placement.entropy_figure, c.placement.entropy_figure(
             np.logspace(-1, 2, 7), np.linspace(2.2, 0.0, 7), np.full(7, 1.63), 2.197, 16.0)),
+        (c.placement.scale_figure, c.placement.scale_figure(
+            ["scale 1, no decay", "scale 10, decay 0.01"],
+            [np.linspace(8, 8.1, 5), np.linspace(80, 53, 5)],
+            [0.1 / np.linspace(8, 8.1, 5) ** 2, 0.1 / np.linspace(80, 53, 5) ** 2],
+            [np.linspace(2.3, 0.07, 4), np.linspace(2.3, 0.3, 4)])),
         (c.placement.attention_pair_figure, c.placement.attention_pair_figure(
             ["[CLS]", "the", "cat", "[SEP]"], np.eye(4), np.full((4, 4), 0.25), 16.0)),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(

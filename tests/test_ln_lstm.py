@@ -1138,6 +1138,27 @@ def test_a_gamma_sweep_trains_the_plain_lstm_once_and_each_norm_at_every_gamma()
             TrainConfig(**bad)
 
 
+def test_a_batch_size_sweep_trains_each_run_at_its_own_batch_size(digits) -> None:
+    config = TrainConfig(models=("bn-lstm", "ln-lstm"), hidden_size=16, steps=2,
+                         sweep="batch_size", sweep_values=(2.0, 8.0))
+    assert [s.label for s in config.series()] == [
+        "BN-LSTM · batch 2", "BN-LSTM · batch 8", "LN-LSTM · batch 2", "LN-LSTM · batch 8"]
+    sizes = [config.run_config(s, 0).batch_size for s in config.series()]
+    assert sizes == [2, 8, 2, 8] and all(isinstance(b, int) for b in sizes)
+    # the work is each run's own: the sum of two plain comparisons at those sizes
+    at = {b: training_module.training_work(
+        TrainConfig(models=("bn-lstm", "ln-lstm"), hidden_size=16, steps=2, batch_size=b),
+        digits) for b in (2, 8)}
+    assert training_module.training_work(config, digits) == at[2] + at[8]
+    training = Training(digits, config)
+    for run in training.runs:
+        run.advance(2)
+        assert run.config.batch_size == int(run.label.rsplit(" ", 1)[1])
+    for bad in [(1.0, 8.0), (2.5,)]:
+        with pytest.raises(ValueError, match="whole numbers of at least 2"):
+            TrainConfig(sweep="batch_size", sweep_values=bad)
+
+
 def test_gamma_at_initialization_sets_the_spread_of_the_ln_lstm_gates(digits) -> None:
     """The formula tutorial's exercise 3 on the page: the gates at initialization for each initial
     γ."""

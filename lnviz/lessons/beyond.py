@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from lnviz.capture import NormRecord
 from lnviz.devices import to_numpy
+from lnviz.lessons.common import Paper
 from lnviz.lessons.minilm import sublayer_of
 from lnviz.models.bert import MiniLM, ModelRun, Replacement
 from lnviz.norms import layer_norm, rms_norm
@@ -40,7 +41,6 @@ __all__ = [
     "RMSNORM",
     "RMSNORM_SAVING",
     "VIT_TOP1",
-    "Paper",
     "Substitution",
     "Swaps",
     "TanhFit",
@@ -61,24 +61,6 @@ __all__ = [
     "tanh_fits",
     "worst_sublayer",
 ]
-
-
-@dataclass(frozen=True)
-class Paper:
-    """A paper the page cites: who, what, where (arXiv id, and the venue where one is known)."""
-
-    name: str
-    authors: str
-    title: str
-    arxiv: str
-    venue: str = ""
-
-    @property
-    def cited(self) -> str:
-        """"authors, *title* (venue, arXiv id)", as the page writes a citation."""
-        where = ", ".join(v for v in (self.venue, f"arXiv {self.arxiv}") if v)
-        who = f"{self.authors}, " if self.authors else ""
-        return f"{who}*{self.title}* ({where})"
 
 
 DYT = Paper("DyT", "Zhu, Chen, He, LeCun and Liu", "Transformers without Normalization",

@@ -34,16 +34,21 @@ import torch.nn.functional as F
 from lnviz.batch import NormSpec, group_ids, norms_where
 from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
+from lnviz.lessons.common import Paper
 from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.norms import batch_norm, layer_norm
 
 __all__ = [
+    "CONVNEXT",
     "CUBE_NORMS",
+    "GROUP_NORM",
+    "GROUP_NORM_GAIN_AT_2",
     "POPULATION_MEAN",
     "POPULATION_VAR",
     "SWEEP_SIZES",
     "BatchDependence",
     "BatchSizeSweep",
+    "CheatRow",
     "RunningStats",
     "SharingCube",
     "band_caption",
@@ -52,7 +57,9 @@ __all__ = [
     "batch_noise_text",
     "batch_size_sweep",
     "bn_vs_ln_snippet",
+    "cheat_sheet",
     "fixed_sample",
+    "frozen_fold_error",
     "modes_caption",
     "running_statistics",
     "sharing_cubes",
@@ -545,3 +552,91 @@ bn.eval()
 gap = (bn(batch) - out_train).abs().max()
 print(gap)  # not 0
 """
+
+
+# --- BatchNorm in practice: a cheat-sheet -----------------------------------------------------
+
+GROUP_NORM = Paper("GroupNorm", "Wu and He", "Group Normalization", "1803.08494", "ECCV 2018")
+#: Group Normalization's ImageNet ResNet-50 error at batch size 2, lower than BatchNorm's by
+#: this many percentage points, as its paper reports.
+GROUP_NORM_GAIN_AT_2 = 10.6
+CONVNEXT = Paper("ConvNeXt", "Liu et al.", "A ConvNet for the 2020s", "2201.03545", "CVPR 2022")
+#: A CNN's feature map and a transformer's width, for the values one statistic averages.
+CNN_EXAMPLE = (32, 56, 56)  # batch, height, width: ResNet's second stage at batch 32
+TOKEN_EXAMPLE = 768  # BERT-base's features per token
+
+
+@dataclass(frozen=True)
+class CheatRow:
+    """One line of the cheat-sheet: what to do (``rule``), and why, with a number measured
+    here or reported by a paper (``why``); ``topic`` names it for the page's links."""
+
+    topic: str
+    rule: str
+    why: str
+
+
+def frozen_fold_error(channels: int = 8, seed: int = 0) -> float:
+    """BatchNorm in evaluation mode is a fixed affine map per channel, y = a·x + b with
+    a = γ/√(running σ² + ε) and b = β − a·running μ: the largest difference, in float64,
+    between lnviz's batch_norm and that map on a random batch (rounding only)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(16, channels, 5, 5, generator=generator, dtype=torch.float64) * 3 + 1
+    mean, var = (torch.randn(channels, generator=generator, dtype=torch.float64),
+                 torch.rand(channels, generator=generator, dtype=torch.float64) + 0.5)
+    weight, bias = (torch.randn(channels, generator=generator, dtype=torch.float64)
+                    for _ in range(2))
+    y = batch_norm(x, mean, var, weight, bias, training=False).output
+    a = weight / (var + 1e-5).sqrt()
+    b = bias - a * mean
+    folded = a[:, None, None] * x + b[:, None, None]
+    return float((y - folded).abs().max())
+
+
+def cheat_sheet(sweep: BatchSizeSweep) -> list[CheatRow]:
+    """The practices a course ends with, each with its reason in numbers: the batch-size sweep
+    of part 2 (one sample's BatchNorm output across batches), a fold of eval-mode BatchNorm
+    into an affine map, the values one statistic averages in a CNN and in a transformer, and
+    the papers' reports."""
+    bn = sweep.spread("BatchNorm")
+    small, large = sweep.at(2), len(sweep.batch_sizes) - 1
+    four = sweep.at(4)
+    n, h, w = CNN_EXAMPLE
+    return [
+        CheatRow(
+            "small batches", "Batches of a few samples per device: use GroupNorm or LayerNorm.",
+            f"BatchNorm's μ and σ² then come from a few samples: in part 2 one sample's output "
+            f"moved by up to {bn[small]:.2g} across batches of 2 and {bn[large]:.2g} across "
+            f"batches of {int(sweep.batch_sizes[large])}. {GROUP_NORM.cited} reports "
+            f"{GROUP_NORM_GAIN_AT_2:g} points lower ImageNet error than BatchNorm at batch "
+            "size 2 with GroupNorm, and about the same at typical sizes."),
+        CheatRow(
+            "evaluation mode", "Call model.eval() before evaluating or serving.",
+            "In training mode BatchNorm normalizes each sample with its batch-mates' "
+            f"statistics, so a prediction depends on what it is batched with (in part 2, up to "
+            f"{bn[four]:.2g} across batches of 4); in evaluation mode it uses the running "
+            "averages, and each sample's output is its own. LayerNorm has no modes."),
+        CheatRow(
+            "frozen statistics", "Fine-tuning with small batches or on little data: keep "
+            "BatchNorm's statistics frozen (its layers in evaluation mode), and train γ and β "
+            "or nothing.",
+            "Left in training mode, small fine-tuning batches normalize with noisy batch "
+            "statistics and re-estimate the running ones from a few samples at a time. "
+            "Frozen, BatchNorm is a fixed affine map per channel, "
+            "y = a·x + b, that can be folded into the layer before it: here lnviz's eval-mode "
+            f"BatchNorm and that map differ by {frozen_fold_error():.1e} (rounding)."),
+        CheatRow(
+            "padding", "Padded sequences: LayerNorm, or BatchNorm with the padding masked out.",
+            "Pad tokens are counted in BatchNorm's μ and σ² unless masked, so a sentence's "
+            "numbers depend on how long its batch-mates are; LayerNorm normalizes each token "
+            "by its own features."),
+        CheatRow(
+            "CNN or transformer", "CNNs trained with large batches: BatchNorm works well. "
+            "Transformers (and ConvNeXt): LayerNorm.",
+            f"A CNN's BatchNorm averages each channel over N·H·W values — {n * h * w:,} at "
+            f"batch {n} of {h}×{w} maps — so its statistics are steady and the network runs "
+            "as one batch of images. A transformer's tokens differ in length and are often "
+            f"served one sequence at a time; LayerNorm's {TOKEN_EXAMPLE} features per token "
+            f"need no batch at all. {CONVNEXT.cited} kept convolutions but took LayerNorm "
+            "from the vision transformers, as one step of its modernized ResNet."),
+    ]

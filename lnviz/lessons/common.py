@@ -1,10 +1,12 @@
 """What several lessons share: the ε a learner can choose, the one-group worked example (its
-table and its formula with the numbers substituted), and the words for a norm's groups and
-spread. The Explorer shows all of them; Padding, the inspector and the live panels reuse them."""
+table and its formula with the numbers substituted), the words for a norm's groups and
+spread, and how a paper is cited. The Explorer shows most of them; Padding, the inspector and
+the live panels reuse them."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -21,8 +23,26 @@ from lnviz.batch import (
 from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
 
-__all__ = ["EPSILONS", "GLOSSARY", "defined", "group_description", "short", "spread_name",
+__all__ = ["EPSILONS", "GLOSSARY", "Paper", "defined", "group_description", "short", "spread_name",
            "step_by_step", "worked_example_latex"]
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A paper the page cites: who, what, where (arXiv id, and the venue where one is known)."""
+
+    name: str
+    authors: str
+    title: str
+    arxiv: str
+    venue: str = ""
+
+    @property
+    def cited(self) -> str:
+        """"authors, *title* (venue, arXiv id)", as the page writes a citation."""
+        where = ", ".join(v for v in (self.venue, f"arXiv {self.arxiv}") if v)
+        who = f"{self.authors}, " if self.authors else ""
+        return f"{who}*{self.title}* ({where})"
 
 
 #: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.

@@ -81,6 +81,7 @@ __all__ = [
     "LEARNING_RATES",
     "LENGTH_SAMPLES",
     "LN_LSTM_CELL_CODE",
+    "LOG_SWEEPS",
     "MODELS",
     "MODEL_LABELS",
     "SWEEPS",
@@ -558,14 +559,18 @@ TIME_STEP_OVERHEAD = 3_000_000
 #: The learning rates the page offers.
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 #: What a comparison can sweep: the :class:`TrainConfig` field, and its name on the page.
-SWEEPS = {"lr": "learning rate", "gamma_init": "initial γ", "beta_init": "initial β"}
+SWEEPS = {"lr": "learning rate", "gamma_init": "initial γ", "beta_init": "initial β",
+          "batch_size": "batch size"}
 #: How a swept value is written in a series' label ("LN-LSTM · lr 0.1").
-SWEEP_SYMBOLS = {"lr": "lr", "gamma_init": "γ₀", "beta_init": "β₀"}
+SWEEP_SYMBOLS = {"lr": "lr", "gamma_init": "γ₀", "beta_init": "β₀", "batch_size": "batch"}
 #: The values the page offers for each sweep, and the ones it starts with.
 SWEEP_CHOICES = {"lr": LEARNING_RATES, "gamma_init": (0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0),
-                 "beta_init": (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0)}
+                 "beta_init": (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0),
+                 "batch_size": (2, 4, 8, 16, 32, 64, 128)}
 SWEEP_DEFAULTS = {"lr": (1e-3, 1e-2, 1e-1), "gamma_init": (0.1, 1.0, 3.0),
-                  "beta_init": (-1.0, 0.0, 1.0)}
+                  "beta_init": (-1.0, 0.0, 1.0), "batch_size": (2, 8, 64)}
+#: The sweeps whose swept values are drawn on a log axis.
+LOG_SWEEPS = ("lr", "batch_size")
 #: The sweeps that change only the norms' γ and β: the plain LSTM, which has none, is trained
 #: once and drawn as the reference.
 NORM_SWEEPS = ("gamma_init", "beta_init")
@@ -632,6 +637,10 @@ class TrainConfig:
             raise ValueError("sweep_values go with a sweep, and a sweep needs values")
         if len(set(self.sweep_values)) != len(self.sweep_values):
             raise ValueError(f"the swept values must be distinct; got {list(self.sweep_values)}")
+        if self.sweep == "batch_size" and not all(v == int(v) and v >= 2
+                                                   for v in self.sweep_values):
+            raise ValueError("swept batch sizes must be whole numbers of at least 2 "
+                             "(BatchNorm needs two samples)")
         if self.sweep == "lr" and not all(v > 0 for v in self.sweep_values):
             raise ValueError("swept learning rates must be above 0")
         if self.device not in available_devices():
@@ -664,7 +673,8 @@ class TrainConfig:
         changes: dict = dict(models=(series.kind,), seed=self.seed + index, seeds=1, sweep=None,
                              sweep_values=())
         if series.value is not None:
-            changes[self.sweep] = series.value
+            changes[self.sweep] = (int(series.value) if self.sweep == "batch_size"
+                                   else series.value)
         return replace(self, **changes)
 
 
@@ -764,10 +774,11 @@ def training_work(config: TrainConfig, data: SequenceData) -> int:
     size = (config.hidden_size, data.steps, data.features)
     evaluation = _sliced_work(held_out, *size, _eval_slice(*size))
     evaluations = math.ceil(config.steps / config.eval_every)
-    per_run = config.steps * step_work(config, data) + evaluations * evaluation
     length_samples = min(len(data.y_test), LENGTH_SAMPLES)
-    return sum((per_run + length_work(s.kind, config.hidden_size, length_samples, data.steps,
-                                      data.features)) * config.seeds
+    return sum((config.steps * step_work(config.run_config(s, 0), data)
+                + evaluations * evaluation
+                + length_work(s.kind, config.hidden_size, length_samples, data.steps,
+                              data.features)) * config.seeds
                for s in config.series())
 
 
@@ -799,9 +810,10 @@ def check_work(config: TrainConfig, data: SequenceData, limits: Limits) -> None:
         raise ValueError(f"This comparison trains {config.runs} runs ({_runs_text(config)}); at "
                          f"most {LN_LSTM_MAX_RUNS} fit in memory at once. Choose fewer "
                          f"{_or_list(fewer)}.")
-    shape = (f"a batch of {config.batch_size} sequences of {data.steps} steps × "
+    batch = max(config.run_config(s, 0).batch_size for s in config.series())
+    shape = (f"a batch of {batch} sequences of {data.steps} steps × "
              f"{data.features} features with H = {config.hidden_size}")
-    one_step = step_work(config, data)
+    one_step = step_work(replace(config, batch_size=batch), data)
     if one_step > LN_LSTM_MAX_STEP_WORK:
         raise ValueError(f"One training step would be too big to stop promptly: {shape} is "
                          f"{_times(one_step / LN_LSTM_MAX_STEP_WORK)} the most one step may take. "

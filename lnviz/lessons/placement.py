@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.devices import to_numpy
-from lnviz.lessons.beyond import Paper
+from lnviz.lessons.common import Paper
 from lnviz.lessons.shapes import PLACEMENTS, StackConfig, depth_profiles, gradient_norms
 from lnviz.models.bert import MiniLM, ModelRun
 from lnviz.norms import layer_norm
