@@ -173,3 +173,40 @@ def test_figures_are_laid_out_for_the_screen(screens: dict[str, Page], server: s
             problems += [f"{width}, figure {k}: {p}"
                          for p in layout_problems(plot.evaluate(_GEOMETRY))]
     assert problems == [], f"{name}:\n" + "\n".join(problems)
+
+
+#: Pages whose figures appear after a guess: the answers to click, in order, and the figures
+#: the page then shows.
+GUESSED = {
+    "placement": (["Peri-LN's", "piles onto fewer tokens", "slower"], 4),
+    "beyond": (["an S-shaped curve", "those after the feed-forward"], 3),
+}
+
+
+@pytest.mark.parametrize("name", list(GUESSED))
+def test_figures_behind_a_guess_are_laid_out_for_the_screen(screens: dict[str, Page],
+                                                            server: str, name: str) -> None:
+    for page in screens.values():
+        page.goto(f"{server}/{name}", wait_until="commit")
+    problems = []
+    answers, expected = GUESSED[name]
+    for width, page in screens.items():
+        for answer in answers:
+            option = page.get_by_text(answer, exact=True)
+            option.scroll_into_view_if_needed()
+            option.click()
+            wait_idle(page)
+        assert_no_exception(page)
+        charts = page.locator(CHARTS)
+        expect(charts).to_have_count(expected, timeout=TIMEOUT_MS)
+        for k in range(charts.count()):
+            chart = charts.nth(k)
+            chart.scroll_into_view_if_needed()
+            plot = chart.locator(".js-plotly-plot")
+            expect(plot.locator(".draglayer").first).to_be_attached()
+            if SAVE_SCREENSHOTS:
+                SCREENSHOTS.mkdir(exist_ok=True)
+                chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
+            problems += [f"{width}, figure {k}: {p}"
+                         for p in layout_problems(plot.evaluate(_GEOMETRY))]
+    assert problems == [], f"{name}:\n" + "\n".join(problems)
