@@ -1,5 +1,7 @@
 """Beyond LayerNorm: what recent models do instead, measured on the models the app ships."""
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -34,15 +36,28 @@ from lnviz.lessons.beyond import (
 )
 from lnviz.lessons.minilm import PRESETS, layer_label, sublayer_of
 from lnviz.lessons.performance import recorded_gpu_run
+from lnviz.lessons.shapes import (
+    DYT_ALPHA,
+    NORM_RACE,
+    RACE_MAX_SEEDS,
+    RACE_TASKS,
+    Race,
+    RaceConfig,
+    race_findings,
+)
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import layer_norm_names
+from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.state import minilm_sentence_and_layer
+from lnviz.ui.state import current_settings, minilm_sentence_and_layer, run_stop_buttons
 
 NAMES = layer_norm_names()
+#: Session-state slot of the training race (lnviz.ui.jobs).
+RACE = "by_race"
+settings = current_settings()
 GUESSES = ["a straight line", "an S-shaped curve", "a cloud with no shape"]
 
 page_title("app_pages/beyond.py")
@@ -315,6 +330,78 @@ st.page_link("app_pages/smollm2.py", icon=":material/chat:",
              query_params={"sl_part4": "true", "sl_how": "fitted DyT"})
 st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
              label="Where the norm sits: Peri-LN, OLMo-2's reordered norm, and QK-norm")
+
+# --- 7. Train with DyT from the start -----------------------------------------------------------
+st.subheader("7 · Train with them from the start: a race")
+st.markdown(
+    "Sections 3 and 5 swap a trained model's norms and watch it break; the papers instead train "
+    "with the replacement from the first step. Here is that on a small scale: four copies of "
+    "*Shapes and transformer blocks*' little transformer, identical but for the norms in their "
+    "pre-norm places — LayerNorm (pre-LN), RMSNorm, DyT (α starting at "
+    f"{DYT_ALPHA:g}, learned) and none at all — learn to read 8 random digits and write them "
+    "back, from the same weights and the same batches, each from several seeds. The curves are "
+    "the mean over the seeds; the shading runs from the lowest seed to the highest.")
+with st.container(border=True):
+    cols = st.columns(4)
+    race_task = cols[0].segmented_control(
+        "Task", list(RACE_TASKS), default="reverse", required=True, key="by_race_task",
+        bind="query-params", help="reverse: write the digits backwards; copy: as they are.")
+    race_lr = cols[1].select_slider(
+        "Learning rate", [1e-3, 3e-3, 1e-2], value=3e-3, key="by_race_lr",
+        bind="query-params", format_func=lambda v: f"{v:g}", help="Adam's step size.")
+    race_steps = cols[2].number_input(
+        "Steps", min_value=10, max_value=400, value=150, step=10, key="by_race_steps",
+        bind="query-params", help="Optimizer steps of every model.")
+    race_seeds = cols[3].select_slider(
+        "Seeds", list(range(1, RACE_MAX_SEEDS + 1)), value=2, key="by_race_seeds",
+        bind="query-params",
+        help="Runs per model, from the sidebar's seed and the next ones: where two models' "
+             "ranges overlap, their order may be luck.")
+    run_race, stop_race = run_stop_buttons(
+        "by_race", run_help="Train the four models from scratch with these settings.",
+        stop_help="Stop the race; the curves so far are kept and shown.")
+race_config = None
+with refusal(stop=False):
+    race_config = RaceConfig(entrants=NORM_RACE, seeds=int(race_seeds), task=race_task,
+                             lr=float(race_lr), steps=int(race_steps), seed=settings.seed)
+if stop_race and not jobs.stop(RACE):
+    st.toast("Nothing is training.")
+if run_race and race_config is not None:
+    jobs.start(RACE, race_config, Race(race_config))
+race_slot = st.empty()
+if jobs.running(RACE) is not None:
+    frames = itertools.count()  # one key per frame drawn while it trains
+    with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
+        jobs.run_to_end(RACE, lambda now: race_slot.plotly_chart(
+            charts.shapes.race_figure(now.curves, race_config.steps),
+            key=f"by_race_live_{next(frames)}"))
+raced, current = jobs.finished(RACE, race_config)
+if raced is None:
+    race_slot.info(f"Press **Run** to start the race: {len(NORM_RACE)} models × "
+                   f"{int(race_seeds)} seed{'s' * (int(race_seeds) > 1)} × {int(race_steps)} "
+                   "steps, under a progress bar; **Stop** keeps what was learned.", icon="▶️")
+else:
+    if not current:
+        st.info("The race below ran with other settings; press **Run** to race with the "
+                "current ones.", icon="ℹ️")
+    with race_slot.container():
+        show_figure(charts.shapes.race_figure, raced.curves, raced.config.steps,
+                    bands={v: {k: raced.band(v, k) for k in ("loss", "accuracy")}
+                           for v in raced.config.entrants} if raced.config.seeds > 1 else None,
+                    key="by_race_chart")
+    if raced.stopped:
+        st.warning(f"Stopped after {raced.steps_done} of {raced.config.steps} steps.",
+                   icon="⏹️")
+    st.markdown("\n".join(f"- {line}" if i else line
+                          for i, line in enumerate(race_findings(raced))))
+    st.caption(
+        f"DyT's paper trains models of up to billions of parameters; this is "
+        f"{raced.config.depth} blocks of width {raced.config.d_model}, {raced.steps_done} "
+        "steps. "
+        f"{CAUTION.cited} finds the sign of DyT's effect depends on the amount of data, so a "
+        "small race says little about large ones. "
+        f"{raced.seconds:.0f} s of wall-clock time on this server's CPU, which other work "
+        "shares.")
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

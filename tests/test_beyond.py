@@ -348,3 +348,19 @@ def test_an_rms_norms_fit_is_of_x_over_its_rms() -> None:
                      bias=None, settings={})
     with pytest.raises(ValueError, match="LayerNorm or an RMSNorm"):
         fit_record(bad, 1e-5)
+
+
+def test_the_race_trains_the_four_norms_and_reports_what_it_measured() -> None:
+    from pageutil import figures, open_page
+
+    at = open_page(PAGE, {"by_race_steps": "10", "by_race_seeds": "1", "by_race_task": "copy"},
+                   timeout=240)
+    assert any("4 models × 1 seed × 10 steps" in i.value for i in at.info)
+    at.button(key="by_race_run").click().run()
+    assert not at.exception, at.exception
+    findings = next(m.value for m in at.markdown if m.value.startswith("In this run (copy"))
+    for name in ("pre-LN", "pre-RMSNorm", "pre-DyT", "no norm"):
+        assert f"\n- {name} " in findings
+    race = next(f for f in figures(at) if f["data"] and f["data"][0].get("name") == "pre-LN"
+                and len(f["data"]) == 8)  # 4 models × loss and accuracy (one seed: no bands)
+    assert race["layout"]["yaxis2"]["range"] == [0, 1.02]

@@ -267,6 +267,11 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.shapes.race_figure, c.shapes.race_figure(
             {v: {"loss": [2.3, 1.0, 0.1], "accuracy": [0.1, 0.5, 0.95]}
              for v in shapes.COMPARED}, 10, warmup=2)),
+        (c.shapes.race_figure, c.shapes.race_figure(
+            {v: {"loss": [2.3, 1.0, 0.1], "accuracy": [0.1, 0.5, 0.95]} for v in shapes.NORM_RACE},
+            10, bands={v: {"loss": ([2.0, 0.8, 0.05], [2.5, 1.2, 0.2]),
+                           "accuracy": ([0.05, 0.4, 0.9], [0.15, 0.6, 1.0])}
+                       for v in shapes.NORM_RACE})),
         (c.shapes.race_figure, c.shapes.race_figure({v: {"loss": [], "accuracy": []}
                                                      for v in shapes.COMPARED}, 10)),
         (c.beyond.tanh_fit_figure, c.beyond.tanh_fit_figure(

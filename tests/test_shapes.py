@@ -765,3 +765,88 @@ def test_the_page_opens_on_normalized_shape_and_folds_the_rest():
         "Gradients at initialization", "A training race: post-LN against pre-LN",
         "What each arrangement costs"]
     assert not any(e.proto.expanded for e in parts)
+
+
+# --- the norm race: LayerNorm, RMSNorm, DyT and none, from several seeds --------------------------
+
+
+def test_each_norm_kind_is_the_formula_written_with_torch():
+    from lnviz.lessons.shapes import _ln
+
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(0)) * 3 + 1
+    params = {"n_weight": torch.rand(16) + 0.5, "n_bias": torch.randn(16),
+              "n_alpha": torch.tensor(0.7)}
+    assert torch.allclose(_ln(x, params, "n", kind="LayerNorm"),
+                          F.layer_norm(x, (16,), params["n_weight"], params["n_bias"]), atol=1e-5)
+    assert torch.allclose(_ln(x, params, "n", kind="RMSNorm"),
+                          F.rms_norm(x, (16,), params["n_weight"]), atol=1e-5)
+    assert torch.allclose(_ln(x, params, "n", kind="DyT"),
+                          params["n_weight"] * torch.tanh(0.7 * x) + params["n_bias"], atol=1e-6)
+    with pytest.raises(ValueError, match="RMSNorm"):
+        _ln(x, params, "n", kind="BatchNorm")
+
+
+def test_every_entrant_starts_from_the_seeds_weights_and_has_only_its_norms_parameters():
+    from lnviz.lessons.shapes import ENTRANTS, NORM_RACE
+
+    config = RaceConfig(depth=2, d_model=16, entrants=NORM_RACE)
+    models = {e: init_race_model(config, e, seed=3) for e in NORM_RACE}
+    shared = ("wq", "wk", "wv", "wo", "w1", "b1", "w2", "b2")
+    for model in models.values():
+        for a, b in zip(model["blocks"], models["pre-LN"]["blocks"], strict=True):
+            assert all(torch.equal(a[k], b[k]) for k in shared)
+    assert "ln1_bias" not in models["pre-RMSNorm"]["blocks"][0]
+    assert float(models["pre-DyT"]["blocks"][0]["ln1_alpha"].detach()) == 0.5
+    assert not any(k.startswith("ln") for k in models["no norm"]["blocks"][0])
+    assert "lnf_alpha" in models["pre-DyT"]["top"] and "lnf_weight" not in models["no norm"]["top"]
+    tokens = torch.randint(10, (3, 8))
+    for entrant, model in models.items():
+        assert race_logits(model, tokens).shape == (3, 8, 10), entrant
+    assert set(NORM_RACE) <= set(ENTRANTS)
+    for bad in [dict(entrants=()), dict(entrants=("pre-LN", "pre-LN")),
+                dict(entrants=("sandwich",)), dict(seeds=0), dict(seeds=99)]:
+        with pytest.raises(ValueError):
+            RaceConfig(**bad)
+
+
+def test_a_race_of_several_seeds_averages_them_and_keeps_each():
+    from lnviz.lessons.shapes import NORM_RACE
+
+    config = RaceConfig(depth=2, d_model=16, steps=4, batch=8, entrants=NORM_RACE, seeds=2)
+    race = Race(config)
+    race.advance(4)
+    result = race.result()
+    assert len(race.runners) == 8 and result.steps_done == 4
+    for entrant in NORM_RACE:
+        runs = result.per_seed(entrant)
+        assert len(runs) == 2
+        mean = np.mean([r["accuracy"] for r in runs], axis=0)
+        assert np.allclose(result.curves[entrant]["accuracy"], mean)
+        low, high = result.band(entrant, "loss")
+        assert np.all(low <= np.asarray(result.curves[entrant]["loss"]) + 1e-12)
+        assert np.all(np.asarray(result.curves[entrant]["loss"]) <= high + 1e-12)
+    # seed k is the one-seed race from seed + k
+    alone = Race(RaceConfig(depth=2, d_model=16, steps=4, batch=8, entrants=("pre-DyT",),
+                            seed=1))
+    alone.advance(4)
+    assert np.allclose(result.per_seed("pre-DyT")[1]["loss"],
+                       alone.result().curves["pre-DyT"]["loss"], rtol=1e-5)
+
+
+def test_the_norm_races_findings_rank_the_models_and_say_when_seeds_overlap():
+    from lnviz.lessons.shapes import NORM_RACE
+
+    config = RaceConfig(entrants=NORM_RACE, seeds=2, steps=20)
+    good, bad = [0.95] * 20, [0.1] * 20
+    seeds = {e: [{"accuracy": good if e != "no norm" else bad,
+                  "loss": [0.05 if e != "no norm" else 30.0] * 20} for _ in range(2)]
+             for e in NORM_RACE}
+    seeds["pre-DyT"][1] = {"accuracy": [0.5] * 20, "loss": [1.0] * 20}
+    curves = {e: {k: list(np.mean([r[k] for r in runs], axis=0)) for k in ("loss", "accuracy")}
+              for e, runs in seeds.items()}
+    text = race_findings(RaceResult(config, curves, 20, False, 1.0, seeds))
+    assert "2 seeds, 0 to 1, averaged" in text[0]
+    assert any(t.startswith("pre-DyT") and "(seeds: 50% to 95%)" in t for t in text)
+    assert any(t.startswith("no norm") and "learned nothing" in t for t in text)
+    assert text[-1].startswith("By final accuracy: pre-LN 95%, pre-RMSNorm 95%, pre-DyT 72%")
+    assert "overlap" in text[-1]

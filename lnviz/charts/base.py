@@ -60,6 +60,17 @@ NARROW_PLOT_PX = 290
 CHAR_EM, LINE_EM = 0.55, 1.3
 
 
+#: One colour per placement of the norms and per model of a training race, on every figure.
+VARIANT_COLORS = {"post-LN": OKABE_ITO[0], "pre-LN": OKABE_ITO[1], "none": OKABE_ITO[5],
+                  "no norm": OKABE_ITO[5], "pre-RMSNorm": OKABE_ITO[2],
+                  "pre-DyT": OKABE_ITO[3], "Peri-LN": OKABE_ITO[2], "OLMo-2": OKABE_ITO[3]}
+
+
+def variant_color(variant: str) -> str:
+    """The colour of a placement or a race's model (:data:`VARIANT_COLORS`)."""
+    return VARIANT_COLORS.get(variant, OKABE_ITO[6])
+
+
 #: 0 to 1 in the blue half of the diverging scale (white, light blue, blue): attention weights.
 BLUES = [[0.0, DIVERGING[2][1]], [0.5, DIVERGING[1][1]], [1.0, DIVERGING[0][1]]]
 

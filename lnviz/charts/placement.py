@@ -20,6 +20,7 @@ from lnviz.charts.base import (
     log_ticks,
     panel_grid,
     token_labels,
+    variant_color,
 )
 
 
@@ -34,7 +35,7 @@ def placement_figure(variance: dict[str, np.ndarray], gradient: dict[str, np.nda
     layout, refs = panel_grid(titles, rows=2, gap=0.035, vgap=0.1, title_size=13)
     data = []
     for k, v in enumerate(names):
-        color = OKABE_ITO[k % len(OKABE_ITO)]
+        color = variant_color(v)
         top, bottom = refs[k], refs[k + len(names)]
         var, grad = (np.asarray(a, dtype=np.float64) for a in (variance[v], gradient[v]))
         data.append(dict(type="scatter", mode="lines+markers", x=np.arange(len(var)),

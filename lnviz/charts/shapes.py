@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from lnviz.charts.base import LEGEND_BELOW, OKABE_ITO, each_axis, figure, log_ticks, panel_grid
-
-COLORS = {"post-LN": OKABE_ITO[0], "pre-LN": OKABE_ITO[1], "none": OKABE_ITO[5]}
-
-
-def _color(variant: str) -> str:
-    return COLORS.get(variant, OKABE_ITO[2])
+from lnviz.charts.base import (
+    LEGEND_BELOW,
+    each_axis,
+    figure,
+    log_ticks,
+    panel_grid,
+    variant_color,
+)
 
 
 def depth_figure(stream: dict[str, np.ndarray], attention: dict[str, np.ndarray],
@@ -28,7 +29,7 @@ def depth_figure(stream: dict[str, np.ndarray], attention: dict[str, np.ndarray]
     right = dict(xaxis=refs[1][0], yaxis=refs[1][1])
     data = []
     for variant, values in stream.items():
-        color = _color(variant)
+        color = variant_color(variant)
         values = np.asarray(values, dtype=np.float64)
         data.append(dict(
             type="scatter", x=np.arange(len(values)), y=values, mode="lines+markers",
@@ -61,7 +62,7 @@ def gradient_figure(norms: dict[str, np.ndarray], depths: np.ndarray,
     right = dict(xaxis=refs[1][0], yaxis=refs[1][1])
     data = []
     for variant, values in norms.items():
-        color = _color(variant)
+        color = variant_color(variant)
         values = np.asarray(values, dtype=np.float64)
         data.append(dict(
             type="scatter", x=np.arange(1, len(values) + 1), y=values, mode="lines+markers",
@@ -84,19 +85,30 @@ def gradient_figure(norms: dict[str, np.ndarray], depths: np.ndarray,
     return figure(data, layout)
 
 
-def race_figure(curves: dict[str, dict[str, list[float]]], steps: int, warmup: int = 0
+def race_figure(curves: dict[str, dict[str, list[float]]], steps: int, warmup: int = 0,
+                bands: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] | None = None
                 ) -> go.Figure:
     """A training race: each model's loss (left, log scale) and token accuracy (right) at every
-    step, one colour per variant; a dotted line where the learning-rate warm-up ends."""
+    step, one colour per model; with ``bands`` ({model: {"loss"/"accuracy": (lowest,
+    highest)}}), the seeds' range shaded around each line; a dotted line where the
+    learning-rate warm-up ends."""
     layout, refs = panel_grid(("loss", "token accuracy"), gap=0.1, title_size=16)
     data = []
     for variant, curve in curves.items():
-        color = _color(variant)
+        color = variant_color(variant)
         for (key, fmt), (xaxis, yaxis), legend in (
                 (("loss", ".3g"), refs[0], True), (("accuracy", ".0%"), refs[1], False)):
             values = np.asarray(curve[key], dtype=np.float64)
+            x = np.arange(1, len(values) + 1)
+            if bands and variant in bands:
+                low, high = (np.asarray(v, dtype=np.float64) for v in bands[variant][key])
+                data.append(dict(
+                    type="scatter", x=np.r_[x, x[::-1]], y=np.r_[high, low[::-1]],
+                    fill="toself", fillcolor=color, opacity=0.18, line=dict(width=0),
+                    name=variant, legendgroup=variant, showlegend=False, hoverinfo="skip",
+                    xaxis=xaxis, yaxis=yaxis))
             data.append(dict(
-                type="scatter", x=np.arange(1, len(values) + 1), y=values, mode="lines",
+                type="scatter", x=x, y=values, mode="lines",
                 name=variant, legendgroup=variant, showlegend=legend,
                 line=dict(color=color, width=1.5), xaxis=xaxis, yaxis=yaxis,
                 hovertemplate="step %{x}: %{y:" + fmt + "}<extra>" + variant + "</extra>"))

@@ -42,7 +42,7 @@ import functools
 import math
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -52,14 +52,20 @@ import torch.nn.functional as F
 from lnviz.batch import Batch, NormSpec, group_ids, normalize, to_grid
 from lnviz.chunked import Chunked
 from lnviz.data import get_preset, image_batch, random_batch
-from lnviz.norms import layer_norm
+from lnviz.lessons.beyond import dyt
+from lnviz.norms import layer_norm, rms_norm
 
 __all__ = [
     "ACTIVATIONS",
     "COMPARED",
+    "DYT_ALPHA",
+    "ENTRANTS",
     "FINAL_NORMED",
     "GRADIENT_DEPTHS",
+    "NORM_KINDS",
+    "NORM_RACE",
     "PLACEMENTS",
+    "RACE_MAX_SEEDS",
     "RACE_TASKS",
     "SECOND_SAMPLE",
     "SEED_003_SAMPLE",
@@ -512,24 +518,38 @@ def feed_forward(x: torch.Tensor, params: dict[str, torch.Tensor],
     return activation(x @ params["w1"].T + params["b1"]) @ params["w2"].T + params["b2"]
 
 
+#: What a block's norms compute (:func:`_ln`): LayerNorm, RMSNorm, or Dynamic Tanh.
+NORM_KINDS = ("LayerNorm", "RMSNorm", "DyT")
+#: DyT's α at initialization (the DyT paper's default outside large language models).
+DYT_ALPHA = 0.5
+
+
 def _ln(x: torch.Tensor, params: dict[str, torch.Tensor] | None = None, name: str = "",
-        impl: str = "scratch") -> torch.Tensor:
-    """lnviz's LayerNorm over the last dim, with γ and β ``params[name + "_weight"/"_bias"]``
-    when the block has them."""
+        impl: str = "scratch", kind: str = "LayerNorm") -> torch.Tensor:
+    """One of the block's norms over the last dim (``kind``, one of :data:`NORM_KINDS`), with
+    γ and β ``params[name + "_weight"/"_bias"]`` when the block has them: lnviz's LayerNorm or
+    RMSNorm (no β), or DyT, γ·tanh(αx) + β with α ``params[name + "_alpha"]``."""
     params = params or {}
-    return layer_norm(x, x.shape[-1:], params.get(name + "_weight"), params.get(name + "_bias"),
-                      impl=impl).output
+    weight, bias = params.get(name + "_weight"), params.get(name + "_bias")
+    if kind == "RMSNorm":
+        return rms_norm(x, x.shape[-1:], weight, impl=impl).output
+    if kind == "DyT":
+        return dyt(x, params[name + "_alpha"], weight, bias)
+    if kind != "LayerNorm":
+        raise ValueError(f"a norm is one of {list(NORM_KINDS)}, got {kind!r}")
+    return layer_norm(x, x.shape[-1:], weight, bias, impl=impl).output
 
 
 def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
-          activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu, *, impl: str = "scratch"
-          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+          activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu, *, impl: str = "scratch",
+          kind: str = "LayerNorm") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One transformer block: (new stream, what attention adds, what the FFN adds). The
     LayerNorms are lnviz's (``impl`` as in :func:`lnviz.layer_norm`), with γ, β from ``params``
     (``ln1_weight``, ``ln1_bias``, ``ln2_…``; Peri-LN's and OLMo-2's output norms ``ln1o_…``,
-    ``ln2o_…``) where it has them. ``variant`` is one of :data:`PLACEMENTS`."""
+    ``ln2o_…``) where it has them. ``variant`` is one of :data:`PLACEMENTS`; ``kind`` says what
+    each norm computes (:data:`NORM_KINDS`)."""
     def ln(h: torch.Tensor, name: str) -> torch.Tensor:
-        return _ln(h, params, name, impl)
+        return _ln(h, params, name, impl, kind)
 
     def ffn(h: torch.Tensor) -> torch.Tensor:
         return feed_forward(h, params, activation)
@@ -559,12 +579,12 @@ def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
 
 
 def final_norm(x: torch.Tensor, variant: str, params: dict[str, torch.Tensor] | None = None,
-               *, impl: str = "scratch") -> torch.Tensor:
+               *, impl: str = "scratch", kind: str = "LayerNorm") -> torch.Tensor:
     """What the head reads after the last block: the stream of the placements in
     :data:`FINAL_NORMED` goes through one more LayerNorm (GPT-2's ``ln_f``, γ and β
     ``params["lnf_weight"/"lnf_bias"]`` if given); post-LN's stream leaves its last block
     normalized already, and "none" has no norm to add."""
-    return _ln(x, params, "lnf", impl) if variant in FINAL_NORMED else x
+    return _ln(x, params, "lnf", impl, kind) if variant in FINAL_NORMED else x
 
 
 def rms(x: torch.Tensor) -> float:
@@ -786,15 +806,25 @@ RACE_TASKS = ("reverse", "copy")
 RACE_SEQ_LEN, RACE_VOCAB = 8, 10
 #: Token accuracy (averaged over this many consecutive steps) that counts as "learned".
 SOLVED_ACCURACY, SOLVED_WINDOW = 0.9, 10
+#: The models a race can train, by name: where the norms sit (:data:`PLACEMENTS`) and what
+#: they compute (:data:`NORM_KINDS`). "no norm" has none at all.
+ENTRANTS = {"post-LN": ("post-LN", "LayerNorm"), "pre-LN": ("pre-LN", "LayerNorm"),
+            "pre-RMSNorm": ("pre-LN", "RMSNorm"), "pre-DyT": ("pre-LN", "DyT"),
+            "no norm": ("none", "LayerNorm")}
+#: What replaces LayerNorm, raced in the pre-norm position: Beyond LayerNorm's race.
+NORM_RACE = ("pre-LN", "pre-RMSNorm", "pre-DyT", "no norm")
+#: The most seeds a race trains each model from.
+RACE_MAX_SEEDS = 5
 
 
 @dataclass(frozen=True)
 class RaceConfig:
-    """A post-LN and a pre-LN model trained side by side with Adam.
+    """Small transformers trained side by side with Adam: ``entrants`` (names of
+    :data:`ENTRANTS`; post-LN and pre-LN unless told), each from ``seeds`` seeds.
 
     The learning rate rises linearly from lr/``warmup`` to ``lr`` over the first ``warmup``
-    steps (none if 0) and then stays. Both models start from the same weights (``seed``) and see
-    the same mini-batches of ``batch`` random sequences.
+    steps (none if 0) and then stays. For each seed (``seed``, ``seed + 1``, …) every model
+    starts from the same weights and sees the same mini-batches of ``batch`` random sequences.
     """
 
     depth: int = 6
@@ -805,10 +835,18 @@ class RaceConfig:
     batch: int = 32
     task: str = "reverse"
     seed: int = 0
+    entrants: tuple[str, ...] = COMPARED
+    seeds: int = 1
 
     def __post_init__(self) -> None:
         if self.task not in RACE_TASKS:
             raise ValueError(f"task must be one of {list(RACE_TASKS)}, got {self.task!r}")
+        unknown = [e for e in self.entrants if e not in ENTRANTS]
+        if not self.entrants or unknown or len(set(self.entrants)) != len(self.entrants):
+            raise ValueError(f"entrants must be distinct names from {list(ENTRANTS)}, got "
+                             f"{list(self.entrants)}")
+        if not 1 <= self.seeds <= RACE_MAX_SEEDS:
+            raise ValueError(f"seeds must be between 1 and {RACE_MAX_SEEDS}, got {self.seeds}")
         for name, high in (("depth", 24), ("d_model", 256), ("steps", 2000), ("batch", 256)):
             if not 1 <= getattr(self, name) <= high:
                 raise ValueError(f"{name} must be between 1 and {high}, got {getattr(self, name)}")
@@ -831,38 +869,52 @@ def race_targets(tokens: torch.Tensor, task: str) -> torch.Tensor:
     return tokens.flip(-1) if task == "reverse" else tokens
 
 
-def init_race_model(config: RaceConfig, variant: str) -> dict[str, object]:
-    """A small transformer in plain tensors: token and position embeddings (each N(0, ½), so
-    their sum has RMS ≈ 1), ``depth`` blocks of :func:`init_block` (gain 1) with γ = 1, β = 0 in
-    both LayerNorms, pre-LN's ``ln_f``, and a linear head. The same ``seed`` gives both
-    variants the same weights. Every tensor requires grad."""
-    generator = torch.Generator().manual_seed(config.seed)
+def init_race_model(config: RaceConfig, entrant: str, seed: int | None = None
+                    ) -> dict[str, object]:
+    """A small transformer in plain tensors, arranged as ``entrant`` (:data:`ENTRANTS`): token
+    and position embeddings (each N(0, ½), so their sum has RMS ≈ 1), ``depth`` blocks of
+    :func:`init_block` (gain 1) with γ = 1, β = 0 in both norms (and DyT's α =
+    :data:`DYT_ALPHA`), a final norm where the placement has one, and a linear head. The same
+    ``seed`` (``config.seed`` unless given) gives every entrant the same weights. Every tensor
+    requires grad."""
+    variant, kind = ENTRANTS[entrant]
+    generator = torch.Generator().manual_seed(config.seed if seed is None else seed)
     d = config.d_model
+
+    def norm_params(name: str) -> dict[str, torch.Tensor]:
+        if variant == "none":
+            return {}
+        params = {name + "_weight": torch.ones(d)}
+        if kind != "RMSNorm":
+            params[name + "_bias"] = torch.zeros(d)
+        if kind == "DyT":
+            params[name + "_alpha"] = torch.tensor(DYT_ALPHA)
+        return params
+
     blocks = []
     for _ in range(config.depth):
         params = init_block(d, 1.0, generator, dtype=torch.float32)
-        for name in ("ln1", "ln2"):
-            params[name + "_weight"], params[name + "_bias"] = torch.ones(d), torch.zeros(d)
+        params |= norm_params("ln1") | norm_params("ln2")
         blocks.append(params)
     top = {
         "embed": torch.randn(RACE_VOCAB, d, generator=generator) * math.sqrt(0.5),
         "position": torch.randn(RACE_SEQ_LEN, d, generator=generator) * math.sqrt(0.5),
         "head": torch.randn(RACE_VOCAB, d, generator=generator) / math.sqrt(d),
     }
-    if variant == "pre-LN":
-        top["lnf_weight"], top["lnf_bias"] = torch.ones(d), torch.zeros(d)
+    if variant in FINAL_NORMED:
+        top |= norm_params("lnf")
     for tensor in [*top.values(), *(t for p in blocks for t in p.values())]:
         tensor.requires_grad_()
-    return {"variant": variant, "blocks": blocks, "top": top}
+    return {"variant": variant, "kind": kind, "blocks": blocks, "top": top}
 
 
 def race_logits(model: dict[str, object], tokens: torch.Tensor) -> torch.Tensor:
     """(batch, seq) digits → (batch, seq, vocab) logits."""
-    top, variant = model["top"], model["variant"]
+    top, variant, kind = model["top"], model["variant"], model["kind"]
     x = top["embed"][tokens] + top["position"]
     for params in model["blocks"]:
-        x = block(x, params, variant, impl="fast")[0]
-    return final_norm(x, variant, top, impl="fast") @ top["head"].T
+        x = block(x, params, variant, impl="fast", kind=kind)[0]
+    return final_norm(x, variant, top, impl="fast", kind=kind) @ top["head"].T
 
 
 def _parameters(model: dict[str, object]) -> list[torch.Tensor]:
@@ -870,15 +922,21 @@ def _parameters(model: dict[str, object]) -> list[torch.Tensor]:
 
 
 class _Runner:
-    """One model of the race: its weights, Adam, its own batch sampler and its curves."""
+    """One model of the race from one seed: its weights, Adam, its own batch sampler and its
+    curves."""
 
-    def __init__(self, config: RaceConfig, variant: str) -> None:
-        self.config, self.variant = config, variant
-        self.model = init_race_model(config, variant)
+    def __init__(self, config: RaceConfig, entrant: str, seed: int | None = None) -> None:
+        seed = config.seed if seed is None else seed
+        self.config, self.entrant, self.seed = config, entrant, seed
+        self.model = init_race_model(config, entrant, seed)
         self.optimizer = torch.optim.Adam(_parameters(self.model), lr=config.lr)
-        self.generator = torch.Generator().manual_seed(config.seed + 1)  # same batches for both
+        self.generator = torch.Generator().manual_seed(seed + 1)  # the same batches for all
         self.loss: list[float] = []
         self.accuracy: list[float] = []
+
+    @property
+    def variant(self) -> str:
+        return self.entrant
 
     @property
     def step(self) -> int:
@@ -915,11 +973,13 @@ class RaceResult:
 
     Attributes:
         config: the settings it ran with.
-        curves: {variant: {"loss": per step, "accuracy": token accuracy per step}}; each step's
-            batch is fresh, so these are measured on sequences the model had not seen.
+        curves: {entrant: {"loss": per step, "accuracy": token accuracy per step}}, the mean
+            over the seeds; each step's batch is fresh, so these are measured on sequences the
+            model had not seen.
         steps_done: steps every model took.
         stopped: whether the learner stopped it before ``config.steps``.
         seconds: wall-clock time of the whole race (on a shared machine: a rough guide).
+        seed_curves: {entrant: the same curves, one per seed} (empty: one seed, ``curves``).
     """
 
     config: RaceConfig
@@ -927,6 +987,20 @@ class RaceResult:
     steps_done: int
     stopped: bool
     seconds: float
+    seed_curves: dict[str, list[dict[str, list[float]]]] = field(default_factory=dict)
+
+    def per_seed(self, entrant: str) -> list[dict[str, list[float]]]:
+        """``entrant``'s curves, one per seed."""
+        return self.seed_curves.get(entrant) or [self.curves[entrant]]
+
+    def band(self, entrant: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """The lowest and the highest seed's value of ``key`` ("loss", "accuracy") per step."""
+        values = np.asarray([c[key] for c in self.per_seed(entrant)], dtype=np.float64)
+        return values.min(axis=0), values.max(axis=0)
+
+    def final_accuracies(self, entrant: str) -> list[float]:
+        """Each seed's mean token accuracy over its last :data:`SOLVED_WINDOW` steps."""
+        return [float(np.mean(c["accuracy"][-SOLVED_WINDOW:])) for c in self.per_seed(entrant)]
 
     def solved_at(self, variant: str) -> int | None:
         """The first step (1-based) at which the token accuracy, averaged over the last
@@ -953,14 +1027,17 @@ CHANCE_LOSS = math.log(RACE_VOCAB)
 
 def race_findings(result: RaceResult) -> list[str]:
     """What this run shows, one sentence per model and one comparing them, all read off its
-    curves and prefixed by the conditions it ran under."""
+    curves (the mean over the seeds, with each seed's range) and prefixed by the conditions it
+    ran under."""
     cfg = result.config
     if result.steps_done == 0:
         return []
     warm = (f"a {cfg.warmup}-step warm-up" if cfg.warmup else "no warm-up")
+    seeds = (f"seed {cfg.seed}" if cfg.seeds == 1 else
+             f"{cfg.seeds} seeds, {cfg.seed} to {cfg.seed + cfg.seeds - 1}, averaged")
     notes = [f"In this run ({cfg.task}, {cfg.depth} blocks, learning rate {cfg.lr:g}, {warm}, "
-             f"{result.steps_done} steps, seed {cfg.seed}):"]
-    for variant in COMPARED:
+             f"{result.steps_done} steps, {seeds}):"]
+    for variant in cfg.entrants:
         loss, solved = result.final_loss(variant), result.solved_at(variant)
         if not math.isfinite(loss):
             notes.append(f"{variant} diverged: its loss became NaN or infinite.")
@@ -969,25 +1046,42 @@ def race_findings(result: RaceResult) -> list[str]:
                 if solved else f"{variant} did not reach {SOLVED_ACCURACY:.0%} token accuracy")
         line += (f"; over its last {SOLVED_WINDOW} steps the loss averaged {loss:.3g} and the "
                  f"accuracy {result.final_accuracy(variant):.0%}")
-        if loss >= 0.95 * CHANCE_LOSS:
+        if cfg.seeds > 1:
+            finals = result.final_accuracies(variant)
+            line += f" (seeds: {min(finals):.0%} to {max(finals):.0%})"
+        if loss >= 0.95 * CHANCE_LOSS and result.final_accuracy(variant) < 2 / RACE_VOCAB:
             line += (f", no better than guessing (ln {RACE_VOCAB} = {CHANCE_LOSS:.2f}): it "
                      "learned nothing")
+        elif loss >= CHANCE_LOSS:
+            line += (f"; a loss above guessing's (ln {RACE_VOCAB} = {CHANCE_LOSS:.2f}) with "
+                     "that accuracy means confident mistakes")
         notes.append(line + ".")
-    post, pre = (result.solved_at(v) for v in COMPARED)
-    if post and pre and post != pre:
-        first = "pre-LN" if pre < post else "post-LN"
-        gap = abs(post - pre)
-        notes.append(f"{first} got there {gap} step{'s' * (gap > 1)} sooner.")
-    elif post and pre:
-        notes.append("Both got there at the same step.")
+    if set(COMPARED) <= set(cfg.entrants):
+        post, pre = (result.solved_at(v) for v in COMPARED)
+        if post and pre and post != pre:
+            first = "pre-LN" if pre < post else "post-LN"
+            gap = abs(post - pre)
+            notes.append(f"{first} got there {gap} step{'s' * (gap > 1)} sooner.")
+        elif post and pre:
+            notes.append("Both got there at the same step.")
+    if len(cfg.entrants) > 2:
+        finals = {v: result.final_accuracies(v) for v in cfg.entrants}
+        ranked = sorted(cfg.entrants, key=lambda v: -np.mean(finals[v]))
+        leader, runner = ranked[0], ranked[1]
+        clear = min(finals[leader]) > max(finals[runner])
+        notes.append(
+            "By final accuracy: " + ", ".join(f"{v} {np.mean(finals[v]):.0%}" for v in ranked)
+            + (f". {leader}'s worst seed beats {runner}'s best." if clear and cfg.seeds > 1
+               else f". {leader} and {runner}'s seeds overlap: their order here may be luck."
+               if cfg.seeds > 1 else "."))
     return notes
 
 
 class Race(Chunked):
-    """Both placements (:data:`COMPARED`) trained on ``config``'s task, advanced in chunks
-    (:class:`lnviz.chunked.Chunked`): a piece is one step of the model behind, on one torch
-    thread; ``result()`` gives what it learned so far as a :class:`RaceResult`. Building one is
-    instant: the models are made on first use.
+    """``config``'s entrants (post-LN and pre-LN unless told), each from ``config.seeds``
+    seeds, trained on its task, advanced in chunks (:class:`lnviz.chunked.Chunked`): a piece is
+    one step of the model behind, on one torch thread; ``result()`` gives what they learned so
+    far as a :class:`RaceResult`. Building one is instant: the models are made on first use.
     """
 
     def __init__(self, config: RaceConfig) -> None:
@@ -999,7 +1093,9 @@ class Race(Chunked):
     def runners(self) -> list[_Runner]:
         with self._lock:
             if not self._runners:
-                self._runners = [_Runner(self.config, v) for v in COMPARED]
+                self._runners = [_Runner(self.config, entrant, self.config.seed + k)
+                                 for entrant in self.config.entrants
+                                 for k in range(self.config.seeds)]
             return self._runners
 
     @property
@@ -1023,9 +1119,20 @@ class Race(Chunked):
             while not self.stopped and self.step < target:
                 min(self.runners, key=lambda r: r.step).train_step()
 
-    def curves(self) -> dict[str, dict[str, list[float]]]:
-        return {r.variant: {"loss": list(r.loss), "accuracy": list(r.accuracy)}
-                for r in self.runners}
+    def seed_curves(self, steps: int | None = None) -> dict[str, list[dict[str, list[float]]]]:
+        """Each entrant's curves, one per seed (the first ``steps`` steps of each)."""
+        return {entrant: [{"loss": r.loss[:steps], "accuracy": r.accuracy[:steps]}
+                          for r in self.runners if r.entrant == entrant]
+                for entrant in self.config.entrants}
+
+    def curves(self, steps: int | None = None) -> dict[str, dict[str, list[float]]]:
+        """Each entrant's curves, the mean over its seeds at every step they all took."""
+        means = {}
+        for entrant, runs in self.seed_curves(steps).items():
+            common = min(len(r["loss"]) for r in runs)
+            means[entrant] = {key: list(np.mean([r[key][:common] for r in runs], axis=0))
+                              if common else [] for key in ("loss", "accuracy")}
+        return means
 
     def progress(self) -> RaceProgress:
         curves = self.curves()
@@ -1038,9 +1145,9 @@ class Race(Chunked):
     def result(self) -> RaceResult:
         with self._lock:
             steps = self.step
-            curves = {v: {k: c[k][:steps] for k in c} for v, c in self.curves().items()}
-            return RaceResult(self.config, curves, steps,
-                              self.stopped and steps < self.config.steps, self.seconds)
+            return RaceResult(self.config, self.curves(steps), steps,
+                              self.stopped and steps < self.config.steps, self.seconds,
+                              self.seed_curves(steps) if self.config.seeds > 1 else {})
 
 
 # --- Code for the learner -----------------------------------------------------------------------

@@ -68,8 +68,9 @@ PAGES: dict[str, list[PageInfo]] = {
                  "sinks, and what breaking one norm does to the prediction."),
         PageInfo("app_pages/beyond.py", "Beyond LayerNorm", ":material/trending_flat:",
                  "What recent models do instead, checked on a real one: all-MiniLM-L6-v2's "
-                 "LayerNorms bend like tanh (Dynamic Tanh's premise), and what replacing them "
-                 "by their fitted curves does to the sentence embedding."),
+                 "LayerNorms bend like tanh (Dynamic Tanh's premise) and what replacing them "
+                 "does, σ frozen, RMSNorm in their place, and a race of LayerNorm, RMSNorm, "
+                 "DyT and no norm trained from scratch."),
         PageInfo("app_pages/placement.py", "Where the norm sits",
                  ":material/vertical_align_center:",
                  "Post-LN, pre-LN, Peri-LN and OLMo-2's reordered norm through a stack at "
