@@ -251,11 +251,12 @@ frozen_guess = st.radio(
     ["the embeddings' one", "those after attention", "those after the feed-forward"],
     index=None, key="by_frozen_guess", horizontal=True,
     help="Frozen σ: y = γ·(x − μ)/σ̄ + β, μ still each token's mean, σ̄ one number.")
-with st.spinner("Running the model with σ frozen…"):
-    frozen = cached(frozen_sigma, Named(model, "minilm"), text, Named(original, ("by", text)))
 if frozen_guess is None:
     st.caption("Pick an answer to see the figure.")
 else:
+    with st.spinner("Running the model with σ frozen…"):
+        frozen = cached(frozen_sigma, Named(model, "minilm"), text,
+                        Named(original, ("by", text)))
     worst = worst_sublayer(frozen)
     answer = {"embeddings": "the embeddings' one", "attention": "those after attention",
               "feed-forward": "those after the feed-forward"}[worst]

@@ -76,10 +76,6 @@ with st.container(border=True):
         help="Every weight is drawn with standard deviation gain/√fan_in: the weights' scale "
              "at initialization.")
 stack = StackConfig(depth=int(depth), init_gain=float(gain), seed=settings.seed)
-with refusal(), st.spinner("Sending the batch through every placement…"):
-    result = cached(placements, stack)
-    sensitivity = cached(gain_sensitivity, stack)
-steady = steady_placements(sensitivity)
 
 guess = st.radio(
     "Before you look: pre-LN and Peri-LN both let the stream grow. If the weights start "
@@ -89,6 +85,10 @@ guess = st.radio(
 if guess is None:
     st.caption("Pick an answer to see the figure.")
 else:
+    with refusal(), st.spinner("Sending the batch through every placement…"):
+        result = cached(placements, stack)
+        sensitivity = cached(gain_sensitivity, stack)
+    steady = steady_placements(sensitivity)
     faster = grows_faster(sensitivity, "pre-LN", "Peri-LN")
     verdict = "Right" if guess == (f"{faster}'s" if faster else "both alike") else "Not quite"
     pre, peri = sensitivity["pre-LN"], sensitivity["Peri-LN"]
@@ -163,12 +163,12 @@ qk_guess = st.radio(
     key="pl_qk_guess", horizontal=True,
     help="The entropy of a row of attention is ln T when it is uniform over T tokens and 0 "
          "when all of it goes to one token.")
-with refusal(), st.spinner("Running the model…"):
-    run = cached(run_sentence, Named(model, "minilm"), text)
-    scaling = attention_scaling(model, run, int(layer), int(head), float(scale))
 if qk_guess is None:
     st.caption("Pick an answer to see the figures.")
 else:
+    with refusal(), st.spinner("Running the model…"):
+        run = cached(run_sentence, Named(model, "minilm"), text)
+        scaling = attention_scaling(model, run, int(layer), int(head), float(scale))
     without, with_norm = scaling.entropy["without"], scaling.entropy["with"]
     verdict = "Right" if qk_guess == "piles onto fewer tokens" else "Not quite"
     st.markdown(
@@ -224,11 +224,11 @@ scale_guess = st.radio(
     "step 0 is the same. Without weight decay, does it learn…",
     ["as fast", "faster", "slower"], index=None, key="pl_scale_guess", horizontal=True,
     help="Compare with W at its usual scale (1), the same batches, the same η.")
-with refusal(), st.spinner("Training the classifier three ways…"):
-    runs = cached(scale_runs, float(init_scale), float(decay), int(settings.seed))
 if scale_guess is None:
     st.caption("Pick an answer to see the runs.")
 else:
+    with refusal(), st.spinner("Training the classifier three ways…"):
+        runs = cached(scale_runs, float(init_scale), float(decay), int(settings.seed))
     labels = list(runs)
     reference, plain = runs[labels[0]], runs[f"scale {init_scale:g}, no decay"]
     decayed = runs[labels[-1]]

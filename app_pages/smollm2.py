@@ -151,6 +151,10 @@ if part.open:
             f"next-token distribution moves by a KL divergence of {short(broken.kl)} nats. On "
             f"the reference text “{REFERENCE_TEXT}” the model's loss goes from "
             f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token.")
+        if how == "fitted DyT":
+            st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
+                         label="Beyond LayerNorm: where DyT's curve comes from, fitted to "
+                               "MiniLM's LayerNorms value by value")
         st.markdown("**Which norms can go?** Remove each of the 61 in turn (122 runs of the "
                     "model, about ten seconds here).")
         if st.button("Remove each norm in turn", key="sl_remove_all",
