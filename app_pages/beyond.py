@@ -1,7 +1,5 @@
 """Beyond LayerNorm: what recent models do instead, measured on the models the app ships."""
 
-import itertools
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -41,18 +39,22 @@ from lnviz.lessons.shapes import (
     NORM_RACE,
     RACE_MAX_SEEDS,
     RACE_TASKS,
-    Race,
     RaceConfig,
     race_findings,
 )
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import layer_norm_names
-from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.state import current_settings, minilm_sentence_and_layer, run_stop_buttons
+from lnviz.ui.race import race_panel
+from lnviz.ui.state import (
+    current_settings,
+    minilm_sentence_and_layer,
+    prediction,
+    run_stop_buttons,
+)
 
 NAMES = layer_norm_names()
 #: Session-state slot of the training race (lnviz.ui.jobs).
@@ -85,15 +87,12 @@ fit_width = int(original.records[chosen].input.shape[-1])
 
 # --- 1. The shape of a LayerNorm -------------------------------------------------------------
 st.subheader("1 · A LayerNorm, value by value")
-guess = st.radio(
-    f"Before you look: plotted against its input, what shape do the normalized values of "
-    f"LayerNorm {chosen} ({layer_label(name)}) make?", GUESSES, index=None,
-    key=f"by_guess_{chosen}", horizontal=True,
+guess = prediction(
+    f"plotted against its input, what shape do the normalized values of LayerNorm {chosen} "
+    f"({layer_label(name)}) make?", GUESSES, key=f"by_guess_{chosen}", what="the plot",
     help="Every token's 384 values go in; the LayerNorm takes each token's mean and spread and "
          "gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
-if guess is None:
-    st.caption("Pick an answer to see the plot.")
-else:
+if guess is not None:
     shape = shape_of(fit)
     answer = {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
     if guess == answer:
@@ -246,14 +245,12 @@ st.markdown(
     "with σ frozen at one number for every token. Here is the same thing without the "
     "fine-tuning: each LayerNorm's σ frozen at σ̄, the average over this sentence's tokens of "
     "their own √(σ² + ε), so that a typical token is untouched.")
-frozen_guess = st.radio(
-    "Before you look: freezing σ in which LayerNorms moves the embedding most?",
+frozen_guess = prediction(
+    "freezing σ in which LayerNorms moves the embedding most?",
     ["the embeddings' one", "those after attention", "those after the feed-forward"],
-    index=None, key="by_frozen_guess", horizontal=True,
+    key="by_frozen_guess",
     help="Frozen σ: y = γ·(x − μ)/σ̄ + β, μ still each token's mean, σ̄ one number.")
-if frozen_guess is None:
-    st.caption("Pick an answer to see the figure.")
-else:
+if frozen_guess is not None:
     with st.spinner("Running the model with σ frozen…"):
         frozen = cached(frozen_sigma, Named(model, "minilm"), text,
                         Named(original, ("by", text)))
@@ -365,34 +362,12 @@ race_config = None
 with refusal(stop=False):
     race_config = RaceConfig(entrants=NORM_RACE, seeds=int(race_seeds), task=race_task,
                              lr=float(race_lr), steps=int(race_steps), seed=settings.seed)
-if stop_race and not jobs.stop(RACE):
-    st.toast("Nothing is training.")
-if run_race and race_config is not None:
-    jobs.start(RACE, race_config, Race(race_config))
-race_slot = st.empty()
-if jobs.running(RACE) is not None:
-    frames = itertools.count()  # one key per frame drawn while it trains
-    with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
-        jobs.run_to_end(RACE, lambda now: race_slot.plotly_chart(
-            charts.shapes.race_figure(now.curves, race_config.steps),
-            key=f"by_race_live_{next(frames)}"))
-raced, current = jobs.finished(RACE, race_config)
-if raced is None:
-    race_slot.info(f"Press **Run** to start the race: {len(NORM_RACE)} models × "
-                   f"{int(race_seeds)} seed{'s' * (int(race_seeds) > 1)} × {int(race_steps)} "
-                   "steps, under a progress bar; **Stop** keeps what was learned.", icon="▶️")
-else:
-    if not current:
-        st.info("The race below ran with other settings; press **Run** to race with the "
-                "current ones.", icon="ℹ️")
-    with race_slot.container():
-        show_figure(charts.shapes.race_figure, raced.curves, raced.config.steps,
-                    bands={v: {k: raced.band(v, k) for k in ("loss", "accuracy")}
-                           for v in raced.config.entrants} if raced.config.seeds > 1 else None,
-                    key="by_race_chart")
-    if raced.stopped:
-        st.warning(f"Stopped after {raced.steps_done} of {raced.config.steps} steps.",
-                   icon="⏹️")
+raced = race_panel(
+    RACE, race_config, run_race, stop_race, key="by_race_chart",
+    idle=f"Press **Run** to start the race: {len(NORM_RACE)} models × {int(race_seeds)} "
+         f"seed{'s' * (int(race_seeds) > 1)} × {int(race_steps)} steps, under a progress bar; "
+         "**Stop** keeps what was learned.")
+if raced is not None:
     st.markdown("\n".join(f"- {line}" if i else line
                           for i, line in enumerate(race_findings(raced))))
     st.caption(

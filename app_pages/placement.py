@@ -40,7 +40,7 @@ from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.state import current_settings, model_text
+from lnviz.ui.state import current_settings, model_text, prediction
 
 settings = current_settings()
 
@@ -77,14 +77,11 @@ with st.container(border=True):
              "at initialization.")
 stack = StackConfig(depth=int(depth), init_gain=float(gain), seed=settings.seed)
 
-guess = st.radio(
-    "Before you look: pre-LN and Peri-LN both let the stream grow. If the weights start "
-    "larger (a larger init gain), whose stream grows faster?",
-    ["pre-LN's", "Peri-LN's", "both alike"], index=None, key="pl_guess", horizontal=True,
-    help="Pre-LN adds F(LN(x)); Peri-LN adds LN(F(LN(x))).")
-if guess is None:
-    st.caption("Pick an answer to see the figure.")
-else:
+guess = prediction(
+    "pre-LN and Peri-LN both let the stream grow. If the weights start larger (a larger init "
+    "gain), whose stream grows faster?", ["pre-LN's", "Peri-LN's", "both alike"],
+    key="pl_guess", help="Pre-LN adds F(LN(x)); Peri-LN adds LN(F(LN(x))).")
+if guess is not None:
     with refusal(), st.spinner("Sending the batch through every placement…"):
         result = cached(placements, stack)
         sensitivity = cached(gain_sensitivity, stack)
@@ -157,15 +154,13 @@ with st.container(border=True):
         "Scale c of W_q and W_k", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0], value=1.0,
         key="pl_scale", bind="query-params",
         help="Queries and keys are multiplied by c (1 = the model as trained): the logits by c².")
-qk_guess = st.radio(
-    "Before you look: without QK-norm, as c grows, each token's attention…",
-    ["spreads over more tokens", "piles onto fewer tokens", "stays as it is"], index=None,
-    key="pl_qk_guess", horizontal=True,
+qk_guess = prediction(
+    "without QK-norm, as c grows, each token's attention…",
+    ["spreads over more tokens", "piles onto fewer tokens", "stays as it is"],
+    key="pl_qk_guess", what="the figures",
     help="The entropy of a row of attention is ln T when it is uniform over T tokens and 0 "
          "when all of it goes to one token.")
-if qk_guess is None:
-    st.caption("Pick an answer to see the figures.")
-else:
+if qk_guess is not None:
     with refusal(), st.spinner("Running the model…"):
         run = cached(run_sentence, Named(model, "minilm"), text)
         scaling = attention_scaling(model, run, int(layer), int(head), float(scale))
@@ -219,14 +214,12 @@ with st.container(border=True):
         "Weight decay on W", list(WEIGHT_DECAYS), value=1e-2, key="pl_decay",
         bind="query-params", format_func=lambda v: f"{v:g}",
         help="λ: each step also takes η·λ·W off W, which shrinks it.")
-scale_guess = st.radio(
-    f"Before you look: W starts {init_scale:g}× its usual size, and the network's output at "
-    "step 0 is the same. Without weight decay, does it learn…",
-    ["as fast", "faster", "slower"], index=None, key="pl_scale_guess", horizontal=True,
+scale_guess = prediction(
+    f"W starts {init_scale:g}× its usual size, and the network's output at step 0 is the "
+    "same. Without weight decay, does it learn…", ["as fast", "faster", "slower"],
+    key="pl_scale_guess", what="the runs",
     help="Compare with W at its usual scale (1), the same batches, the same η.")
-if scale_guess is None:
-    st.caption("Pick an answer to see the runs.")
-else:
+if scale_guess is not None:
     with refusal(), st.spinner("Training the classifier three ways…"):
         runs = cached(scale_runs, float(init_scale), float(decay), int(settings.seed))
     labels = list(runs)

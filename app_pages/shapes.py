@@ -17,7 +17,6 @@ from lnviz.lessons.shapes import (
     RACE_TASKS,
     SHAPE_EXAMPLES,
     VARIANTS,
-    Race,
     RaceConfig,
     StackConfig,
     batch_note,
@@ -39,11 +38,11 @@ from lnviz.lessons.shapes import (
     shape_example,
     shapes_try_this,
 )
-from lnviz.ui import jobs
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import folded, page_title
+from lnviz.ui.race import race_panel
 from lnviz.ui.state import current_settings, keep_in_range, run_stop_buttons
 
 settings = current_settings()
@@ -275,30 +274,9 @@ with folded("A training race: post-LN against pre-LN", "sh_part5"):
     with refusal(stop=False):
         race_config = RaceConfig(depth=int(race_depth), lr=float(lr), warmup=min(int(warmup),
                                  int(steps)), steps=int(steps), task=task, seed=settings.seed)
-    if stop and not jobs.stop(RACE):
-        st.toast("Nothing is training.")
-    if run and race_config is not None:
-        jobs.start(RACE, race_config, Race(race_config))
-
-    race_slot = st.empty()
-    if jobs.running(RACE) is not None:
-        with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
-            jobs.run_to_end(RACE, lambda now: race_slot.plotly_chart(
-                charts.shapes.race_figure(now.curves, race_config.steps, race_config.warmup),
-                key=f"sh_race_live_{sum(len(c['loss']) for c in now.curves.values())}"))
-    result, current = jobs.finished(RACE, race_config)
-    if result is None:
-        race_slot.info("Press **Run** to start the race.", icon="▶️")
-    else:
-        if not current:
-            st.info("The race below ran with other settings; press **Run** to race with the "
-                    "current ones.", icon="ℹ️")
-        with race_slot.container():
-            show_figure(charts.shapes.race_figure, result.curves, result.config.steps,
-                        result.config.warmup, key="sh_race_chart")
-        if result.stopped:
-            st.warning(f"Stopped after {result.steps_done} of {result.config.steps} steps.",
-                       icon="⏹️")
+    result = race_panel(RACE, race_config, run, stop, idle="Press **Run** to start the race.",
+                        key="sh_race_chart")
+    if result is not None:
         cols = st.columns(len(COMPARED))
         for col, variant in zip(cols, COMPARED, strict=True):
             solved = result.solved_at(variant)

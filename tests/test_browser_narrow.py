@@ -135,6 +135,23 @@ def layout_problems(geometry: dict) -> list[str]:
     return problems
 
 
+def _chart_problems(charts, width: str, name: str) -> list[str]:
+    """:func:`layout_problems` of every chart in ``charts`` (a locator), each scrolled into
+    view first (and saved as a screenshot with LNVIZ_SCREENSHOTS=1)."""
+    problems = []
+    for k in range(charts.count()):
+        chart = charts.nth(k)
+        chart.scroll_into_view_if_needed()
+        plot = chart.locator(".js-plotly-plot")
+        expect(plot.locator(".draglayer").first).to_be_attached()
+        if SAVE_SCREENSHOTS:
+            SCREENSHOTS.mkdir(exist_ok=True)
+            chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
+        problems += [f"{width}, figure {k}: {p}"
+                     for p in layout_problems(plot.evaluate(_GEOMETRY))]
+    return problems
+
+
 @pytest.fixture
 def screens(browser: Browser) -> Iterator[dict[str, Page]]:
     """A fresh page in a phone-sized (390 px) and one in a desktop-sized (1280 px) viewport."""
@@ -162,16 +179,7 @@ def test_figures_are_laid_out_for_the_screen(screens: dict[str, Page], server: s
         expect(charts.first).to_be_visible(timeout=TIMEOUT_MS)
         wait_idle(page)
         assert_no_exception(page)
-        for k in range(charts.count()):
-            chart = charts.nth(k)
-            chart.scroll_into_view_if_needed()
-            plot = chart.locator(".js-plotly-plot")
-            expect(plot.locator(".draglayer").first).to_be_attached()
-            if SAVE_SCREENSHOTS:
-                SCREENSHOTS.mkdir(exist_ok=True)
-                chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
-            problems += [f"{width}, figure {k}: {p}"
-                         for p in layout_problems(plot.evaluate(_GEOMETRY))]
+        problems += _chart_problems(charts, width, name)
     assert problems == [], f"{name}:\n" + "\n".join(problems)
 
 
@@ -199,14 +207,5 @@ def test_figures_behind_a_guess_are_laid_out_for_the_screen(screens: dict[str, P
         assert_no_exception(page)
         charts = page.locator(CHARTS)
         expect(charts).to_have_count(expected, timeout=TIMEOUT_MS)
-        for k in range(charts.count()):
-            chart = charts.nth(k)
-            chart.scroll_into_view_if_needed()
-            plot = chart.locator(".js-plotly-plot")
-            expect(plot.locator(".draglayer").first).to_be_attached()
-            if SAVE_SCREENSHOTS:
-                SCREENSHOTS.mkdir(exist_ok=True)
-                chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
-            problems += [f"{width}, figure {k}: {p}"
-                         for p in layout_problems(plot.evaluate(_GEOMETRY))]
+        problems += _chart_problems(charts, width, name)
     assert problems == [], f"{name}:\n" + "\n".join(problems)

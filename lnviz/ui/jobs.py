@@ -101,3 +101,4 @@ def run_to_end(slot: str, draw: Callable[[Any], None]) -> Any | None:
     finally:
         st.session_state[f"{slot}_job"] = None
         bar.empty()
+

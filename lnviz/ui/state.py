@@ -249,3 +249,15 @@ def minilm_sentence_and_layer(text_key: str, layer_key: str, verb: str) -> tuple
             help=f"Which of the 13 LayerNorms to {verb}: the embeddings' one, then per layer "
                  "the one after attention and the one after the feed-forward.")
     return text, chosen
+
+
+def prediction(question: str, options: Sequence[str], *, key: str, help: str,
+               what: str = "the figure") -> str | None:
+    """A "Before you look" question: the learner's answer (None until they pick one, with a
+    line saying that picking one shows ``what``). Not bound to the URL: a shared link opens
+    the question, not the answer."""
+    answer = st.radio(f"Before you look: {question}", list(options), index=None, key=key,
+                      horizontal=True, help=help)
+    if answer is None:
+        st.caption(f"Pick an answer to see {what}.")
+    return answer
