@@ -172,7 +172,7 @@ st.markdown(
     "β and the fit's α and s. How far does the sentence embedding move? (A cosine of 1 is the "
     "same embedding.)")
 replaced = st.multiselect(
-    "LayerNorms replaced", NAMES, default=[name], key="by_replace",
+    "LayerNorms replaced", NAMES, default=[name], key="by_replace", bind="query-params",
     format_func=lambda n: f"{NAMES.index(n)}: {layer_label(n)}",
     help="Each one chosen computes DyT with its fitted α instead of normalizing; the rest of "
          "the model is unchanged.")
@@ -243,8 +243,9 @@ st.markdown(
     "but switch them off with ε = 10¹² and γ multiplied by 10⁶: √(σ² + 10¹²) ≈ 10⁶ for any σ "
     "the model produces, so the layer only subtracts each token's mean and applies γ and β, "
     "with σ frozen at one number for every token. Here is the same thing without the "
-    "fine-tuning: each LayerNorm's σ frozen at σ̄, the average over this sentence's tokens of "
-    "their own √(σ² + ε), so that a typical token is untouched.")
+    "fine-tuning: each LayerNorm's σ frozen at σ̄, the median over this sentence's tokens of "
+    "their own √(σ² + ε), so that the median token is untouched and one token's massive "
+    "activation does not set σ̄.")
 frozen_guess = prediction(
     "freezing σ in which LayerNorms moves the embedding most?",
     ["the embeddings' one", "those after attention", "those after the feed-forward"],
@@ -259,17 +260,19 @@ if frozen_guess is not None:
               "feed-forward": "those after the feed-forward"}[worst]
     k = int(np.argmin(frozen.alone))
     st.markdown(
-        f"**{'Right' if frozen_guess == answer else 'Not quite'}:** on this sentence the "
+        f"**{'Right' if frozen_guess == answer else 'Not quite'}:** on this sentence"
+        + (" (empty: [CLS] and [SEP] alone)" if len(original.tokens) <= 2 else "") + " the "
         f"worst is LayerNorm {k} ({layer_label(frozen.names[k])}): alone, it leaves a cosine "
         f"of {frozen.alone[k]:.3f} with the model's own embedding. All 13 frozen together: "
         f"{frozen.together:.3f}.")
     show_figure(charts.beyond.swaps_figure,
                 [f"{i}: {layer_label(n)}" for i, n in enumerate(frozen.names)], frozen.alone,
-                frozen.measure, "largest token's √(σ² + ε) ÷ σ̄", key="by_frozen")
+                frozen.measure, "largest token's √(σ² + ε) ÷ σ̄ (the median's)", key="by_frozen")
     rho = rank_correlation(frozen.measure, -frozen.alone)
     st.caption(
         "A frozen σ is wrong by the factor σ/σ̄ for each token: a token whose σ is 5× the "
-        "average comes out 5× too large, and every later layer reads it so. "
+        "median's comes out 5× too large, one whose σ is half of it twice too small, and every "
+        "later layer reads them so. "
         + (f"Across the 13, the larger that factor for the worst token, the lower the cosine "
            f"(rank correlation {rho:.2f}): what breaks is the tokens whose σ is far from the "
            "rest"
@@ -305,7 +308,8 @@ st.markdown(
     f"Per token, RMSNorm's x/√(mean x²) is LayerNorm's x̂ scaled by 1/√(1 + (μ/σ)²) plus "
     f"μ/√(σ² + μ²) in every feature. In MiniLM, on this sentence, |μ|/σ is at most "
     f"{largest.max():.3f} (median over tokens {means.min():.3f} to {means.max():.3f} per "
-    f"LayerNorm), so each LayerNorm turned into an RMSNorm alone leaves a cosine of at least "
+    f"LayerNorm), so each LayerNorm turned into an RMSNorm (with its own γ and β) alone leaves "
+    f"a cosine of at least "
     f"{swapped.alone.min():.4f}; all 13 together give {swapped.together:.3f}."
     + (" The means were close to 0 already, though this model was trained to have them "
        "subtracted." if largest.max() < 0.2 else ""))
@@ -318,16 +322,17 @@ st.markdown(
     f"{', '.join(f'{r}×{c}' for (r, c), _, _ in kernels)}"
     + (f", the most at the narrowest rows (SmolLM2's {kernels[0][0][1]} features)"
        if int(np.argmax(torch_saving)) == 0 else "")
-    + f". With lnviz's fused kernels, which read x once and write y once for both, the "
-      f"saving is {min(fused_saving):.1%} to {max(fused_saving):.1%}: a norm is "
-      "memory-bound, and the mean costs arithmetic, not memory traffic. How much RMSNorm "
-      "saves depends on the kernel more than on the formula.")
+    + ". With lnviz's fused kernels, which read x once and write y once for both, RMSNorm is "
+    + (f"between {-min(fused_saving):.1%} slower and {max(fused_saving):.1%} faster"
+       if min(fused_saving) < 0 else
+       f"{min(fused_saving):.1%} to {max(fused_saving):.1%} faster")
+    + ": a norm is memory-bound, and the mean costs arithmetic, not memory traffic. How much "
+      "RMSNorm saves depends on the kernel more than on the formula.")
 st.page_link("app_pages/smollm2.py", icon=":material/chat:",
-             label="Inside a real LLM: break one of SmolLM2's RMSNorms — as LayerNorm, with a "
-                   "frozen RMS, or as its fitted Dynamic Tanh — and watch the next token",
+             label="Inside a real LLM: an RMSNorm as its fitted DyT",
              query_params={"sl_part4": "true", "sl_how": "fitted DyT"})
 st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
-             label="Where the norm sits: Peri-LN, OLMo-2's reordered norm, and QK-norm")
+             label="Where the norm sits: Peri-LN, OLMo-2, QK-norm")
 
 # --- 7. Train with DyT from the start -----------------------------------------------------------
 st.subheader("7 · Train with them from the start: a race")
@@ -337,8 +342,9 @@ st.markdown(
     "*Shapes and transformer blocks*' little transformer, identical but for the norms in their "
     "pre-norm places — LayerNorm (pre-LN), RMSNorm, DyT (α starting at "
     f"{DYT_ALPHA:g}, learned) and none at all — learn to read 8 random digits and write them "
-    "back, from the same weights and the same batches, each from several seeds. The curves are "
-    "the mean over the seeds; the shading runs from the lowest seed to the highest.")
+    "back, from the same weights and the same batches, each from one seed or more. The curves "
+    "are the mean over the seeds; with several, the shading runs from the lowest seed to the "
+    "highest.")
 with st.container(border=True):
     cols = st.columns(4)
     race_task = cols[0].segmented_control(

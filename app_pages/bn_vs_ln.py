@@ -284,26 +284,23 @@ with folded("4 · Why does BatchNorm help? The story and the evidence", "bl_part
 with folded("5 · BatchNorm in practice: a cheat-sheet", "bl_part5"):
     where = {
         "small batches": [("app_pages/bn_vs_ln.py",
-                           "This page, part 2: one sample's output across batches of every size",
+                           "Part 2: one sample across batches",
                            {"bl_part2": "true"}),
                           ("app_pages/ln_lstm.py",
-                           "LN-LSTM vs LSTM: train a BN-LSTM and an LN-LSTM at batch sizes "
-                           f"{', '.join(map(str, SWEEP_DEFAULTS['batch_size']))} and compare "
-                           "their accuracy",
+                           "BN-LSTM against LN-LSTM at batch "
+                           f"{', '.join(map(str, SWEEP_DEFAULTS['batch_size']))}",
                            {"tr_models": [MODEL_LABELS["bn-lstm"], MODEL_LABELS["ln-lstm"]],
                             "tr_sweep": SWEEPS["batch_size"]})],
         "evaluation mode": [("app_pages/bn_vs_ln.py",
-                             "This page, part 3: training mode against evaluation mode",
+                             "Part 3: training against evaluation mode",
                              {"bl_part3": "true"})],
         "frozen statistics": [("app_pages/scale_shift.py",
-                               "Scale and shift: what γ and β can undo when BatchNorm's "
-                               "statistics are frozen", {})],
+                               "Scale and shift: frozen statistics", {})],
         "padding": [("app_pages/padding.py",
-                     "Padding and sequences: pad tokens in BatchNorm's statistics, and the mask",
+                     "Padding and sequences: pad tokens and the mask",
                      {})],
         "CNN or transformer": [("app_pages/shapes.py",
-                                "Shapes and transformer blocks: which dims share a mean and a "
-                                "variance", {})],
+                                "Shapes: which dims share μ and σ²", {})],
     }
     for row in cheat_sheet(sweep):
         st.markdown(f"**{row.rule}** {row.why}")

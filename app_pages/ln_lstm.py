@@ -325,7 +325,11 @@ else:
                     SWEEPS[cfg.sweep], cfg.sweep in LOG_SWEEPS, result.chance,
                     key="tr_sweep_fig")
         st.caption("Each point: the mean final held-out accuracy over the seeds; the bars run "
-                   "from the lowest seed to the highest.")
+                   "from the lowest seed to the highest."
+                   + (f" Every run takes the same {cfg.steps} steps, so a smaller batch sees "
+                      "fewer sequences in all (batch × steps): compare the models at one batch "
+                      "size, not one batch size with another."
+                      if cfg.sweep == "batch_size" else ""))
         st.dataframe(result.sweep_table(), hide_index=True, key="tr_sweep_table",
                      column_config={c: st.column_config.NumberColumn(format="percent")
                                     for c in ("final accuracy (mean)", "lowest seed",

@@ -65,7 +65,8 @@ st.markdown(
     f"is GPT-2's and Llama's. **Peri-LN** ({PERI_LN.cited}) normalizes what each sublayer reads "
     f"and what it adds; **OLMo-2** ({OLMO2.cited}, its *reordered norm*) normalizes only what "
     "it adds. The three that leave the stream itself un-normalized end with one more "
-    "LayerNorm before the head. “none” has no norm at all.")
+    "LayerNorm before the head. “none” has no norm at all. (OLMo 2 itself uses RMSNorm; here "
+    "every placement uses the same LayerNorm, so that only the placement differs.)")
 with st.container(border=True):
     cols = st.columns(2)
     depth = cols[0].select_slider(
@@ -78,9 +79,11 @@ with st.container(border=True):
 stack = StackConfig(depth=int(depth), init_gain=float(gain), seed=settings.seed)
 
 guess = prediction(
-    "pre-LN and Peri-LN both let the stream grow. If the weights start larger (a larger init "
-    "gain), whose stream grows faster?", ["pre-LN's", "Peri-LN's", "both alike"],
-    key="pl_guess", help="Pre-LN adds F(LN(x)); Peri-LN adds LN(F(LN(x))).")
+    "pre-LN and Peri-LN both let the stream grow. Whose growth depends more on the init gain "
+    "(the weights' scale)?", ["pre-LN's", "Peri-LN's", "both alike"],
+    key="pl_guess", help="Pre-LN adds F(LN(x)); Peri-LN adds LN(F(LN(x))). The answer compares "
+                         f"gains {GAINS[0]:g} and {GAINS[-1]:g}, whichever gain the slider "
+                         "shows.")
 if guess is not None:
     with refusal(), st.spinner("Sending the batch through every placement…"):
         result = cached(placements, stack)
@@ -94,7 +97,8 @@ if guess is not None:
         f"gain {GAINS[0]:g} and {pre[-1]:.3g} at gain {GAINS[-1]:g}; Peri-LN's is "
         f"{peri[0]:.3g} and {peri[-1]:.3g}. Pre-LN adds what its sublayers compute from a "
         "normalized input, so the weights' scale passes straight into the stream; Peri-LN "
-        "normalizes that too, so each sublayer adds a vector of RMS 1 whatever the weights.")
+        "normalizes that too, so each sublayer adds a vector of RMS 1 whatever the weights "
+        "(how those vectors line up with the stream still depends on them, a little).")
     show_figure(charts.placement.placement_figure, result.variance, result.gradient,
                 key="pl_figure")
     st.caption(
@@ -116,7 +120,7 @@ if guess is not None:
         f"{', '.join(steady) if steady else 'none'}. Post-LN's stream is normalized last, so "
         "its variance is 1 by construction (up to ε). Peri-LN's and OLMo-2's sublayers each "
         "add a normalized vector (RMS 1), so their stream's variance grows by "
-        f"{low:.2f} to {high:.2f} per block here (two sublayers), whatever the weights. "
+        f"{low:.2f} to {high:.2f} per block here (two sublayers), close to 2 at any gain. "
         "This is one random stack of width 64 at initialization, not a trained model, and "
         f"the gradients are one draw (change the seed in the sidebar). {PERI_LN.name}'s "
         f"authors train models up to {PERI_LN_SIZE} parameters and report steadier variance, "
@@ -136,9 +140,10 @@ st.markdown(
     f"Training ViT-22B ({VIT22B.cited}), its authors saw the loss diverge at about "
     f"{VIT22B_DIVERGED} parameters: attention logits q·k/√d grew very large, and the "
     "attention became nearly one-hot (entropy near 0). Their fix was to put a LayerNorm on "
-    "the queries and the keys before the dot product; OLMo 2 does the same. Here is a real "
-    "attention head of all-MiniLM-L6-v2. Scale its W_q and W_k by c, as training that lets "
-    "them grow would: every logit grows like c².")
+    "the queries and the keys before the dot product; OLMo 2 normalizes them too, with "
+    "RMSNorm. Here is a real attention head of all-MiniLM-L6-v2. Scale its queries and keys "
+    "by c (W_q, W_k and their biases), as training that lets them grow would: every logit "
+    "grows like c².")
 with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
     model = shared(minilm)
 with st.container(border=True):
@@ -168,8 +173,9 @@ if qk_guess is not None:
     verdict = "Right" if qk_guess == "piles onto fewer tokens" else "Not quite"
     st.markdown(
         f"**{verdict}:** multiplying every logit by c² sharpens each softmax row, so its "
-        f"entropy only falls as c grows. For this head it goes from {without[0]:.3f} nats at "
-        f"c = {QK_SCALES[0]:g} to {without[-1]:.3f} at c = {QK_SCALES[-1]:g} (uniform over "
+        f"entropy only falls as c grows. For this head, over the curve's range, it goes from "
+        f"{without[0]:.3f} nats at c = {QK_SCALES[0]:g} to {without[-1]:.3f} at "
+        f"c = {QK_SCALES[-1]:g} (uniform over "
         f"the {len(scaling.tokens)} tokens: {scaling.uniform:.3f}). With QK-norm it stays "
         + (f"at {with_norm.mean():.3f} (it moves by {np.ptp(with_norm):.1e})"
            if np.ptp(with_norm) < 5e-4 else
@@ -229,10 +235,10 @@ if scale_guess is not None:
     st.markdown(
         f"**{'Right' if scale_guess == speed else 'Not quite'}:** "
         + ("it is the same run. " if plain is reference else
-           f"{speed}: after {reference.config.steps} steps its loss is "
-           f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f}, "
-           f"its test accuracy {plain.test_accuracy:.1%} against "
-           f"{reference.test_accuracy:.1%}. ")
+           f"{speed}, by its training loss: after {reference.config.steps} steps it is "
+           f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f} "
+           f"(test accuracy {plain.test_accuracy:.1%} against "
+           f"{reference.test_accuracy:.1%}). ")
         + f"Its effective learning rate starts at {plain.effective_lr[0]:.3g} against "
           f"{reference.effective_lr[0]:.3g} at scale 1: ‖W‖ starts {init_scale:g}× its usual "
           f"size, and the rate goes with 1/‖W‖².")
@@ -247,7 +253,8 @@ if scale_guess is not None:
         "step of every run (not exactly 0 because of the LayerNorm's ε).",
         ("Without weight decay ‖W‖ grows at every step"
          if grows else "Without weight decay ‖W‖ changes only by the sideways steps")
-        + ": " + "; ".join(f"{r.weight_norm[0]:.4g} → {r.weight_norm[-1]:.4g} at scale "
+        + ": " + "; ".join(f"{r.weight_norm[0]:.4g} → {r.weight_norm[-1]:.4g} "
+                           f"({r.weight_norm[-1] / r.weight_norm[0] - 1:+.2%}) at scale "
                            f"{r.config.init_scale:g}" for r in undecayed) + "."]
     if decayed.config.weight_decay > 0:
         gain = decayed.effective_lr[-1] / plain.effective_lr[-1]

@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 
 from lnviz import charts
+from lnviz.charts.base import bpe_piece
 from lnviz.lessons.common import defined, short
 from lnviz.lessons.minilm import PRESETS as SENTENCES
 from lnviz.lessons.minilm import analyze as analyze_sentence
@@ -32,6 +33,11 @@ from lnviz.ui.state import model_text
 
 NAMES = rms_norm_names()
 
+
+def shown(token: str) -> str:
+    """A token as the figures label it ("␣Paris"), in a code span."""
+    return code_span(bpe_piece(token))
+
 page_title("app_pages/smollm2.py")
 st.caption("SmolLM2-135M-Instruct, a pretrained language model (a Llama-style decoder: 30 "
            "blocks, 576 features), runs on this server from its 4-bit quantized file (the "
@@ -59,14 +65,14 @@ with box:
 
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
     run = cached(analyze, Named(model, "smollm2"), text)
-st.markdown(token_line(run.tokens))
+st.markdown(token_line([bpe_piece(t) for t in run.tokens]))  # "␣" a space, as the figures
 
 # --- 1. The next token ------------------------------------------------------------------------
 st.subheader("1 · What comes next")
 guess = prediction(run)
 show_figure(charts.smollm2.prediction_figure, guess.tokens, guess.probabilities,
             key="sl_prediction")
-st.markdown(f"The most likely next token is {code_span(guess.tokens[0])}, with probability "
+st.markdown(f"The most likely next token is {shown(guess.tokens[0])}, with probability "
             f"{guess.probabilities[0]:.0%}; the five most likely hold "
             f"{sum(guess.probabilities):.0%} between them.")
 
@@ -83,7 +89,7 @@ if part.open:
         feature = int(m.feature[m.block])
         st.markdown(
             f"A {defined('massive activation')}. The residual stream's largest value peaks at "
-            f"block {m.block}: {short(m.value, 4)} in feature {feature} of {code_span(token)} "
+            f"block {m.block}: {short(m.value, 4)} in feature {feature} of {shown(token)} "
             f"(token {int(m.token[m.block])}), {short(m.largest[m.block] / m.median[m.block])} "
             f"times the median |h| of {short(m.median[m.block])}. That one feature holds "
             f"{m.share:.1%} of its token's Σh²"
@@ -139,10 +145,10 @@ if part.open:
         show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
                     broken.before.probabilities, broken.after.probabilities,
                     broken.after.tokens, key="sl_broken")
-        verdict = ("the most likely next token stays " + code_span(broken.before.tokens[0])
+        verdict = ("the most likely next token stays " + shown(broken.before.tokens[0])
                    if broken.same_top else
                    "the most likely next token changes from "
-                   f"{code_span(broken.before.tokens[0])} to {code_span(broken.after.tokens[0])}")
+                   f"{shown(broken.before.tokens[0])} to {shown(broken.after.tokens[0])}")
         done = {"removed": "removed", "frozen RMS": "given a frozen RMS",
                 "LayerNorm": "turned into LayerNorm with the same γ",
                 "fitted DyT": "replaced by its fitted Dynamic Tanh"}[how]
@@ -150,7 +156,10 @@ if part.open:
             f"With the norm {code_span(name)} ({norm_label(name)}) {done}, {verdict}; the "
             f"next-token distribution moves by a KL divergence of {short(broken.kl)} nats. On "
             f"the reference text “{REFERENCE_TEXT}” the model's loss goes from "
-            f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token.")
+            f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token."
+            + (" It went down: one sentence is a small sample, and another function in a "
+               "norm's place can fit it a little better by chance. That does not make the "
+               "model better." if broken.loss_after < broken.loss_before else ""))
         if how == "fitted DyT":
             st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
                          label="Beyond LayerNorm: where DyT's curve comes from, fitted to "
@@ -195,6 +204,6 @@ if part.open:
             st.markdown(
                 f"An {defined('attention sink')}. In {above} of 30 blocks the tokens after the "
                 "first send, on average over them and over the heads, at least half of their "
-                f"attention to the first token, {code_span(run.tokens[0])}; block {top} sends "
+                f"attention to the first token, {shown(run.tokens[0])}; block {top} sends "
                 f"it {shares[top]:.0%}. Spread evenly over the tokens each one may see, it "
                 f"would get {uniform:.0%} on average.")

@@ -30,14 +30,14 @@ def test_two_sessions_share_the_model_and_each_follows_its_prompt(
         browser: Browser, page: Page, server: str) -> None:
     _open(page, f"{server}/smollm2")
     main = page.locator('[data-testid="stMain"]')
-    expect(main.get_by_text("The most likely next token is ĠParis")).to_be_visible()
+    expect(main.get_by_text("The most likely next token is ␣Paris")).to_be_visible()
 
     other = browser.new_context().new_page()  # a second learner: a session of its own
     try:
         _open(other, f"{server}/smollm2?sl_text=One%2C+two%2C+three%2C+four%2C&sl_part2=true",
               charts=2)
         expect(other.locator('[data-testid="stMain"]')
-               .get_by_text("The most likely next token is Ġfive")).to_be_visible()
+               .get_by_text("The most likely next token is ␣five")).to_be_visible()
         assert_no_exception(other)
     finally:
         other.context.close()
@@ -45,7 +45,7 @@ def test_two_sessions_share_the_model_and_each_follows_its_prompt(
     box = page.get_by_role("textbox", name="Prompt")
     box.fill("One, two, three, four,")
     box.press("Control+Enter")  # a text area submits with Ctrl+Enter
-    expect(main.get_by_text("The most likely next token is Ġfive")).to_be_visible(
+    expect(main.get_by_text("The most likely next token is ␣five")).to_be_visible(
         timeout=TIMEOUT_MS)
     wait_idle(page)
     assert_no_exception(page)

@@ -126,6 +126,9 @@ def test_the_page_states_what_its_run_computed(model, run):
     shown = " ".join(m.value for m in at.markdown)
     guess = prediction(run)
     assert f"with probability {guess.probabilities[0]:.0%}" in shown
+    # the token as the figure labels it: a leading space as ␣, never the tokenizer's Ġ
+    top = guess.tokens[0]
+    assert f"next token is `{top.replace('Ġ', '␣')}`" in shown and "Ġ" not in shown
     m = massive(run)
     assert f"block {m.block}: {short(m.value, 4)} in feature {int(m.feature[m.block])}" in shown
     shares = sink_shares(run)

@@ -75,6 +75,11 @@ def variant_color(variant: str) -> str:
 BLUES = [[0.0, DIVERGING[2][1]], [0.5, DIVERGING[1][1]], [1.0, DIVERGING[0][1]]]
 
 
+def bpe_piece(token: str) -> str:
+    """A byte-level BPE piece as a reader sees it: "Ġ" is a leading space, "Ċ" a newline."""
+    return token.replace("Ġ", "␣").replace("Ċ", "↵")
+
+
 def token_labels(tokens: Sequence[str]) -> list[str]:
     """Distinct axis labels for tokens, which repeat ("the" twice): "0 [CLS]", "1 the", …"""
     return [f"{i} {t}" for i, t in enumerate(tokens)]

@@ -56,8 +56,10 @@ def placement_figure(variance: dict[str, np.ndarray], gradient: dict[str, np.nda
         name = names[name]
         arrays = [rows[row][name]] if name in own_scale else [rows[row][v] for v in shared]
         layout[xaxis].update(title=dict(text="block") if row == 1 else None)
+        # a panel on its own scale labels its ticks on its right, clear of its neighbour
         layout[yaxis].update(log_ticks(*arrays),
-                             showticklabels=name in own_scale or name == shared[0])
+                             showticklabels=name in own_scale or name == shared[0],
+                             side="right" if name in own_scale else "left")
         values = np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in arrays])
         values = values[np.isfinite(values) & (values > 0)]
         if values.size:

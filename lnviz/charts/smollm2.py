@@ -12,15 +12,11 @@ from lnviz.charts.base import (
     BEFORE,
     LEGEND_BELOW,
     OKABE_ITO,
+    bpe_piece,
     compact,
     figure,
     log_ticks,
 )
-
-
-def _piece(token: str) -> str:
-    """A byte-level BPE piece as a reader sees it: "Ġ" is a leading space, "Ċ" a newline."""
-    return token.replace("Ġ", "␣").replace("Ċ", "↵")
 
 
 def prediction_figure(tokens: Sequence[str], probabilities: Sequence[float],
@@ -28,11 +24,11 @@ def prediction_figure(tokens: Sequence[str], probabilities: Sequence[float],
                       after_tokens: Sequence[str] | None = None) -> go.Figure:
     """The most likely next tokens as bars of probability, largest on top; with ``after``, a
     second set of bars: the most likely tokens once a norm is broken."""
-    data = [dict(type="bar", orientation="h", y=[_piece(t) for t in tokens],
+    data = [dict(type="bar", orientation="h", y=[bpe_piece(t) for t in tokens],
                  x=compact(probabilities), name="the model", marker=dict(color=BEFORE),
                  hovertemplate="%{y}: %{x:.1%}<extra>the model</extra>")]
     if after is not None and after_tokens is not None:
-        data.append(dict(type="bar", orientation="h", y=[_piece(t) for t in after_tokens],
+        data.append(dict(type="bar", orientation="h", y=[bpe_piece(t) for t in after_tokens],
                          x=compact(after), name="with the norm broken",
                          marker=dict(color=AFTER),
                          hovertemplate="%{y}: %{x:.1%}<extra>norm broken</extra>"))
@@ -76,7 +72,7 @@ def massive_figure(largest: np.ndarray, median: np.ndarray, tokens: Sequence[str
     token and feature of the largest in the hover."""
     largest, median = np.asarray(largest, np.float64), np.asarray(median, np.float64)
     blocks = np.arange(len(largest))
-    where = [f"{_piece(tokens[int(t)])} (token {int(t)}), feature {int(f)}"
+    where = [f"{bpe_piece(tokens[int(t)])} (token {int(t)}), feature {int(f)}"
              for t, f in zip(token, feature, strict=True)]
     data = [dict(type="scatter", mode="lines+markers", x=blocks, y=largest, name="largest |h|",
                  customdata=where, line=dict(color=AFTER, width=2),

@@ -66,11 +66,11 @@ __all__ = [
 DYT = Paper("DyT", "Zhu, Chen, He, LeCun and Liu", "Transformers without Normalization",
             "2503.10622", "CVPR 2025")
 DERF = Paper("Derf", "Chen, Lu, Zhu, Sun and Liu", "Stronger Normalization-Free Transformers",
-             "2512.10938")
+             "2512.10938", "CVPR 2026")
 DYISRU = Paper("DyISRU", "Stollenwerk", "On the Mathematical Relationship Between Layer "
                "Normalization and Dynamic Activation Functions", "2503.21708", "EACL 2026")
-CAUTION = Paper("A caution", "", "When Does Removing LayerNorm Help? Activation Bounding as a "
-                "Regime-Dependent Implicit Regularizer", "2604.23434", "2026")
+CAUTION = Paper("A caution", "Verma", "When Does Removing LayerNorm Help? Activation Bounding "
+                "as a Regime-Dependent Implicit Regularizer", "2604.23434")
 #: ImageNet-1K top-1 accuracy (%) of the ViT the DyT and Derf papers compare, as they report it.
 VIT_TOP1 = {"LayerNorm": 82.3, "DyT": 82.5, "Derf": 82.8}
 #: arXiv 2604.23434 on GPT-2 at 64M parameters: DyT's change of validation loss (%) against
@@ -324,8 +324,9 @@ def _scale_of(record: NormRecord, eps: float) -> torch.Tensor:
 
 def freeze_sigma(record: NormRecord, eps: float) -> Replacement:
     """The LayerNorm of ``record`` with σ frozen: γ·(x − μ)/σ̄ + β, where μ is still each
-    token's mean and σ̄ is one number, the mean of √(σ² + ε) over the tokens ``record`` saw."""
-    sigma = float(_scale_of(record, eps).mean())
+    token's mean and σ̄ is one number, the median of √(σ² + ε) over the tokens ``record`` saw
+    (a median, so that one token's massive activation does not set it)."""
+    sigma = float(_scale_of(record, eps).median())
     weight, bias = record.weight, record.bias
 
     def frozen(x: torch.Tensor) -> torch.Tensor:
@@ -344,7 +345,7 @@ class Swaps:
         alone: (13,) the embedding's cosine with the model's own when only that one changes.
         together: the cosine when all 13 change.
         measure: (13,) what predicts the damage (for σ frozen: the largest token's √(σ² + ε)
-            over σ̄; for RMSNorm: the largest token's |μ|/σ).
+            over σ̄, the median token's; for RMSNorm: the largest token's |μ|/σ).
     """
 
     names: tuple[str, ...]
@@ -368,12 +369,13 @@ def _swaps(model: MiniLM, text: str, original: ModelRun,
 
 def frozen_sigma(model: MiniLM, text: str, original: ModelRun) -> Swaps:
     """MiniLM with σ frozen (:func:`freeze_sigma`) in each LayerNorm alone and in all 13,
-    σ̄ taken from ``original``'s run of the same text (the most favourable σ̄ there is)."""
+    σ̄ taken from ``original``'s run of the same text (the median token is left exactly as it
+    was)."""
     eps = model.config.eps
     scales = [_scale_of(r, eps) for r in original.records]
     return _swaps(model, text, original,
                   {r.name: freeze_sigma(r, eps) for r in original.records},
-                  np.asarray([float(s.max() / s.mean()) for s in scales]))
+                  np.asarray([float(s.max() / s.median()) for s in scales]))
 
 
 # --- RMSNorm: dropping the mean ----------------------------------------------------------------

@@ -599,22 +599,24 @@ def cheat_sheet(sweep: BatchSizeSweep) -> list[CheatRow]:
     into an affine map, the values one statistic averages in a CNN and in a transformer, and
     the papers' reports."""
     bn = sweep.spread("BatchNorm")
-    small, large = sweep.at(2), len(sweep.batch_sizes) - 1
-    four = sweep.at(4)
+    small, large = sweep.at(4), len(sweep.batch_sizes) - 1
+    eight = sweep.at(8)
     n, h, w = CNN_EXAMPLE
     return [
         CheatRow(
             "small batches", "Batches of a few samples per device: use GroupNorm or LayerNorm.",
             f"BatchNorm's μ and σ² then come from a few samples: in part 2 one sample's output "
-            f"moved by up to {bn[small]:.2g} across batches of 2 and {bn[large]:.2g} across "
-            f"batches of {int(sweep.batch_sizes[large])}. {GROUP_NORM.cited} reports "
+            f"moved by up to {bn[small]:.2g} across batches of 4 and {bn[large]:.2g} across "
+            f"batches of {int(sweep.batch_sizes[large])}. (At 2 it cannot move by more than 2: "
+            "BatchNorm then answers ±1 in every feature, whatever the two values are.) "
+            f"{GROUP_NORM.cited} reports "
             f"{GROUP_NORM_GAIN_AT_2:g} points lower ImageNet error than BatchNorm at batch "
             "size 2 with GroupNorm, and about the same at typical sizes."),
         CheatRow(
             "evaluation mode", "Call model.eval() before evaluating or serving.",
             "In training mode BatchNorm normalizes each sample with its batch-mates' "
             f"statistics, so a prediction depends on what it is batched with (in part 2, up to "
-            f"{bn[four]:.2g} across batches of 4); in evaluation mode it uses the running "
+            f"{bn[eight]:.2g} across batches of 8); in evaluation mode it uses the running "
             "averages, and each sample's output is its own. LayerNorm has no modes."),
         CheatRow(
             "frozen statistics", "Fine-tuning with small batches or on little data: keep "

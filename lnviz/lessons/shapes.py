@@ -1037,24 +1037,33 @@ def race_findings(result: RaceResult) -> list[str]:
              f"{cfg.seeds} seeds, {cfg.seed} to {cfg.seed + cfg.seeds - 1}, averaged")
     notes = [f"In this run ({cfg.task}, {cfg.depth} blocks, learning rate {cfg.lr:g}, {warm}, "
              f"{result.steps_done} steps, {seeds}):"]
+    reach = f"{SOLVED_ACCURACY:.0%} token accuracy (the mean of {SOLVED_WINDOW} steps)"
     for variant in cfg.entrants:
         loss, solved = result.final_loss(variant), result.solved_at(variant)
         if not math.isfinite(loss):
             notes.append(f"{variant} diverged: its loss became NaN or infinite.")
             continue
-        line = (f"{variant} reached {SOLVED_ACCURACY:.0%} token accuracy at step {solved}"
-                if solved else f"{variant} did not reach {SOLVED_ACCURACY:.0%} token accuracy")
+        if result.steps_done < SOLVED_WINDOW:
+            line = f"{variant}: too few steps to average {SOLVED_WINDOW} of them"
+        elif solved:
+            line = f"{variant} reached {reach} at step {solved}"
+        else:
+            line = f"{variant} did not reach {reach}"
         line += (f"; over its last {SOLVED_WINDOW} steps the loss averaged {loss:.3g} and the "
                  f"accuracy {result.final_accuracy(variant):.0%}")
         if cfg.seeds > 1:
             finals = result.final_accuracies(variant)
             line += f" (seeds: {min(finals):.0%} to {max(finals):.0%})"
-        if loss >= 0.95 * CHANCE_LOSS and result.final_accuracy(variant) < 2 / RACE_VOCAB:
+        guessing = f"guessing's (ln {RACE_VOCAB} = {CHANCE_LOSS:.2f})"
+        if loss >= 2 * CHANCE_LOSS:
+            line += (f"; that loss is far above {guessing}: the model makes confident wrong "
+                     "predictions, worse than guessing")
+        elif loss >= 0.95 * CHANCE_LOSS and result.final_accuracy(variant) < 2 / RACE_VOCAB:
             line += (f", no better than guessing (ln {RACE_VOCAB} = {CHANCE_LOSS:.2f}): it "
                      "learned nothing")
         elif loss >= CHANCE_LOSS:
-            line += (f"; a loss above guessing's (ln {RACE_VOCAB} = {CHANCE_LOSS:.2f}) with "
-                     "that accuracy means confident mistakes")
+            line += (f"; a loss above {guessing} with that accuracy means confident "
+                     "mistakes")
         notes.append(line + ".")
     if set(COMPARED) <= set(cfg.entrants):
         post, pre = (result.solved_at(v) for v in COMPARED)
@@ -1064,17 +1073,34 @@ def race_findings(result: RaceResult) -> list[str]:
             notes.append(f"{first} got there {gap} step{'s' * (gap > 1)} sooner.")
         elif post and pre:
             notes.append("Both got there at the same step.")
-    if len(cfg.entrants) > 2:
-        finals = {v: result.final_accuracies(v) for v in cfg.entrants}
-        ranked = sorted(cfg.entrants, key=lambda v: -np.mean(finals[v]))
-        leader, runner = ranked[0], ranked[1]
-        clear = min(finals[leader]) > max(finals[runner])
-        notes.append(
-            "By final accuracy: " + ", ".join(f"{v} {np.mean(finals[v]):.0%}" for v in ranked)
-            + (f". {leader}'s worst seed beats {runner}'s best." if clear and cfg.seeds > 1
-               else f". {leader} and {runner}'s seeds overlap: their order here may be luck."
-               if cfg.seeds > 1 else "."))
+    if len(cfg.entrants) > 2 and result.steps_done >= SOLVED_WINDOW:
+        notes.append(_ranking({v: result.final_accuracies(v) for v in cfg.entrants}))
     return notes
+
+
+def _ranking(finals: dict[str, list[float]]) -> str:
+    """The models by mean final accuracy, those that round to the same percentage named as a
+    tie, and whether the leaders' seeds leave their order in doubt."""
+    groups: dict[str, list[str]] = {}
+    for model in sorted(finals, key=lambda v: -np.mean(finals[v])):
+        groups.setdefault(f"{np.mean(finals[model]):.0%}", []).append(model)
+    parts = [(f"{_joined(models)} tie at {value}" if len(models) > 1 else f"{models[0]} {value}")
+             for value, models in groups.items()]
+    text = "By final accuracy: " + "; ".join(parts) + "."
+    seeds = len(next(iter(finals.values())))
+    first = next(iter(groups.values()))
+    if seeds == 1:
+        return text + " One seed each: the order may be luck."
+    if len(first) == 1 and len(groups) > 1:
+        leader, runner = first[0], next(iter(list(groups.values())[1]))
+        if min(finals[leader]) > max(finals[runner]):
+            return text + f" {leader}'s worst seed beats {runner}'s best."
+        return text + f" {leader}'s and {runner}'s seeds overlap: their order may be luck."
+    return text
+
+
+def _joined(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 class Race(Chunked):

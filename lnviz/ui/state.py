@@ -106,9 +106,9 @@ def url_text(widget: Callable[..., str], label: str, value: str, *, key: str, wh
             st.query_params.pop(key, None)
             st.query_params.update()
         st.session_state[unshared] = True
-        st.caption(f"This view is too large to share by link: {what} take "
-                   f"{url_size(text):,} characters in the address (at most "
-                   f"{MAX_SHARED_TEXT:,} fit), so the link leaves them out.")
+        st.caption(f"This view is too large to share by link: in the address, {what} would "
+                   f"take {url_size(text):,} characters (at most {MAX_SHARED_TEXT:,} fit), so "
+                   "the link leaves it out.")
     return text
 
 
