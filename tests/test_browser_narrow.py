@@ -24,7 +24,7 @@ from browserutil import (
 )
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
-    from playwright.sync_api import Browser, Page, expect
+    from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 pytestmark = pytest.mark.browser
 
@@ -152,19 +152,31 @@ def _chart_problems(charts, width: str, name: str) -> list[str]:
     return problems
 
 
-@pytest.fixture
-def screens(browser: Browser) -> Iterator[dict[str, Page]]:
-    """A fresh page in a phone-sized (390 px) and one in a desktop-sized (1280 px) viewport."""
+@pytest.fixture(scope="module")
+def screen_contexts(browser: Browser) -> Iterator[dict[str, BrowserContext]]:
+    """A phone-sized (390 px) and a desktop-sized (1280 px) browser context, whose tabs share
+    the browser's cache (each tab is a session of its own)."""
     contexts = {}
     try:
         for viewport in (PHONE, DESKTOP):
             context = browser.new_context(viewport=viewport, device_scale_factor=1)
             context.set_default_timeout(TIMEOUT_MS)
             contexts[f"{viewport['width']}px"] = context
-        yield {width: context.new_page() for width, context in contexts.items()}
+        yield contexts
     finally:
         for context in contexts.values():
             context.close()
+
+
+@pytest.fixture
+def screens(screen_contexts: dict[str, BrowserContext]) -> Iterator[dict[str, Page]]:
+    """A fresh tab on a phone-sized and one on a desktop-sized screen."""
+    tabs = {width: context.new_page() for width, context in screen_contexts.items()}
+    try:
+        yield tabs
+    finally:
+        for tab in tabs.values():
+            tab.close()
 
 
 @pytest.mark.parametrize("name", PAGES)
