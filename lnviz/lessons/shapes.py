@@ -935,10 +935,6 @@ class _Runner:
         self.accuracy: list[float] = []
 
     @property
-    def variant(self) -> str:
-        return self.entrant
-
-    @property
     def step(self) -> int:
         return len(self.loss)
 
