@@ -101,4 +101,3 @@ def run_to_end(slot: str, draw: Callable[[Any], None]) -> Any | None:
     finally:
         st.session_state[f"{slot}_job"] = None
         bar.empty()
-
