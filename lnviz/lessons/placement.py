@@ -14,6 +14,7 @@ head's q and k (ViT-22B's fix) takes their scale out: the pattern no longer depe
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -360,6 +361,7 @@ class ScaleRun:
         return (total[ends] - total[starts]) / (ends - starts)
 
 
+@functools.cache  # read once: every run trains on the same images (never written to)
 def _digits() -> tuple[torch.Tensor, ...]:
     from lnviz.data.sequences import load_digits_data
 
