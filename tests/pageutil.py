@@ -39,6 +39,20 @@ def figures(at: AppTest) -> list[dict]:
             else json.loads(e.proto.json)["figure"] for e in _figure_elements(at.main)]
 
 
+def downloads(at: AppTest) -> dict[str, dict]:
+    """The page's download buttons by label: a small payload's button (lnviz.ui.downloads)
+    with its file's ``name``, ``mime`` and ``content`` (the bytes it saves when clicked), a
+    large one's ``st.download_button`` as ``{"proto": …}`` (built on the server when clicked)."""
+    shown: dict[str, dict] = {}
+    for element in at.get("bidi_component"):
+        if element.proto.component_name == "lnviz_download":
+            sent = json.loads(element.proto.json)
+            shown[sent["label"]] = dict(sent, content=base64.b64decode(sent["b64"]))
+    for button in at.get("download_button"):
+        shown[button.proto.label] = {"proto": button.proto}
+    return shown
+
+
 def live_controls(at: AppTest) -> dict:
     """What the Explorer's ε, γ and β controls (lnviz.ui.live.live_panel) were sent in the last
     run: their settled values under ``server``, their help and note, and the input."""

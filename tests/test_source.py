@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, figures, open_page, set_live, step_table, trace_data
+from pageutil import alerts, downloads, figures, open_page, set_live, step_table, trace_data
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test
@@ -254,47 +254,43 @@ def media(monkeypatch) -> MediaFileManager:
     return shared
 
 
-def fetch(media: MediaFileManager, button) -> bytes:
-    """What clicking a download button of an earlier run gets from the server (what the
-    browser asks for: the deferred file's generation, or the stored file's URL)."""
-    url = (media.execute_deferred(button.deferred_file_id) if button.deferred_file_id
-           else button.url)
-    stored = media.read_file(url.rsplit("/", 1)[-1])
-    assert stored is not None, f"{url} is gone"
-    return stored.content
-
-
-def test_the_previous_runs_download_survives_a_run_cut_short(media):
-    """The click on a button of the run before, after a rerun was cut short before it drew the
-    buttons (by the click's own rerun, or by the next choice). Such a run drops the session's
-    references when it starts and frees what nothing references when it ends
-    (streamlit/runtime/scriptrunner/script_runner.py); the old deferred button then raised
-    "MediaFileStorageError: Deferred file … not found" and the browser got nothing."""
+def test_small_downloads_travel_with_the_page():
+    """A click on a button of the run before, while the next run is in flight, asked the server
+    for a file that it frees two clean-ups after the run that drew it (every run of every session
+    ends with one: streamlit/runtime/media_file_manager.py), and a busy browser can be two runs
+    behind: the browser got nothing. Now the bytes come with the button, and the server keeps no
+    file that a click would need."""
     at = open_page(EXPLORER)  # the transformer article through LayerNorm
-    shown = {b.proto.label: b.proto for b in at.get("download_button")}
-    media.clear_session_refs("test session id")  # AppTest's session: the cut-short run starts
-    media.remove_orphaned_files()  # ... and ends before the buttons
+    shown = downloads(at)
+    assert {"output.npy", "intermediates.npz", "input.npy", "output.csv", "mask.npy"} <= \
+        set(shown)
+    assert all("content" in sent for sent in shown.values())  # none is a server-side file
     preset = get_preset("padded_tokens")
     x = torch.tensor(preset.values, dtype=torch.float32)
-    output = np.load(io.BytesIO(fetch(media, shown["output.npy"])))
+    output = np.load(io.BytesIO(shown["output.npy"]["content"]))
     np.testing.assert_allclose(output, F.layer_norm(x, (3,), eps=1e-5).numpy(), atol=1e-6)
-    np.testing.assert_array_equal(np.load(io.BytesIO(fetch(media, shown["input.npy"]))), x)
-    np.testing.assert_array_equal(np.load(io.BytesIO(fetch(media, shown["mask.npy"]))),
+    np.testing.assert_array_equal(np.load(io.BytesIO(shown["input.npy"]["content"])), x)
+    np.testing.assert_array_equal(np.load(io.BytesIO(shown["mask.npy"]["content"])),
                                   preset.mask)
-    with np.load(io.BytesIO(fetch(media, shown["intermediates.npz"]))) as saved:
+    with np.load(io.BytesIO(shown["intermediates.npz"]["content"])) as saved:
         np.testing.assert_allclose(saved["output"], output)
-    rows = fetch(media, shown["output.csv"]).decode().splitlines()
+    rows = shown["output.csv"]["content"].decode().splitlines()
     assert len(rows) == 2 * 4 * 3 + 1  # dim0,dim1,dim2,value and one line per value
-    # and the click asks for no rerun, which would itself cut the run in flight short
-    assert all(button.ignore_rerun for button in shown.values())
+    assert (shown["output.csv"]["mime"], shown["output.npy"]["mime"]) == \
+        ("text/plain", "application/octet-stream")
+    assert shown["output.npy"]["name"] == "output.npy"
+    assert "normalized output" in shown["output.npy"]["help"]
 
 
 def test_large_payloads_are_built_only_when_clicked(media):
     at = open_page(EXPLORER, {"src": "Random batch", "rn": "200", "rc": "100"})  # 20,000 values
-    shown = {b.proto.label: b.proto for b in at.get("download_button")}
-    assert shown["output.npy"].deferred_file_id and not shown["output.npy"].url
+    button = downloads(at)["output.npy"]["proto"]
+    assert button.deferred_file_id and not button.url
+    assert button.ignore_rerun  # the click asks for no rerun, which would cut a run short
     x = torch.from_numpy(random_batch((200, 100), feature_spread=1.0, seed=0)).float()
-    np.testing.assert_allclose(np.load(io.BytesIO(fetch(media, shown["output.npy"]))),
+    url = media.execute_deferred(button.deferred_file_id)
+    stored = media.read_file(url.rsplit("/", 1)[-1])
+    np.testing.assert_allclose(np.load(io.BytesIO(stored.content)),
                                F.layer_norm(x, (100,), eps=1e-5).numpy(), atol=1e-5)
 
 

@@ -1,40 +1,70 @@
 """Download buttons that deliver even when they are clicked while the page reruns.
 
-A ``st.download_button`` given a callable registers it under a new id on every run (a
-*deferred* file). Streamlit forgets the previous run's ids at the end of the next run that
-completes or is interrupted, in any session ("orphaned" callables), while the browser still
-shows the previous run's buttons until the new ones arrive. A click on such a stale button,
-which by default also asks for a rerun that interrupts the run in flight, then asked for a
-forgotten id: ``MediaFileStorageError: Deferred file … not found``, and nothing arrived.
+Streamlit's ``st.download_button`` hands the browser a link to a file the server keeps for the
+run that drew it. When the learner changes a control, the server starts a new run at once, but
+the browser goes on showing the old run's buttons until the new ones arrive, and a click on one
+asks for the old run's file. The server stops holding a run's files when the next run of the
+session starts, and frees a file that no session holds at the second clean-up after that (every
+run of every session ends with one: streamlit/runtime/media_file_manager.py). A busy browser
+can be two runs behind, and a hosted class runs many sessions at once: the click then got
+nothing ("Download.path: canceled" in the browser test on a busy machine; a deferred file's
+callable, "MediaFileStorageError: Deferred file … not found").
 
-So small payloads are built on every run and handed over as bytes: a stored file's id is a hash
-of its content, so a rerun that builds the same bytes keeps the same link, and a link the page
-no longer shows is kept through one more clean-up. Large payloads stay deferred, since building
-them on every run would cost seconds and their size again in memory. No button asks for a rerun
-(``on_click="ignore"``): a download changes nothing on the page, and that rerun was what cut the
-run in flight short.
+So a small payload travels with the page: the server sends its bytes with the button (a
+``st.components.v2`` element, inline JavaScript in lnviz/ui/download.js), and a click saves
+them from the browser's memory, asking the server for nothing and rerunning nothing. A large
+payload would cost its size on every rerun, so it stays a deferred ``st.download_button``,
+built only when clicked: a click during a rerun can miss it, and Streamlit then shows its own
+error under the button.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 from collections.abc import Callable
+from pathlib import Path
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-#: Payloads of at most this many values are built on every run and sent as bytes (the largest
-#: such .npz of the Explorer's intermediates takes about 3 ms to build, a CSV about 4 ms).
+__all__ = ["INLINE_VALUES", "download_button"]
+
+#: Payloads of at most this many values are built on every run and sent with the page (the
+#: largest such .npz of the Explorer's intermediates takes about 3 ms to build, a CSV about
+#: 4 ms; the largest, a CSV, is about 0.4 MB of base64).
 INLINE_VALUES = 16_384
+
+_HERE = Path(__file__).parent
+_component = st.components.v2.component(
+    "lnviz_download",
+    html='<button type="button" class="lv-download"></button>',
+    css=(_HERE / "download.css").read_text(),
+    js=(_HERE / "download.js").read_text(),
+)
+
+
+def _sent(label: str, payload: bytes | str, file_name: str, help: str) -> dict:
+    """What the browser's button is sent: its label and help, the file's name and type, and
+    its bytes in base64 (text as UTF-8, typed as st.download_button types it)."""
+    data = payload.encode() if isinstance(payload, str) else payload
+    mime = "text/plain" if isinstance(payload, str) else "application/octet-stream"
+    return dict(label=label, help=help, name=file_name, mime=mime,
+                b64=base64.b64encode(data).decode("ascii"))
 
 
 def download_button(where: DeltaGenerator | None, label: str, build: Callable[[], bytes | str],
                     file_name: str, *, values: int, help: str) -> None:
     """A download button in ``where`` (a container or column; None: the page) for what
-    ``build()`` returns, a payload of ``values`` numbers: built now and sent as bytes when
+    ``build()`` returns, a payload of ``values`` numbers: built now and sent with the page when
     small, else built when clicked.
 
     Pass ``build`` as a ``functools.partial`` of a module-level function: a lambda written in a
     page keeps every variable of that page's run alive for as long as Streamlit keeps it.
     """
-    data = build() if values <= INLINE_VALUES else build
-    (where or st).download_button(label, data, file_name, help=help, on_click="ignore")
+    if values > INLINE_VALUES:
+        (where or st).download_button(label, build, file_name, help=help, on_click="ignore")
+        return
+    with where if where is not None else contextlib.nullcontext():
+        _component(key=f"download_{file_name}", width="content",
+                   data=_sent(label, build(), file_name, help))
