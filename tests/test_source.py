@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pageutil import alerts, downloads, figures, open_page, set_live, step_table, trace_data
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-from streamlit.testing.v1 import app_test
+from streamlit.testing.v1 import AppTest, app_test
 
 from lnviz.batch import grid_view, to_grid
 from lnviz.charts.base import grid_labels
@@ -280,6 +280,24 @@ def test_small_downloads_travel_with_the_page():
         ("text/plain", "application/octet-stream")
     assert shown["output.npy"]["name"] == "output.npy"
     assert "normalized output" in shown["output.npy"]["help"]
+
+
+def _two_downloads() -> None:
+    """A script with a payload at the limit and one past it (AppTest runs it on its own)."""
+    from functools import partial
+
+    from lnviz.ui.downloads import INLINE_VALUES, download_button
+
+    for values, name in ((INLINE_VALUES, "at.bin"), (INLINE_VALUES + 1, "past.bin")):
+        download_button(None, name, partial(bytes, [values % 251]), name, values=values,
+                        help=f"{values} values")
+
+
+def test_the_limit_of_what_travels_with_the_page():
+    at = AppTest.from_function(_two_downloads).run()
+    shown = downloads(at)
+    assert shown["at.bin"]["content"] == bytes([16_384 % 251])  # sent with the page
+    assert shown["past.bin"]["proto"].deferred_file_id  # built on the server when clicked
 
 
 def test_large_payloads_are_built_only_when_clicked(media):

@@ -2,13 +2,10 @@
 // the button, and a click saves them from the browser's memory. No click asks the server for
 // anything, so a click on a button that a rerun is about to replace still gets that button's
 // file (a stored file of Streamlit's own download button can be gone by then: see
-// lnviz/ui/downloads.py).
+// lnviz/ui/downloads.py). fromBase64 is the live panels' (live/common.js, loaded before this).
 
 function save(root, { name, mime, b64 }) {
-  const text = atob(b64);
-  const bytes = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i += 1) bytes[i] = text.charCodeAt(i);
-  const url = URL.createObjectURL(new Blob([bytes], { type: mime }));
+  const url = URL.createObjectURL(new Blob([fromBase64(b64, Uint8Array)], { type: mime }));
   const link = document.createElement("a");
   link.href = url;
   link.download = name;
@@ -21,9 +18,10 @@ function save(root, { name, mime, b64 }) {
 
 export default function ({ parentElement, data }) {
   const button = parentElement.querySelector("button.lv-download");
-  if (!button || !data) return;
+  const tip = parentElement.querySelector(".lv-tip");
+  if (!button || !tip || !data) return;
   button.textContent = data.label;
-  button.title = data.help;
+  tip.textContent = data.help; // shown on hover and on keyboard focus, as Streamlit's help is
   button.__lvFile = data; // what a click saves: always the file this run sent
   if (!button.__lvBound) {
     button.__lvBound = true;

@@ -13,9 +13,9 @@ callable, "MediaFileStorageError: Deferred file … not found").
 So a small payload travels with the page: the server sends its bytes with the button (a
 ``st.components.v2`` element, inline JavaScript in lnviz/ui/download.js), and a click saves
 them from the browser's memory, asking the server for nothing and rerunning nothing. A large
-payload would cost its size on every rerun, so it stays a deferred ``st.download_button``,
-built only when clicked: a click during a rerun can miss it, and Streamlit then shows its own
-error under the button.
+payload would cost its size on every run that changes it, so it stays a deferred
+``st.download_button``, built only when clicked (the MiniLM page's capture file, for one): a
+click during a rerun can miss it, and Streamlit then shows its own error under the button.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ INLINE_VALUES = 16_384
 _HERE = Path(__file__).parent
 _component = st.components.v2.component(
     "lnviz_download",
-    html='<button type="button" class="lv-download"></button>',
+    html='<div class="lv-dl"><button type="button" class="lv-download" aria-describedby="tip">'
+         '</button><div class="lv-tip" id="tip" role="tooltip"></div></div>',
     css=(_HERE / "download.css").read_text(),
-    js=(_HERE / "download.js").read_text(),
+    js=(_HERE / "live" / "common.js").read_text() + (_HERE / "download.js").read_text(),
 )
 
 
