@@ -1,4 +1,4 @@
-"""Download buttons that deliver even when they are clicked while the page reruns.
+"""Download buttons; a small file's button delivers even when clicked while the page reruns.
 
 Streamlit's ``st.download_button`` hands the browser a link to a file the server keeps for the
 run that drew it. When the learner changes a control, the server starts a new run at once, but
@@ -7,8 +7,8 @@ asks for the old run's file. The server stops holding a run's files when the nex
 session starts, and frees a file that no session holds at the second clean-up after that (every
 run of every session ends with one: streamlit/runtime/media_file_manager.py). A busy browser
 can be two runs behind, and a hosted class runs many sessions at once: the click then got
-nothing ("Download.path: canceled" in the browser test on a busy machine; a deferred file's
-callable, "MediaFileStorageError: Deferred file … not found").
+nothing ("Download.path: canceled" in the browser test on a busy machine). A deferred file's
+callable goes at the first clean-up ("MediaFileStorageError: Deferred file … not found").
 
 So a small payload travels with the page: the server sends its bytes with the button (a
 ``st.components.v2`` element, inline JavaScript in lnviz/ui/download.js), and a click saves
