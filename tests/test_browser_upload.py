@@ -18,6 +18,7 @@ from browserutil import (
     open_explorer,
     wait_idle,
 )
+from playwright.sync_api import expect
 
 from lnviz.data import get_preset
 
@@ -69,4 +70,6 @@ def test_a_download_clicked_during_a_rerun_arrives(page, server) -> None:
         wait_idle(page)
     assert_no_exception(page)
     assert asked == []
+    button.hover()  # the help shows as Streamlit's does
+    expect(page.get_by_role("tooltip").filter(has_text="normalized output y")).to_be_visible()
     assert "Deferred file" not in SERVER_LOGS[server].read_text(errors="replace")
