@@ -10,6 +10,15 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
+
+# One OpenMP thread per test process unless the environment says otherwise. The suite runs two
+# workers, each with its own app server, on a 2-core machine: torch's default of one thread per
+# core in each of them oversubscribes the cores, and OpenMP's idle threads spin while they wait
+# (measured: 520 s for the suite against 567–593 s, and 2 minutes less CPU; docs/benchmarks.md
+# §9). Set before torch is imported, and inherited by the app servers the tests start. CI runs
+# the numeric tests once more with two threads (.ci/run).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import torch
 
 from lnviz.devices import available_devices
