@@ -70,14 +70,18 @@ def sharing_section(cols: list[DeltaGenerator], c: int) -> None:
     )
     n = cols[1].slider("N (batch size)", 1, 16, 4, key="bl_n", bind="query-params",
                        help="Samples in the batch: the cube's width.")
+    # The sizes' places, written on every run whatever the layout: a fragment rerun may write
+    # only where the page's last full run saw it write (a layout of NC there, then NLC here,
+    # raised StreamlitInvalidLayoutContextError).
+    sizes = [cols[3].container(), cols[4].container()]
     if layout == "NLC":
-        length = cols[3].slider("L (sequence length)", 1, 32, 5, key="bl_l",
+        length = sizes[0].slider("L (sequence length)", 1, 32, 5, key="bl_l",
                                 bind="query-params", help="Tokens per sequence: the cube's height.")
         shape, positions, axis = (n, length, c), length, "L"
     elif layout == "NCHW":
-        h = cols[3].slider("H (height)", 1, 8, 3, key="bl_h", bind="query-params",
+        h = sizes[0].slider("H (height)", 1, 8, 3, key="bl_h", bind="query-params",
                            help="Image height; the cube's height is H·W.")
-        w = cols[4].slider("W (width)", 1, 8, 3, key="bl_w", bind="query-params",
+        w = sizes[1].slider("W (width)", 1, 8, 3, key="bl_w", bind="query-params",
                            help="Image width; the cube's height is H·W.")
         shape, positions, axis = (n, c, h, w), h * w, "H·W"
     else:

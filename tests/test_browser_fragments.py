@@ -61,6 +61,11 @@ FRAGMENT_CONTROLS = {
     "training-gate": FragmentControl(
         "/ln_lstm?tr_models=LSTM&tr_seeds=1&tr_steps=2&tr_hidden=16", "radio", "Gate",
         "forget f", r"tr_gate=forget(\+|%20)f", setup="Run"),
+    # first of its page, which it opens on NC: that full run draws no size slider beside C, so
+    # NLC's L slider is the first thing the fragment writes there (Streamlit used to refuse it
+    # with an exception)
+    "bn-vs-ln-layout": FragmentControl(f"{BN_VS_LN}&bl_layout=NC", "radio", "Tensor layout",
+                                       "NLC", r"bl_layout=NLC"),
     "bn-vs-ln-n": FragmentControl(BN_VS_LN, "slider", "N (batch size)", "5", r"bl_n=5"),
     # a live control (lnviz.ui.live): it announces its value as "batch size = 9"
     "bn-vs-ln-batch-size": FragmentControl(BN_VS_LN, "slider", "Batch size", "batch size = 9",
@@ -197,6 +202,7 @@ def test_controls_inside_fragments_write_the_url_and_rerun_their_fragment_alone(
             assert sent["drawn"], f"{case}: the fragment's run drew nothing"
             assert set(sent["drawn"]) == set(fragments), (
                 f"{case}: the fragment's run drew outside it: {sorted(set(sent['drawn']))}")
+    assert_no_exception(page)  # the fragments' own runs: reopening the link below is a full run
 
     link = page.url
     _open_fragment_control(page, link, controls[0])
