@@ -222,9 +222,11 @@ _CONTROLS = """(skip) => {
   if (!main) return out;
   document.querySelectorAll('[data-lt-id]').forEach(e => e.removeAttribute('data-lt-id'));
   let n = 0;
+  // laid out and shown: a control in a closed expander has a box but cannot be clicked
   const visible = (e) => {
     const r = e.getBoundingClientRect();
-    return r.width > 0 && r.height > 0;
+    return r.width > 0 && r.height > 0
+      && e.checkVisibility({visibilityProperty: true, opacityProperty: true});
   };
   main.querySelectorAll('[data-testid="stSlider"]').forEach(box => {
     const thumb = box.querySelector('input[type="range"], [role="slider"]');
@@ -243,7 +245,7 @@ _CONTROLS = """(skip) => {
     const options = [];
     group.querySelectorAll('[role="radio"]').forEach(b => {
       const text = b.innerText.trim();
-      if (b.getAttribute('aria-checked') === 'true' || b.disabled) return;
+      if (b.getAttribute('aria-checked') === 'true' || b.disabled || !visible(b)) return;
       if (skip.some(s => text.startsWith(s))) return;
       const id = 'lt' + (n++);
       b.setAttribute('data-lt-id', id);
