@@ -33,6 +33,7 @@ from lnviz.data.sequences import (
 )
 from lnviz.lessons.ln_lstm import (
     CUSTOM_LAYER_NORM_CODE,
+    LENGTH_NOTABLE_DROP,
     LN_LSTM_CELL_CODE,
     LN_LSTM_MAX_RUNS,
     LN_LSTM_MAX_STEP_WORK,
@@ -1378,8 +1379,11 @@ def test_length_findings_are_computed_from_the_accuracies() -> None:
 @pytest.mark.slow
 def test_batchnorm_loses_on_longer_sequences_and_its_test_batch_statistics_recover(
         digits) -> None:
-    """Measured at H = 32, 150 steps, seeds 0–2: the BN-LSTM lost 20–29 points at 24 steps
-    with its running statistics and none with the test batch's; the LSTM at most 1."""
+    """Measured at H = 32, 150 steps, seed 0, on AVX2 and torch's portable kernels with one and
+    two threads: the BN-LSTM lost 29 points at 24 steps with its running statistics and none
+    with the test batch's; the LSTM at most 1. The LN-LSTM lost 22–35 points, an outcome each
+    CPU's order of summation moves (its accuracy at 10–24 steps swings between 57 and 84 %), so
+    which model drops most is read off the run, as the page reads it, not pinned."""
     config = TrainConfig(models=("lstm", "ln-lstm", "bn-lstm"), hidden_size=32, steps=150,
                          eval_every=150)
     result = summarize(train(digits, config))
@@ -1391,7 +1395,13 @@ def test_batchnorm_loses_on_longer_sequences_and_its_test_batch_statistics_recov
     assert abs(batch[-1] - batch[0]) < 0.03  # not with the test batch's own
     assert abs(means["LSTM"][-1] - means["LSTM"][0]) < 0.05
     assert check.running_var["BN-LSTM"].shape == (8,)  # statistics for the 8 steps only
-    assert check.findings()[2].startswith("Largest drop: BN-LSTM")
+    drops = {label: m[0] - m[-1] for label, m in means.items()}
+    worst = max(drops, key=drops.get)
+    findings = check.findings()
+    assert findings[2] == f"Largest drop: {worst}, {drops[worst] * 100:.0f} percentage points."
+    assert drops["BN-LSTM"] > drops["LSTM"] + 0.1  # whichever norm drops most, the LSTM does not
+    ln_sentence = [f for f in findings if f.startswith("The LN-LSTM loses")]
+    assert bool(ln_sentence) == (drops["LN-LSTM"] >= LENGTH_NOTABLE_DROP)
 
 
 def test_a_stopped_training_has_no_length_check_and_the_page_says_so(digits) -> None:
