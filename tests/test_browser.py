@@ -45,6 +45,7 @@ from browserutil import (
     type_first_gamma,
     wait_idle,
 )
+from conftest import DESKTOP_VIEWPORT
 
 pytestmark = pytest.mark.browser
 
@@ -246,7 +247,7 @@ def test_first_visit_to_a_cold_server(browser: Browser, tmp_path: Path) -> None:
 
     titles = {p.title for pages in PAGES.values() for p in pages}
     with serve(tmp_path) as base:
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context = browser.new_context(viewport=DESKTOP_VIEWPORT)
         try:
             page = context.new_page()
             page.goto(f"{base}/explorer", wait_until="commit")

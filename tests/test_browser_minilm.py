@@ -9,7 +9,15 @@ from __future__ import annotations
 import re
 
 import pytest
-from browserutil import CHARTS, TIMEOUT_MS, TITLE, assert_no_exception, shot, wait_idle
+from browserutil import (
+    CHARTS,
+    SAVE_SCREENSHOTS,
+    TIMEOUT_MS,
+    TITLE,
+    assert_no_exception,
+    shot,
+    wait_idle,
+)
 
 try:
     from playwright.sync_api import Page, expect
@@ -47,10 +55,10 @@ def test_typing_a_sentence_redraws_the_figures(page: Page, server: str) -> None:
     expect(main.get_by_text(re.compile(r"“\[CLS\]” \(token 0\) has 2\d\d\.?\d* in feature 99"))
            ).to_be_visible()
     assert "tf_text=Paris" in page.url
-    # the whole page, scrolled inside stMain
-    page.set_viewport_size({"width": 1400, "height": 7000})
-    wait_idle(page)
-    shot(page, "transformer-typed")
+    if SAVE_SCREENSHOTS:  # the whole page, scrolled inside stMain
+        page.set_viewport_size({"width": 1400, "height": 7000})
+        wait_idle(page)
+        shot(page, "transformer-typed")
 
 
 def test_a_layer_norm_input_opens_in_the_explorer(page: Page, server: str) -> None:

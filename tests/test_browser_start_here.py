@@ -15,6 +15,7 @@ import pytest
 from browserutil import (
     ALERT,
     FOCUSED,
+    SAVE_SCREENSHOTS,
     TIMEOUT_MS,
     TITLE,
     assert_no_exception,
@@ -22,6 +23,7 @@ from browserutil import (
     tab_to,
     wait_idle,
 )
+from conftest import DESKTOP_VIEWPORT
 
 from lnviz.lessons.start_here import Question, Step, check, path_steps
 from lnviz.ui.path import STEP_KEY, answer_key, links_of
@@ -98,10 +100,12 @@ def answer_with_keyboard(page: Page, q: Question, answer: str) -> None:
 
 
 def shot_of_step(page: Page, step: Step) -> None:
+    if not SAVE_SCREENSHOTS:  # the resize alone redraws every figure twice
+        return
     page.set_viewport_size(SHOT_VIEWPORT)
     page.wait_for_timeout(800)  # let the figures take the new width
     shot(page, f"start-here-step-{step.number}")
-    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.set_viewport_size(DESKTOP_VIEWPORT)
 
 
 def open_step(page: Page, step: Step, keyboard: bool) -> None:
