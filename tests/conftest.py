@@ -104,6 +104,16 @@ def device(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
+def shared_smollm2():
+    """SmolLM2-135M-Instruct as the app holds it: loaded once per test process (9-11 s of
+    dequantizing here) for every module and page test that reads it."""
+    from lnviz.models import smollm2
+    from lnviz.ui.cache import shared
+
+    return shared(smollm2)
+
+
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     """Headless Debian Chromium through Playwright, one for the whole run."""
     from browserutil import missing

@@ -34,8 +34,8 @@ PROMPTS = {
 
 
 @pytest.fixture(scope="module")
-def model():
-    return smollm2()
+def model(shared_smollm2):
+    return shared_smollm2
 
 
 @pytest.fixture(scope="module")

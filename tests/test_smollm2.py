@@ -24,7 +24,6 @@ from lnviz.lessons.smollm2 import (
     sink_shares,
     stream_rms,
 )
-from lnviz.models import smollm2
 
 pytestmark = pytest.mark.slow  # the model loads in about ten seconds on two cores
 
@@ -32,8 +31,8 @@ PAGE = "app_pages/smollm2.py"
 
 
 @pytest.fixture(scope="module")
-def model():
-    return smollm2()
+def model(shared_smollm2):
+    return shared_smollm2
 
 
 @pytest.fixture(scope="module")
