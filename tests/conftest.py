@@ -39,8 +39,8 @@ except ImportError:  # the ``browser`` fixture skips (or fails) the browser test
 #: (5 s) is replaced by it for every ``expect`` and every action.
 TIMEOUT_MS = 120_000
 #: The browser tests' desktop window: a common laptop's. Chromium draws in software here, and
-#: the pixels it paints are much of a page load's cost: 1280 × 800 took 18 % less of Chromium's
-#: CPU than 1400 × 1000 over the same five page loads (docs/benchmarks.md, the test suite).
+#: the pixels it paints are much of a page load's cost: 1280 × 800 took about 17 % less of
+#: Chromium's CPU than 1400 × 1000 over the same five page loads (docs/benchmarks.md §9).
 DESKTOP_VIEWPORT = {"width": 1280, "height": 800}
 if sync_playwright is not None:
     expect.set_options(timeout=TIMEOUT_MS)

@@ -1381,7 +1381,7 @@ def test_batchnorm_loses_on_longer_sequences_and_its_test_batch_statistics_recov
         digits) -> None:
     """Measured at H = 32, 150 steps, seed 0, on AVX2 and torch's portable kernels with one and
     two threads: the BN-LSTM lost 29 points at 24 steps with its running statistics and none
-    with the test batch's; the LSTM at most 1. The LN-LSTM lost 22–35 points, an outcome each
+    with the test batch's; the LSTM at most 1. The LN-LSTM lost 16–35 points, an outcome each
     CPU's order of summation moves (its accuracy at 10–24 steps swings between 57 and 84 %), so
     which model drops most is read off the run, as the page reads it, not pinned."""
     config = TrainConfig(models=("lstm", "ln-lstm", "bn-lstm"), hidden_size=32, steps=150,
