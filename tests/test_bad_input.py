@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from lnviz.batch import Batch, NormSpec
 from lnviz.lessons.explorer import explain, explore
-from lnviz.ui.state import plausible_url_value
+from lnviz.ui.state import holds_several, plausible_url_value
 
 EXPLORER = "app_pages/explorer.py"
 
@@ -200,6 +200,9 @@ def test_every_page_survives_junk_in_every_url_parameter(page):
                                       "text_area", "text_input", "checkbox")
                    for w in getattr(at, kind) if w.key and not w.key.startswith("$$")})
     assert keys, f"{page} has no controls bound to the URL"
+    # which parameters may repeat in a link (lnviz.ui.state.holds_several): a multiselect's
+    several = {w.key for w in at.multiselect if w.key and not w.key.startswith("$$")}
+    assert {key for key in keys if holds_several(key)} == several, page
     for k in range(len(JUNK)):  # every key gets every junk value once
         query = {key: JUNK[(k + i) % len(JUNK)] for i, key in enumerate(keys)}
         at = open_with_query(page, query)

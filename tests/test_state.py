@@ -287,3 +287,17 @@ def test_a_hostile_link_sets_the_explorers_live_controls_to_what_they_offer(
     assert (server["epsValue"], server["gamma"], server["beta"]) == expected
     assert not at.exception and not at.error
     assert {k: v for k, v in at.query_params.items() if k in ("eps", "gamma", "beta")} == url
+
+
+def test_a_repeated_link_parameter_keeps_the_value_its_control_reads():
+    """``norm=BatchNorm&norm=RMSNorm``: the Explorer computes RMSNorm, the last, and the address
+    is rewritten with that one (before, the control took one value and the address kept both);
+    a multiselect's repeated parameter is its values, and stays."""
+    at = open_page("app_pages/explorer.py", {"norm": ["BatchNorm", "RMSNorm"]})
+    assert at.segmented_control(key="norm").value == "RMSNorm"
+    assert at.query_params["norm"] == "RMSNorm"  # one value now
+    at = open_page("app_pages/ln_lstm.py", {"tr_models": ["LN-LSTM", "BN-LSTM"],
+                                            "tr_steps": ["2", "3"]})
+    assert at.multiselect(key="tr_models").value == ["ln-lstm", "bn-lstm"]
+    assert at.query_params["tr_models"] == ["LN-LSTM", "BN-LSTM"]
+    assert at.query_params["tr_steps"] == "3"

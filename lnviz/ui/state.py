@@ -30,6 +30,19 @@ TEXT_URL_KEYS = frozenset({"ttext", "plen", "pd_lengths", "tf_text", "sl_text", 
                            "pl_text"})
 
 
+#: The controls bound to the URL that hold several values (multiselects): their parameter may
+#: repeat in a link (``tr_models=LSTM&tr_models=LN-LSTM``); every other control's holds one value.
+#: The LN-LSTM page's sweep values are ``tr_values_<what is swept>``.
+MULTI_URL_KEYS = frozenset({"bz_pick", "tr_models", "by_replace", "pf_norms", "pf_impls",
+                            "pf_sizes"})
+MULTI_URL_PREFIX = "tr_values_"
+
+
+def holds_several(key: str) -> bool:
+    """Whether the URL parameter ``key`` belongs to a control that holds several values."""
+    return key in MULTI_URL_KEYS or key.startswith(MULTI_URL_PREFIX)
+
+
 def url_size(text: str) -> int:
     """How many characters ``text`` takes in a URL (encoded as Streamlit encodes it)."""
     return len(urllib.parse.quote_plus(text))
@@ -58,17 +71,25 @@ def clean_query_params() -> None:
     ``st.navigation``: ``st.rerun`` reruns the page the script has resolved by then, and would
     go back to the default page before it.
 
+    A parameter repeated for a control that holds one value (``sl_how=frozen&sl_how=removed``)
+    keeps its last value (the one ``st.query_params`` gives), and the address is rewritten with
+    that one before any control reads it.
+
     A parameter whose control this session already has (its key is in the session state) is left
     alone: that control's value comes from the session, not from the URL, Streamlit refuses to
     delete a parameter bound to a control, and :func:`url_text` takes a long text out of the URL
     itself.
     """
-    bad = [key for key in st.query_params
-           if key not in st.session_state
-           and not all(_plausible(key, value) for value in st.query_params.get_all(key))]
-    if bad:
+    fresh = [key for key in st.query_params if key not in st.session_state]
+    bad = [key for key in fresh
+           if not all(_plausible(key, value) for value in st.query_params.get_all(key))]
+    repeated = [key for key in fresh if key not in bad and not holds_several(key)
+                and len(st.query_params.get_all(key)) > 1]
+    if bad or repeated:
         for key in bad:
             del st.query_params[key]
+        for key in repeated:
+            st.query_params[key] = st.query_params.get_all(key)[-1]
         st.rerun()
 
 
