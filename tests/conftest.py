@@ -147,10 +147,10 @@ def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture(scope="session")
 def desktop(browser: Browser) -> Iterator[BrowserContext]:
-    """One desktop-sized browser context per worker, whose pages (tabs) the tests open: each
-    tab is a session of its own, and the tabs share the browser's cache, so a page's scripts
-    load once (measured: 2.1 s to a drawn Explorer in a new tab against 2.8 s in a fresh
-    context)."""
+    """One desktop-sized browser context per worker, whose tab (:class:`Tabs`) the tests open
+    their pages in, each page a session of its own; a test that needs a second tab opens it
+    here, and the tabs share the browser's cache, so a page's scripts load once (measured: 2.1 s
+    to a drawn Explorer in a new tab against 2.8 s in a fresh context)."""
     context = browser.new_context(viewport=DESKTOP_VIEWPORT)
     context.set_default_timeout(TIMEOUT_MS)
     try:
@@ -159,14 +159,49 @@ def desktop(browser: Browser) -> Iterator[BrowserContext]:
         context.close()
 
 
+class Tabs:
+    """One tab of a context that test after test opens its page in, instead of a new tab each:
+    a new tab cost Chromium about 4.5 s of CPU here, as much again as the page it then loaded
+    (docs/benchmarks.md §9). Between tests the tab goes to about:blank, which ends the page's
+    session on the server as closing the tab did; what a test changed on the tab (routes, the
+    window's size, a held mouse button) is undone, and a tab the test closed is replaced."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.context = context
+        self.tab: Page | None = None
+
+    def take(self) -> Page:
+        if self.tab is None or self.tab.is_closed():
+            self.tab = self.context.new_page()
+        return self.tab
+
+    def give_back(self) -> None:
+        tab = self.tab
+        if tab is None or tab.is_closed():
+            return
+        try:
+            tab.unroute_all()
+            tab.mouse.up()
+            tab.set_viewport_size(self.context.viewport_size or DESKTOP_VIEWPORT)
+            tab.goto("about:blank")
+        except Exception:  # a tab left broken: the next test gets a new one
+            tab.close()
+            self.tab = None
+
+
+@pytest.fixture(scope="session")
+def desktop_tabs(desktop: BrowserContext) -> Tabs:
+    return Tabs(desktop)
+
+
 @pytest.fixture
-def page(desktop: BrowserContext, server: str) -> Iterator[Page]:
-    """A fresh tab (a session of its own) per test."""
-    tab = desktop.new_page()
+def page(desktop_tabs: Tabs, server: str) -> Iterator[Page]:
+    """A page of its own (a session of its own on the server) per test, in the worker's one
+    reused tab."""
     try:
-        yield tab
+        yield desktop_tabs.take()
     finally:
-        tab.close()
+        desktop_tabs.give_back()
 
 
 @pytest.fixture(scope="session")
@@ -183,11 +218,16 @@ def hooked_desktop(browser: Browser) -> Iterator[BrowserContext]:
         context.close()
 
 
+@pytest.fixture(scope="session")
+def hooked_tabs(hooked_desktop: BrowserContext) -> Tabs:
+    return Tabs(hooked_desktop)
+
+
 @pytest.fixture
-def hooked(hooked_desktop: BrowserContext) -> Iterator[Page]:
-    """A fresh tab that records what the server sends (each tab its own record)."""
-    tab = hooked_desktop.new_page()
+def hooked(hooked_tabs: Tabs) -> Iterator[Page]:
+    """A page that records what the server sends (each page its own record: the hook starts
+    afresh with every page the tab opens)."""
     try:
-        yield tab
+        yield hooked_tabs.take()
     finally:
-        tab.close()
+        hooked_tabs.give_back()

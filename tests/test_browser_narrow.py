@@ -22,6 +22,7 @@ from browserutil import (
     slug,
     wait_idle,
 )
+from conftest import Tabs
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
     from playwright.sync_api import Browser, BrowserContext, Page, expect
@@ -168,15 +169,20 @@ def screen_contexts(browser: Browser) -> Iterator[dict[str, BrowserContext]]:
             context.close()
 
 
+@pytest.fixture(scope="module")
+def screen_tabs(screen_contexts: dict[str, BrowserContext]) -> dict[str, Tabs]:
+    return {width: Tabs(context) for width, context in screen_contexts.items()}
+
+
 @pytest.fixture
-def screens(screen_contexts: dict[str, BrowserContext]) -> Iterator[dict[str, Page]]:
-    """A fresh tab on a phone-sized and one on a desktop-sized screen."""
-    tabs = {width: context.new_page() for width, context in screen_contexts.items()}
+def screens(screen_tabs: dict[str, Tabs]) -> Iterator[dict[str, Page]]:
+    """A page on a phone-sized and one on a desktop-sized screen, each in its screen's reused
+    tab (conftest.Tabs)."""
     try:
-        yield tabs
+        yield {width: tabs.take() for width, tabs in screen_tabs.items()}
     finally:
-        for tab in tabs.values():
-            tab.close()
+        for tabs in screen_tabs.values():
+            tabs.give_back()
 
 
 @pytest.mark.parametrize("name", PAGES)

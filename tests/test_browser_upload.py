@@ -52,8 +52,11 @@ def test_a_download_clicked_during_a_rerun_arrives(page, server) -> None:
     with the button, and the click asks the server for nothing. (A race, so it is run several
     times; tests/test_source.py checks the bytes without a browser.)"""
     asked = []  # the stored files the page asks the server for (Streamlit's /media/…): none
-    page.on("request", lambda request: urlparse(request.url).path.startswith("/media/")
-            and asked.append(request.url))
+    def ask(request) -> None:
+        if urlparse(request.url).path.startswith("/media/"):
+            asked.append(request.url)
+
+    page.on("request", ask)
     open_explorer(page, server)
     button = page.get_by_role("button", name="output.npy", exact=True)
     for _ in range(ROUNDS):
@@ -69,6 +72,7 @@ def test_a_download_clicked_during_a_rerun_arrives(page, server) -> None:
         assert any(np.allclose(content, out, atol=1e-5) for out in _outputs()), content
         wait_idle(page)
     assert_no_exception(page)
+    page.remove_listener("request", ask)  # the tab serves the next test
     assert asked == []
     button.hover()  # the help shows as Streamlit's does
     expect(page.get_by_role("tooltip").filter(has_text="normalized output y")).to_be_visible()
