@@ -9,7 +9,7 @@ import sys
 
 import streamlit as st
 
-from lnviz.ui.cache import forget_named
+from lnviz.ui.cache import enter_page
 from lnviz.ui.memory import collect_garbage_periodically, return_freed_memory
 from lnviz.ui.pages import PAGES
 from lnviz.ui.state import clean_query_params, release_upload, sidebar_settings
@@ -27,12 +27,11 @@ page = st.navigation(
                for p in pages] for section, pages in PAGES.items()}
 )
 clean_query_params()  # after st.navigation: a run it starts again stays on this page
-if page.url_path != "explorer":  # an uploaded tensor is kept only while the Explorer shows it
+# What a page computed is kept only while the learner is on it: the inspector's file, the
+# LN-LSTM page's uploaded data set and every other result of the page left are dropped here
+enter_page(page.url_path)
+if page.url_path != "explorer":  # and an uploaded tensor only while the Explorer shows it
     release_upload()
-if page.url_path != "inspector":  # and the inspector's file while the inspector shows it
-    forget_named(lambda name: isinstance(name, tuple) and name[:1] == ("inspector",))
-if page.url_path != "ln_lstm":  # and the bytes of the LN-LSTM page's uploaded data set
-    forget_named(lambda name: isinstance(name, tuple) and name[:1] == ("ln_lstm upload",))
 # The first run after the server starts loads torch, numpy and plotly (seconds on a small
 # machine): say so instead of showing a blank page. Later runs find them loaded. The placeholder
 # is there on every run, empty on the later ones: were it only on the first, every element of

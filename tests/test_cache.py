@@ -1,4 +1,5 @@
-"""lnviz.ui.cache: the app's one cache, per session, bounded per computation, never copied."""
+"""lnviz.ui.cache: the app's one cache, per session and page, bounded per computation and in
+bytes per session, never copied."""
 
 from __future__ import annotations
 
@@ -6,12 +7,27 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pytest
 import streamlit as st
 import torch
 
 from lnviz.batch import Batch, NormSpec
-from lnviz.ui.cache import ENTRIES, STORE_KEY, Named, cached, fingerprint, forget_named, names_in
+from lnviz.limits import DEMO_LIMITS
+from lnviz.ui.cache import (
+    ENTRIES,
+    PAGE_KEY,
+    STORE_KEY,
+    Named,
+    cached,
+    enter_page,
+    fingerprint,
+    forget_named,
+    held_bytes,
+    names_in,
+    nbytes,
+    shared,
+)
 
 CALLS: list[tuple] = []
 
@@ -29,10 +45,12 @@ def total(values: np.ndarray) -> float:
 @pytest.fixture(autouse=True)
 def empty_store():
     """Outside a script run Streamlit keeps one session state for the whole process."""
-    st.session_state.pop(STORE_KEY, None)
+    for key in (STORE_KEY, PAGE_KEY):
+        st.session_state.pop(key, None)
     CALLS.clear()
     yield
-    st.session_state.pop(STORE_KEY, None)
+    for key in (STORE_KEY, PAGE_KEY):
+        st.session_state.pop(key, None)
 
 
 def test_a_hit_returns_the_very_object_computed_once():
@@ -57,7 +75,8 @@ def test_each_computation_keeps_its_last_results_most_recently_used_last():
     assert len(CALLS) == 4
     cached(square, 2.0)
     assert CALLS[-1] == (2.0, 0.0)
-    assert [len(store) for store in st.session_state[STORE_KEY].values()] == [2, 1]
+    held = [computation for computation, _ in st.session_state[STORE_KEY]]
+    assert sorted(held) == [f"{__name__}.square"] * 2 + [f"{__name__}.total"]
 
 
 def test_arrays_are_keyed_by_content_not_identity():
@@ -74,8 +93,8 @@ def test_a_named_argument_is_passed_as_its_value_and_keyed_by_its_name():
     assert cached(total, Named(np.zeros(1), ("random", 4, 5))) == 20.0  # the name decides
     assert cached(total, Named(big, ("upload", "file-1"))) == 20.0
     assert len(CALLS) == 2
-    (key,) = [k for k in st.session_state[STORE_KEY][f"{__name__}.total"]
-              if ("upload", "file-1") in names_in(k)]
+    (key,) = [k for computation, k in st.session_state[STORE_KEY]
+              if computation == f"{__name__}.total" and ("upload", "file-1") in names_in(k)]
     assert list(names_in(key)) == [("upload", "file-1")]
 
 
@@ -84,8 +103,7 @@ def test_forget_named_drops_only_results_of_the_matching_names():
     cached(total, Named(np.ones(3), ("preset", "b")))
     cached(square, 2.0)
     forget_named(lambda name: name[:1] == ("upload",))
-    kept = [list(names_in(key)) for store in st.session_state[STORE_KEY].values()
-            for key in store]
+    kept = [list(names_in(key)) for _, key in st.session_state[STORE_KEY]]
     assert sorted(kept, key=len) == [[], [("preset", "b")]]
     cached(total, Named(np.ones(2), ("upload", "a")))
     assert CALLS.count(("total", (2,))) == 2  # computed again after being forgotten
@@ -127,3 +145,117 @@ def test_what_cannot_be_keyed_is_refused():
         fingerprint({1, 2})
     with pytest.raises(TypeError, match="module-level function"):
         cached(lambda x: x, 1)
+
+
+def _block(name: str, megabytes: int) -> dict:
+    """A result holding ``megabytes`` MiB in one float64 array."""
+    CALLS.append((name, megabytes))
+    return {"values": np.zeros(megabytes * 2**20 // 8)}
+
+
+# four computations, so that the per-computation bound (ENTRIES) stays out of the way
+def block_a(megabytes: int) -> dict:
+    return _block("a", megabytes)
+
+
+def block_b(megabytes: int) -> dict:
+    return _block("b", megabytes)
+
+
+def block_c(megabytes: int) -> dict:
+    return _block("c", megabytes)
+
+
+def block_d(megabytes: int) -> dict:
+    return _block("d", megabytes)
+
+
+def held_blocks() -> list[str]:
+    """The blocks held, least recently used first."""
+    return [c.rsplit("_", 1)[1] for c, _ in st.session_state[STORE_KEY] if ".block_" in c]
+
+
+def test_nbytes_counts_each_storage_once_and_a_shared_models_weights_not_at_all():
+    values = np.zeros((1000, 100))  # 800,000 bytes
+    assert nbytes(values) == pytest.approx(800_000, abs=200)
+    view_pair = {"whole": values, "rows": values[:10], "transposed": values.T}
+    assert nbytes(view_pair) - 800_000 == pytest.approx(0, abs=2_000)  # one storage, 3 views
+    tensor = torch.zeros(250_000)  # 1,000,000 bytes
+    assert nbytes([tensor, tensor[5:], tensor.view(500, 500)]) == pytest.approx(
+        1_000_000, abs=1_000)
+    both = nbytes({"a": values, "t": tensor})
+    assert 1_800_000 <= both <= 1_802_000
+    frame = pd.DataFrame({"x": np.zeros(10_000), "y": np.ones(10_000, np.float32)})
+    assert 120_000 <= nbytes(frame) <= 121_000  # 8 + 4 bytes a row, and a small index
+    # a result that holds a shared model's weight (a norm's γ, say) does not count it
+    weights = shared(tiny_model)
+    assert nbytes({"gamma": weights.weight, "out": torch.zeros(1000)}) == pytest.approx(
+        4000, abs=500)
+    assert nbytes(weights.weight) < 200  # the tensor object alone: its storage is shared
+
+
+def tiny_model() -> torch.nn.Linear:
+    """A stand-in for a model the app loads once (lnviz.ui.cache.shared): 1,000 × 1,000."""
+    return torch.nn.Linear(1000, 1000)
+
+
+@pytest.fixture
+def budget_mb(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The demo's per-session budget."""
+    monkeypatch.setenv("LNVIZ_DEMO", "1")
+    return DEMO_LIMITS.cache_mb
+
+
+def test_over_the_session_budget_the_least_recently_used_result_goes_first(budget_mb):
+    third = budget_mb // 3 - 1  # three fit, with room for small results beside them
+    for block in (block_a, block_b, block_c):
+        cached(block, third)
+    assert budget_mb * 2**20 * 0.9 < held_bytes() <= budget_mb * 2**20
+    cached(block_a, third)  # used again: now the most recent
+    cached(square, 2.0)  # small: fits
+    cached(block_d, third)  # over: the least recently used (b) goes, nothing else
+    assert held_blocks() == ["c", "a", "d"]
+    assert any(c.endswith(".square") for c, _ in st.session_state[STORE_KEY])
+    assert held_bytes() <= budget_mb * 2**20
+    CALLS.clear()
+    cached(block_b, third)  # computed again; c goes now
+    cached(block_a, third)
+    assert list(CALLS) == [("b", third)]  # b alone computed again
+    assert held_blocks() == ["d", "b", "a"]
+
+
+def test_a_result_larger_than_the_budget_is_kept_alone_for_the_run_that_reads_it(budget_mb):
+    cached(block_a, 1)
+    cached(square, 3.0)
+    large = cached(block_b, budget_mb + 8)
+    assert held_blocks() == ["b"] and len(st.session_state[STORE_KEY]) == 1
+    assert cached(block_b, budget_mb + 8) is large  # still a hit
+    assert held_bytes() > budget_mb * 2**20
+
+
+def test_entering_another_page_drops_the_results_of_the_page_left():
+    enter_page("beyond")
+    cached(block_a, 1)
+    cached(square, 2.0)
+    enter_page("beyond")  # a rerun of the same page keeps them
+    assert len(st.session_state[STORE_KEY]) == 2
+    enter_page("smollm2")
+    assert st.session_state[STORE_KEY] == {}
+    assert held_bytes() == 0
+    cached(square, 2.0)
+    assert CALLS[-1] == (2.0, 0.0)  # computed again, for the new page
+    enter_page("beyond")
+    assert [c for c, _ in st.session_state[STORE_KEY]] == []
+
+
+def test_leaving_a_page_in_the_app_frees_its_results():
+    from pageutil import open_page
+
+    at = open_page("app_pages/gradients.py")
+    held = at.session_state[STORE_KEY]
+    assert held and {entry.page for entry in held.values()} == {"gradients"}
+    assert all(entry.nbytes > 0 for entry in held.values())
+    at.switch_page("app_pages/home.py").run()
+    assert not at.exception
+    assert not [slot for slot, entry in at.session_state[STORE_KEY].items()
+                if entry.page != "home"]

@@ -647,8 +647,8 @@ def test_the_inspectors_file_is_forgotten_when_the_learner_leaves() -> None:
     from lnviz.ui.cache import STORE_KEY, names_in
 
     def held(at) -> bool:
-        return any(name[:1] == ("inspector",) for store in at.session_state[STORE_KEY].values()
-                   for key in store for name in names_in(key))
+        return any(name[:1] == ("inspector",) for _, key in at.session_state[STORE_KEY]
+                   for name in names_in(key))
 
     at = open_page(INSPECTOR, {"in_src": "Upload a file"})
     at.file_uploader(key="in_upload").upload("norms.safetensors",

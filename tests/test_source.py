@@ -186,7 +186,7 @@ def test_demo_mode_refuses_the_reported_2m_value_file(monkeypatch):
 def held(at) -> tuple[bool, list]:
     """Whether the session keeps an uploaded file, and the keys of its results from uploads."""
     cache = at.session_state[STORE_KEY] if STORE_KEY in at.session_state else {}  # noqa: SIM401 (no .get on AppTest's session state)
-    keys = [key for store in cache.values() for key in store
+    keys = [key for _, key in cache
             if any(isinstance(name, tuple) and name[:1] == ("upload",) for name in names_in(key))]
     return "_upload" in at.session_state, keys
 

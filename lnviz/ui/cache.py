@@ -11,10 +11,17 @@ much as they do. The policy, and why:
   between learners would save only a learner's first visit to a view (the heaviest, Shapes'
   48-block stack, takes about 100 ms), and a shared cache cannot let go of one
   learner's upload when they move on, which :func:`forget_named` does.
-- **Bounded per computation.** Each computation (a library function, a figure builder) keeps
-  its last :data:`ENTRIES` results, most recently used last, so a page's computations never push
-  each other out and the Explorer's memory budget (:data:`lnviz.limits.EXPLORER_BYTES_PER_VALUE`
-  counts two results) holds.
+- **Bounded per computation and per session.** Each computation (a library function, a figure
+  builder) keeps at most its last :data:`ENTRIES` results, so that a page's computations never
+  push each other out and the Explorer's memory budget
+  (:data:`lnviz.limits.EXPLORER_BYTES_PER_VALUE` counts two results) holds. And all of a
+  session's results together hold at most :attr:`lnviz.limits.Limits.cache_mb`, counted by
+  :func:`nbytes` from the arrays and tensors they hold (a shared model's weights not counted):
+  over it, the least recently used result goes first, whichever computation it came from. The
+  newest result always stays, for the run that reads it.
+- **Per page.** A result belongs to the page that computed it: :func:`enter_page` (app.py, on
+  every run) drops every result of the page the learner has left, so a tab holds only what the
+  page it shows draws.
 - **Never copied.** A hit returns the very object computed on the miss: results that hold
   full-size tensors cost nothing to reuse (``st.cache_data`` unpickles a copy on every hit).
   Results are shared between reruns, so nothing may modify one.
@@ -34,6 +41,7 @@ import dataclasses
 import hashlib
 import importlib
 import sys
+import types
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,14 +50,27 @@ import streamlit as st
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["ENTRIES", "Named", "cached", "fingerprint", "forget_named", "names_in", "remember",
+__all__ = ["ENTRIES", "Entry", "Named", "cached", "cached_through", "enter_page", "fingerprint",
+           "forget_named", "held_bytes", "names_in", "nbytes", "remember", "session_budget",
            "shared"]
 
 T = TypeVar("T")
 #: Results kept per computation and session (the Explorer's memory budget counts two).
 ENTRIES = 2
-#: Session state holding the store: {computation: {key: result}}, most recently used last.
+#: Session state holding the store: {(computation, key): Entry}, most recently used last.
 STORE_KEY = "_lnviz_cache"
+#: Session state holding the page the results in the store belong to (:func:`enter_page`).
+PAGE_KEY = "_lnviz_cache_page"
+
+
+@dataclasses.dataclass
+class Entry:
+    """One result in the store: the value, what it holds in bytes (:func:`nbytes`), and the
+    page that computed it (None outside the app's navigation)."""
+
+    value: Any
+    nbytes: int
+    page: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,17 +90,51 @@ def remember(computation: str, key: Hashable, compute: Callable[[], T]) -> T:
     """``compute()``, or what it returned before for ``key`` in this session.
 
     ``computation`` names what is computed (a function, a figure builder): it keeps its own last
-    :data:`ENTRIES` results. Most callers want :func:`cached`, which makes the key.
+    :data:`ENTRIES` results, within the session's byte budget. Most callers want
+    :func:`cached`, which makes the key.
     """
-    store: dict = st.session_state.setdefault(STORE_KEY, {}).setdefault(computation, {})
-    if key in store:
-        store[key] = store.pop(key)  # most recently used goes last
-        return store[key]
+    store = _store()
+    slot = (computation, key)
+    if slot in store:
+        store[slot] = store.pop(slot)  # most recently used goes last
+        return store[slot].value
     value = compute()
-    store[key] = value
-    while len(store) > ENTRIES:
-        store.pop(next(iter(store)))
+    store[slot] = Entry(value, nbytes(value), st.session_state.get(PAGE_KEY))
+    mine = [k for k in store if k[0] == computation]
+    for old in mine[:-ENTRIES]:
+        del store[old]
+    budget, held = session_budget(), sum(entry.nbytes for entry in store.values())
+    for old in list(store)[:-1]:  # least recently used first; never the one just computed
+        if held <= budget:
+            break
+        held -= store.pop(old).nbytes
     return value
+
+
+def _store() -> dict[tuple[str, Hashable], Entry]:
+    return st.session_state.setdefault(STORE_KEY, {})
+
+
+def session_budget() -> int:
+    """The bytes one session's results may hold (:attr:`lnviz.limits.Limits.cache_mb`)."""
+    from lnviz.limits import current_limits
+
+    return current_limits().cache_mb * 2**20
+
+
+def held_bytes() -> int:
+    """What this session's results hold, in bytes (:func:`nbytes` of each)."""
+    return sum(entry.nbytes for entry in st.session_state.get(STORE_KEY, {}).values())
+
+
+def enter_page(page: str) -> None:
+    """The learner is on ``page`` (its url_path): drop every result another page computed."""
+    if st.session_state.get(PAGE_KEY) == page:
+        return
+    st.session_state[PAGE_KEY] = page
+    store = _store()
+    for slot in [slot for slot, entry in store.items() if entry.page != page]:
+        del store[slot]
 
 
 def cached(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -88,11 +143,19 @@ def cached(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     The key is the arguments' :func:`fingerprint`; a :class:`Named` argument is passed to
     ``func`` as its value and keyed by its name.
     """
+    return cached_through(lambda compute: compute(), func, *args, **kwargs)
+
+
+def cached_through(through: Callable[[Callable[[], T]], T], func: Callable[..., T], *args: Any,
+                   **kwargs: Any) -> T:
+    """:func:`cached`, with a miss computed as ``through(compute)``: a heavy computation waits
+    its turn in the server's line (:func:`lnviz.ui.jobs.heavy_cached`); a hit waits for
+    nothing."""
     if "<" in func.__qualname__:  # two lambdas (or local functions) could share a name
         raise TypeError(f"cached takes a module-level function, not {func.__qualname__}")
     key = (fingerprint(args), fingerprint(kwargs))
-    return remember(f"{func.__module__}.{func.__qualname__}", key, lambda: func(
-        *[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
+    return remember(f"{func.__module__}.{func.__qualname__}", key, lambda: through(
+        lambda: func(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})))
 
 
 def _unwrap(value: Any) -> Any:
@@ -159,9 +222,9 @@ def names_in(key: Hashable) -> Iterator[Hashable]:
 def forget_named(match: Callable[[Hashable], bool]) -> None:
     """Drop every result of this session computed from a :class:`Named` argument whose name
     ``match`` accepts, releasing its memory (an upload the learner has moved on from)."""
-    for store in st.session_state.get(STORE_KEY, {}).values():
-        for key in [key for key in store if any(map(match, names_in(key)))]:
-            del store[key]
+    store = st.session_state.get(STORE_KEY, {})
+    for slot in [slot for slot in store if any(map(match, names_in(slot[1])))]:
+        del store[slot]
 
 
 def shared(load: Callable[[], T]) -> T:
@@ -170,9 +233,110 @@ def shared(load: Callable[[], T]) -> T:
     modify what it returns. ``load`` is a module-level function taking no arguments."""
     if "<" in load.__qualname__:
         raise TypeError(f"shared takes a module-level function, not {load.__qualname__}")
-    return _load_shared(load.__module__, load.__qualname__)
+    resource = _load_shared(load.__module__, load.__qualname__)
+    if id(resource) not in _SHARED:  # its tensors are nobody's results: nbytes skips them
+        _SHARED[id(resource)] = resource
+        _SHARED_STORAGES.update(_storages(resource, into_modules=True))
+    return resource
 
 
 @st.cache_resource(show_spinner="Loading the model (once for the whole server)…")
 def _load_shared(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)()
+
+
+# --- What a result holds -----------------------------------------------------------------------
+
+#: The shared resources loaded in this process (by id), and the storages of their tensors.
+_SHARED: dict[int, Any] = {}
+_SHARED_STORAGES: set[tuple[str, int]] = set()
+
+
+def _walk(value: Any, *, into_modules: bool) -> Iterator[Any]:
+    """Every object reachable from ``value`` through containers, dataclasses and plain objects'
+    attributes, each once; functions, classes and modules are not entered (a closure's weights
+    are a model's), nor are torch modules unless ``into_modules``."""
+    np = sys.modules.get("numpy")
+    torch = sys.modules.get("torch")
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        yield item
+        if isinstance(item, str | bytes | bytearray | int | float | complex | type(None)):
+            continue
+        if (np is not None and isinstance(item, np.ndarray | np.generic)) or (
+                torch is not None and isinstance(item, torch.Tensor)):
+            continue
+        if torch is not None and isinstance(item, torch.nn.Module):
+            if into_modules:
+                stack.extend(item.state_dict(keep_vars=True).values())
+            continue
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack.extend(item)
+        elif callable(item) or isinstance(item, type | types.ModuleType):
+            continue
+        elif hasattr(item, "to_dict") and hasattr(item, "_finished"):  # a finished figure
+            stack.append(item._finished)
+        else:
+            pandas = sys.modules.get("pandas")
+            if pandas is not None and isinstance(item, pandas.DataFrame | pandas.Series):
+                continue
+            attributes = getattr(item, "__dict__", None)
+            if attributes is not None:
+                stack.extend(attributes.values())
+            for name in getattr(type(item), "__slots__", ()):
+                if hasattr(item, name):
+                    stack.append(getattr(item, name))
+
+
+def _storages(value: Any, *, into_modules: bool = False) -> Iterator[tuple[str, int]]:
+    torch = sys.modules.get("torch")
+    for item in _walk(value, into_modules=into_modules):
+        if torch is not None and isinstance(item, torch.Tensor):
+            yield _storage_of(item)[0]
+
+
+def _storage_of(tensor: Any) -> tuple[tuple[str, int], int]:
+    """A tensor's storage, as (device, address), and its size in bytes (a tensor without one
+    of its own, sparse or nested, by its elements)."""
+    try:
+        storage = tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return (str(tensor.device), id(tensor)), tensor.numel() * tensor.element_size()
+    return (str(tensor.device), storage.data_ptr()), storage.nbytes()
+
+
+def nbytes(value: Any) -> int:
+    """The bytes ``value`` holds in arrays, tensors, tables, text and Python numbers, each
+    storage counted once (a view and its base are one), a shared model's weights
+    (:func:`shared`) not at all. Containers count what they hold plus their own size."""
+    np = sys.modules.get("numpy")
+    torch = sys.modules.get("torch")
+    pandas = sys.modules.get("pandas")
+    total, storages = 0, set()
+    for item in _walk(value, into_modules=False):
+        if torch is not None and isinstance(item, torch.Tensor):
+            where, size = _storage_of(item)
+            if where not in storages and where not in _SHARED_STORAGES:
+                storages.add(where)
+                total += size
+        elif np is not None and isinstance(item, np.ndarray):
+            base = item
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            where = ("cpu", base.__array_interface__["data"][0])
+            if where not in storages and where not in _SHARED_STORAGES:
+                storages.add(where)
+                total += base.nbytes
+        elif pandas is not None and isinstance(item, pandas.DataFrame | pandas.Series):
+            total += int(np.sum(item.memory_usage(deep=True)))
+        else:
+            total += sys.getsizeof(item)
+    return total
