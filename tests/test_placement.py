@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lnviz.lessons.beyond import run_sentence
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
@@ -194,9 +195,12 @@ def run(model):
 
 
 def test_at_c_1_without_qk_norm_it_is_the_models_own_attention(model, run) -> None:
+    lighter = run_sentence(model, PRESETS[0])  # what the page keeps: no attention maps
+    assert lighter.attention is None
     for layer, head in ((0, 0), (3, 7), (5, 11)):
-        scaling = attention_scaling(model, run, layer, head, 1.0)
-        assert np.abs(scaling.attention["without"] - scaling.model).max() < 1e-5
+        scaling = attention_scaling(model, lighter, layer, head, 1.0)
+        own = run.attention[layer, head].double().numpy()
+        assert np.abs(scaling.attention["without"] - own).max() < 1e-5
         assert np.allclose(scaling.attention["without"].sum(-1), 1.0, atol=1e-12)
 
 

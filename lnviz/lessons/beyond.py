@@ -38,6 +38,7 @@ __all__ = [
     "KERNEL_SHAPES",
     "LN_FREE",
     "LN_FREE_LOSS",
+    "MINILM_TOKEN_RUNS",
     "RMSNORM",
     "RMSNORM_SAVING",
     "VIT_TOP1",
@@ -239,17 +240,18 @@ def tanh_fits(run: ModelRun, eps: float = 1e-12) -> list[TanhFit]:
 @dataclass(frozen=True)
 class Substitution:
     """MiniLM with some LayerNorms replaced by their fitted DyT, against the model as it is.
+    What the page reads and nothing more: the two runs it compares (every record and attention
+    map, tens of MB for a long sentence) are not kept.
 
     Attributes:
         replaced: the LayerNorms replaced, in forward order.
         cosine: cosine similarity of the sentence embeddings (1: unchanged).
-        original, substituted: the two runs.
+        embedding: the sentence embedding with the replacements, (hidden,).
     """
 
     replaced: tuple[str, ...]
     cosine: float
-    original: ModelRun
-    substituted: ModelRun
+    embedding: torch.Tensor
 
 
 def substitute(model: MiniLM, text: str, fits: Iterable[TanhFit],
@@ -263,12 +265,18 @@ def substitute(model: MiniLM, text: str, fits: Iterable[TanhFit],
     run = model.run(text, replace=replace)
     cosine = float(F.cosine_similarity(original.embedding, run.embedding, dim=0))
     order = [r.name for r in original.records]
-    return Substitution(tuple(sorted(replace, key=order.index)), cosine, original, run)
+    return Substitution(tuple(sorted(replace, key=order.index)), cosine,
+                        run.embedding.detach().clone())
+
+
+#: What the page's heavy computations count, for the server's line: tokens through MiniLM.
+MINILM_TOKEN_RUNS = "MiniLM token-runs"
 
 
 def run_sentence(model: MiniLM, text: str) -> ModelRun:
-    """``model.run(text)``: the run every fit and substitution on the page starts from."""
-    return model.run(text)
+    """``model.run(text)`` without its attention maps (:meth:`ModelRun.without_attention`): the
+    run every fit and substitution on the page starts from, which reads its LayerNorms alone."""
+    return model.run(text).without_attention()
 
 
 def shape_of(fit: TanhFit) -> str:

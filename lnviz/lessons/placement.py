@@ -214,7 +214,10 @@ class AttentionScaling:
         attention: {"without", "with"}: the (T, T) attention at ``scale``.
         largest_logit: {"without", "with"}: the largest |logit| at ``scale``.
         bound: √hs, the largest |logit| QK-norm (γ = 1) allows: ‖q̂‖ = ‖k̂‖ = √hs.
-        model: the head's own attention (c = 1, no QK-norm), as the model computes it.
+
+    At c = 1 without QK-norm, ``attention["without"]`` is the head's own attention as the model
+    computes it (``ModelRun.attention[layer, head]``): the run it starts from needs only its
+    LayerNorms' records, not its attention maps.
     """
 
     tokens: list[str]
@@ -227,7 +230,6 @@ class AttentionScaling:
     attention: dict[str, np.ndarray]
     largest_logit: dict[str, float]
     bound: float
-    model: np.ndarray
 
 
 def _qk(model: MiniLM, run: ModelRun, layer: int, head: int) -> tuple[torch.Tensor,
@@ -278,8 +280,7 @@ def attention_scaling(model: MiniLM, run: ModelRun, layer: int, head: int, scale
     return AttentionScaling(
         list(run.tokens), layer, head, np.asarray(scales), entropy, math.log(q.shape[0]),
         float(scale), {kind: to_numpy(v.softmax(-1), torch.float64) for kind, v in logits.items()},
-        {kind: float(v.abs().max()) for kind, v in logits.items()}, math.sqrt(q.shape[-1]),
-        to_numpy(run.attention[layer, head], torch.float64))
+        {kind: float(v.abs().max()) for kind, v in logits.items()}, math.sqrt(q.shape[-1]))
 
 
 # --- Before a norm: scale invariance and the effective learning rate ---------------------------

@@ -2,8 +2,9 @@
 
 Everything the page says about the model is computed here from the run, for the prompt on screen:
 
-- :func:`analyze` runs the prompt once (:func:`lnviz.models.smollm2`): the next-token
-  prediction, and per block the residual stream's size where each block's first RMSNorm reads it.
+- :func:`analyze` runs the prompt once (:func:`lnviz.models.smollm2`) and keeps what the page
+  draws of it (:class:`Analysis`): the next-token prediction, the massive activation, the
+  residual stream's size where each block's first RMSNorm reads it, the attention sinks.
 - **Massive activations** (Sun et al. 2024): one value of the first token grows to hundreds and
   then (from block 12 on, in prompts of two tokens or more) thousands of times the median;
   :class:`Massive` says where, and what RMSNorm makes of that token (its RMS, its output there,
@@ -39,12 +40,15 @@ __all__ = [
     "FROZEN_TEXT",
     "PRESETS",
     "REFERENCE_TEXT",
+    "TOKEN_RUNS",
+    "Analysis",
     "Broken",
     "Massive",
     "Prediction",
     "Removals",
     "analyze",
     "break_norm",
+    "break_work",
     "encoder_stream_rms",
     "massive",
     "norm_label",
@@ -52,6 +56,7 @@ __all__ = [
     "removals",
     "sink_shares",
     "stream_rms",
+    "sweep_work",
 ]
 
 #: Prompts the page offers; the first is the default.
@@ -84,17 +89,6 @@ def norm_label(name: str) -> str:
     _, _, i, part = name.split(".")
     where = "before attention" if part == "input_layernorm" else "before the feed-forward"
     return f"block {i}, {where}"
-
-
-def analyze(model: SmolLM2, text: str) -> DecoderRun:
-    """The prompt through the model (a cache key of its own: the page caches this call), at
-    most :data:`lnviz.limits.SMOLLM2_MAX_TOKENS` tokens (ValueError beyond, saying so)."""
-    tokens, _ = model.tokenize(text)
-    if len(tokens) > SMOLLM2_MAX_TOKENS:
-        raise ValueError(f"this prompt is {len(tokens):,} tokens; the page runs at most "
-                         f"{SMOLLM2_MAX_TOKENS} (every block's attention is kept, T² numbers "
-                         "each): shorten it")
-    return model.run(text)
 
 
 @dataclass(frozen=True)
@@ -184,6 +178,41 @@ def sink_shares(run: DecoderRun) -> np.ndarray:
     return attention[:, :, 1:, 0].double().mean(dim=(1, 2)).numpy()
 
 
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """What the page draws of one prompt: kept for the learner instead of the run it comes from,
+    which at 255 tokens holds about 190 MB (every position's logits, 61 records, every block's
+    attention) against a few kilobytes here.
+
+    Attributes:
+        tokens: the prompt's pieces.
+        prediction: the most likely next tokens (:func:`prediction`).
+        massive: the residual stream's largest values (:func:`massive`).
+        stream: the median token's and the first token's RMS through depth (:func:`stream_rms`).
+        sinks: each block's share of attention to the first token (:func:`sink_shares`).
+    """
+
+    tokens: tuple[str, ...]
+    prediction: Prediction
+    massive: Massive
+    stream: tuple[np.ndarray, np.ndarray]
+    sinks: np.ndarray
+
+
+def analyze(model: SmolLM2, text: str) -> Analysis:
+    """The prompt through the model once, and what the page reads of the run (a cache key of its
+    own: the page caches this call), at most :data:`lnviz.limits.SMOLLM2_MAX_TOKENS` tokens
+    (ValueError beyond, saying so)."""
+    tokens, _ = model.tokenize(text)
+    if len(tokens) > SMOLLM2_MAX_TOKENS:
+        raise ValueError(f"this prompt is {len(tokens):,} tokens; the page runs at most "
+                         f"{SMOLLM2_MAX_TOKENS} (every block's attention is computed, T² "
+                         "numbers each): shorten it")
+    run = model.run(text)
+    return Analysis(tuple(run.tokens), prediction(run), massive(run), stream_rms(run),
+                    sink_shares(run))
+
+
 @dataclass(frozen=True)
 class Broken:
     """One RMSNorm broken (:data:`BREAKS`) on the prompt and on :data:`REFERENCE_TEXT`.
@@ -265,6 +294,22 @@ class Removals:
     same_top: np.ndarray
     loss: np.ndarray
     loss_before: float
+
+
+#: What the norm sweep's time estimate counts: tokens through the model, all runs together.
+TOKEN_RUNS = "SmolLM2 token-runs"
+
+
+def sweep_work(prompt_tokens: int, reference_tokens: int, norms: int = 61) -> int:
+    """The norm sweep's work (:func:`removals`), in tokens through the model: the prompt and
+    the reference text once as they are and once per norm removed."""
+    return (norms + 1) * (prompt_tokens + reference_tokens)
+
+
+def break_work(prompt_tokens: int, reference_tokens: int) -> int:
+    """One broken norm's work (:func:`break_norm`), in tokens through the model: the prompt and
+    the reference text, each with and without the break."""
+    return 2 * (prompt_tokens + reference_tokens)
 
 
 def removals(model: SmolLM2, text: str, names: tuple[str, ...] | None = None,

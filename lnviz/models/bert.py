@@ -22,6 +22,7 @@ B = 1 sentence, T tokens, C = 384 features, nh = 12 heads of hs = 32.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import math
@@ -105,7 +106,7 @@ class ModelRun:
         records: the 13 LayerNorms in forward order (:class:`lnviz.NormRecord`, inputs and
             outputs (1, T, 384)), named by transformers' BertModel module paths.
         attention: each layer's attention probabilities, (n_layer, n_head, T, T); row t is
-            where token t looks.
+            where token t looks. None in a run kept without them (:meth:`without_attention`).
         hidden: the last layer's token vectors, (T, 384).
         embedding: the sentence embedding, the mean of ``hidden`` over tokens, L2-normalized,
             (384,).
@@ -119,12 +120,17 @@ class ModelRun:
     tokens: list[str]
     ids: torch.Tensor
     records: list[NormRecord]
-    attention: torch.Tensor
+    attention: torch.Tensor | None
     hidden: torch.Tensor
     embedding: torch.Tensor
     total_tokens: int
     zeroed_features: tuple[int, ...] = ()
     replaced: tuple[str, ...] = ()
+
+    def without_attention(self) -> ModelRun:
+        """The same run without its attention maps: at 512 tokens they are 75 MB of the run's
+        96, and a page that reads only the LayerNorms' records need not keep them."""
+        return dataclasses.replace(self, attention=None)
 
     @property
     def truncated(self) -> bool:
