@@ -16,6 +16,7 @@ from lnviz.lessons.beyond import (
     KERNEL_SHAPES,
     LN_FREE,
     LN_FREE_LOSS,
+    MINILM_TOKEN_RUNS,
     RMSNORM,
     RMSNORM_SAVING,
     VIT_TOP1,
@@ -44,6 +45,7 @@ from lnviz.lessons.shapes import (
 )
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import layer_norm_names
+from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
@@ -83,6 +85,7 @@ with refusal(icon=":material/block:"), st.spinner("Running the model and fitting
     original = cached(run_sentence, Named(model, "minilm"), text)
     fits = cached(tanh_fits, Named(original, ("by", text)))
 fit = fits[chosen]
+tokens = len(original.tokens)  # a run's work, for the server's line (lnviz.ui.jobs)
 fit_width = int(original.records[chosen].input.shape[-1])
 
 # --- 1. The shape of a LayerNorm -------------------------------------------------------------
@@ -180,8 +183,10 @@ by_name = {f.name: f for f in fits}
 with st.spinner("Running the model with DyT in place…"):
     mine = cached(substitute, Named(model, "minilm"), text, [by_name[n] for n in replaced],
                   Named(original, ("by", text)))
-    standard = cached(standard_substitutions, Named(model, "minilm"), text,
-                      Named(fits, ("by fits", text)), Named(original, ("by", text)))
+    standard = jobs.heavy_cached(
+        "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens, standard_substitutions,
+        Named(model, "minilm"), text, Named(fits, ("by fits", text)),
+        Named(original, ("by", text)))
     scale = cached(reference_cosines, Named(model, "minilm"), Named(original, ("by", text)),
                    PRESETS[:4])
 if replaced:
@@ -253,8 +258,9 @@ frozen_guess = prediction(
     help="Frozen σ: y = γ·(x − μ)/σ̄ + β, μ still each token's mean, σ̄ one number.")
 if frozen_guess is not None:
     with st.spinner("Running the model with σ frozen…"):
-        frozen = cached(frozen_sigma, Named(model, "minilm"), text,
-                        Named(original, ("by", text)))
+        frozen = jobs.heavy_cached(
+            "the frozen-σ runs", MINILM_TOKEN_RUNS, (len(NAMES) + 1) * tokens, frozen_sigma,
+            Named(model, "minilm"), text, Named(original, ("by", text)))
     worst = worst_sublayer(frozen)
     answer = {"embeddings": "the embeddings' one", "attention": "those after attention",
               "feed-forward": "those after the feed-forward"}[worst]
@@ -296,7 +302,9 @@ st.markdown(
     "trained model's LayerNorms see, and what does dropping them save?")
 means, largest = mean_shares(original.records)
 with st.spinner("Running the model with RMSNorm in place of LayerNorm…"):
-    swapped = cached(rms_instead, Named(model, "minilm"), text, Named(original, ("by", text)))
+    swapped = jobs.heavy_cached(
+        "the RMSNorm runs", MINILM_TOKEN_RUNS, (len(NAMES) + 1) * tokens, rms_instead,
+        Named(model, "minilm"), text, Named(original, ("by", text)))
 table = pd.DataFrame({
     "LayerNorm": [f"{i}: {layer_label(n)}" for i, n in enumerate(swapped.names)],
     "median |μ|/σ": means, "largest |μ|/σ": largest,

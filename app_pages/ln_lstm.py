@@ -205,7 +205,8 @@ def live_curves(slot: DeltaGenerator, steps: int) -> Callable[[Progress], None]:
 if (running := jobs.running(TRAINING)) is not None:
     # RuntimeError: e.g. out of memory on the device
     with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
-        if jobs.run_to_end(TRAINING, live_curves(curves_slot, running[1].config.steps)) is None:
+        if jobs.run_to_end(TRAINING, live_curves(curves_slot, running[1].config.steps),
+                           "your training") is None:
             st.info("Stopped before the first step: nothing to show.", icon="⏹️")
 
 # --- Gate pre-activations, batch check, longer sequences --------------------------------------

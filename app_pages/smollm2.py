@@ -12,19 +12,19 @@ from lnviz.lessons.smollm2 import (
     BREAKS,
     PRESETS,
     REFERENCE_TEXT,
+    TOKEN_RUNS,
     analyze,
     break_norm,
+    break_work,
     encoder_stream_rms,
-    massive,
     norm_label,
-    prediction,
     removals,
-    sink_shares,
-    stream_rms,
+    sweep_work,
 )
-from lnviz.limits import MODEL_MAX_CHARS, SMOLLM2_MAX_TOKENS
+from lnviz.limits import MODEL_MAX_CHARS, SMOLLM2_MAX_TOKENS, current_limits
 from lnviz.models import ModelFileError, minilm, smollm2
 from lnviz.models.llama import rms_norm_names
+from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import code_span, refusal, token_line
@@ -64,12 +64,13 @@ with box:
                               "characters. Chat turns use <|im_start|>user … <|im_end|>.")
 
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
-    run = cached(analyze, Named(model, "smollm2"), text)
-st.markdown(token_line([bpe_piece(t) for t in run.tokens]))  # "␣" a space, as the figures
+    seen = cached(analyze, Named(model, "smollm2"), text)
+reference_tokens = len(model.tokenize(REFERENCE_TEXT)[0])
+st.markdown(token_line([bpe_piece(t) for t in seen.tokens]))  # "␣" a space, as the figures
 
 # --- 1. The next token ------------------------------------------------------------------------
 st.subheader("1 · What comes next")
-guess = prediction(run)
+guess = seen.prediction
 show_figure(charts.smollm2.prediction_figure, guess.tokens, guess.probabilities,
             key="sl_prediction")
 st.markdown(f"The most likely next token is {shown(guess.tokens[0])}, with probability "
@@ -82,10 +83,10 @@ st.markdown(f"The most likely next token is {shown(guess.tokens[0])}, with proba
 part = folded("2 · A massive activation", "sl_part2", lazy=True)
 if part.open:
     with part:
-        m = massive(run)
-        show_figure(charts.smollm2.massive_figure, m.largest, m.median, run.tokens, m.token,
+        m = seen.massive
+        show_figure(charts.smollm2.massive_figure, m.largest, m.median, seen.tokens, m.token,
                     m.feature, key="sl_massive")
-        token = run.tokens[int(m.token[m.block])]
+        token = seen.tokens[int(m.token[m.block])]
         feature = int(m.feature[m.block])
         st.markdown(
             f"A {defined('massive activation')}. The residual stream's largest value peaks at "
@@ -107,7 +108,7 @@ part = folded("3 · The residual stream through depth: pre-norm against post-nor
               lazy=True)
 if part.open:
     with part:
-        typical, first = stream_rms(run)
+        typical, first = seen.stream
         # without all-MiniLM-L6-v2 installed, this part says so and the rest of the page goes on
         with refusal(icon=":material/block:", errors=(ValueError, ModelFileError), stop=False):
             encoder_model = shared(minilm)
@@ -141,7 +142,10 @@ if part.open:
                             help="What the norm's output becomes; everything else is "
                                  "unchanged.")
         with st.spinner("Running the model with the norm broken…"):
-            broken = cached(break_norm, Named(model, "smollm2"), text, name, how)
+            broken = jobs.heavy_cached(
+                "the broken norm's runs", TOKEN_RUNS,
+                break_work(len(seen.tokens), reference_tokens), break_norm,
+                Named(model, "smollm2"), text, name, how)
         show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
                     broken.before.probabilities, broken.after.probabilities,
                     broken.after.tokens, key="sl_broken")
@@ -164,14 +168,32 @@ if part.open:
             st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
                          label="Beyond LayerNorm: where DyT's curve comes from, fitted to "
                                "MiniLM's LayerNorms value by value")
-        st.markdown("**Which norms can go?** Remove each of the 61 in turn (122 runs of the "
-                    "model, about ten seconds here).")
-        if st.button("Remove each norm in turn", key="sl_remove_all",
+        work = sweep_work(len(seen.tokens), reference_tokens, len(NAMES))
+        about = jobs.estimate_s(TOKEN_RUNS, work)
+        cap = current_limits().sweep_tokens
+        st.markdown(
+            f"**Which norms can go?** Remove each of the {len(NAMES)} in turn: "
+            f"{2 * (len(NAMES) + 1)} runs of the model, on the prompt's {len(seen.tokens)} "
+            f"tokens and the reference text's {reference_tokens}"
+            + (f", about {jobs.duration(about)} at the pace this server last ran such work."
+               if about is not None else
+               ", how long it takes depends on the prompt's length."))
+        too_long = len(seen.tokens) > cap
+        if too_long:
+            st.info(f"On this shared server the sweep takes prompts of up to {cap} tokens; this "
+                    f"one has {len(seen.tokens)}. Shorten the prompt to run it (the rest of "
+                    f"the page reads up to {SMOLLM2_MAX_TOKENS}).", icon=":material/block:")
+        if st.button("Remove each norm in turn", key="sl_remove_all", disabled=too_long,
                      help="Runs the prompt and the reference text once per norm, with that "
-                          "norm's input passed on unchanged."):
-            bar = st.progress(0.0, text="Starting…")
-            st.session_state["sl_removals"] = (text, removals(
-                model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m)))
+                          "norm's input passed on unchanged. On a shared server it waits its "
+                          "turn behind other learners' heavy work."):
+            note, bar = st.empty(), st.empty()
+            with jobs.heavy("the norm sweep",
+                            lambda line: note.info(line, icon=":material/hourglass_top:"),
+                            kind=TOKEN_RUNS, units=work):
+                note.empty()
+                st.session_state["sl_removals"] = (text, removals(
+                    model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m)))
             bar.empty()
         # the sweep is this session's, for the prompt it was run on
         done_for, gone = st.session_state.get("sl_removals", (None, None))
@@ -192,18 +214,18 @@ if part.open:
 part = folded("5 · Where attention goes: the first token as a sink", "sl_part5", lazy=True)
 if part.open:
     with part:
-        shares = sink_shares(run)
+        shares = seen.sinks
         if np.isnan(shares).all():
             st.info("A one-token prompt has no token after the first to look at it: type a "
                     "longer prompt.", icon=":material/info:")
         else:
-            uniform = float(np.mean([1 / (t + 1) for t in range(1, len(run.tokens))]))
+            uniform = float(np.mean([1 / (t + 1) for t in range(1, len(seen.tokens))]))
             show_figure(charts.smollm2.sink_figure, shares, uniform, key="sl_sinks")
             top = int(np.nanargmax(shares))
             above = int((shares >= 0.5).sum())
             st.markdown(
                 f"An {defined('attention sink')}. In {above} of 30 blocks the tokens after the "
                 "first send, on average over them and over the heads, at least half of their "
-                f"attention to the first token, {shown(run.tokens[0])}; block {top} sends "
+                f"attention to the first token, {shown(seen.tokens[0])}; block {top} sends "
                 f"it {shares[top]:.0%}. Spread evenly over the tokens each one may see, it "
                 f"would get {uniform:.0%} on average.")

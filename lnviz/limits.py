@@ -167,6 +167,15 @@ class Limits:
     #: values in the LN-LSTM page's uploaded data set (all files together): full, MNIST's
     #: 70,000 images of 28 × 28 (55M values, 220 MB as float32); demo, about a seventh of it
     training_values: int
+    #: what one session's cached results may hold (lnviz.ui.cache): full, as much as the
+    #: Explorer's largest tensor with everything built from it; demo, a tab's share of the
+    #: instance with the models loaded (docs/benchmarks.md, memory per session)
+    cache_mb: int
+    #: heavy jobs (trainings, races, model sweeps) the server runs at once (lnviz.ui.jobs); the
+    #: rest wait in line
+    heavy_jobs: int
+    #: the longest prompt (tokens) the SmolLM2 page's norm sweep runs: 124 runs of the model
+    sweep_tokens: int
 
     @property
     def tensor_values(self) -> int:
@@ -185,9 +194,11 @@ class Limits:
 
 
 FULL_LIMITS = Limits(upload_mb=200, max_elements=MAX_ELEMENTS, max_training_steps=5_000,
-                     max_training_work=1e14, tensor_mb=2048, training_values=56_000_000)
+                     max_training_work=1e14, tensor_mb=2048, training_values=56_000_000,
+                     cache_mb=2048, heavy_jobs=2, sweep_tokens=SMOLLM2_MAX_TOKENS)
 DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500,
-                     max_training_work=1e12, tensor_mb=64, training_values=8_000_000)
+                     max_training_work=1e12, tensor_mb=64, training_values=8_000_000,
+                     cache_mb=96, heavy_jobs=1, sweep_tokens=64)
 
 
 def current_limits() -> Limits:

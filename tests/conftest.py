@@ -18,6 +18,9 @@ import pytest
 # §9). Set before torch is imported, and inherited by the app servers the tests start. CI runs
 # the numeric tests once more with two threads (.ci/run).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The app servers the tests start run one heavy job at a time, as the demo does
+# (lnviz.ui.jobs): test_browser_ln_lstm checks that a second training waits its turn.
+os.environ.setdefault("LNVIZ_HEAVY_JOBS", "1")
 
 import torch
 

@@ -189,10 +189,38 @@ def test_removing_norms_one_at_a_time_matches_single_replaced_runs(model):
     assert gone.loss[-1] > 10 * gone.loss_before  # the final norm cannot go
 
 
-def test_the_page_sweeps_the_norms_on_request_and_says_what_it_found():
+def _sweep_sentence(at) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("**Which norms can go?**"))
+
+
+def test_the_page_sweeps_the_norms_on_request_and_says_what_it_found(model, monkeypatch):
+    from lnviz.lessons.smollm2 import REFERENCE_TEXT, TOKEN_RUNS, sweep_work
+    from lnviz.ui import jobs
+
+    prompt = len(model.tokenize(PRESETS[0])[0])
+    reference = len(model.tokenize(REFERENCE_TEXT)[0])
+    work = sweep_work(prompt, reference)
+    monkeypatch.setattr(jobs, "_paces", {})  # nothing heavy has run on this "server" yet
+    at = open_page(PAGE, {"sl_part5": "true"}, timeout=300)  # part 4 closed: nothing runs
+    assert jobs.estimate_s(TOKEN_RUNS, work) is None
     at = open_page(PAGE, {"sl_part4": "true"}, timeout=300)
     assert not any("Removing one norm" in m.value for m in at.markdown)  # not before asked
+    # the broken norm above the sweep ran first: its pace is the estimate
+    about = jobs.estimate_s(TOKEN_RUNS, work)
+    assert about is not None and about > 0
+    assert _sweep_sentence(at) == (
+        f"**Which norms can go?** Remove each of the 61 in turn: 124 runs of the model, on "
+        f"the prompt's {prompt} tokens and the reference text's {reference}, about "
+        f"{jobs.duration(about)} at the pace this server last ran such work.")
     at.button(key="sl_remove_all").click().run(timeout=300)
+    # the sweep measured this server's pace again: the next run's estimate is at that pace
+    again = jobs.estimate_s(TOKEN_RUNS, work)
+    assert again != about
+    at.run(timeout=300)
+    assert _sweep_sentence(at).endswith(
+        f"reference text's {reference}, about {jobs.duration(again)} at the pace this server "
+        "last ran such work.")
+    assert jobs.scheduler().waiting() == []  # the sweep left the line
     text, gone = at.session_state["sl_removals"]
     assert text == PRESETS[0] and len(gone.names) == 61
     shown = " ".join(m.value for m in at.markdown)
@@ -201,6 +229,21 @@ def test_the_page_sweeps_the_norms_on_request_and_says_what_it_found():
     worst = int(np.argmax(gone.loss))
     assert f"The costliest to remove is `{gone.names[worst]}`" in shown
     assert gone.names[worst] == "model.norm" or gone.loss[worst] >= gone.loss[-1]
+
+
+def test_the_demo_refuses_a_sweep_of_a_longer_prompt_and_says_what_fits(model, monkeypatch):
+    from lnviz.limits import DEMO_LIMITS
+
+    monkeypatch.setenv("LNVIZ_DEMO", "1")
+    long = " ".join("7" for _ in range(60))  # more tokens than the demo sweeps
+    tokens = len(model.tokenize(long)[0])
+    assert tokens > DEMO_LIMITS.sweep_tokens
+    at = open_page(PAGE, {"sl_part4": "true", "sl_text": long}, timeout=300)
+    assert at.button(key="sl_remove_all").disabled
+    assert any(f"the sweep takes prompts of up to {DEMO_LIMITS.sweep_tokens} tokens; this one "
+               f"has {tokens}" in i.value for i in at.info), [i.value for i in at.info]
+    fits = open_page(PAGE, {"sl_part4": "true"}, timeout=300)  # the preset prompt fits
+    assert not fits.button(key="sl_remove_all").disabled
 
 
 def test_a_512_token_capture_opens_in_the_model_inspector(model, tmp_path):

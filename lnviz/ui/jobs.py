@@ -10,14 +10,35 @@ the one a click asked for. A job is any object with ``done``, ``advance_for(seco
 stopped before it learned anything); the jobs take a lock, so that two runs never advance one
 job at once. Each page names its own ``slot`` in the session state (``<slot>_job``,
 ``<slot>_results``). Finished results are kept per settings' key, the newest last.
+
+Every heavy job of the server (a training, a race, the norm sweep, a broken norm: anything
+that runs a model many times) waits its turn in one queue per server process
+(:class:`Scheduler`, :func:`scheduler`): at most :attr:`lnviz.limits.Limits.heavy_jobs` run at
+once, first come first served, and a waiting learner sees their place in line and how long the
+jobs ahead should take. A job leaves the line when the run that drives it ends, however it
+ends; a waiting place nobody has looked at for :data:`TICKET_TTL_S`, or any place whose run's
+thread has ended without leaving, is given up (a running job keeps its place as long as its thread
+computes, however long one piece of its work takes). While a job runs, its torch threads are bounded
+(:func:`bounded_threads`) so that the other learners' pages keep a core.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import Any, Protocol
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 import streamlit as st
+
+from lnviz.limits import current_limits
+from lnviz.ui.cache import cached_through
+
+T = TypeVar("T")
 
 #: Seconds of work between two redraws of the progress bar. Streamlit stops an abandoned run or
 #: starts the one a click on Stop asks for only when the script draws, so the page draws this
@@ -25,6 +46,11 @@ import streamlit as st
 CHUNK_SECONDS = 0.3
 #: Finished results kept per slot and session.
 RESULTS_KEPT = 4
+#: Seconds a waiting place is kept without the run that holds it looking at the line (a waiting
+#: run looks every WAIT_POLL_S).
+TICKET_TTL_S = 8.0
+#: Seconds between two looks at the line while waiting.
+WAIT_POLL_S = 0.5
 
 
 class Job(Protocol):
@@ -70,25 +96,43 @@ def finished(slot: str, key: Hashable) -> tuple[Any | None, bool]:
     return (list(results.values())[-1] if results else None), False
 
 
-def run_to_end(slot: str, draw: Callable[[Any], None]) -> Any | None:
+def run_to_end(slot: str, draw: Callable[[Any], None], what: str) -> Any | None:
     """Drive the job in ``slot`` to its end (finished or stopped), a chunk at a time, under a
     progress bar, calling ``draw(progress)`` after every chunk; then keep its result among the
     finished ones and return it. None if nothing was running, or if the job's result is None (it
     stopped before it learned anything). Whatever happens, nothing is running in ``slot``
-    afterwards."""
+    afterwards.
+
+    The job takes its turn in the server's line (:func:`scheduler`): while others run, the bar
+    says ``what`` waits, where in line and for about how long; once it runs, its own pace so far
+    is its estimate for the learners behind it."""
     job = running(slot)
     if job is None:
         return None
     key, work = job
     bar = st.progress(0.0, text="Preparing the models…")
+    line = scheduler()
+    ticket = line.enter(session_id(), f"{what} ({slot})")
+    pace: tuple[float, float] | None = None  # (time, fraction) when this run started working
     try:
         while True:
             now = work.progress()
+            place = 0 if work.done else line.place(ticket)
+            if place > 0:  # the bar says so; the figure stays as it is
+                bar.progress(now.fraction, text=waiting_text(place, line.wait_s(ticket), what))
+                time.sleep(WAIT_POLL_S)
+                continue
             bar.progress(now.fraction, text=now.text)
             draw(now)
             if work.done:
                 break
-            work.advance_for(CHUNK_SECONDS)
+            pace = pace or (time.monotonic(), now.fraction)
+            with bounded_threads():
+                work.advance_for(CHUNK_SECONDS)
+            fraction = work.progress().fraction
+            if fraction > pace[1]:
+                ticket.estimate_s = (time.monotonic() - pace[0]) / (fraction - pace[1])
+            line.report(ticket, fraction)
         result = work.result()
         if result is None:
             return None
@@ -98,6 +142,237 @@ def run_to_end(slot: str, draw: Callable[[Any], None]) -> Any | None:
         while len(results) > RESULTS_KEPT:
             results.pop(next(iter(results)))
         return result
-    finally:
+    finally:  # the job is over for this session, and so is its place in line
+        line.leave(ticket)
         st.session_state[f"{slot}_job"] = None
         bar.empty()
+
+
+# --- One line for the server's heavy work -------------------------------------------------------
+
+@dataclass(eq=False)
+class Ticket:
+    """A place in the :class:`Scheduler`'s line.
+
+    Attributes:
+        owner: the session that holds it (:func:`session_id`); ``what``: its job, in words.
+        estimate_s: how long the job should run once started (None: not known).
+        done: the fraction of it done (a chunked job reports it as it goes).
+        started: when it started running (None while it waits); ``touched``: when its run last
+            drew (see :data:`TICKET_TTL_S`); ``thread``: the script run that holds it.
+    """
+
+    owner: str
+    what: str
+    estimate_s: float | None
+    touched: float
+    done: float = 0.0
+    started: float | None = None
+    left: bool = field(default=False, repr=False)
+    thread: threading.Thread = field(default_factory=threading.current_thread, repr=False)
+
+
+class Scheduler:
+    """The server's one line for heavy work: tickets in the order they came, of which the first
+    ``limit`` may run. Thread-safe: every session's script run calls it."""
+
+    def __init__(self, limit: int, *, ttl_s: float = TICKET_TTL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if limit < 1:
+            raise ValueError("at least one job must be able to run")
+        self.limit, self.ttl_s, self.clock = limit, ttl_s, clock
+        self._line: list[Ticket] = []
+        self._lock = threading.Lock()
+
+    def enter(self, owner: str, what: str, estimate_s: float | None = None) -> Ticket:
+        """A place for ``owner``'s job ``what``: the one it holds already (one job of a kind
+        per learner), else a new one at the end of the line."""
+        with self._lock:
+            self._expire()
+            for ticket in self._line:
+                if (ticket.owner, ticket.what) == (owner, what):
+                    ticket.touched = self.clock()
+                    if estimate_s is not None:
+                        ticket.estimate_s = estimate_s
+                    return ticket
+            ticket = Ticket(owner, what, estimate_s, self.clock())
+            self._line.append(ticket)
+            return ticket
+
+    def place(self, ticket: Ticket) -> int:
+        """0 when ``ticket`` may run now (it is among the first ``limit``), else how many
+        tickets are ahead of it that must end or leave first. Looking counts as drawing."""
+        with self._lock:
+            self._expire()
+            if ticket not in self._line:
+                raise LookupError(f"{ticket.what!r} has left the line")
+            ticket.touched = self.clock()
+            position = self._line.index(ticket)
+            if position < self.limit:
+                if ticket.started is None:
+                    ticket.started = ticket.touched
+                return 0
+            return position - self.limit + 1
+
+    def wait_s(self, ticket: Ticket) -> float | None:
+        """About how long until ``ticket`` runs: the rest of the jobs ahead, shared out over
+        the ``limit`` that run at once. None when a job ahead has no estimate."""
+        with self._lock:
+            if ticket not in self._line:
+                return None
+            ahead = self._line[:self._line.index(ticket)]
+            rests = [self._rest(t) for t in ahead]
+        if any(rest is None for rest in rests):
+            return None
+        # the jobs ahead start as places free up: the longest of each round of `limit`
+        lanes = [0.0] * self.limit
+        for rest in rests:
+            lanes[lanes.index(min(lanes))] += rest
+        return min(lanes)
+
+    def _rest(self, ticket: Ticket) -> float | None:
+        if ticket.estimate_s is None:
+            return None
+        return ticket.estimate_s * (1.0 - min(max(ticket.done, 0.0), 1.0))
+
+    def report(self, ticket: Ticket, done: float) -> None:
+        """The running job has done ``done`` (a fraction) of its work."""
+        with self._lock:
+            ticket.done, ticket.touched = done, self.clock()
+
+    def leave(self, ticket: Ticket) -> None:
+        """``ticket`` leaves the line (its job ended, was stopped or abandoned)."""
+        with self._lock:
+            ticket.left = True
+            if ticket in self._line:
+                self._line.remove(ticket)
+
+    def waiting(self) -> list[Ticket]:
+        """The line as it stands, first first."""
+        with self._lock:
+            self._expire()
+            return list(self._line)
+
+    def _expire(self) -> None:
+        now = self.clock()
+        for ticket in [t for t in self._line if not t.thread.is_alive() or (
+                t.started is None and now - t.touched > self.ttl_s)]:
+            ticket.left = True
+            self._line.remove(ticket)
+
+
+_scheduler: Scheduler | None = None
+_scheduler_lock = threading.Lock()
+
+
+def scheduler() -> Scheduler:
+    """The server process's one :class:`Scheduler`, at :attr:`Limits.heavy_jobs` at once
+    (``LNVIZ_HEAVY_JOBS`` sets another number)."""
+    global _scheduler
+    with _scheduler_lock:
+        if _scheduler is None:
+            limit = os.environ.get("LNVIZ_HEAVY_JOBS", "").strip()
+            _scheduler = Scheduler(int(limit) if limit.isdigit() and int(limit) > 0
+                                   else current_limits().heavy_jobs)
+        return _scheduler
+
+
+def session_id() -> str:
+    """This learner's session, as the line knows it (kept in the session state)."""
+    return st.session_state.setdefault("_lnviz_session", uuid.uuid4().hex)
+
+
+_threads_lock = threading.Lock()
+_threads_before: list[int] = []  # torch's thread count before the first job that runs now
+_jobs_inside = [0]
+
+
+@contextlib.contextmanager
+def bounded_threads() -> Iterator[None]:
+    """Run the body with at most all cores but one for torch (at least one): a heavy job leaves
+    the other learners' pages a core. torch's count is the process's, so the last job to end
+    restores what it was before the first began."""
+    import torch
+
+    with _threads_lock:
+        if _jobs_inside[0] == 0:
+            _threads_before[:] = [torch.get_num_threads()]
+        _jobs_inside[0] += 1
+        torch.set_num_threads(max(1, min(_threads_before[0], (os.cpu_count() or 1) - 1)))
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _jobs_inside[0] -= 1
+            if _jobs_inside[0] == 0:
+                torch.set_num_threads(_threads_before[0])
+
+
+def waiting_text(place: int, wait_s: float | None, what: str) -> str:
+    """What a learner waiting in line reads."""
+    jobs = "job" if place == 1 else "jobs"
+    when = (f" — about {duration(wait_s)}" if wait_s is not None and wait_s >= 1 else
+            " — it starts in a moment" if wait_s is not None else "")
+    return (f"Waiting for the server: {what} starts after {place} other learner's {jobs} "
+            f"in line{when}. Leave or press Stop to give up your place.")
+
+
+def duration(seconds: float) -> str:
+    """A time to wait, rounded as a person says it: "42 s", "3 min"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min"
+
+
+def wait_turn(ticket: Ticket, show: Callable[[str], None]) -> None:
+    """Wait until ``ticket`` may run, telling the learner their place with ``show`` (a draw, so
+    that Streamlit can end the wait when the tab closes or the learner clicks elsewhere)."""
+    line = scheduler()
+    while (place := line.place(ticket)) > 0:
+        show(waiting_text(place, line.wait_s(ticket), ticket.what))
+        time.sleep(WAIT_POLL_S)
+
+
+#: Seconds per unit of work of each kind of heavy job, as last measured on this server.
+_paces: dict[str, float] = {}
+
+
+def estimate_s(kind: str, units: float) -> float | None:
+    """How long ``units`` of work of ``kind`` should take here, at the pace the last job of that
+    kind ran (None before any has run on this server)."""
+    pace = _paces.get(kind)
+    return None if pace is None else pace * units
+
+
+@contextlib.contextmanager
+def heavy(what: str, show: Callable[[str], None], *, kind: str, units: float) -> Iterator[None]:
+    """Take a turn in the server's line for a one-piece heavy computation of ``units`` of work
+    of ``kind`` (the norm sweep: token-runs of the model): wait for it, showing the place with
+    ``show``; run the body with bounded threads and measure its pace for the estimates after
+    it; leave the line however the body ends."""
+    line = scheduler()
+    ticket = line.enter(session_id(), what, estimate_s(kind, units))
+    try:
+        wait_turn(ticket, show)
+        started = time.monotonic()
+        with bounded_threads():
+            yield
+        if units > 0:
+            _paces[kind] = (time.monotonic() - started) / units
+    finally:
+        line.leave(ticket)
+
+
+def heavy_cached(what: str, kind: str, units: float, func: Callable[..., T], *args: Any,
+                 **kwargs: Any) -> T:
+    """``cached(func, *args, **kwargs)`` where a miss takes its turn in the server's line
+    (:func:`heavy`) with a note of its place; a hit is immediate."""
+    def in_line(compute: Callable[[], T]) -> T:
+        note = st.empty()
+        with heavy(what, lambda text: note.info(text, icon=":material/hourglass_top:"),
+                   kind=kind, units=units):
+            value = compute()
+        note.empty()
+        return value
+
+    return cached_through(in_line, func, *args, **kwargs)

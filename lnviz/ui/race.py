@@ -32,7 +32,7 @@ def race_panel(slot: str, config: RaceConfig | None, run_pressed: bool, stop_pre
         with refusal("Training failed: ", stop=False, errors=(RuntimeError, ValueError)):
             jobs.run_to_end(slot, lambda now: place.plotly_chart(
                 charts.shapes.race_figure(now.curves, config.steps, config.warmup),
-                key=f"{key}_live_{next(frames)}"))
+                key=f"{key}_live_{next(frames)}"), "your race")
     result, current = jobs.finished(slot, config)
     if result is None:
         place.info(idle, icon="▶️")

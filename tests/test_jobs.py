@@ -1,0 +1,191 @@
+"""lnviz.ui.jobs' line for heavy work: first come first served, at most ``limit`` at once under
+concurrent submits, places given up when their session goes, and estimates from measured pace."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from lnviz.limits import DEMO_LIMITS, FULL_LIMITS
+from lnviz.ui import jobs
+from lnviz.ui.jobs import Scheduler, waiting_text
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_first_come_first_served_and_the_first_limit_run():
+    line = Scheduler(2, clock=Clock())
+    a, b, c, d = (line.enter(f"s{k}", "the sweep") for k in range(4))
+    assert [line.place(t) for t in (a, b, c, d)] == [0, 0, 1, 2]
+    line.leave(a)
+    assert [line.place(t) for t in (b, c, d)] == [0, 0, 1]
+    assert line.waiting() == [b, c, d]
+    assert c.started is not None and d.started is None
+
+
+def test_a_learner_entering_again_keeps_their_place():
+    line = Scheduler(1, clock=Clock())
+    first = line.enter("alice", "your race (sh_race)")
+    behind = line.enter("bob", "your race (sh_race)")
+    assert line.enter("alice", "your race (sh_race)") is first  # the same job, the same place
+    assert line.enter("alice", "your training (tr)") is not first  # another job of hers
+    assert line.place(behind) == 1 and line.waiting()[-1].what == "your training (tr)"
+
+
+def test_a_place_nobody_looks_at_is_given_up_and_the_next_runs():
+    clock = Clock()
+    line = Scheduler(1, ttl_s=8.0, clock=clock)
+    running = line.enter("alice", "the sweep")
+    assert line.place(running) == 0
+    stuck, bob = line.enter("stuck tab", "the sweep"), line.enter("bob", "the sweep")
+    for _ in range(4):  # bob keeps looking every 3 s; the stuck tab's run looks no more
+        clock.now += 3.0
+        place = line.place(bob)
+    # a waiting place unlooked-at for 8 s is given up; a running job whose thread computes keeps
+    # its place however long one piece of its work takes
+    assert place == 1 and stuck.left and line.waiting() == [running, bob]
+    with pytest.raises(LookupError):
+        line.place(stuck)
+
+
+def test_a_place_whose_run_ended_without_leaving_is_given_up_at_once():
+    line = Scheduler(1, clock=Clock())
+    tickets = []
+    gone = threading.Thread(target=lambda: tickets.append(line.enter("closed tab", "the sweep")))
+    gone.start()
+    gone.join()
+    bob = line.enter("bob", "the sweep")
+    assert line.place(bob) == 0 and tickets[0].left and line.waiting() == [bob]
+
+
+def test_the_wait_is_the_rest_of_the_jobs_ahead_shared_over_the_places():
+    line = Scheduler(1, clock=Clock())
+    running = line.enter("a", "the sweep", estimate_s=60.0)
+    second = line.enter("b", "the sweep", estimate_s=30.0)
+    me = line.enter("c", "the sweep", estimate_s=10.0)
+    line.place(running)
+    line.report(running, 0.5)  # half done: 30 s left
+    assert line.wait_s(me) == pytest.approx(30.0 + 30.0)
+    assert line.wait_s(second) == pytest.approx(30.0)
+    two = Scheduler(2, clock=Clock())
+    tickets = [two.enter(k, "race", estimate_s=s) for k, s in (("a", 40.0), ("b", 10.0),
+                                                                ("c", 10.0))]
+    mine = two.enter("d", "race", estimate_s=5.0)
+    # a (40) and b (10) run; c starts when b ends (10), and d when c ends (20), before a (40)
+    assert two.wait_s(mine) == pytest.approx(20.0)
+    assert two.wait_s(tickets[0]) == pytest.approx(0.0)
+    unknown = Scheduler(1, clock=Clock())
+    unknown.enter("a", "training")  # no estimate yet
+    assert unknown.wait_s(unknown.enter("b", "training", estimate_s=3.0)) is None
+
+
+class Recording(Scheduler):
+    """A scheduler that tells the test who has entered its line, in order."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.entered: list[str] = []
+        self.changed = threading.Condition()
+
+    def enter(self, owner: str, what: str, estimate_s: float | None = None):
+        ticket = super().enter(owner, what, estimate_s)
+        with self.changed:
+            self.entered.append(what)
+            self.changed.notify_all()
+        return ticket
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_at_most_limit_run_at_once_under_concurrent_submits(monkeypatch, limit):
+    line = Recording(limit)
+    monkeypatch.setattr(jobs, "_scheduler", line)
+    monkeypatch.setattr(jobs, "WAIT_POLL_S", 0.01)
+    inside, most, order, finished = [0], [0], [], []
+    lock = threading.Lock()
+
+    def learner(k: int) -> None:
+        with line.changed:  # learner k comes after learner k - 1 is in line
+            line.changed.wait_for(lambda: len(line.entered) >= k, timeout=30)
+        with jobs.heavy(f"job {k}", lambda text: None, kind="test", units=1):
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+                order.append(k)
+            # stay until the line is as full as it may get (or nobody else is left), whatever
+            # the machine's pace: then a scheduler that lets one more in shows it
+            deadline = time.monotonic() + 10
+            while (inside[0] < limit and len(finished) + inside[0] < 6
+                   and time.monotonic() < deadline):
+                time.sleep(0.005)
+            time.sleep(0.02)
+            with lock:
+                inside[0] -= 1
+                finished.append(k)
+
+    threads = [threading.Thread(target=learner, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert line.entered == [f"job {k}" for k in range(6)]
+    assert most[0] == limit, most
+    assert sorted(order) == list(range(6)) and line.waiting() == []
+    if limit == 1:  # one at a time: exactly in the order they came
+        assert order == list(range(6))
+
+
+def test_a_failed_job_leaves_the_line_and_its_pace_is_not_recorded(monkeypatch):
+    monkeypatch.setattr(jobs, "_scheduler", Scheduler(1))
+    monkeypatch.setattr(jobs, "_paces", {})
+    with pytest.raises(RuntimeError), jobs.heavy("the sweep", print, kind="sweep", units=10):
+        raise RuntimeError("out of memory")
+    assert jobs.scheduler().waiting() == [] and jobs.estimate_s("sweep", 10) is None
+    with jobs.heavy("the sweep", print, kind="sweep", units=10):
+        time.sleep(0.05)
+    assert 0.005 <= jobs.estimate_s("sweep", 1) < 1.0  # 0.05 s over 10 units, and then some
+    assert jobs.estimate_s("sweep", 100) == pytest.approx(100 * jobs.estimate_s("sweep", 1))
+
+
+def test_the_waiting_learner_reads_their_place_and_the_wait():
+    assert waiting_text(1, 42.4, "the norm sweep") == (
+        "Waiting for the server: the norm sweep starts after 1 other learner's job in line — "
+        "about 42 s. Leave or press Stop to give up your place.")
+    assert "after 3 other learner's jobs in line — about 3 min." in waiting_text(
+        3, 170, "your race")
+    assert waiting_text(2, None, "your race").endswith("in line. Leave or press Stop to give "
+                                                       "up your place.")
+
+
+def test_the_demo_runs_one_heavy_job_at_a_time_and_the_setting_overrides(monkeypatch):
+    assert DEMO_LIMITS.heavy_jobs == 1 and FULL_LIMITS.heavy_jobs == 2
+    monkeypatch.delenv("LNVIZ_HEAVY_JOBS", raising=False)  # tests/conftest.py sets it
+    monkeypatch.setattr(jobs, "_scheduler", None)
+    monkeypatch.setenv("LNVIZ_DEMO", "")
+    assert jobs.scheduler().limit == 2
+    monkeypatch.setattr(jobs, "_scheduler", None)
+    monkeypatch.setenv("LNVIZ_DEMO", "1")
+    assert jobs.scheduler().limit == 1
+    monkeypatch.setattr(jobs, "_scheduler", None)
+    monkeypatch.setenv("LNVIZ_HEAVY_JOBS", "3")
+    assert jobs.scheduler().limit == 3
+    monkeypatch.setattr(jobs, "_scheduler", None)
+
+
+def test_a_job_runs_with_a_core_left_for_the_other_pages(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(jobs.os, "cpu_count", lambda: 4)
+    before = torch.get_num_threads()
+    with jobs.bounded_threads():
+        inside = torch.get_num_threads()
+    assert inside == max(1, min(before, 3)) and torch.get_num_threads() == before
