@@ -176,6 +176,10 @@ class Limits:
     heavy_jobs: int
     #: the longest prompt (tokens) the SmolLM2 page's norm sweep runs: 124 runs of the model
     sweep_tokens: int
+    #: the largest training race (lnviz.lessons.shapes.race_work, block-steps): full, more than
+    #: the largest either page offers (Beyond's, 48,000: four to five minutes here); demo, about
+    #: a minute (docs/benchmarks.md)
+    race_work: int
 
     @property
     def tensor_values(self) -> int:
@@ -195,10 +199,11 @@ class Limits:
 
 FULL_LIMITS = Limits(upload_mb=200, max_elements=MAX_ELEMENTS, max_training_steps=5_000,
                      max_training_work=1e14, tensor_mb=2048, training_values=56_000_000,
-                     cache_mb=2048, heavy_jobs=2, sweep_tokens=SMOLLM2_MAX_TOKENS)
+                     cache_mb=2048, heavy_jobs=2, sweep_tokens=SMOLLM2_MAX_TOKENS,
+                     race_work=50_000)
 DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500,
                      max_training_work=1e12, tensor_mb=64, training_values=8_000_000,
-                     cache_mb=96, heavy_jobs=1, sweep_tokens=64)
+                     cache_mb=96, heavy_jobs=1, sweep_tokens=64, race_work=12_000)
 
 
 def current_limits() -> Limits:

@@ -120,34 +120,34 @@ def test_closing_the_tab_ends_its_training(page, server: str) -> None:
                                         f"{waited:.0f} s after the tab closed"
 
 
-def test_a_second_training_waits_its_turn_and_sees_its_place(page, server: str) -> None:
+def test_a_second_training_waits_its_turn_and_starts_when_the_first_tab_closes(
+        page, server: str) -> None:
     """The tests' servers run one heavy job at a time (LNVIZ_HEAVY_JOBS=1, tests/conftest.py,
-    as the demo does): a second learner's training waits in line, says so with its place, and
-    starts when the first one stops."""
-    _start_large_run(page, server)
-    other = page.context.new_page()
+    as the demo does): a second learner's training waits in line and says so with its place;
+    when the first learner closes their tab, their place goes and the second one starts."""
+    first = page.context.new_page()
     try:
-        other.goto(f"{server}/ln_lstm?{LARGE}")
-        run = other.get_by_role("button", name="Run", exact=True)
+        _start_large_run(first, server)
+        page.goto(f"{server}/ln_lstm?{LARGE}")
+        run = page.get_by_role("button", name="Run", exact=True)
         expect(run).to_be_visible(timeout=TIMEOUT_MS)
-        wait_idle(other)
+        wait_idle(page)
         run.click()
-        progress = other.locator('[data-testid="stProgress"]')
+        progress = page.locator('[data-testid="stProgress"]')
         waiting = progress.filter(has_text=re.compile(
             r"Waiting for the server: your training starts after 1 other learner's job in "
             r"line"))
         expect(waiting).to_be_visible(timeout=TIMEOUT_MS)
-        shot(other, "training-waits-its-turn")
+        shot(page, "training-waits-its-turn")
         # the first learner's training goes on meanwhile, and this one has not started
-        first = page.locator('[data-testid="stProgress"]')
-        expect(first.filter(has_text=re.compile(r"Step \d+ of 5000"))).to_be_visible()
-        page.get_by_role("button", name="Stop training", exact=True).click()
-        expect(progress.filter(has_text=re.compile(r"Step [1-9]\d* of 5000"))).to_be_visible(
-            timeout=TIMEOUT_MS)
-        other.get_by_role("button", name="Stop training", exact=True).click()
-        expect(other.locator(ALERT).filter(has_text=re.compile(
-            r"Stopped after \d+ of 5000 steps"))).to_be_visible(timeout=TIMEOUT_MS)
-        assert_no_exception(other)
-        assert_no_exception(page)
+        expect(first.locator('[data-testid="stProgress"]').filter(
+            has_text=re.compile(r"Step \d+ of 5000"))).to_be_visible()
+        assert waiting.count() == 1
     finally:
-        other.close()
+        first.close()
+    expect(progress.filter(has_text=re.compile(r"Step [1-9]\d* of 5000"))).to_be_visible(
+        timeout=TIMEOUT_MS)
+    page.get_by_role("button", name="Stop training", exact=True).click()
+    expect(page.locator(ALERT).filter(has_text=re.compile(
+        r"Stopped after \d+ of 5000 steps"))).to_be_visible(timeout=TIMEOUT_MS)
+    assert_no_exception(page)

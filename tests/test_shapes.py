@@ -723,6 +723,32 @@ def test_a_tiny_race_on_the_page():
     assert len(figures(at)) == 4
 
 
+def test_the_demo_refuses_a_race_larger_than_it_trains_and_says_what_fits(monkeypatch):
+    from lnviz.lessons.shapes import NORM_RACE, race_work
+    from lnviz.limits import DEMO_LIMITS
+
+    largest = RaceConfig(depth=12, steps=600)
+    assert race_work(largest) == 2 * 1 * 600 * 12 > DEMO_LIMITS.race_work
+    # the pages' defaults race in the demo: Shapes' and Beyond LayerNorm's (4 × 2 × 150 × 6)
+    assert race_work(RaceConfig()) <= DEMO_LIMITS.race_work
+    assert race_work(RaceConfig(entrants=NORM_RACE, seeds=2, steps=150)) == 7_200
+    monkeypatch.setenv("LNVIZ_DEMO", "1")
+    at = open_page(PAGE, {"sh_race_depth": "12", "sh_race_steps": "600"})
+    refused = ("On this shared server a race trains at most 12,000 block-steps (models × seeds "
+               "× steps × blocks); this one needs 14,400 (2 × 1 × 600 × 12): at these settings "
+               "up to 500 steps fit.")  # 12,000 // (2 × 12)
+    assert alerts(at)["info"][-1] == refused  # and no "Press Run" under it
+    at.button(key="sh_race_run").click().run()
+    assert not at.exception and alerts(at)["info"][-1] == refused
+    assert len(figures(at)) == 3  # no race started
+    at.number_input(key="sh_race_steps").set_value(500).run()  # what the message said fits
+    assert alerts(at)["info"][-1] == "Press **Run** to start the race."
+    assert not any("block-steps" in a for a in alerts(at)["info"])
+    monkeypatch.setenv("LNVIZ_DEMO", "")  # a laptop trains the largest race the page offers
+    at = open_page(PAGE, {"sh_race_depth": "12", "sh_race_steps": "600"})
+    assert alerts(at)["info"][-1] == "Press **Run** to start the race."
+
+
 def decode_y(trace: dict) -> np.ndarray:
     from pageutil import decode
     return decode(trace["y"])

@@ -101,6 +101,7 @@ __all__ = [
     "race_findings",
     "race_logits",
     "race_targets",
+    "race_work",
     "reshape_table",
     "rms",
     "seed_003_batch_of_two",
@@ -855,6 +856,12 @@ class RaceConfig:
         if not 0 <= self.warmup <= self.steps:
             raise ValueError(f"warmup must be between 0 and steps ({self.steps}), "
                              f"got {self.warmup}")
+
+
+def race_work(config: RaceConfig) -> int:
+    """A race's size in block-steps: models × seeds × steps × blocks, what its time grows with
+    (d_model and the batch are the same in every race a page offers)."""
+    return len(config.entrants) * config.seeds * config.steps * config.depth
 
 
 def warmup_lr(step: int, config: RaceConfig) -> float:
