@@ -139,6 +139,15 @@ def test_a_second_training_waits_its_turn_and_starts_when_the_first_tab_closes(
             r"line"))
         expect(waiting).to_be_visible(timeout=TIMEOUT_MS)
         shot(page, "training-waits-its-turn")
+        # a click elsewhere on the page (here the sidebar's seed) starts the next run at once,
+        # while this one waits: the next run takes the job and its place over
+        seed = page.locator('[data-testid="stSidebar"] [data-testid="stNumberInput"] input')
+        seed.first.fill("5")
+        seed.first.press("Enter")
+        expect(page).to_have_url(re.compile(r"[?&]seed=5"), timeout=TIMEOUT_MS)
+        page.wait_for_timeout(3000)  # several looks at the line later
+        expect(waiting).to_be_visible(timeout=TIMEOUT_MS)
+        assert_no_exception(page)
         # the first learner's training goes on meanwhile, and this one has not started
         expect(first.locator('[data-testid="stProgress"]').filter(
             has_text=re.compile(r"Step \d+ of 5000"))).to_be_visible()

@@ -58,14 +58,64 @@ def test_a_place_nobody_looks_at_is_given_up_and_the_next_runs():
         line.place(stuck)
 
 
-def test_a_place_whose_run_ended_without_leaving_is_given_up_at_once():
-    line = Scheduler(1, clock=Clock())
-    tickets = []
-    gone = threading.Thread(target=lambda: tickets.append(line.enter("closed tab", "the sweep")))
-    gone.start()
-    gone.join()
-    bob = line.enter("bob", "the sweep")
-    assert line.place(bob) == 0 and tickets[0].left and line.waiting() == [bob]
+def run_in_thread(target):
+    """What ``target()`` returns, called in a thread that has ended (a script run that is over)."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(target()))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+def test_the_next_run_takes_over_a_place_its_page_left_and_nobody_else_can_keep_it():
+    clock = Clock()
+    line = Scheduler(1, ttl_s=8.0, clock=clock)
+    running = line.enter("alice", "your race (sh_race)")
+    line.place(running)
+    # bob's waiting run is ended by a click elsewhere on his page; his next run comes 1 s later
+    left = run_in_thread(lambda: line.enter("bob", "your race (sh_race)"))
+    clock.now += 1.0
+    again = line.enter("bob", "your race (sh_race)")
+    assert again is left and again.thread is threading.current_thread()
+    assert line.place(again) == 1
+    # a running job whose run ended (a tab closed mid-chunk) keeps its place 8 s, then not
+    closed = Scheduler(1, ttl_s=8.0, clock=clock)
+    gone = run_in_thread(lambda: closed.enter("carol", "your training (tr)"))
+    gone.started = clock.now
+    behind = closed.enter("dave", "your training (tr)")
+    clock.now += 5.0
+    assert closed.place(behind) == 1
+    clock.now += 4.0
+    assert closed.place(behind) == 0 and gone.left
+
+
+def test_one_piece_jobs_take_a_place_each_and_a_quick_one_does_not_wait(monkeypatch):
+    line = Scheduler(1)
+    monkeypatch.setattr(jobs, "_scheduler", line)
+    monkeypatch.setattr(jobs, "_paces", {"runs": 0.01})
+    monkeypatch.setattr(jobs, "session_id", lambda: "alice")
+    monkeypatch.setattr(jobs, "WAIT_POLL_S", 0.01)
+    shown = []
+    first = line.enter("alice", "the broken norm's runs", rejoin=False)  # still computing
+    with jobs.heavy("the broken norm's runs", shown.append, kind="runs", units=10):  # 0.1 s
+        assert line.waiting() == [first] and shown == []  # quick: it ran at once, no place
+    jobs._paces["runs"] = 0.01  # 1000 units: 10 s, not quick
+    waited = threading.Event()
+
+    def second() -> None:
+        with jobs.heavy("the broken norm's runs", shown.append, kind="runs", units=1000):
+            waited.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    time.sleep(0.2)
+    assert not waited.is_set()  # the same learner's second job waits behind the first
+    assert shown and shown[-1] == (
+        "Waiting for the server: the broken norm's runs starts after 1 other learner's job in "
+        "line. Leave the page to give up your place.")
+    line.leave(first)
+    thread.join(timeout=30)
+    assert waited.is_set() and line.waiting() == []
 
 
 def test_the_wait_is_the_rest_of_the_jobs_ahead_shared_over_the_places():
@@ -97,8 +147,9 @@ class Recording(Scheduler):
         self.entered: list[str] = []
         self.changed = threading.Condition()
 
-    def enter(self, owner: str, what: str, estimate_s: float | None = None):
-        ticket = super().enter(owner, what, estimate_s)
+    def enter(self, owner: str, what: str, estimate_s: float | None = None, *,
+              rejoin: bool = True):
+        ticket = super().enter(owner, what, estimate_s, rejoin=rejoin)
         with self.changed:
             self.entered.append(what)
             self.changed.notify_all()
@@ -110,6 +161,8 @@ def test_at_most_limit_run_at_once_under_concurrent_submits(monkeypatch, limit):
     line = Recording(limit)
     monkeypatch.setattr(jobs, "_scheduler", line)
     monkeypatch.setattr(jobs, "WAIT_POLL_S", 0.01)
+    monkeypatch.setattr(jobs, "_paces", {})
+    monkeypatch.setattr(jobs, "QUICK_S", 0.0)  # however fast the last one was, every one waits
     inside, most, order, finished = [0], [0], [], []
     lock = threading.Lock()
 
@@ -159,11 +212,11 @@ def test_a_failed_job_leaves_the_line_and_its_pace_is_not_recorded(monkeypatch):
 def test_the_waiting_learner_reads_their_place_and_the_wait():
     assert waiting_text(1, 42.4, "the norm sweep") == (
         "Waiting for the server: the norm sweep starts after 1 other learner's job in line — "
-        "about 42 s. Leave or press Stop to give up your place.")
-    assert "after 3 other learner's jobs in line — about 3 min." in waiting_text(
-        3, 170, "your race")
-    assert waiting_text(2, None, "your race").endswith("in line. Leave or press Stop to give "
-                                                       "up your place.")
+        "about 42 s. Leave the page to give up your place.")
+    assert "after 3 other learners' jobs in line — about 3 min. Leave the page or press Stop" in (
+        waiting_text(3, 170, "your race", stop=True))
+    assert waiting_text(2, None, "your race").endswith("in line. Leave the page to give up "
+                                                       "your place.")
 
 
 def test_the_demo_runs_one_heavy_job_at_a_time_and_the_setting_overrides(monkeypatch):

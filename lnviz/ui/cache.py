@@ -153,9 +153,17 @@ def cached_through(through: Callable[[Callable[[], T]], T], func: Callable[..., 
     nothing."""
     if "<" in func.__qualname__:  # two lambdas (or local functions) could share a name
         raise TypeError(f"cached takes a module-level function, not {func.__qualname__}")
-    key = (fingerprint(args), fingerprint(kwargs))
-    return remember(f"{func.__module__}.{func.__qualname__}", key, lambda: through(
-        lambda: func(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})))
+    computation, key = f"{func.__module__}.{func.__qualname__}", (fingerprint(args),
+                                                                 fingerprint(kwargs))
+
+    def compute() -> T:
+        # an earlier run of this session may have computed it while this one waited
+        done = _store().get((computation, key))
+        if done is not None:
+            return done.value
+        return func(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+
+    return remember(computation, key, lambda: through(compute))
 
 
 def _unwrap(value: Any) -> Any:

@@ -16,9 +16,9 @@ that runs a model many times) waits its turn in one queue per server process
 (:class:`Scheduler`, :func:`scheduler`): at most :attr:`lnviz.limits.Limits.heavy_jobs` run at
 once, first come first served, and a waiting learner sees their place in line and how long the
 jobs ahead should take. A job leaves the line when the run that drives it ends, however it
-ends; a waiting place nobody has looked at for :data:`TICKET_TTL_S`, or any place whose run's
-thread has ended without leaving, is given up (a running job keeps its place as long as its thread
-computes, however long one piece of its work takes). While a job runs, its torch threads are bounded
+ends, or when the next script run of the page takes it over; a place nobody has looked at for
+:data:`TICKET_TTL_S` is given up, unless its job is running in a thread that is still computing
+(one piece of work may take longer than that). While a job runs, its torch threads are bounded
 (:func:`bounded_threads`) so that the other learners' pages keep a core.
 """
 
@@ -46,8 +46,9 @@ T = TypeVar("T")
 CHUNK_SECONDS = 0.3
 #: Finished results kept per slot and session.
 RESULTS_KEPT = 4
-#: Seconds a waiting place is kept without the run that holds it looking at the line (a waiting
-#: run looks every WAIT_POLL_S).
+#: Seconds a place is kept without a run looking at the line (a waiting run looks every
+#: WAIT_POLL_S, a running one every CHUNK_SECONDS): long enough for the next script run of a page
+#: to take over a job the last one left, short enough that nobody waits long for a closed tab.
 TICKET_TTL_S = 8.0
 #: Seconds between two looks at the line while waiting.
 WAIT_POLL_S = 0.5
@@ -100,26 +101,37 @@ def run_to_end(slot: str, draw: Callable[[Any], None], what: str) -> Any | None:
     """Drive the job in ``slot`` to its end (finished or stopped), a chunk at a time, under a
     progress bar, calling ``draw(progress)`` after every chunk; then keep its result among the
     finished ones and return it. None if nothing was running, or if the job's result is None (it
-    stopped before it learned anything). Whatever happens, nothing is running in ``slot``
-    afterwards.
+    stopped before it learned anything). Once it has ended, or failed, nothing is running in
+    ``slot``.
 
     The job takes its turn in the server's line (:func:`scheduler`): while others run, the bar
     says ``what`` waits, where in line and for about how long; once it runs, its own pace so far
-    is its estimate for the learners behind it."""
+    is its estimate for the learners behind it. A run that Streamlit ends early (a click
+    elsewhere on the page starts the next run at once, the learner goes to another page, the tab
+    closes) leaves the job and its place as they are: the next run of the page takes both over
+    and goes on, and a place nobody takes over is given up (:data:`TICKET_TTL_S`)."""
     job = running(slot)
     if job is None:
         return None
     key, work = job
     bar = st.progress(0.0, text="Preparing the models…")
-    line = scheduler()
-    ticket = line.enter(session_id(), f"{what} ({slot})")
+    line, name = scheduler(), f"{what} ({slot})"
+    ticket = line.enter(session_id(), name)
     pace: tuple[float, float] | None = None  # (time, fraction) when this run started working
     try:
         while True:
             now = work.progress()
-            place = 0 if work.done else line.place(ticket)
+            if work.done:
+                place = 0
+            else:
+                try:
+                    place = line.place(ticket)
+                except LookupError:  # an earlier run of the page ended it: take a new place
+                    ticket = line.enter(session_id(), name)
+                    continue
             if place > 0:  # the bar says so; the figure stays as it is
-                bar.progress(now.fraction, text=waiting_text(place, line.wait_s(ticket), what))
+                bar.progress(now.fraction,
+                             text=waiting_text(place, line.wait_s(ticket), what, stop=True))
                 time.sleep(WAIT_POLL_S)
                 continue
             bar.progress(now.fraction, text=now.text)
@@ -133,19 +145,29 @@ def run_to_end(slot: str, draw: Callable[[Any], None], what: str) -> Any | None:
             if fraction > pace[1]:
                 ticket.estimate_s = (time.monotonic() - pace[0]) / (fraction - pace[1])
             line.report(ticket, fraction)
-        result = work.result()
-        if result is None:
-            return None
-        results = st.session_state.setdefault(f"{slot}_results", {})
-        results.pop(key, None)
-        results[key] = result
-        while len(results) > RESULTS_KEPT:
-            results.pop(next(iter(results)))
-        return result
-    finally:  # the job is over for this session, and so is its place in line
-        line.leave(ticket)
-        st.session_state[f"{slot}_job"] = None
+    except Exception:  # it failed: it is over (Streamlit's own stops are not Exceptions)
+        _over(slot, line, ticket, work)
+        raise
+    finally:
         bar.empty()
+    _over(slot, line, ticket, work)
+    result = work.result()
+    if result is None:
+        return None
+    results = st.session_state.setdefault(f"{slot}_results", {})
+    results.pop(key, None)
+    results[key] = result
+    while len(results) > RESULTS_KEPT:
+        results.pop(next(iter(results)))
+    return result
+
+
+def _over(slot: str, line: Scheduler, ticket: Ticket, work: Job) -> None:
+    """``work`` has ended: it leaves the line and ``slot`` (unless another job took it)."""
+    line.leave(ticket)
+    job = running(slot)
+    if job is not None and job[1] is work:
+        st.session_state[f"{slot}_job"] = None
 
 
 # --- One line for the server's heavy work -------------------------------------------------------
@@ -184,14 +206,17 @@ class Scheduler:
         self._line: list[Ticket] = []
         self._lock = threading.Lock()
 
-    def enter(self, owner: str, what: str, estimate_s: float | None = None) -> Ticket:
-        """A place for ``owner``'s job ``what``: the one it holds already (one job of a kind
-        per learner), else a new one at the end of the line."""
+    def enter(self, owner: str, what: str, estimate_s: float | None = None, *,
+              rejoin: bool = True) -> Ticket:
+        """A place for ``owner``'s job ``what``: with ``rejoin``, the one it holds already (a
+        job that goes on from one script run to the next keeps its place, and the calling
+        thread takes it over), else a new one at the end of the line."""
         with self._lock:
             self._expire()
-            for ticket in self._line:
+            for ticket in self._line if rejoin else ():
                 if (ticket.owner, ticket.what) == (owner, what):
                     ticket.touched = self.clock()
+                    ticket.thread = threading.current_thread()
                     if estimate_s is not None:
                         ticket.estimate_s = estimate_s
                     return ticket
@@ -255,8 +280,8 @@ class Scheduler:
 
     def _expire(self) -> None:
         now = self.clock()
-        for ticket in [t for t in self._line if not t.thread.is_alive() or (
-                t.started is None and now - t.touched > self.ttl_s)]:
+        for ticket in [t for t in self._line if now - t.touched > self.ttl_s and (
+                t.started is None or not t.thread.is_alive())]:
             ticket.left = True
             self._line.remove(ticket)
 
@@ -308,13 +333,14 @@ def bounded_threads() -> Iterator[None]:
                 torch.set_num_threads(_threads_before[0])
 
 
-def waiting_text(place: int, wait_s: float | None, what: str) -> str:
-    """What a learner waiting in line reads."""
-    jobs = "job" if place == 1 else "jobs"
+def waiting_text(place: int, wait_s: float | None, what: str, *, stop: bool = False) -> str:
+    """What a learner waiting in line reads; ``stop``: the job has a Stop button."""
+    ahead = "1 other learner's job" if place == 1 else f"{place} other learners' jobs"
     when = (f" — about {duration(wait_s)}" if wait_s is not None and wait_s >= 1 else
             " — it starts in a moment" if wait_s is not None else "")
-    return (f"Waiting for the server: {what} starts after {place} other learner's {jobs} "
-            f"in line{when}. Leave or press Stop to give up your place.")
+    leave = "Leave the page or press Stop" if stop else "Leave the page"
+    return (f"Waiting for the server: {what} starts after {ahead} in line{when}. {leave} to "
+            "give up your place.")
 
 
 def duration(seconds: float) -> str:
@@ -324,17 +350,21 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
-def wait_turn(ticket: Ticket, show: Callable[[str], None]) -> None:
+def wait_turn(ticket: Ticket, show: Callable[[str], None], *, stop: bool = False) -> None:
     """Wait until ``ticket`` may run, telling the learner their place with ``show`` (a draw, so
     that Streamlit can end the wait when the tab closes or the learner clicks elsewhere)."""
     line = scheduler()
     while (place := line.place(ticket)) > 0:
-        show(waiting_text(place, line.wait_s(ticket), ticket.what))
+        show(waiting_text(place, line.wait_s(ticket), ticket.what, stop=stop))
         time.sleep(WAIT_POLL_S)
 
 
 #: Seconds per unit of work of each kind of heavy job, as last measured on this server.
 _paces: dict[str, float] = {}
+#: A one-piece job this server ran faster than this before (at its measured pace) runs at once,
+#: beside whatever is running, as a page's rerun does: the line is for work that would hold a
+#: core for long, not for a page's first view.
+QUICK_S = 1.0
 
 
 def estimate_s(kind: str, units: float) -> float | None:
@@ -345,22 +375,32 @@ def estimate_s(kind: str, units: float) -> float | None:
 
 
 @contextlib.contextmanager
-def heavy(what: str, show: Callable[[str], None], *, kind: str, units: float) -> Iterator[None]:
+def heavy(what: str, show: Callable[[str], None], *, kind: str, units: float,
+          stop: bool = False) -> Iterator[None]:
     """Take a turn in the server's line for a one-piece heavy computation of ``units`` of work
     of ``kind`` (the norm sweep: token-runs of the model): wait for it, showing the place with
-    ``show``; run the body with bounded threads and measure its pace for the estimates after
-    it; leave the line however the body ends."""
+    ``show`` (``stop``: the page has a Stop button for it); run the body with bounded threads
+    and measure its pace for the estimates after it; leave the line however the body ends. A
+    job that should take under :data:`QUICK_S` at the measured pace runs at once.
+
+    Every call takes a place of its own: a script run that Streamlit ends while the body
+    computes cannot stop it, so that place is held until the body returns, and the page's next
+    run waits behind it."""
+    about = estimate_s(kind, units)
+    quick = about is not None and about < QUICK_S
     line = scheduler()
-    ticket = line.enter(session_id(), what, estimate_s(kind, units))
+    ticket = None if quick else line.enter(session_id(), what, about, rejoin=False)
     try:
-        wait_turn(ticket, show)
+        if ticket is not None:
+            wait_turn(ticket, show, stop=stop)
         started = time.monotonic()
         with bounded_threads():
             yield
         if units > 0:
             _paces[kind] = (time.monotonic() - started) / units
     finally:
-        line.leave(ticket)
+        if ticket is not None:
+            line.leave(ticket)
 
 
 def heavy_cached(what: str, kind: str, units: float, func: Callable[..., T], *args: Any,
