@@ -1,18 +1,27 @@
 """Performance: time the implementations of the norms against the memory roofline."""
 
+import math
+import os
 import time
 
 import streamlit as st
+import torch
 
 from lnviz import charts
 from lnviz.lessons import performance
 from lnviz.lessons.common import defined
+from lnviz.limits import current_limits
+from lnviz.ui import jobs
 from lnviz.ui.figures import show_figure
 from lnviz.ui.pages import page_title
 from lnviz.ui.state import current_settings
 
 settings = current_settings()
-SIZE_LABELS = {f"{r}×{c}": (r, c) for r, c in performance.DEFAULT_SIZES}
+limits = current_limits()
+# on a shared server (LNVIZ_DEMO) the page offers what one learner may take of it
+SIZE_LABELS = {f"{r}×{c}": (r, c) for r, c in performance.DEFAULT_SIZES
+               if r * c <= limits.benchmark_values}
+OFFERED = [i for i in performance.IMPLEMENTATIONS if limits.benchmark_compile or i != "compiled"]
 IMPL_HELP = {
     "numpy": "NumPy, two passes (mean, then squared deviations) — CPU only",
     "scratch": "lnviz's readable code: every intermediate is a full-size tensor",
@@ -40,7 +49,7 @@ norms = cols[0].multiselect("Norms", list(performance.NORMS), default=["layer"],
                             bind="query-params",
                             help="layer = LayerNorm over the last dim; batch = BatchNorm "
                                  "(training) over the rows; rms = RMSNorm.")
-impls = cols[1].multiselect("Implementations", list(performance.IMPLEMENTATIONS),
+impls = cols[1].multiselect("Implementations", OFFERED,
                             default=["numpy", "scratch", "fast", "torch"]
                             + (["fused"] if settings.device == "cuda" else []), key="pf_impls",
                             bind="query-params",
@@ -50,32 +59,49 @@ sizes = cols[2].multiselect("Sizes (rows × features)", list(SIZE_LABELS),
                             bind="query-params",
                             help="Float32 inputs; larger sizes take longer to time.")
 cols = st.columns(3)
-budget = cols[0].slider("Time budget (s)", 5, 120, 30, 5, key="pf_budget", bind="query-params",
+budget = cols[0].slider("Time budget (s)", 5, limits.benchmark_s, 30, 5, key="pf_budget",
+                        bind="query-params",
                         help="A case that would not finish within this time is skipped "
                              "(and listed); torch.compile's compile time counts.")
 repeats = cols[1].slider("Repeats", 3, 15, 5, key="pf_repeats", bind="query-params",
                          help="Each case is timed this many times; the median is shown.")
 cols[2].caption(f"Device: **{settings.device}** (change it in the sidebar).")
+if len(SIZE_LABELS) < len(performance.DEFAULT_SIZES) or len(OFFERED) < len(IMPL_HELP):
+    st.caption(
+        f"On this shared server the benchmark takes sizes up to "
+        f"{max(SIZE_LABELS, key=lambda label: math.prod(SIZE_LABELS[label]))}, a "
+        f"budget of up to {limits.benchmark_s} s"
+        + ("" if limits.benchmark_compile else " and no torch.compile")
+        + ", and waits its turn behind other learners' heavy work; on your own machine "
+          "(`streamlit run app.py`) the page offers every size, 120 s and torch.compile.")
 
 if st.button("Run benchmark", type="primary", key="pf_run",
              help="Times every chosen case on the selected device."):
     progress = st.progress(0.0, text="Starting…")
     skipped: list[performance.Skipped] = []
-    start = time.perf_counter()
-    rows = performance.run([SIZE_LABELS[s] for s in sizes], norms, impls, settings.device,
-                     repeats, budget,
-                     progress=lambda f, m: progress.progress(min(f, 1.0), text=m),
-                     on_skip=skipped.append)
+    # one budget-second of work is at most about a second: the measured pace says how much less
+    with jobs.heavy("your benchmark", lambda line: progress.progress(0.0, text=line),
+                    kind="benchmark budget-seconds", units=budget):
+        start = time.perf_counter()
+        threads = torch.get_num_threads()
+        rows = performance.run([SIZE_LABELS[s] for s in sizes], norms, impls, settings.device,
+                               repeats, budget,
+                               progress=lambda f, m: progress.progress(min(f, 1.0), text=m),
+                               on_skip=skipped.append)
     st.session_state["pf_rows"] = rows
     st.session_state["pf_skipped"] = skipped
-    st.session_state["pf_took"] = (time.perf_counter() - start, budget)
+    st.session_state["pf_took"] = (time.perf_counter() - start, budget, threads)
     progress.empty()
 
 rows = st.session_state.get("pf_rows")
 skipped = st.session_state.get("pf_skipped", [])
 if "pf_took" in st.session_state:
-    took, budget_then = st.session_state["pf_took"]
-    st.caption(f"The run took {took:.1f} s; its budget was {budget_then} s.")
+    took, budget_then, threads = st.session_state["pf_took"]
+    cores = os.cpu_count() or 1
+    st.caption(f"The run took {took:.1f} s; its budget was {budget_then} s."
+               + (f" torch ran on {threads} of the machine's {cores} cores"
+                  + (": a heavy job leaves one to the other learners' pages." if threads < cores
+                     else ".") if settings.device == "cpu" else ""))
 if skipped:
     st.warning(f"{len(skipped)} of the chosen cases were not timed; the table says why. To "
                "time those skipped for time, raise the budget or choose fewer or smaller cases.",

@@ -177,9 +177,16 @@ class Limits:
     #: the longest prompt (tokens) the SmolLM2 page's norm sweep runs: 124 runs of the model
     sweep_tokens: int
     #: the largest training race (lnviz.lessons.shapes.race_work, block-steps): full, more than
-    #: the largest either page offers (Beyond's, 48,000: four to five minutes here); demo, about
-    #: a minute (docs/benchmarks.md)
+    #: the largest either page offers (Beyond's, 48,000: about 100 s here, quiet); demo, the
+    #: pages' defaults and a little more (12,000: about 25 s here, docs/benchmarks.md §11)
     race_work: int
+    #: the Performance page's benchmark: its largest size (rows × features), longest time budget
+    #: (s) and whether torch.compile may run. Demo: sizes to 4096 × 1024 (16 MB a tensor; the
+    #: scratch code's intermediates take several times that), 30 s, no compiling (its own
+    #: hundreds of MB); elsewhere, everything the page offers
+    benchmark_values: int
+    benchmark_s: int
+    benchmark_compile: bool
 
     @property
     def tensor_values(self) -> int:
@@ -200,10 +207,12 @@ class Limits:
 FULL_LIMITS = Limits(upload_mb=200, max_elements=MAX_ELEMENTS, max_training_steps=5_000,
                      max_training_work=1e14, tensor_mb=2048, training_values=56_000_000,
                      cache_mb=2048, heavy_jobs=2, sweep_tokens=SMOLLM2_MAX_TOKENS,
-                     race_work=50_000)
+                     race_work=50_000, benchmark_values=16384 * 4096, benchmark_s=120,
+                     benchmark_compile=True)
 DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500,
                      max_training_work=1e12, tensor_mb=64, training_values=8_000_000,
-                     cache_mb=96, heavy_jobs=1, sweep_tokens=64, race_work=12_000)
+                     cache_mb=96, heavy_jobs=1, sweep_tokens=64, race_work=12_000,
+                     benchmark_values=4096 * 1024, benchmark_s=30, benchmark_compile=False)
 
 
 def current_limits() -> Limits:

@@ -76,6 +76,48 @@ def test_performance_page_runs_a_small_benchmark():
                                                 "copy (roofline)"}
 
 
+def test_the_benchmark_waits_its_turn_and_the_demo_offers_what_fits(monkeypatch):
+    import contextlib
+
+    from lnviz.ui import jobs
+
+    lines = []
+
+    @contextlib.contextmanager
+    def in_line(what, show, *, kind, units, stop=False):  # records the turn the page took
+        lines.append((what, kind, units))
+        with jobs.bounded_threads():
+            yield
+
+    monkeypatch.setattr(jobs, "heavy", in_line)
+    monkeypatch.setattr(jobs.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("LNVIZ_DEMO", "1")
+    at = open_page("app_pages/performance.py", {"pf_sizes": ["64×64", "16384×4096"],
+                                                 "pf_impls": ["torch", "compiled"],
+                                                 "pf_budget": "120"})
+    assert not at.exception
+    assert at.multiselect(key="pf_sizes").options == ["64×64", "256×256", "1024×1024",
+                                                      "4096×1024"]
+    assert "compiled" not in at.multiselect(key="pf_impls").options
+    assert at.multiselect(key="pf_sizes").value == ["64×64"]  # the link's larger size dropped
+    assert at.multiselect(key="pf_impls").value == ["torch"]
+    assert at.slider(key="pf_budget").max == 30 and at.slider(key="pf_budget").value <= 30
+    assert any(c.value.startswith("On this shared server the benchmark takes sizes up to "
+                                  "4096×1024, a budget of up to 30 s and no torch.compile")
+               for c in at.caption)
+    at.button(key="pf_run").click().run()
+    assert not at.exception and lines == [("your benchmark", "benchmark budget-seconds",
+                                           at.slider(key="pf_budget").value)]
+    took = next(c.value for c in at.caption if c.value.startswith("The run took"))
+    assert "torch ran on 1 of the machine's 2 cores: a heavy job leaves one" in took
+    monkeypatch.setenv("LNVIZ_DEMO", "")
+    at = open_page("app_pages/performance.py")
+    assert "16384×4096" in at.multiselect(key="pf_sizes").options
+    assert "compiled" in at.multiselect(key="pf_impls").options
+    assert at.slider(key="pf_budget").max == 120
+    assert not any(c.value.startswith("On this shared server") for c in at.caption)
+
+
 def test_the_pages_snippet_runs_and_counts_the_bytes_as_run_does(capsys):
     code = performance.bandwidth_snippet(64, 32)
     at = open_page("app_pages/performance.py")
