@@ -6,12 +6,20 @@ health check that says it is ready, and the flags the browsers driving it are st
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
+import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 
-__all__ = ["CHROMIUM_ARGS", "HOST", "free_port", "healthy", "server_command"]
+__all__ = ["CHROMIUM_ARGS", "HOST", "free_port", "healthy", "served", "server_command"]
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HOST = "127.0.0.1"
 #: Headless Debian Chromium as the tests and the load test launch it: no sandbox (root in a
@@ -55,3 +63,23 @@ def server_command(port: int, run_log: str | None = None) -> list[str]:
     return [*start, "--server.port", str(port), "--server.address", HOST,
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none"]
+
+
+@contextlib.contextmanager
+def served(*, demo: bool) -> Iterator[tuple[str, subprocess.Popen]]:
+    """The app served on a free port (the demo's limits, ``LNVIZ_DEMO=1``, or the full ones),
+    once it answers its health check: its base URL and its process, ended afterwards."""
+    port = free_port()
+    base = f"http://{HOST}:{port}"
+    server = subprocess.Popen(server_command(port), cwd=ROOT,
+                              env=dict(os.environ, LNVIZ_DEMO="1" if demo else ""),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not healthy(base):
+            if server.poll() is not None:
+                raise RuntimeError(f"the app server exited with {server.returncode}")
+            time.sleep(0.25)
+        yield base, server
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -21,9 +21,7 @@ the sweeps took. docs/benchmarks.md records the numbers.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.localserver import CHROMIUM_ARGS, HOST, free_port, healthy, server_command  # noqa: E402
+from tools.localserver import CHROMIUM_ARGS, served  # noqa: E402
 
 TIMEOUT_MS = 600_000
 IDLE = """() => {
@@ -64,57 +62,46 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    env = dict(os.environ, LNVIZ_DEMO="" if args.full else "1")
-    port = free_port()
-    base = f"http://{HOST}:{port}"
-    server = subprocess.Popen(server_command(port), cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while not healthy(base):
-            time.sleep(0.5)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                         args=CHROMIUM_ARGS)
-            context = browser.new_context(viewport={"width": 1280, "height": 800})
-            context.set_default_timeout(TIMEOUT_MS)
-            load_s(context, base + args.page)
-            load_s(context, base + SWEEP)
-            quiet = [load_s(context, base + args.page) for _ in range(args.loads)]
-            print(f"quiet: {args.page} drawn in " + ", ".join(f"{t:.1f}" for t in quiet)
-                  + " s", flush=True)
-            tabs = []
-            for _ in range(2):  # both opened first, then both buttons pressed one after the other
-                tab = context.new_page()
-                tab.goto(base + SWEEP)
-                tab.get_by_role("button", name="Remove each norm in turn").wait_for()
-                tab.wait_for_function(IDLE, timeout=TIMEOUT_MS)
-                tabs.append(tab)
-            sweeps = []
-            for tab in tabs:
-                tab.get_by_role("button", name="Remove each norm in turn").click()
-                sweeps.append((tab, time.monotonic()))
-            waiting = sweeps[1][0].get_by_text("Waiting for the server")
-            try:
-                waiting.wait_for(timeout=60_000)
-            except Exception:
-                for k, (tab, _) in enumerate(sweeps):
-                    tab.screenshot(path=f"/tmp/queue_tab{k}.png", full_page=True)
-                raise
-            print(f"the second learner reads: {waiting.inner_text()!r}", flush=True)
-            busy = [load_s(context, base + args.page) for _ in range(args.loads)]
-            print(f"busy: {args.page} drawn in " + ", ".join(f"{t:.1f}" for t in busy) + " s",
+    with served(demo=not args.full) as (base, _), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                     args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context.set_default_timeout(TIMEOUT_MS)
+        load_s(context, base + args.page)
+        load_s(context, base + SWEEP)
+        quiet = [load_s(context, base + args.page) for _ in range(args.loads)]
+        print(f"quiet: {args.page} drawn in " + ", ".join(f"{t:.1f}" for t in quiet)
+              + " s", flush=True)
+        tabs = []
+        for _ in range(2):  # both opened first, then both buttons pressed one after the other
+            tab = context.new_page()
+            tab.goto(base + SWEEP)
+            tab.get_by_role("button", name="Remove each norm in turn").wait_for()
+            tab.wait_for_function(IDLE, timeout=TIMEOUT_MS)
+            tabs.append(tab)
+        sweeps = []
+        for tab in tabs:
+            tab.get_by_role("button", name="Remove each norm in turn").click()
+            sweeps.append((tab, time.monotonic()))
+        waiting = sweeps[1][0].get_by_text("Waiting for the server")
+        try:
+            waiting.wait_for(timeout=60_000)
+        except Exception:
+            for k, (tab, _) in enumerate(sweeps):
+                tab.screenshot(path=f"/tmp/queue_tab{k}.png", full_page=True)
+            raise
+        print(f"the second learner reads: {waiting.inner_text()!r}", flush=True)
+        busy = [load_s(context, base + args.page) for _ in range(args.loads)]
+        print(f"busy: {args.page} drawn in " + ", ".join(f"{t:.1f}" for t in busy) + " s",
+              flush=True)
+        for tab, started in sweeps:
+            tab.get_by_text("Removing one norm keeps").wait_for(timeout=TIMEOUT_MS)
+            print(f"a sweep done {time.monotonic() - started:.0f} s after its click",
                   flush=True)
-            for tab, started in sweeps:
-                tab.get_by_text("Removing one norm keeps").wait_for(timeout=TIMEOUT_MS)
-                print(f"a sweep done {time.monotonic() - started:.0f} s after its click",
-                      flush=True)
-            ratio = statistics.median(busy) / statistics.median(quiet)
-            print(f"median {statistics.median(quiet):.1f} s quiet, {statistics.median(busy):.1f}"
-                  f" s busy: {ratio:.2f}×", flush=True)
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        ratio = statistics.median(busy) / statistics.median(quiet)
+        print(f"median {statistics.median(quiet):.1f} s quiet, {statistics.median(busy):.1f}"
+              f" s busy: {ratio:.2f}×", flush=True)
+        browser.close()
 
 
 if __name__ == "__main__":

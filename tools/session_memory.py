@@ -26,8 +26,6 @@ Prints one line per measurement, in MB; docs/benchmarks.md records them (issue 4
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -36,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.localserver import CHROMIUM_ARGS, HOST, free_port, healthy, server_command  # noqa: E402
+from tools.localserver import CHROMIUM_ARGS, served  # noqa: E402
 
 #: Every wait (ms): a 512-token MiniLM run with its fits takes seconds on a small machine.
 TIMEOUT_MS = 600_000
@@ -111,64 +109,53 @@ def main() -> None:
         key, *texts = inputs[page]
         return f"{base}/{page}?{key}=" + urllib.parse.quote(texts[which - 1])
 
-    env = dict(os.environ, LNVIZ_DEMO="" if args.full else "1")
-    port = free_port()
-    base = f"http://{HOST}:{port}"
-    server = subprocess.Popen(server_command(port), cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while not healthy(base):
-            time.sleep(0.5)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                         args=CHROMIUM_ARGS)
-            context = browser.new_context(viewport={"width": 1280, "height": 800})
-            context.set_default_timeout(TIMEOUT_MS)
-            warm = context.new_page()
-            for page in pages:
-                warm.goto(f"{base}/{page}")
-                wait_idle(warm)
-            warm.close()
-            baseline = settled(server.pid)
-            print(f"{'demo' if not args.full else 'full'} limits; baseline {baseline:.0f} MB "
-                  "(every page opened once, the tab closed)", flush=True)
-            for page, (_, _, second) in (inputs.items() if args.only != "every" else ()):
-                tab = context.new_page()
-                tab.goto(address(page))
-                wait_idle(tab)
-                type_into(tab, second)
-                kept = settled(server.pid) - baseline
-                tab.close()
-                after = settled(server.pid)
-                print(f"{page}: two inputs at the cap, tab open: +{kept:.0f} MB; "
-                      f"tab closed: {after - baseline:+.0f} MB", flush=True)
-                baseline = after
-            if args.only == "pages":
-                return
-            tab = context.new_page()  # one session: the pages are opened from the navigation
-            tab.goto(f"{base}/home")
+    with served(demo=not args.full) as (base, server), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                     args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context.set_default_timeout(TIMEOUT_MS)
+        warm = context.new_page()
+        for page in pages:
+            warm.goto(f"{base}/{page}")
+            wait_idle(warm)
+        warm.close()
+        baseline = settled(server.pid)
+        print(f"{'demo' if not args.full else 'full'} limits; baseline {baseline:.0f} MB "
+              "(every page opened once, the tab closed)", flush=True)
+        for page, (_, _, second) in (inputs.items() if args.only != "every" else ()):
+            tab = context.new_page()
+            tab.goto(address(page))
             wait_idle(tab)
-            for page in [*pages, "home"]:
-                link = tab.locator(f'[data-testid="stSidebarNavLink"][href$="/{page}"]').first
-                if not link.count():  # the navigation shows its first ten until "View more"
-                    more = tab.locator('[data-testid="stSidebarNavViewButton"]')
-                    if more.count() and "more" in more.inner_text():
-                        more.click()
-                if not link.count():  # the default page's address is the root
-                    link = tab.locator('[data-testid="stSidebarNavLink"]').first
-                link.click()
-                print(f"  {page}", flush=True)
-                wait_idle(tab)
-                if page in inputs:
-                    type_into(tab, inputs[page][1])
+            type_into(tab, second)
             kept = settled(server.pid) - baseline
-            print(f"every page visited (the model pages at the caps), tab open on Home: "
-                  f"+{kept:.0f} MB", flush=True)
             tab.close()
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+            after = settled(server.pid)
+            print(f"{page}: two inputs at the cap, tab open: +{kept:.0f} MB; "
+                  f"tab closed: {after - baseline:+.0f} MB", flush=True)
+            baseline = after
+        if args.only == "pages":
+            return
+        tab = context.new_page()  # one session: the pages are opened from the navigation
+        tab.goto(f"{base}/home")
+        wait_idle(tab)
+        for page in [*pages, "home"]:
+            link = tab.locator(f'[data-testid="stSidebarNavLink"][href$="/{page}"]').first
+            if not link.count():  # the navigation shows its first ten until "View more"
+                more = tab.locator('[data-testid="stSidebarNavViewButton"]')
+                if more.count() and "more" in more.inner_text():
+                    more.click()
+            if not link.count():  # the default page's address is the root
+                link = tab.locator('[data-testid="stSidebarNavLink"]').first
+            link.click()
+            print(f"  {page}", flush=True)
+            wait_idle(tab)
+            if page in inputs:
+                type_into(tab, inputs[page][1])
+        kept = settled(server.pid) - baseline
+        print(f"every page visited (the model pages at the caps), tab open on Home: "
+              f"+{kept:.0f} MB", flush=True)
+        tab.close()
+        browser.close()
 
 
 if __name__ == "__main__":
