@@ -15,10 +15,13 @@ Every heavy job of the server (a training, a race, the norm sweep, a broken norm
 that runs a model many times) waits its turn in one queue per server process
 (:class:`Scheduler`, :func:`scheduler`): at most :attr:`lnviz.limits.Limits.heavy_jobs` run at
 once, first come first served, and a waiting learner sees their place in line and how long the
-jobs ahead should take. A job leaves the line when the run that drives it ends, however it
-ends, or when the next script run of the page takes it over; a place nobody has looked at for
-:data:`TICKET_TTL_S` is given up, unless its job is running in a thread that is still computing
-(one piece of work may take longer than that). While a job runs, its torch threads are bounded
+jobs ahead should take (the benchmark, Beyond LayerNorm's substitutions and anything else of
+that size go through it too; a one-piece job this server has measured at under
+:data:`QUICK_S` runs at once). A job leaves the line when it ends (finished, stopped or
+failed); a chunked job whose script run Streamlit ended early keeps its place for the page's
+next run to take over. A place nobody has looked at for :data:`TICKET_TTL_S` is given up,
+unless its job is running in a thread that is still computing (one piece of work may take
+longer than that). While a job runs, its torch threads are bounded
 (:func:`bounded_threads`) so that the other learners' pages keep a core.
 """
 
