@@ -10,7 +10,7 @@ import torch
 from lnviz import charts
 from lnviz.lessons import performance
 from lnviz.lessons.common import defined
-from lnviz.limits import current_limits
+from lnviz.limits import FULL_LIMITS, current_limits
 from lnviz.ui import jobs
 from lnviz.ui.figures import show_figure
 from lnviz.ui.pages import page_title
@@ -66,14 +66,16 @@ budget = cols[0].slider("Time budget (s)", 5, limits.benchmark_s, 30, 5, key="pf
 repeats = cols[1].slider("Repeats", 3, 15, 5, key="pf_repeats", bind="query-params",
                          help="Each case is timed this many times; the median is shown.")
 cols[2].caption(f"Device: **{settings.device}** (change it in the sidebar).")
-if len(SIZE_LABELS) < len(performance.DEFAULT_SIZES) or len(OFFERED) < len(IMPL_HELP):
+if (len(SIZE_LABELS) < len(performance.DEFAULT_SIZES)
+        or len(OFFERED) < len(performance.IMPLEMENTATIONS)):
     st.caption(
         f"On this shared server the benchmark takes sizes up to "
         f"{max(SIZE_LABELS, key=lambda label: math.prod(SIZE_LABELS[label]))}, a "
         f"budget of up to {limits.benchmark_s} s"
         + ("" if limits.benchmark_compile else " and no torch.compile")
         + ", and waits its turn behind other learners' heavy work; on your own machine "
-          "(`streamlit run app.py`) the page offers every size, 120 s and torch.compile.")
+          f"(`streamlit run app.py`) the page offers every size, {FULL_LIMITS.benchmark_s} s and "
+          "torch.compile.")
 
 if st.button("Run benchmark", type="primary", key="pf_run",
              help="Times every chosen case on the selected device."):
