@@ -12,6 +12,7 @@ from lnviz.lessons.smollm2 import (
     BREAKS,
     PRESETS,
     REFERENCE_TEXT,
+    SWEEP_TOKEN_RUNS,
     TOKEN_RUNS,
     analyze,
     break_norm,
@@ -169,13 +170,13 @@ if part.open:
                          label="Beyond LayerNorm: where DyT's curve comes from, fitted to "
                                "MiniLM's LayerNorms value by value")
         work = sweep_work(len(seen.tokens), reference_tokens, len(NAMES))
-        about = jobs.estimate_s(TOKEN_RUNS, work)
+        about = jobs.estimate_s(SWEEP_TOKEN_RUNS, work)
         cap = current_limits().sweep_tokens
         st.markdown(
             f"**Which norms can go?** Remove each of the {len(NAMES)} in turn: "
             f"{2 * (len(NAMES) + 1)} runs of the model, on the prompt's {len(seen.tokens)} "
             f"tokens and the reference text's {reference_tokens}"
-            + (f", about {jobs.duration(about)} at the pace this server last ran such work."
+            + (f", about {jobs.duration(about)} at the pace of this server's last sweep."
                if about is not None else
                ", how long it takes depends on the prompt's length."))
         too_long = len(seen.tokens) > cap
@@ -190,7 +191,7 @@ if part.open:
             note, bar = st.empty(), st.empty()
             with jobs.heavy("the norm sweep",
                             lambda line: note.info(line, icon=":material/hourglass_top:"),
-                            kind=TOKEN_RUNS, units=work):
+                            kind=SWEEP_TOKEN_RUNS, units=work):
                 note.empty()
                 st.session_state["sl_removals"] = (text, removals(
                     model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m)))

@@ -40,6 +40,7 @@ __all__ = [
     "FROZEN_TEXT",
     "PRESETS",
     "REFERENCE_TEXT",
+    "SWEEP_TOKEN_RUNS",
     "TOKEN_RUNS",
     "Analysis",
     "Broken",
@@ -296,8 +297,13 @@ class Removals:
     loss_before: float
 
 
-#: What the norm sweep's time estimate counts: tokens through the model, all runs together.
+#: What a broken norm's place in the server's line counts: tokens through the model, all runs
+#: together (:func:`break_work`).
 TOKEN_RUNS = "SmolLM2 token-runs"
+#: The same count for the norm sweep (:func:`sweep_work`), paced apart: a sweep's 124 runs of a
+#: few tokens each are dominated by each run's fixed cost, which a broken norm's four runs do not
+#: show, so a pace measured on one would misjudge the other several times over.
+SWEEP_TOKEN_RUNS = "SmolLM2 token-runs in a norm sweep"
 
 
 def sweep_work(prompt_tokens: int, reference_tokens: int, norms: int = 61) -> int:
