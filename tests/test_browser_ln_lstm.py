@@ -1,7 +1,7 @@
-"""End to end on the LN-LSTM page: Stop ends a long training promptly, and the server goes quiet.
+"""End to end on the LN-LSTM page: two learners' large trainings share the one heavy-job place,
+closing a tab ends its training, Stop ends one promptly, and the server goes quiet.
 
-Reuses the server, browser and page fixtures of ``test_browser`` (a ``streamlit run app.py`` of
-its own for this module, driven by headless Chromium).
+Uses the server, browser and page fixtures of tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -83,51 +83,16 @@ def _step_shown(text: str) -> int:
     return int(match.group(1))
 
 
-def test_stop_ends_a_large_training_and_the_server_goes_quiet(
-        page, server: str) -> None:
-    first_progress, step_at_stop = _start_large_run(page, server)
-    clicked = time.monotonic()
-    page.get_by_role("button", name="Stop training", exact=True).click()
-    stopped = page.locator(ALERT).filter(has_text=re.compile(r"Stopped after \d+ of 5000 steps"))
-    try:
-        expect(stopped).to_be_visible(timeout=TIMEOUT_MS)
-    except AssertionError:
-        shot(page, "training-stop-FAILED")
-        raise
-    to_stopped = time.monotonic() - clicked
-    wait_idle(page)
-    assert_no_exception(page)
-    shot(page, "training-stopped")
-    steps_done = int(re.search(r"Stopped after (\d+)", stopped.inner_text()).group(1))
-    assert step_at_stop <= steps_done < 5000
-    # the live progress bar is gone: no run is training
-    expect(page.locator('[data-testid="stProgress"]')).to_have_count(0)
-
-    # nothing trains on behind the page: the interrupted run ended too
-    waited, busy = _wait_quiet(server)
-    print(f"first progress {first_progress:.1f} s; Stop at step {step_at_stop} -> stopped "
-          f"after {steps_done} steps in {to_stopped:.1f} s; server quiet {waited:.1f} s later")
-    assert busy < 0.5 * QUIET_WINDOW_S, f"the server still uses {busy:.1f} CPU-s every 3 s"
-
-
-def test_closing_the_tab_ends_its_training(page, server: str) -> None:
-    first_progress, step = _start_large_run(page, server)
-    page.close()  # the session is gone: Streamlit stops its script at the next redraw
-    waited, busy = _wait_quiet(server)
-    print(f"first progress {first_progress:.1f} s; tab closed at step {step}; server quiet "
-          f"{waited:.1f} s later")
-    assert busy < 0.5 * QUIET_WINDOW_S, f"the server still uses {busy:.1f} CPU-s every 3 s " \
-                                        f"{waited:.0f} s after the tab closed"
-
-
-def test_a_second_training_waits_its_turn_and_starts_when_the_first_tab_closes(
+def test_a_training_waits_its_turn_ends_with_its_tab_and_stops_on_request(
         page, server: str) -> None:
     """The tests' servers run one heavy job at a time (LNVIZ_HEAVY_JOBS=1, tests/conftest.py,
     as the demo does): a second learner's training waits in line and says so with its place;
-    when the first learner closes their tab, their place goes and the second one starts."""
+    when the first learner closes their tab, their training ends and the second one starts;
+    Stop ends that one within its chunk, and then nothing trains behind the pages (one test,
+    two large trainings: each of the three it once was started its own)."""
     first = page.context.new_page()
     try:
-        _start_large_run(first, server)
+        first_progress, _ = _start_large_run(first, server)
         page.goto(f"{server}/ln_lstm?{LARGE}")
         run = page.get_by_role("button", name="Run", exact=True)
         expect(run).to_be_visible(timeout=TIMEOUT_MS)
@@ -153,10 +118,34 @@ def test_a_second_training_waits_its_turn_and_starts_when_the_first_tab_closes(
             has_text=re.compile(r"Step \d+ of 5000"))).to_be_visible()
         assert waiting.count() == 1
     finally:
-        first.close()
-    expect(progress.filter(has_text=re.compile(r"Step [1-9]\d* of 5000"))).to_be_visible(
-        timeout=TIMEOUT_MS)
+        first.close()  # the first learner leaves: their training ends, the second one starts
+    closed = time.monotonic()
+    started = progress.filter(has_text=re.compile(r"Step [1-9]\d* of 5000"))
+    expect(started).to_be_visible(timeout=TIMEOUT_MS)
+    to_start = time.monotonic() - closed
+    step_at_stop = _step_shown(started.inner_text())
+    clicked = time.monotonic()
     page.get_by_role("button", name="Stop training", exact=True).click()
-    expect(page.locator(ALERT).filter(has_text=re.compile(
-        r"Stopped after \d+ of 5000 steps"))).to_be_visible(timeout=TIMEOUT_MS)
+    stopped = page.locator(ALERT).filter(has_text=re.compile(r"Stopped after \d+ of 5000 steps"))
+    try:
+        expect(stopped).to_be_visible(timeout=TIMEOUT_MS)
+    except AssertionError:
+        shot(page, "training-stop-FAILED")
+        raise
+    to_stopped = time.monotonic() - clicked
+    wait_idle(page)
     assert_no_exception(page)
+    shot(page, "training-stopped")
+    steps_done = int(re.search(r"Stopped after (\d+)", stopped.inner_text()).group(1))
+    assert step_at_stop <= steps_done < 5000
+    # the live progress bar is gone: no run is training
+    expect(page.locator('[data-testid="stProgress"]')).to_have_count(0)
+
+    # nothing trains on behind the pages: neither the stopped run nor the closed tab's
+    waited, busy = _wait_quiet(server)
+    print(f"first progress {first_progress:.1f} s; the second training started "
+          f"{to_start:.1f} s after the first tab closed; Stop at step {step_at_stop} -> "
+          f"stopped after {steps_done} steps in {to_stopped:.1f} s; server quiet "
+          f"{waited:.1f} s later")
+    assert busy < 0.5 * QUIET_WINDOW_S, f"the server still uses {busy:.1f} CPU-s every 3 s " \
+                                        f"{waited:.0f} s after the stop"
