@@ -1,7 +1,7 @@
 """End to end: a real ``streamlit run app.py`` server driven by headless Chromium (Playwright).
 
-One server (tests/conftest.py) serves every browser test; every test gets a fresh browser
-context. Screenshots of each tested state go to ``screenshots/`` at the repository root.
+One server (tests/conftest.py) serves every browser test; every test gets a page (a session) of
+its own. Screenshots of each tested state go to ``screenshots/`` at the repository root.
 
 Needs the ``playwright`` package and a ``chromium`` executable on PATH (Playwright's own browser
 download is not used). Where either is missing the tests are skipped — or fail, when
@@ -46,38 +46,60 @@ from browserutil import (
     wait_idle,
 )
 from conftest import DESKTOP_VIEWPORT
+from layoututil import LAID_OUT, NOT_IN_NAVIGATION, chart_problems
+from pageutil import ALL_PAGES
 
 pytestmark = pytest.mark.browser
 
 def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
+    """Every link of the navigation opens its page without an error; on the way, the figures
+    of the pages tests/layoututil.py lists are checked for their layout at the desktop's width
+    (the phone's is tests/test_browser_narrow.py's), and the Explorer shows its figures and its
+    check against torch."""
     page.goto(server)
     links = page.locator(NAV_LINKS)
     expect(links.first).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator(TITLE).first).to_be_visible(timeout=TIMEOUT_MS)
     wait_idle(page)
+    # the sidebar shows the first links and a "View more" button for the rest
+    more = page.locator('[data-testid="stSidebarNavViewButton"]')
+    if more.count() and "more" in more.inner_text().lower():
+        more.click()
+    expect(links).to_have_count(len(ALL_PAGES))
     targets = [(links.nth(i).get_attribute("href"), links.nth(i).inner_text().split("\n")[-1])
                for i in range(links.count())]
-    assert len(targets) >= 2, f"expected the navigation to list every page, got {targets}"
 
+    problems, laid_out = [], []
     # the default page (first link) is open already: visit it last, so every click changes page
     for number in [*range(1, len(targets)), 0]:
         href, label = targets[number]
         name = f"nav-{number:02d}-{slug(label)}"
+        path = (href or "").rstrip("/").rsplit("/", 1)[-1]
         started = time.monotonic()
         try:
             open_from_navigation(page, number, href)
             if number == 0 or label == "Home":  # the home page shows the formula
                 expect(page.locator(".katex").first).to_be_visible()
+            if path in LAID_OUT:
+                charts = page.locator(CHARTS)
+                expect(charts.first).to_be_visible()
+                wait_idle(page)
+                if path == "explorer":
+                    _explorer_shows_its_figures_and_check(page)
+                problems += chart_problems(charts, "1280px", path)
+                laid_out.append(path)
         except (AssertionError, PlaywrightError) as err:
             shot(page, f"{name}-FAILED")
             raise AssertionError(f"page {label!r} ({href}) from the navigation: {err}\n"
                                  f"script runs: {page.evaluate(RUN_REPORT)}") from err
         shot(page, name)
         print(f"{label}: {time.monotonic() - started:.1f} s")
+    # every page of LAID_OUT that a link opens was checked (the rest: test_browser_narrow.py)
+    assert set(LAID_OUT) - set(laid_out) == set(NOT_IN_NAVIGATION), laid_out
+    assert problems == [], "\n".join(problems)
 
 
-def test_explorer_renders_charts(page: Page, server: str) -> None:
-    open_explorer(page, server)
+def _explorer_shows_its_figures_and_check(page: Page) -> None:
     charts = page.locator(CHARTS)
     assert charts.count() >= 3
     expect(page.locator(f"{CHARTS} .js-plotly-plot").nth(2)).to_be_visible()

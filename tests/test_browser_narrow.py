@@ -1,10 +1,13 @@
 """Figures on a phone (390 × 844, an iPhone 12–15 held upright) and on a 1280-px desktop: read
-from the DOM of every rendered Plotly SVG, panel titles and other annotations do not overlap,
-no colorbar lies on a plot area, no tick label or annotation is cut off by the figure's edge,
-and the values written into heatmap cells do not run together.
+from the DOM of every rendered Plotly SVG (tests/layoututil.py), panel titles and other
+annotations do not overlap, no colorbar lies on a plot area, no tick label or annotation is cut
+off by the figure's edge, and the values written into heatmap cells do not run together.
 
-With LNVIZ_SCREENSHOTS=1, screenshots of every figure go to ``screenshots/narrow-*.png``.
-Uses the server and browser of tests/conftest.py.
+The pages the navigation lists are checked at the desktop's width where the navigation test of
+tests/test_browser.py opens them (one page load instead of two); here they are checked on the
+phone, and the pages no link opens as they are (a captured layer, figures behind a guess) on
+both screens. With LNVIZ_SCREENSHOTS=1, screenshots of every figure go to
+``screenshots/narrow-*.png``. Uses the server, browser and desktop tab of tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -13,182 +16,53 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
-from browserutil import (
-    CHARTS,
-    SAVE_SCREENSHOTS,
-    SCREENSHOTS,
-    TIMEOUT_MS,
-    assert_no_exception,
-    slug,
-    wait_idle,
-)
+from browserutil import CHARTS, TIMEOUT_MS, assert_no_exception, wait_idle
 from conftest import Tabs
+from layoututil import LAID_OUT, NOT_IN_NAVIGATION, chart_problems
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
-    from playwright.sync_api import Browser, BrowserContext, Page, expect
+    from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.browser
 
 PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 900}
-#: Every page with a figure of more than one panel, a colorbar or values written into cells.
-PAGES = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_shift", "shapes",
-         "explorer?src=Captured+layer", "minilm"]
-#: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
-SLACK = 1.0
-#: ... and two tick labels of one axis: a text's box is a line taller than its glyphs, so rows
-#: of labels 14 px apart share a few pixels of box without touching.
-TICK_SLACK = 4.0
-
-#: Boxes (left, top, right, bottom in page pixels) of what one Plotly chart drew.
-_GEOMETRY = r"""(root) => {
-  const box = (e) => { const b = e.getBoundingClientRect();
-                       return {text: (e.textContent || '').trim(), l: b.left, t: b.top,
-                               r: b.right, b: b.bottom}; };
-  const all = (selector) => Array.from(root.querySelectorAll(selector)).map(box)
-                                 .filter((b) => b.r - b.l > 0 && b.b - b.t > 0);
-  const svg = root.querySelector('svg.main-svg');
-  return {
-    frame: {...box(svg), text: 'the figure'},
-    plots: all('.draglayer .nsewdrag'),
-    colorbars: Array.from(root.querySelectorAll('g.colorbar')).map((bar) => {
-      // the bar and its ticks and title, not its (transparent) padded background
-      const parts = Array.from(bar.querySelectorAll('.cbfills, .cbaxis text, .cbtitle text'))
-                         .map(box).filter((b) => b.r - b.l > 0 && b.b - b.t > 0);
-      return parts.length ? {text: 'colorbar', l: Math.min(...parts.map((p) => p.l)),
-                             t: Math.min(...parts.map((p) => p.t)),
-                             r: Math.max(...parts.map((p) => p.r)),
-                             b: Math.max(...parts.map((p) => p.b))} : null;
-    }).filter((b) => b),
-    // each colorbar's title with its bar, which it must not cover
-    cbtitles: Array.from(root.querySelectorAll('g.colorbar')).map((bar) => {
-      const title = bar.querySelector('.cbtitle text'), fills = bar.querySelector('.cbfills');
-      return title && fills && (title.textContent || '').trim()
-        ? {title: box(title), bar: {...box(fills), text: 'its bar'}} : null;
-    }).filter((pair) => pair),
-    annotations: all('g.annotation'),
-    ticks: all('.xtick text, .ytick text, .cbaxis text, .g-xtitle text, .g-ytitle text'),
-    // one list per axis: its tick labels, level or upright (a slanted label's box is not its
-    // outline, so slanted ones are left out)
-    axes: Array.from(root.querySelectorAll('g.xaxislayer-above, g.yaxislayer-above'))
-              .map((g) => Array.from(g.querySelectorAll('text')).filter((e) => {
-                const turn = /rotate\((-?[\d.]+)/.exec(e.getAttribute('transform') || '');
-                return !turn || Math.abs(parseFloat(turn[1])) % 90 === 0;
-              }).map(box).filter((b) => b.r - b.l > 0 && b.b - b.t > 0)),
-    legends: all('g.legend'),
-    // one list per heatmap trace: the values written into its cells
-    cells: Array.from(root.querySelectorAll('g.hm'))
-                .map((g) => Array.from(g.querySelectorAll('.heatmap-label text')).map(box)),
-  };
-}"""
-
-
-def _overlap(a: dict, b: dict, slack: float = SLACK) -> bool:
-    return (min(a["r"], b["r"]) - max(a["l"], b["l"]) > slack
-            and min(a["b"], b["b"]) - max(a["t"], b["t"]) > slack)
-
-
-def _inside(inner: dict, outer: dict) -> bool:
-    return (inner["l"] >= outer["l"] - SLACK and inner["r"] <= outer["r"] + SLACK
-            and inner["t"] >= outer["t"] - SLACK and inner["b"] <= outer["b"] + SLACK)
-
-
-def _xy(b: dict) -> str:
-    return f"x {b['l']:.0f}–{b['r']:.0f}, y {b['t']:.0f}–{b['b']:.0f}"
-
-
-def _pairs(boxes: list[dict]) -> Iterator[tuple[dict, dict]]:
-    for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
-            yield a, b
-
-
-def layout_problems(geometry: dict) -> list[str]:
-    """What is wrong with one rendered chart's layout, in words (empty when nothing is)."""
-    frame = geometry["frame"]
-    problems = [f"annotations {a['text']!r} and {b['text']!r} overlap"
-                for a, b in _pairs(geometry["annotations"]) if _overlap(a, b)]
-    problems += [f"the colorbar covers a plot area ({_xy(bar)} on {_xy(plot)})"
-                 for bar in geometry["colorbars"] for plot in geometry["plots"]
-                 if _overlap(bar, plot)]
-    # a legend has a background: it hides what it lies on ("ure 0" was left of "feature 0")
-    problems += [f"the legend covers {kind} {b['text']!r}"
-                 for legend in geometry["legends"]
-                 for kind, boxes in (("a plot area", geometry["plots"]),
-                                     ("tick label", geometry["ticks"]),
-                                     ("annotation", geometry["annotations"]))
-                 for b in boxes if _overlap(legend, b)]
-    problems += [f"{kind} {b['text']!r} is cut off by the figure's edge "
-                 f"({_xy(b)} outside {_xy(frame)})"
-                 for kind, boxes in (("tick label", geometry["ticks"]),
-                                     ("annotation", geometry["annotations"]),
-                                     ("colorbar", geometry["colorbars"]))
-                 for b in boxes if not _inside(b, frame)]
-    problems += [f"tick labels {a['text']!r} and {b['text']!r} run together"
-                 for labels in geometry["axes"] for a, b in _pairs(labels)
-                 if _overlap(a, b, TICK_SLACK)]
-    problems += [f"the colorbar title {pair['title']['text']!r} covers its bar"
-                 for pair in geometry["cbtitles"] if _overlap(pair["title"], pair["bar"])]
-    problems += [f"two colorbars overlap ({_xy(a)} and {_xy(b)})"
-                 for a, b in _pairs(geometry["colorbars"]) if _overlap(a, b)]
-    problems += [f"cell labels {a['text']!r} and {b['text']!r} run together"
-                 for labels in geometry["cells"] for a, b in _pairs(labels) if _overlap(a, b)]
-    return problems
-
-
-def _chart_problems(charts, width: str, name: str) -> list[str]:
-    """:func:`layout_problems` of every chart in ``charts`` (a locator), each scrolled into
-    view first (and saved as a screenshot with LNVIZ_SCREENSHOTS=1)."""
-    problems = []
-    for k in range(charts.count()):
-        chart = charts.nth(k)
-        chart.scroll_into_view_if_needed()
-        plot = chart.locator(".js-plotly-plot")
-        expect(plot.locator(".draglayer").first).to_be_attached()
-        if SAVE_SCREENSHOTS:
-            SCREENSHOTS.mkdir(exist_ok=True)
-            chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
-        problems += [f"{width}, figure {k}: {p}"
-                     for p in layout_problems(plot.evaluate(_GEOMETRY))]
-    return problems
 
 
 @pytest.fixture(scope="module")
-def screen_contexts(browser: Browser) -> Iterator[dict[str, BrowserContext]]:
-    """A phone-sized (390 px) and a desktop-sized (1280 px) browser context, whose tabs share
-    the browser's cache (each tab is a session of its own)."""
-    contexts = {}
+def phone_tabs(browser: Browser) -> Iterator[Tabs]:
+    """A phone-sized (390 px) browser context's reused tab (conftest.Tabs)."""
+    context = browser.new_context(viewport=PHONE, device_scale_factor=1)
+    context.set_default_timeout(TIMEOUT_MS)
     try:
-        for viewport in (PHONE, DESKTOP):
-            context = browser.new_context(viewport=viewport, device_scale_factor=1)
-            context.set_default_timeout(TIMEOUT_MS)
-            contexts[f"{viewport['width']}px"] = context
-        yield contexts
+        yield Tabs(context)
     finally:
-        for context in contexts.values():
-            context.close()
+        context.close()
 
 
-@pytest.fixture(scope="module")
-def screen_tabs(screen_contexts: dict[str, BrowserContext]) -> dict[str, Tabs]:
-    return {width: Tabs(context) for width, context in screen_contexts.items()}
+def _screens(phone_tabs: Tabs, desktop_tabs: Tabs, both: bool) -> Iterator[dict[str, Page]]:
+    tabs = {"390px": phone_tabs, **({"1280px": desktop_tabs} if both else {})}
+    try:
+        yield {width: t.take() for width, t in tabs.items()}
+    finally:
+        for t in tabs.values():
+            t.give_back()
 
 
 @pytest.fixture
-def screens(screen_tabs: dict[str, Tabs]) -> Iterator[dict[str, Page]]:
+def phone(phone_tabs: Tabs, desktop_tabs: Tabs) -> Iterator[dict[str, Page]]:
+    """A page on a phone-sized screen, in its reused tab."""
+    yield from _screens(phone_tabs, desktop_tabs, both=False)
+
+
+@pytest.fixture
+def screens(phone_tabs: Tabs, desktop_tabs: Tabs) -> Iterator[dict[str, Page]]:
     """A page on a phone-sized and one on a desktop-sized screen, each in its screen's reused
-    tab (conftest.Tabs)."""
-    try:
-        yield {width: tabs.take() for width, tabs in screen_tabs.items()}
-    finally:
-        for tabs in screen_tabs.values():
-            tabs.give_back()
+    tab."""
+    yield from _screens(phone_tabs, desktop_tabs, both=True)
 
 
-@pytest.mark.parametrize("name", PAGES)
-def test_figures_are_laid_out_for_the_screen(screens: dict[str, Page], server: str,
-                                             name: str) -> None:
-    # both screens load at once (the server runs the two sessions side by side)
+def _check_figures(screens: dict[str, Page], server: str, name: str) -> None:
+    # the screens load at once (the server runs the sessions side by side)
     for page in screens.values():
         page.goto(f"{server}/{name}", wait_until="commit")
     problems = []
@@ -197,8 +71,20 @@ def test_figures_are_laid_out_for_the_screen(screens: dict[str, Page], server: s
         expect(charts.first).to_be_visible(timeout=TIMEOUT_MS)
         wait_idle(page)
         assert_no_exception(page)
-        problems += _chart_problems(charts, width, name)
+        problems += chart_problems(charts, width, name)
     assert problems == [], f"{name}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", [p for p in LAID_OUT if p not in NOT_IN_NAVIGATION])
+def test_figures_are_laid_out_for_a_phone(phone: dict[str, Page], server: str,
+                                          name: str) -> None:
+    _check_figures(phone, server, name)
+
+
+@pytest.mark.parametrize("name", NOT_IN_NAVIGATION)
+def test_figures_no_link_opens_are_laid_out_for_the_screen(screens: dict[str, Page],
+                                                            server: str, name: str) -> None:
+    _check_figures(screens, server, name)
 
 
 #: Pages whose figures appear after a guess: the answers to click, in order, and the figures
@@ -225,5 +111,5 @@ def test_figures_behind_a_guess_are_laid_out_for_the_screen(screens: dict[str, P
         assert_no_exception(page)
         charts = page.locator(CHARTS)
         expect(charts).to_have_count(expected, timeout=TIMEOUT_MS)
-        problems += _chart_problems(charts, width, name)
+        problems += chart_problems(charts, width, name)
     assert problems == [], f"{name}:\n" + "\n".join(problems)

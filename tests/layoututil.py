@@ -1,0 +1,139 @@
+"""Where Plotly drew what, read from the DOM of a rendered chart: panel titles and other
+annotations that overlap, a colorbar on a plot area, tick labels or annotations cut off by the
+figure's edge, values written into heatmap cells that run together. The phone-width checks are
+tests/test_browser_narrow.py's; the desktop-width ones ride on the navigation test of
+tests/test_browser.py, which opens those pages anyway."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from browserutil import SAVE_SCREENSHOTS, SCREENSHOTS, slug
+
+with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
+    from playwright.sync_api import expect
+
+#: Every page with a figure of more than one panel, a colorbar or values written into cells.
+LAID_OUT = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_shift", "shapes",
+            "explorer?src=Captured+layer", "minilm"]
+#: Those no navigation link opens as they are (tests/test_browser_narrow.py checks them on both
+#: screens; the navigation test the others at the desktop's width).
+NOT_IN_NAVIGATION = ["explorer?src=Captured+layer"]
+#: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
+SLACK = 1.0
+#: ... and two tick labels of one axis: a text's box is a line taller than its glyphs, so rows
+#: of labels 14 px apart share a few pixels of box without touching.
+TICK_SLACK = 4.0
+
+#: Boxes (left, top, right, bottom in page pixels) of what one Plotly chart drew.
+_GEOMETRY = r"""(root) => {
+  const box = (e) => { const b = e.getBoundingClientRect();
+                       return {text: (e.textContent || '').trim(), l: b.left, t: b.top,
+                               r: b.right, b: b.bottom}; };
+  const all = (selector) => Array.from(root.querySelectorAll(selector)).map(box)
+                                 .filter((b) => b.r - b.l > 0 && b.b - b.t > 0);
+  const svg = root.querySelector('svg.main-svg');
+  return {
+    frame: {...box(svg), text: 'the figure'},
+    plots: all('.draglayer .nsewdrag'),
+    colorbars: Array.from(root.querySelectorAll('g.colorbar')).map((bar) => {
+      // the bar and its ticks and title, not its (transparent) padded background
+      const parts = Array.from(bar.querySelectorAll('.cbfills, .cbaxis text, .cbtitle text'))
+                         .map(box).filter((b) => b.r - b.l > 0 && b.b - b.t > 0);
+      return parts.length ? {text: 'colorbar', l: Math.min(...parts.map((p) => p.l)),
+                             t: Math.min(...parts.map((p) => p.t)),
+                             r: Math.max(...parts.map((p) => p.r)),
+                             b: Math.max(...parts.map((p) => p.b))} : null;
+    }).filter((b) => b),
+    // each colorbar's title with its bar, which it must not cover
+    cbtitles: Array.from(root.querySelectorAll('g.colorbar')).map((bar) => {
+      const title = bar.querySelector('.cbtitle text'), fills = bar.querySelector('.cbfills');
+      return title && fills && (title.textContent || '').trim()
+        ? {title: box(title), bar: {...box(fills), text: 'its bar'}} : null;
+    }).filter((pair) => pair),
+    annotations: all('g.annotation'),
+    ticks: all('.xtick text, .ytick text, .cbaxis text, .g-xtitle text, .g-ytitle text'),
+    // one list per axis: its tick labels, level or upright (a slanted label's box is not its
+    // outline, so slanted ones are left out)
+    axes: Array.from(root.querySelectorAll('g.xaxislayer-above, g.yaxislayer-above'))
+              .map((g) => Array.from(g.querySelectorAll('text')).filter((e) => {
+                const turn = /rotate\((-?[\d.]+)/.exec(e.getAttribute('transform') || '');
+                return !turn || Math.abs(parseFloat(turn[1])) % 90 === 0;
+              }).map(box).filter((b) => b.r - b.l > 0 && b.b - b.t > 0)),
+    legends: all('g.legend'),
+    // one list per heatmap trace: the values written into its cells
+    cells: Array.from(root.querySelectorAll('g.hm'))
+                .map((g) => Array.from(g.querySelectorAll('.heatmap-label text')).map(box)),
+  };
+}"""
+
+
+def _overlap(a: dict, b: dict, slack: float = SLACK) -> bool:
+    return (min(a["r"], b["r"]) - max(a["l"], b["l"]) > slack
+            and min(a["b"], b["b"]) - max(a["t"], b["t"]) > slack)
+
+
+def _inside(inner: dict, outer: dict) -> bool:
+    return (inner["l"] >= outer["l"] - SLACK and inner["r"] <= outer["r"] + SLACK
+            and inner["t"] >= outer["t"] - SLACK and inner["b"] <= outer["b"] + SLACK)
+
+
+def _xy(b: dict) -> str:
+    return f"x {b['l']:.0f}–{b['r']:.0f}, y {b['t']:.0f}–{b['b']:.0f}"
+
+
+def _pairs(boxes: list[dict]) -> Iterator[tuple[dict, dict]]:
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            yield a, b
+
+
+def layout_problems(geometry: dict) -> list[str]:
+    """What is wrong with one rendered chart's layout, in words (empty when nothing is)."""
+    frame = geometry["frame"]
+    problems = [f"annotations {a['text']!r} and {b['text']!r} overlap"
+                for a, b in _pairs(geometry["annotations"]) if _overlap(a, b)]
+    problems += [f"the colorbar covers a plot area ({_xy(bar)} on {_xy(plot)})"
+                 for bar in geometry["colorbars"] for plot in geometry["plots"]
+                 if _overlap(bar, plot)]
+    # a legend has a background: it hides what it lies on ("ure 0" was left of "feature 0")
+    problems += [f"the legend covers {kind} {b['text']!r}"
+                 for legend in geometry["legends"]
+                 for kind, boxes in (("a plot area", geometry["plots"]),
+                                     ("tick label", geometry["ticks"]),
+                                     ("annotation", geometry["annotations"]))
+                 for b in boxes if _overlap(legend, b)]
+    problems += [f"{kind} {b['text']!r} is cut off by the figure's edge "
+                 f"({_xy(b)} outside {_xy(frame)})"
+                 for kind, boxes in (("tick label", geometry["ticks"]),
+                                     ("annotation", geometry["annotations"]),
+                                     ("colorbar", geometry["colorbars"]))
+                 for b in boxes if not _inside(b, frame)]
+    problems += [f"tick labels {a['text']!r} and {b['text']!r} run together"
+                 for labels in geometry["axes"] for a, b in _pairs(labels)
+                 if _overlap(a, b, TICK_SLACK)]
+    problems += [f"the colorbar title {pair['title']['text']!r} covers its bar"
+                 for pair in geometry["cbtitles"] if _overlap(pair["title"], pair["bar"])]
+    problems += [f"two colorbars overlap ({_xy(a)} and {_xy(b)})"
+                 for a, b in _pairs(geometry["colorbars"]) if _overlap(a, b)]
+    problems += [f"cell labels {a['text']!r} and {b['text']!r} run together"
+                 for labels in geometry["cells"] for a, b in _pairs(labels) if _overlap(a, b)]
+    return problems
+
+
+def chart_problems(charts, width: str, name: str) -> list[str]:
+    """:func:`layout_problems` of every chart in ``charts`` (a locator), each scrolled into
+    view first (and saved as a screenshot with LNVIZ_SCREENSHOTS=1)."""
+    problems = []
+    for k in range(charts.count()):
+        chart = charts.nth(k)
+        chart.scroll_into_view_if_needed()
+        plot = chart.locator(".js-plotly-plot")
+        expect(plot.locator(".draglayer").first).to_be_attached()
+        if SAVE_SCREENSHOTS:
+            SCREENSHOTS.mkdir(exist_ok=True)
+            chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
+        problems += [f"{width}, figure {k}: {p}"
+                     for p in layout_problems(plot.evaluate(_GEOMETRY))]
+    return problems
