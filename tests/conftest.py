@@ -153,9 +153,15 @@ def desktop(browser: Browser) -> Iterator[BrowserContext]:
     """One desktop-sized browser context per worker, whose tab (:class:`Tabs`) the tests open
     their pages in, each page a session of its own; a test that needs a second tab opens it
     here, and the tabs share the browser's cache, so a page's scripts load once (measured: 2.1 s
-    to a drawn Explorer in a new tab against 2.8 s in a fresh context)."""
+    to a drawn Explorer in a new tab against 2.8 s in a fresh context; the first page of a
+    context costs its renderer about 9 CPU-s here, a later one 4-5). Every page records what
+    the server sends (tools/loadtest.py's WebSocket hook: each page its own record, which
+    starts afresh with every page the tab opens)."""
+    from tools.loadtest import WS_HOOK
+
     context = browser.new_context(viewport=DESKTOP_VIEWPORT)
     context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WS_HOOK)
     try:
         yield context
     finally:
@@ -205,32 +211,3 @@ def page(desktop_tabs: Tabs, server: str) -> Iterator[Page]:
         yield desktop_tabs.take()
     finally:
         desktop_tabs.give_back()
-
-
-@pytest.fixture(scope="session")
-def hooked_desktop(browser: Browser) -> Iterator[BrowserContext]:
-    """Like ``desktop``, with tools/loadtest.py's WebSocket hook in every tab."""
-    from tools.loadtest import WS_HOOK
-
-    context = browser.new_context(viewport=DESKTOP_VIEWPORT)
-    context.set_default_timeout(TIMEOUT_MS)
-    context.add_init_script(WS_HOOK)
-    try:
-        yield context
-    finally:
-        context.close()
-
-
-@pytest.fixture(scope="session")
-def hooked_tabs(hooked_desktop: BrowserContext) -> Tabs:
-    return Tabs(hooked_desktop)
-
-
-@pytest.fixture
-def hooked(hooked_tabs: Tabs) -> Iterator[Page]:
-    """A page that records what the server sends (each page its own record: the hook starts
-    afresh with every page the tab opens)."""
-    try:
-        yield hooked_tabs.take()
-    finally:
-        hooked_tabs.give_back()

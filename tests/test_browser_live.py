@@ -717,7 +717,7 @@ def _rests(page: Page) -> int:
 
 @pytest.mark.parametrize("case", list(KEY_CASES))
 def test_arrow_keys_settle_where_they_stopped_and_there_and_back_reruns_nothing(
-        hooked: Page, server: str, case: str) -> None:
+        page: Page, server: str, case: str) -> None:
     """One step and one step back: the value is lnviz's again, so nothing is sent, nothing
     reruns, the URL keeps the page's value and the panel says it shows lnviz's numbers.
 
@@ -725,7 +725,7 @@ def test_arrow_keys_settle_where_they_stopped_and_there_and_back_reruns_nothing(
     sends the value once the keys rest (a press each would start a rerun each, and a reply to
     an earlier one would put the control back), and the page, its URL and the panel end on the
     value the keys reached."""
-    page, key = hooked, KEY_CASES[case]
+    key = KEY_CASES[case]
     panel = _open_panel(page, server, key)
     url = page.url
     control = page.get_by_role("slider", name=key.name, exact=True)
