@@ -24,9 +24,9 @@ from browserutil import CHARTS, CHECK_BADGE, SERVER_PROCS, TIMEOUT_MS, serve, wa
 from tools.loadtest import tree_rss_mb
 
 try:
-    from playwright.sync_api import Browser, expect
+    from playwright.sync_api import BrowserContext, Page, expect
 except ImportError:  # the browser fixture skips (or fails) the tests
-    Browser = None
+    BrowserContext = Page = None
 
 pytestmark = pytest.mark.browser
 
@@ -59,24 +59,25 @@ WORDS = "+words" * 60
 GC_EVERY_S = 2
 
 
-def _visit(browser: Browser, base: str, paths: list[str], upload: Path | None = None):
-    """A learner: a browser context that opens ``paths`` in turn (and uploads ``upload`` on
-    the Explorer); returned still open."""
-    return _arrive(_start(browser, base, paths[0]), base, paths[1:], upload)
+def _visit(context: BrowserContext, base: str, paths: list[str], upload: Path | None = None):
+    """A learner: a tab that opens ``paths`` in turn (and uploads ``upload`` on the Explorer);
+    returned still open."""
+    return _arrive(_start(context, base, paths[0]), base, paths[1:], upload)
 
 
-def _start(browser: Browser, base: str, path: str):
-    """A learner's browser context, asking for its first page (not waiting for it)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    context.new_page().goto(f"{base}{path}", wait_until="commit")
-    return context
+def _start(context: BrowserContext, base: str, path: str) -> Page:
+    """A learner's tab, asking for its first page (not waiting for it). Each tab is a session
+    of its own on the server, and closing it ends the session as leaving does; the tabs of one
+    context share the browser's cache, so that the learners' pages do not each compile the
+    app's scripts again (about 5 CPU-s a tab here)."""
+    page = context.new_page()
+    page.goto(f"{base}{path}", wait_until="commit")
+    return page
 
 
-def _arrive(context, base: str, paths: list[str], upload: Path | None = None):
-    """Wait for the page a context asked for, then open ``paths`` in turn (and upload
-    ``upload`` on the Explorer); the context, still open."""
-    page = context.pages[0]
+def _arrive(page: Page, base: str, paths: list[str], upload: Path | None = None) -> Page:
+    """Wait for the page a tab asked for, then open ``paths`` in turn (and upload ``upload``
+    on the Explorer); the tab, still open."""
 
     def shown() -> None:
         expect(page.locator('[data-testid="stMain"] h1').first).to_be_visible(
@@ -95,7 +96,7 @@ def _arrive(context, base: str, paths: list[str], upload: Path | None = None):
         expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
         expect(page.get_by_text(CHECK_BADGE)).to_be_visible(timeout=TIMEOUT_MS)
         wait_idle(page)
-    return context
+    return page
 
 
 def _settled_rss(pid: int, ceiling: float, wait_s: float) -> float:
@@ -108,7 +109,7 @@ def _settled_rss(pid: int, ceiling: float, wait_s: float) -> float:
         time.sleep(1)
 
 
-def test_memory_comes_back_after_everyone_leaves(browser: Browser, tmp_path: Path,
+def test_memory_comes_back_after_everyone_leaves(desktop: BrowserContext, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     upload = tmp_path / "acts.npy"
     np.save(upload, np.random.default_rng(0).standard_normal((1000, 100), dtype=np.float32))
@@ -116,23 +117,23 @@ def test_memory_comes_back_after_everyone_leaves(browser: Browser, tmp_path: Pat
     with serve(tmp_path, "--server.disconnectedSessionTTL", str(GRACE_S)) as base:
         pid = SERVER_PROCS[base].pid
         started = tree_rss_mb(pid)
-        _visit(browser, base, PAGES, upload).close()
+        _visit(desktop, base, PAGES, upload).close()
         time.sleep(GRACE_S + 8)  # the session expires, its results are freed
         baseline = tree_rss_mb(pid)
 
         # at once, each with their own batch; half of them also upload a file
-        opening = [_start(browser, base, f"{BIG}&seed={i}") for i in range(LEARNERS)]
-        learners = [_arrive(context, base, [], upload if i % 2 else None)
-                    for i, context in enumerate(opening)]
+        opening = [_start(desktop, base, f"{BIG}&seed={i}") for i in range(LEARNERS)]
+        learners = [_arrive(tab, base, [], upload if i % 2 else None)
+                    for i, tab in enumerate(opening)]
         peak = tree_rss_mb(pid)
-        for context in learners:
-            context.close()
+        for tab in learners:
+            tab.close()
         after = _settled_rss(pid, RATIO * baseline, GRACE_S + 40)
         # Streamlit drops an expired session only at its session store's next write (the next
         # tab to close): until then the closed sessions' state is still in memory, so "after"
         # is an upper bound. A later visitor's leaving lets it go.
         time.sleep(GRACE_S + 1)
-        _visit(browser, base, ["/home"]).close()
+        _visit(desktop, base, ["/home"]).close()
         reaped = _settled_rss(pid, REAPED * baseline, 20)
         print(f"server RSS: started {started:.0f} MB, warmed baseline {baseline:.0f} MB, "
               f"{LEARNERS} learners {peak:.0f} MB, after {after:.0f} MB, after a later visitor "
@@ -149,13 +150,13 @@ def test_memory_comes_back_after_everyone_leaves(browser: Browser, tmp_path: Pat
         rounds = []
         for r in range(CLOSED_ROUNDS):
             # each tab with its own sentence, so each session holds results of its own
-            tabs = [_arrive(context, base, []) for context in [
-                _start(browser, base, f"/minilm?tf_text=Round+{r}+tab+{k}" + WORDS)
+            tabs = [_arrive(tab, base, []) for tab in [
+                _start(desktop, base, f"/minilm?tf_text=Round+{r}+tab+{k}" + WORDS)
                 for k in range(CLOSED_TABS)]]
-            for context in tabs:
-                context.close()
+            for tab in tabs:
+                tab.close()
             time.sleep(GRACE_S + 1)
-            _visit(browser, base, ["/home"]).close()  # lets Streamlit drop the expired sessions
+            _visit(desktop, base, ["/home"]).close()  # lets Streamlit drop the expired sessions
             rounds.append(_settled_rss(pid, reaped + CLOSED_MARGIN_MB / 2, 4 * GC_EVERY_S + 10))
         print(f"after each round of {CLOSED_TABS} closed transformer tabs: "
               f"{', '.join(f'{r:.0f}' for r in rounds)} MB")

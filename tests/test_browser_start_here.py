@@ -1,7 +1,9 @@
-"""The Start-here path in a real browser: from the default page "/", every check of
-every step answered wrong and then right, with the feedback each answer should get; steps 2 and
-5 with the keyboard alone; the answers kept by a reload and by a trip to a concept page and back;
-a teacher's link to one step. A screenshot of every step goes to screenshots/.
+"""The Start-here path in a real browser: from the default page "/", every check of every step
+answered right, the first of each kind (a choice, typed numbers; with the mouse, with the
+keyboard) wrong first, with the feedback each answer should get (every wrong answer's feedback
+is tests/test_start_here.py's, without a browser); steps 2 and 5 with the keyboard alone; the
+answers kept by a reload and by a trip to a concept page and back; a teacher's link to one
+step. A screenshot of every step goes to screenshots/.
 
 Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
 """
@@ -123,12 +125,13 @@ def open_step(page: Page, step: Step, keyboard: bool) -> None:
     wait_idle(page)
 
 
-def test_the_whole_path_wrong_then_right_from_the_default_page(page: Page, server: str) -> None:
+def test_the_whole_path_from_the_default_page(page: Page, server: str) -> None:
     page.goto(server)
     expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
     wait_idle(page)
     expect(page.locator(PROGRESS).get_by_text("0 of 11 checks right", exact=True)).to_be_visible()
     keyboard_steps = {2, 5}
+    wrong_first = set()  # (keyboard, a choice): the kinds answered wrong once already
     for step in STEPS:
         keyboard = step.number in keyboard_steps
         if step.number > 1:
@@ -136,15 +139,18 @@ def test_the_whole_path_wrong_then_right_from_the_default_page(page: Page, serve
         for q in step.questions:
             act = answer_with_keyboard if keyboard else answer_with_mouse
             wrong, right = wrong_answer(q), right_answer(q)
-            act(page, q, wrong)
-            expect_feedback(page, q, wrong, "wrong")
-            expect(page).to_have_url(re.compile(rf"[?&]{answer_key(q)}="))
+            if (keyboard, q.is_choice) not in wrong_first:
+                wrong_first.add((keyboard, q.is_choice))
+                act(page, q, wrong)
+                expect_feedback(page, q, wrong, "wrong")
+                expect(page).to_have_url(re.compile(rf"[?&]{answer_key(q)}="))
             act(page, q, right)
             expect_feedback(page, q, right, "right")
             expect(alert(page, check(q, wrong).message)).to_have_count(0)
         expect(page.get_by_text(re.compile(rf"✓ {re.escape(step.outline.tab)}( ·|$)")))\
             .to_be_visible()
         shot_of_step(page, step)
+    assert len(wrong_first) == 4, wrong_first  # both kinds, with the mouse and the keyboard
     expect(page.locator(PROGRESS).get_by_text("11 of 11 checks right", exact=True)).to_be_visible()
     expect(page.get_by_text("End of the path: 11 of 11 checks right")).to_be_visible()
 
