@@ -25,6 +25,7 @@ from browserutil import (
     SCALE_SHIFT,
     TIMEOUT_MS,
     assert_no_exception,
+    chart_title,
     norm_option,
     open_explorer,
     shot,
@@ -203,7 +204,8 @@ def _drag(panel, name: str, values: list[float]) -> int:
 #: on lnviz's numbers (tests/js/norms.test.mjs, tools/live_fixtures.py).
 QUERIES = {
     "layernorm": "",
-    "rmsnorm": "?norm=RMSNorm",
+    # a link's settings (ε as the app writes it) restored on the page: checked below
+    "rmsnorm": "?norm=RMSNorm&eps=1e-3",
     "images-batchnorm-eval": "?src=Image+batch&norm=BatchNorm&mode=eval&warmup=3",
     "constant-row": "?preset=A+constant+row",
     "per-feature-batchnorm-eval": "?affine=per+feature&norm=BatchNorm&mode=eval&warmup=2",
@@ -217,6 +219,8 @@ def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
     in the browser alone (no script run), and at each setting the browser's numbers equal
     lnviz's: ε down to 0, γ negative."""
     open_explorer(page, server, QUERIES[case])
+    if case == "rmsnorm":
+        _rmsnorm_link_restored(page)
     panel = _panel(page)
     state = panel.evaluate(_PANEL_STATE)
     data = state["data"]
@@ -250,6 +254,25 @@ def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
     _compare(state["js"], *_from_panel(data, state["js"]))
     assert_no_exception(page)
     shot(page, f"live-{case}")
+
+
+def _rmsnorm_link_restored(page: Page) -> None:
+    """What a link with norm=RMSNorm and eps=1e-3 (ε as the app writes 0.001) opens: RMSNorm
+    chosen and drawn, its captions, the live ε at 1e-3 and no β, and the code with eps=0.001."""
+    expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
+    expect(norm_option(page, "RMSNorm")).to_be_checked()
+    expect(norm_option(page, "LayerNorm")).not_to_be_checked()
+    expect(page.locator('[data-testid="stCaptionContainer"]')
+           .filter(has_text="RMSNorm: LayerNorm without subtracting μ")).to_be_visible()
+    expect(page.get_by_text("RMSNorm has no β: it shifts nothing.")).to_be_visible()
+    expect(page.locator(".lv-root [data-show=eps]")).to_have_text("1e-3")  # the live ε
+    expect(page.locator(".lv-root [data-control-box=beta]")).to_be_hidden()
+    expect(page.locator('[data-testid="stCode"]')
+           .filter(has_text="F.rms_norm(")).to_contain_text("eps=0.001")
+    expect(page).to_have_url(re.compile(r"[?&]norm=RMSNorm(&|$)"))
+    expect(page).to_have_url(re.compile(r"[?&]eps=1e-3(&|$)"))
+    assert_no_exception(page)
+    shot(page, "explorer-url-rmsnorm")
 
 
 def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) -> None:
@@ -472,10 +495,11 @@ def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str, vecto
 
 
 def test_per_feature_gamma_typed_in_the_table_reaches_the_panel(page: Page, server: str) -> None:
-    """γ of feature 0 typed as −2 in the per-feature table: the panel computes with it, and its
-    numbers equal lnviz's as ε is dragged down to 0."""
+    """γ of feature 0 typed as −2e0 in the per-feature table: the panel computes with −2 (the
+    grid's number cell once dropped the "e" and stored −20; the cell is read as text now), and
+    its numbers equal lnviz's as ε is dragged down to 0."""
     open_explorer(page, server, "?affine=per+feature&norm=BatchNorm")
-    type_first_gamma(page, "-2")
+    type_first_gamma(page, "-2e0")
     panel = _panel(page)
     state = panel.evaluate(_PANEL_STATE)
     assert state["data"]["perFeature"] and state["data"]["gamma"][0] == -2.0
