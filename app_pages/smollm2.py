@@ -1,4 +1,5 @@
-"""Inside a real LLM: SmolLM2-135M, a pre-norm decoder with RMSNorm, on a prompt you type."""
+"""Inside a real LLM: SmolLM2-135M-Instruct, a pre-norm decoder with RMSNorm, on a prompt you
+type."""
 
 import numpy as np
 import streamlit as st
@@ -41,8 +42,9 @@ def shown(token: str) -> str:
 
 page_title("app_pages/smollm2.py")
 st.caption("SmolLM2-135M-Instruct, a pretrained language model (a Llama-style decoder: 30 "
-           "blocks, 576 features), runs on this server from its 4-bit quantized file (the "
-           "matrices 4-bit, the RMSNorm weights exact): every number below is that copy's. Type "
+           "blocks, 576 features), runs on this server from its quantized file (the blocks' "
+           "matrices 4-bit, the token embedding, which the output head shares, 8-bit, the "
+           "RMSNorm weights exact): every number below is that copy's. Type "
            f"a prompt (up to {SMOLLM2_MAX_TOKENS} tokens), see its next token, and open its 61 "
            "RMSNorms. The URL keeps your prompt.")
 st.markdown(

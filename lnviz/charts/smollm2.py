@@ -1,4 +1,4 @@
-"""Figures of "Inside a real LLM": SmolLM2-135M's RMSNorms on one prompt."""
+"""Figures of "Inside a real LLM": SmolLM2-135M-Instruct's RMSNorms on one prompt."""
 
 from __future__ import annotations
 

@@ -72,7 +72,8 @@ DYISRU = Paper("DyISRU", "Stollenwerk", "On the Mathematical Relationship Betwee
                "Normalization and Dynamic Activation Functions", "2503.21708", "EACL 2026")
 CAUTION = Paper("A caution", "Verma", "When Does Removing LayerNorm Help? Activation Bounding "
                 "as a Regime-Dependent Implicit Regularizer", "2604.23434")
-#: ImageNet-1K top-1 accuracy (%) of the ViT the DyT and Derf papers compare, as they report it.
+#: ImageNet-1K top-1 accuracy (%) of the ViT-B the DyT and Derf papers compare, as they report
+#: it (their repositories' tables).
 VIT_TOP1 = {"LayerNorm": 82.3, "DyT": 82.5, "Derf": 82.8}
 #: arXiv 2604.23434 on GPT-2 at 64M parameters: DyT's change of validation loss (%) against
 #: LayerNorm, by the tokens trained on (negative: better), and the model sizes it spans.

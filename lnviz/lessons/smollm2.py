@@ -1,4 +1,5 @@
-"""Inside a real LLM: SmolLM2-135M, a pre-norm decoder with RMSNorm, on a prompt the learner types.
+"""Inside a real LLM: SmolLM2-135M-Instruct, a pre-norm decoder with RMSNorm, on a prompt the
+learner types.
 
 Everything the page says about the model is computed here from the run, for the prompt on screen:
 

@@ -1,6 +1,6 @@
 """SmolLM2-135M-Instruct written out in plain torch, every RMSNorm computed by lnviz.
 
-SmolLM2-135M is a Llama-architecture decoder: pre-norm, 30 blocks, 576 features, 9 query heads
+The model is a Llama-architecture decoder: pre-norm, 30 blocks, 576 features, 9 query heads
 and 3 key/value heads of 64 (grouped-query attention), rotary position embeddings (θ = 100 000),
 a SwiGLU feed-forward 1536 wide, and 61 RMSNorms (two per block and one after the last) with
 ε = 1e-5; the output head shares the token embedding. The weights and the tokenizer come from

@@ -63,9 +63,9 @@ PAGES: dict[str, list[PageInfo]] = {
                  "Type a sentence into a real pretrained model (all-MiniLM-L6-v2) and open its "
                  "13 LayerNorms: one huge number, outlier features, attention sinks, int8."),
         PageInfo("app_pages/smollm2.py", "Inside a real LLM", ":material/chat:",
-                 "Type a prompt into SmolLM2-135M, a pre-norm decoder with RMSNorm: its next "
-                 "token, a massive activation, the residual stream through depth, attention "
-                 "sinks, and what breaking one norm does to the prediction."),
+                 "Type a prompt into SmolLM2-135M-Instruct, a pre-norm decoder with RMSNorm: "
+                 "its next token, a massive activation, the residual stream through depth, "
+                 "attention sinks, and what breaking one norm does to the prediction."),
         PageInfo("app_pages/beyond.py", "Beyond LayerNorm", ":material/trending_flat:",
                  "What recent models do instead, checked on a real one: all-MiniLM-L6-v2's "
                  "LayerNorms bend like tanh (Dynamic Tanh's premise) and what replacing them "
