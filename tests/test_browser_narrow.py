@@ -39,8 +39,8 @@ def phone_tabs(browser: Browser) -> Iterator[Tabs]:
         context.close()
 
 
-def _screens(phone_tabs: Tabs, desktop_tabs: Tabs, both: bool) -> Iterator[dict[str, Page]]:
-    tabs = {"390px": phone_tabs, **({"1280px": desktop_tabs} if both else {})}
+def _screens(tabs: dict[str, Tabs]) -> Iterator[dict[str, Page]]:
+    """A page in each screen's reused tab, by the screen's width."""
     try:
         yield {width: t.take() for width, t in tabs.items()}
     finally:
@@ -49,16 +49,16 @@ def _screens(phone_tabs: Tabs, desktop_tabs: Tabs, both: bool) -> Iterator[dict[
 
 
 @pytest.fixture
-def phone(phone_tabs: Tabs, desktop_tabs: Tabs) -> Iterator[dict[str, Page]]:
+def phone(phone_tabs: Tabs) -> Iterator[dict[str, Page]]:
     """A page on a phone-sized screen, in its reused tab."""
-    yield from _screens(phone_tabs, desktop_tabs, both=False)
+    yield from _screens({"390px": phone_tabs})
 
 
 @pytest.fixture
 def screens(phone_tabs: Tabs, desktop_tabs: Tabs) -> Iterator[dict[str, Page]]:
     """A page on a phone-sized and one on a desktop-sized screen, each in its screen's reused
     tab."""
-    yield from _screens(phone_tabs, desktop_tabs, both=True)
+    yield from _screens({"390px": phone_tabs, "1280px": desktop_tabs})
 
 
 def _check_figures(screens: dict[str, Page], server: str, name: str) -> None:
