@@ -109,6 +109,23 @@ def test_a_replaced_norm_matches_transformers_with_the_same_replacement(model, r
     assert float((plain.logits - run.logits).abs().max()) > 0.1  # the norm mattered
 
 
+@pytest.mark.parametrize("name", ["model.layers.0.input_layernorm",
+                                  "model.layers.17.post_attention_layernorm", "model.norm"])
+def test_a_rerun_from_the_replaced_norms_block_is_the_whole_run(model, name):
+    """SmolLM2.rerun (the norm sweep's runs) starts from the stream a plain run recorded at the
+    replaced norm's block, and gives the logits the whole replaced run gives."""
+    run = model.run(PROMPTS["code"])
+    halve = {name: lambda x: 0.5 * x}
+    whole = model.run(PROMPTS["code"], replace=halve).logits
+    torch.testing.assert_close(model.rerun(run, halve), whole)
+    assert float((whole - run.logits).abs().max()) > 0.1  # the replacement mattered
+    torch.testing.assert_close(model.rerun(run, {}), run.logits)
+    with pytest.raises(ValueError, match="without replacements"):
+        model.rerun(model.run("x", replace=halve), halve)
+    with pytest.raises(ValueError, match="no RMSNorm named"):
+        model.rerun(run, {"model.layers.30.input_layernorm": lambda x: x})
+
+
 def test_each_record_replays_to_its_output(model):
     """lnviz.capture's records: replay() recomputes the norm from its input and settings."""
     run = model.run(PROMPTS["counting"])

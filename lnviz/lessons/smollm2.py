@@ -256,9 +256,11 @@ def _replacement(model: SmolLM2, name: str, how: str) -> Callable[[torch.Tensor]
     raise ValueError(f"a norm can be broken as {', '.join(BREAKS)}, not {how!r}")
 
 
-def _loss(run: DecoderRun) -> float:
-    """Mean cross-entropy of the run's predictions of its own next tokens, in nats."""
-    return float(F.cross_entropy(run.logits[:-1].double(), run.ids[1:]))
+def _loss(run: DecoderRun, logits: torch.Tensor | None = None) -> float:
+    """Mean cross-entropy of the run's predictions of its own next tokens, in nats (of
+    ``logits`` instead of the run's where given: a rerun's)."""
+    logits = run.logits if logits is None else logits
+    return float(F.cross_entropy(logits[:-1].double(), run.ids[1:]))
 
 
 def break_norm(model: SmolLM2, text: str, name: str, how: str) -> Broken:
@@ -309,7 +311,9 @@ SWEEP_TOKEN_RUNS = "SmolLM2 token-runs in a norm sweep"
 
 def sweep_work(prompt_tokens: int, reference_tokens: int, norms: int = 61) -> int:
     """The norm sweep's work (:func:`removals`), in tokens through the model: the prompt and
-    the reference text once as they are and once per norm removed."""
+    the reference text once as they are and once per norm removed. (A removal's run starts at
+    the norm's block, half the model on average: the sweep's pace, measured in these units,
+    counts that in.)"""
     return (norms + 1) * (prompt_tokens + reference_tokens)
 
 
@@ -324,17 +328,20 @@ def removals(model: SmolLM2, text: str, names: tuple[str, ...] | None = None,
     """:class:`Removals` for ``names`` (every RMSNorm by default): two runs each, the prompt and
     the reference text. ``progress(fraction, message)`` is called before each norm."""
     names = tuple(names or rms_norm_names(model.config.n_layer))
-    plain = model.run(text).logits[-1].double().log_softmax(-1)
-    loss_before = _loss(model.run(REFERENCE_TEXT))
+    prompt, reference = model.run(text), model.run(REFERENCE_TEXT)
+    plain = prompt.logits[-1].double().log_softmax(-1)
+    loss_before = _loss(reference)
     kl, same, loss = [], [], []
     for k, name in enumerate(names):
         if progress is not None:
             progress(k / len(names), f"{norm_label(name)} removed")
+        # each removal run from the norm's block on (SmolLM2.rerun): the blocks before it
+        # compute what they computed in the runs above
         replace = {name: lambda x: x}
-        broken = model.run(text, replace=replace).logits[-1].double().log_softmax(-1)
+        broken = model.rerun(prompt, replace)[-1].double().log_softmax(-1)
         kl.append(float((plain.exp() * (plain - broken)).sum()))
         same.append(int(plain.argmax()) == int(broken.argmax()))
-        loss.append(_loss(model.run(REFERENCE_TEXT, replace=replace)))
+        loss.append(_loss(reference, model.rerun(reference, replace)))
     if progress is not None:
         progress(1.0, "done")
     return Removals(names, np.array(kl), np.array(same), np.array(loss), loss_before)

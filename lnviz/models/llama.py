@@ -278,9 +278,7 @@ class SmolLM2:
             replace: norms whose output is replaced by ``fn(input)`` (the identity, a frozen
                 scale, a curve…), by name (:func:`rms_norm_names`).
         """
-        replace = replacements(replace, rms_norm_names(self.config.n_layer), "RMSNorm",
-                               "model.layers.{i}.input_layernorm, "
-                               "model.layers.{i}.post_attention_layernorm and model.norm")
+        replace = self._replacements(replace)
         tokens, ids = self.tokenize(text)
         if not tokens:
             raise ValueError("there is no token to run: type a prompt")
@@ -292,6 +290,38 @@ class SmolLM2:
         logits = decoder(self.weights, self.config, ids[None], records, attention, replace)
         return DecoderRun(text, tokens, ids, records, logits[0], torch.stack(attention),
                           tuple(sorted(replace)), self.vocabulary)
+
+    @torch.no_grad()
+    def rerun(self, run: DecoderRun, replace: Mapping[str, Replacement]) -> torch.Tensor:
+        """The logits (T, vocab) of ``self.run(run.text, replace=replace)``, computed from the
+        first block that holds a replaced norm on: the residual stream entering it is the one
+        ``run`` recorded, since the blocks before compute the same with or without the
+        replacement. A norm sweep's runs take half the time this way (the same numbers: the
+        same operations on the same tensors).
+
+        Args:
+            run: a run of this model without replacements.
+            replace: as :meth:`run`'s.
+        """
+        replace = self._replacements(replace)
+        if run.replaced:
+            raise ValueError("rerun starts from a run without replacements, not one with "
+                             f"{', '.join(run.replaced)} replaced")
+        names = rms_norm_names(self.config.n_layer)
+        first = min((names.index(name) // 2 for name in replace), default=self.config.n_layer)
+        x = run.record(names[2 * first]).input  # (1, T, C): the stream entering block `first`
+        records: list[NormRecord] = []
+        attention: list[torch.Tensor] = []
+        for i in range(first, self.config.n_layer):
+            x = block(self.weights, i, x, self.config, records, attention, replace)
+        x = norm(self.weights, "model.norm", x, self.config, records, replace)
+        return (x @ self.weights["model.embed_tokens.weight"].T)[0]  # (T, vocab)
+
+    def _replacements(self, replace: Mapping[str, Replacement] | None
+                      ) -> dict[str, Replacement]:
+        return replacements(replace, rms_norm_names(self.config.n_layer), "RMSNorm",
+                            "model.layers.{i}.input_layernorm, "
+                            "model.layers.{i}.post_attention_layernorm and model.norm")
 
 
 def smollm2() -> SmolLM2:
