@@ -31,7 +31,12 @@ pytestmark = pytest.mark.browser
 FIGURES = 8
 
 
-def test_typing_a_sentence_redraws_the_figures(page: Page, server: str) -> None:
+def test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer(
+        page: Page, server: str) -> None:
+    """One learner's visit: a typed sentence redraws the figures; a paste longer than the page
+    reads is read and cut (with max_chars on the text area, the browser dropped a longer paste
+    whole and kept the old text without a word; now the page takes it, reads its first 5,000
+    characters and says so); and a LayerNorm's input opens in the Explorer."""
     page.set_viewport_size({"width": 1400, "height": 1200})
     page.goto(f"{server}/minilm")
     expect(page.locator(TITLE).first).to_have_text("Inside a real transformer",
@@ -59,33 +64,18 @@ def test_typing_a_sentence_redraws_the_figures(page: Page, server: str) -> None:
         page.set_viewport_size({"width": 1400, "height": 7000})
         wait_idle(page)
         shot(page, "transformer-typed")
+        page.set_viewport_size({"width": 1400, "height": 1200})
 
-
-def test_a_layer_norm_input_opens_in_the_explorer(page: Page, server: str) -> None:
-    page.goto(f"{server}/minilm?tf_text=I+love+deep+learning")
-    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
-    wait_idle(page)
-    page.get_by_role("button", name="Open this input in the Explorer").click()
-    expect(page.locator(TITLE).first).to_have_text("Explorer", timeout=TIMEOUT_MS)
-    expect(page.locator('[data-testid="stMain"]').get_by_text("(1, 6, 384)").first
-           ).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-    assert_no_exception(page)
-    assert "/explorer" in page.url
-
-
-def test_a_paste_longer_than_the_page_reads_is_read_and_cut(page: Page, server: str) -> None:
-    """With max_chars on the text area, the browser dropped a longer paste whole and kept the
-    old text without a word; now the page takes it, reads its first 5,000 characters and says
-    so."""
-    page.goto(f"{server}/minilm")
-    expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
-    wait_idle(page)
-    box = page.get_by_role("textbox", name="Sentence")
     box.fill("x" * 6_000)  # 6,000 characters, as a paste arrives: all at once (one [UNK])
     box.press("Control+Enter")
-    main = page.locator('[data-testid="stMain"]')
-    expect(main.get_by_text("This text has 6,000 characters")).to_be_visible()
+    expect(main.get_by_text("This text has 6,000 characters")).to_be_visible(timeout=TIMEOUT_MS)
     expect(main.get_by_text("3 tokens:")).to_be_visible()
     wait_idle(page)
     assert_no_exception(page)
+
+    page.get_by_role("button", name="Open this input in the Explorer").click()
+    expect(page.locator(TITLE).first).to_have_text("Explorer", timeout=TIMEOUT_MS)
+    expect(main.get_by_text("(1, 3, 384)").first).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
+    assert "/explorer" in page.url
