@@ -217,10 +217,11 @@ with folded("Gradients at initialization", "sh_part4"):
         "‖∂L/∂θ‖ over all of that block's weights. The right panel repeats it for stacks of "
         "1 to 48 blocks (the first blocks of the same stack).")
     with refusal(), st.spinner("Backpropagating through the stack…"):
-        norms = cached(gradient_norms, StackConfig(depth=depth, d_model=d_model,
-                                                   activation=activation, init_gain=gain,
-                                                   seed=settings.seed))
         sweep = cached(depth_sweep, stack)
+        # the sweep holds the stacks of its depths block by block: the default 48 among them
+        norms = sweep.blocks.get(depth) or cached(
+            gradient_norms, StackConfig(depth=depth, d_model=d_model, activation=activation,
+                                        init_gain=gain, seed=settings.seed))
     show_figure(charts.shapes.gradient_figure, norms, sweep.depths, sweep.first, sweep.last,
                 key="sh_grad_chart")
     st.markdown("\n".join(f"- {line}" for line in gradient_findings(norms, sweep)))

@@ -463,6 +463,9 @@ def test_depth_sweep_shows_xiong_et_als_pattern_at_the_defaults(seed):
     norms = gradient_norms(StackConfig(seed=seed))
     assert sweep.last["pre-LN"][-1] == norms["pre-LN"][-1]
     assert sweep.first["post-LN"][-1] == norms["post-LN"][0]
+    # ... and the page shows it block by block from the sweep
+    for variant in COMPARED:
+        np.testing.assert_array_equal(sweep.blocks[48][variant], norms[variant], strict=True)
     text = gradient_findings(norms, sweep)
     assert "pre-LN's shrinks as blocks are added and post-LN's does not (it grows)" in text[-1]
     assert "Xiong et al. prove bounds, not values" in text[-1]

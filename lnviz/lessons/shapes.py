@@ -745,11 +745,15 @@ class DepthSweep:
     Attributes:
         depths: the stack depths (:data:`GRADIENT_DEPTHS`).
         first, last: {variant: ‖∂L/∂θ‖ of block 1 / of the last block, per depth}.
+        blocks: {depth: :func:`gradient_norms` of that stack, every block's}: a page that
+            shows one of these depths block by block reads it here instead of computing it
+            again.
     """
 
     depths: np.ndarray
     first: dict[str, np.ndarray]
     last: dict[str, np.ndarray]
+    blocks: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 def depth_sweep(config: StackConfig, depths: tuple[int, ...] = GRADIENT_DEPTHS) -> DepthSweep:
@@ -757,7 +761,8 @@ def depth_sweep(config: StackConfig, depths: tuple[int, ...] = GRADIENT_DEPTHS) 
     runs = [gradient_norms(replace(config, depth=d)) for d in depths]
     return DepthSweep(np.asarray(depths),
                       {v: np.asarray([r[v][0] for r in runs]) for v in COMPARED},
-                      {v: np.asarray([r[v][-1] for r in runs]) for v in COMPARED})
+                      {v: np.asarray([r[v][-1] for r in runs]) for v in COMPARED},
+                      dict(zip(depths, runs, strict=True)))
 
 
 def _times(ratio: float) -> str:
