@@ -9,7 +9,8 @@ much as they do. The policy, and why:
 - **Per session.** Results live in the learner's ``st.session_state``: nobody sees anything
   computed from anyone else's upload, and everything goes when the session ends. Sharing
   between learners would save only a learner's first visit to a view (the heaviest, Shapes'
-  48-block stack, takes about 100 ms), and a shared cache cannot let go of one
+  48-block stack with its gradients at seven depths, takes about 1 s here, once per visit),
+  and a shared cache cannot let go of one
   learner's upload when they move on, which :func:`forget_named` does.
 - **Bounded per computation and per session.** Each computation (a library function, a figure
   builder) keeps at most its last :data:`ENTRIES` results, so that a page's computations never
