@@ -25,6 +25,7 @@ from lnviz.data import get_preset, random_batch
 from lnviz.lessons import bn_vs_ln, geometry, padding, performance, scale_shift, shapes
 from lnviz.lessons.bn_vs_ln import sharing_cubes
 from lnviz.lessons.explorer import explore, histogram
+from lnviz.limits import FULL_LIMITS
 
 MB = 1_000_000
 
@@ -73,15 +74,21 @@ def test_stats_and_distributions():
     assert len(fig.data[1].y) == 0  # all NaN: nothing to count, and no error
 
 
+#: The Explorer's largest tensor (FULL_LIMITS.tensor_values: 13,421,772 values) in each layout.
+_LARGEST = FULL_LIMITS.tensor_values
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("shape", "layout", "spec"), [
-    ((50_000, 1_000), "NC", NormSpec(norm="LayerNorm")),
-    ((50_000, 1_000), "NC", NormSpec(norm="BatchNorm")),
-    ((100, 500, 1_000), "NLC", NormSpec(norm="BatchNorm")),
-    ((10, 50, 316, 316), "NCHW", NormSpec(norm="GroupNorm", groups=5)),
+    ((_LARGEST // 1_000, 1_000), "NC", NormSpec(norm="LayerNorm")),
+    ((_LARGEST // 1_000, 1_000), "NC", NormSpec(norm="BatchNorm")),
+    ((_LARGEST // 500_000, 500, 1_000), "NLC", NormSpec(norm="BatchNorm")),
+    ((_LARGEST // (10 * 316 * 316), 10, 316, 316), "NCHW", NormSpec(norm="GroupNorm", groups=5)),
 ])
 def test_no_figure_carries_more_than_a_megabyte(shape, layout, spec):
-    """50 million values in, at most ~1 MB of figure JSON out, whatever the norm and layout."""
+    """The Explorer's largest tensor in, at most ~1 MB of figure JSON out, whatever the norm and
+    layout."""
+    assert 0.95 * _LARGEST < np.prod(shape) <= _LARGEST
     values = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
     figures = [heatmaps_for(values, layout, spec)]
     if layout == "NC":
