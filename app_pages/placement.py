@@ -6,6 +6,7 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.lessons.beyond import run_sentence
+from lnviz.lessons.common import apart
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
@@ -27,6 +28,7 @@ from lnviz.lessons.placement import (
     gain_table,
     grows_faster,
     learns,
+    norm_change,
     normalized_adds,
     placement_findings,
     placements,
@@ -253,15 +255,15 @@ if scale_guess is not None:
         "step of every run (not exactly 0 because of the LayerNorm's ε).",
         ("Without weight decay ‖W‖ grows at every step"
          if grows else "Without weight decay ‖W‖ changes only by the sideways steps")
-        + ": " + "; ".join(f"{r.weight_norm[0]:.4g} → {r.weight_norm[-1]:.4g} "
-                           f"({r.weight_norm[-1] / r.weight_norm[0] - 1:+.2%}) at scale "
-                           f"{r.config.init_scale:g}" for r in undecayed) + "."]
+        + ": " + "; ".join(f"{norm_change(r.weight_norm)} at scale {r.config.init_scale:g}"
+                           for r in undecayed) + "."]
     if decayed.config.weight_decay > 0:
         gain = decayed.effective_lr[-1] / plain.effective_lr[-1]
         notes.append(
             f"Weight decay {decayed.config.weight_decay:g} takes ‖W‖ from "
-            f"{decayed.weight_norm[0]:.3g} to {decayed.weight_norm[-1]:.3g}, so the effective "
-            f"learning rate ends {gain:.3g}× what it is without decay, and the loss ends at "
+            "{} to {}, so the effective ".format(*apart(decayed.weight_norm[0],
+                                                       decayed.weight_norm[-1]))
+            + f"learning rate ends {gain:.3g}× what it is without decay, and the loss ends at "
             f"{decayed.smoothed_loss()[-1]:.3f} against {plain.smoothed_loss()[-1]:.3f}. The "
             "function cannot feel W's size, so the decay regularizes nothing here: it acts "
             "through the learning rate.")

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lnviz.lessons.beyond import run_sentence
+from lnviz.lessons.common import apart
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
@@ -27,6 +28,7 @@ from lnviz.lessons.placement import (
     attention_scaling,
     gain_sensitivity,
     grows_faster,
+    norm_change,
     normalized_adds,
     placement_findings,
     placements,
@@ -377,6 +379,27 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
     assert verdict.startswith("**Right:** slower")
     assert f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f}" in verdict
     notes = next(m.value for m in at.markdown if m.value.startswith("- The gradient"))
-    assert f"from {decayed.weight_norm[0]:.3g} to {decayed.weight_norm[-1]:.3g}" in notes
+    assert "from {} to {}".format(*apart(decayed.weight_norm[0], decayed.weight_norm[-1])) in notes
+    for run in (reference, plain):  # without decay: ‖W‖'s growth, in digits that show it
+        first, last = norm_change(run.weight_norm).split(" (")[0].split(" → ")
+        assert first != last and f"{norm_change(run.weight_norm)} at scale" in notes
     (chart,) = [f for f in figures(at) if len(f["data"]) == 9]  # 3 runs × 3 panels
     assert chart["data"][0]["name"] == "scale 1, no decay"
+
+
+@given(st.floats(0.01, 1e6), st.floats(-0.05, 0.05))
+def test_two_numbers_side_by_side_read_differently_when_they_differ(before, change):
+    """apart(): a change as small as the sentence's weight norms' (0.01 %) still shows, and the
+    printed numbers are the numbers to their digits."""
+    after = before * (1 + change)
+    a, b = apart(before, after)
+    assert (a != b) == (before != after)
+    # three significant digits at least: within half a unit of the third
+    assert float(a.replace("−", "-")) == pytest.approx(before, rel=5e-3)
+    assert float(b.replace("−", "-")) == pytest.approx(after, rel=5e-3)
+
+
+def test_a_weight_norms_change_is_printed_so_that_it_shows():
+    assert norm_change(np.array([10.04, 10.0412])) == "10.04 → 10.041 (+0.012 %)"
+    assert norm_change(np.array([2.0, 1.0])) == "2 → 1 (−50 %)"
+    assert apart(1.0, 1.0) == ("1", "1")

@@ -226,6 +226,18 @@ def short(value: float, digits: int = 3) -> str:
     return "−" + text[1:] if text.startswith("-") else text
 
 
+def apart(before: float, after: float, digits: int = 3) -> tuple[str, str]:
+    """Two computed numbers a sentence sets side by side ("10.04 → 10.05"), each as :func:`short`
+    prints it, with as many significant digits (``digits`` at least, 17 at most, which tell
+    any two floats apart) as it takes for the two to read differently when they differ: a
+    change of 0.01 % must not print as "10 → 10"."""
+    for n in range(digits, 18):
+        pair = short(before, n), short(after, n)
+        if pair[0] != pair[1] or before == after:
+            return pair
+    return pair
+
+
 #: The terms a page uses that a learner may not know, each defined once: pages print the
 #: definition where the term is first used (:func:`defined`) and Home lists them all.
 GLOSSARY: dict[str, str] = {

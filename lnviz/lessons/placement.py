@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.devices import to_numpy
-from lnviz.lessons.common import Paper
+from lnviz.lessons.common import Paper, apart, short
 from lnviz.lessons.shapes import PLACEMENTS, StackConfig, depth_profiles, gradient_norms
 from lnviz.models.bert import MiniLM, ModelRun
 from lnviz.norms import layer_norm
@@ -54,6 +54,7 @@ __all__ = [
     "gain_table",
     "grows_faster",
     "learns",
+    "norm_change",
     "normalized_adds",
     "placement_findings",
     "placements",
@@ -436,3 +437,12 @@ def learns(run: ScaleRun, reference: ScaleRun, within: float = 1.2) -> str:
     if mine > within * theirs:
         return "slower"
     return "faster" if mine * within < theirs else "as fast"
+
+
+def norm_change(weight_norm: np.ndarray) -> str:
+    """‖W‖ from the first step to the last as a sentence gives it, "10.04 → 10.05 (+0.12 %)":
+    enough digits for the two to read differently, and the change in percent to two
+    significant digits (a change of 0.004 % is not "+0.00 %")."""
+    first, last = float(weight_norm[0]), float(weight_norm[-1])
+    change = 100 * (last / first - 1)
+    return "{} → {} ".format(*apart(first, last, 4)) + f"({'+' * (change > 0)}{short(change, 2)} %)"
