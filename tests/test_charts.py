@@ -103,6 +103,18 @@ def test_no_figure_carries_more_than_a_megabyte(shape, layout, spec):
         assert len(fig.to_json()) < MB
 
 
+def test_the_qk_norm_curves_are_measurements_and_only_the_reference_is_dashed():
+    fig = charts.placement.entropy_figure(np.logspace(-1, 2, 7), np.linspace(2.2, 0.0, 7),
+                                          np.full(7, 1.63), 2.197, 16.0)
+    assert [t.name for t in fig.data] == ["without QK-norm", "with QK-norm"]
+    for trace in fig.data:  # measured at each c: solid, with a marker at each
+        assert trace.mode == "lines+markers" and trace.line.dash in (None, "solid")
+        assert len(trace.x) == 7
+    assert fig.data[0].marker.symbol != fig.data[1].marker.symbol
+    dashed = [shape for shape in fig.layout.shapes if shape.line.dash == "dash"]
+    assert len(dashed) == 1 and dashed[0].y0 == dashed[0].y1 == 2.197  # ln T, the reference
+
+
 def test_figure_tables_expose_the_numbers_behind_a_figure():
     fig = charts.explorer.norm_heatmaps(np.array([[1.0, 2.0]]), np.array([[-1.0, 1.0]]),
                                np.array([[0, 0]]), padding=np.array([[False, True]]))

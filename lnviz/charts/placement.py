@@ -73,13 +73,15 @@ def placement_figure(variance: dict[str, np.ndarray], gradient: dict[str, np.nda
 def entropy_figure(scales: np.ndarray, without: np.ndarray, with_norm: np.ndarray,
                    uniform: float, chosen: float) -> go.Figure:
     """Mean attention entropy of one head against the scale c of W_q and W_k (log x), without
-    and with QK-norm, with the uniform attention's entropy (ln T) and the chosen c marked."""
-    data = [dict(type="scatter", mode="lines", x=compact(scales), y=compact(values),
-                 name=name, line=dict(color=color, width=3, dash=dash),
+    and with QK-norm, with the uniform attention's entropy (ln T) and the chosen c marked. Both
+    measured curves are solid, with a marker at each measured c; only the reference ln T is
+    dashed."""
+    data = [dict(type="scatter", mode="lines+markers", x=compact(scales), y=compact(values),
+                 name=name, line=dict(color=color, width=3), marker=dict(size=7, symbol=symbol),
                  hovertemplate="c = %{x:.3g}: entropy %{y:.3f} nats<extra>" + name
                                + "</extra>")
-            for values, name, color, dash in ((without, "without QK-norm", BEFORE, "solid"),
-                                              (with_norm, "with QK-norm", AFTER, "dash"))]
+            for values, name, color, symbol in ((without, "without QK-norm", BEFORE, "circle"),
+                                                (with_norm, "with QK-norm", AFTER, "square"))]
     layout = dict(
         height=380, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
         xaxis=dict(log_ticks(scales), title=dict(text="scale c of W_q and W_k")),
