@@ -111,8 +111,11 @@ if skipped:
     st.dataframe([{"norm": s.norm, "implementation": s.impl, "size": f"{s.rows}×{s.cols}",
                    "why": s.reason} for s in skipped], hide_index=True, key="pf_skipped_table")
 if "pf_took" not in st.session_state:
-    st.info("Choose what to compare and press **Run benchmark**. With the defaults it takes "
-            "about 10–30 seconds on a laptop.", icon="⏱️")
+    about = jobs.estimate_s("benchmark budget-seconds", budget)
+    st.info("Choose what to compare and press **Run benchmark**. It keeps to its time budget "
+            f"({budget} s): a case that would not finish within it is skipped and listed"
+            + (f"; about {jobs.duration(about)} at the pace of this server's last benchmark."
+               if about is not None else "."), icon="⏱️")
 elif rows:
     roofline = {r.size: r.copy_gb_per_s for r in rows}
     doubtful = [r for r in rows if r.doubt]

@@ -76,6 +76,28 @@ def test_performance_page_runs_a_small_benchmark():
                                                 "copy (roofline)"}
 
 
+def test_before_a_run_the_page_states_the_budget_and_no_typed_duration(monkeypatch):
+    """No time typed into the page: before any benchmark on this server, the budget it keeps
+    to; after one, the estimate at that run's measured pace."""
+    from lnviz.ui import jobs
+
+    monkeypatch.setattr(jobs, "_paces", {})  # no benchmark has run on this "server" yet
+    at = open_page("app_pages/performance.py", {"pf_budget": "10"})
+    info = next(i.value for i in at.info if "Run benchmark" in i.value)
+    assert info.endswith("It keeps to its time budget (10 s): a case that would not finish "
+                         "within it is skipped and listed.")
+    assert "laptop" not in info
+    at.multiselect(key="pf_sizes").set_value(["64×64"]).run()
+    at.multiselect(key="pf_impls").set_value(["torch"]).run()
+    at.button(key="pf_run").click().run()
+    about = jobs.estimate_s("benchmark budget-seconds", 10)
+    assert about is not None
+    again = open_page("app_pages/performance.py", {"pf_budget": "10"})
+    info = next(i.value for i in again.info if "Run benchmark" in i.value)
+    assert info.endswith(f"; about {jobs.duration(about)} at the pace of this server's last "
+                         "benchmark.")
+
+
 def test_the_benchmark_waits_its_turn_and_the_demo_offers_what_fits(monkeypatch):
     import contextlib
 
