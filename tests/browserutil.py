@@ -187,10 +187,16 @@ def open_from_navigation(page: Page, number: int, href: str | None) -> None:
     link = page.locator(NAV_LINKS).nth(number)
     page.evaluate(WATCH_RUNS)
     link.click()
-    if href:
-        expect(page).to_have_url(re.compile(re.escape(href.rstrip("/")) + r"/?(\?.*)?$"))
+    _switched(page, link, href.rstrip("/") if href else None)
+
+
+def _switched(page: Page, link, path: str | None) -> None:
+    """After a click on the navigation's ``link``: the URL ends in ``path`` (when given), the
+    link is the current page's, the run the click started has finished, and the page shows its
+    title and no error."""
+    if path:
+        expect(page).to_have_url(re.compile(re.escape(path) + r"/?(\?.*)?$"))
     expect(link).to_have_attribute("aria-current", "page")
-    # the click started a run of the page's script, and that run has finished
     page.wait_for_function(RAN_SINCE_WATCH, polling=100, timeout=TIMEOUT_MS)
     title = page.locator(TITLE).first
     expect(title).to_be_visible()
@@ -213,10 +219,7 @@ def open_by_link(page: Page, path: str) -> None:
     # dispatched, not clicked: Playwright finds a phone's sliding sidebar "outside of the
     # viewport" while it shows the link
     link.dispatch_event("click")
-    expect(page).to_have_url(re.compile(re.escape(path) + r"/?(\?.*)?$"))
-    page.wait_for_function(RAN_SINCE_WATCH, polling=100, timeout=TIMEOUT_MS)
-    expect(page.locator(TITLE).first).to_be_visible()
-    assert_no_exception(page)
+    _switched(page, link, path)
 
 
 #: What has the keyboard's focus, described for a test.
