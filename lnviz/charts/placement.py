@@ -93,8 +93,10 @@ def entropy_figure(scales: np.ndarray, without: np.ndarray, with_norm: np.ndarra
         annotations=[dict(xref="x domain", yref="y", x=0, y=uniform, xanchor="left",
                           yanchor="bottom", showarrow=False,
                           text=f"uniform over the tokens: ln T = {uniform:.2f}"),
-                     dict(xref="x", yref="y domain", x=float(np.log10(chosen)), y=0.02,
-                          xanchor="left", showarrow=False, text=f" c = {chosen:g}")])
+                     # at the top, above ln T: the curves' markers run along the bottom
+                     dict(xref="x", yref="y domain", x=float(np.log10(chosen)), y=1,
+                          xanchor="left", yanchor="top", showarrow=False,
+                          text=f" c = {chosen:g}")])
     return figure(data, layout)
 
 
