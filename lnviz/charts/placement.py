@@ -85,7 +85,7 @@ def entropy_figure(scales: np.ndarray, without: np.ndarray, with_norm: np.ndarra
     layout = dict(
         height=380, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
         xaxis=dict(log_ticks(scales), title=dict(text="scale c of W_q and W_k")),
-        yaxis=dict(title=dict(text="attention entropy (nats)"), range=[0, uniform * 1.12]),
+        yaxis=dict(title=dict(text="attention entropy (nats)"), range=[0, uniform * 1.3]),
         shapes=[dict(type="line", xref="x domain", yref="y", x0=0, x1=1, y0=uniform,
                      y1=uniform, line=dict(color="#333333", dash="dash")),
                 dict(type="line", xref="x", yref="y domain", x0=chosen, x1=chosen, y0=0, y1=1,
@@ -93,7 +93,8 @@ def entropy_figure(scales: np.ndarray, without: np.ndarray, with_norm: np.ndarra
         annotations=[dict(xref="x domain", yref="y", x=0, y=uniform, xanchor="left",
                           yanchor="bottom", showarrow=False,
                           text=f"uniform over the tokens: ln T = {uniform:.2f}"),
-                     # at the top, above ln T: the curves' markers run along the bottom
+                     # at the top, a line above ln T's label (the headroom is for both):
+                     # the curves' markers run along the bottom
                      dict(xref="x", yref="y domain", x=float(np.log10(chosen)), y=1,
                           xanchor="left", yanchor="top", showarrow=False,
                           text=f" c = {chosen:g}")])
