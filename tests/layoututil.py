@@ -9,10 +9,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from browserutil import SAVE_SCREENSHOTS, SCREENSHOTS, slug
+from browserutil import (
+    CHARTS,
+    SAVE_SCREENSHOTS,
+    SCREENSHOTS,
+    TIMEOUT_MS,
+    assert_no_exception,
+    slug,
+    wait_idle,
+)
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
-    from playwright.sync_api import expect
+    from playwright.sync_api import Page, expect
 
 #: Every page with a figure of more than one panel, a colorbar or values written into cells.
 LAID_OUT = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_shift", "shapes",
@@ -20,6 +28,12 @@ LAID_OUT = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_sh
 #: Those no navigation link opens as they are (tests/test_browser_narrow.py checks them on both
 #: screens; the navigation test the others at the desktop's width).
 NOT_IN_NAVIGATION = ["explorer?src=Captured+layer"]
+#: Pages whose figures appear after a guess: the answers to click, in order, and the figures
+#: the page then shows (checked where the navigation opens them, on both screens).
+GUESSED = {
+    "placement": (["Peri-LN's", "piles onto fewer tokens", "slower"], 4),
+    "beyond": (["an S-shaped curve", "those after the feed-forward"], 3),
+}
 #: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
 SLACK = 1.0
 #: ... and two tick labels of one axis: a text's box is a line taller than its glyphs, so rows
@@ -137,3 +151,18 @@ def chart_problems(charts, width: str, name: str) -> list[str]:
         problems += [f"{width}, figure {k}: {p}"
                      for p in layout_problems(plot.evaluate(_GEOMETRY))]
     return problems
+
+
+def guessed_problems(page: Page, width: str, name: str) -> list[str]:
+    """Answer the guesses of the page ``name`` (GUESSED) that ``page`` shows, then what is wrong
+    with the layout of the figures they reveal."""
+    answers, expected = GUESSED[name]
+    for answer in answers:
+        option = page.get_by_text(answer, exact=True)
+        option.scroll_into_view_if_needed()
+        option.click()
+        wait_idle(page)
+    assert_no_exception(page)
+    charts = page.locator(CHARTS)
+    expect(charts).to_have_count(expected, timeout=TIMEOUT_MS)
+    return chart_problems(charts, width, name)

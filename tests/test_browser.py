@@ -36,7 +36,6 @@ from browserutil import (
     assert_no_exception,
     chart_title,
     norm_option,
-    open_explorer,
     open_from_navigation,
     serve,
     shot,
@@ -45,7 +44,7 @@ from browserutil import (
     wait_idle,
 )
 from conftest import DESKTOP_VIEWPORT
-from layoututil import LAID_OUT, NOT_IN_NAVIGATION, chart_problems
+from layoututil import GUESSED, LAID_OUT, NOT_IN_NAVIGATION, chart_problems, guessed_problems
 from pageutil import ALL_PAGES
 
 pytestmark = pytest.mark.browser
@@ -87,6 +86,9 @@ def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
                     _explorer_shows_its_figures_and_check(page)
                 problems += chart_problems(charts, "1280px", path)
                 laid_out.append(path)
+            if path in GUESSED:  # the figures behind its guesses, once answered
+                problems += guessed_problems(page, "1280px", path)
+                laid_out.append(path)
         except (AssertionError, PlaywrightError) as err:
             shot(page, f"{name}-FAILED")
             raise AssertionError(f"page {label!r} ({href}) from the navigation: {err}\n"
@@ -95,6 +97,7 @@ def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
         print(f"{label}: {time.monotonic() - started:.1f} s")
     # every page of LAID_OUT that a link opens was checked (the rest: test_browser_narrow.py)
     assert set(LAID_OUT) - set(laid_out) == set(NOT_IN_NAVIGATION), laid_out
+    assert set(GUESSED) <= set(laid_out), laid_out
     assert problems == [], "\n".join(problems)
 
 
@@ -108,12 +111,35 @@ def _explorer_shows_its_figures_and_check(page: Page) -> None:
     shot(page, "explorer-default")
 
 
-def test_switching_between_batchnorm_and_layernorm(page: Page, server: str) -> None:
-    open_explorer(page, server)
-    captions = page.locator('[data-testid="stCaptionContainer"]')
-    expect(norm_option(page, "LayerNorm")).to_be_checked()
+#: What has the keyboard focus: its role, accessible label, text, and the group it sits in.
+def test_the_explorer_works_with_the_keyboard_alone(page: Page, server: str,
+                                                    tmp_path: Path) -> None:
+    """Navigation, a choice (BatchNorm: its figures, captions, URL and check), a slider and a
+    figure's data table, without touching the mouse; then back to LayerNorm with the mouse, and
+    a file uploaded (one page load for the Explorer's journey)."""
+    page.goto(server)
+    expect(page.locator(TITLE)).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
 
-    norm_option(page, "BatchNorm").click()
+    tab_to(page, lambda f: f["testid"] == "stSidebarNavLink" and f["text"].endswith("Explorer"),
+            "the Explorer's navigation link")
+    page.evaluate(WATCH_RUNS)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/explorer/?(\?.*)?$"))
+    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+
+    # the Normalization choice is one tab stop; arrow keys move within it, Space picks
+    focused = tab_to(page, lambda f: f["role"] == "radio" and f["group"] == "Normalization",
+                      "the Normalization choice")
+    for _ in range(6):
+        if focused["text"] == "BatchNorm":
+            break
+        page.keyboard.press("ArrowRight")
+        focused = page.evaluate(FOCUSED)
+    assert focused["text"] == "BatchNorm", focused
+    page.keyboard.press("Space")
+    captions = page.locator('[data-testid="stCaptionContainer"]')
     expect(chart_title(page, "output y (BatchNorm)")).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]norm=BatchNorm(&|$)"))
     expect(norm_option(page, "BatchNorm")).to_be_checked()
@@ -124,6 +150,22 @@ def test_switching_between_batchnorm_and_layernorm(page: Page, server: str) -> N
     expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
     shot(page, "explorer-batchnorm")
 
+    tab_to(page, lambda f: f["label"] == "γ (scale)", "the γ slider")
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"[?&]gamma=1\.1(&|$)"))
+    expect(page.locator(".lv-root [data-show=gamma]")).to_have_text("1.1")
+    wait_idle(page)
+
+    tab_to(page, lambda f: f["tag"] == "SUMMARY" and "Data behind this figure" in f["text"],
+            "a figure's data expander")
+    page.keyboard.press("Enter")
+    table = page.locator('[data-testid="stExpander"] [data-testid="stDataFrame"]').first
+    expect(table).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "explorer-keyboard")
+
+    # and back to LayerNorm with the mouse: the figures, captions and check follow
     norm_option(page, "LayerNorm").click()
     expect(chart_title(page, "output y (LayerNorm)")).to_be_visible()
     expect(norm_option(page, "LayerNorm")).to_be_checked()
@@ -132,17 +174,20 @@ def test_switching_between_batchnorm_and_layernorm(page: Page, server: str) -> N
     expect(chart_title(page, "output y (BatchNorm)")).to_have_count(0)
     wait_idle(page)
     assert_no_exception(page)
+    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
     shot(page, "explorer-layernorm")
+    _uploads_through_the_dropzone(page, tmp_path)
 
 
-def test_upload_npy_through_the_dropzone(page: Page, server: str, tmp_path: Path) -> None:
+def _uploads_through_the_dropzone(page: Page, tmp_path: Path) -> None:
+    """The Explorer's upload: it waits for a file, draws a good .npy, and says what is wrong
+    with a bad one (no figures)."""
     good = tmp_path / "acts.npy"
     np.save(good, (np.arange(30, dtype=np.float32).reshape(6, 5) - 14.5) / 4)
     bad = tmp_path / "bad.npy"
     # junk: random bytes behind a prefix that is neither .npy, zip (.npz) nor pickle magic
     bad.write_bytes(b"junk" + np.random.default_rng(0).bytes(252))
 
-    page.goto(f"{server}/explorer")
     sources = page.get_by_role("radiogroup", name="Data source")
     expect(sources).to_be_visible(timeout=TIMEOUT_MS)
     wait_idle(page)
@@ -171,51 +216,6 @@ def test_upload_npy_through_the_dropzone(page: Page, server: str, tmp_path: Path
     wait_idle(page)
     assert_no_exception(page)
     shot(page, "upload-bad")
-
-
-#: What has the keyboard focus: its role, accessible label, text, and the group it sits in.
-def test_the_explorer_works_with_the_keyboard_alone(page: Page, server: str) -> None:
-    """Navigation, a choice, a slider and a figure's data table, without touching the mouse."""
-    page.goto(server)
-    expect(page.locator(TITLE)).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-
-    tab_to(page, lambda f: f["testid"] == "stSidebarNavLink" and f["text"].endswith("Explorer"),
-            "the Explorer's navigation link")
-    page.evaluate(WATCH_RUNS)
-    page.keyboard.press("Enter")
-    expect(page).to_have_url(re.compile(r"/explorer/?(\?.*)?$"))
-    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-
-    # the Normalization choice is one tab stop; arrow keys move within it, Space picks
-    focused = tab_to(page, lambda f: f["role"] == "radio" and f["group"] == "Normalization",
-                      "the Normalization choice")
-    for _ in range(6):
-        if focused["text"] == "BatchNorm":
-            break
-        page.keyboard.press("ArrowRight")
-        focused = page.evaluate(FOCUSED)
-    assert focused["text"] == "BatchNorm", focused
-    page.keyboard.press("Space")
-    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible()
-    expect(norm_option(page, "BatchNorm")).to_be_checked()
-    wait_idle(page)
-
-    tab_to(page, lambda f: f["label"] == "γ (scale)", "the γ slider")
-    page.keyboard.press("ArrowRight")
-    expect(page).to_have_url(re.compile(r"[?&]gamma=1\.1(&|$)"))
-    expect(page.locator(".lv-root [data-show=gamma]")).to_have_text("1.1")
-    wait_idle(page)
-
-    tab_to(page, lambda f: f["tag"] == "SUMMARY" and "Data behind this figure" in f["text"],
-            "a figure's data expander")
-    page.keyboard.press("Enter")
-    table = page.locator('[data-testid="stExpander"] [data-testid="stDataFrame"]').first
-    expect(table).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-    assert_no_exception(page)
-    shot(page, "explorer-keyboard")
 
 
 #: What the sidebar and the main area show, sampled while a cold server answers a first visit.

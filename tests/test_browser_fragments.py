@@ -1,7 +1,8 @@
 """URL-bound controls inside ``st.fragment`` sections, in a real browser: each writes its value
 into the URL and reruns its own fragment alone (what the server sends after a move says so); a
-sidebar control reruns the whole page. Split from tests/test_browser_live.py so that the two
-files run on two workers. Uses the fixtures of tests/conftest.py."""
+sidebar control reruns the whole page; a code block two fragments draw follows both. Split from
+tests/test_browser_live.py so that the two files run on two workers. Uses the fixtures of
+tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from browserutil import (
     SCALE_SHIFT,
     TIMEOUT_MS,
     assert_no_exception,
-    open_explorer,
     wait_idle,
 )
 from pageutil import open_page
@@ -228,14 +228,14 @@ def test_controls_inside_fragments_write_the_url_and_rerun_their_fragment_alone(
         else:
             assert held == control.value, (case, held)
 
+    if path in AFTERWARDS:  # on the same page, what else its sections must do
+        AFTERWARDS[path](page)
 
-def test_a_sidebar_control_reruns_the_whole_page(page: Page, server: str) -> None:
+
+def _sidebar_reruns_the_whole_page(page: Page) -> None:
     """The sidebar's seed, outside any fragment, starts a run of the whole page, which redraws
     elements outside fragments too."""
-    page.goto(server + "/epsilon")
     seed = page.get_by_label("Random seed", exact=True)
-    expect(seed).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
 
     def new_seed() -> None:
         seed.fill("3")
@@ -246,13 +246,16 @@ def test_a_sidebar_control_reruns_the_whole_page(page: Page, server: str) -> Non
     assert "" in sent["drawn"], "the page's run drew nothing outside the fragments"
 
 
-def test_the_pytorch_code_follows_both_fragments_that_draw_it(page: Page, server: str) -> None:
+def _code_follows_both_fragments(page: Page) -> None:
     """BatchNorm vs LayerNorm's code shows the batch size and the training steps, two
-    fragments' controls: a run of one fragment must not bring back the other's old value."""
-    steps = _open_fragment_control(page, server + BN_VS_LN, FRAGMENT_CONTROLS["bn-vs-ln-steps"])
+    fragments' controls (moved above to 9 and 11): a run of one fragment must not bring back
+    the other's old value, either way."""
+    steps = _fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-steps"])
     batch = _fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
     # one code block, which both fragments redraw: never two
     code = page.locator('[data-testid="stCode"]', has_text="torch.nn.BatchNorm1d")
+    expect(code).to_contain_text("for _ in range(11):")
+    expect(code).to_contain_text("x = torch.randn(9, 6)")
 
     def step_right(control, written: str, *shown: str) -> None:
         control.focus()
@@ -263,22 +266,11 @@ def test_the_pytorch_code_follows_both_fragments_that_draw_it(page: Page, server
         for text in shown:
             expect(code).to_contain_text(text)
 
-    step_right(steps, "bl_steps=11", "for _ in range(11):")
-    step_right(batch, "bl_b=9", "x = torch.randn(9, 6)", "for _ in range(11):")
     step_right(steps, "bl_steps=12", "for _ in range(12):", "x = torch.randn(9, 6)")
+    step_right(batch, "bl_b=10", "x = torch.randn(10, 6)", "for _ in range(12):")
     assert_no_exception(page)
 
 
-def test_the_explorers_group_control_inside_a_fragment_writes_the_url(page: Page,
-                                                                      server: str) -> None:
-    open_explorer(page, server)
-    group = page.get_by_label("Group", exact=True)
-    group.fill("2")
-    group.press("Enter")
-    expect(page).to_have_url(re.compile(r"[?&]group=2(&|$)"), timeout=TIMEOUT_MS)
-    wait_idle(page)
-    # the step-by-step table (drawn in the browser, lnviz/ui/live/table.js) shows group 2: the
-    # first sentence's third token
-    expect(page.locator(".lv-steps tbody tr").first.locator("td").first).to_have_text(
-        "(0, 2, 0)")
-    assert_no_exception(page)
+#: Checks made after a page's fragment controls, on the same page load.
+AFTERWARDS = {"/epsilon": _sidebar_reruns_the_whole_page, BN_VS_LN.split("?")[0]:
+              _code_follows_both_fragments}

@@ -5,8 +5,8 @@ off by the figure's edge, and the values written into heatmap cells do not run t
 
 The pages the navigation lists are checked at the desktop's width where the navigation test of
 tests/test_browser.py opens them (one page load instead of two); here they are checked on the
-phone, and the pages no link opens as they are (a captured layer, figures behind a guess) on
-both screens. With LNVIZ_SCREENSHOTS=1, screenshots of every figure go to
+phone (with the figures behind a guess, once answered), and the pages no link opens as they are
+(a captured layer) on both screens. With LNVIZ_SCREENSHOTS=1, screenshots of every figure go to
 ``screenshots/narrow-*.png``. Uses the server, browser and desktop tab of tests/conftest.py.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from browserutil import CHARTS, TIMEOUT_MS, assert_no_exception, open_by_link, wait_idle
 from conftest import Tabs
-from layoututil import LAID_OUT, NOT_IN_NAVIGATION, chart_problems
+from layoututil import GUESSED, LAID_OUT, NOT_IN_NAVIGATION, chart_problems, guessed_problems
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
     from playwright.sync_api import Browser, Page, expect
@@ -82,7 +82,8 @@ def _check_figures(screens: dict[str, Page], server: str, name: str) -> None:
 
 def test_figures_are_laid_out_for_a_phone(phone: dict[str, Page], server: str) -> None:
     """Every page of LAID_OUT that a link opens, on the phone, one after the other as a learner
-    reaches them: through the navigation behind the sidebar's button. A page switch redraws
+    reaches them: through the navigation behind the sidebar's button; then the pages of GUESSED,
+    their guesses answered. A page switch redraws
     the page without loading the app's scripts again: 19 CPU-s of Chromium for eight pages
     here, against 43 for eight page loads."""
     page = phone["390px"]
@@ -92,6 +93,9 @@ def test_figures_are_laid_out_for_a_phone(phone: dict[str, Page], server: str) -
     for name in names[1:]:
         open_by_link(page, name)
         problems += _figure_problems(page, "390px", name)
+    for name in GUESSED:  # their figures once the guesses are answered
+        open_by_link(page, name)
+        problems += guessed_problems(page, "390px", name)
     assert problems == [], "\n".join(problems)
 
 
@@ -99,31 +103,3 @@ def test_figures_are_laid_out_for_a_phone(phone: dict[str, Page], server: str) -
 def test_figures_no_link_opens_are_laid_out_for_the_screen(screens: dict[str, Page],
                                                             server: str, name: str) -> None:
     _check_figures(screens, server, name)
-
-
-#: Pages whose figures appear after a guess: the answers to click, in order, and the figures
-#: the page then shows.
-GUESSED = {
-    "placement": (["Peri-LN's", "piles onto fewer tokens", "slower"], 4),
-    "beyond": (["an S-shaped curve", "those after the feed-forward"], 3),
-}
-
-
-@pytest.mark.parametrize("name", list(GUESSED))
-def test_figures_behind_a_guess_are_laid_out_for_the_screen(screens: dict[str, Page],
-                                                            server: str, name: str) -> None:
-    for page in screens.values():
-        page.goto(f"{server}/{name}", wait_until="commit")
-    problems = []
-    answers, expected = GUESSED[name]
-    for width, page in screens.items():
-        for answer in answers:
-            option = page.get_by_text(answer, exact=True)
-            option.scroll_into_view_if_needed()
-            option.click()
-            wait_idle(page)
-        assert_no_exception(page)
-        charts = page.locator(CHARTS)
-        expect(charts).to_have_count(expected, timeout=TIMEOUT_MS)
-        problems += chart_problems(charts, width, name)
-    assert problems == [], f"{name}:\n" + "\n".join(problems)
