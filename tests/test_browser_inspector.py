@@ -47,6 +47,9 @@ def _capture_file(folder: Path) -> Path:
 
 def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,
                                                            tmp_path: Path) -> None:
+    """The example capture, then an uploaded one and its layer cnn.4[0]; a second capture in
+    the same uploader takes its own layer into the link; the first again, and its layer opened
+    in the Explorer (one page load)."""
     from playwright.sync_api import expect  # here: the fixtures skip where it is missing
 
     page.goto(f"{server}/inspector")
@@ -61,22 +64,37 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,
                             '[data-testid="stFileUploader"] input[type=file]').first
     expect(dropzone).to_be_attached()
     wait_idle(page)
-    dropzone.set_input_files(str(_capture_file(tmp_path)))
+    capture = _capture_file(tmp_path)
+    dropzone.set_input_files(str(capture))
     # plain() puts an invisible word joiner after the colon
     expect(page.get_by_text(re.compile("my_norms.safetensors:\u2060? a capture of 8 calls "
                                        "of normalization layers"))).to_be_visible(
         timeout=TIMEOUT_MS)
     wait_idle(page)
 
-    page.get_by_label("Layer", exact=True).click()
-    page.keyboard.type(LAYER)  # the selectbox is searchable: typing filters its options
-    option = page.get_by_role("option", name=re.compile(re.escape(LAYER)))
-    expect(option).to_be_visible()
-    option.click()
-    expect(page.get_by_text(GROUPNORM_CAPTION)).to_be_visible()
+    _choose_layer(page)
+    shot(page, "inspector-uploaded-capture")
+
+    # a second capture in the same uploader: the page shows its first layer, and the link no
+    # longer names the first capture's (it kept ``in_layer=cnn.4[0] · GroupNorm`` while the
+    # page showed another layer)
+    assert "in_layer=cnn.4" in page.url
+    other = tmp_path / "other.safetensors"
+    lnviz.capture(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)),
+                  torch.randn(3, 4)).save(other)
+    _upload(page, other)
+    expect(page.get_by_text(re.compile("LayerNorm:\u2060? one group is one token"))).to_be_visible(
+        timeout=TIMEOUT_MS)
     wait_idle(page)
     assert_no_exception(page)
-    shot(page, "inspector-uploaded-capture")
+    expect(page).not_to_have_url(re.compile("in_layer=cnn"), timeout=TIMEOUT_MS)
+
+    # the first capture again, its layer opened in the Explorer
+    _upload(page, capture)
+    expect(page.get_by_text(re.compile("my_norms.safetensors:\u2060? a capture of 8 calls"))
+           ).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    _choose_layer(page)
 
     page.get_by_role("button", name=re.compile("Open in Explorer")).click()
     expect(page).to_have_url(re.compile(r"/explorer\?src=Captured\+layer&layer=cnn\.4%5B0%5D"))
@@ -98,25 +116,15 @@ def _upload(page, path: Path) -> None:
         str(path))
 
 
-def test_a_second_capture_puts_its_own_layer_in_the_link(page, server,
-                                                         tmp_path: Path) -> None:
-    """Capture A, its layer cnn.4[0], then capture B in the same uploader: the page shows B's
-    first layer, and the link no longer names A's (it kept ``in_layer=cnn.4[0] · GroupNorm``
-    while the page showed another layer)."""
+def _choose_layer(page) -> None:
+    """Pick LAYER in the Layer selectbox, by typing (it filters its options) and a click."""
     from playwright.sync_api import expect
 
-    page.goto(f"{server}/inspector?in_src=Upload+a+file&in_layer={LAYER}+%C2%B7+GroupNorm")
-    _upload(page, _capture_file(tmp_path))
-    expect(page.get_by_text(GROUPNORM_CAPTION)).to_be_visible(
-        timeout=TIMEOUT_MS)
-    wait_idle(page)
-    assert "in_layer=cnn.4" in page.url
-    other = tmp_path / "other.safetensors"
-    lnviz.capture(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)),
-                  torch.randn(3, 4)).save(other)
-    _upload(page, other)
-    expect(page.get_by_text(re.compile("LayerNorm:\u2060? one group is one token"))).to_be_visible(
-        timeout=TIMEOUT_MS)
+    page.get_by_label("Layer", exact=True).click()
+    page.keyboard.type(LAYER)
+    option = page.get_by_role("option", name=re.compile(re.escape(LAYER)))
+    expect(option).to_be_visible()
+    option.click()
+    expect(page.get_by_text(GROUPNORM_CAPTION)).to_be_visible()
     wait_idle(page)
     assert_no_exception(page)
-    expect(page).not_to_have_url(re.compile("in_layer=cnn"), timeout=TIMEOUT_MS)
