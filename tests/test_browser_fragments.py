@@ -1,24 +1,26 @@
-"""URL-bound controls inside ``st.fragment`` sections, in a real browser: each writes its value
-into the URL and reruns its own fragment alone (what the server sends after a move says so); a
-sidebar control reruns the whole page; a code block two fragments draw follows both. Split from
-tests/test_browser_live.py so that the two files run on two workers. Uses the fixtures of
-tests/conftest.py."""
+"""URL-bound controls inside ``st.fragment`` sections, in a real browser (tests/fragmentutil.py):
+each writes its value into the URL and reruns its own fragment alone (what the server sends
+after a move says so); a sidebar control reruns the whole page; a code block two fragments draw
+follows both. Split from tests/test_browser_live.py so that the two files run on two workers.
+Uses the fixtures of tests/conftest.py."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
-import urllib.parse
-from typing import NamedTuple
 
 import pytest
-from browserutil import (
-    BN_VS_LN,
-    SCALE_SHIFT,
-    TIMEOUT_MS,
-    assert_no_exception,
-    wait_idle,
+from browserutil import BN_VS_LN, TIMEOUT_MS, assert_no_exception, wait_idle
+from fragmentutil import (
+    FRAGMENT_CONTROLS,
+    FRAGMENT_PAGES,
+    RIDDEN,
+    check_fragment_controls,
+    fragment_control,
+    open_fragment_control,
+    sent_after,
 )
-from pageutil import open_page
 
 try:
     from playwright.sync_api import Page, expect
@@ -28,206 +30,15 @@ except ImportError:  # the browser fixture skips (or fails) the tests
 pytestmark = pytest.mark.browser
 
 
-# --- Sections in st.fragment keep their links --------------------------------------------------
-
-class FragmentControl(NamedTuple):
-    """A URL-bound control inside a fragment: its page, what it is (``slider``: moved one step
-    right with the keyboard; ``radio``: a segmented control or radio, ``pick`` clicked;
-    ``select``: a selectbox, ``pick`` typed and chosen; ``toggle``: switched on), its label, the
-    value it then shows (``pick``), what the URL then carries (``written``, a regex, the URL's
-    key before its "=") and the value the page holds when that link is opened (``value``)."""
-
-    path: str
-    kind: str
-    name: str
-    pick: str
-    written: str
-    #: the value the page holds under the URL's key when the link is opened
-    value: object
-    #: which of the controls with this label (a page may have two "Row length" sliders)
-    nth: int = 0
-    #: a button to press first, after every opening, for a section that needs it (a training)
-    setup: str | None = None
-
-
-FRAGMENT_CONTROLS = {
-    "gradients-shift": FragmentControl("/gradients", "slider", "Shift", "3.50", r"gr_shift=3\.5",
-                                       3.5),
-    # the parts of a folded page that hold the controls are opened by the address
-    "scale-shift-gamma0": FragmentControl(SCALE_SHIFT, "slider", "γ_0", "0.60", r"ss_g0=0\.6",
-                                          0.6),
-    "epsilon-cancellation": FragmentControl("/epsilon", "slider", "Row length", "1024",
-                                            r"ep_csize=1024", 1024, nth=1),
-    "padding-feature": FragmentControl("/padding", "select", "Feature", "2", r"pd_feat=2", 2),
-    "bug-zoo-check": FragmentControl("/bug_zoo", "toggle", "Check my answer", "",
-                                     r"bz_check=true", True),
-    "inspector-layer": FragmentControl("/inspector", "select", "Layer", "cnn.4[0] · GroupNorm",
-                                       r"in_layer=cnn\.4%5B0%5D\+%C2%B7\+GroupNorm", "cnn.4[0]"),
-    "transformer-attention": FragmentControl("/minilm", "slider", "Attention of layer", "3",
-                                             r"tf_att=3", 3),
-    "training-gate": FragmentControl(
-        "/ln_lstm?tr_models=LSTM&tr_seeds=1&tr_steps=2&tr_hidden=16", "radio", "Gate",
-        "forget f", r"tr_gate=forget(\+|%20)f", "forget f", setup="Run"),
-    # first of its page, which it opens on NC: that full run draws no size slider beside C, so
-    # NLC's L slider is the first thing the fragment writes there (Streamlit used to refuse it
-    # with an exception)
-    "bn-vs-ln-layout": FragmentControl(f"{BN_VS_LN}&bl_layout=NC", "radio", "Tensor layout",
-                                       "NLC", r"bl_layout=NLC", "NLC"),
-    "bn-vs-ln-n": FragmentControl(BN_VS_LN, "slider", "N (batch size)", "5", r"bl_n=5", 5),
-    # a live control (lnviz.ui.live): it announces its value as "batch size = 9"
-    "bn-vs-ln-batch-size": FragmentControl(BN_VS_LN, "slider", "Batch size", "batch size = 9",
-                                           r"bl_b=9", 9),
-    "bn-vs-ln-steps": FragmentControl(BN_VS_LN, "slider", "Training steps k", "11",
-                                      r"bl_steps=11", 11),
-    # a live control (lnviz.ui.live): it announces its value as "γ = 1.6"
-    "scale-shift-gamma": FragmentControl(SCALE_SHIFT, "slider", "γ (scale)", "γ = 1.6",
-                                         r"ss_gamma=1\.6", 1.6),
-    # a live control (lnviz.ui.live): it announces its value as "ε = 1e-4"
-    "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "ε = 1e-4",
-                                   r"ep_eps=1e-4", 1e-4),
-    "padding-gamma": FragmentControl("/padding", "slider", "γ (scale)", "1.10",
-                                     r"pd_gamma=1\.1", 1.1),
-}
-
-
-def _fragment_control(page: Page, control: FragmentControl):
-    """The control's element: the one that takes the input, and shows its state."""
-    if control.kind == "slider":
-        return page.locator(f'input[type=range][aria-label="{control.name}"]').nth(control.nth)
-    if control.kind == "radio":
-        return (page.get_by_role("radiogroup", name=control.name, exact=True)
-                .nth(control.nth).get_by_role("radio", name=control.pick, exact=True))
-    if control.kind == "select":
-        return page.get_by_role("combobox", name=control.name, exact=True).nth(control.nth)
-    return page.get_by_role("switch", name=control.name, exact=True).nth(control.nth)
-
-
-def _open_fragment_control(page: Page, url: str, control: FragmentControl):
-    page.goto(url)
-    if control.setup:
-        button = page.get_by_role("button", name=control.setup, exact=True)
-        expect(button).to_be_visible(timeout=TIMEOUT_MS)
-        wait_idle(page)
-        button.click()
-    element = _fragment_control(page, control)
-    expect(element).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-    return element
-
-
-#: Sliders whose press must start a run of their fragment alone: the ε page's cancellation and
-#: its ε sweep, Scale and shift's free γ, the training steps of BatchNorm vs LayerNorm and
-#: Padding's γ (all but the first also redraw the PyTorch code at the end of their page, outside
-#: their section).
-FRAGMENT_RUNS = {"epsilon-cancellation", "epsilon-eps", "scale-shift-gamma", "bn-vs-ln-steps",
-                 "padding-gamma"}
-#: The controls of FRAGMENT_CONTROLS by page (the path before any query), in the order moved.
-FRAGMENT_PAGES = {path: [case for case, control in FRAGMENT_CONTROLS.items()
-                         if control.path.split("?")[0] == path]
-                  for path in dict.fromkeys(c.path.split("?")[0]
-                                            for c in FRAGMENT_CONTROLS.values())}
-
-
-#: What the server sent since ``window.__fragT0`` (tools/loadtest.py's WebSocket hook): the runs
-#: it started, each with the fragments it was for (none: the whole page), and the fragment of
-#: every element it drew ('' outside any fragment).
-_SENT_SINCE = """() => ({
-  runs: window.__ltws.filter(e => e.kind === 'run' && e.t >= window.__fragT0)
-                     .map(e => e.fragments),
-  drawn: window.__ltdeltas.filter(e => e.t >= window.__fragT0).map(e => e.fragment)})"""
-
-
-def _sent_after(page: Page, act, url: str) -> dict:
-    """Do ``act``; wait until the page has written ``url`` (a regex) and the run it started has
-    finished; what the server sent meanwhile (``_SENT_SINCE``)."""
-    page.evaluate("() => { window.__fragT0 = performance.now(); }")
-    act()
-    expect(page).to_have_url(re.compile(url), timeout=TIMEOUT_MS)
-    # the browser writes the URL before the run starts: wait for the run's end
-    page.wait_for_function("() => window.__ltws.some(e => e.kind === 'finished'"
-                           " && e.t >= window.__fragT0)", polling=50, timeout=TIMEOUT_MS)
-    wait_idle(page)
-    assert_no_exception(page)
-    return page.evaluate(_SENT_SINCE)
-
-
-def _move(page: Page, control: FragmentControl, element) -> None:
-    """Move one control as a learner would: a slider one step right with the keyboard, a
-    selectbox by typing and Enter, a toggle with Space, a radio by clicking its option."""
-    if control.kind == "slider":
-        element.focus()
-        page.keyboard.press("ArrowRight")
-    elif control.kind == "select":
-        option = page.get_by_role("option", name=control.pick, exact=True)
-        # a rerun ending on a busy machine can close the open list, before the option shows or
-        # between its focus and the Enter: then the choice is made again
-        for attempt in range(3):
-            try:
-                element.click()
-                page.keyboard.type(control.pick.split(" ")[0])  # it filters as one types
-                expect(option).to_be_visible(timeout=TIMEOUT_MS // 3)
-                # the list redraws as it filters (a click can meet a detached option): choose
-                # it with Enter once it is the focused one
-                expect(option).to_have_attribute("data-focused", "true")
-                page.keyboard.press("Enter")
-                expect(element).to_have_value(control.pick, timeout=TIMEOUT_MS // 3)
-                break
-            except AssertionError:
-                if attempt == 2:
-                    raise
-                page.keyboard.press("Escape")
-    elif control.kind == "toggle":
-        element.focus()  # its label covers the switch's input
-        page.keyboard.press("Space")
-    else:  # a radio's label covers its input: click the option's text
-        (page.get_by_role("radiogroup", name=control.name, exact=True).nth(control.nth)
-         .get_by_text(control.pick, exact=True).click())
-
-
-
-
-@pytest.mark.parametrize("path", list(FRAGMENT_PAGES))
+@pytest.mark.parametrize("path", [path for path in FRAGMENT_PAGES if path not in RIDDEN])
 def test_controls_inside_fragments_write_the_url_and_rerun_their_fragment_alone(
         page: Page, server: str, path: str) -> None:
     """A fragment reruns only its section; its URL-bound controls still write the link, and a
-    link with their values opens the page with them. The sliders of FRAGMENT_RUNS start a run
-    of their fragment alone, which redraws only that fragment's elements (read from the
-    server's messages: each run's ``new_session`` names the fragments it runs, each element its
-    fragment). One page load for all the controls of a page; the link it then has is opened
-    with AppTest."""
-    cases = FRAGMENT_PAGES[path]
-    controls = [FRAGMENT_CONTROLS[case] for case in cases]
-    _open_fragment_control(page, server + controls[0].path, controls[0])
-    for case, control in zip(cases, controls, strict=True):
-        element = _fragment_control(page, control)
-        expect(element).to_be_visible(timeout=TIMEOUT_MS)
-        sent = _sent_after(page, lambda c=control, e=element: _move(page, c, e),
-                           rf"[?&]{control.written}(&|$)")
-        if case in FRAGMENT_RUNS:
-            assert len(sent["runs"]) == 1, (case, sent["runs"])
-            fragments = sent["runs"][0]
-            assert len(fragments) == 1 and fragments[0], f"{case}: not a fragment run: {sent}"
-            assert sent["drawn"], f"{case}: the fragment's run drew nothing"
-            assert set(sent["drawn"]) == set(fragments), (
-                f"{case}: the fragment's run drew outside it: {sorted(set(sent['drawn']))}")
-    assert_no_exception(page)
-
-    # the link the browser wrote, opened by someone else (a full run of the page, here without
-    # a browser: Streamlit's AppTest, which reads a link as a fresh tab does)
-    query = {key: values[0] if len(values) == 1 else values for key, values in
-             urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query).items()}
-    opened = open_page(f"app_pages/{path.lstrip('/')}.py", query)
-    if controls[0].setup:  # the section that holds the controls needs its button pressed
-        next(b for b in opened.button if b.label == controls[0].setup).click().run()
-        assert not opened.exception, opened.exception
-    for case, control in zip(cases, controls, strict=True):
-        key = control.written.split("=")[0]
-        held = opened.session_state[key]
-        if isinstance(control.value, float):
-            assert held == pytest.approx(control.value), (case, held)
-        else:
-            assert held == control.value, (case, held)
-
+    link with their values opens the page with them (``check_fragment_controls``). One page
+    load for all the controls of a page (and for the checks of AFTERWARDS)."""
+    first = FRAGMENT_CONTROLS[FRAGMENT_PAGES[path][0]]
+    open_fragment_control(page, server + first.path, first)
+    check_fragment_controls(page, path)
     if path in AFTERWARDS:  # on the same page, what else its sections must do
         AFTERWARDS[path](page)
 
@@ -241,7 +52,7 @@ def _sidebar_reruns_the_whole_page(page: Page) -> None:
         seed.fill("3")
         seed.press("Enter")
 
-    sent = _sent_after(page, new_seed, r"[?&]seed=3(&|$)")
+    sent = sent_after(page, new_seed, r"[?&]seed=3(&|$)")
     assert sent["runs"] == [[]], f"not one run of the whole page: {sent['runs']}"
     assert "" in sent["drawn"], "the page's run drew nothing outside the fragments"
 
@@ -250,8 +61,8 @@ def _code_follows_both_fragments(page: Page) -> None:
     """BatchNorm vs LayerNorm's code shows the batch size and the training steps, two
     fragments' controls (moved above to 9 and 11): a run of one fragment must not bring back
     the other's old value, either way."""
-    steps = _fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-steps"])
-    batch = _fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
+    steps = fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-steps"])
+    batch = fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
     # one code block, which both fragments redraw: never two
     code = page.locator('[data-testid="stCode"]', has_text="torch.nn.BatchNorm1d")
     expect(code).to_contain_text("for _ in range(11):")
@@ -274,3 +85,13 @@ def _code_follows_both_fragments(page: Page) -> None:
 #: Checks made after a page's fragment controls, on the same page load.
 AFTERWARDS = {"/epsilon": _sidebar_reruns_the_whole_page, BN_VS_LN.split("?")[0]:
               _code_follows_both_fragments}
+
+
+@pytest.mark.parametrize("path", list(RIDDEN))
+def test_the_pages_whose_fragments_another_test_checks_are_checked_there(path: str) -> None:
+    """RIDDEN's pages are left out above: the test named there must run the check."""
+    module, name = RIDDEN[path]
+    test = getattr(importlib.import_module(module), name)
+    assert f'check_fragment_controls(page, "{path}")' in inspect.getsource(test)
+    first = FRAGMENT_CONTROLS[FRAGMENT_PAGES[path][0]]
+    assert first.path == path and first.setup is None  # opened plainly, as that test does

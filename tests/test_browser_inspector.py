@@ -22,6 +22,7 @@ from browserutil import (
     shot,
     wait_idle,
 )
+from fragmentutil import check_fragment_controls
 
 import lnviz
 from lnviz.data.examples import example_model
@@ -49,7 +50,8 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,
                                                            tmp_path: Path) -> None:
     """The example capture, then an uploaded one and its layer cnn.4[0]; a second capture in
     the same uploader takes its own layer into the link; the first again, and its layer opened
-    in the Explorer (one page load)."""
+    in the Explorer (one page load, which also checks the page's fragment control:
+    tests/fragmentutil.py)."""
     from playwright.sync_api import expect  # here: the fixtures skip where it is missing
 
     page.goto(f"{server}/inspector")
@@ -57,6 +59,7 @@ def test_upload_a_capture_and_open_a_layer_in_the_explorer(page, server,
     wait_idle(page)
     assert_no_exception(page)
     shot(page, "inspector-example-capture")
+    check_fragment_controls(page, "/inspector")  # the example's layer, in its fragment
 
     files = page.get_by_role("radiogroup", name="File")
     files.get_by_role("radio", name="Upload a file", exact=True).click()

@@ -18,6 +18,7 @@ from browserutil import (
     shot,
     wait_idle,
 )
+from fragmentutil import check_fragment_controls
 
 try:
     from playwright.sync_api import Page, expect
@@ -36,7 +37,8 @@ def test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer(
     """One learner's visit: a typed sentence redraws the figures; a paste longer than the page
     reads is read and cut (with max_chars on the text area, the browser dropped a longer paste
     whole and kept the old text without a word; now the page takes it, reads its first 5,000
-    characters and says so); and a LayerNorm's input opens in the Explorer."""
+    characters and says so); and a LayerNorm's input opens in the Explorer. On the way, the
+    page's fragment controls (tests/fragmentutil.py)."""
     page.set_viewport_size({"width": 1400, "height": 1200})
     page.goto(f"{server}/minilm")
     expect(page.locator(TITLE).first).to_have_text("Inside a real transformer",
@@ -46,6 +48,7 @@ def test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer(
     assert_no_exception(page)
     main = page.locator('[data-testid="stMain"]')
     expect(main.get_by_text("9 tokens:")).to_be_visible()
+    check_fragment_controls(page, "/minilm")  # the attention's layer: its fragment alone reruns
 
     box = page.get_by_role("textbox", name="Sentence")
     box.fill("Paris is the capital of France, and Berlin is the capital of Germany.")
