@@ -180,6 +180,7 @@ def move_control(page: Page, control: FragmentControl, element) -> None:
 #: The pages whose fragment controls another browser test checks on its own page load (it has
 #: the page open already): the page, and that test (its module under tests/ and its name).
 RIDDEN = {
+    "/epsilon": ("test_browser_live", "test_the_epsilon_sweeps_marker_follows_a_drag"),
     "/minilm": ("test_browser_minilm",
                 "test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer"),
     "/inspector": ("test_browser_inspector",
@@ -226,3 +227,17 @@ def check_fragment_controls(page: Page, path: str) -> None:
             assert held == pytest.approx(control.value), (case, held)
         else:
             assert held == control.value, (case, held)
+
+
+def sidebar_reruns_the_whole_page(page: Page) -> None:
+    """The sidebar's seed, outside any fragment, starts a run of the whole page, which redraws
+    elements outside fragments too."""
+    seed = page.get_by_label("Random seed", exact=True)
+
+    def new_seed() -> None:
+        seed.fill("3")
+        seed.press("Enter")
+
+    sent = sent_after(page, new_seed, r"[?&]seed=3(&|$)")
+    assert sent["runs"] == [[]], f"not one run of the whole page: {sent['runs']}"
+    assert "" in sent["drawn"], "the page's run drew nothing outside the fragments"

@@ -1,6 +1,7 @@
 """URL-bound controls inside ``st.fragment`` sections, in a real browser (tests/fragmentutil.py):
 each writes its value into the URL and reruns its own fragment alone (what the server sends
-after a move says so); a sidebar control reruns the whole page; a code block two fragments draw
+after a move says so); a sidebar control reruns the whole page (on the ε page's load in
+tests/test_browser_live.py); a code block two fragments draw
 follows both. Split from tests/test_browser_live.py so that the two files run on two workers.
 Uses the fixtures of tests/conftest.py."""
 
@@ -19,7 +20,6 @@ from fragmentutil import (
     check_fragment_controls,
     fragment_control,
     open_fragment_control,
-    sent_after,
 )
 
 try:
@@ -41,20 +41,6 @@ def test_controls_inside_fragments_write_the_url_and_rerun_their_fragment_alone(
     check_fragment_controls(page, path)
     if path in AFTERWARDS:  # on the same page, what else its sections must do
         AFTERWARDS[path](page)
-
-
-def _sidebar_reruns_the_whole_page(page: Page) -> None:
-    """The sidebar's seed, outside any fragment, starts a run of the whole page, which redraws
-    elements outside fragments too."""
-    seed = page.get_by_label("Random seed", exact=True)
-
-    def new_seed() -> None:
-        seed.fill("3")
-        seed.press("Enter")
-
-    sent = sent_after(page, new_seed, r"[?&]seed=3(&|$)")
-    assert sent["runs"] == [[]], f"not one run of the whole page: {sent['runs']}"
-    assert "" in sent["drawn"], "the page's run drew nothing outside the fragments"
 
 
 def _code_follows_both_fragments(page: Page) -> None:
@@ -83,8 +69,7 @@ def _code_follows_both_fragments(page: Page) -> None:
 
 
 #: Checks made after a page's fragment controls, on the same page load.
-AFTERWARDS = {"/epsilon": _sidebar_reruns_the_whole_page, BN_VS_LN.split("?")[0]:
-              _code_follows_both_fragments}
+AFTERWARDS = {BN_VS_LN.split("?")[0]: _code_follows_both_fragments}
 
 
 @pytest.mark.parametrize("path", list(RIDDEN))

@@ -32,6 +32,7 @@ from browserutil import (
     type_first_gamma,
     wait_idle,
 )
+from fragmentutil import check_fragment_controls, sidebar_reruns_the_whole_page
 
 from lnviz.batch import Batch, NormSpec
 from lnviz.ui.params import EPSILONS
@@ -541,9 +542,10 @@ def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str) -> No
     lines at every step (hidden at ε = 0), and the max |y| and ‖∂L/∂x‖ shown under the control
     are lnviz's (float32, as the page computes by default): finite while ε > 0, without a
     value at ε = 0 (σ² = 0 too); let go and the page's ε follows. The other vectors' numbers
-    are Node's to check (tools/live_fixtures.py's sweep cases). First, on the same page, its
-    arrow keys: one step there and back sends nothing, and a burst that runs into the end of
-    the range settles once (``_there_and_back``, ``_burst``)."""
+    are Node's to check (tools/live_fixtures.py's sweep cases). First, on the same page load:
+    its fragment controls (tests/fragmentutil.py) and its arrow keys: one step there and back
+    sends nothing, and a burst that runs into the end of the range settles once
+    (``_there_and_back``, ``_burst``); last, a sidebar control that reruns the whole page."""
     from lnviz.lessons.epsilon import epsilon_sweep, stability_vector
 
     vector = "constant"
@@ -551,6 +553,7 @@ def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str) -> No
     panel = page.locator(".lv-sweep")
     expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     wait_idle(page)
+    check_fragment_controls(page, "/epsilon")  # ε is 1e-4 after them
     _there_and_back(page, panel, KEY_CASES["epsilon-eps"])
     _burst(page, panel, KEY_CASES["epsilon-eps"])
     assert page.locator(".lv-sweep svg").count() == 0  # the control only: one sweep figure
@@ -587,6 +590,8 @@ def test_the_epsilon_sweeps_marker_follows_a_drag(page: Page, server: str) -> No
     expect(panel).to_have_attribute("data-shown", "server")
     wait_idle(page)
     assert_no_exception(page)
+    # last: the seed draws the sweep's upstream gradient, which the numbers above are lnviz's for
+    sidebar_reruns_the_whole_page(page)
     shot(page, f"live-epsilon-{vector}")
 
 
@@ -804,7 +809,8 @@ KEY_CASES = {
     # 26 presses from γ = 1.1, where the Explorer's keyboard test has put it
     "explorer-gamma": KeyCase("/explorer", ".lv-root", "γ (scale)", "ArrowLeft", 26,
                               r"gamma=-1\.5", "gamma", -1.5),
-    # 14 presses from ε = 1e-5 (the 9th of EPSILONS): the last 6 meet the end of the range
+    # 14 presses from ε = 1e-4 (the 10th of EPSILONS, where the page's fragment controls leave
+    # it): the last 5 meet the end of the range
     "epsilon-eps": KeyCase("/epsilon", ".lv-sweep", "ε (epsilon)", "ArrowLeft", 14,
                            r"ep_eps=0(\.0)?", "eps", 0),
     "bn-vs-ln-batch": KeyCase(BN_VS_LN, ".lv-batches", "Batch size", "ArrowRight", 12,
