@@ -180,6 +180,8 @@ def move_control(page: Page, control: FragmentControl, element) -> None:
 #: The pages whose fragment controls another browser test checks on its own page load (it has
 #: the page open already): the page, and that test (its module under tests/ and its name).
 RIDDEN = {
+    "/bn_vs_ln": ("test_browser_live",
+                  "test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it_reports"),
     "/epsilon": ("test_browser_live", "test_the_epsilon_sweeps_marker_follows_a_drag"),
     "/minilm": ("test_browser_minilm",
                 "test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer"),
@@ -241,3 +243,31 @@ def sidebar_reruns_the_whole_page(page: Page) -> None:
     sent = sent_after(page, new_seed, r"[?&]seed=3(&|$)")
     assert sent["runs"] == [[]], f"not one run of the whole page: {sent['runs']}"
     assert "" in sent["drawn"], "the page's run drew nothing outside the fragments"
+
+
+def code_follows_both_fragments(page: Page) -> None:
+    """BatchNorm vs LayerNorm's code shows the batch size and the training steps, two
+    fragments' controls (moved above to 9 and 11): a run of one fragment must not bring back
+    the other's old value, either way."""
+    steps = fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-steps"])
+    batch = fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
+    # one code block, which both fragments redraw: never two
+    code = page.locator('[data-testid="stCode"]', has_text="torch.nn.BatchNorm1d")
+    expect(code).to_contain_text("for _ in range(11):")
+    expect(code).to_contain_text("x = torch.randn(9, 6)")
+
+    def step_right(control, written: str, *shown: str) -> None:
+        control.focus()
+        page.keyboard.press("ArrowRight")
+        expect(page).to_have_url(re.compile(rf"[?&]{written}(&|$)"), timeout=TIMEOUT_MS)
+        wait_idle(page)
+        expect(code).to_have_count(1)
+        for text in shown:
+            expect(code).to_contain_text(text)
+
+    step_right(steps, "bl_steps=12", "for _ in range(12):", "x = torch.randn(9, 6)")
+    step_right(batch, "bl_b=10", "x = torch.randn(10, 6)", "for _ in range(12):")
+    assert_no_exception(page)
+
+
+#: Checks made after a page's fragment controls, on the same page load.

@@ -32,7 +32,11 @@ from browserutil import (
     type_first_gamma,
     wait_idle,
 )
-from fragmentutil import check_fragment_controls, sidebar_reruns_the_whole_page
+from fragmentutil import (
+    check_fragment_controls,
+    code_follows_both_fragments,
+    sidebar_reruns_the_whole_page,
+)
 
 from lnviz.batch import Batch, NormSpec
 from lnviz.ui.params import EPSILONS
@@ -719,32 +723,34 @@ def test_the_batch_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: 
 
 def test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it_reports(
         page: Page, server: str) -> None:
-    """One page load for the batch size's control:
+    """One page load for BatchNorm vs LayerNorm's fragments and the batch size's control:
 
-    - ArrowRight moves it to 9, announces "batch size = 9", and settles;
+    - the page's fragment controls (tests/fragmentutil.py: the batch size among them, one step
+      right with the keyboard) and the code two of those fragments draw;
+    - the batch size, moved to 10 with the keyboard, is announced "batch size = 10" and settles;
     - 150 reported by a tampered control: the server settles on 64, and so does the panel;
     - let go at 5 after a drag: the URL follows, the page's metric shows lnviz's number, and
       the control and the figure show lnviz's numbers, equal to what the browser had; let go
       at 1: the page's alert says the refusal, once."""
     from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
 
-    panel = _open_batches(page, server)
+    panel = _open_batches(page, server, "?bl_layout=NC")  # as its first fragment control's link
     # each figure's own fold, by its label (a folded part of the page holds some of them)
     tables = page.locator('[data-testid="stExpander"] summary', has_text="Data behind this figure")
     expect(tables).to_have_count(4)  # the figures of sections 2 and 3 (the cubes have none)
     control = page.get_by_role("slider", name="Batch size", exact=True)
     expect(control).to_have_attribute("aria-valuetext", "batch size = 8")
-    control.focus()
-    page.keyboard.press("ArrowRight")
-    expect(control).to_have_attribute("aria-valuetext", "batch size = 9")
-    expect(page).to_have_url(re.compile(r"[?&]bl_b=9(&|$)"), timeout=TIMEOUT_MS)
+    check_fragment_controls(page, "/bn_vs_ln")
+    code_follows_both_fragments(page)  # the batch size is 10 after it
+    expect(control).to_have_attribute("aria-valuetext", "batch size = 10")
+    expect(page).to_have_url(re.compile(r"[?&]bl_b=10(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
     wait_idle(page)
-    assert panel.evaluate("(root) => root.__lv.data.server.batch") == 9
+    assert panel.evaluate("(root) => root.__lv.data.server.batch") == 10
     # the numbers stay readable as tables: the panel's, and every figure's data table (the
-    # fragment's rerun redrew its own and left the other sections' in place)
+    # fragments' reruns redrew their own and left the other sections' in place)
     expect(panel.locator("table.lv-stats tbody tr")).to_have_count(1)
-    expect(panel.locator("tbody td").first).to_have_text("9")
+    expect(panel.locator("tbody td").first).to_have_text("10")
     expect(tables).to_have_count(4)
     assert_no_exception(page)
 
