@@ -111,7 +111,6 @@ def _explorer_shows_its_figures_and_check(page: Page) -> None:
     shot(page, "explorer-default")
 
 
-#: What has the keyboard focus: its role, accessible label, text, and the group it sits in.
 def test_the_explorer_works_with_the_keyboard_alone(page: Page, server: str,
                                                     tmp_path: Path) -> None:
     """Navigation, a choice (BatchNorm: its figures, captions, URL and check), a slider and a

@@ -167,6 +167,19 @@ _TWO_RELEASES = """async (root, [name, a, b]) => {
 }"""
 
 
+def _tampered(page: Page, panel, name: str, value: float, written: str, settled: str) -> None:
+    """Report ``value``, outside the range of the panel's control ``name`` (a tampered page, a
+    stale control): the server moves it into the range, the URL carries ``written`` (a regex)
+    and the control follows the server (``settled``), not the browser."""
+    panel.evaluate(_TAMPER, [name, value])
+    expect(page).to_have_url(re.compile(rf"[?&]{written}(&|$)"), timeout=TIMEOUT_MS)
+    expect(panel).to_have_attribute("data-shown", "server")
+    wait_idle(page)
+    assert panel.evaluate(f"(root) => root.querySelector('input[data-control={name}]').value"
+                          ) == settled
+    assert_no_exception(page)
+
+
 def _decode(text: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype="<f8")
 
@@ -421,12 +434,7 @@ def test_the_panel_works_with_the_keyboard_and_the_server_corrects_what_it_repor
     assert math.isclose(float(panel.evaluate(_PANEL_STATE)["js"]["gamma"]), 1.1)
     assert_no_exception(page)
 
-    panel.evaluate(_TAMPER, ["beta", 42])
-    expect(page).to_have_url(re.compile(r"[?&]beta=3(\.0)?(&|$)"), timeout=TIMEOUT_MS)
-    expect(panel).to_have_attribute("data-shown", "server")
-    wait_idle(page)
-    assert panel.evaluate("(root) => root.querySelector('input[data-control=beta]').value") == "3"
-    assert_no_exception(page)
+    _tampered(page, panel, "beta", 42, r"beta=3(\.0)?", "3")
 
     _burst(page, panel, KEY_CASES["explorer-gamma"])
 
@@ -754,13 +762,8 @@ def test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it
     expect(tables).to_have_count(4)
     assert_no_exception(page)
 
-    panel.evaluate(_TAMPER, ["batch", 150])
-    expect(page).to_have_url(re.compile(r"[?&]bl_b=64(&|$)"), timeout=TIMEOUT_MS)
-    expect(panel).to_have_attribute("data-shown", "server")
-    wait_idle(page)
-    assert panel.evaluate("(root) => root.querySelector('input[data-control=batch]').value") == "64"
+    _tampered(page, panel, "batch", 150, r"bl_b=64", "64")
     expect(page.locator('input[type=range][aria-label="Batch size"]')).to_have_value("64")
-    assert_no_exception(page)
 
     for size in (8, 6, 5):
         dragged = panel.evaluate(_BATCH_DRAG, size)
