@@ -200,6 +200,13 @@ def check_fragment_controls(page: Page, path: str) -> None:
     a fresh tab does), holds every control's value."""
     cases = FRAGMENT_PAGES[path]
     controls = [FRAGMENT_CONTROLS[case] for case in cases]
+    # opened as the first control's link: its path, and every setting of its query
+    url = urllib.parse.urlsplit(page.url)
+    link = urllib.parse.urlsplit(controls[0].path)
+    assert url.path.rstrip("/").endswith(link.path), (page.url, controls[0].path)
+    opened_with = urllib.parse.parse_qsl(url.query)
+    assert all(pair in opened_with for pair in urllib.parse.parse_qsl(link.query)), (
+        page.url, controls[0].path)
     for case, control in zip(cases, controls, strict=True):
         element = fragment_control(page, control)
         expect(element).to_be_visible(timeout=TIMEOUT_MS)
@@ -268,6 +275,3 @@ def code_follows_both_fragments(page: Page) -> None:
     step_right(steps, "bl_steps=12", "for _ in range(12):", "x = torch.randn(9, 6)")
     step_right(batch, "bl_b=10", "x = torch.randn(10, 6)", "for _ in range(12):")
     assert_no_exception(page)
-
-
-#: Checks made after a page's fragment controls, on the same page load.

@@ -127,6 +127,7 @@ def test_the_explorer_works_with_the_keyboard_alone(page: Page, server: str,
     expect(page).to_have_url(re.compile(r"/explorer/?(\?.*)?$"))
     expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
     wait_idle(page)
+    expect(norm_option(page, "LayerNorm")).to_be_checked()  # the default
 
     # the Normalization choice is one tab stop; arrow keys move within it, Space picks
     focused = tab_to(page, lambda f: f["role"] == "radio" and f["group"] == "Normalization",

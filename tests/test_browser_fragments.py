@@ -1,8 +1,9 @@
-"""The pages whose URL-bound controls inside ``st.fragment`` sections no other browser test opens
-for its own checks, in a real browser (tests/fragmentutil.py): each control writes its value into
-the URL and reruns its own fragment alone (what the server sends after a move says so), and the
-link opens the page with those values. The other pages' controls are checked on the loads of the
-tests ``fragmentutil.RIDDEN`` names. Uses the fixtures of tests/conftest.py."""
+"""URL-bound controls inside ``st.fragment`` sections, in a real browser (tests/fragmentutil.py):
+each control writes its value into the URL and reruns its own fragment alone (what the server
+sends after a move says so), and the link opens the page with those values. Here, the pages
+whose controls no other test's page load can move without changing what that test checks; the
+others' controls are moved on the loads of the tests ``fragmentutil.RIDDEN`` names. Uses the
+fixtures of tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def test_controls_inside_fragments_write_the_url_and_rerun_their_fragment_alone(
 
 @pytest.mark.parametrize("path", list(RIDDEN))
 def test_the_pages_whose_fragments_another_test_checks_are_checked_there(path: str) -> None:
-    """RIDDEN's pages are left out above: the test named there must run the check."""
+    """RIDDEN's pages are left out above: the test named there must run the check (which
+    itself asserts that the page is open at its first control's link). Needs no browser."""
     module, name = RIDDEN[path]
     test = getattr(importlib.import_module(module), name)
     assert f'check_fragment_controls(page, "{path}")' in inspect.getsource(test)

@@ -241,7 +241,8 @@ def _drag(panel, name: str, values: list[float]) -> int:
 
 
 #: The running app on each way the page hands the panel its settings: a scalar γ and β, and
-#: RMSNorm without β (per-feature γ and β, the third: test_per_feature_gamma_and_beta_...).
+#: RMSNorm without β (per-feature γ and β, the third, have a test of their own:
+#: test_per_feature_gamma_and_beta_come_from_the_table).
 #: Every norm and layout, constant rows and ε = 0 included, is checked without a browser, by
 #: Node on lnviz's numbers (tests/js/norms.test.mjs, tools/live_fixtures.py).
 QUERIES = {
@@ -313,6 +314,8 @@ def _rmsnorm_link_restored(page: Page) -> None:
 def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) -> None:
     """One page load, BatchNorm in eval mode from a hand-edited link:
 
+    - the panel's numbers with the running statistics are lnviz's as the page opens, and at
+      ε = 0 (μ, σ², 1/σ, x̂ and y, in float64 and float32);
     - the link puts γ between the slider's steps (0.15 on steps of 0.1): the page takes it as it
       is, and so does the panel (its range input would snap it to 0.2);
     - let go at γ = −1.5: the server takes it, the URL follows, and the figures show lnviz's
@@ -328,6 +331,8 @@ def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) ->
     panel = _panel(page)
     state = panel.evaluate(_PANEL_STATE)
     assert state["data"]["server"]["gamma"] == 0.15 and state["js"]["gamma"] == 0.15
+    assert state["data"]["training"] is False and state["data"]["warmup"] == 10
+    _compare(state["js"], *_from_panel(state["data"], state["js"]))  # running statistics
     expect(panel.locator("[data-show=gamma]")).to_have_text("0.15")
     figure = next(f for f in page.evaluate(_FIGURES) if f["kind"] == "heatmaps")
     shown = _decode_figure_array(figure["figure"]["data"][1]["z"])
@@ -370,6 +375,8 @@ def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) ->
            "lnviz's step-by-step y after release against the browser's during the drag")
 
     panel.evaluate(_DRAG_TO, ["eps", 0])
+    state = panel.evaluate(_PANEL_STATE)
+    _compare(state["js"], *_from_panel(state["data"], state["js"]))  # ε = 0, γ = −1.5
     panel.evaluate(_RELEASE, "eps")
     expect(page).to_have_url(re.compile(r"[?&]eps=0(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
@@ -825,9 +832,9 @@ KEY_CASES = {
     "bn-vs-ln-batch": KeyCase(BN_VS_LN, ".lv-batches", "Batch size", "ArrowRight", 12,
                               r"bl_b=20", "batch", 20),
 }
-#: The keys are handled by the code every panel shares (lnviz/ui/live/common.js): two panels'
-#: arrow keys are pressed (``_there_and_back``, ``_burst``), the Explorer's and the ε page's,
-#: whose presses run into the end of the range (the batch panel's keys have a test of their own).
+# The keys are handled by the code every panel shares (lnviz/ui/live/common.js): two panels'
+# arrow keys are pressed (``_there_and_back``, ``_burst``), the Explorer's and the ε page's,
+# whose presses run into the end of the range; "bn-vs-ln-batch" gives the batch tests their page.
 
 
 def _open_panel(page: Page, server: str, case: KeyCase, query: str = ""):

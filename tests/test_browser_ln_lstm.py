@@ -33,8 +33,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(
 #: old page took eval_every = 167 steps of every model before it looked at Stop again.
 LARGE = ("tr_models=LSTM&tr_models=LN-LSTM&tr_models=BN-LSTM&tr_hidden=256&tr_batch=256"
          "&tr_steps=5000")
-#: The first learner's training, which only has to hold the heavy-job place meanwhile: one
-#: model at the same size (a third of the work a step, still minutes to its end).
+#: The first learner's training, which only has to hold the heavy-job place meanwhile: one model
+#: (the plain LSTM, the cheapest of the three) at the same size instead of three, still minutes
+#: from its end.
 FIRST = "tr_models=LSTM&tr_hidden=256&tr_batch=256&tr_steps=5000"
 #: The server counts as quiet when it uses less than half a CPU-second in a 3 s window (training
 #: three models keeps both cores busy, 2 CPU-seconds a second); it must get there within 30 s.
@@ -92,7 +93,7 @@ def test_a_training_waits_its_turn_ends_with_its_tab_and_stops_on_request(
     as the demo does): a second learner's training waits in line and says so with its place;
     when the first learner closes their tab, their training ends and the second one starts;
     Stop ends that one within its chunk, and then nothing trains behind the pages (one test,
-    two large trainings: each of the three it once was started its own)."""
+    two trainings: each of the three it once was started its own)."""
     first = page.context.new_page()
     try:
         first_progress, _ = _start_large_run(first, server, FIRST)

@@ -38,8 +38,7 @@ LEARNERS = 2
 #: A large random batch: 2,000,000 values (the full limits allow 13,421,772).
 BIG = "/explorer?src=Random+batch&rlayout=NC&rn=4000&rc=500"
 #: What the warming learner opens: every page the later learners open (BIG is the Explorer), so
-#: that the baseline has
-#: imported what they use.
+#: that the baseline has imported what they use.
 PAGES = [BIG, "/minilm"]
 #: After everyone has left, the server holds at most this multiple of its warmed baseline.
 RATIO = 1.5

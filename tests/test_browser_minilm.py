@@ -48,7 +48,7 @@ def test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer(
     assert_no_exception(page)
     main = page.locator('[data-testid="stMain"]')
     expect(main.get_by_text("9 tokens:")).to_be_visible()
-    check_fragment_controls(page, "/minilm")  # the attention's layer: its fragment alone reruns
+    check_fragment_controls(page, "/minilm")  # the attention's layer writes the link
 
     box = page.get_by_role("textbox", name="Sentence")
     box.fill("Paris is the capital of France, and Berlin is the capital of Germany.")
