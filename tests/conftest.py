@@ -3,11 +3,12 @@ browser tests' Chromium, server and timeout (tests/browserutil.py has their help
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -38,8 +39,6 @@ def _scan_manifests_once() -> None:
     one: lnviz's live panels are inline components). Nothing is installed while the tests run,
     so one scan per test process answers for all. The scanner is Streamlit's internal; if it
     moves, AppTest scans as before, only slower."""
-    import functools
-
     try:
         from streamlit.components.v2 import manifest_scanner
     except ImportError:
@@ -83,18 +82,23 @@ DEVICE_PARAMS = ["cpu"] + (
 _RUNS_A_PAGE = re.compile(r"\bopen_page\(|_page\(|\bAppTest\b|\bat\.")
 
 
+@functools.cache
+def _body_runs_a_page(function: Callable) -> bool:
+    """Whether ``function``'s source runs a page (asked once per test function, not once per
+    parameter set: 3,164 items, about 1,000 functions)."""
+    try:
+        return bool(_RUNS_A_PAGE.search(inspect.getsource(function)))
+    except OSError:
+        return False
+
+
 def _runs_a_page(item: pytest.Item) -> bool:
     """A page test: its body runs a page, or it takes a fixture that did (``trained_page``)."""
     function = getattr(item, "function", None)
     if function is None:
         return False
-    try:
-        body = inspect.getsource(function)
-    except OSError:
-        return False
     fixtures = getattr(item, "fixturenames", ())
-    return bool(_RUNS_A_PAGE.search(body)) or any(
-        name.endswith("_page") for name in fixtures)
+    return _body_runs_a_page(function) or any(name.endswith("_page") for name in fixtures)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
