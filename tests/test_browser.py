@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 try:
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
     from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import Page, expect, sync_playwright
 except ImportError:  # checked (skip or fail) by the ``browser`` fixture
     sync_playwright = None
 
@@ -37,13 +37,11 @@ from browserutil import (
     chart_title,
     norm_option,
     open_from_navigation,
-    serve,
     shot,
     slug,
     tab_to,
     wait_idle,
 )
-from conftest import DESKTOP_VIEWPORT
 from layoututil import GUESSED, LAID_OUT, NOT_IN_NAVIGATION, chart_problems, guessed_problems
 from pageutil import ALL_PAGES
 
@@ -216,54 +214,3 @@ def _uploads_through_the_dropzone(page: Page, tmp_path: Path) -> None:
     wait_idle(page)
     assert_no_exception(page)
     shot(page, "upload-bad")
-
-
-#: What the sidebar and the main area show, sampled while a cold server answers a first visit.
-_FIRST_VISIT = """() => {
-  const nav = Array.from(document.querySelectorAll('[data-testid="stSidebarNavLink"]'))
-    .map(a => a.innerText.replace(/^[a-z_]+\\n/, '').trim());
-  const main = document.querySelector('[data-testid="stMain"]');
-  const title = document.querySelector('[data-testid="stMain"] h1');
-  return {nav, main: main ? main.innerText : '', title: title ? title.innerText : ''};
-}"""
-
-
-def test_first_visit_to_a_cold_server(browser: Browser, tmp_path: Path) -> None:
-    """A first visit after a server start showed the pages' raw file names in
-    the sidebar (Streamlit's legacy pages/ folder) and a blank main area for seconds; and its
-    session's second run mounted the whole page afresh (the cold start's notice had moved every
-    element one place)."""
-    from lnviz.ui.pages import PAGES
-
-    titles = {p.title for pages in PAGES.values() for p in pages}
-    with serve(tmp_path) as base:
-        context = browser.new_context(viewport=DESKTOP_VIEWPORT)
-        try:
-            page = context.new_page()
-            page.goto(f"{base}/explorer", wait_until="commit")
-            samples = []
-            deadline = time.monotonic() + TIMEOUT_MS / 1000
-            while time.monotonic() < deadline:
-                samples.append(page.evaluate(_FIRST_VISIT))
-                if samples[-1]["title"] == "Explorer":
-                    break
-                page.wait_for_timeout(100)
-            assert samples[-1]["title"] == "Explorer", samples[-1]
-            navs = [s["nav"] for s in samples if s["nav"]]
-            assert navs and all(set(nav) <= titles for nav in navs), navs[0]
-            # before the page's own content, the cold start says what it is doing
-            early = [s["main"] for s in samples if s["nav"] and not s["title"]]
-            assert any("Starting lnviz" in text for text in early), early
-            wait_idle(page)
-            assert "Starting lnviz" not in page.locator("[data-testid=stMain]").inner_text()
-            # the session's next run keeps the page's elements where they were: its figures
-            # are not mounted afresh (they collapsed while redrawing, and the page jumped)
-            figure = page.locator(".lv-figure").first
-            expect(figure).to_have_attribute("data-ready", "1")
-            figure.evaluate("(root) => { root.dataset.kept = 'yes'; }")
-            norm_option(page, "RMSNorm").click()
-            expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
-            wait_idle(page)
-            expect(page.locator(".lv-figure[data-kept=yes]")).to_have_count(1)
-        finally:
-            context.close()

@@ -1,15 +1,25 @@
-"""Memory that comes back: after every learner has left and Streamlit's grace period for closed
-tabs has passed, the server is back within 1.5× of its warmed baseline, and rounds of closed
-transformer tabs (whose state sits in reference cycles) add next to nothing.
+"""A fresh server's first visit, then memory that comes back: one ``streamlit run app.py`` of the
+test's own (tests/browserutil.py's ``serve``), started for it, with the grace period
+``server.disconnectedSessionTTL`` cut to a few seconds.
 
-A real ``streamlit run app.py`` (tests/browserutil.py's ``serve``) with the grace period
-``server.disconnectedSessionTTL`` cut to a few seconds. The baseline is the server's RSS after one
-learner has opened the pages below and left: everything imported, nobody connected. Then several
-learners at once each explore a large random batch (about 60 MB of results per learner) and
-upload a file, and leave. Streamlit drops a closed session lazily (at the next write to its
-store of closed sessions, when the next tab closes), so the test also checks the RSS after one
-more visitor has come and gone. Before lnviz.ui.memory fixed glibc's mmap threshold, the freed
-results stayed in the process: 761 MB after, against a baseline of 402 MB (822 MB at the peak).
+The first visit is a cold start's: the sidebar once showed the pages' raw file names (Streamlit's
+legacy pages/ folder) and the main area stayed blank for seconds, and the session's second run
+mounted the whole page afresh (the cold start's notice had moved every element one place).
+
+Then memory: after every learner has left and Streamlit's grace period for closed tabs has
+passed, the server is back within 1.5× of its warmed baseline, and rounds of closed transformer
+tabs (whose state sits in reference cycles) add next to nothing. The baseline is the server's RSS
+after the first learner has opened the pages below and left: everything imported, nobody
+connected. Then several learners at once each explore a large random batch (about 60 MB of
+results per learner) and upload a file, and leave. Streamlit drops a closed session lazily (at
+the next write to its store of closed sessions, when the next tab closes), so the test also
+checks the RSS after one more visitor has come and gone. Before lnviz.ui.memory fixed glibc's
+mmap threshold, the freed results stayed in the process: 761 MB after, against a baseline of
+402 MB (822 MB at the peak).
+
+The learners are two tabs, each leaving by going to about:blank (which ends its session on the
+server as closing the tab does) and coming back as the next learner: a new tab costs Chromium
+about 4.5 CPU-s here (tests/conftest.py's ``Tabs``).
 """
 
 from __future__ import annotations
@@ -19,7 +29,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browserutil import CHARTS, CHECK_BADGE, SERVER_PROCS, TIMEOUT_MS, serve, wait_idle
+from browserutil import (
+    CHARTS,
+    CHECK_BADGE,
+    SERVER_PROCS,
+    TIMEOUT_MS,
+    chart_title,
+    norm_option,
+    serve,
+    wait_idle,
+)
 
 from tools.loadtest import tree_rss_mb
 
@@ -37,8 +56,9 @@ GRACE_S = 2
 LEARNERS = 2
 #: A large random batch: 2,000,000 values (the full limits allow 13,421,772).
 BIG = "/explorer?src=Random+batch&rlayout=NC&rn=4000&rc=500"
-#: What the warming learner opens: every page the later learners open (BIG is the Explorer), so
-#: that the baseline has imported what they use.
+#: What the first learner opens after the Explorer's default (the cold start's first page, then
+#: RMSNorm on it): every page the later learners open, so that the baseline has imported what
+#: they use.
 PAGES = [BIG, "/minilm"]
 #: After everyone has left, the server holds at most this multiple of its warmed baseline.
 RATIO = 1.5
@@ -59,20 +79,67 @@ WORDS = "+words" * 60
 GC_EVERY_S = 2
 
 
-def _visit(context: BrowserContext, base: str, paths: list[str], upload: Path | None = None):
-    """A learner: a tab that opens ``paths`` in turn (and uploads ``upload`` on the Explorer);
-    returned still open."""
-    return _arrive(_start(context, base, paths[0]), base, paths[1:], upload)
+#: What the sidebar and the main area show, sampled while a cold server answers a first visit.
+_FIRST_VISIT = """() => {
+  const nav = Array.from(document.querySelectorAll('[data-testid="stSidebarNavLink"]'))
+    .map(a => a.innerText.replace(/^[a-z_]+\\n/, '').trim());
+  const main = document.querySelector('[data-testid="stMain"]');
+  const title = document.querySelector('[data-testid="stMain"] h1');
+  return {nav, main: main ? main.innerText : '', title: title ? title.innerText : ''};
+}"""
 
 
-def _start(context: BrowserContext, base: str, path: str) -> Page:
-    """A learner's tab, asking for its first page (not waiting for it). Each tab is a session
-    of its own on the server, and closing it ends the session as leaving does; the tabs of one
-    context share the browser's cache, so that the learners' pages do not each compile the
-    app's scripts again (about 5 CPU-s a tab here)."""
-    page = context.new_page()
-    page.goto(f"{base}{path}", wait_until="commit")
-    return page
+def _first_visit(tab: Page, url: str) -> None:
+    """The server's first visitor asks for the Explorer at ``url``: the sidebar shows the pages'
+    titles from the start, the main area says what the cold start is doing until the page is
+    there, and the session's next run (RMSNorm picked) keeps the page's figure mounted."""
+    from lnviz.ui.pages import PAGES as NAVIGATION
+
+    titles = {p.title for pages in NAVIGATION.values() for p in pages}
+    tab.goto(url, wait_until="commit")
+    samples = []
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        samples.append(tab.evaluate(_FIRST_VISIT))
+        if samples[-1]["title"] == "Explorer":
+            break
+        tab.wait_for_timeout(100)
+    assert samples[-1]["title"] == "Explorer", samples[-1]
+    navs = [s["nav"] for s in samples if s["nav"]]
+    assert navs and all(set(nav) <= titles for nav in navs), navs[0]
+    # before the page's own content, the cold start says what it is doing
+    early = [s["main"] for s in samples if s["nav"] and not s["title"]]
+    assert any("Starting lnviz" in text for text in early), early
+    wait_idle(tab)
+    assert "Starting lnviz" not in tab.locator("[data-testid=stMain]").inner_text()
+    # the session's next run keeps the page's elements where they were: its figures are not
+    # mounted afresh (they collapsed while redrawing, and the page jumped)
+    figure = tab.locator(".lv-figure").first
+    expect(figure).to_have_attribute("data-ready", "1")
+    figure.evaluate("(root) => { root.dataset.kept = 'yes'; }")
+    norm_option(tab, "RMSNorm").click()
+    expect(chart_title(tab, "output y (RMSNorm)")).to_be_visible()
+    wait_idle(tab)
+    expect(tab.locator(".lv-figure[data-kept=yes]")).to_have_count(1)
+
+
+def _start(tab: Page, base: str, path: str) -> Page:
+    """A learner arriving in ``tab``: it asks for their first page (not waiting for it), a
+    session of its own on the server."""
+    tab.goto(f"{base}{path}", wait_until="commit")
+    return tab
+
+
+def _leave(tab: Page) -> None:
+    """The learner in ``tab`` leaves: the tab goes to about:blank, which ends the session on
+    the server as closing the tab does."""
+    tab.goto("about:blank")
+
+
+def _visit(tab: Page, base: str, paths: list[str]) -> None:
+    """A learner who opens ``paths`` in turn in ``tab`` and leaves."""
+    _arrive(_start(tab, base, paths[0]), base, paths[1:])
+    _leave(tab)
 
 
 def _arrive(page: Page, base: str, paths: list[str], upload: Path | None = None) -> Page:
@@ -109,56 +176,65 @@ def _settled_rss(pid: int, ceiling: float, wait_s: float) -> float:
         time.sleep(1)
 
 
-def test_memory_comes_back_after_everyone_leaves(desktop: BrowserContext, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cold_servers_first_visit_and_memory_that_comes_back_after_everyone_leaves(
+        desktop: BrowserContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     upload = tmp_path / "acts.npy"
     np.save(upload, np.random.default_rng(0).standard_normal((1000, 100), dtype=np.float32))
     monkeypatch.setenv("LNVIZ_GC_EVERY_S", str(GC_EVERY_S))  # the server's own collector
-    with serve(tmp_path, "--server.disconnectedSessionTTL", str(GRACE_S)) as base:
-        pid = SERVER_PROCS[base].pid
-        started = tree_rss_mb(pid)
-        _visit(desktop, base, PAGES, upload).close()
-        time.sleep(GRACE_S + 8)  # the session expires, its results are freed
-        baseline = tree_rss_mb(pid)
-
-        # at once, each with their own batch; half of them also upload a file
-        opening = [_start(desktop, base, f"{BIG}&seed={i}") for i in range(LEARNERS)]
-        learners = [_arrive(tab, base, [], upload if i % 2 else None)
-                    for i, tab in enumerate(opening)]
-        peak = tree_rss_mb(pid)
-        for tab in learners:
+    tabs = [desktop.new_page() for _ in range(LEARNERS)]
+    try:
+        with serve(tmp_path, "--server.disconnectedSessionTTL", str(GRACE_S)) as base:
+            _check_memory(tabs, base, upload)
+    finally:
+        for tab in tabs:
             tab.close()
-        after = _settled_rss(pid, RATIO * baseline, GRACE_S + 40)
-        # Streamlit drops an expired session only at its session store's next write (the next
-        # tab to close): until then the closed sessions' state is still in memory, so "after"
-        # is an upper bound. A later visitor's leaving lets it go.
+
+
+def _check_memory(tabs: list[Page], base: str, upload: Path) -> None:
+    pid = SERVER_PROCS[base].pid
+    started = tree_rss_mb(pid)
+    _first_visit(tabs[0], f"{base}/explorer")
+    _arrive(tabs[0], base, PAGES, upload)
+    _leave(tabs[0])
+    time.sleep(GRACE_S + 8)  # the session expires, its results are freed
+    baseline = tree_rss_mb(pid)
+
+    # at once, each with their own batch; half of them also upload a file
+    opening = [_start(tab, base, f"{BIG}&seed={i}") for i, tab in enumerate(tabs)]
+    learners = [_arrive(tab, base, [], upload if i % 2 else None)
+                for i, tab in enumerate(opening)]
+    peak = tree_rss_mb(pid)
+    for tab in learners:
+        _leave(tab)
+    after = _settled_rss(pid, RATIO * baseline, GRACE_S + 40)
+    # Streamlit drops an expired session only at its session store's next write (the next
+    # tab to close): until then the closed sessions' state is still in memory, so "after"
+    # is an upper bound. A later visitor's leaving lets it go.
+    time.sleep(GRACE_S + 1)
+    _visit(tabs[0], base, ["/home"])
+    reaped = _settled_rss(pid, REAPED * baseline, 20)
+    print(f"server RSS: started {started:.0f} MB, warmed baseline {baseline:.0f} MB, "
+          f"{LEARNERS} learners {peak:.0f} MB, after {after:.0f} MB, after a later visitor "
+          f"{reaped:.0f} MB")
+    assert peak > baseline + 8 * LEARNERS, "the learners' sessions should hold memory"
+    assert after <= RATIO * baseline, (
+        f"{after:.0f} MB after every learner left, more than {RATIO} × the warmed baseline "
+        f"{baseline:.0f} MB (peak {peak:.0f} MB)")
+    assert reaped <= REAPED * baseline, (reaped, baseline)
+
+    # Tabs that are closed give back what their state held in reference cycles: with the
+    # shipped runner.postScriptGC = false that waited for a full collection that might
+    # never come; lnviz.ui.memory's periodic one frees it.
+    rounds = []
+    for r in range(CLOSED_ROUNDS):
+        # each tab with its own sentence, so each session holds results of its own
+        for tab in [_arrive(tab, base, []) for tab in [
+                _start(tab, base, f"/minilm?tf_text=Round+{r}+tab+{k}" + WORDS)
+                for k, tab in enumerate(tabs[:CLOSED_TABS])]]:
+            _leave(tab)
         time.sleep(GRACE_S + 1)
-        _visit(desktop, base, ["/home"]).close()
-        reaped = _settled_rss(pid, REAPED * baseline, 20)
-        print(f"server RSS: started {started:.0f} MB, warmed baseline {baseline:.0f} MB, "
-              f"{LEARNERS} learners {peak:.0f} MB, after {after:.0f} MB, after a later visitor "
-              f"{reaped:.0f} MB")
-        assert peak > baseline + 8 * LEARNERS, "the learners' sessions should hold memory"
-        assert after <= RATIO * baseline, (
-            f"{after:.0f} MB after every learner left, more than {RATIO} × the warmed baseline "
-            f"{baseline:.0f} MB (peak {peak:.0f} MB)")
-        assert reaped <= REAPED * baseline, (reaped, baseline)
-
-        # Tabs that are closed give back what their state held in reference cycles: with the
-        # shipped runner.postScriptGC = false that waited for a full collection that might
-        # never come; lnviz.ui.memory's periodic one frees it.
-        rounds = []
-        for r in range(CLOSED_ROUNDS):
-            # each tab with its own sentence, so each session holds results of its own
-            tabs = [_arrive(tab, base, []) for tab in [
-                _start(desktop, base, f"/minilm?tf_text=Round+{r}+tab+{k}" + WORDS)
-                for k in range(CLOSED_TABS)]]
-            for tab in tabs:
-                tab.close()
-            time.sleep(GRACE_S + 1)
-            _visit(desktop, base, ["/home"]).close()  # lets Streamlit drop the expired sessions
-            rounds.append(_settled_rss(pid, reaped + CLOSED_MARGIN_MB / 2, 4 * GC_EVERY_S + 10))
-        print(f"after each round of {CLOSED_TABS} closed transformer tabs: "
-              f"{', '.join(f'{r:.0f}' for r in rounds)} MB")
-        assert rounds[-1] <= reaped + CLOSED_MARGIN_MB, (reaped, rounds)
-
+        _visit(tabs[0], base, ["/home"])  # lets Streamlit drop the expired sessions
+        rounds.append(_settled_rss(pid, reaped + CLOSED_MARGIN_MB / 2, 4 * GC_EVERY_S + 10))
+    print(f"after each round of {CLOSED_TABS} closed transformer tabs: "
+          f"{', '.join(f'{r:.0f}' for r in rounds)} MB")
+    assert rounds[-1] <= reaped + CLOSED_MARGIN_MB, (reaped, rounds)
