@@ -42,16 +42,23 @@ from browserutil import (
     tab_to,
     wait_idle,
 )
+from fragmentutil import RIDDEN, check_fragment_controls
 from layoututil import GUESSED, LAID_OUT, NOT_IN_NAVIGATION, chart_problems, guessed_problems
 from pageutil import ALL_PAGES
 
 pytestmark = pytest.mark.browser
+#: The pages whose fragment controls the navigation test moves where it has opened them (their
+#: first control's link is the navigation's): tests/fragmentutil.py's RIDDEN.
+RIDES = [path for path, (_, test) in RIDDEN.items()
+         if test == "test_every_page_opens_from_the_navigation"]
+
 
 def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
     """Every link of the navigation opens its page without an error; on the way, the figures
     of the pages tests/layoututil.py lists are checked for their layout at the desktop's width
-    (the phone's is tests/test_browser_narrow.py's), and the Explorer shows its figures and its
-    check against torch."""
+    (the phone's is tests/test_browser_narrow.py's), the Explorer shows its figures and its
+    check against torch, and the fragment controls of RIDES's pages are moved (after their
+    layout was checked)."""
     page.goto(server)
     links = page.locator(NAV_LINKS)
     expect(links.first).to_be_visible(timeout=TIMEOUT_MS)
@@ -65,7 +72,7 @@ def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
     targets = [(links.nth(i).get_attribute("href"), links.nth(i).inner_text().split("\n")[-1])
                for i in range(links.count())]
 
-    problems, laid_out = [], []
+    problems, laid_out, ridden = [], [], []
     # the default page (first link) is open already: visit it last, so every click changes page
     for number in [*range(1, len(targets)), 0]:
         href, label = targets[number]
@@ -87,6 +94,9 @@ def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
             if path in GUESSED:  # the figures behind its guesses, once answered
                 problems += guessed_problems(page, "1280px", path)
                 laid_out.append(path)
+            if f"/{path}" in RIDES:  # after its layout: its fragment controls
+                check_fragment_controls(page, f"/{path}")
+                ridden.append(f"/{path}")
         except (AssertionError, PlaywrightError) as err:
             shot(page, f"{name}-FAILED")
             raise AssertionError(f"page {label!r} ({href}) from the navigation: {err}\n"
@@ -96,6 +106,7 @@ def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
     # every page of LAID_OUT that a link opens was checked (the rest: test_browser_narrow.py)
     assert set(LAID_OUT) - set(laid_out) == set(NOT_IN_NAVIGATION), laid_out
     assert set(GUESSED) <= set(laid_out), laid_out
+    assert sorted(ridden) == sorted(RIDES), ridden
     assert problems == [], "\n".join(problems)
 
 
