@@ -17,14 +17,17 @@ from lnviz.lessons.beyond import (
     LN_FREE,
     LN_FREE_LOSS,
     MINILM_TOKEN_RUNS,
+    NEIGHBOURS,
     RMSNORM,
     RMSNORM_SAVING,
+    STRAIGHT_BUT_EXTREMES,
+    TRIM,
     VIT_TOP1,
     frozen_sigma,
     kernel_savings,
     mean_shares,
+    placed,
     rank_correlation,
-    reference_cosines,
     rms_instead,
     run_sentence,
     shape_of,
@@ -32,8 +35,9 @@ from lnviz.lessons.beyond import (
     substitute,
     tanh_fits,
     worst_sublayer,
+    yardstick,
 )
-from lnviz.lessons.minilm import PRESETS, layer_label, sublayer_of
+from lnviz.lessons.minilm import layer_label, sublayer_of
 from lnviz.lessons.performance import recorded_gpu_run
 from lnviz.lessons.shapes import (
     DYT_ALPHA,
@@ -69,11 +73,9 @@ st.caption("Recent models question the LayerNorm this app is built around. This 
            "their ideas on the model it ships, all-MiniLM-L6-v2, and says which claims it "
            "reproduces and which it only reports. The URL keeps your sentence.")
 st.markdown(
-    "**Dynamic Tanh (DyT)** replaces each LayerNorm by a function of one value at a time, "
-    "$\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned number α per layer, "
-    f"no mean, no variance. Its authors ({DYT.cited}) started from an observation: in trained "
-    "transformers, a LayerNorm's output plotted against its input, value by value, bends like "
-    "a tanh. Here is that plot for a real model.")
+    "One of these ideas started from a plot: a trained transformer's LayerNorm, its output "
+    "against its input, value by value. Here is that plot for a real model; first, what do you "
+    "expect it to look like?")
 
 with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
     model = shared(minilm)
@@ -85,6 +87,10 @@ with refusal(icon=":material/block:"), st.spinner("Running the model and fitting
     original = cached(run_sentence, Named(model, "minilm"), text)
     fits = cached(tanh_fits, Named(original, ("by", text)))
 fit = fits[chosen]
+#: the LayerNorms by what is left of their bend without their extremes, on this sentence
+s_shaped = [k for k, f in enumerate(fits) if shape_of(f) == "S-shaped"]
+slightly = [k for k, f in enumerate(fits) if shape_of(f) == "slightly bent"]
+extreme_only = [k for k, f in enumerate(fits) if shape_of(f) == STRAIGHT_BUT_EXTREMES]
 tokens = len(original.tokens)  # a run's work, for the server's line (lnviz.ui.jobs)
 fit_width = int(original.records[chosen].input.shape[-1])
 
@@ -97,7 +103,8 @@ guess = prediction(
          "gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
 if guess is not None:
     shape = shape_of(fit)
-    answer = {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
+    answer = {"straight": GUESSES[0], STRAIGHT_BUT_EXTREMES: GUESSES[0],
+              "S-shaped": GUESSES[1]}.get(shape)
     if guess == answer:
         verdict = "Right"
     elif answer is None and guess != GUESSES[2]:  # slightly bent: a line and a curve, partly
@@ -105,68 +112,103 @@ if guess is not None:
     else:
         verdict = "Not quite"
     alpha = "→ 0, a straight line through 0" if fit.straight else f"{fit.alpha:.3g}"
+    largest = int(fit.extreme[-1])
+    top_token = int(fit.tokens[largest])
+    left_out = (f"the {fit.extreme.size} values of largest |x| (the top {TRIM:.1%}; the largest, "
+                f"x = {fit.x[largest]:.3g}, is token {top_token}'s, "
+                f"{original.tokens[top_token]})")
     st.markdown(
-        f"**{verdict}:** this LayerNorm is **{shape}** on this sentence. The best "
-        f"s·tanh(αx) through its {fit.x.size:,} points explains R² = {fit.r2_tanh:.3f} of x̂'s "
-        f"variance (α {alpha}); the best straight line, which need not pass through 0, "
-        f"explains R² = {fit.r2_line:.3f}.")
+        f"**Dynamic Tanh (DyT)** ({DYT.cited}) replaces each LayerNorm by a function of one "
+        "value at a time, $\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned "
+        "number α per layer, no mean, no variance. Its authors saw this plot bend like a tanh "
+        "in trained transformers (mostly in deeper layers), and a tanh is what they put in the "
+        "LayerNorm's place. Here, the best tanh and the best straight line are fitted to the "
+        "points.")
+    st.markdown(
+        f"**{verdict}:** this LayerNorm is **{shape}** on this sentence. Over all its "
+        f"{fit.x.size:,} points, the best s·tanh(αx) explains R² = {fit.r2_tanh:.3f} of x̂'s "
+        f"variance (α {alpha}) and the best straight line, which need not pass through 0, "
+        f"R² = {fit.r2_line:.3f}. Without {left_out}: tanh R² = {fit.r2_tanh_trimmed:.3f}, "
+        f"line R² = {fit.r2_line_trimmed:.3f}.")
     if len(original.tokens) <= 2:
         st.caption("The sentence is empty: the model reads only [CLS] and [SEP], so these are "
                    "the points of two tokens.")
-    xs, ys = fit.sample()
+    drawn = np.union1d(fit.sample(), fit.extreme)
     cx, ct, cl = fit.curve()
-    show_figure(charts.beyond.tanh_fit_figure, xs, ys, cx, ct, cl,
+    show_figure(charts.beyond.tanh_fit_figure, fit.x[drawn], fit.x_hat[drawn],
+                fit.tokens[drawn], original.tokens, np.isin(drawn, fit.extreme), cx, ct, cl,
                 f"LayerNorm {chosen}: {layer_label(name)}",
                 f"tanh fit (R² {fit.r2_tanh:.3f})", f"line fit (R² {fit.r2_line:.3f})",
                 key="by_scatter")
     low, median, high = fit.sigmas
     bound = (fit_width - 1) ** 0.5
     why = (f"Within one token, x̂ = (x − μ)/σ is a straight line in x (slope 1/σ, through "
-           f"x = μ): the points bend only because tokens differ in μ and σ, here σ from "
-           f"{low:.3g} to {high:.3g} (the largest {high / median:.1f} times the median). ")
+           f"x = μ): each colour is one token's line, and the points bend only because tokens "
+           f"differ in μ and σ, here σ from {low:.3g} to {high:.3g} (the largest "
+           f"{high / median:.1f} times the median). ")
     if shape == "straight":
         why += (f"Here their lines are close enough for one straight line to explain "
                 f"R² = {fit.r2_line:.3f} of x̂.")
     else:
         why += (f"A value far from its token's mean forces a large σ on that token "
                 f"(σ ≥ |x − μ|/√(C − 1)), so no x̂ can pass √(C − 1) = {bound:.1f} "
-                f"(C = {fit_width} features): far from 0 the points level off. Where only a "
-                f"few values lie out there, they alone make the bend: look at the ends.")
-    st.caption(f"{xs.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the order "
-               "of x so that the extremes are always among them; the fits use all of them. "
-               + why)
+                f"(C = {fit_width} features): that token's line is flat, and its far value "
+                f"is squashed towards the edge, as a tanh squashes it. ")
+        why += ("Here those few values (the crosses) alone make the bend: without them a line "
+                "fits as well as the tanh, and within each token the mapping is straight."
+                if shape == STRAIGHT_BUT_EXTREMES else
+                "Here the bend outlasts leaving out the values of largest |x| (the crosses): "
+                "it is more than a few points.")
+    st.caption(f"{drawn.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the "
+               "order of x so that the extremes are always among them; the fits use all of "
+               "them (drag a box on the figure to zoom into the crowd). " + why)
 
     # --- 2. All thirteen ---------------------------------------------------------------------
     st.subheader("2 · All 13 LayerNorms")
+    trimmed_title = f"without each LayerNorm's top {TRIM:.1%} of |x|"
     show_figure(charts.beyond.fit_quality_figure, [f"{k}: {layer_label(n)}"
                                                    for k, n in enumerate(NAMES)],
-                [f.r2_tanh for f in fits], [f.r2_line for f in fits], key="by_quality")
+                [f.r2_tanh for f in fits], [f.r2_line for f in fits],
+                [f.r2_tanh_trimmed for f in fits], [f.r2_line_trimmed for f in fits],
+                trimmed_title, key="by_quality")
     groups = {"after the feed-forward": [f for f in fits
                                          if sublayer_of(f.name) == "feed-forward"],
               "after attention": [f for f in fits if sublayer_of(f.name) == "attention"]}
     embeddings = fits[0]
-    lines = [f"- **The embeddings' LayerNorm** (LayerNorm 0, before any layer): tanh R² "
-             f"{embeddings.r2_tanh:.2f}, line R² {embeddings.r2_line:.2f}; "
-             f"{shape_of(embeddings)}."]
+
+    def spans(members: list) -> str:
+        """The R² ranges of ``members``, with all their values and without the extremes."""
+        def span(values: list[float]) -> str:
+            return f"{min(values):.2f}–{max(values):.2f}" if len(values) > 1 else \
+                f"{values[0]:.2f}"
+        return (f"tanh R² {span([f.r2_tanh for f in members])}, line R² "
+                f"{span([f.r2_line for f in members])}; {trimmed_title}: tanh "
+                f"{span([f.r2_tanh_trimmed for f in members])}, line "
+                f"{span([f.r2_line_trimmed for f in members])}")
+
+    lines = [f"- **The embeddings' LayerNorm** (LayerNorm 0, before any layer): "
+             f"{spans([embeddings])}; {shape_of(embeddings)}."]
     for label, members in groups.items():
-        shapes = sorted({shape_of(f) for f in members})
-        lines.append(
-            f"- **{label.capitalize()}** ({len(members)} LayerNorms): tanh R² "
-            f"{min(f.r2_tanh for f in members):.2f}–{max(f.r2_tanh for f in members):.2f}, "
-            f"line R² {min(f.r2_line for f in members):.2f}–"
-            f"{max(f.r2_line for f in members):.2f}; {', '.join(shapes)}.")
+        counts = {}
+        for f in members:
+            counts[shape_of(f)] = counts.get(shape_of(f), 0) + 1
+        lines.append(f"- **{label.capitalize()}** ({len(members)} LayerNorms): "
+                     f"{spans(members)}; "
+                     + ", ".join(f"{n} {shape}" for shape, n in sorted(counts.items())) + ".")
     st.markdown("On this sentence:\n" + "\n".join(lines))
-    split = (all(shape_of(f) != "straight" for f in groups["after the feed-forward"])
-             and all(shape_of(f) == "straight" for f in groups["after attention"]))
-    st.caption("The paper's plots (ViT, wav2vec 2.0, DiT) show mostly straight mappings in "
-               "early layers and S-curves deeper. "
-               + ("In this small encoder, on this sentence, what decides it is where the "
-                  "LayerNorm sits: every one after a feed-forward (where the massive "
-                  "activation of *Inside a real transformer* appears) bends, from the first "
-                  "layer's on, and every one after attention is straight."
-                  if split else
-                  "On this sentence the shapes do not split by where the LayerNorm sits: "
-                  "compare the bars."))
+    first_token = all(int(fits[k].tokens[fits[k].extreme[-1]]) == 0 for k in extreme_only)
+    st.caption(
+        "The paper's plots (ViT, wav2vec 2.0, DiT) show mostly straight mappings in early "
+        "layers and S-curves deeper. "
+        + (f"Here {len(extreme_only)} of the 13 bend only through their extremes"
+           + (f" (in each, the largest |x| is token 0's, {original.tokens[0]}: the massive "
+              "activation of *Inside a real transformer*)" if first_token else "")
+           + ": leave out the top "
+           f"{TRIM:.1%} of |x| and a straight line fits as well as the tanh. "
+           if extreme_only else "")
+        + (f"The bend outlasts that in LayerNorm {', '.join(map(str, s_shaped))}. "
+           if s_shaped else "No LayerNorm stays S-shaped without its extremes. ")
+        + "Compare the two rows of bars.")
 
 # --- 3. Put DyT in its place -----------------------------------------------------------------
 st.subheader("3 · Replace LayerNorms by their fitted DyT")
@@ -187,8 +229,7 @@ with st.spinner("Running the model with DyT in place…"):
         "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens, standard_substitutions,
         Named(model, "minilm"), text, Named(fits, ("by fits", text)),
         Named(original, ("by", text)))
-    scale = cached(reference_cosines, Named(model, "minilm"), Named(original, ("by", text)),
-                   PRESETS[:4])
+    anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
 if replaced:
     st.metric("Cosine with the model's own embedding", f"{mine.cosine:.4f}",
               help="The cosine similarity of the sentence embeddings with and without the "
@@ -198,19 +239,19 @@ else:
 table = pd.DataFrame({"replaced": [label for label, _ in standard],
                       "cosine with the model's embedding": [s.cosine for _, s in standard]})
 st.dataframe(table, hide_index=True, key="by_standard")
-nearest = max(scale, key=lambda t: t[1])
 st.caption(
-    "For scale, the model's embedding of this sentence against other sentences: "
-    + "; ".join(f"“{t}” {c:.2f}" for t, c in scale)
-    + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}"
-    + (f", below “{nearest[0]}” ({nearest[1]:.2f})" if standard[-1][1].cosine < nearest[1]
-       else "") + ".")
+    "For scale, this sentence's embedding against other sentences', nearest first: "
+    + "; ".join(f"{a.kind}, “{a.text}”: {a.cosine:.2f}" for a in anchors)
+    + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "
+    + placed(standard[-1][1].cosine, anchors) + "."
+    + ("" if text in NEIGHBOURS else " (An example sentence also has a paraphrase and a "
+                                      "sentence of the same frame with another meaning here.)"))
 one, ffn, attention, every = (sub.cosine for _, sub in standard)
 st.markdown(
     f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 together "
     f"give {every:.2f}. "
-    + (f"The six after attention, nearly straight, cost little even together ({attention:.3f}); "
-       f"the six after a feed-forward, where the curve bends, cost most ({ffn:.2f}). "
+    + (f"The six after attention cost little even together ({attention:.3f}); the six after "
+       f"a feed-forward cost most ({ffn:.2f}). "
        if attention > ffn else "")
     + "The paper does not drop DyT into a trained model: it trains the network with DyT from "
       "the start, and the weights learn to live with it. What this measures is how much a model "
@@ -219,8 +260,17 @@ st.markdown(
 # --- 4. What the papers report ---------------------------------------------------------------
 st.subheader("4 · What the papers report")
 vit = {name: f"{v:.1f} %" for name, v in VIT_TOP1.items()}
+if guess is None:
+    tested = "answer section 1's question to see what MiniLM shows"
+else:
+    kept = [f"clearly in LayerNorm {', '.join(map(str, s_shaped))}"] if s_shaped else []
+    kept += [f"slightly in LayerNorm {', '.join(map(str, slightly))}"] if slightly else []
+    tested = ("on this sentence " + (" and ".join(kept) if kept else "in no LayerNorm")
+              + f" does a bend outlast leaving out the top {TRIM:.1%} of |x|"
+              + (f"; in {len(extreme_only)} others, those few squashed values alone make the "
+                 "bend, and the mapping within each token is straight" if extreme_only else ""))
 st.markdown(
-    "Reproduced on this page: the S-shaped mapping (sections 1 and 2, on MiniLM). "
+    f"Tested on this page, on MiniLM (sections 1 and 2): the S-shaped mapping — {tested}. "
     "Reported here, not reproduced (each needs training runs this app does not make):\n"
     f"- **{DYT.name}**, {DYT.cited}: transformers trained with DyT match or beat their "
     "normalized versions across vision, speech, diffusion, DNA and language models, e.g. "

@@ -140,8 +140,8 @@ st.page_link("app_pages/shapes.py", icon=":material/view_in_ar:",
 st.subheader("2 · Inside attention: QK-norm")
 st.markdown(
     f"Training ViT-22B ({VIT22B.cited}), its authors saw the loss diverge at about "
-    f"{VIT22B_DIVERGED} parameters: attention logits q·k/√d grew very large, and the "
-    "attention became nearly one-hot (entropy near 0). Their fix was to put a LayerNorm on "
+    f"{VIT22B_DIVERGED} parameters: attention logits q·k/√d grew very large. Their fix was to "
+    "put a LayerNorm on "
     "the queries and the keys before the dot product; OLMo 2 normalizes them too, with "
     "RMSNorm. Here is a real attention head of all-MiniLM-L6-v2. Scale its queries and keys "
     "by c (W_q, W_k and their biases), as training that lets them grow would: every logit "
@@ -182,7 +182,8 @@ if qk_guess is not None:
         + (f"at {with_norm.mean():.3f} (it moves by {np.ptp(with_norm):.1e})"
            if np.ptp(with_norm) < 5e-4 else
            f"between {with_norm.min():.3f} and {with_norm.max():.3f}")
-        + ": LN(c·q) = LN(q) for any c > 0, up to ε.")
+        + ": LN(c·q) = LN(q) for any c > 0, up to ε. This is what ViT-22B's authors saw "
+          "before their fix: attention nearly one-hot, its entropy near 0.")
     show_figure(charts.placement.entropy_figure, scaling.scales, without, with_norm,
                 scaling.uniform, scaling.scale, key="pl_entropy")
     show_figure(charts.placement.attention_pair_figure, scaling.tokens,
@@ -203,11 +204,7 @@ if qk_guess is not None:
 st.subheader("3 · Before a norm: the weight's scale and the learning rate")
 st.markdown(
     "A weight matrix W followed by a norm cannot change the network's output by changing its "
-    "size: LN(c·Wx) = LN(Wx) for every c > 0 (up to ε). So the loss does not change along W "
-    "either, and its gradient is orthogonal to W. A gradient step then moves W sideways, and "
-    "sideways moves only lengthen it: ‖W − η∇‖² = ‖W‖² + η²‖∇‖². What matters is W's "
-    "direction, which a step of size η turns by about η‖∇‖/‖W‖, and ‖∇‖ itself shrinks like "
-    "1/‖W‖: the direction learns at an effective rate η/‖W‖². Here is that on a small "
+    "size: LN(c·Wx) = LN(Wx) for every c > 0 (up to ε). Here is such a W in a small "
     "classifier of scikit-learn's handwritten digits, W·x → LayerNorm → ReLU → a linear head, "
     f"trained with plain SGD (η = {ScaleConfig.lr:g}, batches of {ScaleConfig.batch}, "
     f"{ScaleConfig.steps} steps).")
@@ -244,6 +241,20 @@ if scale_guess is not None:
         + f"Its effective learning rate starts at {plain.effective_lr[0]:.3g} against "
           f"{reference.effective_lr[0]:.3g} at scale 1: ‖W‖ starts {init_scale:g}× its usual "
           f"size, and the rate goes with 1/‖W‖².")
+    st.markdown(
+        "Why: since the output does not change along W, neither does the loss, and its "
+        "gradient is orthogonal to W. A gradient step then moves W sideways, and sideways "
+        "moves only lengthen it: ‖W − η∇‖² = ‖W‖² + η²‖∇‖². What matters is W's direction, "
+        "which a step of size η turns by about η‖∇‖/‖W‖, and ‖∇‖ itself shrinks like 1/‖W‖: "
+        "the direction learns at an effective rate η/‖W‖².")
+    st.caption(
+        "Where this holds in a real transformer: only for a weight whose output goes straight "
+        "into a norm, nothing in between (a bias added after W breaks LN(c·Wx) = LN(Wx)), and "
+        "for the whole matrix scaled at once. It covers W_q and W_k under QK-norm (section 2), "
+        "and W_o and the feed-forward's W_down under OLMo 2's reordered norm, which normalizes "
+        "each sublayer's output before the residual sum. It does not cover pre-LN's W_o and "
+        "W_down: their outputs are added to the residual stream, and a larger W_o makes a "
+        "larger stream.")
     show_figure(charts.placement.scale_figure, labels, [r.weight_norm for r in runs.values()],
                 [r.effective_lr for r in runs.values()],
                 [r.smoothed_loss() for r in runs.values()], key="pl_scale_runs")

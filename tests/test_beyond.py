@@ -3,7 +3,8 @@ LayerNorms, and put in their place.
 
 The curve fit is checked against curves it must recover exactly and against SciPy's
 least-squares fit (someone else's optimizer); DyT against tanh computed another way; the
-paper's premise (S-shaped LayerNorms) on the shipped model, with a margin. The substituted model
+paper's premise (S-shaped LayerNorms) on the shipped model, with a margin, and what is left of
+it once the few values of largest |x| are left out. The substituted model
 against BertModel with the same modules swapped is in tests/test_models_bert.py.
 """
 
@@ -16,7 +17,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lnviz
-from lnviz.lessons.beyond import dyt, fit_line, fit_tanh, shape_of, substitute, tanh_fits
+from lnviz.capture import NormRecord
+from lnviz.lessons.beyond import (
+    NEIGHBOURS,
+    OTHER_TOPICS,
+    PARAPHRASE,
+    SAME_FRAME,
+    SMALL_EDIT,
+    STRAIGHT_BUT_EXTREMES,
+    TRIM,
+    UNRELATED,
+    dyt,
+    extremes,
+    fit_line,
+    fit_record,
+    fit_tanh,
+    placed,
+    shape_of,
+    substitute,
+    tanh_fits,
+    yardstick,
+)
 from lnviz.lessons.minilm import PRESETS
 
 
@@ -100,17 +121,97 @@ def test_the_fit_is_of_each_layer_norms_own_input_and_x_hat(model, fits) -> None
         np.testing.assert_allclose(f.x_hat, x_hat.ravel().numpy(), rtol=0, atol=1e-5)
 
 
-def test_after_the_feed_forward_layer_norms_are_s_shaped(fits) -> None:
-    """The paper's premise on the shipped model (the first sentence): after each feed-forward
-    the best tanh explains x̂ far better than a line in the first layers, and well everywhere;
-    after attention a line does as well as the tanh (the curve is straight)."""
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 20_000), seed=st.integers(0, 2**16))
+def test_extremes_are_the_top_share_of_abs_x(n: int, seed: int) -> None:
+    x = np.random.default_rng(seed).standard_cauchy(n)
+    out = extremes(x)
+    assert out.size == max(1, int(np.ceil(TRIM * n)))
+    kept = np.delete(np.abs(x), out)
+    assert kept.size == 0 or np.abs(x[out]).min() >= kept.max()
+    assert np.abs(x[out[-1]]) == np.abs(x).max()
+
+
+def _layer_norm_record(x: torch.Tensor) -> NormRecord:
+    return NormRecord(name="n", call=0, kind="layer_norm", input=x, output=x,
+                      weight=torch.ones(x.shape[-1]), bias=torch.zeros(x.shape[-1]), settings={})
+
+
+def test_one_massive_value_bends_the_plain_fit_and_not_the_trimmed_one() -> None:
+    """Nine tokens with the same values in other orders share one μ and σ: x̂ is one straight
+    line. Give token 0 one value of 60 and the plain fits disagree (the line misses it by far,
+    the tanh squashes it); leave out the top 0.1 % of |x| (4 of 3,456 values, that one
+    among them) and a line fits as well as the tanh again."""
+    rng = np.random.default_rng(0)
+    values = rng.normal(0.0, 1.0, 384)
+    x = torch.tensor(np.stack([rng.permutation(values) for _ in range(9)]))[None]  # (1, 9, 384)
+    straight = fit_record(_layer_norm_record(x), 1e-12)
+    assert straight.r2_line > 1 - 1e-9 and shape_of(straight) == "straight"
+    x[0, 0, 7] = 60.0
+    fit = fit_record(_layer_norm_record(x), 1e-12)
+    assert fit.extreme.size == 4 and int(fit.extreme[-1]) == 7
+    assert fit.extreme_tokens[0] == 0
+    assert fit.tokens.tolist() == np.repeat(range(9), 384).tolist()
+    # its x̂ is near the bound √(C − 1) that one far value forces
+    assert 0.95 * 383 ** 0.5 < fit.x_hat[7] <= 383 ** 0.5
+    assert fit.r2_tanh - fit.r2_line > 0.1, (fit.r2_tanh, fit.r2_line)  # 0.19 here
+    assert abs(fit.r2_tanh_trimmed - fit.r2_line_trimmed) < 0.005
+    assert shape_of(fit) == STRAIGHT_BUT_EXTREMES
+    # the trimmed line is SciPy's regression over the points kept
+    stats = pytest.importorskip("scipy.stats")
+    kept = np.delete(np.arange(fit.x.size), fit.extreme)
+    assert fit.r2_line_trimmed == pytest.approx(
+        stats.linregress(fit.x[kept], fit.x_hat[kept]).rvalue ** 2, rel=1e-9)
+
+
+def test_after_the_feed_forward_the_bend_is_a_few_extreme_values(fits) -> None:
+    """The paper's premise on the shipped model (the first sentence), and what is left of it.
+    With every value, after each of the first three feed-forwards the best tanh explains x̂
+    far better than a line; leave out the top 0.1 % of |x| (4 of 3,456 values, the largest
+    token 0's, [CLS]'s massive activation) and a line does as well: straight but for its
+    extremes. Layer 4's bend outlasts that. After attention a line does as well as the tanh
+    with every value (the curve is straight)."""
     ffn = [fits[f"encoder.layer.{i}.output.LayerNorm"] for i in range(6)]
     attention = [fits[f"encoder.layer.{i}.attention.output.LayerNorm"] for i in range(6)]
     assert all(f.r2_tanh > 0.88 for f in ffn), [f.r2_tanh for f in ffn]
     assert all(f.r2_tanh > f.r2_line + 0.4 for f in ffn[:3]), [(f.r2_tanh, f.r2_line)
                                                                 for f in ffn]
+    assert all(abs(f.r2_tanh_trimmed - f.r2_line_trimmed) < 0.005 for f in ffn[:3]), [
+        (f.r2_tanh_trimmed, f.r2_line_trimmed) for f in ffn]
+    assert all(shape_of(f) == STRAIGHT_BUT_EXTREMES for f in ffn[:3])
+    assert all(int(f.tokens[f.extreme[-1]]) == 0 and f.x[f.extreme[-1]] > 20 for f in ffn[:3])
+    assert ffn[4].r2_tanh_trimmed > ffn[4].r2_line_trimmed + 0.04
     assert all(f.r2_tanh >= f.r2_line - 1e-9 for f in ffn)
     assert all(f.r2_line > 0.9 and abs(f.r2_tanh - f.r2_line) < 0.01 for f in attention)
+    assert all(shape_of(f) == "straight" for f in attention)
+
+
+def test_the_cosine_yardstick_is_anchored_at_both_ends(model) -> None:
+    """A cosine between sentence embeddings read against sentences of known closeness: the
+    same meaning in other words near 1 (0.95 here), a sentence of the same frame with another
+    meaning in the middle (0.55, "The dog sat on the rug."), other topics near 0. Each is
+    torch's cosine of the two embeddings."""
+    original = model.run(PRESETS[0])
+    anchors = yardstick(model, original)
+    assert [a.cosine for a in anchors] == sorted((a.cosine for a in anchors), reverse=True)
+    by_kind = {a.kind: a for a in anchors}
+    assert by_kind[PARAPHRASE].cosine > 0.9 and by_kind[SMALL_EDIT].cosine > 0.7
+    assert 0.4 < by_kind[SAME_FRAME].cosine < 0.7
+    others = [a for a in anchors if a.kind == UNRELATED]
+    assert [a.text for a in others] != [] and {a.text for a in others} == set(OTHER_TOPICS)
+    assert all(abs(a.cosine) < 0.2 for a in others)
+    paraphrase = model.run(NEIGHBOURS[PRESETS[0]][0])
+    assert by_kind[PARAPHRASE].cosine == pytest.approx(float(torch.nn.functional.cosine_similarity(
+        original.embedding, paraphrase.embedding, dim=0)), abs=1e-6)
+    assert by_kind[SMALL_EDIT].text == "The cat sat on the"
+    assert placed(0.3, anchors).startswith(
+        f"between {SAME_FRAME} ({by_kind[SAME_FRAME].cosine:.2f}) and {UNRELATED}")
+    assert placed(0.999, anchors).startswith("above every anchor")
+    assert placed(-0.5, anchors).startswith("below every anchor")
+    assert set(NEIGHBOURS) <= set(PRESETS)
+    # a typed one-word sentence: no small edit, no neighbours; the far end still there
+    lone = yardstick(model, model.run("Hello"))
+    assert {a.kind for a in lone} == {UNRELATED}
 
 
 def test_substituting_dyt_moves_the_embedding_and_more_layers_move_it_further(model,
@@ -136,19 +237,43 @@ PAGE = "app_pages/beyond.py"
 
 
 def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) -> None:
-    from pageutil import figures, open_page, table_with
+    from pageutil import decode, figures, open_page, table_with
 
     at = open_page(PAGE, {"by_ln": "2: layer 0 · after feed-forward"}, timeout=120)
     assert not figures(at)  # nothing to see before a guess
     assert any("Pick an answer" in c.value for c in at.caption)
-    at.radio(key="by_guess_2").set_value("a straight line").run()
+    tested = next(m.value for m in at.markdown if "Tested on this page" in m.value)
+    assert "answer section 1's question" in tested and "outlasts" not in tested
+    at.radio(key="by_guess_2").set_value("an S-shaped curve").run()
     assert not at.exception, at.exception
-    fit = tanh_fits(model.run(PRESETS[0]))[2]
+    fits = tanh_fits(model.run(PRESETS[0]))
+    fit = fits[2]
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
-    assert verdict.startswith("**Not quite:**") and "**S-shaped**" in verdict
-    assert f"R² = {fit.r2_tanh:.3f}" in verdict and f"R² = {fit.r2_line:.3f}" in verdict
+    assert verdict.startswith("**Not quite:**") and f"**{STRAIGHT_BUT_EXTREMES}**" in verdict
+    for r2 in (fit.r2_tanh, fit.r2_line, fit.r2_tanh_trimmed, fit.r2_line_trimmed):
+        assert f"R² = {r2:.3f}" in verdict
+    assert "the 4 values of largest |x|" in verdict and "token 0's, [CLS]" in verdict
+    at.radio(key="by_guess_2").set_value("a straight line").run()
+    verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
+    assert verdict.startswith("**Right:**")
+    why = next(c.value for c in at.caption if "Within one token" in c.value)
+    assert "alone make the bend" in why and "each colour is one token's line" in why
     scatter, quality = figures(at)
-    assert len(scatter["data"]) == 3 and len(quality["data"][0]["x"]) == 13
+    # the values by token, the left-out ones apart (4, drawn whatever the sample), two fits
+    left_out = decode(scatter["data"][1]["x"])
+    assert len(scatter["data"]) == 4
+    np.testing.assert_allclose(np.sort(left_out), np.sort(fit.x[fit.extreme]), rtol=1e-6)
+    # every LayerNorm's R², with every value and without its extremes
+    assert len(quality["data"]) == 4 and all(len(bars["x"]) == 13 for bars in quality["data"])
+    assert np.allclose(decode(quality["data"][2]["y"]), [f.r2_tanh_trimmed for f in fits],
+                       atol=1e-6)
+    tested = next(m.value for m in at.markdown if "Tested on this page" in m.value)
+    shapes = [shape_of(f) for f in fits]
+    assert shapes.index("S-shaped") == 10  # layer 4's after-feed-forward (margin 0.04 above)
+    slightly = ", ".join(str(k) for k, s in enumerate(shapes) if s == "slightly bent")
+    assert (f"on this sentence clearly in LayerNorm 10 and slightly in LayerNorm {slightly} "
+            "does a bend outlast leaving out the top 0.1% of |x|; in "
+            f"{shapes.count(STRAIGHT_BUT_EXTREMES)} others, those few") in tested
     # the replacement table: the lesson's cosines for the same sentence
     table = table_with(at, "replaced").value
     original = model.run(PRESETS[0])
@@ -156,6 +281,14 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     expected = substitute(model, PRESETS[0], fits, original).cosine
     assert table.iloc[-1, 0] == "all 13"
     assert table.iloc[-1, 1] == pytest.approx(expected, abs=1e-6)
+    # the yardstick beside it, anchored at both ends, and where "all 13" falls on it
+    scale = next(c.value for c in at.caption if c.value.startswith("For scale"))
+    ladder = yardstick(model, original)
+    anchors = {a.kind: a for a in ladder}
+    assert (f"{PARAPHRASE}, “{NEIGHBOURS[PRESETS[0]][0]}”: {anchors[PARAPHRASE].cosine:.2f}"
+            in scale)
+    assert f"{SAME_FRAME}, “The dog sat on the rug.”" in scale
+    assert placed(expected, ladder) in scale
     assert at.metric[0].value == f"{substitute(model, PRESETS[0], fits[2:3], original).cosine:.4f}"
 
 
@@ -196,6 +329,7 @@ def test_a_slightly_bent_layer_norm_grades_a_cloud_as_wrong_and_an_empty_sentenc
     assert shape_of(fits[12]) == "slightly bent"  # layer 5's after-feed-forward, this sentence
     at = open_page(PAGE, {"by_ln": "12: layer 5 · after feed-forward"}, timeout=120)
     verdicts = {}
+    assert fits[12].r2_tanh_trimmed - fits[12].r2_line_trimmed > 0.01  # bent without extremes
     for guess in ("a cloud with no shape", "an S-shaped curve", "a straight line"):
         at.radio(key="by_guess_12").set_value(guess).run()
         verdicts[guess] = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
@@ -204,6 +338,8 @@ def test_a_slightly_bent_layer_norm_grades_a_cloud_as_wrong_and_an_empty_sentenc
     assert verdicts["a straight line"].startswith("**Partly:**")
     summary = next(m.value for m in at.markdown if "On this sentence" in m.value)
     assert f"tanh R² {fits[0].r2_tanh:.2f}, line R² {fits[0].r2_line:.2f}" in summary
+    assert (f"tanh {fits[0].r2_tanh_trimmed:.2f}, line {fits[0].r2_line_trimmed:.2f}; "
+            f"{STRAIGHT_BUT_EXTREMES}") in summary
     at.text_area(key="by_text").set_value("").run()
     assert not at.exception, at.exception
     assert any("The sentence is empty" in c.value for c in at.caption)

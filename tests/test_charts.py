@@ -295,11 +295,13 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
                                                      for v in shapes.COMPARED}, 10)),
         (c.beyond.tanh_fit_figure, c.beyond.tanh_fit_figure(
             np.linspace(-400, 30, 50), np.tanh(0.06 * np.linspace(-400, 30, 50)) * 19,
+            np.arange(50) % 5, ["[CLS]", "the", "cat", "sat", "[SEP]"], np.arange(50) < 2,
             np.linspace(-400, 30, 5), np.tanh(0.06 * np.linspace(-400, 30, 5)) * 19,
             np.linspace(-4, 0.3, 5), "layer 0 · after the feed-forward",
             "tanh fit (R² 0.96)", "line fit (R² 0.27)")),
         (c.beyond.fit_quality_figure, c.beyond.fit_quality_figure(
-            ["embeddings", "0 · after attention"], [0.96, 0.97], [0.87, 0.97])),
+            ["embeddings", "0 · after attention"], [0.96, 0.97], [0.87, 0.97], [0.97, 0.97],
+            [0.97, 0.97], "without each LayerNorm's top 0.1% of |x|")),
         (c.beyond.swaps_figure, c.beyond.swaps_figure(
             ["0: embeddings", "1: layer 0 · after attention", "2: layer 0 · after feed-forward"],
             [0.96, 0.999, -0.07], [2.1, 1.2, 5.7], "largest token's √(σ² + ε) ÷ σ̄")),

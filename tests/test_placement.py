@@ -248,6 +248,9 @@ def test_the_page_asks_before_it_shows_and_prints_the_lessons_numbers(model) -> 
 
     at = open_page(PAGE, {"pl_depth": "12", "pl_gain": "2.0"}, timeout=120)
     assert not figures(at)
+    # QK-norm's set-up does not say what happens to the attention: its reveal does
+    shown = " ".join(e.value for e in [*at.markdown, *at.caption])
+    assert "ViT-22B" in shown and "one-hot" not in shown and "entropy near 0" not in shown
     at.radio(key="pl_guess").set_value("both alike").run()
     assert not at.exception, at.exception
     verdict = next(m.value for m in at.markdown if "stream variance is" in m.value)
@@ -371,12 +374,19 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
 
     at = open_page(PAGE, {"pl_wscale": "10.0", "pl_decay": "0.01"}, timeout=120)
     assert any("Pick an answer to see the runs" in c.value for c in at.caption)
+    # the set-up gives LN(c·Wx) = LN(Wx); the effective rate η/‖W‖², the answer, comes after
+    shown = " ".join(e.value for e in [*at.markdown, *at.caption])
+    assert "LN(c·Wx) = LN(Wx)" in shown and "η/‖W‖²" not in shown
     at.radio(key="pl_scale_guess").set_value("slower").run()
     assert not at.exception, at.exception
     runs = scale_runs(10.0, 0.01)
     reference, plain, decayed = runs.values()
     verdict = next(m.value for m in at.markdown if "effective learning rate starts" in m.value)
     assert verdict.startswith("**Right:** slower")
+    why = next(m.value for m in at.markdown if m.value.startswith("Why: "))
+    assert "effective rate η/‖W‖²" in why
+    scope = next(c.value for c in at.caption if "Where this holds" in c.value)
+    assert "a bias added after W breaks" in scope and "does not cover pre-LN's W_o" in scope
     assert f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f}" in verdict
     notes = next(m.value for m in at.markdown if m.value.startswith("- The gradient"))
     assert "from {} to {}".format(*apart(decayed.weight_norm[0], decayed.weight_norm[-1])) in notes

@@ -151,6 +151,17 @@ def test_the_choices_are_decided_by_the_computation(questions):
     assert questions["why"].answer == "About as well as with plain BatchNorm"
 
 
+def test_the_first_step_sets_up_santurkars_test_without_its_outcome():
+    """Step 1 says what Santurkar et al. tested, not what they found: that (the explanation
+    disputed, a smoother landscape credited) is in the reveal and in each wrong answer's."""
+    step = path_steps()[0]
+    assert "Santurkar" in step.intro and "put that explanation to a test" in step.intro
+    assert "disputed" not in step.intro and "smoother" not in step.intro
+    question = step.questions[0]
+    assert "smoother loss landscape" in question.right
+    assert all("disputed" in text or "smoother" in text for text in question.feedback.values())
+
+
 def test_the_wrong_formulas_give_the_numbers_their_feedback_names(questions):
     slips = {m.why.split(":")[0]: m.values for m in questions["ln_i"].mistakes}
     assert slips["That is the unbiased variance"] == pytest.approx((-1, 0, 1), abs=1e-5)

@@ -355,8 +355,8 @@ def _why_step() -> Step:
         "and variance 1 for BatchNorm and LayerNorm, a root mean square of 1 for RMSNorm — "
         "then lets the network choose its own scale with γ and β. Ioffe & Szegedy (2015) "
         "introduced BatchNorm to reduce that drift, which they called *internal covariate "
-        "shift*, but whether this is why it helps is disputed: Santurkar et al. (2018) credit a "
-        "smoother loss landscape instead. BatchNorm also takes its statistics from a random "
+        "shift*, and Santurkar et al. (2018) put that explanation to a test. BatchNorm also "
+        "takes its statistics from a random "
         "mini-batch, so each output jitters with its batch-mates — noise that acts as a mild "
         "regularizer."), (
         Question(
@@ -372,15 +372,18 @@ def _why_step() -> Step:
                   "those with plain BatchNorm, and much better than those without it. Had "
                   "reducing internal covariate shift been what makes BatchNorm work, the noise "
                   "should have taken the gain away: it did not, and this is why the original "
-                  "explanation is disputed.",
+                  "explanation is disputed. Santurkar et al. credit a smoother loss landscape "
+                  "instead.",
             feedback={
                 "About as badly as without BatchNorm":
                     "That is what to expect if reducing internal covariate shift were what "
                     "makes BatchNorm work. It is not what happened: the noisy networks trained "
-                    "almost as well as with plain BatchNorm, and much better than without it.",
+                    "almost as well as with plain BatchNorm, and much better than without it, "
+                    "which is why the original explanation is disputed.",
                 "Worse than without BatchNorm":
                     "The noise did not cost them BatchNorm's advantage: they trained almost as "
-                    "well as with plain BatchNorm, and much better than without it.",
+                    "well as with plain BatchNorm, and much better than without it. Santurkar "
+                    "et al. credit a smoother loss landscape instead.",
             }),
     ))
 
