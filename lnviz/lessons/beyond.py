@@ -7,9 +7,9 @@ value, a LayerNorm's input against its normalized output (x̂, before γ and β)
 curve. :func:`tanh_fits` measures that on all-MiniLM-L6-v2's thirteen LayerNorms for one
 sentence (the best ``s·tanh(αx)`` through the scatter, against the best straight line, with
 every value and without the 0.1 % of largest |x|: on MiniLM a massive activation alone bends
-most of them, :func:`shape_of`), :func:`yardstick` anchors a cosine between sentence embeddings
-at both ends, and :func:`substitute` puts the fitted curves in place of chosen LayerNorms and says how far the
-sentence embedding moves.
+most of them, :func:`shape_of`); :func:`yardstick` anchors a cosine between sentence
+embeddings at both ends; and :func:`substitute` puts the fitted curves in place of chosen
+LayerNorms and says how far the sentence embedding moves.
 """
 
 from __future__ import annotations
