@@ -37,6 +37,7 @@ from lnviz.lessons.beyond import (
     worst_sublayer,
     yardstick,
 )
+from lnviz.lessons.common import defined
 from lnviz.lessons.minilm import layer_label, sublayer_of
 from lnviz.lessons.performance import recorded_gpu_run
 from lnviz.lessons.shapes import (
@@ -126,7 +127,8 @@ if guess is not None:
         "points.")
     st.markdown(
         f"**{verdict}:** this LayerNorm is **{shape}** on this sentence. Over all its "
-        f"{fit.x.size:,} points, the best s·tanh(αx) explains R² = {fit.r2_tanh:.3f} of x̂'s "
+        f"{fit.x.size:,} points, the best s·tanh(αx) explains {defined('R²')} = "
+        f"{fit.r2_tanh:.3f} of x̂'s "
         f"variance (α {alpha}) and the best straight line, which need not pass through 0, "
         f"R² = {fit.r2_line:.3f}. Without {left_out}: tanh R² = {fit.r2_tanh_trimmed:.3f}, "
         f"line R² = {fit.r2_line_trimmed:.3f}.")
@@ -214,8 +216,8 @@ if guess is not None:
 st.subheader("3 · Replace LayerNorms by their fitted DyT")
 st.markdown(
     "Each fitted curve becomes a DyT layer, γ·(s·tanh(αx)) + β, with the LayerNorm's own γ and "
-    "β and the fit's α and s. How far does the sentence embedding move? (A cosine of 1 is the "
-    "same embedding.)")
+    "β and the fit's α and s. How far does the sentence embedding move? Measured by the "
+    f"{defined('cosine similarity')} of the embeddings with and without the replacement.")
 replaced = st.multiselect(
     "LayerNorms replaced", NAMES, default=[name], key="by_replace", bind="query-params",
     format_func=lambda n: f"{NAMES.index(n)}: {layer_label(n)}",
@@ -291,7 +293,8 @@ st.markdown(
 st.subheader("5 · Remove the norm: freeze σ")
 st.markdown(
     f"{HEIMERSHEIM.cited} removed every LayerNorm from GPT-2 small by fine-tuning it without "
-    f"them, at a cost of {LN_FREE_LOSS['GPT-2 small']:+.2f} nats per token of cross-entropy "
+    f"them, at a cost of {LN_FREE_LOSS['GPT-2 small']:+.2f} {defined('nats')} per token of "
+    "cross-entropy "
     "loss; "
     f"{LN_FREE.cited} did the same up to GPT-2 XL "
     f"({LN_FREE_LOSS['GPT-2 XL']:+.2f}). Their released checkpoints keep the LayerNorm modules "
@@ -331,13 +334,13 @@ if frozen_guess is not None:
         "median's comes out 5× too large, one whose σ is half of it twice too small, and every "
         "later layer reads them so. "
         + (f"Across the 13, the larger that factor for the worst token, the lower the cosine "
-           f"(rank correlation {rho:.2f}): what breaks is the tokens whose σ is far from the "
-           "rest"
+           f"({defined('rank correlation')} {rho:.2f}): what breaks is the tokens whose σ is "
+           "far from the rest"
            + (" — here after the feed-forward, where the massive activation of *Inside a real "
               "transformer* sits." if worst == "feed-forward" else ".")
            if rho > 0.7 else
            f"Across the 13 the factor for the worst token does not rank the damage well here "
-           f"(rank correlation {rho:.2f}).")
+           f"({defined('rank correlation')} {rho:.2f}).")
         + " The papers switch the LayerNorms off while fine-tuning, so that the weights learn "
           "to work without a per-token σ; without fine-tuning, as here, the tokens far from σ̄ "
           "are what breaks.")

@@ -6,7 +6,7 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.lessons.beyond import run_sentence
-from lnviz.lessons.common import apart
+from lnviz.lessons.common import apart, defined
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
@@ -176,7 +176,7 @@ if qk_guess is not None:
     st.markdown(
         f"**{verdict}:** multiplying every logit by c² sharpens each softmax row, so its "
         f"entropy only falls as c grows. For this head, over the curve's range, it goes from "
-        f"{without[0]:.3f} nats at c = {QK_SCALES[0]:g} to {without[-1]:.3f} at "
+        f"{without[0]:.3f} {defined('nats')} at c = {QK_SCALES[0]:g} to {without[-1]:.3f} at "
         f"c = {QK_SCALES[-1]:g} (uniform over "
         f"the {len(scaling.tokens)} tokens: {scaling.uniform:.3f}). With QK-norm it stays "
         + (f"at {with_norm.mean():.3f} (it moves by {np.ptp(with_norm):.1e})"
@@ -238,7 +238,7 @@ if scale_guess is not None:
            f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f} "
            f"(test accuracy {plain.test_accuracy:.1%} against "
            f"{reference.test_accuracy:.1%}). ")
-        + f"Its effective learning rate starts at {plain.effective_lr[0]:.3g} against "
+        + f"Its {defined('effective learning rate')} starts at {plain.effective_lr[0]:.3g} against "
           f"{reference.effective_lr[0]:.3g} at scale 1: ‖W‖ starts {init_scale:g}× its usual "
           f"size, and the rate goes with 1/‖W‖².")
     st.markdown(

@@ -161,7 +161,8 @@ if part.open:
                 "fitted DyT": "replaced by its fitted Dynamic Tanh"}[how]
         st.markdown(
             f"With the norm {code_span(name)} ({norm_label(name)}) {done}, {verdict}; the "
-            f"next-token distribution moves by a KL divergence of {short(broken.kl)} nats. On "
+            f"next-token distribution moves by a {defined('KL divergence')} of "
+            f"{short(broken.kl)} {defined('nats')}. On "
             f"the reference text “{REFERENCE_TEXT}” the model's loss goes from "
             f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token."
             + (" It went down: one sentence is a small sample, and another function in a "

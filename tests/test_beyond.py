@@ -38,6 +38,7 @@ from lnviz.lessons.beyond import (
     tanh_fits,
     yardstick,
 )
+from lnviz.lessons.common import defined
 from lnviz.lessons.minilm import PRESETS
 
 
@@ -250,8 +251,11 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     fit = fits[2]
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
     assert verdict.startswith("**Not quite:**") and f"**{STRAIGHT_BUT_EXTREMES}**" in verdict
-    for r2 in (fit.r2_tanh, fit.r2_line, fit.r2_tanh_trimmed, fit.r2_line_trimmed):
+    assert f"{defined('R²')} = {fit.r2_tanh:.3f}" in verdict  # defined where first used
+    for r2 in (fit.r2_line, fit.r2_tanh_trimmed, fit.r2_line_trimmed):
         assert f"R² = {r2:.3f}" in verdict
+    intro = next(m.value for m in at.markdown if "How far does the sentence embedding" in m.value)
+    assert defined("cosine similarity") in intro
     assert "the 4 values of largest |x|" in verdict and "token 0's, [CLS]" in verdict
     at.radio(key="by_guess_2").set_value("a straight line").run()
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lnviz.lessons.beyond import run_sentence
-from lnviz.lessons.common import apart
+from lnviz.lessons.common import apart, defined
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
@@ -272,7 +272,8 @@ def test_the_page_asks_before_it_shows_and_prints_the_lessons_numbers(model) -> 
     scaling = attention_scaling(model, model.run(PRESETS[0]), 0, 0, 16.0)
     caption = next(c.value for c in at.caption if "largest |logit|" in c.value)
     assert f"{scaling.largest_logit['without']:.3g} without QK-norm" in caption
-    assert any(m.value.startswith("**Right:**") and "piles" not in m.value for m in at.markdown)
+    assert any(m.value.startswith("**Right:**") and "piles" not in m.value
+               and defined("nats") in m.value for m in at.markdown)
 
 
 def test_the_page_takes_another_head_and_a_sentence_of_its_own(model) -> None:
@@ -381,8 +382,10 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
     assert not at.exception, at.exception
     runs = scale_runs(10.0, 0.01)
     reference, plain, decayed = runs.values()
-    verdict = next(m.value for m in at.markdown if "effective learning rate starts" in m.value)
+    verdict = next(m.value for m in at.markdown
+                   if "effective learning rate" in m.value and "starts at" in m.value)
     assert verdict.startswith("**Right:** slower")
+    assert defined("effective learning rate") in verdict
     why = next(m.value for m in at.markdown if m.value.startswith("Why: "))
     assert "effective rate η/‖W‖²" in why
     scope = next(c.value for c in at.caption if "Where this holds" in c.value)

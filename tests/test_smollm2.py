@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from pageutil import figures, open_page, shown_text, table_with
 
-from lnviz.lessons.common import short
+from lnviz.lessons.common import defined, short
 from lnviz.lessons.smollm2 import (
     BREAKS,
     PRESETS,
@@ -140,7 +140,8 @@ def test_the_page_states_what_its_run_computed(model, run):
     assert f"from {short(typical[0])} at block 0 to {short(typical[-1])}" in shown
     assert f"jumps to {short(first.max())} at block {int(first.argmax())}" in shown
     broken = break_norm(model, PRESETS[0], "model.layers.3.input_layernorm", "removed")
-    assert f"KL divergence of {short(broken.kl)} nats" in shown
+    # both terms defined where first used (lnviz.lessons.common.GLOSSARY)
+    assert f"{defined('KL divergence')} of {short(broken.kl)} {defined('nats')}" in shown
 
 
 def test_a_prompt_of_too_many_tokens_is_refused_before_it_runs(model):

@@ -256,6 +256,19 @@ GLOSSARY: dict[str, str] = {
     "attention sink": "a token that receives a large share of every token's attention whatever "
                       "the text, often the first (Xiao et al., 2024)",
     "ms": "milliseconds, thousandths of a second",
+    "R²": "the share of a quantity's variance that a fit explains: one minus the fit's squared "
+          "errors over the squared deviations from the mean; 1 is a perfect fit, 0 no better "
+          "than the mean itself",
+    "cosine similarity": "the cosine of the angle between two vectors, a·b/(‖a‖‖b‖): 1 when "
+                         "they point the same way, 0 when perpendicular, −1 when opposite",
+    "rank correlation": "Spearman's ρ: how closely one ordering of the same items follows "
+                        "another, from 1 (the same order) through 0 (unrelated) to −1 "
+                        "(reversed)",
+    "effective learning rate": "how fast a step turns a weight's direction: for a weight whose "
+                               "scale a norm removes, η/‖W‖², not η",
+    "KL divergence": "the Kullback–Leibler divergence Σ p·log(p/q): how far a distribution q "
+                     "is from a distribution p, 0 when they are the same",
+    "nats": "information measured with natural logarithms (bits use base 2)",
 }
 
 
