@@ -75,7 +75,7 @@ def reference(gguf_reader):
 
 
 def test_lnvizs_reader_reads_what_ggufs_reads(gguf_reader):
-    """lnviz reads the file through gguf's reader over a plain ndarray (five times faster, see
+    """lnviz reads the file through gguf's reader over a plain ndarray (3–4 times faster, see
     lnviz.models.llama._reader): every metadata field and every tensor as gguf's own reader has
     them."""
     ours = llama_module._reader(llama_module.model_file())
