@@ -38,7 +38,7 @@ from lnviz.lessons.beyond import (
     yardstick,
 )
 from lnviz.lessons.common import defined
-from lnviz.lessons.minilm import layer_label, sublayer_of
+from lnviz.lessons.minilm import FIRST_FFN, layer_label, sublayer_of
 from lnviz.lessons.performance import recorded_gpu_run
 from lnviz.lessons.shapes import (
     DYT_ALPHA,
@@ -152,10 +152,13 @@ if guess is not None:
         why += (f"Here their lines are close enough for one straight line to explain "
                 f"R² = {fit.r2_line:.3f} of x̂.")
     else:
+        top_x, top_hat = float(fit.x[largest]), float(fit.x_hat[largest])
         why += (f"A value far from its token's mean forces a large σ on that token "
                 f"(σ ≥ |x − μ|/√(C − 1)), so no x̂ can pass √(C − 1) = {bound:.1f} "
-                f"(C = {fit_width} features): that token's line is flat, and its far value "
-                f"is squashed towards the edge, as a tanh squashes it. ")
+                f"(C = {fit_width} features): the farther a token's value, the flatter that "
+                f"token's line. Here the largest, x = {top_x:.3g}, lands at x̂ = {top_hat:.3g}"
+                + (": squashed near that edge, as a tanh squashes it. "
+                   if abs(top_hat) >= 0.8 * bound else ", well inside that edge. "))
         why += ("Here those few values (the crosses) alone make the bend: without them a line "
                 "fits as well as the tanh, and within each token the mapping is straight."
                 if shape == STRAIGHT_BUT_EXTREMES else
@@ -198,16 +201,26 @@ if guess is not None:
                      f"{spans(members)}; "
                      + ", ".join(f"{n} {shape}" for shape, n in sorted(counts.items())) + ".")
     st.markdown("On this sentence:\n" + "\n".join(lines))
-    first_token = all(int(fits[k].tokens[fits[k].extreme[-1]]) == 0 for k in extreme_only)
+    # after a feed-forward, where the bend is only its extremes: whose value is the largest
+    tops = [(int(fits[k].tokens[fits[k].extreme[-1]]), int(fits[k].extreme[-1]) % fit_width,
+             float(fits[k].x[fits[k].extreme[-1]]))
+            for k in extreme_only if sublayer_of(NAMES[k]) == "feed-forward"]
+    # Inside a real transformer's massive activation: the largest |x| at the first
+    # feed-forward LayerNorm (lnviz.lessons.minilm), followed through the layers
+    first = fits[NAMES.index(FIRST_FFN)]
+    massive = (int(first.tokens[first.extreme[-1]]), int(first.extreme[-1]) % fit_width)
+    one_value = bool(tops) and {(token, feature) for token, feature, _ in tops} == {massive}
     st.caption(
         "The paper's plots (ViT, wav2vec 2.0, DiT) show mostly straight mappings in early "
         "layers and S-curves deeper. "
-        + (f"Here {len(extreme_only)} of the 13 bend only through their extremes"
-           + (f" (in each, the largest |x| is token 0's, {original.tokens[0]}: the massive "
-              "activation of *Inside a real transformer*)" if first_token else "")
-           + ": leave out the top "
-           f"{TRIM:.1%} of |x| and a straight line fits as well as the tanh. "
+        + (f"Here {len(extreme_only)} of the 13 bend only through their extremes: leave out the "
+           f"top {TRIM:.1%} of |x| and a straight line fits as well as the tanh. "
            if extreme_only else "")
+        + (f"In the {len(tops)} of them after a feed-forward, the largest is the same value: "
+           f"token {tops[0][0]}'s ({original.tokens[tops[0][0]]}) feature {tops[0][1]}, x from "
+           f"{min(x for *_, x in tops):.3g} to {max(x for *_, x in tops):.3g}, the one "
+           "*Inside a real transformer* follows as the massive activation. "
+           if one_value else "")
         + (f"The bend outlasts that in LayerNorm {', '.join(map(str, s_shaped))}. "
            if s_shaped else "No LayerNorm stays S-shaped without its extremes. ")
         + "Compare the two rows of bars.")

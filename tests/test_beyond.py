@@ -271,6 +271,16 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert len(quality["data"]) == 4 and all(len(bars["x"]) == 13 for bars in quality["data"])
     assert np.allclose(decode(quality["data"][2]["y"]), [f.r2_tanh_trimmed for f in fits],
                        atol=1e-6)
+    # §2: the bend that is only extremes, after a feed-forward, is one value: the massive
+    # activation Inside a real transformer follows (layer 0's feed-forward LayerNorm's largest)
+    from lnviz.lessons.minilm import analyze
+
+    massive = analyze(model, PRESETS[0]).massive
+    tops = [f.x[f.extreme[-1]] for f in fits[2::2] if shape_of(f) == STRAIGHT_BUT_EXTREMES]
+    caption = next(c.value for c in at.caption if "The paper's plots" in c.value)
+    assert (f"In the {len(tops)} of them after a feed-forward, the largest is the same value: "
+            f"token {massive.token}'s ([CLS]) feature {massive.feature}, x from "
+            f"{min(tops):.3g} to {max(tops):.3g}") in caption
     tested = next(m.value for m in at.markdown if "Tested on this page" in m.value)
     shapes = [shape_of(f) for f in fits]
     assert shapes.index("S-shaped") == 10  # layer 4's after-feed-forward (margin 0.04 above)
