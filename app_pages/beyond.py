@@ -104,34 +104,37 @@ guess = prediction(
          "gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
 if guess is not None:
     shape = shape_of(fit)
-    answer = {"straight": GUESSES[0], STRAIGHT_BUT_EXTREMES: GUESSES[0],
-              "S-shaped": GUESSES[1]}.get(shape)
+    answer = {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
     if guess == answer:
         verdict = "Right"
-    elif answer is None and guess != GUESSES[2]:  # slightly bent: a line and a curve, partly
+    elif answer is None and guess != GUESSES[2]:  # a line and a curve, each partly
         verdict = "Partly"
     else:
         verdict = "Not quite"
     alpha = "→ 0, a straight line through 0" if fit.straight else f"{fit.alpha:.3g}"
     largest = int(fit.extreme[-1])
     top_token = int(fit.tokens[largest])
-    left_out = (f"the {fit.extreme.size} values of largest |x| (the top {TRIM:.1%}; the largest, "
-                f"x = {fit.x[largest]:.3g}, is token {top_token}'s, "
+    count = fit.extreme.size
+    left_out = (("the value" if count == 1 else f"the {count} values") + " of largest |x| ("
+                + (f"{count / fit.x.size:.2%} of them; " if count > 1 else "")
+                + f"the largest, x = {fit.x[largest]:.3g}, is token {top_token}'s, "
                 f"{original.tokens[top_token]})")
     st.markdown(
-        f"**Dynamic Tanh (DyT)** ({DYT.cited}) replaces each LayerNorm by a function of one "
-        "value at a time, $\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned "
-        "number α per layer, no mean, no variance. Its authors saw this plot bend like a tanh "
-        "in trained transformers (mostly in deeper layers), and a tanh is what they put in the "
-        "LayerNorm's place. Here, the best tanh and the best straight line are fitted to the "
-        "points.")
+        f"**Dynamic Tanh (DyT)** ({DYT.cited}) started from this plot: its authors saw it bend "
+        "like a tanh in trained transformers (mostly in deeper layers), and a tanh is what "
+        "they put in the LayerNorm's place (section 3). Here, the best tanh and the best "
+        "straight line are fitted to the points.")
     st.markdown(
         f"**{verdict}:** this LayerNorm is **{shape}** on this sentence. Over all its "
         f"{fit.x.size:,} points, the best s·tanh(αx) explains {defined('R²')} = "
         f"{fit.r2_tanh:.3f} of x̂'s "
         f"variance (α {alpha}) and the best straight line, which need not pass through 0, "
-        f"R² = {fit.r2_line:.3f}. Without {left_out}: tanh R² = {fit.r2_tanh_trimmed:.3f}, "
-        f"line R² = {fit.r2_line_trimmed:.3f}.")
+        f"R² = {fit.r2_line:.3f}"
+        + ("." if fit.bend == 0 else
+           f". Without {left_out}: tanh R² = {fit.r2_tanh_trimmed:.3f}, line R² = "
+           f"{fit.r2_line_trimmed:.3f}.")
+        + (" Over all the values it is an S, as the paper saw; without those few, a line: "
+           "both answers are half of it." if shape == STRAIGHT_BUT_EXTREMES else ""))
     if len(original.tokens) <= 2:
         st.caption("The sentence is empty: the model reads only [CLS] and [SEP], so these are "
                    "the points of two tokens.")
@@ -162,15 +165,15 @@ if guess is not None:
         why += ("Here those few values (the crosses) alone make the bend: without them a line "
                 "fits as well as the tanh, and within each token the mapping is straight."
                 if shape == STRAIGHT_BUT_EXTREMES else
-                "Here the bend outlasts leaving out the values of largest |x| (the crosses): "
-                "it is more than a few points.")
+                f"Here the bend outlasts leaving out the top {TRIM:.0%} of the values of "
+                "largest |x| (the crosses).")
     st.caption(f"{drawn.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the "
                "order of x so that the extremes are always among them; the fits use all of "
                "them (drag a box on the figure to zoom into the crowd). " + why)
 
     # --- 2. All thirteen ---------------------------------------------------------------------
     st.subheader("2 · All 13 LayerNorms")
-    trimmed_title = f"without each LayerNorm's top {TRIM:.1%} of |x|"
+    trimmed_title = "without the few values of largest |x| that make each bend"
     show_figure(charts.beyond.fit_quality_figure, [f"{k}: {layer_label(n)}"
                                                    for k, n in enumerate(NAMES)],
                 [f.r2_tanh for f in fits], [f.r2_line for f in fits],
@@ -209,18 +212,19 @@ if guess is not None:
     # feed-forward LayerNorm (lnviz.lessons.minilm), followed through the layers
     first = fits[NAMES.index(FIRST_FFN)]
     massive = (int(first.tokens[first.extreme[-1]]), int(first.extreme[-1]) % fit_width)
-    one_value = bool(tops) and {(token, feature) for token, feature, _ in tops} == {massive}
+    same = [x for token, feature, x in tops if (token, feature) == massive]
     st.caption(
         "The paper's plots (ViT, wav2vec 2.0, DiT) show mostly straight mappings in early "
         "layers and S-curves deeper. "
-        + (f"Here {len(extreme_only)} of the 13 bend only through their extremes: leave out the "
-           f"top {TRIM:.1%} of |x| and a straight line fits as well as the tanh. "
+        + (f"Here {len(extreme_only)} of the 13 bend only through their extremes: leave out "
+           f"{min(fits[k].bend for k in extreme_only)} to "
+           f"{max(fits[k].bend for k in extreme_only)} values of largest |x| (of "
+           f"{fit.x.size:,}) and a straight line fits as well as the tanh. "
            if extreme_only else "")
-        + (f"In the {len(tops)} of them after a feed-forward, the largest is the same value: "
-           f"token {tops[0][0]}'s ({original.tokens[tops[0][0]]}) feature {tops[0][1]}, x from "
-           f"{min(x for *_, x in tops):.3g} to {max(x for *_, x in tops):.3g}, the one "
-           "*Inside a real transformer* follows as the massive activation. "
-           if one_value else "")
+        + (f"Of those {len(tops)} after a feed-forward, in {len(same)} the largest is the "
+           f"same value: token {massive[0]}'s ({original.tokens[massive[0]]}) feature "
+           f"{massive[1]}, x from {min(same):.3g} to {max(same):.3g}, the one *Inside a real "
+           "transformer* follows as the massive activation. " if same else "")
         + (f"The bend outlasts that in LayerNorm {', '.join(map(str, s_shaped))}. "
            if s_shaped else "No LayerNorm stays S-shaped without its extremes. ")
         + "Compare the two rows of bars.")
@@ -228,6 +232,9 @@ if guess is not None:
 # --- 3. Put DyT in its place -----------------------------------------------------------------
 st.subheader("3 · Replace LayerNorms by their fitted DyT")
 st.markdown(
+    "**Dynamic Tanh (DyT)** replaces each LayerNorm by a function of one value at a time, "
+    "$\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned number α per "
+    "layer, no mean, no variance. "
     "Each fitted curve becomes a DyT layer, γ·(s·tanh(αx)) + β, with the LayerNorm's own γ and "
     "β and the fit's α and s. How far does the sentence embedding move? Measured by the "
     f"{defined('cosine similarity')} of the embeddings with and without the replacement.")
@@ -256,11 +263,13 @@ table = pd.DataFrame({"replaced": [label for label, _ in standard],
 st.dataframe(table, hide_index=True, key="by_standard")
 st.caption(
     "For scale, this sentence's embedding against other sentences', nearest first: "
-    + "; ".join(f"{a.kind}, “{a.text}”: {a.cosine:.2f}" for a in anchors)
+    + "; ".join(f"{a.kind}, “{a.text if len(a.text) <= 80 else a.text[:79] + '…'}”: "
+                f"{a.cosine:.2f}" for a in anchors)
     + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "
     + placed(standard[-1][1].cosine, anchors) + "."
-    + ("" if text in NEIGHBOURS else " (An example sentence also has a paraphrase and a "
-                                      "sentence of the same frame with another meaning here.)"))
+    + ("" if text in NEIGHBOURS else " (The first five example sentences also have a "
+                                      "paraphrase and a sentence of the same frame with "
+                                      "another meaning here.)"))
 one, ffn, attention, every = (sub.cosine for _, sub in standard)
 st.markdown(
     f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 together "
@@ -276,16 +285,17 @@ st.markdown(
 st.subheader("4 · What the papers report")
 vit = {name: f"{v:.1f} %" for name, v in VIT_TOP1.items()}
 if guess is None:
-    tested = "answer section 1's question to see what MiniLM shows"
+    tested = "the shape of the mapping (answer section 1's question to see what MiniLM shows)"
 else:
     kept = [f"clearly in LayerNorm {', '.join(map(str, s_shaped))}"] if s_shaped else []
     kept += [f"slightly in LayerNorm {', '.join(map(str, slightly))}"] if slightly else []
-    tested = ("on this sentence " + (" and ".join(kept) if kept else "in no LayerNorm")
-              + f" does a bend outlast leaving out the top {TRIM:.1%} of |x|"
-              + (f"; in {len(extreme_only)} others, those few squashed values alone make the "
+    tested = ("the S-shaped mapping — on this sentence "
+              + (" and ".join(kept) if kept else "in no LayerNorm")
+              + f" does a bend outlast leaving out the top {TRIM:.0%} of |x|"
+              + (f"; in {len(extreme_only)} others, a few squashed values alone make the "
                  "bend, and the mapping within each token is straight" if extreme_only else ""))
 st.markdown(
-    f"Tested on this page, on MiniLM (sections 1 and 2): the S-shaped mapping — {tested}. "
+    f"Tested on this page, on MiniLM (sections 1 and 2): {tested}. "
     "Reported here, not reproduced (each needs training runs this app does not make):\n"
     f"- **{DYT.name}**, {DYT.cited}: transformers trained with DyT match or beat their "
     "normalized versions across vision, speech, diffusion, DNA and language models, e.g. "

@@ -30,6 +30,7 @@ from lnviz.models.bert import MiniLM, ModelRun, Replacement
 from lnviz.norms import layer_norm, rms_norm
 
 __all__ = [
+    "BENT",
     "CAUTION",
     "CAUTION_LOSS",
     "CAUTION_SIZES",
@@ -42,6 +43,7 @@ __all__ = [
     "LN_FREE_LOSS",
     "MINILM_TOKEN_RUNS",
     "NEIGHBOURS",
+    "ONE_MEANING",
     "OTHER_TOPICS",
     "PARAPHRASE",
     "RMSNORM",
@@ -56,6 +58,7 @@ __all__ = [
     "Substitution",
     "Swaps",
     "TanhFit",
+    "bend_size",
     "dyt",
     "extremes",
     "fit_line",
@@ -166,17 +169,50 @@ def fit_tanh(x: np.ndarray, y: np.ndarray, search_points: int | None = SEARCH_PO
     return alpha, s, _r2(all_y, s * np.tanh(alpha * all_x))
 
 
-#: The share of a norm's points, those of largest |x|, that the trimmed fits leave out: a bend
-#: that only they make is theirs, not the layer's. On MiniLM one massive activation decides the
-#: plain fit of an after-feed-forward LayerNorm (one point in 3,456 on the first preset: 0.03 %).
-TRIM = 0.001
+#: The most of a norm's points, those of largest |x|, that :func:`bend_size` leaves out to find
+#: what makes a bend: a bend that goes once at most this share is left out is those few
+#: values', not the layer's. On MiniLM one massive activation decides the plain fit of an
+#: after-feed-forward LayerNorm (one point in 3,456 on the first preset: 0.03 %).
+TRIM = 0.01
+#: How much more of x̂'s variance the tanh must explain than a line for a bend to count.
+BENT = 0.01
 
 
-def extremes(x: np.ndarray, share: float = TRIM) -> np.ndarray:
-    """The indices of the ⌈share·n⌉ points of largest |x| (at least one), largest last."""
+def extremes(x: np.ndarray, count: int) -> np.ndarray:
+    """The indices of the ``count`` points of largest |x|, largest last."""
     x = np.asarray(x).ravel()
-    count = max(1, math.ceil(share * x.size))
-    return np.argsort(np.abs(x), kind="stable")[-count:]
+    return np.argsort(np.abs(x), kind="stable")[x.size - count:]
+
+
+def _gain(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """R² of the best tanh and of the best line through (x, y)."""
+    return fit_tanh(x, y)[2], fit_line(x, y)[2]
+
+
+def bend_size(x: np.ndarray, y: np.ndarray, share: float = TRIM
+              ) -> tuple[int | None, float, float]:
+    """How few of the values of largest |x| make the bend: the first count k on the grid 1, 2,
+    3, 4, 6, 8, 12, 16, … up to ⌈share·n⌉ after whose removal the best tanh explains less than
+    :data:`BENT` more of y's variance than the best line (None if none does), with the two R²
+    without those k values (without the ⌈share·n⌉ when None). The grid finds "these k values
+    suffice", not the fewest: the gain need not fall steadily as values are left out."""
+    x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    limit = max(1, math.ceil(share * x.size))
+    order = np.argsort(np.abs(x), kind="stable")
+    grid, k = [], 1
+    while k < limit:
+        grid.append(k)
+        k = k + 1 if k < 4 else k + k // 2  # 1, 2, 3, 4, 6, 9, 13, 19, …
+    grid.append(limit)
+    r2_tanh = r2_line = math.nan
+    for k in grid:
+        kept = order[: x.size - k]
+        if kept.size < 2:
+            return None, math.nan, math.nan
+        r2_tanh, r2_line = _gain(x[kept], y[kept])
+        if r2_tanh - r2_line < BENT:
+            return k, r2_tanh, r2_line
+    return None, r2_tanh, r2_line
 
 
 def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
@@ -198,9 +234,12 @@ class TanhFit:
         slope, intercept, r2_line: the same for the best straight line.
         x, x_hat: the points, float64, (tokens·C,).
         tokens: each point's token (its position in the sentence), (tokens·C,).
-        extreme: the points of largest |x| that the trimmed fits leave out (:func:`extremes`).
+        extreme: the points of largest |x| that the trimmed fits leave out: the few that make
+            the bend (:func:`bend_size`), or the :data:`TRIM` share when no fewer do.
+        bend: how many values make the bend (:func:`bend_size`): 0 for a mapping a line fits
+            with every value, None for a bend that outlasts leaving out the TRIM share.
         r2_tanh_trimmed, r2_line_trimmed: R² of the best tanh and the best line fitted
-            without those points: what one high-leverage value cannot decide.
+            without those points: what a few high-leverage values cannot decide.
         sigmas: the smallest, median and largest of the tokens' √(σ² + ε).
     """
 
@@ -215,6 +254,7 @@ class TanhFit:
     x_hat: np.ndarray
     tokens: np.ndarray
     extreme: np.ndarray
+    bend: int | None
     r2_tanh_trimmed: float
     r2_line_trimmed: float
     sigmas: tuple[float, float, float] = (math.nan, math.nan, math.nan)
@@ -267,16 +307,14 @@ def fit_record(record: NormRecord, eps: float) -> TanhFit:
     tokens = np.repeat(np.arange(x.shape[-2]), x.shape[-1])  # (T·C,)
     alpha, scale, r2_tanh = fit_tanh(xs, ys)
     slope, intercept, r2_line = fit_line(xs, ys)
-    extreme = extremes(xs)
-    kept = np.ones(xs.size, bool)
-    kept[extreme] = False
-    if kept.sum() >= 2:
-        r2_tanh_trimmed = fit_tanh(xs[kept], ys[kept])[2]
-        r2_line_trimmed = fit_line(xs[kept], ys[kept])[2]
-    else:  # too few points to leave any out
-        r2_tanh_trimmed, r2_line_trimmed = r2_tanh, r2_line
+    if r2_tanh - r2_line < BENT or alpha * float(np.abs(xs).max()) < 0.1:  # a line already
+        bend, r2_tanh_trimmed, r2_line_trimmed = 0, r2_tanh, r2_line
+        extreme = extremes(xs, 1)  # the largest, to name
+    else:
+        bend, r2_tanh_trimmed, r2_line_trimmed = bend_size(xs, ys)
+        extreme = extremes(xs, bend if bend else max(1, math.ceil(TRIM * xs.size)))
     return TanhFit(record.name, alpha, scale, r2_tanh, slope, intercept, r2_line, xs, ys,
-                   tokens, extreme, r2_tanh_trimmed, r2_line_trimmed,
+                   tokens, extreme, bend, r2_tanh_trimmed, r2_line_trimmed,
                    (float(sigma.min()), float(np.median(sigma)), float(sigma.max())))
 
 
@@ -334,17 +372,16 @@ STRAIGHT_BUT_EXTREMES = "straight but for its extremes"
 
 def shape_of(fit: TanhFit) -> str:
     """What the scatter looks like, from the fits: "straight" where the best tanh is a line
-    (:attr:`TanhFit.straight`) or explains less than 0.01 more of x̂'s variance than a line;
-    :data:`STRAIGHT_BUT_EXTREMES` where it does, but no longer once the :data:`TRIM` share of
-    largest |x| is left out (less than 0.01 more then): those few points alone make the bend;
-    "S-shaped" where the bend survives that (at least 0.05 more without them), else "slightly
-    bent"."""
-    if fit.straight or fit.r2_tanh - fit.r2_line < 0.01:
+    (:attr:`TanhFit.straight`) or explains less than :data:`BENT` more of x̂'s variance than a
+    line; :data:`STRAIGHT_BUT_EXTREMES` where it does, but no longer once a few of the values
+    of largest |x| are left out (at most the :data:`TRIM` share, :attr:`TanhFit.bend`): those
+    few values alone make the bend; "S-shaped" where the bend outlasts leaving out that share
+    (at least 0.05 more without it), else "slightly bent"."""
+    if fit.straight or fit.bend == 0:
         return "straight"
-    gain = fit.r2_tanh_trimmed - fit.r2_line_trimmed
-    if gain < 0.01:
+    if fit.bend is not None:
         return STRAIGHT_BUT_EXTREMES
-    return "S-shaped" if gain >= 0.05 else "slightly bent"
+    return "S-shaped" if fit.r2_tanh_trimmed - fit.r2_line_trimmed >= 0.05 else "slightly bent"
 
 
 def standard_substitutions(model: MiniLM, text: str, fits: Sequence[TanhFit],
@@ -380,6 +417,9 @@ SMALL_EDIT = "the same sentence, its last word left out"
 PARAPHRASE = "the same meaning in other words"
 SAME_FRAME = "the same frame, another meaning"
 UNRELATED = "a sentence on another topic"
+#: The yardstick's near end for any sentence: two other sentences of one meaning
+#: (lnviz.lessons.minilm.PAIRS' first pair), their cosine with each other.
+ONE_MEANING = "two other sentences of one meaning, with each other"
 #: The yardstick's far end: sentences picked to share no topic with the example sentences.
 OTHER_TOPICS = ("Stock markets fell sharply today.", "Add two eggs to the flour.",
                 "The train leaves at noon.")
@@ -402,15 +442,22 @@ def yardstick(model: MiniLM, original: ModelRun, unrelated: Iterable[str] = OTHE
     more), for an example sentence its paraphrase and a sentence of the same frame with another
     meaning (:data:`NEIGHBOURS`), and the ``unrelated`` sentences (others than itself), nearest
     first."""
+    from lnviz.lessons.minilm import PAIRS
+
     text = original.text
     words = text.split()
-    kinds = [(SMALL_EDIT, " ".join(words[:-1]))] if len(words) >= 2 else []
+    # a small edit, where the model reads the whole text (past 512 tokens it reads the same)
+    kinds = ([(SMALL_EDIT, " ".join(words[:-1]))]
+             if len(words) >= 2 and not original.truncated else [])
     if text in NEIGHBOURS:
         paraphrase, frame = NEIGHBOURS[text]
         kinds += [(PARAPHRASE, paraphrase), (SAME_FRAME, frame)]
     kinds += [(UNRELATED, other) for other in unrelated if other != text]
     anchors = [Anchor(kind, other, float(F.cosine_similarity(
         original.embedding, model.run(other).embedding, dim=0))) for kind, other in kinds]
+    first, second = PAIRS[0]
+    anchors.append(Anchor(ONE_MEANING, f"{first}” and “{second}", float(F.cosine_similarity(
+        model.run(first).embedding, model.run(second).embedding, dim=0))))
     return sorted(anchors, key=lambda a: -a.cosine)
 
 

@@ -355,10 +355,7 @@ def _why_step() -> Step:
         "and variance 1 for BatchNorm and LayerNorm, a root mean square of 1 for RMSNorm — "
         "then lets the network choose its own scale with γ and β. Ioffe & Szegedy (2015) "
         "introduced BatchNorm to reduce that drift, which they called *internal covariate "
-        "shift*, and Santurkar et al. (2018) put that explanation to a test. BatchNorm also "
-        "takes its statistics from a random "
-        "mini-batch, so each output jitters with its batch-mates — noise that acts as a mild "
-        "regularizer."), (
+        "shift*, and Santurkar et al. (2018) put that explanation to a test."), (
         Question(
             "why",
             "Santurkar et al. trained networks with BatchNorm and added random noise after "
@@ -373,7 +370,9 @@ def _why_step() -> Step:
                   "reducing internal covariate shift been what makes BatchNorm work, the noise "
                   "should have taken the gain away: it did not, and this is why the original "
                   "explanation is disputed. Santurkar et al. credit a smoother loss landscape "
-                  "instead.",
+                  "instead. BatchNorm brings noise of its own, too: it takes its statistics "
+                  "from a random mini-batch, so each output jitters with its batch-mates, "
+                  "which acts as a mild regularizer.",
             feedback={
                 "About as badly as without BatchNorm":
                     "That is what to expect if reducing internal covariate shift were what "
