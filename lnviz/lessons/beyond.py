@@ -6,8 +6,9 @@ statistics at all. Its premise is an observation about trained transformers: plo
 value, a LayerNorm's input against its normalized output (x̂, before γ and β) follows an S-shaped
 curve. :func:`tanh_fits` measures that on all-MiniLM-L6-v2's thirteen LayerNorms for one
 sentence (the best ``s·tanh(αx)`` through the scatter, against the best straight line, with
-every value and without the 0.1 % of largest |x|: on MiniLM a massive activation alone bends
-most of them, :func:`shape_of`); :func:`yardstick` anchors a cosine between sentence
+every value and without the few values of largest |x| that make its bend, :func:`bend_size`:
+on MiniLM one to a dozen values, a massive activation among them, make every bend,
+:func:`shape_of`); :func:`yardstick` anchors a cosine between sentence
 embeddings at both ends; and :func:`substitute` puts the fitted curves in place of chosen
 LayerNorms and says how far the sentence embedding moves.
 """
