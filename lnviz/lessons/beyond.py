@@ -234,7 +234,8 @@ class TanhFit:
         r2_tanh: the share of x̂'s variance the curve explains.
         slope, intercept, r2_line: the same for the best straight line.
         x, x_hat: the points, float64, (tokens·C,).
-        tokens: each point's token (its position in the sentence), (tokens·C,).
+        width: C, the features of each token: the points run token by token, C at a time
+            (:attr:`tokens`).
         extreme: the points of largest |x| that the trimmed fits leave out: the few that make
             the bend (:func:`bend_size`), or the :data:`TRIM` share when no fewer do.
         bend: how many values make the bend (:func:`bend_size`): 0 for a mapping a line fits
@@ -253,7 +254,7 @@ class TanhFit:
     r2_line: float
     x: np.ndarray
     x_hat: np.ndarray
-    tokens: np.ndarray
+    width: int
     extreme: np.ndarray
     bend: int | None
     r2_tanh_trimmed: float
@@ -266,6 +267,11 @@ class TanhFit:
         order = np.argsort(self.x, kind="stable")
         return order[np.unique(np.linspace(0, order.size - 1, min(n, order.size)).round()
                                .astype(int))]
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """Each point's token (its position in the sentence), (tokens·C,)."""
+        return np.arange(self.x.size) // self.width
 
     @property
     def extreme_tokens(self) -> tuple[int, ...]:
@@ -305,7 +311,6 @@ def fit_record(record: NormRecord, eps: float) -> TanhFit:
     sigma = to_numpy(1 / result.rstd, torch.float64).ravel()  # (T,): each token's scale
     xs = to_numpy(x, torch.float64).ravel()
     ys = to_numpy(result.output, torch.float64).ravel()
-    tokens = np.repeat(np.arange(x.shape[-2]), x.shape[-1])  # (T·C,)
     alpha, scale, r2_tanh = fit_tanh(xs, ys)
     slope, intercept, r2_line = fit_line(xs, ys)
     if r2_tanh - r2_line < BENT or alpha * float(np.abs(xs).max()) < 0.1:  # a line already
@@ -315,7 +320,7 @@ def fit_record(record: NormRecord, eps: float) -> TanhFit:
         bend, r2_tanh_trimmed, r2_line_trimmed = bend_size(xs, ys)
         extreme = extremes(xs, bend if bend else max(1, math.ceil(TRIM * xs.size)))
     return TanhFit(record.name, alpha, scale, r2_tanh, slope, intercept, r2_line, xs, ys,
-                   tokens, extreme, bend, r2_tanh_trimmed, r2_line_trimmed,
+                   int(x.shape[-1]), extreme, bend, r2_tanh_trimmed, r2_line_trimmed,
                    (float(sigma.min()), float(np.median(sigma)), float(sigma.max())))
 
 
