@@ -8,7 +8,10 @@ from lnviz import charts
 from lnviz.devices import to_numpy
 from lnviz.lessons.common import defined, short
 from lnviz.lessons.epsilon import (
+    CANCELLATION_OFFSET,
+    CANCELLATION_OPTIONS,
     VECTORS,
+    cancellation_answer,
     cancellation_sweep,
     epsilon_snippet,
     epsilon_steps,
@@ -24,7 +27,7 @@ from lnviz.ui.live import sweep_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import live_values
-from lnviz.ui.state import current_settings
+from lnviz.ui.state import current_settings, prediction
 
 settings = current_settings()
 
@@ -183,12 +186,11 @@ precision_section(settings.seed, settings.device)
 def cancellation_section(seed: int) -> None:
     st.subheader("3 · The E[x²] − E[x]² trap")
     st.markdown(
-        "Expanding the variance gives a tempting one-pass formula, σ² = E[x²] − E[x]². For data "
-        "near 10 000 with spread 1, both terms are about 10⁸ and differ by about 1; float32 stores "
-        "each to about 7 digits, so their difference is mostly rounding error — and can come out "
-        "negative, which √ turns into NaN. Subtracting the mean first (two passes) or updating a "
-        f"running mean and sum of squared deviations ({defined('Welford')}) only ever subtracts "
-        "nearby numbers."
+        "Expanding the variance gives a tempting one-pass formula, σ² = E[x²] − E[x]²: one pass "
+        "over the data for both sums. For data near 10 000 with spread 1, both terms are about "
+        "10⁸ and differ by about 1, and float32 stores each to about 7 significant digits. "
+        "The alternatives subtract the mean first (two passes), or update a running mean and "
+        f"sum of squared deviations ({defined('Welford')})."
     )
     st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{naive: cancels}}"
              r"\quad\text{vs}\quad"
@@ -199,6 +201,15 @@ def cancellation_section(seed: int) -> None:
         "Row length", [16, 64, 256, 1024], value=256, key="ep_csize", bind="query-params",
         help="How many values (offset + N(0, 1)) each variance is taken over, in float32.")
     cancellation = cached(cancellation_sweep, size=cancel_size, seed=seed)
+    guess = prediction(
+        f"on {cancel_size} values near {CANCELLATION_OFFSET:,.0f} with spread 1, how far from "
+        "the true σ² does the one-pass E[x²] − E[x]² land in float32?", CANCELLATION_OPTIONS,
+        key="ep_cancel_guess", what="the three methods across offsets",
+        help="Both sums are taken in float32 over the same values; the truth is their variance "
+             "in float64.")
+    if guess is None:
+        return
+    st.markdown(cancellation_answer(cancellation).reply(guess))
     show_figure(charts.epsilon.cancellation_figure, cancellation.offsets,
                 cancellation.relative_error, cancellation.variances, key="ep_cancel_chart")
     st.caption(
@@ -219,8 +230,7 @@ st.info(
     f"{short(_variance('tiny'))}, then shrinks (at the formula tutorial's ε = 1e-8 it is "
     f"{short(_tiny(1e-8))}). Choose the constant vector and set ε to 0 to see the 0/0. "
     "Switch the sidebar's precision to float16 and compare the gradient sizes. In part 3, "
-    "find the offset where the naive variance is first off by more than 100%, and the × "
-    "marks where it even comes out negative.", icon="🧪")
+    "change the row length: does the offset where the naive variance first fails move?", icon="🧪")
 
 st.subheader("The same in PyTorch")
 sweep_section(sweep_box, st.empty(), settings.seed, settings.device, settings.dtype)

@@ -6,12 +6,14 @@ from lnviz import charts
 from lnviz.lessons.geometry import (
     FEATURES,
     GEOMETRY_NORMS,
+    LANDING_OPTIONS,
     SOURCES,
     closeup_caption,
     facts,
     geometry_snippet,
     geometry_view,
     input_vectors,
+    landing_answer,
     path_caption,
     target_shapes,
     torch_check,
@@ -23,7 +25,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
-from lnviz.ui.state import current_settings
+from lnviz.ui.state import current_settings, prediction
 
 settings = current_settings()
 
@@ -107,34 +109,46 @@ with refusal():
 if inputs.dropped:
     st.caption(f"H = {h}: the first {h} of each vector's {h + inputs.dropped} features.")
 
-# --- 1. The whole way -------------------------------------------------------------------------
-st.subheader("1 · Centre, then scale")
-far = cached(target_shapes, h, view.reach)
-show_figure(charts.geometry.path_figure, view.norm, view.inputs, view.centred, view.x_hat,
-            view.labels, far.plane, far.sphere, far.faces, far.circle, key="gm_path",
-            caption=plain(path_caption(view)))
+# Before the figures, which answer it: where these vectors land (asked where two or more land)
+answer = landing_answer(view)
+guess = None
+if answer is not None:
+    where = "at ε = 0" if eps == 0 else f"with ε = {eps:g}"
+    guess = prediction(
+        f"under {norm} {where}, where do the {int(view.finite.sum())} vectors' x̂ land?",
+        LANDING_OPTIONS, key=f"gm_guess_{norm}", what="the figures",
+        help="Points that land within rounding of each other count as one point.")
+    if guess is not None:
+        st.markdown(answer.reply(guess))
 
-# --- 2. Up close ------------------------------------------------------------------------------
-st.subheader("2 · Where x̂ lands")
-near = cached(target_shapes, h, view.closeup_reach, view.gamma, view.beta)
-show_figure(charts.geometry.closeup_figure, view.norm, view.x_hat, view.labels, near.plane,
-            near.sphere, near.faces, near.circle, view.output if view.affine else None,
-            near.sphere_out if view.affine else None, near.circle_out if view.affine else None,
-            key="gm_closeup", caption=plain(closeup_caption(view)))
-st.markdown("\n".join(f"- {plain(line)}" for line in facts(view)))
-st.caption(plain(torch_check(view)))
-st.dataframe(vector_table(view), hide_index=True, key="gm_table")
 
-st.info(
-    "**Try this.** Under LayerNorm at ε = 0, the two sentences' tokens all land on one point: each "
-    "is "
-    "a + b·(0, 1, 2) with b > 0, and LayerNorm forgets a and b. Slide ε up: they spread along "
-    "one ray, those with small σ² pulled in most. Back at ε = 0, set H = 2: only ±(1, −1) is "
-    "left, the twin of BatchNorm's ±1 at a batch of 2. Pick RMSNorm: \"powerful\" splits off, "
-    "as (7, 13, 19) is no multiple of (1, 2, 3). Pick BatchNorm: every point leaves "
-    "LayerNorm's circle (at H = 2, its two points). At H = 3, turn on γ and β: the circle "
-    "becomes an ellipse centred at β.",
-    icon="🧪")
+# --- 1 and 2, and what to try next: once the question is answered --------------------------
+if answer is None or guess is not None:
+    st.subheader("1 · Centre, then scale")
+    far = cached(target_shapes, h, view.reach)
+    show_figure(charts.geometry.path_figure, view.norm, view.inputs, view.centred, view.x_hat,
+                view.labels, far.plane, far.sphere, far.faces, far.circle, key="gm_path",
+                caption=plain(path_caption(view)))
+
+    # --- 2. Up close
+    st.subheader("2 · Where x̂ lands")
+    near = cached(target_shapes, h, view.closeup_reach, view.gamma, view.beta)
+    show_figure(charts.geometry.closeup_figure, view.norm, view.x_hat, view.labels, near.plane,
+                near.sphere, near.faces, near.circle, view.output if view.affine else None,
+                near.sphere_out if view.affine else None, near.circle_out if view.affine else None,
+                key="gm_closeup", caption=plain(closeup_caption(view)))
+    st.markdown("\n".join(f"- {plain(line)}" for line in facts(view)))
+    st.caption(plain(torch_check(view)))
+    st.dataframe(vector_table(view), hide_index=True, key="gm_table")
+
+    st.info(
+        "**Try this.** On the two sentences under LayerNorm, slide ε up: their points spread "
+        "along one ray, those with small σ² pulled in most. Back at ε = 0, set H = 2: only "
+        "±(1, −1) is left, the twin of BatchNorm's ±1 at a batch of 2. Then pick RMSNorm and "
+        "BatchNorm and answer the question again for each: which of the two sentences' tokens "
+        "still share a point? At H = 3, turn on γ and β: the circle becomes an ellipse centred "
+        "at β.",
+        icon="🧪")
 
 st.subheader("The same in PyTorch")
 st.code(geometry_snippet(inputs.values, norm, eps, gamma, beta, settings.dtype),

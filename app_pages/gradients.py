@@ -8,6 +8,7 @@ from lnviz.devices import to_numpy
 from lnviz.lessons.common import short
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
+    REACH_OPTIONS,
     UPSTREAM,
     gradient_input,
     gradient_report,
@@ -19,6 +20,7 @@ from lnviz.lessons.gradients import (
     pair_note,
     probe_inputs,
     probed_variances,
+    reach_answer,
     upstream_gradient,
     weight_scale_gradient,
 )
@@ -29,7 +31,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
-from lnviz.ui.state import current_settings, keep_in_range
+from lnviz.ui.state import current_settings, keep_in_range, prediction
 
 settings = current_settings()
 page_title("app_pages/gradients.py")
@@ -90,15 +92,24 @@ ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
 
 # --- Gradients ----------------------------------------------------------------------------------
 st.subheader("Where the gradient goes")
-show_figure(charts.gradients.heatmaps, {
-    "input x": to_numpy(x), "upstream ∂L/∂y": to_numpy(grad_output),
-    "∂L/∂x, LayerNorm": ln.grad_input, "∂L/∂x, BatchNorm": bn.grad_input,
-}, key="gr_grads")
-show_figure(charts.gradients.param_figure,
-            {norm: report.by_norm[norm].grad_weight for norm in GRAD_NORMS},
-            {norm: report.by_norm[norm].grad_bias for norm in GRAD_NORMS}, key="gr_params")
-st.caption("∂L/∂β is the upstream gradient summed over the batch, the same for both norms; "
-           "∂L/∂γ weighs it by x̂, which each norm computes differently.")
+LOSSES = {"one-hot": f"y[{cell[0]}, {cell[1]}], one output cell", "ones": "Σ y, every output cell",
+          "random": "Σ g·y, with a random g at every output cell (the sidebar's seed)"}
+guess = prediction(
+    f"the loss is {LOSSES[kind]}. Which inputs does BatchNorm's ∂L/∂x reach?", REACH_OPTIONS,
+    key=f"gr_guess_{kind}", what="both norms' gradients",
+    help="An input gets gradient if the loss depends on it: through its own output, or through "
+         "the μ and σ it helped compute.")
+if guess is not None:
+    st.markdown(reach_answer(bn.grad_input, kind, cell).reply(guess))
+    show_figure(charts.gradients.heatmaps, {
+        "input x": to_numpy(x), "upstream ∂L/∂y": to_numpy(grad_output),
+        "∂L/∂x, LayerNorm": ln.grad_input, "∂L/∂x, BatchNorm": bn.grad_input,
+    }, key="gr_grads")
+    show_figure(charts.gradients.param_figure,
+                {norm: report.by_norm[norm].grad_weight for norm in GRAD_NORMS},
+                {norm: report.by_norm[norm].grad_bias for norm in GRAD_NORMS}, key="gr_params")
+    st.caption("∂L/∂β is the upstream gradient summed over the batch, the same for both norms; "
+               "∂L/∂γ weighs it by x̂, which each norm computes differently.")
 message = (f"lnviz's outputs and gradients match torch.nn.functional's autograd: largest "
            f"|lnviz − torch| = {report.max_difference:.2g}"
            + ("." if len(report.compared) == len(GRAD_NORMS) else
@@ -108,14 +119,15 @@ if report.max_difference <= 1e-9:
     st.success(message, icon="✅")
 else:
     st.error(message.replace("match", "differ from"), icon="❌")
-st.info(
-    "**Try this.** With the one-hot upstream gradient, LayerNorm's ∂L/∂x is zero outside the "
-    "chosen sample's row: the other samples never saw that output. BatchNorm's reaches the "
-    "chosen feature's column in *every* sample — a loss on one example trains on the whole "
-    "batch. Now pick **ones**: L = Σ y, and both ∂L/∂x vanish, because each group's x̂ sums "
-    "to zero whatever x is. Each row of LayerNorm's ∂L/∂x always sums to 0 — shifting a "
-    "sample cannot change its output, so the gradient has no component along that shift.",
-    icon="🔍")
+if guess is not None:
+    st.info(
+        "**Try this.** With the one-hot upstream gradient, LayerNorm's ∂L/∂x is zero outside the "
+        "chosen sample's row: the other samples never saw that output. BatchNorm's reaches the "
+        "chosen feature's column in *every* sample — a loss on one example trains on the whole "
+        "batch. Now pick **ones** (L = Σ y) and answer again: where does each norm's gradient "
+        "go now, and why? Each row of LayerNorm's ∂L/∂x always sums to 0 — shifting a "
+        "sample cannot change its output, so the gradient has no component along that shift.",
+        icon="🔍")
 note = pair_note(n, c)
 if note:
     st.warning(note, icon="⚠️")

@@ -11,11 +11,13 @@ from lnviz.charts.base import grid_labels
 from lnviz.data import get_preset
 from lnviz.lessons.common import short, worked_example_latex
 from lnviz.lessons.padding import (
+    PAD_MEAN_OPTIONS,
     FeatureStats,
     PaddedRecipe,
     PaddingSweep,
     PadPull,
     feature_stats,
+    pad_mean_answer,
     pad_pull,
     pad_token_steps,
     padding_outputs,
@@ -30,7 +32,7 @@ from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
 from lnviz.ui.source import PaddedControls, padded_sequences
-from lnviz.ui.state import current_settings, keep_in_range
+from lnviz.ui.state import current_settings, keep_in_range, prediction
 
 
 def count(k: int, noun: str) -> str:
@@ -136,10 +138,23 @@ if too_few:
 
 # --- BatchNorm's statistics -------------------------------------------------------------------
 st.subheader("1 · BatchNorm's μ and σ, with and without the pads")
+# The question, where the real tokens have a μ of their own: the rest of this section and the
+# next wait for its answer (both show it), and so does the "Try this" (its numbers are it)
+guess = None
 if not stats.counted_ok:
     st.info("With a single position there are no BatchNorm statistics to show: see the note "
             "above.", icon=":material/info:")
-else:
+elif stats.masked_ok:
+    guess = prediction(
+        "counted with the pads, where does BatchNorm's μ of feature 0 land, against its μ over "
+        "the real tokens alone?", PAD_MEAN_OPTIONS, key="pd_guess",
+        what="both μ and σ, and what more padding does",
+        help="BatchNorm pools every position of a feature, pads included, unless it is given "
+             "the mask.")
+    if guess is not None:
+        st.markdown(pad_mean_answer(batch, stats).reply(guess))
+answered = guess is not None or not stats.masked_ok
+if stats.counted_ok and answered:
     show_figure(charts.padding.feature_stats_figure, stats.mean_with_pad, stats.mean_masked,
                 stats.std_with_pad, stats.std_masked, key="pd_stats")
     st.dataframe(stats.table(), hide_index=True, key="pd_stats_table")
@@ -194,7 +209,8 @@ def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int, pad_value: f
                   if stats.masked_ok else ""))
 
 
-sweep_section(stats, sweep, d, float(pad_value))
+if answered:
+    sweep_section(stats, sweep, d, float(pad_value))
 
 # --- LayerNorm on the pad token ---------------------------------------------------------------
 # A fragment, like section 2: ε, γ and β rerun this section and the PyTorch code at the end
@@ -241,13 +257,15 @@ def pad_token_section(box: DeltaGenerator, code: DeltaGenerator, batch: Batch,
 
 
 article = cached(pad_pull, ARTICLE_BATCH, cached(feature_stats, ARTICLE_BATCH))
-st.info(
-    "**Try this.** Compare the “pads counted” and “masked” bars for feature 0 with the transformer "
-    f"article's numbers (μ {short(article.mean_with_pad)}, σ {short(article.std_with_pad)} with "
-    f"the pad against {short(article.mean_real)} and {short(article.std_real)} without). Then "
-    "choose *Generated*, type lengths like 6, 1, 1 and watch the padded share jump and "
-    "BatchNorm's statistics slide, while LayerNorm's drift stays at 0. Finally set ε to 0 and "
-    "see the pad token's LayerNorm output turn into NaN.", icon=":material/science:")
+if answered:
+    st.info(
+        "**Try this.** Compare the “pads counted” and “masked” bars for feature 0 with the "
+        f"transformer article's numbers (μ {short(article.mean_with_pad)}, σ "
+        f"{short(article.std_with_pad)} with the pad against {short(article.mean_real)} and "
+        f"{short(article.std_real)} without). Then choose *Generated*, type lengths like 6, 1, 1 "
+        "and watch the padded share jump and BatchNorm's statistics slide, while LayerNorm's "
+        "drift stays at 0. Finally set ε to 0 and see the pad token's LayerNorm output turn "
+        "into NaN.", icon=":material/science:")
 
 st.subheader("The same in PyTorch")
 pad_token_section(pad_box, st.empty(), batch, recipe, settings.device, settings.dtype)

@@ -22,10 +22,29 @@ ROOT = Path(__file__).resolve().parents[1]
 ALL_PAGES = [p.path for pages in PAGES.values() for p in pages]
 
 
-def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60) -> AppTest:
-    """Run app.py (the shared frame) on ``page`` (e.g. "app_pages/explorer.py")."""
+#: Pages that hold part of themselves back until their "Before you look" question is answered,
+#: and the answer :func:`open_page` gives before the page's first run, as a learner who has
+#: answered (no extra run): each answer's reply is tested in the page's own tests, right and
+#: wrong. Beyond's and Where the norm sits' tests answer their questions themselves.
+ANSWERS: dict[str, dict[str, str]] = {
+    "app_pages/epsilon.py": {"ep_cancel_guess": "off by more than 100%, or negative"},
+    "app_pages/padding.py": {"pd_guess": "closer to the pads' value"},
+    "app_pages/gradients.py": {f"gr_guess_{kind}": "one feature's column"
+                               for kind in ("one-hot", "ones", "random")},
+    "app_pages/geometry.py": {f"gm_guess_{norm}": "all on one point"
+                              for norm in ("LayerNorm", "RMSNorm", "BatchNorm")},
+}
+
+
+def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 60, *,
+              asked: bool = False) -> AppTest:
+    """Run app.py (the shared frame) on ``page`` (e.g. "app_pages/explorer.py"), its questions
+    answered (:data:`ANSWERS`), or with ``asked`` as a shared link opens it: unanswered."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
     at.query_params.update(query or {})  # as if the page's URL carried them
+    if not asked:
+        for key, answer in ANSWERS.get(page, {}).items():
+            at.session_state[key] = answer
     at.switch_page(page).run()
     assert not at.exception, at.exception
     return at
@@ -131,3 +150,28 @@ def padded() -> Batch:
     """The seeds' padded two-sentence batch, with its mask and token labels."""
     p = get_preset("padded_tokens")
     return Batch(p.values, "NLC", p.mask, p.labels)
+
+
+def asks_first(page: str, key: str, right: str, query: dict[str, str] | None = None) -> AppTest:
+    """``page`` as a shared link opens it asks its question ``key`` ("Before you look: …"),
+    unanswered, and holds back what answers it (fewer figures); then every option in turn: a
+    reply of its own, "Right" for ``right`` and, for each other option, "Not quite" naming
+    ``right``, with the held-back figures shown. Returns the page answered ``right``."""
+    at = open_page(page, query, asked=True)
+    question = at.radio(key=key)
+    assert question.label.startswith("Before you look: ") and question.value is None
+    held_back = len(figures(at))
+    options = [o for o in question.options if o != right] + [right]
+    assert right in question.options, (right, question.options)
+    for option in options:
+        at.radio(key=key).set_value(option).run()
+        assert not at.exception, at.exception
+        replies = [m.value for m in at.markdown
+                   if m.value.startswith(("**Right:**", "**Not quite:**"))]
+        assert len(replies) == 1, replies
+        if option == right:
+            assert replies[0].startswith("**Right:** "), replies[0]
+        else:
+            assert replies[0].startswith(f"**Not quite:** the answer is “{right}”. "), replies[0]
+        assert len(figures(at)) > held_back, option
+    return at

@@ -11,11 +11,14 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page, set_live, table_with
+from pageutil import alerts, asks_first, decode, figures, open_page, set_live, table_with
 
 from lnviz import charts
+from lnviz.lessons.common import short
 from lnviz.lessons.epsilon import (
+    CANCELLATION_OPTIONS,
     EPSILON_GRID,
+    cancellation_answer,
     cancellation_sweep,
     epsilon_steps,
     epsilon_sweep,
@@ -209,6 +212,26 @@ def test_cancellation_sweep_naive_fails_the_others_hold():
         cancellation_sweep(size=1)
 
 
+@settings(max_examples=12, deadline=None)
+@given(size=st.sampled_from([16, 64, 256, 1024]), seed=st.integers(0, 10_000))
+def test_the_cancellation_question_is_answered_from_the_sweeps_own_numbers(size: int,
+                                                                           seed: int) -> None:
+    """Part 3's answer is the band the naive variance at 10,000 falls in, recomputed here from
+    the sweep's variances; the reason prints that variance and float32's spacing at 10⁸
+    (2²⁶ ≤ 10⁸ < 2²⁷: a step of 2²⁶⁻²³ = 8, by hand)."""
+    sweep = cancellation_sweep(size=size, seed=seed)
+    k = int(np.flatnonzero(np.isclose(sweep.offsets, 1e4))[0])
+    naive = float(sweep.variances["naive E[x²] − E[x]²"][k])
+    truth = float(sweep.true_variance[k])
+    off = abs(naive - truth) / truth
+    band = 2 if naive < 0 or off > 1 else 0 if off < 0.01 else 1
+    answer = cancellation_answer(sweep)
+    assert answer.option == CANCELLATION_OPTIONS[band]
+    assert "the nearest multiple of 8, " in answer.reason
+    assert f"the naive formula gives {short(naive)}, {off:.0%} off" in answer.reason
+    assert ("negative" in answer.reason.split("naive formula")[1]) == (naive < 0)
+
+
 # --- figures -------------------------------------------------------------------------------------
 
 
@@ -275,6 +298,14 @@ def test_eps_and_vector_controls_move_the_figures_and_eps_zero_warns():
     assert any("0/0" in w for w in alerts(at)["warning"])
     assert (table_with(at, "x̂").value["x̂"] == "NaN").all()
     assert (table_with(at, "x̂").value["1/√(σ²+ε)"] == "inf").all()
+
+
+def test_part_3_asks_before_it_shows_the_three_methods() -> None:
+    """A shared link opens part 3's question with its figure held back; every option gets its
+    reply, "Right" only for the band the page's own sweep falls in."""
+    right = cancellation_answer(cancellation_sweep(size=256, seed=0)).option
+    at = asks_first(PAGE, "ep_cancel_guess", right)
+    assert "first fails move?" in " ".join(i.value for i in at.info)
 
 
 def test_precision_and_cancellation_controls_move_their_figures():

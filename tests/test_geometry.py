@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as hs
-from pageutil import alerts, decode, figures, open_page, shown_text
+from pageutil import alerts, asks_first, decode, figures, open_page, shown_text
 
 import lnviz
 from lnviz import charts
@@ -26,6 +26,7 @@ from lnviz.lessons.geometry import (
     FEATURES,
     GEOMETRY_MAX_VECTORS,
     GEOMETRY_NORMS,
+    LANDING_OPTIONS,
     SOURCES,
     closeup_caption,
     distance_to_circle,
@@ -34,6 +35,7 @@ from lnviz.lessons.geometry import (
     geometry_view,
     groups_of_equal,
     input_vectors,
+    landing_answer,
     path_caption,
     plane_basis,
     seed_tokens,
@@ -551,6 +553,52 @@ def page_facts(at) -> list[str]:
     """The bulleted sentences under the close-up, as shown."""
     bullets = next(m.value for m in at.markdown if m.value.startswith("- "))
     return [shown_text(line.removeprefix("- ")) for line in bullets.split("\n")]
+
+
+def _torch_points(values: np.ndarray, norm: str, eps: float) -> int:
+    """How many different x̂ torch.nn.functional gives the vectors (rows), to 4 decimals."""
+    x = torch.tensor(values, dtype=torch.float64)
+    if norm == "LayerNorm":
+        y = F.layer_norm(x, (x.shape[1],), eps=eps)
+    elif norm == "RMSNorm":
+        y = F.rms_norm(x, (x.shape[1],), eps=eps)
+    else:
+        y = F.batch_norm(x, None, None, training=True, eps=eps or 1e-12)  # torch refuses 0
+    return len(np.unique(np.round(y.numpy(), 4) + 0.0, axis=0))
+
+
+@pytest.mark.parametrize(("source", "h", "norm", "points"), [
+    ("seed", 3, "LayerNorm", 1),  # each token is a + b·(0, 1, 2), b > 0
+    ("seed", 2, "LayerNorm", 1),  # every (a, a + b) lands on (−1, 1)
+    ("seed", 3, "RMSNorm", 2),  # (7, 13, 19) is no multiple of (1, 2, 3)
+    ("seed", 3, "BatchNorm", 7),
+    ("random", 3, "LayerNorm", 8),
+])
+def test_the_landing_question_counts_the_points_torch_gives(source, h, norm, points):
+    """The page's answer at ε = 0 is the number of different x̂ torch's own norms give the same
+    vectors (the counts by hand beside each case); its reason says what the norm keeps and
+    where these vectors went."""
+    inputs = input_vectors(source, h, count=8, seed=0)
+    assert _torch_points(inputs.values, norm, 0.0) == points
+    answer = landing_answer(geometry_view(inputs.values, inputs.labels, norm, 0.0))
+    n = len(inputs.labels)
+    assert answer.option == LANDING_OPTIONS[0 if points == 1 else 2 if points == n else 1]
+    assert answer.reason.startswith(f"{norm} ")
+    where = (f"All {n} x̂ land on one point" if points == 1 else
+             f"The {n} x̂ land on {points} different points")
+    assert where in answer.reason
+
+
+def test_the_page_asks_where_the_vectors_land_before_it_draws_them():
+    """A shared link opens the question with the figures held back; every option gets its
+    reply, "Right" for one point (seed 002's tokens under LayerNorm at ε = 0), and a new norm
+    asks again."""
+    at = asks_first(PAGE, "gm_guess_LayerNorm", "all on one point")
+    assert at.radio(key="gm_guess_LayerNorm").label == \
+        "Before you look: under LayerNorm at ε = 0, where do the 7 vectors' x̂ land?"
+    at.segmented_control(key="gm_norm").set_value("RMSNorm").run()
+    assert at.radio(key="gm_guess_RMSNorm").value is None and not figures(at)
+    assert at.code  # the PyTorch code is there either way
 
 
 def test_page_opens_on_seed_002s_collapse():

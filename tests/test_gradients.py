@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -10,13 +11,14 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page, trace_data
+from pageutil import alerts, asks_first, decode, figures, open_page, trace_data
 
 from lnviz.lessons.common import short
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
     GRADIENTS_MAX_JACOBIAN,
     PROBES,
+    REACH_OPTIONS,
     ROUNDING,
     VERDICTS,
     cross_sample_share,
@@ -395,6 +397,39 @@ def test_default_view_shows_where_a_one_hot_gradient_goes():
     assert cross_sample_share(jac_bn, 4) > 0.2
     assert any("0% of Σ|J|" in c.value for c in at.caption)
     assert "F.layer_norm" in at.code[0].value
+
+
+@pytest.mark.parametrize(("kind", "cell", "option"), [
+    ("one-hot", (0, 0), "one feature's column"),  # feature 0's μ and σ pool every sample
+    ("one-hot", (2, 3), "one feature's column"),
+    ("ones", (0, 0), "nowhere"),  # each feature's x̂ sums to 0 whatever x is
+    ("random", (0, 0), "every cell"),
+])
+def test_the_reach_question_reads_torchs_gradient(kind, cell, option):
+    """The answer is where torch's own autograd through F.batch_norm puts ∂L/∂x (not lnviz's
+    numbers): the hand-derived pattern beside each case."""
+    from lnviz.lessons.gradients import reach_answer
+
+    x = gradient_input(4, 4, seed=0).double().requires_grad_(True)
+    upstream = upstream_gradient((4, 4), kind, cell=cell, seed=0).double()
+    F.batch_norm(x, None, None, training=True, eps=1e-5).backward(upstream)
+    grad = x.grad.numpy()
+    answer = reach_answer(grad, kind, cell)
+    assert answer.option == option and option in REACH_OPTIONS
+    if kind == "one-hot":
+        assert np.count_nonzero(np.abs(grad) > 1e-9) == 4  # the column's four samples
+        assert f"all 4 cells of column {cell[1]}" in answer.reason
+        assert f"LayerNorm's stays in row {cell[0]}" in answer.reason
+
+
+def test_the_page_asks_where_the_gradient_goes_before_it_draws_it():
+    """A shared link opens the question with both norms' gradients held back; every option
+    gets its reply, "Right" for feature 0's column; another upstream gradient asks again."""
+    at = asks_first(PAGE, "gr_guess_one-hot", "one feature's column")
+    assert "Now pick **ones** (L = Σ y) and answer again" in alerts(at)["info"][0]
+    at.segmented_control(key="gr_up").set_value("ones").run()
+    assert at.radio(key="gr_guess_ones").value is None
+    assert not [f for f in figures(at) if "∂L/∂x, BatchNorm" in json.dumps(f)]
 
 
 def test_the_page_draws_the_lessons_seeded_input():

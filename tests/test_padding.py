@@ -10,16 +10,18 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page
+from pageutil import alerts, asks_first, decode, figures, open_page
 
 from lnviz import charts
 from lnviz.batch import Batch
 from lnviz.data import get_preset, padded_batch
 from lnviz.lessons.padding import (
+    PAD_MEAN_OPTIONS,
     SWEEP_FRACTIONS,
     PaddedRecipe,
     check_lengths,
     feature_stats,
+    pad_mean_answer,
     pad_token_steps,
     padding_outputs,
     padding_snippet,
@@ -68,6 +70,36 @@ def test_outputs_match_torch_and_the_seed():
     assert out["BatchNorm, masked"][0, 0, 0] == pytest.approx(-1.5, abs=1e-5)
     np.testing.assert_allclose(out["LayerNorm"][0, 0], [-1.2247, 0.0, 1.2247], atol=1e-4)
     np.testing.assert_array_equal(out["LayerNorm"][1, 3], [0.0, 0.0, 0.0])  # the pad token
+
+
+def test_the_pad_question_is_answered_with_the_articles_arithmetic():
+    """Feature 0 of the article's batch: seven real values of mean 4 and one zero pad, so
+    μ = 7·4/8 = 3.5 with the pad counted (by hand): closer to the pads' value."""
+    answer = pad_mean_answer(seed_002(), feature_stats(seed_002()))
+    assert answer.option == "closer to the pads' value"
+    assert "(7·4 + 1·0)/8 = 3.5, moved 12.5% of the way" in answer.reason
+
+
+@settings(max_examples=25, deadline=None)
+@given(lengths=st.lists(st.integers(1, 5), min_size=1, max_size=4), d_model=st.integers(1, 4),
+       pad=st.sampled_from([0.0, -3.0, 2.5]), seed=st.integers(0, 1000))
+def test_the_pad_question_follows_where_the_weighted_mean_lands(lengths, d_model, pad, seed):
+    """Counted with P pads of value p, R real tokens of mean m average to (R·m + P·p)/(R + P):
+    closer to p whenever there is a pad and m ≠ p, where it was without pads."""
+    values, mask = padded_batch(len(lengths), d_model, lengths=lengths, pad_value=pad, seed=seed)
+    batch = Batch(values, "NLC", mask)
+    stats = feature_stats(batch)
+    if not stats.masked_ok:
+        return  # the page asks only where the real tokens have a μ and σ of their own
+    real = values[..., 0][mask].astype(np.float64)
+    pads = int((~mask).sum())
+    expected = (real.sum() + pads * pad) / mask.size
+    assert stats.mean_with_pad[0] == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    option = pad_mean_answer(batch, stats).option
+    if pads == 0:
+        assert option == PAD_MEAN_OPTIONS[1]
+    elif abs(real.mean() - pad) > 1e-3:
+        assert option == PAD_MEAN_OPTIONS[0]
 
 
 def test_refuses_what_is_not_a_padded_batch():
@@ -183,6 +215,16 @@ def _trace(fig: dict, name: str, field: str = "y", index: int = 0) -> np.ndarray
 @pytest.fixture(scope="module")
 def page():
     return open_page(PAGE)
+
+
+def test_the_page_asks_where_the_pads_put_mu_before_it_shows_it():
+    """A shared link opens part 1's question with μ and σ (and part 2) held back; each option
+    gets its reply, "Right" for the answer the article's arithmetic gives."""
+    at = asks_first(PAGE, "pd_guess", "closer to the pads' value")
+    assert "(7·4 + 1·0)/8 = 3.5" in " ".join(m.value for m in at.markdown)
+    assert "**Try this.**" in " ".join(i.value for i in at.info)
+    asked = open_page(PAGE, asked=True)
+    assert "**Try this.**" not in " ".join(i.value for i in asked.info)  # its numbers answer it
 
 
 def test_default_page_shows_seed_002(page):

@@ -23,8 +23,8 @@ from lnviz.batch import (
 from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
 
-__all__ = ["EPSILONS", "GLOSSARY", "Paper", "defined", "group_description", "short", "spread_name",
-           "step_by_step", "worked_example_latex"]
+__all__ = ["EPSILONS", "GLOSSARY", "Answer", "Paper", "defined", "group_description", "short",
+           "spread_name", "step_by_step", "worked_example_latex"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,23 @@ class Paper:
         where = ", ".join(v for v in (self.venue, f"arXiv {self.arxiv}") if v)
         who = f"{self.authors}, " if self.authors else ""
         return f"{who}*{self.title}* ({where})"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to a page's "Before you look" question, read off the page's own numbers: the
+    option they make right, and the reason, worked from those numbers, that every learner reads
+    whichever option they picked."""
+
+    option: str
+    reason: str
+
+    def reply(self, guess: str) -> str:
+        """What the page says to ``guess``: "Right" and the reason; or "Not quite", the option
+        the numbers make right and the same reason."""
+        if guess == self.option:
+            return f"**Right:** {self.reason}"
+        return f"**Not quite:** the answer is “{self.option}”. {self.reason}"
 
 
 #: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.

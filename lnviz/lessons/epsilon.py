@@ -31,9 +31,12 @@ import torch
 
 from lnviz.data import get_preset
 from lnviz.devices import DTYPES, to_numpy, to_tensor
+from lnviz.lessons.common import Answer, short
 from lnviz.norms import centre, layer_norm, mean_and_var
 
 __all__ = [
+    "CANCELLATION_OFFSET",
+    "CANCELLATION_OPTIONS",
     "EPSILON_GRID",
     "OFFSET_GRID",
     "PRECISION_AXES",
@@ -43,6 +46,7 @@ __all__ = [
     "EpsilonSweep",
     "NoEpsilonCell",
     "PrecisionSweep",
+    "cancellation_answer",
     "cancellation_sweep",
     "epsilon_snippet",
     "epsilon_steps",
@@ -447,6 +451,39 @@ class CancellationSweep:
             return text + (f", and comes out negative at {negative.size} offset(s), first at "
                            f"{negative[0]:,.0f}.")
         return text + "; with this seed and row length it never comes out negative."
+
+
+#: Part 3's "Before you look" question: the offset it asks about (on the sweep's grid), and how
+#: far off the one-pass variance may land there.
+CANCELLATION_OFFSET = 1e4
+CANCELLATION_OPTIONS = ("within 1%", "off by 1% to 100%", "off by more than 100%, or negative")
+
+
+def cancellation_answer(sweep: CancellationSweep, offset: float = CANCELLATION_OFFSET,
+                        dtype: str = "float32") -> Answer:
+    """Which of :data:`CANCELLATION_OPTIONS` the naive E[x²] − E[x]² falls in at ``offset`` on
+    ``sweep`` (computed in ``dtype``), and why: the size of both terms, the spacing of ``dtype``
+    numbers of that size, what the naive and the two-pass variance came out."""
+    naive_name = "naive E[x²] − E[x]²"
+    k = int(np.argmin(np.abs(sweep.offsets - offset)))
+    at, truth = float(sweep.offsets[k]), float(sweep.true_variance[k])
+    naive, error = float(sweep.variances[naive_name][k]), float(sweep.relative_error[naive_name][k])
+    two_pass = float(sweep.relative_error["two-pass"][k])
+    if naive < 0 or error > 1:
+        option = CANCELLATION_OPTIONS[2]
+    else:
+        option = CANCELLATION_OPTIONS[0] if error < 0.01 else CANCELLATION_OPTIONS[1]
+    square = at * at + truth
+    step = torch.finfo(DTYPES[dtype]).eps * 2.0 ** math.floor(math.log2(square))
+    return Answer(option, (
+        f"At offset {at:,.0f}, E[x²] and E[x]² are both about {short(square)} and differ by "
+        f"σ² = {short(truth)}. {dtype} stores a number of that size only to the nearest "
+        f"multiple of {step:g}, so each term carries a rounding error of up to {step / 2:g} "
+        f"against a difference of {short(truth)}: here the naive formula gives {short(naive)}, "
+        f"{error:.0%} off"
+        + (", a negative variance, which √ turns into NaN" if naive < 0 else "")
+        + f". Two passes (subtract μ, then square) land {two_pass:.1e} off: they only ever "
+          "subtract nearby numbers."))
 
 
 #: Offsets from 1 to 10⁶ on a log axis: the x axis of :func:`cancellation_sweep`.

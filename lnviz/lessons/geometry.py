@@ -38,11 +38,13 @@ from lnviz.batch import TABLE_NORMS, max_abs_difference, table_norm, torch_table
 from lnviz.data import get_preset, parse_numbers, random_batch
 from lnviz.data.generators import check_whole
 from lnviz.devices import to_numpy, to_tensor
+from lnviz.lessons.common import Answer
 from lnviz.limits import GEOMETRY_MAX_MAGNITUDE, GEOMETRY_MAX_VECTORS
 
 __all__ = [
     "FEATURES",
     "GEOMETRY_NORMS",
+    "LANDING_OPTIONS",
     "SOURCES",
     "GeometryView",
     "Inputs",
@@ -54,6 +56,7 @@ __all__ = [
     "geometry_view",
     "groups_of_equal",
     "input_vectors",
+    "landing_answer",
     "path_caption",
     "plane_basis",
     "seed_tokens",
@@ -480,6 +483,34 @@ def facts(view: GeometryView) -> list[str]:
     if view.norm == "LayerNorm" and h == 2:
         lines.append(_two_points(view))
     return lines
+
+
+#: The page's "Before you look" question: how many places the vectors' x̂ go to.
+LANDING_OPTIONS = ("all on one point", "on fewer points than vectors",
+                   "each on a point of its own")
+#: What each norm keeps of a vector, which decides the vectors that share an x̂.
+_KEEPS = {
+    "LayerNorm": "LayerNorm keeps only the direction of x − μ·(1, …, 1) and, when ε > 0, how "
+                 "large σ² is against ε: at ε = 0, vectors a·(1, …, 1) + b·v with one v and any "
+                 "a and b > 0 share an x̂.",
+    "RMSNorm": "RMSNorm does not centre: it keeps the direction of x itself and, when ε > 0, "
+               "how large its mean square is against ε: at ε = 0 only positive multiples of one "
+               "vector share an x̂.",
+    "BatchNorm": "BatchNorm takes each feature's μ and σ over all the vectors and applies the "
+                 "same ones to each, so two vectors share an x̂ only if they are equal.",
+}
+
+
+def landing_answer(view: GeometryView) -> Answer | None:
+    """Which of :data:`LANDING_OPTIONS` ``view``'s x̂ make right, and why: what the norm keeps
+    of a vector, and where these vectors went (:func:`facts`' count). None with fewer than two
+    finite x̂, where the question has no answer."""
+    count = int(view.finite.sum())
+    if count < 2:
+        return None
+    points = len(groups_of_equal(view.x_hat, view.tolerance))
+    option = LANDING_OPTIONS[0 if points == 1 else 2 if points == count else 1]
+    return Answer(option, f"{_KEEPS[view.norm]} {_collapse(view)}")
 
 
 def _where_they_land(view: GeometryView) -> list[str]:

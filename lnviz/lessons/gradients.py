@@ -31,11 +31,13 @@ import torch
 
 from lnviz.batch import NORM_TABLE, norms_where, table_norm, torch_table_norm
 from lnviz.data import random_batch
+from lnviz.lessons.common import Answer
 from lnviz.limits import GRADIENTS_MAX_JACOBIAN
 
 __all__ = [
     "GRAD_NORMS",
     "PROBES",
+    "REACH_OPTIONS",
     "ROUNDING",
     "UPSTREAM",
     "VERDICTS",
@@ -55,6 +57,7 @@ __all__ = [
     "pair_note",
     "probe_inputs",
     "probed_variances",
+    "reach_answer",
     "upstream_gradient",
     "verdict",
     "weight_scale_gradient",
@@ -72,6 +75,51 @@ ROUNDING = 1e-12
 #: Why a probe moved the output or not, found by repeating it with ε = 0: the invariances are
 #: exact there, so a change that vanishes at ε = 0 is ε's doing.
 VERDICTS = ("unchanged", "ε's doing", "not invariant")
+
+
+#: The page's "Before you look" question: where BatchNorm's ∂L/∂x is nonzero.
+REACH_OPTIONS = ("nowhere", "one feature's column", "one sample's row", "every cell",
+                 "scattered cells")
+
+
+def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 0)) -> Answer:
+    """Which of :data:`REACH_OPTIONS` BatchNorm's ∂L/∂x ``grad_input`` (N, C) makes right under
+    the upstream gradient ``kind`` (one of :data:`UPSTREAM`; ``cell`` for "one-hot"), and why:
+    which inputs went into the statistics of the outputs the loss looks at."""
+    grad = np.abs(np.asarray(grad_input, dtype=np.float64))
+    n_rows, n_cols = grad.shape
+    largest = float(grad.max())
+    reached = grad > ROUNDING * max(1.0, largest)
+    rows, cols = np.flatnonzero(reached.any(axis=1)), np.flatnonzero(reached.any(axis=0))
+    if not reached.any():
+        option = REACH_OPTIONS[0]
+    elif reached.all():
+        option = REACH_OPTIONS[3]
+    elif cols.size == 1 and rows.size == n_rows:
+        option = REACH_OPTIONS[1]
+    elif rows.size == 1 and cols.size == n_cols:
+        option = REACH_OPTIONS[2]
+    else:
+        option = REACH_OPTIONS[4]
+    statistics = (f"BatchNorm normalizes each feature with its μ and σ over all {n_rows} "
+                  "samples")
+    if option == REACH_OPTIONS[0] and kind == "ones":
+        reason = (f"{statistics}, so each feature's x̂ sums to 0 over the batch whatever x is; "
+                  "L = Σ y weighs every value alike, so L does not change with x at all "
+                  f"(largest |∂L/∂x|: {largest:.1g}).")
+    elif option == REACH_OPTIONS[1] and kind == "one-hot":
+        n, c = cell
+        off = float(np.delete(grad, c, axis=1).max()) if n_cols > 1 else 0.0
+        reason = (f"the loss looks at y[{n}, {c}] alone, which BatchNorm computed with feature "
+                  f"{c}'s μ and σ; those pool all {n_rows} samples, so ∂L/∂x reaches all "
+                  f"{n_rows} cells of column {c} (largest |∂L/∂x| off it: {off:.1g}). A loss "
+                  "on one sample trains on the whole batch. LayerNorm's "
+                  f"stays in row {n}: its μ and σ pool sample {n}'s own {n_cols} features.")
+    else:
+        reason = (f"{statistics}; with this upstream gradient ∂L/∂x is nonzero in "
+                  f"{int(reached.sum())} of the {grad.size} cells ({rows.size} rows, "
+                  f"{cols.size} columns), the largest {largest:.3g}.")
+    return Answer(option, reason[0].upper() + reason[1:])
 
 
 def norm_forward(

@@ -36,12 +36,13 @@ import torch
 
 from lnviz.batch import Batch, NormSpec, group_ids, normalize
 from lnviz.devices import to_numpy, to_tensor
-from lnviz.lessons.common import step_by_step
+from lnviz.lessons.common import Answer, short, step_by_step
 from lnviz.limits import PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 from lnviz.norms import NormResult, batch_norm, layer_norm
 
 __all__ = [
     "MIN_REAL_TOKENS",
+    "PAD_MEAN_OPTIONS",
     "SWEEP_FRACTIONS",
     "FeatureStats",
     "PadPull",
@@ -49,6 +50,7 @@ __all__ = [
     "PaddingSweep",
     "check_lengths",
     "feature_stats",
+    "pad_mean_answer",
     "pad_pull",
     "pad_token_steps",
     "padding_outputs",
@@ -216,6 +218,39 @@ def pad_pull(batch: Batch, stats: FeatureStats, feature: int = 0) -> PadPull:
                    positions=stats.positions, mean_with_pad=mean, var_with_pad=std**2,
                    std_with_pad=std, mean_real=mean_real, std_real=std_real, value=value,
                    x_hat_with_pad=(value - mean) / std, x_hat_real=(value - mean_real) / std_real)
+
+
+#: Part 1's "Before you look" question: where counting the pads puts a feature's BatchNorm μ,
+#: against its μ over the real tokens alone.
+PAD_MEAN_OPTIONS = ("closer to the pads' value", "where it was", "further from the pads' value")
+
+
+def pad_mean_answer(batch: Batch, stats: FeatureStats, feature: int = 0) -> Answer:
+    """Which of :data:`PAD_MEAN_OPTIONS` ``stats`` (BatchNorm's statistics of ``batch``) make
+    right for ``feature``, and why: the pads' share of the positions and their value, worked
+    into the mean. Needs the real tokens' μ (``stats.masked_ok``)."""
+    values = np.asarray(batch.values[..., feature], np.float64)
+    pads = values[~batch.mask]
+    real, counted = float(stats.mean_masked[feature]), float(stats.mean_with_pad[feature])
+    if pads.size == 0:
+        return Answer(PAD_MEAN_OPTIONS[1], (
+            f"This batch has no pads: all {stats.positions} positions are real tokens, so "
+            f"feature {feature}'s μ is {short(counted)} either way."))
+    pad = float(pads[0]) if np.all(pads == pads[0]) else float(pads.mean())
+    tolerance = 1e-6 * max(1.0, abs(real), abs(pad))
+    gap_real, gap_counted = abs(real - pad), abs(counted - pad)
+    option = (PAD_MEAN_OPTIONS[1] if abs(gap_real - gap_counted) <= tolerance else
+              PAD_MEAN_OPTIONS[0] if gap_counted < gap_real else PAD_MEAN_OPTIONS[2])
+    share = f"{100 * pads.size / stats.positions:.3g}%"
+    which = (f"the pad ({short(pad)})" if pads.size == 1 else
+             f"the {pads.size} pads ({short(pad)} each)")
+    return Answer(option, (
+        f"Feature {feature}'s real tokens have μ = {short(real, 4)}. BatchNorm counts {which} "
+        f"as {share} of the {stats.positions} positions, so its μ is the two averaged, weighted "
+        f"by how many of each: ({stats.real_tokens}·{short(real, 4)} + {pads.size}·{short(pad)})"
+        f"/{stats.positions} = {short(counted, 4)}, moved {share} of the way from the real "
+        f"tokens' μ to the pads' value. σ changes too: {short(float(stats.std_masked[feature]))}"
+        f" over the real tokens, {short(float(stats.std_with_pad[feature]))} with the pads."))
 
 
 def padding_outputs(
