@@ -7,6 +7,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from lnviz import charts
 from lnviz.lessons.bn_vs_ln import (
+    MATES_OPTIONS,
     POPULATION_MEAN,
     POPULATION_VAR,
     band_caption,
@@ -17,6 +18,7 @@ from lnviz.lessons.bn_vs_ln import (
     bn_vs_ln_snippet,
     cheat_sheet,
     fixed_sample,
+    mates_answer,
     modes_caption,
     running_statistics,
     sharing_cubes,
@@ -30,7 +32,7 @@ from lnviz.ui.live import batches_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import folded, page_title
 from lnviz.ui.params import live_values
-from lnviz.ui.state import current_settings, keep_in_range
+from lnviz.ui.state import current_settings, keep_in_range, prediction
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
 
@@ -114,12 +116,9 @@ sharing_section(shape_cols, c)
 with folded("2 · One sample, many batches", "bl_part2"):
     st.markdown(
         "Follow one fixed sample of C features through a batch of shape (batch size, C) and "
-        "re-draw the *other* samples of its batch. "
-        "LayerNorm normalizes the sample with its own μ and σ, so its output is the same in "
-        "every batch. BatchNorm's μ and σ include the batch-mates, so the fixed sample's output "
-        "moves with them — less in large batches, but never not at all. Each re-drawn batch "
-        "grows by keeping its mates and adding more: the batch of 8 is the batch of 4 and four "
-        "more samples."
+        "re-draw the *other* samples of its batch, at batch sizes from 1 to "
+        f"{BN_VS_LN_MAX_BATCH}. Each re-drawn batch grows by keeping its mates and adding more: "
+        "the batch of 8 is the batch of 4 and four more samples."
     )
     batch_cols = st.columns(2)
     redraws = batch_cols[0].slider(
@@ -133,11 +132,19 @@ with folded("2 · One sample, many batches", "bl_part2"):
     with refusal(icon=":material/block:"):
         sweep = cached(batch_size_sweep, sample, redraws=redraws, seed=settings.seed,
                        device=settings.device, dtype=settings.dtype)
+    mates_guess = prediction(
+        "re-draw the fixed sample's batch-mates. Whose output for the fixed sample changes?",
+        MATES_OPTIONS, key="bl_guess", what="the fixed sample in every re-drawn batch",
+        help="BatchNorm pools each feature over the batch; LayerNorm pools each sample's own "
+             "features.")
+    if mates_guess is not None:
+        st.markdown(mates_answer(sweep).reply(mates_guess))
     batch_box = st.container()  # the batch size's own views: batch_section (below) fills it
-    show_figure(charts.bn_vs_ln.batch_sizes_figure, sweep.batch_sizes,
-                sweep.batch_norm[:, :, feature], sweep.layer_norm[:, :, feature], feature,
-                key="bl_sweep")
-    st.caption(band_caption(sweep, feature))
+    if mates_guess is not None:
+        show_figure(charts.bn_vs_ln.batch_sizes_figure, sweep.batch_sizes,
+                    sweep.batch_norm[:, :, feature], sweep.layer_norm[:, :, feature], feature,
+                    key="bl_sweep")
+        st.caption(band_caption(sweep, feature))
 
 
 #: The batch size (its session key and URL parameter), a live control: where it starts, and its
@@ -168,10 +175,13 @@ def show_snippet(code: DeltaGenerator, features: int) -> None:
 # batch_box and the PyTorch code at the end; it is called last, with training_section, once the
 # containers it fills exist.
 @st.fragment
-def batch_section(box: DeltaGenerator, code: DeltaGenerator, sample: np.ndarray, redraws: int
-                  ) -> None:
+def batch_section(box: DeltaGenerator, code: DeltaGenerator, sample: np.ndarray, redraws: int,
+                  answered: bool) -> None:
     code = code.empty()  # the code's place first: a refusal below ends the run before it
     batch_size = int(live_values(BATCH_VALUES, BATCH_RANGE)["bl_b"])
+    if not answered:  # the views answer part 2's question: they wait for the learner's guess
+        show_snippet(code, sample.size)
+        return
     with box, refusal(icon=":material/block:"):
         dependence = cached(batch_dependence, sample, batch_size, redraws, settings.seed,
                             device=settings.device, dtype=settings.dtype)
@@ -315,20 +325,21 @@ with folded("5 · BatchNorm in practice: a cheat-sheet", "bl_part5"):
                "reports; the linked pages show each point on data you can change.")
 
 
-st.info(
-    "**Try this.** In the cubes of part 1, switch to NLC: LayerNorm's blue shrinks to a single "
-    "token. Open part 2 and drag the live batch size to 1: LayerNorm still answers, BatchNorm "
-    "refuses; drag it up to 64 and watch BatchNorm's lines draw together without ever meeting. "
-    "In part 3's training steps, compare momentum 0.01 with None, and a mini-batch of 2 with 64 "
-    "— where do biased and unbiased variance differ most? Set momentum to 1: the running μ is "
-    "then the last batch's own, and the gap between the modes is the biased-against-unbiased σ² "
-    "alone.",
-    icon=":material/science:")
+if mates_guess is not None:  # its part 2 sentence is the answer to part 2's question
+    st.info(
+        "**Try this.** In the cubes of part 1, switch to NLC: LayerNorm's blue shrinks to a "
+        "single token. Open part 2 and drag the live batch size to 1: LayerNorm still answers, "
+        "BatchNorm refuses; drag it up to 64 and watch BatchNorm's lines draw together without "
+        "ever meeting. In part 3's training steps, compare momentum 0.01 with None, and a "
+        "mini-batch of 2 with 64 — where do biased and unbiased variance differ most? Set "
+        "momentum to 1: the running μ is then the last batch's own, and the gap between the "
+        "modes is the biased-against-unbiased σ² alone.",
+        icon=":material/science:")
 
 snippet_box = folded("The same in PyTorch", "bl_code").empty()
 training_section(training_box, snippet_box, c, feature, settings.seed, settings.device,
                  settings.dtype)
-batch_section(batch_box, snippet_box, sample, redraws)
+batch_section(batch_box, snippet_box, sample, redraws, mates_guess is not None)
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

@@ -9,9 +9,11 @@ from lnviz.devices import to_numpy
 from lnviz.lessons.scale_shift import (
     AFFINE_NORMS,
     EPS,
+    GRID_OPTIONS,
     drawn_samples,
     feature_batches,
     feature_caption,
+    grid_answer,
     grid_caption,
     lstm_gate_inputs,
     per_feature_affine,
@@ -28,7 +30,7 @@ from lnviz.ui.live import affine_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import folded, page_title
 from lnviz.ui.params import live_values
-from lnviz.ui.state import current_settings
+from lnviz.ui.state import current_settings, prediction
 
 settings = current_settings()
 
@@ -55,15 +57,7 @@ st.markdown(
     "other weight."
 )
 st.latex(r"y = \gamma \cdot \hat x + \beta, \qquad \hat x = \frac{x - \mu}{\sqrt{\sigma^2 + "
-         r"\epsilon}} \quad\Rightarrow\quad \operatorname{mean}(y) = \beta,\;\; "
-         r"\operatorname{std}(y) = |\gamma|\sqrt{\tfrac{\sigma^2}{\sigma^2 + \epsilon}} "
-         r"\approx |\gamma|")
-st.caption("The mean and std on the right are taken over one group of values that shared μ and "
-           "σ, and hold when γ and β are single numbers for that group, as in parts 1 and 2. "
-           "With one γ_c, β_c per feature (part 3), it is a *feature's* values that end at "
-           "mean β_c and std ≈ |γ_c| — under BatchNorm, whose groups are features; under "
-           "LayerNorm a sample's values end at mean mean_c(γ_c·x̂_c) + mean_c(β_c), in general "
-           "none of the β_c.")
+         r"\epsilon}}")
 
 # --- 1. The 3 × 3 grid ------------------------------------------------------------------------
 st.subheader("1 · Nine choices of γ and β")
@@ -75,10 +69,25 @@ samples = st.select_slider(
 with refusal():
     grid = cached(scale_shift_grid, n=samples, seed=settings.seed, bins=40,
                   device=settings.device, dtype=settings.dtype)
-show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gammas, grid.betas,
-            grid.mean, grid.std, (grid.input_counts, grid.input_mean, grid.input_std),
-            key="ss_grid_chart")
-st.caption(grid_caption(grid, samples))
+guess = prediction(
+    f"below, the same {samples} normalized values go through y = γ·x̂ + β for three γ and three "
+    "β. Where does each panel's mean go, and its standard deviation?", GRID_OPTIONS,
+    key="ss_guess", what="the nine panels",
+    help="x̂ has mean 0 and standard deviation 1 (up to ε) before γ and β.")
+if guess is not None:
+    st.markdown(grid_answer(grid).reply(guess))
+    st.latex(r"\operatorname{mean}(y) = \beta,\;\; \operatorname{std}(y) = |\gamma|"
+             r"\sqrt{\tfrac{\sigma^2}{\sigma^2 + \epsilon}} \approx |\gamma|")
+    st.caption("Both are taken over one group of values that shared μ and σ, and hold when γ "
+               "and β are single numbers for that group, as in parts 1 and 2. With one γ_c, β_c "
+               "per feature (part 3), it is a *feature's* values that end at mean β_c and "
+               "std ≈ |γ_c| — under BatchNorm, whose groups are features; under LayerNorm a "
+               "sample's values end at mean mean_c(γ_c·x̂_c) + mean_c(β_c), in general none of "
+               "the β_c.")
+    show_figure(charts.scale_shift.grid_figure, grid.centres, grid.counts, grid.gammas,
+                grid.betas, grid.mean, grid.std,
+                (grid.input_counts, grid.input_mean, grid.input_std), key="ss_grid_chart")
+    st.caption(grid_caption(grid, samples))
 
 # --- 2. Your own γ and β -------------------------------------------------------------------------
 # A fragment, like sections 3 and 5: γ and β (the live controls) rerun this section and the
@@ -97,9 +106,8 @@ def free_section(box: DeltaGenerator, code: DeltaGenerator, samples: int, seed: 
         panel = affine_panel(
             to_numpy(drawn_samples(samples, seed, device, dtype)), gamma, beta, eps=EPS,
             span=FREE_SPAN, bins=FREE_BINS,
-            help={"gamma": "Multiplies x̂: the output's standard deviation becomes |γ| (up to "
-                           "ε). A negative γ also flips the values.",
-                  "beta": "Added after scaling: the output's mean becomes β."})
+            help={"gamma": "Multiplies x̂ (a negative γ also flips the values).",
+                  "beta": "Added after scaling."})
         show_figure(charts.scale_shift.histogram_figure, one.centres, one.counts[0, 0],
                     float(one.mean[0, 0]), float(one.std[0, 0]), gamma, beta,
                     key="ss_free_chart", live=dict(panel=panel, kind="affine"))
@@ -114,10 +122,8 @@ def per_feature(x: torch.Tensor) -> None:
         f"In a real layer γ and β are vectors with one entry per feature. Below, a batch of "
         f"{SAMPLES} samples × {FEATURES} features on very different scales (sidebar seed) is "
         "normalized and each feature gets its own pair. Under BatchNorm every feature column was "
-        "standardized, so its output has mean β_c (up to rounding) and deviation ≈ |γ_c|. Under "
-        "LayerNorm "
-        "the *rows* were standardized instead, so the columns follow their γ_c, β_c only as far as "
-        "the caption's numbers say."
+        "standardized; under LayerNorm the *rows* were instead. The green markers are where "
+        "each γ_c, β_c aims a column; the caption says how far each column landed from them."
     )
     norm = st.segmented_control(
         "Normalization", list(AFFINE_NORMS), default="BatchNorm", required=True, key="ss_norm",
@@ -128,10 +134,10 @@ def per_feature(x: torch.Tensor) -> None:
     for c, col in enumerate(st.columns(FEATURES)):
         gammas.append(col.slider(
             f"γ_{c}", -3.0, 3.0, FEATURE_GAMMA[c], 0.1, key=f"ss_g{c}", bind="query-params",
-            help=f"Scale of feature {c}: its output's standard deviation."))
+            help=f"Scale of feature {c}: multiplies its x̂."))
         betas.append(col.slider(
             f"β_{c}", -3.0, 3.0, FEATURE_BETA[c], 0.1, key=f"ss_b{c}", bind="query-params",
-            help=f"Shift of feature {c}: its output's mean."))
+            help=f"Shift of feature {c}: added after scaling."))
     with refusal():
         features = per_feature_affine(x, gammas, betas, norm)
     show_figure(charts.scale_shift.feature_figure, features.output, features.gamma, features.beta,

@@ -16,10 +16,10 @@ from lnviz.lessons.shapes import (
     COMPARED,
     RACE_TASKS,
     SHAPE_EXAMPLES,
+    SHARES_OPTIONS,
     VARIANTS,
     RaceConfig,
     StackConfig,
-    batch_note,
     batch_of_two_caption,
     batch_of_two_snippet,
     block_snippet,
@@ -37,13 +37,14 @@ from lnviz.lessons.shapes import (
     seed_003_batch_of_two,
     shape_example,
     shapes_try_this,
+    shares_answer,
 )
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import folded, page_title
 from lnviz.ui.race import race_panel
-from lnviz.ui.state import current_settings, keep_in_range, run_stop_buttons
+from lnviz.ui.state import current_settings, keep_in_range, prediction, run_stop_buttons
 
 settings = current_settings()
 #: The depth slider's maximum (and default): the stack that is computed and cached.
@@ -97,27 +98,35 @@ with st.container(border=True):
              "Whether the batch is left out depends on where the tensor keeps it: in the "
              "two-word notes' (words, batch, embedding) the last 2 dims include it.")
 st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
-note = batch_note(example, dims)
-if note:
-    st.warning(note, icon="⚠️")
 with refusal():
     view = layer_norm_shapes(batch, dims)
-
-cols = st.columns(4)
-cols[0].metric("x.shape", str(view.shape), help="The input tensor.")
-cols[1].metric("normalized_shape = γ, β shape", str(view.normalized_shape),
-               help="The trailing dims one μ and σ are taken over; γ and β have this shape.")
-cols[2].metric("μ, σ² shape", str(view.stats_shape),
-               help="The statistics keep the normalized dims with size 1, so they broadcast.")
-cols[3].metric("groups × values", f"{view.groups} × {view.group_size}",
-               help="How many (μ, σ²) pairs there are, and how many values each is taken over.")
-rows, columns = grid_labels(view.shape, batch.layout, batch.row_labels)
-show_figure(charts.explorer.norm_heatmaps,
-            view.input_grid, view.output_grid, view.group_grid, row_labels=rows, col_labels=columns,
-            title_out="LayerNorm output y", key="sh_groups")
-with st.expander("Output values", expanded=view.output_grid.size <= 24):
-    st.dataframe(pd.DataFrame(view.output_grid, index=rows, columns=columns), key="sh_output")
-st.info(cached(shapes_try_this), icon="🔍")
+names = SHAPE_EXAMPLES[example]
+# asked again for every tensor and every choice of dims: each is its own prediction
+shares = prediction(
+    f"normalizing this {' × '.join(names)} tensor over its last {dims} "
+    f"dim{'s' if dims > 1 else ''} ({', '.join(names[-dims:])}): does one sample's output "
+    "depend on the other samples of its batch?", SHARES_OPTIONS,
+    key=f"sh_guess_{example}_{dims}", what="the groups",
+    help="Every index of the dims in front of normalized_shape gets a μ and σ² of its own.")
+if shares is not None:
+    st.markdown(shares_answer(example, dims, view).reply(shares))
+    cols = st.columns(4)
+    cols[0].metric("x.shape", str(view.shape), help="The input tensor.")
+    cols[1].metric("normalized_shape = γ, β shape", str(view.normalized_shape),
+                   help="The trailing dims one μ and σ are taken over; γ and β have this shape.")
+    cols[2].metric("μ, σ² shape", str(view.stats_shape),
+                   help="The statistics keep the normalized dims with size 1, so they broadcast.")
+    cols[3].metric("groups × values", f"{view.groups} × {view.group_size}",
+                   help="How many (μ, σ²) pairs there are, and how many values each is taken "
+                        "over.")
+    rows, columns = grid_labels(view.shape, batch.layout, batch.row_labels)
+    show_figure(charts.explorer.norm_heatmaps,
+                view.input_grid, view.output_grid, view.group_grid, row_labels=rows,
+                col_labels=columns, title_out="LayerNorm output y", key="sh_groups")
+    with st.expander("Output values", expanded=view.output_grid.size <= 24):
+        st.dataframe(pd.DataFrame(view.output_grid, index=rows, columns=columns),
+                     key="sh_output")
+    st.info(cached(shapes_try_this), icon="🔍")
 st.code(layer_norm_snippet(view), language="python")
 
 # --- The two words with a batch of two

@@ -31,6 +31,10 @@ ANSWERS: dict[str, dict[str, str]] = {
     "app_pages/padding.py": {"pd_guess": "closer to the pads' value"},
     "app_pages/gradients.py": {f"gr_guess_{kind}": "one feature's column"
                                for kind in ("one-hot", "ones", "random")},
+    "app_pages/shapes.py": {f"sh_guess_{example}_{dims}": "no" for dims in (1, 2, 3)
+                            for example in ("two words", "two words ×2", "2-D", "3-D", "4-D")},
+    "app_pages/bn_vs_ln.py": {"bl_guess": "BatchNorm's only"},
+    "app_pages/scale_shift.py": {"ss_guess": "mean β, standard deviation |γ|"},
     "app_pages/geometry.py": {f"gm_guess_{norm}": "all on one point"
                               for norm in ("LayerNorm", "RMSNorm", "BatchNorm")},
 }

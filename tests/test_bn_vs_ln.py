@@ -11,12 +11,13 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page, set_live
+from pageutil import alerts, asks_first, decode, figures, open_page, set_live
 
 from lnviz import charts
 from lnviz.batch import NormSpec, normalize
 from lnviz.data import random_batch
 from lnviz.lessons.bn_vs_ln import (
+    MATES_OPTIONS,
     POPULATION_MEAN,
     POPULATION_VAR,
     SWEEP_SIZES,
@@ -193,6 +194,35 @@ def test_sweep_repeats_the_experiment_and_narrows_with_batch_size():
     spread = sweep.batch_norm.max(axis=1) - sweep.batch_norm.min(axis=1)  # (sizes, C)
     assert spread[-1].mean() < spread[1].mean() / 3  # 64 samples against 2
     assert (sweep.layer_norm.max(axis=1) == sweep.layer_norm.min(axis=1)).all()
+
+
+def test_the_mates_question_reads_torchs_outputs():
+    """The answer from the fixed sample's outputs as torch's own F.batch_norm and F.layer_norm
+    give them in batches of 1, 2 and 8 with re-drawn mates: BatchNorm's only moves (at 2 by
+    exactly 2, ±1 either way); with the mates made copies of the sample, neither does."""
+    from lnviz.lessons.bn_vs_ln import BatchSizeSweep, mates_answer
+
+    generator = torch.Generator().manual_seed(0)
+    sample = torch.tensor([0.5, -1.0, 2.0, 0.0])
+
+    def outputs(mates: list[torch.Tensor]) -> BatchSizeSweep:
+        sizes = [1, 2, 8]
+        bn, ln = np.full((3, len(mates), 4), np.nan), np.zeros((3, len(mates), 4))
+        for k, size in enumerate(sizes):
+            for r, m in enumerate(mates):
+                batch = torch.cat([sample[None], m[: size - 1]])
+                if size > 1:
+                    bn[k, r] = F.batch_norm(batch, None, None, training=True)[0].numpy()
+                ln[k, r] = F.layer_norm(batch, (4,))[0].numpy()
+        return BatchSizeSweep(np.array(sizes), bn, ln)
+
+    drawn = outputs([torch.randn(7, 4, generator=generator) for _ in range(5)])
+    answer = mates_answer(drawn)
+    assert answer.option == MATES_OPTIONS[0] == "BatchNorm's only"
+    assert "changed by up to 2 at batch size 2" in answer.reason
+    assert "Its LayerNorm output changed by at most 0:" in answer.reason
+    alike = mates_answer(outputs([sample.repeat(7, 1) + 0 * r for r in range(3)]))
+    assert alike.option == "neither"
 
 
 def test_sweep_spread_and_the_band_caption_follow_the_numbers():
@@ -555,6 +585,18 @@ def test_the_articles_batch_size_one_at_inference_is_named_as_no_problem():
     text = " ".join(m.value for m in open_page(PAGE).markdown)
     assert "“batch size is 1 (during inference)”" in text
     assert "In evaluation mode a batch of one is no problem" in text
+
+
+def test_part_2_asks_whose_output_moves_before_it_shows_the_batches():
+    """A shared link with part 2 open asks its question with the re-drawn batches (the sweep,
+    the live batch size and its figure) held back, and the "Try this" (which answers it) too;
+    every option gets its reply, "Right" for BatchNorm's only."""
+    link = {"bl_part2": "true"}
+    asked = open_page(PAGE, link, asked=True)
+    assert not [i for i in asked.info if "**Try this.**" in i.value]
+    assert asked.code  # the PyTorch code is there either way
+    at = asks_first(PAGE, "bl_guess", "BatchNorm's only", link)
+    assert [i for i in at.info if "**Try this.**" in i.value]
 
 
 def test_the_page_opens_on_part_one_and_folds_the_rest():

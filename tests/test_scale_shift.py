@@ -4,21 +4,27 @@ the formula tutorial/001's examples; the page run headless with AppTest."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, decode, figures, open_page, set_live, trace_data
+from pageutil import alerts, asks_first, decode, figures, open_page, set_live, trace_data
 
 from lnviz import charts
 from lnviz.data import random_batch
+from lnviz.lessons.common import short
 from lnviz.lessons.scale_shift import (
+    GRID_OPTIONS,
     NEAR_STANDARD,
     best_feature_affine,
+    drawn_samples,
     feature_batches,
     feature_caption,
+    grid_answer,
     grid_caption,
     lstm_gate_inputs,
     per_feature_affine,
@@ -69,6 +75,34 @@ def test_output_mean_is_beta_and_std_is_gamma(gamma, beta, n, seed):
     assert grid.mean[0, 0] == pytest.approx(beta, abs=1e-9)
     assert grid.std[0, 0] == pytest.approx(abs(gamma) * shrink, rel=1e-9, abs=1e-12)
     assert grid.counts.sum() == n
+
+
+@pytest.mark.parametrize("n", [100, 1000, 10000])
+def test_the_grid_question_is_answered_by_torchs_layer_norm(n):
+    """torch's own F.layer_norm with weight γ and bias β of the drawn values gives each panel's
+    mean β and std |γ|·√(σ²/(σ² + ε)); the page's answer says so, and prints the γ = 2, β = −1
+    panel's numbers."""
+    grid = scale_shift_grid(n=n, seed=0, bins=40)
+    x = drawn_samples(n, 0, "cpu", "float32").double().ravel()  # the values the grid draws
+    y = F.layer_norm(x, (n,), torch.full((n,), 2.0, dtype=torch.float64),
+                     torch.full((n,), -1.0, dtype=torch.float64), eps=1e-5)
+    assert float(y.mean()) == pytest.approx(-1.0, abs=1e-9)
+    assert float(y.std(unbiased=False)) == pytest.approx(
+        2.0 * float(x.std(unbiased=False)) / math.sqrt(float(x.var(unbiased=False)) + 1e-5),
+        rel=1e-9)
+    answer = grid_answer(grid)
+    assert answer.option == GRID_OPTIONS[0]
+    assert answer.reason.startswith(f"The panel γ = 2, β = −1 has mean {short(float(y.mean()), 4)} "
+                                    f"and standard deviation {short(float(y.std(False)), 4)};")
+
+
+def test_the_page_asks_where_gamma_and_beta_put_mean_and_spread_before_the_grid():
+    """A shared link opens the question with the nine panels (and the formula's consequence)
+    held back; every option gets its reply."""
+    asked = open_page(PAGE, asked=True)
+    assert not any(r"\operatorname{mean}(y)" in latex.value for latex in asked.latex)
+    at = asks_first(PAGE, "ss_guess", GRID_OPTIONS[0])
+    assert any(r"\operatorname{mean}(y) = \beta" in latex.value for latex in at.latex)
 
 
 def test_grid_with_a_fixed_span_and_bad_arguments():

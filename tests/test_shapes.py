@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, figures, open_page, table_with, trace_data
+from pageutil import alerts, asks_first, figures, open_page, table_with, trace_data
 
 from lnviz.lessons.shapes import (
     COMPARED,
@@ -661,16 +661,40 @@ def test_url_restores_the_settings():
     assert len(stream(at)) == 13
 
 
+def _reply(at) -> str:
+    """The page's reply to the normalized_shape question."""
+    return next(m.value for m in at.markdown if m.value.startswith(("**Right:**", "**Not quite")))
+
+
+def test_the_page_asks_whether_samples_share_statistics_before_it_shows_the_groups():
+    """A shared link opens the question with the groups, their metrics and the "Try this" held
+    back; every option gets its reply; another choice of dims asks again."""
+    def shape_metrics(at) -> list[str]:
+        return [m.value for m in at.metric if m.label == "x.shape"]
+
+    asked = open_page(PAGE, asked=True)
+    assert not shape_metrics(asked)
+    assert not [i for i in asked.info if "On the two words both choices" in i.value]
+    at = asks_first(PAGE, "sh_guess_two words ×2_2", "yes",
+                    {"sh_tensor": "two words ×2", "sh_dims": "2"})
+    assert [m.value for m in at.metric][:4] == ["(2, 2, 3)", "(2, 3)", "(2, 1, 1)", "2 × 6"]
+    at.radio(key="sh_dims").set_value(1).run()
+    assert at.radio(key="sh_guess_two words ×2_1").value is None and not shape_metrics(at)
+
+
 def test_seed_003_over_its_last_two_dims_names_the_batch():
+    """The reply names the batch where the last dims include it (the answer, "no" with one
+    sample and "yes" with two, from open_page's "no"), and says nothing of it where they do not."""
     at = open_page(PAGE)
     assert "never included" not in at.radio(key="sh_dims").help
-    assert alerts(at)["warning"] == []
+    assert alerts(at)["warning"] == [] and "The batch dim is in front of them" in _reply(at)
     at.radio(key="sh_dims").set_value(2).run()
-    assert alerts(at)["warning"] == [batch_note("two words", 2)]
+    assert _reply(at).startswith("**Right:**") and _reply(at).endswith(batch_note("two words", 2))
     np.testing.assert_allclose(output_grid(at), SEED_003, atol=1e-4)  # one sample: no change
     at.segmented_control(key="sh_tensor").set_value("two words ×2").run()
     assert at.radio(key="sh_dims").value == 2
-    assert "With 2 samples" in alerts(at)["warning"][0]
+    assert _reply(at).startswith("**Not quite:** the answer is “yes”.")
+    assert "With 2 samples" in _reply(at)
     two = seed_003_batch_of_two()
     np.testing.assert_allclose(output_grid(at), two.seed_dims.reshape(4, 3), atol=1e-12)
     assert not np.allclose(output_grid(at)[[0, 2]], SEED_003, atol=0.1)  # sample 0 moved

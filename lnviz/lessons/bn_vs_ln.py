@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from lnviz.batch import NormSpec, group_ids, norms_where
 from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
-from lnviz.lessons.common import Paper
+from lnviz.lessons.common import Answer, Paper
 from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.norms import batch_norm, layer_norm
 
@@ -43,6 +43,7 @@ __all__ = [
     "CUBE_NORMS",
     "GROUP_NORM",
     "GROUP_NORM_GAIN_AT_2",
+    "MATES_OPTIONS",
     "POPULATION_MEAN",
     "POPULATION_VAR",
     "SWEEP_SIZES",
@@ -60,6 +61,7 @@ __all__ = [
     "cheat_sheet",
     "fixed_sample",
     "frozen_fold_error",
+    "mates_answer",
     "modes_caption",
     "running_statistics",
     "sharing_cubes",
@@ -306,6 +308,36 @@ class BatchSizeSweep:
     def at(self, size: int) -> int:
         """The index of batch size ``size`` in :attr:`batch_sizes`."""
         return int(np.flatnonzero(self.batch_sizes == size)[0])
+
+
+#: Part 2's "Before you look" question: whose output for the fixed sample moves when its
+#: batch-mates are re-drawn.
+MATES_OPTIONS = ("BatchNorm's only", "LayerNorm's only", "both", "neither")
+
+
+def mates_answer(sweep: BatchSizeSweep) -> Answer:
+    """Which of :data:`MATES_OPTIONS` ``sweep`` makes right (an output that changed by more
+    than float32 rounding across the re-draws, at any batch size), and why, with the widths
+    it measured at the smallest batch BatchNorm takes and at the largest."""
+    def moved(norm: str) -> tuple[bool, np.ndarray]:
+        width = sweep.spread(norm)
+        return bool(np.nanmax(width) > 1e-5), width
+
+    bn_moved, bn = moved("BatchNorm")
+    ln_moved, ln = moved("LayerNorm")
+    option = MATES_OPTIONS[{(True, False): 0, (False, True): 1, (True, True): 2,
+                            (False, False): 3}[bn_moved, ln_moved]]
+    taken = np.flatnonzero(~np.isnan(bn))
+    small, large = int(sweep.batch_sizes[taken[0]]), int(sweep.batch_sizes[taken[-1]])
+    return Answer(option, (
+        f"Across {sweep.batch_norm.shape[1]} re-drawn batches, the fixed sample's BatchNorm "
+        f"output changed by up to {bn[taken[0]]:.3g} at batch size {small} and "
+        f"{bn[taken[-1]]:.3g} at {large}: its μ and σ pool the whole batch, so new batch-mates "
+        "move them"
+        + (", less in a larger batch. " if bn[taken[-1]] < bn[taken[0]] else ". ")
+        + "Its LayerNorm output changed by at most "
+        f"{float(np.nanmax(ln)):.3g}: LayerNorm normalizes the sample with its own μ and σ, "
+        "which no batch-mate enters."))
 
 
 def band_caption(sweep: BatchSizeSweep, feature: int) -> str:

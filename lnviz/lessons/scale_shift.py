@@ -17,6 +17,7 @@ and :func:`scale_shift_snippet`, the same three ideas with ``torch.nn``'s module
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,11 +27,13 @@ import torch
 from lnviz.batch import norms_where, table_norm
 from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
+from lnviz.lessons.common import Answer, short
 from lnviz.norms import batch_norm, layer_norm, mean_and_var
 
 __all__ = [
     "AFFINE_NORMS",
     "EPS",
+    "GRID_OPTIONS",
     "NEAR_STANDARD",
     "FeatureAffine",
     "NextBatch",
@@ -41,6 +44,7 @@ __all__ = [
     "drawn_samples",
     "feature_batches",
     "feature_caption",
+    "grid_answer",
     "grid_caption",
     "lstm_gate_inputs",
     "per_feature_affine",
@@ -147,6 +151,33 @@ def scale_shift_grid(
 #: How far the drawn input's mean may be from 0 and its std from 1 for the caption to call it
 #: "already close to 0 and 1".
 NEAR_STANDARD = 0.1
+
+
+#: Part 1's "Before you look" question: where γ and β put each panel's mean and spread.
+GRID_OPTIONS = ("mean β, standard deviation |γ|", "mean γ, standard deviation |β|",
+                "mean 0, standard deviation 1 in every panel")
+
+
+def grid_answer(grid: ScaleShiftGrid) -> Answer:
+    """Which of :data:`GRID_OPTIONS` the panels of ``grid`` fit best (the largest miss over the
+    panels, for each option's prediction), and why, with the panels' own numbers."""
+    gammas, betas = np.meshgrid(grid.gammas, grid.betas, indexing="ij")
+    # x̂'s standard deviation: √(σ²/(σ² + ε)) of the drawn values (1 at ε = 0)
+    shrink = grid.input_std / math.sqrt(grid.input_std**2 + EPS)
+    predictions = [(betas, np.abs(gammas) * shrink), (gammas, np.abs(betas)),
+                   (np.zeros_like(betas), np.full_like(betas, shrink))]
+    misses = [max(float(np.abs(grid.mean - mean).max()), float(np.abs(grid.std - std).max()))
+              for mean, std in predictions]
+    best = int(np.argmin(misses))
+    i, j = len(grid.gammas) - 1, 0  # the panel of the largest γ and the first β
+    return Answer(GRID_OPTIONS[best], (
+        f"The panel γ = {short(grid.gammas[i])}, β = {short(grid.betas[j])} has mean "
+        f"{short(float(grid.mean[i, j]) + 0.0, 4)} and standard deviation "
+        f"{short(float(grid.std[i, j]), 4)}; over all {grid.mean.size} panels the mean is β and "
+        f"the standard deviation |γ| times {shrink:.6f} to within {misses[0]:.1g}. x̂ has mean 0 "
+        "and standard deviation √(σ²/(σ² + ε)), that factor: multiplying by γ multiplies every "
+        "distance from the mean, and so the standard deviation, by |γ| (a negative γ also "
+        "mirrors the values); adding β moves every value, and the mean with them, by β."))
 
 
 def grid_caption(grid: ScaleShiftGrid, samples: int) -> str:

@@ -53,6 +53,7 @@ from lnviz.batch import Batch, NormSpec, group_ids, normalize, to_grid
 from lnviz.chunked import Chunked
 from lnviz.data import get_preset, image_batch, random_batch
 from lnviz.lessons.beyond import dyt
+from lnviz.lessons.common import Answer
 from lnviz.norms import layer_norm, rms_norm
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "SECOND_SAMPLE",
     "SEED_003_SAMPLE",
     "SHAPE_EXAMPLES",
+    "SHARES_OPTIONS",
     "VARIANTS",
     "DepthProfile",
     "DepthSweep",
@@ -108,6 +110,7 @@ __all__ = [
     "self_attention",
     "shape_example",
     "shapes_try_this",
+    "shares_answer",
     "warmup_lr",
 ]
 
@@ -198,6 +201,27 @@ def batch_note(example: str, dims: int) -> str | None:
                 "sample's output depends on the other one.")
     return (pooled + f" With {size} samples, each sample's output depends on the others: this "
             "is no longer a per-sample norm.")
+
+
+#: The normalized_shape question: does a sample's output depend on its batch-mates?
+SHARES_OPTIONS = ("yes", "no")
+
+
+def shares_answer(example: str, dims: int, view: ShapeView) -> Answer:
+    """Whether normalizing :data:`SHAPE_EXAMPLES` ``example`` over its last ``dims`` dims (as
+    ``view`` describes it) lets one sample's output depend on another's, and why: which dims
+    each μ and σ² is taken per, and over, and where the batch dim is."""
+    names = SHAPE_EXAMPLES[example]
+    size = int(view.shape[names.index("batch")])
+    mixed = "batch" in names[-dims:] and size > 1
+    where = (f"normalized_shape = {tuple(view.normalized_shape)} covers the last {dims} "
+             f"dim{'s' if dims > 1 else ''}, ({', '.join(names[-dims:])}): there is one μ and "
+             f"σ² for each index of ({', '.join(names[:-dims])}), {view.groups} pairs over "
+             f"{view.group_size} values each. ")
+    note = batch_note(example, dims) or (
+        "The batch dim is in front of them, so each sample gets statistics of its own and no "
+        "other sample enters them.")
+    return Answer(SHARES_OPTIONS[0 if mixed else 1], where + note)
 
 
 @dataclass(frozen=True, eq=False)
