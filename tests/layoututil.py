@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from browserutil import (
     CHARTS,
@@ -28,11 +29,30 @@ LAID_OUT = ["explorer", "bn_vs_ln", "gradients", "padding", "epsilon", "scale_sh
 #: Those no navigation link opens as they are (tests/test_browser_narrow.py checks them on both
 #: screens; the navigation test the others at the desktop's width).
 NOT_IN_NAVIGATION = ["explorer?src=Captured+layer"]
-#: Pages whose figures appear after a guess: the answers to click, in order, and the figures
-#: the page then shows (checked where the navigation opens them, on both screens).
-GUESSED = {
+class Guess(NamedTuple):
+    """A "Before you look" question as a page opens from its link: the option its numbers make
+    right there, one they make wrong, and the folded part that holds it (None: on the page)."""
+
+    right: str
+    wrong: str
+    fold: str | None = None
+
+
+#: Pages whose figures appear after a guess: the answers to click, in order, and how many
+#: figures the page then shows (None: more than before), checked where the navigation opens
+#: them, on both screens. A :class:`Guess` is answered right on the desktop and wrong on the
+#: phone, and its reply checked (lnviz.lessons.common.Answer); a plain answer is only clicked.
+GUESSED: dict[str, tuple[list[str | Guess], int | None]] = {
     "placement": (["Peri-LN's", "piles onto fewer tokens", "slower"], 4),
     "beyond": (["an S-shaped curve", "those after the feed-forward"], 3),
+    "bn_vs_ln": ([Guess("BatchNorm's only", "both", "2 · One sample, many batches")], None),
+    "geometry": ([Guess("all on one point", "each on a point of its own")], None),
+    "padding": ([Guess("closer to the pads' value", "where it was")], None),
+    "epsilon": ([Guess("off by more than 100%, or negative", "within 1%")], None),
+    "scale_shift": ([Guess("mean β, standard deviation |γ|", "mean γ, standard deviation |β|")],
+                    None),
+    "gradients": ([Guess("one feature's column", "one sample's row")], None),
+    "shapes": ([Guess("no", "yes")], None),
 }
 #: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
 SLACK = 1.0
@@ -153,16 +173,31 @@ def chart_problems(charts, width: str, name: str) -> list[str]:
     return problems
 
 
-def guessed_problems(page: Page, width: str, name: str) -> list[str]:
-    """Answer the guesses of the page ``name`` (GUESSED) that ``page`` shows, then what is wrong
-    with the layout of the figures they reveal."""
+def guessed_problems(page: Page, width: str, name: str, right: bool = True) -> list[str]:
+    """Answer the guesses of the page ``name`` (GUESSED) that ``page`` shows (each
+    :class:`Guess` ``right`` or wrong, its reply checked), then what is wrong with the layout of
+    the figures they reveal."""
     answers, expected = GUESSED[name]
+    charts = page.locator(CHARTS)
+    before = charts.count()
     for answer in answers:
-        option = page.get_by_text(answer, exact=True)
+        if isinstance(answer, Guess):
+            if answer.fold is not None:
+                page.locator('[data-testid="stExpander"] summary', has_text=answer.fold).click()
+            option = (page.locator('[data-testid="stRadio"]', has_text="Before you look")
+                      .get_by_text(answer.right if right else answer.wrong, exact=True))
+        else:
+            option = page.get_by_text(answer, exact=True)
         option.scroll_into_view_if_needed()
         option.click()
         wait_idle(page)
+        if isinstance(answer, Guess):
+            reply = ("Right:" if right else f"Not quite: the answer is “{answer.right}”.")
+            expect(page.locator('[data-testid="stMarkdown"]', has_text=reply)).to_have_count(1)
     assert_no_exception(page)
-    charts = page.locator(CHARTS)
-    expect(charts).to_have_count(expected, timeout=TIMEOUT_MS)
+    if expected is None:
+        expect(charts).not_to_have_count(before, timeout=TIMEOUT_MS)
+        assert charts.count() > before, (name, before, charts.count())
+    else:
+        expect(charts).to_have_count(expected, timeout=TIMEOUT_MS)
     return chart_problems(charts, width, name)

@@ -199,7 +199,8 @@ def test_sweep_repeats_the_experiment_and_narrows_with_batch_size():
 def test_the_mates_question_reads_torchs_outputs():
     """The answer from the fixed sample's outputs as torch's own F.batch_norm and F.layer_norm
     give them in batches of 1, 2 and 8 with re-drawn mates: BatchNorm's only moves (at 2 by
-    exactly 2, ±1 either way); with the mates made copies of the sample, neither does."""
+    exactly 2, ±1 either way), and the reply prints its widths; with the mates made copies of
+    the sample, neither does."""
     from lnviz.lessons.bn_vs_ln import BatchSizeSweep, mates_answer
 
     generator = torch.Generator().manual_seed(0)
@@ -219,7 +220,10 @@ def test_the_mates_question_reads_torchs_outputs():
     drawn = outputs([torch.randn(7, 4, generator=generator) for _ in range(5)])
     answer = mates_answer(drawn)
     assert answer.option == MATES_OPTIONS[0] == "BatchNorm's only"
-    assert "changed by up to 2 at batch size 2" in answer.reason
+    width = drawn.batch_norm.max(axis=1) - drawn.batch_norm.min(axis=1)  # (sizes, C)
+    assert np.nanmax(width[1]) == pytest.approx(2.0, abs=1e-3)  # ±1 at a batch of two (up to ε)
+    assert f"and still by {np.nanmax(width[2]):.3g} at 8:" in answer.reason
+    assert f"changed by up to {np.nanmax(width):.3g} (at batch size " in answer.reason
     assert "Its LayerNorm output changed by at most 0:" in answer.reason
     alike = mates_answer(outputs([sample.repeat(7, 1) + 0 * r for r in range(3)]))
     assert alike.option == "neither"

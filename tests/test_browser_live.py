@@ -673,7 +673,17 @@ F32_ATOL = 2e-5
 
 
 def _open_batches(page: Page, server: str, query: str = ""):
-    return _open_panel(page, server, KEY_CASES["bn-vs-ln-batch"], query)
+    """BatchNorm vs LayerNorm with part 2 open, its question answered (the batch size's views
+    wait for it: tests/layoututil.py's GUESSED checks the replies), and its batch panel."""
+    case = KEY_CASES["bn-vs-ln-batch"]
+    joined = query.replace("?", "&", 1) if "?" in case.path else query
+    page.goto(f"{server}{case.path}{joined}")
+    question = page.locator('[data-testid="stRadio"]', has_text="Before you look")
+    question.get_by_text("BatchNorm's only", exact=True).click(timeout=TIMEOUT_MS)
+    panel = page.locator(case.panel)
+    expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
+    wait_idle(page)
+    return panel
 
 
 def _check_batch(now: dict, size: int, redraws: int, features: int, seed: int = 0) -> None:

@@ -328,16 +328,15 @@ def mates_answer(sweep: BatchSizeSweep) -> Answer:
     option = MATES_OPTIONS[{(True, False): 0, (False, True): 1, (True, True): 2,
                             (False, False): 3}[bn_moved, ln_moved]]
     taken = np.flatnonzero(~np.isnan(bn))
-    small, large = int(sweep.batch_sizes[taken[0]]), int(sweep.batch_sizes[taken[-1]])
+    most = taken[int(np.argmax(bn[taken]))]
+    largest = taken[-1]
     return Answer(option, (
         f"Across {sweep.batch_norm.shape[1]} re-drawn batches, the fixed sample's BatchNorm "
-        f"output changed by up to {bn[taken[0]]:.3g} at batch size {small} and "
-        f"{bn[taken[-1]]:.3g} at {large}: its μ and σ pool the whole batch, so new batch-mates "
-        "move them"
-        + (", less in a larger batch. " if bn[taken[-1]] < bn[taken[0]] else ". ")
-        + "Its LayerNorm output changed by at most "
-        f"{float(np.nanmax(ln)):.3g}: LayerNorm normalizes the sample with its own μ and σ, "
-        "which no batch-mate enters."))
+        f"output changed by up to {bn[most]:.3g} (at batch size {int(sweep.batch_sizes[most])})"
+        f" and still by {bn[largest]:.3g} at {int(sweep.batch_sizes[largest])}: its μ and σ "
+        "pool the whole batch, so new batch-mates move them. Its LayerNorm output changed by at "
+        f"most {float(np.nanmax(ln)):.3g}: LayerNorm normalizes the sample with its own μ and "
+        "σ, which no batch-mate enters."))
 
 
 def band_caption(sweep: BatchSizeSweep, feature: int) -> str:

@@ -508,9 +508,28 @@ def landing_answer(view: GeometryView) -> Answer | None:
     count = int(view.finite.sum())
     if count < 2:
         return None
-    points = len(groups_of_equal(view.x_hat, view.tolerance))
-    option = LANDING_OPTIONS[0 if points == 1 else 2 if points == count else 1]
-    return Answer(option, f"{_KEEPS[view.norm]} {_collapse(view)}")
+    groups = groups_of_equal(view.x_hat, view.tolerance)
+    option = LANDING_OPTIONS[0 if len(groups) == 1 else 2 if len(groups) == count else 1]
+    return Answer(option, f"{_KEEPS[view.norm]} {_collapse(view)}{_instance(view, groups)}")
+
+
+def _instance(view: GeometryView, groups: list[list[int]]) -> str:
+    """One shared x̂ worked out: the last vector of the first group of two or more written as
+    a·(1, …, 1) + b·(its first) (RMSNorm: b·(its first)); "" where no two vectors share one or
+    under BatchNorm."""
+    shared = next((g for g in groups if len(g) > 1), None)
+    if shared is None or view.norm == "BatchNorm":
+        return ""
+    first, last = shared[0], shared[-1]
+    x0, x1 = view.inputs[first].astype(np.float64), view.inputs[last].astype(np.float64)
+    if view.norm == "LayerNorm":
+        b = float(np.std(x1) / np.std(x0))
+        a = float(x1.mean() - b * x0.mean())
+        form = f"{a:.3g}·(1, …, 1) + {b:.3g}·“{view.labels[first]}”"
+    else:
+        b = float(np.sqrt(np.mean(x1**2) / np.mean(x0**2)))
+        form = f"{b:.3g}·“{view.labels[first]}”"
+    return (f" For instance, “{view.labels[last]}” = {_vector(x1)} = {form}.")
 
 
 def _where_they_land(view: GeometryView) -> list[str]:
