@@ -5,7 +5,7 @@ from functools import partial
 import streamlit as st
 
 from lnviz import charts
-from lnviz.lessons.common import defined
+from lnviz.lessons.common import TOKEN_PLACES, defined
 from lnviz.lessons.minilm import (
     TransformerRun,
     ablation,
@@ -26,6 +26,7 @@ from lnviz.lessons.minilm import (
     massive_text,
     outlier_text,
     pair_similarities,
+    peak_answer,
     sink_text,
     truncation_note,
 )
@@ -38,7 +39,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal, token_line
 from lnviz.ui.pages import page_title, title_of
 from lnviz.ui.source import send_batch_to_explorer
-from lnviz.ui.state import minilm_sentence_and_layer
+from lnviz.ui.state import minilm_sentence_and_layer, prediction
 
 TITLE = title_of("app_pages/minilm.py")
 NAMES = layer_norm_names()
@@ -73,51 +74,60 @@ st.markdown(token_line(run.tokens))
 # --- One LayerNorm ----------------------------------------------------------------------------
 st.subheader(f"1 · LayerNorm {chosen}: {layer_label(name)}")
 st.caption(f"`{name}`, as transformers' BertModel names it.")
-show_figure(charts.minilm.ln_heatmaps, run.tokens[:view.drawn], view.input, view.output,
-            view.color_limit, layer_label(name), key="tf_heat")
-st.caption("Each row is a token, each column one of the 384 features. The input's colours end "
-           f"at ±{view.color_limit:.3g} (the 99.5th percentile of |x|): larger values show the "
-           "end colour; hover for the true numbers."
-           + (f" Only the first {MINILM_MAX_DRAWN_TOKENS} of {len(run.tokens)} tokens are "
-              "drawn; the statistics below use all of them."
-              if view.drawn < len(run.tokens) else ""))
-st.markdown(layer_text(run, view))
-show_figure(charts.minilm.token_stats, run.tokens, view.mean, view.std, view.peak_in,
-            view.peak_out, key="tf_stats")
-cols = st.columns(2)
-if cols[0].button("Open this input in the Explorer", icon=":material/biotech:", key="tf_open",
-                  help="The Explorer puts these activations through any of the five norms, "
-                       "with its own ε, γ and β."):
-    send_batch_to_explorer(explorer_batch(run, name), (text, name), TITLE)
-download_button(cols[1], "Download the run as a capture file",
-                partial(capture_bytes, run), "minilm_capture.safetensors",
-                values=2 * 13 * len(run.tokens) * 384,
-                help="All 13 LayerNorms' inputs, outputs, γ and β as a .safetensors capture "
-                     "(lnviz.capture's format), which lnviz.capture.read_capture and the app open.")
-
-# --- All layers -------------------------------------------------------------------------------
-st.subheader("2 · All 13 LayerNorms at a glance")
-show_figure(charts.minilm.layers_overview, [layer_label(n) for n in NAMES], run.peak,
-            run.median, run.first_share, key="tf_overview")
-st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
-             label="Beyond LayerNorm: the same 13 LayerNorms plotted value by value bend like "
-                   "tanh, the premise of Dynamic Tanh; replace them by the fitted curves",
-             query_params={"by_text": text} if len(text) <= 500 else None)
-
-# --- Massive activations ----------------------------------------------------------------------
-st.subheader("3 · One number hundreds of times the rest")
-st.caption("Massive activations: Sun et al. 2024, “Massive Activations in Large Language "
-           "Models”.")
 massive = run.massive
-st.markdown(f"A {defined('massive activation')}. " + massive_text(run))
-show_figure(charts.minilm.massive_figure, massive.per_layer, massive.per_layer_median,
-            massive.feature, run.tokens[massive.token], key="tf_massive")
-with st.spinner("Running the examples…"):
-    across = cached(across_sentences, Named(model, "minilm"), massive.feature)
-    first_word = cached(first_word_run, Named(model, "minilm"), text)
-st.markdown(across_text(across, massive.feature) + " "
-            + first_word_text(first_word, massive.feature))
-st.dataframe(across, hide_index=True, key="tf_across")
+peak = prediction(
+    f"in this LayerNorm's input, {len(run.tokens)} tokens × 384 features, which token holds "
+    "the largest |x|?", TOKEN_PLACES, key=f"tf_guess_{chosen}",
+    what="this LayerNorm, all 13 at a glance and the largest values",
+    help="The first token is [CLS] and the last [SEP], which the tokenizer adds around the "
+         "text's word pieces.")
+if peak is not None:
+    st.markdown(peak_answer(run, name).reply(peak))
+    show_figure(charts.minilm.ln_heatmaps, run.tokens[:view.drawn], view.input, view.output,
+                view.color_limit, layer_label(name), key="tf_heat")
+    st.caption("Each row is a token, each column one of the 384 features. The input's colours end "
+               f"at ±{view.color_limit:.3g} (the 99.5th percentile of |x|): larger values show the "
+               "end colour; hover for the true numbers."
+               + (f" Only the first {MINILM_MAX_DRAWN_TOKENS} of {len(run.tokens)} tokens are "
+                  "drawn; the statistics below use all of them."
+                  if view.drawn < len(run.tokens) else ""))
+    st.markdown(layer_text(run, view))
+    show_figure(charts.minilm.token_stats, run.tokens, view.mean, view.std, view.peak_in,
+                view.peak_out, key="tf_stats")
+    cols = st.columns(2)
+    if cols[0].button("Open this input in the Explorer", icon=":material/biotech:", key="tf_open",
+                      help="The Explorer puts these activations through any of the five norms, "
+                           "with its own ε, γ and β."):
+        send_batch_to_explorer(explorer_batch(run, name), (text, name), TITLE)
+    download_button(cols[1], "Download the run as a capture file",
+                    partial(capture_bytes, run), "minilm_capture.safetensors",
+                    values=2 * 13 * len(run.tokens) * 384,
+                    help="All 13 LayerNorms' inputs, outputs, γ and β as a .safetensors "
+                         "capture (lnviz.capture's format), which lnviz.capture.read_capture "
+                         "and the app open.")
+
+    # --- All layers -------------------------------------------------------------------------------
+    st.subheader("2 · All 13 LayerNorms at a glance")
+    show_figure(charts.minilm.layers_overview, [layer_label(n) for n in NAMES], run.peak,
+                run.median, run.first_share, key="tf_overview")
+    st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
+                 label="Beyond LayerNorm: the same 13 LayerNorms plotted value by value bend like "
+                       "tanh, the premise of Dynamic Tanh; replace them by the fitted curves",
+                 query_params={"by_text": text} if len(text) <= 500 else None)
+
+    # --- Massive activations ----------------------------------------------------------------------
+    st.subheader("3 · One number hundreds of times the rest")
+    st.caption("Massive activations: Sun et al. 2024, “Massive Activations in Large Language "
+               "Models”.")
+    st.markdown(f"A {defined('massive activation')}. " + massive_text(run))
+    show_figure(charts.minilm.massive_figure, massive.per_layer, massive.per_layer_median,
+                massive.feature, run.tokens[massive.token], key="tf_massive")
+    with st.spinner("Running the examples…"):
+        across = cached(across_sentences, Named(model, "minilm"), massive.feature)
+        first_word = cached(first_word_run, Named(model, "minilm"), text)
+    st.markdown(across_text(across, massive.feature) + " "
+                + first_word_text(first_word, massive.feature))
+    st.dataframe(across, hide_index=True, key="tf_across")
 
 # --- Outlier features -------------------------------------------------------------------------
 st.subheader("4 · A feature large in every token, and γ's part in it")

@@ -6,21 +6,27 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.charts.base import bpe_piece
-from lnviz.lessons.common import defined, short
+from lnviz.lessons.common import TOKEN_PLACES, defined, short
 from lnviz.lessons.minilm import PRESETS as SENTENCES
 from lnviz.lessons.minilm import analyze as analyze_sentence
 from lnviz.lessons.smollm2 import (
     BREAKS,
+    BROKEN_AS,
     PRESETS,
     REFERENCE_TEXT,
+    SURVIVES_OPTIONS,
     SWEEP_TOKEN_RUNS,
     TOKEN_RUNS,
+    Broken,
     analyze,
     break_norm,
     break_work,
     encoder_stream_rms,
+    gentlest_answer,
+    massive_answer,
     norm_label,
     removals,
+    survives_answer,
     sweep_work,
 )
 from lnviz.limits import MODEL_MAX_CHARS, SMOLLM2_MAX_TOKENS, current_limits
@@ -31,7 +37,7 @@ from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import code_span, refusal, token_line
 from lnviz.ui.pages import folded, page_title
-from lnviz.ui.state import model_text
+from lnviz.ui.state import model_text, prediction
 
 NAMES = rms_norm_names()
 
@@ -86,25 +92,17 @@ st.markdown(f"The most likely next token is {shown(guess.tokens[0])}, with proba
 part = folded("2 · A massive activation", "sl_part2", lazy=True)
 if part.open:
     with part:
-        m = seen.massive
-        show_figure(charts.smollm2.massive_figure, m.largest, m.median, seen.tokens, m.token,
-                    m.feature, key="sl_massive")
-        token = seen.tokens[int(m.token[m.block])]
-        feature = int(m.feature[m.block])
-        st.markdown(
-            f"A {defined('massive activation')}. The residual stream's largest value peaks at "
-            f"block {m.block}: {short(m.value, 4)} in feature {feature} of {shown(token)} "
-            f"(token {int(m.token[m.block])}), {short(m.largest[m.block] / m.median[m.block])} "
-            f"times the median |h| of {short(m.median[m.block])}. That one feature holds "
-            f"{m.share:.1%} of its token's Σh²"
-            + (f", so the token's RMS, {short(m.rms, 4)}, is almost that value alone divided by "
-               f"√576 = 24. RMSNorm divides the whole token by it: feature {feature} leaves as "
-               f"{short(m.output, 4)} (γ = {short(m.gamma, 3)} there), and the token's other "
-               "features, divided by the same large RMS, come out small."
-               if m.share > 0.9 else
-               f"; the token's RMS is {short(m.rms, 4)}, and RMSNorm divides the whole token by "
-               f"it: feature {feature} leaves as {short(m.output, 4)} (γ = {short(m.gamma, 3)} "
-               "there)."))
+        st.markdown(f"A {defined('massive activation')}.")
+        place = prediction(
+            "which token holds the residual stream's largest value, at the block where it "
+            "peaks?", TOKEN_PLACES, key="sl_massive_guess", what="where it sits, block by block",
+            help="The stream is what each block's first RMSNorm reads: the embeddings plus "
+                 "every sublayer's output so far.")
+        if place is not None:
+            st.markdown(massive_answer(seen, shown).reply(place))
+            m = seen.massive
+            show_figure(charts.smollm2.massive_figure, m.largest, m.median, seen.tokens,
+                        m.token, m.feature, key="sl_massive")
 
 # --- 3. Pre-norm against post-norm ------------------------------------------------------------
 part = folded("3 · The residual stream through depth: pre-norm against post-norm", "sl_part3",
@@ -144,34 +142,51 @@ if part.open:
                             captions=list(BREAKS.values()),
                             help="What the norm's output becomes; everything else is "
                                  "unchanged.")
-        with st.spinner("Running the model with the norm broken…"):
-            broken = jobs.heavy_cached(
-                "the broken norm's runs", TOKEN_RUNS,
-                break_work(len(seen.tokens), reference_tokens), break_norm,
-                Named(model, "smollm2"), text, name, how)
-        show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
-                    broken.before.probabilities, broken.after.probabilities,
-                    broken.after.tokens, key="sl_broken")
-        verdict = ("the most likely next token stays " + shown(broken.before.tokens[0])
-                   if broken.same_top else
-                   "the most likely next token changes from "
-                   f"{shown(broken.before.tokens[0])} to {shown(broken.after.tokens[0])}")
-        done = {"removed": "removed", "frozen RMS": "given a frozen RMS",
-                "LayerNorm": "turned into LayerNorm with the same γ",
-                "fitted DyT": "replaced by its fitted Dynamic Tanh"}[how]
-        st.markdown(
-            f"With the norm {code_span(name)} ({norm_label(name)}) {done}, {verdict}; the "
-            f"next-token distribution moves by a {defined('KL divergence')} of "
-            f"{short(broken.kl)} {defined('nats')}. On "
-            f"the reference text “{REFERENCE_TEXT}” the model's loss goes from "
-            f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token."
-            + (" It went down: one sentence is a small sample, and another function in a "
-               "norm's place can fit it a little better by chance. That does not make the "
-               "model better." if broken.loss_after < broken.loss_before else ""))
-        if how == "fitted DyT":
-            st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
-                         label="Beyond LayerNorm: where DyT's curve comes from, fitted to "
-                               "MiniLM's LayerNorms value by value")
+
+        def broken_as(how: str) -> Broken:
+            """The chosen norm broken as ``how`` says, on the prompt and the reference text."""
+            with st.spinner("Running the model with the norm broken…"):
+                return jobs.heavy_cached(
+                    "the broken norm's runs", TOKEN_RUNS,
+                    break_work(len(seen.tokens), reference_tokens), break_norm,
+                    Named(model, "smollm2"), text, name, how)
+
+        stays = prediction(
+            f"with {code_span(name)} ({norm_label(name)}) {BROKEN_AS[how]}, does the most "
+            f"likely next token, {shown(seen.prediction.tokens[0])}, stay?", SURVIVES_OPTIONS,
+            key=f"sl_stays_guess_{name}_{how}", what="the prediction with the norm broken",
+            help="Everything else in the model is unchanged; the norm's output is what the "
+                 "choice beside the norm says.")
+        if stays is not None:
+            broken = broken_as(how)
+            st.markdown(survives_answer(broken, shown).reply(stays))
+            show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
+                        broken.before.probabilities, broken.after.probabilities,
+                        broken.after.tokens, key="sl_broken")
+            st.markdown(
+                f"With the norm {code_span(name)} ({norm_label(name)}) {BROKEN_AS[how]}, the "
+                f"next-token distribution moves by a {defined('KL divergence')} of "
+                f"{short(broken.kl)} {defined('nats')}. On "
+                f"the reference text “{REFERENCE_TEXT}” the model's loss goes from "
+                f"{short(broken.loss_before, 3)} to {short(broken.loss_after, 3)} nats per token."
+                + (" It went down: one sentence is a small sample, and another function in a "
+                   "norm's place can fit it a little better by chance. That does not make the "
+                   "model better." if broken.loss_after < broken.loss_before else ""))
+            if how == "fitted DyT":
+                st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
+                             label="Beyond LayerNorm: where DyT's curve comes from, fitted to "
+                                   "MiniLM's LayerNorms value by value")
+
+            gentlest = prediction(
+                f"of the four replacements of {code_span(name)}, which moves the prompt's "
+                "next-token distribution least?", list(BREAKS),
+                key=f"sl_gentlest_guess_{name}", what="all four side by side",
+                help="Each is run on the prompt and on the reference text; the measure is the "
+                     "KL divergence of the next-token distribution from the model's own.")
+            if gentlest is not None:
+                ladder = {other: broken if other == how else broken_as(other)
+                          for other in BREAKS}
+                st.markdown(gentlest_answer(ladder).reply(gentlest))
         work = sweep_work(len(seen.tokens), reference_tokens, len(NAMES))
         about = jobs.estimate_s(SWEEP_TOKEN_RUNS, work)
         cap = current_limits().sweep_tokens

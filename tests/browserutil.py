@@ -150,6 +150,41 @@ def wait_idle(page: Page) -> None:
            .filter(has_text=re.compile("running", re.IGNORECASE))).to_have_count(0)
 
 
+def answer_both_ways(page: Page, question: str, first: str) -> str:
+    """Answer the "Before you look" question whose text holds ``question`` with ``first``,
+    then with the other kind of answer: after a wrong one, the right one its reply names; after
+    a right one, any other. Each reply is checked where it stands, under the question ("Right:"
+    or "Not quite: the answer is “…”."). Returns the right option."""
+    radio = page.locator('[data-testid="stRadio"]', has_text="Before you look").filter(
+        has_text=question)
+    # the first element after the question that is a reply (a spinner's place may come first)
+    reply = page.locator('[data-testid="stElementContainer"]', has=radio).locator(
+        "xpath=following-sibling::div[starts-with(normalize-space(.), 'Right:') or "
+        "starts-with(normalize-space(.), 'Not quite:')][1]")
+
+    def pick(option: str, expected: str | None = None) -> str:
+        """Click ``option``; its reply once shown (``expected``: the reply's start, waited
+        for, where an earlier reply stands in the same place until the run ends)."""
+        radio.get_by_text(option, exact=True).click()
+        if expected is None:
+            expect(reply).to_have_count(1, timeout=TIMEOUT_MS)
+        else:
+            expect(reply).to_contain_text(expected, timeout=TIMEOUT_MS)
+        wait_idle(page)
+        return reply.inner_text()
+
+    said = pick(first)
+    if said.startswith("Right:"):
+        right = first
+        other = next(o for o in radio.locator("label").all_inner_texts() if o.strip() != first)
+        pick(other.strip(), f"Not quite: the answer is “{right}”.")
+    else:
+        right = re.match(r"Not quite: the answer is “(.+?)”\.", said).group(1)
+        pick(right, "Right:")
+    assert_no_exception(page)
+    return right
+
+
 def assert_no_exception(page: Page) -> None:
     """No exception box; on failure, say what the server logged (the page shows no details)."""
     # with client.showErrorDetails = "none" an uncaught error shows only a redacted notice

@@ -53,6 +53,7 @@ GUESSED: dict[str, tuple[list[str | Guess], int | None]] = {
                     None),
     "gradients": ([Guess("one feature's column", "one sample's row")], None),
     "shapes": ([Guess("no", "yes")], None),
+    "minilm": ([Guess("the first token", "the last token")], None),
 }
 #: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
 SLACK = 1.0

@@ -14,6 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 from lnviz.batch import Batch
 from lnviz.data import get_preset
+from lnviz.lessons.smollm2 import BREAKS
+from lnviz.models.llama import rms_norm_names
 from lnviz.ui.messages import WORD_JOINER
 from lnviz.ui.pages import PAGES
 
@@ -33,6 +35,12 @@ ANSWERS: dict[str, dict[str, str]] = {
                                for kind in ("one-hot", "ones", "random")},
     "app_pages/shapes.py": {f"sh_guess_{example}_{dims}": "no" for dims in (1, 2, 3)
                             for example in ("two words", "two words ×2", "2-D", "3-D", "4-D")},
+    "app_pages/minilm.py": {f"tf_guess_{k}": "the first token" for k in range(13)},
+    # SmolLM2's part 4: the break's question for every norm and way to break it (its third
+    # question, which runs all four ways, only where a test asks it)
+    "app_pages/smollm2.py": {"sl_massive_guess": "the first token",
+                             **{f"sl_stays_guess_{name}_{how}": "it changes"
+                                for name in rms_norm_names() for how in BREAKS}},
     "app_pages/bn_vs_ln.py": {"bl_guess": "BatchNorm's only"},
     "app_pages/scale_shift.py": {"ss_guess": "mean β, standard deviation |γ|"},
     "app_pages/geometry.py": {f"gm_guess_{norm}": "all on one point"

@@ -6,8 +6,18 @@ Uses the server, browser and page fixtures of tests/conftest.py (one server for 
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from browserutil import CHARTS, TIMEOUT_MS, TITLE, assert_no_exception, shot, wait_idle
+from browserutil import (
+    CHARTS,
+    TIMEOUT_MS,
+    TITLE,
+    answer_both_ways,
+    assert_no_exception,
+    shot,
+    wait_idle,
+)
 
 try:
     from playwright.sync_api import Browser, Page, expect
@@ -34,10 +44,12 @@ def test_two_sessions_share_the_model_and_each_follows_its_prompt(
 
     other = browser.new_context().new_page()  # a second learner: a session of its own
     try:
-        _open(other, f"{server}/smollm2?sl_text=One%2C+two%2C+three%2C+four%2C&sl_part2=true",
-              charts=2)
+        # part 2 opened by the link: its question first, the figure after the answer
+        _open(other, f"{server}/smollm2?sl_text=One%2C+two%2C+three%2C+four%2C&sl_part2=true")
         expect(other.locator('[data-testid="stMain"]')
                .get_by_text("The most likely next token is ␣five")).to_be_visible()
+        answer_both_ways(other, "largest value", "a token in between")
+        expect(other.locator(CHARTS)).to_have_count(2, timeout=TIMEOUT_MS)
         assert_no_exception(other)
     finally:
         other.context.close()
@@ -51,3 +63,10 @@ def test_two_sessions_share_the_model_and_each_follows_its_prompt(
     assert_no_exception(page)
     assert "sl_text=One" in page.url
     shot(page, "smollm2-typed")
+    # part 4 on this prompt: break block 3's input norm (the default), then the four ways
+    page.locator('[data-testid="stExpander"] summary', has_text="4 · Break a norm").click()
+    answer_both_ways(page, "does the most likely next token", "it stays")
+    expect(page.locator(CHARTS)).to_have_count(2, timeout=TIMEOUT_MS)
+    answer_both_ways(page, "which moves the prompt's next-token distribution least", "removed")
+    expect(main.get_by_text(re.compile(r"fitted DyT: [\d.e−-]+ nats, top token"))).to_have_count(1)
+    assert_no_exception(page)

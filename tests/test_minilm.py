@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from pageutil import alerts, figures, open_page, shown_text
+from pageutil import alerts, asks_first, figures, open_page, shown_text
 
 import lnviz
 from lnviz.capture import load_capture, read_capture
@@ -237,6 +237,18 @@ def test_text_limits(model) -> None:
 
 def markdown(at) -> str:
     return "\n".join(shown_text(m.value) for m in at.markdown)
+
+
+def test_the_page_asks_which_token_holds_the_largest_value_before_it_shows_it(runs) -> None:
+    """A shared link opens the question with the LayerNorm's figures, the overview and the
+    massive activation held back; every option gets its reply, "Right" for the place the run's
+    largest |x| (layer 0's feed-forward LayerNorm, the default) has; another layer asks again."""
+    right = tf.peak_answer(runs[tf.PRESETS[0]], tf.FIRST_FFN).option
+    assert right == "the first token"  # [CLS]'s feature 99
+    at = asks_first(PAGE, "tf_guess_2", right)
+    assert "token 0, [CLS], feature 99." in markdown(at)
+    at.selectbox(key="tf_ln").set_value(10).run()
+    assert at.radio(key="tf_guess_10").value is None
 
 
 def test_page_shows_every_finding_from_its_run() -> None:

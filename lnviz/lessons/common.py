@@ -23,8 +23,9 @@ from lnviz.batch import (
 from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
 
-__all__ = ["EPSILONS", "GLOSSARY", "Answer", "Paper", "defined", "group_description", "short",
-           "spread_name", "step_by_step", "worked_example_latex"]
+__all__ = ["EPSILONS", "GLOSSARY", "TOKEN_PLACES", "Answer", "Paper", "defined",
+           "group_description", "short", "spread_name", "step_by_step", "token_place",
+           "worked_example_latex"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,15 @@ class Answer:
         if guess == self.option:
             return f"**Right:** {self.reason}"
         return f"**Not quite:** the answer is “{self.option}”. {self.reason}"
+
+
+#: Where in a text a token sits, as the model pages ask which token holds the largest value.
+TOKEN_PLACES = ("the first token", "a token in between", "the last token")
+
+
+def token_place(index: int, count: int) -> str:
+    """Which of :data:`TOKEN_PLACES` token ``index`` of ``count`` is (the first, with one)."""
+    return TOKEN_PLACES[0 if index == 0 else 2 if index == count - 1 else 1]
 
 
 #: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from lnviz.batch import Batch
 from lnviz.capture import Capture, NormRecord
+from lnviz.lessons.common import Answer, short, token_place
 from lnviz.limits import MINILM_MAX_DRAWN_TOKENS, MODEL_MAX_CHARS
 from lnviz.models import MiniLM, ModelRun
 
@@ -68,6 +69,7 @@ __all__ = [
     "massive_text",
     "outlier_text",
     "pair_similarities",
+    "peak_answer",
     "sink_text",
     "sublayer_of",
     "truncation_note",
@@ -333,6 +335,26 @@ def layer_view(run: TransformerRun, name: str) -> LayerView:
         std=torch.sqrt(result.var[0, :, 0]).numpy(), peak_in=np.abs(x).max(axis=1),
         peak_out=np.abs(y).max(axis=1), gamma=record.weight.numpy(), beta=record.bias.numpy(),
         color_limit=float(np.percentile(np.abs(x), 99.5)))
+
+
+def peak_answer(run: TransformerRun, name: str) -> Answer:
+    """Which of :data:`lnviz.lessons.common.TOKEN_PLACES` holds the largest |x| of the
+    LayerNorm ``name``'s input in ``run``, and where exactly: its token, feature and value, and
+    how the other tokens' largest |x| compare."""
+    x = _grid(run.records[run.names.index(name)].input)
+    magnitude = np.abs(x)
+    token, feature = (int(i) for i in np.unravel_index(int(magnitude.argmax()), x.shape))
+    reason = (f"In this LayerNorm's input ({layer_label(name)}) the largest |x| is "
+              f"{short(float(x[token, feature]), 4)}: token {token}, {run.tokens[token]}, "
+              f"feature {feature}.")
+    others = np.delete(magnitude.max(axis=1), token)
+    if others.size:
+        median = float(np.median(others))
+        reason += (f" The other {others.size} tokens' largest |x| have a median of "
+                   f"{short(median)}"
+                   + (f", {short(magnitude[token, feature] / median)} times smaller."
+                      if median > 0 else "."))
+    return Answer(token_place(token, len(x)), reason)
 
 
 def truncation_note(run: TransformerRun) -> str | None:

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.lessons.beyond import fit_record
+from lnviz.lessons.common import Answer, short, token_place
 from lnviz.lessons.minilm import TransformerRun
 from lnviz.limits import SMOLLM2_MAX_TOKENS
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
@@ -41,6 +42,7 @@ __all__ = [
     "FROZEN_TEXT",
     "PRESETS",
     "REFERENCE_TEXT",
+    "SURVIVES_OPTIONS",
     "SWEEP_TOKEN_RUNS",
     "TOKEN_RUNS",
     "Analysis",
@@ -52,12 +54,15 @@ __all__ = [
     "break_norm",
     "break_work",
     "encoder_stream_rms",
+    "gentlest_answer",
     "massive",
+    "massive_answer",
     "norm_label",
     "prediction",
     "removals",
     "sink_shares",
     "stream_rms",
+    "survives_answer",
     "sweep_work",
 ]
 
@@ -82,6 +87,11 @@ BREAKS = {
     "fitted DyT": "Dynamic Tanh, γ·s·tanh(αx), with α and s fitted to the values the same norm "
                   "saw on another text: no statistic at all",
 }
+
+#: How a sentence says a norm was broken, for each of :data:`BREAKS`: "with the norm …".
+BROKEN_AS = {"removed": "removed", "frozen RMS": "given a frozen RMS",
+             "LayerNorm": "turned into LayerNorm with the same γ",
+             "fitted DyT": "replaced by its fitted Dynamic Tanh"}
 
 
 def norm_label(name: str) -> str:
@@ -315,6 +325,65 @@ def sweep_work(prompt_tokens: int, reference_tokens: int, norms: int = 61) -> in
     the norm's block, half the model on average: the sweep's pace, measured in these units,
     counts that in.)"""
     return (norms + 1) * (prompt_tokens + reference_tokens)
+
+
+#: Part 4's first question: does the prompt's most likely next token survive the break?
+SURVIVES_OPTIONS = ("it stays", "it changes")
+
+
+def massive_answer(run: Analysis, shown: Callable[[str], str] = str) -> Answer:
+    """Which of :data:`lnviz.lessons.common.TOKEN_PLACES` holds the residual stream's largest
+    value in ``run`` (where it peaks over the blocks), and what RMSNorm makes of that token.
+    ``shown`` writes a token as the page shows it."""
+    m = run.massive
+    token = int(m.token[m.block])
+    feature = int(m.feature[m.block])
+    reason = (
+        f"The residual stream's largest value peaks at block {m.block}: {short(m.value, 4)} in "
+        f"feature {feature} of {shown(run.tokens[token])} (token {token}), "
+        f"{short(m.largest[m.block] / m.median[m.block])} times the median |h| of "
+        f"{short(m.median[m.block])}. That one feature holds {m.share:.1%} of its token's Σh²"
+        + (f", so the token's RMS, {short(m.rms, 4)}, is almost that value alone divided by "
+           f"√576 = 24. RMSNorm divides the whole token by it: feature {feature} leaves as "
+           f"{short(m.output, 4)} (γ = {short(m.gamma, 3)} there), and the token's other "
+           "features, divided by the same large RMS, come out small."
+           if m.share > 0.9 else
+           f"; the token's RMS is {short(m.rms, 4)}, and RMSNorm divides the whole token by "
+           f"it: feature {feature} leaves as {short(m.output, 4)} (γ = {short(m.gamma, 3)} "
+           "there)."))
+    return Answer(token_place(token, len(run.tokens)), reason)
+
+
+def survives_answer(broken: Broken, shown: Callable[[str], str] = str) -> Answer:
+    """Whether the prompt's most likely next token survives ``broken`` (one of
+    :data:`SURVIVES_OPTIONS`), with the probabilities before and after."""
+    before, after = broken.before, broken.after
+    top = shown(before.tokens[0])
+    if broken.same_top:
+        reason = (f"{top} stays the most likely next token: {before.probabilities[0]:.0%} "
+                  f"before, {after.probabilities[0]:.0%} with the norm {BROKEN_AS[broken.how]}.")
+    else:
+        reason = (f"{top} ({before.probabilities[0]:.0%} before) gives way to "
+                  f"{shown(after.tokens[0])} ({after.probabilities[0]:.0%}) with the norm "
+                  f"{BROKEN_AS[broken.how]}.")
+    return Answer(SURVIVES_OPTIONS[0 if broken.same_top else 1], reason)
+
+
+def gentlest_answer(ladder: dict[str, Broken]) -> Answer:
+    """Which of :data:`BREAKS` moves the prompt's next-token distribution least (the smallest
+    KL divergence) among the ``ladder`` of one norm's four replacements, with every rung's KL,
+    whether its top token stayed, and its loss on the reference text."""
+    ranked = sorted(ladder, key=lambda how: ladder[how].kl)
+    loss = next(iter(ladder.values())).loss_before
+    rungs = "; ".join(
+        f"{how}: {short(ladder[how].kl)} nats, top token "
+        f"{'kept' if ladder[how].same_top else 'lost'}, loss {short(ladder[how].loss_after, 3)}"
+        for how in BREAKS if how in ladder)
+    return Answer(ranked[0], (
+        f"The next-token distribution moves least with the norm {BROKEN_AS[ranked[0]]} and "
+        f"most with it {BROKEN_AS[ranked[-1]]}, measured by the KL divergence from the "
+        f"model's own: {rungs} (the reference text's loss is {short(loss, 3)} with the norm "
+        "in place)."))
 
 
 def break_work(prompt_tokens: int, reference_tokens: int) -> int:
