@@ -26,6 +26,8 @@ from lnviz.lessons.smollm2 import (
     massive_answer,
     norm_label,
     removals,
+    sink_link,
+    sink_link_text,
     survives_answer,
     sweep_work,
 )
@@ -103,6 +105,20 @@ if part.open:
             m = seen.massive
             show_figure(charts.smollm2.massive_figure, m.largest, m.median, seen.tokens,
                         m.token, m.feature, key="sl_massive")
+            # the same token as the attention sink of part 5: one figure for both
+            link_work = len(seen.tokens) + sum(len(model.tokenize(t)[0]) for t in PRESETS)
+            with st.spinner("Running the other example texts…"):
+                link = jobs.heavy_cached("the first tokens' runs", TOKEN_RUNS, link_work,
+                                         sink_link, Named(model, "smollm2"), text)
+            st.markdown(f"**The massive activation and the {defined('attention sink')}.** "
+                        "Follow the first token through the block where the stream peaks, on "
+                        "this prompt and on the other example texts:")
+            show_figure(charts.smollm2.sink_link_figure, link.before, link.after, link.keys,
+                        link.column, link.firsts, link.feature, link.block, link.uniform,
+                        key="sl_sink_link")
+            st.markdown(sink_link_text(link, shown) + " Sun et al. (2024, section 4) connect "
+                        "the two in several large language models: attention concentrates on "
+                        "the tokens that hold massive activations, which act as fixed biases.")
 
 # --- 3. Pre-norm against post-norm ------------------------------------------------------------
 part = folded("3 · The residual stream through depth: pre-norm against post-norm", "sl_part3",

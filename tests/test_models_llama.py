@@ -137,6 +137,40 @@ def test_every_norm_and_the_logits_match_transformers(model, reference, prompt):
     assert int(run.logits[-1].argmax()) == int(logits[-1].argmax())
 
 
+def test_the_sink_links_first_token_and_key_are_transformers(model, reference):
+    """Inside a real LLM's figure of the massive activation and the sink, on the default prompt:
+    block 12, feature 507 with 98.6% of the first token's Σh² and γ there about a third of the
+    median (the issue's numbers); the first token's vector before and after that RMSNorm, and
+    its key, as LlamaForCausalLM computes them (forward hooks on the norm and on k_proj); every
+    other text's first token nearly the same after the norm and as a key, its second tokens
+    not."""
+    from lnviz.lessons.smollm2 import PRESETS, sink_link
+
+    link = sink_link(model, PRESETS[0])
+    assert (link.block, link.feature, link.token) == (12, 507, 0)
+    assert round(link.share, 3) == 0.986 and 0.25 < link.gamma_ratio < 0.4
+    tokenizer, net = reference
+    layer = net.model.layers[link.block]
+    seen = {}
+    hooks = [layer.input_layernorm.register_forward_hook(
+                 lambda m, a, o: seen.update(before=a[0][0, 0], after=o[0, 0])),
+             layer.self_attn.k_proj.register_forward_hook(
+                 lambda m, a, o: seen.update(key=o[0, 0]))]
+    try:
+        with torch.no_grad():
+            net(tokenizer(PRESETS[0], return_tensors="pt").input_ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for ours, theirs in ((link.before, seen["before"]), (link.after[0], seen["after"]),
+                         (link.keys[0], seen["key"])):
+        theirs = theirs.double().numpy()
+        assert np.abs(ours - theirs).max() <= 1e-4 * np.abs(theirs).max()
+    assert link.after_cosine > 0.999 and link.key_cosine > 0.999
+    assert link.second_cosine < 0.9
+    assert link.column.mean() > 2 * link.uniform  # a sink: far more than an even share
+
+
 def test_the_predictions_the_issue_names(model):
     assert model.run(PROMPTS["short"]).top(1)[0][0] == "ĠParis"
     assert model.run(PROMPTS["counting"]).top(1)[0][0] == "Ġfive"

@@ -133,7 +133,11 @@ def test_the_page_states_what_its_run_computed(model, run):
     assert f"block {m.block}: {short(m.value, 4)} in feature {int(m.feature[m.block])}" in shown
     shares = sink_shares(run)
     assert f"In {int((shares >= 0.5).sum())} of 30 blocks" in shown
-    assert len(figures(at)) == 5
+    assert len(figures(at)) == 6  # with part 2's figure of the massive activation and the sink
+    from lnviz.lessons.smollm2 import sink_link, sink_link_text
+
+    link = sink_link(model, PRESETS[0])
+    assert sink_link_text(link, lambda t: f"`{t.replace('Ġ', '␣')}`") in shown
     labels = [e.label for e in at.expander if e.proto.query_param_key.startswith("sl_part")]
     assert labels[0].startswith("2 ·") and len(labels) == 4
     typical, first = stream_rms(run)

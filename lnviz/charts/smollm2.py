@@ -16,6 +16,7 @@ from lnviz.charts.base import (
     compact,
     figure,
     log_ticks,
+    panel_grid,
 )
 
 
@@ -124,4 +125,48 @@ def removals_figure(labels: Sequence[str], loss: np.ndarray, loss_before: float,
                                              "final one)")),
                   yaxis=dict(log_ticks(loss, loss_before),
                              title=dict(text="loss on the reference text (nats per token)")))
+    return figure(data, layout)
+
+
+def sink_link_figure(before: np.ndarray, after: np.ndarray, keys: np.ndarray,
+                     column: np.ndarray, firsts: Sequence[str], feature: int, block: int,
+                     uniform: float) -> go.Figure:
+    """The massive activation and the attention sink in one block: the first token's stream
+    entering the RMSNorm (one spike); what leaves it, and its key, for the first token of each
+    text, drawn over each other; and the share of attention each later token sends to it."""
+    layout, refs = panel_grid([f"first token entering block {block}'s RMSNorm",
+                               "what leaves it: first token of each text",
+                               "its key (every key head), each text",
+                               "attention each later token sends it"], rows=2, gap=0.1,
+                              vgap=0.2)
+    features = np.arange(len(before))
+    colors = [OKABE_ITO[5] if f == feature else "#9A9A9A" for f in features]
+    data = [dict(type="bar", x=features, y=compact(before), marker=dict(color=colors),
+                 name="h", showlegend=False, xaxis=refs[0][0], yaxis=refs[0][1],
+                 hovertemplate="feature %{x}: h = %{y:.4g}<extra></extra>")]
+    for k, first in enumerate(firsts):
+        label = bpe_piece(first)
+        style = dict(color=OKABE_ITO[k % len(OKABE_ITO)], width=1.5 if k == 0 else 1)
+        data.append(dict(type="scatter", mode="lines", x=features, y=compact(after[k]),
+                         name=label, legendgroup=label, line=style, xaxis=refs[1][0],
+                         yaxis=refs[1][1],
+                         hovertemplate="feature %{x}: %{y:.4g}<extra>" + label + "</extra>"))
+        data.append(dict(type="scatter", mode="lines", x=np.arange(keys.shape[1]),
+                         y=compact(keys[k]), name=label, legendgroup=label, showlegend=False,
+                         line=style, xaxis=refs[2][0], yaxis=refs[2][1],
+                         hovertemplate="key value %{x}: %{y:.4g}<extra>" + label + "</extra>"))
+    data.append(dict(type="bar", x=np.arange(1, len(column) + 1), y=compact(column),
+                     name="attention to the first token", showlegend=False,
+                     marker=dict(color=OKABE_ITO[2]), xaxis=refs[3][0], yaxis=refs[3][1],
+                     hovertemplate="token %{x}: %{y:.0%}<extra></extra>"))
+    data.append(dict(type="scatter", mode="lines", x=[0.5, len(column) + 0.5],
+                     y=[uniform, uniform], name=f"even spread ({uniform:.0%})",
+                     line=dict(color="#666666", dash="dash"), xaxis=refs[3][0],
+                     yaxis=refs[3][1], hoverinfo="skip"))
+    layout["xaxis"]["title"] = dict(text=f"feature (orange: {feature})")
+    layout["xaxis2"]["title"] = dict(text="feature")
+    layout["xaxis3"]["title"] = dict(text="key value")
+    layout["xaxis4"]["title"] = dict(text="token (position)")
+    layout["yaxis4"].update(tickformat=".0%", range=[0, 1.02])
+    layout.update(height=640, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)

@@ -35,7 +35,7 @@ from lnviz.lessons.beyond import fit_record
 from lnviz.lessons.common import Answer, short, token_place
 from lnviz.lessons.minilm import TransformerRun
 from lnviz.limits import SMOLLM2_MAX_TOKENS
-from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
+from lnviz.models.llama import DecoderRun, SmolLM2, linear, rms_norm_names
 
 __all__ = [
     "BREAKS",
@@ -50,6 +50,7 @@ __all__ = [
     "Massive",
     "Prediction",
     "Removals",
+    "SinkLink",
     "analyze",
     "break_norm",
     "break_work",
@@ -60,6 +61,8 @@ __all__ = [
     "norm_label",
     "prediction",
     "removals",
+    "sink_link",
+    "sink_link_text",
     "sink_shares",
     "stream_rms",
     "survives_answer",
@@ -188,6 +191,110 @@ def sink_shares(run: DecoderRun) -> np.ndarray:
     if attention.shape[-1] < 2:
         return np.full(attention.shape[0], np.nan)
     return attention[:, :, 1:, 0].double().mean(dim=(1, 2)).numpy()
+
+
+@dataclass(frozen=True, eq=False)
+class SinkLink:
+    """The massive activation and the attention sink in one block (where the prompt's stream
+    peaks), on the prompt and on the other :data:`PRESETS` (Sun et al. 2024, section 4).
+
+    Attributes:
+        block, feature: the block, and the feature of its largest value.
+        token: the prompt's token that holds it.
+        texts: the prompt, then the other presets; ``firsts`` their first tokens.
+        before: (C,) the prompt's first token entering the block's first RMSNorm.
+        share: the share of that token's Σh² its one feature holds.
+        after: (P, C) each text's first token leaving that RMSNorm.
+        keys: (P, K) each text's first token's key (every key head side by side; at position 0
+            the rotary embedding turns nothing).
+        gamma_ratio: γ at the feature over the median |γ| of the RMSNorm.
+        after_cosine, key_cosine: the smallest cosine similarity between the prompt's first
+            token and another text's, after the RMSNorm and as keys; ``second_cosine`` the same
+            for the texts' second tokens after the RMSNorm (NaN where a text has one token).
+        column: (T − 1,) the share of attention each later token of the prompt sends to the
+            first in this block, the mean of the heads; ``uniform`` what an even spread over the
+            tokens each one may see would give, on average.
+    """
+
+    block: int
+    feature: int
+    token: int
+    texts: tuple[str, ...]
+    firsts: tuple[str, ...]
+    before: np.ndarray
+    share: float
+    after: np.ndarray
+    keys: np.ndarray
+    gamma_ratio: float
+    after_cosine: float
+    key_cosine: float
+    second_cosine: float
+    column: np.ndarray
+    uniform: float
+
+
+def _cosines(rows: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity of the first row with each of the others."""
+    rows = F.normalize(rows.double(), dim=-1)
+    return rows[1:] @ rows[0]
+
+
+def sink_link(model: SmolLM2, text: str) -> SinkLink:
+    """:class:`SinkLink` for ``text``: its run and one run of each other preset."""
+    texts = (text, *[t for t in PRESETS if t != text])
+    runs = [model.run(t) for t in texts]
+    m = massive(runs[0], model.config.n_layer)
+    block, feature = m.block, int(m.feature[m.block])
+    name = f"model.layers.{block}.input_layernorm"
+    records = [run.record(name) for run in runs]
+    after = torch.stack([r.output[0, 0] for r in records])  # (P, C)
+    keys = linear(model.weights, f"model.layers.{block}.self_attn.k_proj", after)  # (P, K)
+    seconds = [r.output[0, 1] for r in records if r.output.shape[1] > 1]
+    second = (float(_cosines(torch.stack(seconds)).min())
+              if len(seconds) > 1 and records[0].output.shape[1] > 1 else float("nan"))
+    gamma = records[0].weight.double()
+    column = runs[0].attention[block, :, 1:, 0].double().mean(dim=0)  # (T − 1,)
+    count = len(runs[0].tokens)
+    return SinkLink(
+        block=block, feature=feature, token=int(m.token[block]), texts=texts,
+        firsts=tuple(run.tokens[0] for run in runs),
+        before=records[0].input[0, 0].double().numpy(),
+        share=float(records[0].input[0, 0, feature].double() ** 2
+                    / records[0].input[0, 0].double().square().sum()),
+        after=after.double().numpy(), keys=keys.double().numpy(),
+        gamma_ratio=float(gamma[feature].abs() / gamma.abs().median()),
+        after_cosine=float(_cosines(after).min()), key_cosine=float(_cosines(keys).min()),
+        second_cosine=second, column=column.numpy(),
+        uniform=float(np.mean([1 / (t + 1) for t in range(1, count)])) if count > 1 else 1.0)
+
+
+def sink_link_text(link: SinkLink, shown: Callable[[str], str] = str) -> str:
+    """What the four panels of the link show, in the link's numbers."""
+    firsts = ", ".join(shown(t) for t in link.firsts)
+    where = ("" if link.token == 0 else
+             f" (On this prompt the block's largest value is token {link.token}'s, not the "
+             "first token's: the panels follow the first token, as the other texts do.)")
+    text = (
+        f"In block {link.block} the first token enters the RMSNorm with {link.share:.1%} of "
+        f"its Σh² in feature {link.feature}. Dividing by its RMS leaves nearly the same vector "
+        f"whatever that first token is ({firsts}): after the RMSNorm, the cosine similarity of "
+        f"the prompt's first token with each other text's is at least "
+        f"{link.after_cosine:.5f}")
+    if not np.isnan(link.second_cosine):
+        text += (f", against as little as {short(link.second_cosine)} for the same texts' "
+                 "second tokens")
+    text += (
+        f". γ at feature {link.feature} is {short(link.gamma_ratio)} times the median |γ|, "
+        + ("so the spike leaves scaled down but still the largest value. "
+           if int(np.abs(link.after[0]).argmax()) == link.feature else
+           "so the spike leaves scaled down below the token's largest value. ")
+        + f"Its key is as fixed (cosine at least {link.key_cosine:.5f}): a key every query of "
+          "this block can find, whatever the text.")
+    if link.column.size:
+        text += (f" The later tokens send the first {link.column.mean():.0%} of their attention "
+                 f"in this block, on average over the heads and the tokens (an even spread "
+                 f"would give {link.uniform:.0%}).")
+    return text + where
 
 
 @dataclass(frozen=True, eq=False)
