@@ -236,13 +236,13 @@ if part.open:
             show_figure(charts.smollm2.removals_figure,
                         [f"{k}: {norm_label(n)}" for k, n in enumerate(gone.names)], gone.loss,
                         gone.loss_before, gone.same_top, key="sl_removals")
-            harmless = int((gone.loss < gone.loss_before * 1.1).sum())
             worst = int(np.argmax(gone.loss))
             st.markdown(
                 f"Removing one norm keeps the prompt's most likely next token in "
                 f"{int(gone.same_top.sum())} of {len(gone.names)} cases, and leaves the "
-                f"reference text's loss within 10% of {short(gone.loss_before, 3)} in "
-                f"{harmless}. The costliest to remove is {code_span(gone.names[worst])} "
+                f"reference text's loss at most 10% worse than {short(gone.loss_before, 3)} "
+                f"in {gone.at_most_worse(0.1)}. The costliest to remove is "
+                f"{code_span(gone.names[worst])} "
                 f"({norm_label(gone.names[worst])}): loss {short(gone.loss[worst], 3)}.")
 
 # --- 5. Attention sinks -----------------------------------------------------------------------

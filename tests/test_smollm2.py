@@ -291,6 +291,10 @@ def test_the_page_sweeps_the_norms_on_request_and_says_what_it_found(model, monk
     shown = " ".join(m.value for m in at.markdown)
     assert (f"keeps the prompt's most likely next token in {int(gone.same_top.sum())} of 61"
             in shown)
+    # "at most 10% worse" is what is counted: loss ≤ 1.1 × the intact model's, by hand
+    worse = sum(1 for loss in gone.loss if loss <= 1.1 * gone.loss_before)
+    assert (f"loss at most 10% worse than {short(gone.loss_before, 3)} in {worse}. "
+            in shown)
     worst = int(np.argmax(gone.loss))
     assert f"The costliest to remove is `{gone.names[worst]}`" in shown
     assert gone.names[worst] == "model.norm" or gone.loss[worst] >= gone.loss[-1]

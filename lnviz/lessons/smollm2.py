@@ -416,6 +416,11 @@ class Removals:
     loss: np.ndarray
     loss_before: float
 
+    def at_most_worse(self, share: float = 0.1) -> int:
+        """How many removals leave the reference text's loss at most ``share`` worse than
+        ``loss_before`` (loss ≤ (1 + share)·loss_before)."""
+        return int((self.loss <= (1 + share) * self.loss_before).sum())
+
 
 #: What a broken norm's place in the server's line counts: tokens through the model, all runs
 #: together (:func:`break_work`).
