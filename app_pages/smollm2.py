@@ -14,6 +14,7 @@ from lnviz.lessons.smollm2 import (
     BROKEN_AS,
     PRESETS,
     REFERENCE_TEXT,
+    REFERENCE_TEXTS,
     SURVIVES_OPTIONS,
     SWEEP_TOKEN_RUNS,
     TOKEN_RUNS,
@@ -29,6 +30,7 @@ from lnviz.lessons.smollm2 import (
     sink_link,
     sink_link_text,
     survives_answer,
+    sweep_table,
     sweep_work,
 )
 from lnviz.limits import MODEL_MAX_CHARS, SMOLLM2_MAX_TOKENS, current_limits
@@ -203,47 +205,60 @@ if part.open:
                 ladder = {other: broken if other == how else broken_as(other)
                           for other in BREAKS}
                 st.markdown(gentlest_answer(ladder).reply(gentlest))
-        work = sweep_work(len(seen.tokens), reference_tokens, len(NAMES))
+        references = sum(len(model.tokenize(t)[0]) for t in REFERENCE_TEXTS)
+        work = sweep_work(len(seen.tokens), references, len(NAMES))
         about = jobs.estimate_s(SWEEP_TOKEN_RUNS, work)
         cap = current_limits().sweep_tokens
         st.markdown(
-            f"**Which norms can go?** Remove each of the {len(NAMES)} in turn: "
-            f"{2 * (len(NAMES) + 1)} runs of the model, on the prompt's {len(seen.tokens)} "
-            f"tokens and the reference text's {reference_tokens}"
+            f"**Which norms can go?** Break each of the {len(NAMES)} in turn as chosen above "
+            f"({BROKEN_AS[how]}): {(1 + len(REFERENCE_TEXTS)) * (len(NAMES) + 1)} runs of the "
+            f"model, on the prompt's {len(seen.tokens)} tokens and on "
+            f"{len(REFERENCE_TEXTS)} reference texts' {references}"
             + (f", about {jobs.duration(about)} at the pace of this server's last sweep."
                if about is not None else
-               ", how long it takes depends on the prompt's length."))
+               ", how long it takes depends on the prompt's length.")
+            + " Run it for each way of breaking a norm to set them side by side.")
         too_long = len(seen.tokens) > cap
         if too_long:
             st.info(f"On this shared server the sweep takes prompts of up to {cap} tokens; this "
                     f"one has {len(seen.tokens)}. Shorten the prompt to run it (the rest of "
                     f"the page reads up to {SMOLLM2_MAX_TOKENS}).", icon=":material/block:")
-        if st.button("Remove each norm in turn", key="sl_remove_all", disabled=too_long,
-                     help="Runs the prompt and the reference text once per norm, with that "
-                          "norm's input passed on unchanged. On a shared server it waits its "
-                          "turn behind other learners' heavy work."):
+        # every sweep this session ran on this prompt, by how it broke the norms
+        swept = {k: v for k, v in st.session_state.get("sl_removals", {}).items()
+                 if k[0] == text}
+        if st.button(f"Break each norm in turn: {how}", key="sl_remove_all",
+                     disabled=too_long,
+                     help="Runs the prompt and the reference texts once per norm, with that "
+                          "norm broken as chosen above. On a shared server it waits its turn "
+                          "behind other learners' heavy work."):
             note, bar = st.empty(), st.empty()
             with jobs.heavy("the norm sweep",
                             lambda line: note.info(line, icon=":material/hourglass_top:"),
                             kind=SWEEP_TOKEN_RUNS, units=work):
                 note.empty()
-                st.session_state["sl_removals"] = (text, removals(
-                    model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m)))
+                swept[text, how] = removals(
+                    model, text, how=how,
+                    progress=lambda f, m: bar.progress(min(f, 1.0), text=m))
+                st.session_state["sl_removals"] = swept
             bar.empty()
-        # the sweep is this session's, for the prompt it was run on
-        done_for, gone = st.session_state.get("sl_removals", (None, None))
-        if gone is not None and done_for == text:
+        gone = swept.get((text, how))
+        if gone is not None:
             show_figure(charts.smollm2.removals_figure,
                         [f"{k}: {norm_label(n)}" for k, n in enumerate(gone.names)], gone.loss,
-                        gone.loss_before, gone.same_top, key="sl_removals")
-            worst = int(np.argmax(gone.loss))
+                        gone.loss_before, gone.same_top, BROKEN_AS[how], key="sl_removals")
+            worst = gone.worst(1)[0]
+            low, high = gone.loss[worst].min(), gone.loss[worst].max()
             st.markdown(
-                f"Removing one norm keeps the prompt's most likely next token in "
-                f"{int(gone.same_top.sum())} of {len(gone.names)} cases, and leaves the "
-                f"reference text's loss at most 10% worse than {short(gone.loss_before, 3)} "
-                f"in {gone.at_most_worse(0.1)}. The costliest to remove is "
-                f"{code_span(gone.names[worst])} "
-                f"({norm_label(gone.names[worst])}): loss {short(gone.loss[worst], 3)}.")
+                f"With one norm {BROKEN_AS[how]}, the prompt's most likely next token stays in "
+                f"{int(gone.same_top.sum())} of {len(gone.names)} cases, and the reference "
+                "texts' mean loss is at most 10% worse than "
+                f"{short(gone.loss_before.mean(), 3)} in {gone.at_most_worse(0.1)}. The "
+                f"costliest is {code_span(gone.names[worst])} ({norm_label(gone.names[worst])}):"
+                f" mean loss {short(gone.mean_loss[worst], 3)}, from {short(low, 3)} to "
+                f"{short(high, 3)} over the {len(REFERENCE_TEXTS)} texts.")
+        if len(swept) > 1 or (swept and gone is None):
+            st.dataframe(sweep_table(list(swept.values())), hide_index=True,
+                         key="sl_sweeps")
 
 # --- 5. Attention sinks -----------------------------------------------------------------------
 part = folded("5 · Where attention goes: the first token as a sink", "sl_part5", lazy=True)

@@ -331,8 +331,9 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             ["The", "Ġcapital"], np.zeros(30, int), np.full(30, 507))),
         (c.smollm2.sink_figure, c.smollm2.sink_figure(np.linspace(0.3, 0.9, 30), 0.32)),
         (c.smollm2.removals_figure, c.smollm2.removals_figure(
-            ["0: block 0", "1: block 0", "2: final"], np.array([4.2, 11.8, 433.0]), 4.11,
-            np.array([True, False, False]))),
+            ["0: block 0", "1: block 0", "2: final"],
+            np.array([[4.2, 3.9, 4.6], [11.8, 10.1, 12.5], [433.0, 401.0, 460.0]]),
+            np.array([4.11, 3.8, 4.4]), np.array([True, False, False]), "removed")),
     ]
 
 

@@ -105,26 +105,31 @@ def sink_figure(shares: np.ndarray, uniform: float) -> go.Figure:
     return figure(data, layout)
 
 
-def removals_figure(labels: Sequence[str], loss: np.ndarray, loss_before: float,
-                    same_top: np.ndarray) -> go.Figure:
-    """The reference text's loss with each norm removed in turn (log axis), one bar per norm in
-    forward order, coloured by whether the prompt's most likely next token survived, with the
-    loss of the intact model as a line."""
+def removals_figure(labels: Sequence[str], loss: np.ndarray, loss_before: np.ndarray,
+                    same_top: np.ndarray, broken: str) -> go.Figure:
+    """The reference texts' loss with each norm ``broken`` in turn (log axis): one bar per norm
+    in forward order, the mean over the texts with the range of them as whiskers, coloured by
+    whether the prompt's most likely next token survived; the intact model's mean loss as a
+    line. ``loss`` is (N, S), ``loss_before`` (S,)."""
     loss, same_top = np.asarray(loss, np.float64), np.asarray(same_top, bool)
+    mean, before = loss.mean(axis=1), float(np.mean(loss_before))
     index = np.arange(len(loss))
-    data = [dict(type="bar", x=index[keep], y=loss[keep], name=name, customdata=[
-                     labels[i] for i in index[keep]], marker=dict(color=color),
-                 hovertemplate="%{customdata}: loss %{y:.3g}<extra>" + name + "</extra>")
+    data = [dict(type="bar", x=index[keep], y=mean[keep], name=name,
+                 error_y=dict(type="data", symmetric=False, array=loss.max(axis=1)[keep]
+                              - mean[keep], arrayminus=mean[keep] - loss.min(axis=1)[keep],
+                              color="#444444", thickness=1, width=0),
+                 customdata=[labels[i] for i in index[keep]], marker=dict(color=color),
+                 hovertemplate="%{customdata}: mean loss %{y:.3g}<extra>" + name + "</extra>")
             for keep, name, color in ((same_top, "next token kept", BEFORE),
                                       (~same_top, "next token changed", AFTER))]
     data.append(dict(type="scatter", mode="lines", x=[-0.5, len(loss) - 0.5],
-                     y=[loss_before, loss_before], name=f"intact ({loss_before:.3g})",
+                     y=[before, before], name=f"intact ({before:.3g})",
                      line=dict(color="#666666", dash="dash"), hoverinfo="skip"))
     layout = dict(height=360, margin=dict(t=20, b=10), legend=LEGEND_BELOW, barmode="overlay",
-                  xaxis=dict(title=dict(text="the norm removed (two per block, then the "
-                                             "final one)")),
-                  yaxis=dict(log_ticks(loss, loss_before),
-                             title=dict(text="loss on the reference text (nats per token)")))
+                  xaxis=dict(title=dict(text=f"the norm {broken} (two per block, then the final "
+                                             "one)")),
+                  yaxis=dict(log_ticks(loss, before),
+                             title=dict(text="loss on the reference texts (nats per token)")))
     return figure(data, layout)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 
@@ -42,6 +43,7 @@ __all__ = [
     "FROZEN_TEXT",
     "PRESETS",
     "REFERENCE_TEXT",
+    "REFERENCE_TEXTS",
     "SURVIVES_OPTIONS",
     "SWEEP_TOKEN_RUNS",
     "TOKEN_RUNS",
@@ -66,6 +68,7 @@ __all__ = [
     "sink_shares",
     "stream_rms",
     "survives_answer",
+    "sweep_table",
     "sweep_work",
 ]
 
@@ -79,6 +82,13 @@ PRESETS = (
 )
 #: The text whose loss measures what breaking a norm costs (a plain English sentence).
 REFERENCE_TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home."
+#: The texts the norm sweep measures the loss on: the reference text and two more of other
+#: kinds, so that one sentence does not decide (the sweep reports the mean and the range).
+REFERENCE_TEXTS = (REFERENCE_TEXT,
+                   "In 1905 Albert Einstein published four papers that changed how physicists "
+                   "think about light, time and matter.",
+                   "To make the soup, chop two onions, fry them in butter until soft, then add "
+                   "the stock and simmer for twenty minutes.")
 #: The text a frozen RMS is taken from: neither the default prompt nor the reference text.
 FROZEN_TEXT = "Rain fell on the old town all night, and by morning the river had risen."
 #: How a norm can be broken (:func:`break_norm`): the page's option, and what it does.
@@ -355,22 +365,26 @@ class Broken:
     loss_after: float
 
 
-def _replacement(model: SmolLM2, name: str, how: str) -> Callable[[torch.Tensor], torch.Tensor]:
+def _replacement(model: SmolLM2, name: str, how: str, frozen: DecoderRun | None = None
+                 ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What norm ``name`` computes broken as ``how`` says; the frozen RMS and the fitted DyT
+    read what the norm saw in ``frozen``, a run of :data:`FROZEN_TEXT` (run here if not given:
+    a sweep runs it once for all its norms)."""
     weight = model.weights[f"{name}.weight"]
     eps = model.config.eps
     if how == "removed":
         return lambda x: x
     if how == "LayerNorm":
         return lambda x: F.layer_norm(x, (x.shape[-1],), weight, None, eps)
+    if how not in BREAKS:
+        raise ValueError(f"a norm can be broken as {', '.join(BREAKS)}, not {how!r}")
+    seen = (frozen or model.run(FROZEN_TEXT)).record(name)
     if how == "frozen RMS":
         # the median token's RMS this norm saw on another text: one number, frozen (a median,
         # so that the first token's massive value does not set it)
-        other = model.run(FROZEN_TEXT).record(name).input[0].double()
-        rms = float(other.square().mean(-1).sqrt().median())
+        rms = float(seen.input[0].double().square().mean(-1).sqrt().median())
         return lambda x: x / rms * weight
-    if how == "fitted DyT":
-        return fit_record(model.run(FROZEN_TEXT).record(name), eps).replacement(weight, None)
-    raise ValueError(f"a norm can be broken as {', '.join(BREAKS)}, not {how!r}")
+    return fit_record(seen, eps).replacement(weight, None)
 
 
 def _loss(run: DecoderRun, logits: torch.Tensor | None = None) -> float:
@@ -400,26 +414,37 @@ def perplexity(loss: float) -> float:
 
 @dataclass(frozen=True)
 class Removals:
-    """Each RMSNorm removed in turn (its input passed on unchanged), on the prompt and on
-    :data:`REFERENCE_TEXT`.
+    """Each RMSNorm broken in turn (as ``how`` says, :data:`BREAKS`), on the prompt and on
+    :data:`REFERENCE_TEXTS`.
 
     Attributes:
-        names: the norms, in forward order.
+        how: how each norm was broken; ``names``: the norms, in forward order.
         kl: (N,) KL(before ‖ after) of the next-token distribution after the prompt, in nats.
         same_top: (N,) whether the most likely next token stayed the same.
-        loss: (N,) the reference text's loss with that norm removed; ``loss_before`` without.
+        loss: (N, S) each reference text's loss with that norm broken; ``loss_before`` (S,)
+            with every norm in place.
     """
 
+    how: str
     names: tuple[str, ...]
     kl: np.ndarray
     same_top: np.ndarray
     loss: np.ndarray
-    loss_before: float
+    loss_before: np.ndarray
+
+    @property
+    def mean_loss(self) -> np.ndarray:
+        """(N,) the loss with each norm broken, the mean over the reference texts."""
+        return self.loss.mean(axis=1)
 
     def at_most_worse(self, share: float = 0.1) -> int:
-        """How many removals leave the reference text's loss at most ``share`` worse than
-        ``loss_before`` (loss ≤ (1 + share)·loss_before)."""
-        return int((self.loss <= (1 + share) * self.loss_before).sum())
+        """How many breaks leave the reference texts' mean loss at most ``share`` worse than
+        with every norm in place (mean loss ≤ (1 + share)·mean loss before)."""
+        return int((self.mean_loss <= (1 + share) * self.loss_before.mean()).sum())
+
+    def worst(self, k: int = 3) -> list[int]:
+        """The ``k`` norms whose break costs the most mean loss, costliest first."""
+        return [int(i) for i in np.argsort(-self.mean_loss, kind="stable")[:k]]
 
 
 #: What a broken norm's place in the server's line counts: tokens through the model, all runs
@@ -431,11 +456,27 @@ TOKEN_RUNS = "SmolLM2 token-runs"
 SWEEP_TOKEN_RUNS = "SmolLM2 token-runs in a norm sweep"
 
 
+def sweep_table(sweeps: list[Removals]) -> pd.DataFrame:
+    """Sweeps side by side, one row per way of breaking the norms: how many breaks keep the
+    prompt's most likely next token and the mean loss at most 10% worse, and the three
+    costliest norms with their mean loss."""
+    rows = []
+    for gone in sorted(sweeps, key=lambda g: list(BREAKS).index(g.how)):
+        rows.append({
+            "each norm": BROKEN_AS[gone.how],
+            "next token kept": f"{int(gone.same_top.sum())} of {len(gone.names)}",
+            "loss at most 10% worse": f"{gone.at_most_worse(0.1)} of {len(gone.names)}",
+            "costliest (mean loss)": "; ".join(
+                f"{norm_label(gone.names[k])} ({short(gone.mean_loss[k], 3)})"
+                for k in gone.worst(3))})
+    return pd.DataFrame(rows)
+
+
 def sweep_work(prompt_tokens: int, reference_tokens: int, norms: int = 61) -> int:
-    """The norm sweep's work (:func:`removals`), in tokens through the model: the prompt and
-    the reference text once as they are and once per norm removed. (A removal's run starts at
-    the norm's block, half the model on average: the sweep's pace, measured in these units,
-    counts that in.)"""
+    """The norm sweep's work (:func:`removals`), in tokens through the model: the prompt and the
+    reference texts (``reference_tokens``, all of them) once as they are and once per norm
+    broken. (A break's run starts at the norm's block, half the model on average: the sweep's
+    pace, measured in these units, counts that in.)"""
     return (norms + 1) * (prompt_tokens + reference_tokens)
 
 
@@ -505,24 +546,28 @@ def break_work(prompt_tokens: int, reference_tokens: int) -> int:
 
 
 def removals(model: SmolLM2, text: str, names: tuple[str, ...] | None = None,
-             progress: Callable[[float, str], None] | None = None) -> Removals:
-    """:class:`Removals` for ``names`` (every RMSNorm by default): two runs each, the prompt and
-    the reference text. ``progress(fraction, message)`` is called before each norm."""
+             progress: Callable[[float, str], None] | None = None, how: str = "removed",
+             references: tuple[str, ...] = REFERENCE_TEXTS) -> Removals:
+    """:class:`Removals` for ``names`` (every RMSNorm by default), each broken as ``how`` says:
+    one run of the prompt and of each of ``references`` per norm. ``progress(fraction,
+    message)`` is called before each norm."""
     names = tuple(names or rms_norm_names(model.config.n_layer))
-    prompt, reference = model.run(text), model.run(REFERENCE_TEXT)
+    prompt = model.run(text)
+    texts = [model.run(reference) for reference in references]
+    frozen = model.run(FROZEN_TEXT) if how in ("frozen RMS", "fitted DyT") else None
     plain = prompt.logits[-1].double().log_softmax(-1)
-    loss_before = _loss(reference)
     kl, same, loss = [], [], []
     for k, name in enumerate(names):
         if progress is not None:
-            progress(k / len(names), f"{norm_label(name)} removed")
-        # each removal run from the norm's block on (SmolLM2.rerun): the blocks before it
+            progress(k / len(names), f"{norm_label(name)}: {BROKEN_AS[how]}")
+        # each break run from the norm's block on (SmolLM2.rerun): the blocks before it
         # compute what they computed in the runs above
-        replace = {name: lambda x: x}
+        replace = {name: _replacement(model, name, how, frozen)}
         broken = model.rerun(prompt, replace)[-1].double().log_softmax(-1)
         kl.append(float((plain.exp() * (plain - broken)).sum()))
         same.append(int(plain.argmax()) == int(broken.argmax()))
-        loss.append(_loss(reference, model.rerun(reference, replace)))
+        loss.append([_loss(run, model.rerun(run, replace)) for run in texts])
     if progress is not None:
         progress(1.0, "done")
-    return Removals(names, np.array(kl), np.array(same), np.array(loss), loss_before)
+    return Removals(how, names, np.array(kl), np.array(same), np.array(loss),
+                    np.array([_loss(run) for run in texts]))
