@@ -10,6 +10,7 @@ from lnviz.lessons.common import apart, defined
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
+    GROWTH_RACE,
     INIT_SCALES,
     LAARHOVEN,
     LOSS_WINDOW,
@@ -27,6 +28,8 @@ from lnviz.lessons.placement import (
     gain_sensitivity,
     gain_table,
     grows_faster,
+    growth_race,
+    growth_text,
     learns,
     norm_change,
     normalized_adds,
@@ -42,7 +45,8 @@ from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
-from lnviz.ui.state import current_settings, model_text, prediction
+from lnviz.ui.race import race_panel
+from lnviz.ui.state import current_settings, model_text, prediction, run_stop_buttons
 
 settings = current_settings()
 
@@ -132,6 +136,21 @@ if guess is not None:
            "initialization). " if olmo > 5 * pre_grad else "")
         + f"{XIONG.cited} explain why post-LN needs a learning-rate warm-up that pre-LN "
           "does not; *Shapes and transformer blocks* races the two.")
+    st.markdown(
+        "**In training.** The stacks above are freshly initialized. Does the placement whose "
+        "stream depended less on the init gain also grow less while it learns? Train pre-LN and "
+        f"Peri-LN side by side, as Shapes' race trains ({GROWTH_RACE.depth} blocks of width "
+        f"{GROWTH_RACE.d_model}, Adam, {GROWTH_RACE.steps} steps of the reverse task), and "
+        "follow ‖W‖ and the stream's mean square at every step.")
+    run_growth, stop_growth = run_stop_buttons(
+        "pl_race", run_help="Train both stacks from the sidebar's seed.",
+        stop_help="Stop the training; the curves so far are kept and shown.")
+    raced = race_panel("pl_race", growth_race(settings.seed), run_growth, stop_growth,
+                       idle="Press **Run** to train them (on a shared server it waits its "
+                            "turn behind other learners' heavy work).", key="pl_race_chart")
+    if raced is not None:
+        show_figure(charts.placement.growth_figure, raced.curves, key="pl_growth")
+        st.markdown(growth_text(raced, faster))
 st.page_link("app_pages/shapes.py", icon=":material/view_in_ar:",
              label="Shapes and transformer blocks: post-LN against pre-LN in more detail, "
                    "and a training race")

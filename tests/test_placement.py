@@ -416,3 +416,92 @@ def test_a_weight_norms_change_is_printed_so_that_it_shows():
     assert norm_change(np.array([10.04, 10.0412])) == "10.04 → 10.041 (+0.012 %)"
     assert norm_change(np.array([2.0, 1.0])) == "2 → 1 (−50 %)"
     assert apart(1.0, 1.0) == ("1", "1")
+
+
+# --- Section 1 in training: pre-LN against Peri-LN --------------------------------------------
+
+
+def test_a_peri_ln_race_records_the_weights_and_the_stream_as_they_are_before_each_step() -> None:
+    """Peri-LN trains with its output norms (γ and β of its own); before the first step ‖W‖ is
+    the norm of the freshly drawn block matrices and the stream's mean square is that of the
+    first batch through the untrained model, computed here from the same seed and batch."""
+    from lnviz.lessons.shapes import (
+        BLOCK_MATRICES,
+        RACE_SEQ_LEN,
+        RACE_VOCAB,
+        Race,
+        RaceConfig,
+        init_race_model,
+        race_stream,
+    )
+
+    config = RaceConfig(entrants=("pre-LN", "Peri-LN"), depth=2, steps=3, seeds=1, seed=4)
+    race = Race(config)
+    race.advance(3)
+    result = race.result()
+    for entrant in config.entrants:
+        fresh = init_race_model(config, entrant, 4)
+        assert ("ln1o_weight" in fresh["blocks"][0]) == (entrant == "Peri-LN")
+        norm = math.sqrt(sum(float(torch.linalg.matrix_norm(b[name]) ** 2)
+                             for b in fresh["blocks"] for name in BLOCK_MATRICES))
+        curve = result.curves[entrant]
+        assert curve["weight norm"][0] == pytest.approx(norm, rel=1e-6)
+        tokens = torch.randint(RACE_VOCAB, (config.batch, RACE_SEQ_LEN),
+                               generator=torch.Generator().manual_seed(5))  # the seed + 1
+        with torch.no_grad():
+            stream = race_stream(fresh, tokens)
+        assert curve["stream"][0] == pytest.approx(float(stream.double().square().mean()),
+                                                   rel=1e-5)
+        assert len(curve["weight norm"]) == len(curve["stream"]) == 3
+        assert curve["weight norm"][1] != curve["weight norm"][0]  # Adam moved the weights
+
+
+def _result(pre: tuple[float, float], peri: tuple[float, float], weights=(83.15, 85.6)):
+    """A finished two-step race's curves: the stream's mean square first and last."""
+    from lnviz.lessons.placement import GROWTH_RACE
+    from lnviz.lessons.shapes import RaceResult
+
+    curves = {name: {"loss": [2.0, 1.0], "accuracy": [0.1, 0.9], "weight norm": list(weights),
+                     "stream": list(stream)} for name, stream in (("pre-LN", pre),
+                                                                  ("Peri-LN", peri))}
+    return RaceResult(GROWTH_RACE, curves, 2, False, 1.0)
+
+
+def test_the_growth_text_reads_the_race_and_the_gain_experiment() -> None:
+    """The measured run's numbers (12 blocks, 300 steps, seed 0: pre-LN 13.8 → 205, Peri-LN
+    28.7 → 105, ‖W‖ 83.15 → 85.6), and each way the comparison can fall."""
+    from lnviz.lessons.placement import growth_text
+
+    text = growth_text(_result((13.78, 204.8), (28.72, 105.3)), "pre-LN")
+    assert "pre-LN's ‖W‖ went from 83.15 to 85.6" in text
+    assert "from 13.8 to 205 (14.9×)" in text and "from 28.7 to 105 (3.67×)" in text
+    assert "barely moved (at most 2.9%)" in text
+    assert "Peri-LN's stream grew less in training (3.67× against 14.9×), as its smaller" in text
+    assert text.endswith("not a measurement of it.")
+    unlike = growth_text(_result((13.78, 204.8), (28.72, 105.3)), "Peri-LN")
+    assert "though the init gain above did not single it out" in unlike
+    grown = growth_text(_result((10.0, 20.0), (10.0, 80.0), weights=(80.0, 120.0)), None)
+    assert "The weights grew by up to 50%" in grown and "pre-LN's stream grew less" in grown
+
+
+def test_the_page_trains_pre_ln_and_peri_ln_and_says_what_grew(monkeypatch) -> None:
+    """Section 1's training on the page, on request (a two-block, five-step race here: the
+    figure and the sentence are the page's for any race)."""
+    from pageutil import figures, open_page
+
+    import lnviz.lessons.placement as lesson
+    from lnviz.lessons.shapes import RaceConfig
+
+    tiny = RaceConfig(entrants=("pre-LN", "Peri-LN"), depth=2, steps=5, seeds=1)
+    monkeypatch.setattr(lesson, "GROWTH_RACE", tiny)
+    at = open_page(PAGE, {"pl_depth": "6"}, timeout=120)
+    at.radio(key="pl_guess").set_value("Peri-LN's").run()
+    assert any("Press **Run** to train them" in i.value for i in at.info)
+    at.button(key="pl_race_run").click().run(timeout=120)
+    assert not at.exception, at.exception
+    growth = next(f for f in figures(at)
+                  if f["layout"]["annotations"][0]["text"].startswith("‖W‖"))
+    assert [t["name"] for t in growth["data"]] == ["pre-LN", "pre-LN", "Peri-LN", "Peri-LN"]
+    shown = " ".join(m.value for m in at.markdown)
+    assert "Over 5 steps, pre-LN's ‖W‖ went from" in shown
+    assert "One seed and one small task" in shown

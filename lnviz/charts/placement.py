@@ -148,3 +148,28 @@ def scale_figure(labels: Sequence[str], weight_norm: Sequence[np.ndarray],
     layout["yaxis3"].update(rangemode="tozero")
     layout.update(height=400, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
     return figure(data, layout)
+
+
+def growth_figure(curves: dict[str, dict[str, list[float]]]) -> go.Figure:
+    """A training race's ‖W‖ (left) and the mean square of the stream leaving the last block
+    (right, log axis) before each step, one line per placement."""
+    layout, refs = panel_grid(["‖W‖, every block's matrices", "stream's mean square, last block"],
+                              gap=0.1)
+    data = []
+    for entrant, curve in curves.items():
+        color = variant_color(entrant)
+        for (xref, yref), key, name in ((refs[0], "weight norm", "‖W‖"),
+                                        (refs[1], "stream", "mean square")):
+            values = np.asarray(curve[key], dtype=np.float64)
+            data.append(dict(type="scatter", mode="lines", x=np.arange(len(values)),
+                             y=compact(values), name=entrant, legendgroup=entrant,
+                             showlegend=key == "stream", line=dict(color=color, width=2),
+                             xaxis=xref, yaxis=yref,
+                             hovertemplate=f"step %{{x}}: {name} %{{y:.4g}}<extra>{entrant}"
+                                           "</extra>"))
+    for xaxis, _ in axis_ids(refs):
+        layout[xaxis]["title"] = dict(text="step")
+    streams = [curve["stream"] for curve in curves.values()]
+    layout["yaxis2"].update(log_ticks(*streams))
+    layout.update(height=360, margin=dict(t=40, b=10), legend=LEGEND_BELOW)
+    return figure(data, layout)

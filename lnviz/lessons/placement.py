@@ -25,12 +25,20 @@ import torch.nn.functional as F
 
 from lnviz.devices import to_numpy
 from lnviz.lessons.common import Paper, apart, short
-from lnviz.lessons.shapes import PLACEMENTS, StackConfig, depth_profiles, gradient_norms
+from lnviz.lessons.shapes import (
+    PLACEMENTS,
+    RaceConfig,
+    RaceResult,
+    StackConfig,
+    depth_profiles,
+    gradient_norms,
+)
 from lnviz.models.bert import MiniLM, ModelRun
 from lnviz.norms import layer_norm
 
 __all__ = [
     "GAINS",
+    "GROWTH_RACE",
     "INIT_SCALES",
     "LAARHOVEN",
     "LOSS_WINDOW",
@@ -53,6 +61,8 @@ __all__ = [
     "gain_sensitivity",
     "gain_table",
     "grows_faster",
+    "growth_race",
+    "growth_text",
     "learns",
     "norm_change",
     "normalized_adds",
@@ -166,6 +176,54 @@ def normalized_adds(result: Placements) -> tuple[float, float]:
 
 def _number(value: float) -> str:
     return "overflowed" if not math.isfinite(value) else f"{value:.3g}"
+
+
+#: Section 1's training: pre-LN against Peri-LN, trained side by side as Shapes' race trains
+#: (Adam, the reverse task, width 64), 12 blocks for 300 steps.
+GROWTH_RACE = RaceConfig(entrants=("pre-LN", "Peri-LN"), depth=12, steps=300, seeds=1)
+
+
+def growth_race(seed: int = 0) -> RaceConfig:
+    """:data:`GROWTH_RACE` from ``seed``."""
+    return replace(GROWTH_RACE, seed=seed)
+
+
+def growth_text(result: RaceResult, gain_faster: str | None) -> str:
+    """What the race's ‖W‖ and stream did, per placement, first step against last, and what
+    that says about the init-gain experiment above (``gain_faster``: the placement whose
+    stream depended more on the gain there, :func:`grows_faster`), in the race's numbers."""
+    if result.steps_done < 2:
+        return ""
+    parts, grew = [], {}
+    for entrant in result.config.entrants:
+        curve = result.curves[entrant]
+        w0, w1 = apart(curve["weight norm"][0], curve["weight norm"][-1], 4)
+        s0, s1 = curve["stream"][0], curve["stream"][-1]
+        grew[entrant] = s1 / s0
+        parts.append(f"{entrant}'s ‖W‖ went from {w0} to {w1} and its stream's mean square from "
+                     f"{short(s0)} to {short(s1)} ({short(s1 / s0)}×)")
+    text = (f"Over {result.steps_done} steps, " + "; ".join(parts) + ". ")
+    weights = [result.curves[e]["weight norm"] for e in result.config.entrants]
+    change = max(abs(w[-1] / w[0] - 1) for w in weights)
+    if change < 0.1:
+        text += (f"The weights' overall size barely moved (at most {change:.1%}), so what grew "
+                 "is what the sublayers add: training turns the weights toward directions "
+                 "that add more to the stream. ")
+    else:
+        text += f"The weights grew by up to {change:.0%}, and what the sublayers add with them. "
+    if {"pre-LN", "Peri-LN"} <= set(grew):
+        steadier = "Peri-LN" if grew["Peri-LN"] < grew["pre-LN"] else "pre-LN"
+        other = "pre-LN" if steadier == "Peri-LN" else "Peri-LN"
+        text += (f"{steadier}'s stream grew less in training ({short(grew[steadier])}× "
+                 f"against {short(grew[other])}×)"
+                 + (", as its smaller dependence on the init gain above foretold: a larger "
+                    "gain at step 0 stands in for sublayers that add more, which is what "
+                    "training makes them do"
+                    + (", and Peri-LN normalizes what each adds." if steadier == "Peri-LN"
+                       else ".")
+                    if gain_faster == other else
+                    ", though the init gain above did not single it out."))
+    return text + " One seed and one small task: a sketch of the effect, not a measurement of it."
 
 
 def placement_findings(result: Placements, sensitivity: dict[str, np.ndarray],

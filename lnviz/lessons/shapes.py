@@ -839,10 +839,17 @@ SOLVED_ACCURACY, SOLVED_WINDOW = 0.9, 10
 #: The models a race can train, by name: where the norms sit (:data:`PLACEMENTS`) and what
 #: they compute (:data:`NORM_KINDS`). "no norm" has none at all.
 ENTRANTS = {"post-LN": ("post-LN", "LayerNorm"), "pre-LN": ("pre-LN", "LayerNorm"),
+            "Peri-LN": ("Peri-LN", "LayerNorm"),
             "pre-RMSNorm": ("pre-LN", "RMSNorm"), "pre-DyT": ("pre-LN", "DyT"),
             "no norm": ("none", "LayerNorm")}
+#: The weight matrices of a block whose size :class:`Race` follows (``weight norm``).
+BLOCK_MATRICES = ("wq", "wk", "wv", "wo", "w1", "w2")
 #: What replaces LayerNorm, raced in the pre-norm position: Beyond LayerNorm's race.
 NORM_RACE = ("pre-LN", "pre-RMSNorm", "pre-DyT", "no norm")
+#: What a race records at every step of every model: its loss and token accuracy on that step's
+#: batch, and before the step ‖W‖ (:func:`weight_norm`) and the mean square of the stream
+#: leaving the last block.
+RACE_CURVES = ("loss", "accuracy", "weight norm", "stream")
 #: The most seeds a race trains each model from.
 RACE_MAX_SEEDS = 5
 
@@ -931,6 +938,8 @@ def init_race_model(config: RaceConfig, entrant: str, seed: int | None = None
     for _ in range(config.depth):
         params = init_block(d, 1.0, generator, dtype=torch.float32)
         params |= norm_params("ln1") | norm_params("ln2")
+        if variant in ("Peri-LN", "OLMo-2"):  # and a norm on what each sublayer adds
+            params |= norm_params("ln1o") | norm_params("ln2o")
         blocks.append(params)
     top = {
         "embed": torch.randn(RACE_VOCAB, d, generator=generator) * math.sqrt(0.5),
@@ -944,13 +953,29 @@ def init_race_model(config: RaceConfig, entrant: str, seed: int | None = None
     return {"variant": variant, "kind": kind, "blocks": blocks, "top": top}
 
 
-def race_logits(model: dict[str, object], tokens: torch.Tensor) -> torch.Tensor:
-    """(batch, seq) digits → (batch, seq, vocab) logits."""
+def race_stream(model: dict[str, object], tokens: torch.Tensor) -> torch.Tensor:
+    """(batch, seq) digits → the residual stream leaving the last block, (batch, seq, d)."""
     top, variant, kind = model["top"], model["variant"], model["kind"]
     x = top["embed"][tokens] + top["position"]
     for params in model["blocks"]:
         x = block(x, params, variant, impl="fast", kind=kind)[0]
+    return x
+
+
+def race_logits(model: dict[str, object], tokens: torch.Tensor,
+                stream: torch.Tensor | None = None) -> torch.Tensor:
+    """(batch, seq) digits → (batch, seq, vocab) logits (from ``stream``, the tokens'
+    :func:`race_stream`, where given)."""
+    top, variant, kind = model["top"], model["variant"], model["kind"]
+    x = race_stream(model, tokens) if stream is None else stream
     return final_norm(x, variant, top, impl="fast", kind=kind) @ top["head"].T
+
+
+def weight_norm(model: dict[str, object]) -> float:
+    """‖W‖: the Frobenius norm of every block's weight matrices (:data:`BLOCK_MATRICES`)
+    together."""
+    return math.sqrt(sum(float(p[name].detach().square().sum())
+                         for p in model["blocks"] for name in BLOCK_MATRICES))
 
 
 def _parameters(model: dict[str, object]) -> list[torch.Tensor]:
@@ -969,6 +994,9 @@ class _Runner:
         self.generator = torch.Generator().manual_seed(seed + 1)  # the same batches for all
         self.loss: list[float] = []
         self.accuracy: list[float] = []
+        # before each step: ‖W‖ and the mean square of the stream leaving the last block
+        self.weight_norm: list[float] = []
+        self.stream: list[float] = []
 
     @property
     def step(self) -> int:
@@ -978,7 +1006,10 @@ class _Runner:
         config = self.config
         tokens = torch.randint(RACE_VOCAB, (config.batch, RACE_SEQ_LEN), generator=self.generator)
         target = race_targets(tokens, config.task)
-        logits = race_logits(self.model, tokens)
+        stream = race_stream(self.model, tokens)
+        self.weight_norm.append(weight_norm(self.model))
+        self.stream.append(float(stream.detach().double().square().mean()))
+        logits = race_logits(self.model, tokens, stream)
         loss = F.cross_entropy(logits.reshape(-1, RACE_VOCAB), target.reshape(-1))
         for group in self.optimizer.param_groups:
             group["lr"] = warmup_lr(self.step, config)
@@ -1005,9 +1036,10 @@ class RaceResult:
 
     Attributes:
         config: the settings it ran with.
-        curves: {entrant: {"loss": per step, "accuracy": token accuracy per step}}, the mean
-            over the seeds; each step's batch is fresh, so these are measured on sequences the
-            model had not seen.
+        curves: {entrant: {"loss": per step, "accuracy": token accuracy per step, "weight
+            norm": ‖W‖ before each step, "stream": the stream's mean square before each step}}
+            (:data:`RACE_CURVES`), the mean over the seeds; each step's batch is fresh, so these
+            are measured on sequences the model had not seen.
         steps_done: steps every model took.
         stopped: whether the learner stopped it before ``config.steps``.
         seconds: wall-clock time of the whole race (on a shared machine: a rough guide).
@@ -1179,7 +1211,8 @@ class Race(Chunked):
 
     def seed_curves(self, steps: int | None = None) -> dict[str, list[dict[str, list[float]]]]:
         """Each entrant's curves, one per seed (the first ``steps`` steps of each)."""
-        return {entrant: [{"loss": r.loss[:steps], "accuracy": r.accuracy[:steps]}
+        return {entrant: [{"loss": r.loss[:steps], "accuracy": r.accuracy[:steps],
+                           "weight norm": r.weight_norm[:steps], "stream": r.stream[:steps]}
                           for r in self.runners if r.entrant == entrant]
                 for entrant in self.config.entrants}
 
@@ -1189,7 +1222,7 @@ class Race(Chunked):
         for entrant, runs in self.seed_curves(steps).items():
             common = min(len(r["loss"]) for r in runs)
             means[entrant] = {key: list(np.mean([r[key][:common] for r in runs], axis=0))
-                              if common else [] for key in ("loss", "accuracy")}
+                              if common else [] for key in RACE_CURVES}
         return means
 
     def progress(self) -> RaceProgress:
