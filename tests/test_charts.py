@@ -312,6 +312,9 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             | {"none": np.full(6, np.nan)})),
         (c.placement.entropy_figure, c.placement.entropy_figure(
             np.logspace(-1, 2, 7), np.linspace(2.2, 0.0, 7), np.full(7, 1.63), 2.197, 16.0)),
+        (c.placement.growth_figure, c.placement.growth_figure(
+            {"pre-LN": {"weight norm": [83.15, 85.4, 85.7], "stream": [13.8, 185.0, 205.0]},
+             "Peri-LN": {"weight norm": [83.15, 85.3, 85.5], "stream": [28.7, 108.0, 105.0]}})),
         (c.placement.scale_figure, c.placement.scale_figure(
             ["scale 1, no decay", "scale 10, decay 0.01"],
             [np.linspace(8, 8.1, 5), np.linspace(80, 53, 5)],
@@ -330,6 +333,11 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             np.r_[np.linspace(0.6, 600, 12), np.full(18, 22_500.0)], np.linspace(0.06, 11, 30),
             ["The", "Ġcapital"], np.zeros(30, int), np.full(30, 507))),
         (c.smollm2.sink_figure, c.smollm2.sink_figure(np.linspace(0.3, 0.9, 30), 0.32)),
+        (c.smollm2.sink_link_figure, c.smollm2.sink_link_figure(
+            np.r_[np.zeros(507), 22_552.0, np.zeros(68)], np.tile(np.r_[np.zeros(507), 2.43,
+                                                                         np.zeros(68)], (2, 1)),
+            np.tile(np.linspace(-2.0, 2.0, 192), (2, 1)), np.array([0.87, 0.66, 0.65, 0.46]),
+            ["The", "One"], 507, 12, 0.32)),
         (c.smollm2.removals_figure, c.smollm2.removals_figure(
             ["0: block 0", "1: block 0", "2: final"],
             np.array([[4.2, 3.9, 4.6], [11.8, 10.1, 12.5], [433.0, 401.0, 460.0]]),
