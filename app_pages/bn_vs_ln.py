@@ -270,6 +270,10 @@ def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature:
     show_snippet(code, c)
 
 
+#: What parts 4 and 5 say until part 2's question is answered: they quote its measurements.
+WAITS_FOR_PART_2 = ("This part quotes what part 2 measures: answer part 2's question first "
+                    "(open “2 · One sample, many batches”).")
+
 # --- 4. Why it helps -----------------------------------------------------------------------------
 with folded("4 · Why does BatchNorm help? The story and the evidence", "bl_part4"):
     st.markdown(
@@ -291,38 +295,44 @@ with folded("4 · Why does BatchNorm help? The story and the evidence", "bl_part
         "learning rates stay stable. Read *reducing internal covariate shift* as the historical "
         "motivation, not as the established explanation; why normalization helps is still studied."
     )
-    st.markdown(batch_noise_text(sweep))
+    if mates_guess is None:
+        st.info(WAITS_FOR_PART_2, icon=":material/quiz:")
+    else:
+        st.markdown(batch_noise_text(sweep))
 
 
 # --- 5. The cheat-sheet ---------------------------------------------------------------------------
 with folded("5 · BatchNorm in practice: a cheat-sheet", "bl_part5"):
-    where = {
-        "small batches": [("app_pages/bn_vs_ln.py",
-                           "Part 2: one sample across batches",
-                           {"bl_part2": "true"}),
-                          ("app_pages/ln_lstm.py",
-                           "BN-LSTM against LN-LSTM at batch "
-                           f"{', '.join(map(str, SWEEP_DEFAULTS['batch_size']))}",
-                           {"tr_models": [MODEL_LABELS["bn-lstm"], MODEL_LABELS["ln-lstm"]],
-                            "tr_sweep": SWEEPS["batch_size"]})],
-        "evaluation mode": [("app_pages/bn_vs_ln.py",
-                             "Part 3: training against evaluation mode",
-                             {"bl_part3": "true"})],
-        "frozen statistics": [("app_pages/scale_shift.py",
-                               "Scale and shift: frozen statistics", {})],
-        "padding": [("app_pages/padding.py",
-                     "Padding and sequences: pad tokens and the mask",
-                     {})],
-        "CNN or transformer": [("app_pages/shapes.py",
-                                "Shapes: which dims share μ and σ²", {})],
-    }
-    for row in cheat_sheet(sweep):
-        st.markdown(f"**{row.rule}** {row.why}")
-        for page, label, query in where[row.topic]:
-            st.page_link(page, label=label, icon=":material/arrow_forward:",
-                         query_params=query or None)
-    st.caption("The numbers are this page's (part 2, at the sidebar's seed) and the papers' "
-               "reports; the linked pages show each point on data you can change.")
+    if mates_guess is None:
+        st.info(WAITS_FOR_PART_2, icon=":material/quiz:")
+    else:
+        where = {
+            "small batches": [("app_pages/bn_vs_ln.py",
+                               "Part 2: one sample across batches",
+                               {"bl_part2": "true"}),
+                              ("app_pages/ln_lstm.py",
+                               "BN-LSTM against LN-LSTM at batch "
+                               f"{', '.join(map(str, SWEEP_DEFAULTS['batch_size']))}",
+                               {"tr_models": [MODEL_LABELS["bn-lstm"], MODEL_LABELS["ln-lstm"]],
+                                "tr_sweep": SWEEPS["batch_size"]})],
+            "evaluation mode": [("app_pages/bn_vs_ln.py",
+                                 "Part 3: training against evaluation mode",
+                                 {"bl_part3": "true"})],
+            "frozen statistics": [("app_pages/scale_shift.py",
+                                   "Scale and shift: frozen statistics", {})],
+            "padding": [("app_pages/padding.py",
+                         "Padding and sequences: pad tokens and the mask",
+                         {})],
+            "CNN or transformer": [("app_pages/shapes.py",
+                                    "Shapes: which dims share μ and σ²", {})],
+        }
+        for row in cheat_sheet(sweep):
+            st.markdown(f"**{row.rule}** {row.why}")
+            for page, label, query in where[row.topic]:
+                st.page_link(page, label=label, icon=":material/arrow_forward:",
+                             query_params=query or None)
+        st.caption("The numbers are this page's (part 2, at the sidebar's seed) and the papers' "
+                   "reports; the linked pages show each point on data you can change.")
 
 
 if mates_guess is not None:  # its part 2 sentence is the answer to part 2's question

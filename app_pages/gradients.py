@@ -133,17 +133,19 @@ if note:
     st.warning(note, icon="⚠️")
 
 # --- Jacobian -----------------------------------------------------------------------------------
-st.subheader("The Jacobian ∂y/∂x")
-st.markdown(
-    "Every output against every input, with the batch flattened sample by sample. The "
-    "outlined squares are each sample's own block: an entry outside them means one sample's "
-    "output moves when *another* sample's input does."
-)
-if n * c <= GRADIENTS_MAX_JACOBIAN:
-    jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
-                 cached(norm_jacobian, x, norm, eps) for norm in GRAD_NORMS}
-    show_figure(charts.gradients.jacobian_figure, jacobians, n, key="gr_jac")
-    st.caption(jacobian_caption(jacobians, n))
+# after the question too: its caption says which inputs each norm ties together
+if guess is not None:
+    st.subheader("The Jacobian ∂y/∂x")
+    st.markdown(
+        "Every output against every input, with the batch flattened sample by sample. The "
+        "outlined squares are each sample's own block: an entry outside them means one sample's "
+        "output moves when *another* sample's input does."
+    )
+    if n * c <= GRADIENTS_MAX_JACOBIAN:
+        jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
+                     cached(norm_jacobian, x, norm, eps) for norm in GRAD_NORMS}
+        show_figure(charts.gradients.jacobian_figure, jacobians, n, key="gr_jac")
+        st.caption(jacobian_caption(jacobians, n))
 
 # --- Invariances --------------------------------------------------------------------------------
 # A fragment: its four controls rerun this section alone, not the gradients and Jacobians above.

@@ -130,13 +130,14 @@ if peak is not None:
     st.dataframe(across, hide_index=True, key="tf_across")
 
 # --- Outlier features -------------------------------------------------------------------------
-st.subheader("4 · A feature large in every token, and γ's part in it")
-st.caption("Outlier features: Kovaleva et al. 2021, “BERT Busters: Outlier Dimensions that "
-           "Disrupt Transformers”.")
-st.markdown(outlier_text(run))
-show_figure(charts.minilm.outlier_figure, [layer_label(n) for n in NAMES],
-            run.outliers.median, run.outliers.typical, view.gamma, run.outliers.feature,
-            massive.feature, layer_label(name), key="tf_outliers")
+if peak is not None:  # sections 4 to 7 name the first token too: after the answer
+    st.subheader("4 · A feature large in every token, and γ's part in it")
+    st.caption("Outlier features: Kovaleva et al. 2021, “BERT Busters: Outlier Dimensions that "
+               "Disrupt Transformers”.")
+    st.markdown(outlier_text(run))
+    show_figure(charts.minilm.outlier_figure, [layer_label(n) for n in NAMES],
+                run.outliers.median, run.outliers.typical, view.gamma, run.outliers.feature,
+                massive.feature, layer_label(name), key="tf_outliers")
 
 # --- Attention sink ---------------------------------------------------------------------------
 # Sections 5 and 6 are fragments: their controls rerun that section alone, not the model's run.
@@ -155,7 +156,8 @@ def attention_section(run: TransformerRun) -> None:
                 key="tf_attention")
 
 
-attention_section(run)
+if peak is not None:
+    attention_section(run)
 
 # --- Ablation ---------------------------------------------------------------------------------
 @st.fragment
@@ -178,20 +180,21 @@ def ablation_section(model: MiniLM, text: str, feature_default: int) -> None:
     st.dataframe(pairs, hide_index=True, key="tf_pairs")
 
 
-ablation_section(model, text, massive.feature)
+if peak is not None:
+    ablation_section(model, text, massive.feature)
 
 # --- int8 -------------------------------------------------------------------------------------
-st.subheader("7 · Why it matters for int8")
-st.caption("Dettmers et al. 2022, “LLM.int8(): 8-bit Matrix Multiplication for Transformers at "
-           "Scale”.")
-table, outliers = cached(int8_errors, run.records[chosen].input[0].numpy())
-st.markdown(f"The input of LayerNorm {chosen} ({layer_label(name)}) rounded to int8 with "
-            f"{defined('absmax')}, three ways. " + int8_text(table, outliers))
-show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),
-            table["values turned to 0"].to_numpy(),
-            table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")
-st.dataframe(table, hide_index=True, key="tf_int8_table")
-
+if peak is not None:
+    st.subheader("7 · Why it matters for int8")
+    st.caption("Dettmers et al. 2022, “LLM.int8(): 8-bit Matrix Multiplication for Transformers at "
+               "Scale”.")
+    table, outliers = cached(int8_errors, run.records[chosen].input[0].numpy())
+    st.markdown(f"The input of LayerNorm {chosen} ({layer_label(name)}) rounded to int8 with "
+                f"{defined('absmax')}, three ways. " + int8_text(table, outliers))
+    show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),
+                table["values turned to 0"].to_numpy(),
+                table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")
+    st.dataframe(table, hide_index=True, key="tf_int8_table")
 st.info("**Try this.** Pick another example or type your own sentence and watch section 3: the "
         "numbers are recomputed for every sentence. Switch the LayerNorm to one after "
         "attention and look at γ in section 4. In section 6, remove the feature named in "

@@ -150,7 +150,7 @@ if guess is not None:
                             "turn behind other learners' heavy work).", key="pl_race_chart")
     if raced is not None:
         show_figure(charts.placement.growth_figure, raced.curves, key="pl_growth")
-        st.markdown(growth_text(raced, faster))
+        st.markdown(growth_text(raced))
 st.page_link("app_pages/shapes.py", icon=":material/view_in_ar:",
              label="Shapes and transformer blocks: post-LN against pre-LN in more detail, "
                    "and a training race")

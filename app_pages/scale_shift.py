@@ -89,6 +89,9 @@ if guess is not None:
                 (grid.input_counts, grid.input_mean, grid.input_std), key="ss_grid_chart")
     st.caption(grid_caption(grid, samples))
 
+#: What parts 2 to 4 say until part 1's question is answered: each shows its answer.
+WAITS_FOR_PART_1 = "This part shows part 1's answer: answer the question in part 1 first."
+
 # --- 2. Your own γ and β -------------------------------------------------------------------------
 # A fragment, like sections 3 and 5: γ and β (the live controls) rerun this section and the
 # PyTorch code at the end alone. It is called last, once the code's container exists.
@@ -97,10 +100,14 @@ free_box = folded("2 · Your own γ and β", "ss_part2")
 
 @st.fragment
 def free_section(box: DeltaGenerator, code: DeltaGenerator, samples: int, seed: int, device: str,
-                 dtype: str) -> None:
+                 dtype: str, answered: bool) -> None:
+    values = live_values(FREE_VALUES)
+    gamma, beta = values["ss_gamma"], values["ss_beta"]
+    if not answered:  # the histogram's title gives part 1's answer
+        box.info(WAITS_FOR_PART_1, icon=":material/quiz:")
+        code.code(scale_shift_snippet(gamma, beta, samples, SAMPLES, FEATURES), language="python")
+        return
     with box:
-        values = live_values(FREE_VALUES)
-        gamma, beta = values["ss_gamma"], values["ss_beta"]
         one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=seed, bins=FREE_BINS,
                      span=FREE_SPAN, device=device, dtype=dtype)
         panel = affine_panel(
@@ -147,10 +154,14 @@ def per_feature(x: torch.Tensor) -> None:
 
 x, next_x = feature_batches(settings.seed, SAMPLES, FEATURES, settings.device, settings.dtype)
 with folded("3 · One γ and β per feature", "ss_part3"):
-    per_feature(x)
+    if guess is None:
+        st.info(WAITS_FOR_PART_1, icon=":material/quiz:")
+    else:
+        per_feature(x)
 
 # --- 4. Undoing the normalization -------------------------------------------------------------
-with folded("4 · When γ and β can undo the normalization", "ss_part4"):
+def undoing(x: torch.Tensor, next_x: torch.Tensor) -> None:
+    """Part 4: when γ and β give the input back, on this batch and the next."""
     st.markdown(
         "Choose γ = √(σ² + ε) and β = μ, and γ·x̂ + β = (x − μ) + μ = x: the inputs those μ and σ "
         "were computed from come back exactly. The formula tutorial reads this as the layer being "
@@ -207,6 +218,13 @@ with folded("4 · When γ and β can undo the normalization", "ss_part4"):
                "removes each sample's own mean and spread, in training and in evaluation alike.")
 
 
+with folded("4 · When γ and β can undo the normalization", "ss_part4"):
+    if guess is None:
+        st.info(WAITS_FOR_PART_1, icon=":material/quiz:")
+    else:
+        undoing(x, next_x)
+
+
 # --- 5. Two betas in an LN-LSTM ---------------------------------------------------------------
 @st.fragment
 def two_betas_section(seed: int, device: str, dtype: str) -> None:
@@ -245,7 +263,7 @@ st.info(
     "and the gate values on the right do not move at all.", icon="🧪")
 
 free_section(free_box, folded("The same in PyTorch", "ss_code").empty(), samples, settings.seed,
-             settings.device, settings.dtype)
+             settings.device, settings.dtype, guess is not None)
 
 from lnviz.ui.path import path_link  # noqa: E402  (last: the way back to the Start-here path)
 

@@ -57,10 +57,7 @@ page_title("app_pages/shapes.py")
 st.markdown(
     "LayerNorm's one structural choice is **which trailing dims share a mean and a variance**: "
     "`normalized_shape` names them, counted from the end of the tensor. Every index of the "
-    "dims in front of them gets its own statistics, so the batch stays out of them only while "
-    "it is one of those dims: always in (batch, seq, features), but not in the two-word notes' "
-    "(words, "
-    "batch, embedding) once the last 2 dims are chosen. The second half of this page puts "
+    "dims in front of them gets its own statistics. The second half of this page puts "
     "LayerNorm inside a transformer block and follows what its position does to the "
     "activations, to the gradients and to training."
 )

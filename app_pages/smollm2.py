@@ -15,6 +15,7 @@ from lnviz.lessons.smollm2 import (
     PRESETS,
     REFERENCE_TEXT,
     REFERENCE_TEXTS,
+    SURENESS_OPTIONS,
     SURVIVES_OPTIONS,
     SWEEP_TOKEN_RUNS,
     TOKEN_RUNS,
@@ -29,6 +30,7 @@ from lnviz.lessons.smollm2 import (
     removals,
     sink_link,
     sink_link_text,
+    sureness_answer,
     survives_answer,
     sweep_table,
     sweep_work,
@@ -83,12 +85,15 @@ st.markdown(token_line([bpe_piece(t) for t in seen.tokens]))  # "␣" a space, a
 
 # --- 1. The next token ------------------------------------------------------------------------
 st.subheader("1 · What comes next")
-guess = seen.prediction
-show_figure(charts.smollm2.prediction_figure, guess.tokens, guess.probabilities,
-            key="sl_prediction")
-st.markdown(f"The most likely next token is {shown(guess.tokens[0])}, with probability "
-            f"{guess.probabilities[0]:.0%}; the five most likely hold "
-            f"{sum(guess.probabilities):.0%} between them.")
+sure = prediction(
+    "how likely does the model find its most likely next token after this prompt?",
+    SURENESS_OPTIONS, key="sl_next_guess", what="its five most likely next tokens",
+    help=f"The model gives every token of its {model.config.vocab_size:,} a probability; the "
+         "largest is its best guess.")
+if sure is not None:
+    st.markdown(sureness_answer(seen.prediction, shown).reply(sure))
+    show_figure(charts.smollm2.prediction_figure, seen.prediction.tokens,
+                seen.prediction.probabilities, key="sl_prediction")
 
 # --- 2. A massive activation -------------------------------------------------------------------
 # Parts 2 to 5 are lazy: each costs model runs (part 3 loads all-MiniLM-L6-v2 as well), so each

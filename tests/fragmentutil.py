@@ -41,14 +41,21 @@ class FragmentControl(NamedTuple):
     nth: int = 0
     #: a button to press first, after every opening, for a section that needs it (a training)
     setup: str | None = None
+    #: the answer to click first in the page's "Before you look" question, for a section that
+    #: waits for it
+    guess: str | None = None
 
+
+#: Scale and shift's parts 2 and 3 wait for part 1's answer (tests/layoututil.py checks its
+#: replies): any answer opens them.
+SCALE_SHIFT_ANSWER = "mean β, standard deviation |γ|"
 
 FRAGMENT_CONTROLS = {
     "gradients-shift": FragmentControl("/gradients", "slider", "Shift", "3.50", r"gr_shift=3\.5",
                                        3.5),
     # the parts of a folded page that hold the controls are opened by the address
     "scale-shift-gamma0": FragmentControl(SCALE_SHIFT, "slider", "γ_0", "0.60", r"ss_g0=0\.6",
-                                          0.6),
+                                          0.6, guess=SCALE_SHIFT_ANSWER),
     "epsilon-cancellation": FragmentControl("/epsilon", "slider", "Row length", "1024",
                                             r"ep_csize=1024", 1024, nth=1),
     "padding-feature": FragmentControl("/padding", "select", "Feature", "2", r"pd_feat=2", 2),
@@ -74,7 +81,7 @@ FRAGMENT_CONTROLS = {
                                       r"bl_steps=11", 11),
     # a live control (lnviz.ui.live): it announces its value as "γ = 1.6"
     "scale-shift-gamma": FragmentControl(SCALE_SHIFT, "slider", "γ (scale)", "γ = 1.6",
-                                         r"ss_gamma=1\.6", 1.6),
+                                         r"ss_gamma=1\.6", 1.6, guess=SCALE_SHIFT_ANSWER),
     # a live control (lnviz.ui.live): it announces its value as "ε = 1e-4"
     "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "ε = 1e-4",
                                    r"ep_eps=1e-4", 1e-4),
@@ -97,6 +104,10 @@ def fragment_control(page: Page, control: FragmentControl):
 
 def open_fragment_control(page: Page, url: str, control: FragmentControl):
     page.goto(url)
+    if control.guess:
+        page.locator('[data-testid="stRadio"]', has_text="Before you look").get_by_text(
+            control.guess, exact=True).click(timeout=TIMEOUT_MS)
+        wait_idle(page)
     if control.setup:
         button = page.get_by_role("button", name=control.setup, exact=True)
         expect(button).to_be_visible(timeout=TIMEOUT_MS)

@@ -48,7 +48,7 @@ GUESSED: dict[str, tuple[list[str | Guess], int | None]] = {
     "bn_vs_ln": ([Guess("BatchNorm's only", "both", "2 · One sample, many batches")], None),
     "geometry": ([Guess("all on one point", "each on a point of its own")], None),
     "padding": ([Guess("closer to the pads' value", "where it was")], None),
-    "epsilon": ([Guess("off by more than 100%, or negative", "within 1%")], None),
+    "epsilon": ([Guess("1% or more off, perhaps even negative", "within 1% of it")], None),
     "scale_shift": ([Guess("mean β, standard deviation |γ|", "mean γ, standard deviation |β|")],
                     None),
     "gradients": ([Guess("one feature's column", "one sample's row")], None),

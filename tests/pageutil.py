@@ -29,7 +29,7 @@ ALL_PAGES = [p.path for pages in PAGES.values() for p in pages]
 #: answered (no extra run): each answer's reply is tested in the page's own tests, right and
 #: wrong. Beyond's and Where the norm sits' tests answer their questions themselves.
 ANSWERS: dict[str, dict[str, str]] = {
-    "app_pages/epsilon.py": {"ep_cancel_guess": "off by more than 100%, or negative"},
+    "app_pages/epsilon.py": {"ep_cancel_guess": "1% or more off, perhaps even negative"},
     "app_pages/padding.py": {"pd_guess": "closer to the pads' value"},
     "app_pages/gradients.py": {f"gr_guess_{kind}": "one feature's column"
                                for kind in ("one-hot", "ones", "random")},
@@ -38,7 +38,7 @@ ANSWERS: dict[str, dict[str, str]] = {
     "app_pages/minilm.py": {f"tf_guess_{k}": "the first token" for k in range(13)},
     # SmolLM2's part 4: the break's question for every norm and way to break it (its third
     # question, which runs all four ways, only where a test asks it)
-    "app_pages/smollm2.py": {"sl_massive_guess": "the first token",
+    "app_pages/smollm2.py": {"sl_next_guess": "over 75%", "sl_massive_guess": "the first token",
                              **{f"sl_stays_guess_{name}_{how}": "it changes"
                                 for name in rms_norm_names() for how in BREAKS}},
     "app_pages/bn_vs_ln.py": {"bl_guess": "BatchNorm's only"},

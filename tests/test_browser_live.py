@@ -33,6 +33,7 @@ from browserutil import (
     wait_idle,
 )
 from fragmentutil import (
+    SCALE_SHIFT_ANSWER,
     check_fragment_controls,
     code_follows_both_fragments,
     sidebar_reruns_the_whole_page,
@@ -485,6 +486,9 @@ def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -
     from lnviz.lessons.scale_shift import scale_shift_grid
 
     page.goto(f"{server}{SCALE_SHIFT}&ss_gamma=0.15&ss_beta=-0.05")
+    # part 2 waits for part 1's question (the replies: tests/layoututil.py's GUESSED)
+    page.locator('[data-testid="stRadio"]', has_text="Before you look").get_by_text(
+        SCALE_SHIFT_ANSWER, exact=True).click(timeout=TIMEOUT_MS)
     panel = page.locator(".lv-affine")
     expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     wait_idle(page)

@@ -27,12 +27,15 @@ except ImportError:  # the browser fixture skips (or fails) the tests
 pytestmark = pytest.mark.browser
 
 
-def _open(page: Page, url: str, charts: int = 1) -> None:
-    """Open ``url``: the prediction's chart, and one more per folded part the address opens."""
+def _open(page: Page, url: str) -> None:
+    """Open ``url`` and answer part 1's question (right, then wrong, or the other way round):
+    then the prediction's chart is there."""
     page.goto(url)
     expect(page.locator(TITLE).first).to_have_text("Inside a real LLM", timeout=TIMEOUT_MS)
-    expect(page.locator(CHARTS)).to_have_count(charts, timeout=TIMEOUT_MS)
     wait_idle(page)
+    expect(page.locator(CHARTS)).to_have_count(0)  # the question first
+    answer_both_ways(page, "most likely next token after this prompt", "under 25%")
+    expect(page.locator(CHARTS)).to_have_count(1, timeout=TIMEOUT_MS)
     assert_no_exception(page)
 
 
@@ -44,7 +47,7 @@ def test_two_sessions_share_the_model_and_each_follows_its_prompt(
 
     other = browser.new_context().new_page()  # a second learner: a session of its own
     try:
-        # part 2 opened by the link: its question first, the figure after the answer
+        # part 2 opened by the link: its question too, the figures after the answer
         _open(other, f"{server}/smollm2?sl_text=One%2C+two%2C+three%2C+four%2C&sl_part2=true")
         expect(other.locator('[data-testid="stMain"]')
                .get_by_text("The most likely next token is ␣five")).to_be_visible()

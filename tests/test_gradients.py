@@ -422,6 +422,21 @@ def test_the_reach_question_reads_torchs_gradient(kind, cell, option):
         assert f"LayerNorm's stays in row {cell[0]}" in answer.reason
 
 
+@pytest.mark.parametrize("eps", [1e-5, 0.0])
+def test_at_a_batch_of_two_the_reach_reply_says_batchnorm_answers_plus_or_minus_one(eps):
+    """Two samples: BatchNorm's x̂ is ±1 up to ε whatever x, so whatever the pattern of the tiny
+    gradient left, the reply explains the pair, with the gradient's size."""
+    from lnviz.lessons.gradients import reach_answer
+
+    x = gradient_input(2, 4, seed=0)
+    upstream = upstream_gradient((2, 4), "one-hot", cell=(0, 1), seed=0)
+    grad = gradient_report(x, upstream, eps).by_norm["BatchNorm"].grad_input
+    answer = reach_answer(grad, "one-hot", (0, 1))
+    assert answer.reason.startswith("With two samples, BatchNorm's x̂ of each feature is ±1")
+    assert f"the largest |∂L/∂x| is {np.abs(grad).max():.2g}" in answer.reason
+    assert np.abs(grad).max() < 0.01  # ε's doing alone
+
+
 def test_the_page_asks_where_the_gradient_goes_before_it_draws_it():
     """A shared link opens the question with both norms' gradients held back; every option
     gets its reply, "Right" for feature 0's column; another upstream gradient asks again."""

@@ -47,6 +47,8 @@ def test_cls_feature_99_dominates_the_first_ffn_layer_norm_input(runs, text: str
     assert m.share[0] > 0.9
     # the LN divides the row by σ ≈ 11 and squashes the row's other features
     assert 10 < m.sigma < 12.5
+    # its x̂ before γ and β: near LayerNorm's bound √(C − 1) = √383 ≈ 19.57 for one value
+    assert 19 < m.x_hat <= 383 ** 0.5 + 1e-4
     assert m.row_others < 0.2 * m.rest_others
     # across layers it stays large, then fades: large in layers 0-2, small by layer 5
     assert m.per_layer[:3].min() > 100 and m.per_layer[5] < 20
@@ -72,6 +74,9 @@ def test_massive_text_states_the_runs_numbers(runs) -> None:
     text = tf.massive_text(run)
     assert "“[CLS]” (token 0) has **222.5** in feature **99**" in text
     assert f"σ = **{run.massive.sigma:.3g}**" in text
+    m = run.massive
+    assert (f"feature 99's x̂ is {m.x_hat:.3g}, which γ and β there turn into "
+            f"{m.out_value:.3g}") in text
     assert "223, 121, 191, 76.5, 23, 10.9" in text
     # the short sentence: [CLS] holds more than half of Σx² in layers 0-4, said as computed
     short = tf.massive_text(runs["a"])

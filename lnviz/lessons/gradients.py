@@ -103,7 +103,12 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
         option = REACH_OPTIONS[4]
     statistics = (f"BatchNorm normalizes each feature with its μ and σ over all {n_rows} "
                   "samples")
-    if option == REACH_OPTIONS[0] and kind == "ones":
+    if n_rows == 2:
+        reason = ("with two samples, BatchNorm's x̂ of each feature is ±1 up to ε whatever x "
+                  "is: (x₁ − x₂)/√((x₁ − x₂)² + 4ε) and its negative. So the loss hardly "
+                  f"depends on x: the largest |∂L/∂x| is {largest:.2g}, all of it ε's doing "
+                  "(0 at ε = 0).")
+    elif option == REACH_OPTIONS[0] and kind == "ones":
         reason = (f"{statistics}, so each feature's x̂ sums to 0 over the batch whatever x is; "
                   "L = Σ y weighs every value alike, so L does not change with x at all "
                   f"(largest |∂L/∂x|: {largest:.1g}).")

@@ -137,9 +137,10 @@ class Massive:
         per_layer_median: the median |x| of each of those inputs (6,).
         share: the token's share of Σx² in each of those inputs (6,).
         sigma: σ of the token's row at layer 0's feed-forward LN, what the LN divides it by.
-        out_value: the LN's output at (token, feature).
+        out_value: the LN's output at (token, feature), after γ and β.
         row_others, rest_others: median |x̂| of the token's other features, and of every other
             token's features: how much the LN squashed the rest of that row.
+        x_hat: x̂ at (token, feature), before γ and β.
     """
 
     feature: int
@@ -153,6 +154,7 @@ class Massive:
     out_value: float
     row_others: float
     rest_others: float
+    x_hat: float
 
     @property
     def ratio(self) -> float:
@@ -271,7 +273,8 @@ def _massive(run: ModelRun, grids: list[np.ndarray], names: list[str]) -> Massiv
                    per_layer, per_layer_median, share, sigma,
                    float(run.records[k].output[0, token, feature]),
                    float(np.median(np.abs(others))),
-                   float(np.median(np.abs(rest))) if rest.size else float("nan"))
+                   float(np.median(np.abs(rest))) if rest.size else float("nan"),
+                   float(x_hat[token, feature]))
 
 
 def _outliers(run: ModelRun, grids: list[np.ndarray], massive_feature: int) -> Outliers:
@@ -544,9 +547,10 @@ def massive_text(run: TransformerRun) -> str:
     return (f"At layer 0's feed-forward LayerNorm, {_token(run, m.token)} has **{m.value:.4g}** "
             f"in feature **{m.feature}**: {m.ratio:,.0f} times the median |x| of "
             f"{m.median:.3g}. Through the layers' feed-forward LayerNorms that value is "
-            f"{values}. {held} The LayerNorm divides that row by its σ = **{m.sigma:.3g}**: "
-            f"feature {m.feature} leaves it as {m.out_value:.3g}, and the row's other features "
-            f"are squashed to a median |x̂| of {m.row_others:.3g}"
+            f"{values}. {held} The LayerNorm divides that row by its σ = **{m.sigma:.3g}** "
+            f"(after subtracting its μ): feature {m.feature}'s x̂ is {m.x_hat:.3g}, which γ and "
+            f"β there turn into {m.out_value:.3g}, and the row's other features are squashed to "
+            f"a median |x̂| of {m.row_others:.3g}"
             + (f", against {m.rest_others:.3g} for the other tokens." if np.isfinite(
                 m.rest_others) else "."))
 

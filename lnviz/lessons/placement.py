@@ -188,20 +188,19 @@ def growth_race(seed: int = 0) -> RaceConfig:
     return replace(GROWTH_RACE, seed=seed)
 
 
-def growth_text(result: RaceResult, gain_faster: str | None) -> str:
+def growth_text(result: RaceResult) -> str:
     """What the race's ‖W‖ and stream did, per placement, first step against last, and what
-    that says about the init-gain experiment above (``gain_faster``: the placement whose
-    stream depended more on the gain there, :func:`grows_faster`), in the race's numbers."""
+    that has to do with the init gain above, in the race's numbers."""
     if result.steps_done < 2:
         return ""
-    parts, grew = [], {}
+    parts, first, last = [], {}, {}
     for entrant in result.config.entrants:
         curve = result.curves[entrant]
         w0, w1 = apart(curve["weight norm"][0], curve["weight norm"][-1], 4)
-        s0, s1 = curve["stream"][0], curve["stream"][-1]
-        grew[entrant] = s1 / s0
+        first[entrant], last[entrant] = curve["stream"][0], curve["stream"][-1]
         parts.append(f"{entrant}'s ‖W‖ went from {w0} to {w1} and its stream's mean square from "
-                     f"{short(s0)} to {short(s1)} ({short(s1 / s0)}×)")
+                     f"{short(first[entrant])} to {short(last[entrant])} "
+                     f"({short(last[entrant] / first[entrant])}×)")
     text = (f"Over {result.steps_done} steps, " + "; ".join(parts) + ". ")
     weights = [result.curves[e]["weight norm"] for e in result.config.entrants]
     change = max(abs(w[-1] / w[0] - 1) for w in weights)
@@ -211,19 +210,21 @@ def growth_text(result: RaceResult, gain_faster: str | None) -> str:
                  "that add more to the stream. ")
     else:
         text += f"The weights grew by up to {change:.0%}, and what the sublayers add with them. "
-    if {"pre-LN", "Peri-LN"} <= set(grew):
-        steadier = "Peri-LN" if grew["Peri-LN"] < grew["pre-LN"] else "pre-LN"
+    if {"pre-LN", "Peri-LN"} <= set(first):
+        grew = {e: last[e] / first[e] for e in ("pre-LN", "Peri-LN")}
+        steadier = min(grew, key=grew.get)
         other = "pre-LN" if steadier == "Peri-LN" else "Peri-LN"
-        text += (f"{steadier}'s stream grew less in training ({short(grew[steadier])}× "
-                 f"against {short(grew[other])}×)"
-                 + (", as its smaller dependence on the init gain above foretold: a larger "
-                    "gain at step 0 stands in for sublayers that add more, which is what "
-                    "training makes them do"
-                    + (", and Peri-LN normalizes what each adds." if steadier == "Peri-LN"
-                       else ".")
-                    if gain_faster == other else
-                    ", though the init gain above did not single it out."))
-    return text + " One seed and one small task: a sketch of the effect, not a measurement of it."
+        text += (f"{steadier}'s stream grew less ({short(grew[steadier])}× against "
+                 f"{short(grew[other])}×) and ends "
+                 + ("smaller" if last[steadier] < last[other] else "larger")
+                 + f" ({short(last[steadier])} against {short(last[other])}), from a start "
+                 + ("below" if first[steadier] < first[other] else "above")
+                 + f" {other}'s. ")
+        if steadier == "Peri-LN":
+            text += ("A larger init gain (above) and training do the same to pre-LN: its "
+                     "sublayers add more to the stream. Peri-LN normalizes what each adds, so "
+                     "only its learned γ lets that grow, whatever the weights. ")
+    return text + "One seed and one small task: a sketch of the effect, not a measurement of it."
 
 
 def placement_findings(result: Placements, sensitivity: dict[str, np.ndarray],

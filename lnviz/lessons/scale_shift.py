@@ -477,7 +477,7 @@ import torch.nn as nn
 with torch.no_grad():
     ln.weight.fill_({gamma!r}); ln.bias.fill_({beta!r})
 y = ln(x)
-print(y.mean(), y.std(unbiased=False))          # ≈ β, ≈ |γ|
+print(y.mean(), y.std(unbiased=False))          # the mean and standard deviation of y
 
 {undo}# undo BatchNorm with its own γ and β
 batch = torch.randn({batch}, {features}) * 5 + 3

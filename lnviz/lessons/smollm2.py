@@ -67,6 +67,7 @@ __all__ = [
     "sink_link_text",
     "sink_shares",
     "stream_rms",
+    "sureness_answer",
     "survives_answer",
     "sweep_table",
     "sweep_work",
@@ -478,6 +479,19 @@ def sweep_work(prompt_tokens: int, reference_tokens: int, norms: int = 61) -> in
     broken. (A break's run starts at the norm's block, half the model on average: the sweep's
     pace, measured in these units, counts that in.)"""
     return (norms + 1) * (prompt_tokens + reference_tokens)
+
+
+#: Part 1's question: how sure the model is of its most likely next token.
+SURENESS_OPTIONS = ("under 25%", "25% to 50%", "50% to 75%", "over 75%")
+
+
+def sureness_answer(prediction: Prediction, shown: Callable[[str], str] = str) -> Answer:
+    """Which of :data:`SURENESS_OPTIONS` the most likely next token's probability falls in."""
+    p = prediction.probabilities[0]
+    option = SURENESS_OPTIONS[min(int(p // 0.25), 3)]
+    return Answer(option, (
+        f"The most likely next token is {shown(prediction.tokens[0])}, with probability "
+        f"{p:.0%}; the five most likely hold {sum(prediction.probabilities):.0%} between them."))
 
 
 #: Part 4's first question: does the prompt's most likely next token survive the break?
