@@ -639,8 +639,9 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
             options=options,
             answer=one if numbers.one_lnviz else zeros,
             right=f"Right: torch refuses — “{numbers.one_torch}” — and so does lnviz. One value "
-                  "per feature is its own mean, so x − μ would be 0 and the output [0, 0, 0] "
-                  "whatever the input: nothing to learn from. In evaluation mode BatchNorm "
+                  "per feature is its own mean, so x − μ would be 0 and x̂ = [0, 0, 0] "
+                  "whatever the input (the layer's output β, its shift, at its start 0): "
+                  "nothing to learn from. In evaluation mode BatchNorm "
                   "uses its running statistics instead and does answer.",
             feedback={
                 layer: "That is LayerNorm's answer, and LayerNorm needs no batch. BatchNorm "
