@@ -24,6 +24,7 @@ from lnviz.lessons.smollm2 import (
     break_norm,
     break_work,
     encoder_stream_rms,
+    even_share,
     gentlest_answer,
     massive_answer,
     norm_label,
@@ -274,7 +275,7 @@ if part.open:
             st.info("A one-token prompt has no token after the first to look at it: type a "
                     "longer prompt.", icon=":material/info:")
         else:
-            uniform = float(np.mean([1 / (t + 1) for t in range(1, len(seen.tokens))]))
+            uniform = even_share(len(seen.tokens))
             show_figure(charts.smollm2.sink_figure, shares, uniform, key="sl_sinks")
             top = int(np.nanargmax(shares))
             above = int((shares >= 0.5).sum())

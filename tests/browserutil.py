@@ -150,13 +150,19 @@ def wait_idle(page: Page) -> None:
            .filter(has_text=re.compile("running", re.IGNORECASE))).to_have_count(0)
 
 
-def answer_both_ways(page: Page, question: str, first: str) -> str:
-    """Answer the "Before you look" question whose text holds ``question`` with ``first``,
+def question(page: Page, text: str | None = None):  # -> Locator
+    """The page's "Before you look" question (lnviz.ui.state.prediction), the one whose text
+    holds ``text`` where a page asks several."""
+    asked = page.locator('[data-testid="stRadio"]', has_text="Before you look")
+    return asked if text is None else asked.filter(has_text=text)
+
+
+def answer_both_ways(page: Page, asked: str, first: str) -> str:
+    """Answer the "Before you look" question whose text holds ``asked`` with ``first``,
     then with the other kind of answer: after a wrong one, the right one its reply names; after
     a right one, any other. Each reply is checked where it stands, under the question ("Right:"
     or "Not quite: the answer is “…”."). Returns the right option."""
-    radio = page.locator('[data-testid="stRadio"]', has_text="Before you look").filter(
-        has_text=question)
+    radio = question(page, asked)
     # the first element after the question that is a reply (a spinner's place may come first)
     reply = page.locator('[data-testid="stElementContainer"]', has=radio).locator(
         "xpath=following-sibling::div[starts-with(normalize-space(.), 'Right:') or "

@@ -12,7 +12,14 @@ import urllib.parse
 from typing import NamedTuple
 
 import pytest
-from browserutil import BN_VS_LN, SCALE_SHIFT, TIMEOUT_MS, assert_no_exception, wait_idle
+from browserutil import (
+    BN_VS_LN,
+    SCALE_SHIFT,
+    TIMEOUT_MS,
+    assert_no_exception,
+    question,
+    wait_idle,
+)
 from pageutil import open_page
 
 try:
@@ -105,8 +112,7 @@ def fragment_control(page: Page, control: FragmentControl):
 def open_fragment_control(page: Page, url: str, control: FragmentControl):
     page.goto(url)
     if control.guess:
-        page.locator('[data-testid="stRadio"]', has_text="Before you look").get_by_text(
-            control.guess, exact=True).click(timeout=TIMEOUT_MS)
+        question(page).get_by_text(control.guess, exact=True).click(timeout=TIMEOUT_MS)
         wait_idle(page)
     if control.setup:
         button = page.get_by_role("button", name=control.setup, exact=True)

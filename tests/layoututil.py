@@ -16,6 +16,7 @@ from browserutil import (
     SCREENSHOTS,
     TIMEOUT_MS,
     assert_no_exception,
+    question,
     slug,
     wait_idle,
 )
@@ -185,8 +186,8 @@ def guessed_problems(page: Page, width: str, name: str, right: bool = True) -> l
         if isinstance(answer, Guess):
             if answer.fold is not None:
                 page.locator('[data-testid="stExpander"] summary', has_text=answer.fold).click()
-            option = (page.locator('[data-testid="stRadio"]', has_text="Before you look")
-                      .get_by_text(answer.right if right else answer.wrong, exact=True))
+            option = question(page).get_by_text(answer.right if right else answer.wrong,
+                                                exact=True)
         else:
             option = page.get_by_text(answer, exact=True)
         option.scroll_into_view_if_needed()

@@ -28,6 +28,7 @@ from browserutil import (
     chart_title,
     norm_option,
     open_explorer,
+    question,
     shot,
     type_first_gamma,
     wait_idle,
@@ -487,8 +488,7 @@ def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -
 
     page.goto(f"{server}{SCALE_SHIFT}&ss_gamma=0.15&ss_beta=-0.05")
     # part 2 waits for part 1's question (the replies: tests/layoututil.py's GUESSED)
-    page.locator('[data-testid="stRadio"]', has_text="Before you look").get_by_text(
-        SCALE_SHIFT_ANSWER, exact=True).click(timeout=TIMEOUT_MS)
+    question(page).get_by_text(SCALE_SHIFT_ANSWER, exact=True).click(timeout=TIMEOUT_MS)
     panel = page.locator(".lv-affine")
     expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     wait_idle(page)
@@ -682,8 +682,7 @@ def _open_batches(page: Page, server: str, query: str = ""):
     case = KEY_CASES["bn-vs-ln-batch"]
     joined = query.replace("?", "&", 1) if "?" in case.path else query
     page.goto(f"{server}{case.path}{joined}")
-    question = page.locator('[data-testid="stRadio"]', has_text="Before you look")
-    question.get_by_text("BatchNorm's only", exact=True).click(timeout=TIMEOUT_MS)
+    question(page).get_by_text("BatchNorm's only", exact=True).click(timeout=TIMEOUT_MS)
     panel = page.locator(case.panel)
     expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
     wait_idle(page)

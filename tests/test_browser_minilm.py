@@ -15,6 +15,7 @@ from browserutil import (
     TIMEOUT_MS,
     TITLE,
     assert_no_exception,
+    question,
     shot,
     wait_idle,
 )
@@ -45,11 +46,10 @@ def test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer(
                                                    timeout=TIMEOUT_MS)
     # the question first, with the figures that answer it held back (the replies, right and
     # wrong, are tests/layoututil.py's GUESSED, where the navigation opens the page)
-    question = page.locator('[data-testid="stRadio"]', has_text="Before you look")
-    expect(question).to_be_visible(timeout=TIMEOUT_MS)
+    expect(question(page)).to_be_visible(timeout=TIMEOUT_MS)
     wait_idle(page)
     expect(page.locator(CHARTS)).to_have_count(0)
-    question.get_by_text("the first token", exact=True).click()
+    question(page).get_by_text("the first token", exact=True).click()
     expect(page.locator(CHARTS)).to_have_count(FIGURES, timeout=TIMEOUT_MS)
     wait_idle(page)
     assert_no_exception(page)

@@ -57,6 +57,7 @@ __all__ = [
     "break_norm",
     "break_work",
     "encoder_stream_rms",
+    "even_share",
     "gentlest_answer",
     "massive",
     "massive_answer",
@@ -195,6 +196,13 @@ def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
                    float(row[f] ** 2 / row.square().sum()))
 
 
+def even_share(count: int) -> float:
+    """The share of attention the first of ``count`` tokens would get, on average over the
+    tokens after it, were each to spread its attention evenly over the tokens it may see
+    (itself and those before it); 1 for a single token."""
+    return float(np.mean([1 / (t + 1) for t in range(1, count)])) if count > 1 else 1.0
+
+
 def sink_shares(run: DecoderRun) -> np.ndarray:
     """Per block, the share of attention the tokens after the first send to the first token,
     averaged over heads and over those tokens: (n_layer,). NaN for a one-token prompt."""
@@ -276,7 +284,7 @@ def sink_link(model: SmolLM2, text: str) -> SinkLink:
         gamma_ratio=float(gamma[feature].abs() / gamma.abs().median()),
         after_cosine=float(_cosines(after).min()), key_cosine=float(_cosines(keys).min()),
         second_cosine=second, column=column.numpy(),
-        uniform=float(np.mean([1 / (t + 1) for t in range(1, count)])) if count > 1 else 1.0)
+        uniform=even_share(count))
 
 
 def sink_link_text(link: SinkLink, shown: Callable[[str], str] = str) -> str:
