@@ -122,7 +122,7 @@ if guess is not None:
     st.markdown(
         f"**Dynamic Tanh (DyT)** ({DYT.cited}) started from this plot: its authors saw it bend "
         "like a tanh in trained transformers (mostly in deeper layers), and a tanh is what "
-        "they put in the LayerNorm's place (section 3). Here, the best tanh and the best "
+        "they put in the LayerNorm's place (section 4). Here, the best tanh and the best "
         "straight line are fitted to the points.")
     st.markdown(
         f"**{verdict}:** this LayerNorm is **{shape}** on this sentence. Over all its "
@@ -229,91 +229,8 @@ if guess is not None:
            if s_shaped else "No LayerNorm stays S-shaped without its extremes. ")
         + "Compare the two rows of bars.")
 
-# --- 3. Put DyT in its place -----------------------------------------------------------------
-st.subheader("3 · Replace LayerNorms by their fitted DyT")
-st.markdown(
-    "**Dynamic Tanh (DyT)** replaces each LayerNorm by a function of one value at a time, "
-    "$\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned number α per "
-    "layer, no mean, no variance. "
-    "Each fitted curve becomes a DyT layer, γ·(s·tanh(αx)) + β, with the LayerNorm's own γ and "
-    "β and the fit's α and s. How far does the sentence embedding move? Measured by the "
-    f"{defined('cosine similarity')} of the embeddings with and without the replacement.")
-replaced = st.multiselect(
-    "LayerNorms replaced", NAMES, default=[name], key="by_replace", bind="query-params",
-    format_func=lambda n: f"{NAMES.index(n)}: {layer_label(n)}",
-    help="Each one chosen computes DyT with its fitted α instead of normalizing; the rest of "
-         "the model is unchanged.")
-by_name = {f.name: f for f in fits}
-with st.spinner("Running the model with DyT in place…"):
-    mine = cached(substitute, Named(model, "minilm"), text, [by_name[n] for n in replaced],
-                  Named(original, ("by", text)))
-    standard = jobs.heavy_cached(
-        "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens, standard_substitutions,
-        Named(model, "minilm"), text, Named(fits, ("by fits", text)),
-        Named(original, ("by", text)))
-    anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
-if replaced:
-    st.metric("Cosine with the model's own embedding", f"{mine.cosine:.4f}",
-              help="The cosine similarity of the sentence embeddings with and without the "
-                   "replacement.")
-else:
-    st.caption("Nothing replaced: the embedding is the model's own (cosine 1).")
-table = pd.DataFrame({"replaced": [label for label, _ in standard],
-                      "cosine with the model's embedding": [s.cosine for _, s in standard]})
-st.dataframe(table, hide_index=True, key="by_standard")
-st.caption(
-    "For scale, this sentence's embedding against other sentences', nearest first: "
-    + "; ".join(f"{a.kind}, “{a.text if len(a.text) <= 80 else a.text[:79] + '…'}”: "
-                f"{a.cosine:.2f}" for a in anchors)
-    + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "
-    + placed(standard[-1][1].cosine, anchors) + "."
-    + ("" if text in NEIGHBOURS else " (The first five example sentences also have a "
-                                      "paraphrase and a sentence of the same frame with "
-                                      "another meaning here.)"))
-one, ffn, attention, every = (sub.cosine for _, sub in standard)
-st.markdown(
-    f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 together "
-    f"give {every:.2f}. "
-    + (f"The six after attention cost little even together ({attention:.3f}); the six after "
-       f"a feed-forward cost most ({ffn:.2f}). "
-       if attention > ffn else "")
-    + "The paper does not drop DyT into a trained model: it trains the network with DyT from "
-      "the start, and the weights learn to live with it. What this measures is how much a model "
-      "trained with LayerNorm relies on the per-token statistics that DyT does without.")
-
-# --- 4. What the papers report ---------------------------------------------------------------
-st.subheader("4 · What the papers report")
-vit = {name: f"{v:.1f} %" for name, v in VIT_TOP1.items()}
-if guess is None:
-    tested = "the shape of the mapping (answer section 1's question to see what MiniLM shows)"
-else:
-    kept = [f"clearly in LayerNorm {', '.join(map(str, s_shaped))}"] if s_shaped else []
-    kept += [f"slightly in LayerNorm {', '.join(map(str, slightly))}"] if slightly else []
-    tested = ("the S-shaped mapping — on this sentence "
-              + (" and ".join(kept) if kept else "in no LayerNorm")
-              + f" does a bend outlast leaving out the top {TRIM:.0%} of |x|"
-              + (f"; in {len(extreme_only)} others, a few squashed values alone make the "
-                 "bend, and the mapping within each token is straight" if extreme_only else ""))
-st.markdown(
-    f"Tested on this page, on MiniLM (sections 1 and 2): {tested}. "
-    "Reported here, not reproduced (each needs training runs this app does not make):\n"
-    f"- **{DYT.name}**, {DYT.cited}: transformers trained with DyT match or beat their "
-    "normalized versions across vision, speech, diffusion, DNA and language models, e.g. "
-    f"ImageNet top-1 of a ViT-B {vit['LayerNorm']} with LayerNorm, {vit['DyT']} with DyT.\n"
-    f"- **{DERF.name}**, {DERF.cited}: a search over point-wise functions finds "
-    f"γ·erf(αx + s) + β, which reaches {vit['Derf']} on the same ViT-B comparison, and "
-    "attributes its gains to better generalization rather than a better fit.\n"
-    f"- **{DYISRU.name}**, {DYISRU.cited}: derives DyT from RMSNorm through an approximation "
-    "and, without it, the exact element-wise counterpart x·√C/√(β + x²), which follows "
-    "RMSNorm on outliers more closely than DyT.\n"
-    f"- **{CAUTION.name}**, {CAUTION.cited}: on GPT-2 models of {CAUTION_SIZES[0]} to "
-    f"{CAUTION_SIZES[1]} parameters, DyT's bounding acts as a regularizer whose sign depends "
-    f"on the data: at {CAUTION_SIZES[0]} parameters, validation loss "
-    f"{-CAUTION_LOSS['1M']:.1f} % better on 1M tokens, "
-    f"{CAUTION_LOSS['118M']:.1f} % worse on 118M tokens.")
-
-# --- 5. Remove the norm: σ frozen --------------------------------------------------------------
-st.subheader("5 · Remove the norm: freeze σ")
+# --- 3. Remove the norm: σ frozen --------------------------------------------------------------
+st.subheader("3 · Remove the norm: freeze σ")
 st.markdown(
     f"{HEIMERSHEIM.cited} removed every LayerNorm from GPT-2 small by fine-tuning it without "
     f"them, at a cost of {LN_FREE_LOSS['GPT-2 small']:+.2f} {defined('nats')} per token of "
@@ -367,6 +284,89 @@ if frozen_guess is not None:
         + " The papers switch the LayerNorms off while fine-tuning, so that the weights learn "
           "to work without a per-token σ; without fine-tuning, as here, the tokens far from σ̄ "
           "are what breaks.")
+
+# --- 4. Put DyT in its place -----------------------------------------------------------------
+st.subheader("4 · Replace LayerNorms by their fitted DyT")
+st.markdown(
+    "**Dynamic Tanh (DyT)** replaces each LayerNorm by a function of one value at a time, "
+    "$\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned number α per "
+    "layer, no mean, no variance. "
+    "Each fitted curve becomes a DyT layer, γ·(s·tanh(αx)) + β, with the LayerNorm's own γ and "
+    "β and the fit's α and s. How far does the sentence embedding move? Measured by the "
+    f"{defined('cosine similarity')} of the embeddings with and without the replacement.")
+replaced = st.multiselect(
+    "LayerNorms replaced", NAMES, default=[name], key="by_replace", bind="query-params",
+    format_func=lambda n: f"{NAMES.index(n)}: {layer_label(n)}",
+    help="Each one chosen computes DyT with its fitted α instead of normalizing; the rest of "
+         "the model is unchanged.")
+by_name = {f.name: f for f in fits}
+with st.spinner("Running the model with DyT in place…"):
+    mine = cached(substitute, Named(model, "minilm"), text, [by_name[n] for n in replaced],
+                  Named(original, ("by", text)))
+    standard = jobs.heavy_cached(
+        "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens, standard_substitutions,
+        Named(model, "minilm"), text, Named(fits, ("by fits", text)),
+        Named(original, ("by", text)))
+    anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
+if replaced:
+    st.metric("Cosine with the model's own embedding", f"{mine.cosine:.4f}",
+              help="The cosine similarity of the sentence embeddings with and without the "
+                   "replacement.")
+else:
+    st.caption("Nothing replaced: the embedding is the model's own (cosine 1).")
+table = pd.DataFrame({"replaced": [label for label, _ in standard],
+                      "cosine with the model's embedding": [s.cosine for _, s in standard]})
+st.dataframe(table, hide_index=True, key="by_standard")
+st.caption(
+    "For scale, this sentence's embedding against other sentences', nearest first: "
+    + "; ".join(f"{a.kind}, “{a.text if len(a.text) <= 80 else a.text[:79] + '…'}”: "
+                f"{a.cosine:.2f}" for a in anchors)
+    + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "
+    + placed(standard[-1][1].cosine, anchors) + "."
+    + ("" if text in NEIGHBOURS else " (The first five example sentences also have a "
+                                      "paraphrase and a sentence of the same frame with "
+                                      "another meaning here.)"))
+one, ffn, attention, every = (sub.cosine for _, sub in standard)
+st.markdown(
+    f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 together "
+    f"give {every:.2f}. "
+    + (f"The six after attention cost little even together ({attention:.3f}); the six after "
+       f"a feed-forward cost most ({ffn:.2f}). "
+       if attention > ffn else "")
+    + "The paper does not drop DyT into a trained model: it trains the network with DyT from "
+      "the start, and the weights learn to live with it. What this measures is how much a model "
+      "trained with LayerNorm relies on the per-token statistics that DyT does without.")
+
+# --- 5. What the papers report ---------------------------------------------------------------
+st.subheader("5 · What the papers report")
+vit = {name: f"{v:.1f} %" for name, v in VIT_TOP1.items()}
+if guess is None:
+    tested = "the shape of the mapping (answer section 1's question to see what MiniLM shows)"
+else:
+    kept = [f"clearly in LayerNorm {', '.join(map(str, s_shaped))}"] if s_shaped else []
+    kept += [f"slightly in LayerNorm {', '.join(map(str, slightly))}"] if slightly else []
+    tested = ("the S-shaped mapping — on this sentence "
+              + (" and ".join(kept) if kept else "in no LayerNorm")
+              + f" does a bend outlast leaving out the top {TRIM:.0%} of |x|"
+              + (f"; in {len(extreme_only)} others, a few squashed values alone make the "
+                 "bend, and the mapping within each token is straight" if extreme_only else ""))
+st.markdown(
+    f"Tested on this page, on MiniLM (sections 1 and 2): {tested}. "
+    "Reported here, not reproduced (each needs training runs this app does not make):\n"
+    f"- **{DYT.name}**, {DYT.cited}: transformers trained with DyT match or beat their "
+    "normalized versions across vision, speech, diffusion, DNA and language models, e.g. "
+    f"ImageNet top-1 of a ViT-B {vit['LayerNorm']} with LayerNorm, {vit['DyT']} with DyT.\n"
+    f"- **{DERF.name}**, {DERF.cited}: a search over point-wise functions finds "
+    f"γ·erf(αx + s) + β, which reaches {vit['Derf']} on the same ViT-B comparison, and "
+    "attributes its gains to better generalization rather than a better fit.\n"
+    f"- **{DYISRU.name}**, {DYISRU.cited}: derives DyT from RMSNorm through an approximation "
+    "and, without it, the exact element-wise counterpart x·√C/√(β + x²), which follows "
+    "RMSNorm on outliers more closely than DyT.\n"
+    f"- **{CAUTION.name}**, {CAUTION.cited}: on GPT-2 models of {CAUTION_SIZES[0]} to "
+    f"{CAUTION_SIZES[1]} parameters, DyT's bounding acts as a regularizer whose sign depends "
+    f"on the data: at {CAUTION_SIZES[0]} parameters, validation loss "
+    f"{-CAUTION_LOSS['1M']:.1f} % better on 1M tokens, "
+    f"{CAUTION_LOSS['118M']:.1f} % worse on 118M tokens.")
 
 # --- 6. RMSNorm: is the mean needed? ------------------------------------------------------------
 st.subheader("6 · RMSNorm: is the mean needed?")
@@ -422,7 +422,7 @@ st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
 # --- 7. Train with DyT from the start -----------------------------------------------------------
 st.subheader("7 · Train with them from the start: a race")
 st.markdown(
-    "Sections 3 and 5 swap a trained model's norms and watch it break; the papers instead train "
+    "Sections 3 and 4 swap a trained model's norms and watch it break; the papers instead train "
     "with the replacement from the first step. Here is that on a small scale: four copies of "
     "*Shapes and transformer blocks*' little transformer, identical but for the norms in their "
     "pre-norm places — LayerNorm (pre-LN), RMSNorm, DyT (α starting at "

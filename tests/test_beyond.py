@@ -255,7 +255,7 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert any("Pick an answer" in c.value for c in at.caption)
     tested = next(m.value for m in at.markdown if "Tested on this page" in m.value)
     assert "answer section 1's question" in tested and "outlasts" not in tested
-    # section 3 defines DyT before any guess
+    # section 4 defines DyT before any guess
     assert any("Dynamic Tanh (DyT)" in m.value for m in at.markdown)
     at.radio(key="by_guess_2").set_value("an S-shaped curve").run()
     assert not at.exception, at.exception

@@ -558,9 +558,8 @@ def _padding_step(numbers: PathNumbers) -> Step:
     ln_i = format_numbers(_vector(numbers.ln.output[0, 0]))
     return Step(OUTLINE[3], (
         "That eighth value is no word: it is the pad that fills sentence 2 up to four tokens. "
-        f"Counting it pulls feature 0's mean away from the real tokens' {mu_real:g} toward the "
-        "pad's 0 (step 3's answer used the pulled mean), and the next batch, with more or fewer "
-        "pads, would pull it elsewhere. Masked BatchNorm leaves the pads out of the "
+        "Counting it pulls feature 0's mean toward the pad's 0, and the next batch, with more "
+        "or fewer pads, would pull it elsewhere. Masked BatchNorm leaves the pads out of the "
         "statistics."), (
         Question(
             "bn_masked",
