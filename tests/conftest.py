@@ -172,6 +172,20 @@ def server(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield base
 
 
+def new_context(browser: Browser, viewport: dict[str, int] | None = None,
+                **options) -> BrowserContext:
+    """A browser context as every browser test opens one: the desktop's window unless told
+    otherwise, the one timeout, and animations asked to stop (``prefers-reduced-motion``).
+    Chromium composites in software here, and Streamlit's animations (the running indicator,
+    elements fading in) kept its GPU process at about 1.1 CPU-s a page load; with reduced
+    motion, 0.15 (docs/benchmarks.md §9). What the tests check is where the page settles, which
+    motion does not change."""
+    context = browser.new_context(viewport=viewport or DESKTOP_VIEWPORT, reduced_motion="reduce",
+                                  **options)
+    context.set_default_timeout(TIMEOUT_MS)
+    return context
+
+
 @pytest.fixture(scope="session")
 def desktop(browser: Browser) -> Iterator[BrowserContext]:
     """One desktop-sized browser context per worker, whose tab (:class:`Tabs`) the tests open
@@ -183,8 +197,7 @@ def desktop(browser: Browser) -> Iterator[BrowserContext]:
     starts afresh with every page the tab opens)."""
     from tools.loadtest import WS_HOOK
 
-    context = browser.new_context(viewport=DESKTOP_VIEWPORT)
-    context.set_default_timeout(TIMEOUT_MS)
+    context = new_context(browser)
     context.add_init_script(WS_HOOK)
     try:
         yield context

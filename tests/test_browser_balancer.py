@@ -32,7 +32,7 @@ from browserutil import (
     shot,
     wait_idle,
 )
-from conftest import DESKTOP_VIEWPORT
+from conftest import new_context
 
 from lnviz.ui.source import LOST_UPLOAD
 from tools.balancer import COOKIE, REPLICA_HEADER, Balancer
@@ -62,8 +62,7 @@ class Learner:
 
     def __init__(self, browser: Browser, base: str, view: str) -> None:
         self.base, self.view = base, view
-        self.context: BrowserContext = browser.new_context(viewport=DESKTOP_VIEWPORT)
-        self.context.set_default_timeout(TIMEOUT_MS)
+        self.context: BrowserContext = new_context(browser)
         self.page: Page = self.context.new_page()
         #: (replica, url) of every HTTP response from the balancer (not the browser's cache)
         self.http: list[tuple[str | None, str]] = []

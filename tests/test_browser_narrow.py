@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 from browserutil import CHARTS, TIMEOUT_MS, assert_no_exception, open_by_link, wait_idle
-from conftest import Tabs
+from conftest import Tabs, new_context
 from layoututil import GUESSED, LAID_OUT, NOT_IN_NAVIGATION, chart_problems, guessed_problems
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
@@ -31,8 +31,7 @@ PHONE = {"width": 390, "height": 844}
 @pytest.fixture(scope="module")
 def phone_tabs(browser: Browser) -> Iterator[Tabs]:
     """A phone-sized (390 px) browser context's reused tab (conftest.Tabs)."""
-    context = browser.new_context(viewport=PHONE, device_scale_factor=1)
-    context.set_default_timeout(TIMEOUT_MS)
+    context = new_context(browser, PHONE, device_scale_factor=1)
     try:
         yield Tabs(context)
     finally:

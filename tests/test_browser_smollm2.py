@@ -18,6 +18,7 @@ from browserutil import (
     shot,
     wait_idle,
 )
+from conftest import new_context
 
 try:
     from playwright.sync_api import Browser, Page, expect
@@ -45,7 +46,7 @@ def test_two_sessions_share_the_model_and_each_follows_its_prompt(
     main = page.locator('[data-testid="stMain"]')
     expect(main.get_by_text("The most likely next token is ␣Paris")).to_be_visible()
 
-    other = browser.new_context().new_page()  # a second learner: a session of its own
+    other = new_context(browser).new_page()  # a second learner: a session of its own
     try:
         # part 2 opened by the link: its question too, the figures after the answer
         _open(other, f"{server}/smollm2?sl_text=One%2C+two%2C+three%2C+four%2C&sl_part2=true")
