@@ -135,8 +135,8 @@ with folded("2 · One sample, many batches", "bl_part2"):
     mates_guess = prediction(
         "re-draw the fixed sample's batch-mates. Whose output for the fixed sample changes?",
         MATES_OPTIONS, key="bl_guess", what="the fixed sample in every re-drawn batch",
-        help="BatchNorm pools each feature over the batch; LayerNorm pools each sample's own "
-             "features.")
+        help="The fixed sample stays as it is; only the other samples of its batch are drawn "
+             "again.")
     if mates_guess is not None:
         st.markdown(mates_answer(sweep).reply(mates_guess))
     batch_box = st.container()  # the batch size's own views: batch_section (below) fills it
@@ -162,8 +162,13 @@ SNIPPET_CONTROLS = ("bl_b", "bl_steps", "bl_mb", "bl_mom")
 def show_snippet(code: DeltaGenerator, features: int) -> None:
     """Write the page's PyTorch code into ``code``, the place each fragment keeps in the
     ``st.empty`` both write: the one that ran last shows. On the first run the first fragment
-    finds the other's control without a value yet and leaves its place empty."""
+    finds the other's control without a value yet and leaves its place empty. Until part 2's
+    question (``bl_guess``) is answered, a line says why the code is not there."""
     state = st.session_state
+    if state.get("bl_guess") is None:  # the code prints part 2's answer: it waits for it
+        code.caption("The code appears once part 2's question is answered: it prints the "
+                     "answer.")
+        return
     if not all(key in state for key in SNIPPET_CONTROLS):
         return
     batch_size, steps, minibatch, momentum = (state[key] for key in SNIPPET_CONTROLS)

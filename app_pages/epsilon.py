@@ -1,4 +1,7 @@
-"""ε and numerical stability: tiny variances, ε = 0, low precision and the E[x²] − E[x]² trap."""
+"""ε and numerical stability: tiny variances, ε = 0, low precision and the one-pass variance
+E[x²] − E[x]²."""
+
+import math
 
 import numpy as np
 import streamlit as st
@@ -120,7 +123,12 @@ def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: 
                 "This vector has σ² = 0 and x − μ = 0 everywhere, so for every ε > 0 the output "
                 "is 0/√ε = 0. Its gradient is not zero, though: it grows like 1/√ε as ε shrinks, "
                 "because a vanishing ε leaves nothing to limit how strongly a small change in x "
-                "is amplified."
+                "is amplified. (The formula tutorial credits ε with “meaningful outputs and "
+                "gradients” for a constant input. ε keeps both finite, not meaningful: every "
+                "constant vector, whatever its value, comes out 0 (then β), and the gradient is "
+                "1/√ε times the upstream gradient's deviation from its mean: "
+                + (f"{1 / math.sqrt(eps):.3g}× it at ε = {eps:g}.)" if eps > 0 else
+                   "at ε = 0, 0/0 makes both NaN.)")
             )
 
         st.dataframe(steps.text_table(), hide_index=True, key="ep_steps")
@@ -184,15 +192,15 @@ precision_section(settings.seed, settings.device)
 # --- 3. Cancellation --------------------------------------------------------------------------
 @st.fragment
 def cancellation_section(seed: int) -> None:
-    st.subheader("3 · The E[x²] − E[x]² trap")
+    st.subheader("3 · One pass or two: the variance as E[x²] − E[x]²")
     st.markdown(
-        "Expanding the variance gives a tempting one-pass formula, σ² = E[x²] − E[x]²: one pass "
-        "over the data for both sums. For data near 10 000 with spread 1, both terms are about "
-        "10⁸ and differ by about 1, and float32 stores each to about 7 significant digits. "
-        "The alternatives subtract the mean first (two passes), or update a running mean and "
-        f"sum of squared deviations ({defined('Welford')})."
+        "Expanding the variance gives a one-pass formula, σ² = E[x²] − E[x]²: one pass over "
+        "the data for both sums. The alternatives subtract the mean first (two passes), or "
+        f"update a running mean and sum of squared deviations ({defined('Welford')}). For "
+        "data near 10 000 with spread 1, both terms of the one-pass formula are about 10⁸ and "
+        "σ² is about 1; float32 keeps about 7 significant digits."
     )
-    st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{naive: cancels}}"
+    st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{one pass (naive)}}"
              r"\quad\text{vs}\quad"
              r"\underbrace{\tfrac{1}{H}\textstyle\sum (x_i - \mu)^2}_{\text{two-pass}}"
              r"\quad\text{vs}\quad"
@@ -229,8 +237,10 @@ st.info(
     f"largest |x̂| stays near {short(_tiny(1e-12))} until ε approaches σ² = "
     f"{short(_variance('tiny'))}, then shrinks (at the formula tutorial's ε = 1e-8 it is "
     f"{short(_tiny(1e-8))}). Choose the constant vector and set ε to 0 to see the 0/0. "
-    "Switch the sidebar's precision to float16 and compare the gradient sizes. In part 3, "
-    "change the row length: does the offset where the naive variance first fails move?", icon="🧪")
+    "Switch the sidebar's precision to float16 and compare the gradient sizes."
+    # part 3's "Try this" names its answer (the naive variance fails): it waits for the guess
+    + (" In part 3, change the row length: does the offset where the naive variance first fails "
+       "move?" if st.session_state.get("ep_cancel_guess") is not None else ""), icon="🧪")
 
 st.subheader("The same in PyTorch")
 sweep_section(sweep_box, st.empty(), settings.seed, settings.device, settings.dtype)

@@ -164,15 +164,35 @@ def padded() -> Batch:
     return Batch(p.values, "NLC", p.mask, p.labels)
 
 
-def asks_first(page: str, key: str, right: str, query: dict[str, str] | None = None) -> AppTest:
+#: The widget kinds whose help texts :func:`page_text` reads.
+_HELPED = ("radio", "slider", "select_slider", "selectbox", "multiselect", "number_input",
+           "text_input", "text_area", "checkbox", "toggle", "button_group")
+
+
+def page_text(at: AppTest) -> str:
+    """Everything the page writes that a learner reads, one element to a line: its text
+    elements, its code, its tables' cells and every control's help text."""
+    parts = [e.value for kind in (at.markdown, at.caption, at.info, at.warning, at.success,
+                                  at.error, at.code, at.latex, at.subheader) for e in kind]
+    parts += [df.value.to_string() for df in at.dataframe]
+    for kind in _HELPED:
+        parts += [w.proto.help for w in at.get(kind) if getattr(w.proto, "help", "")]
+    return "\n".join(parts)
+
+
+def asks_first(page: str, key: str, right: str, query: dict[str, str] | None = None, *,
+               hidden: tuple[str, ...] = ()) -> AppTest:
     """``page`` as a shared link opens it asks its question ``key`` ("Before you look: …"),
-    unanswered, and holds back what answers it (fewer figures); then every option in turn: a
-    reply of its own, "Right" for ``right`` and, for each other option, "Not quite" naming
+    unanswered, and holds back what answers it (fewer figures, and none of the texts
+    ``hidden`` anywhere on the page, help texts and code included); then every option in turn:
+    a reply of its own, "Right" for ``right`` and, for each other option, "Not quite" naming
     ``right``, with the held-back figures shown. Returns the page answered ``right``."""
     at = open_page(page, query, asked=True)
     question = at.radio(key=key)
     assert question.label.startswith("Before you look: ") and question.value is None
     held_back = len(figures(at))
+    text = page_text(at)
+    assert not [h for h in hidden if h in text], [h for h in hidden if h in text]
     options = [o for o in question.options if o != right] + [right]
     assert right in question.options, (right, question.options)
     for option in options:

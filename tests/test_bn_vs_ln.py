@@ -598,9 +598,13 @@ def test_part_2_asks_whose_output_moves_before_it_shows_the_batches():
     link = {"bl_part2": "true"}
     asked = open_page(PAGE, link, asked=True)
     assert not [i for i in asked.info if "**Try this.**" in i.value]
-    assert asked.code  # the PyTorch code is there either way
-    at = asks_first(PAGE, "bl_guess", "BatchNorm's only", link)
+    # the PyTorch code prints the answer: it waits too, and says so
+    assert not asked.code
+    assert any("once part 2's question is answered" in c.value for c in asked.caption)
+    at = asks_first(PAGE, "bl_guess", "BatchNorm's only", link,
+                    hidden=("BatchNorm's moves", "True False", "pools each feature"))
     assert [i for i in at.info if "**Try this.**" in i.value]
+    assert "BatchNorm's moves" in at.code[0].value
 
 
 def test_the_page_opens_on_part_one_and_folds_the_rest():

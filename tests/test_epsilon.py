@@ -228,8 +228,13 @@ def test_the_cancellation_question_is_answered_from_the_sweeps_own_numbers(size:
     answer = cancellation_answer(sweep)
     assert answer.option == CANCELLATION_OPTIONS[band]
     assert "the nearest multiple of 8, " in answer.reason
-    assert f"the naive formula gives {short(naive)}, {off:.0%} off" in answer.reason
+    assert f"The naive formula gives {short(naive)}, {off:.0%} off" in answer.reason
     assert ("negative" in answer.reason.split("naive formula")[1]) == (naive < 0)
+    # the reason's two rounding errors are what makes the naive variance: float32's subtraction
+    # of two numbers within a factor of 2 is exact (Sterbenz), so naive = σ² + e(E[x²]) − e(E[x]²)
+    squares, mean_squared = (float(sweep.term_errors[t][k]) for t in ("E[x²]", "E[x]²"))
+    assert abs(naive - (truth + squares - mean_squared)) < 1e-4 * max(1.0, abs(naive))
+    assert f"E[x²] came out {squares:+.3g}".replace("-", "−") in answer.reason
 
 
 # --- figures -------------------------------------------------------------------------------------
@@ -304,7 +309,8 @@ def test_part_3_asks_before_it_shows_the_three_methods() -> None:
     """A shared link opens part 3's question with its figure held back; every option gets its
     reply, "Right" only for the band the page's own sweep falls in."""
     right = cancellation_answer(cancellation_sweep(size=256, seed=0)).option
-    at = asks_first(PAGE, "ep_cancel_guess", right)
+    at = asks_first(PAGE, "ep_cancel_guess", right,
+                    hidden=("cancels", "trap", "first fails", "far off", "negative"))
     assert "first fails move?" in " ".join(i.value for i in at.info)
 
 
@@ -495,3 +501,21 @@ def test_a_link_with_minus_zero_is_epsilon_zero():
     assert "eps=-0.0" not in code and "eps=0.0" in code
     assert not any("ε = -0" in m.value for m in at.markdown)
     assert at.query_params["ep_eps"] == "0"
+
+
+@pytest.mark.parametrize("eps", ["1e-5", "0.01", "0"])
+def test_the_constant_vector_names_the_seeds_meaningful_outputs_claim(eps: str) -> None:
+    """The formula tutorial says ε gives a constant input "meaningful outputs and gradients":
+    the page says what ε gives instead, the gradient's factor against torch's autograd (the
+    upstream gradient's deviation from its mean, times 1/√ε)."""
+    at = open_page(PAGE, {"ep_vec": "constant", "ep_eps": eps})
+    text = next(m.value for m in at.markdown if "“meaningful outputs and gradients”" in m.value)
+    if float(eps) == 0:
+        assert "at ε = 0, 0/0 makes both NaN" in text
+        return
+    x = torch.tensor(stability_vector("constant"), dtype=torch.float64, requires_grad=True)
+    g = torch.randn(x.numel(), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    (F.layer_norm(x, x.shape, eps=float(eps)) * g).sum().backward()
+    factor = (x.grad / (g - g.mean())).numpy()
+    np.testing.assert_allclose(factor, factor[0], rtol=1e-9)
+    assert f"{factor[0]:.3g}× it at ε = {float(eps):g}" in text

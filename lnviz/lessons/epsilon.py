@@ -100,7 +100,7 @@ x64 = torch.randn(256, dtype=torch.float64) + 1000.0
 err = (F.layer_norm(x64.half().float(), (256,)) - F.layer_norm(x64, (256,))).abs().max()
 
 x32 = x64.float() + 9000.0
-naive = (x32 ** 2).mean() - x32.mean() ** 2    # cancels: may be far off, even negative
+naive = (x32 ** 2).mean() - x32.mean() ** 2    # one pass: E[x²] − E[x]²
 two_pass = x32.var(unbiased=False)            # subtracts the mean first
 """
 
@@ -430,13 +430,15 @@ class CancellationSweep:
 
     ``variances`` holds each method's result and ``relative_error`` its
     |σ²_method − σ²_true| / σ²_true, where σ²_true is the two-pass variance in float64 of the
-    very numbers the dtype stored.
+    very numbers the dtype stored. ``term_errors`` holds how far the naive formula's two terms,
+    E[x²] and E[x]² as the dtype computed them, each landed from their exact values.
     """
 
     offsets: np.ndarray
     true_variance: np.ndarray
     variances: dict[str, np.ndarray]
     relative_error: dict[str, np.ndarray]
+    term_errors: dict[str, np.ndarray]
 
     def summary(self, method: str = "naive E[x²] − E[x]²") -> str:
         """Where ``method`` first errs by more than 100%, and where (if anywhere) it comes out
@@ -474,11 +476,18 @@ def cancellation_answer(sweep: CancellationSweep, offset: float = CANCELLATION_O
     option = CANCELLATION_OPTIONS[0 if naive >= 0 and error < 0.01 else 1]
     square = at * at + truth
     step = torch.finfo(DTYPES[dtype]).eps * 2.0 ** math.floor(math.log2(square))
+    squares, mean_squared = (float(sweep.term_errors[t][k]) for t in ("E[x²]", "E[x]²"))
+
+    def signed(v: float) -> str:
+        return f"{v:+.3g}".replace("-", "−")
+
     return Answer(option, (
         f"At offset {at:,.0f}, E[x²] and E[x]² are both about {short(square)} and differ by "
         f"σ² = {short(truth)}. {dtype} stores a number of that size only to the nearest "
-        f"multiple of {step:g}, so each term carries a rounding error of up to {step / 2:g} "
-        f"against a difference of {short(truth)}: here the naive formula gives {short(naive)}, "
+        f"multiple of {step:g}, and each square, each partial sum and the mean is rounded so: "
+        f"here E[x²] came out {signed(squares)} from its exact value and E[x]² "
+        f"{signed(mean_squared)}, "
+        f"against a difference of {short(truth)}. The naive formula gives {short(naive)}, "
         f"{error:.0%} off"
         + (", a negative variance, which √ turns into NaN" if naive < 0 else "")
         + f". Two passes (subtract μ, then square) land {two_pass:.1e} off: they only ever "
@@ -519,7 +528,10 @@ def cancellation_sweep(
     variances = {name: v.double().numpy() for name, v in computed.items()}
     truth_np = truth.numpy()
     errors = {name: np.abs(v - truth_np) / truth_np for name, v in variances.items()}
-    return CancellationSweep(shifts.numpy(), truth_np, variances, errors)
+    exact = x.double()
+    terms = {"E[x²]": ((x * x).mean(1).double() - (exact * exact).mean(1)).numpy(),
+             "E[x]²": ((x.mean(1) ** 2).double() - exact.mean(1) ** 2).numpy()}
+    return CancellationSweep(shifts.numpy(), truth_np, variances, errors, terms)
 
 
 # --- The formula tutorial's "Error without epsilon"

@@ -43,7 +43,7 @@ PAGES: dict[str, list[PageInfo]] = {
                  "How pad tokens drag BatchNorm's statistics, masked BatchNorm as the repair, "
                  "and why LayerNorm over each token's features does not care."),
         PageInfo("app_pages/epsilon.py", "ε and numerical stability", ":material/functions:",
-                 "Tiny variances, ε = 0, half precision, and the E[x²] − E[x]² trap."),
+                 "Tiny variances, ε = 0, half precision, and one pass or two for the variance."),
         PageInfo("app_pages/scale_shift.py", "Scale and shift: γ and β", ":material/tune:",
                  "What the learnable γ and β do to the normalized values, and when they can "
                  "undo normalization (BatchNorm's, with frozen statistics; LayerNorm's, only one "
