@@ -92,8 +92,7 @@ with st.container(border=True):
         "Normalize over the last … dims", list(range(1, ndim)), horizontal=True,
         key="sh_dims", bind="query-params",
         help="normalized_shape = x.shape[-k:]; the first dim always keeps its own statistics. "
-             "Whether the batch is left out depends on where the tensor keeps it: in the "
-             "two-word notes' (words, batch, embedding) the last 2 dims include it.")
+             "Whether the batch is left out depends on where the tensor keeps it.")
 st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
 with refusal():
     view = layer_norm_shapes(batch, dims)
@@ -129,27 +128,32 @@ st.code(layer_norm_snippet(view), language="python")
 # --- The two words with a batch of two
 # ---------------------------------------------------------------
 with folded("The two words with a batch of two", "sh_part2"):
-    two = cached(seed_003_batch_of_two)
-    st.markdown(
-        "The two-word notes type their words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], [0.5, "
-        "0.1, 0.1]]])` — (batch, words, embedding) = (1, 2, 3) — then turn it into (words, batch, "
-        "embedding) with `inputs.reshape(sequence_size, batch_size, embedding_size)` and take "
-        "their variance (and, in their commented-out lines, their mean) over `dims = (-2, -1)`. "
-        "With one sample both steps happen to give the right numbers. Here the same steps run on "
-        "a batch of two: the notes' sample and a second one.\n\n**1. `reshape` is not `permute`.** "
-        "A reshape keeps the values in memory order and only changes how they are indexed; moving "
-        "a dim needs `permute(1, 0, 2)`. With two samples "
-        "the reshaped tensor files the words under the wrong labels:")
-    st.dataframe(reshape_table(two), hide_index=True, key="sh_reshape")
-    st.markdown(
-        "**2. `dims = (-2, -1)` pools the batch.** On (words, batch, embedding) the last two dims "
-        "are (batch, embedding): each word position gets one μ and σ² across both samples. Below, "
-        "the notes' sample is normalized alone (as in the notes) and beside the second sample "
-        "(permuted correctly, so only the dims differ):")
-    st.dataframe(dependence_table(two), hide_index=True, key="sh_dependence",
-                 column_config={"max |change|": st.column_config.NumberColumn(format="%.4f")})
-    st.caption(batch_of_two_caption(two))
-    st.code(batch_of_two_snippet(), language="python")
+    if shares is None:  # this part works the question above through: it waits for the guess
+        st.caption("This part works the question above through on the two-word notes' tensor: "
+                   "answer it first.")
+    else:
+        two = cached(seed_003_batch_of_two)
+        st.markdown(
+            "The two-word notes type their words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], "
+            "[0.5, 0.1, 0.1]]])` — (batch, words, embedding) = (1, 2, 3) — then turn it into "
+            "(words, batch, embedding) with `inputs.reshape(sequence_size, batch_size, "
+            "embedding_size)` and take their variance (and, in their commented-out lines, their "
+            "mean) over `dims = (-2, -1)`. With one sample both steps happen to give the right "
+            "numbers. Here the same steps run on a batch of two: the notes' sample and a second "
+            "one.\n\n**1. `reshape` is not `permute`.** A reshape keeps the values in memory "
+            "order and only changes how they are indexed; moving a dim needs `permute(1, 0, 2)`. "
+            "With two samples the reshaped tensor files the words under the wrong labels:")
+        st.dataframe(reshape_table(two), hide_index=True, key="sh_reshape")
+        st.markdown(
+            "**2. `dims = (-2, -1)` pools the batch.** On (words, batch, embedding) the last two "
+            "dims are (batch, embedding): each word position gets one μ and σ² across both "
+            "samples. Below, the notes' sample is normalized alone (as in the notes) and beside "
+            "the second sample (permuted correctly, so only the dims differ):")
+        st.dataframe(dependence_table(two), hide_index=True, key="sh_dependence",
+                     column_config={"max |change|":
+                                    st.column_config.NumberColumn(format="%.4f")})
+        st.caption(batch_of_two_caption(two))
+        st.code(batch_of_two_snippet(), language="python")
 
 
 # --- Transformer blocks -------------------------------------------------------------------------
