@@ -37,7 +37,7 @@ from lnviz.lessons.beyond import (
     worst_sublayer,
     yardstick,
 )
-from lnviz.lessons.common import defined
+from lnviz.lessons.common import Answer, defined
 from lnviz.lessons.minilm import FIRST_FFN, layer_label, sublayer_of
 from lnviz.lessons.performance import recorded_gpu_run
 from lnviz.lessons.shapes import (
@@ -259,12 +259,12 @@ if frozen_guess is not None:
     answer = {"embeddings": "the embeddings' one", "attention": "those after attention",
               "feed-forward": "those after the feed-forward"}[worst]
     k = int(np.argmin(frozen.alone))
-    st.markdown(
-        f"**{'Right' if frozen_guess == answer else 'Not quite'}:** on this sentence"
+    st.markdown(Answer(answer, (
+        "On this sentence"
         + (" (empty: [CLS] and [SEP] alone)" if len(original.tokens) <= 2 else "") + " the "
         f"worst is LayerNorm {k} ({layer_label(frozen.names[k])}): alone, it leaves a cosine "
         f"of {frozen.alone[k]:.3f} with the model's own embedding. All 13 frozen together: "
-        f"{frozen.together:.3f}.")
+        f"{frozen.together:.3f}.")).reply(frozen_guess))
     show_figure(charts.beyond.swaps_figure,
                 [f"{i}: {layer_label(n)}" for i, n in enumerate(frozen.names)], frozen.alone,
                 frozen.measure, "largest token's √(σ² + ε) ÷ σ̄ (the median's)", key="by_frozen")
@@ -303,39 +303,46 @@ by_name = {f.name: f for f in fits}
 with st.spinner("Running the model with DyT in place…"):
     mine = cached(substitute, Named(model, "minilm"), text, [by_name[n] for n in replaced],
                   Named(original, ("by", text)))
-    standard = jobs.heavy_cached(
-        "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens, standard_substitutions,
-        Named(model, "minilm"), text, Named(fits, ("by fits", text)),
-        Named(original, ("by", text)))
-    anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
 if replaced:
     st.metric("Cosine with the model's own embedding", f"{mine.cosine:.4f}",
               help="The cosine similarity of the sentence embeddings with and without the "
                    "replacement.")
 else:
     st.caption("Nothing replaced: the embedding is the model's own (cosine 1).")
-table = pd.DataFrame({"replaced": [label for label, _ in standard],
-                      "cosine with the model's embedding": [s.cosine for _, s in standard]})
-st.dataframe(table, hide_index=True, key="by_standard")
-st.caption(
-    "For scale, this sentence's embedding against other sentences', nearest first: "
-    + "; ".join(f"{a.kind}, “{a.text if len(a.text) <= 80 else a.text[:79] + '…'}”: "
-                f"{a.cosine:.2f}" for a in anchors)
-    + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "
-    + placed(standard[-1][1].cosine, anchors) + "."
-    + ("" if text in NEIGHBOURS else " (The first five example sentences also have a "
-                                      "paraphrase and a sentence of the same frame with "
-                                      "another meaning here.)"))
-one, ffn, attention, every = (sub.cosine for _, sub in standard)
+# the four standard swaps compare the groups as section 3's question does: they wait for it
+if frozen_guess is None:
+    st.caption("Four standard swaps — one LayerNorm, the six after attention, the six after a "
+               "feed-forward, all 13 — appear here once section 3's question is answered: "
+               "they compare the same groups.")
+else:
+    with st.spinner("Running the model with DyT in place…"):
+        standard = jobs.heavy_cached(
+            "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens,
+            standard_substitutions, Named(model, "minilm"), text,
+            Named(fits, ("by fits", text)), Named(original, ("by", text)))
+        anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
+    table = pd.DataFrame({"replaced": [label for label, _ in standard],
+                          "cosine with the model's embedding": [s.cosine for _, s in standard]})
+    st.dataframe(table, hide_index=True, key="by_standard")
+    st.caption(
+        "For scale, this sentence's embedding against other sentences', nearest first: "
+        + "; ".join(f"{a.kind}, “{a.text if len(a.text) <= 80 else a.text[:79] + '…'}”: "
+                    f"{a.cosine:.2f}" for a in anchors)
+        + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "
+        + placed(standard[-1][1].cosine, anchors) + "."
+        + ("" if text in NEIGHBOURS else " (The first five example sentences also have a "
+                                          "paraphrase and a sentence of the same frame with "
+                                          "another meaning here.)"))
+    one, ffn, attention, every = (sub.cosine for _, sub in standard)
+    st.markdown(
+        f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 "
+        f"together give {every:.2f}. "
+        + (f"The six after attention cost little even together ({attention:.3f}); the six "
+           f"after a feed-forward cost most ({ffn:.2f}). " if attention > ffn else ""))
 st.markdown(
-    f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 together "
-    f"give {every:.2f}. "
-    + (f"The six after attention cost little even together ({attention:.3f}); the six after "
-       f"a feed-forward cost most ({ffn:.2f}). "
-       if attention > ffn else "")
-    + "The paper does not drop DyT into a trained model: it trains the network with DyT from "
-      "the start, and the weights learn to live with it. What this measures is how much a model "
-      "trained with LayerNorm relies on the per-token statistics that DyT does without.")
+    "The paper does not drop DyT into a trained model: it trains the network with DyT from "
+    "the start, and the weights learn to live with it. What this measures is how much a model "
+    "trained with LayerNorm relies on the per-token statistics that DyT does without.")
 
 # --- 5. What the papers report ---------------------------------------------------------------
 st.subheader("5 · What the papers report")
