@@ -123,14 +123,19 @@ def question(zoo: ZooInput, result: ZooResult) -> None:
             "tokens far from zero, where float32 rounding alone moves any LayerNorm's output."
         )
         st.dataframe(result.table(), hide_index=True, key="bz_summary")
+    st.info(
+        "**Try this.** Predict and check on **I** first. "
+        # the rest names letters that match on I: it waits for the check (in this fragment, so
+        # that it follows the toggle)
+        + ("Then switch to the two-sentence batch: which letters stop matching, and what does a "
+           "batch of two expose? Raise ε until B fails, and move the offset to 10000 for G."
+           if checked else
+           "(More to try appears once you have checked: it names some of the answers.)"),
+        icon="🧪")
 
 
 question(zoo, result)
 
-st.info(
-    "**Try this.** Predict and check on **I** first. Then switch to the two-sentence batch: which "
-    "letters stop matching, and what does a batch of two expose? Raise ε until B fails, and "
-    "move the offset to 10000 for G.", icon="🧪")
 
 st.subheader("The same check in PyTorch")
 st.caption("Paste the seven functions above first.")

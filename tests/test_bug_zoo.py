@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from pageutil import alerts, figures, open_page, trace_data
+from pageutil import alerts, figures, open_page, page_text, trace_data
 
 from lnviz.lessons.bug_zoo import (
     ATOL,
@@ -337,15 +337,18 @@ def test_snippet_runs_and_prints_the_pages_differences(name, shape, offset, seed
         name, shape, offset, seed, eps)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "snippet", "exec"), {})  # our own generated code; assert_close passes
-    printed = dict(line.split() for line in out.getvalue().splitlines())
+        exec(compile(code, "snippet", "exec"), {})  # our own generated code
+    printed = {function: (diff, verdict) for function, diff, verdict
+               in (line.split() for line in out.getvalue().splitlines())}
     result = compare(zoo_input(name, shape, offset, seed).values, eps)
     for letter, comparison in result.comparisons.items():
-        value = float(printed[f"layer_norm_{letter.lower()}"])
+        diff, verdict = printed[f"layer_norm_{letter.lower()}"]
         if comparison.nonfinite:
-            assert math.isnan(value)
+            assert math.isnan(float(diff))
         else:
-            assert value == pytest.approx(comparison.max_diff, rel=1e-3, abs=2e-7)
+            assert float(diff) == pytest.approx(comparison.max_diff, rel=1e-3, abs=2e-7)
+        # assert_close's verdict is the page's
+        assert verdict == ("matches" if comparison.matches else "differs"), letter
 
 
 # --- The page ---------------------------------------------------------------------------------
@@ -366,6 +369,13 @@ def test_default_view_asks_before_it_shows():
     assert figures(at) == [] and not alerts(at)["success"] and not alerts(at)["error"]
     assert any("Predict first" in c.value for c in at.caption)
     assert at.code[-1].value == zoo_snippet("I").strip()
+    # nothing on the page says which letters match before the check: not the "Try this", not
+    # the code (it prints each verdict when run, and names no letter)
+    text = page_text(at)
+    assert "until B fails" not in text and "for G" not in text
+    assert "layer_norm_d(x" not in at.code[-1].value
+    at = check(at, [])
+    assert "Raise ε until B fails" in " ".join(i.value for i in at.info)
 
 
 def test_checking_gives_feedback_per_letter_and_the_heatmaps():

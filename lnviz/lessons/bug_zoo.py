@@ -518,7 +518,8 @@ def feedback(result: ZooResult, zoo: ZooInput, chosen: Sequence[str]) -> list[Fe
 def zoo_snippet(name: str = "I", shape: Sequence[int] = (4, 2, 8), offset: float = 0.0,
                 seed: int = 0, eps: float = 1e-5) -> str:
     """PyTorch code that builds the page's input and prints each implementation's max |diff|
-    from ``torch.nn.LayerNorm`` (run it after the seven functions)."""
+    from ``torch.nn.LayerNorm`` and whether ``torch.testing.assert_close`` lets it pass (run it
+    after the seven functions). It names no letter: what it prints is the question's answer."""
     if name == "random":
         make = (f"x = torch.randn({tuple(shape)}, generator=torch.Generator()"
                 f".manual_seed({seed}))")
@@ -532,9 +533,9 @@ def zoo_snippet(name: str = "I", shape: Sequence[int] = (4, 2, 8), offset: float
     letters = ", ".join(names[:half]) + ",\n                   " + ", ".join(names[half:])
     x = zoo_input(name, shape, offset, seed).values
     atol = ATOL + float(rounding_allowance(x, eps).max())
-    check = ("torch.testing.assert_close(layer_norm_d(x, eps), expected)" if offset == 0 else
-             f"torch.testing.assert_close(layer_norm_d(x, eps), expected, rtol={RTOL!r}, "
-             f"atol={atol:.2g})  # far from zero, float32 rounding needs a wider atol")
+    check = ("torch.testing.assert_close(y, expected)" if offset == 0 else
+             f"torch.testing.assert_close(y, expected, rtol={RTOL!r}, atol={atol:.2g})"
+             "  # far from zero, float32 rounding needs a wider atol")
     return f"""import torch
 
 {make}
@@ -542,6 +543,11 @@ eps = {eps!r}
 expected = torch.nn.LayerNorm(x.shape[-1], eps=eps)(x).detach()
 implementations = [{letters}]
 for layer_norm in implementations:
-    print(layer_norm.__name__, (layer_norm(x, eps) - expected).abs().max().item())
-{check}
+    y = layer_norm(x, eps)
+    try:
+        {check}
+        verdict = "matches"
+    except AssertionError:
+        verdict = "differs"
+    print(layer_norm.__name__, (y - expected).abs().max().item(), verdict)
 """
