@@ -38,8 +38,8 @@ page_title("app_pages/gradients.py")
 st.markdown(
     "A normalization layer is differentiated like any other layer, but its μ and σ are "
     "themselves functions of the input, so every input that went into them also receives "
-    "gradient. Which inputs those are decides where a gradient can travel: inside one sample "
-    "for LayerNorm, across the whole batch for BatchNorm. The same fact decides what the "
+    "gradient. Which inputs those are decides where a gradient can travel. The same fact "
+    "decides what the "
     "layer ignores: a constant added to every value of a group that shares μ and σ is "
     "normalized away, and so (up to ε) is a positive factor multiplying all of them. "
     "Everything here runs the lnviz norms under `torch.autograd` in float64."
@@ -51,8 +51,8 @@ st.latex(
     r"\frac{\partial L}{\partial y}\,\hat x,\quad \frac{\partial L}{\partial \beta} = \sum_n"
     r"\frac{\partial L}{\partial y}"
 )
-st.caption("The sums run over the H values that share one μ and σ: a sample's C features for "
-           "LayerNorm, a feature's N samples for BatchNorm (training mode).")
+st.caption("The sums run over the H values that share one μ and σ (training mode for "
+           "BatchNorm).")
 
 # --- Controls ---------------------------------------------------------------------------------
 with st.container(border=True):
@@ -97,10 +97,12 @@ LOSSES = {"one-hot": f"y[{cell[0]}, {cell[1]}], one output cell", "ones": "Σ y,
 guess = prediction(
     f"the loss is {LOSSES[kind]}. Which inputs does BatchNorm's ∂L/∂x reach?", REACH_OPTIONS,
     key=f"gr_guess_{kind}", what="both norms' gradients",
-    help="An input gets gradient if the loss depends on it: through its own output, or through "
-         "the μ and σ it helped compute.")
+    help="The loss is the one chosen under “Upstream gradient ∂L/∂y”.")
 if guess is not None:
-    st.markdown(reach_answer(bn.grad_input, kind, cell).reply(guess))
+    st.markdown(reach_answer(bn.grad_input, kind, cell, x=to_numpy(x), eps=eps).reply(guess))
+    st.caption("The H values that share one μ and σ: a sample's C features for LayerNorm, a "
+               "feature's N samples for BatchNorm. An input gets gradient through its own "
+               "output, and through the μ and σ it helped compute.")
     show_figure(charts.gradients.heatmaps, {
         "input x": to_numpy(x), "upstream ∂L/∂y": to_numpy(grad_output),
         "∂L/∂x, LayerNorm": ln.grad_input, "∂L/∂x, BatchNorm": bn.grad_input,

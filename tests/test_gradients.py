@@ -422,25 +422,38 @@ def test_the_reach_question_reads_torchs_gradient(kind, cell, option):
         assert f"LayerNorm's stays in row {cell[0]}" in answer.reason
 
 
-@pytest.mark.parametrize("eps", [1e-5, 0.0])
-def test_at_a_batch_of_two_the_reach_reply_says_batchnorm_answers_plus_or_minus_one(eps):
-    """Two samples: BatchNorm's x̂ is ±1 up to ε whatever x, so whatever the pattern of the tiny
-    gradient left, the reply explains the pair, with the gradient's size."""
+@pytest.mark.parametrize("eps", [1e-5, 0.0, 1.0])
+def test_at_a_batch_of_two_the_reach_reply_says_when_batchnorm_answers_plus_or_minus_one(eps):
+    """Two samples: BatchNorm's x̂ is ±d/√(d² + 4ε), ±1 while ε ≪ d², so the tiny gradient
+    left is ε's doing; at ε = 1 (the slider's largest) x̂ is far from ±1, and the reply says so
+    with torch's own x̂ (F.batch_norm) and gradient's size."""
     from lnviz.lessons.gradients import reach_answer
 
     x = gradient_input(2, 4, seed=0)
     upstream = upstream_gradient((2, 4), "one-hot", cell=(0, 1), seed=0)
     grad = gradient_report(x, upstream, eps).by_norm["BatchNorm"].grad_input
-    answer = reach_answer(grad, "one-hot", (0, 1))
-    assert answer.reason.startswith("With two samples, BatchNorm's x̂ of each feature is ±1")
-    assert f"the largest |∂L/∂x| is {np.abs(grad).max():.2g}" in answer.reason
-    assert np.abs(grad).max() < 0.01  # ε's doing alone
+    answer = reach_answer(grad, "one-hot", (0, 1), x=x.numpy(), eps=eps)
+    assert answer.reason.startswith("With two samples, BatchNorm's x̂ of each feature is")
+    # torch refuses ε = 0 in training: there, x̂ = ±1 exactly (d ≠ 0 in every feature)
+    x_hat = (np.abs(F.batch_norm(x.double(), None, None, training=True, eps=eps).numpy())
+             if eps > 0 else np.ones((2, 4)))
+    assert f"|x̂| runs from {x_hat.min():.3g} to {x_hat.max():.3g}" in answer.reason
+    assert f"The largest |∂L/∂x| is {np.abs(grad).max():.2g}" in answer.reason
+    if eps < 1e-3:
+        assert x_hat.min() > 0.99 and np.abs(grad).max() < 0.01  # ε's doing alone
+        assert "the loss hardly depends on x" in answer.reason
+    else:
+        assert x_hat.min() < 0.9 and np.abs(grad).max() > 0.1
+        assert "x̂ depends on x again" in answer.reason
+        assert "hardly" not in answer.reason
 
 
 def test_the_page_asks_where_the_gradient_goes_before_it_draws_it():
     """A shared link opens the question with both norms' gradients held back; every option
     gets its reply, "Right" for feature 0's column; another upstream gradient asks again."""
-    at = asks_first(PAGE, "gr_guess_one-hot", "one feature's column")
+    at = asks_first(PAGE, "gr_guess_one-hot", "one feature's column",
+                    hidden=("a feature's N samples", "across the whole batch", "helped compute"))
+    assert any("a feature's N samples for BatchNorm" in c.value for c in at.caption)
     assert "Now pick **ones** (L = Σ y) and answer again" in alerts(at)["info"][0]
     at.segmented_control(key="gr_up").set_value("ones").run()
     assert at.radio(key="gr_guess_ones").value is None

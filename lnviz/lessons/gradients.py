@@ -82,10 +82,12 @@ REACH_OPTIONS = ("nowhere", "one feature's column", "one sample's row", "every c
                  "scattered cells")
 
 
-def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 0)) -> Answer:
+def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 0), *,
+                 x: np.ndarray | None = None, eps: float = 1e-5) -> Answer:
     """Which of :data:`REACH_OPTIONS` BatchNorm's ∂L/∂x ``grad_input`` (N, C) makes right under
     the upstream gradient ``kind`` (one of :data:`UPSTREAM`; ``cell`` for "one-hot"), and why:
-    which inputs went into the statistics of the outputs the loss looks at."""
+    which inputs went into the statistics of the outputs the loss looks at. With two samples,
+    the input ``x`` and ``eps`` say how close to ±1 BatchNorm's x̂ is."""
     grad = np.abs(np.asarray(grad_input, dtype=np.float64))
     n_rows, n_cols = grad.shape
     largest = float(grad.max())
@@ -104,10 +106,16 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
     statistics = (f"BatchNorm normalizes each feature with its μ and σ over all {n_rows} "
                   "samples")
     if n_rows == 2:
-        reason = ("with two samples, BatchNorm's x̂ of each feature is ±1 up to ε whatever x "
-                  "is: (x₁ − x₂)/√((x₁ − x₂)² + 4ε) and its negative. So the loss hardly "
-                  f"depends on x: the largest |∂L/∂x| is {largest:.2g}, all of it ε's doing "
-                  "(0 at ε = 0).")
+        reason = ("with two samples, BatchNorm's x̂ of each feature is (x₁ − x₂)/√((x₁ − x₂)² "
+                  "+ 4ε) and its negative: ±1 whatever x is while ε ≪ (x₁ − x₂)². ")
+        if x is not None:
+            d = np.abs(np.diff(np.asarray(x, dtype=np.float64), axis=0))
+            sizes = d / np.sqrt(d * d + 4 * eps)
+            reason += (f"Here |x̂| runs from {sizes.min():.3g} to {sizes.max():.3g}"
+                       + (": the pairs are far apart next to ε. " if sizes.min() > 0.99 else
+                          f": at ε = {eps:g}, x̂ depends on x again. "))
+        reason += (f"The largest |∂L/∂x| is {largest:.2g}, all of it ε's doing (0 at ε = 0)"
+                   + (": the loss hardly depends on x." if largest < 0.01 else "."))
     elif option == REACH_OPTIONS[0] and kind == "ones":
         reason = (f"{statistics}, so each feature's x̂ sums to 0 over the batch whatever x is; "
                   "L = Σ y weighs every value alike, so L does not change with x at all "
@@ -470,7 +478,8 @@ def pair_note(batch: int, features: int) -> str | None:
         return None
     subject = " and ".join(pairs)
     verb, its = ("pass", "their") if len(pairs) > 1 else ("passes", "its")
-    return (f"Groups of two values: x̂ = ±1 up to ε whatever the two values are, so {subject} "
+    return (f"Groups of two values d apart: x̂ = ±d/√(d² + 4ε), ±1 whatever the two values are "
+            f"while ε ≪ d², so {subject} "
             f"{verb} on almost nothing — {its} ∂L/∂x and Jacobian are 0 but for ε's doing "
             "(larger at a large ε), and up to ε a probe changes the output only where it swaps "
             "the order of the two values.")
