@@ -52,9 +52,8 @@ st.markdown(
     "values to mean 0 and standard deviation 1 (up to ε); RMSNorm, which keeps the mean, to a "
     "root mean square of 1. That is good for optimization, but a layer may *want* its outputs "
     "elsewhere — a wider spread before a tanh, a positive shift before a ReLU. So a normalization "
-    "layer ends with learnable vectors: γ stretches the normalized values and β (which RMSNorm "
-    "does without) moves them. They start at γ = 1, β = 0 (no change) and are trained like any "
-    "other weight."
+    "layer ends with two learnable vectors, γ and β (RMSNorm does without β), applied as below. "
+    "They start at γ = 1, β = 0 (no change) and are trained like any other weight."
 )
 st.latex(r"y = \gamma \cdot \hat x + \beta, \qquad \hat x = \frac{x - \mu}{\sqrt{\sigma^2 + "
          r"\epsilon}}")
@@ -73,7 +72,7 @@ guess = prediction(
     f"below, the same {samples} normalized values go through y = γ·x̂ + β for three γ and three "
     "β. Where does each panel's mean go, and its standard deviation?", GRID_OPTIONS,
     key="ss_guess", what="the nine panels",
-    help="x̂ has mean 0 and standard deviation 1 (up to ε) before γ and β.")
+    help="Each panel has one γ and one β; x̂ is the same in all nine.")
 if guess is not None:
     st.markdown(grid_answer(grid).reply(guess))
     st.latex(r"\operatorname{mean}(y) = \beta,\;\; \operatorname{std}(y) = |\gamma|"

@@ -101,7 +101,7 @@ def test_the_page_asks_where_gamma_and_beta_put_mean_and_spread_before_the_grid(
     held back; every option gets its reply."""
     asked = open_page(PAGE, asked=True)
     assert not any(r"\operatorname{mean}(y)" in latex.value for latex in asked.latex)
-    at = asks_first(PAGE, "ss_guess", GRID_OPTIONS[0])
+    at = asks_first(PAGE, "ss_guess", GRID_OPTIONS[0], hidden=("stretches", "moves them"))
     assert any(r"\operatorname{mean}(y) = \beta" in latex.value for latex in at.latex)
 
 
