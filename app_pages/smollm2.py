@@ -248,6 +248,10 @@ if part.open:
                 st.session_state["sl_removals"] = swept
             bar.empty()
         gone = swept.get((text, how))
+        if stays is None and swept:  # a sweep answers the question above for every norm
+            st.caption("The sweeps you ran on this prompt show once the question above is "
+                       "answered: they answer it for every norm.")
+            swept, gone = {}, None
         if gone is not None:
             show_figure(charts.smollm2.removals_figure,
                         [f"{k}: {norm_label(n)}" for k, n in enumerate(gone.names)], gone.loss,

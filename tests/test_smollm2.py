@@ -311,6 +311,12 @@ def test_the_page_sweeps_the_norms_on_request_and_says_what_it_found(model, monk
     assert table["each norm"].tolist() == ["removed", "turned into LayerNorm with the same γ"]
     assert table["next token kept"].tolist() == [
         f"{int(g.same_top.sum())} of 3" for g in (gone, swept_after(at, "LayerNorm"))]
+    # a norm whose question is still open: the sweeps (which answer it) wait for it
+    at.session_state[f"sl_stays_guess_{at.selectbox(key='sl_norm').value}_LayerNorm"] = None
+    at.run(timeout=300)
+    assert not [d for d in at.dataframe if "next token kept" in d.value.columns]
+    assert not any("With one norm" in m.value for m in at.markdown)
+    assert any("show once the question above is answered" in c.value for c in at.caption)
 
 
 def swept_after(at, how: str):
