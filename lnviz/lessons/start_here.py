@@ -507,8 +507,8 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
     values = ", ".join(format_numbers([float(v)]) for v in column)
     return Step(OUTLINE[2], (
         "BatchNorm turns the table around: one μ and σ per *feature*, taken across every "
-        "token of the batch. The two-sentence batch is two sentences padded to four tokens each, "
-        "so "
+        "token of the batch. The two-sentence batch holds two sentences in four places each "
+        "(the second is a word short, so a pad fills its last place), so "
         f"feature 0 — the first number of every token — pools {column.numel()} values: "
         f"{values}. The last one is the pad, and the transformer article counts it."), (
         Question(
