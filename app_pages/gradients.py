@@ -152,8 +152,12 @@ if guess is not None:
 # --- Invariances --------------------------------------------------------------------------------
 # A fragment: its four controls rerun this section alone, not the gradients and Jacobians above.
 @st.fragment
-def invariances(n: int, c: int, eps: float, seed: int) -> None:
+def invariances(n: int, c: int, eps: float, seed: int, answered: bool) -> None:
     st.subheader("What leaves the output unchanged")
+    if not answered:  # it says which values each norm pools: the question's answer
+        st.caption("This section says which values each norm pools, which answers the question "
+                   "above: answer it first.")
+        return
     st.markdown(
         "Here the norm sits after a linear layer, y = Norm(x Wᵀ), as it does in a network. Each "
         "probe changes one thing and measures the largest change of the output, once at the "
@@ -216,11 +220,11 @@ def invariances(n: int, c: int, eps: float, seed: int) -> None:
     )
 
 
-invariances(n, c, eps, settings.seed)
+invariances(n, c, eps, settings.seed, guess is not None)
 
 st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
-             label="Where the norm sits, part 3: a weight before a norm gets a gradient "
-                   "orthogonal to itself, and learns at η/‖W‖² — with and without weight decay",
+             label="Where the norm sits, part 3: how a norm after a weight changes the way "
+                   "that weight learns — with and without weight decay",
              query_params={"pl_wscale": f"{INIT_SCALES[-1]:g}"})
 
 st.subheader("In PyTorch")

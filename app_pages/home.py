@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lnviz.lessons.common import GLOSSARY
+from lnviz.lessons.common import GLOSSARY, SOURCES
 from lnviz.lessons.start_here import OUTLINE
 from lnviz.ui.pages import PAGES
 from lnviz.ui.path import PATH_PAGE, STEP_KEY
@@ -38,3 +38,9 @@ with pages:
 
 with st.expander("Glossary: the terms the pages use", icon=":material/menu_book:"):
     st.markdown("\n".join(f"- **{term}**: {meaning}." for term, meaning in GLOSSARY.items()))
+
+with st.expander("Sources: the course notes the pages quote", icon=":material/library_books:"):
+    st.markdown("The pages reproduce these notes' worked examples and numbers, and say where "
+                "a note slips and what the fix is.\n"
+                + "\n".join(f"- **{name[0].upper() + name[1:]}**: {what}."
+                             for name, what in SOURCES.items()))

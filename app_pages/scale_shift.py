@@ -104,7 +104,9 @@ def free_section(box: DeltaGenerator, code: DeltaGenerator, samples: int, seed: 
     gamma, beta = values["ss_gamma"], values["ss_beta"]
     if not answered:  # the histogram's title gives part 1's answer
         box.info(WAITS_FOR_PART_1, icon=":material/quiz:")
-        code.code(scale_shift_snippet(gamma, beta, samples, SAMPLES, FEATURES), language="python")
+        # so does the code: it undoes a BatchNorm with γ = its σ and β = its μ
+        code.caption("The code appears once part 1's question is answered: the γ and β that "
+                     "undo a BatchNorm in it give the answer away.")
         return
     with box:
         one = cached(scale_shift_grid, (gamma,), (beta,), n=samples, seed=seed, bins=FREE_BINS,
@@ -254,8 +256,11 @@ with folded("5 · Two betas that are really one (LN-LSTM)", "ss_part5"):
     two_betas_section(settings.seed, settings.device, settings.dtype)
 
 st.info(
-    "**Try this.** Open part 2 and set γ to −1: the histogram flips but its deviation stays 1 (up "
-    "to ε). In part 3, switch to LayerNorm and watch the orange markers leave the green "
+    "**Try this.** "
+    # part 2's sentence ties the deviation to |γ|, part 1's answer: it waits for it
+    + ("Open part 2 and set γ to −1: the histogram flips but its deviation stays 1 (up to ε). "
+       if guess is not None else "")
+    + "In part 3, switch to LayerNorm and watch the orange markers leave the green "
     "targets; the caption names the feature that misses most. In part 4, change the sidebar's "
     "seed: the next batch's miss in training mode changes with the draw, the evaluation-mode "
     "one stays at rounding. In part 5, move the share from 0 to 1: β₁ and β₂ trade places, "

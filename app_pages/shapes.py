@@ -123,7 +123,7 @@ if shares is not None:
         st.dataframe(pd.DataFrame(view.output_grid, index=rows, columns=columns),
                      key="sh_output")
     st.info(cached(shapes_try_this), icon="🔍")
-st.code(layer_norm_snippet(view), language="python")
+    st.code(layer_norm_snippet(view), language="python")  # it prints the groups: the answer
 
 # --- The two words with a batch of two
 # ---------------------------------------------------------------

@@ -452,7 +452,9 @@ def test_the_page_asks_where_the_gradient_goes_before_it_draws_it():
     """A shared link opens the question with both norms' gradients held back; every option
     gets its reply, "Right" for feature 0's column; another upstream gradient asks again."""
     at = asks_first(PAGE, "gr_guess_one-hot", "one feature's column",
-                    hidden=("a feature's N samples", "across the whole batch", "helped compute"))
+                    hidden=("a feature's N samples", "across the whole batch", "helped compute",
+                            "normalizes each feature"))
+    assert any("normalizes each feature" in m.value for m in at.markdown)  # once answered
     assert any("a feature's N samples for BatchNorm" in c.value for c in at.caption)
     assert "Now pick **ones** (L = Σ y) and answer again" in alerts(at)["info"][0]
     at.segmented_control(key="gr_up").set_value("ones").run()

@@ -101,7 +101,11 @@ def test_the_page_asks_where_gamma_and_beta_put_mean_and_spread_before_the_grid(
     held back; every option gets its reply."""
     asked = open_page(PAGE, asked=True)
     assert not any(r"\operatorname{mean}(y)" in latex.value for latex in asked.latex)
-    at = asks_first(PAGE, "ss_guess", GRID_OPTIONS[0], hidden=("stretches", "moves them"))
+    assert not asked.code
+    at = asks_first(PAGE, "ss_guess", GRID_OPTIONS[0],
+                    hidden=("stretches", "moves them", "deviation stays 1", "bn.weight.copy_"))
+    assert "bn.weight.copy_" in at.code[-1].value
+    assert "deviation stays 1" in " ".join(i.value for i in at.info)
     assert any(r"\operatorname{mean}(y) = \beta" in latex.value for latex in at.latex)
 
 

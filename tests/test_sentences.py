@@ -155,3 +155,22 @@ def test_no_string_a_learner_may_read_names_the_project_s_source_notes_by_number
                   and id(node) not in docstrings
                   and re.search(r"(?i)\bseed 00\d|\bthe seed's\b", node.value)]
     assert found == []
+
+
+def test_home_says_what_each_course_note_the_pages_quote_is() -> None:
+    """Every name the pages give a course note ("the formula tutorial", …) is one Home's
+    sources list explains, and every page's text that quotes one uses such a name."""
+    from pageutil import open_page
+
+    from lnviz.lessons.common import SOURCES
+
+    code = " ".join(p.read_text() for folder in ("app_pages", "lnviz")
+                    for p in (ROOT / folder).rglob("*.py"))
+    quoted = set(re.findall(r"the (?:formula tutorial|transformer article|two-word notes)", code))
+    assert quoted == {"the formula tutorial", "the transformer article", "the two-word notes"}
+    assert quoted <= set(SOURCES)
+    at = open_page("app_pages/home.py")
+    listed = " ".join(m.value for e in at.expander if e.label.startswith("Sources")
+                      for m in e.markdown)
+    for name, what in SOURCES.items():
+        assert f"**{name[0].upper() + name[1:]}**: {what}." in listed

@@ -680,7 +680,8 @@ def test_the_page_asks_whether_samples_share_statistics_before_it_shows_the_grou
     assert any("answer it first" in c.value for c in asked.caption)
     at = asks_first(PAGE, "sh_guess_two words ×2_2", "yes",
                     {"sh_tensor": "two words ×2", "sh_dims": "2"},
-                    hidden=("pools the batch", "max |change|", "the last 2 dims include it"))
+                    hidden=("pools the batch", "max |change|", "the last 2 dims include it",
+                            "groups of"))
     assert [d for d in at.dataframe if "max |change|" in d.value.columns]
     assert [m.value for m in at.metric][:4] == ["(2, 2, 3)", "(2, 3)", "(2, 1, 1)", "2 × 6"]
     at.radio(key="sh_dims").set_value(1).run()

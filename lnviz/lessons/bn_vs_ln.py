@@ -334,9 +334,12 @@ def mates_answer(sweep: BatchSizeSweep) -> Answer:
         f"Across {sweep.batch_norm.shape[1]} re-drawn batches, the fixed sample's BatchNorm "
         f"output changed by up to {bn[most]:.3g} (at batch size {int(sweep.batch_sizes[most])})"
         f" and still by {bn[largest]:.3g} at {int(sweep.batch_sizes[largest])}: its μ and σ "
-        "pool the whole batch, so new batch-mates move them. Its LayerNorm output changed by at "
-        f"most {float(np.nanmax(ln)):.3g}: LayerNorm normalizes the sample with its own μ and "
-        "σ, which no batch-mate enters."))
+        "pool the whole batch, so new batch-mates move them. Its LayerNorm output "
+        + ("did not change at all" if float(np.nanmax(ln)) == 0 else
+           f"changed by at most {float(np.nanmax(ln)):.3g}")
+        + ": LayerNorm normalizes the sample with its own μ and σ, which no batch-mate "
+          "enters. (Each width here is the largest change over these re-draws at one batch "
+          "size; the figures below measure the same thing at the batch sizes you pick.)"))
 
 
 def band_caption(sweep: BatchSizeSweep, feature: int) -> str:

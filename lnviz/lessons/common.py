@@ -23,7 +23,7 @@ from lnviz.batch import (
 from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
 
-__all__ = ["EPSILONS", "GLOSSARY", "TOKEN_PLACES", "Answer", "Paper", "defined",
+__all__ = ["EPSILONS", "GLOSSARY", "SOURCES", "TOKEN_PLACES", "Answer", "Paper", "defined",
            "group_description", "short", "spread_name", "step_by_step", "token_place",
            "worked_example_latex"]
 
@@ -296,6 +296,24 @@ GLOSSARY: dict[str, str] = {
     "KL divergence": "the Kullback–Leibler divergence Σ p·log(p/q): how far a distribution q "
                      "is from a distribution p, 0 when they are the same",
     "nats": "information measured with natural logarithms (bits use base 2)",
+}
+
+
+#: The four course notes the pages quote, by the name the pages give each: what it is. (The
+#: pages reproduce their examples and name where they slip.)
+SOURCES: dict[str, str] = {
+    "the formula tutorial": "a course module that derives LayerNorm's formula term by term, "
+                            "with a NumPy example on a vector of tiny variance and a grid of "
+                            "γ and β histograms",
+    "the LN-LSTM notes": "notes on Ba et al.'s Layer Normalization paper (2016): its abstract, "
+                         "a walkthrough of a LayerNorm LSTM cell and a sequential-MNIST "
+                         "training comparison",
+    "the transformer article": "an article on why transformers use LayerNorm instead of "
+                               "BatchNorm, worked on the words of “I love deep learning” with "
+                               "three features each, and a padded two-sentence batch",
+    "the two-word notes": "a notebook that builds LayerNorm by hand on two words of three "
+                          "numbers each, [0.2, 0.1, 0.3] and [0.5, 0.1, 0.1], and checks it "
+                          "against torch.nn.LayerNorm",
 }
 
 
