@@ -131,7 +131,11 @@ if part.open:
 # --- 3. Pre-norm against post-norm ------------------------------------------------------------
 part = folded("3 · The residual stream through depth: pre-norm against post-norm", "sl_part3",
               lazy=True)
-if part.open:
+if part.open and st.session_state.get("sl_massive_guess") is None:
+    # it follows the first token's massive activation: part 2's answer
+    part.caption("This part follows the token part 2 asks about: answer part 2's question "
+                 "first (open “2 · A massive activation”).")
+elif part.open:
     with part:
         typical, first = seen.stream
         # without all-MiniLM-L6-v2 installed, this part says so and the rest of the page goes on
@@ -177,7 +181,10 @@ if part.open:
 
         stays = prediction(
             f"with {code_span(name)} ({norm_label(name)}) {BROKEN_AS[how]}, does the most "
-            f"likely next token, {shown(seen.prediction.tokens[0])}, stay?", SURVIVES_OPTIONS,
+            "likely next token"
+            # part 1's figure shows the token: named once part 1's question is answered
+            + (f", {shown(seen.prediction.tokens[0])}," if sure is not None else "")
+            + " stay?", SURVIVES_OPTIONS,
             key=f"sl_stays_guess_{name}_{how}", what="the prediction with the norm broken",
             help="Everything else in the model is unchanged; the norm's output is what the "
                  "choice beside the norm says.")

@@ -225,11 +225,21 @@ def test_the_page_asks_before_each_of_its_three_answers(model):
     )
 
     seen = massive_answer(analyze(model, PRESETS[0]))
-    asks_first(PAGE, "sl_massive_guess", seen.option, {"sl_part2": "true"})
+    # part 3 follows the first token's massive activation: with parts 2 and 3 open, it waits
+    # for part 2's answer too
+    at = asks_first(PAGE, "sl_massive_guess", seen.option, {"sl_part2": "true",
+                                                             "sl_part3": "true"},
+                    hidden=("The first token's jumps to",))
+    assert any("The first token's jumps to" in m.value for m in at.markdown)
     name = "model.layers.3.input_layernorm"
     removed = break_norm(model, PRESETS[0], name, "removed")
+    # part 4's question names the top token only once part 1's question is answered
+    top = "`" + analyze(model, PRESETS[0]).prediction.tokens[0].replace("Ġ", "␣") + "`"
     at = asks_first(PAGE, f"sl_stays_guess_{name}_removed", survives_answer(removed).option,
                     {"sl_part4": "true"})
+    assert top not in at.radio(key=f"sl_stays_guess_{name}_removed").label
+    at.radio(key="sl_next_guess").set_value("over 75%").run()
+    assert top in at.radio(key=f"sl_stays_guess_{name}_removed").label
     right = gentlest_answer({how: break_norm(model, PRESETS[0], name, how)
                              for how in BREAKS}).option
     wrong = next(how for how in BREAKS if how != right)
@@ -362,3 +372,20 @@ def test_a_512_token_capture_opens_in_the_model_inspector(model, tmp_path):
     # block 12's input carries the massive activation the page names (≈ 22,500 at the first token)
     row = overview[overview["layer"].str.startswith("model.layers.12.input_layernorm")]
     assert float(row["max |x|"].iloc[0]) > 1e4
+
+
+def test_tokens_whose_states_tie_hold_the_massive_activation_as_the_first(model) -> None:
+    """A prompt that starts with two "↵" gives both the same hidden state (a causal model sees
+    the same thing at each), equal up to float32 rounding: which of them holds the larger value
+    is rounding's choice, so the first holds it, and the answer is "the first token"."""
+    from lnviz.lessons.smollm2 import TIE, analyze, massive_answer
+
+    text = "\n\nThe capital of France is"
+    seen = analyze(model, text)
+    m = seen.massive
+    x = model.run(text).record(f"model.layers.{m.block}.input_layernorm").input[0].double()
+    first, second = (float(x[t].abs().max()) for t in (0, 1))
+    assert seen.tokens[0] == seen.tokens[1]
+    assert abs(first - second) <= TIE * max(first, second)  # tied, whichever is larger
+    assert int(m.token[m.block]) == 0
+    assert massive_answer(seen).option == "the first token"

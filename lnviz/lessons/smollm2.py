@@ -176,12 +176,21 @@ class Massive:
     share: float
 
 
+#: Tokens whose largest |h| lie within this relative distance of each other tie: a token that
+#: repeats the one before it at the start of a prompt (two "↵") has the same hidden state up to
+#: float32 rounding (1e-7 relative here), and its larger value is rounding's choice.
+TIE = 1e-5
+
+
 def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
+    """:class:`Massive` of ``run``. Where tokens tie for the largest value (:data:`TIE`), the
+    first of them holds it."""
     largest, token, feature, median = [], [], [], []
     for i in range(n_layer):
         x = run.record(f"model.layers.{i}.input_layernorm").input[0].double()  # (T, C)
-        where = int(x.abs().argmax())
-        t, f = divmod(where, x.shape[1])
+        per_token = x.abs().max(dim=1).values  # (T,)
+        t = int(torch.nonzero(per_token >= per_token.max() * (1 - TIE))[0])
+        f = int(x[t].abs().argmax())
         largest.append(float(x.abs().max()))
         token.append(t)
         feature.append(f)
