@@ -337,8 +337,9 @@ else:
     st.markdown(
         f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 "
         f"together give {every:.2f}. "
-        + (f"The six after attention cost little even together ({attention:.3f}); the six "
-           f"after a feed-forward cost most ({ffn:.2f}). " if attention > ffn else ""))
+        + (f"The six after attention cost little even together ({attention:.3f}); of the two "
+           f"groups of six, those after a feed-forward cost more ({ffn:.2f}). "
+           if attention > ffn else ""))
 st.markdown(
     "The paper does not drop DyT into a trained model: it trains the network with DyT from "
     "the start, and the weights learn to live with it. What this measures is how much a model "
@@ -393,9 +394,14 @@ table = pd.DataFrame({
     "LayerNorm": [f"{i}: {layer_label(n)}" for i, n in enumerate(swapped.names)],
     "median |μ|/σ": means, "largest |μ|/σ": largest,
     "cosine, this one as RMSNorm": swapped.alone})
+if frozen_guess is None:  # which LayerNorm a swap hurts most is section 3's answer
+    table = table.drop(columns="cosine, this one as RMSNorm")
 st.dataframe(table, hide_index=True, key="by_means",
              column_config={c: st.column_config.NumberColumn(format="%.4f")
                             for c in table.columns[1:]})
+if frozen_guess is None:
+    st.caption("Each LayerNorm's own cosine as an RMSNorm joins the table once section 3's "
+               "question is answered: which one it hurts most is that question's answer.")
 st.markdown(
     f"Per token, RMSNorm's x/√(mean x²) is LayerNorm's x̂ scaled by 1/√(1 + (μ/σ)²) plus "
     f"μ/√(σ² + μ²) in every feature. In MiniLM, on this sentence, |μ|/σ is at most "
@@ -415,7 +421,10 @@ st.markdown(
     + (f", the most at the narrowest rows (SmolLM2's {kernels[0][0][1]} features)"
        if int(np.argmax(torch_saving)) == 0 else "")
     + ". With lnviz's fused kernels, which read x once and write y once for both, RMSNorm is "
-    + (f"between {-min(fused_saving):.1%} slower and {max(fused_saving):.1%} faster"
+    + (f"as fast as LayerNorm within the timings' noise (from {-min(fused_saving):.1%} slower "
+       f"to {max(fused_saving):.1%} faster, one timing each)"
+       if max(abs(v) for v in fused_saving) < 0.05 else
+       f"between {-min(fused_saving):.1%} slower and {max(fused_saving):.1%} faster"
        if min(fused_saving) < 0 else
        f"{min(fused_saving):.1%} to {max(fused_saving):.1%} faster")
     + ": a norm is memory-bound, and the mean costs arithmetic, not memory traffic. How much "

@@ -309,11 +309,14 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     # the replacement table, once section 3's question is answered (it compares the same
     # groups): the lesson's cosines for the same sentence
     assert not [d for d in at.dataframe if "replaced" in d.value.columns]
-    assert not [m for m in at.markdown if "cost most" in m.value]
+    assert not [m for m in at.markdown if "cost more" in m.value]
+    # nor section 6's cosine of each LayerNorm as an RMSNorm, which names the worst one
+    assert "cosine, this one as RMSNorm" not in table_with(at, "median |μ|/σ").value.columns
     assert any("once section 3's question is answered" in c.value for c in at.caption)
     at.radio(key="by_frozen_guess").set_value("those after attention").run()
     assert next(m.value for m in at.markdown if "All 13 frozen together" in m.value).startswith(
         "**Not quite:** the answer is “those after the feed-forward”. On this sentence")
+    assert "cosine, this one as RMSNorm" in table_with(at, "median |μ|/σ").value.columns
     table = table_with(at, "replaced").value
     original = model.run(PRESETS[0])
     fits = tanh_fits(original)
