@@ -188,8 +188,9 @@ else:
     zero_tol = cols[0].number_input(
         "γ ≈ 0 up to", min_value=0.0, max_value=10.0, value=0.1, step=0.05, key="in_zero",
         bind="query-params", format="%.3g",
-        help="A channel whose |γ| is at most this counts as γ ≈ 0: its output is about β "
-             "whatever its input, so the layer has all but switched it off.")
+        help="A channel whose |γ| is at most this counts as γ ≈ 0: its output is β plus a "
+             "small multiple of x̂. That is near β for typical inputs, but x̂ can reach "
+             "√(n − 1) (n values share μ and σ), so an outlier can still stand out.")
     top = cols[1].number_input(
         "Extreme channels per layer", min_value=1, max_value=50, value=3, key="in_top",
         bind="query-params",

@@ -244,8 +244,6 @@ def gates_and_checks(result: TrainingResult) -> None:
                "U or how far h has drifted (a projection of all zeros, as U·h₀ at the first step, "
                "is β alone); the sum of the two can still move as γ and β learn. "
                + result.gate_findings(gate, at_init, shown))
-    if "ln-lstm" in cfg.models:
-        st.caption(gate_range_text(cfg.hidden_size))
 
     # --- Batch independence -------------------------------------------------------------------
     st.subheader("Does a sample's output depend on its batch?")
@@ -312,12 +310,8 @@ else:
     for label, count in result.diverged().items():
         seeds_text = "" if cfg.seeds == 1 else f" in {count} of {cfg.seeds} seeds"
         st.warning(f"{label} diverged{seeds_text}: its loss became NaN or infinite. Lower the "
-                   "learning rate, or compare how the normalized models cope with it."
-                   + ("" if label.startswith("LSTM") else
-                      " If the images have blank rows (all zeros, as at the top of MNIST "
-                      "digits), that can be the cause too: at such a time step the norm sees a "
-                      "vector with no spread and divides by √ε, multiplying the gradient by up "
-                      "to 1/√ε ≈ 316 (ε = 1e-5) each time."), icon="⚠️")
+                   "learning rate, or compare how the normalized models cope with it.",
+                   icon="⚠️")
 
     st.subheader("What these runs show")
     st.markdown("\n".join(f"- {sentence}" for sentence in result.findings()))
@@ -388,6 +382,7 @@ st.markdown(
     "computes the same thing for one image as inside a batch, in training and at test time. "
     "A BatchNorm LSTM has to keep separate running statistics for every time step and depends "
     "on its batch while training.")
+st.markdown(gate_range_text(int(hidden)))  # the walkthrough's slip, named before any run
 st.latex(r"""\begin{aligned}
 \begin{pmatrix} f \\ i \\ o \\ g \end{pmatrix} &=
   \mathrm{LN}(W_h h_{t-1};\, \alpha_1, \beta_1) + \mathrm{LN}(W_x x_t;\, \alpha_2, \beta_2)

@@ -113,8 +113,10 @@ def test_run_draws_curves_gradients_gates_and_the_batch_check(trained_page) -> N
                                            for m in ("LSTM", "LN-LSTM", "BN-LSTM")]
     assert not alerts(at)["error"]
     hidden = int(at.select_slider(key="tr_hidden").value)
-    assert any(c.value.startswith("The LN-LSTM walkthrough says normalization keeps the gate")
-               and f"n = 4H = {4 * hidden}" in c.value for c in at.caption)
+    # the walkthrough's "−1 to 1", named for the hidden size trained, once (before the run too)
+    assert [m.value for m in at.markdown
+            if m.value.startswith("The LN-LSTM walkthrough says normalization keeps the gate")
+            and f"n = 4H = {4 * hidden}" in m.value] != []
 
 
 def test_chart_options_do_not_retrain(trained_page) -> None:
@@ -1590,3 +1592,16 @@ def test_the_walkthroughs_minus_one_to_one_is_named_with_the_true_bound():
     assert "32% of normally distributed values lie beyond ±1" in text
     sample = torch.randn(200_000, generator=torch.Generator().manual_seed(0))
     assert float((sample.abs() > 1).double().mean()) == pytest.approx(0.317, abs=0.005)
+
+
+def test_the_page_names_the_walkthroughs_range_before_any_run():
+    """The slip is named in "What is going on", for the hidden size chosen, before any run
+    (it was once shown only under a run's gates figure)."""
+    from pageutil import open_page
+
+    from lnviz.lessons.ln_lstm import gate_range_text
+
+    at = open_page("app_pages/ln_lstm.py", {"tr_hidden": "32"})
+    shown = [m.value for m in at.markdown]
+    assert gate_range_text(32) in shown and shown.count(gate_range_text(32)) == 1
+    assert "n = 4H = 128" in gate_range_text(32)

@@ -529,8 +529,8 @@ def _outlier_note(kind: str, word: str) -> str:
                         "γ = 0): it leaves an outlier exactly as many σ out as it came in.")
     return table + ("Normalizing alone keeps every value's |z| (x̂ is x shifted and scaled by "
                     f"one μ and σ per {word}); γ and β, which differ from channel to channel, "
-                    "are what can bring an outlier in (γ ≈ 0 silences its channel) or push it "
-                    "further out.")
+                    "are what can bring an outlier in (a γ near 0 shrinks its channel's "
+                    "spread) or push it further out.")
 
 
 def _scatter(x: np.ndarray, y: np.ndarray, flags: np.ndarray

@@ -479,7 +479,8 @@ def gate_range_text(hidden_size: int) -> str:
             f"normally distributed values lie beyond ±1, and one of a projection's n = 4H = {n} "
             f"normalized values can reach √(n − 1) = {math.sqrt(n - 1):.3g} (all the others "
             "equal). A gate input adds two normalized projections, each then scaled by γ and "
-            "shifted by β, so its spread is learned — the band above shows where it went.")
+            "shifted by β, so its spread is learned: the gates figure, after a run, shows "
+            "where it went.")
 
 
 def custom_layer_norm_table(sizes: tuple[int, ...], samples: int = 8, seed: int = 0
