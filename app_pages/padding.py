@@ -116,8 +116,10 @@ show_figure(charts.padding.tokens_figure,
 st.caption("Each row is one position, each column a feature; a grey veil marks the pads. The "
            "input has its own colour scale, "
            + ("the outputs share one." if len(outputs) > 2 else "the output another.")
+           # the shift's direction is section 1's question: pointed at once it is answered
            + (" Compare the real rows of the two BatchNorm panels: counting the pads shifts "
-              "every one of them." if stats.counted_ok and stats.masked_ok else ""))
+              "every one of them." if stats.counted_ok and stats.masked_ok
+              and st.session_state.get("pd_guess") is not None else ""))
 
 # Training-mode BatchNorm estimates each feature's σ from what it pools, and torch refuses a
 # single value; masked BatchNorm pools the real tokens alone.

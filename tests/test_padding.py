@@ -220,7 +220,9 @@ def page():
 def test_the_page_asks_where_the_pads_put_mu_before_it_shows_it():
     """A shared link opens part 1's question with μ and σ (and part 2) held back; each option
     gets its reply, "Right" for the answer the article's arithmetic gives."""
-    at = asks_first(PAGE, "pd_guess", "closer to the pads' value")
+    at = asks_first(PAGE, "pd_guess", "closer to the pads' value",
+                    hidden=("counting the pads shifts",))
+    assert any("counting the pads shifts every one" in c.value for c in at.caption)
     assert "(7·4 + 1·0)/8 = 3.5" in " ".join(m.value for m in at.markdown)
     assert "**Try this.**" in " ".join(i.value for i in at.info)
     asked = open_page(PAGE, asked=True)
