@@ -51,7 +51,6 @@ TYPED: dict[tuple[str, str], tuple[str, bool]] = {
     ("ln_lstm.py", "0.1"): ("a learning rate the page offers", 1e-1 in LEARNING_RATES),
     ("ln_lstm.py", "0.02"): ("a bound on σ′(4)", _SIGMOID(4) * (1 - _SIGMOID(4)) < 0.02),
     ("ln_lstm.py", "0.002"): ("a bound on tanh′(4)", 1 - math.tanh(4) ** 2 < 0.002),
-    ("ln_lstm.py", "1e-5"): ("torch's default ε", True),
     ("shapes.py", "0.1"): ("the two-word notes' values, quoted", "0.1" in _TWO_WORDS),
     ("shapes.py", "0.2"): ("the two-word notes' values, quoted", "0.2" in _TWO_WORDS),
     ("shapes.py", "0.3"): ("the two-word notes' values, quoted", "0.3" in _TWO_WORDS),
