@@ -133,7 +133,8 @@ with folded("2 · One sample, many batches", "bl_part2"):
         sweep = cached(batch_size_sweep, sample, redraws=redraws, seed=settings.seed,
                        device=settings.device, dtype=settings.dtype)
     mates_guess = prediction(
-        "re-draw the fixed sample's batch-mates. Whose output for the fixed sample changes?",
+        "in training mode, re-draw the fixed sample's batch-mates. Whose output for the fixed "
+        "sample changes?",
         MATES_OPTIONS, key="bl_guess", what="the fixed sample in every re-drawn batch",
         help="The fixed sample stays as it is; only the other samples of its batch are drawn "
              "again.")

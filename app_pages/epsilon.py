@@ -196,7 +196,7 @@ def cancellation_section(seed: int) -> None:
     st.markdown(
         "Expanding the variance gives a one-pass formula, σ² = E[x²] − E[x]²: one pass over "
         "the data for both sums. The alternatives subtract the mean first (two passes), or "
-        f"update a running mean and sum of squared deviations ({defined('Welford')}). For "
+        f"use {defined('Welford')}. For "
         "data near 10 000 with spread 1, both terms of the one-pass formula are about 10⁸ and "
         "σ² is about 1; float32 keeps about 7 significant digits."
     )

@@ -111,8 +111,9 @@ if peak is not None:
     show_figure(charts.minilm.layers_overview, [layer_label(n) for n in NAMES], run.peak,
                 run.median, run.first_share, key="tf_overview")
     st.page_link("app_pages/beyond.py", icon=":material/trending_flat:",
-                 label="Beyond LayerNorm: the same 13 LayerNorms plotted value by value bend like "
-                       "tanh, the premise of Dynamic Tanh; replace them by the fitted curves",
+                 label="Beyond LayerNorm: the same 13 LayerNorms plotted value by value — do "
+                       "they bend like tanh, as Dynamic Tanh assumes? — and replaced by fitted "
+                       "curves",
                  query_params={"by_text": text} if len(text) <= 500 else None)
 
     # --- Massive activations ----------------------------------------------------------------------

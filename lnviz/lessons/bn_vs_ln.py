@@ -339,7 +339,9 @@ def mates_answer(sweep: BatchSizeSweep) -> Answer:
            f"changed by at most {float(np.nanmax(ln)):.3g}")
         + ": LayerNorm normalizes the sample with its own μ and σ, which no batch-mate "
           "enters. (Each width here is the largest change over these re-draws at one batch "
-          "size; the figures below measure the same thing at the batch sizes you pick.)"))
+          "size; the figures below measure the same thing at the batch sizes you pick. In "
+          "evaluation mode BatchNorm would use its running statistics instead, and neither "
+          "output would move: part 3.)"))
 
 
 def band_caption(sweep: BatchSizeSweep, feature: int) -> str:

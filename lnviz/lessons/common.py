@@ -274,8 +274,9 @@ GLOSSARY: dict[str, str] = {
     "absmax": "absmax scaling: dividing by the largest |x| so that every value lands in "
               "−127…127 before it is rounded to an 8-bit integer",
     "Welford": "Welford's algorithm: a one-pass update of the mean and of the sum of squared "
-               "deviations, one value at a time, that never subtracts two large, nearly equal "
-               "numbers",
+               "deviations, one value at a time, that adds up squared deviations from the "
+               "running mean instead of squares of the values, so no two large sums are "
+               "subtracted",
     "residual stream": "the running sum that flows through a transformer's blocks: each "
                        "sublayer f reads it and adds its output back, x ← x + f(…)",
     "massive activation": "a handful of values hundreds or thousands of times larger than all "

@@ -490,8 +490,9 @@ def cancellation_answer(sweep: CancellationSweep, offset: float = CANCELLATION_O
         f"against a difference of {short(truth)}. The naive formula gives {short(naive)}, "
         f"{error:.0%} off"
         + (", a negative variance, which √ turns into NaN" if naive < 0 else "")
-        + f". Two passes (subtract μ, then square) land {two_pass:.1e} off: they only ever "
-          "subtract nearby numbers."))
+        + f". Two passes land {two_pass:.1e} off: they subtract μ from each stored value "
+          "first, which loses little (the values are near μ), and only then square the small "
+          "deviations and add them up, so no large sum has to be subtracted."))
 
 
 #: Offsets from 1 to 10⁶ on a log axis: the x axis of :func:`cancellation_sweep`.

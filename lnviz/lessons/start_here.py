@@ -598,7 +598,7 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
     one = "It raises an error"
     unchanged = f"It returns “I” unchanged, {format_numbers(_vector(pair[0]))}"
     zeros = "It returns [0, 0, 0]"
-    layer = f"It returns LayerNorm's answer, {ln_i}"
+    layer = "It returns LayerNorm's answer (step 2's)"  # not its numbers: step 2 asks for them
     options = (layer, zeros, unchanged, one)
     return Step(OUTLINE[4], (
         "BatchNorm's statistics are only as good as its batch. Take the first token of each "
@@ -724,15 +724,14 @@ def _scale_shift_step(numbers: PathNumbers) -> Step:
     gamma, beta = float(1 / ln.rstd[0, 0, 0]), float(ln.mean[0, 0, 0])
     var = float(ln.var[0, 0, 0])
     gamma_l, beta_l = float(1 / ln.rstd[0, 3, 0]), float(ln.mean[0, 3, 0])
-    out_i = format_numbers(_vector(ln.output[0, 0]))
     return Step(OUTLINE[6], (
         "After x̂ comes a learned scale and shift, y = γ·x̂ + β: one γ and one β per feature, "
         "starting at 1 and 0. They let the network give each feature the spread and the "
         "centre it needs, instead of 1 and 0."), (
         Question(
             "undo",
-            f"Predict: which γ and β (the same for all three features) turn LayerNorm(“I”) "
-            f"= {out_i} back into [1, 2, 3]? Type γ, then β.",
+            "Predict: which γ and β (the same for all three features) turn LayerNorm(“I”) "
+            "(step 2's answer) back into [1, 2, 3]? Type γ, then β.",
             expected=(gamma, beta),
             mistakes=(
                 Mistake((var, beta), f"γ = σ² = {var:.3g}: x̂ was divided by σ = √σ², so γ "
