@@ -234,7 +234,8 @@ def test_the_cancellation_question_is_answered_from_the_sweeps_own_numbers(size:
     # of two numbers within a factor of 2 is exact (Sterbenz), so naive = σ² + e(E[x²]) − e(E[x]²)
     squares, mean_squared = (float(sweep.term_errors[t][k]) for t in ("E[x²]", "E[x]²"))
     assert abs(naive - (truth + squares - mean_squared)) < 1e-4 * max(1.0, abs(naive))
-    assert f"E[x²] came out {squares:+.3g}".replace("-", "−") in answer.reason
+    assert (f"E[x²] came out {abs(squares):.3g} {'above' if squares > 0 else 'below'} its "
+            "exact value") in answer.reason
 
 
 # --- figures -------------------------------------------------------------------------------------

@@ -478,15 +478,15 @@ def cancellation_answer(sweep: CancellationSweep, offset: float = CANCELLATION_O
     step = torch.finfo(DTYPES[dtype]).eps * 2.0 ** math.floor(math.log2(square))
     squares, mean_squared = (float(sweep.term_errors[t][k]) for t in ("E[x²]", "E[x]²"))
 
-    def signed(v: float) -> str:
-        return f"{v:+.3g}".replace("-", "−")
+    def off(v: float) -> str:
+        return f"{abs(v):.3g} {'above' if v > 0 else 'below'}"
 
     return Answer(option, (
         f"At offset {at:,.0f}, E[x²] and E[x]² are both about {short(square)} and differ by "
         f"σ² = {short(truth)}. {dtype} stores a number of that size only to the nearest "
         f"multiple of {step:g}, and each square, each partial sum and the mean is rounded so: "
-        f"here E[x²] came out {signed(squares)} from its exact value and E[x]² "
-        f"{signed(mean_squared)}, "
+        f"here E[x²] came out {off(squares)} its exact value and E[x]² {off(mean_squared)} "
+        "its own, "
         f"against a difference of {short(truth)}. The naive formula gives {short(naive)}, "
         f"{error:.0%} off"
         + (", a negative variance, which √ turns into NaN" if naive < 0 else "")
