@@ -110,6 +110,11 @@ padding = ~batch.mask.reshape(-1)
 st.markdown(f"**{count(n, 'sequence')} × {count(length, 'position')} × {count(d, 'feature')}**, "
             f"{int(padding.sum())} of {count(n * length, 'position')} padding "
             f"({stats.pad_fraction:.1%}); {count(stats.real_tokens, 'real token')}.")
+# the two BatchNorm panels side by side show where the pads put μ, section 1's question: they
+# join the figure once it is answered
+asking = (stats.counted_ok and stats.masked_ok and st.session_state.get("pd_guess") is None)
+if asking:
+    outputs = {title: grid for title, grid in outputs.items() if "BatchNorm" not in title}
 show_figure(charts.padding.tokens_figure,
             [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
             grid_labels(batch.values.shape, "NLC", batch.row_labels)[0], key="pd_tokens")
@@ -117,9 +122,10 @@ st.caption("Each row is one position, each column a feature; a grey veil marks t
            "input has its own colour scale, "
            + ("the outputs share one." if len(outputs) > 2 else "the output another.")
            # the shift's direction is section 1's question: pointed at once it is answered
-           + (" Compare the real rows of the two BatchNorm panels: counting the pads shifts "
-              "every one of them." if stats.counted_ok and stats.masked_ok
-              and st.session_state.get("pd_guess") is not None else ""))
+           + (" BatchNorm's two panels, with the pads counted and masked, join once section "
+              "1's question is answered." if asking else
+              " Compare the real rows of the two BatchNorm panels: counting the pads shifts "
+              "every one of them." if stats.counted_ok and stats.masked_ok else ""))
 
 # Training-mode BatchNorm estimates each feature's σ from what it pools, and torch refuses a
 # single value; masked BatchNorm pools the real tokens alone.

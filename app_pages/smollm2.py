@@ -279,7 +279,11 @@ if part.open:
 
 # --- 5. Attention sinks -----------------------------------------------------------------------
 part = folded("5 · Where attention goes: the first token as a sink", "sl_part5", lazy=True)
-if part.open:
+if part.open and st.session_state.get("sl_massive_guess") is None:
+    # it names the token that draws the attention, which part 2 asks about
+    part.caption("This part names the token part 2 asks about: answer part 2's question first "
+                 "(open “2 · A massive activation”).")
+elif part.open:
     with part:
         shares = seen.sinks
         if np.isnan(shares).all():

@@ -227,6 +227,13 @@ def test_the_page_asks_where_the_pads_put_mu_before_it_shows_it():
     assert "**Try this.**" in " ".join(i.value for i in at.info)
     asked = open_page(PAGE, asked=True)
     assert "**Try this.**" not in " ".join(i.value for i in asked.info)  # its numbers answer it
+    # the tokens figure shows BatchNorm's two panels (counted against masked: where μ went)
+    # only once the question is answered; the input and LayerNorm before
+    titles = [a["text"] for a in figures(asked)[0]["layout"]["annotations"]]
+    assert not [t for t in titles if "BatchNorm" in t] and "LayerNorm" in " ".join(titles)
+    assert any("join once section 1's question is answered" in c.value for c in asked.caption)
+    answered = [a["text"] for a in figures(at)[0]["layout"]["annotations"]]
+    assert len([t for t in answered if t.startswith("BatchNorm")]) == 2
 
 
 def test_default_page_shows_seed_002(page):

@@ -227,10 +227,13 @@ def test_the_page_asks_before_each_of_its_three_answers(model):
     seen = massive_answer(analyze(model, PRESETS[0]))
     # part 3 follows the first token's massive activation: with parts 2 and 3 open, it waits
     # for part 2's answer too
+    # (and part 5, which names the token the attention goes to)
     at = asks_first(PAGE, "sl_massive_guess", seen.option, {"sl_part2": "true",
-                                                             "sl_part3": "true"},
-                    hidden=("The first token's jumps to",))
+                                                             "sl_part3": "true",
+                                                             "sl_part5": "true"},
+                    hidden=("The first token's jumps to", "attention to the first token"))
     assert any("The first token's jumps to" in m.value for m in at.markdown)
+    assert any("attention to the first token" in m.value for m in at.markdown)
     name = "model.layers.3.input_layernorm"
     removed = break_norm(model, PRESETS[0], name, "removed")
     # part 4's question names the top token only once part 1's question is answered

@@ -766,7 +766,7 @@ def geometry_snippet(values: np.ndarray, norm: str, eps: float,
                   if eps == 0 else "")
         body = (refuse + "x_hat = F.batch_norm(x, None, None, training=True, eps=eps)\n"
                 "print(x_hat.mean(dim=0))                    # ≈ 0: each feature centred\n"
-                "print(x_hat.double().square().sum(dim=1))  # |x̂|²: not one value\n")
+                "print(x_hat.double().square().sum(dim=1))  # |x̂|² of each vector\n")
     if gamma is None and beta is None:
         return head + body
     gammas = [1.0] * h if gamma is None else [float(g) for g in gamma]
