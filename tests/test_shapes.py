@@ -467,7 +467,13 @@ def test_depth_sweep_shows_xiong_et_als_pattern_at_the_defaults(seed):
     for variant in COMPARED:
         np.testing.assert_array_equal(sweep.blocks[48][variant], norms[variant], strict=True)
     text = gradient_findings(norms, sweep)
-    assert "pre-LN's shrinks as blocks are added and post-LN's does not (it grows)" in text[-1]
+    # how many steps of depth go each way, counted by hand: the trend is not read off the ends
+    steps = len(sweep.depths) - 1
+    downs = sum(b < a for a, b in zip(sweep.last["pre-LN"], sweep.last["pre-LN"][1:]))
+    ups = sum(b > a for a, b in zip(sweep.last["post-LN"], sweep.last["post-LN"][1:]))
+    assert (f"pre-LN's shrinks as blocks are added (down at {downs} of the {steps} steps of "
+            f"depth) and post-LN's does not (it grows overall, up at {ups} of the {steps})"
+            in text[-1])
     assert "Xiong et al. prove bounds, not values" in text[-1]
     assert "(which would give 0.14× here)" in text[-1]
     assert text[1].startswith(f"pre-LN: block 1's gradient norm is {norms['pre-LN'][0]:.3g}, "

@@ -815,7 +815,12 @@ def gradient_findings(norms: dict[str, np.ndarray], sweep: DepthSweep) -> list[s
             f"{_times(post)} in post-LN and {_times(pre)} in pre-LN")
     if pre < 0.8 and post > 0.8:
         how = "grows" if post > 1.25 else "stays about the same"
-        line += (f": pre-LN's shrinks as blocks are added and post-LN's does not (it {how}). "
+        steps = len(sweep.depths) - 1
+        downs = int((np.diff(sweep.last["pre-LN"]) < 0).sum())
+        ups = int((np.diff(sweep.last["post-LN"]) > 0).sum())
+        line += (f": pre-LN's shrinks as blocks are added (down at {downs} of the {steps} "
+                 f"steps of depth) and post-LN's does not (it {how} overall, up at {ups} of "
+                 f"the {steps}). "
                  "Xiong et al. prove bounds, not values: pre-LN's last-block gradient is at "
                  "most a size that shrinks like 1/√depth (which would give "
                  f"{1 / math.sqrt(d1 / d0):.2f}× here), post-LN's at most one that does not "
