@@ -100,6 +100,7 @@ st.subheader("1 · A LayerNorm, value by value")
 guess = prediction(
     f"plotted against its input, what shape do the normalized values of LayerNorm {chosen} "
     f"({layer_label(name)}) make?", GUESSES, key=f"by_guess_{chosen}", what="the plot",
+    context=text,
     help="Every token's 384 values go in; the LayerNorm takes each token's mean and spread and "
          "gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
 if guess is not None:
@@ -248,7 +249,7 @@ st.markdown(
 frozen_guess = prediction(
     "freezing σ in which LayerNorms moves the embedding most?",
     ["the embeddings' one", "those after attention", "those after the feed-forward"],
-    key="by_frozen_guess",
+    key="by_frozen_guess", context=text,
     help="Frozen σ: y = γ·(x − μ)/σ̄ + β, μ still each token's mean, σ̄ one number.")
 if frozen_guess is not None:
     with st.spinner("Running the model with σ frozen…"):

@@ -224,6 +224,12 @@ training_box = folded("3 · Training mode vs evaluation mode", "bl_part3")
 def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature: int, seed: int,
                      device: str, dtype: str) -> None:
     code = code.empty()  # the code's place first: a refusal below ends the run before it
+    if st.session_state.get("bl_guess") is None:  # training mode's use of the batch: part 2's
+        box.info("This part shows what BatchNorm does with its batch in training mode, which "
+                 "answers part 2's question: answer it first (open “2 · One sample, many "
+                 "batches”).", icon=":material/quiz:")
+        show_snippet(code, c)
+        return
     with box:
         st.markdown(
             "While training, BatchNorm normalizes with the current mini-batch's μ and σ² and "

@@ -117,6 +117,7 @@ if answer is not None:
     guess = prediction(
         f"under {norm} {where}, where do the {int(view.finite.sum())} vectors' x̂ land?",
         LANDING_OPTIONS, key=f"gm_guess_{norm}", what="the figures",
+        context=(inputs.values.tobytes(), eps, gamma, beta),
         help="Points that land within rounding of each other count as one point.")
     if guess is not None:
         st.markdown(answer.reply(guess))

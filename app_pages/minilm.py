@@ -77,7 +77,7 @@ st.caption(f"`{name}`, as transformers' BertModel names it.")
 massive = run.massive
 peak = prediction(
     f"in this LayerNorm's input, {len(run.tokens)} tokens × 384 features, which token holds "
-    "the largest |x|?", TOKEN_PLACES, key=f"tf_guess_{chosen}",
+    "the largest |x|?", TOKEN_PLACES, key=f"tf_guess_{chosen}", context=text,
     what="this LayerNorm, all 13 at a glance and the largest values",
     help="The first token is [CLS] and the last [SEP], which the tokenizer adds around the "
          "text's word pieces.")

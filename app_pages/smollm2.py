@@ -88,7 +88,7 @@ st.markdown(token_line([bpe_piece(t) for t in seen.tokens]))  # "␣" a space, a
 st.subheader("1 · What comes next")
 sure = prediction(
     "how likely does the model find its most likely next token after this prompt?",
-    SURENESS_OPTIONS, key="sl_next_guess", what="its five most likely next tokens",
+    SURENESS_OPTIONS, key="sl_next_guess", what="its five most likely next tokens", context=text,
     help=f"The model gives every token of its {model.config.vocab_size:,} a probability; the "
          "largest is its best guess.")
 if sure is not None:
@@ -106,6 +106,7 @@ if part.open:
         place = prediction(
             "which token holds the residual stream's largest value, at the block where it "
             "peaks?", TOKEN_PLACES, key="sl_massive_guess", what="where it sits, block by block",
+            context=text,
             help="The stream is what each block's first RMSNorm reads: the embeddings plus "
                  "every sublayer's output so far.")
         if place is not None:
@@ -186,6 +187,7 @@ if part.open:
             + (f", {shown(seen.prediction.tokens[0])}," if sure is not None else "")
             + " stay?", SURVIVES_OPTIONS,
             key=f"sl_stays_guess_{name}_{how}", what="the prediction with the norm broken",
+            context=text,
             help="Everything else in the model is unchanged; the norm's output is what the "
                  "choice beside the norm says.")
         if stays is not None:
@@ -211,7 +213,7 @@ if part.open:
             gentlest = prediction(
                 f"of the four replacements of {code_span(name)}, which moves the prompt's "
                 "next-token distribution least?", list(BREAKS),
-                key=f"sl_gentlest_guess_{name}", what="all four side by side",
+                key=f"sl_gentlest_guess_{name}", what="all four side by side", context=text,
                 help="Each is run on the prompt and on the reference text; the measure is the "
                      "KL divergence of the next-token distribution from the model's own.")
             if gentlest is not None:

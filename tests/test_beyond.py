@@ -378,6 +378,9 @@ def test_the_summary_gives_both_fits_and_an_empty_sentence_says_so(model) -> Non
     assert f"leave out {min(bends)} to {max(bends)} values of largest |x| (of 3,456)" in caption
     at.text_area(key="by_text").set_value("").run()
     assert not at.exception, at.exception
+    # another sentence: the question is asked again, not graded on the old answer
+    assert at.radio(key="by_guess_12").value is None
+    at.radio(key="by_guess_12").set_value("a straight line").run()
     assert any("The sentence is empty" in c.value for c in at.caption)
 
 

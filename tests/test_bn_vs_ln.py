@@ -601,8 +601,12 @@ def test_part_2_asks_whose_output_moves_before_it_shows_the_batches():
     # the PyTorch code prints the answer: it waits too, and says so
     assert not asked.code
     assert any("once part 2's question is answered" in c.value for c in asked.caption)
+    # part 3 (training against evaluation mode) says what training mode does with the batch
+    link = {**link, "bl_part3": "true"}
     at = asks_first(PAGE, "bl_guess", "BatchNorm's only", link,
-                    hidden=("BatchNorm's moves", "True False", "pools each feature"))
+                    hidden=("BatchNorm's moves", "True False", "pools each feature",
+                            "While training, BatchNorm normalizes with the current"))
+    assert any("While training, BatchNorm normalizes" in m.value for m in at.markdown)
     assert [i for i in at.info if "**Try this.**" in i.value]
     assert "BatchNorm's moves" in at.code[0].value
 

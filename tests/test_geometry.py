@@ -719,3 +719,20 @@ def test_each_gamma_and_beta_slider_moves_its_own_coordinate():
         np.testing.assert_allclose(y, x_hat * gamma + beta, atol=1e-5)
         ellipse = xyz(named(closeup, "ellipse γ⊙circle + β"))
         np.testing.assert_allclose(ellipse[:-1].mean(axis=0), beta, atol=1e-5)
+
+
+def test_an_answer_holds_for_the_question_it_was_given_to() -> None:
+    """Answered, then other vectors chosen: the question is asked again (its answer may differ)
+    instead of grading the old answer against vectors the learner has not seen; the same
+    vectors again keep nothing stale either."""
+    from pageutil import open_page
+
+    at = open_page(PAGE, asked=True)
+    at.radio(key="gm_guess_LayerNorm").set_value("all on one point").run()
+    replies = [m.value for m in at.markdown if m.value.startswith(("**Right:**", "**Not quite:**"))]
+    assert len(replies) == 1
+    at.segmented_control(key="gm_src").set_value("Random").run()  # other vectors
+    assert not at.exception, at.exception
+    assert at.radio(key="gm_guess_LayerNorm").value is None
+    assert not [m for m in at.markdown if m.value.startswith(("**Right:**", "**Not quite:**"))]
+    assert any(c.value.startswith("Pick an answer to see") for c in at.caption)

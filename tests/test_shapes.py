@@ -469,8 +469,9 @@ def test_depth_sweep_shows_xiong_et_als_pattern_at_the_defaults(seed):
     text = gradient_findings(norms, sweep)
     # how many steps of depth go each way, counted by hand: the trend is not read off the ends
     steps = len(sweep.depths) - 1
-    downs = sum(b < a for a, b in zip(sweep.last["pre-LN"], sweep.last["pre-LN"][1:]))
-    ups = sum(b > a for a, b in zip(sweep.last["post-LN"], sweep.last["post-LN"][1:]))
+    pre_ln, post_ln = sweep.last["pre-LN"], sweep.last["post-LN"]
+    downs = int((np.diff(pre_ln) < 0).sum())
+    ups = int((np.diff(post_ln) > 0).sum())
     assert (f"pre-LN's shrinks as blocks are added (down at {downs} of the {steps} steps of "
             f"depth) and post-LN's does not (it grows overall, up at {ups} of the {steps})"
             in text[-1])

@@ -272,13 +272,27 @@ def minilm_sentence_and_layer(text_key: str, layer_key: str, verb: str) -> tuple
     return text, chosen
 
 
+def _answered_for(mark: str, asked: str) -> None:
+    """Remember which question (and ``context``) an answer was given to."""
+    st.session_state[mark] = asked
+
+
 def prediction(question: str, options: Sequence[str], *, key: str, help: str,
-               what: str = "the figure") -> str | None:
+               what: str = "the figure", context: object = None) -> str | None:
     """A "Before you look" question: the learner's answer (None until they pick one, with a
     line saying that picking one shows ``what``). Not bound to the URL: a shared link opens
-    the question, not the answer."""
+    the question, not the answer. An answer holds for the question it was given to: when its
+    ``context`` (what the answer depends on beyond the key: the sentence, the input, ε)
+    changes, or the question's words where no context is given, the question is asked again
+    instead of grading the old answer."""
+    asked = repr(question if context is None else context)
+    mark = f"{key}__asked"
+    state = st.session_state
+    if state.get(key) is not None and state.get(mark, asked) != asked:
+        state[key] = None  # another question now: ask it
     answer = st.radio(f"Before you look: {question}", list(options), index=None, key=key,
-                      horizontal=True, help=help)
+                      horizontal=True, help=help, on_change=_answered_for,
+                      args=(mark, asked))
     if answer is None:
         st.caption(f"Pick an answer to see {what}.")
     return answer
