@@ -275,7 +275,8 @@ if frozen_guess is not None:
         "median's comes out 5× too large, one whose σ is half of it twice too small, and every "
         "later layer reads them so. "
         + (f"Across the 13, the larger that factor for the worst token, the lower the cosine "
-           f"({defined('rank correlation')} {rho:.2f}): what breaks is the tokens whose σ is "
+           f"({defined('rank correlation')} of the factor with the drop in cosine: {rho:.2f})"
+           ": what breaks is the tokens whose σ is "
            "far from the rest"
            + (" — here after the feed-forward, where the massive activation of *Inside a real "
               "transformer* sits." if worst == "feed-forward" else ".")
@@ -357,7 +358,8 @@ else:
     tested = ("the S-shaped mapping — on this sentence "
               + (" and ".join(kept) if kept else "in no LayerNorm")
               + f" does a bend outlast leaving out the top {TRIM:.0%} of |x|"
-              + (f"; in {len(extreme_only)} others, a few squashed values alone make the "
+              + (f"; in {len(extreme_only)} of the {len(NAMES)}, a few squashed values alone "
+                 "make the "
                  "bend, and the mapping within each token is straight" if extreme_only else ""))
 st.markdown(
     f"Tested on this page, on MiniLM (sections 1 and 2): {tested}. "

@@ -305,7 +305,8 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     shapes = [shape_of(f) for f in fits]
     assert set(shapes) == {"straight", STRAIGHT_BUT_EXTREMES}  # every bend: a few values
     assert ("on this sentence in no LayerNorm does a bend outlast leaving out the top 1% of "
-            f"|x|; in {shapes.count(STRAIGHT_BUT_EXTREMES)} others, a few squashed") in tested
+            f"|x|; in {shapes.count(STRAIGHT_BUT_EXTREMES)} of the 13, a few squashed values"
+            ) in tested
     # the replacement table, once section 3's question is answered (it compares the same
     # groups): the lesson's cosines for the same sentence
     assert not [d for d in at.dataframe if "replaced" in d.value.columns]
