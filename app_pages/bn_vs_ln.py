@@ -44,9 +44,8 @@ st.caption("The same recipe, different company: both subtract a mean and divide 
 st.markdown(
     "**BatchNorm** computes one μ and σ per *feature*, pooling that feature across every sample "
     "of the batch (and every position of a sequence or image). **LayerNorm** computes one μ and "
-    "σ per *sample*, pooling its own features and nothing else. That single difference decides "
-    "whether a sample's output depends on its batch-mates, whether batch size 1 works, and "
-    "whether training and evaluation give the same answer."
+    "σ per *sample*, pooling its own features and nothing else. What follows from that single "
+    "difference is what this page asks about."
 )
 st.latex(r"\text{BatchNorm: } \mu_c = \frac{1}{m}\sum_{j\,\in\,\text{batch}} x_{j,c}"
          r"\qquad\text{LayerNorm: } \mu_j = \frac{1}{C}\sum_{c\,\in\,\text{features}} x_{j,c}"

@@ -530,3 +530,23 @@ def test_the_home_page_maps_the_path_and_every_page():
 def test_path_page_is_the_one_the_navigation_knows():
     assert (ROOT / PATH_PAGE).exists()
     assert Path(PAGE) == Path(PATH_PAGE)
+
+
+def test_no_other_step_shows_step_2s_working_before_it_is_answered():
+    """All eight steps are tabs on one screen: what a learner can read before answering anything
+    (every step's intro, question and options) holds neither LayerNorm("I") (step 2's answer)
+    nor its σ² = 2/3, except where step 2 itself asks for them."""
+    from lnviz.lessons.start_here import path_numbers, path_steps
+
+    numbers = path_numbers()
+    steps = path_steps(numbers)
+    ln = numbers.ln
+    working = {f"{float(ln.var[0, 0, 0]):.3g}", f"{abs(float(ln.output[0, 0, 0])):.2f}",
+               f"{abs(float(ln.output[0, 0, 0])):.4f}"}
+    assert working == {"0.667", "1.22", "1.2247"}
+    for step in steps:
+        if step.number == 2:
+            continue
+        shown = " ".join([step.intro] + [q.prompt for q in step.questions]
+                         + [o for q in step.questions for o in q.options])
+        assert not [w for w in working if w in shown], (step.number, shown)

@@ -667,12 +667,13 @@ def _epsilon_step(numbers: PathNumbers) -> Step:
     change = float((layer_norm(token, 3, eps=0.0).x_hat - ln.x_hat[0, 0]).abs().max())
     pad = "[NaN, NaN, NaN]"
     return Step(OUTLINE[5], (
-        "ε is added to σ² under the square root: x̂ = (x − μ)/√(σ² + ε). For “I”, "
-        f"σ² = {var:.3g} and PyTorch's default ε = 1e-5 changes x̂ by about {change:.1g}. ε matters "
-        "when σ² is not much bigger than it."), (
+        # σ² of "I" is step 2's working: not given here, where a learner may arrive first
+        "ε is added to σ² under the square root: x̂ = (x − μ)/√(σ² + ε). For “I”, PyTorch's "
+        f"default ε = 1e-5 changes x̂ by about {change:.1g}. ε matters when σ² is not much "
+        "bigger than it."), (
         Question(
             "eps",
-            f"Predict: x̂ of “I” when ε = σ² = {var:.3g}?",
+            "Predict: x̂ of “I” when ε equals its σ²?",
             expected=expected,
             mistakes=(
                 Mistake(_vector(centered / (math.sqrt(var) + var)),
