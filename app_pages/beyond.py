@@ -397,14 +397,15 @@ table = pd.DataFrame({
     "LayerNorm": [f"{i}: {layer_label(n)}" for i, n in enumerate(swapped.names)],
     "median |μ|/σ": means, "largest |μ|/σ": largest,
     "cosine, this one as RMSNorm": swapped.alone})
-if frozen_guess is None:  # which LayerNorm a swap hurts most is section 3's answer
+if frozen_guess is None:  # which LayerNorms a swap hurts most hints at section 3's answer
     table = table.drop(columns="cosine, this one as RMSNorm")
 st.dataframe(table, hide_index=True, key="by_means",
              column_config={c: st.column_config.NumberColumn(format="%.4f")
                             for c in table.columns[1:]})
 if frozen_guess is None:
     st.caption("Each LayerNorm's own cosine as an RMSNorm joins the table once section 3's "
-               "question is answered: which one it hurts most is that question's answer.")
+               "question is answered: which LayerNorms another swap hurts most is a strong "
+               "hint to it.")
 st.markdown(
     f"Per token, RMSNorm's x/√(mean x²) is LayerNorm's x̂ scaled by 1/√(1 + (μ/σ)²) plus "
     f"μ/√(σ² + μ²) in every feature. In MiniLM, on this sentence, |μ|/σ is at most "

@@ -143,12 +143,11 @@ if answer is None or guess is not None:
     st.dataframe(vector_table(view), hide_index=True, key="gm_table")
 
     st.info(
-        "**Try this.** On the two sentences under LayerNorm, slide ε up: their points spread "
-        "along one ray, those with small σ² pulled in most. Back at ε = 0, set H = 2: only "
-        "±(1, −1) is left, the twin of BatchNorm's ±1 at a batch of 2. Then pick RMSNorm and "
-        "BatchNorm and answer the question again for each: which of the two sentences' tokens "
-        "still share a point? At H = 3, turn on γ and β: the circle becomes an ellipse centred "
-        "at β.",
+        # each of these asks the landing question again (its context changes): no answers here
+        "**Try this.** On the two sentences under LayerNorm, slide ε up and answer again: do "
+        "the tokens still share one point? Back at ε = 0, set H = 2 and answer again. Then pick "
+        "RMSNorm and BatchNorm and answer the question for each: which of the two sentences' "
+        "tokens still share a point? At H = 3, turn on γ and β: what does the circle become?",
         icon="🧪")
 
 st.subheader("The same in PyTorch")

@@ -39,6 +39,9 @@ top = st.container()  # progress, filled in once every answer has been read
 numbers = cached(path_numbers)
 steps = cached(path_steps, Named(numbers, "the transformer article"))
 answers = {}
+# a question's feedback may quote the answers of questions before it (steps are tabs, and a
+# learner may skip ahead): it is given in full once every earlier question is answered
+ready = True
 tabs = st.tabs([o.tab for o in OUTLINE], key=STEP_KEY, bind="query-params")
 for tab, step in zip(tabs, steps, strict=True):
     with tab:
@@ -62,6 +65,14 @@ for tab, step in zip(tabs, steps, strict=True):
                          f"allows ±{TOLERANCE}). Press Enter to check.")
             answers[q.name] = value
             feedback = check(q, value)
+            if feedback.verdict in ("right", "wrong") and not ready:
+                verdict = "Right." if feedback.verdict == "right" else "Not quite."
+                (st.success if feedback.verdict == "right" else st.error)(
+                    f"{verdict} Why comes once the questions before this one are answered: it "
+                    "quotes their answers.", icon=ICONS[feedback.verdict])
+                answered.append(feedback.answered)
+                continue
+            ready = ready and feedback.answered
             if feedback.verdict == "right":
                 st.success(feedback.message, icon=ICONS["right"])
             elif feedback.verdict == "wrong":

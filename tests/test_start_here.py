@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from pageutil import ROOT, alerts, figures, open_page
+from pageutil import ROOT, alerts, figures, open_page, page_text
 from streamlit.testing.v1 import AppTest
 
 from lnviz import charts
@@ -353,16 +353,9 @@ def answer(at: AppTest, q: Question, value: str) -> AppTest:
     return at
 
 
-def feedback_for(at: AppTest, q: Question) -> tuple[str, str]:
-    """The alert right under question ``q``: its kind and text."""
-    kinds = {"error": "wrong", "success": "right", "warning": "invalid"}
-    found = [(kinds[kind], text) for kind, texts in alerts(at).items() if kind in kinds
-             for text in texts]
-    assert len(found) == 1, found  # one question answered at a time in these tests
-    return found[0]
-
-
 def test_every_question_answered_wrong_then_right_gets_the_matching_feedback(questions):
+    """In path order, the questions before each one answered right (its feedback may quote
+    theirs): each wrong answer gets its own explanation, the right one its reply."""
     at = open_page(PAGE)
     for q in questions.values():
         wrongs = (list(q.feedback) if q.is_choice
@@ -370,20 +363,31 @@ def test_every_question_answered_wrong_then_right_gets_the_matching_feedback(que
                   + [typed([123.0] * len(q.expected))])  # no slip explains it: the hint
         for wrong in wrongs:
             answer(at, q, wrong)
-            verdict, text = feedback_for(at, q)
-            assert verdict == "wrong", (q.name, wrong, text)
-            assert text == check(q, wrong).message
+            assert alerts(at)["error"] == [check(q, wrong).message], (q.name, wrong)
         answer(at, q, q.answer if q.is_choice else typed(q.expected))
-        assert feedback_for(at, q) == ("right", q.right)
-        # clear it, so that the next question's alert is the only one
-        if q.is_choice:
-            at.radio(key=answer_key(q)).set_value(None).run()
-        else:
-            at.text_input(key=answer_key(q)).input("").run()
+        assert not alerts(at)["error"] and alerts(at)["success"][-1] == q.right
+
+
+def test_a_question_answered_before_the_ones_it_quotes_gives_only_its_verdict(questions):
+    """Steps are tabs: a learner who answers step 4 first gets "Right" but not the worked answer,
+    which quotes steps 2 and 3 (LayerNorm("I") and the −1.09 the pad gives); answering the
+    questions before it brings the whole reply."""
+    at = open_page(PAGE)
+    q = questions["bn_masked"]
+    answer(at, q, typed(q.expected))
+    assert alerts(at)["success"] == ["Right. Why comes once the questions before this one are "
+                                     "answered: it quotes their answers."]
+    shown = page_text(at)
+    assert "1.22" not in shown and "1.09" not in shown
+    for name in ("why", "ln_i", "ln_learning", "bn_seed"):
+        before = questions[name]
+        answer(at, before, before.answer if before.is_choice else typed(before.expected))
+    assert alerts(at)["success"][-1] == q.right
 
 
 def test_answers_reveal_the_numbers_and_figures_and_mark_progress(questions):
     at = open_page(PAGE)
+    answer(at, questions["why"], questions["why"].answer)  # step 1 first: in order
     answer(at, questions["ln_i"], "-1, 0, 1")
     assert "✗ 2 LayerNorm" in at.markdown[0].value
     # a wrong answer offers the worked answer folded, and the step's figure, which answers
@@ -396,7 +400,7 @@ def test_answers_reveal_the_numbers_and_figures_and_mark_progress(questions):
     tokens = figures(at)
     assert len(tokens) == 1 and tokens[0]["data"][0]["name"] == "I"
     assert "✓ 2 LayerNorm" in at.markdown[0].value
-    assert "2 of 11 checks right" in at.get("progress")[0].proto.text
+    assert "3 of 11 checks right" in at.get("progress")[0].proto.text  # with step 1
     table = at.dataframe[-1].value
     assert list(table["token"]) == ["I", "learning"]
     answer(at, questions["eps"], "0.87, 0, 0.87")  # the sign of the first slipped
