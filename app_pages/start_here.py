@@ -6,6 +6,7 @@ from lnviz import charts
 from lnviz.lessons.start_here import (
     OUTLINE,
     TOLERANCE,
+    answer_quotes,
     check,
     epsilon_curve,
     path_numbers,
@@ -40,8 +41,8 @@ numbers = cached(path_numbers)
 steps = cached(path_steps, Named(numbers, "the transformer article"))
 answers = {}
 # a question's feedback may quote the answers of questions before it (steps are tabs, and a
-# learner may skip ahead): it is given in full once every earlier question is answered
-ready = True
+# learner may skip ahead, or arrive by a teacher's link): what quotes an answer still open waits
+open_answers: set[str] = set()
 tabs = st.tabs([o.tab for o in OUTLINE], key=STEP_KEY, bind="query-params")
 for tab, step in zip(tabs, steps, strict=True):
     with tab:
@@ -65,14 +66,17 @@ for tab, step in zip(tabs, steps, strict=True):
                          f"allows ±{TOLERANCE}). Press Enter to check.")
             answers[q.name] = value
             feedback = check(q, value)
-            if feedback.verdict in ("right", "wrong") and not ready:
+            said = " ".join([feedback.message, q.reveal]
+                            + ([q.table.to_string()] if q.table is not None else []))
+            if feedback.verdict in ("right", "wrong") and any(a in said for a in open_answers):
                 verdict = "Right." if feedback.verdict == "right" else "Not quite."
                 (st.success if feedback.verdict == "right" else st.error)(
                     f"{verdict} Why comes once the questions before this one are answered: it "
                     "quotes their answers.", icon=ICONS[feedback.verdict])
                 answered.append(feedback.answered)
                 continue
-            ready = ready and feedback.answered
+            if not feedback.answered:
+                open_answers |= answer_quotes(q)
             if feedback.verdict == "right":
                 st.success(feedback.message, icon=ICONS["right"])
             elif feedback.verdict == "wrong":

@@ -44,6 +44,7 @@ __all__ = [
     "PathNumbers",
     "Question",
     "Step",
+    "answer_quotes",
     "check",
     "epsilon_curve",
     "format_numbers",
@@ -182,6 +183,16 @@ def _close(values: Sequence[float], target: Sequence[float], tolerance: float) -
     return len(values) == len(target) and all(
         (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tolerance
         for a, b in zip(values, target, strict=True))
+
+
+def answer_quotes(question: Question) -> frozenset[str]:
+    """How ``question``'s answer reads where another question's feedback quotes it: each
+    nonzero number of it without its sign, to two and four decimals (as the path prints
+    numbers), or the right option of a choice."""
+    if question.is_choice:
+        return frozenset({question.answer})
+    return frozenset(text for v in question.expected if abs(v) > 1e-9
+                     for text in (format_numbers([abs(v)]), format_numbers([abs(v)], 4)))
 
 
 def check(question: Question, answer: str | None) -> Feedback:
