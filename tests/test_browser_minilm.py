@@ -63,6 +63,11 @@ def test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer(
     expect(main.get_by_text("17 tokens:")).to_be_visible(timeout=TIMEOUT_MS)
     wait_idle(page)
     assert_no_exception(page)
+    # another sentence asks the question again (lnviz.ui.state.prediction's context): the
+    # figures wait for the new answer
+    expect(page.locator(CHARTS)).to_have_count(0)
+    question(page).get_by_text("the first token", exact=True).click()
+    wait_idle(page)
     expect(page.locator(CHARTS)).to_have_count(FIGURES)
     # the heatmap has a row per token now, and the massive activation is still [CLS]'s
     expect(page.locator(".js-plotly-plot").first.locator("text", has_text="16 [SEP]")
@@ -80,6 +85,8 @@ def test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer(
     box.press("Control+Enter")
     expect(main.get_by_text("This text has 6,000 characters")).to_be_visible(timeout=TIMEOUT_MS)
     expect(main.get_by_text("3 tokens:")).to_be_visible()
+    wait_idle(page)
+    question(page).get_by_text("the first token", exact=True).click()
     wait_idle(page)
     assert_no_exception(page)
 

@@ -15,6 +15,7 @@ from browserutil import (
     TITLE,
     answer_both_ways,
     assert_no_exception,
+    question,
     shot,
     wait_idle,
 )
@@ -61,6 +62,11 @@ def test_two_sessions_share_the_model_and_each_follows_its_prompt(
     box = page.get_by_role("textbox", name="Prompt")
     box.fill("One, two, three, four,")
     box.press("Control+Enter")  # a text area submits with Ctrl+Enter
+    wait_idle(page)
+    # another prompt asks part 1 again (lnviz.ui.state.prediction's context)
+    expect(page.locator(CHARTS)).to_have_count(0, timeout=TIMEOUT_MS)
+    question(page, "most likely next token after this prompt").get_by_text(
+        "over 75%", exact=True).click()
     expect(main.get_by_text("The most likely next token is ␣five")).to_be_visible(
         timeout=TIMEOUT_MS)
     wait_idle(page)
