@@ -554,3 +554,14 @@ def test_no_other_step_shows_step_2s_working_before_it_is_answered():
         shown = " ".join([step.intro] + [q.prompt for q in step.questions]
                          + [o for q in step.questions for o in q.options])
         assert not [w for w in working if w in shown], (step.number, shown)
+
+
+def test_what_a_question_quotes_of_an_answer_is_its_fractional_numbers(questions):
+    """The numbers a later reply would quote: step 3's −1.09 (as 1.09 and 1.0911), not step
+    5's ±1, which any sentence with a 1 in it would seem to quote."""
+    from lnviz.lessons.start_here import answer_quotes
+
+    assert answer_quotes(questions["bn_seed"]) == {"1.09", "1.0911"}
+    assert answer_quotes(questions["bn_two"]) == frozenset()
+    assert answer_quotes(questions["why"]) == {questions["why"].answer}
+

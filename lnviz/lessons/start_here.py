@@ -186,12 +186,13 @@ def _close(values: Sequence[float], target: Sequence[float], tolerance: float) -
 
 
 def answer_quotes(question: Question) -> frozenset[str]:
-    """How ``question``'s answer reads where another question's feedback quotes it: each
-    nonzero number of it without its sign, to two and four decimals (as the path prints
-    numbers), or the right option of a choice."""
+    """How ``question``'s answer reads where another question's feedback quotes it: each of its
+    numbers that does not print as a whole number, without its sign, to two and four decimals
+    (as the path prints numbers), or the right option of a choice. (A whole number such as 1 or
+    2 reads the same as any other 1 or 2 in a sentence: it cannot be told apart as a quote.)"""
     if question.is_choice:
         return frozenset({question.answer})
-    return frozenset(text for v in question.expected if abs(v) > 1e-9
+    return frozenset(text for v in question.expected if "." in format_numbers([abs(v)])
                      for text in (format_numbers([abs(v)]), format_numbers([abs(v)], 4)))
 
 
