@@ -33,12 +33,13 @@ from lnviz.lessons.beyond import (
     shape_of,
     standard_substitutions,
     substitute,
+    swap_runs,
     tanh_fits,
     worst_sublayer,
     yardstick,
 )
 from lnviz.lessons.common import Answer, defined
-from lnviz.lessons.minilm import FIRST_FFN, layer_label, sublayer_of
+from lnviz.lessons.minilm import FIRST_FFN, indices_after, layer_label, sublayer_of
 from lnviz.lessons.performance import recorded_gpu_run
 from lnviz.lessons.shapes import (
     DYT_ALPHA,
@@ -57,6 +58,7 @@ from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.race import race_panel
 from lnviz.ui.state import (
+    answered,
     current_settings,
     minilm_sentence_and_layer,
     prediction,
@@ -97,16 +99,24 @@ fit_width = int(original.records[chosen].input.shape[-1])
 
 # --- 1. The shape of a LayerNorm -------------------------------------------------------------
 st.subheader("1 · A LayerNorm, value by value")
-guess = prediction(
-    f"plotted against its input, what shape do the normalized values of LayerNorm {chosen} "
-    f"({layer_label(name)}) make?", GUESSES, key=f"by_guess_{chosen}", what="the plot",
-    context=text,
-    help="Every token's 384 values go in; the LayerNorm takes each token's mean and spread and "
-         "gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
+# Asked for the first LayerNorm the learner looks at: its answer opens all 13 (section 2),
+# which answers the question for the others, so they are not asked again.
+seen = any(answered(f"by_guess_{k}", text) for k in range(len(NAMES)) if k != chosen)
+if seen and answered(f"by_guess_{chosen}", text) is None:
+    guess = ""  # seen: the sections below show, and the reply has no verdict
+else:
+    guess = prediction(
+        f"plotted against its input, what shape do the normalized values of LayerNorm {chosen} "
+        f"({layer_label(name)}) make?", GUESSES, key=f"by_guess_{chosen}", what="the plot",
+        context=text,
+        help="Every token's 384 values go in; the LayerNorm takes each token's mean and spread "
+             "and gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
 if guess is not None:
     shape = shape_of(fit)
     answer = {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
-    if guess == answer:
+    if not guess:
+        verdict = f"LayerNorm {chosen}"
+    elif guess == answer:
         verdict = "Right"
     elif answer is None and guess != GUESSES[2]:  # a line and a curve, each partly
         verdict = "Partly"
@@ -222,10 +232,12 @@ if guess is not None:
            f"{max(fits[k].bend for k in extreme_only)} values of largest |x| (of "
            f"{fit.x.size:,}) and a straight line fits as well as the tanh. "
            if extreme_only else "")
+        # where the massive activation sits points at section 3's answer: after it is given
         + (f"Of those {len(tops)} after a feed-forward, in {len(same)} the largest is the "
            f"same value: token {massive[0]}'s ({original.tokens[massive[0]]}) feature "
            f"{massive[1]}, x from {min(same):.3g} to {max(same):.3g}, the one *Inside a real "
-           "transformer* follows as the massive activation. " if same else "")
+           "transformer* follows as the massive activation. "
+           if same and answered("by_frozen_guess", text) else "")
         + (f"The bend outlasts that in LayerNorm {', '.join(map(str, s_shaped))}. "
            if s_shaped else "No LayerNorm stays S-shaped without its extremes. ")
         + "Compare the two rows of bars.")
@@ -254,18 +266,24 @@ frozen_guess = prediction(
 if frozen_guess is not None:
     with st.spinner("Running the model with σ frozen…"):
         frozen = jobs.heavy_cached(
-            "the frozen-σ runs", MINILM_TOKEN_RUNS, (len(NAMES) + 1) * tokens, frozen_sigma,
+            "the frozen-σ runs", MINILM_TOKEN_RUNS, swap_runs(len(NAMES)) * tokens, frozen_sigma,
             Named(model, "minilm"), text, Named(original, ("by", text)))
     worst = worst_sublayer(frozen)
     answer = {"embeddings": "the embeddings' one", "attention": "those after attention",
               "feed-forward": "those after the feed-forward"}[worst]
     k = int(np.argmin(frozen.alone))
+    groups = frozen.by_sublayer
+    sizes = {sublayer: len(indices_after(NAMES, sublayer)) for sublayer in groups}
     st.markdown(Answer(answer, (
         "On this sentence"
-        + (" (empty: [CLS] and [SEP] alone)" if len(original.tokens) <= 2 else "") + " the "
-        f"worst is LayerNorm {k} ({layer_label(frozen.names[k])}): alone, it leaves a cosine "
-        f"of {frozen.alone[k]:.3f} with the model's own embedding. All 13 frozen together: "
-        f"{frozen.together:.3f}.")).reply(frozen_guess))
+        + (" (empty: [CLS] and [SEP] alone)" if len(original.tokens) <= 2 else "")
+        + ", with σ frozen in each group together, the embedding's cosine with the model's own "
+        f"is {groups['embeddings']:.3f} for the embeddings' one, "
+        f"{groups['attention']:.3f} for the {sizes['attention']} after attention and "
+        f"{groups['feed-forward']:.3f} for the {sizes['feed-forward']} after a feed-forward; "
+        f"all 13 together: {frozen.together:.3f}. The worst single one is LayerNorm {k} "
+        f"({layer_label(frozen.names[k])}), with {frozen.alone[k]:.3f} alone.")
+    ).reply(frozen_guess))
     show_figure(charts.beyond.swaps_figure,
                 [f"{i}: {layer_label(n)}" for i, n in enumerate(frozen.names)], frozen.alone,
                 frozen.measure, "largest token's √(σ² + ε) ÷ σ̄ (the median's)", key="by_frozen")
@@ -289,63 +307,67 @@ if frozen_guess is not None:
 
 # --- 4. Put DyT in its place -----------------------------------------------------------------
 st.subheader("4 · Replace LayerNorms by their fitted DyT")
-st.markdown(
-    "**Dynamic Tanh (DyT)** replaces each LayerNorm by a function of one value at a time, "
-    "$\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned number α per "
-    "layer, no mean, no variance. "
-    "Each fitted curve becomes a DyT layer, γ·(s·tanh(αx)) + β, with the LayerNorm's own γ and "
-    "β and the fit's α and s. How far does the sentence embedding move? Measured by the "
-    f"{defined('cosine similarity')} of the embeddings with and without the replacement.")
-replaced = st.multiselect(
-    "LayerNorms replaced", NAMES, default=[name], key="by_replace", bind="query-params",
-    format_func=lambda n: f"{NAMES.index(n)}: {layer_label(n)}",
-    help="Each one chosen computes DyT with its fitted α instead of normalizing; the rest of "
-         "the model is unchanged.")
-by_name = {f.name: f for f in fits}
-with st.spinner("Running the model with DyT in place…"):
-    mine = cached(substitute, Named(model, "minilm"), text, [by_name[n] for n in replaced],
-                  Named(original, ("by", text)))
-if replaced:
-    st.metric("Cosine with the model's own embedding", f"{mine.cosine:.4f}",
-              help="The cosine similarity of the sentence embeddings with and without the "
-                   "replacement.")
+if guess is None:  # the curves fitted in section 1 (its reply) are what goes in
+    st.caption("This part puts the curves fitted in section 1 in the LayerNorms' place: answer "
+               "section 1's question first.")
 else:
-    st.caption("Nothing replaced: the embedding is the model's own (cosine 1).")
-# the four standard swaps compare the groups as section 3's question does: they wait for it
-if frozen_guess is None:
-    st.caption("Four standard swaps — one LayerNorm, the six after attention, the six after a "
-               "feed-forward, all 13 — appear here once section 3's question is answered: "
-               "they compare the same groups.")
-else:
-    with st.spinner("Running the model with DyT in place…"):
-        standard = jobs.heavy_cached(
-            "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens,
-            standard_substitutions, Named(model, "minilm"), text,
-            Named(fits, ("by fits", text)), Named(original, ("by", text)))
-        anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
-    table = pd.DataFrame({"replaced": [label for label, _ in standard],
-                          "cosine with the model's embedding": [s.cosine for _, s in standard]})
-    st.dataframe(table, hide_index=True, key="by_standard")
-    st.caption(
-        "For scale, this sentence's embedding against other sentences', nearest first: "
-        + "; ".join(f"{a.kind}, “{a.text if len(a.text) <= 80 else a.text[:79] + '…'}”: "
-                    f"{a.cosine:.2f}" for a in anchors)
-        + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "
-        + placed(standard[-1][1].cosine, anchors) + "."
-        + ("" if text in NEIGHBOURS else " (The first five example sentences also have a "
-                                          "paraphrase and a sentence of the same frame with "
-                                          "another meaning here.)"))
-    one, ffn, attention, every = (sub.cosine for _, sub in standard)
     st.markdown(
-        f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 "
-        f"together give {every:.2f}. "
-        + (f"The six after attention cost little even together ({attention:.3f}); of the two "
-           f"groups of six, those after a feed-forward cost more ({ffn:.2f}). "
-           if attention > ffn else ""))
-st.markdown(
-    "The paper does not drop DyT into a trained model: it trains the network with DyT from "
-    "the start, and the weights learn to live with it. What this measures is how much a model "
-    "trained with LayerNorm relies on the per-token statistics that DyT does without.")
+        "**Dynamic Tanh (DyT)** replaces each LayerNorm by a function of one value at a time, "
+        "$\\mathrm{DyT}(x) = \\gamma\\,\\tanh(\\alpha x) + \\beta$: one learned number α per "
+        "layer, no mean, no variance. "
+        "Each fitted curve becomes a DyT layer, γ·(s·tanh(αx)) + β, with the LayerNorm's own γ and "
+        "β and the fit's α and s. How far does the sentence embedding move? Measured by the "
+        f"{defined('cosine similarity')} of the embeddings with and without the replacement.")
+    replaced = st.multiselect(
+        "LayerNorms replaced", NAMES, default=[name], key="by_replace", bind="query-params",
+        format_func=lambda n: f"{NAMES.index(n)}: {layer_label(n)}",
+        help="Each one chosen computes DyT with its fitted α instead of normalizing; the rest of "
+             "the model is unchanged.")
+    by_name = {f.name: f for f in fits}
+    with st.spinner("Running the model with DyT in place…"):
+        mine = cached(substitute, Named(model, "minilm"), text, [by_name[n] for n in replaced],
+                      Named(original, ("by", text)))
+    if replaced:
+        st.metric("Cosine with the model's own embedding", f"{mine.cosine:.4f}",
+                  help="The cosine similarity of the sentence embeddings with and without the "
+                       "replacement.")
+    else:
+        st.caption("Nothing replaced: the embedding is the model's own (cosine 1).")
+    # the four standard swaps compare the groups as section 3's question does: they wait for it
+    if frozen_guess is None:
+        st.caption("Four standard swaps — one LayerNorm, the six after attention, the six after a "
+                   "feed-forward, all 13 — appear here once section 3's question is answered: "
+                   "they compare the same groups.")
+    else:
+        with st.spinner("Running the model with DyT in place…"):
+            standard = jobs.heavy_cached(
+                "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens,
+                standard_substitutions, Named(model, "minilm"), text,
+                Named(fits, ("by fits", text)), Named(original, ("by", text)))
+            anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
+        table = pd.DataFrame({"replaced": [label for label, _ in standard],
+                              "cosine with the model's embedding": [s.cosine for _, s in standard]})
+        st.dataframe(table, hide_index=True, key="by_standard")
+        st.caption(
+            "For scale, this sentence's embedding against other sentences', nearest first: "
+            + "; ".join(f"{a.kind}, “{a.text if len(a.text) <= 80 else a.text[:79] + '…'}”: "
+                        f"{a.cosine:.2f}" for a in anchors)
+            + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "
+            + placed(standard[-1][1].cosine, anchors) + "."
+            + ("" if text in NEIGHBOURS else " (The first five example sentences also have a "
+                                              "paraphrase and a sentence of the same frame with "
+                                              "another meaning here.)"))
+        one, ffn, attention, every = (sub.cosine for _, sub in standard)
+        st.markdown(
+            f"Layer 0's after-feed-forward LayerNorm alone gives a cosine of {one:.2f}; all 13 "
+            f"together give {every:.2f}. "
+            + (f"The six after attention cost little even together ({attention:.3f}); of the two "
+               f"groups of six, those after a feed-forward cost more ({ffn:.2f}). "
+               if attention > ffn else ""))
+    st.markdown(
+        "The paper does not drop DyT into a trained model: it trains the network with DyT from "
+        "the start, and the weights learn to live with it. What this measures is how much a model "
+        "trained with LayerNorm relies on the per-token statistics that DyT does without.")
 
 # --- 5. What the papers report ---------------------------------------------------------------
 st.subheader("5 · What the papers report")
@@ -391,7 +413,7 @@ st.markdown(
 means, largest = mean_shares(original.records)
 with st.spinner("Running the model with RMSNorm in place of LayerNorm…"):
     swapped = jobs.heavy_cached(
-        "the RMSNorm runs", MINILM_TOKEN_RUNS, (len(NAMES) + 1) * tokens, rms_instead,
+        "the RMSNorm runs", MINILM_TOKEN_RUNS, swap_runs(len(NAMES)) * tokens, rms_instead,
         Named(model, "minilm"), text, Named(original, ("by", text)))
 table = pd.DataFrame({
     "LayerNorm": [f"{i}: {layer_label(n)}" for i, n in enumerate(swapped.names)],

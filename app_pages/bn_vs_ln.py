@@ -32,7 +32,7 @@ from lnviz.ui.live import batches_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import folded, page_title
 from lnviz.ui.params import live_values
-from lnviz.ui.state import current_settings, keep_in_range, prediction
+from lnviz.ui.state import answered, current_settings, keep_in_range, prediction
 
 MOMENTA = [0.01, 0.05, 0.1, 0.2, 0.5, 1.0, None]
 
@@ -223,7 +223,7 @@ training_box = folded("3 · Training mode vs evaluation mode", "bl_part3")
 def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature: int, seed: int,
                      device: str, dtype: str) -> None:
     code = code.empty()  # the code's place first: a refusal below ends the run before it
-    if st.session_state.get("bl_guess") is None:  # training mode's use of the batch: part 2's
+    if answered("bl_guess") is None:  # training mode's use of the batch: part 2's
         box.info("This part shows what BatchNorm does with its batch in training mode, which "
                  "answers part 2's question: answer it first (open “2 · One sample, many "
                  "batches”).", icon=":material/quiz:")

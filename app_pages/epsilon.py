@@ -30,7 +30,7 @@ from lnviz.ui.live import sweep_panel
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import live_values
-from lnviz.ui.state import current_settings, prediction
+from lnviz.ui.state import answered, current_settings, prediction
 
 settings = current_settings()
 
@@ -200,7 +200,7 @@ def cancellation_section(seed: int) -> None:
         "data near 10 000 with spread 1, both terms of the one-pass formula are about 10⁸ and "
         "σ² is about 1; float32 keeps about 7 significant digits."
     )
-    st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{one pass (naive)}}"
+    st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{one pass}}"
              r"\quad\text{vs}\quad"
              r"\underbrace{\tfrac{1}{H}\textstyle\sum (x_i - \mu)^2}_{\text{two-pass}}"
              r"\quad\text{vs}\quad"
@@ -240,7 +240,7 @@ st.info(
     "Switch the sidebar's precision to float16 and compare the gradient sizes."
     # part 3's "Try this" names its answer (the naive variance fails): it waits for the guess
     + (" In part 3, change the row length: does the offset where the naive variance first fails "
-       "move?" if st.session_state.get("ep_cancel_guess") is not None else ""), icon="🧪")
+       "move?" if answered("ep_cancel_guess") is not None else ""), icon="🧪")
 
 st.subheader("The same in PyTorch")
 sweep_section(sweep_box, st.empty(), settings.seed, settings.device, settings.dtype)

@@ -41,8 +41,9 @@ st.markdown(
     "LayerNorm of a vector of H features is two moves in space. Subtracting the mean projects "
     "x onto the plane Σx = 0, along the diagonal (1, …, 1). Dividing by σ then slides the point "
     "along its ray from 0 to the sphere of radius √H, because |x − μ|² = H·σ². So x̂ ends on "
-    "the circle where that plane meets that sphere (for any x whose features are not all "
-    "equal), and ε pulls it inside, to √H·√(σ²/(σ² + ε)). With H = 2 or 3 you can watch it."
+    "the set where that plane meets that sphere (for any x whose features are not all "
+    "equal): a circle at H = 3, two points at H = 2. ε pulls it inside, to "
+    "√H·√(σ²/(σ² + ε)). With H = 2 or 3 you can watch it."
 )
 st.latex(r"\hat x = \frac{x - \mu\,\mathbf{1}}{\sqrt{\sigma^2 + \epsilon}}")
 st.latex(r"\sum_i \hat x_i = 0, \qquad "
@@ -86,8 +87,7 @@ eps = eps_slider(
 )
 affine = cols[1].toggle(
     "γ and β", False, key="gm_affine", bind="query-params",
-    help="Scale and shift after normalizing, one γ and β per feature: y = γ⊙x̂ + β. "
-         "LayerNorm's circle becomes an ellipse centred at β.",
+    help="Scale and shift after normalizing, one γ and β per feature: y = γ⊙x̂ + β.",
 )
 gamma = beta = None
 if affine:

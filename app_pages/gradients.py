@@ -13,6 +13,7 @@ from lnviz.lessons.gradients import (
     gradient_input,
     gradient_report,
     gradients_snippet,
+    gradients_try_this,
     invariance_caption,
     invariance_probes,
     jacobian_caption,
@@ -122,17 +123,10 @@ if report.max_difference <= 1e-9:
 else:
     st.error(message.replace("match", "differ from"), icon="❌")
 if guess is not None:
-    st.info(
-        "**Try this.** With the one-hot upstream gradient, LayerNorm's ∂L/∂x is zero outside the "
-        "chosen sample's row: the other samples never saw that output. BatchNorm's reaches the "
-        "chosen feature's column in *every* sample — a loss on one example trains on the whole "
-        "batch. Now pick **ones** (L = Σ y) and answer again: where does each norm's gradient "
-        "go now, and why? Each row of LayerNorm's ∂L/∂x always sums to 0 — shifting a "
-        "sample cannot change its output, so the gradient has no component along that shift.",
-        icon="🔍")
-note = pair_note(n, c)
-if note:
-    st.warning(note, icon="⚠️")
+    st.info(gradients_try_this(n), icon="🔍")
+    note = pair_note(n, c)  # with N = 2 it says where BatchNorm's gradient goes: after the guess
+    if note:
+        st.warning(note, icon="⚠️")
 
 # --- Jacobian -----------------------------------------------------------------------------------
 # after the question too: its caption says which inputs each norm ties together
@@ -213,10 +207,9 @@ def invariances(n: int, c: int, eps: float, seed: int, answered: bool) -> None:
         "the output does not depend on their overall size, so the gradient shrinks as they "
         f"grow. Here, multiplying W by {scale.factor:g} multiplies ‖∂L/∂W‖ by "
         f"{short(scale.ratio)} (= 1/{scale.factor:g}; {short(scale.grad)} → "
-        f"{short(scale.scaled_grad)}, at ε = 0): small weights take relatively big steps and "
-        "large ones small steps, so weights that grow in training lower their own effective "
-        "step size (Arora, Li and Lyu, 2019, call this auto rate-tuning). Small normalized "
-        "*activations* make no step bigger."
+        f"{short(scale.scaled_grad)}, at ε = 0). What that does to how fast a large W learns "
+        "is a question of its own: Where the norm sits, part 3 (linked below), asks it. Small "
+        "normalized *activations* make no step bigger."
     )
 
 

@@ -39,7 +39,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal, token_line
 from lnviz.ui.pages import page_title, title_of
 from lnviz.ui.source import send_batch_to_explorer
-from lnviz.ui.state import minilm_sentence_and_layer, prediction
+from lnviz.ui.state import answered, minilm_sentence_and_layer, prediction
 
 TITLE = title_of("app_pages/minilm.py")
 NAMES = layer_norm_names()
@@ -75,14 +75,22 @@ st.markdown(token_line(run.tokens))
 st.subheader(f"1 · LayerNorm {chosen}: {layer_label(name)}")
 st.caption(f"`{name}`, as transformers' BertModel names it.")
 massive = run.massive
-peak = prediction(
-    f"in this LayerNorm's input, {len(run.tokens)} tokens × 384 features, which token holds "
-    "the largest |x|?", TOKEN_PLACES, key=f"tf_guess_{chosen}", context=text,
-    what="this LayerNorm, all 13 at a glance and the largest values",
-    help="The first token is [CLS] and the last [SEP], which the tokenizer adds around the "
-         "text's word pieces.")
+# Asked for the first LayerNorm the learner looks at: its answer opens all 13 at a glance
+# (section 2), which answers the question for the others, so they are not asked again.
+seen = any(answered(f"tf_guess_{k}", text) for k in range(len(NAMES)) if k != chosen)
+if seen and answered(f"tf_guess_{chosen}", text) is None:
+    peak = ""  # seen: the sections below show
+    st.markdown(peak_answer(run, name).reason)
+else:
+    peak = prediction(
+        f"in this LayerNorm's input, {len(run.tokens)} tokens × 384 features, which token "
+        "holds the largest |x|?", TOKEN_PLACES, key=f"tf_guess_{chosen}", context=text,
+        what="this LayerNorm, all 13 at a glance and the largest values",
+        help="The first token is [CLS] and the last [SEP], which the tokenizer adds around the "
+             "text's word pieces.")
+    if peak is not None:
+        st.markdown(peak_answer(run, name).reply(peak))
 if peak is not None:
-    st.markdown(peak_answer(run, name).reply(peak))
     show_figure(charts.minilm.ln_heatmaps, run.tokens[:view.drawn], view.input, view.output,
                 view.color_limit, layer_label(name), key="tf_heat")
     st.caption("Each row is a token, each column one of the 384 features. The input's colours end "

@@ -32,7 +32,7 @@ from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
 from lnviz.ui.source import PaddedControls, padded_sequences
-from lnviz.ui.state import current_settings, keep_in_range, prediction
+from lnviz.ui.state import answered, current_settings, keep_in_range, prediction
 
 
 def count(k: int, noun: str) -> str:
@@ -112,7 +112,7 @@ st.markdown(f"**{count(n, 'sequence')} × {count(length, 'position')} × {count(
             f"({stats.pad_fraction:.1%}); {count(stats.real_tokens, 'real token')}.")
 # the two BatchNorm panels side by side show where the pads put μ, section 1's question: they
 # join the figure once it is answered
-asking = (stats.counted_ok and stats.masked_ok and st.session_state.get("pd_guess") is None)
+asking = (stats.counted_ok and stats.masked_ok and answered("pd_guess") is None)
 if asking:
     outputs = {title: grid for title, grid in outputs.items() if "BatchNorm" not in title}
 show_figure(charts.padding.tokens_figure,

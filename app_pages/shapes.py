@@ -13,6 +13,7 @@ from lnviz.charts.base import grid_labels
 from lnviz.lessons.common import defined
 from lnviz.lessons.shapes import (
     ACTIVATIONS,
+    BATCH_OF_TWO,
     COMPARED,
     RACE_TASKS,
     SHAPE_EXAMPLES,
@@ -44,7 +45,13 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import folded, page_title
 from lnviz.ui.race import race_panel
-from lnviz.ui.state import current_settings, keep_in_range, prediction, run_stop_buttons
+from lnviz.ui.state import (
+    answered,
+    current_settings,
+    keep_in_range,
+    prediction,
+    run_stop_buttons,
+)
 
 settings = current_settings()
 #: The depth slider's maximum (and default): the stack that is computed and cached.
@@ -128,9 +135,10 @@ if shares is not None:
 # --- The two words with a batch of two
 # ---------------------------------------------------------------
 with folded("The two words with a batch of two", "sh_part2"):
-    if shares is None:  # this part works the question above through: it waits for the guess
-        st.caption("This part works the question above through on the two-word notes' tensor: "
-                   "answer it first.")
+    # this part works one setting of the question above through: it waits for that guess
+    if answered(f"sh_guess_{BATCH_OF_TWO}_2") is None:
+        st.caption(f"This part works the question above through for “{BATCH_OF_TWO}” over its "
+                   "last 2 dims: choose that tensor and those dims above and answer it first.")
     else:
         two = cached(seed_003_batch_of_two)
         st.markdown(

@@ -44,7 +44,7 @@ from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import code_span, refusal, token_line
 from lnviz.ui.pages import folded, page_title
-from lnviz.ui.state import model_text, prediction
+from lnviz.ui.state import answered, model_text, prediction
 
 NAMES = rms_norm_names()
 
@@ -132,7 +132,7 @@ if part.open:
 # --- 3. Pre-norm against post-norm ------------------------------------------------------------
 part = folded("3 · The residual stream through depth: pre-norm against post-norm", "sl_part3",
               lazy=True)
-if part.open and st.session_state.get("sl_massive_guess") is None:
+if part.open and answered("sl_massive_guess", text) is None:
     # it follows the first token's massive activation: part 2's answer
     part.caption("This part follows the token part 2 asks about: answer part 2's question "
                  "first (open “2 · A massive activation”).")
@@ -280,8 +280,8 @@ if part.open:
                          key="sl_sweeps")
 
 # --- 5. Attention sinks -----------------------------------------------------------------------
-part = folded("5 · Where attention goes: the first token as a sink", "sl_part5", lazy=True)
-if part.open and st.session_state.get("sl_massive_guess") is None:
+part = folded("5 · Where attention goes: attention sinks", "sl_part5", lazy=True)
+if part.open and answered("sl_massive_guess", text) is None:
     # it names the token that draws the attention, which part 2 asks about
     part.caption("This part names the token part 2 asks about: answer part 2's question first "
                  "(open “2 · A massive activation”).")

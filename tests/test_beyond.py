@@ -255,10 +255,14 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert any("Pick an answer" in c.value for c in at.caption)
     tested = next(m.value for m in at.markdown if "Tested on this page" in m.value)
     assert "answer section 1's question" in tested and "outlasts" not in tested
-    # section 4 defines DyT before any guess
-    assert any("Dynamic Tanh (DyT)" in m.value for m in at.markdown)
+    # section 4 puts section 1's fitted curves in place: it waits for section 1's answer
+    assert not any("Dynamic Tanh (DyT)" in m.value for m in at.markdown)
+    assert any("answer section 1's question first" in c.value for c in at.caption)
     at.radio(key="by_guess_2").set_value("an S-shaped curve").run()
     assert not at.exception, at.exception
+    # section 2's caption keeps where the massive activation sits for section 3's reply
+    assert not any("the massive activation" in c.value and "feature" in c.value
+                   for c in at.caption)
     fits = tanh_fits(model.run(PRESETS[0]))
     fit = fits[2]
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
@@ -298,9 +302,10 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
             if divmod(int(f.extreme[-1]), 384) == (massive.token, massive.feature)]
     assert len(same) >= 3  # layers 0-2's at least (the test above)
     caption = next(c.value for c in at.caption if "The paper's plots" in c.value)
-    assert (f"Of those {len(bent)} after a feed-forward, in {len(same)} the largest is "
-            f"the same value: token {massive.token}'s ([CLS]) feature {massive.feature}, x "
-            f"from {min(same):.3g} to {max(same):.3g}") in caption
+    assert "Of those" not in caption  # where it sits is section 3's answer: after it
+    massive_line = (f"Of those {len(bent)} after a feed-forward, in {len(same)} the largest is "
+                    f"the same value: token {massive.token}'s ([CLS]) feature "
+                    f"{massive.feature}, x from {min(same):.3g} to {max(same):.3g}")
     tested = next(m.value for m in at.markdown if "Tested on this page" in m.value)
     shapes = [shape_of(f) for f in fits]
     assert set(shapes) == {"straight", STRAIGHT_BUT_EXTREMES}  # every bend: a few values
@@ -315,8 +320,12 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert "cosine, this one as RMSNorm" not in table_with(at, "median |μ|/σ").value.columns
     assert any("once section 3's question is answered" in c.value for c in at.caption)
     at.radio(key="by_frozen_guess").set_value("those after attention").run()
-    assert next(m.value for m in at.markdown if "All 13 frozen together" in m.value).startswith(
-        "**Not quite:** the answer is “those after the feed-forward”. On this sentence")
+    reply = next(m.value for m in at.markdown if "frozen in each group together" in m.value)
+    assert reply.startswith("**Not quite:** the answer is “those after the feed-forward”. On "
+                            "this sentence, with σ frozen in each group together")
+    assert "for the 6 after attention" in reply and "for the 6 after a feed-forward" in reply
+    caption = next(c.value for c in at.caption if "The paper's plots" in c.value)
+    assert massive_line in caption
     assert "cosine, this one as RMSNorm" in table_with(at, "median |μ|/σ").value.columns
     table = table_with(at, "replaced").value
     original = model.run(PRESETS[0])
@@ -339,6 +348,8 @@ def test_the_page_with_nothing_replaced_and_a_sentence_of_its_own(model) -> None
     from pageutil import open_page
 
     at = open_page(PAGE, {"by_text": "Normalization layers are everywhere."}, timeout=120)
+    assert not [w for w in at.multiselect if w.key == "by_replace"]  # section 1's curves: wait
+    next(r for r in at.radio if r.key.startswith("by_guess_")).set_value("a straight line").run()
     at.multiselect(key="by_replace").set_value([]).run()
     assert not at.exception, at.exception
     assert not at.metric
@@ -361,6 +372,11 @@ def test_an_after_attention_layer_norm_is_called_straight_and_explained_so(model
     assert verdict.startswith("**Right:**") and "**straight**" in verdict
     why = next(c.value for c in at.caption if "Within one token" in c.value)
     assert "one straight line to explain" in why and "level off" not in why
+    # the answer opened all 13 (section 2): another LayerNorm shows its reply, unasked
+    at.selectbox(key="by_ln").set_value(2).run()
+    assert not [r for r in at.radio if r.key == "by_guess_2"]
+    verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
+    assert verdict.startswith("**LayerNorm 2:** this LayerNorm is")
     assert f"from {fit.sigmas[0]:.3g} to {fit.sigmas[2]:.3g}" in why
 
 
@@ -446,15 +462,25 @@ def test_freezing_sigma_breaks_where_sigma_spreads_and_rmsnorm_barely_moves_anyt
     text = PRESETS[0]
     original = model.run(text)
     frozen = frozen_sigma(model, text, original)
+    # the groups compared as groups: each frozen together, not decided by one LayerNorm
     assert worst_sublayer(frozen) == "feed-forward"
+    groups = frozen.by_sublayer
+    assert groups["embeddings"] == frozen.alone[0]
+    assert groups["feed-forward"] < 0.5 < 0.99 < groups["attention"]  # a wide margin
+    from lnviz.lessons.beyond import freeze_sigma
+
+    after_ffn = {r.name: freeze_sigma(r, 1e-12) for r in original.records
+                 if r.name.endswith(".output.LayerNorm") and ".attention." not in r.name}
+    assert len(after_ffn) == 6
+    again = model.run(text, replace=after_ffn)
+    cos = torch.nn.functional.cosine_similarity(again.embedding, original.embedding, dim=0)
+    assert groups["feed-forward"] == pytest.approx(float(cos), abs=1e-6)
     assert frozen.together < 0.5 and frozen.alone.min() < 0.5  # with a wide margin
     attention = [i for i, n in enumerate(frozen.names) if ".attention." in n]
     assert frozen.alone[attention].min() > 0.99  # after attention, σ hardly varies
     assert rank_correlation(frozen.measure, -frozen.alone) > 0.7
     # each one alone is the model with only that replacement (its cosine recomputed here)
     k = int(np.argmin(frozen.alone))
-    from lnviz.lessons.beyond import freeze_sigma
-
     alone = model.run(text, replace={frozen.names[k]: freeze_sigma(original.records[k], 1e-12)})
     cos = torch.nn.functional.cosine_similarity(alone.embedding, original.embedding, dim=0)
     assert frozen.alone[k] == pytest.approx(float(cos), abs=1e-6)
@@ -501,8 +527,10 @@ def test_the_page_freezes_sigma_after_a_guess_and_prints_the_lessons_numbers(mod
     assert not at.exception, at.exception
     original = model.run(PRESETS[0])
     frozen = frozen_sigma(model, PRESETS[0], original)
-    verdict = next(m.value for m in at.markdown if "All 13 frozen together" in m.value)
-    assert verdict.startswith("**Right:**") and f"{frozen.together:.3f}" in verdict
+    verdict = next(m.value for m in at.markdown if "frozen in each group together" in m.value)
+    assert verdict.startswith("**Right:**") and f"all 13 together: {frozen.together:.3f}" in verdict
+    for sublayer, cosine in frozen.by_sublayer.items():
+        assert f"{cosine:.3f}" in verdict, sublayer
     assert any(len(f["data"]) == 2 and f["data"][0]["type"] == "bar" for f in figures(at))
     swapped = rms_instead(model, PRESETS[0], original)
     means = next(m.value for m in at.markdown if "turned into an RMSNorm" in m.value)
@@ -547,6 +575,9 @@ def test_the_replaced_layer_norms_travel_in_the_link(model) -> None:
 
     at = open_page(PAGE, {"by_replace": ["7: layer 3 · after attention",
                                          "9: layer 4 · after attention"]}, timeout=120)
+    # section 4 waits for section 1's answer; the link's choice is still there after it
+    assert not [w for w in at.multiselect if w.key == "by_replace"]
+    next(r for r in at.radio if r.key.startswith("by_guess_")).set_value("a straight line").run()
     chosen = at.multiselect(key="by_replace").value
     assert chosen == ["encoder.layer.3.attention.output.LayerNorm",
                       "encoder.layer.4.attention.output.LayerNorm"]

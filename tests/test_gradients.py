@@ -438,14 +438,24 @@ def test_at_a_batch_of_two_the_reach_reply_says_when_batchnorm_answers_plus_or_m
     x_hat = (np.abs(F.batch_norm(x.double(), None, None, training=True, eps=eps).numpy())
              if eps > 0 else np.ones((2, 4)))
     assert f"|x̂| runs from {x_hat.min():.3g} to {x_hat.max():.3g}" in answer.reason
+    if eps == 0:  # no gradient at all: "nowhere", and nothing is ε's doing
+        assert answer.option == "nowhere" and np.abs(grad).max() == 0
+        assert "At ε = 0 x̂ is exactly ±1, so ∂L/∂x is 0 everywhere." in answer.reason
+        assert "ε's doing" not in answer.reason
+        return
     assert f"The largest |∂L/∂x| is {np.abs(grad).max():.2g}" in answer.reason
     if eps < 1e-3:
         assert x_hat.min() > 0.99 and np.abs(grad).max() < 0.01  # ε's doing alone
         assert "the loss hardly depends on x" in answer.reason
+        # the column the numbers show, and "nowhere", right up to ε, both right
+        assert answer.option == "one feature's column"
+        assert answer.reply("nowhere").startswith("**Right:**")
+        assert answer.reply("every cell").startswith("**Not quite:**")
     else:
         assert x_hat.min() < 0.9 and np.abs(grad).max() > 0.1
         assert "x̂ depends on x again" in answer.reason
         assert "hardly" not in answer.reason
+        assert answer.reply("nowhere").startswith("**Not quite:**")
 
 
 def test_the_page_asks_where_the_gradient_goes_before_it_draws_it():
@@ -538,6 +548,21 @@ def test_groups_of_two_get_the_note_and_no_share_of_rounding_noise():
     jac = next(c.value for c in at.caption if "Σ|J|" in c.value or "up to rounding" in c.value)
     assert jac.count("every entry is 0 up to rounding") == 2 and "%" not in jac
     assert not alerts(open_page(PAGE))["warning"]
+    # with N = 2 the note says where BatchNorm's gradient goes: it waits for the question
+    asked = open_page(PAGE, {"gr_n": "2", "gr_eps": "0"}, asked=True)
+    assert not alerts(asked)["warning"]
+    assert not any("Try this" in i.value for i in asked.info)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_try_this_holds_for_the_batch_size(n):
+    """BatchNorm's gradient reaches the column in every sample only from N = 3: with two
+    samples it is ε's alone, and the Try-this says so."""
+    from lnviz.lessons.gradients import gradients_try_this
+
+    text = gradients_try_this(n)
+    assert ("reaches the chosen feature's column in *every* sample" in text)
+    assert ("with N = 2, is ε's doing alone" in text) == (n == 2)
 
 
 def test_url_restores_the_settings():

@@ -252,8 +252,17 @@ def test_the_page_asks_which_token_holds_the_largest_value_before_it_shows_it(ru
     assert right == "the first token"  # [CLS]'s feature 99
     at = asks_first(PAGE, "tf_guess_2", right)
     assert "token 0, [CLS], feature 99." in markdown(at)
+    # the answer opened all 13 at a glance: another LayerNorm shows its reply, not the question
     at.selectbox(key="tf_ln").set_value(10).run()
+    assert not [r for r in at.radio if r.key == "tf_guess_10"]
+    reason = tf.peak_answer(runs[tf.PRESETS[0]], layer_norm_names()[10]).reason
+    (reply,) = [m.value for m in at.markdown if reason in m.value]
+    assert reply == reason  # no verdict: nothing was asked
+    assert any(s.value.startswith("2 · All 13") for s in at.subheader)
+    # another sentence is a question of its own again
+    at.text_area(key="tf_text").input("The dog sat on the rug.").run(timeout=120)
     assert at.radio(key="tf_guess_10").value is None
+    assert not any(s.value.startswith("2 · All 13") for s in at.subheader)
 
 
 def test_page_shows_every_finding_from_its_run() -> None:

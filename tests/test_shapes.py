@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import re
 
 import numpy as np
 import pytest
@@ -239,11 +240,14 @@ def test_batch_of_two_snippet_runs_and_shows_both_slips():
     np.testing.assert_allclose(eval(lines[1]), [0.5, 0.1, 0.1], atol=1e-6)
 
 
-def test_try_this_is_computed_and_names_the_condition():
+def test_try_this_asks_about_other_settings_without_answering_them():
+    """Each tensor and dims is a question of its own on the page: the Try-this names them and
+    states no outcome (no output values, no "moves", no "joins")."""
     text = shapes_try_this()
-    assert "[0.0000, -1.2238, 1.2238] and [1.4140, -0.7070, -0.7070]" in text
-    assert "only because its batch holds one sample" in text
-    assert "moves by up to 1.87" in text and "need a permute" in text
+    assert "“two words ×2” over the last 2 dims" in text and text.count("?") >= 4
+    assert not re.search(r"\d\.\d", text)  # no computed values
+    for outcome in ("only because", "moves by", "join", "one μ per"):
+        assert outcome not in text
 
 
 # --- blocks ------------------------------------------------------------------------------------
@@ -681,10 +685,15 @@ def test_the_page_asks_whether_samples_share_statistics_before_it_shows_the_grou
 
     asked = open_page(PAGE, asked=True)
     assert not shape_metrics(asked)
-    assert not [i for i in asked.info if "On the two words both choices" in i.value]
+    assert not [i for i in asked.info if "Predict each before you switch" in i.value]
     # the folded part on the two words with a batch of two works the question through: it waits
     assert not [d for d in asked.dataframe if "max |change|" in d.value.columns]
     assert any("answer it first" in c.value for c in asked.caption)
+    # ... for that tensor and those dims: another setting's answer does not open it
+    other = open_page(PAGE, asked=True)
+    other.radio(key="sh_guess_two words_1").set_value("no").run()
+    assert not [d for d in other.dataframe if "max |change|" in d.value.columns]
+    assert not any("True: sample 1" in c.value for c in other.code)
     at = asks_first(PAGE, "sh_guess_two words ×2_2", "yes",
                     {"sh_tensor": "two words ×2", "sh_dims": "2"},
                     hidden=("pools the batch", "max |change|", "the last 2 dims include it",
@@ -723,7 +732,7 @@ def test_the_batch_of_two_section_shows_both_slips():
     assert changes == pytest.approx([0.0, 0.0, 1.8671, 1.1219], abs=1e-4)
     captions = [c.value for c in at.caption]
     assert batch_of_two_caption(seed_003_batch_of_two()) in captions
-    assert "only because its batch holds one sample" in alerts(at)["info"][0]
+    assert "Predict each before you switch" in alerts(at)["info"][0]
     assert any("permute(1, 0, 2)" in c.value for c in at.code)
 
 

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from lnviz.capture import NormRecord
 from lnviz.devices import to_numpy
 from lnviz.lessons.common import Paper
-from lnviz.lessons.minilm import sublayer_of
+from lnviz.lessons.minilm import indices_after, sublayer_of
 from lnviz.models.bert import MiniLM, ModelRun, Replacement
 from lnviz.norms import layer_norm, rms_norm
 
@@ -75,6 +75,7 @@ __all__ = [
     "shape_of",
     "standard_substitutions",
     "substitute",
+    "swap_runs",
     "tanh_fits",
     "worst_sublayer",
     "yardstick",
@@ -523,12 +524,22 @@ class Swaps:
         together: the cosine when all 13 change.
         measure: (13,) what predicts the damage (for σ frozen: the largest token's √(σ² + ε)
             over σ̄, the median token's; for RMSNorm: the largest token's |μ|/σ).
+        by_sublayer: the cosine when the LayerNorms after one sublayer
+            (:data:`lnviz.lessons.minilm.SUBLAYERS`) change together, by sublayer.
     """
 
     names: tuple[str, ...]
     alone: np.ndarray
     together: float
     measure: np.ndarray
+    by_sublayer: dict[str, float]
+
+
+def swap_runs(norms: int) -> int:
+    """How many model runs :func:`frozen_sigma` or :func:`rms_instead` takes on a model with
+    ``norms`` LayerNorms: each alone, all together, and the groups after attention and after the
+    feed-forward (the embeddings' group is its one LayerNorm alone)."""
+    return norms + 1 + 2
 
 
 def _cosine(a: ModelRun, b: ModelRun) -> float:
@@ -541,7 +552,11 @@ def _swaps(model: MiniLM, text: str, original: ModelRun,
     alone = np.asarray([_cosine(original, model.run(text, replace={n: replacements[n]}))
                         for n in names])
     together = _cosine(original, model.run(text, replace=replacements))
-    return Swaps(names, alone, together, measure)
+    by_sublayer = {"embeddings": float(alone[0])}  # one LayerNorm: the run above
+    for sublayer in ("attention", "feed-forward"):
+        group = {names[i]: replacements[names[i]] for i in indices_after(names, sublayer)}
+        by_sublayer[sublayer] = _cosine(original, model.run(text, replace=group))
+    return Swaps(names, alone, together, measure, by_sublayer)
 
 
 def frozen_sigma(model: MiniLM, text: str, original: ModelRun) -> Swaps:
@@ -618,6 +633,6 @@ def rank_correlation(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def worst_sublayer(swaps: Swaps) -> str:
-    """Where the LayerNorm sits (:data:`lnviz.lessons.minilm.SUBLAYERS`) whose change alone
-    moves the embedding most."""
-    return sublayer_of(swaps.names[int(np.argmin(swaps.alone))])
+    """The group of LayerNorms (those after one of :data:`lnviz.lessons.minilm.SUBLAYERS`)
+    whose change, all of the group together, moves the embedding most."""
+    return min(swaps.by_sublayer, key=swaps.by_sublayer.get)

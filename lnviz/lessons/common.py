@@ -54,11 +54,13 @@ class Answer:
 
     option: str
     reason: str
+    #: Other options the numbers also bear out (the reason says why), e.g. one right up to ε.
+    accepted: tuple[str, ...] = ()
 
     def reply(self, guess: str) -> str:
         """What the page says to ``guess``: "Right" and the reason; or "Not quite", the option
         the numbers make right and the same reason."""
-        if guess == self.option:
+        if guess == self.option or guess in self.accepted:
             return f"**Right:** {self.reason}"
         return f"**Not quite:** the answer is “{self.option}”. {self.reason}"
 
@@ -275,8 +277,7 @@ GLOSSARY: dict[str, str] = {
               "−127…127 before it is rounded to an 8-bit integer",
     "Welford": "Welford's algorithm: a one-pass update of the mean and of the sum of squared "
                "deviations, one value at a time, that adds up squared deviations from the "
-               "running mean instead of squares of the values, so no two large sums are "
-               "subtracted",
+               "running mean instead of squares of the values",
     "residual stream": "the running sum that flows through a transformer's blocks: each "
                        "sublayer f reads it and adds its output back, x ← x + f(…)",
     "massive activation": "a handful of values hundreds or thousands of times larger than all "

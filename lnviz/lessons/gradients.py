@@ -48,6 +48,7 @@ __all__ = [
     "gradient_input",
     "gradient_report",
     "gradients_snippet",
+    "gradients_try_this",
     "invariance_caption",
     "invariance_probes",
     "jacobian_caption",
@@ -90,6 +91,7 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
     the input ``x`` and ``eps`` say how close to ±1 BatchNorm's x̂ is."""
     grad = np.abs(np.asarray(grad_input, dtype=np.float64))
     n_rows, n_cols = grad.shape
+    accepted: tuple[str, ...] = ()
     largest = float(grad.max())
     reached = grad > ROUNDING * max(1.0, largest)
     rows, cols = np.flatnonzero(reached.any(axis=1)), np.flatnonzero(reached.any(axis=0))
@@ -114,8 +116,16 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
             reason += (f"Here |x̂| runs from {sizes.min():.3g} to {sizes.max():.3g}"
                        + (": the pairs are far apart next to ε. " if sizes.min() > 0.99 else
                           f": at ε = {eps:g}, x̂ depends on x again. "))
-        reason += (f"The largest |∂L/∂x| is {largest:.2g}, all of it ε's doing (0 at ε = 0)"
-                   + (": the loss hardly depends on x." if largest < 0.01 else "."))
+        if eps == 0:
+            reason += "At ε = 0 x̂ is exactly ±1, so ∂L/∂x is 0 everywhere."
+        else:
+            hardly = largest < 0.01
+            if hardly and option != REACH_OPTIONS[0]:
+                accepted = (REACH_OPTIONS[0],)
+            reason += (f"The largest |∂L/∂x| is {largest:.2g}, all of it ε's doing (it is 0 at "
+                       "ε = 0)" + (": the loss hardly depends on x" if hardly else "")
+                       + (f", so “{REACH_OPTIONS[0]}” is right up to ε too." if accepted
+                          else "."))
     elif option == REACH_OPTIONS[0] and kind == "ones":
         reason = (f"{statistics}, so each feature's x̂ sums to 0 over the batch whatever x is; "
                   "L = Σ y weighs every value alike, so L does not change with x at all "
@@ -132,7 +142,7 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
         reason = (f"{statistics}; with this upstream gradient ∂L/∂x is nonzero in "
                   f"{int(reached.sum())} of the {grad.size} cells ({rows.size} rows, "
                   f"{cols.size} columns), the largest {largest:.3g}.")
-    return Answer(option, reason[0].upper() + reason[1:])
+    return Answer(option, reason[0].upper() + reason[1:], accepted)
 
 
 def norm_forward(
@@ -467,6 +477,24 @@ def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, flo
         parts.append(f"At ε = {eps:g} no bar is ε's doing: every invariant probe is exact to "
                      "rounding.")
     return " ".join(parts)
+
+
+def gradients_try_this(batch: int) -> str:
+    """The "try this" under the gradients: what the one-hot loss showed for each norm (true for
+    a batch of ``batch``: with two samples BatchNorm's gradient is ε's alone), then the next
+    loss to predict."""
+    if batch == 2:
+        batchnorm = ("BatchNorm's, with N = 2, is ε's doing alone (see the note below); move N to "
+                     "3 or more and it reaches the chosen feature's column in *every* sample — a "
+                     "loss on one example trains on the whole batch.")
+    else:
+        batchnorm = ("BatchNorm's reaches the chosen feature's column in *every* sample — a loss "
+                     "on one example trains on the whole batch.")
+    return ("**Try this.** With the one-hot upstream gradient, LayerNorm's ∂L/∂x is zero outside "
+            "the chosen sample's row: the other samples never saw that output. " + batchnorm
+            + " Now pick **ones** (L = Σ y) and answer again: where does each norm's gradient go "
+            "now, and why? Each row of LayerNorm's ∂L/∂x always sums to 0 — shifting a sample "
+            "cannot change its output, so the gradient has no component along that shift.")
 
 
 def pair_note(batch: int, features: int) -> str | None:

@@ -153,9 +153,11 @@ SEED_003_SAMPLE = ((0.2, 0.1, 0.3), (0.5, 0.1, 0.1))
 SECOND_SAMPLE = ((0.9, 0.7, 0.8), (0.3, 0.6, 0.9))
 
 #: The example tensors: short names (they go in the URL) → what their dims mean.
+#: The two-word notes' tensor beside a second sample: the page's folded part works it through.
+BATCH_OF_TWO = "two words ×2"
 SHAPE_EXAMPLES = {
     "two words": ("words", "batch", "embedding"),
-    "two words ×2": ("words", "batch", "embedding"),
+    BATCH_OF_TWO: ("words", "batch", "embedding"),
     "2-D": ("batch", "features"),
     "3-D": ("batch", "seq", "features"),
     "4-D": ("batch", "channels", "H", "W"),
@@ -174,7 +176,7 @@ def shape_example(name: str, seed: int = 0) -> Batch:
     or (2, 3, 4, 4) synthetic images."""
     if name == "two words":
         return Batch(get_preset("two_words").values, "NLC", row_labels=_word_rows(2, 1))
-    if name == "two words ×2":
+    if name == BATCH_OF_TWO:
         return Batch(seed_003_batch_of_two().permuted, "NLC", row_labels=_word_rows(2, 2))
     if name == "2-D":
         return Batch(random_batch((4, 6), feature_spread=0.5, seed=seed), "NC")
@@ -419,23 +421,16 @@ def batch_of_two_caption(view: SeedBatchOfTwo) -> str:
 
 
 def shapes_try_this() -> str:
-    """The "try this" under the normalized_shape figure, with the two-word notes' outputs and the
-    batch of
-    two's change computed here."""
-    seed = layer_norm_shapes(shape_example("two words"), 1).output_grid
-    two = seed_003_batch_of_two()
+    """The "try this" under the normalized_shape figure: the other tensors and dims to predict
+    before looking, each its own question on the page (its outcome is that question's reply, so
+    none is stated here)."""
     return (
-        f"**Try this.** On the two words both choices give {_values(seed[0])} and "
-        f"{_values(seed[1])}, but only because its batch holds one sample: the last two dims "
-        "are (batch, embedding), a size-1 dim beside the same three values, and only γ's shape "
-        "changes, (3,) versus (1, 3). Switch to “two words ×2”: over the last 2 dims each word "
-        "now shares μ and σ² with the other sample's word, and the notes' sample moves by up "
-        f"to {two.dependence[2]:.2f} (see the section below, where the notes' reshape turns out "
-        "to need a permute as well). On the 3-D batch, go from the last 1 dim (one μ per "
-        "token) to the last 2 (one per sentence) and watch the pad token join its sentence's "
-        "statistics. On the images, the last 3 dims give one μ per image (what GroupNorm with "
-        "one group computes); a LayerNorm over the channels of each pixel, as ConvNeXt uses, "
-        "needs the channels moved last first.")
+        "**Try this.** Predict each before you switch to it: the two words over the last 2 dims "
+        "(the last two are then (batch, embedding), with a batch of one sample: what does that "
+        "size-1 dim change?); “two words ×2” over the last 2 dims; the 3-D batch over the last "
+        "1 dim and then the last 2 (whose statistics does the pad token share?); the images over "
+        "the last 3 dims (which GroupNorm computes the same?). And a LayerNorm over each pixel's "
+        "channels, as ConvNeXt uses: what must happen to the tensor first?")
 
 
 def _values(row: np.ndarray) -> str:

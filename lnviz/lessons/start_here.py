@@ -446,8 +446,8 @@ def _layer_norm_step(numbers: PathNumbers) -> Step:
     return Step(OUTLINE[1], (
         "LayerNorm normalizes one token at a time, across its own features: subtract their "
         "mean μ, divide by √(σ² + ε), where σ² is the mean of (x − μ)² — dividing by n, not "
-        "n − 1. ε = 1e-5 keeps the division finite when σ² = 0, and barely moves x̂ while σ² "
-        "is much larger than ε (step 6 shows when it does). The transformer article gives "
+        "n − 1. ε = 1e-5 is added to σ² under the root; it barely moves x̂ while σ² is much "
+        "larger than ε (step 6 asks when it matters). The transformer article gives "
         "each word of “I love "
         "deep learning” three features; “I” = [1, 2, 3]."), (
         Question(
@@ -788,8 +788,8 @@ def _transformer_step(numbers: PathNumbers) -> Step:
         "A transformer block adds two sublayers f — attention, then a feed-forward network — "
         f"to a {defined('residual stream')}, x. The original transformer (**post-LN**) "
         "normalizes after each "
-        "addition: x ← LN(x + f(x)). GPT-2 and most models since (**pre-LN**) normalize only "
-        "what each sublayer reads: x ← x + f(LN(x))."), (
+        "addition: x ← LN(x + f(x)). GPT-2 and most models since (**pre-LN**) put the LayerNorm "
+        "at the start of each sublayer's branch: x ← x + f(LN(x))."), (
         Question(
             "where",
             f"A random batch with RMS ≈ 1 goes through {depth} randomly initialised blocks. "

@@ -67,8 +67,8 @@ PAGES: dict[str, list[PageInfo]] = {
                  "its next token, a massive activation, the residual stream through depth, "
                  "attention sinks, and what breaking one norm does to the prediction."),
         PageInfo("app_pages/beyond.py", "Beyond LayerNorm", ":material/trending_flat:",
-                 "What recent models do instead, checked on a real one: all-MiniLM-L6-v2's "
-                 "LayerNorms bend like tanh (Dynamic Tanh's premise) and what replacing them "
+                 "What recent models do instead, checked on a real one: do all-MiniLM-L6-v2's "
+                 "LayerNorms bend like tanh, as Dynamic Tanh assumes? What replacing them "
                  "does, σ frozen, RMSNorm in their place, and a race of LayerNorm, RMSNorm, "
                  "DyT and no norm trained from scratch."),
         PageInfo("app_pages/placement.py", "Where the norm sits",

@@ -79,8 +79,8 @@ PATH_LINKS: dict[int, tuple[Link, ...]] = {
              f"Shapes and transformer blocks: the stream through {STACK.depth} blocks",
              {"sh_depth": str(STACK.depth), "sh_dmodel": str(STACK.d_model)}),
         Link("app_pages/beyond.py",
-             "Beyond LayerNorm: a real model's LayerNorms bend like tanh, and what replacing "
-             "them does"),
+             "Beyond LayerNorm: what shape a real model's LayerNorms make of their input, and "
+             "what replacing them does"),
         Link("app_pages/placement.py",
              "Where the norm sits: Peri-LN and OLMo-2's placements at initialization, and "
              "QK-norm on a real attention head"),

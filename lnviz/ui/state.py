@@ -277,6 +277,20 @@ def _answered_for(mark: str, asked: str) -> None:
     st.session_state[mark] = asked
 
 
+def answered(key: str, context: object = None) -> str | None:
+    """The learner's answer to the :func:`prediction` ``key``, as another part of the page (one
+    that waits for it, or would give it away) reads it: None while it is unanswered, or when it
+    was given for another ``context`` than this one (the sentence, the input); without a
+    context, any answer counts."""
+    state = st.session_state
+    answer = state.get(key)
+    if answer is None:
+        return None
+    if context is not None and state.get(f"{key}__asked", repr(context)) != repr(context):
+        return None
+    return answer
+
+
 def prediction(question: str, options: Sequence[str], *, key: str, help: str,
                what: str = "the figure", context: object = None) -> str | None:
     """A "Before you look" question: the learner's answer (None until they pick one, with a
