@@ -8,6 +8,7 @@ from lnviz.devices import to_numpy
 from lnviz.lessons.common import short
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
+    ONE_HOT,
     REACH_OPTIONS,
     UPSTREAM,
     gradient_input,
@@ -32,7 +33,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.params import eps_slider
-from lnviz.ui.state import current_settings, keep_in_range, prediction
+from lnviz.ui.state import answered, current_settings, keep_in_range, prediction
 
 settings = current_settings()
 page_title("app_pages/gradients.py")
@@ -122,15 +123,21 @@ if report.max_difference <= 1e-9:
     st.success(message, icon="✅")
 else:
     st.error(message.replace("match", "differ from"), icon="❌")
+# The Try-this's account of the one-hot loss, the Jacobian and the invariances say which inputs
+# each norm ties together: the one-hot question's answer, so they wait for that question
+explained = guess is not None and answered(f"gr_guess_{ONE_HOT}") is not None
 if guess is not None:
-    st.info(gradients_try_this(n), icon="🔍")
+    st.info(gradients_try_this(n, kind, explained), icon="🔍")
     note = pair_note(n, c)  # with N = 2 it says where BatchNorm's gradient goes: after the guess
     if note:
         st.warning(note, icon="⚠️")
+    if not explained:
+        st.caption("The Jacobian and what leaves the output unchanged (below) say which inputs "
+                   f"each norm ties together, which answers the {ONE_HOT} loss's question: "
+                   f"pick {ONE_HOT} above and answer it first.")
 
 # --- Jacobian -----------------------------------------------------------------------------------
-# after the question too: its caption says which inputs each norm ties together
-if guess is not None:
+if explained:
     st.subheader("The Jacobian ∂y/∂x")
     st.markdown(
         "Every output against every input, with the batch flattened sample by sample. The "
@@ -148,9 +155,9 @@ if guess is not None:
 @st.fragment
 def invariances(n: int, c: int, eps: float, seed: int, answered: bool) -> None:
     st.subheader("What leaves the output unchanged")
-    if not answered:  # it says which values each norm pools: the question's answer
-        st.caption("This section says which values each norm pools, which answers the question "
-                   "above: answer it first.")
+    if not answered:  # it says which values each norm pools: the one-hot question's answer
+        st.caption(f"This section says which values each norm pools, which answers the {ONE_HOT} "
+                   "loss's question above: answer it first.")
         return
     st.markdown(
         "Here the norm sits after a linear layer, y = Norm(x Wᵀ), as it does in a network. Each "
@@ -213,7 +220,7 @@ def invariances(n: int, c: int, eps: float, seed: int, answered: bool) -> None:
     )
 
 
-invariances(n, c, eps, settings.seed, guess is not None)
+invariances(n, c, eps, settings.seed, explained)
 
 st.page_link("app_pages/placement.py", icon=":material/vertical_align_center:",
              label="Where the norm sits, part 3: how a norm after a weight changes the way "

@@ -233,15 +233,16 @@ def pad_token_section(box: DeltaGenerator, code: DeltaGenerator, batch: Batch,
         st.subheader("3 · What LayerNorm does to the pad token itself")
         st.markdown(
             "A pad token is a flat row: all its features are equal, so its mean is the pad value "
-            "and its variance is 0. Then x − μ = 0 and x̂ = 0/√ε = 0: the output is **β**, "
-            "whatever γ is. Only ε keeps this finite — with ε = 0 it is 0/0. (For a zero pad this "
-            "is exact; for another pad value in low precision, rounding can leave μ a hair off "
-            "the pad value, and a very small ε magnifies that hair.)"
+            "and its variance is 0. Then x − μ = 0 and x̂ = 0/√ε, which for any ε > 0 is 0: the "
+            "output is **β**, whatever γ is. What does ε = 0 make of it? Set ε to 0 below and "
+            "look at the pad token's row. (For a zero pad this is exact; for another pad value "
+            "in low precision, rounding can leave μ a hair off the pad value, and a very small ε "
+            "magnifies that hair.)"
         )
         cols = st.columns(3)
         eps = eps_slider(
             cols[0], key="pd_eps",
-            help="Added to σ² before the square root. Try 0: the pad token's output becomes NaN.")
+            help="Added to σ² before the square root. Try 0 and look at the pad token's row.")
         gamma = cols[1].slider("γ (scale)", -3.0, 3.0, 1.0, 0.1, key="pd_gamma",
                                bind="query-params",
                                help="Multiplies x̂ — which is 0 for the pad, so γ changes nothing.")

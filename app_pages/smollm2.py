@@ -219,7 +219,10 @@ if part.open:
             if gentlest is not None:
                 ladder = {other: broken if other == how else broken_as(other)
                           for other in BREAKS}
-                st.markdown(gentlest_answer(ladder).reply(gentlest))
+                # whether the top token stays is each way's own question: told where answered
+                kept_shown = [other for other in BREAKS if other == how or answered(
+                    f"sl_stays_guess_{name}_{other}", text) is not None]
+                st.markdown(gentlest_answer(ladder, kept_shown).reply(gentlest))
         references = sum(len(model.tokenize(t)[0]) for t in REFERENCE_TEXTS)
         work = sweep_work(len(seen.tokens), references, len(NAMES))
         about = jobs.estimate_s(SWEEP_TOKEN_RUNS, work)

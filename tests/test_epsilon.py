@@ -481,6 +481,13 @@ def test_captions_hold_for_the_vector_and_the_axis():
     caption = sizes.caption()
     assert "stay nearly flat" not in caption and "rises only slowly" in caption
     assert f"float16 from {sizes.errors['float16'][0]:.2g} to " in caption
+    # far from 0 the rows' errors can fall with their length: the caption says what they do
+    for offset in (100.0, 1000.0):
+        sweep = precision_sweep("size", offset=offset, seed=1)
+        finite = [e for e in sweep.errors.values() if np.isfinite(e).all()]
+        text = sweep.caption()
+        assert ("rises only slowly" in text) is all(e[-1] >= e[0] for e in finite)
+        assert ("does not rise" in text) is all(e[-1] <= e[0] for e in finite)
     assert "Gaps in the float16 curve" in precision_sweep("offset").caption()
     never = cancellation_sweep(size=64, seed=1)
     assert (never.variances["naive E[x²] − E[x]²"] >= 0).all()

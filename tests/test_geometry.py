@@ -381,14 +381,23 @@ def test_every_sentence_holds_for_its_setting(source, h, norm, eps):
         assert "anywhere around it" in lines[0]
     else:
         assert "no single x̂ is held to LayerNorm's" in lines[0]
-    pairwise = np.linalg.norm(x_hat[:, None] - x_hat[None], axis=2)
-    one_point = bool(pairwise.max() <= view.tolerance)
+    # one point: the float64 x̂ (computed here) closer than the precision can show apart
+    x64 = view.inputs.astype(np.float64)
+    if norm == "LayerNorm":
+        exact = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + eps)
+    elif norm == "RMSNorm":
+        exact = x64 / np.sqrt((x64**2).mean(1, keepdims=True) + eps)
+    else:
+        exact = (x64 - x64.mean(0)) / np.sqrt(x64.var(0) + eps)
+    pairwise = np.linalg.norm(exact[:, None] - exact[None], axis=2)
+    one_point = bool(pairwise.max() <= 1e-9 * math.sqrt(h))
     assert any(line.startswith(f"All {len(x_hat)} x̂ land on one point") for line in lines) \
         is one_point
     same_way = any("point the same way" in line for line in lines)
     if same_way:
-        directions = x_hat / np.linalg.norm(x_hat, axis=1, keepdims=True)
-        assert np.abs(directions - directions[0]).max() <= view.tolerance and eps > 0
+        directions = exact / np.linalg.norm(exact, axis=1, keepdims=True)
+        assert np.abs(directions - directions[0]).max() <= 1e-9 * math.sqrt(h)
+        assert eps > 0
     assert any(line.startswith("With H = 2 LayerNorm") for line in lines) is (
         h == 2 and norm == "LayerNorm")
     text = path_caption(view) + closeup_caption(view)
@@ -736,3 +745,27 @@ def test_an_answer_holds_for_the_question_it_was_given_to() -> None:
     assert at.radio(key="gm_guess_LayerNorm").value is None
     assert not [m for m in at.markdown if m.value.startswith(("**Right:**", "**Not quite:**"))]
     assert any(c.value.startswith("Pick an answer to see") for c in at.caption)
+
+
+@pytest.mark.parametrize(("eps", "option"), [(0.0, "all on one point"),
+                                             (1e-6, "on fewer points than vectors"),
+                                             (1e-5, "on fewer points than vectors"),
+                                             (1.0, "on fewer points than vectors")])
+def test_with_eps_only_the_two_sentences_vectors_of_equal_variance_share_a_point(eps, option):
+    """The two sentences' vectors lie on one ray; at ε > 0 each lands at its own distance
+    √H·√(σ²/(σ² + ε)), so only vectors of equal σ² share a point ("are" and "powerful", σ² 24),
+    whether that distance differs by a dozen of float32's last places (ε = 1e-5) or by most of
+    √H (ε = 1): the verdict is read from the float64 x̂, not float32's rounding."""
+    inputs = input_vectors("seed", 3)
+    view = geometry_view(inputs.values, inputs.labels, "LayerNorm", eps)
+    answer = landing_answer(view)
+    assert answer.option == option
+    if eps > 0:
+        assert "“powerful” = (7, 13, 19) = 1·(1, …, 1) + 1·“are”" in answer.reason
+        assert "same σ²" in answer.reason
+        variances = dict(zip(inputs.labels, inputs.values.var(axis=1), strict=True))
+        assert variances["are"] == variances["powerful"] == pytest.approx(24.0)
+    # float32 holds ε = 1e-6's distances within its rounding: "one point" is right there too,
+    # and said to be; not from ε = 1e-5 on, where float32 tells some of them apart
+    assert answer.reply("all on one point").startswith("**Right:**") is (eps < 1e-5)
+    assert ("as the numbers are stored" in answer.reason) is (0 < eps < 1e-5)

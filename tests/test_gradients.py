@@ -437,7 +437,9 @@ def test_at_a_batch_of_two_the_reach_reply_says_when_batchnorm_answers_plus_or_m
     # torch refuses ε = 0 in training: there, x̂ = ±1 exactly (d ≠ 0 in every feature)
     x_hat = (np.abs(F.batch_norm(x.double(), None, None, training=True, eps=eps).numpy())
              if eps > 0 else np.ones((2, 4)))
-    assert f"|x̂| runs from {x_hat.min():.3g} to {x_hat.max():.3g}" in answer.reason
+    low, high = f"{x_hat.min():.3g}", f"{x_hat.max():.3g}"
+    assert (f"|x̂| is {low} in every feature" if low == high else
+            f"|x̂| runs from {low} to {high}") in answer.reason
     if eps == 0:  # no gradient at all: "nowhere", and nothing is ε's doing
         assert answer.option == "nowhere" and np.abs(grad).max() == 0
         assert "At ε = 0 x̂ is exactly ±1, so ∂L/∂x is 0 everywhere." in answer.reason
@@ -466,7 +468,7 @@ def test_the_page_asks_where_the_gradient_goes_before_it_draws_it():
                             "normalizes each feature"))
     assert any("normalizes each feature" in m.value for m in at.markdown)  # once answered
     assert any("a feature's N samples for BatchNorm" in c.value for c in at.caption)
-    assert "Now pick **ones** (L = Σ y) and answer again" in alerts(at)["info"][0]
+    assert "Now pick **ones** and answer again" in alerts(at)["info"][0]
     at.segmented_control(key="gr_up").set_value("ones").run()
     assert at.radio(key="gr_guess_ones").value is None
     assert not [f for f in figures(at) if "∂L/∂x, BatchNorm" in json.dumps(f)]
@@ -560,9 +562,32 @@ def test_the_try_this_holds_for_the_batch_size(n):
     samples it is ε's alone, and the Try-this says so."""
     from lnviz.lessons.gradients import gradients_try_this
 
-    text = gradients_try_this(n)
+    text = gradients_try_this(n, "one-hot", True)
     assert ("reaches the chosen feature's column in *every* sample" in text)
     assert ("with N = 2, is ε's doing alone" in text) == (n == 2)
+    assert "Now pick **ones**" in text
+
+
+def test_another_losss_answer_keeps_the_one_hot_answer_back():
+    """Answering the question for "ones" shows that loss's gradients, not the one-hot loss's
+    account (the Try-this, the Jacobian, the invariances): that question is still open."""
+    from lnviz.lessons.gradients import gradients_try_this
+
+    asked = gradients_try_this(4, "ones", False)
+    assert "every* sample" not in asked and "Pick **one-hot**" in asked
+    assert "Now pick **random**" in gradients_try_this(4, "ones", True)
+    at = open_page(PAGE, {"gr_up": "ones"}, asked=True)
+    at.radio(key="gr_guess_ones").set_value("nowhere").run()
+    assert not at.exception
+    shown = " ".join(i.value for i in at.info)
+    assert "Pick **one-hot**" in shown and "every* sample" not in shown
+    assert not [h for h in at.subheader if "Jacobian" in h.value]
+    assert any("answer it first" in c.value and "one-hot" in c.value for c in at.caption)
+    # the one-hot question answered too: its account, the Jacobian and the invariances show
+    at.segmented_control(key="gr_up").set_value("one-hot").run()
+    at.radio(key="gr_guess_one-hot").set_value("one feature's column").run()
+    assert [h for h in at.subheader if "Jacobian" in h.value]
+    assert "every* sample" in " ".join(i.value for i in at.info)
 
 
 def test_url_restores_the_settings():

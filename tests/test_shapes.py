@@ -148,6 +148,7 @@ def test_batch_note_where_the_last_dims_include_the_batch():
     single = batch_note("two words", 2)
     assert "(batch, embedding), include the batch dim" in single
     assert "holds one sample, so nothing is mixed" in single
+    assert "depends" not in single  # "two words ×2"'s answer: its own question
     double = batch_note("two words ×2", 2)
     assert "With 2 samples, each sample's output depends on the others" in double
 

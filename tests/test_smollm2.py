@@ -210,6 +210,11 @@ def test_the_three_questions_are_answered_from_the_runs(model, run):
     assert gentlest.option == min(BREAKS, key=lambda how: ladder[how].kl)
     for how in BREAKS:
         assert f"{how}: {short(ladder[how].kl)} nats, top token" in gentlest.reason
+    # whether the top token stays, where that way's own question is still open, is left out
+    partial = gentlest_answer(ladder, ["removed"]).reason
+    assert "removed: " in partial and partial.count("top token") == 1
+    for how in BREAKS:
+        assert f"{how}: {short(ladder[how].kl)} nats" in partial
 
 
 def test_the_page_asks_before_each_of_its_three_answers(model):
@@ -249,6 +254,7 @@ def test_the_page_asks_before_each_of_its_three_answers(model):
     at.radio(key=f"sl_gentlest_guess_{name}").set_value(wrong).run()
     reply = next(m.value for m in at.markdown if "moves least with the norm" in m.value)
     assert reply.startswith(f"**Not quite:** the answer is “{right}”.")
+    assert reply.count("top token") == 1  # the other three ways' own questions are open
 
 
 @pytest.mark.parametrize("how", ["removed", "frozen RMS"])

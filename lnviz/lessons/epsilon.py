@@ -335,13 +335,18 @@ class PrecisionSweep:
                     f"{self.values.size} points), where float16 holds only inf and LayerNorm "
                     "returns NaN. " if gaps.size else "")
             return text + "Where the error reaches about 1, the normalized values are noise."
-        rises = "; ".join(f"{d} from {e[0]:.2g} to {e[-1]:.2g}" for d, e in self.errors.items()
-                          if np.isfinite(e).all())
+        finite = {d: e for d, e in self.errors.items() if np.isfinite(e).all()}
+        ends = "; ".join(f"{d} from {e[0]:.2g} to {e[-1]:.2g}" for d, e in finite.items())
+        if all(e[-1] >= e[0] for e in finite.values()):
+            trend = (f"rises only slowly ({ends}): the worst is taken over more values, and the "
+                     "largest of them sit further from 0, where rounding is coarser")
+        elif all(e[-1] <= e[0] for e in finite.values()):
+            trend = f"does not rise ({ends})"
+        else:
+            trend = f"rises for some precisions and falls for others ({ends})"
         return (f"From {self.values[0]:.0f} to {self.values[-1]:,.0f} values per row the worst "
-                f"error rises only slowly ({rises}): the worst is taken over more values, and "
-                "the largest of them sit further from 0, where rounding is coarser. Summing in "
-                "float32 keeps the mean and variance accurate, so the input's rounding is what "
-                "costs digits.")
+                f"error {trend}. Summing in float32 keeps the mean and variance accurate, so "
+                "the input's rounding is what costs digits.")
 
 
 #: The x axes :func:`precision_sweep` can run along, with their default grids.

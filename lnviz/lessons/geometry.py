@@ -225,6 +225,9 @@ class GeometryView:
         centred: x − μ (N, H): LayerNorm's μ is each vector's own mean, BatchNorm's each
             feature's mean over the vectors; RMSNorm does not centre (x itself).
         x_hat: x̂ (N, H), the normalized vectors before γ and β.
+        exact_x_hat: the same x̂ computed in float64 from ``inputs``: which vectors share a
+            point is read from these (:attr:`exact_tolerance`), so that a difference ε makes
+            (a dozen units of float32's last place at ε = 1e-5) is not taken for rounding.
         output: y = γ⊙x̂ + β (N, H); x̂ itself when ``affine`` is False.
         gamma, beta: γ and β (H,); RMSNorm has no β (zeros).
         affine: whether γ and β were given.
@@ -248,6 +251,7 @@ class GeometryView:
     inputs: np.ndarray
     centred: np.ndarray
     x_hat: np.ndarray
+    exact_x_hat: np.ndarray
     output: np.ndarray
     gamma: np.ndarray
     beta: np.ndarray
@@ -277,6 +281,12 @@ class GeometryView:
         """How far apart two x̂ computed in this precision may be and still count as one point:
         sixteen roundings of a number of size √H."""
         return 16 * self.resolution * math.sqrt(self.h)
+
+    @property
+    def exact_tolerance(self) -> float:
+        """How far apart two :attr:`exact_x_hat` may be and still count as one point: float64
+        rounding, far below any distance an ε ≥ 1e-12 puts between two vectors' x̂."""
+        return 1e-9 * math.sqrt(self.h)
 
     @property
     def reach(self) -> float:
@@ -344,6 +354,8 @@ def geometry_view(
         difference, refusal = None, str(err)
     inputs = to_numpy(x)
     x_hat = to_numpy(result.x_hat)
+    exact = to_numpy(table_norm(torch.from_numpy(inputs.astype(np.float64)), norm, None, None,
+                                float(eps)).x_hat)
     mean = None if result.mean is None else to_numpy(result.mean)
     var = to_numpy(result.var)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -356,6 +368,7 @@ def geometry_view(
         inputs=inputs,
         centred=inputs if mean is None else inputs - mean,
         x_hat=x_hat,
+        exact_x_hat=exact,
         output=to_numpy(result.output),
         gamma=gammas,
         beta=betas,
@@ -508,9 +521,16 @@ def landing_answer(view: GeometryView) -> Answer | None:
     count = int(view.finite.sum())
     if count < 2:
         return None
-    groups = groups_of_equal(view.x_hat, view.tolerance)
+    groups = groups_of_equal(view.exact_x_hat, view.exact_tolerance)
     option = LANDING_OPTIONS[0 if len(groups) == 1 else 2 if len(groups) == count else 1]
-    return Answer(option, f"{_KEEPS[view.norm]} {_collapse(view)}{_instance(view, groups)}")
+    reason = f"{_KEEPS[view.norm]} {_collapse(view)}{_instance(view, groups)}"
+    stored = groups_of_equal(view.x_hat, view.tolerance)  # as the chosen precision holds them
+    if len(groups) > 1 and len(stored) == 1:  # ε's distances below what the precision shows
+        return Answer(option, reason + (
+            f" In {view.dtype} those distances differ by less than its rounding, so "
+            f"“{LANDING_OPTIONS[0]}” is right too, as the numbers are stored."),
+            (LANDING_OPTIONS[0],))
+    return Answer(option, reason)
 
 
 def _instance(view: GeometryView, groups: list[list[int]]) -> str:
@@ -529,6 +549,11 @@ def _instance(view: GeometryView, groups: list[list[int]]) -> str:
     else:
         b = float(np.sqrt(np.mean(x1**2) / np.mean(x0**2)))
         form = f"{b:.3g}·“{view.labels[first]}”"
+    if view.eps > 0 and len(groups) > 1:  # a shared point at ε > 0 takes the same spread too
+        stat = "σ²" if view.norm == "LayerNorm" else "mean square"
+        return (f" With ε > 0, two vectors share a point only if they also have the same {stat}"
+                f": “{view.labels[last]}” = {_vector(x1)} = {form}, and “{view.labels[first]}”"
+                f" has the same {stat}.")
     return (f" For instance, “{view.labels[last]}” = {_vector(x1)} = {form}.")
 
 
@@ -606,7 +631,7 @@ def _collapse(view: GeometryView) -> str:
     """How many places the vectors went to: one point, one ray, or several."""
     finite = view.finite
     count = int(finite.sum())
-    points = groups_of_equal(view.x_hat, view.tolerance)
+    points = groups_of_equal(view.exact_x_hat, view.exact_tolerance)
     if len(points) == 1:
         spread = max(np.linalg.norm(view.x_hat[i] - view.x_hat[points[0][0]])
                      for i in points[0])
@@ -614,11 +639,11 @@ def _collapse(view: GeometryView) -> str:
                 f"differ by at most {_g(spread)}).")
     if view.norm == "BatchNorm":
         return _shared(f"The {count} x̂ land on {len(points)} different points", points, view)
-    radius = view.radius
-    moved = finite & (radius > view.tolerance)
-    directions = np.full_like(view.x_hat, np.nan)
-    directions[moved] = view.x_hat[moved] / radius[moved, None]
-    rays = groups_of_equal(directions, view.tolerance)
+    radius = np.linalg.norm(view.exact_x_hat, axis=1)
+    moved = finite & (radius > view.exact_tolerance)
+    directions = np.full_like(view.exact_x_hat, np.nan)
+    directions[moved] = view.exact_x_hat[moved] / radius[moved, None]
+    rays = groups_of_equal(directions, view.exact_tolerance)
     at_zero = int((finite & ~moved).sum())
     if len(points) == len(rays) + (at_zero > 0):  # a ray holds one point: ε moved nothing apart
         return _shared(f"The {count} x̂ land on {len(points)} different points", points, view)

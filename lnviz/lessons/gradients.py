@@ -36,6 +36,7 @@ from lnviz.limits import GRADIENTS_MAX_JACOBIAN
 
 __all__ = [
     "GRAD_NORMS",
+    "ONE_HOT",
     "PROBES",
     "REACH_OPTIONS",
     "ROUNDING",
@@ -70,6 +71,8 @@ GRAD_NORMS = tuple(sorted(norms_where(lambda norm: norm.table and norm.centred),
                           key=lambda name: not NORM_TABLE[name].trailing))
 #: Upstream gradients ∂L/∂y a learner can send back: one output cell, every cell, random.
 UPSTREAM = ("one-hot", "ones", "random")
+#: The loss on one output cell: the one whose gradient shows which inputs each norm ties together.
+ONE_HOT = UPSTREAM[0]
 #: A change of the output no larger than this counts as float64 rounding: the probes' outputs
 #: are normalized (of order one), so rounding leaves ~1e-15 and anything real is far above.
 ROUNDING = 1e-12
@@ -113,7 +116,9 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
         if x is not None:
             d = np.abs(np.diff(np.asarray(x, dtype=np.float64), axis=0))
             sizes = d / np.sqrt(d * d + 4 * eps)
-            reason += (f"Here |x̂| runs from {sizes.min():.3g} to {sizes.max():.3g}"
+            low, high = f"{sizes.min():.3g}", f"{sizes.max():.3g}"
+            reason += ((f"Here |x̂| is {low} in every feature" if low == high else
+                        f"Here |x̂| runs from {low} to {high}")
                        + (": the pairs are far apart next to ε. " if sizes.min() > 0.99 else
                           f": at ε = {eps:g}, x̂ depends on x again. "))
         if eps == 0:
@@ -479,10 +484,14 @@ def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, flo
     return " ".join(parts)
 
 
-def gradients_try_this(batch: int) -> str:
-    """The "try this" under the gradients: what the one-hot loss showed for each norm (true for
-    a batch of ``batch``: with two samples BatchNorm's gradient is ε's alone), then the next
-    loss to predict."""
+def gradients_try_this(batch: int, kind: str, one_hot_answered: bool) -> str:
+    """The "try this" under the gradients of the loss ``kind`` (:data:`UPSTREAM`): what the
+    one-hot loss showed for each norm (true for a batch of ``batch``: with two samples
+    BatchNorm's gradient is ε's alone) once its question is answered, else that question to
+    answer first; then the next loss to predict."""
+    if not one_hot_answered:
+        return (f"**Try this.** Pick **{ONE_HOT}** (the loss is one output cell) and predict "
+                "again: which inputs does BatchNorm's ∂L/∂x reach then, and LayerNorm's?")
     if batch == 2:
         batchnorm = ("BatchNorm's, with N = 2, is ε's doing alone (see the note below); move N to "
                      "3 or more and it reaches the chosen feature's column in *every* sample — a "
@@ -490,11 +499,14 @@ def gradients_try_this(batch: int) -> str:
     else:
         batchnorm = ("BatchNorm's reaches the chosen feature's column in *every* sample — a loss "
                      "on one example trains on the whole batch.")
-    return ("**Try this.** With the one-hot upstream gradient, LayerNorm's ∂L/∂x is zero outside "
-            "the chosen sample's row: the other samples never saw that output. " + batchnorm
-            + " Now pick **ones** (L = Σ y) and answer again: where does each norm's gradient go "
-            "now, and why? Each row of LayerNorm's ∂L/∂x always sums to 0 — shifting a sample "
-            "cannot change its output, so the gradient has no component along that shift.")
+    others = [k for k in UPSTREAM if k != kind and k != ONE_HOT]
+    return (f"**Try this.** With the {ONE_HOT} upstream gradient, LayerNorm's ∂L/∂x is zero "
+            "outside the chosen sample's row: the other samples never saw that output. "
+            + batchnorm
+            + (f" Now pick **{others[0]}** and answer again: where does each norm's gradient "
+               "go now, and why?" if others else "")
+            + " Each row of LayerNorm's ∂L/∂x always sums to 0 — shifting a sample cannot "
+              "change its output, so the gradient has no component along that shift.")
 
 
 def pair_note(batch: int, features: int) -> str | None:

@@ -199,8 +199,8 @@ def batch_note(example: str, dims: int) -> str | None:
               "every μ and σ² is taken across the samples of the batch.")
     if size == 1:
         return (pooled + " Here the batch holds one sample, so nothing is mixed and the result "
-                "equals the last dim's; with two samples (the tensor “two words ×2”) each "
-                "sample's output depends on the other one.")
+                f"equals the last dim's. What a second sample does is the question of "
+                f"“{BATCH_OF_TWO}” over the same dims.")
     return (pooled + f" With {size} samples, each sample's output depends on the others: this "
             "is no longer a per-sample norm.")
 

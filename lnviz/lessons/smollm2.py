@@ -24,7 +24,7 @@ Everything the page says about the model is computed here from the run, for the 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -553,15 +553,18 @@ def survives_answer(broken: Broken, shown: Callable[[str], str] = str) -> Answer
     return Answer(SURVIVES_OPTIONS[0 if broken.same_top else 1], reason)
 
 
-def gentlest_answer(ladder: dict[str, Broken]) -> Answer:
+def gentlest_answer(ladder: dict[str, Broken], kept_shown: Collection[str] = BREAKS) -> Answer:
     """Which of :data:`BREAKS` moves the prompt's next-token distribution least (the smallest
-    KL divergence) among the ``ladder`` of one norm's four replacements, with every rung's KL,
-    whether its top token stayed, and its loss on the reference text."""
+    KL divergence) among the ``ladder`` of one norm's four replacements, with every rung's KL
+    and its loss on the reference text, and whether its top token stayed for the rungs in
+    ``kept_shown`` (the others' are questions of their own, still open)."""
     ranked = sorted(ladder, key=lambda how: ladder[how].kl)
     loss = next(iter(ladder.values())).loss_before
     rungs = "; ".join(
-        f"{how}: {short(ladder[how].kl)} nats, top token "
-        f"{'kept' if ladder[how].same_top else 'lost'}, loss {short(ladder[how].loss_after, 3)}"
+        f"{how}: {short(ladder[how].kl)} nats, "
+        + (f"top token {'kept' if ladder[how].same_top else 'lost'}, " if how in kept_shown
+           else "")
+        + f"loss {short(ladder[how].loss_after, 3)}"
         for how in BREAKS if how in ladder)
     return Answer(ranked[0], (
         f"The next-token distribution moves least with the norm {BROKEN_AS[ranked[0]]} and "
