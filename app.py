@@ -6,6 +6,7 @@ lnviz.ui.state.current_settings.
 """
 
 import sys
+from pathlib import Path
 
 import streamlit as st
 
@@ -13,9 +14,11 @@ from lnviz.ui.cache import enter_page
 from lnviz.ui.memory import collect_garbage_periodically, return_freed_memory
 from lnviz.ui.pages import PAGES
 from lnviz.ui.state import clean_query_params, release_upload, sidebar_settings
+from lnviz.ui.static import serve_from
 
 return_freed_memory()  # once per process: a session's memory leaves with the session
 collect_garbage_periodically()  # once per process: so do closed sessions' reference cycles
+serve_from(Path(__file__).parent / "static")  # Plotly.js for the live figures goes there
 st.set_page_config(
     page_title="lnviz — see what normalization does",
     page_icon="📐",

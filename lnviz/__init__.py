@@ -10,6 +10,8 @@ data sources (:mod:`lnviz.data`), safe tensor files (:mod:`lnviz.data.files`: .n
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,10 +34,26 @@ _PUBLIC = {
     "to_tensor": "devices", "TensorFileError": "data.files", "load_arrays": "data.files",
     "NormResult": "norms", "batch_norm": "norms", "group_norm": "norms",
     "instance_norm": "norms", "layer_norm": "norms", "rms_norm": "norms",
-    # lnviz.capture is the function; importing the module lnviz.capture makes the package's
-    # attribute that module, which is callable alike (see lnviz/capture.py's last lines).
+    # lnviz.capture is the function, also once the module of that name is imported (_Package)
     "capture": "capture", "NormRecord": "capture",
 }
+
+#: Public functions that share their name with the module they live in.
+_SHADOWED = {"capture"}
+
+
+class _Package(types.ModuleType):
+    """The ``lnviz`` package. Importing a submodule sets it as an attribute of its package, so
+    ``import lnviz.capture`` (or ``from lnviz.capture import NormRecord``) would make
+    ``lnviz.capture`` the module: for the names in :data:`_SHADOWED` the function is kept."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

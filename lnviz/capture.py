@@ -51,8 +51,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
-import types
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -597,14 +595,3 @@ def _real(value: Any) -> bool:
         return math.isfinite(value)
     except OverflowError:
         return False
-
-
-class _CallableModule(types.ModuleType):
-    """``lnviz.capture`` is this module once anything imports it, and the function before: both
-    are called alike, ``lnviz.capture(model, x)``."""
-
-    def __call__(self, model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
-        return capture(model, *args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -485,20 +485,24 @@ def test_norms_called_by_keyword_and_lazy_norms() -> None:
 
 
 @pytest.mark.slow  # a fresh process of its own
-@pytest.mark.parametrize("first", ["import lnviz", "from lnviz.capture import NormRecord"])
-def test_lnviz_capture_is_callable_whatever_is_imported_first(first: str) -> None:
-    """lnviz.capture is the function when reached through lazy loading, and the module (which
-    is callable alike) when the module lnviz.capture was imported first."""
+@pytest.mark.parametrize("first", ["import lnviz", "from lnviz.capture import NormRecord",
+                                   "import lnviz.capture", "import lnviz.capture as module"])
+def test_lnviz_capture_is_the_function_whatever_is_imported_first(first: str) -> None:
+    """lnviz.capture is the function, whether reached through lazy loading or after the module
+    lnviz.capture was imported (which would otherwise make the package's attribute the module);
+    the module's names stay importable from it."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    code = (f"{first}\nimport lnviz, torch\n"
+    code = (f"{first}\nimport lnviz, torch, types\n"
+            "from lnviz.capture import Capture, read_capture\n"
             "cap = lnviz.capture(torch.nn.LayerNorm(3), torch.randn(2, 3))\n"
-            "print(len(cap.records), type(lnviz.NormRecord).__name__)")
+            "print(len(cap.records), type(lnviz.NormRecord).__name__,"
+            " type(lnviz.capture).__name__, isinstance(cap, Capture))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=root)
-    assert done.stdout.split() == ["1", "type"]
+    assert done.stdout.split() == ["1", "type", "function", "True"]
 
 
 @pytest.mark.slow  # a fresh process of its own

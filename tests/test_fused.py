@@ -18,7 +18,7 @@ from lnviz.lessons import performance
 
 if fused.triton is None:
     if sys.platform.startswith("linux"):
-        pytest.fail("triton is in requirements-dev.txt (on Linux): these tests need it",
+        pytest.fail("triton is in the dev extra (pyproject.toml, on Linux): these tests need it",
                     pytrace=False)
     pytest.skip("triton ships Linux wheels only", allow_module_level=True)
 

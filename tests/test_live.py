@@ -27,6 +27,16 @@ from lnviz.ui import live
 from lnviz.ui.params import AFFINE_RANGE, EPSILONS, norm_control_help
 
 
+@pytest.fixture(autouse=True)
+def _static_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The app's static folder, named as app.py names its own: the live payloads carry their
+    numbers only where Plotly.js can be served."""
+    from lnviz.ui import static
+
+    if static._folder is None:
+        static.serve_from(tmp_path_factory.getbasetemp() / "static")
+
+
 def _decode(text: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype="<f8")
 
@@ -86,13 +96,26 @@ def test_without_plotly_js_the_controls_say_the_figures_follow_on_release(
                             "Plotly.js where your browser loads it from (its static/ folder).")
 
 
-def test_plotly_js_is_the_plotly_packages_copy_in_static() -> None:
+def test_plotly_js_is_the_plotly_packages_copy_in_the_apps_static_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plotly.js goes into the folder the app names (app.py: static/ beside it), never into the
+    lnviz package; an app that names none, or a folder that cannot be written, draws its figures
+    with st.plotly_chart."""
     import plotly
 
+    from lnviz.ui import static
+
+    monkeypatch.setattr(static, "_folder", None)
+    assert not live.plotly_js()  # no folder named: nothing written anywhere
+    static.serve_from(tmp_path / "static")
     assert live.plotly_js()
-    served = live.STATIC / "plotly.min.js"
     shipped = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    assert served.read_bytes() == shipped.read_bytes()
+    assert (tmp_path / "static" / "plotly.min.js").read_bytes() == shipped.read_bytes()
+    assert not list(Path(live.__file__).parents[2].rglob("plotly.min.js"))  # not in lnviz
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    static.serve_from(blocked / "static")  # its parent is a file: the folder cannot be made
+    assert not live.plotly_js()
 
 
 def test_nan_and_infinity_survive_the_trip_to_the_browser() -> None:

@@ -1232,7 +1232,7 @@ def _load_safetensors(data: bytes, max_elements: int, keep_float64: bool) -> dic
         )
     try:
         from safetensors import SafetensorError, deserialize
-    except ImportError as err:  # pragma: no cover - a dependency in requirements.txt
+    except ImportError as err:  # pragma: no cover - a dependency of lnviz (pyproject.toml)
         raise TensorFileError(
             "reading .safetensors files needs the safetensors package: pip install safetensors"
         ) from err

@@ -32,6 +32,7 @@ from lnviz.lessons.bn_vs_ln import BatchDependence
 from lnviz.lessons.explorer import Exploration
 from lnviz.limits import BN_VS_LN_MAX_BATCH, LIVE_LIMIT, LIVE_MAX_SIDE
 from lnviz.ui.params import EPSILONS, norm_control_help, settled_affine, settled_eps
+from lnviz.ui.static import plotly_js
 
 __all__ = ["AFFINE_CONTROLS", "AFFINE_KEY", "BATCHES_CONTROLS", "BATCHES_KEY", "LIVE_KEY",
            "SWEEP_CONTROLS", "SWEEP_KEY", "affine_panel", "batches_panel", "batches_payload",
@@ -86,41 +87,12 @@ _table_component = st.components.v2.component(
     css=(_HERE / "live.css").read_text(),
     js="\n".join((_HERE / name).read_text() for name in ("common.js", "plots.js", "table.js")),
 )
-#: Where Streamlit serves static files from (server.enableStaticServing): static/ beside app.py.
-STATIC = Path(__file__).resolve().parents[3] / "static"
 _batches_component = st.components.v2.component(
     "lnviz_live_batches",
     html=(_HERE / "batches.html").read_text(),
     css=(_HERE / "live.css").read_text(),
     js=live_js("batches.js"),
 )
-
-
-def plotly_js() -> bool:
-    """Put the Plotly.js that the plotly package ships (plotly/package_data/plotly.min.js) into
-    :data:`STATIC`, where Streamlit serves it to the page's live figures; returns whether it is
-    there. Copied once per process, and again only when the package's copy changes (another
-    plotly version): the file is not part of the repository."""
-    return _plotly_js_copied()
-
-
-@st.cache_resource(show_spinner=False)
-def _plotly_js_copied() -> bool:
-    import shutil
-
-    import plotly
-
-    source = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    target = STATIC / "plotly.min.js"
-    try:
-        if not target.is_file() or target.stat().st_size != source.stat().st_size:
-            STATIC.mkdir(exist_ok=True)
-            partial_copy = target.with_suffix(".tmp")
-            shutil.copyfile(source, partial_copy)
-            partial_copy.replace(target)  # whole or not at all, for a server reading it now
-        return True
-    except OSError:  # a read-only deployment: the figures are drawn by st.plotly_chart
-        return False
 
 
 def live_figure(figure: dict, *, key: str, panel: str, kind: str, **extra: Any) -> None:

@@ -1,0 +1,1 @@
+"""One module per lesson: the facts behind its page (numbers, verdicts, ranks), no widgets."""
