@@ -15,7 +15,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lnviz.capture import NormRecord, capture
+    from lnviz.capture import NormRecord, capture, patch
     from lnviz.data.files import TensorFileError, load_arrays
     from lnviz.devices import DTYPES, available_devices, supported_dtypes, to_tensor
     from lnviz.norms import (
@@ -35,7 +35,7 @@ _PUBLIC = {
     "NormResult": "norms", "batch_norm": "norms", "group_norm": "norms",
     "instance_norm": "norms", "layer_norm": "norms", "rms_norm": "norms",
     # lnviz.capture is the function, also once the module of that name is imported (_Package)
-    "capture": "capture", "NormRecord": "capture",
+    "capture": "capture", "NormRecord": "capture", "patch": "capture",
 }
 
 #: Public functions that share their name with the module they live in.
@@ -83,6 +83,7 @@ __all__ = [
     "instance_norm",
     "layer_norm",
     "load_arrays",
+    "patch",
     "rms_norm",
     "supported_dtypes",
     "to_tensor",

@@ -51,7 +51,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -90,6 +90,8 @@ _VERSION = "1"
 _ROLES = ("input", "output", "weight", "bias", "running_mean", "running_var")
 
 _Source = bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO
+#: What takes a norm module's place under :func:`patch`: its input in, its output out.
+Replacement = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,6 +286,55 @@ def capture(model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
         for handle in handles:
             handle.remove()
     return Capture(output, [record for record in slots if record is not None], skipped)
+
+
+@contextmanager
+def patch(model: nn.Module, replacements: Mapping[str, Replacement]) -> Iterator[nn.Module]:
+    """Within the block, each module named in ``replacements`` (its path in
+    ``model.named_modules()``) returns ``fn(its input)`` instead of computing itself::
+
+        with lnviz.patch(model, {"model.layers.3.input_layernorm": lambda x: x}):
+            out = model(**inputs)
+
+    Works on any torch model, transformers' included. Only the module's own computation is
+    replaced: its hooks still run (a :func:`capture` inside the block records ``fn``'s output
+    beside the module's settings). After the block, also when it raises, the model is exactly
+    as before: nothing of it is copied or changed but, for the time of the block, each named
+    module's ``forward``. A name the model does not have is a ``KeyError`` naming the model's
+    norm modules. As in :func:`capture`, torch's transformer fast path, which computes a whole
+    ``nn.TransformerEncoderLayer`` without calling its norm modules, is off in the block."""
+    modules = dict(model.named_modules())
+    for name, fn in replacements.items():
+        if name not in modules:
+            norms = [n for n, m in modules.items() if norm_kind(m) is not None]
+            shown = ", ".join(norms[:6]) + (f", … ({len(norms)} in all)" if len(norms) > 6
+                                            else "")
+            raise KeyError(f"the model has no module named {name!r}; its norm modules: "
+                           f"{shown or 'none'}")
+        if not callable(fn):
+            raise TypeError(f"the replacement for {name!r} must be callable, got "
+                            f"{type(fn).__name__}")
+    saved: list[tuple[nn.Module, bool, Any]] = []
+    try:
+        for name, fn in replacements.items():
+            module = modules[name]
+            saved.append((module, "forward" in module.__dict__, module.__dict__.get("forward")))
+            module.forward = _replaced_forward(fn)
+        with _transformer_fast_path_off():
+            yield model
+    finally:
+        for module, had_own, previous in reversed(saved):
+            if had_own:
+                module.forward = previous
+            else:
+                del module.forward
+
+
+def _replaced_forward(fn: Replacement) -> Callable[..., Any]:
+    """A module's forward that returns ``fn`` of its first input (a norm module takes one)."""
+    def forward(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        return fn(input)
+    return forward
 
 
 @dataclass(frozen=True)

@@ -78,8 +78,8 @@ def test_the_wheel_declares_the_core_dependencies_and_the_extras(wheel: Path) ->
 
 
 #: Run from a folder outside the checkout, lnviz the installed copy: the functional API against
-#: torch, capture on a model transformers builds, the package's own files, and what the lnviz
-#: folder holds after a live page's Plotly.js step.
+#: torch, capture and patch on a model transformers builds, lnviz.nn against torch.nn, and the
+#: package's own files.
 _OUTSIDE = r"""
 import json, sys, torch, lnviz
 from pathlib import Path
@@ -93,6 +93,17 @@ torch.manual_seed(0)
 bert = BertModel(config).eval()
 ids = torch.tensor([[1, 5, 7, 2]])
 cap = lnviz.capture(bert, ids)
+name = "encoder.layer.0.attention.output.LayerNorm"
+with torch.no_grad():
+    plain = bert(ids).last_hidden_state
+    with lnviz.patch(bert, {name: torch.zeros_like}):
+        patched = bert(ids).last_hidden_state
+    restored = bert(ids).last_hidden_state
+import lnviz.nn as lnn
+ours, theirs = lnn.BatchNorm2d(3).double(), torch.nn.BatchNorm2d(3).double()
+images = torch.randn(4, 3, 5, 5, dtype=torch.float64)
+bn = (ours(images) - theirs(images)).abs().max().item()
+bn_running = (ours.running_var - theirs.running_var).abs().max().item()
 import lnviz.capture
 from lnviz.data.examples import FOLDER
 from lnviz.lessons.performance import GPU_RUN_FILE
@@ -102,6 +113,9 @@ print(json.dumps({
     "records": [rec.name for rec in cap.records],
     "replay": max((rec.replay().output - rec.output).abs().max().item() for rec in cap.records),
     "capture": type(lnviz.capture).__name__,
+    "patched": (patched - plain).abs().max().item(),
+    "restored": (restored - plain).abs().max().item(),
+    "bn": bn, "bn_running": bn_running,
     "examples": sorted(p.name for p in FOLDER.glob("*.safetensors")),
     "gpu_run": GPU_RUN_FILE.is_file(),
 }))
@@ -122,6 +136,8 @@ def test_installed_lnviz_works_from_outside_the_checkout(installed: Path, tmp_pa
                                 for part in ("attention.output", "output"))]
     assert out["replay"] < 1e-5
     assert out["capture"] == "function"  # also after `import lnviz.capture`
+    assert out["patched"] > 1e-3 and out["restored"] == 0  # lnviz.patch, and undone
+    assert out["bn"] < 1e-10 and out["bn_running"] < 1e-12  # lnviz.nn against torch.nn
     assert out["examples"] == ["tiny_models.capture.safetensors",
                                "tiny_models.checkpoint.safetensors"]
     assert out["gpu_run"]

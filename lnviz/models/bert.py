@@ -26,14 +26,14 @@ import dataclasses
 import hashlib
 import importlib.util
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from lnviz.capture import NormRecord
+from lnviz.capture import NormRecord, Replacement
 from lnviz.norms import layer_norm
 
 __all__ = [
@@ -58,10 +58,6 @@ MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
 
 class ModelFileError(RuntimeError):
     """The model's files are missing, or differ from the ones this module was written for."""
-
-
-#: What a norm's output may be replaced by: a function of its input, (B, T, C) -> (B, T, C).
-Replacement = Callable[[torch.Tensor], torch.Tensor]
 
 
 def replacements(replace: Mapping[str, Replacement] | None, names: Sequence[str], kind: str,
