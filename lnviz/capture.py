@@ -311,6 +311,9 @@ def patch(model: nn.Module, replacements: Mapping[str, Replacement]) -> Iterator
     context variable; after the last such block ends, also when it raises, the module is exactly
     as before. As in :func:`capture`, torch's transformer fast path, which computes a whole
     ``nn.TransformerEncoderLayer`` without calling its norm modules, is off in the block."""
+    if not replacements:  # nothing to replace: the model as it is
+        yield model
+        return
     modules = dict(model.named_modules())
     for name, fn in replacements.items():
         if name not in modules:

@@ -275,9 +275,13 @@ class Embeddings(nn.Module):
     def __init__(self, config: MiniLMConfig) -> None:
         super().__init__()
         C = config.n_embd
-        self.word_embeddings = nn.Embedding(config.vocab_size, C)
-        self.position_embeddings = nn.Embedding(config.max_tokens, C)
-        self.token_type_embeddings = nn.Embedding(2, C)
+        # _weight: an uninitialised table (the file's is put in its place), so that building the
+        # module on the meta device draws no random numbers (that alone takes seconds there)
+        self.word_embeddings = nn.Embedding(config.vocab_size, C,
+                                            _weight=torch.empty(config.vocab_size, C))
+        self.position_embeddings = nn.Embedding(config.max_tokens, C,
+                                                _weight=torch.empty(config.max_tokens, C))
+        self.token_type_embeddings = nn.Embedding(2, C, _weight=torch.empty(2, C))
         self.LayerNorm = lnn.LayerNorm(C, eps=config.eps)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

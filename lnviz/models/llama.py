@@ -447,7 +447,10 @@ class DecoderLayer(nn.Module):
 class Decoder(nn.Module):
     def __init__(self, config: SmolLM2Config) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.n_embd)
+        # _weight: an uninitialised table (the file's is put in its place), so that building the
+        # module on the meta device draws no random numbers (that alone takes seconds there)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.n_embd,
+                                         _weight=torch.empty(config.vocab_size, config.n_embd))
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layer))
         self.norm = lnn.RMSNorm(config.n_embd, eps=config.eps)
 
