@@ -96,9 +96,12 @@ ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
 st.subheader("Where the gradient goes")
 LOSSES = {"one-hot": f"y[{cell[0]}, {cell[1]}], one output cell", "ones": "Σ y, every output cell",
           "random": "Σ g·y, with a random g at every output cell (the sidebar's seed)"}
+# the answer changes with two samples (and there with ε): asked again across that line
+asked_for = ("N = 2", eps) if n == 2 else "N ≥ 3"
 guess = prediction(
     f"the loss is {LOSSES[kind]}. Which inputs does BatchNorm's ∂L/∂x reach?", REACH_OPTIONS,
     key=f"gr_guess_{kind}", what="both norms' gradients",
+    context=asked_for,
     help="The loss is the one chosen under “Upstream gradient ∂L/∂y”.")
 if guess is not None:
     st.markdown(reach_answer(bn.grad_input, kind, cell, x=to_numpy(x), eps=eps).reply(guess))
@@ -125,7 +128,7 @@ else:
     st.error(message.replace("match", "differ from"), icon="❌")
 # The Try-this's account of the one-hot loss, the Jacobian and the invariances say which inputs
 # each norm ties together: the one-hot question's answer, so they wait for that question
-explained = guess is not None and answered(f"gr_guess_{ONE_HOT}") is not None
+explained = guess is not None and answered(f"gr_guess_{ONE_HOT}", asked_for) is not None
 if guess is not None:
     st.info(gradients_try_this(n, kind, explained), icon="🔍")
     note = pair_note(n, c)  # with N = 2 it says where BatchNorm's gradient goes: after the guess

@@ -39,6 +39,7 @@ from lnviz.lessons.shapes import (
     shape_example,
     shapes_try_this,
     shares_answer,
+    twin_setting,
 )
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
@@ -104,15 +105,23 @@ st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
 with refusal():
     view = layer_norm_shapes(batch, dims)
 names = SHAPE_EXAMPLES[example]
-# asked again for every tensor and every choice of dims: each is its own prediction
-shares = prediction(
-    f"normalizing this {' × '.join(names)} tensor over its last {dims} "
-    f"dim{'s' if dims > 1 else ''} ({', '.join(names[-dims:])}): does one sample's output "
-    "depend on the other samples of its batch?", SHARES_OPTIONS,
-    key=f"sh_guess_{example}_{dims}", what="the groups",
-    help="Every index of the dims in front of normalized_shape gets a μ and σ² of its own.")
+# asked again for every tensor and every choice of dims: each is its own prediction, but for
+# the one whose twin's reply settled it (lnviz.lessons.shapes.twin_setting): that shows unasked
+twin = twin_setting(example, dims)
+if (twin is not None and answered(f"sh_guess_{twin[0]}_{twin[1]}") is not None
+        and answered(f"sh_guess_{example}_{dims}") is None):
+    shares = ""
+    st.markdown(shares_answer(example, dims, view).reason)
+else:
+    shares = prediction(
+        f"normalizing this {' × '.join(names)} tensor, shape {tuple(view.shape)}, over its "
+        f"last {dims} dim{'s' if dims > 1 else ''} ({', '.join(names[-dims:])}): does one "
+        "sample's output depend on the other samples of its batch?", SHARES_OPTIONS,
+        key=f"sh_guess_{example}_{dims}", what="the groups",
+        help="Every index of the dims in front of normalized_shape gets a μ and σ² of its own.")
+    if shares is not None:
+        st.markdown(shares_answer(example, dims, view).reply(shares))
 if shares is not None:
-    st.markdown(shares_answer(example, dims, view).reply(shares))
     cols = st.columns(4)
     cols[0].metric("x.shape", str(view.shape), help="The input tensor.")
     cols[1].metric("normalized_shape = γ, β shape", str(view.normalized_shape),
@@ -136,7 +145,8 @@ if shares is not None:
 # ---------------------------------------------------------------
 with folded("The two words with a batch of two", "sh_part2"):
     # this part works one setting of the question above through: it waits for that guess
-    if answered(f"sh_guess_{BATCH_OF_TWO}_2") is None:
+    if all(answered(f"sh_guess_{name}_{d}") is None
+           for name, d in ((BATCH_OF_TWO, 2), twin_setting(BATCH_OF_TWO, 2))):
         st.caption(f"This part works the question above through for “{BATCH_OF_TWO}” over its "
                    "last 2 dims: choose that tensor and those dims above and answer it first.")
     else:

@@ -180,19 +180,26 @@ if part.open:
                     break_work(len(seen.tokens), reference_tokens), break_norm,
                     Named(model, "smollm2"), text, name, how)
 
-        stays = prediction(
-            f"with {code_span(name)} ({norm_label(name)}) {BROKEN_AS[how]}, does the most "
-            "likely next token"
-            # part 1's figure shows the token: named once part 1's question is answered
-            + (f", {shown(seen.prediction.tokens[0])}," if sure is not None else "")
-            + " stay?", SURVIVES_OPTIONS,
-            key=f"sl_stays_guess_{name}_{how}", what="the prediction with the norm broken",
-            context=text,
-            help="Everything else in the model is unchanged; the norm's output is what the "
-                 "choice beside the norm says.")
+        # the "which moves least" reply below ranks all four ways of breaking this norm: once
+        # it was given, the other ways' question is settled and shows its reply unasked
+        if (answered(f"sl_gentlest_guess_{name}", text) is not None
+                and answered(f"sl_stays_guess_{name}_{how}", text) is None):
+            stays = ""
+        else:
+            stays = prediction(
+                f"with {code_span(name)} ({norm_label(name)}) {BROKEN_AS[how]}, does the most "
+                "likely next token"
+                # part 1's figure shows the token: named once part 1's question is answered
+                + (f", {shown(seen.prediction.tokens[0])}," if sure is not None else "")
+                + " stay?", SURVIVES_OPTIONS,
+                key=f"sl_stays_guess_{name}_{how}", what="the prediction with the norm broken",
+                context=text,
+                help="Everything else in the model is unchanged; the norm's output is what the "
+                     "choice beside the norm says.")
         if stays is not None:
             broken = broken_as(how)
-            st.markdown(survives_answer(broken, shown).reply(stays))
+            answer = survives_answer(broken, shown)
+            st.markdown(answer.reply(stays) if stays else answer.reason)
             show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
                         broken.before.probabilities, broken.after.probabilities,
                         broken.after.tokens, key="sl_broken")
@@ -220,6 +227,7 @@ if part.open:
                 ladder = {other: broken if other == how else broken_as(other)
                           for other in BREAKS}
                 # whether the top token stays is each way's own question: told where answered
+                # (the others show it, unasked, once this reply has been given)
                 kept_shown = [other for other in BREAKS if other == how or answered(
                     f"sl_stays_guess_{name}_{other}", text) is not None]
                 st.markdown(gentlest_answer(ladder, kept_shown).reply(gentlest))

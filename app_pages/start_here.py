@@ -43,6 +43,8 @@ answers = {}
 # a question's feedback may quote the answers of questions before it (steps are tabs, and a
 # learner may skip ahead, or arrive by a teacher's link): what quotes an answer still open waits
 open_answers: set[str] = set()
+#: The steps that draw a figure once their questions are answered.
+FIGURE_STEPS = (2, 6, 8)
 tabs = st.tabs([o.tab for o in OUTLINE], key=STEP_KEY, bind="query-params")
 for tab, step in zip(tabs, steps, strict=True):
     with tab:
@@ -95,16 +97,22 @@ for tab, step in zip(tabs, steps, strict=True):
                         st.markdown(q.reveal)
                     if q.table is not None:
                         st.dataframe(q.table, hide_index=True, key=f"{answer_key(q)}_table")
-        # the step's figure answers all its questions: it waits until every one is answered
+        # the step's figure answers all its questions: it waits until every one is answered,
+        # and for the questions before this one, whose answers its numbers may show (step 6's
+        # curve levels off at step 2's x̂)
         answered = all(answered)
-        if answered and step.number == 2:
+        drawn = answered and not open_answers
+        if answered and open_answers and step.number in FIGURE_STEPS:
+            st.caption("This step's figure appears once the questions before this one are "
+                       "answered: it shows their answers too.")
+        if drawn and step.number == 2:
             show_figure(charts.start_here.tokens_figure, *real_tokens(numbers),
                         key="sp_tokens_chart")
-        elif answered and step.number == 6:
+        elif drawn and step.number == 6:
             eps, x_hat, variance = cached(epsilon_curve)
             show_figure(charts.start_here.epsilon_figure, eps, x_hat, variance,
                         float(numbers.ln_eps_var.x_hat[-1]), key="sp_eps_chart")
-        elif answered and step.number == 8:
+        elif drawn and step.number == 8:
             show_figure(charts.shapes.depth_figure, *stack_series(numbers),
                         key="sp_depth_chart")
         st.markdown("**Go deeper**")

@@ -563,9 +563,21 @@ def test_the_try_this_holds_for_the_batch_size(n):
     from lnviz.lessons.gradients import gradients_try_this
 
     text = gradients_try_this(n, "one-hot", True)
-    assert ("reaches the chosen feature's column in *every* sample" in text)
+    # at N = 2 the column is N ≥ 3's answer, a question of its own (asked again there)
+    assert ("reaches the chosen feature's column in *every* sample" in text) == (n > 2)
     assert ("with N = 2, is ε's doing alone" in text) == (n == 2)
     assert "Now pick **ones**" in text
+
+
+def test_the_answer_is_asked_again_across_two_samples_and_three():
+    """With two samples the answer is ε's (nowhere, at ε = 0); from three on, the column: an
+    answer given at N = 2 is not graded at N = 4, the question is asked again."""
+    at = open_page(PAGE, {"gr_n": "2", "gr_eps": "0"}, asked=True)
+    at.radio(key="gr_guess_one-hot").set_value("nowhere").run()
+    assert any(m.value.startswith("**Right:**") for m in at.markdown)
+    at.slider(key="gr_n").set_value(4).run()
+    assert at.radio(key="gr_guess_one-hot").value is None
+    assert not any(m.value.startswith(("**Right:**", "**Not quite")) for m in at.markdown)
 
 
 def test_another_losss_answer_keeps_the_one_hot_answer_back():

@@ -255,6 +255,13 @@ def test_the_page_asks_before_each_of_its_three_answers(model):
     reply = next(m.value for m in at.markdown if "moves least with the norm" in m.value)
     assert reply.startswith(f"**Not quite:** the answer is “{right}”.")
     assert reply.count("top token") == 1  # the other three ways' own questions are open
+    # ... and settled by this reply: another way now shows its answer unasked
+    at.radio(key="sl_how").set_value("LayerNorm").run()
+    assert not [r for r in at.radio if r.key == f"sl_stays_guess_{name}_LayerNorm"]
+    kept = survives_answer(break_norm(model, PRESETS[0], name, "LayerNorm"),
+                           shown=lambda t: t.replace("Ġ", "␣")).reason
+    tail = kept.split(" ", 1)[1]  # after the token, which the page writes as a code span
+    assert any(m.value.endswith(tail) and not m.value.startswith("**") for m in at.markdown)
 
 
 @pytest.mark.parametrize("how", ["removed", "frozen RMS"])

@@ -385,6 +385,22 @@ def test_a_question_answered_before_the_ones_it_quotes_gives_only_its_verdict(qu
     assert alerts(at)["success"][-1] == q.right
 
 
+def test_a_steps_figure_waits_for_the_earlier_answers_it_shows(questions):
+    """Step 6's ε curve levels off at LayerNorm("I")'s last x̂, 1.2247, step 2's answer: while
+    questions before it are open it waits, and says why; once they are answered it is drawn."""
+    names = list(questions)
+    at = open_page(PAGE)
+    for name in ("eps", "eps_pad"):
+        q = questions[name]
+        answer(at, q, q.answer if q.is_choice else typed(q.expected))
+    assert figures(at) == []
+    assert any("once the questions before this one are answered" in c.value for c in at.caption)
+    for name in names[:names.index("eps")]:
+        before = questions[name]
+        answer(at, before, before.answer if before.is_choice else typed(before.expected))
+    assert len(figures(at)) >= 2  # step 2's tokens and step 6's ε curve
+
+
 def test_answers_reveal_the_numbers_and_figures_and_mark_progress(questions):
     at = open_page(PAGE)
     answer(at, questions["why"], questions["why"].answer)  # step 1 first: in order
@@ -406,9 +422,16 @@ def test_answers_reveal_the_numbers_and_figures_and_mark_progress(questions):
     answer(at, questions["eps"], "0.87, 0, 0.87")  # the sign of the first slipped
     assert len(figures(at)) == 1  # the ε figure waits for the step's second question
     answer(at, questions["eps_pad"], questions["eps_pad"].answer)
+    assert len(figures(at)) == 1  # and for steps 3 to 5, still open
+    names = list(questions)
+    for name in names[names.index("ln_learning") + 1:names.index("eps")]:
+        q = questions[name]
+        answer(at, q, q.answer if q.is_choice else typed(q.expected))
     eps_chart = figures(at)[1]
     assert eps_chart["data"][2]["text"] == ["0.866"]
-    answer(at, questions["where"], questions["where"].answer)
+    for name in names[names.index("eps_pad") + 1:names.index("where") + 1]:  # steps 7 and 8
+        q = questions[name]
+        answer(at, q, q.answer if q.is_choice else typed(q.expected))
     depth = figures(at)[2]
     assert {t["name"] for t in depth["data"]} == {"post-LN", "pre-LN", "none"}
 

@@ -493,9 +493,8 @@ def gradients_try_this(batch: int, kind: str, one_hot_answered: bool) -> str:
         return (f"**Try this.** Pick **{ONE_HOT}** (the loss is one output cell) and predict "
                 "again: which inputs does BatchNorm's ∂L/∂x reach then, and LayerNorm's?")
     if batch == 2:
-        batchnorm = ("BatchNorm's, with N = 2, is ε's doing alone (see the note below); move N to "
-                     "3 or more and it reaches the chosen feature's column in *every* sample — a "
-                     "loss on one example trains on the whole batch.")
+        batchnorm = ("BatchNorm's, with N = 2, is ε's doing alone (see the note below). Move N "
+                     "to 3 or more and answer again: where does it go then?")
     else:
         batchnorm = ("BatchNorm's reaches the chosen feature's column in *every* sample — a loss "
                      "on one example trains on the whole batch.")

@@ -111,6 +111,7 @@ __all__ = [
     "shape_example",
     "shapes_try_this",
     "shares_answer",
+    "twin_setting",
     "warmup_lr",
 ]
 
@@ -223,7 +224,20 @@ def shares_answer(example: str, dims: int, view: ShapeView) -> Answer:
     note = batch_note(example, dims) or (
         "The batch dim is in front of them, so each sample gets statistics of its own and no "
         "other sample enters them.")
-    return Answer(SHARES_OPTIONS[0 if mixed else 1], where + note)
+    # one sample over dims that pool the batch: "no" (there is no other sample), and "yes" read
+    # as "it would, beside another" is as right
+    pooled_alone = "batch" in names[-dims:] and size == 1
+    return Answer(SHARES_OPTIONS[0 if mixed else 1], where + note,
+                  (SHARES_OPTIONS[0],) if pooled_alone else ())
+
+
+def twin_setting(example: str, dims: int) -> tuple[str, int] | None:
+    """The other tensor and dims whose "does a sample depend on its batch-mates?" question the
+    reply for ``example`` over ``dims`` settles: the two words and the same words beside a
+    second sample, over the last 2 dims (batch, embedding), where the dims pool the batch.
+    None for every other setting."""
+    twins = {"two words": BATCH_OF_TWO, BATCH_OF_TWO: "two words"}
+    return (twins[example], dims) if example in twins and dims == 2 else None
 
 
 @dataclass(frozen=True, eq=False)
