@@ -111,7 +111,7 @@ if peak is not None:
                     partial(capture_bytes, run), "minilm_capture.safetensors",
                     values=2 * 13 * len(run.tokens) * 384,
                     help="All 13 LayerNorms' inputs, outputs, γ and β as a .safetensors "
-                         "capture (lnviz.capture's format), which lnviz.capture.read_capture "
+                         "capture (lnviz.capture's format), which lnviz's read_capture "
                          "and the app open.")
 
     # --- All layers -------------------------------------------------------------------------------

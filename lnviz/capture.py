@@ -52,6 +52,7 @@ import json
 import math
 import os
 import threading
+import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -255,8 +256,13 @@ def capture(model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
     calls: dict[int, int] = {}
     # the snapshots of the calls under way, per module (a stack, should a module call itself)
     under_way: dict[int, list[tuple[int, int, dict[str, Any]]]] = {}
+    # The hooks sit on the modules, so they also see other threads' calls of a shared model
+    # (another learner's run): only the calls made in this capture's own context count.
+    mine = object()
 
     def before(module: nn.Module, args: tuple, kwargs: dict, kind: str) -> None:
+        if _CAPTURING.get() is not mine:
+            return
         call = calls.get(id(module), 0)
         calls[id(module)] = call + 1
         slots.append(None)
@@ -264,6 +270,8 @@ def capture(model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
         under_way.setdefault(id(module), []).append((len(slots) - 1, call, snapshot))
 
     def after(module: nn.Module, output: Any, name: str, kind: str) -> None:
+        if _CAPTURING.get() is not mine:
+            return
         slot, call, snapshot = under_way[id(module)].pop()
         problem = _problem(kind, snapshot, output)
         if problem:
@@ -283,8 +291,12 @@ def capture(model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
             handles.append(module.register_forward_hook(
                 lambda m, a, k, out, name=name, kind=kind: after(m, out, name, kind),
                 with_kwargs=True, prepend=True))
-        with torch.no_grad(), _transformer_fast_path_off():
-            output = model(*args, **kwargs)
+        token = _CAPTURING.set(mine)
+        try:
+            with torch.no_grad(), _transformer_fast_path_off():
+                output = model(*args, **kwargs)
+        finally:
+            _CAPTURING.reset(token)
     finally:
         for handle in handles:
             handle.remove()
@@ -335,9 +347,11 @@ def patch(model: nn.Module, replacements: Mapping[str, Replacement]) -> Iterator
         with _transformer_fast_path_off():
             yield model
     finally:
-        _PATCHED.reset(token)
-        for module in reversed(installed):
-            _uninstall(module)
+        try:
+            _PATCHED.reset(token)
+        finally:  # the modules get their forward back whatever resetting the context does
+            for module in reversed(installed):
+                _uninstall(module)
 
 
 #: The replacements in force for the code running now, by the id of the module they replace:
@@ -345,6 +359,12 @@ def patch(model: nn.Module, replacements: Mapping[str, Replacement]) -> Iterator
 #: sees its own, so one learner's patch never reaches another's forward.
 _PATCHED: ContextVar[Mapping[int, tuple[str, Replacement]]] = ContextVar(
     "lnviz_patched", default=MappingProxyType({}))
+#: The capture whose hooks record the code running now (each capture's own token).
+_CAPTURING: ContextVar[object | None] = ContextVar("lnviz_capturing", default=None)
+#: While a capture or patch is under way: the fast-path setting to restore, then one entry per
+#: block (:func:`_transformer_fast_path_off`).
+_FAST_PATH_OFF: list[bool | None] = []
+_FAST_PATH_LOCK = threading.Lock()
 #: The modules whose forward is the dispatcher now: id -> [module, blocks patching it, whether
 #: it had a forward of its own in its __dict__, and that forward].
 _DISPATCHING: dict[int, list[Any]] = {}
@@ -360,7 +380,9 @@ def _install(module: nn.Module) -> None:
             return
         had_own = "forward" in module.__dict__
         previous = module.__dict__.get("forward")
-        module.forward = _dispatcher(id(module), module.forward)
+        # a method bound to the module: a deep copy of the module rebinds it to the copy, which
+        # then computes as itself (no replacement is ever registered for the copy)
+        module.forward = types.MethodType(_dispatching_forward, module)
         _DISPATCHING[id(module)] = [module, 1, had_own, previous]
 
 
@@ -379,22 +401,24 @@ def _uninstall(module: nn.Module) -> None:
             del module.forward
 
 
-def _dispatcher(key: int, own: Callable[..., Any]) -> Callable[..., Any]:
-    """A forward that returns the replacement of the running code's patch, if any, of its first
-    input (a norm module takes one), checked for its shape; else the module's ``own``."""
-    def forward(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        replacement = _PATCHED.get().get(key)
-        if replacement is None:
-            return own(input, *args, **kwargs)
-        name, fn = replacement
-        output = fn(input)
-        if not isinstance(output, torch.Tensor) or output.shape != input.shape:
-            got = (f"shape {tuple(output.shape)}" if isinstance(output, torch.Tensor)
-                   else type(output).__name__)
-            raise ValueError(f"the replacement of {name} gave {got}, not shape "
-                             f"{tuple(input.shape)}")
-        return output
-    return forward
+def _dispatching_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """A patched module's forward: the replacement in force for the running code, if any, of
+    the module's input (its first argument, positional or not), checked for its shape; else the
+    module's own forward (one it had in its __dict__ before the patch, or its class's)."""
+    replacement = _PATCHED.get().get(id(self))
+    if replacement is None:
+        entry = _DISPATCHING.get(id(self))
+        own = entry[3] if entry is not None and entry[2] else type(self).forward.__get__(self)
+        return own(*args, **kwargs)
+    name, fn = replacement
+    input = args[0] if args else next(iter(kwargs.values()))
+    output = fn(input)
+    if not isinstance(output, torch.Tensor) or output.shape != input.shape:
+        got = (f"shape {tuple(output.shape)}" if isinstance(output, torch.Tensor)
+               else type(output).__name__)
+        raise ValueError(f"the replacement of {name} gave {got}, not shape "
+                         f"{tuple(input.shape)}")
+    return output
 
 
 @dataclass(frozen=True)
@@ -541,13 +565,23 @@ def _without_batch_dim(result: NormResult) -> NormResult:
 
 @contextmanager
 def _transformer_fast_path_off() -> Iterator[None]:
+    """torch's transformer fast path off (process-wide) while any block of this kind runs, in
+    any thread: the first to enter saves the setting, the last to leave restores it (each
+    saving and restoring its own would let one thread's exit turn it back on inside another's
+    block)."""
     mha = torch.backends.mha
-    before = mha.get_fastpath_enabled()
-    mha.set_fastpath_enabled(False)
+    with _FAST_PATH_LOCK:
+        if not _FAST_PATH_OFF:
+            _FAST_PATH_OFF.append(mha.get_fastpath_enabled())  # the setting to restore
+            mha.set_fastpath_enabled(False)
+        _FAST_PATH_OFF.append(None)  # one entry per block under way
     try:
         yield
     finally:
-        mha.set_fastpath_enabled(before)
+        with _FAST_PATH_LOCK:
+            _FAST_PATH_OFF.pop()
+            if len(_FAST_PATH_OFF) == 1:
+                mha.set_fastpath_enabled(_FAST_PATH_OFF.pop())
 
 
 def _read_layers(data: bytes, max_elements: int) -> list[CapturedLayer]:

@@ -5,8 +5,9 @@ buffers and state-dict keys, so a checkpoint loads into either, ``isinstance(m, 
 holds, and :func:`lnviz.capture` records it as torch's. Only ``forward`` differs: it calls
 :mod:`lnviz.norms`, whose every step is readable (``impl="scratch"``, the default) or torch's
 fused kernels (``impl="fast"``). Outputs equal torch's to float rounding, and BatchNorm and
-InstanceNorm update their running statistics in training mode as torch's do (momentum, the
-cumulative average of ``momentum=None``, ``num_batches_tracked``)::
+InstanceNorm update their running statistics in training mode as torch's do (BatchNorm: the
+momentum, the cumulative average of ``momentum=None``, ``num_batches_tracked``; InstanceNorm,
+as torch's, takes ``momentum=None`` as 0)::
 
     import lnviz.nn as lnn
 
@@ -22,7 +23,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lnviz.norms import batch_norm, group_norm, instance_norm, layer_norm, rms_norm
+from lnviz.norms import (
+    _check_impl,
+    batch_norm,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    rms_norm,
+)
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "DyT", "GroupNorm", "InstanceNorm1d",
            "InstanceNorm2d", "LayerNorm", "RMSNorm"]
@@ -33,6 +41,7 @@ class LayerNorm(nn.LayerNorm):
 
     def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        _check_impl(impl)
         self.impl = impl
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
@@ -41,11 +50,12 @@ class LayerNorm(nn.LayerNorm):
 
 
 class RMSNorm(nn.RMSNorm):
-    """:class:`torch.nn.RMSNorm`, computed by :func:`lnviz.rms_norm` (``eps=None``: the input
-    dtype's machine epsilon, as torch's)."""
+    """:class:`torch.nn.RMSNorm`, computed by :func:`lnviz.rms_norm` (``eps=None`` as torch's:
+    the machine epsilon of the dtype the statistics are computed in)."""
 
     def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        _check_impl(impl)
         self.impl = impl
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
@@ -78,6 +88,7 @@ class BatchNorm1d(_BatchNormForward, nn.BatchNorm1d):
 
     def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        _check_impl(impl)
         self.impl = impl
 
 
@@ -86,6 +97,7 @@ class BatchNorm2d(_BatchNormForward, nn.BatchNorm2d):
 
     def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        _check_impl(impl)
         self.impl = impl
 
 
@@ -94,6 +106,7 @@ class GroupNorm(nn.GroupNorm):
 
     def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        _check_impl(impl)
         self.impl = impl
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
@@ -131,6 +144,7 @@ class InstanceNorm1d(_InstanceNormForward, nn.InstanceNorm1d):
 
     def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        _check_impl(impl)
         self.impl = impl
 
 
@@ -140,6 +154,7 @@ class InstanceNorm2d(_InstanceNormForward, nn.InstanceNorm2d):
 
     def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        _check_impl(impl)
         self.impl = impl
 
 
@@ -164,4 +179,5 @@ class DyT(nn.Module):
         return self.weight * torch.tanh(self.alpha * input) + self.bias
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, alpha={float(self.alpha.detach()):g}"
+        alpha = "?" if self.alpha.is_meta else f"{float(self.alpha.detach()):g}"
+        return f"{self.normalized_shape}, alpha={alpha}"

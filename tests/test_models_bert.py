@@ -197,6 +197,11 @@ def test_zeroed_features_match_a_reference_with_those_weights_zeroed(model, refe
     for record in run.records:
         torch.testing.assert_close(record.output, seen[record.name][1], **CLOSE)
         assert torch.all(record.output[..., [3, 99]] == 0)
+        # the records carry the γ and β that were used, so that they replay to their output
+        assert torch.all(record.weight[[3, 99]] == 0) and torch.all(record.bias[[3, 99]] == 0)
+        assert (record.replay().output - record.output).abs().max() < 1e-4
+    # the shared model's own γ and β are untouched
+    assert model.module.get_submodule("embeddings.LayerNorm").weight[3] != 0
     torch.testing.assert_close(run.hidden, out.last_hidden_state[0], **CLOSE)
     with pytest.raises(ValueError, match="0 to 383"):
         model.run("x", zero_features=[384])

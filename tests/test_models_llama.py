@@ -284,3 +284,21 @@ def test_a_runs_capture_opens_in_the_model_inspector(model):
     record = run.record("model.layers.12.input_layernorm")
     row = overview.set_index("layer").loc["model.layers.12.input_layernorm[0]"]
     assert row["max |x|"] == pytest.approx(float(record.input.abs().max()), rel=1e-6)
+
+
+def test_the_decoder_module_builds_for_use_and_runs_in_bfloat16():
+    """Built without the file (a small configuration), the module is drawn as torch draws its
+    layers, embeddings included, and its forward follows the input's dtype."""
+    from lnviz.models.llama import SmolLM2Config, SmolLM2Module
+
+    config = SmolLM2Config(vocab_size=40, n_layer=1, n_head=3, n_kv_head=1, n_embd=24,
+                           n_inner=32)
+    torch.manual_seed(0)
+    module = SmolLM2Module(config)
+    assert torch.isfinite(module.model.embed_tokens.weight).all()
+    ids = torch.tensor([[1, 2, 3]])
+    logits, attention = module(ids)
+    half, _ = module.to(torch.bfloat16)(ids)
+    assert logits.shape == half.shape == (1, 3, 40) and half.dtype == torch.bfloat16
+    assert (half.float() - logits).abs().max() < 0.1 * logits.abs().max()
+    assert attention.shape == (1, 1, 3, 3, 3)

@@ -292,3 +292,68 @@ def test_a_replacement_must_keep_the_shape() -> None:
             lnviz.patch(model, {"layers.0.norm1": lambda t: t.flatten()[:3]}):
         model(torch.randn(1, 3, 8))
     assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_a_capture_records_its_own_thread_alone_and_leaves_the_fast_path_as_it_was() -> None:
+    """Two learners' runs on one shared model: a capture records only the calls of its own
+    thread, however many forwards other threads make meanwhile; the transformer fast path stays
+    off until the last block of any thread ends, then is what it was."""
+    import threading
+
+    model = nn.Sequential(nn.Linear(4, 4), lnn.LayerNorm(4), nn.Linear(4, 4), lnn.RMSNorm(4))
+    x = torch.randn(3, 4)
+    before = torch.backends.mha.get_fastpath_enabled()
+    stop = threading.Event()
+
+    def other_learner() -> None:
+        while not stop.is_set():
+            model(torch.randn(5, 4))  # another shape: its calls would show if recorded
+
+    other = threading.Thread(target=other_learner)
+    other.start()
+    try:
+        for _ in range(20):
+            cap = lnviz.capture(model, x)
+            assert [(r.name, r.call, tuple(r.input.shape)) for r in cap.records] == [
+                ("1", 0, (3, 4)), ("3", 0, (3, 4))]
+    finally:
+        stop.set()
+        other.join(timeout=60)
+    entered, leave = threading.Event(), threading.Event()
+
+    def long_block() -> None:
+        with lnviz.patch(model, {"1": lambda t: t}):
+            entered.set()
+            leave.wait(timeout=60)
+
+    first = threading.Thread(target=long_block)
+    first.start()
+    assert entered.wait(timeout=60)
+    with lnviz.patch(model, {"3": lambda t: t}):
+        assert not torch.backends.mha.get_fastpath_enabled()
+    assert not torch.backends.mha.get_fastpath_enabled()  # the other block is still under way
+    leave.set()
+    first.join(timeout=60)
+    assert torch.backends.mha.get_fastpath_enabled() == before
+
+
+def test_a_patched_module_takes_its_input_by_keyword_and_its_copies_compute_themselves() -> None:
+    """transformers calls some norms as norm(hidden_states=x): the dispatcher passes keywords
+    on; a deep copy of a model taken inside a patch block computes with its own weights."""
+    class KeywordNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.full((4,), 2.0))
+
+        def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+            return hidden_states * self.weight
+
+    model = nn.Sequential(KeywordNorm())
+    x = torch.ones(2, 4)
+    with lnviz.patch(model, {"0": lambda t: t + 1}):
+        assert torch.equal(model[0](hidden_states=x), x + 1)
+        copy_ = copy.deepcopy(model)
+    with torch.no_grad():
+        copy_[0].weight.fill_(3.0)
+    assert torch.equal(copy_(x), 3 * x) and torch.equal(model(x), 2 * x)
+    assert "forward" not in model[0].__dict__

@@ -233,21 +233,32 @@ class MiniLM:
         zeroed = tuple(sorted({int(f) for f in zero_features}))
         if any(not 0 <= f < self.config.n_embd for f in zeroed):
             raise ValueError(f"features are numbered 0 to {self.config.n_embd - 1}")
-        patches = {**{name: self._zeroed(name, zeroed) for name in names if zeroed}, **replace}
+        # the shared module's γ and β are never changed (other learners run it): the zeroed
+        # ones are a replacement, and the records carry them as the γ and β that were used
+        affine = {name: self._zeroed(name, zeroed) for name in names} if zeroed else {}
+        patches = {**{name: self._zeroed_norm(name, *affine[name]) for name in affine},
+                   **replace}
         with patch(self.module, patches):
             cap = capture(self.module, ids[None])
+        records = [dataclasses.replace(r, weight=affine[r.name][0], bias=affine[r.name][1])
+                   if r.name in affine and r.name not in replace else r for r in cap.records]
         hidden, attention = cap.output
         hidden = hidden[0]  # (T, C)
         embedding = F.normalize(hidden.mean(dim=0), dim=0)  # (C,)
-        return ModelRun(text, tokens, ids, cap.records, attention[:, 0], hidden, embedding,
+        return ModelRun(text, tokens, ids, records, attention[:, 0], hidden, embedding,
                         total, zeroed, tuple(sorted(replace)))
 
-    def _zeroed(self, name: str, zeroed: tuple[int, ...]) -> Replacement:
-        """LayerNorm ``name`` with γ and β set to 0 in the ``zeroed`` features."""
+    def _zeroed(self, name: str, zeroed: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """LayerNorm ``name``'s γ and β with the ``zeroed`` features set to 0 (copies)."""
         norm = self.module.get_submodule(name)
         weight, bias = norm.weight.clone(), norm.bias.clone()  # γ, β: (C,)
         weight[list(zeroed)] = 0.0
         bias[list(zeroed)] = 0.0
+        return weight, bias
+
+    def _zeroed_norm(self, name: str, weight: torch.Tensor, bias: torch.Tensor) -> Replacement:
+        """LayerNorm ``name`` computed with ``weight`` and ``bias`` as its γ and β."""
+        norm = self.module.get_submodule(name)
         return lambda x: layer_norm(x, norm.normalized_shape, weight, bias, norm.eps).output
 
 
@@ -282,6 +293,10 @@ class Embeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_tokens, C,
                                                 _weight=torch.empty(config.max_tokens, C))
         self.token_type_embeddings = nn.Embedding(2, C, _weight=torch.empty(2, C))
+        for table in (self.word_embeddings, self.position_embeddings,
+                      self.token_type_embeddings):
+            if not table.weight.is_meta:  # built for use, not for the file: drawn as torch's
+                table.reset_parameters()
         self.LayerNorm = lnn.LayerNorm(C, eps=config.eps)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

@@ -377,10 +377,12 @@ def rope(x: torch.Tensor, config: SmolLM2Config) -> torch.Tensor:
     """Rotary position embedding: feature pair (j, j + hs/2) of the token at position t is
     rotated by the angle t·θ^(−2j/hs)."""
     T, hs = x.shape[-2], x.shape[-1]
-    inverse = config.rope_theta ** -(torch.arange(0, hs, 2, dtype=torch.float32) / hs)  # (hs/2,)
-    angles = torch.outer(torch.arange(T, dtype=torch.float32), inverse)  # (T, hs/2)
+    steps = torch.arange(0, hs, 2, dtype=torch.float32, device=x.device)
+    inverse = config.rope_theta ** -(steps / hs)  # (hs/2,), in float32 whatever x's dtype
+    angles = torch.outer(torch.arange(T, dtype=torch.float32, device=x.device), inverse)
     angles = torch.cat([angles, angles], dim=-1)  # (T, hs)
-    return x * angles.cos() + rotate_half(x) * angles.sin()  # (B, nh, T, hs)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    return x * cos + rotate_half(x) * sin  # (B, nh, T, hs)
 
 
 class SelfAttention(nn.Module):
@@ -407,7 +409,7 @@ class SelfAttention(nn.Module):
         k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs): each kv head serves 3
         v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
-        ahead = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T): the tokens after each one
+        ahead = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)  # (T, T): later
         att = att.masked_fill(ahead, float("-inf")).softmax(dim=-1)  # (B, nh, T, T)
         y = (att @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C), heads side by side
         return self.o_proj(y), att
@@ -451,6 +453,8 @@ class Decoder(nn.Module):
         # module on the meta device draws no random numbers (that alone takes seconds there)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.n_embd,
                                          _weight=torch.empty(config.vocab_size, config.n_embd))
+        if not self.embed_tokens.weight.is_meta:  # built for use, not for the file
+            self.embed_tokens.reset_parameters()
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layer))
         self.norm = lnn.RMSNorm(config.n_embd, eps=config.eps)
 
