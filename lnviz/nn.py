@@ -36,38 +36,38 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "DyT", "GroupNorm", "InstanceNorm1d",
            "InstanceNorm2d", "LayerNorm", "RMSNorm"]
 
 
-class LayerNorm(nn.LayerNorm):
-    """:class:`torch.nn.LayerNorm`, computed by :func:`lnviz.layer_norm`."""
+class _Computed:
+    """torch's constructor, plus ``impl`` (keyword-only, checked, not in the state dict): how
+    :mod:`lnviz.norms` computes the forward."""
+
+    impl: str
 
     def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
         super().__init__(*args, **kwargs)
         _check_impl(impl)
         self.impl = impl
+
+
+class LayerNorm(_Computed, nn.LayerNorm):
+    """:class:`torch.nn.LayerNorm`, computed by :func:`lnviz.layer_norm`."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps,
                           impl=self.impl).output
 
 
-class RMSNorm(nn.RMSNorm):
+class RMSNorm(_Computed, nn.RMSNorm):
     """:class:`torch.nn.RMSNorm`, computed by :func:`lnviz.rms_norm` (``eps=None`` as torch's:
     the machine epsilon of the dtype the statistics are computed in)."""
-
-    def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        _check_impl(impl)
-        self.impl = impl
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return rms_norm(input, self.normalized_shape, self.weight, self.eps,
                         impl=self.impl).output
 
 
-class _BatchNormForward:
+class _BatchNormForward(_Computed):
     """torch's ``_BatchNorm.forward``, with :func:`lnviz.batch_norm` doing the arithmetic (and
     the running statistics' update, ``num_batches_tracked`` included)."""
-
-    impl: str
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         self._check_input_dim(input)
@@ -86,39 +86,22 @@ class BatchNorm1d(_BatchNormForward, nn.BatchNorm1d):
     """:class:`torch.nn.BatchNorm1d`, computed by :func:`lnviz.batch_norm`: (N, C) or
     (N, C, L)."""
 
-    def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        _check_impl(impl)
-        self.impl = impl
-
 
 class BatchNorm2d(_BatchNormForward, nn.BatchNorm2d):
     """:class:`torch.nn.BatchNorm2d`, computed by :func:`lnviz.batch_norm`: (N, C, H, W)."""
 
-    def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        _check_impl(impl)
-        self.impl = impl
 
-
-class GroupNorm(nn.GroupNorm):
+class GroupNorm(_Computed, nn.GroupNorm):
     """:class:`torch.nn.GroupNorm`, computed by :func:`lnviz.group_norm`."""
-
-    def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        _check_impl(impl)
-        self.impl = impl
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return group_norm(input, self.num_groups, self.weight, self.bias, self.eps,
                           impl=self.impl).output
 
 
-class _InstanceNormForward:
+class _InstanceNormForward(_Computed):
     """torch's ``_InstanceNorm.forward`` (an unbatched input gets a batch of one), with
     :func:`lnviz.instance_norm` doing the arithmetic."""
-
-    impl: str
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if input.dim() not in (self._get_no_batch_dim(), self._get_no_batch_dim() + 1):
@@ -142,20 +125,10 @@ class InstanceNorm1d(_InstanceNormForward, nn.InstanceNorm1d):
     """:class:`torch.nn.InstanceNorm1d`, computed by :func:`lnviz.instance_norm`: (N, C, L) or
     (C, L)."""
 
-    def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        _check_impl(impl)
-        self.impl = impl
-
 
 class InstanceNorm2d(_InstanceNormForward, nn.InstanceNorm2d):
     """:class:`torch.nn.InstanceNorm2d`, computed by :func:`lnviz.instance_norm`: (N, C, H, W)
     or (C, H, W)."""
-
-    def __init__(self, *args, impl: str = "scratch", **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        _check_impl(impl)
-        self.impl = impl
 
 
 class DyT(nn.Module):
