@@ -63,6 +63,7 @@ from lnviz.ui.state import (
     minilm_sentence_and_layer,
     prediction,
     run_stop_buttons,
+    settled,
 )
 
 NAMES = layer_norm_names()
@@ -101,8 +102,8 @@ fit_width = int(original.records[chosen].input.shape[-1])
 st.subheader("1 · A LayerNorm, value by value")
 # Asked for the first LayerNorm the learner looks at: its answer opens all 13 (section 2),
 # which answers the question for the others, so they are not asked again.
-seen = any(answered(f"by_guess_{k}", text) for k in range(len(NAMES)) if k != chosen)
-if seen and answered(f"by_guess_{chosen}", text) is None:
+if settled(f"by_guess_{chosen}", (f"by_guess_{k}" for k in range(len(NAMES)) if k != chosen),
+           text):
     guess = ""  # seen: the sections below show, and the reply has no verdict
 else:
     guess = prediction(

@@ -39,7 +39,7 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal, token_line
 from lnviz.ui.pages import page_title, title_of
 from lnviz.ui.source import send_batch_to_explorer
-from lnviz.ui.state import answered, minilm_sentence_and_layer, prediction
+from lnviz.ui.state import minilm_sentence_and_layer, prediction, settled
 
 TITLE = title_of("app_pages/minilm.py")
 NAMES = layer_norm_names()
@@ -77,8 +77,8 @@ st.caption(f"`{name}`, as transformers' BertModel names it.")
 massive = run.massive
 # Asked for the first LayerNorm the learner looks at: its answer opens all 13 at a glance
 # (section 2), which answers the question for the others, so they are not asked again.
-seen = any(answered(f"tf_guess_{k}", text) for k in range(len(NAMES)) if k != chosen)
-if seen and answered(f"tf_guess_{chosen}", text) is None:
+if settled(f"tf_guess_{chosen}", (f"tf_guess_{k}" for k in range(len(NAMES)) if k != chosen),
+           text):
     peak = ""  # seen: the sections below show
     st.markdown(peak_answer(run, name).reason)
 else:

@@ -52,6 +52,7 @@ from lnviz.ui.state import (
     keep_in_range,
     prediction,
     run_stop_buttons,
+    settled,
 )
 
 settings = current_settings()
@@ -108,8 +109,7 @@ names = SHAPE_EXAMPLES[example]
 # asked again for every tensor and every choice of dims: each is its own prediction, but for
 # the one whose twin's reply settled it (lnviz.lessons.shapes.twin_setting): that shows unasked
 twin = twin_setting(example, dims)
-if (twin is not None and answered(f"sh_guess_{twin[0]}_{twin[1]}") is not None
-        and answered(f"sh_guess_{example}_{dims}") is None):
+if twin is not None and settled(f"sh_guess_{example}_{dims}", [f"sh_guess_{twin[0]}_{twin[1]}"]):
     shares = ""
     st.markdown(shares_answer(example, dims, view).reason)
 else:

@@ -44,7 +44,7 @@ from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import code_span, refusal, token_line
 from lnviz.ui.pages import folded, page_title
-from lnviz.ui.state import answered, model_text, prediction
+from lnviz.ui.state import answered, model_text, prediction, settled
 
 NAMES = rms_norm_names()
 
@@ -182,8 +182,7 @@ if part.open:
 
         # the "which moves least" reply below ranks all four ways of breaking this norm: once
         # it was given, the other ways' question is settled and shows its reply unasked
-        if (answered(f"sl_gentlest_guess_{name}", text) is not None
-                and answered(f"sl_stays_guess_{name}_{how}", text) is None):
+        if settled(f"sl_stays_guess_{name}_{how}", [f"sl_gentlest_guess_{name}"], text):
             stays = ""
         else:
             stays = prediction(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -289,6 +289,14 @@ def answered(key: str, context: object = None) -> str | None:
     if context is not None and state.get(f"{key}__asked", repr(context)) != repr(context):
         return None
     return answer
+
+
+def settled(key: str, by: Iterable[str], context: object = None) -> bool:
+    """Whether the :func:`prediction` ``key``, still unanswered, was settled by the reply to one
+    of the questions ``by`` that the page has shown: the page then shows its reply unasked
+    instead of asking what the learner has already been told."""
+    return (answered(key, context) is None
+            and any(answered(other, context) is not None for other in by))
 
 
 def prediction(question: str, options: Sequence[str], *, key: str, help: str,
