@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lnviz import charts
+from lnviz.analysis import TRIM, tanh_fits
 from lnviz.lessons.beyond import (
     CAUTION,
     CAUTION_LOSS,
@@ -21,7 +22,6 @@ from lnviz.lessons.beyond import (
     RMSNORM,
     RMSNORM_SAVING,
     STRAIGHT_BUT_EXTREMES,
-    TRIM,
     VIT_TOP1,
     frozen_sigma,
     kernel_savings,
@@ -34,23 +34,17 @@ from lnviz.lessons.beyond import (
     standard_substitutions,
     substitute,
     swap_runs,
-    tanh_fits,
     worst_sublayer,
     yardstick,
 )
 from lnviz.lessons.common import Answer, defined
-from lnviz.lessons.minilm import FIRST_FFN, indices_after, layer_label, sublayer_of
+from lnviz.lessons.minilm import FIRST_FFN, layer_label
 from lnviz.lessons.performance import recorded_gpu_run
-from lnviz.lessons.shapes import (
-    DYT_ALPHA,
-    NORM_RACE,
-    RACE_MAX_SEEDS,
-    RACE_TASKS,
-    RaceConfig,
-    race_findings,
-)
+from lnviz.lessons.shapes import race_findings
 from lnviz.models import ModelFileError, minilm
-from lnviz.models.bert import layer_norm_names
+from lnviz.models.bert import indices_after, layer_norm_names, sublayer_of
+from lnviz.nn import DYT_ALPHA
+from lnviz.train import NORM_RACE, RACE_MAX_SEEDS, RACE_TASKS, RaceConfig
 from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure

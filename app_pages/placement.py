@@ -5,6 +5,7 @@ import numpy as np
 import streamlit as st
 
 from lnviz import charts
+from lnviz.analysis import StackConfig
 from lnviz.lessons.beyond import run_sentence
 from lnviz.lessons.common import apart, defined
 from lnviz.lessons.minilm import PRESETS
@@ -38,7 +39,6 @@ from lnviz.lessons.placement import (
     scale_runs,
     steady_placements,
 )
-from lnviz.lessons.shapes import StackConfig
 from lnviz.limits import MODEL_MAX_CHARS
 from lnviz.models import ModelFileError, minilm
 from lnviz.ui.cache import Named, cached, shared

@@ -9,28 +9,21 @@ import pandas as pd
 import streamlit as st
 
 from lnviz import charts
+from lnviz.analysis import StackConfig, depth_profiles, depth_sweep, first_blocks, gradient_norms
 from lnviz.charts.base import grid_labels
 from lnviz.lessons.common import defined
 from lnviz.lessons.shapes import (
-    ACTIVATIONS,
     BATCH_OF_TWO,
     COMPARED,
-    RACE_TASKS,
     SHAPE_EXAMPLES,
     SHARES_OPTIONS,
     VARIANTS,
-    RaceConfig,
-    StackConfig,
     batch_of_two_caption,
     batch_of_two_snippet,
     block_snippet,
     dependence_table,
     depth_findings,
-    depth_profiles,
-    depth_sweep,
-    first_blocks,
     gradient_findings,
-    gradient_norms,
     layer_norm_shapes,
     layer_norm_snippet,
     race_findings,
@@ -41,6 +34,8 @@ from lnviz.lessons.shapes import (
     shares_answer,
     twin_setting,
 )
+from lnviz.nn import ACTIVATIONS
+from lnviz.train import RACE_TASKS, RaceConfig
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
-__all__ = ["DTYPES", "available_devices", "supported_dtypes", "to_numpy", "to_tensor"]
+__all__ = ["DEFAULT_THREADS", "DTYPES", "available_devices", "one_thread", "single_threaded",
+           "supported_dtypes", "to_numpy", "to_tensor"]
 
 #: The precisions a learner can pick, by the name shown in the app.
 DTYPES: dict[str, torch.dtype] = {
@@ -54,3 +59,33 @@ def to_numpy(tensor: torch.Tensor, dtype: torch.dtype = torch.float64) -> np.nda
     on the CPU: what figures and tables take. Shares memory with ``tensor`` when it already is
     one."""
     return tensor.detach().cpu().to(dtype).numpy()
+
+
+#: torch's intra-op threads when this module was imported: what :func:`one_thread` restores.
+DEFAULT_THREADS = torch.get_num_threads()
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch single-threaded inside the block. The toy transformers' tensors
+    (:mod:`lnviz.analysis`, :mod:`lnviz.train`) are tiny (a few thousand values), so intra-op
+    threads cannot speed them up; on a CPU that other work shares
+    they wait on each other at every one of thousands of small operations instead: a 300-step
+    race of 6 blocks took 434 s with torch's 2 threads against 14.5 s with one, on the 2-core
+    machine this was written on while other work kept it busy (6.6 s against 6.1 s for 200
+    steps when it was nearly idle). torch applies the setting to the calling thread (and to
+    threads started meanwhile), so it is set back to the import-time default afterwards."""
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(DEFAULT_THREADS)
+
+
+def single_threaded(func: Callable) -> Callable:
+    """``func`` run inside :func:`one_thread`."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with one_thread():
+            return func(*args, **kwargs)
+    return wrapper

@@ -176,7 +176,7 @@ class Limits:
     heavy_jobs: int
     #: the longest prompt (tokens) the SmolLM2 page's norm sweep runs: 124 runs of the model
     sweep_tokens: int
-    #: the largest training race (lnviz.lessons.shapes.race_work, block-steps): full, more than
+    #: the largest training race (lnviz.train.race_work, block-steps): full, more than
     #: the largest either page offers (Beyond's, 48,000: about 100 s here, quiet); demo, the
     #: pages' defaults and a little more (12,000: about 25 s here, docs/benchmarks.md §11)
     race_work: int

@@ -20,7 +20,11 @@ as torch's, takes ``momentum=None`` as 0)::
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from lnviz.norms import (
@@ -32,8 +36,10 @@ from lnviz.norms import (
     rms_norm,
 )
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "DyT", "GroupNorm", "InstanceNorm1d",
-           "InstanceNorm2d", "LayerNorm", "RMSNorm"]
+__all__ = ["ACTIVATIONS", "DYT_ALPHA", "FINAL_NORMED", "NORM_KINDS", "PLACEMENTS", "BatchNorm1d",
+           "BatchNorm2d", "DyT", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LayerNorm",
+           "RMSNorm", "block", "dyt", "feed_forward", "final_norm", "init_block",
+           "self_attention"]
 
 
 class _Computed:
@@ -131,6 +137,17 @@ class InstanceNorm2d(_InstanceNormForward, nn.InstanceNorm2d):
     or (C, H, W)."""
 
 
+def dyt(x: torch.Tensor, alpha: float | torch.Tensor, weight: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Dynamic Tanh: ``weight·tanh(alpha·x) + bias`` over the last dim (γ and β of shape (C,))."""
+    y = torch.tanh(alpha * x)  # (…, C): no mean, no variance, no reduction at all
+    if weight is not None:
+        y = y * weight  # (…, C)
+    if bias is not None:
+        y = y + bias  # (…, C)
+    return y
+
+
 class DyT(nn.Module):
     """Dynamic Tanh (Zhu, Chen, He, LeCun and Liu, "Transformers without Normalization", CVPR
     2025): γ·tanh(αx) + β over the last dims, one value at a time — no mean, no variance. α is
@@ -149,8 +166,127 @@ class DyT(nn.Module):
         self.bias = nn.Parameter(torch.zeros(shape, device=device, dtype=dtype))
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return self.weight * torch.tanh(self.alpha * input) + self.bias
+        return dyt(input, self.alpha, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         alpha = "?" if self.alpha.is_meta else f"{float(self.alpha.detach()):g}"
         return f"{self.normalized_shape}, alpha={alpha}"
+
+
+# --- The transformer block in each placement ---------------------------------------------------
+# Written out in plain tensor operations on a dict of weights (one attention head, a feed-forward
+# network of 4·d hidden units), so that a page can print it and a test can follow each step.
+
+
+#: Every placement :func:`block` builds: post-LN (the original transformer's), pre-LN (GPT-2's),
+#: two of recent models (Peri-LN: a norm before and after each sublayer; OLMo-2: after each
+#: sublayer only, inside the residual branch), and none.
+PLACEMENTS = ("post-LN", "pre-LN", "Peri-LN", "OLMo-2", "none")
+#: The placements whose stream ends in a final LayerNorm (``ln_f``) before the head.
+FINAL_NORMED = ("pre-LN", "Peri-LN", "OLMo-2")
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"GELU": F.gelu, "ReLU": F.relu}
+
+
+def init_block(d_model: int, gain: float, generator: torch.Generator,
+               dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
+    """Random weights for one block: W ~ N(0, gain²/fan_in), biases 0.
+
+    Attention: ``wq``, ``wk``, ``wv``, ``wo`` (d × d). Feed-forward: ``w1`` (4d × d), ``b1``,
+    ``w2`` (d × 4d), ``b2``. The LayerNorms have no γ and β here (they would start at 1 and 0);
+    :func:`lnviz.train.init_race_model` adds them for training. The normal draws are made in
+    float32 (four times faster than float64's, and as random) and then cast.
+    """
+    def weight(rows: int, cols: int) -> torch.Tensor:
+        draw = torch.randn(rows, cols, generator=generator, dtype=torch.float32).to(dtype)
+        return draw * (gain / math.sqrt(cols))
+
+    hidden = 4 * d_model
+    return {
+        "wq": weight(d_model, d_model), "wk": weight(d_model, d_model),
+        "wv": weight(d_model, d_model), "wo": weight(d_model, d_model),
+        "w1": weight(hidden, d_model), "b1": torch.zeros(hidden, dtype=dtype),
+        "w2": weight(d_model, hidden), "b2": torch.zeros(d_model, dtype=dtype),
+    }
+
+
+def self_attention(x: torch.Tensor, params: dict[str, torch.Tensor]) -> torch.Tensor:
+    r"""Single-head self-attention over the sequence dim of ``(batch, seq, d)``:
+    softmax(q kᵀ/√d) v, then the output projection, with q, k, v = x W_{q,k,v}ᵀ."""
+    q, k, v = x @ params["wq"].T, x @ params["wk"].T, x @ params["wv"].T
+    scores = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])
+    return (scores.softmax(dim=-1) @ v) @ params["wo"].T
+
+
+def feed_forward(x: torch.Tensor, params: dict[str, torch.Tensor],
+                 activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu) -> torch.Tensor:
+    """The position-wise network: act(x W₁ᵀ + b₁) W₂ᵀ + b₂, through 4·d hidden units."""
+    return activation(x @ params["w1"].T + params["b1"]) @ params["w2"].T + params["b2"]
+
+
+#: What a block's norms compute (:func:`_norm`): LayerNorm, RMSNorm, or Dynamic Tanh.
+NORM_KINDS = ("LayerNorm", "RMSNorm", "DyT")
+#: DyT's α at initialization (the DyT paper's default outside large language models).
+DYT_ALPHA = 0.5
+
+
+def _norm(x: torch.Tensor, params: dict[str, torch.Tensor] | None = None, name: str = "",
+          impl: str = "scratch", kind: str = "LayerNorm") -> torch.Tensor:
+    """One of the block's norms over the last dim (``kind``, one of :data:`NORM_KINDS`), with
+    γ and β ``params[name + "_weight"/"_bias"]`` when the block has them: lnviz's LayerNorm or
+    RMSNorm (no β), or DyT, γ·tanh(αx) + β with α ``params[name + "_alpha"]``."""
+    params = params or {}
+    weight, bias = params.get(name + "_weight"), params.get(name + "_bias")
+    if kind == "RMSNorm":
+        return rms_norm(x, x.shape[-1:], weight, impl=impl).output
+    if kind == "DyT":
+        return dyt(x, params[name + "_alpha"], weight, bias)
+    if kind != "LayerNorm":
+        raise ValueError(f"a norm is one of {list(NORM_KINDS)}, got {kind!r}")
+    return layer_norm(x, x.shape[-1:], weight, bias, impl=impl).output
+
+
+def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
+          activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu, *, impl: str = "scratch",
+          kind: str = "LayerNorm") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One transformer block: (new stream, what attention adds, what the FFN adds). The
+    LayerNorms are lnviz's (``impl`` as in :func:`lnviz.layer_norm`), with γ, β from ``params``
+    (``ln1_weight``, ``ln1_bias``, ``ln2_…``; Peri-LN's and OLMo-2's output norms ``ln1o_…``,
+    ``ln2o_…``) where it has them. ``variant`` is one of :data:`PLACEMENTS`; ``kind`` says what
+    each norm computes (:data:`NORM_KINDS`)."""
+    def ln(h: torch.Tensor, name: str) -> torch.Tensor:
+        return _norm(h, params, name, impl, kind)
+
+    def ffn(h: torch.Tensor) -> torch.Tensor:
+        return feed_forward(h, params, activation)
+
+    if variant == "post-LN":  # the original transformer: normalize the sum
+        attn = self_attention(x, params)
+        x1 = ln(x + attn, "ln1")
+        out = ffn(x1)
+        return ln(x1 + out, "ln2"), attn, out
+    if variant == "pre-LN":  # GPT-2, Llama: normalize what each sublayer reads
+        attn = self_attention(ln(x, "ln1"), params)
+        out = ffn(ln(x + attn, "ln2"))
+        return x + attn + out, attn, out
+    if variant == "Peri-LN":  # normalize what each sublayer reads and what it adds
+        attn = ln(self_attention(ln(x, "ln1"), params), "ln1o")
+        out = ln(ffn(ln(x + attn, "ln2")), "ln2o")
+        return x + attn + out, attn, out
+    if variant == "OLMo-2":  # normalize only what each sublayer adds
+        attn = ln(self_attention(x, params), "ln1o")
+        out = ln(ffn(x + attn), "ln2o")
+        return x + attn + out, attn, out
+    if variant == "none":
+        attn = self_attention(x, params)
+        out = ffn(x + attn)
+        return x + attn + out, attn, out
+    raise ValueError(f"variant must be one of {list(PLACEMENTS)}, got {variant!r}")
+
+
+def final_norm(x: torch.Tensor, variant: str, params: dict[str, torch.Tensor] | None = None,
+               *, impl: str = "scratch", kind: str = "LayerNorm") -> torch.Tensor:
+    """What the head reads after the last block: the stream of the placements in
+    :data:`FINAL_NORMED` goes through one more LayerNorm (GPT-2's ``ln_f``, γ and β
+    ``params["lnf_weight"/"lnf_bias"]`` if given); post-LN's stream leaves its last block
+    normalized already, and "none" has no norm to add."""
+    return _norm(x, params, "lnf", impl, kind) if variant in FINAL_NORMED else x

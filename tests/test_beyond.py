@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lnviz
+from lnviz.analysis import BENT, bend_size, extremes, fit_line, fit_record, fit_tanh, tanh_fits
 from lnviz.capture import NormRecord
 from lnviz.lessons.beyond import (
-    BENT,
     NEIGHBOURS,
     ONE_MEANING,
     OTHER_TOPICS,
@@ -28,20 +28,14 @@ from lnviz.lessons.beyond import (
     SMALL_EDIT,
     STRAIGHT_BUT_EXTREMES,
     UNRELATED,
-    bend_size,
-    dyt,
-    extremes,
-    fit_line,
-    fit_record,
-    fit_tanh,
     placed,
     shape_of,
     substitute,
-    tanh_fits,
     yardstick,
 )
 from lnviz.lessons.common import defined
 from lnviz.lessons.minilm import PRESETS
+from lnviz.nn import dyt
 
 
 @settings(max_examples=40, deadline=None)
@@ -539,8 +533,8 @@ def test_the_page_freezes_sigma_after_a_guess_and_prints_the_lessons_numbers(mod
 
 
 def test_an_rms_norms_fit_is_of_x_over_its_rms() -> None:
+    from lnviz.analysis import fit_record
     from lnviz.capture import NormRecord
-    from lnviz.lessons.beyond import fit_record
 
     x = torch.randn(1, 7, 64, generator=torch.Generator().manual_seed(0)) * 3 + 0.5
     record = NormRecord(name="n", call=0, kind="rms_norm", input=x, output=x,

@@ -20,12 +20,15 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lnviz import charts
+from lnviz.analysis import COMPARED, VARIANTS
 from lnviz.batch import Batch, NormSpec, grid_view, group_ids, to_grid
 from lnviz.data import get_preset, random_batch
-from lnviz.lessons import bn_vs_ln, geometry, padding, performance, scale_shift, shapes
+from lnviz.lessons import bn_vs_ln, geometry, padding, performance, scale_shift
 from lnviz.lessons.bn_vs_ln import sharing_cubes
 from lnviz.lessons.explorer import explore, histogram
 from lnviz.limits import FULL_LIMITS
+from lnviz.nn import PLACEMENTS
+from lnviz.train import NORM_RACE
 
 MB = 1_000_000
 
@@ -159,7 +162,7 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
                   "LayerNorm": scale_shift.recover_input(x, "LayerNorm")}
     wx, uh, bias = scale_shift.lstm_gate_inputs()
     betas = scale_shift.two_betas(wx, uh, *scale_shift.split_bias(bias, 0.5))
-    profile = {variant: np.linspace(1.0, 2.0, 4) for variant in shapes.VARIANTS}
+    profile = {variant: np.linspace(1.0, 2.0, 4) for variant in VARIANTS}
     bench_rows = [performance.Row("layer", "torch", 64, 64, "cpu", 1e-5, 3.2, 0.5),
                   performance.Row("layer", "fast", 64, 64, "cpu", 2e-5, 1.6, 0.5)]
     c = charts
@@ -280,19 +283,19 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.ln_lstm.length_figure, c.ln_lstm.length_figure(
             [8, 16], 8, {"LN-LSTM": ([0.9, 0.8],) * 3}, {}, {})),
         (c.shapes.gradient_figure, c.shapes.gradient_figure(
-            {v: profile[v] for v in shapes.COMPARED}, np.array([1, 2, 4]),
-            {v: profile[v][:3] for v in shapes.COMPARED},
-            {v: profile[v][1:] for v in shapes.COMPARED})),
+            {v: profile[v] for v in COMPARED}, np.array([1, 2, 4]),
+            {v: profile[v][:3] for v in COMPARED},
+            {v: profile[v][1:] for v in COMPARED})),
         (c.shapes.race_figure, c.shapes.race_figure(
             {v: {"loss": [2.3, 1.0, 0.1], "accuracy": [0.1, 0.5, 0.95]}
-             for v in shapes.COMPARED}, 10, warmup=2)),
+             for v in COMPARED}, 10, warmup=2)),
         (c.shapes.race_figure, c.shapes.race_figure(
-            {v: {"loss": [2.3, 1.0, 0.1], "accuracy": [0.1, 0.5, 0.95]} for v in shapes.NORM_RACE},
+            {v: {"loss": [2.3, 1.0, 0.1], "accuracy": [0.1, 0.5, 0.95]} for v in NORM_RACE},
             10, bands={v: {"loss": ([2.0, 0.8, 0.05], [2.5, 1.2, 0.2]),
                            "accuracy": ([0.05, 0.4, 0.9], [0.15, 0.6, 1.0])}
-                       for v in shapes.NORM_RACE})),
+                       for v in NORM_RACE})),
         (c.shapes.race_figure, c.shapes.race_figure({v: {"loss": [], "accuracy": []}
-                                                     for v in shapes.COMPARED}, 10)),
+                                                     for v in COMPARED}, 10)),
         (c.beyond.tanh_fit_figure, c.beyond.tanh_fit_figure(
             np.linspace(-400, 30, 50), np.tanh(0.06 * np.linspace(-400, 30, 50)) * 19,
             np.arange(50) % 5, ["[CLS]", "the", "cat", "sat", "[SEP]"], np.arange(50) < 2,
@@ -306,9 +309,9 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             ["0: embeddings", "1: layer 0 · after attention", "2: layer 0 · after feed-forward"],
             [0.96, 0.999, -0.07], [2.1, 1.2, 5.7], "largest token's √(σ² + ε) ÷ σ̄")),
         (c.placement.placement_figure, c.placement.placement_figure(
-            {v: np.linspace(1, 30, 7) for v in shapes.PLACEMENTS[:4]}
+            {v: np.linspace(1, 30, 7) for v in PLACEMENTS[:4]}
             | {"none": np.r_[1.0, 1e5, 1e20, np.nan, np.nan, np.nan, np.nan]},
-            {v: np.linspace(3, 0.5, 6) for v in shapes.PLACEMENTS[:4]}
+            {v: np.linspace(3, 0.5, 6) for v in PLACEMENTS[:4]}
             | {"none": np.full(6, np.nan)})),
         (c.placement.entropy_figure, c.placement.entropy_figure(
             np.logspace(-1, 2, 7), np.linspace(2.2, 0.0, 7), np.full(7, 1.63), 2.197, 16.0)),

@@ -6,7 +6,7 @@ import itertools
 
 from lnviz.chunked import Chunked
 from lnviz.lessons.ln_lstm import Training
-from lnviz.lessons.shapes import Race
+from lnviz.train import Race
 
 
 class Count(Chunked):

@@ -226,7 +226,7 @@ def test_replaced_layer_norms_match_a_reference_with_those_modules_swapped(model
     fitted to three of them (lnviz.lessons.beyond), every later LayerNorm's input and output,
     the last hidden state and the embedding are those of BertModel with the same three modules
     swapped for a DyT module."""
-    from lnviz.lessons.beyond import tanh_fits
+    from lnviz.analysis import tanh_fits
 
     bert, _ = reference
     text = "Paris is the capital of France."

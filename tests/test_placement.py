@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lnviz.analysis import StackConfig
 from lnviz.lessons.beyond import run_sentence
 from lnviz.lessons.common import apart, defined
 from lnviz.lessons.minilm import PRESETS
@@ -34,15 +35,7 @@ from lnviz.lessons.placement import (
     placements,
     steady_placements,
 )
-from lnviz.lessons.shapes import (
-    PLACEMENTS,
-    StackConfig,
-    block,
-    feed_forward,
-    final_norm,
-    init_block,
-    self_attention,
-)
+from lnviz.nn import PLACEMENTS, block, feed_forward, final_norm, init_block, self_attention
 
 
 def _ln(x: torch.Tensor) -> torch.Tensor:
@@ -144,19 +137,19 @@ def test_the_gradients_are_autograds_through_the_final_norm(default_stack) -> No
     result, _ = default_stack
     config = result.config
     # block 1's gradient of Peri-LN, recomputed here with torch's LayerNorm throughout
-    from lnviz.lessons import shapes
+    from lnviz import analysis
 
-    x0, stack = shapes._stack(config)
+    x0, stack = analysis._stack(config)
     params = [{k: w.clone().requires_grad_() for k, w in p.items()} for p in stack]
     x = x0
     for p in params:
         x = _reference(x, p, "Peri-LN")
     draw = torch.Generator().manual_seed(config.seed + 1)
-    head = torch.randn(shapes.HEAD_CLASSES, config.d_model, generator=draw,
+    head = torch.randn(analysis.HEAD_CLASSES, config.d_model, generator=draw,
                        dtype=torch.float64) / math.sqrt(config.d_model)
-    labels = torch.randint(shapes.HEAD_CLASSES, (config.batch, config.seq_len), generator=draw)
+    labels = torch.randint(analysis.HEAD_CLASSES, (config.batch, config.seq_len), generator=draw)
     logits = _ln(x) @ head.T
-    F.cross_entropy(logits.reshape(-1, shapes.HEAD_CLASSES), labels.reshape(-1)).backward()
+    F.cross_entropy(logits.reshape(-1, analysis.HEAD_CLASSES), labels.reshape(-1)).backward()
     first = math.sqrt(sum(float(p.grad.square().sum()) for p in params[0].values()))
     assert result.gradient["Peri-LN"][0] == pytest.approx(first, rel=1e-6)
 
@@ -425,10 +418,10 @@ def test_a_peri_ln_race_records_the_weights_and_the_stream_as_they_are_before_ea
     """Peri-LN trains with its output norms (γ and β of its own); before the first step ‖W‖ is
     the norm of the freshly drawn block matrices and the stream's mean square is that of the
     first batch through the untrained model, computed here from the same seed and batch."""
-    from lnviz.lessons.shapes import (
+    from lnviz.lessons.shapes import RACE_VOCAB
+    from lnviz.train import (
         BLOCK_MATRICES,
         RACE_SEQ_LEN,
-        RACE_VOCAB,
         Race,
         RaceConfig,
         init_race_model,
@@ -459,7 +452,7 @@ def test_a_peri_ln_race_records_the_weights_and_the_stream_as_they_are_before_ea
 def _result(pre: tuple[float, float], peri: tuple[float, float], weights=(83.15, 85.6)):
     """A finished two-step race's curves: the stream's mean square first and last."""
     from lnviz.lessons.placement import GROWTH_RACE
-    from lnviz.lessons.shapes import RaceResult
+    from lnviz.train import RaceResult
 
     curves = {name: {"loss": [2.0, 1.0], "accuracy": [0.1, 0.9], "weight norm": list(weights),
                      "stream": list(stream)} for name, stream in (("pre-LN", pre),
@@ -491,7 +484,7 @@ def test_the_page_trains_pre_ln_and_peri_ln_and_says_what_grew(monkeypatch) -> N
     from pageutil import figures, open_page
 
     import lnviz.lessons.placement as lesson
-    from lnviz.lessons.shapes import RaceConfig
+    from lnviz.train import RaceConfig
 
     tiny = RaceConfig(entrants=("pre-LN", "Peri-LN"), depth=2, steps=5, seeds=1)
     monkeypatch.setattr(lesson, "GROWTH_RACE", tiny)

@@ -16,44 +16,44 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pageutil import alerts, asks_first, figures, open_page, table_with, trace_data
 
+from lnviz.analysis import (
+    GRADIENT_DEPTHS,
+    DepthSweep,
+    StackConfig,
+    depth_profiles,
+    depth_sweep,
+    first_blocks,
+    gradient_norms,
+    rms,
+)
 from lnviz.lessons.shapes import (
     COMPARED,
-    GRADIENT_DEPTHS,
     SECOND_SAMPLE,
     SHAPE_EXAMPLES,
     VARIANTS,
-    DepthSweep,
-    Race,
-    RaceConfig,
-    RaceResult,
-    StackConfig,
     batch_note,
     batch_of_two_caption,
     batch_of_two_snippet,
-    block,
     block_snippet,
     dependence_table,
     depth_findings,
-    depth_profiles,
-    depth_sweep,
-    feed_forward,
-    final_norm,
-    first_blocks,
     gradient_findings,
-    gradient_norms,
-    init_block,
-    init_race_model,
     layer_norm_shapes,
     layer_norm_snippet,
     race_findings,
-    race_logits,
-    race_targets,
     reshape_table,
-    rms,
     seed_003_batch_of_two,
-    self_attention,
     shape_example,
     shapes_try_this,
+)
+from lnviz.nn import block, feed_forward, final_norm, init_block, self_attention
+from lnviz.train import (
+    Race,
+    RaceConfig,
+    RaceResult,
+    init_race_model,
+    race_logits,
+    race_targets,
     warmup_lr,
 )
 
@@ -789,8 +789,8 @@ def test_a_tiny_race_on_the_page():
 
 
 def test_the_demo_refuses_a_race_larger_than_it_trains_and_says_what_fits(monkeypatch):
-    from lnviz.lessons.shapes import NORM_RACE, race_work
     from lnviz.limits import DEMO_LIMITS
+    from lnviz.train import NORM_RACE, race_work
 
     largest = RaceConfig(depth=12, steps=600)
     assert race_work(largest) == 2 * 1 * 600 * 12 > DEMO_LIMITS.race_work
@@ -832,12 +832,13 @@ def test_race_settings_in_the_url():
 
 
 def test_the_lessons_computations_leave_torchs_threads_as_they_were():
-    from lnviz.lessons import shapes
+    from lnviz.devices import DEFAULT_THREADS
+
     before = torch.get_num_threads()
     depth_profiles(StackConfig(depth=2, d_model=8))
     gradient_norms(StackConfig(depth=2, d_model=8))
     Race(RaceConfig(depth=1, d_model=8, steps=1, batch=2)).advance(1)
-    assert torch.get_num_threads() == before == shapes._DEFAULT_THREADS
+    assert torch.get_num_threads() == before == DEFAULT_THREADS
 
 
 def test_one_block_reads_as_one_block():
@@ -863,23 +864,23 @@ def test_the_page_opens_on_normalized_shape_and_folds_the_rest():
 
 
 def test_each_norm_kind_is_the_formula_written_with_torch():
-    from lnviz.lessons.shapes import _ln
+    from lnviz.nn import _norm
 
     x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(0)) * 3 + 1
     params = {"n_weight": torch.rand(16) + 0.5, "n_bias": torch.randn(16),
               "n_alpha": torch.tensor(0.7)}
-    assert torch.allclose(_ln(x, params, "n", kind="LayerNorm"),
+    assert torch.allclose(_norm(x, params, "n", kind="LayerNorm"),
                           F.layer_norm(x, (16,), params["n_weight"], params["n_bias"]), atol=1e-5)
-    assert torch.allclose(_ln(x, params, "n", kind="RMSNorm"),
+    assert torch.allclose(_norm(x, params, "n", kind="RMSNorm"),
                           F.rms_norm(x, (16,), params["n_weight"]), atol=1e-5)
-    assert torch.allclose(_ln(x, params, "n", kind="DyT"),
+    assert torch.allclose(_norm(x, params, "n", kind="DyT"),
                           params["n_weight"] * torch.tanh(0.7 * x) + params["n_bias"], atol=1e-6)
     with pytest.raises(ValueError, match="RMSNorm"):
-        _ln(x, params, "n", kind="BatchNorm")
+        _norm(x, params, "n", kind="BatchNorm")
 
 
 def test_every_entrant_starts_from_the_seeds_weights_and_has_only_its_norms_parameters():
-    from lnviz.lessons.shapes import ENTRANTS, NORM_RACE
+    from lnviz.train import ENTRANTS, NORM_RACE
 
     config = RaceConfig(depth=2, d_model=16, entrants=NORM_RACE)
     models = {e: init_race_model(config, e, seed=3) for e in NORM_RACE}
@@ -902,7 +903,7 @@ def test_every_entrant_starts_from_the_seeds_weights_and_has_only_its_norms_para
 
 
 def test_a_race_of_several_seeds_averages_them_and_keeps_each():
-    from lnviz.lessons.shapes import NORM_RACE
+    from lnviz.train import NORM_RACE
 
     config = RaceConfig(depth=2, d_model=16, steps=4, batch=8, entrants=NORM_RACE, seeds=2)
     race = Race(config)
@@ -926,7 +927,7 @@ def test_a_race_of_several_seeds_averages_them_and_keeps_each():
 
 
 def test_the_norm_races_findings_rank_the_models_and_say_when_seeds_overlap():
-    from lnviz.lessons.shapes import NORM_RACE
+    from lnviz.train import NORM_RACE
 
     config = RaceConfig(entrants=NORM_RACE, seeds=2, steps=20)
     good, bad = [0.95] * 20, [0.1] * 20

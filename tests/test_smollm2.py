@@ -99,7 +99,7 @@ def test_breaking_a_norm_is_a_replaced_run(model, how):
         assert broken.kl > 0.01  # this norm matters to the prediction
     if how == "fitted DyT":
         # DyT fitted to the same norm on FROZEN_TEXT, written out: γ·s·tanh(αx), no β
-        from lnviz.lessons.beyond import fit_record
+        from lnviz.analysis import fit_record
         from lnviz.lessons.smollm2 import FROZEN_TEXT
 
         fit = fit_record(model.run(FROZEN_TEXT).record(name), model.config.eps)

@@ -4,18 +4,17 @@ Dynamic Tanh (Zhu, Chen, He, LeCun and Liu, "Transformers without Normalization"
 replaces a LayerNorm by ``DyT(x) = γ·tanh(αx) + β``: one learned scalar α per layer and no
 statistics at all. Its premise is an observation about trained transformers: plotted value by
 value, a LayerNorm's input against its normalized output (x̂, before γ and β) follows an S-shaped
-curve. :func:`tanh_fits` measures that on all-MiniLM-L6-v2's thirteen LayerNorms for one
-sentence (the best ``s·tanh(αx)`` through the scatter, against the best straight line, with
-every value and without the few values of largest |x| that make its bend, :func:`bend_size`:
+curve. :func:`lnviz.analysis.tanh_fits` measures that on all-MiniLM-L6-v2's thirteen
+LayerNorms for one sentence (the best ``s·tanh(αx)`` through the scatter, against the best
+straight line, with every value and without the few values of largest |x| that make its bend:
 on MiniLM one to a dozen values, a massive activation among them, make every bend,
-:func:`shape_of`); :func:`yardstick` anchors a cosine between sentence
-embeddings at both ends; and :func:`substitute` puts the fitted curves in place of chosen
+:func:`shape_of`); :func:`yardstick` anchors a cosine between sentence embeddings at both ends;
+and :func:`substitute` puts the fitted curves in place of chosen
 LayerNorms and says how far the sentence embedding moves.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -23,15 +22,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lnviz.analysis import TanhFit
 from lnviz.capture import NormRecord
-from lnviz.devices import to_numpy
+from lnviz.data.texts import PAIRS
 from lnviz.lessons.common import Paper
-from lnviz.lessons.minilm import indices_after, sublayer_of
-from lnviz.models.bert import MiniLM, ModelRun, Replacement
-from lnviz.norms import layer_norm, rms_norm
+from lnviz.models.bert import MiniLM, ModelRun, Replacement, indices_after, sublayer_of
+from lnviz.norms import rms_norm
 
 __all__ = [
-    "BENT",
     "CAUTION",
     "CAUTION_LOSS",
     "CAUTION_SIZES",
@@ -52,19 +50,11 @@ __all__ = [
     "SAME_FRAME",
     "SMALL_EDIT",
     "STRAIGHT_BUT_EXTREMES",
-    "TRIM",
     "UNRELATED",
     "VIT_TOP1",
     "Anchor",
     "Substitution",
     "Swaps",
-    "TanhFit",
-    "bend_size",
-    "dyt",
-    "extremes",
-    "fit_line",
-    "fit_record",
-    "fit_tanh",
     "freeze_sigma",
     "frozen_sigma",
     "kernel_savings",
@@ -76,7 +66,6 @@ __all__ = [
     "standard_substitutions",
     "substitute",
     "swap_runs",
-    "tanh_fits",
     "worst_sublayer",
     "yardstick",
 ]
@@ -97,238 +86,6 @@ VIT_TOP1 = {"LayerNorm": 82.3, "DyT": 82.5, "Derf": 82.8}
 #: LayerNorm, by the tokens trained on (negative: better), and the model sizes it spans.
 CAUTION_LOSS = {"1M": -27.3, "118M": 18.8}
 CAUTION_SIZES = ("64M", "3.78B")
-
-#: How many points the search for α looks at (a long sentence gives 13 × 196,608).
-SEARCH_POINTS = 20_000
-#: The α searched: a log grid wide enough for any LayerNorm input the shipped models give
-#: (their values span about 1e-3 to 1e3), refined around the best point.
-ALPHA_GRID = np.logspace(-5, 3, 161)
-
-
-def dyt(x: torch.Tensor, alpha: float, weight: torch.Tensor | None = None,
-        bias: torch.Tensor | None = None) -> torch.Tensor:
-    """Dynamic Tanh: ``weight·tanh(alpha·x) + bias`` over the last dim (γ and β of shape (C,))."""
-    y = torch.tanh(alpha * x)  # (…, C): no mean, no variance, no reduction at all
-    if weight is not None:
-        y = y * weight  # (…, C)
-    if bias is not None:
-        y = y + bias  # (…, C)
-    return y
-
-
-def _r2(y: np.ndarray, fitted: np.ndarray) -> float:
-    """1 − (residual sum of squares)/(total sum of squares): the share of y's variance the
-    fitted values explain."""
-    total = float(np.sum((y - y.mean()) ** 2))
-    return 1.0 - float(np.sum((y - fitted) ** 2)) / total if total > 0 else math.nan
-
-
-def _best_scale(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[float, float]:
-    """For one α: the least-squares s in y ≈ s·tanh(αx), and the residual sum of squares."""
-    t = np.tanh(alpha * x)
-    tt = float(t @ t)
-    s = float(t @ y) / tt if tt > 0 else 0.0
-    r = y - s * t
-    return s, float(r @ r)
-
-
-def fit_tanh(x: np.ndarray, y: np.ndarray, search_points: int | None = SEARCH_POINTS
-             ) -> tuple[float, float, float]:
-    """The least-squares curve ``y ≈ s·tanh(αx)`` (α > 0) through the points (x, y): (α, s, R²).
-
-    For a given α the best s is a projection (closed form), so the fit is a search over α
-    alone: the best point of :data:`ALPHA_GRID`, then a golden-section search between its
-    neighbours (the residual is smooth in log α). With more than ``search_points`` points the
-    search runs on that many of them, evenly spread in the order of x (the extremes, which
-    decide the bend, always among them); s and R² are then those of all the points."""
-    x = np.asarray(x, np.float64).ravel()
-    y = np.asarray(y, np.float64).ravel()
-    if x.size != y.size or x.size < 2:
-        raise ValueError("fit_tanh needs as many x as y values, at least two")
-    all_x, all_y = x, y
-    if search_points is not None and x.size > search_points:
-        order = np.argsort(x, kind="stable")
-        keep = order[np.linspace(0, x.size - 1, search_points).round().astype(int)]
-        x, y = x[keep], y[keep]
-    errors = [_best_scale(x, y, a)[1] for a in ALPHA_GRID]
-    k = int(np.argmin(errors))
-    last = len(ALPHA_GRID) - 1
-    lo, hi = math.log(ALPHA_GRID[max(k - 1, 0)]), math.log(ALPHA_GRID[min(k + 1, last)])
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = _best_scale(x, y, math.exp(a))[1], _best_scale(x, y, math.exp(b))[1]
-    for _ in range(60):
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = _best_scale(x, y, math.exp(a))[1]
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = _best_scale(x, y, math.exp(b))[1]
-    alpha = math.exp((lo + hi) / 2)
-    s, _ = _best_scale(all_x, all_y, alpha)
-    return alpha, s, _r2(all_y, s * np.tanh(alpha * all_x))
-
-
-#: The most of a norm's points, those of largest |x|, that :func:`bend_size` leaves out to find
-#: what makes a bend: a bend that goes once at most this share is left out is those few
-#: values', not the layer's. On MiniLM one massive activation decides the plain fit of an
-#: after-feed-forward LayerNorm (one point in 3,456 on the first preset: 0.03 %).
-TRIM = 0.01
-#: How much more of x̂'s variance the tanh must explain than a line for a bend to count.
-BENT = 0.01
-
-
-def extremes(x: np.ndarray, count: int) -> np.ndarray:
-    """The indices of the ``count`` points of largest |x|, largest last."""
-    x = np.asarray(x).ravel()
-    return np.argsort(np.abs(x), kind="stable")[x.size - count:]
-
-
-def _gain(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """R² of the best tanh and of the best line through (x, y)."""
-    return fit_tanh(x, y)[2], fit_line(x, y)[2]
-
-
-def bend_size(x: np.ndarray, y: np.ndarray, share: float = TRIM
-              ) -> tuple[int | None, float, float]:
-    """How few of the values of largest |x| make the bend: the first count k on the grid 1, 2,
-    3, 4, 6, 8, 12, 16, … up to ⌈share·n⌉ after whose removal the best tanh explains less than
-    :data:`BENT` more of y's variance than the best line (None if none does), with the two R²
-    without those k values (without the ⌈share·n⌉ when None). The grid finds "these k values
-    suffice", not the fewest: the gain need not fall steadily as values are left out."""
-    x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
-    limit = max(1, math.ceil(share * x.size))
-    order = np.argsort(np.abs(x), kind="stable")
-    grid, k = [], 1
-    while k < limit:
-        grid.append(k)
-        k = k + 1 if k < 4 else k + k // 2  # 1, 2, 3, 4, 6, 9, 13, 19, …
-    grid.append(limit)
-    r2_tanh = r2_line = math.nan
-    for k in grid:
-        kept = order[: x.size - k]
-        if kept.size < 2:
-            return None, math.nan, math.nan
-        r2_tanh, r2_line = _gain(x[kept], y[kept])
-        if r2_tanh - r2_line < BENT:
-            return k, r2_tanh, r2_line
-    return None, r2_tanh, r2_line
-
-
-def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """The least-squares straight line ``y ≈ a·x + b``: (a, b, R²)."""
-    x = np.asarray(x, np.float64).ravel()
-    y = np.asarray(y, np.float64).ravel()
-    a, b = np.polyfit(x, y, 1)
-    return float(a), float(b), _r2(y, a * x + b)
-
-
-@dataclass(frozen=True)
-class TanhFit:
-    """One LayerNorm's input against its normalized output x̂ (every token's every value).
-
-    Attributes:
-        name: the LayerNorm (transformers' BertModel module path).
-        alpha, scale: the curve x̂ ≈ scale·tanh(alpha·x).
-        r2_tanh: the share of x̂'s variance the curve explains.
-        slope, intercept, r2_line: the same for the best straight line.
-        x, x_hat: the points, float64, (tokens·C,).
-        width: C, the features of each token: the points run token by token, C at a time
-            (:attr:`tokens`).
-        extreme: the points of largest |x| that the trimmed fits leave out: the few that make
-            the bend (:func:`bend_size`), or the :data:`TRIM` share when no fewer do.
-        bend: how many values make the bend (:func:`bend_size`): 0 for a mapping a line fits
-            with every value, None for a bend that outlasts leaving out the TRIM share.
-        r2_tanh_trimmed, r2_line_trimmed: R² of the best tanh and the best line fitted
-            without those points: what a few high-leverage values cannot decide.
-        sigmas: the smallest, median and largest of the tokens' √(σ² + ε).
-    """
-
-    name: str
-    alpha: float
-    scale: float
-    r2_tanh: float
-    slope: float
-    intercept: float
-    r2_line: float
-    x: np.ndarray
-    x_hat: np.ndarray
-    width: int
-    extreme: np.ndarray
-    bend: int | None
-    r2_tanh_trimmed: float
-    r2_line_trimmed: float
-    sigmas: tuple[float, float, float] = (math.nan, math.nan, math.nan)
-
-    def sample(self, n: int = 3000) -> np.ndarray:
-        """The indices of at most ``n`` of the points, evenly spaced in the order of x (so the
-        extremes, where the curve bends, are always among them): what a scatter can draw."""
-        order = np.argsort(self.x, kind="stable")
-        return order[np.unique(np.linspace(0, order.size - 1, min(n, order.size)).round()
-                               .astype(int))]
-
-    @property
-    def tokens(self) -> np.ndarray:
-        """Each point's token (its position in the sentence), (tokens·C,)."""
-        return np.arange(self.x.size) // self.width
-
-    @property
-    def extreme_tokens(self) -> tuple[int, ...]:
-        """The tokens the trimmed fits' left-out points belong to, in sentence order."""
-        return tuple(int(t) for t in np.unique(self.tokens[self.extreme]))
-
-    def curve(self, points: int = 400) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The fitted tanh and line over the points' range: (x, tanh's x̂, line's x̂)."""
-        x = np.linspace(float(self.x.min()), float(self.x.max()), points)
-        return (x, self.scale * np.tanh(self.alpha * x), self.slope * x + self.intercept)
-
-    @property
-    def straight(self) -> bool:
-        """Whether the best tanh is a straight line over these points: α·max|x| under 0.1,
-        where tanh bends by less than 0.4 %."""
-        return self.alpha * float(np.abs(self.x).max()) < 0.1
-
-    def replacement(self, weight: torch.Tensor, bias: torch.Tensor | None) -> Replacement:
-        """The norm as DyT with this fit: γ·(scale·tanh(αx)) + β (no β for an RMSNorm: None),
-        for the models' ``run(replace=...)``."""
-        alpha = self.alpha
-        scaled = weight * self.scale  # (C,): the fitted s folded into γ, as DyT's γ learns it
-        return lambda x: dyt(x, alpha, scaled, bias)
-
-
-def fit_record(record: NormRecord, eps: float) -> TanhFit:
-    """:func:`fit_tanh` and :func:`fit_line` for one norm's input values against its
-    normalized output before γ (and β), per token as the norm computes it: x̂ = (x − μ)/√(σ²+ε)
-    for a LayerNorm, x/√(mean x² + ε) for an RMSNorm."""
-    x = record.input.detach()  # (1, T, C)
-    if record.kind == "rms_norm":
-        result = rms_norm(x, x.shape[-1], eps=eps)
-    elif record.kind == "layer_norm":
-        result = layer_norm(x, x.shape[-1], None, None, eps)
-    else:
-        raise ValueError(f"a tanh is fitted to a LayerNorm or an RMSNorm, not a {record.kind}")
-    sigma = to_numpy(1 / result.rstd, torch.float64).ravel()  # (T,): each token's scale
-    xs = to_numpy(x, torch.float64).ravel()
-    ys = to_numpy(result.output, torch.float64).ravel()
-    alpha, scale, r2_tanh = fit_tanh(xs, ys)
-    slope, intercept, r2_line = fit_line(xs, ys)
-    if r2_tanh - r2_line < BENT or alpha * float(np.abs(xs).max()) < 0.1:  # a line already
-        bend, r2_tanh_trimmed, r2_line_trimmed = 0, r2_tanh, r2_line
-        extreme = extremes(xs, 1)  # the largest, to name
-    else:
-        bend, r2_tanh_trimmed, r2_line_trimmed = bend_size(xs, ys)
-        extreme = extremes(xs, bend if bend else max(1, math.ceil(TRIM * xs.size)))
-    return TanhFit(record.name, alpha, scale, r2_tanh, slope, intercept, r2_line, xs, ys,
-                   int(x.shape[-1]), extreme, bend, r2_tanh_trimmed, r2_line_trimmed,
-                   (float(sigma.min()), float(np.median(sigma)), float(sigma.max())))
-
-
-def tanh_fits(run: ModelRun, eps: float = 1e-12) -> list[TanhFit]:
-    """:func:`fit_record` for each LayerNorm of ``run``: its input values against
-    x̂ = (x − μ)/√(σ² + ε), per token as the LayerNorm computes it."""
-    return [fit_record(record, eps) for record in run.records]
 
 
 @dataclass(frozen=True)
@@ -379,11 +136,11 @@ STRAIGHT_BUT_EXTREMES = "straight but for its extremes"
 
 def shape_of(fit: TanhFit) -> str:
     """What the scatter looks like, from the fits: "straight" where the best tanh is a line
-    (:attr:`TanhFit.straight`) or explains less than :data:`BENT` more of x̂'s variance than a
-    line; :data:`STRAIGHT_BUT_EXTREMES` where it does, but no longer once a few of the values
-    of largest |x| are left out (at most the :data:`TRIM` share, :attr:`TanhFit.bend`): those
-    few values alone make the bend; "S-shaped" where the bend outlasts leaving out that share
-    (at least 0.05 more without it), else "slightly bent"."""
+    (:attr:`TanhFit.straight`) or explains less than :data:`~lnviz.analysis.BENT` more of x̂'s
+    variance than a line; :data:`STRAIGHT_BUT_EXTREMES` where it does, but no longer once a few
+    of the values of largest |x| are left out (at most the :data:`~lnviz.analysis.TRIM` share,
+    :attr:`TanhFit.bend`): those few values alone make the bend; "S-shaped" where the bend
+    outlasts leaving out that share (at least 0.05 more without it), else "slightly bent"."""
     if fit.straight or fit.bend == 0:
         return "straight"
     if fit.bend is not None:
@@ -425,7 +182,7 @@ PARAPHRASE = "the same meaning in other words"
 SAME_FRAME = "the same frame, another meaning"
 UNRELATED = "a sentence on another topic"
 #: The yardstick's near end for any sentence: two other sentences of one meaning
-#: (lnviz.lessons.minilm.PAIRS' first pair), their cosine with each other.
+#: (lnviz.data.texts.PAIRS' first pair), their cosine with each other.
 ONE_MEANING = "two other sentences of one meaning, with each other"
 #: The yardstick's far end: sentences picked to share no topic with the example sentences.
 OTHER_TOPICS = ("Stock markets fell sharply today.", "Add two eggs to the flour.",
@@ -449,8 +206,6 @@ def yardstick(model: MiniLM, original: ModelRun, unrelated: Iterable[str] = OTHE
     more), for an example sentence its paraphrase and a sentence of the same frame with another
     meaning (:data:`NEIGHBOURS`), and the ``unrelated`` sentences (others than itself), nearest
     first."""
-    from lnviz.lessons.minilm import PAIRS
-
     text = original.text
     words = text.split()
     # a small edit, where the model reads the whole text (past 512 tokens it reads the same)

@@ -34,16 +34,16 @@ import torch.nn.functional as F
 
 from lnviz.batch import Batch
 from lnviz.capture import Capture, NormRecord
+from lnviz.data.texts import PAIRS
 from lnviz.lessons.common import Answer, short, token_place
 from lnviz.limits import MINILM_MAX_DRAWN_TOKENS, MODEL_MAX_CHARS
 from lnviz.models import MiniLM, ModelRun
+from lnviz.models.bert import indices_after, sublayer_of
 
 __all__ = [
     "FIRST_FFN",
     "INT8_THRESHOLD",
-    "PAIRS",
     "PRESETS",
-    "SUBLAYERS",
     "Ablation",
     "LayerView",
     "Massive",
@@ -60,7 +60,6 @@ __all__ = [
     "explorer_batch",
     "first_word_run",
     "first_word_text",
-    "indices_after",
     "int8_errors",
     "int8_text",
     "layer_label",
@@ -71,7 +70,6 @@ __all__ = [
     "pair_similarities",
     "peak_answer",
     "sink_text",
-    "sublayer_of",
     "truncation_note",
 ]
 
@@ -84,34 +82,10 @@ PRESETS = (
     "Transformers are powerful",
     "Ünïcödé wörks too: 東京タワー and emoji 🙂.",
 )
-#: Sentence pairs whose similarity the ablation compares: two close, two far apart.
-PAIRS = (
-    ("A man is playing a guitar.", "Someone plays an instrument."),
-    ("The cat sat on the mat.", "A kitten was resting on the rug."),
-    ("The cat sat on the mat.", "Stock markets fell sharply today."),
-    ("How do I bake bread?", "What is the recipe for a loaf of bread?"),
-)
 #: The layer where the massive activation first appears: layer 0's feed-forward LayerNorm.
 FIRST_FFN = "encoder.layer.0.output.LayerNorm"
 #: LLM.int8()'s outlier threshold: features with a value this large in any token stay float.
 INT8_THRESHOLD = 6.0
-
-
-#: Where a LayerNorm sits (:func:`sublayer_of`): after the embeddings, after attention, or
-#: after the feed-forward network.
-SUBLAYERS = ("embeddings", "attention", "feed-forward")
-
-
-def sublayer_of(name: str) -> str:
-    """What a MiniLM LayerNorm (by its BertModel name) follows: one of :data:`SUBLAYERS`."""
-    if name.startswith("embeddings"):
-        return "embeddings"
-    return "attention" if ".attention." in name else "feed-forward"
-
-
-def indices_after(names: Sequence[str], sublayer: str) -> list[int]:
-    """The positions in ``names`` of the LayerNorms after ``sublayer`` (:data:`SUBLAYERS`)."""
-    return [i for i, n in enumerate(names) if sublayer_of(n) == sublayer]
 
 
 def layer_label(name: str) -> str:

@@ -1,7 +1,7 @@
 """Where the norm sits: around the sublayers (post-LN, pre-LN, Peri-LN, OLMo-2's reordered norm)
 and inside attention (QK-norm).
 
-The placements are built on the Shapes lesson's random blocks (:func:`lnviz.lessons.shapes.block`,
+The placements are built on the random blocks the Shapes lesson uses (:func:`lnviz.nn.block`,
 one home for a block), so the numbers here are that lesson's stack at initialization: the
 residual stream's variance after every block and each block's gradient norm, for every
 placement, and how the stream's growth depends on the scale of the weights.
@@ -23,18 +23,13 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from lnviz.analysis import StackConfig, depth_profiles, gradient_norms
 from lnviz.devices import to_numpy
 from lnviz.lessons.common import Paper, apart, short
-from lnviz.lessons.shapes import (
-    PLACEMENTS,
-    RaceConfig,
-    RaceResult,
-    StackConfig,
-    depth_profiles,
-    gradient_norms,
-)
 from lnviz.models.bert import MiniLM, ModelRun
+from lnviz.nn import PLACEMENTS
 from lnviz.norms import layer_norm
+from lnviz.train import RaceConfig, RaceResult
 
 __all__ = [
     "GAINS",
@@ -114,8 +109,8 @@ class Placements:
 
 def placements(config: StackConfig) -> Placements:
     """The stream's variance, what the feed-forward adds, and the gradient per block, for every
-    placement on ``config``'s stack (:func:`lnviz.lessons.shapes.depth_profiles` and
-    :func:`~lnviz.lessons.shapes.gradient_norms`)."""
+    placement on ``config``'s stack (:func:`lnviz.analysis.depth_profiles` and
+    :func:`~lnviz.analysis.gradient_norms`)."""
     profiles = depth_profiles(config, PLACEMENTS)
     gradients = gradient_norms(config, PLACEMENTS)
     return Placements(config, {v: p.stream ** 2 for v, p in profiles.items()},

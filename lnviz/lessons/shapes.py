@@ -29,118 +29,56 @@ normalized copy and normalizes the stream itself only once, after the last block
 stream's variance grows with depth. Without any norm a sublayer's output grows with its input and
 the stream grows geometrically.
 
-:func:`depth_profiles` follows the forward pass, :func:`gradient_norms` the gradients of each
-block at initialization (a loss through the final LayerNorm and a linear head), and
-:class:`Race` trains a post-LN and a pre-LN model side by side on a synthetic task (reversing a
-sequence of digits), in chunks that the app can stop. The attention (one head) and the
-feed-forward network (4·d hidden units) are written out with plain tensor operations.
+:func:`lnviz.analysis.depth_profiles` follows the forward pass,
+:func:`lnviz.analysis.gradient_norms` the gradients of each block at initialization (a loss
+through the final LayerNorm and a linear head), and :class:`lnviz.train.Race` trains a post-LN
+and a pre-LN model side by side on a synthetic task (reversing a sequence of digits), in chunks
+that the app can stop; this lesson says what their numbers show (:func:`depth_findings`,
+:func:`gradient_findings`, :func:`race_findings`). The blocks (:func:`lnviz.nn.block`: one head of
+attention, a feed-forward network of 4·d hidden units) are written out with plain tensor
+operations.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
+from lnviz.analysis import COMPARED, VARIANTS, DepthProfile, DepthSweep
 from lnviz.batch import Batch, NormSpec, group_ids, normalize, to_grid
-from lnviz.chunked import Chunked
 from lnviz.data import get_preset, image_batch, random_batch
-from lnviz.lessons.beyond import dyt
 from lnviz.lessons.common import Answer
-from lnviz.norms import layer_norm, rms_norm
+from lnviz.norms import layer_norm
+from lnviz.train import CHANCE_LOSS, RACE_VOCAB, SOLVED_ACCURACY, SOLVED_WINDOW, RaceResult
 
 __all__ = [
-    "ACTIVATIONS",
-    "COMPARED",
-    "DYT_ALPHA",
-    "ENTRANTS",
-    "FINAL_NORMED",
-    "GRADIENT_DEPTHS",
-    "NORM_KINDS",
-    "NORM_RACE",
-    "PLACEMENTS",
-    "RACE_MAX_SEEDS",
-    "RACE_TASKS",
     "SECOND_SAMPLE",
     "SEED_003_SAMPLE",
     "SHAPE_EXAMPLES",
     "SHARES_OPTIONS",
-    "VARIANTS",
-    "DepthProfile",
-    "DepthSweep",
-    "Race",
-    "RaceConfig",
-    "RaceProgress",
-    "RaceResult",
     "SeedBatchOfTwo",
     "ShapeView",
-    "StackConfig",
     "batch_note",
     "batch_of_two_caption",
     "batch_of_two_snippet",
-    "block",
     "block_snippet",
     "dependence_table",
     "depth_findings",
-    "depth_profiles",
-    "depth_sweep",
-    "feed_forward",
-    "final_norm",
-    "first_blocks",
     "gradient_findings",
-    "gradient_norms",
-    "init_block",
-    "init_race_model",
     "layer_norm_shapes",
     "layer_norm_snippet",
     "race_findings",
-    "race_logits",
-    "race_targets",
-    "race_work",
     "reshape_table",
-    "rms",
     "seed_003_batch_of_two",
-    "self_attention",
     "shape_example",
     "shapes_try_this",
     "shares_answer",
     "twin_setting",
-    "warmup_lr",
 ]
-
-#: torch's intra-op threads when this module was imported: what :func:`_one_thread` restores.
-_DEFAULT_THREADS = torch.get_num_threads()
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run torch single-threaded inside the block. This lesson's tensors are tiny (a few
-    thousand values), so intra-op threads cannot speed it up; on a CPU that other work shares
-    they wait on each other at every one of thousands of small operations instead: a 300-step
-    race of 6 blocks took 434 s with torch's 2 threads against 14.5 s with one, on the 2-core
-    machine this was written on while other work kept it busy (6.6 s against 6.1 s for 200
-    steps when it was nearly idle). torch applies the setting to the calling thread (and to
-    threads started meanwhile), so it is set back to the import-time default afterwards."""
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(_DEFAULT_THREADS)
-
-
-def _single_threaded(func: Callable) -> Callable:
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        with _one_thread():
-            return func(*args, **kwargs)
-    return wrapper
 
 
 # --- normalized_shape on tensors of different rank ---------------------------------------------
@@ -476,225 +414,6 @@ print(torch.allclose(per_word, alone))  # True: over the last dim alone, nothing
 
 # --- A stack of transformer blocks -------------------------------------------------------------
 
-#: Where the LayerNorms go, as the Shapes lesson compares them.
-VARIANTS = ("post-LN", "pre-LN", "none")
-#: Every placement :func:`block` builds: the Shapes lesson's, and two of recent models (Peri-LN:
-#: a LayerNorm before and after each sublayer; OLMo-2: after each sublayer only, inside the
-#: residual branch), compared on the placement lesson.
-PLACEMENTS = ("post-LN", "pre-LN", "Peri-LN", "OLMo-2", "none")
-#: The placements whose stream ends in a final LayerNorm (``ln_f``) before the head.
-FINAL_NORMED = ("pre-LN", "Peri-LN", "OLMo-2")
-#: The two placements whose gradients and training the page compares.
-COMPARED = ("post-LN", "pre-LN")
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"GELU": F.gelu, "ReLU": F.relu}
-
-
-@dataclass(frozen=True)
-class StackConfig:
-    """A stack of randomly initialised blocks and the batch sent through it.
-
-    ``init_gain`` sets every weight's standard deviation to gain/√fan_in: 1 keeps a linear
-    layer's output variance equal to its input's, √2 does so after a ReLU (He).
-    """
-
-    depth: int = 48
-    d_model: int = 64
-    seq_len: int = 16
-    batch: int = 4
-    activation: str = "GELU"
-    init_gain: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, "
-                             f"got {self.activation!r}")
-        for name in ("depth", "d_model", "seq_len", "batch"):
-            if not 1 <= getattr(self, name) <= 1024:
-                raise ValueError(f"{name} must be between 1 and 1024, got {getattr(self, name)}")
-        if not 0 < self.init_gain <= 10:
-            raise ValueError(f"init_gain must be in (0, 10], got {self.init_gain}")
-
-
-def init_block(d_model: int, gain: float, generator: torch.Generator,
-               dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
-    """Random weights for one block: W ~ N(0, gain²/fan_in), biases 0.
-
-    Attention: ``wq``, ``wk``, ``wv``, ``wo`` (d × d). Feed-forward: ``w1`` (4d × d), ``b1``,
-    ``w2`` (d × 4d), ``b2``. The LayerNorms have no γ and β here (they would start at 1 and 0);
-    :func:`init_race_model` adds them for training. The normal draws are made in float32 (four
-    times faster than float64's, and as random) and then cast.
-    """
-    def weight(rows: int, cols: int) -> torch.Tensor:
-        draw = torch.randn(rows, cols, generator=generator, dtype=torch.float32).to(dtype)
-        return draw * (gain / math.sqrt(cols))
-
-    hidden = 4 * d_model
-    return {
-        "wq": weight(d_model, d_model), "wk": weight(d_model, d_model),
-        "wv": weight(d_model, d_model), "wo": weight(d_model, d_model),
-        "w1": weight(hidden, d_model), "b1": torch.zeros(hidden, dtype=dtype),
-        "w2": weight(d_model, hidden), "b2": torch.zeros(d_model, dtype=dtype),
-    }
-
-
-def self_attention(x: torch.Tensor, params: dict[str, torch.Tensor]) -> torch.Tensor:
-    r"""Single-head self-attention over the sequence dim of ``(batch, seq, d)``:
-    softmax(q kᵀ/√d) v, then the output projection, with q, k, v = x W_{q,k,v}ᵀ."""
-    q, k, v = x @ params["wq"].T, x @ params["wk"].T, x @ params["wv"].T
-    scores = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])
-    return (scores.softmax(dim=-1) @ v) @ params["wo"].T
-
-
-def feed_forward(x: torch.Tensor, params: dict[str, torch.Tensor],
-                 activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu) -> torch.Tensor:
-    """The position-wise network: act(x W₁ᵀ + b₁) W₂ᵀ + b₂, through 4·d hidden units."""
-    return activation(x @ params["w1"].T + params["b1"]) @ params["w2"].T + params["b2"]
-
-
-#: What a block's norms compute (:func:`_ln`): LayerNorm, RMSNorm, or Dynamic Tanh.
-NORM_KINDS = ("LayerNorm", "RMSNorm", "DyT")
-#: DyT's α at initialization (the DyT paper's default outside large language models).
-DYT_ALPHA = 0.5
-
-
-def _ln(x: torch.Tensor, params: dict[str, torch.Tensor] | None = None, name: str = "",
-        impl: str = "scratch", kind: str = "LayerNorm") -> torch.Tensor:
-    """One of the block's norms over the last dim (``kind``, one of :data:`NORM_KINDS`), with
-    γ and β ``params[name + "_weight"/"_bias"]`` when the block has them: lnviz's LayerNorm or
-    RMSNorm (no β), or DyT, γ·tanh(αx) + β with α ``params[name + "_alpha"]``."""
-    params = params or {}
-    weight, bias = params.get(name + "_weight"), params.get(name + "_bias")
-    if kind == "RMSNorm":
-        return rms_norm(x, x.shape[-1:], weight, impl=impl).output
-    if kind == "DyT":
-        return dyt(x, params[name + "_alpha"], weight, bias)
-    if kind != "LayerNorm":
-        raise ValueError(f"a norm is one of {list(NORM_KINDS)}, got {kind!r}")
-    return layer_norm(x, x.shape[-1:], weight, bias, impl=impl).output
-
-
-def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
-          activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu, *, impl: str = "scratch",
-          kind: str = "LayerNorm") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One transformer block: (new stream, what attention adds, what the FFN adds). The
-    LayerNorms are lnviz's (``impl`` as in :func:`lnviz.layer_norm`), with γ, β from ``params``
-    (``ln1_weight``, ``ln1_bias``, ``ln2_…``; Peri-LN's and OLMo-2's output norms ``ln1o_…``,
-    ``ln2o_…``) where it has them. ``variant`` is one of :data:`PLACEMENTS`; ``kind`` says what
-    each norm computes (:data:`NORM_KINDS`)."""
-    def ln(h: torch.Tensor, name: str) -> torch.Tensor:
-        return _ln(h, params, name, impl, kind)
-
-    def ffn(h: torch.Tensor) -> torch.Tensor:
-        return feed_forward(h, params, activation)
-
-    if variant == "post-LN":  # the original transformer: normalize the sum
-        attn = self_attention(x, params)
-        x1 = ln(x + attn, "ln1")
-        out = ffn(x1)
-        return ln(x1 + out, "ln2"), attn, out
-    if variant == "pre-LN":  # GPT-2, Llama: normalize what each sublayer reads
-        attn = self_attention(ln(x, "ln1"), params)
-        out = ffn(ln(x + attn, "ln2"))
-        return x + attn + out, attn, out
-    if variant == "Peri-LN":  # normalize what each sublayer reads and what it adds
-        attn = ln(self_attention(ln(x, "ln1"), params), "ln1o")
-        out = ln(ffn(ln(x + attn, "ln2")), "ln2o")
-        return x + attn + out, attn, out
-    if variant == "OLMo-2":  # normalize only what each sublayer adds
-        attn = ln(self_attention(x, params), "ln1o")
-        out = ln(ffn(x + attn), "ln2o")
-        return x + attn + out, attn, out
-    if variant == "none":
-        attn = self_attention(x, params)
-        out = ffn(x + attn)
-        return x + attn + out, attn, out
-    raise ValueError(f"variant must be one of {list(PLACEMENTS)}, got {variant!r}")
-
-
-def final_norm(x: torch.Tensor, variant: str, params: dict[str, torch.Tensor] | None = None,
-               *, impl: str = "scratch", kind: str = "LayerNorm") -> torch.Tensor:
-    """What the head reads after the last block: the stream of the placements in
-    :data:`FINAL_NORMED` goes through one more LayerNorm (GPT-2's ``ln_f``, γ and β
-    ``params["lnf_weight"/"lnf_bias"]`` if given); post-LN's stream leaves its last block
-    normalized already, and "none" has no norm to add."""
-    return _ln(x, params, "lnf", impl, kind) if variant in FINAL_NORMED else x
-
-
-def rms(x: torch.Tensor) -> float:
-    """√(mean x²): the typical size of an entry (the stream's scale)."""
-    return float(x.detach().square().mean().sqrt())
-
-
-@dataclass(frozen=True, eq=False)
-class DepthProfile:
-    """How the scale evolves through the stack, for one variant.
-
-    Attributes:
-        stream: RMS of the residual stream at the input (index 0) and after each block.
-        attention, ffn: RMS of what each block's attention and feed-forward sublayers output.
-        head_input: RMS of what a head would read if the stack ended there (index 0 = the
-            input): :func:`final_norm` of the stream, 1 for pre-LN after its ``ln_f``.
-
-    Values that overflowed float64 are NaN.
-    """
-
-    stream: np.ndarray
-    attention: np.ndarray
-    ffn: np.ndarray
-    head_input: np.ndarray
-
-
-def _stack(config: StackConfig) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
-    """The input batch (RMS ≈ 1), then the blocks one after another, from ``config.seed``: a
-    shallower stack is the first blocks of a deeper one."""
-    generator = torch.Generator().manual_seed(config.seed)
-    x0 = torch.randn(config.batch, config.seq_len, config.d_model, generator=generator,
-                     dtype=torch.float64)
-    return x0, [init_block(config.d_model, config.init_gain, generator)
-                for _ in range(config.depth)]
-
-
-@_single_threaded
-def depth_profiles(config: StackConfig, variants: tuple[str, ...] = VARIANTS
-                   ) -> dict[str, DepthProfile]:
-    """Send one random batch (RMS ≈ 1) through the same random stack, arranged as each of
-    ``variants`` (:data:`PLACEMENTS`), and record the RMS of the stream and of what the
-    sublayers add to it.
-
-    A shallower stack is the first blocks of a deeper one with the same seed (:func:`_stack`):
-    its profile is a prefix of the deeper one's.
-    """
-    x0, stack = _stack(config)
-    activation = ACTIVATIONS[config.activation]
-    profiles = {}
-    with torch.no_grad():
-        for variant in variants:
-            x, stream, attention, ffn = x0, [rms(x0)], [], []
-            head = [rms(final_norm(x0, variant))]
-            for params in stack:
-                x, attn, out = block(x, params, variant, activation)
-                stream.append(rms(x))
-                head.append(rms(final_norm(x, variant)))
-                attention.append(rms(attn))
-                ffn.append(rms(out))
-            profiles[variant] = DepthProfile(
-                *(_finite(v) for v in (stream, attention, ffn, head)))
-    return profiles
-
-
-def first_blocks(profiles: dict[str, DepthProfile], depth: int) -> dict[str, DepthProfile]:
-    """The profiles of the first ``depth`` blocks of a deeper stack (see :func:`depth_profiles`)."""
-    return {variant: DepthProfile(p.stream[:depth + 1], p.attention[:depth], p.ffn[:depth],
-                                  p.head_input[:depth + 1])
-            for variant, p in profiles.items()}
-
-
-def _finite(values: list[float]) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64)
-    array[~np.isfinite(array)] = np.nan  # overflow: no scale left to report
-    return array
-
 
 def depth_findings(profiles: dict[str, DepthProfile]) -> list[str]:
     """What the forward chart shows for these profiles, one sentence per variant, with its
@@ -731,71 +450,6 @@ def depth_findings(profiles: dict[str, DepthProfile]) -> list[str]:
 
 
 # --- Gradients at initialization ----------------------------------------------------------------
-
-#: Classes of the random head through which the gradients are taken.
-HEAD_CLASSES = 16
-#: Depths of the sweep that compares the first and last blocks' gradients as the stack deepens.
-GRADIENT_DEPTHS = (1, 2, 3, 6, 12, 24, 48)
-
-
-def _block_gradient_norm(params: dict[str, torch.Tensor]) -> float:
-    return math.sqrt(sum(float(p.grad.square().sum()) for p in params.values()))
-
-
-@_single_threaded
-def gradient_norms(config: StackConfig, variants: tuple[str, ...] = COMPARED
-                   ) -> dict[str, np.ndarray]:
-    """‖∂L/∂θ_b‖₂ at initialization for every block b (all its weights together), for each of
-    ``variants`` (post-LN and pre-LN unless told), on the stack and batch of
-    :func:`depth_profiles`.
-
-    L is a cross-entropy on random labels through :func:`final_norm` (pre-LN's ``ln_f``) and a
-    random linear head of :data:`HEAD_CLASSES` classes, drawn from ``seed + 1`` so that stacks of
-    every depth share them. NaN where the gradient overflowed.
-    """
-    x0, stack = _stack(config)
-    draw = torch.Generator().manual_seed(config.seed + 1)
-    head = torch.randn(HEAD_CLASSES, config.d_model, generator=draw,
-                       dtype=torch.float64) / math.sqrt(config.d_model)
-    labels = torch.randint(HEAD_CLASSES, (config.batch, config.seq_len), generator=draw)
-    activation = ACTIVATIONS[config.activation]
-    norms = {}
-    for variant in variants:
-        params = [{k: w.clone().requires_grad_() for k, w in p.items()} for p in stack]
-        x = x0
-        for p in params:
-            x = block(x, p, variant, activation)[0]
-        logits = final_norm(x, variant) @ head.T
-        F.cross_entropy(logits.reshape(-1, HEAD_CLASSES), labels.reshape(-1)).backward()
-        norms[variant] = _finite([_block_gradient_norm(p) for p in params])
-    return norms
-
-
-@dataclass(frozen=True, eq=False)
-class DepthSweep:
-    """The first and the last block's gradient norms at initialization, as the stack deepens.
-
-    Attributes:
-        depths: the stack depths (:data:`GRADIENT_DEPTHS`).
-        first, last: {variant: ‖∂L/∂θ‖ of block 1 / of the last block, per depth}.
-        blocks: {depth: :func:`gradient_norms` of that stack, every block's}: a page that
-            shows one of these depths block by block reads it here instead of computing it
-            again.
-    """
-
-    depths: np.ndarray
-    first: dict[str, np.ndarray]
-    last: dict[str, np.ndarray]
-    blocks: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
-
-
-def depth_sweep(config: StackConfig, depths: tuple[int, ...] = GRADIENT_DEPTHS) -> DepthSweep:
-    """:func:`gradient_norms` of the first ``d`` blocks of the same stack, for each ``d``."""
-    runs = [gradient_norms(replace(config, depth=d)) for d in depths]
-    return DepthSweep(np.asarray(depths),
-                      {v: np.asarray([r[v][0] for r in runs]) for v in COMPARED},
-                      {v: np.asarray([r[v][-1] for r in runs]) for v in COMPARED},
-                      dict(zip(depths, runs, strict=True)))
 
 
 def _times(ratio: float) -> str:
@@ -843,264 +497,6 @@ def gradient_findings(norms: dict[str, np.ndarray], sweep: DepthSweep) -> list[s
 
 
 # --- A training race ----------------------------------------------------------------------------
-
-#: The synthetic tasks: read a sequence of digits, output it as it is or backwards.
-RACE_TASKS = ("reverse", "copy")
-#: Digits per sequence and the vocabulary they are drawn from.
-RACE_SEQ_LEN, RACE_VOCAB = 8, 10
-#: Token accuracy (averaged over this many consecutive steps) that counts as "learned".
-SOLVED_ACCURACY, SOLVED_WINDOW = 0.9, 10
-#: The models a race can train, by name: where the norms sit (:data:`PLACEMENTS`) and what
-#: they compute (:data:`NORM_KINDS`). "no norm" has none at all.
-ENTRANTS = {"post-LN": ("post-LN", "LayerNorm"), "pre-LN": ("pre-LN", "LayerNorm"),
-            "Peri-LN": ("Peri-LN", "LayerNorm"),
-            "pre-RMSNorm": ("pre-LN", "RMSNorm"), "pre-DyT": ("pre-LN", "DyT"),
-            "no norm": ("none", "LayerNorm")}
-#: The weight matrices of a block whose size :class:`Race` follows (``weight norm``).
-BLOCK_MATRICES = ("wq", "wk", "wv", "wo", "w1", "w2")
-#: What replaces LayerNorm, raced in the pre-norm position: Beyond LayerNorm's race.
-NORM_RACE = ("pre-LN", "pre-RMSNorm", "pre-DyT", "no norm")
-#: What a race records at every step of every model: its loss and token accuracy on that step's
-#: batch, and before the step ‖W‖ (:func:`weight_norm`) and the mean square of the stream
-#: leaving the last block.
-RACE_CURVES = ("loss", "accuracy", "weight norm", "stream")
-#: The most seeds a race trains each model from.
-RACE_MAX_SEEDS = 5
-
-
-@dataclass(frozen=True)
-class RaceConfig:
-    """Small transformers trained side by side with Adam: ``entrants`` (names of
-    :data:`ENTRANTS`; post-LN and pre-LN unless told), each from ``seeds`` seeds.
-
-    The learning rate rises linearly from lr/``warmup`` to ``lr`` over the first ``warmup``
-    steps (none if 0) and then stays. For each seed (``seed``, ``seed + 1``, …) every model
-    starts from the same weights and sees the same mini-batches of ``batch`` random sequences.
-    """
-
-    depth: int = 6
-    d_model: int = 64
-    lr: float = 3e-3
-    warmup: int = 0
-    steps: int = 200
-    batch: int = 32
-    task: str = "reverse"
-    seed: int = 0
-    entrants: tuple[str, ...] = COMPARED
-    seeds: int = 1
-
-    def __post_init__(self) -> None:
-        if self.task not in RACE_TASKS:
-            raise ValueError(f"task must be one of {list(RACE_TASKS)}, got {self.task!r}")
-        unknown = [e for e in self.entrants if e not in ENTRANTS]
-        if not self.entrants or unknown or len(set(self.entrants)) != len(self.entrants):
-            raise ValueError(f"entrants must be distinct names from {list(ENTRANTS)}, got "
-                             f"{list(self.entrants)}")
-        if not 1 <= self.seeds <= RACE_MAX_SEEDS:
-            raise ValueError(f"seeds must be between 1 and {RACE_MAX_SEEDS}, got {self.seeds}")
-        for name, high in (("depth", 24), ("d_model", 256), ("steps", 2000), ("batch", 256)):
-            if not 1 <= getattr(self, name) <= high:
-                raise ValueError(f"{name} must be between 1 and {high}, got {getattr(self, name)}")
-        if not 0 < self.lr <= 1:
-            raise ValueError(f"lr must be in (0, 1], got {self.lr}")
-        if not 0 <= self.warmup <= self.steps:
-            raise ValueError(f"warmup must be between 0 and steps ({self.steps}), "
-                             f"got {self.warmup}")
-
-
-def race_work(config: RaceConfig) -> int:
-    """A race's size in block-steps: models × seeds × steps × blocks, what its time grows with
-    (d_model and the batch are the same in every race a page offers)."""
-    return len(config.entrants) * config.seeds * config.steps * config.depth
-
-
-def warmup_lr(step: int, config: RaceConfig) -> float:
-    """The learning rate of optimizer step ``step`` (0-based): linear warm-up, then constant."""
-    if config.warmup == 0:
-        return config.lr
-    return config.lr * min(1.0, (step + 1) / config.warmup)
-
-
-def race_targets(tokens: torch.Tensor, task: str) -> torch.Tensor:
-    """What the model must output at each position: the sequence backwards, or as it is."""
-    return tokens.flip(-1) if task == "reverse" else tokens
-
-
-def init_race_model(config: RaceConfig, entrant: str, seed: int | None = None
-                    ) -> dict[str, object]:
-    """A small transformer in plain tensors, arranged as ``entrant`` (:data:`ENTRANTS`): token
-    and position embeddings (each N(0, ½), so their sum has RMS ≈ 1), ``depth`` blocks of
-    :func:`init_block` (gain 1) with γ = 1, β = 0 in both norms (and DyT's α =
-    :data:`DYT_ALPHA`), a final norm where the placement has one, and a linear head. The same
-    ``seed`` (``config.seed`` unless given) gives every entrant the same weights. Every tensor
-    requires grad."""
-    variant, kind = ENTRANTS[entrant]
-    generator = torch.Generator().manual_seed(config.seed if seed is None else seed)
-    d = config.d_model
-
-    def norm_params(name: str) -> dict[str, torch.Tensor]:
-        if variant == "none":
-            return {}
-        params = {name + "_weight": torch.ones(d)}
-        if kind != "RMSNorm":
-            params[name + "_bias"] = torch.zeros(d)
-        if kind == "DyT":
-            params[name + "_alpha"] = torch.tensor(DYT_ALPHA)
-        return params
-
-    blocks = []
-    for _ in range(config.depth):
-        params = init_block(d, 1.0, generator, dtype=torch.float32)
-        params |= norm_params("ln1") | norm_params("ln2")
-        if variant in ("Peri-LN", "OLMo-2"):  # and a norm on what each sublayer adds
-            params |= norm_params("ln1o") | norm_params("ln2o")
-        blocks.append(params)
-    top = {
-        "embed": torch.randn(RACE_VOCAB, d, generator=generator) * math.sqrt(0.5),
-        "position": torch.randn(RACE_SEQ_LEN, d, generator=generator) * math.sqrt(0.5),
-        "head": torch.randn(RACE_VOCAB, d, generator=generator) / math.sqrt(d),
-    }
-    if variant in FINAL_NORMED:
-        top |= norm_params("lnf")
-    for tensor in [*top.values(), *(t for p in blocks for t in p.values())]:
-        tensor.requires_grad_()
-    return {"variant": variant, "kind": kind, "blocks": blocks, "top": top}
-
-
-def race_stream(model: dict[str, object], tokens: torch.Tensor) -> torch.Tensor:
-    """(batch, seq) digits → the residual stream leaving the last block, (batch, seq, d)."""
-    top, variant, kind = model["top"], model["variant"], model["kind"]
-    x = top["embed"][tokens] + top["position"]
-    for params in model["blocks"]:
-        x = block(x, params, variant, impl="fast", kind=kind)[0]
-    return x
-
-
-def race_logits(model: dict[str, object], tokens: torch.Tensor,
-                stream: torch.Tensor | None = None) -> torch.Tensor:
-    """(batch, seq) digits → (batch, seq, vocab) logits (from ``stream``, the tokens'
-    :func:`race_stream`, where given)."""
-    top, variant, kind = model["top"], model["variant"], model["kind"]
-    x = race_stream(model, tokens) if stream is None else stream
-    return final_norm(x, variant, top, impl="fast", kind=kind) @ top["head"].T
-
-
-def weight_norm(model: dict[str, object]) -> float:
-    """‖W‖: the Frobenius norm of every block's weight matrices (:data:`BLOCK_MATRICES`)
-    together."""
-    return math.sqrt(sum(float(p[name].detach().square().sum())
-                         for p in model["blocks"] for name in BLOCK_MATRICES))
-
-
-def _parameters(model: dict[str, object]) -> list[torch.Tensor]:
-    return [*model["top"].values(), *(t for p in model["blocks"] for t in p.values())]
-
-
-class _Runner:
-    """One model of the race from one seed: its weights, Adam, its own batch sampler and its
-    curves."""
-
-    def __init__(self, config: RaceConfig, entrant: str, seed: int | None = None) -> None:
-        seed = config.seed if seed is None else seed
-        self.config, self.entrant, self.seed = config, entrant, seed
-        self.model = init_race_model(config, entrant, seed)
-        self.optimizer = torch.optim.Adam(_parameters(self.model), lr=config.lr)
-        self.generator = torch.Generator().manual_seed(seed + 1)  # the same batches for all
-        self.loss: list[float] = []
-        self.accuracy: list[float] = []
-        # before each step: ‖W‖ and the mean square of the stream leaving the last block
-        self.weight_norm: list[float] = []
-        self.stream: list[float] = []
-
-    @property
-    def step(self) -> int:
-        return len(self.loss)
-
-    def train_step(self) -> None:
-        config = self.config
-        tokens = torch.randint(RACE_VOCAB, (config.batch, RACE_SEQ_LEN), generator=self.generator)
-        target = race_targets(tokens, config.task)
-        stream = race_stream(self.model, tokens)
-        self.weight_norm.append(weight_norm(self.model))
-        self.stream.append(float(stream.detach().double().square().mean()))
-        logits = race_logits(self.model, tokens, stream)
-        loss = F.cross_entropy(logits.reshape(-1, RACE_VOCAB), target.reshape(-1))
-        for group in self.optimizer.param_groups:
-            group["lr"] = warmup_lr(self.step, config)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        self.loss.append(float(loss.detach()))
-        self.accuracy.append(float((logits.detach().argmax(-1) == target).double().mean()))
-
-
-@dataclass(frozen=True)
-class RaceProgress:
-    """Where a :class:`Race` stands: steps taken out of all (``fraction``), a line for the
-    progress bar, and the curves so far."""
-
-    fraction: float
-    text: str
-    curves: dict[str, dict[str, list[float]]]
-
-
-@dataclass(frozen=True, eq=False)
-class RaceResult:
-    """A finished (or stopped) race as plain numbers.
-
-    Attributes:
-        config: the settings it ran with.
-        curves: {entrant: {"loss": per step, "accuracy": token accuracy per step, "weight
-            norm": ‖W‖ before each step, "stream": the stream's mean square before each step}}
-            (:data:`RACE_CURVES`), the mean over the seeds; each step's batch is fresh, so these
-            are measured on sequences the model had not seen.
-        steps_done: steps every model took.
-        stopped: whether the learner stopped it before ``config.steps``.
-        seconds: wall-clock time of the whole race (on a shared machine: a rough guide).
-        seed_curves: {entrant: the same curves, one per seed} (empty: one seed, ``curves``).
-    """
-
-    config: RaceConfig
-    curves: dict[str, dict[str, list[float]]]
-    steps_done: int
-    stopped: bool
-    seconds: float
-    seed_curves: dict[str, list[dict[str, list[float]]]] = field(default_factory=dict)
-
-    def per_seed(self, entrant: str) -> list[dict[str, list[float]]]:
-        """``entrant``'s curves, one per seed."""
-        return self.seed_curves.get(entrant) or [self.curves[entrant]]
-
-    def band(self, entrant: str, key: str) -> tuple[np.ndarray, np.ndarray]:
-        """The lowest and the highest seed's value of ``key`` ("loss", "accuracy") per step."""
-        values = np.asarray([c[key] for c in self.per_seed(entrant)], dtype=np.float64)
-        return values.min(axis=0), values.max(axis=0)
-
-    def final_accuracies(self, entrant: str) -> list[float]:
-        """Each seed's mean token accuracy over its last :data:`SOLVED_WINDOW` steps."""
-        return [float(np.mean(c["accuracy"][-SOLVED_WINDOW:])) for c in self.per_seed(entrant)]
-
-    def solved_at(self, variant: str) -> int | None:
-        """The first step (1-based) at which the token accuracy, averaged over the last
-        :data:`SOLVED_WINDOW` steps, reached :data:`SOLVED_ACCURACY`; None if it never did."""
-        accuracy = np.asarray(self.curves[variant]["accuracy"])
-        if len(accuracy) < SOLVED_WINDOW:
-            return None
-        mean = np.convolve(accuracy, np.ones(SOLVED_WINDOW) / SOLVED_WINDOW, mode="valid")
-        hits = np.flatnonzero(mean >= SOLVED_ACCURACY)
-        return int(hits[0]) + SOLVED_WINDOW if len(hits) else None
-
-    def final_loss(self, variant: str) -> float:
-        """The mean loss of the last :data:`SOLVED_WINDOW` steps (NaN if it diverged)."""
-        return float(np.mean(self.curves[variant]["loss"][-SOLVED_WINDOW:]))
-
-    def final_accuracy(self, variant: str) -> float:
-        """The mean token accuracy of the last :data:`SOLVED_WINDOW` steps."""
-        return float(np.mean(self.curves[variant]["accuracy"][-SOLVED_WINDOW:]))
-
-
-#: The loss of guessing uniformly among the digits.
-CHANCE_LOSS = math.log(RACE_VOCAB)
 
 
 def race_findings(result: RaceResult) -> list[str]:
@@ -1179,80 +575,6 @@ def _ranking(finals: dict[str, list[float]]) -> str:
 
 def _joined(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-class Race(Chunked):
-    """``config``'s entrants (post-LN and pre-LN unless told), each from ``config.seeds``
-    seeds, trained on its task, advanced in chunks (:class:`lnviz.chunked.Chunked`): a piece is
-    one step of the model behind, on one torch thread; ``result()`` gives what they learned so
-    far as a :class:`RaceResult`. Building one is instant: the models are made on first use.
-    """
-
-    def __init__(self, config: RaceConfig) -> None:
-        super().__init__()
-        self.config = config
-        self._runners: list[_Runner] = []
-
-    @property
-    def runners(self) -> list[_Runner]:
-        with self._lock:
-            if not self._runners:
-                self._runners = [_Runner(self.config, entrant, self.config.seed + k)
-                                 for entrant in self.config.entrants
-                                 for k in range(self.config.seeds)]
-            return self._runners
-
-    @property
-    def step(self) -> int:
-        """Steps every model has taken."""
-        return min(r.step for r in self.runners)
-
-    def _finished(self) -> bool:
-        return self.step >= self.config.steps
-
-    def _work(self) -> None:
-        min(self.runners, key=lambda r: r.step).train_step()
-
-    def _working(self) -> AbstractContextManager[None]:
-        return _one_thread()
-
-    def advance(self, steps: int) -> None:
-        """Up to ``steps`` more steps for each model (fewer at the end)."""
-        with self._lock, _one_thread():
-            target = min(self.step + steps, self.config.steps)
-            while not self.stopped and self.step < target:
-                min(self.runners, key=lambda r: r.step).train_step()
-
-    def seed_curves(self, steps: int | None = None) -> dict[str, list[dict[str, list[float]]]]:
-        """Each entrant's curves, one per seed (the first ``steps`` steps of each)."""
-        return {entrant: [{"loss": r.loss[:steps], "accuracy": r.accuracy[:steps],
-                           "weight norm": r.weight_norm[:steps], "stream": r.stream[:steps]}
-                          for r in self.runners if r.entrant == entrant]
-                for entrant in self.config.entrants}
-
-    def curves(self, steps: int | None = None) -> dict[str, dict[str, list[float]]]:
-        """Each entrant's curves, the mean over its seeds at every step they all took."""
-        means = {}
-        for entrant, runs in self.seed_curves(steps).items():
-            common = min(len(r["loss"]) for r in runs)
-            means[entrant] = {key: list(np.mean([r[key][:common] for r in runs], axis=0))
-                              if common else [] for key in RACE_CURVES}
-        return means
-
-    def progress(self) -> RaceProgress:
-        curves = self.curves()
-        latest = ", ".join(f"{v} {c['accuracy'][-1]:.0%}" for v, c in curves.items()
-                           if c["accuracy"])
-        return RaceProgress(self.step / self.config.steps,
-                            f"Step {self.step} of {self.config.steps}"
-                            + (f" · token accuracy: {latest}" if latest else ""), curves)
-
-    def result(self) -> RaceResult:
-        with self._lock:
-            steps = self.step
-            return RaceResult(self.config, self.curves(steps), steps,
-                              self.stopped and steps < self.config.steps, self.seconds,
-                              self.seed_curves(steps) if self.config.seeds > 1 else {})
 
 
 # --- Code for the learner -----------------------------------------------------------------------

@@ -32,10 +32,10 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lnviz.lessons.beyond import fit_record
+from lnviz.analysis import Recorded, fit_record
 from lnviz.lessons.common import Answer, short, token_place
-from lnviz.lessons.minilm import TransformerRun
 from lnviz.limits import SMOLLM2_MAX_TOKENS
+from lnviz.models.bert import sublayer_of
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
 
 __all__ = [
@@ -131,13 +131,13 @@ def prediction(run: DecoderRun, k: int = 5) -> Prediction:
     return Prediction(tuple(t for t, _ in top), tuple(p for _, p in top))
 
 
-def encoder_stream_rms(run: TransformerRun) -> np.ndarray:
+def encoder_stream_rms(run: Recorded) -> np.ndarray:
     """all-MiniLM-L6-v2's residual stream (post-LN: the output of the LayerNorm that ends each
     layer, after the embeddings' one): the median token's RMS, (n_layer + 1,)."""
-    names = ["embeddings.LayerNorm", *(n for n in run.names if n.endswith(".output.LayerNorm")
-                                       and "attention" not in n)]
-    return np.array([float(run.records[run.names.index(n)].output[0].double().square()
-                           .mean(-1).sqrt().median()) for n in names])
+    stream = [r for r in run.records if r.name == "embeddings.LayerNorm"
+              or sublayer_of(r.name) == "feed-forward"]
+    return np.array([float(r.output[0].double().square().mean(-1).sqrt().median())
+                     for r in stream])
 
 
 def stream_rms(run: DecoderRun) -> tuple[np.ndarray, np.ndarray]:

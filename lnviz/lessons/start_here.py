@@ -29,9 +29,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from lnviz.analysis import DepthProfile, StackConfig, depth_profiles
 from lnviz.data import get_preset
 from lnviz.lessons.common import defined
-from lnviz.lessons.shapes import DepthProfile, StackConfig, depth_profiles
 from lnviz.norms import NormResult, batch_norm, layer_norm, rms_norm
 
 __all__ = [

