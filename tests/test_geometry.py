@@ -390,7 +390,14 @@ def test_every_sentence_holds_for_its_setting(source, h, norm, eps):
     else:
         exact = (x64 - x64.mean(0)) / np.sqrt(x64.var(0) + eps)
     pairwise = np.linalg.norm(exact[:, None] - exact[None], axis=2)
-    one_point = bool(pairwise.max() <= 1e-9 * math.sqrt(h))
+    if norm == "BatchNorm":
+        one_point = bool(pairwise.max() <= 1e-12)
+    else:  # exact arithmetic: one direction and, at any ε > 0, one σ² (one mean square)
+        centred = x64 - x64.mean(1, keepdims=True) if norm == "LayerNorm" else x64
+        ways = centred / np.linalg.norm(centred, axis=1, keepdims=True)
+        spread = (centred**2).mean(1)
+        one_point = bool(np.abs(ways - ways[0]).max() <= 1e-12
+                         and (eps == 0 or np.ptp(spread) <= 1e-12 * spread.max()))
     assert any(line.startswith(f"All {len(x_hat)} x̂ land on one point") for line in lines) \
         is one_point
     same_way = any("point the same way" in line for line in lines)
@@ -769,3 +776,21 @@ def test_with_eps_only_the_two_sentences_vectors_of_equal_variance_share_a_point
     # and said to be; not from ε = 1e-5 on, where float32 tells some of them apart
     assert answer.reply("all on one point").startswith("**Right:**") is (eps < 1e-5)
     assert ("as the numbers are stored" in answer.reason) is (0 < eps < 1e-5)
+
+
+@pytest.mark.parametrize("h", [2, 3])
+@pytest.mark.parametrize("eps", [1e-12, 1e-11, 1e-10, 1e-9])
+def test_a_tiny_eps_still_parts_vectors_of_unequal_variance(h, eps):
+    """However small ε > 0 is, vectors of unequal σ² land at different distances: in float64
+    the two sentences' x̂ are ~1e-12 apart at ε = 1e-12, hundreds of times its rounding, so
+    "on fewer points than vectors" ("are" and "powerful" share one) is right and nothing else
+    is; in float32 the same distances are below the rounding, and "one point" is right too."""
+    inputs = input_vectors("seed", h)
+    exact = geometry_view(inputs.values, inputs.labels, "LayerNorm", eps, dtype="float64")
+    answer = landing_answer(exact)
+    assert answer.option == "on fewer points than vectors" and answer.accepted == ()
+    assert answer.reply("all on one point").startswith("**Not quite:**")
+    apart = np.linalg.norm(exact.x_hat - exact.x_hat[0], axis=1).max()
+    assert apart > 100 * exact.tolerance  # float64 shows them apart, far beyond its rounding
+    stored = geometry_view(inputs.values, inputs.labels, "LayerNorm", eps, dtype="float32")
+    assert landing_answer(stored).accepted == ("all on one point",)

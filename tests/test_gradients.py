@@ -438,7 +438,8 @@ def test_at_a_batch_of_two_the_reach_reply_says_when_batchnorm_answers_plus_or_m
     x_hat = (np.abs(F.batch_norm(x.double(), None, None, training=True, eps=eps).numpy())
              if eps > 0 else np.ones((2, 4)))
     low, high = f"{x_hat.min():.3g}", f"{x_hat.max():.3g}"
-    assert (f"|x̂| is {low} in every feature" if low == high else
+    same = "rounds to" if eps > 0 and low == "1" else "is"
+    assert (f"|x̂| {same} {low} in every feature" if low == high else
             f"|x̂| runs from {low} to {high}") in answer.reason
     if eps == 0:  # no gradient at all: "nowhere", and nothing is ε's doing
         assert answer.option == "nowhere" and np.abs(grad).max() == 0
@@ -628,3 +629,38 @@ def test_the_weights_gradient_scales_as_one_over_their_size_before_layer_norm(fa
     text = " ".join(m.value for m in open_page(PAGE, {"gr_factor": f"{factor}"}).markdown)
     assert "with small values, we take big steps" in text
     assert f"multiplying W by {factor:g} multiplies ‖∂L/∂W‖ by {short(1 / factor)}" in text
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("features", [2, 4, 8])
+@pytest.mark.parametrize("eps", [1e-12, 1e-9, 1e-5, 1.0])
+@pytest.mark.parametrize(("kind", "option"), [("one-hot", "one feature's column"),
+                                              ("ones", "nowhere"), ("random", "every cell")])
+def test_at_a_batch_of_two_the_reach_is_the_exact_pattern_however_small_eps(seed, features, eps,
+                                                                            kind, option):
+    """With two samples and ε > 0, ∂L/∂x = ±(1 − x̂²)(g₁ − g₂)/(2√(σ² + ε)) per feature:
+    nonzero wherever g differs between the samples, even where ε = 1e-12 makes it 1e-14 (below
+    any fixed cut-off). The answer is that pattern; the formula is checked against torch's
+    autograd in float64 cell by cell (to its rounding); "nowhere" is accepted beside it only
+    while the whole gradient is tiny."""
+    from lnviz.lessons.gradients import reach_answer
+
+    x = gradient_input(2, features, seed=seed).double().requires_grad_(True)
+    upstream = upstream_gradient((2, features), kind, cell=(0, 1), seed=seed).double()
+    F.batch_norm(x, None, None, training=True, eps=eps).backward(upstream)
+    d = x.detach()[0] - x.detach()[1]  # (C,): with two samples σ² = d²/4 and x̂ = ±d/√(d² + 4ε)
+    short = 4 * eps / (d**2 + 4 * eps)  # 1 − x̂², exactly, without 1 − (1 − tiny)'s cancellation
+    spread = torch.sqrt(d**2 / 4 + eps)
+    half = short * (upstream[0] - upstream[1]) / (2 * spread)
+    formula = torch.stack([half, -half])
+    # autograd rounds in units of |g|/√(σ² + ε); the formula holds to that, and to 1e-6 relative
+    torch.testing.assert_close(x.grad, formula, rtol=1e-6,
+                               atol=float(1e-14 * (upstream.abs().max() / spread.min())))
+    answer = reach_answer(x.grad.numpy(), kind, (0, 1), x=x.detach().numpy(), eps=eps)
+    assert answer.option == option
+    reached = formula.abs() > 0
+    assert bool(reached.all()) is (option == "every cell")
+    assert bool(reached.any()) is (option != "nowhere")
+    tiny = float(x.grad.abs().max()) < 0.01
+    assert answer.reply("nowhere").startswith("**Right:**") is (tiny or option == "nowhere")
+    assert answer.reply("scattered cells").startswith("**Not quite:**")

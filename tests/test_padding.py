@@ -362,6 +362,20 @@ def test_snippet_for_seed_002_gives_its_numbers_and_beta_on_the_pad():
         (x.numpy() - stats.mean_with_pad) / np.sqrt(stats.std_with_pad**2 + 1e-5)))
 
 
+@pytest.mark.parametrize("eps", [0.0, 1e-5])
+def test_the_snippets_comment_on_the_pad_row_is_what_it_prints(eps):
+    """A pad row is one value repeated (σ² = 0): x̂ = 0/√ε = 0 and the output is β; at ε = 0,
+    0/0 is NaN, and the comment says so."""
+    code = padding_snippet(seed_002(), eps, 3.0, -0.5)
+    pad = _run_snippet(code)["ln"][1, 3]
+    if eps > 0:
+        assert "# every pad token: β" in code
+        torch.testing.assert_close(pad, torch.full((3,), -0.5))
+    else:
+        assert "# every pad token: nan" in code and "a pad row itself gives β" not in code
+        assert torch.isnan(pad).all()
+
+
 def test_snippet_rebuilds_a_generated_batch_with_the_pages_generator():
     recipe = PaddedRecipe(batch_size=3, d_model=5, lengths=(4, 1, 2), max_len=4, pad_value=-2.0,
                           seed=7)

@@ -588,3 +588,20 @@ def test_what_a_question_quotes_of_an_answer_is_its_fractional_numbers(questions
     assert answer_quotes(questions["bn_two"]) == frozenset()
     assert answer_quotes(questions["why"]) == {questions["why"].answer}
 
+
+
+def test_the_batch_of_two_reply_says_how_close_two_values_may_come(steps):
+    """Step 5's reply: BatchNorm on two values gives ±1 within the check's tolerance unless
+    they lie within _NEAR_PAIR (about 14·√ε, 0.044 at ε = 1e-5) of each other: torch's own
+    batch_norm on a pair that far apart gives ±(1 − TOLERANCE), and nearer, less."""
+    from lnviz.lessons.start_here import _NEAR_PAIR, EPS, TOLERANCE
+
+    for gap, size in ((_NEAR_PAIR, 1 - TOLERANCE), (_NEAR_PAIR / 2, None)):
+        x = torch.tensor([[0.0], [gap]], dtype=torch.float64)
+        out = torch.nn.functional.batch_norm(x, None, None, training=True, eps=EPS)
+        if size is None:
+            assert float(out.abs().max()) < 1 - 2 * TOLERANCE
+        else:
+            assert float(out.abs().max()) == pytest.approx(size, abs=1e-9)
+    replies = [q.right for q in steps[4].questions]
+    assert any(f"within {_NEAR_PAIR:.2g} of each other, 14·√ε" in r for r in replies), replies

@@ -284,9 +284,50 @@ class GeometryView:
 
     @property
     def exact_tolerance(self) -> float:
-        """How far apart two :attr:`exact_x_hat` may be and still count as one point: float64
-        rounding, far below any distance an ε ≥ 1e-12 puts between two vectors' x̂."""
-        return 1e-9 * math.sqrt(self.h)
+        """How far apart two :attr:`exact_x_hat` may be and still count as one point: float64's
+        rounding of x̂, the page's sixteen units of its last place times √H (:attr:`tolerance`
+        in float64), times how far the inputs reach from 0 next to their spread √(σ² + ε):
+        centring rounds in units of the inputs, x̂ in units of the spread. An ε > 0 puts
+        vectors of unequal σ² about √H·(ε/2)·|1/σ₁² − 1/σ₂²| apart, on σ² of order one some
+        hundred times this at ε = 1e-12; closer than this, float64 cannot tell them apart."""
+        spread = np.sqrt(np.asarray(self.var, dtype=np.float64) + self.eps).ravel()
+        spread = spread[np.isfinite(spread) & (spread > 0)]
+        reach = float(np.nanmax(np.abs(self.inputs), initial=0.0))
+        scale = max(1.0, reach / float(spread.min())) if spread.size else 1.0
+        return 16 * float(np.finfo(np.float64).eps) * math.sqrt(self.h) * scale
+
+    @property
+    def points(self) -> list[list[int]]:
+        """Which vectors share a point, in groups of indices (NaN x̂ left out), by what exact
+        arithmetic says rather than by how close the computed x̂ happen to be: under LayerNorm
+        (RMSNorm) two vectors share a point when x − μ (x) points the same way and, at any
+        ε > 0 however small, they have the same σ² (mean square); under BatchNorm when their
+        float64 x̂ are equal. Directions and spreads are compared within float64's rounding
+        (:attr:`exact_tolerance`)."""
+        if self.norm == "BatchNorm":
+            return groups_of_equal(self.exact_x_hat, self.exact_tolerance)
+        x = self.inputs.astype(np.float64)
+        centred = x - x.mean(axis=1, keepdims=True) if self.norm == "LayerNorm" else x
+        length = np.linalg.norm(centred, axis=1, keepdims=True)
+        direction = np.divide(centred, length, out=np.zeros_like(centred), where=length > 0)
+        direction[~np.isfinite(self.exact_x_hat).all(axis=1)] = np.nan  # 0/0 at ε = 0
+        rays = groups_of_equal(direction, self.exact_tolerance)
+        if self.eps == 0:
+            return rays
+        spread = np.square(centred).mean(axis=1)  # σ² (LayerNorm) or the mean square (RMSNorm)
+        relative = self.exact_tolerance ** 2 / self.h  # (16·eps·scale)², far above σ²'s rounding
+        points = []
+        for ray in rays:
+            for i in ray:
+                for group in points:
+                    j = group[0]
+                    if j in ray and abs(spread[i] - spread[j]) <= relative * max(spread[i],
+                                                                                  spread[j]):
+                        group.append(i)
+                        break
+                else:
+                    points.append([i])
+        return sorted(points, key=lambda group: group[0])
 
     @property
     def reach(self) -> float:
@@ -521,15 +562,15 @@ def landing_answer(view: GeometryView) -> Answer | None:
     count = int(view.finite.sum())
     if count < 2:
         return None
-    groups = groups_of_equal(view.exact_x_hat, view.exact_tolerance)
+    groups = view.points
     option = LANDING_OPTIONS[0 if len(groups) == 1 else 2 if len(groups) == count else 1]
     reason = f"{_KEEPS[view.norm]} {_collapse(view)}{_instance(view, groups)}"
     stored = groups_of_equal(view.x_hat, view.tolerance)  # as the chosen precision holds them
-    if len(groups) > 1 and len(stored) == 1:  # ε's distances below what the precision shows
+    shown = LANDING_OPTIONS[0 if len(stored) == 1 else 2 if len(stored) == count else 1]
+    if len(stored) < len(groups) and shown != option:  # ε's distances below the precision's
         return Answer(option, reason + (
-            f" In {view.dtype} those distances differ by less than its rounding, so "
-            f"“{LANDING_OPTIONS[0]}” is right too, as the numbers are stored."),
-            (LANDING_OPTIONS[0],))
+            f" In {view.dtype} some of those distances are smaller than its rounding, so "
+            f"“{shown}” is right too, as the numbers are stored."), (shown,))
     return Answer(option, reason)
 
 
@@ -631,7 +672,7 @@ def _collapse(view: GeometryView) -> str:
     """How many places the vectors went to: one point, one ray, or several."""
     finite = view.finite
     count = int(finite.sum())
-    points = groups_of_equal(view.exact_x_hat, view.exact_tolerance)
+    points = view.points
     if len(points) == 1:
         spread = max(np.linalg.norm(view.x_hat[i] - view.x_hat[points[0][0]])
                      for i in points[0])

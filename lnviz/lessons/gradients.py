@@ -86,6 +86,17 @@ REACH_OPTIONS = ("nowhere", "one feature's column", "one sample's row", "every c
                  "scattered cells")
 
 
+def _pair_reach(kind: str, features: int) -> str:
+    """Where BatchNorm's ∂L/∂x is nonzero with two samples and ε > 0 (exactly, however small):
+    in the features whose upstream gradient differs between the samples — none for "ones",
+    the one-hot's column, every feature for "random" (two draws differ)."""
+    if kind == "ones":
+        return REACH_OPTIONS[0]
+    if kind == ONE_HOT and features > 1:
+        return REACH_OPTIONS[1]
+    return REACH_OPTIONS[3]
+
+
 def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 0), *,
                  x: np.ndarray | None = None, eps: float = 1e-5) -> Answer:
     """Which of :data:`REACH_OPTIONS` BatchNorm's ∂L/∂x ``grad_input`` (N, C) makes right under
@@ -117,13 +128,24 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
             d = np.abs(np.diff(np.asarray(x, dtype=np.float64), axis=0))
             sizes = d / np.sqrt(d * d + 4 * eps)
             low, high = f"{sizes.min():.3g}", f"{sizes.max():.3g}"
-            reason += ((f"Here |x̂| is {low} in every feature" if low == high else
+            same = "rounds to" if eps > 0 and low == "1" else "is"
+            reason += ((f"Here |x̂| {same} {low} in every feature" if low == high else
                         f"Here |x̂| runs from {low} to {high}")
                        + (": the pairs are far apart next to ε. " if sizes.min() > 0.99 else
                           f": at ε = {eps:g}, x̂ depends on x again. "))
         if eps == 0:
             reason += "At ε = 0 x̂ is exactly ±1, so ∂L/∂x is 0 everywhere."
         else:
+            # exactly: x̂ = ±a with a < 1, so ∂L/∂x = ±(1 − a²)(g₁ − g₂)/(2√(σ² + ε)) in each
+            # feature, nonzero wherever the upstream gradient g differs between the two samples
+            # however small (below 1e-12 at ε = 1e-12): read from g's kind, not the numbers
+            option = _pair_reach(kind, n_cols)
+            reason += ("With ε > 0, |x̂| falls short of 1, however slightly, and ∂L/∂x = "
+                       "±(1 − x̂²)(g₁ − g₂)/(2√(σ² + ε)) in each feature: nonzero wherever the "
+                       "upstream gradient g differs between the two samples. ")
+        if eps > 0 and option == REACH_OPTIONS[0]:
+            reason += "Here g is the same in both samples (L = Σ y): ∂L/∂x is 0 everywhere."
+        elif eps > 0:
             hardly = largest < 0.01
             if hardly and option != REACH_OPTIONS[0]:
                 accepted = (REACH_OPTIONS[0],)

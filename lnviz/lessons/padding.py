@@ -434,6 +434,8 @@ def padding_snippet(batch: Batch, eps: float = 1e-5, gamma: float = 1.0, beta: f
     refuses_masked = ("" if batch.mask.sum() >= MIN_REAL_TOKENS else
                       "\n# With one real token torch raises here: one value per channel.")
     d = batch.values.shape[-1]
+    # a pad row is one value repeated: σ² = 0, so x̂ = 0/√ε = 0 and the output is β; at ε = 0, 0/0
+    pad_row, pad_out = ("β", "β") if eps > 0 else ("NaN at eps=0 (0/0)", "nan")
     return f"""import torch
 import torch.nn.functional as F
 
@@ -448,8 +450,8 @@ bn_masked[mask] = F.batch_norm(x[mask], None, None, training=True)
 mean_real, mean_all = x[mask].mean(0), x.reshape(-1, x.shape[-1]).mean(0)
 print(mean_real, mean_all)  # μ without / with the pads
 
-# LayerNorm per token: the pads cannot reach a real token; a pad row itself gives β.
+# LayerNorm per token: the pads cannot reach a real token; a pad row itself gives {pad_row}.
 gamma, beta = torch.full(({d},), {gamma!r}), torch.full(({d},), {beta!r})
 ln = F.layer_norm(x, ({d},), gamma, beta, eps={eps!r})
-print(ln[~mask])  # every pad token: β
+print(ln[~mask])  # every pad token: {pad_out}
 """

@@ -63,6 +63,9 @@ TOLERANCE = 0.01
 NEARLY = 0.05
 #: PyTorch's default ε, used everywhere on the path unless a step says otherwise.
 EPS = 1e-5
+#: How far apart two values must be for BatchNorm's batch of two to give ±1 within TOLERANCE:
+#: |x̂| = d/√(d² + 4ε) ≥ 1 − t once d ≥ 2√ε·(1 − t)/√(1 − (1 − t)²), about 14·√ε.
+_NEAR_PAIR = 2 * math.sqrt(EPS) * (1 - TOLERANCE) / math.sqrt(1 - (1 - TOLERANCE) ** 2)
 #: What the transformer article prints for “I”: σ cut to 0.81, and the ends 1/0.81 cut to 1.23.
 ARTICLE_SIGMA, ARTICLE_ENDS = 0.81, 1.23
 #: The transformer stack of step 8: as deep as BERT-base or GPT-2 small, narrow enough to be
@@ -636,8 +639,9 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
                  f"half their distance (μ of feature 0 is {float(mu[0]):g}).",
             right=f"Right: {format_numbers(out_i)}. With two values per feature, μ is their "
                   "midpoint and σ half their distance, so each output is −1 or +1 whatever "
-                  "the values (unless they lie within a few √ε ≈ 0.003 of each other): a "
-                  "batch of two keeps only which token is larger.",
+                  f"the values (unless they lie within {_NEAR_PAIR:.2g} of each other, "
+                  f"{_NEAR_PAIR / math.sqrt(EPS):.0f}·√ε: closer, ε pulls the output more than "
+                  f"{TOLERANCE:g} short of ±1): a batch of two keeps only which token is larger.",
             table=pd.DataFrame({
                 "feature": [0, 1, 2], "“I”": _vector(pair[0]),
                 "“Transformers”": _vector(pair[1]), "μ": _vector(bn.mean),
