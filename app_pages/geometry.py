@@ -42,7 +42,7 @@ st.markdown(
     "x onto the plane Σx = 0, along the diagonal (1, …, 1). Dividing by σ then slides the point "
     "along its ray from 0 to the sphere of radius √H, because |x − μ|² = H·σ². So x̂ ends on "
     "the set where that plane meets that sphere (for any x whose features are not all "
-    "equal): a circle at H = 3, two points at H = 2. ε pulls it inside, to "
+    "equal): at H = 3, a circle. ε pulls it inside, to "
     "√H·√(σ²/(σ² + ε)). With H = 2 or 3 you can watch it."
 )
 st.latex(r"\hat x = \frac{x - \mu\,\mathbf{1}}{\sqrt{\sigma^2 + \epsilon}}")

@@ -184,7 +184,8 @@ def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int, pad_value: f
         "Keep this batch's real tokens and put more and more pads beside them. BatchNorm's mean "
         "slides toward the pad value; its σ widens at first if the pad value lies more than one "
         "σ from the real tokens' mean, and shrinks once the pads dominate; every real token's "
-        "output moves. Masked BatchNorm and LayerNorm stay exactly where they were."
+        "output moves. Masked BatchNorm stays where it was, up to rounding; LayerNorm, bit for "
+        "bit."
         if stats.masked_ok else
         "Keep this batch's single real token and put more and more pads beside it. BatchNorm's "
         "mean (from one pad on) slides toward the pad value. With one real token there is no "

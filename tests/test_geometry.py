@@ -794,3 +794,20 @@ def test_a_tiny_eps_still_parts_vectors_of_unequal_variance(h, eps):
     assert apart > 100 * exact.tolerance  # float64 shows them apart, far beyond its rounding
     stored = geometry_view(inputs.values, inputs.labels, "LayerNorm", eps, dtype="float32")
     assert landing_answer(stored).accepted == ("all on one point",)
+
+
+def test_the_intro_leaves_where_two_features_land_to_the_question() -> None:
+    """At H = 2 LayerNorm sends every vector to one of two points: for random vectors that is
+    the question's answer ("on fewer points than vectors"), so the paragraph above it names the
+    circle at H = 3 and not the two points."""
+    from pageutil import open_page, page_text
+
+    at = open_page(PAGE, {"gm_src": "Random", "gm_h": "2"}, asked=True)
+    assert at.segmented_control(key="gm_src").value == "random"
+    assert at.segmented_control(key="gm_h").value == 2
+    assert [r.label for r in at.radio] == [
+        "Before you look: under LayerNorm at ε = 0, where do the 8 vectors' x̂ land?"]
+    assert "two points" not in page_text(at)
+    inputs = input_vectors("random", 2, count=8, seed=0)
+    answer = landing_answer(geometry_view(inputs.values, inputs.labels, "LayerNorm", 0.0))
+    assert answer.option == "on fewer points than vectors"

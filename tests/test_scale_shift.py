@@ -189,6 +189,16 @@ def test_feature_caption_follows_the_numbers():
     assert "lands on its target up to rounding and ε" in feature_caption(bn)
 
 
+def test_with_every_gamma_at_zero_no_column_is_said_to_miss():
+    """γ_c = 0 for every feature: LayerNorm's output is β_c in every row, so each column is
+    exactly on its target; the caption says so instead of naming a feature that misses most."""
+    ln = per_feature_affine(feature_batch(), [0.0] * 4, [-1.0, 0.0, 1.0, 2.0], "LayerNorm")
+    assert ln.mean_miss.max() == 0 and ln.std_miss.max() == 0
+    caption = feature_caption(ln)
+    assert "lands on its target exactly (largest miss 0)" in caption
+    assert "miss their targets" not in caption
+
+
 def test_per_feature_batch_norm_hits_its_targets():
     x = feature_batch()
     gamma, beta = [0.5, 1.0, 2.0, -1.0], [-1.0, 0.0, 1.0, 2.0]

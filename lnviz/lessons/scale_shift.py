@@ -234,6 +234,11 @@ def feature_caption(result: FeatureAffine) -> str:
         return lead + ("Under BatchNorm each column lands on its target up to rounding and ε: "
                        f"the largest miss is {result.mean_miss.max():.2g} in mean and "
                        f"{result.std_miss.max():.2g} in standard deviation.")
+    if not np.any(result.gamma):  # every column is β_c exactly: nothing of the rows is left
+        return lead + ("With every γ_c at 0, LayerNorm's output is β_c in every row, so each "
+                       "column lands on its target exactly (largest miss "
+                       f"{max(result.mean_miss.max(), result.std_miss.max()):.2g}): γ is what "
+                       "carries the rows' standardization into the columns.")
     worst_mean, worst_std = int(np.argmax(result.mean_miss)), int(np.argmax(result.std_miss))
     return lead + (f"Under LayerNorm the columns miss their targets by up to "
                    f"{result.mean_miss.max():.2g} in mean (feature {worst_mean}) and "
