@@ -178,7 +178,7 @@ class Limits:
     sweep_tokens: int
     #: the largest training race (lnviz.train.race_work, block-steps): full, more than
     #: the largest either page offers (Beyond's, 48,000: about 100 s here, quiet); demo, the
-    #: pages' defaults and a little more (12,000: about 25 s here, docs/benchmarks.md §11)
+    #: pages' defaults and a little more (12,000: about 25 s here, docs/benchmarks.md §6)
     race_work: int
     #: the Performance page's benchmark: its largest size (rows × features), longest time budget
     #: (s) and whether torch.compile may run. Demo: sizes to 4096 × 1024 (16 MB a tensor; the

@@ -62,7 +62,7 @@ except ImportError:  # the ``browser`` fixture skips (or fails) the browser test
 TIMEOUT_MS = 120_000
 #: The browser tests' desktop window: a common laptop's. Chromium draws in software here, and
 #: the pixels it paints are much of a page load's cost: 1280 × 800 took about 17 % less of
-#: Chromium's CPU than 1400 × 1000 over the same five page loads (docs/benchmarks.md §9).
+#: Chromium's CPU than 1400 × 1000 over the same five page loads (docs/benchmarks.md §7).
 DESKTOP_VIEWPORT = {"width": 1280, "height": 800}
 if sync_playwright is not None:
     expect.set_options(timeout=TIMEOUT_MS)
@@ -178,7 +178,7 @@ def new_context(browser: Browser, viewport: dict[str, int] | None = None,
     otherwise, the one timeout, and animations asked to stop (``prefers-reduced-motion``).
     Chromium composites in software here, and Streamlit's animations (the running indicator,
     elements fading in) kept its GPU process at about 1.1 CPU-s a page load; with reduced
-    motion, 0.15 (docs/benchmarks.md §9). What the tests check is where the page settles, which
+    motion, 0.15 (docs/benchmarks.md §7). What the tests check is where the page settles, which
     motion does not change."""
     context = browser.new_context(viewport=viewport or DESKTOP_VIEWPORT, reduced_motion="reduce",
                                   **options)
@@ -208,7 +208,7 @@ def desktop(browser: Browser) -> Iterator[BrowserContext]:
 class Tabs:
     """One tab of a context that test after test opens its page in, instead of a new tab each:
     a new tab cost Chromium about 4.5 s of CPU here, as much again as the page it then loaded
-    (docs/benchmarks.md §9). Between tests the tab goes to about:blank, which ends the page's
+    (docs/benchmarks.md §7). Between tests the tab goes to about:blank, which ends the page's
     session on the server as closing the tab did; what a test changed on the tab (routes, the
     window's size, a held mouse button) is undone, and a tab the test closed is replaced."""
 

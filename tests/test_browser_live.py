@@ -326,7 +326,7 @@ def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) ->
     - two releases, the second before the server has answered the first: the first run's reply
       must not put the control back to ``a``, and the page, the URL and the panel end on ``b``;
       twice over, down and up (not back to the value before: Streamlit can then leave ``a`` in
-      the URL after the run the second release interrupted, docs/benchmarks.md section 7);
+      the URL after the run the second release interrupted, a Streamlit behaviour left alone);
     - BatchNorm in eval mode and LayerNorm have as many step-table columns, named differently
       ("running μ" against "μ"): switching redraws the names, not only the numbers."""
     open_explorer(page, server, "?norm=BatchNorm&mode=eval&warmup=10&gamma=0.15")

@@ -28,7 +28,7 @@ def test_the_mmap_threshold_is_set_once_on_glibc() -> None:
 
 def test_the_shipped_config_runs_no_full_collection_after_every_rerun() -> None:
     """Streamlit's default gc.collect() after each run cost ~130 ms of CPU per rerun, most of
-    a rerun's server cost (docs/benchmarks.md §8): the shipped config turns it off."""
+    a rerun's server cost (docs/benchmarks.md §4): the shipped config turns it off."""
     config = (Path(__file__).parents[1] / ".streamlit/config.toml").read_text()
     runner = re.search(r"^\[runner\]\n(.*?)(?=^\[|\Z)", config, re.M | re.S)
     assert runner and re.search(r"^postScriptGC = false\b", runner.group(1), re.M)

@@ -328,7 +328,8 @@ def test_an_uploaded_mask_follows_the_axes_the_learner_picks() -> None:
 def test_pages_read_uploads_through_one_helper():
     """``lnviz.ui.source.uploaded_files`` keeps one copy of an upload's bytes: a page whose
     globals held the UploadedFile kept another copy per rerun until the cycle collector ran
-    (docs/benchmarks.md §6). Only lnviz/ui/source.py calls st.file_uploader."""
+    (a 144 MB capture: 138 MB more per rerun, tools/inspector_memory.py). Only
+    lnviz/ui/source.py calls st.file_uploader."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
     python tools/model_bench.py [CHECKOUT] [REPEATS]
 
 CHECKOUT (default: this one) is the lnviz checkout to time, so that two versions can be timed
-one after the other on the same machine (docs/benchmarks.md §6).
+one after the other on the same machine (docs/benchmarks.md §5).
 """
 
 from __future__ import annotations

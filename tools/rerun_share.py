@@ -8,7 +8,7 @@ tools/livebench.py presses it (one step and back, the first presses untimed so t
 session's caches hold both settings). Each timed run is profiled in the script's thread; lnviz's
 work is the time inside lnviz's own functions (not lnviz.ui) called from the page or from
 lnviz.ui, the rest being Streamlit building and sending the page's elements. Prints a Markdown
-table; docs/benchmarks.md §7 keeps the numbers. The times include the profiler's overhead: the
+table; docs/benchmarks.md §2 keeps the numbers. The times include the profiler's overhead: the
 share is the number to read.
 """
 
