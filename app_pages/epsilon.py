@@ -20,8 +20,8 @@ from lnviz.lessons.epsilon import (
     epsilon_steps,
     epsilon_sweep,
     fixed_upstream_gradient,
+    formula_module_without_epsilon,
     precision_sweep,
-    seed_000_without_epsilon,
     stability_vector,
 )
 from lnviz.ui.cache import cached
@@ -139,7 +139,7 @@ def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: 
         if note:
             st.warning(note, icon="⚠️")
 
-        cell = cached(seed_000_without_epsilon, x)
+        cell = cached(formula_module_without_epsilon, x)
         st.markdown("**The formula tutorial's “Error without epsilon”.** Its example divides by "
                     "√σ² with no "
                     "ε inside `try` … `except Exception`, to print an error. On this vector it "

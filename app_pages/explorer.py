@@ -17,11 +17,11 @@ from lnviz.lessons.explorer import (
     impl_note,
     padding_grid,
     pytorch_snippet,
-    seed_checks,
     shared_outputs,
     shared_title,
     statistics_note,
     stats_heading,
+    worked_checks,
 )
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.downloads import download_button
@@ -145,7 +145,7 @@ def steps(ex: Exploration, spec: NormSpec, batch: Batch, live_key: str | None) -
 
 steps(ex, spec, batch, live_key)
 
-if source_key[0] == "preset" and (check := seed_checks(source_key[1])) is not None:
+if source_key[0] == "preset" and (check := worked_checks(source_key[1])) is not None:
     st.subheader(check.title)
     st.table(check.table.set_index("step"))  # a static table wraps the long verdicts
     st.caption(check.note)

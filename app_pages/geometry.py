@@ -51,7 +51,7 @@ st.latex(r"\sum_i \hat x_i = 0, \qquad "
 
 cols = st.columns([4, 2, 4])
 source = cols[0].segmented_control(
-    "Input", list(SOURCES), format_func=SOURCES.__getitem__, default="seed", required=True,
+    "Input", list(SOURCES), format_func=SOURCES.__getitem__, default="sentences", required=True,
     key="gm_src", bind="query-params",
     help="The two sentences' seven token embeddings (\"I\" = [1, 2, 3] … \"powerful\" = "
          "[7, 13, 19]), "

@@ -26,9 +26,9 @@ from lnviz.lessons.shapes import (
     gradient_findings,
     layer_norm_shapes,
     layer_norm_snippet,
+    notes_batch_of_two,
     race_findings,
     reshape_table,
-    seed_003_batch_of_two,
     shape_example,
     shapes_try_this,
     shares_answer,
@@ -145,7 +145,7 @@ with folded("The two words with a batch of two", "sh_part2"):
         st.caption(f"This part works the question above through for “{BATCH_OF_TWO}” over its "
                    "last 2 dims: choose that tensor and those dims above and answer it first.")
     else:
-        two = cached(seed_003_batch_of_two)
+        two = cached(notes_batch_of_two)
         st.markdown(
             "The two-word notes type their words batch first, `torch.Tensor([[[0.2, 0.1, 0.3], "
             "[0.5, 0.1, 0.1]]])` — (batch, words, embedding) = (1, 2, 3) — then turn it into "

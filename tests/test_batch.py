@@ -97,7 +97,7 @@ def test_eval_mode_uses_running_statistics_after_warm_up():
     assert explore(batch, NormSpec(norm="BatchNorm", training=False)).agrees_with_torch
 
 
-def test_layer_norm_over_last_two_dims_of_seed_003():
+def test_layer_norm_over_last_two_dims_of_the_notes():
     p = get_preset("two_words")
     result = normalize(torch.tensor(p.values), "NLC", NormSpec(dims=2))
     expected = [[[0.0, -1.2238, 1.2238]], [[1.4140, -0.7070, -0.7070]]]

@@ -136,7 +136,7 @@ def test_reshape_mixes_tokens_and_permute_was_meant():
 
 
 @pytest.mark.parametrize(("batch", "same"), [(1, True), (2, False)])
-def test_seed_003s_reshape_is_a_permute_only_at_batch_1(batch, same):
+def test_the_notes_reshape_is_a_permute_only_at_batch_1(batch, same):
     x = torch.arange(batch * 2 * 3, dtype=torch.float32).reshape(batch, 2, 3)  # (batch, seq, emb)
     assert torch.equal(x.reshape(2, batch, 3), x.permute(1, 0, 2)) is same
 

@@ -369,7 +369,7 @@ def _geometry_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
     for h, norm, affine in [(3, "LayerNorm", True), (2, "LayerNorm", True), (3, "RMSNorm", True),
                             (2, "RMSNorm", False), (3, "BatchNorm", False),
                             (2, "BatchNorm", True)]:
-        inputs = geometry.input_vectors("seed", h)
+        inputs = geometry.input_vectors("sentences", h)
         values = np.vstack([inputs.values, np.full((1, h), 2.0)])  # constant: NaN at ε = 0
         gamma, beta = ((1.5, 0.5, 2.0)[:h], (1.0, 0.0, -0.5)[:h]) if affine else (None, None)
         view = geometry.geometry_view(values, (*inputs.labels, "flat"), norm, 0.0, gamma, beta)

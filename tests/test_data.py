@@ -99,7 +99,7 @@ def test_unknown_preset_lists_valid_keys():
         assert key in str(info.value)
 
 
-def test_padded_tokens_matches_seed_002():
+def test_padded_tokens_are_the_two_sentences():
     preset = get_preset("padded_tokens")
     expected = np.array(
         [
@@ -124,7 +124,7 @@ def test_padded_tokens_matches_seed_002():
     assert preset.source == "from the transformer article"
 
 
-def test_padded_tokens_batchnorm_statistics_from_seed_002():
+def test_padded_tokens_batchnorm_statistics_from_the_two_sentences():
     preset = get_preset("padded_tokens")
     feature_1 = preset.values[..., 0].ravel().astype(np.float64)
     np.testing.assert_array_equal(feature_1, [1, 2, 3, 4, 5, 6, 7, 0])
@@ -145,7 +145,7 @@ def test_padded_tokens_pad_row_has_zero_mean_and_variance():
     assert pad.var() == 0.0
 
 
-def test_two_words_matches_seed_003():
+def test_two_words_matches_the_notes():
     preset = get_preset("two_words")
     expected = np.array([[[0.2, 0.1, 0.3]], [[0.5, 0.1, 0.1]]], dtype=np.float32)
     np.testing.assert_array_equal(preset.values, expected)
@@ -162,7 +162,7 @@ def test_two_words_matches_seed_003():
     )
 
 
-def test_tiny_variance_matches_seed_000():
+def test_tiny_variance_matches_the_formula_module():
     preset = get_preset("tiny_variance")
     expected = np.array([[0.001, 0.001, 0.0011, 0.0009, 0.001]], dtype=np.float32)
     np.testing.assert_array_equal(preset.values, expected)

@@ -23,9 +23,9 @@ from lnviz.lessons.epsilon import (
     epsilon_steps,
     epsilon_sweep,
     fixed_upstream_gradient,
+    formula_module_without_epsilon,
     naive_mean_and_var,
     precision_sweep,
-    seed_000_without_epsilon,
     stability_vector,
     welford_mean_and_var,
 )
@@ -53,7 +53,7 @@ def test_vectors_are_the_seed_examples():
         stability_vector("huge")
 
 
-def test_sweep_on_seed_000_bends_at_eps_equal_variance():
+def test_sweep_on_the_formula_module_bends_at_eps_equal_variance():
     sweep = epsilon_sweep(np.array(SEED_000), dtype="float64")
     assert sweep.variance == pytest.approx(4e-9, rel=1e-9)
     # ε ≪ σ²: x − μ = ±1e-4 over σ = 6.32e-5 gives ±√2.5 = ±1.5811
@@ -276,7 +276,7 @@ def y_values(at, figure: int, trace: int, field: str = "y") -> np.ndarray:
     return np.array(decode(value) if isinstance(value, dict) else value, dtype=float)
 
 
-def test_page_opens_on_seed_000_with_pytorch_default_eps():
+def test_page_opens_on_the_formula_module_with_pytorch_default_eps():
     at = open_page(PAGE)
     assert len(figures(at)) == 3 and not alerts(at)["error"]
     assert at.title[0].value == "ε and numerical stability"
@@ -451,14 +451,14 @@ def test_the_residue_note_claims_a_contrast_only_where_there_is_one():
     assert seen == {True, False}  # float32 contrasts the two routes; float16 and float64 do not
 
 
-def test_seed_000s_except_branch_never_runs():
+def test_the_formula_modules_except_branch_never_runs():
     """The formula tutorial wraps (x − mean)/np.sqrt(var) in try/except to print "Error without
     epsilon"; numpy never raises there: σ² = 4e-9 is not 0, and 0/0 is a warning and NaN."""
-    tiny = seed_000_without_epsilon(stability_vector("tiny"))
+    tiny = formula_module_without_epsilon(stability_vector("tiny"))
     assert tiny.raised is None and not tiny.warnings and tiny.strict is None
     assert tiny.printed.startswith("Normalized (no epsilon): [ 0.          0.          1.58")
     assert "σ² = 4e-09 is not 0" in tiny.explain()
-    constant = seed_000_without_epsilon(stability_vector("constant"))
+    constant = formula_module_without_epsilon(stability_vector("constant"))
     assert constant.raised is None
     assert constant.printed == "Normalized (no epsilon): [nan nan nan nan]"
     assert constant.warnings == ("invalid value encountered in divide",)

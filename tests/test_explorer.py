@@ -43,9 +43,9 @@ from lnviz.lessons.explorer import (
     explore,
     group_stats,
     pytorch_snippet,
-    seed_checks,
     shared_outputs,
     statistics_note,
+    worked_checks,
 )
 from lnviz.limits import DEMO_LIMITS
 
@@ -83,7 +83,7 @@ def test_sidebar_offers_devices_precisions_and_seed(explorer):
     assert explorer.number_input(key="seed").value == 0
 
 
-def test_default_view_is_seed_002_under_layer_norm(explorer):
+def test_default_view_is_the_two_sentences_under_layer_norm(explorer):
     assert len(figures(explorer)) == 3
     out = output_grid(explorer)
     assert out.shape == (8, 3)
@@ -156,7 +156,7 @@ def test_eps_zero_on_a_constant_row_warns_instead_of_crashing():
     assert np.isnan(output_grid(at)[0]).all()
 
 
-def test_layer_norm_over_the_last_two_dims_of_seed_003():
+def test_layer_norm_over_the_last_two_dims_of_the_notes():
     at = open_page(EXPLORER, {"preset": "Two words, batch of one"})
     at.radio(key="dims").set_value(2).run()
     np.testing.assert_allclose(output_grid(at), [[0.0, -1.2238, 1.2238],
@@ -418,7 +418,7 @@ def test_group_stats_and_grid():
     assert rows[4] == "image 1 · ch 1" and cols[3] == "(1, 1)"
 
 
-def test_step_by_step_for_seed_002_feature_one():
+def test_step_by_step_for_the_two_sentences_feature_one():
     batch = padded()
     spec = NormSpec(norm="BatchNorm", use_mask=True)
     x = torch.tensor(batch.values)
@@ -817,7 +817,7 @@ def test_rms_norm_texts_do_not_speak_of_centring():
     assert any(n.startswith("mean(x²) overflowed") for n in notes)
 
 
-def test_the_default_view_points_out_seed_002s_seven_identical_tokens(explorer):
+def test_the_default_view_points_out_the_two_sentences_seven_identical_tokens(explorer):
     """The two sentences' seven real tokens are all a + b·[0, 1, 2], so LayerNorm maps every one to
     [−1.22, 0, 1.22]; the page says so, from the numbers."""
     info = alerts(explorer)["info"]
@@ -847,9 +847,9 @@ def seed_table(at):
     return table.reset_index()
 
 
-def test_seed_002s_numbers_are_checked_and_its_slips_named():
+def test_the_two_sentences_numbers_are_checked_and_its_slips_named():
     """"powerful → 1.52" is 1.53; "std 0.81" is 0.816; "−1.23" is −1.22 (from the cut 0.81)."""
-    check = seed_checks("padded_tokens")
+    check = worked_checks("padded_tokens")
     rows = check.table.set_index("step")
     powerful = rows.loc["“powerful”: (7 − 3.5)/2.29"]
     assert powerful["the source writes"] == "1.52" and powerful["lnviz computes"] == "1.5275"
@@ -867,10 +867,10 @@ def test_seed_002s_numbers_are_checked_and_its_slips_named():
     at = open_page(EXPLORER)
     assert seed_table(at).equals(check.table)
     assert any(s.value == "The transformer article's numbers, checked" for s in at.subheader)
-    assert seed_checks("far_from_zero") is None
+    assert worked_checks("far_from_zero") is None
 
 
-def test_seed_003s_slips_are_shown_with_its_example():
+def test_the_notes_slips_are_shown_with_its_example():
     at = open_page(EXPLORER, {"preset": "Two words, batch of one"})
     table = seed_table(at)
     text = " ".join(table.astype(str).to_numpy().ravel())

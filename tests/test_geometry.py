@@ -38,7 +38,7 @@ from lnviz.lessons.geometry import (
     landing_answer,
     path_caption,
     plane_basis,
-    seed_tokens,
+    sentence_tokens,
     target_shapes,
     torch_check,
     vector_table,
@@ -57,7 +57,7 @@ vectors = hs.lists(hs.lists(hs.floats(-50, 50, allow_nan=False, width=32), min_s
                             max_size=3), min_size=2, max_size=GEOMETRY_MAX_VECTORS)
 
 
-def view_of(source="seed", h=3, norm="LayerNorm", eps=0.0, gamma=None, beta=None,
+def view_of(source="sentences", h=3, norm="LayerNorm", eps=0.0, gamma=None, beta=None,
             dtype="float32", **source_args):
     inputs = input_vectors(source, h, **source_args)
     return geometry_view(inputs.values, inputs.labels, norm, eps, gamma, beta, dtype=dtype)
@@ -92,8 +92,8 @@ def torch_x_hat(x: torch.Tensor, norm: str, eps: float) -> torch.Tensor:
 # --- Sources ----------------------------------------------------------------------------------
 
 
-def test_seed_tokens_are_seed_002s_seven_real_tokens_from_the_preset():
-    values, labels = seed_tokens()
+def test_seed_tokens_are_the_two_sentences_seven_real_tokens_from_the_preset():
+    values, labels = sentence_tokens()
     preset = get_preset("padded_tokens")
     assert values.tolist() == SEED_002 and labels == TOKENS
     assert preset.values[preset.mask].tolist() == SEED_002  # the preset, not a retyped copy
@@ -104,7 +104,7 @@ def test_seed_tokens_are_seed_002s_seven_real_tokens_from_the_preset():
 
 
 def test_sources_give_the_first_h_features():
-    seed3, seed2 = input_vectors("seed", 3), input_vectors("seed", 2)
+    seed3, seed2 = input_vectors("sentences", 3), input_vectors("sentences", 2)
     assert seed3.dropped == 0 and seed2.dropped == 1
     np.testing.assert_array_equal(seed2.values, seed3.values[:, :2])
     random3 = input_vectors("random", 3, count=5, seed=4)
@@ -131,7 +131,7 @@ def test_sources_give_the_first_h_features():
     ("random", 2, {"count": GEOMETRY_MAX_VECTORS + 1}, f"at most {GEOMETRY_MAX_VECTORS}"),
     ("random", 2, {"count": 0}, "at least 1"),
     ("upload", 2, {}, "source must be one of"),
-    ("seed", 4, {}, "H must be one of"),
+    ("sentences", 4, {}, "H must be one of"),
 ])
 def test_sources_refuse_what_cannot_be_drawn(source, h, args, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -146,7 +146,7 @@ def test_batch_norm_refuses_a_single_vector_as_lnviz_does():
 def test_the_page_offers_the_norms_lnviz_runs_on_a_table():
     assert GEOMETRY_NORMS == ("LayerNorm", "RMSNorm", "BatchNorm")
     assert set(GEOMETRY_NORMS) <= set(TABLE_NORMS)
-    assert list(SOURCES) == ["seed", "random", "typed"] and FEATURES == (2, 3)
+    assert list(SOURCES) == ["sentences", "random", "typed"] and FEATURES == (2, 3)
 
 
 # --- Every point against lnviz's and torch's norms --------------------------------------------
@@ -156,7 +156,7 @@ def test_the_page_offers_the_norms_lnviz_runs_on_a_table():
     (norm, h, eps, dtype) for norm in GEOMETRY_NORMS for h in FEATURES for eps in SWEEP
     for dtype in ("float32", "float64") if not (norm == "BatchNorm" and eps == 0.0)])
 def test_every_point_is_lnvizs_and_torchs_x_hat(norm, h, eps, dtype):
-    for source, args in (("seed", {}), ("random", {"count": 12, "seed": 3})):
+    for source, args in (("sentences", {}), ("random", {"count": 12, "seed": 3})):
         view = view_of(source, h, norm, eps, dtype=dtype, **args)
         x = torch.as_tensor(input_vectors(source, h, **args).values).to(getattr(torch, dtype))
         tol = 1e-6 if dtype == "float32" else 1e-13
@@ -243,8 +243,8 @@ def test_rms_norm_points_are_on_the_sphere_anywhere(h, eps):
 
 
 @pytest.mark.parametrize("h", FEATURES)
-def test_seed_002s_seven_tokens_collapse_onto_one_point(h):
-    view = view_of("seed", h, "LayerNorm", 0.0)
+def test_the_two_sentences_seven_tokens_collapse_onto_one_point(h):
+    view = view_of("sentences", h, "LayerNorm", 0.0)
     spread = np.abs(view.x_hat - view.x_hat[0]).max()
     assert spread <= F32  # to float32 precision
     expected = np.array([-1.0, 0.0, 1.0]) * math.sqrt(1.5) if h == 3 else np.array([-1.0, 1.0])
@@ -256,8 +256,8 @@ def test_seed_002s_seven_tokens_collapse_onto_one_point(h):
 
 
 @pytest.mark.parametrize(("h", "eps"), itertools.product(FEATURES, SWEEP[1:]))
-def test_with_eps_seed_002s_tokens_share_a_ray_and_small_variances_are_pulled_in(h, eps):
-    view = view_of("seed", h, "LayerNorm", eps)
+def test_with_eps_the_two_sentences_tokens_share_a_ray_and_small_variances_are_pulled_in(h, eps):
+    view = view_of("sentences", h, "LayerNorm", eps)
     directions = view.x_hat / view.radius[:, None]
     assert np.abs(directions - directions[0]).max() <= F32
     var = view.var
@@ -295,8 +295,8 @@ def test_batch_of_two_gives_plus_or_minus_one_per_feature_the_twin():
 
 
 @pytest.mark.parametrize(("h", "eps"), itertools.product(FEATURES, EPSILONS))
-def test_batch_norm_puts_seed_002s_points_off_the_circle(h, eps):
-    view = view_of("seed", h, "BatchNorm", eps)
+def test_batch_norm_puts_the_two_sentences_points_off_the_circle(h, eps):
+    view = view_of("sentences", h, "BatchNorm", eps)
     assert view.circle_distance.min() > 1.0  # "every point leaves LayerNorm's circle"
     # what BatchNorm fixes instead: each feature's mean, and the mean of |x̂|²
     np.testing.assert_allclose(view.x_hat.mean(axis=0), 0.0, atol=F32)
@@ -442,7 +442,7 @@ def test_constant_vectors_are_named_and_nan_only_at_eps_zero():
 
 def test_rms_norm_splits_powerful_off_from_the_other_six():
     for h, eps in itertools.product(FEATURES, SWEEP):
-        view = view_of("seed", h, "RMSNorm", eps)
+        view = view_of("sentences", h, "RMSNorm", eps)
         # at ε = 0 two points; with ε > 0 two rays (or points, where ε moved them by less than
         # the precision tells apart)
         line = fact(view, "The 7 x̂ land on 2 different points" if eps == 0 else "The 7 x̂ ")
@@ -483,7 +483,7 @@ def test_the_table_has_a_row_per_vector_and_the_radius_law():
     ("BatchNorm", 3, 1e-5, True), ("BatchNorm", 2, 1e-2, False)])
 def test_the_snippet_runs_and_gives_the_pages_points(norm, h, eps, affine):
     gamma, beta = ((2.0, 1.0, 0.5)[:h], (1.0, 0.0, -0.5)[:h]) if affine else (None, None)
-    inputs = input_vectors("seed", h)
+    inputs = input_vectors("sentences", h)
     view = geometry_view(inputs.values, inputs.labels, norm, eps, gamma,
                          None if norm == "RMSNorm" else beta)
     code = geometry_snippet(inputs.values, norm, eps, gamma,
@@ -584,10 +584,10 @@ def _torch_points(values: np.ndarray, norm: str, eps: float) -> int:
 
 
 @pytest.mark.parametrize(("source", "h", "norm", "points"), [
-    ("seed", 3, "LayerNorm", 1),  # each token is a + b·(0, 1, 2), b > 0
-    ("seed", 2, "LayerNorm", 1),  # every (a, a + b) lands on (−1, 1)
-    ("seed", 3, "RMSNorm", 2),  # (7, 13, 19) is no multiple of (1, 2, 3)
-    ("seed", 3, "BatchNorm", 7),
+    ("sentences", 3, "LayerNorm", 1),  # each token is a + b·(0, 1, 2), b > 0
+    ("sentences", 2, "LayerNorm", 1),  # every (a, a + b) lands on (−1, 1)
+    ("sentences", 3, "RMSNorm", 2),  # (7, 13, 19) is no multiple of (1, 2, 3)
+    ("sentences", 3, "BatchNorm", 7),
     ("random", 3, "LayerNorm", 8),
 ])
 def test_the_landing_question_counts_the_points_torch_gives(source, h, norm, points):
@@ -617,7 +617,7 @@ def test_the_page_asks_where_the_vectors_land_before_it_draws_them():
     assert at.code  # the PyTorch code is there either way
 
 
-def test_page_opens_on_seed_002s_collapse():
+def test_page_opens_on_the_two_sentences_collapse():
     at = open_page(PAGE)
     assert at.title[0].value == "The geometry of LayerNorm"
     assert len(figures(at)) == 2 and not alerts(at)["error"] and at.latex and at.code
@@ -693,7 +693,7 @@ def test_a_link_restores_every_setting():
 
 def test_the_pages_snippet_is_the_lessons_for_its_settings():
     at = open_page(PAGE, {"gm_norm": "RMSNorm", "gm_affine": "true", "gm_eps": "1e-5"})
-    inputs = input_vectors("seed", 3)
+    inputs = input_vectors("sentences", 3)
     assert at.code[0].value == geometry_snippet(inputs.values, "RMSNorm", 1e-5,
                                                 (2.0, 1.0, 0.5), None).strip()
 
@@ -763,7 +763,7 @@ def test_with_eps_only_the_two_sentences_vectors_of_equal_variance_share_a_point
     √H·√(σ²/(σ² + ε)), so only vectors of equal σ² share a point ("are" and "powerful", σ² 24),
     whether that distance differs by a dozen of float32's last places (ε = 1e-5) or by most of
     √H (ε = 1): the verdict is read from the float64 x̂, not float32's rounding."""
-    inputs = input_vectors("seed", 3)
+    inputs = input_vectors("sentences", 3)
     view = geometry_view(inputs.values, inputs.labels, "LayerNorm", eps)
     answer = landing_answer(view)
     assert answer.option == option
@@ -785,7 +785,7 @@ def test_a_tiny_eps_still_parts_vectors_of_unequal_variance(h, eps):
     the two sentences' x̂ are ~1e-12 apart at ε = 1e-12, hundreds of times its rounding, so
     "on fewer points than vectors" ("are" and "powerful" share one) is right and nothing else
     is; in float32 the same distances are below the rounding, and "one point" is right too."""
-    inputs = input_vectors("seed", h)
+    inputs = input_vectors("sentences", h)
     exact = geometry_view(inputs.values, inputs.labels, "LayerNorm", eps, dtype="float64")
     answer = landing_answer(exact)
     assert answer.option == "on fewer points than vectors" and answer.accepted == ()

@@ -136,7 +136,7 @@ def test_layer_norm_of_one_two_three():
     assert math.sqrt(result.var.item()) == pytest.approx(0.8165, abs=1e-4)
 
 
-def test_layer_norm_over_last_two_dims_seed_003():
+def test_layer_norm_over_last_two_dims_the_notes():
     """The two-word notes: two words of a (2, 1, 3) tensor, normalized over their last two dims."""
     x = torch.tensor([[[0.2, 0.1, 0.3]], [[0.5, 0.1, 0.1]]])
     result = lnviz.layer_norm(x, x.shape[-2:], torch.ones(1, 3), torch.zeros(1, 3), eps=1e-5)
@@ -152,7 +152,7 @@ def test_layer_norm_over_last_two_dims_seed_003():
     assert result.mean.shape == (2, 1, 1)
 
 
-def test_tiny_variance_vector_seed_000():
+def test_tiny_variance_vector_the_formula_module():
     """The formula tutorial: a vector whose variance (4e-9) is smaller than ε = 1e-8 is damped by
     ε."""
     x = torch.tensor([0.001, 0.001, 0.0011, 0.0009, 0.001], dtype=torch.float64)
@@ -396,7 +396,7 @@ def padded_tokens() -> tuple[torch.Tensor, torch.Tensor]:
     return x, mask
 
 
-def test_batch_norm_over_padded_batch_seed_002():
+def test_batch_norm_over_the_two_sentences_padded_batch():
     """Feature 1 over all 8 positions: μ = 3.5, σ = 2.29; leaving the pad out: μ = 4.0, σ = 2."""
     x, mask = padded_tokens()
     with_pad = lnviz.batch_norm(x, None, None, training=True, channel_dim=-1)
@@ -411,7 +411,7 @@ def test_batch_norm_over_padded_batch_seed_002():
     assert masked.output[0, 0, 0].item() == pytest.approx(-1.5, abs=1e-5)
 
 
-def test_layer_norm_of_the_pad_token_seed_002():
+def test_layer_norm_of_the_two_sentences_pad_token():
     """LayerNorm per token: real tokens are untouched by padding; the zero pad row stays 0."""
     x, _ = padded_tokens()
     result = lnviz.layer_norm(x, 3)

@@ -32,7 +32,7 @@ from lnviz.limits import PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 PAGE = "app_pages/padding.py"
 
 
-def seed_002() -> Batch:
+def two_sentences() -> Batch:
     preset = get_preset("padded_tokens")
     return Batch(preset.values, "NLC", preset.mask, preset.labels)
 
@@ -40,8 +40,8 @@ def seed_002() -> Batch:
 # --- BatchNorm's statistics -------------------------------------------------------------------
 
 
-def test_seed_002_numbers():
-    stats = feature_stats(seed_002())
+def test_the_two_sentences_numbers():
+    stats = feature_stats(two_sentences())
     # Feature 1 of the seed: 1…7 and one pad 0 → μ = 3.5, σ = √5.25 ≈ 2.29; without it 4 and 2.
     assert stats.mean_with_pad[0] == pytest.approx(3.5)
     assert stats.std_with_pad[0] == pytest.approx(2.2913, abs=1e-4)
@@ -54,7 +54,7 @@ def test_seed_002_numbers():
 
 
 def test_outputs_match_torch_and_the_seed():
-    batch = seed_002()
+    batch = two_sentences()
     out = padding_outputs(batch)
     x = torch.from_numpy(batch.values)
     mask = torch.from_numpy(batch.mask)
@@ -75,7 +75,7 @@ def test_outputs_match_torch_and_the_seed():
 def test_the_pad_question_is_answered_with_the_articles_arithmetic():
     """Feature 0 of the article's batch: seven real values of mean 4 and one zero pad, so
     μ = 7·4/8 = 3.5 with the pad counted (by hand): closer to the pads' value."""
-    answer = pad_mean_answer(seed_002(), feature_stats(seed_002()))
+    answer = pad_mean_answer(two_sentences(), feature_stats(two_sentences()))
     assert answer.option == "closer to the pads' value"
     assert "(7·4 + 1·0)/8 = 3.5, moved 12.5% of the way" in answer.reason
 
@@ -109,14 +109,14 @@ def test_refuses_what_is_not_a_padded_batch():
     with pytest.raises(ValueError, match="nothing to normalize"):
         padding_outputs(all_pad)
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
-        padding_sweep(seed_002(), fractions=[0.5, 1.0])
+        padding_sweep(two_sentences(), fractions=[0.5, 1.0])
 
 
 # --- The sweep --------------------------------------------------------------------------------
 
 
-def test_sweep_on_seed_002():
-    sweep = padding_sweep(seed_002())
+def test_sweep_on_the_two_sentences_batch():
+    sweep = padding_sweep(two_sentences())
     # R = 7 real tokens; P pads give a share P/(7 + P) and, with zero pads, μ = 28/(7 + P).
     assert sweep.pads[0] == 0 and len(np.unique(sweep.pads)) == len(sweep.pads)
     np.testing.assert_allclose(sweep.fraction, sweep.pads / (7 + sweep.pads))
@@ -156,13 +156,13 @@ def test_padding_never_reaches_layer_norm_or_masked_batch_norm(batch_size, d_mod
 
 
 def test_pad_token_gives_beta_and_nan_without_epsilon():
-    steps = pad_token_steps(seed_002(), eps=1e-5, gamma=2.0, beta=0.5)
+    steps = pad_token_steps(two_sentences(), eps=1e-5, gamma=2.0, beta=0.5)
     assert steps["position"].tolist() == ["(1, 3, 0)", "(1, 3, 1)", "(1, 3, 2)"]
     assert steps["σ²"].tolist() == [0.0] * 3 and steps["x̂"].tolist() == [0.0] * 3
     assert steps["y"].tolist() == [0.5] * 3
     assert steps["√(σ²+ε)"].iloc[0] == pytest.approx(1e-5 ** 0.5)
     assert steps["padding"].all()
-    unguarded = pad_token_steps(seed_002(), eps=0.0)
+    unguarded = pad_token_steps(two_sentences(), eps=0.0)
     assert unguarded["y"].isna().all()
     full = Batch(np.ones((1, 2, 3), np.float32), "NLC", np.ones((1, 2), bool))
     assert pad_token_steps(full) is None
@@ -194,7 +194,7 @@ def test_any_constant_pad_row_comes_out_as_beta(pad, d_model, eps, gamma, beta):
 
 
 def test_figures_carry_the_numbers():
-    stats = feature_stats(seed_002())
+    stats = feature_stats(two_sentences())
     fig = charts.padding.feature_stats_figure(stats.mean_with_pad, stats.mean_masked,
                                               stats.std_with_pad, stats.std_masked)
     assert [t.name for t in fig.data] == ["pads counted", "real tokens only (masked)"] * 2
@@ -236,7 +236,7 @@ def test_the_page_asks_where_the_pads_put_mu_before_it_shows_it():
     assert len([t for t in answered if t.startswith("BatchNorm")]) == 2
 
 
-def test_default_page_shows_seed_002(page):
+def test_default_page_shows_the_two_sentences(page):
     figs = figures(page)
     assert len(figs) == 4 and not alerts(page)["error"]
     np.testing.assert_allclose(_trace(figs[1], "pads counted"), [3.5, 6.875, 10.25], rtol=1e-6)
@@ -350,12 +350,12 @@ def test_the_pages_snippet_computes_the_numbers_the_page_shows(query):
                                                          pad_rows.shape), atol=1e-6)
 
 
-def test_snippet_for_seed_002_gives_its_numbers_and_beta_on_the_pad():
-    ns = _run_snippet(padding_snippet(seed_002(), 1e-5, 3.0, -0.5))
+def test_snippet_for_the_two_sentences_gives_its_numbers_and_beta_on_the_pad():
+    ns = _run_snippet(padding_snippet(two_sentences(), 1e-5, 3.0, -0.5))
     torch.testing.assert_close(ns["mean_real"], torch.tensor([4.0, 55 / 7, 82 / 7]))
     torch.testing.assert_close(ns["mean_all"], torch.tensor([3.5, 6.875, 10.25]))
     torch.testing.assert_close(ns["ln"][1, 3], torch.full((3,), -0.5))  # the pad token: β
-    stats = feature_stats(seed_002())
+    stats = feature_stats(two_sentences())
     np.testing.assert_allclose(ns["mean_real"], stats.mean_masked, rtol=1e-6)
     x = ns["x"]
     torch.testing.assert_close(ns["bn_with_pads"].double(), torch.from_numpy(
@@ -366,7 +366,7 @@ def test_snippet_for_seed_002_gives_its_numbers_and_beta_on_the_pad():
 def test_the_snippets_comment_on_the_pad_row_is_what_it_prints(eps):
     """A pad row is one value repeated (σ² = 0): x̂ = 0/√ε = 0 and the output is β; at ε = 0,
     0/0 is NaN, and the comment says so."""
-    code = padding_snippet(seed_002(), eps, 3.0, -0.5)
+    code = padding_snippet(two_sentences(), eps, 3.0, -0.5)
     pad = _run_snippet(code)["ln"][1, 3]
     if eps > 0:
         assert "# every pad token: β" in code

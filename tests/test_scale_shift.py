@@ -48,7 +48,7 @@ def feature_batch(seed: int = 0, n: int = 16, c: int = 4) -> torch.Tensor:
 # --- the γ × β grid ---------------------------------------------------------------------------
 
 
-def test_grid_is_seed_000s_figure_computed_by_hand():
+def test_grid_is_the_formula_modules_figure_computed_by_hand():
     grid = scale_shift_grid(n=1000, seed=0, bins=30, dtype="float64")
     assert grid.gammas == (0.5, 1.0, 2.0) and grid.betas == (-1.0, 0.0, 1.0)
     assert grid.counts.shape == (3, 3, 30) and (grid.counts.sum(-1) == 1000).all()
@@ -119,7 +119,7 @@ def test_grid_with_a_fixed_span_and_bad_arguments():
         scale_shift_grid([], [0.0])
 
 
-def test_grid_carries_the_input_seed_000_draws_before_normalizing():
+def test_grid_carries_the_input_the_formula_module_draws_before_normalizing():
     grid = scale_shift_grid(n=1000, seed=0, bins=30, dtype="float64")
     x = random_batch((1, 1000), seed=0).astype(np.float64).ravel()
     edges = np.linspace(grid.centres[0] * 1.5 - grid.centres[1] * 0.5,
@@ -136,7 +136,7 @@ def test_grid_carries_the_input_seed_000_draws_before_normalizing():
     assert f"1/{wide.input_std:.2f} = {1 / wide.input_std:.2f}" in grid_caption(wide, 100)
 
 
-def test_seed_000s_grid_needs_ten_slots_of_nine():
+def test_the_formula_modules_grid_needs_ten_slots_of_nine():
     """The caption's account of the formula tutorial's figure code, replayed: x in slot 1, x̂ in
     slot 5,
     then a counter from 3 over the eight other (γ, β) pairs."""

@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from pageutil import alerts, asks_first, figures, open_page, table_with, trace_data
 
 from lnviz.analysis import (
+    COMPARED,
     GRADIENT_DEPTHS,
+    VARIANTS,
     DepthSweep,
     StackConfig,
     depth_profiles,
@@ -27,10 +29,8 @@ from lnviz.analysis import (
     rms,
 )
 from lnviz.lessons.shapes import (
-    COMPARED,
     SECOND_SAMPLE,
     SHAPE_EXAMPLES,
-    VARIANTS,
     batch_note,
     batch_of_two_caption,
     batch_of_two_snippet,
@@ -40,9 +40,9 @@ from lnviz.lessons.shapes import (
     gradient_findings,
     layer_norm_shapes,
     layer_norm_snippet,
+    notes_batch_of_two,
     race_findings,
     reshape_table,
-    seed_003_batch_of_two,
     shape_example,
     shapes_try_this,
 )
@@ -83,7 +83,7 @@ def test_examples_follow_the_seed_and_refuse_unknown_names():
 
 
 @pytest.mark.parametrize("dims", [1, 2])
-def test_seed_003_over_the_last_one_or_two_dims(dims):
+def test_the_notes_over_the_last_one_or_two_dims(dims):
     view = layer_norm_shapes(shape_example("two words"), dims)
     np.testing.assert_allclose(view.output_grid, SEED_003, atol=1e-4)
     assert view.normalized_shape == ((3,) if dims == 1 else (1, 3))
@@ -153,8 +153,8 @@ def test_batch_note_where_the_last_dims_include_the_batch():
     assert "With 2 samples, each sample's output depends on the others" in double
 
 
-def test_reshape_is_not_the_permute_seed_003_needed():
-    two = seed_003_batch_of_two()
+def test_reshape_is_not_the_permute_the_notes_needed():
+    two = notes_batch_of_two()
     inputs = torch.tensor(two.inputs)  # (batch, words, embedding)
     assert inputs.shape == (2, 2, 3)
     np.testing.assert_array_equal(two.reshaped, inputs.reshape(2, 2, 3).numpy())
@@ -176,7 +176,7 @@ def test_reshape_is_not_the_permute_seed_003_needed():
 
 
 def test_the_seeds_dims_mix_the_samples_of_a_batch_of_two():
-    two = seed_003_batch_of_two()
+    two = notes_batch_of_two()
     # alone (the seed's batch of one), both choices give the seed's numbers
     for dims in (1, 2):
         np.testing.assert_allclose(two.alone[dims], SEED_003, atol=1e-4)
@@ -184,10 +184,10 @@ def test_the_seeds_dims_mix_the_samples_of_a_batch_of_two():
     assert two.dependence[1] == 0.0
     assert two.dependence[2] == pytest.approx(1.8671, abs=1e-4)
     permuted = torch.tensor(two.permuted)
-    np.testing.assert_allclose(two.seed_dims, F.layer_norm(permuted, (2, 3)).numpy(), atol=1e-12)
+    np.testing.assert_allclose(two.notes_dims, F.layer_norm(permuted, (2, 3)).numpy(), atol=1e-12)
     np.testing.assert_allclose(two.per_word, F.layer_norm(permuted, (3,)).numpy(), atol=1e-12)
     # a different second sample gives sample 0 a different output over (-2, -1) only
-    other = seed_003_batch_of_two(((5.0, 0.0, 1.0), (2.0, 2.0, 3.0)))
+    other = notes_batch_of_two(((5.0, 0.0, 1.0), (2.0, 2.0, 3.0)))
     np.testing.assert_array_equal(other.in_batch[1], two.in_batch[1])
     assert np.abs(other.in_batch[2] - two.in_batch[2]).max() > 0.1
     changes = dependence_table(two)["max |change|"].tolist()
@@ -199,7 +199,7 @@ def test_the_seeds_own_cells_on_a_batch_of_two():
     """The two-word notes' step-by-step cells, as it writes them, run on the batch of two: its m
     stays
     the last dim's size while the variance sums over two dims."""
-    two = seed_003_batch_of_two()
+    two = notes_batch_of_two()
     X = torch.tensor(two.permuted)  # the seed's names
     m = X.size()[-1]
     mu = (1 / m) * torch.sum(X, dim=-1, keepdim=True)
@@ -207,8 +207,8 @@ def test_the_seeds_own_cells_on_a_batch_of_two():
     sigma2 = (1 / m) * torch.sum((X - mu) ** 2, dim=dims, keepdim=True)
     epsilon = 1e-5
     X_norm = (X - mu) / torch.sqrt(sigma2 + epsilon)
-    np.testing.assert_allclose(two.seed_steps, X_norm.numpy(), atol=1e-12)
-    np.testing.assert_allclose(two.seed_steps[0, 0], [0.0, -0.8657, 0.8657], atol=1e-4)
+    np.testing.assert_allclose(two.notes_steps, X_norm.numpy(), atol=1e-12)
+    np.testing.assert_allclose(two.notes_steps[0, 0], [0.0, -0.8657, 0.8657], atol=1e-4)
     # on the seed's own batch of one the same cells give its printed numbers
     one = torch.tensor(two.inputs[:1]).permute(1, 0, 2)
     mu1 = one.mean(-1, keepdim=True)
@@ -226,8 +226,8 @@ def test_batch_of_two_is_also_a_shape_example():
     view = layer_norm_shapes(shape_example("two words ×2"), 2)
     # one group per word position, each spanning both samples
     assert view.group_grid[:, 0].tolist() == [0, 0, 1, 1]
-    two = seed_003_batch_of_two()
-    np.testing.assert_allclose(view.output_grid, two.seed_dims.reshape(4, 3))
+    two = notes_batch_of_two()
+    np.testing.assert_allclose(view.output_grid, two.notes_dims.reshape(4, 3))
     np.testing.assert_allclose(layer_norm_shapes(shape_example("two words ×2"), 1).output_grid,
                                two.per_word.reshape(4, 3))
 
@@ -616,7 +616,7 @@ def stream(at, variant: int = 1) -> np.ndarray:
     return trace_data(at, 1, 3 * variant, "y")
 
 
-def test_default_view_is_seed_003_and_a_48_block_stack():
+def test_default_view_is_the_notes_and_a_48_block_stack():
     at = open_page(PAGE)
     assert len(figures(at)) == 3  # shapes, the stream, the gradients; the race waits for Run
     np.testing.assert_allclose(output_grid(at), SEED_003, atol=1e-4)
@@ -720,7 +720,7 @@ def test_one_sample_over_dims_that_pool_the_batch_takes_either_answer_and_settle
     assert [d for d in at.dataframe if "max |change|" in d.value.columns]
 
 
-def test_seed_003_over_its_last_two_dims_names_the_batch():
+def test_the_notes_over_its_last_two_dims_names_the_batch():
     """The reply names the batch where the last dims include it (the answer, "no" with one
     sample and "yes" with two, from open_page's "no"), and says nothing of it where they do not."""
     at = open_page(PAGE)
@@ -733,8 +733,8 @@ def test_seed_003_over_its_last_two_dims_names_the_batch():
     assert at.radio(key="sh_dims").value == 2
     assert _reply(at).startswith("**Not quite:** the answer is “yes”.")
     assert "With 2 samples" in _reply(at)
-    two = seed_003_batch_of_two()
-    np.testing.assert_allclose(output_grid(at), two.seed_dims.reshape(4, 3), atol=1e-12)
+    two = notes_batch_of_two()
+    np.testing.assert_allclose(output_grid(at), two.notes_dims.reshape(4, 3), atol=1e-12)
     assert not np.allclose(output_grid(at)[[0, 2]], SEED_003, atol=0.1)  # sample 0 moved
     assert [m.value for m in at.metric][:4] == ["(2, 2, 3)", "(2, 3)", "(2, 1, 1)", "2 × 6"]
 
@@ -747,7 +747,7 @@ def test_the_batch_of_two_section_shows_both_slips():
     changes = table_with(at, "max |change|").value["max |change|"].tolist()
     assert changes == pytest.approx([0.0, 0.0, 1.8671, 1.1219], abs=1e-4)
     captions = [c.value for c in at.caption]
-    assert batch_of_two_caption(seed_003_batch_of_two()) in captions
+    assert batch_of_two_caption(notes_batch_of_two()) in captions
     assert "Predict each before you switch" in alerts(at)["info"][0]
     assert any("permute(1, 0, 2)" in c.value for c in at.code)
 

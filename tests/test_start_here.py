@@ -127,7 +127,7 @@ def test_the_expected_answers_are_torchs(questions):
     np.testing.assert_allclose(undone, i_token, atol=1e-12)
 
 
-def test_the_answers_are_seed_002s_worked_numbers(questions):
+def test_the_answers_are_the_two_sentences_worked_numbers(questions):
     assert questions["ln_i"].expected == pytest.approx((-1.2247, 0, 1.2247), abs=1e-4)
     assert questions["ln_learning"].expected == pytest.approx((-1.2247, 0, 1.2247), abs=1e-4)
     assert questions["bn_seed"].expected[0] == pytest.approx(-1.09, abs=5e-3)  # (1 − 3.5)/2.29
@@ -502,7 +502,7 @@ def test_each_link_opens_its_page_on_the_view_it_names(link):
     assert shown == {key: control_value(key, text) for key, text in link.query.items()}
 
 
-def test_the_batchnorm_link_opens_the_explorer_on_seed_002s_number(questions):
+def test_the_batchnorm_link_opens_the_explorer_on_the_two_sentences_number(questions):
     link = links_of(OUTLINE[2])[0]
     at = open_page(link.page, link.query)
     worked = " ".join(latex.value for latex in at.latex)

@@ -212,7 +212,7 @@ class ZooInput:
                             columns=[f"feature {i}" for i in range(emb)])
 
 
-def _seed_002_batch() -> tuple[np.ndarray, tuple[str, ...]]:
+def _sentences_batch() -> tuple[np.ndarray, tuple[str, ...]]:
     """The two-sentence padded batch as (seq, batch, emb), with its words in that order."""
     preset = get_preset("padded_tokens")  # (batch 2, seq 4, emb 3)
     words = np.array(preset.labels).reshape(preset.values.shape[:2])
@@ -241,7 +241,7 @@ def zoo_input(name: str = "I", shape: Sequence[int] = (4, 2, 8), offset: float =
         seq, batch, _ = values.shape
         labels = tuple(f"s{s} b{b}" for s in range(seq) for b in range(batch))
     elif name == "two sentences":
-        array, labels = _seed_002_batch()
+        array, labels = _sentences_batch()
         values = torch.as_tensor(array.copy())
     elif name == "two words":
         values = torch.as_tensor(get_preset("two_words").values)

@@ -52,9 +52,9 @@ __all__ = [
     "epsilon_steps",
     "epsilon_sweep",
     "fixed_upstream_gradient",
+    "formula_module_without_epsilon",
     "naive_mean_and_var",
     "precision_sweep",
-    "seed_000_without_epsilon",
     "stability_vector",
     "welford_mean_and_var",
 ]
@@ -577,7 +577,7 @@ class NoEpsilonCell:
                "number and raises nothing."))
 
 
-def seed_000_without_epsilon(x: np.ndarray) -> NoEpsilonCell:
+def formula_module_without_epsilon(x: np.ndarray) -> NoEpsilonCell:
     """Run the formula tutorial's "without epsilon" step on ``x`` as the tutorial does: numpy
     float64 values
     (the decimals as typed, not their float32 storage), ``(x - mean) / np.sqrt(var)`` inside

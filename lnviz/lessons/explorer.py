@@ -44,8 +44,8 @@ from lnviz.norms import (
 
 __all__ = [
     "Exploration",
-    "SeedCheck",
     "TorchCheck",
+    "WorkedCheck",
     "check_against_torch",
     "check_tolerance",
     "describe_check",
@@ -58,11 +58,11 @@ __all__ = [
     "impl_note",
     "padding_grid",
     "pytorch_snippet",
-    "seed_checks",
     "shared_outputs",
     "shared_title",
     "statistics_note",
     "stats_heading",
+    "worked_checks",
 ]
 
 
@@ -891,7 +891,7 @@ def shared_outputs(ex: Exploration, spec: NormSpec, batch: Batch) -> str | None:
 
 
 @dataclass(frozen=True)
-class SeedCheck:
+class WorkedCheck:
     """A seed's worked numbers for one preset, recomputed by lnviz: ``table`` has one row per
     claim ("step", "the source writes", "lnviz computes", "verdict"); ``note`` says how."""
 
@@ -930,7 +930,7 @@ def _judge(seed: str, exact: float, from_seed: float | None = None) -> str:
     return verdict + f", not {seed}"
 
 
-def _seed_002(key: str) -> SeedCheck:
+def _article_check(key: str) -> WorkedCheck:
     preset = get_preset(key)
     x = torch.as_tensor(preset.values, dtype=torch.float64)
     labels = list(preset.labels or ())
@@ -958,14 +958,14 @@ def _seed_002(key: str) -> SeedCheck:
         [(step, seed, _minus(f"{exact:.5g}"), _judge(seed, exact, own))
          for step, seed, exact, own in rows],
         columns=["step", "the source writes", "lnviz computes", "verdict"])
-    return SeedCheck(
+    return WorkedCheck(
         "The transformer article's numbers, checked", table,
         "lnviz recomputes each number in float64 with ε = 0, as the source's arithmetic has no "
         "ε; “from its own earlier rounding” repeats the source's step with the numbers it had "
         "already rounded.")
 
 
-def _seed_003() -> SeedCheck:
+def _notes_check() -> WorkedCheck:
     words = torch.as_tensor(get_preset("two_words").values)  # (words, batch, embedding), float32
     exact = words.double()
     eps = 1e-5
@@ -984,7 +984,7 @@ def _seed_003() -> SeedCheck:
     # The seed's own float32 steps: μ = (1/m)·Σx, then (x − μ)/√(σ² + ε).
     mu = (1 / m) * words.sum(dim=-1, keepdim=True)
     sigma2 = (1 / m) * ((words - mu) ** 2).sum(dim=(-2, -1), keepdim=True)
-    seed_first = float(((words - mu) / torch.sqrt(sigma2 + eps))[0, 0, 0])
+    notes_first = float(((words - mu) / torch.sqrt(sigma2 + eps))[0, 0, 0])
     lnviz_first = float(layer_norm(words, (1, 3), eps=eps).x_hat[0, 0, 0])
     true_first = float(((exact - exact.mean(-1, keepdim=True))
                         / torch.sqrt(exact.var(-1, unbiased=False, keepdim=True) + eps))[0, 0, 0])
@@ -1019,17 +1019,17 @@ def _seed_003() -> SeedCheck:
          f"ε = 1e-5 is {eps / var[0]:.2%} of it and x̂ shrinks by √(1 + ε/σ²): "
          f"{no_eps:.5g}/{math.sqrt(1 + eps / var[0]):.5g} = {abs(float(ln.x_hat[0, 0, 2])):.5g};"
          f" for [1, 2, 3] ε/σ² is {eps / (2 / 3):.1e} and x̂ stays {one_two_three:.5g}"),
-        ("prints −0.0000 (−1.8236e-07 in Y) for 0.2 − μ", _minus(f"{seed_first:.5g}"),
+        ("prints −0.0000 (−1.8236e-07 in Y) for 0.2 − μ", _minus(f"{notes_first:.5g}"),
          _minus(f"{lnviz_first:.4g}"),
          f"float32 stores 0.2, 0.1, 0.3 as {words[0, 0, 0].item():.9f}, "
          f"{words[0, 0, 1].item():.9f}, {words[0, 0, 2].item():.9f}, whose mean is not the "
          f"stored 0.2: x̂ is really {_minus(f'{true_first:.4g}')} (float64 of the stored "
          f"numbers). The notes' μ = (1/m)·Σx rounds once more, giving "
-         f"{_minus(f'{seed_first:.5g}')}; lnviz's corrected two-pass mean gives "
+         f"{_minus(f'{notes_first:.5g}')}; lnviz's corrected two-pass mean gives "
          f"{_minus(f'{lnviz_first:.4g}')}"),
     ]
     table = pd.DataFrame(rows, columns=["step", "the source writes", "lnviz computes", "verdict"])
-    return SeedCheck(
+    return WorkedCheck(
         "The two-word notes' slips, named", table,
         "Each row runs the source's step (in float32, as its notebook does) beside lnviz's "
         "LayerNorm over the last two dims (ε = 1e-5). Its batch-dim questions — a reshape where "
@@ -1037,13 +1037,13 @@ def _seed_003() -> SeedCheck:
         "than one sample — are worked through on the Shapes page.")
 
 
-def seed_checks(key: str) -> SeedCheck | None:
+def worked_checks(key: str) -> WorkedCheck | None:
     """The worked numbers of the seed a preset comes from, recomputed: the transformer article's
     BatchNorm and
     LayerNorm arithmetic (padded_tokens, one_two_three) and the two-word notes' slips (two_words).
     None for a preset with no worked numbers to check."""
     if key in ("padded_tokens", "one_two_three"):
-        return _seed_002(key)
+        return _article_check(key)
     if key == "two_words":
-        return _seed_003()
+        return _notes_check()
     return None

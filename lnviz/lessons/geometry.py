@@ -59,7 +59,7 @@ __all__ = [
     "landing_answer",
     "path_caption",
     "plane_basis",
-    "seed_tokens",
+    "sentence_tokens",
     "target_shapes",
     "torch_check",
     "vector_table",
@@ -68,7 +68,7 @@ __all__ = [
 #: The norms the page compares, in the order it offers them.
 GEOMETRY_NORMS = tuple(sorted(TABLE_NORMS, key=("LayerNorm", "RMSNorm", "BatchNorm").index))
 #: Where the vectors come from.
-SOURCES = {"seed": "The two sentences' tokens", "random": "Random", "typed": "Typed"}
+SOURCES = {"sentences": "The two sentences' tokens", "random": "Random", "typed": "Typed"}
 #: The vector lengths H that can be drawn.
 FEATURES = (2, 3)
 #: Points on a drawn circle, and the sphere's mesh: latitudes × longitudes.
@@ -95,7 +95,7 @@ def _check_norm(norm: object) -> str:
 # --- Sources ----------------------------------------------------------------------------------
 
 
-def seed_tokens() -> tuple[np.ndarray, tuple[str, ...]]:
+def sentence_tokens() -> tuple[np.ndarray, tuple[str, ...]]:
     """The two sentences' seven real tokens ("I" = [1, 2, 3] … "powerful" = [7, 13, 19]) and their
     names, from the padded-batch preset with the pad token left out.
 
@@ -123,15 +123,14 @@ def input_vectors(source: str, h: int, *, count: int = 8, seed: int = 0,
                   text: str = "") -> Inputs:
     """The page's vectors: the first ``h`` features of each.
 
-    ``"seed"``: the two sentences' seven tokens (:func:`seed_tokens`). ``"random"``: ``count`` N(0,
-    1)
-    vectors of 3 features drawn with ``seed`` (H = 2 keeps the first two of the same draws).
-    ``"typed"``: ``text``, one vector per line or per ';' (``"1, 2, 3; 3, 1, 2"``). Raises
-    ValueError, saying what to change, for anything else.
+    ``"sentences"``: the two sentences' seven tokens (:func:`sentence_tokens`). ``"random"``:
+    ``count`` N(0, 1) vectors of 3 features drawn with ``seed`` (H = 2 keeps the first two of
+    the same draws). ``"typed"``: ``text``, one vector per line or per ';'
+    (``"1, 2, 3; 3, 1, 2"``). Raises ValueError, saying what to change, for anything else.
     """
     h = _check_h(h)
-    if source == "seed":
-        values, labels = seed_tokens()
+    if source == "sentences":
+        values, labels = sentence_tokens()
     elif source == "random":
         count = check_whole("the number of vectors", count, 1)
         if count > GEOMETRY_MAX_VECTORS:

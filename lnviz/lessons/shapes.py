@@ -8,7 +8,7 @@ image. γ and β have the shape ``normalized_shape`` and μ, σ² the input's sh
 dims kept as size 1. The batch dim stays out only if it is in front: the two-word notes lay their
 words out
 as ``(words, batch, embedding)`` and normalizes over ``dims=(-2, -1)``, which pools the batch as
-soon as it holds more than one sample (:func:`seed_003_batch_of_two`).
+soon as it holds more than one sample (:func:`notes_batch_of_two`).
 
 **Blocks.** A transformer block adds two sublayers — self-attention, then a feed-forward network
 — to a residual stream x. Where the LayerNorm goes decides how the stream's scale evolves with
@@ -56,11 +56,11 @@ from lnviz.norms import layer_norm
 from lnviz.train import CHANCE_LOSS, RACE_VOCAB, SOLVED_ACCURACY, SOLVED_WINDOW, RaceResult
 
 __all__ = [
+    "NOTES_SAMPLE",
     "SECOND_SAMPLE",
-    "SEED_003_SAMPLE",
     "SHAPE_EXAMPLES",
     "SHARES_OPTIONS",
-    "SeedBatchOfTwo",
+    "NotesBatchOfTwo",
     "ShapeView",
     "batch_note",
     "batch_of_two_caption",
@@ -71,9 +71,9 @@ __all__ = [
     "gradient_findings",
     "layer_norm_shapes",
     "layer_norm_snippet",
+    "notes_batch_of_two",
     "race_findings",
     "reshape_table",
-    "seed_003_batch_of_two",
     "shape_example",
     "shapes_try_this",
     "shares_answer",
@@ -86,7 +86,7 @@ __all__ = [
 #: The two-word notes' one sample, as it types it: ``torch.Tensor([[[0.2, 0.1, 0.3], [0.5, 0.1,
 # 0.1]]])``
 #: is (batch, words, embedding) = (1, 2, 3), two words of three values.
-SEED_003_SAMPLE = ((0.2, 0.1, 0.3), (0.5, 0.1, 0.1))
+NOTES_SAMPLE = ((0.2, 0.1, 0.3), (0.5, 0.1, 0.1))
 #: A second sample of two words (not the notes'), larger than the first so that sharing
 #: statistics with it visibly moves the first sample's output.
 SECOND_SAMPLE = ((0.9, 0.7, 0.8), (0.3, 0.6, 0.9))
@@ -116,7 +116,7 @@ def shape_example(name: str, seed: int = 0) -> Batch:
     if name == "two words":
         return Batch(get_preset("two_words").values, "NLC", row_labels=_word_rows(2, 1))
     if name == BATCH_OF_TWO:
-        return Batch(seed_003_batch_of_two().permuted, "NLC", row_labels=_word_rows(2, 2))
+        return Batch(notes_batch_of_two().permuted, "NLC", row_labels=_word_rows(2, 2))
     if name == "2-D":
         return Batch(random_batch((4, 6), feature_spread=0.5, seed=seed), "NC")
     if name == "3-D":
@@ -250,7 +250,7 @@ def layer_norm_snippet(view: ShapeView) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class SeedBatchOfTwo:
+class NotesBatchOfTwo:
     """The two-word notes' steps on a batch of two samples instead of one.
 
     Attributes:
@@ -264,13 +264,13 @@ class SeedBatchOfTwo:
         reshaped_source, permuted_source: for each (word, batch) row, the (sample, word) of
             ``inputs`` it holds.
         per_word: LayerNorm over the last dim of ``permuted``: one μ per word of each sample.
-        seed_dims: LayerNorm over the last two dims (the notes' ``dims=(-2, -1)``): one μ per word
+        notes_dims: LayerNorm over the last two dims (the notes' ``dims=(-2, -1)``): one μ per word
             position, shared by both samples.
         alone: {dims: sample 0's two words normalized in a batch of their own, (words, 3)}.
         in_batch: {dims: sample 0's two words normalized inside the batch of two, (words, 3)}.
         dependence: {dims: max |in_batch − alone|}, how much sample 0's output moves because
             sample 1 is in the batch.
-        seed_steps: the notes' own step-by-step lines on ``permuted``, (words, batch, embedding):
+        notes_steps: the notes' own step-by-step lines on ``permuted``, (words, batch, embedding):
             μ over the last dim, σ² summed over ``dims=(-2, -1)`` but divided by
             m = ``X.size()[-1]`` = 3, then (X − μ)/√(σ² + ε). With a batch of two the sum has
             six terms, so σ² is not a variance of anything.
@@ -282,23 +282,23 @@ class SeedBatchOfTwo:
     reshaped_source: list[tuple[int, int]]
     permuted_source: list[tuple[int, int]]
     per_word: np.ndarray
-    seed_dims: np.ndarray
+    notes_dims: np.ndarray
     alone: dict[int, np.ndarray]
     in_batch: dict[int, np.ndarray]
     dependence: dict[int, float]
-    seed_steps: np.ndarray
+    notes_steps: np.ndarray
 
 
 def _ln_last(x: torch.Tensor, dims: int) -> torch.Tensor:
     return layer_norm(x, x.shape[-dims:]).output
 
 
-def seed_003_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
-                          ) -> SeedBatchOfTwo:
+def notes_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
+                          ) -> NotesBatchOfTwo:
     """The two-word notes' reshape and its ``dims=(-2, -1)`` on a batch of two samples (see
-    :class:`SeedBatchOfTwo`). With its batch of one, ``reshape`` and ``permute`` give the same
+    :class:`NotesBatchOfTwo`). With its batch of one, ``reshape`` and ``permute`` give the same
     tensor and the batch dim has size 1, so neither slip shows; with two, both do."""
-    inputs = torch.tensor([SEED_003_SAMPLE, second], dtype=torch.float64)  # (batch, words, emb)
+    inputs = torch.tensor([NOTES_SAMPLE, second], dtype=torch.float64)  # (batch, words, emb)
     batch, words, embedding = inputs.shape
     reshaped = inputs.reshape(words, batch, embedding)  # the notes' line: relabels memory
     permuted = inputs.permute(1, 0, 2)  # (words, batch, emb): moves the data
@@ -311,23 +311,23 @@ def seed_003_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
     m = permuted.shape[-1]
     mu = (1 / m) * torch.sum(permuted, dim=-1, keepdim=True)
     sigma2 = (1 / m) * torch.sum((permuted - mu) ** 2, dim=(-2, -1), keepdim=True)
-    seed_steps = (permuted - mu) / torch.sqrt(sigma2 + 1e-5)
-    return SeedBatchOfTwo(
+    notes_steps = (permuted - mu) / torch.sqrt(sigma2 + 1e-5)
+    return NotesBatchOfTwo(
         inputs=inputs.numpy(),
         reshaped=reshaped.numpy(),
         permuted=permuted.contiguous().numpy(),
         reshaped_source=flat,
         permuted_source=[(b, w) for w in range(words) for b in range(batch)],
         per_word=outputs[1].numpy(),
-        seed_dims=outputs[2].numpy(),
+        notes_dims=outputs[2].numpy(),
         alone=alone,
         in_batch=in_batch,
         dependence={dims: float(np.abs(in_batch[dims] - alone[dims]).max()) for dims in (1, 2)},
-        seed_steps=seed_steps.numpy(),
+        notes_steps=notes_steps.numpy(),
     )
 
 
-def reshape_table(view: SeedBatchOfTwo) -> pd.DataFrame:
+def reshape_table(view: NotesBatchOfTwo) -> pd.DataFrame:
     """The seed's ``reshape`` beside the ``permute`` it needed: for each (word, batch) position,
     which word of which sample it holds and its values."""
     rows = []
@@ -345,7 +345,7 @@ def reshape_table(view: SeedBatchOfTwo) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def dependence_table(view: SeedBatchOfTwo) -> pd.DataFrame:
+def dependence_table(view: NotesBatchOfTwo) -> pd.DataFrame:
     """Sample 0's outputs normalized alone and inside the batch of two, over the last dim and
     over the notes' last two dims."""
     rows = []
@@ -359,7 +359,7 @@ def dependence_table(view: SeedBatchOfTwo) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def batch_of_two_caption(view: SeedBatchOfTwo) -> str:
+def batch_of_two_caption(view: NotesBatchOfTwo) -> str:
     """What the batch of two shows, with its numbers: how far sample 0 moves over each choice
     of dims, and the notes' own step-by-step cells on the same batch."""
     return (
@@ -369,7 +369,7 @@ def batch_of_two_caption(view: SeedBatchOfTwo) -> str:
         "own step-by-step cells slip a third time on a batch of two: μ over the last dim, but "
         "σ² summed over the last two dims and divided by m = 3, the last dim's size, although "
         "the sum now has 6 terms: sample 0's first word comes out as "
-        f"{_values(view.seed_steps[0, 0])} instead of {_values(view.alone[1][0])}.")
+        f"{_values(view.notes_steps[0, 0])} instead of {_values(view.alone[1][0])}.")
 
 
 def shapes_try_this() -> str:
@@ -397,7 +397,7 @@ def batch_of_two_snippet(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE) 
 import torch.nn.functional as F
 
 # (batch, words, embedding) = (2, 2, 3): the notes' sample, then a second one
-inputs = torch.tensor([{[list(w) for w in SEED_003_SAMPLE]}, {[list(w) for w in second]}])
+inputs = torch.tensor([{[list(w) for w in NOTES_SAMPLE]}, {[list(w) for w in second]}])
 batch_size, sequence_size, embedding_size = inputs.shape
 reshaped = inputs.reshape(sequence_size, batch_size, embedding_size)  # the notes' line
 permuted = inputs.permute(1, 0, 2)  # what it meant: (words, batch, embedding)

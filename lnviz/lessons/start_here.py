@@ -252,7 +252,7 @@ def format_numbers(values: Sequence[float], digits: int = 2) -> str:
 # --- The numbers behind the path ---------------------------------------------------------------
 
 
-def _seed_batch() -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
+def _sentences_batch() -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
     """The two-sentence padded batch (2 sentences × 4 positions × 3 features) in float64, its mask
     (True = real token) and the tokens' names."""
     preset = get_preset("padded_tokens")
@@ -293,7 +293,7 @@ class PathNumbers:
 
 def path_numbers() -> PathNumbers:
     """Compute them (about 0.1 s, most of it the transformer stack of step 8)."""
-    x, mask, labels = _seed_batch()
+    x, mask, labels = _sentences_batch()
     ln = layer_norm(x, 3)
     var_i = float(ln.var[0, 0, 0])
     pair = x[:, 0, :]  # the first token of each sentence: "I" and "Transformers"
@@ -341,7 +341,7 @@ def epsilon_curve(eps: Sequence[float] | None = None) -> tuple[np.ndarray, np.nd
     """x̂ of the last feature of "I" = [1, 2, 3] at every ε (log-spaced from 10⁻⁴ to 10² unless
     given), and its σ²: (ε, x̂, σ²)."""
     grid = np.logspace(-4, 2, 61) if eps is None else np.asarray(eps, dtype=np.float64)
-    token = _seed_batch()[0][0, 0]
+    token = _sentences_batch()[0][0, 0]
     x_hat = [float(layer_norm(token, 3, eps=float(e)).x_hat[-1]) for e in grid]
     return grid, np.array(x_hat), float(layer_norm(token, 3).var)
 
