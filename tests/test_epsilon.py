@@ -31,7 +31,7 @@ from lnviz.lessons.epsilon import (
 )
 
 PAGE = "app_pages/epsilon.py"
-SEED_000 = [0.001, 0.001, 0.0011, 0.0009, 0.001]
+FORMULA_MODULE_VECTOR = [0.001, 0.001, 0.0011, 0.0009, 0.001]
 
 
 def torch_output_and_grad(x: np.ndarray, eps: float, g: torch.Tensor) -> tuple[float, float]:
@@ -46,7 +46,7 @@ def torch_output_and_grad(x: np.ndarray, eps: float, g: torch.Tensor) -> tuple[f
 
 
 def test_vectors_are_the_seed_examples():
-    np.testing.assert_allclose(stability_vector("tiny"), SEED_000, rtol=1e-6)
+    np.testing.assert_allclose(stability_vector("tiny"), FORMULA_MODULE_VECTOR, rtol=1e-6)
     assert stability_vector("constant").tolist() == [3.0, 3.0, 3.0, 3.0]
     assert stability_vector("ordinary").tolist() == [1.0, 2.0, 4.0, 7.0]
     with pytest.raises(ValueError, match="unknown vector"):
@@ -54,12 +54,12 @@ def test_vectors_are_the_seed_examples():
 
 
 def test_sweep_on_the_formula_module_bends_at_eps_equal_variance():
-    sweep = epsilon_sweep(np.array(SEED_000), dtype="float64")
+    sweep = epsilon_sweep(np.array(FORMULA_MODULE_VECTOR), dtype="float64")
     assert sweep.variance == pytest.approx(4e-9, rel=1e-9)
     # ε ≪ σ²: x − μ = ±1e-4 over σ = 6.32e-5 gives ±√2.5 = ±1.5811
     assert sweep.max_output[0] == pytest.approx(math.sqrt(2.5), rel=1e-3)
     # the formula tutorial's ε = 1e-8: 1e-4/√(4e-9 + 1e-8) = 0.8452
-    at_1e8 = epsilon_sweep(np.array(SEED_000), [1e-8, 4e-9], dtype="float64")
+    at_1e8 = epsilon_sweep(np.array(FORMULA_MODULE_VECTOR), [1e-8, 4e-9], dtype="float64")
     assert at_1e8.max_output[0] == pytest.approx(0.8452, abs=1e-4)
     # ε = σ²: 1/√2 of the ε → 0 value
     assert at_1e8.max_output[1] == pytest.approx(math.sqrt(2.5) / math.sqrt(2), rel=1e-9)
@@ -242,7 +242,7 @@ def test_the_cancellation_question_is_answered_from_the_sweeps_own_numbers(size:
 
 
 def test_sweep_figure_marks_variance_and_chosen_eps():
-    sweep = epsilon_sweep(np.array(SEED_000), dtype="float64")
+    sweep = epsilon_sweep(np.array(FORMULA_MODULE_VECTOR), dtype="float64")
     fig = charts.epsilon.sweep_figure(sweep.eps, sweep.max_output, sweep.grad_norm, sweep.variance,
                                   1e-5)
     assert fig.data[0].y == tuple(sweep.max_output)
@@ -410,7 +410,7 @@ def test_tiny_vector_shows_the_residue_it_divides_and_explains_it():
     shown = steps.text_table()
     assert shown["x − μ"].tolist()[:2] == ["2.328e-11", "2.328e-11"]
     assert shown["x̂"].tolist()[0] == "7.361e-09"
-    stored = np.float32(SEED_000).astype(np.float64)
+    stored = np.float32(FORMULA_MODULE_VECTOR).astype(np.float64)
     assert float(steps.table["x − μ"].iloc[0]) == pytest.approx(stored[0] - stored.mean(),
                                                                 rel=1e-6)
     note = steps.residue()
@@ -423,7 +423,7 @@ def test_tiny_vector_shows_the_residue_it_divides_and_explains_it():
     # float64 of the typed decimals, as the formula tutorial prints, centres them to 0)
     wide = epsilon_steps(stability_vector("tiny"), 1e-5, dtype="float64").residue()
     assert "float32 numbers, as the example is stored" in wide
-    typed = np.array(SEED_000, dtype=np.float64)
+    typed = np.array(FORMULA_MODULE_VECTOR, dtype=np.float64)
     assert (typed - typed.mean())[0] != float(steps.table["x − μ"].iloc[0])
     assert epsilon_steps(stability_vector("ordinary"), 1e-5).residue() is None
     assert epsilon_steps(stability_vector("constant"), 1e-5).residue() is None

@@ -46,7 +46,8 @@ from lnviz.lessons.geometry import (
 from lnviz.ui.params import EPSILONS
 
 PAGE = "app_pages/geometry.py"
-SEED_002 = [[1, 2, 3], [2, 4, 6], [3, 6, 9], [4, 8, 12], [5, 10, 15], [6, 12, 18], [7, 13, 19]]
+SENTENCE_TOKENS = [[1, 2, 3], [2, 4, 6], [3, 6, 9], [4, 8, 12], [5, 10, 15], [6, 12, 18],
+                   [7, 13, 19]]
 TOKENS = ("I", "love", "deep", "learning", "Transformers", "are", "powerful")
 #: ε values the tests sweep: none, PyTorch's default, and large enough to move every point.
 SWEEP = (0.0, 1e-5, 1e-2, 1.0)
@@ -95,8 +96,8 @@ def torch_x_hat(x: torch.Tensor, norm: str, eps: float) -> torch.Tensor:
 def test_seed_tokens_are_the_two_sentences_seven_real_tokens_from_the_preset():
     values, labels = sentence_tokens()
     preset = get_preset("padded_tokens")
-    assert values.tolist() == SEED_002 and labels == TOKENS
-    assert preset.values[preset.mask].tolist() == SEED_002  # the preset, not a retyped copy
+    assert values.tolist() == SENTENCE_TOKENS and labels == TOKENS
+    assert preset.values[preset.mask].tolist() == SENTENCE_TOKENS  # the preset, not a retyped copy
     # each is a + b·(0, 1, 2) with b > 0: why LayerNorm sends all seven to one point
     b = values[:, 1] - values[:, 0]
     assert (b > 0).all()
@@ -168,7 +169,7 @@ def test_every_point_is_lnvizs_and_torchs_x_hat(norm, h, eps, dtype):
 
 def test_batch_norm_at_eps_zero_is_lnvizs_and_torch_refuses_it():
     view = view_of(norm="BatchNorm", eps=0.0)
-    x = torch.tensor(SEED_002, dtype=torch.float32)
+    x = torch.tensor(SENTENCE_TOKENS, dtype=torch.float32)
     np.testing.assert_allclose(view.x_hat, lnviz_x_hat(x, "BatchNorm", 0.0).double(), atol=1e-6)
     assert view.torch_difference is None and "eps must be positive" in view.torch_refusal
     assert torch_check(view).startswith("torch.nn.functional.batch_norm refuses this setting")
@@ -496,7 +497,7 @@ def test_the_snippet_runs_and_gives_the_pages_points(norm, h, eps, affine):
 
 
 def test_the_snippet_says_torch_refuses_batch_norm_at_eps_zero():
-    code = geometry_snippet(np.array(SEED_002, float), "BatchNorm", 0.0)
+    code = geometry_snippet(np.array(SENTENCE_TOKENS, float), "BatchNorm", 0.0)
     assert "torch refuses eps=0 in training mode" in code
     with pytest.raises(ValueError, match="eps must be positive"):
         exec(compile(code, "snippet", "exec"), {})
@@ -559,7 +560,7 @@ def test_figure_tables_carry_z_for_a_3d_scene():
     path, _ = both_figures(view_of())
     points = dict(charts.base.figure_tables(path))["points"]
     shown = points[points["trace"] == "input x"][["x", "y", "z"]].to_numpy(float)
-    np.testing.assert_array_equal(shown, np.array(SEED_002, float))
+    np.testing.assert_array_equal(shown, np.array(SENTENCE_TOKENS, float))
 
 
 # --- The page ---------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from lnviz.train import (
 )
 
 PAGE = "app_pages/shapes.py"
-SEED_003 = [[0.0, -1.2238, 1.2238], [1.4140, -0.7070, -0.7070]]
+NOTES_OUTPUT = [[0.0, -1.2238, 1.2238], [1.4140, -0.7070, -0.7070]]
 
 
 # --- normalized_shape --------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_examples_follow_the_seed_and_refuse_unknown_names():
 @pytest.mark.parametrize("dims", [1, 2])
 def test_the_notes_over_the_last_one_or_two_dims(dims):
     view = layer_norm_shapes(shape_example("two words"), dims)
-    np.testing.assert_allclose(view.output_grid, SEED_003, atol=1e-4)
+    np.testing.assert_allclose(view.output_grid, NOTES_OUTPUT, atol=1e-4)
     assert view.normalized_shape == ((3,) if dims == 1 else (1, 3))
     assert view.stats_shape == (2, 1, 1)
     assert (view.groups, view.group_size) == (2, 3)
@@ -179,7 +179,7 @@ def test_the_seeds_dims_mix_the_samples_of_a_batch_of_two():
     two = notes_batch_of_two()
     # alone (the seed's batch of one), both choices give the seed's numbers
     for dims in (1, 2):
-        np.testing.assert_allclose(two.alone[dims], SEED_003, atol=1e-4)
+        np.testing.assert_allclose(two.alone[dims], NOTES_OUTPUT, atol=1e-4)
     # over the last dim sample 0 does not notice sample 1; over the last two it does
     assert two.dependence[1] == 0.0
     assert two.dependence[2] == pytest.approx(1.8671, abs=1e-4)
@@ -213,7 +213,7 @@ def test_the_seeds_own_cells_on_a_batch_of_two():
     one = torch.tensor(two.inputs[:1]).permute(1, 0, 2)
     mu1 = one.mean(-1, keepdim=True)
     sigma1 = (1 / 3) * torch.sum((one - mu1) ** 2, dim=dims, keepdim=True)
-    np.testing.assert_allclose(((one - mu1) / torch.sqrt(sigma1 + epsilon))[:, 0], SEED_003,
+    np.testing.assert_allclose(((one - mu1) / torch.sqrt(sigma1 + epsilon))[:, 0], NOTES_OUTPUT,
                                atol=1e-4)
     caption = batch_of_two_caption(two)
     assert caption.startswith("Over the last dim, sample 0's output moves by 0 when sample 1 "
@@ -619,7 +619,7 @@ def stream(at, variant: int = 1) -> np.ndarray:
 def test_default_view_is_the_notes_and_a_48_block_stack():
     at = open_page(PAGE)
     assert len(figures(at)) == 3  # shapes, the stream, the gradients; the race waits for Run
-    np.testing.assert_allclose(output_grid(at), SEED_003, atol=1e-4)
+    np.testing.assert_allclose(output_grid(at), NOTES_OUTPUT, atol=1e-4)
     metrics = [m.value for m in at.metric]
     assert metrics[:4] == ["(2, 1, 3)", "(3,)", "(2, 1, 1)", "2 × 3"]
     np.testing.assert_allclose(stream(at, 0)[1:], 1.0, atol=1e-4)
@@ -728,14 +728,14 @@ def test_the_notes_over_its_last_two_dims_names_the_batch():
     assert alerts(at)["warning"] == [] and "The batch dim is in front of them" in _reply(at)
     at.radio(key="sh_dims").set_value(2).run()
     assert _reply(at).startswith("**Right:**") and _reply(at).endswith(batch_note("two words", 2))
-    np.testing.assert_allclose(output_grid(at), SEED_003, atol=1e-4)  # one sample: no change
+    np.testing.assert_allclose(output_grid(at), NOTES_OUTPUT, atol=1e-4)  # one sample: no change
     at.segmented_control(key="sh_tensor").set_value("two words ×2").run()
     assert at.radio(key="sh_dims").value == 2
     assert _reply(at).startswith("**Not quite:** the answer is “yes”.")
     assert "With 2 samples" in _reply(at)
     two = notes_batch_of_two()
     np.testing.assert_allclose(output_grid(at), two.notes_dims.reshape(4, 3), atol=1e-12)
-    assert not np.allclose(output_grid(at)[[0, 2]], SEED_003, atol=0.1)  # sample 0 moved
+    assert not np.allclose(output_grid(at)[[0, 2]], NOTES_OUTPUT, atol=0.1)  # sample 0 moved
     assert [m.value for m in at.metric][:4] == ["(2, 2, 3)", "(2, 3)", "(2, 1, 1)", "2 × 6"]
 
 
