@@ -448,8 +448,9 @@ st.markdown(
     + (f", the most at the narrowest rows (SmolLM2's {kernels[0][0][1]} features)"
        if int(np.argmax(torch_saving)) == 0 else "")
     + ". With lnviz's fused kernels, which read x once and write y once for both, RMSNorm is "
-    + (f"as fast as LayerNorm within the timings' noise (from {-min(fused_saving):.1%} slower "
-       f"to {max(fused_saving):.1%} faster, one timing each)"
+    + (f"within 5% of LayerNorm (from {-min(fused_saving):.1%} slower to "
+       f"{max(fused_saving):.1%} faster, one timing each, so how much of that is noise "
+       "was not measured)"
        if max(abs(v) for v in fused_saving) < 0.05 else
        f"between {-min(fused_saving):.1%} slower and {max(fused_saving):.1%} faster"
        if min(fused_saving) < 0 else

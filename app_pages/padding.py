@@ -246,8 +246,8 @@ def pad_token_section(box: DeltaGenerator, code: DeltaGenerator, batch: Batch,
             help="Added to σ² before the square root. Try 0 and look at the pad token's row.")
         gamma = cols[1].slider("γ (scale)", -3.0, 3.0, 1.0, 0.1, key="pd_gamma",
                                bind="query-params",
-                               help="Multiplies x̂, which is 0 for the pad (NaN at ε = 0), so γ "
-                                    "changes nothing there.")
+                               help="Multiplies x̂, which is 0 for the pad at ε > 0, so γ changes "
+                                    "nothing there.")
         beta = cols[2].slider("β (shift)", -3.0, 3.0, 0.5, 0.1, key="pd_beta",
                               bind="query-params",
                               help="Added after scaling: the pad token's whole output.")

@@ -95,8 +95,8 @@ with st.container(border=True):
     dims = cols[1].radio(
         "Normalize over the last … dims", list(range(1, ndim)), horizontal=True,
         key="sh_dims", bind="query-params",
-        help="normalized_shape = x.shape[-k:]; the first dim always keeps its own statistics. "
-             "Whether the batch is left out depends on where the tensor keeps it.")
+        help="normalized_shape = x.shape[-k:]: μ and σ² are taken over the last k dims, "
+             "once for every index of the dims before them.")
 st.caption(f"Dims of this tensor: {' × '.join(SHAPE_EXAMPLES[example])}.")
 with refusal():
     view = layer_norm_shapes(batch, dims)

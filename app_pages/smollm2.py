@@ -197,11 +197,16 @@ if part.open:
                      "choice beside the norm says.")
         if stays is not None:
             broken = broken_as(how)
-            answer = survives_answer(broken, shown)
+            # how likely the token was is part 1's question: its numbers wait for its answer
+            answer = survives_answer(broken, shown, probabilities=sure is not None)
             st.markdown(answer.reply(stays) if stays else answer.reason)
-            show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
-                        broken.before.probabilities, broken.after.probabilities,
-                        broken.after.tokens, key="sl_broken")
+            if sure is None:
+                st.caption("The probabilities before and after, and their figure, wait for "
+                           "part 1's question: how likely the model finds its next token.")
+            else:
+                show_figure(charts.smollm2.prediction_figure, broken.before.tokens,
+                            broken.before.probabilities, broken.after.probabilities,
+                            broken.after.tokens, key="sl_broken")
             st.markdown(
                 f"With the norm {code_span(name)} ({norm_label(name)}) {BROKEN_AS[how]}, the "
                 f"next-token distribution moves by a {defined('KL divergence')} of "

@@ -812,3 +812,17 @@ def test_the_intro_leaves_where_two_features_land_to_the_question() -> None:
     inputs = input_vectors("random", 2, count=8, seed=0)
     answer = landing_answer(geometry_view(inputs.values, inputs.labels, "LayerNorm", 0.0))
     assert answer.option == "on fewer points than vectors"
+
+
+@pytest.mark.parametrize("text", ["1, 2, 3; 2, 4, 6", "1, 2, 3; 3, 4, 5"])
+def test_with_two_vectors_on_one_point_fewer_points_is_right_too(text):
+    """Two vectors on one point are also on fewer points than vectors: both options are right
+    (at three or more vectors they differ, and only the exact one is)."""
+    inputs = input_vectors("typed", 3, text=text)
+    answer = landing_answer(geometry_view(inputs.values, inputs.labels, "LayerNorm", 0.0))
+    assert answer.option == "all on one point"
+    assert answer.reply("on fewer points than vectors").startswith("**Right:**")
+    assert answer.reply("each on a point of its own").startswith("**Not quite:**")
+    three = input_vectors("typed", 3, text=text + "; 5, 6, 7")
+    assert landing_answer(geometry_view(three.values, three.labels, "LayerNorm", 0.0)).accepted \
+        == ()

@@ -642,3 +642,28 @@ def test_sigma_with_the_pads_widens_first_only_when_the_pad_is_over_a_sigma_away
             assert ("first widens" in text) == widens and ("only shrinks" in text) != widens
             seen.add(widens)
     assert seen == {True, False}  # both cases occur
+
+
+def test_a_pad_value_just_over_a_sigma_away_says_what_the_whole_pads_do():
+    """(μ − p)² just above σ²: σ²(f) = (1 − f)σ² + f(1 − f)(μ − p)² is above σ² only while
+    f < 1 − σ²/(μ − p)², here under 4% of the values, less than one pad's share: every pad
+    narrows σ, and the sentence says so instead of "first widens (from 2.73 to 2.73)". Checked
+    against a sweep of every pad count from 0 to 20."""
+    import re
+
+    from lnviz.lessons.padding import sigma_path
+
+    values, mask = padded_batch(4, 4, max_len=8, pad_value=-0.5, seed=2)
+    batch = Batch(values, "NLC", mask)
+    text = sigma_path(padding_sweep(batch, -0.5), 3, -0.5)
+    assert "only a little more than their σ" in text and "first widens" not in text
+    wide = float(re.search(r"only while they are under ([\d.]+)% of the values", text).group(1))
+    reals = int(mask.sum())
+    assert f"less than one pad beside these {reals} real tokens" in text
+    assert 100 / (reals + 1) >= wide
+    every = [p / (reals + p) for p in range(21)]
+    dense = padding_sweep(batch, -0.5, fractions=every, dtype="float64")
+    std = dense.std_with_pad[:, 3]
+    assert np.all(np.diff(std) < 0)  # every pad narrows it
+    real = values[mask][:, 3].astype(np.float64)
+    assert 100 * (1 - real.var() / (real.mean() + 0.5) ** 2) == pytest.approx(wide, abs=0.05)

@@ -243,11 +243,25 @@ def test_the_page_asks_before_each_of_its_three_answers(model):
     removed = break_norm(model, PRESETS[0], name, "removed")
     # part 4's question names the top token only once part 1's question is answered
     top = "`" + analyze(model, PRESETS[0]).prediction.tokens[0].replace("Ġ", "␣") + "`"
-    at = asks_first(PAGE, f"sl_stays_guess_{name}_removed", survives_answer(removed).option,
-                    {"sl_part4": "true"})
-    assert top not in at.radio(key=f"sl_stays_guess_{name}_removed").label
+    # how likely the top token was is part 1's answer: while part 1 is open, part 4's reply
+    # leaves the probabilities out and its figure waits
+    key, right = f"sl_stays_guess_{name}_removed", survives_answer(removed).option
+    at = open_page(PAGE, {"sl_part4": "true"}, asked=True)
+    assert top not in at.radio(key=key).label
+    for option in [o for o in at.radio(key=key).options if o != right] + [right]:
+        at.radio(key=key).set_value(option).run()
+        reply = next(m.value for m in at.markdown if "with the norm removed" in m.value)
+        assert reply.startswith("**Right:**" if option == right else
+                                f"**Not quite:** the answer is “{right}”."), reply
+        assert "%" not in reply
+        assert any("wait for part 1's question" in c.value for c in at.caption)
+        assert len(figures(at)) == 0
     at.radio(key="sl_next_guess").set_value("over 75%").run()
+    assert len(figures(at)) == 2  # part 1's and part 4's
     assert top in at.radio(key=f"sl_stays_guess_{name}_removed").label
+    reply = next(m.value for m in at.markdown if "with the norm removed" in m.value)
+    assert f"{removed.before.probabilities[0]:.0%} before" in reply
+    assert not any("wait for part 1's question" in c.value for c in at.caption)
     right = gentlest_answer({how: break_norm(model, PRESETS[0], name, how)
                              for how in BREAKS}).option
     wrong = next(how for how in BREAKS if how != right)
@@ -405,3 +419,17 @@ def test_tokens_whose_states_tie_hold_the_massive_activation_as_the_first(model)
     assert abs(first - second) <= TIE * max(first, second)  # tied, whichever is larger
     assert int(m.token[m.block]) == 0
     assert massive_answer(seen).option == "the first token"
+
+
+def test_part_ones_reply_is_exact_at_its_boundaries():
+    """74.96% is not shown as "75%" (which would contradict the option marked right), and a
+    probability exactly on a boundary makes both options that meet there right."""
+    from lnviz.lessons.smollm2 import Prediction, sureness_answer
+
+    under = sureness_answer(Prediction(("a", "b"), (0.7496, 0.1)))
+    assert under.option == "50% to 75%" and "probability 75.0%" in under.reason
+    assert under.reply("over 75%").startswith("**Not quite:**")
+    on = sureness_answer(Prediction(("a", "b"), (0.75, 0.1)))
+    assert on.option == "over 75%" and on.accepted == ("50% to 75%",)
+    plain = sureness_answer(Prediction(("a", "b"), (0.6, 0.1)))
+    assert "probability 60%" in plain.reason and plain.accepted == ()

@@ -570,6 +570,10 @@ def landing_answer(view: GeometryView) -> Answer | None:
         return Answer(option, reason + (
             f" In {view.dtype} some of those distances are smaller than its rounding, so "
             f"“{shown}” is right too, as the numbers are stored."), (shown,))
+    if count == 2 and len(groups) == 1:  # one point is fewer points than two vectors
+        return Answer(option, reason + (
+            f" With two vectors, one point is also fewer points than vectors: "
+            f"“{LANDING_OPTIONS[1]}” is right too."), (LANDING_OPTIONS[1],))
     return Answer(option, reason)
 
 
@@ -770,7 +774,8 @@ def closeup_caption(view: GeometryView) -> str:
     image = (f"the points β ± γ⊙(1, −1) = {_vector(view.beta + view.gamma * [1, -1])} and "
              f"{_vector(view.beta - view.gamma * [1, -1])}" if h == 2 else
              f"an ellipse centred at β = {_vector(view.beta)}: the circle stretched by γ along "
-             "each axis")
+             "each axis" + (" (flattened to a segment or a point where some γ are 0)"
+                            if not view.gamma.all() else ""))
     if view.norm == "LayerNorm":
         return (text + f" y = γ⊙x̂ + β (vermillion) maps the circle to {image}; y lies on "
                 "it at ε = 0, inside it when ε > 0.")
@@ -818,7 +823,8 @@ def geometry_snippet(values: np.ndarray, norm: str, eps: float,
     if norm == "LayerNorm":
         body = (f"x_hat = F.layer_norm(x, ({h},), eps=eps)\n"
                 "var = x.double().var(dim=1, unbiased=False)\n"
-                "print(x_hat.sum(dim=1))                     # ≈ 0: on the plane Σx = 0\n"
+                f"print(x_hat.sum(dim=1))                     # ≈ 0: on the "
+                f"{'line' if h == 2 else 'plane'} Σx = 0\n"
                 "print(x_hat.double().norm(dim=1))           # |x̂| ...\n"
                 f"print(({h} * var / (var + eps)).sqrt())       # ... = √H·√(σ²/(σ² + ε))\n")
     elif norm == "RMSNorm":

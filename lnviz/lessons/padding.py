@@ -26,6 +26,7 @@ x̂ = 0·(1/√ε) = 0, so its output is exactly β — finite only because ε >
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -318,9 +319,29 @@ def sigma_path(sweep: PaddingSweep, feature: int, pad_value: float) -> str:
     where = (f"the pad value {pad_value:g} lies {distance:.3g} from the real values' mean "
              f"{float(real_mean):.3g}, ")
     if distance > float(real_std):
-        return (f"Feature {feature}: {where}more than their σ = {float(real_std):.3g}, so σ with "
-                f"the pads first widens (from {shown[0]:.3g} to {shown.max():.3g}), then falls "
-                f"to {shown[-1]:.3g} as the pads take over.")
+        # σ²(f) peaks at f* = (1 − σ²/(μ − p)²)/2, by a factor (1 + f*·…): a pad value just over
+        # one σ away widens σ only a little and only over the first few pads
+        var, gap = float(real_std) ** 2, distance**2
+        peak = (1 - var / gap) / 2
+        rise = math.sqrt(((1 - peak) * var + peak * (1 - peak) * gap) / var) - 1
+        if shown.max() > shown[0] * (1 + 1e-3):
+            return (f"Feature {feature}: {where}more than their σ = {float(real_std):.3g}, so σ "
+                    f"with the pads first widens (from {shown[0]:.3g} to {shown.max():.3g}), "
+                    f"then falls to {shown[-1]:.3g} as the pads take over.")
+        wide = 1 - var / gap  # σ²(f) is above σ² only while the pads' share f is below this
+        k = int(np.flatnonzero(sweep.pads > 0)[0])
+        reals = round(float(sweep.pads[k]) * (1 - float(sweep.fraction[k]))
+                      / float(sweep.fraction[k]))
+        if 1 / (reals + 1) >= wide:  # one pad already takes a larger share
+            return (f"Feature {feature}: {where}only a little more than their σ = "
+                    f"{float(real_std):.3g}: σ² with the pads would rise only while they are "
+                    f"under {wide:.1%} of the values, less than one pad beside these {reals} "
+                    f"real tokens, so every pad narrows it: from {shown[0]:.3g} to "
+                    f"{shown[-1]:.3g}.")
+        return (f"Feature {feature}: {where}only a little more than their σ = "
+                f"{float(real_std):.3g}, so σ with the pads widens by at most {rise:.2%}, until "
+                f"the pads are {peak:.1%} of the values, and then falls: from {shown[0]:.3g} to "
+                f"{shown[-1]:.3g} here.")
     return (f"Feature {feature}: {where}within their σ = {float(real_std):.3g}, so σ with the "
             f"pads only shrinks, from {shown[0]:.3g} to {shown[-1]:.3g}.")
 

@@ -506,9 +506,15 @@ def sureness_answer(prediction: Prediction, shown: Callable[[str], str] = str) -
     """Which of :data:`SURENESS_OPTIONS` the most likely next token's probability falls in."""
     p = prediction.probabilities[0]
     option = SURENESS_OPTIONS[min(int(p // 0.25), 3)]
+    # a whole percent would round 74.96% to the boundary it lies under: one more digit there
+    said = f"{p:.1%}" if round(100 * p) in (25, 50, 75) else f"{p:.0%}"
+    # exactly on a boundary (a quarter, a half, three quarters) both options that meet there hold
+    accepted = ((SURENESS_OPTIONS[int(4 * p) - 1],) if 0 < p < 1 and 4 * p == int(4 * p)
+                else ())
     return Answer(option, (
         f"The most likely next token is {shown(prediction.tokens[0])}, with probability "
-        f"{p:.0%}; the five most likely hold {sum(prediction.probabilities):.0%} between them."))
+        f"{said}; the five most likely hold {sum(prediction.probabilities):.0%} between them."),
+        accepted)
 
 
 #: Part 4's first question: does the prompt's most likely next token survive the break?
@@ -538,18 +544,22 @@ def massive_answer(run: Analysis, shown: Callable[[str], str] = str) -> Answer:
     return Answer(token_place(token, len(run.tokens)), reason)
 
 
-def survives_answer(broken: Broken, shown: Callable[[str], str] = str) -> Answer:
+def survives_answer(broken: Broken, shown: Callable[[str], str] = str, *,
+                    probabilities: bool = True) -> Answer:
     """Whether the prompt's most likely next token survives ``broken`` (one of
-    :data:`SURVIVES_OPTIONS`), with the probabilities before and after."""
+    :data:`SURVIVES_OPTIONS`), with the probabilities before and after (left out where
+    ``probabilities`` is False: how likely the token was is part 1's question, still open)."""
     before, after = broken.before, broken.after
-    top = shown(before.tokens[0])
-    if broken.same_top:
+    top, as_ = shown(before.tokens[0]), f"with the norm {BROKEN_AS[broken.how]}"
+    if not probabilities:
+        reason = (f"{top} stays the most likely next token {as_}." if broken.same_top else
+                  f"{top} gives way to {shown(after.tokens[0])} {as_}.")
+    elif broken.same_top:
         reason = (f"{top} stays the most likely next token: {before.probabilities[0]:.0%} "
-                  f"before, {after.probabilities[0]:.0%} with the norm {BROKEN_AS[broken.how]}.")
+                  f"before, {after.probabilities[0]:.0%} {as_}.")
     else:
         reason = (f"{top} ({before.probabilities[0]:.0%} before) gives way to "
-                  f"{shown(after.tokens[0])} ({after.probabilities[0]:.0%}) with the norm "
-                  f"{BROKEN_AS[broken.how]}.")
+                  f"{shown(after.tokens[0])} ({after.probabilities[0]:.0%}) {as_}.")
     return Answer(SURVIVES_OPTIONS[0 if broken.same_top else 1], reason)
 
 
