@@ -38,8 +38,8 @@ from lnviz.norms import (
 
 __all__ = ["ACTIVATIONS", "DYT_ALPHA", "FINAL_NORMED", "NORM_KINDS", "PLACEMENTS", "BatchNorm1d",
            "BatchNorm2d", "DyT", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LayerNorm",
-           "RMSNorm", "block", "dyt", "feed_forward", "final_norm", "init_block",
-           "self_attention"]
+           "RMSNorm", "TransformerBlock", "block", "block_norms", "dyt", "feed_forward",
+           "final_norm", "init_block", "norm_params", "self_attention"]
 
 
 class _Computed:
@@ -290,3 +290,64 @@ def final_norm(x: torch.Tensor, variant: str, params: dict[str, torch.Tensor] | 
     ``params["lnf_weight"/"lnf_bias"]`` if given); post-LN's stream leaves its last block
     normalized already, and "none" has no norm to add."""
     return _norm(x, params, "lnf", impl, kind) if variant in FINAL_NORMED else x
+
+
+def norm_params(name: str, d_model: int, placement: str, kind: str = "LayerNorm",
+                dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """The parameters of the norm ``name`` (``ln1``, ``ln2``, ``ln1o``, ``ln2o``, ``lnf``) at
+    their initial values: γ = 1 (``name_weight``), β = 0 (``name_bias``, not for an RMSNorm) and,
+    for DyT, α = :data:`DYT_ALPHA` (``name_alpha``); none where the placement has no norms."""
+    if placement == "none":
+        return {}
+    params = {name + "_weight": torch.ones(d_model, dtype=dtype)}
+    if kind != "RMSNorm":
+        params[name + "_bias"] = torch.zeros(d_model, dtype=dtype)
+    if kind == "DyT":
+        params[name + "_alpha"] = torch.tensor(DYT_ALPHA, dtype=dtype)
+    return params
+
+
+def block_norms(placement: str) -> tuple[str, ...]:
+    """The norms a block in ``placement`` has: before each sublayer (``ln1``, ``ln2``; post-LN's
+    after each residual sum), and after each sublayer's output for Peri-LN and OLMo-2 (``ln1o``,
+    ``ln2o``; OLMo-2 uses only those)."""
+    return {"post-LN": ("ln1", "ln2"), "pre-LN": ("ln1", "ln2"),
+            "Peri-LN": ("ln1", "ln2", "ln1o", "ln2o"), "OLMo-2": ("ln1o", "ln2o"),
+            "none": ()}[placement]
+
+
+class TransformerBlock(nn.Module):
+    """:func:`block` as a module: one transformer block in ``placement`` (:data:`PLACEMENTS`),
+    its norms computing ``norm`` (:data:`NORM_KINDS`), its weights parameters named as
+    :func:`block` reads them (``wq`` … ``b2`` from :func:`init_block` with ``gain``, drawn from
+    ``generator``; the norms' ``ln1_weight`` … from :func:`norm_params`). ``forward`` returns the
+    new residual stream; :meth:`parts` also what attention and the feed-forward network add."""
+
+    def __init__(self, d_model: int, placement: str = "pre-LN", norm: str = "LayerNorm",
+                 activation: str = "GELU", *, gain: float = 1.0,
+                 generator: torch.Generator | None = None,
+                 dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
+        if norm not in NORM_KINDS:
+            raise ValueError(f"norm must be one of {list(NORM_KINDS)}, got {norm!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+        self.placement, self.norm, self.activation = placement, norm, activation
+        weights = init_block(d_model, gain, generator or torch.Generator().manual_seed(0), dtype)
+        for name in block_norms(placement):
+            weights |= norm_params(name, d_model, placement, norm, dtype)
+        self.weights = nn.ParameterDict({k: nn.Parameter(v) for k, v in weights.items()})
+
+    def parts(self, x: torch.Tensor, *, impl: str = "scratch"
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(new stream, what attention adds, what the feed-forward network adds)."""
+        return block(x, dict(self.weights.items()), self.placement,
+                     ACTIVATIONS[self.activation], impl=impl, kind=self.norm)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.parts(x)[0]
+
+    def extra_repr(self) -> str:
+        return f"{self.placement}, norm={self.norm}, activation={self.activation}"

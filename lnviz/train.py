@@ -35,7 +35,7 @@ from lnviz.analysis import COMPARED
 from lnviz.chunked import Chunked
 from lnviz.data.sequences import DIGIT_READINGS, load_data
 from lnviz.devices import available_devices, one_thread
-from lnviz.nn import DYT_ALPHA, FINAL_NORMED, block, final_norm, init_block
+from lnviz.nn import FINAL_NORMED, block, final_norm, init_block, norm_params
 
 __all__ = [
     "BLOCK_MATRICES",
@@ -161,22 +161,15 @@ def init_race_model(config: RaceConfig, entrant: str, seed: int | None = None
     generator = torch.Generator().manual_seed(config.seed if seed is None else seed)
     d = config.d_model
 
-    def norm_params(name: str) -> dict[str, torch.Tensor]:
-        if variant == "none":
-            return {}
-        params = {name + "_weight": torch.ones(d)}
-        if kind != "RMSNorm":
-            params[name + "_bias"] = torch.zeros(d)
-        if kind == "DyT":
-            params[name + "_alpha"] = torch.tensor(DYT_ALPHA)
-        return params
+    def norms(*names: str) -> dict[str, torch.Tensor]:
+        return {k: v for name in names for k, v in norm_params(name, d, variant, kind).items()}
 
     blocks = []
     for _ in range(config.depth):
         params = init_block(d, 1.0, generator, dtype=torch.float32)
-        params |= norm_params("ln1") | norm_params("ln2")
+        params |= norms("ln1", "ln2")
         if variant in ("Peri-LN", "OLMo-2"):  # and a norm on what each sublayer adds
-            params |= norm_params("ln1o") | norm_params("ln2o")
+            params |= norms("ln1o", "ln2o")
         blocks.append(params)
     top = {
         "embed": torch.randn(RACE_VOCAB, d, generator=generator) * math.sqrt(0.5),
@@ -184,7 +177,7 @@ def init_race_model(config: RaceConfig, entrant: str, seed: int | None = None
         "head": torch.randn(RACE_VOCAB, d, generator=generator) / math.sqrt(d),
     }
     if variant in FINAL_NORMED:
-        top |= norm_params("lnf")
+        top |= norms("lnf")
     for tensor in [*top.values(), *(t for p in blocks for t in p.values())]:
         tensor.requires_grad_()
     return {"variant": variant, "kind": kind, "blocks": blocks, "top": top}

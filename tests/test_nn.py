@@ -357,3 +357,70 @@ def test_a_patched_module_takes_its_input_by_keyword_and_its_copies_compute_them
         copy_[0].weight.fill_(3.0)
     assert torch.equal(copy_(x), 3 * x) and torch.equal(model(x), 2 * x)
     assert "forward" not in model[0].__dict__
+
+
+def _torch_block(x: torch.Tensor, w: dict[str, torch.Tensor], placement: str) -> torch.Tensor:
+    """The block written with torch alone: scaled_dot_product_attention for the one head,
+    torch.nn.functional's layer_norm and gelu."""
+    import torch.nn.functional as F
+
+    def ln(h: torch.Tensor, name: str) -> torch.Tensor:
+        return F.layer_norm(h, h.shape[-1:], w[name + "_weight"], w[name + "_bias"])
+
+    def attn(h: torch.Tensor) -> torch.Tensor:
+        q, k, v = F.linear(h, w["wq"]), F.linear(h, w["wk"]), F.linear(h, w["wv"])
+        return F.linear(F.scaled_dot_product_attention(q, k, v), w["wo"])
+
+    def ffn(h: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.gelu(F.linear(h, w["w1"], w["b1"])), w["w2"], w["b2"])
+
+    if placement == "post-LN":
+        h = ln(x + attn(x), "ln1")
+        return ln(h + ffn(h), "ln2")
+    if placement == "pre-LN":
+        h = x + attn(ln(x, "ln1"))
+        return h + ffn(ln(h, "ln2"))
+    if placement == "Peri-LN":
+        h = x + ln(attn(ln(x, "ln1")), "ln1o")
+        return h + ln(ffn(ln(h, "ln2")), "ln2o")
+    if placement == "OLMo-2":
+        h = x + ln(attn(x), "ln1o")
+        return h + ln(ffn(h), "ln2o")
+    h = x + attn(x)
+    return h + ffn(h)
+
+
+@pytest.mark.parametrize("placement", lnn.PLACEMENTS)
+def test_the_transformer_block_is_the_placement_written_with_torch(placement: str) -> None:
+    """lnviz.nn.TransformerBlock in each placement against the same block written with
+    torch's attention, LayerNorm and GELU, on trained-looking (non-initial) γ and β; its
+    parameters are the norms the placement has, named as lnviz.nn.block reads them."""
+    block = lnn.TransformerBlock(16, placement, gain=1.0,
+                                 generator=torch.Generator().manual_seed(3),
+                                 dtype=torch.float64)
+    names = {n.split(".", 1)[1] for n, _ in block.named_parameters()}
+    norms = {f"{n}_{p}" for n in lnn.block_norms(placement) for p in ("weight", "bias")}
+    assert names == {"wq", "wk", "wv", "wo", "w1", "b1", "w2", "b2"} | norms
+    draw = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for name, p in block.weights.items():
+            if name.startswith("ln"):
+                p.copy_(torch.randn(p.shape, generator=draw, dtype=p.dtype) * 0.5
+                        + (1.0 if name.endswith("weight") else 0.0))
+    x = torch.randn(2, 5, 16, generator=draw, dtype=torch.float64)
+    expected = _torch_block(x, dict(block.weights.items()), placement)
+    torch.testing.assert_close(block(x), expected, rtol=1e-10, atol=1e-10)
+    stream, attn, ffn = block.parts(x)
+    assert torch.equal(stream, block(x)) and attn.shape == ffn.shape == x.shape
+
+
+@pytest.mark.parametrize(("norm", "extra"), [("RMSNorm", set()), ("DyT", {"alpha"})])
+def test_the_block_norms_of_rmsnorm_and_dyt(norm: str, extra: set[str]) -> None:
+    block = lnn.TransformerBlock(8, "pre-LN", norm)
+    names = {n.split(".", 1)[1] for n, _ in block.named_parameters()}
+    wanted = {"weight", "bias"} - ({"bias"} if norm == "RMSNorm" else set()) | extra
+    assert {n for n in names if n.startswith("ln")} == {f"ln{i}_{p}" for i in (1, 2)
+                                                        for p in wanted}
+    assert block(torch.randn(1, 3, 8)).shape == (1, 3, 8)
+    with pytest.raises(ValueError, match="placement must be one of"):
+        lnn.TransformerBlock(8, "middle-LN")
