@@ -92,8 +92,10 @@ def sharing_section(cols: list[DeltaGenerator], c: int) -> None:
     groups = st.columns([3, 2])[0].select_slider(
         "GroupNorm: number of groups G", divisors, value=divisors[1], key="bl_groups",
         bind="query-params",
-        help=f"GroupNorm splits the {c} channels into G groups of C/G. G = 1 pools all channels "
-             "(LayerNorm over C, H, W); G = C pools one channel (InstanceNorm).",
+        help=f"GroupNorm splits the {c} channels into G groups of C/G, each pooled with all "
+             "of a sample's positions. On images G = 1 is LayerNorm over C, H, W and G = C is "
+             "InstanceNorm; on tokens (NLC) G = 1 pools every token of a sample, more than "
+             "LayerNorm's one token.",
     )
     with refusal(icon=":material/block:"):
         cubes = sharing_cubes(shape, layout, groups)

@@ -82,7 +82,8 @@ cols = st.columns([3, 2])
 eps = eps_slider(
     cols[0], key="gm_eps", value=0.0,
     help="Added to σ² (RMSNorm: to the mean square) under the square root. At 0 LayerNorm "
-         "puts x̂ exactly at distance √H from 0 on its plane (RMSNorm: anywhere at √H); "
+         "puts x̂ exactly at distance √H from 0 on its plane (RMSNorm: anywhere at √H), "
+         "except a constant vector (RMSNorm: a zero one), where 0/0 gives NaN; "
          "raise it towards 1 to pull the points inside.",
 )
 affine = cols[1].toggle(

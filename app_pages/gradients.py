@@ -98,11 +98,18 @@ LOSSES = {"one-hot": f"y[{cell[0]}, {cell[1]}], one output cell", "ones": "Σ y,
           "random": "Σ g·y, with a random g at every output cell (the sidebar's seed)"}
 # the answer changes with two samples (and there with ε): asked again across that line
 asked_for = ("N = 2", eps) if n == 2 else "N ≥ 3"
-guess = prediction(
-    f"the loss is {LOSSES[kind]}. Which inputs does BatchNorm's ∂L/∂x reach?", REACH_OPTIONS,
-    key=f"gr_guess_{kind}", what="both norms' gradients",
-    context=asked_for,
-    help="The loss is the one chosen under “Upstream gradient ∂L/∂y”.")
+if kind != ONE_HOT and answered(f"gr_guess_{ONE_HOT}", asked_for) is None:
+    # another loss's reply and figures show which values each norm pools: the one-hot loss's
+    # answer, so its question comes first
+    st.caption(f"The {ONE_HOT} loss's question comes first: what this loss's gradients show "
+               f"answers it. Pick **{ONE_HOT}** under “Upstream gradient ∂L/∂y” and answer "
+               "there.")
+    guess = None
+else:
+    guess = prediction(
+        f"the loss is {LOSSES[kind]}. Which inputs does BatchNorm's ∂L/∂x reach?",
+        REACH_OPTIONS, key=f"gr_guess_{kind}", what="both norms' gradients", context=asked_for,
+        help="The loss is the one chosen under “Upstream gradient ∂L/∂y”.")
 if guess is not None:
     st.markdown(reach_answer(bn.grad_input, kind, cell, x=to_numpy(x), eps=eps).reply(guess))
     st.caption("The H values that share one μ and σ: a sample's C features for LayerNorm, a "
@@ -127,17 +134,13 @@ if report.max_difference <= 1e-9:
 else:
     st.error(message.replace("match", "differ from"), icon="❌")
 # The Try-this's account of the one-hot loss, the Jacobian and the invariances say which inputs
-# each norm ties together: the one-hot question's answer, so they wait for that question
-explained = guess is not None and answered(f"gr_guess_{ONE_HOT}", asked_for) is not None
+# each norm ties together: the one-hot question's answer, given before any other loss's
+explained = guess is not None
 if guess is not None:
-    st.info(gradients_try_this(n, kind, explained), icon="🔍")
+    st.info(gradients_try_this(n, kind), icon="🔍")
     note = pair_note(n, c)  # with N = 2 it says where BatchNorm's gradient goes: after the guess
     if note:
         st.warning(note, icon="⚠️")
-    if not explained:
-        st.caption("The Jacobian and what leaves the output unchanged (below) say which inputs "
-                   f"each norm ties together, which answers the {ONE_HOT} loss's question: "
-                   f"pick {ONE_HOT} above and answer it first.")
 
 # --- Jacobian -----------------------------------------------------------------------------------
 if explained:

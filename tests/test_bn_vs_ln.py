@@ -662,3 +662,18 @@ def test_the_cheat_sheets_link_opens_a_batch_size_race_on_the_lstm_page():
     assert race.selectbox(key="tr_sweep").value == "batch_size"
     assert race.multiselect(key="tr_models").value == ["bn-lstm", "ln-lstm"]
     assert race.select_slider(key="tr_batch").disabled
+
+
+@pytest.mark.parametrize(("batch_size", "features", "seed"),
+                         [(1, 2, 11), (2, 2, 27), (2, 2, 0), (8, 6, 0), (2, 3, 37)])
+def test_the_snippets_comment_is_what_it_prints(batch_size, features, seed):
+    """Run, the snippet prints what its comment says at every setting, including a batch of two
+    whose new batch-mate keeps BatchNorm's ±1 (row 0 then stays under BatchNorm too)."""
+    from lnviz.lessons.bn_vs_ln import bn_vs_ln_snippet
+
+    code = bn_vs_ln_snippet(features, batch_size, 3, 4, 0.1, seed)
+    namespace: dict = {}
+    exec(compile(code, "snippet", "exec"), namespace)  # our own generated code
+    assert namespace["ln_same"] is True
+    assert f"print(ln_same, bn_same)  # True {namespace['bn_same']}" in code
+    assert ("so does BatchNorm's here" in code) == namespace["bn_same"]

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, asks_first, decode, figures, open_page, trace_data
+from pageutil import alerts, asks_first, decode, figures, open_page, page_text, trace_data
 
 from lnviz.lessons.common import short
 from lnviz.lessons.gradients import (
@@ -472,7 +472,7 @@ def test_the_page_asks_where_the_gradient_goes_before_it_draws_it():
     assert "Now pick **ones** and answer again" in alerts(at)["info"][0]
     at.segmented_control(key="gr_up").set_value("ones").run()
     assert at.radio(key="gr_guess_ones").value is None
-    assert not [f for f in figures(at) if "∂L/∂x, BatchNorm" in json.dumps(f)]
+    assert not [f for f in figures(at) if "∂L/∂x, BatchNorm" in json.dumps(f, ensure_ascii=False)]
 
 
 def test_the_page_draws_the_lessons_seeded_input():
@@ -563,7 +563,7 @@ def test_the_try_this_holds_for_the_batch_size(n):
     samples it is ε's alone, and the Try-this says so."""
     from lnviz.lessons.gradients import gradients_try_this
 
-    text = gradients_try_this(n, "one-hot", True)
+    text = gradients_try_this(n, "one-hot")
     # at N = 2 the column is N ≥ 3's answer, a question of its own (asked again there)
     assert ("reaches the chosen feature's column in *every* sample" in text) == (n > 2)
     assert ("with N = 2, is ε's doing alone" in text) == (n == 2)
@@ -581,26 +581,26 @@ def test_the_answer_is_asked_again_across_two_samples_and_three():
     assert not any(m.value.startswith(("**Right:**", "**Not quite")) for m in at.markdown)
 
 
-def test_another_losss_answer_keeps_the_one_hot_answer_back():
-    """Answering the question for "ones" shows that loss's gradients, not the one-hot loss's
-    account (the Try-this, the Jacobian, the invariances): that question is still open."""
-    from lnviz.lessons.gradients import gradients_try_this
-
-    asked = gradients_try_this(4, "ones", False)
-    assert "every* sample" not in asked and "Pick **one-hot**" in asked
-    assert "Now pick **random**" in gradients_try_this(4, "ones", True)
+def test_the_one_hot_question_comes_before_the_other_losses():
+    """Another loss's reply, its gradients and the caption under them show which values each
+    norm pools: the one-hot loss's answer. So a link that opens "ones" asks nothing there, says
+    to answer the one-hot question first, and draws no gradient; once it is answered, "ones"
+    is asked, and its reply, figures and the account of the one-hot loss show."""
     at = open_page(PAGE, {"gr_up": "ones"}, asked=True)
-    at.radio(key="gr_guess_ones").set_value("nowhere").run()
-    assert not at.exception
-    shown = " ".join(i.value for i in at.info)
-    assert "Pick **one-hot**" in shown and "every* sample" not in shown
-    assert not [h for h in at.subheader if "Jacobian" in h.value]
-    assert any("answer it first" in c.value and "one-hot" in c.value for c in at.caption)
-    # the one-hot question answered too: its account, the Jacobian and the invariances show
+    assert not [r for r in at.radio if r.key == "gr_guess_ones"]
+    assert any("question comes first" in c.value and "one-hot" in c.value for c in at.caption)
+    text = " ".join([page_text(at), *(c.value for c in at.caption)])
+    assert "a feature's N samples" not in text and "normalizes each feature" not in text
+    assert not [f for f in figures(at) if "∂L/∂x, BatchNorm" in json.dumps(f, ensure_ascii=False)]
     at.segmented_control(key="gr_up").set_value("one-hot").run()
     at.radio(key="gr_guess_one-hot").set_value("one feature's column").run()
+    at.segmented_control(key="gr_up").set_value("ones").run()
+    assert at.radio(key="gr_guess_ones").value is None
+    at.radio(key="gr_guess_ones").set_value("nowhere").run()
+    assert any(m.value.startswith("**Right:**") for m in at.markdown)
+    assert [f for f in figures(at) if "∂L/∂x, BatchNorm" in json.dumps(f, ensure_ascii=False)]
+    assert "Now pick **random**" in " ".join(i.value for i in at.info)
     assert [h for h in at.subheader if "Jacobian" in h.value]
-    assert "every* sample" in " ".join(i.value for i in at.info)
 
 
 def test_url_restores_the_settings():

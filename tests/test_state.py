@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 from pageutil import live_controls, open_page, shown_text
+from streamlit.testing.v1 import AppTest
 
 from lnviz import data
 from lnviz.data.files import load_arrays
@@ -301,3 +302,33 @@ def test_a_repeated_link_parameter_keeps_the_value_its_control_reads():
     assert at.multiselect(key="tr_models").value == ["ln-lstm", "bn-lstm"]
     assert at.query_params["tr_models"] == ["LN-LSTM", "BN-LSTM"]
     assert at.query_params["tr_steps"] == "3"
+
+
+def test_an_answer_holds_while_its_question_is_off_the_page():
+    """Streamlit forgets a widget's value once a run leaves it off the page. A question shown
+    for one choice at a time (a layer, a loss) keeps its answer anyway: it is back, answered,
+    when the learner returns, and parts that wait for it (answered) still see it meanwhile;
+    for another context it is asked again."""
+    script = """
+import streamlit as st
+from lnviz.ui.state import answered, prediction
+shown = st.checkbox("show", value=True, key="show")
+eps = st.number_input("eps", value=1.0, key="eps")
+if shown:
+    prediction("where?", ["here", "there"], key="q", help="h", context=eps)
+st.write(f"answered: {answered('q', eps)!r}")
+"""
+    at = AppTest.from_string(script).run()
+    at.radio(key="q").set_value("there").run()
+    seen = lambda: [m.value for m in at.markdown if m.value.startswith("answered")]  # noqa: E731
+    assert seen() == ["answered: 'there'"]
+    for _ in range(3):  # off the page for several runs
+        at.checkbox(key="show").uncheck().run()
+        assert seen() == ["answered: 'there'"]
+    at.checkbox(key="show").check().run()
+    assert at.radio(key="q").value == "there" and seen() == ["answered: 'there'"]
+    at.number_input(key="eps").set_value(2.0).run()  # another question: asked again
+    assert at.radio(key="q").value is None and seen() == ["answered: None"]
+    at.checkbox(key="show").uncheck().run()
+    at.checkbox(key="show").check().run()
+    assert at.radio(key="q").value is None

@@ -549,7 +549,8 @@ def bn_vs_ln_snippet(features: int, batch_size: int, steps: int, minibatch: int,
                      momentum: float | None, seed: int = 0) -> str:
     """Self-contained PyTorch code for the page's experiments with ``torch.nn.BatchNorm1d`` and
     ``torch.nn.LayerNorm``: a fixed row 0 whose batch-mates are re-drawn (``ln_same`` is True,
-    ``bn_same`` False), a batch of one that BatchNorm refuses in training mode (its message in
+    ``bn_same`` False but where two samples happen to keep BatchNorm's ±1, as the comment then
+    says), a batch of one that BatchNorm refuses in training mode (its message in
     ``refused``), ``steps`` mini-batches of ``minibatch`` from the population N(μ, σ²) of
     :func:`running_statistics` that update the running statistics, and the last one through
     evaluation mode (``gap``, its largest difference from training mode).
@@ -558,6 +559,19 @@ def bn_vs_ln_snippet(features: int, batch_size: int, steps: int, minibatch: int,
     """
     shown_batch = max(batch_size, 2)
     momentum_text = "None" if momentum is None else f"{momentum:g}"
+    # what the first experiment prints, run here as the snippet runs it: with two samples
+    # BatchNorm gives ±1 per feature, so a new batch-mate on the same side of sample 0 in every
+    # feature leaves row 0 where it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        x = torch.randn(shown_batch, features)
+        before = F.batch_norm(x, None, None, training=True)[0]
+        x[1:] = torch.randn(shown_batch - 1, features)
+        moves = not torch.allclose(F.batch_norm(x, None, None, training=True)[0], before)
+    header = ("LayerNorm's row 0 stays, BatchNorm's moves." if moves else
+              "LayerNorm's row 0 stays; so does BatchNorm's here: with two samples it gives "
+              "±1 per feature,\n# and the new batch-mate lies on the same side of sample 0 in "
+              "every feature.")
     population = f"{POPULATION_MEAN:g} + {math.sqrt(POPULATION_VAR):g} * "
     return f"""import torch
 
@@ -565,12 +579,12 @@ torch.manual_seed({seed})
 bn = torch.nn.BatchNorm1d({features}, momentum={momentum_text}, affine=False)
 ln = torch.nn.LayerNorm({features}, elementwise_affine=False)
 
-# One fixed sample, then re-draw its batch-mates: LayerNorm's row 0 stays, BatchNorm's moves.
+# One fixed sample, then re-draw its batch-mates: {header}
 x = torch.randn({shown_batch}, {features})
 bn_before, ln_before = bn(x)[0], ln(x)[0]
 x[1:] = torch.randn({shown_batch - 1}, {features})
 ln_same, bn_same = torch.equal(ln(x)[0], ln_before), torch.allclose(bn(x)[0], bn_before)
-print(ln_same, bn_same)  # True False
+print(ln_same, bn_same)  # True {not moves}
 
 # A batch of one: BatchNorm in training mode refuses, LayerNorm does not.
 try:

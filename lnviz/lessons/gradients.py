@@ -506,14 +506,11 @@ def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, flo
     return " ".join(parts)
 
 
-def gradients_try_this(batch: int, kind: str, one_hot_answered: bool) -> str:
-    """The "try this" under the gradients of the loss ``kind`` (:data:`UPSTREAM`): what the
-    one-hot loss showed for each norm (true for a batch of ``batch``: with two samples
-    BatchNorm's gradient is ε's alone) once its question is answered, else that question to
-    answer first; then the next loss to predict."""
-    if not one_hot_answered:
-        return (f"**Try this.** Pick **{ONE_HOT}** (the loss is one output cell) and predict "
-                "again: which inputs does BatchNorm's ∂L/∂x reach then, and LayerNorm's?")
+def gradients_try_this(batch: int, kind: str) -> str:
+    """The "try this" under the gradients of the loss ``kind`` (:data:`UPSTREAM`), shown once the
+    one-hot loss's question is answered (the page asks it first): what the one-hot loss showed
+    for each norm (true for a batch of ``batch``: with two samples BatchNorm's gradient is ε's
+    alone), then the next loss to predict."""
     if batch == 2:
         batchnorm = ("BatchNorm's, with N = 2, is ε's doing alone (see the note below). Move N "
                      "to 3 or more and answer again: where does it go then?")

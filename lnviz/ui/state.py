@@ -272,9 +272,13 @@ def minilm_sentence_and_layer(text_key: str, layer_key: str, verb: str) -> tuple
     return text, chosen
 
 
-def _answered_for(mark: str, asked: str) -> None:
-    """Remember which question (and ``context``) an answer was given to."""
+def _answered_for(key: str, mark: str, asked: str) -> None:
+    """Remember the answer, and which question (and ``context``) it was given to, outside the
+    radio's own state: Streamlit forgets a widget's value once a run leaves it off the page (a
+    question shown for one layer, one loss, one setting at a time), and the answer must hold
+    when the learner comes back to it and for the parts of the page that wait for it."""
     st.session_state[mark] = asked
+    st.session_state[f"{key}__answer"] = st.session_state.get(key)
 
 
 def answered(key: str, context: object = None) -> str | None:
@@ -284,6 +288,8 @@ def answered(key: str, context: object = None) -> str | None:
     context, any answer counts."""
     state = st.session_state
     answer = state.get(key)
+    if answer is None:  # its radio was left off the page: the answer kept beside it
+        answer = state.get(f"{key}__answer")
     if answer is None:
         return None
     if context is not None and state.get(f"{key}__asked", repr(context)) != repr(context):
@@ -308,13 +314,15 @@ def prediction(question: str, options: Sequence[str], *, key: str, help: str,
     changes, or the question's words where no context is given, the question is asked again
     instead of grading the old answer."""
     asked = repr(question if context is None else context)
-    mark = f"{key}__asked"
+    mark, kept = f"{key}__asked", f"{key}__answer"
     state = st.session_state
+    if state.get(key) is None and state.get(kept) in options:  # back on the page: as answered
+        state[key] = state[kept]
     if state.get(key) is not None and state.get(mark, asked) != asked:
-        state[key] = None  # another question now: ask it
+        state[key] = state[kept] = None  # another question now: ask it
     answer = st.radio(f"Before you look: {question}", list(options), index=None, key=key,
                       horizontal=True, help=help, on_change=_answered_for,
-                      args=(mark, asked))
+                      args=(key, mark, asked))
     if answer is None:
         st.caption(f"Pick an answer to see {what}.")
     return answer
