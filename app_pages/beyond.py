@@ -412,6 +412,10 @@ st.markdown(
     "LayerNorm in its models. Two questions, on real numbers: how far from 0 are the means a "
     "trained model's LayerNorms see, and what does dropping them save?")
 means, largest = mean_shares(original.records)
+# the yardstick that sets a cosine on a scale is drawn in section 4 once section 3's question
+# is answered (its groups' cosines, beside it, would hint at that answer): this one waits too
+anchors = (cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
+           if frozen_guess is not None else [])
 with st.spinner("Running the model with RMSNorm in place of LayerNorm…"):
     swapped = jobs.heavy_cached(
         "the RMSNorm runs", MINILM_TOKEN_RUNS, swap_runs(len(NAMES)) * tokens, rms_instead,
@@ -436,8 +440,12 @@ st.markdown(
     f"LayerNorm), so each LayerNorm turned into an RMSNorm (with its own γ and β) alone leaves "
     f"a cosine of at least "
     f"{swapped.alone.min():.4f}; all 13 together give {swapped.together:.3f}."
-    + (" The means were close to 0 already, though this model was trained to have them "
-       "subtracted." if largest.max() < 0.2 else ""))
+    + (f" On section 4's yardstick (this sentence against others), all 13 as RMSNorms fall "
+       f"{placed(swapped.together, anchors)}." if anchors else
+       " How far that is needs a scale: section 4 draws one (this sentence against others) "
+       "once section 3's question is answered.")
+    + (" The means are small next to σ here; this model was trained with them subtracted."
+       if largest.max() < 0.2 else ""))
 torch_saving = [s for _, s, _ in kernels]
 fused_saving = [s for _, _, s in kernels]
 st.markdown(

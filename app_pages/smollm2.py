@@ -153,8 +153,13 @@ elif part.open:
                 "normalized on its way: each block adds to it, and the median token's RMS goes "
                 f"from {short(typical[0])} at block 0 to {short(typical[-1])} where the final "
                 f"norm reads it. The first token's jumps to {short(first.max())} at block "
-                f"{int(first.argmax())}: the massive activation of part 2, which the last "
-                "blocks shrink again. Every sublayer reads the stream rescaled by its norm to "
+                f"{int(first.argmax())}"
+                + (": the massive activation of part 2, which the last blocks shrink again. "
+                   if int(seen.massive.token[seen.massive.block]) == 0 else
+                   f", and the last blocks shrink it again; on this prompt part 2's largest "
+                   f"value is token {int(seen.massive.token[seen.massive.block])}'s, not the "
+                   "first token's. ")
+                + "Every sublayer reads the stream rescaled by its norm to "
                 "RMS 1 (up to ε), then multiplied by γ, however large the stream has grown.")
 
 # --- 4. Break a norm --------------------------------------------------------------------------

@@ -281,8 +281,8 @@ def fit_record(record: NormRecord, eps: float) -> TanhFit:
 
 def tanh_fits(run: Recorded, eps: float = 1e-12) -> list[TanhFit]:
     """:func:`fit_record` for each norm ``run`` recorded (a model's run, or a
-    :class:`lnviz.Capture`): its input values against x̂ = (x − μ)/√(σ² + ε), per token as the
-    norm computes it."""
+    :class:`lnviz.capture.Capture`): its input values against x̂ = (x − μ)/√(σ² + ε), per token
+    as the norm computes it."""
     return [fit_record(record, eps) for record in run.records]
 
 

@@ -54,8 +54,8 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(path: Path, name: str) -> set[str]:
-    """The lnviz modules ``path`` imports (``from lnviz.x import y`` names lnviz.x.y where that
-    is a module), and "streamlit" if it imports Streamlit."""
+    """The lnviz modules ``path`` imports, a ``from`` import naming the module it takes a name
+    from, or the submodule it names, and "streamlit" if it imports Streamlit."""
     modules = _modules()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()

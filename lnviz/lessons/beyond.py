@@ -280,7 +280,7 @@ class Swaps:
         measure: (13,) what predicts the damage (for σ frozen: the largest token's √(σ² + ε)
             over σ̄, the median token's; for RMSNorm: the largest token's |μ|/σ).
         by_sublayer: the cosine when the LayerNorms after one sublayer
-            (:data:`lnviz.lessons.minilm.SUBLAYERS`) change together, by sublayer.
+            (:data:`lnviz.models.bert.SUBLAYERS`) change together, by sublayer.
     """
 
     names: tuple[str, ...]
@@ -388,6 +388,6 @@ def rank_correlation(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def worst_sublayer(swaps: Swaps) -> str:
-    """The group of LayerNorms (those after one of :data:`lnviz.lessons.minilm.SUBLAYERS`)
+    """The group of LayerNorms (those after one of :data:`lnviz.models.bert.SUBLAYERS`)
     whose change, all of the group together, moves the embedding most."""
     return min(swaps.by_sublayer, key=swaps.by_sublayer.get)
