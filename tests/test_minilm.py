@@ -231,6 +231,10 @@ def test_text_limits(model) -> None:
         tf.analyze(model, "x" * (tf.MODEL_MAX_CHARS + 1))
     with pytest.raises(ValueError, match="empty"):
         tf.analyze(model, "  \n")
+    # zero-width spaces are no whitespace to Python, but the tokenizer keeps nothing of them
+    assert model.run("\u200b\u200b").tokens == ["[CLS]", "[SEP]"]
+    with pytest.raises(ValueError, match="keeps nothing of this text"):
+        tf.analyze(model, "\u200b\u200b")
     long = tf.analyze(model, "word " * 700)
     assert len(long.tokens) == 512 and long.truncated
     assert "702 tokens" in tf.truncation_note(long)

@@ -207,6 +207,9 @@ def analyze(model: MiniLM, text: str) -> TransformerRun:
     if not text.strip():
         raise ValueError("type a sentence: the text is empty")
     run = model.run(text)
+    if len(run.tokens) <= 2:  # e.g. zero-width spaces: the tokenizer keeps nothing of them
+        raise ValueError("type a sentence: the model's tokenizer keeps nothing of this text, "
+                         "only its own [CLS] and [SEP]")
     return _summarize(run)
 
 
