@@ -125,7 +125,10 @@ st.caption("Each row is one position, each column a feature; a grey veil marks t
            + (" BatchNorm's two panels, with the pads counted and masked, join once section "
               "1's question is answered." if asking else
               " Compare the real rows of the two BatchNorm panels: counting the pads shifts "
-              "every one of them." if stats.counted_ok and stats.masked_ok else ""))
+              "every one of them." if stats.counted_ok and stats.masked_ok
+              and not batch.mask.all() else
+              " This batch has no pad: the two BatchNorm panels are the same."
+              if stats.counted_ok and stats.masked_ok else ""))
 
 # Training-mode BatchNorm estimates each feature's σ from what it pools, and torch refuses a
 # single value; masked BatchNorm pools the real tokens alone.

@@ -42,7 +42,7 @@ from lnviz.models.llama import rms_norm_names
 from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import code_span, refusal, token_line
+from lnviz.ui.messages import code_span, counted, refusal, token_line
 from lnviz.ui.pages import folded, page_title
 from lnviz.ui.state import answered, model_text, prediction, settled
 
@@ -247,7 +247,7 @@ if part.open:
         st.markdown(
             f"**Which norms can go?** Break each of the {len(NAMES)} in turn as chosen above "
             f"({BROKEN_AS[how]}): {(1 + len(REFERENCE_TEXTS)) * (len(NAMES) + 1)} runs of the "
-            f"model, on the prompt's {len(seen.tokens)} tokens and on "
+            f"model, on the prompt's {counted(len(seen.tokens), 'token')} and on "
             f"{len(REFERENCE_TEXTS)} reference texts' {references}"
             + (f", about {jobs.duration(about)} at the pace of this server's last sweep."
                if about is not None else

@@ -43,6 +43,12 @@ answers = {}
 # a question's feedback may quote the answers of questions before it (steps are tabs, and a
 # learner may skip ahead, or arrive by a teacher's link): what quotes an answer still open waits
 open_answers: set[str] = set()
+# a wrong answer can be another question's answer (the pad left out is step 4's): said so only
+# once that one is answered, on any step (the answers travel in the link)
+open_questions = {q.name for s in steps for q in s.questions
+                  if not check(q, st.query_params.get(answer_key(q),
+                                                      st.session_state.get(answer_key(q)))
+                               ).answered}
 #: The steps that draw a figure once their questions are answered.
 FIGURE_STEPS = (2, 6, 8)
 tabs = st.tabs([o.tab for o in OUTLINE], key=STEP_KEY, bind="query-params")
@@ -67,7 +73,7 @@ for tab, step in zip(tabs, steps, strict=True):
                     help=f"Numbers separated by commas; two decimals are enough (the check "
                          f"allows ±{TOLERANCE}). Press Enter to check.")
             answers[q.name] = value
-            feedback = check(q, value)
+            feedback = check(q, value, open_questions - {q.name})
             said = " ".join([feedback.message, q.reveal]
                             + ([q.table.to_string()] if q.table is not None else []))
             if feedback.verdict in ("right", "wrong") and any(a in said for a in open_answers):

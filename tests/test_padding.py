@@ -667,3 +667,12 @@ def test_a_pad_value_just_over_a_sigma_away_says_what_the_whole_pads_do():
     assert np.all(np.diff(std) < 0)  # every pad narrows it
     real = values[mask][:, 3].astype(np.float64)
     assert 100 * (1 - real.var() / (real.mean() + 0.5) ** 2) == pytest.approx(wide, abs=0.05)
+
+
+def test_a_batch_without_pads_says_its_two_batchnorm_panels_agree():
+    """Every sequence as long as the padded length: no pad, so counting the pads shifts
+    nothing, and the caption says the two BatchNorm panels are the same instead."""
+    at = open_page("app_pages/padding.py", {"pd_src": "Generated", "pd_bs": "3", "pd_len": "6",
+                                            "pd_lengths": "6, 6, 6"})
+    captions = " ".join(c.value for c in at.caption)
+    assert "This batch has no pad" in captions and "shifts every one of them" not in captions

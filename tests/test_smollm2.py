@@ -433,3 +433,16 @@ def test_part_ones_reply_is_exact_at_its_boundaries():
     assert on.option == "over 75%" and on.accepted == ("50% to 75%",)
     plain = sureness_answer(Prediction(("a", "b"), (0.6, 0.1)))
     assert "probability 60%" in plain.reason and plain.accepted == ()
+
+
+def test_with_one_token_the_first_token_is_the_last_too(model):
+    """A one-token prompt: part 2's first and last token are the same token, so both answers
+    are right."""
+    from lnviz.lessons.smollm2 import analyze, massive_answer
+
+    run = analyze(model, "a")
+    assert len(run.tokens) == 1
+    answer = massive_answer(run)
+    assert answer.option == "the first token" and answer.accepted == ("the last token",)
+    assert answer.reply("the last token").startswith("**Right:**")
+    assert answer.reply("a token in between").startswith("**Not quite:**")

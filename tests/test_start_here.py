@@ -357,13 +357,15 @@ def test_every_question_answered_wrong_then_right_gets_the_matching_feedback(que
     """In path order, the questions before each one answered right (its feedback may quote
     theirs): each wrong answer gets its own explanation, the right one its reply."""
     at = open_page(PAGE)
-    for q in questions.values():
+    names = list(questions)
+    for number, q in enumerate(questions.values()):
+        later = set(names[number + 1:])  # still open: a slip that is their answer is not named
         wrongs = (list(q.feedback) if q.is_choice
                   else [typed(m.values) for m in q.mistakes if not m.exact]
                   + [typed([123.0] * len(q.expected))])  # no slip explains it: the hint
         for wrong in wrongs:
             answer(at, q, wrong)
-            assert alerts(at)["error"] == [check(q, wrong).message], (q.name, wrong)
+            assert alerts(at)["error"] == [check(q, wrong, later).message], (q.name, wrong)
         answer(at, q, q.answer if q.is_choice else typed(q.expected))
         assert not alerts(at)["error"] and alerts(at)["success"][-1] == q.right
 
@@ -605,3 +607,26 @@ def test_the_batch_of_two_reply_says_how_close_two_values_may_come(steps):
             assert float(out.abs().max()) == pytest.approx(size, abs=1e-9)
     replies = [q.right for q in steps[4].questions]
     assert any(f"within {_NEAR_PAIR:.2g} of each other, 14·√ε" in r for r in replies), replies
+
+
+def test_a_wrong_answer_that_is_another_questions_answer_is_named_once_that_one_is_answered(
+        questions):
+    """Typing step 4's answer (the pad left out) into step 3 is wrong there, and saying so
+    ("step 4's masked BatchNorm") would answer step 4: while step 4 is open the reply is the
+    hint; once step 4 is answered, the slip is named. The same holds on the page, where the
+    answers travel in the link."""
+    bn_seed, bn_masked = questions["bn_seed"], questions["bn_masked"]
+    typed_masked = typed(bn_masked.expected)
+    hidden = check(bn_seed, typed_masked, {"bn_masked"})
+    assert hidden.verdict == "wrong" and hidden.message == bn_seed.hint
+    named = check(bn_seed, typed_masked)
+    assert named.verdict == "wrong" and "step 4's masked BatchNorm" in named.message
+    # every slip that is another question's answer names a question that exists
+    names = set(questions)
+    assert all(m.answers in names for q in questions.values() for m in q.mistakes if m.answers)
+    step3 = {"sp_bn_seed": typed_masked}
+    text = lambda at: " ".join(e.value for e in at.error)  # noqa: E731
+    assert "step 4's masked" not in text(open_page("app_pages/start_here.py", step3))
+    answered = open_page("app_pages/start_here.py",
+                         {**step3, "sp_bn_masked": typed(bn_masked.expected)})
+    assert "step 4's masked BatchNorm" in text(answered)

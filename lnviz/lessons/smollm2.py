@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.analysis import Recorded, fit_record
-from lnviz.lessons.common import Answer, short, token_place
+from lnviz.lessons.common import TOKEN_PLACES, Answer, short, token_place
 from lnviz.limits import SMOLLM2_MAX_TOKENS
 from lnviz.models.bert import sublayer_of
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
@@ -541,7 +541,9 @@ def massive_answer(run: Analysis, shown: Callable[[str], str] = str) -> Answer:
            f"; the token's RMS is {short(m.rms, 4)}, and RMSNorm divides the whole token by "
            f"it: feature {feature} leaves as {short(m.output, 4)} (γ = {short(m.gamma, 3)} "
            "there)."))
-    return Answer(token_place(token, len(run.tokens)), reason)
+    # with one token the first is also the last: both places are right
+    accepted = (TOKEN_PLACES[2],) if len(run.tokens) == 1 else ()
+    return Answer(token_place(token, len(run.tokens)), reason, accepted)
 
 
 def survives_answer(broken: Broken, shown: Callable[[str], str] = str, *,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,6 +114,9 @@ class Mistake:
     #: a number a source prints that lies within the answer's tolerance: typed exactly so, the
     #: answer counts as right and ``why`` is added as a note (the source's own slip behind it)
     exact: bool = False
+    #: the question whose answer these numbers are, where they are another question's: while
+    #: that one is open, ``why`` would answer it, and :func:`check` says the hint instead
+    answers: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,8 +202,11 @@ def answer_quotes(question: Question) -> frozenset[str]:
                      for text in (format_numbers([abs(v)]), format_numbers([abs(v)], 4)))
 
 
-def check(question: Question, answer: str | None) -> Feedback:
-    """Check an answer: the typed text of a numbers question, the option of a choice."""
+def check(question: Question, answer: str | None, open_questions: Collection[str] = ()
+          ) -> Feedback:
+    """Check an answer: the typed text of a numbers question, the option of a choice. A wrong
+    answer that is another question's answer is named so only once that question is no longer
+    among ``open_questions`` (names of questions not yet answered)."""
     if answer is None or not str(answer).strip():
         return Feedback("unanswered")
     if question.is_choice:
@@ -221,7 +227,8 @@ def check(question: Question, answer: str | None) -> Feedback:
     if _close(values, question.expected, TOLERANCE):
         quoted = [m.why for m in question.mistakes if m.exact and _close(values, m.values, 0.0)]
         return Feedback("right", " ".join([question.right, *quoted]))
-    slips = [m.why for m in question.mistakes if _close(values, m.values, TOLERANCE)]
+    slips = [m.why for m in question.mistakes if _close(values, m.values, TOLERANCE)
+             and m.answers not in open_questions]
     if slips:  # two slips can give the same numbers: name both
         return Feedback("wrong", " Or: ".join(
             [slips[0], *(why[0].lower() + why[1:] for why in slips[1:])]))
@@ -538,17 +545,18 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
                         f"{column.numel()}: σ² = {var:.4g}."),
                 Mistake((float(numbers.ln.output[0, 0, 0]),),
                         "That normalizes “I” across its own features: LayerNorm's answer. "
-                        "BatchNorm takes feature 0 across the batch."),
+                        "BatchNorm takes feature 0 across the batch.", answers="ln_i"),
                 Mistake((float(numbers.bn_masked.output[0, 0, 0]),),
                         f"That leaves the pad out (μ = {float(real.mean()):g}): step 4's masked "
-                        "BatchNorm. Here the pad counts, as in the transformer article."),
+                        "BatchNorm. Here the pad counts, as in the transformer article.",
+                        answers="bn_masked"),
                 Mistake(((1 - float(sentence.mean()))
                          / math.sqrt(float(sentence.var(unbiased=False)) + EPS),),
                         "That takes the statistics over sentence 1 alone, which is what "
                         "InstanceNorm does. BatchNorm pools both sentences."),
                 Mistake((float(numbers.bn_two.output[0, 0]),),
                         "That pools only the first token of each sentence. For tokens, "
-                        "BatchNorm pools every position of every sentence."),
+                        "BatchNorm pools every position of every sentence.", answers="bn_two"),
             ),
             placeholder="one number",
             hint=f"Not quite: μ and σ² of the {column.numel()} values above, then "
@@ -582,13 +590,14 @@ def _padding_step(numbers: PathNumbers) -> Step:
             expected=(expected,),
             mistakes=(
                 Mistake((counted,), "That still counts the pad: step 3's answer. Leave the 0 "
-                                    "out and take μ and σ² of the seven real values."),
+                                    "out and take μ and σ² of the seven real values.",
+                        answers="bn_seed"),
                 Mistake(((1 - mu_real) / math.sqrt(float(real.var(unbiased=True)) + EPS),),
                         f"That is the unbiased variance, dividing by {real.numel() - 1}. "
                         f"BatchNorm divides by {real.numel()}: σ² = {var_real:g}."),
                 Mistake((float(numbers.ln.output[0, 0, 0]),),
                         "That is LayerNorm's answer, across the features of “I”. Masked "
-                        "BatchNorm still takes feature 0 across the batch."),
+                        "BatchNorm still takes feature 0 across the batch.", answers="ln_i"),
             ),
             placeholder="one number",
             hint="Not quite: the real values of feature 0 are 1 to 7. Their μ and σ², then "
@@ -629,7 +638,7 @@ def _batch_size_step(numbers: PathNumbers) -> Step:
                         "the biased one, ÷ 2."),
                 Mistake(_vector(numbers.ln.output[0, 0]),
                         "That is LayerNorm's answer, across the features of “I”. BatchNorm "
-                        "takes each feature across the two tokens."),
+                        "takes each feature across the two tokens.", answers="ln_i"),
                 Mistake(out_t, "That is “Transformers”' output: “I” has the smaller value "
                                "in every feature."),
                 Mistake(_vector(centered[0]), "That is x − μ, not yet divided by σ."),

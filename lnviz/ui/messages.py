@@ -82,5 +82,5 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
 def token_line(tokens: list[str], shown: int = 80) -> str:
     """A model's tokens as one markdown line: "**9 tokens:** `[CLS]` · `the` · …", the first
     ``shown`` of them."""
-    return (f"**{len(tokens)} tokens:** " + " · ".join(map(code_span, tokens[:shown]))
+    return (f"**{counted(len(tokens), 'token')}:** " + " · ".join(map(code_span, tokens[:shown]))
             + (" …" if len(tokens) > shown else ""))
