@@ -185,8 +185,10 @@ def sweep_section(stats: FeatureStats, sweep: PaddingSweep, d: int, pad_value: f
     st.subheader("2 · More padding, more drift")
     st.markdown(
         "Keep this batch's real tokens and put more and more pads beside them. BatchNorm's mean "
-        "slides toward the pad value; its σ widens at first if the pad value lies more than one "
-        "σ from the real tokens' mean, and shrinks once the pads dominate; every real token's "
+        "slides toward the pad value; its σ widens over the first pads if the pad value lies "
+        "far enough from the real tokens' mean (more than one σ: √((R + 1)/R)·σ for R real "
+        "tokens, for the first pad to widen it), and shrinks once the pads dominate; every "
+        "real token's "
         "output moves. Masked BatchNorm stays where it was, up to rounding; LayerNorm, bit for "
         "bit."
         if stats.masked_ok else

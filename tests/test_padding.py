@@ -4,11 +4,13 @@ figures, and the page run headless with AppTest."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pageutil import alerts, asks_first, decode, figures, open_page
 
@@ -676,3 +678,22 @@ def test_a_batch_without_pads_says_its_two_batchnorm_panels_agree():
                                             "pd_lengths": "6, 6, 6"})
     captions = " ".join(c.value for c in at.caption)
     assert "This batch has no pad" in captions and "shifts every one of them" not in captions
+
+
+@functools.cache
+def open_page_once():
+    return open_page("app_pages/padding.py")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-5, 5), min_size=2, max_size=20), st.floats(-20, 20))
+def test_the_first_pad_widens_sigma_exactly_when_the_page_says(real, pad):
+    """Section 2: with R real values, one pad at p widens σ exactly when (μ − p)² exceeds
+    σ²·(R + 1)/R, a little more than one σ away."""
+    values = np.asarray(real, dtype=np.float64)
+    r, gap, var = values.size, (values.mean() - pad) ** 2, values.var()
+    margin = 1e-9 * (1 + gap + var)
+    assume(abs(gap - var * (r + 1) / r) > margin)  # not on the boundary, where rounding decides
+    assert (np.append(values, pad).var() > var) == (gap > var * (r + 1) / r)
+    text = " ".join(m.value for m in open_page_once().markdown)
+    assert "√((R + 1)/R)·σ for R real tokens, for the first pad to widen it" in text
