@@ -157,8 +157,9 @@ def shares_answer(example: str, dims: int, view: ShapeView) -> Answer:
     mixed = "batch" in names[-dims:] and size > 1
     where = (f"normalized_shape = {tuple(view.normalized_shape)} covers the last {dims} "
              f"dim{'s' if dims > 1 else ''}, ({', '.join(names[-dims:])}): there is one μ and "
-             f"σ² for each index of ({', '.join(names[:-dims])}), {view.groups} pairs over "
-             f"{view.group_size} values each. ")
+             f"σ² for each index of ({', '.join(names[:-dims])}): {view.groups} "
+             f"(μ, σ²) pair{'s' if view.groups != 1 else ''}, each over {view.group_size} "
+             f"value{'s' if view.group_size != 1 else ''}. ")
     note = batch_note(example, dims) or (
         "The batch dim is in front of them, so each sample gets statistics of its own and no "
         "other sample enters them.")
