@@ -83,6 +83,9 @@ with refusal(icon=":material/block:"), st.spinner("Running the model…"):
     seen = cached(analyze, Named(model, "smollm2"), text)
 reference_tokens = len(model.tokenize(REFERENCE_TEXT)[0])
 st.markdown(token_line([bpe_piece(t) for t in seen.tokens]))  # "␣" a space, as the figures
+if any("⟨" in bpe_piece(t) for t in seen.tokens):
+    st.caption("␣ is a space; ⟨E6⟩ is one byte of a character the tokenizer split across "
+               "tokens (東 is three bytes, E6 9D B1), shown in hexadecimal.")
 
 # --- 1. The next token ------------------------------------------------------------------------
 st.subheader("1 · What comes next")

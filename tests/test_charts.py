@@ -771,3 +771,24 @@ def test_a_wide_log_axis_labels_a_tick_near_its_top(values, top):
     assert max(values) / max(shown) < 2.5
     gaps = np.diff(np.log10(axis["tickvals"]))
     assert gaps.min() >= 0.5 * np.median(gaps) - 1e-9  # no two labels crowd the others' spacing
+
+
+@pytest.mark.parametrize(("piece", "shown"), [
+    ("ĠParis", "␣Paris"), ("Ċ", "↵"), ("ĠæĿ±", "␣東"), ("ĠÃ", "␣⟨C3⟩"), ("ÃŃ", "í"),
+    ("Ŀ", "⟨9D⟩"), ("ĠðŁĻĤ", "␣🙂"), ("<|im_start|>", "<|im_start|>"), ("", ""),
+])
+def test_a_byte_level_piece_is_shown_as_its_text(piece, shown):
+    """SmolLM2's byte-level BPE stores a byte per character (a space as Ġ, byte 0xC3 as Ã):
+    shown as the UTF-8 text the bytes spell, a byte of a split character in hexadecimal."""
+    from lnviz.charts.base import bpe_piece
+
+    assert bpe_piece(piece) == shown
+
+
+def test_every_byte_of_the_byte_level_alphabet_comes_back():
+    """The inverted alphabet is GPT-2's: 256 characters, one per byte, printable Latin-1 as
+    themselves (tests/test_smollm2.py checks it against SmolLM2's own tokenizer)."""
+    from lnviz.charts.base import _BYTES
+
+    assert sorted(_BYTES.values()) == list(range(256)) and len(_BYTES) == 256
+    assert _BYTES["Ġ"] == 0x20 and _BYTES["Ċ"] == 0x0A and _BYTES["A"] == 0x41

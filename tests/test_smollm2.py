@@ -446,3 +446,16 @@ def test_with_one_token_the_first_token_is_the_last_too(model):
     assert answer.option == "the first token" and answer.accepted == ("the last token",)
     assert answer.reply("the last token").startswith("**Right:**")
     assert answer.reply("a token in between").startswith("**Not quite:**")
+
+
+def test_the_pieces_bytes_spell_the_prompt(model):
+    """SmolLM2's pieces, read back through the byte-level alphabet the page shows them with
+    (lnviz.charts.base.bpe_piece), are the prompt's UTF-8 bytes: accents, CJK split across
+    pieces, an emoji."""
+    from lnviz.charts.base import _BYTES, bpe_piece
+
+    text = "Comment ça va? Tokyo 東京 🙂"
+    pieces = model.run(text).tokens
+    assert b"".join(bytes(_BYTES[c] for c in p) for p in pieces).decode() == text
+    shown = [bpe_piece(p) for p in pieces]
+    assert "␣va" in shown and any("⟨" in p for p in shown)  # "ç" and 東京 come in bytes

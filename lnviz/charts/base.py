@@ -76,9 +76,36 @@ def variant_color(variant: str) -> str:
 BLUES = [[0.0, DIVERGING[2][1]], [0.5, DIVERGING[1][1]], [1.0, DIVERGING[0][1]]]
 
 
+def _byte_level() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, inverted: each of the 256 characters a byte-level BPE
+    vocabulary writes for a byte (printable Latin-1 bytes as themselves, the rest shifted to
+    256 + n, so that a space is "Ġ" and a newline "Ċ"), mapped back to its byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
+
+_BYTES = _byte_level()
+
+
 def bpe_piece(token: str) -> str:
-    """A byte-level BPE piece as a reader sees it: "Ġ" is a leading space, "Ċ" a newline."""
-    return token.replace("Ġ", "␣").replace("Ċ", "↵")
+    """A byte-level BPE piece as a reader sees it: its bytes read as UTF-8, a space as "␣" and
+    a newline as "↵"; bytes that are part of a character split across pieces (東 is three
+    bytes, often three pieces) as ⟨E6⟩, not as the Latin-1 letters the vocabulary stores them
+    as ("æ"). A piece with characters outside the byte alphabet (a special token such as
+    <|im_start|> is ASCII, so it is in it) is shown as it is."""
+    if not token or any(c not in _BYTES for c in token):
+        return token
+    text = bytes(_BYTES[c] for c in token).decode("utf-8", errors="surrogateescape")
+    return "".join(f"⟨{ord(c) - 0xDC00:02X}⟩" if 0xDC80 <= ord(c) <= 0xDCFF else
+                   "␣" if c == " " else "↵" if c == "\n" else c for c in text)
 
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
