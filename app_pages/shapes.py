@@ -139,11 +139,14 @@ if shares is not None:
 # --- The two words with a batch of two
 # ---------------------------------------------------------------
 with folded("The two words with a batch of two", "sh_part2"):
-    # this part works one setting of the question above through: it waits for that guess
-    if all(answered(f"sh_guess_{name}_{d}") is None
-           for name, d in ((BATCH_OF_TWO, 2), twin_setting(BATCH_OF_TWO, 2))):
+    # this part works the question above through for the batch of two over its last 2 dims and
+    # over its last dim (its table and code compare both): it waits for both guesses
+    over_two = any(answered(f"sh_guess_{name}_{d}") is not None
+                   for name, d in ((BATCH_OF_TWO, 2), twin_setting(BATCH_OF_TWO, 2)))
+    if not over_two or answered(f"sh_guess_{BATCH_OF_TWO}_1") is None:
         st.caption(f"This part works the question above through for “{BATCH_OF_TWO}” over its "
-                   "last 2 dims: choose that tensor and those dims above and answer it first.")
+                   "last 2 dims and over its last dim: choose that tensor above and answer it "
+                   "for both first.")
     else:
         two = cached(notes_batch_of_two)
         st.markdown(

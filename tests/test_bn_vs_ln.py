@@ -238,14 +238,27 @@ def test_sweep_spread_and_the_band_caption_follow_the_numbers():
     assert (sweep.spread("LayerNorm") == 0).all()
     caption = band_caption(sweep, 0)
     width = sweep.spread(feature=0)
-    assert f"here feature 0's band is {width[sweep.at(4)]:.2g} wide at batch size 4 and " \
-        f"narrower at 64 " \
-        f"({width[sweep.at(64)]:.2g})" in caption
+    assert f"Here feature 0's band is {width[sweep.at(4)]:.2g} wide at batch size 4 (where the " \
+        f"cap is √3 ≈ 1.73) and narrower at 64 ({width[sweep.at(64)]:.2g})" in caption
     assert f"its band there is {width[sweep.at(2)]:.2g} wide" in caption
-    assert "can only answer ±1" not in caption
-    # a draw where the band at 64 is not narrower than at 4 is said as such
+    assert "can only answer ±1" not in caption and "in this draw" not in caption
+    # a band that is not narrower at 64 is said as such, and the cap says why it can be
     flat = type(sweep)(sweep.batch_sizes, np.zeros_like(sweep.batch_norm), sweep.layer_norm)
-    assert "not narrower, in this draw," in band_caption(flat, 0)
+    assert "and as wide at 64" in band_caption(flat, 0)
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 12])
+def test_one_value_of_a_batch_of_m_is_at_most_root_m_minus_one_after_batch_norm(m):
+    """The cap the band caption names: one value far from m − 1 equal batch-mates comes out at
+    √(m − 1) (up to ε), torch's batch_norm in training mode, and no batch does more."""
+    x = torch.zeros(m, 1, dtype=torch.float64)
+    x[0] = 1e3
+    out = F.batch_norm(x, None, None, training=True, eps=1e-12)
+    assert float(out[0]) == pytest.approx(math.sqrt(m - 1), rel=1e-9)
+    draws = torch.randn(200, m, 1, generator=torch.Generator().manual_seed(m),
+                        dtype=torch.float64)
+    assert max(float(F.batch_norm(d, None, None, training=True, eps=1e-12).abs().max())
+               for d in draws) <= math.sqrt(m - 1) + 1e-9
 
 
 def test_batch_noise_text_quotes_the_sweep():

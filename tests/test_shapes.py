@@ -689,7 +689,7 @@ def test_the_page_asks_whether_samples_share_statistics_before_it_shows_the_grou
     assert not [i for i in asked.info if "Predict each before you switch" in i.value]
     # the folded part on the two words with a batch of two works the question through: it waits
     assert not [d for d in asked.dataframe if "max |change|" in d.value.columns]
-    assert any("answer it first" in c.value for c in asked.caption)
+    assert any("answer it for both first" in c.value for c in asked.caption)
     # ... for that tensor and those dims: another setting's answer does not open it
     other = open_page(PAGE, asked=True)
     other.radio(key="sh_guess_two words_1").set_value("no").run()
@@ -699,10 +699,16 @@ def test_the_page_asks_whether_samples_share_statistics_before_it_shows_the_grou
                     {"sh_tensor": "two words ×2", "sh_dims": "2"},
                     hidden=("pools the batch", "max |change|", "the last 2 dims include it",
                             "groups of"))
-    assert [d for d in at.dataframe if "max |change|" in d.value.columns]
     assert [m.value for m in at.metric][:4] == ["(2, 2, 3)", "(2, 3)", "(2, 1, 1)", "2 × 6"]
+    # the part's table and code also compare the last dim alone: the answer to the same tensor
+    # over its last dim, a question of its own, so the part waits for that one too
+    assert not [d for d in at.dataframe if "max |change|" in d.value.columns]
     at.radio(key="sh_dims").set_value(1).run()
     assert at.radio(key="sh_guess_two words ×2_1").value is None and not shape_metrics(at)
+    assert not [d for d in at.dataframe if "max |change|" in d.value.columns]
+    assert not any("nothing is shared" in c.value for c in at.code)
+    at.radio(key="sh_guess_two words ×2_1").set_value("no").run()
+    assert [d for d in at.dataframe if "max |change|" in d.value.columns]
 
 
 def test_one_sample_over_dims_that_pool_the_batch_takes_either_answer_and_settles_its_twin():
@@ -717,6 +723,10 @@ def test_one_sample_over_dims_that_pool_the_batch_takes_either_answer_and_settle
     assert not [r for r in at.radio if r.key == "sh_guess_two words ×2_2"]
     assert any("With 2 samples, each sample's output depends on the others" in m.value
                for m in at.markdown)
+    # the batch-of-two part waits for the last dim's question as well
+    assert not [d for d in at.dataframe if "max |change|" in d.value.columns]
+    at.radio(key="sh_dims").set_value(1).run()
+    at.radio(key="sh_guess_two words ×2_1").set_value("no").run()
     assert [d for d in at.dataframe if "max |change|" in d.value.columns]
 
 

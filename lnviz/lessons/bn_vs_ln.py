@@ -350,16 +350,20 @@ def band_caption(sweep: BatchSizeSweep, feature: int) -> str:
     width = sweep.spread(feature=feature)
     small, large = 4, int(sweep.batch_sizes.max())
     at_small, at_large = width[sweep.at(small)], width[sweep.at(large)]
-    trend = ("narrower" if at_large < at_small else "not narrower, in this draw,")
+    trend = ("narrower" if at_large < at_small else "wider" if at_large > at_small
+             else "as wide")
     pair = width[sweep.at(2)]
     return (
-        "Each dot is the fixed sample's output for this feature in one re-drawn batch. A bigger "
-        "batch's μ and σ wobble less, so the band tends to narrow as the batch grows — not "
-        "necessarily step by step, since each band is drawn from a handful of re-drawn "
-        f"batches: here feature {feature}'s band is {at_small:.2g} wide at batch size "
-        f"{small} and {trend} at {large} ({at_large:.2g}). At batch size 2 BatchNorm answers "
-        f"≈ ±1 whatever the two values are (up to ε): its band there is {pair:.2g} wide. "
-        "LayerNorm's line does not depend on the batch at all."
+        "Each dot is the fixed sample's output for this feature in one re-drawn batch. Two "
+        "things set the band's width. In a batch of m, BatchNorm's output for any one value is "
+        "at most √(m − 1) in size (±1 at m = 2), which squeezes the band at small batches "
+        "where the sample lies away from its batch-mates; and a bigger batch's μ and σ wobble "
+        "less, which narrows it. So the band can widen over the first batch sizes before it "
+        f"narrows. Here feature {feature}'s band is {at_small:.2g} wide at batch size {small} "
+        f"(where the cap is √{small - 1} ≈ {math.sqrt(small - 1):.2f}) and {trend} at {large} "
+        f"({at_large:.2g}). At batch size 2 BatchNorm answers ≈ ±1 whatever the two values are "
+        f"(up to ε): its band there is {pair:.2g} wide. LayerNorm's line does not depend on the "
+        "batch at all."
     )
 
 
