@@ -35,7 +35,7 @@ from lnviz.analysis import COMPARED
 from lnviz.chunked import Chunked
 from lnviz.data.sequences import DIGIT_READINGS, load_data
 from lnviz.devices import available_devices, one_thread
-from lnviz.nn import FINAL_NORMED, block, final_norm, init_block, norm_params
+from lnviz.nn import FINAL_NORMED, block, block_norms, final_norm, init_block, norm_params
 
 __all__ = [
     "BLOCK_MATRICES",
@@ -167,9 +167,7 @@ def init_race_model(config: RaceConfig, entrant: str, seed: int | None = None
     blocks = []
     for _ in range(config.depth):
         params = init_block(d, 1.0, generator, dtype=torch.float32)
-        params |= norms("ln1", "ln2")
-        if variant in ("Peri-LN", "OLMo-2"):  # and a norm on what each sublayer adds
-            params |= norms("ln1o", "ln2o")
+        params |= norms(*block_norms(variant))  # the norms this placement has
         blocks.append(params)
     top = {
         "embed": torch.randn(RACE_VOCAB, d, generator=generator) * math.sqrt(0.5),
