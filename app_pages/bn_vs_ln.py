@@ -24,8 +24,9 @@ from lnviz.lessons.bn_vs_ln import (
     sharing_cubes,
     variance_table,
 )
-from lnviz.lessons.ln_lstm import MODEL_LABELS, SWEEP_DEFAULTS, SWEEPS
 from lnviz.limits import BN_VS_LN_MAX_BATCH
+from lnviz.nn import MODEL_LABELS
+from lnviz.train import SWEEP_DEFAULTS, SWEEPS
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import batches_panel

@@ -9,12 +9,21 @@ from lnviz import charts
 from lnviz.data.sequences import DIGIT_READINGS, load_digits_data, load_files
 from lnviz.lessons.ln_lstm import (
     CUSTOM_LAYER_NORM_CODE,
-    GATES,
-    LEARNING_RATES,
     LN_LSTM_CELL_CODE,
+    batch_findings,
+    custom_layer_norm_table,
+    first_step,
+    gate_findings,
+    gate_range_text,
+    length_findings,
+    reach_text,
+    training_findings,
+)
+from lnviz.limits import LN_LSTM_MAX_SEEDS, current_limits
+from lnviz.nn import GATES, MODEL_LABELS, MODELS
+from lnviz.train import (
+    LEARNING_RATES,
     LOG_SWEEPS,
-    MODEL_LABELS,
-    MODELS,
     SWEEP_CHOICES,
     SWEEP_DEFAULTS,
     SWEEPS,
@@ -24,12 +33,8 @@ from lnviz.lessons.ln_lstm import (
     Training,
     TrainingResult,
     check_work,
-    custom_layer_norm_table,
     evaluation_interval,
-    first_step,
-    gate_range_text,
 )
-from lnviz.limits import LN_LSTM_MAX_SEEDS, current_limits
 from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.figures import show_figure
@@ -243,14 +248,14 @@ def gates_and_checks(result: TrainingResult) -> None:
                "projection is normalized at every step, so its spread is set by γ, not by W, "
                "U or how far h has drifted (a projection of all zeros, as U·h₀ at the first step, "
                "is β alone); the sum of the two can still move as γ and β learn. "
-               + result.gate_findings(gate, at_init, shown))
+               + gate_findings(result, gate, at_init, shown))
 
     # --- Batch independence -------------------------------------------------------------------
     st.subheader("Does a sample's output depend on its batch?")
     st.dataframe(result.batch_table(shown), hide_index=True, key="tr_batch_table",
                  column_config={"max |difference| of the logits":
                                 st.column_config.NumberColumn(format="%.2e")})
-    findings = result.batch_findings(shown)
+    findings = batch_findings(result, shown)
     if findings:
         st.markdown(findings)
     else:
@@ -281,7 +286,7 @@ def gates_and_checks(result: TrainingResult) -> None:
                       f"its H units, seed {cfg.seed}) at each step it has statistics for."
                       if length.running_var else
                       " Add the BN-LSTM to see its per-step statistics and how it copes."))
-        st.markdown("\n".join(f"- {sentence}" for sentence in length.findings()))
+        st.markdown("\n".join(f"- {sentence}" for sentence in length_findings(length)))
 
 
 # --- Figures ----------------------------------------------------------------------------------
@@ -314,7 +319,7 @@ else:
                    icon="⚠️")
 
     st.subheader("What these runs show")
-    st.markdown("\n".join(f"- {sentence}" for sentence in result.findings()))
+    st.markdown("\n".join(f"- {sentence}" for sentence in training_findings(result)))
     if cfg.sweep:
         show_figure(charts.ln_lstm.sweep_figure, cfg.sweep_values, result.sweep_accuracy(),
                     SWEEPS[cfg.sweep], cfg.sweep in LOG_SWEEPS, result.chance,
@@ -339,7 +344,7 @@ else:
                                             else "."))
             if cfg.seeds > 1:
                 col.caption(f"seeds: {min(finals[label]):.1%} to {max(finals[label]):.1%}")
-            col.caption(result.reach_text(label))
+            col.caption(reach_text(result, label))
             col.caption(f"{result.parameters[label]:,} parameters")
     swept = f"swept over {', '.join(f'{v:g}' for v in cfg.sweep_values)}"
     t, f = result.sequence
@@ -438,6 +443,6 @@ st.markdown(
     "- Switch on *One shared bias*: the normalized models lose 4H parameters each for the "
     "same family of functions. Do the curves change?")
 st.markdown("**The LN-LSTM cell in PyTorch**, self-contained (this app's version, "
-            "`lnviz.lessons.ln_lstm.LayerNormLSTMCell`, computes the same numbers with lnviz's "
+            "`lnviz.nn.LayerNormLSTMCell`, computes the same numbers with lnviz's "
             "own layer_norm):")
 st.code(LN_LSTM_CELL_CODE, language="python")

@@ -1,5 +1,5 @@
 """A computation advanced a piece at a time for about a given time, and stoppable between pieces:
-what the LN-LSTM comparison (:class:`lnviz.lessons.ln_lstm.Training`) and the Shapes page's race
+what the LN-LSTM comparison (:class:`lnviz.train.Training`) and the Shapes page's race
 (:class:`lnviz.train.Race`) share, and what :mod:`lnviz.ui.jobs` drives.
 
 Time rather than a number of steps sizes a chunk, so that the app hands control back to

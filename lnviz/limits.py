@@ -160,7 +160,7 @@ class Limits:
     upload_mb: int  # largest uploaded file
     max_elements: int  # largest Explorer tensor before the memory budget (tensor_values)
     max_training_steps: int  # longest training run on the LN-LSTM page
-    #: the most multiply-adds of one training run (lnviz.lessons.ln_lstm.training_work): full, the
+    #: the most multiply-adds of one training run (lnviz.train.training_work): full, the
     #: largest run the page offers on MNIST (about an hour on two cores); demo, about a minute
     max_training_work: float
     tensor_mb: int  # memory one learner's uploaded tensor may take, with all built from it

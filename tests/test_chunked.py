@@ -5,8 +5,7 @@ from __future__ import annotations
 import itertools
 
 from lnviz.chunked import Chunked
-from lnviz.lessons.ln_lstm import Training
-from lnviz.train import Race
+from lnviz.train import Race, Training
 
 
 class Count(Chunked):

@@ -30,18 +30,14 @@ LAYERS = {
     "fused": 6.5,
     "kernels": 6.7,
     "data": 7,
-    "limits": 8, "devices": 8,
+    "limits": 8, "devices": 8, "words": 8,
 }
 #: Packages whose modules may import each other (they are one layer, not one module per lesson).
 WHOLE = ("ui", "data", "models")
 #: What every lesson may import beside the layers below: the words and formats they share.
 SHARED = {"lessons": "common", "charts": "base"}
 #: Imports against the direction that remain, each with why: the fewer the better.
-REMAINING = {
-    ("lnviz.train", "lnviz.lessons.ln_lstm"):
-        "the LSTMs' models and trainer still live in their lesson; lnviz.train imports them "
-        "only when its command line runs",
-}
+REMAINING: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, Path]:

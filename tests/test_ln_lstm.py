@@ -21,7 +21,7 @@ from pageutil import alerts, decode, figures, open_page, table_with
 
 import lnviz
 import lnviz.data.sequences as sequences_module
-import lnviz.lessons.ln_lstm as training_module
+import lnviz.train as training_module
 from lnviz.data.sequences import (
     SEQUENCE_MAX_STEPS,
     SequenceData,
@@ -35,26 +35,35 @@ from lnviz.lessons.ln_lstm import (
     CUSTOM_LAYER_NORM_CODE,
     LENGTH_NOTABLE_DROP,
     LN_LSTM_CELL_CODE,
-    LN_LSTM_MAX_RUNS,
-    LN_LSTM_MAX_STEP_WORK,
+    batch_findings,
+    custom_layer_norm,
+    custom_layer_norm_table,
+    first_step,
+    gate_findings,
+    length_findings,
+    reach_text,
+    training_findings,
+)
+from lnviz.limits import DEMO_LIMITS, FULL_LIMITS, LN_LSTM_MAX_RUNS, LN_LSTM_MAX_STEP_WORK
+from lnviz.nn import (
     MODELS,
-    TIME_STEP_OVERHEAD,
     BatchNormLSTMCell,
-    BatchSensitivity,
     LayerNormLSTMCell,
-    LengthCheck,
     LSTMCell,
+    make_model,
+)
+from lnviz.train import (
+    TIME_STEP_OVERHEAD,
+    BatchSensitivity,
+    LengthCheck,
     TrainConfig,
     Training,
     TrainingResult,
     batch_sensitivity,
     check_work,
-    custom_layer_norm,
-    custom_layer_norm_table,
-    first_step,
     gate_quantiles,
     length_margins,
-    make_model,
+    main,
     seed_band,
     step_work,
     summarize,
@@ -62,8 +71,6 @@ from lnviz.lessons.ln_lstm import (
     train,
     training_work,
 )
-from lnviz.limits import DEMO_LIMITS, FULL_LIMITS
-from lnviz.train import main
 
 PAGE = "app_pages/ln_lstm.py"
 
@@ -582,7 +589,7 @@ def test_cli_help_and_bad_data(tmp_path: Path, capsys) -> None:
 
 
 def test_evaluation_interval_gives_about_thirty_points() -> None:
-    from lnviz.lessons.ln_lstm import evaluation_interval
+    from lnviz.train import evaluation_interval
 
     assert [evaluation_interval(s) for s in (1, 6, 44, 46, 300, 5000)] == [1, 1, 1, 2, 10, 167]
     assert evaluation_interval(300, evaluations=3) == 100
@@ -603,7 +610,7 @@ def test_progress_reports_steps_accuracies_and_curve_points(digits) -> None:
 
 
 def test_gate_bands_pick_one_gate_or_all_of_them(trained) -> None:
-    from lnviz.lessons.ln_lstm import GATES
+    from lnviz.nn import GATES
 
     result = summarize(trained)
     for label in ("LSTM", "LN-LSTM"):
@@ -630,7 +637,7 @@ def test_batch_table_and_findings_say_what_the_check_found(digits) -> None:
     ln, bn = result.batch_sensitivity[0].max_difference, result.batch_sensitivity[1].max_difference
     scale = result.batch_sensitivity[0].largest_logit
     assert result.batch_sensitivity[0].rounding and 1 < scale < 100
-    assert result.batch_findings() == (
+    assert batch_findings(result) == (
         "The same images, batched differently: the trained LN-LSTM gives each of 64 held-out "
         f"images the same logits alone as in a batch of 64 (largest difference {ln:.1e} on "
         f"logits up to {scale:.2g}: float32 rounding); the BN-LSTM with batch statistics changes "
@@ -639,7 +646,7 @@ def test_batch_table_and_findings_say_what_the_check_found(digits) -> None:
         "has no spread across the batch).")
     plain = Training(digits, replace(TINY, models=("lstm",), steps=2))
     plain.advance(2)
-    assert summarize(plain).batch_findings() is None
+    assert batch_findings(summarize(plain)) is None
 
 
 # --- Longer sequences from the same digits (the LN-LSTM walkthrough) ------------------------------
@@ -943,7 +950,7 @@ def test_demo_mode_refuses_a_run_too_large_and_starts_nothing(monkeypatch) -> No
 def test_a_stop_before_the_first_evaluation_still_ends_with_curves(digits) -> None:
     """Stopped after 3 of 40 steps with evaluations due every 1000: the summary evaluates the
     weights as they are, so the loss and accuracy charts are not empty."""
-    from lnviz.lessons.ln_lstm import summarize
+    from lnviz.train import summarize
 
     training = Training(digits, replace(SMALL, models=("lstm", "ln-lstm")))
     training.advance(3)
@@ -1071,7 +1078,7 @@ def test_speed_is_reported_in_steps_not_seconds() -> None:
     assert any("Speed is measured in steps, not seconds" in c for c in captions)
     result = next(iter(at.session_state["tr_results"].values()))
     for label in ("LSTM", "LN-LSTM"):
-        assert result.reach_text(label) in captions
+        assert reach_text(result, label) in captions
 
 
 # --- Point 8: seeds, bands and sweeps -------------------------------------------------------
@@ -1175,7 +1182,7 @@ def test_gamma_at_initialization_sets_the_spread_of_the_ln_lstm_gates(digits) ->
     first = [widths[f"LN-LSTM · γ₀ {g}"][0] for g in ("0.1", "1", "3")]
     assert first[1] == pytest.approx(10 * first[0], rel=1e-4)
     assert first[2] == pytest.approx(3 * first[1], rel=1e-4)
-    text = result.gate_findings(at_init=True)
+    text = gate_findings(result, at_init=True)
     for label, width in widths.items():
         assert f"{label} {width[0]:.2g} → {width[-1]:.2g} (widest {width.max():.2g})" in text
 
@@ -1215,7 +1222,7 @@ def test_a_learning_rate_sweep_on_the_page() -> None:
     table = next(d.value for d in at.dataframe if "final accuracy (mean)" in d.value.columns)
     assert table["learning rate"].tolist() == ["0.01", "0.1", "0.01", "0.1"]
     findings = next(m.value for m in at.markdown if m.value.startswith("- At lr 0.01:"))
-    assert findings == "\n".join(f"- {s}" for s in result.findings())
+    assert findings == "\n".join(f"- {s}" for s in training_findings(result))
     # one setting at a time below: the gates show that setting's series only
     gates = figures(at)[3]
     assert {t["name"] for t in gates["data"]} == {
@@ -1240,7 +1247,7 @@ def test_findings_follow_the_runs_where_the_plain_lstm_reaches_90_percent_first(
         "LN-LSTM · lr 0.1": [[0.5, 0.85, 0.93, 0.95], [0.6, 0.8, 0.91, 0.94],
                              [0.4, 0.86, 0.92, 0.96]],
     }, config)
-    assert result.findings() == [
+    assert training_findings(result) == [
         "At lr 0.01: final held-out accuracy, mean of 3 seeds (lowest–highest seed): LN-LSTM "
         "97.0% (96.0%–98.0%), LSTM 95.0% (95.0%–95.0%). Every seed of the LN-LSTM ends above "
         "every seed of the LSTM.",
@@ -1257,18 +1264,18 @@ def test_findings_follow_the_runs_where_the_plain_lstm_reaches_90_percent_first(
         "0.01 and 0.1 and behind at no learning rate tried; every LN-LSTM seed ends above every "
         "LSTM seed at lr 0.01; the LN-LSTM reaches 90% sooner (median step) at lr 0.01.",
     ]
-    assert result.reach_text("LSTM · lr 0.1") == (
+    assert reach_text(result, "LSTM · lr 0.1") == (
         "90% first reached: seed 0 at step 10, seed 1 at step 20, seed 2 at step 10")
     table = result.sweep_table()
     assert table["median step to 90%"].tolist() == ["30", "10", "20", "30"]
     assert table["seeds reaching 90%"].tolist() == ["3 of 3"] * 4
     assert table["final accuracy (mean)"].tolist() == pytest.approx([0.95, 0.87, 0.97, 0.95])
-    assert result.reach_text("LSTM · lr 0.01") == (
+    assert reach_text(result, "LSTM · lr 0.01") == (
         "90% first reached: seed 0 at step 30, seed 1 at step 30, seed 2 at step 30")
     slow = replace(result, seed_curves={**result.seed_curves, "LSTM · lr 0.1": [
         {"step": [10, 20], "loss": [1.0] * 2, "accuracy": a} for a in ([0.5, 0.95], [0.5, 0.6],
                                                                        [0.5, 0.6])]})
-    assert slow.reach_text("LSTM · lr 0.1") == (
+    assert reach_text(slow, "LSTM · lr 0.1") == (
         "90% first reached: seed 0 at step 20, seed 1 never, seed 2 never")
     assert slow.sweep_table()["median step to 90%"][1] == "never, in most seeds"
 
@@ -1277,16 +1284,16 @@ def test_findings_with_one_seed_say_so_and_nobody_reaching_90_is_said_plainly() 
     config = TrainConfig(models=("lstm", "ln-lstm", "bn-lstm"))
     result = fake_result({"LSTM": [[0.3, 0.5]], "LN-LSTM": [[0.4, 0.7]],
                           "BN-LSTM": [[0.2, 0.6]]}, config)
-    assert replace(result, config=replace(config, seeds=2), seed_curves={
-        **result.seed_curves, "LN-LSTM": [result.seed_curves["LN-LSTM"][0]] * 2}).reach_text(
+    assert reach_text(replace(result, config=replace(config, seeds=2), seed_curves={
+        **result.seed_curves, "LN-LSTM": [result.seed_curves["LN-LSTM"][0]] * 2}),
         "LN-LSTM") == "no seed reached 90%"
-    assert result.findings() == [
+    assert training_findings(result) == [
         "Final held-out accuracy, one seed each: LN-LSTM 70.0%, BN-LSTM 60.0%, LSTM 50.0%. One "
         "seed is one draw of the initial weights and the batches: raise Seeds before reading a "
         "winner into this.",
         "No model reached 90% held-out accuracy.",
     ]
-    assert result.reach_text("LN-LSTM") == "never reached 90%"
+    assert reach_text(result, "LN-LSTM") == "never reached 90%"
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -1296,7 +1303,7 @@ def test_the_ranking_sentence_orders_by_the_numbers_and_overlap_is_judged_right(
     accuracy = {label: rng.uniform(0.5, 1.0, size=(3, 4)).round(3).tolist()
                 for label in ("LSTM", "LN-LSTM", "BN-LSTM")}
     result = fake_result(accuracy, config)
-    sentence = result.findings()[0]
+    sentence = training_findings(result)[0]
     named = re.findall(r"(LSTM|LN-LSTM|BN-LSTM) \d", sentence)
     finals = result.final_accuracies()
     assert named == sorted(finals, key=lambda label: -np.mean(finals[label]))
@@ -1305,7 +1312,7 @@ def test_the_ranking_sentence_orders_by_the_numbers_and_overlap_is_judged_right(
     assert ("Every seed of the" in sentence) == apart
     assert ("overlap" in sentence) == (not apart)
     medians = result.median_steps_to()
-    speed = result.findings()[1].split(";")[0]
+    speed = training_findings(result)[1].split(";")[0]
     reached = [label for label in named if not math.isinf(medians[label])]
     if reached:  # in order of the median step, models that tie named together
         order = re.findall(r"the (LSTM|LN-LSTM|BN-LSTM)", speed)
@@ -1361,7 +1368,7 @@ def test_length_findings_are_computed_from_the_accuracies() -> None:
                   "BN-LSTM": np.array([[0.98, 0.89, 0.83, 0.81, 0.80]])},
         batch_statistics={"BN-LSTM": np.array([[0.98, 0.98, 0.98, 0.98, 0.98]])},
         running_var={"BN-LSTM": np.linspace(0.1, 0.5, 8)})
-    findings = check.findings()
+    findings = length_findings(check)
     assert findings[0] == (
         "Read with 16 blank rows above the digit (24 steps, 3× the training length), the "
         "held-out accuracy is: LSTM 97% (from 96% at 8 steps), LN-LSTM 90% (from 96% at 8 "
@@ -1373,8 +1380,8 @@ def test_length_findings_are_computed_from_the_accuracies() -> None:
     assert findings[3].startswith("The LN-LSTM loses 5 percentage points or more too")
     smaller = replace(check, accuracy={**check.accuracy,
                                        "LN-LSTM": np.array([[0.96, 0.95, 0.95, 0.94, 0.93]])})
-    assert len(smaller.findings()) == 3  # a drop under 5 points is not explained away
-    assert check.subset(["LSTM"]).findings() == [findings[0].replace(
+    assert len(length_findings(smaller)) == 3  # a drop under 5 points is not explained away
+    assert length_findings(check.subset(["LSTM"])) == [findings[0].replace(
         ", LN-LSTM 90% (from 96% at 8 steps), BN-LSTM 80% (from 98% at 8 steps)", "")]
 
 
@@ -1399,7 +1406,7 @@ def test_batchnorm_loses_on_longer_sequences_and_its_test_batch_statistics_recov
     assert check.running_var["BN-LSTM"].shape == (8,)  # statistics for the 8 steps only
     drops = {label: m[0] - m[-1] for label, m in means.items()}
     worst = max(drops, key=drops.get)
-    findings = check.findings()
+    findings = length_findings(check)
     assert findings[2] == f"Largest drop: {worst}, {drops[worst] * 100:.0f} percentage points."
     assert drops["BN-LSTM"] > drops["LSTM"] + 0.1  # whichever norm drops most, the LSTM does not
     ln_sentence = [f for f in findings if f.startswith("The LN-LSTM loses")]
@@ -1437,14 +1444,14 @@ def test_batch_findings_name_a_diverged_model_instead_of_calling_nan_rounding() 
                          BatchSensitivity("LN-LSTM", "per sample (LayerNorm)", (1, 64), math.nan),
                          BatchSensitivity("BN-LSTM", "batch statistics (training mode)", (2, 64),
                                           0.5)])
-    text = result.batch_findings()
+    text = batch_findings(result)
     assert "LN-LSTM gives NaN logits (it diverged)" in text and "rounding" not in text
     # "float32 rounding" is judged against the logits' size, not asserted
     for difference, logits, rounding in ((3.9e-3, 2.6e4, True), (1e-2, 10.0, False),
                                          (1e-6, 0.1, True)):
         row = BatchSensitivity("LN-LSTM", "per sample (LayerNorm)", (1, 64), difference, logits)
         assert row.rounding == rounding
-        text = replace(result, batch_sensitivity=[row]).batch_findings()
+        text = batch_findings(replace(result, batch_sensitivity=[row]))
         assert ("float32 rounding)" in text) == rounding
         assert ("more than float32 rounding explains" in text) == (not rounding)
 
@@ -1509,7 +1516,7 @@ def test_the_page_shows_the_custom_layer_norm_for_its_hidden_size() -> None:
     assert not alerts(at)["error"]
 
 
-def test_the_cli_trains_seeds_and_sweeps_and_prints_the_findings(tmp_path, capsys) -> None:
+def test_the_cli_trains_seeds_and_sweeps_and_prints_their_numbers(tmp_path, capsys) -> None:
     import json
 
     from lnviz.train import main
@@ -1523,9 +1530,19 @@ def test_the_cli_trains_seeds_and_sweeps_and_prints_the_findings(tmp_path, capsy
     assert [run["label"] for run in record["runs"]] == [
         "LSTM · lr 0.01", "LSTM · lr 0.1", "LN-LSTM · lr 0.01", "LN-LSTM · lr 0.1"]
     assert all(len(run["seeds"]) == 2 for run in record["runs"])
-    printed = capsys.readouterr().out
-    assert "At lr 0.1: final held-out accuracy, mean of 2 seeds" in printed
-    assert "wall-clock (depends on this machine's load)" in printed
+    printed = capsys.readouterr().out.splitlines()
+    # the summary table: one row per model and learning rate, its mean final accuracy over the
+    # seeds as the JSON record has them, then each series' wall-clock time
+    header = next(i for i, line in enumerate(printed) if "final accuracy (mean)" in line)
+    rows = printed[header + 1:header + 5]
+    for run, row in zip(record["runs"], rows, strict=True):
+        model, value = run["label"].split(" · lr ")
+        mean = np.mean([seed["accuracy"][-1] for seed in run["seeds"]])
+        assert row.split()[:3] == [model, value, f"{mean:.3f}"], (row, run["label"])
+    times = printed[header + 5:header + 9]
+    assert [line.split(":")[0] for line in times] == [run["label"] for run in record["runs"]]
+    assert all(line.endswith("s wall-clock (depends on this machine's load)") for line in times)
+    assert printed[header + 9:] == [f"wrote {out}"]
 
 
 # --- Other sentences of the page, read against its settings ----------------------------------
@@ -1558,7 +1575,7 @@ def test_help_texts_say_what_holds() -> None:
 
 def test_a_whole_number_gamma_still_makes_learnable_float_parameters() -> None:
     """TrainConfig(gamma_init=10) made an integer γ, which torch refuses to give a gradient."""
-    from lnviz.lessons.ln_lstm import make_model
+    from lnviz.nn import make_model
 
     model = make_model("ln-lstm", 3, 4, 2, gamma_init=10, beta_init=-1)
     assert model.cell.gamma_ih.dtype == torch.float32 and model.cell.gamma_ih.requires_grad

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from lnviz.data import get_preset
-from lnviz.lessons.ln_lstm import LEARNING_RATES
+from lnviz.train import LEARNING_RATES
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMBER = re.compile(r"(?<![\w.])[-−]?\d+\.\d+(?![\w.])|(?<![\w.])\d+(?:\.\d+)?e[-−]?\d+")
@@ -173,3 +173,12 @@ def test_home_says_what_each_course_note_the_pages_quote_is() -> None:
                       for m in e.markdown)
     for name, what in SOURCES.items():
         assert f"**{name[0].upper() + name[1:]}**: {what}." in listed
+
+
+def test_lists_in_sentences_join_their_last_item_with_and_or_or() -> None:
+    from lnviz.words import listed
+
+    assert listed([]) == ""
+    assert listed(["LayerNorm"]) == "LayerNorm"
+    assert listed(["a", "b"]) == "a and b"
+    assert listed(("pre-LN", "post-LN", "Peri-LN"), "or") == "pre-LN, post-LN or Peri-LN"

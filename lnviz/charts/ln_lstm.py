@@ -78,7 +78,7 @@ def curves_figure(
     """Training loss and held-out accuracy against the step, one line per series.
 
     ``curves`` maps a series label to its ``step``, ``loss`` and ``accuracy`` lists (as
-    :func:`lnviz.lessons.ln_lstm.seed_band` makes them: means over the seeds), and, where it
+    :func:`lnviz.train.seed_band` makes them: means over the seeds), and, where it
     has them, ``loss_low``/``loss_high`` and ``accuracy_low``/``accuracy_high``, drawn as a band
     around the line. ``total_steps`` fixes the x range, so that a chart redrawn while training
     grows into it instead of rescaling; ``chance`` draws the accuracy of guessing
@@ -247,7 +247,7 @@ def gates_figure(
     """The spread of the gate pre-activations at each time step, one panel per model.
 
     ``quantiles`` maps a model label to a (T, 5) array of the 5 %, 25 %, 50 %, 75 % and 95 %
-    quantiles at every step (a row of :func:`lnviz.lessons.ln_lstm.gate_quantiles`). Each panel
+    quantiles at every step (a row of :func:`lnviz.train.gate_quantiles`). Each panel
     draws the
     5–95 % band light, the 25–75 % band darker and the median as a line; the y axis is shared, so
     a model whose sums wander off shows it at once. ``saturation`` marks ±that value, beyond

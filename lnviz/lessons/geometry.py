@@ -40,6 +40,7 @@ from lnviz.data.generators import check_whole
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer
 from lnviz.limits import GEOMETRY_MAX_MAGNITUDE, GEOMETRY_MAX_VECTORS
+from lnviz.words import listed
 
 __all__ = [
     "FEATURES",
@@ -513,10 +514,6 @@ def _span(low: float, high: float) -> tuple[str, str]:
     return _g(low, digits), _g(high, digits)
 
 
-def _names(labels: Sequence[str]) -> str:
-    return ", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1 else labels[0]
-
-
 def _vector(values: np.ndarray, digits: int = 3) -> str:
     return "(" + ", ".join(_g(v, digits) for v in values) + ")"
 
@@ -706,7 +703,7 @@ def _shared(text: str, groups: list[list[int]], view: GeometryView) -> str:
     shared = [g for g in groups if len(g) > 1]
     if not shared:
         return text + "."
-    return text + ": " + "; ".join(_names([view.labels[i] for i in g]) + " share one"
+    return text + ": " + "; ".join(listed([view.labels[i] for i in g]) + " share one"
                                    for g in shared) + "."
 
 

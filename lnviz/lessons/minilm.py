@@ -39,6 +39,7 @@ from lnviz.lessons.common import Answer, short, token_place
 from lnviz.limits import MINILM_MAX_DRAWN_TOKENS, MODEL_MAX_CHARS
 from lnviz.models import MiniLM, ModelRun
 from lnviz.models.bert import indices_after, sublayer_of
+from lnviz.words import listed
 
 __all__ = [
     "FIRST_FFN",
@@ -489,11 +490,6 @@ def explorer_batch(run: TransformerRun, name: str) -> Batch:
 # --- What the page says: sentences built from the numbers of this run --------------------------
 
 
-def _ordinal_list(items: Sequence[str]) -> str:
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _token(run: TransformerRun, index: int) -> str:
     return f"“{run.tokens[index]}” (token {index})"
 
@@ -518,7 +514,7 @@ def massive_text(run: TransformerRun) -> str:
     m = run.massive
     values = ", ".join(f"{v:.3g}" for v in m.per_layer)
     top = [i for i, s in enumerate(m.share) if s >= 0.5]
-    held = (f"In layers {_ordinal_list([str(i) for i in top])} that one token holds more than "
+    held = (f"In layers {listed([str(i) for i in top])} that one token holds more than "
             "half of the input's Σx² (" + ", ".join(f"{m.share[i]:.0%}" for i in top) + ")."
             if top else "In no layer does that token hold half of the input's Σx².")
     return (f"At layer 0's feed-forward LayerNorm, {_token(run, m.token)} has **{m.value:.4g}** "
@@ -579,7 +575,7 @@ def sink_text(run: TransformerRun) -> str:
     shares = ", ".join(f"{v:.0%}" for v in s.share)
     uniform = f"{s.uniform:.0%}" if s.uniform >= 0.01 else f"{s.uniform:.2%}"
     if layers:
-        lead = (f"Layers {_ordinal_list([str(i) for i in layers])} send at least half of all "
+        lead = (f"Layers {listed([str(i) for i in layers])} send at least half of all "
                 f"their attention to the first token")
     else:
         lead = "No layer sends half of its attention to the first token"
@@ -603,7 +599,7 @@ def int8_text(table: pd.DataFrame, outliers: list[int]) -> str:
     zero = rows["values turned to 0"]
     rel = rows["relative error (tokens after the first)"]
     kept = (f"keeping feature{'s' if len(outliers) != 1 else ''} "
-            f"{_ordinal_list([str(f) for f in outliers])} in float"
+            f"{listed([str(f) for f in outliers])} in float"
             if outliers else "with no feature beyond the threshold, nothing is kept in float")
     return (f"One scale for the whole tensor (its largest |x| / 127 = {rows.iloc[0]['scale']}) "
             f"turns **{zero.iloc[0]:.0%}** of the values into 0, and the tokens after the first "

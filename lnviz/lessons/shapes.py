@@ -54,6 +54,7 @@ from lnviz.data import get_preset, image_batch, random_batch
 from lnviz.lessons.common import Answer
 from lnviz.norms import layer_norm
 from lnviz.train import CHANCE_LOSS, RACE_VOCAB, SOLVED_ACCURACY, SOLVED_WINDOW, RaceResult
+from lnviz.words import listed
 
 __all__ = [
     "NOTES_SAMPLE",
@@ -559,7 +560,7 @@ def _ranking(finals: dict[str, list[float]]) -> str:
     groups: dict[str, list[str]] = {}
     for model in sorted(finals, key=lambda v: -np.mean(finals[v])):
         groups.setdefault(f"{np.mean(finals[model]):.0%}", []).append(model)
-    parts = [(f"{_joined(models)} tie at {value}" if len(models) > 1 else f"{models[0]} {value}")
+    parts = [(f"{listed(models)} tie at {value}" if len(models) > 1 else f"{models[0]} {value}")
              for value, models in groups.items()]
     text = "By final accuracy: " + "; ".join(parts) + "."
     seeds = len(next(iter(finals.values())))
@@ -572,10 +573,6 @@ def _ranking(finals: dict[str, list[float]]) -> str:
             return text + f" {leader}'s worst seed beats {runner}'s best."
         return text + f" {leader}'s and {runner}'s seeds overlap: their order may be luck."
     return text
-
-
-def _joined(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 # --- Code for the learner -----------------------------------------------------------------------
