@@ -106,10 +106,9 @@ def sharing_section(cols: list[DeltaGenerator], c: int) -> None:
     st.caption(
         "After Wu & He (2018), *Group Normalization*, Figure 2: each cube is your tensor with "
         "the batch N across, the channels C going back and the positions (L or H·W) up. The "
-        "blue cells are pooled into the μ and σ that normalize the front-top-left value. Only "
-        "BatchNorm's blue region runs along N — across the batch, when the batch holds more "
-        "than one sample. For tokens (NLC), LayerNorm "
-        "pools one token's features; for images it pools the whole image, as in the paper."
+        "blue cells are pooled into the μ and σ that normalize the front-top-left value. For "
+        "tokens (NLC), LayerNorm pools one token's features; for images it pools the whole "
+        "image, as in the paper."
     )
 
 

@@ -198,7 +198,7 @@ def cancellation_section(seed: int) -> None:
         "the data for both sums. The alternatives subtract the mean first (two passes), or "
         f"use {defined('Welford')}. For "
         "data near 10 000 with spread 1, both terms of the one-pass formula are about 10⁸ and "
-        "σ² is about 1; float32 keeps about 7 significant digits."
+        "σ² is about 1."
     )
     st.latex(r"\underbrace{\tfrac{1}{H}\textstyle\sum x_i^2 - \mu^2}_{\text{one pass}}"
              r"\quad\text{vs}\quad"

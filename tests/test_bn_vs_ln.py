@@ -238,9 +238,13 @@ def test_sweep_spread_and_the_band_caption_follow_the_numbers():
     assert (sweep.spread("LayerNorm") == 0).all()
     caption = band_caption(sweep, 0)
     width = sweep.spread(feature=0)
-    assert f"Here feature 0's band is {width[sweep.at(4)]:.2g} wide at batch size 4 (where the " \
-        f"cap is √3 ≈ 1.73) and narrower at 64 ({width[sweep.at(64)]:.2g})" in caption
-    assert f"its band there is {width[sweep.at(2)]:.2g} wide" in caption
+    assert f"Here feature 0's band is {width[sweep.at(4)]:.2g} wide at batch size 4 (every " \
+        "output there lies within ±√3 ≈ ±1.73, so no band is wider than 3.46) and narrower at " \
+        f"64 ({width[sweep.at(64)]:.2g})" in caption
+    assert f"its band there is {width[sweep.at(2)]:.2g} wide, of at most 2" in caption
+    # the widths the caption sets beside those bounds keep within them, at every batch size
+    sizes = sweep.batch_sizes[1:]
+    assert (sweep.spread()[1:] <= 2 * np.sqrt(sizes - 1) + 1e-4).all()
     assert "can only answer ±1" not in caption and "in this draw" not in caption
     # a band that is not narrower at 64 is said as such, and the cap says why it can be
     flat = type(sweep)(sweep.batch_sizes, np.zeros_like(sweep.batch_norm), sweep.layer_norm)

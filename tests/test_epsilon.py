@@ -228,6 +228,8 @@ def test_the_cancellation_question_is_answered_from_the_sweeps_own_numbers(size:
     answer = cancellation_answer(sweep)
     assert answer.option == CANCELLATION_OPTIONS[band]
     assert "the nearest multiple of 8, " in answer.reason
+    # float32's precision is the reply's to give (the question is how much of σ² it keeps)
+    assert "float32 keeps about 7 significant digits" in answer.reason
     assert f"The naive formula gives {short(naive)}, {off:.0%} off" in answer.reason
     assert ("negative" in answer.reason.split("naive formula")[1]) == (naive < 0)
     # the reason's two rounding errors are what makes the naive variance: float32's subtraction
@@ -311,7 +313,8 @@ def test_part_3_asks_before_it_shows_the_three_methods() -> None:
     reply, "Right" only for the band the page's own sweep falls in."""
     right = cancellation_answer(cancellation_sweep(size=256, seed=0)).option
     at = asks_first(PAGE, "ep_cancel_guess", right,
-                    hidden=("cancels", "trap", "first fails", "far off", "negative"))
+                    hidden=("cancels", "trap", "first fails", "far off", "negative",
+                            "significant digits"))
     assert "first fails move?" in " ".join(i.value for i in at.info)
 
 

@@ -826,3 +826,25 @@ def test_with_two_vectors_on_one_point_fewer_points_is_right_too(text):
     three = input_vectors("typed", 3, text=text + "; 5, 6, 7")
     assert landing_answer(geometry_view(three.values, three.labels, "LayerNorm", 0.0)).accepted \
         == ()
+
+
+@pytest.mark.parametrize("zeros", [(), (0,), (1,), (0, 2), (0, 1, 2)])
+def test_the_closeup_caption_names_what_gamma_zeros_leave_of_the_circle(zeros):
+    """LayerNorm's circle (H = 3) through y = γ⊙x̂ + β: with one γ at 0 it is still an ellipse,
+    lying in the plane y_i = β_i (its image spans two directions); with two, a segment (one);
+    with three, the point β (none). The caption says what the image's span shows."""
+    gamma = np.array([-3.0, 0.7, 0.5])
+    gamma[list(zeros)] = 0.0
+    beta = (1.0, 0.0, -0.5)
+    view = view_of("random", 3, "LayerNorm", 1e-5, tuple(gamma), beta, count=4, seed=0)
+    caption = closeup_caption(view)
+    image = target_shapes(3, 4.0, gamma, beta).circle_out - np.asarray(beta)
+    span = int(np.linalg.matrix_rank(image, tol=1e-9))
+    assert span == (3 - len(zeros) if zeros else 2)
+    if span == 2 and zeros:
+        i = "₁₂₃"[zeros[0]]
+        assert f"γ{i} = 0 lays it in the plane y{i} = β{i}: still an ellipse" in caption
+        np.testing.assert_allclose(image[:, zeros[0]], 0.0)
+    assert ("squeezed to a segment" in caption) is (span == 1)
+    assert ("the point β" in caption) is (span == 0)
+    assert ("squeezed" in caption) is (span < 2)

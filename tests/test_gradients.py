@@ -422,17 +422,20 @@ def test_the_reach_question_reads_torchs_gradient(kind, cell, option):
         assert f"LayerNorm's stays in row {cell[0]}" in answer.reason
 
 
+@pytest.mark.parametrize("kind", ["one-hot", "random"])
 @pytest.mark.parametrize("eps", [1e-5, 0.0, 1.0])
-def test_at_a_batch_of_two_the_reach_reply_says_when_batchnorm_answers_plus_or_minus_one(eps):
+def test_at_a_batch_of_two_the_reach_reply_says_when_batchnorm_answers_plus_or_minus_one(
+        eps, kind):
     """Two samples: BatchNorm's x̂ is ±d/√(d² + 4ε), ±1 while ε ≪ d², so the tiny gradient
-    left is ε's doing; at ε = 1 (the slider's largest) x̂ is far from ±1, and the reply says so
+    left is ε's doing, whatever the upstream gradient ("nowhere" is right up to ε beside the
+    exact answer); at ε = 1 (the slider's largest) x̂ is far from ±1, and the reply says so
     with torch's own x̂ (F.batch_norm) and gradient's size."""
     from lnviz.lessons.gradients import reach_answer
 
     x = gradient_input(2, 4, seed=0)
-    upstream = upstream_gradient((2, 4), "one-hot", cell=(0, 1), seed=0)
+    upstream = upstream_gradient((2, 4), kind, cell=(0, 1), seed=0)
     grad = gradient_report(x, upstream, eps).by_norm["BatchNorm"].grad_input
-    answer = reach_answer(grad, "one-hot", (0, 1), x=x.numpy(), eps=eps)
+    answer = reach_answer(grad, kind, (0, 1), x=x.numpy(), eps=eps)
     assert answer.reason.startswith("With two samples, BatchNorm's x̂ of each feature is")
     # torch refuses ε = 0 in training: there, x̂ = ±1 exactly (d ≠ 0 in every feature)
     x_hat = (np.abs(F.batch_norm(x.double(), None, None, training=True, eps=eps).numpy())
@@ -441,19 +444,21 @@ def test_at_a_batch_of_two_the_reach_reply_says_when_batchnorm_answers_plus_or_m
     same = "rounds to" if eps > 0 and low == "1" else "is"
     assert (f"|x̂| {same} {low} in every feature" if low == high else
             f"|x̂| runs from {low} to {high}") in answer.reason
-    if eps == 0:  # no gradient at all: "nowhere", and nothing is ε's doing
-        assert answer.option == "nowhere" and np.abs(grad).max() == 0
+    if eps == 0:  # no gradient but rounding's: "nowhere", and nothing is ε's doing
+        assert answer.option == "nowhere" and np.abs(grad).max() < 1e-12
         assert "At ε = 0 x̂ is exactly ±1, so ∂L/∂x is 0 everywhere." in answer.reason
         assert "ε's doing" not in answer.reason
         return
     assert f"The largest |∂L/∂x| is {np.abs(grad).max():.2g}" in answer.reason
+    exact = "one feature's column" if kind == "one-hot" else "every cell"
+    assert answer.option == exact
     if eps < 1e-3:
-        assert x_hat.min() > 0.99 and np.abs(grad).max() < 0.01  # ε's doing alone
+        assert x_hat.min() > 0.99 and np.abs(grad).max() < 0.05  # ε's doing alone
         assert "the loss hardly depends on x" in answer.reason
-        # the column the numbers show, and "nowhere", right up to ε, both right
-        assert answer.option == "one feature's column"
+        # the cells the numbers show, and "nowhere", right up to ε, both right
         assert answer.reply("nowhere").startswith("**Right:**")
-        assert answer.reply("every cell").startswith("**Not quite:**")
+        assert answer.reply(exact).startswith("**Right:**")
+        assert answer.reply("one sample's row").startswith("**Not quite:**")
     else:
         assert x_hat.min() < 0.9 and np.abs(grad).max() > 0.1
         assert "x̂ depends on x again" in answer.reason
@@ -642,7 +647,7 @@ def test_at_a_batch_of_two_the_reach_is_the_exact_pattern_however_small_eps(seed
     nonzero wherever g differs between the samples, even where ε = 1e-12 makes it 1e-14 (below
     any fixed cut-off). The answer is that pattern; the formula is checked against torch's
     autograd in float64 cell by cell (to its rounding); "nowhere" is accepted beside it only
-    while the whole gradient is tiny."""
+    while the whole gradient is tiny or every |x̂| is within 1% of 1 (ε's leftover)."""
     from lnviz.lessons.gradients import reach_answer
 
     x = gradient_input(2, features, seed=seed).double().requires_grad_(True)
@@ -661,6 +666,7 @@ def test_at_a_batch_of_two_the_reach_is_the_exact_pattern_however_small_eps(seed
     reached = formula.abs() > 0
     assert bool(reached.all()) is (option == "every cell")
     assert bool(reached.any()) is (option != "nowhere")
-    tiny = float(x.grad.abs().max()) < 0.01
+    flat = float((d**2 / (d**2 + 4 * eps)).sqrt().min()) > 0.99  # every |x̂| within 1% of 1
+    tiny = float(x.grad.abs().max()) < 0.01 or flat
     assert answer.reply("nowhere").startswith("**Right:**") is (tiny or option == "nowhere")
     assert answer.reply("scattered cells").startswith("**Not quite:**")

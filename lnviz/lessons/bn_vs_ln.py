@@ -360,17 +360,17 @@ def band_caption(sweep: BatchSizeSweep, feature: int) -> str:
         "where the sample lies away from its batch-mates; and a bigger batch's μ and σ wobble "
         "less, which narrows it. So the band can widen over the first batch sizes before it "
         f"narrows. Here feature {feature}'s band is {at_small:.2g} wide at batch size {small} "
-        f"(where the cap is √{small - 1} ≈ {math.sqrt(small - 1):.2f}) and {trend} at {large} "
+        f"(every output there lies within ±√{small - 1} ≈ ±{math.sqrt(small - 1):.2f}, so no "
+        f"band is wider than {2 * math.sqrt(small - 1):.2f}) and {trend} at {large} "
         f"({at_large:.2g}). At batch size 2 BatchNorm answers ≈ ±1 whatever the two values are "
-        f"(up to ε): its band there is {pair:.2g} wide. LayerNorm's line does not depend on the "
-        "batch at all."
+        f"(up to ε): its band there is {pair:.2g} wide, of at most 2. LayerNorm's line does not "
+        "depend on the batch at all."
     )
 
 
 def batch_noise_text(sweep: BatchSizeSweep) -> str:
-    """The formula tutorial's generalization claim against what is known, with the batch noise that
-    the
-    known part rests on measured in this page's sweep."""
+    """The formula tutorial's generalization claim against what is known, with the batch noise
+    that the known part rests on measured in this page's sweep."""
     bn, ln = sweep.spread("BatchNorm"), sweep.spread("LayerNorm")
     small, large = sweep.at(4), len(sweep.batch_sizes) - 1
     return (

@@ -488,8 +488,9 @@ def cancellation_answer(sweep: CancellationSweep, offset: float = CANCELLATION_O
 
     return Answer(option, (
         f"At offset {at:,.0f}, E[x²] and E[x]² are both about {short(square)} and differ by "
-        f"σ² = {short(truth)}. {dtype} stores a number of that size only to the nearest "
-        f"multiple of {step:g}, and each square, each partial sum and the mean is rounded so: "
+        f"σ² = {short(truth)}. {dtype} keeps about "
+        f"{-math.log10(torch.finfo(DTYPES[dtype]).eps):.0f} significant digits: it stores a "
+        f"number of that size only to the nearest multiple of {step:g}, and each square, each partial sum and the mean is rounded so: "
         f"here E[x²] came out {off(squares)} its exact value and E[x]² {off(mean_squared)} "
         "its own, "
         f"against a difference of {short(truth)}. The naive formula gives {short(naive)}, "

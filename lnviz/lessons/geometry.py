@@ -771,12 +771,26 @@ def closeup_caption(view: GeometryView) -> str:
     image = (f"the points β ± γ⊙(1, −1) = {_vector(view.beta + view.gamma * [1, -1])} and "
              f"{_vector(view.beta - view.gamma * [1, -1])}" if h == 2 else
              f"an ellipse centred at β = {_vector(view.beta)}: the circle stretched by γ along "
-             "each axis" + (" (flattened to a segment or a point where some γ are 0)"
-                            if not view.gamma.all() else ""))
+             "each axis" + _flattened(view.gamma))
     if view.norm == "LayerNorm":
         return (text + f" y = γ⊙x̂ + β (vermillion) maps the circle to {image}; y lies on "
                 "it at ε = 0, inside it when ε > 0.")
     return text + f" y = γ⊙x̂ + β (vermillion); the same map sends LayerNorm's set to {image}."
+
+
+def _flattened(gamma: np.ndarray) -> str:
+    """What LayerNorm's circle (in the plane Σx = 0 of three features) becomes where some γ_i
+    are 0: y_i = β_i there, and the plane loses no direction to one such axis (its points are
+    told apart by the other two coordinates), one direction to two, both to three."""
+    zeros = np.flatnonzero(np.asarray(gamma) == 0)
+    if zeros.size == 0:
+        return ""
+    if zeros.size == 1:
+        i = "₁₂₃"[int(zeros[0])]
+        return f" (γ{i} = 0 lays it in the plane y{i} = β{i}: still an ellipse, not a segment)"
+    if zeros.size == 2:
+        return " (squeezed to a segment: two γ are 0, so one coordinate alone still varies)"
+    return " (squeezed to the point β: every γ is 0)"
 
 
 def vector_table(view: GeometryView) -> pd.DataFrame:

@@ -124,6 +124,9 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
     if n_rows == 2:
         reason = ("with two samples, BatchNorm's x̂ of each feature is (x₁ − x₂)/√((x₁ − x₂)² "
                   "+ 4ε) and its negative: ±1 whatever x is while ε ≪ (x₁ − x₂)². ")
+        # the gradient is ε's leftover, and "nowhere" right up to ε, where it is tiny or every
+        # |x̂| is within 1% of 1 (its factor 1 − x̂² under 2%), whatever the upstream's scale
+        hardly = largest < 0.01
         if x is not None:
             d = np.abs(np.diff(np.asarray(x, dtype=np.float64), axis=0))
             sizes = d / np.sqrt(d * d + 4 * eps)
@@ -133,6 +136,7 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
                         f"Here |x̂| runs from {low} to {high}")
                        + (": the pairs are far apart next to ε. " if sizes.min() > 0.99 else
                           f": at ε = {eps:g}, x̂ depends on x again. "))
+            hardly = hardly or bool(sizes.min() > 0.99)
         if eps == 0:
             reason += "At ε = 0 x̂ is exactly ±1, so ∂L/∂x is 0 everywhere."
         else:
@@ -146,7 +150,6 @@ def reach_answer(grad_input: np.ndarray, kind: str, cell: tuple[int, int] = (0, 
         if eps > 0 and option == REACH_OPTIONS[0]:
             reason += "Here g is the same in both samples (L = Σ y): ∂L/∂x is 0 everywhere."
         elif eps > 0:
-            hardly = largest < 0.01
             if hardly and option != REACH_OPTIONS[0]:
                 accepted = (REACH_OPTIONS[0],)
             reason += (f"The largest |∂L/∂x| is {largest:.2g}, all of it ε's doing (it is 0 at "
