@@ -44,6 +44,7 @@ from lnviz.lessons.shapes import race_findings
 from lnviz.models import ModelFileError, minilm
 from lnviz.models.bert import indices_after, layer_norm_names, sublayer_of
 from lnviz.nn import DYT_ALPHA
+from lnviz.terms import NormKind
 from lnviz.train import NORM_RACE, RACE_MAX_SEEDS, RACE_TASKS, RaceConfig
 from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
@@ -168,8 +169,10 @@ if guess is not None:
                 f"token's line. Here the largest, x = {top_x:.3g}, lands at x̂ = {top_hat:.3g}"
                 + (": squashed near that edge, as a tanh squashes it. "
                    if abs(top_hat) >= 0.8 * bound else ", well inside that edge. "))
-        why += ("Here those few values (the crosses) alone make the bend: without them a line "
-                "fits as well as the tanh, and within each token the mapping is straight."
+        why += (f"Here the {fit.bend:,} value{'s' * (fit.bend != 1)} of largest |x| (the "
+                f"crosses: {fit.bend / fit.x.size:.2%} of the {fit.x.size:,}) alone make the "
+                "bend: without them a line fits as well as the tanh, and within each token the "
+                "mapping is straight."
                 if shape == STRAIGHT_BUT_EXTREMES else
                 f"Here the bend outlasts leaving out the top {TRIM:.0%} of the values of "
                 "largest |x| (the crosses).")
@@ -375,9 +378,9 @@ else:
     tested = ("the S-shaped mapping — on this sentence "
               + (" and ".join(kept) if kept else "in no LayerNorm")
               + f" does a bend outlast leaving out the top {TRIM:.0%} of |x|"
-              + (f"; in {len(extreme_only)} of the {len(NAMES)}, a few squashed values alone "
-                 "make the "
-                 "bend, and the mapping within each token is straight" if extreme_only else ""))
+              + (f"; in {len(extreme_only)} of the {len(NAMES)}, the squashed values of "
+                 f"largest |x| (at most {TRIM:.0%} of them) alone make the bend, and the "
+                 "mapping within each token is straight" if extreme_only else ""))
 if guess is None:  # the papers' point-wise curves all bend: section 1's answer waits for them
     st.markdown(f"Tested on this page, on MiniLM (sections 1 and 2): {tested}. What four "
                 "papers report after training with point-wise functions in LayerNorm's place "
@@ -421,7 +424,7 @@ with st.spinner("Running the model with RMSNorm in place of LayerNorm…"):
         "the RMSNorm runs", MINILM_TOKEN_RUNS, swap_runs(len(NAMES)) * tokens, rms_instead,
         Named(model, "minilm"), text, Named(original, ("by", text)))
 table = pd.DataFrame({
-    "LayerNorm": [f"{i}: {layer_label(n)}" for i, n in enumerate(swapped.names)],
+    NormKind.LAYER: [f"{i}: {layer_label(n)}" for i, n in enumerate(swapped.names)],
     "median |μ|/σ": means, "largest |μ|/σ": largest,
     "cosine, this one as RMSNorm": swapped.alone})
 if frozen_guess is None:  # which LayerNorms a swap hurts most hints at section 3's answer

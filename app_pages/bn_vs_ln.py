@@ -26,6 +26,7 @@ from lnviz.lessons.bn_vs_ln import (
 )
 from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.nn import MODEL_LABELS
+from lnviz.terms import Layout
 from lnviz.train import SWEEP_DEFAULTS, SWEEPS
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
@@ -65,7 +66,7 @@ c = shape_cols[2].slider("C (features / channels)", 2, 32, 6, key="bl_c", bind="
 @st.fragment
 def sharing_section(cols: list[DeltaGenerator], c: int) -> None:
     layout = cols[0].segmented_control(
-        "Tensor layout", ["NC", "NLC", "NCHW"], default="NCHW", required=True,
+        "Tensor layout", [Layout.NC, Layout.NLC, Layout.NCHW], default=Layout.NCHW, required=True,
         key="bl_layout", bind="query-params",
         help="NC = (batch, features), a plain table; NLC = (batch, sequence, features), tokens "
              "as in a transformer; NCHW = (batch, channels, height, width), images.",
@@ -76,11 +77,11 @@ def sharing_section(cols: list[DeltaGenerator], c: int) -> None:
     # only where the page's last full run saw it write (a layout of NC there, then NLC here,
     # raised StreamlitInvalidLayoutContextError).
     sizes = [cols[3].container(), cols[4].container()]
-    if layout == "NLC":
+    if layout == Layout.NLC:
         length = sizes[0].slider("L (sequence length)", 1, 32, 5, key="bl_l",
                                 bind="query-params", help="Tokens per sequence: the cube's height.")
         shape, positions, axis = (n, length, c), length, "L"
-    elif layout == "NCHW":
+    elif layout == Layout.NCHW:
         h = sizes[0].slider("H (height)", 1, 8, 3, key="bl_h", bind="query-params",
                            help="Image height; the cube's height is H·W.")
         w = sizes[1].slider("W (width)", 1, 8, 3, key="bl_w", bind="query-params",

@@ -20,6 +20,7 @@ from lnviz.lessons.geometry import (
     vector_table,
 )
 from lnviz.limits import GEOMETRY_MAX_VECTORS
+from lnviz.terms import NormKind
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import plain, refusal
@@ -63,7 +64,7 @@ h = cols[1].segmented_control(
          "first two features of each vector.",
 )
 norm = cols[2].segmented_control(
-    "Normalization", list(GEOMETRY_NORMS), default="LayerNorm", required=True, key="gm_norm",
+    "Normalization", list(GEOMETRY_NORMS), default=NormKind.LAYER, required=True, key="gm_norm",
     bind="query-params",
     help="LayerNorm: μ and σ of each vector. RMSNorm: only the root-mean-square of each "
          "vector, no centring. BatchNorm: μ and σ of each feature across the vectors.",
@@ -96,7 +97,7 @@ if affine:
     gamma = tuple(gcols[c].slider(
         f"γ{SUBSCRIPTS[c]}", -3.0, 3.0, GAMMA[c], 0.1, key=f"gm_g{c}", bind="query-params",
         help=f"Stretches x̂ along axis x{SUBSCRIPTS[c]}.") for c in range(h))
-    if norm == "RMSNorm":
+    if norm == NormKind.RMS:
         st.caption("RMSNorm has no β.")
     else:
         beta = tuple(gcols[c].slider(

@@ -28,6 +28,7 @@ from lnviz.lessons.gradients import (
 )
 from lnviz.lessons.placement import INIT_SCALES
 from lnviz.limits import GRADIENTS_MAX_JACOBIAN
+from lnviz.terms import NormKind
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
@@ -90,7 +91,7 @@ x = gradient_input(n, c, seed=settings.seed)
 with refusal():
     grad_output = upstream_gradient((n, c), kind, cell=cell, seed=settings.seed)
     report = cached(gradient_report, x, grad_output, eps)
-ln, bn = report.by_norm["LayerNorm"], report.by_norm["BatchNorm"]
+ln, bn = report.by_norm[NormKind.LAYER], report.by_norm[NormKind.BATCH]
 
 # --- Gradients ----------------------------------------------------------------------------------
 st.subheader("Where the gradient goes")
@@ -151,7 +152,7 @@ if explained:
         "output moves when *another* sample's input does."
     )
     if n * c <= GRADIENTS_MAX_JACOBIAN:
-        jacobians = {f"{norm}, training" if norm == "BatchNorm" else norm:
+        jacobians = {f"{norm}, training" if norm == NormKind.BATCH else norm:
                      cached(norm_jacobian, x, norm, eps) for norm in GRAD_NORMS}
         show_figure(charts.gradients.jacobian_figure, jacobians, n, key="gr_jac")
         st.caption(jacobian_caption(jacobians, n))

@@ -6,7 +6,6 @@ from lnviz import charts
 from lnviz.batch import grid_view
 from lnviz.lessons.inspector import (
     DEFAULT_SIGMAS,
-    KIND_NAMES,
     MAX_OUTLIER_ROWS,
     SNIPPET,
     ModelFile,
@@ -82,7 +81,7 @@ def one_layer(model_file: ModelFile, name: str, file_id: str, data: bytes, sigma
     cols = st.columns([3, 1])
     key = cols[0].selectbox(
         "Layer", list(by_key), key="in_layer", bind="query-params",
-        format_func=lambda k: f"{k} · {KIND_NAMES[by_key[k].kind]}",
+        format_func=lambda k: f"{k} · {by_key[k].kind}",
         help="A captured layer (module path and call), in the order the model called them.")
     layer = by_key[key]
     if cols[1].button("Open in Explorer", key="in_open", type="primary",
@@ -102,7 +101,7 @@ def one_layer(model_file: ModelFile, name: str, file_id: str, data: bytes, sigma
     metrics[1].metric("max |x| in", f"{view.max_abs_in:.4g}")
     metrics[2].metric("max |y| out", f"{view.max_abs_out:.4g}")
     metrics[3].metric(f"values beyond {sigmas:g} σ", f"{view.outlier_values:,}")
-    kind = KIND_NAMES[view.kind] + ("" if view.module == KIND_NAMES[view.kind]
+    kind = view.kind + ("" if view.module == view.kind
                                     else f" ({view.module})")
     st.caption(plain(f"{kind}: one group is one {view.group_word}, "
                      f"its μ and σ taken over {view.over} ({view.members:,} values; "

@@ -26,6 +26,7 @@ from lnviz.lessons.padding import (
     sigma_path,
 )
 from lnviz.limits import PADDING_MAX_D_MODEL, PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
+from lnviz.terms import Layout, NormKind
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
@@ -49,7 +50,7 @@ PADDED = PaddedControls(
 settings = current_settings()
 _ARTICLE = get_preset("padded_tokens")
 #: The transformer article's batch: two sentences, the shorter padded with one zero token.
-ARTICLE_BATCH = Batch(_ARTICLE.values, "NLC", _ARTICLE.mask, _ARTICLE.labels)
+ARTICLE_BATCH = Batch(_ARTICLE.values, Layout.NLC, _ARTICLE.mask, _ARTICLE.labels)
 
 
 def _article_sentence(pull: PadPull) -> str:
@@ -114,10 +115,10 @@ st.markdown(f"**{count(n, 'sequence')} × {count(length, 'position')} × {count(
 # join the figure once it is answered
 asking = (stats.counted_ok and stats.masked_ok and answered("pd_guess") is None)
 if asking:
-    outputs = {title: grid for title, grid in outputs.items() if "BatchNorm" not in title}
+    outputs = {title: grid for title, grid in outputs.items() if NormKind.BATCH not in title}
 show_figure(charts.padding.tokens_figure,
             [(title, grid.reshape(n * length, d)) for title, grid in outputs.items()], padding,
-            grid_labels(batch.values.shape, "NLC", batch.row_labels)[0], key="pd_tokens")
+            grid_labels(batch.values.shape, Layout.NLC, batch.row_labels)[0], key="pd_tokens")
 st.caption("Each row is one position, each column a feature; a grey veil marks the pads. The "
            "input has its own colour scale, "
            + ("the outputs share one." if len(outputs) > 2 else "the output another.")

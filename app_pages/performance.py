@@ -11,6 +11,7 @@ from lnviz import charts
 from lnviz.lessons import performance
 from lnviz.lessons.common import defined
 from lnviz.limits import FULL_LIMITS, current_limits
+from lnviz.terms import NormKind
 from lnviz.ui import jobs
 from lnviz.ui.figures import show_figure
 from lnviz.ui.pages import page_title
@@ -45,10 +46,10 @@ st.latex(r"\text{bandwidth} = \frac{\text{bytes read} + \text{bytes written}}{\t
          r"= \frac{2 \cdot n \cdot 4\ \text{B}}{t}\quad(\text{float32})")
 
 cols = st.columns(3)
-norms = cols[0].multiselect("Norms", list(performance.NORMS), default=["layer"], key="pf_norms",
-                            bind="query-params",
-                            help="layer = LayerNorm over the last dim; batch = BatchNorm "
-                                 "(training) over the rows; rms = RMSNorm.")
+norms = cols[0].multiselect("Norms", list(performance.NORMS), default=[NormKind.LAYER],
+                            key="pf_norms", bind="query-params",
+                            help="LayerNorm over each row (the last dim); BatchNorm (training) "
+                                 "over each column (the rows); RMSNorm over each row.")
 impls = cols[1].multiselect("Implementations", OFFERED,
                             default=["numpy", "scratch", "fast", "torch"]
                             + (["fused"] if settings.device == "cuda" else []), key="pf_impls",

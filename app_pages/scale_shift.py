@@ -24,6 +24,7 @@ from lnviz.lessons.scale_shift import (
     split_bias,
     two_betas,
 )
+from lnviz.terms import NormKind
 from lnviz.ui.cache import cached
 from lnviz.ui.figures import show_figure
 from lnviz.ui.live import affine_panel
@@ -134,7 +135,7 @@ def per_feature(x: torch.Tensor) -> None:
         "each γ_c, β_c aims a column; the caption says how far each column landed from them."
     )
     norm = st.segmented_control(
-        "Normalization", list(AFFINE_NORMS), default="BatchNorm", required=True, key="ss_norm",
+        "Normalization", list(AFFINE_NORMS), default=NormKind.BATCH, required=True, key="ss_norm",
         bind="query-params",
         help="BatchNorm: μ, σ per feature (column). LayerNorm: μ, σ per sample (row).",
     )
@@ -177,9 +178,9 @@ def undoing(x: torch.Tensor, next_x: torch.Tensor) -> None:
     )
     with refusal():
         recoveries = {
-            "BatchNorm, per-feature γ_c, β_c": recover_input(x, "BatchNorm"),
-            "LayerNorm, best per-feature γ_c, β_c": recover_input(x, "LayerNorm"),
-            "LayerNorm, per-sample γ_n, β_n": recover_input(x, "LayerNorm", per="sample"),
+            "BatchNorm, per-feature γ_c, β_c": recover_input(x, NormKind.BATCH),
+            "LayerNorm, best per-feature γ_c, β_c": recover_input(x, NormKind.LAYER),
+            "LayerNorm, per-sample γ_n, β_n": recover_input(x, NormKind.LAYER, per="sample"),
         }
         following = recover_next_batch(x, next_x)
     cols = st.columns(len(recoveries))

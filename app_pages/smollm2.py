@@ -155,7 +155,11 @@ elif part.open:
                 f"{short(encoder.min())} and {short(encoder.max())}. SmolLM2's stream is never "
                 "normalized on its way: each block adds to it, and the median token's RMS goes "
                 f"from {short(typical[0])} at block 0 to {short(typical[-1])} where the final "
-                f"norm reads it. The first token's jumps to {short(first.max())} at block "
+                "norm reads it"
+                + (" (this prompt is one token, so the median token is the first one and the "
+                   "figure's two lines are one: type a longer prompt to see them part)"
+                   if len(seen.tokens) == 1 else "")
+                + f". The first token's jumps to {short(first.max())} at block "
                 f"{int(first.argmax())}"
                 + (": the massive activation of part 2, which the last blocks shrink again. "
                    if int(seen.massive.token[seen.massive.block]) == 0 else

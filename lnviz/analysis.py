@@ -28,6 +28,7 @@ from lnviz.capture import NormRecord, Replacement
 from lnviz.devices import single_threaded, to_numpy
 from lnviz.nn import ACTIVATIONS, block, dyt, final_norm, init_block
 from lnviz.norms import layer_norm, rms_norm
+from lnviz.terms import NormKind
 
 __all__ = [
     "ALPHA_GRID",
@@ -257,9 +258,9 @@ def fit_record(record: NormRecord, eps: float) -> TanhFit:
     normalized output before γ (and β), per token as the norm computes it: x̂ = (x − μ)/√(σ²+ε)
     for a LayerNorm, x/√(mean x² + ε) for an RMSNorm."""
     x = record.input.detach()  # (1, T, C)
-    if record.kind == "rms_norm":
+    if record.kind == NormKind.RMS:
         result = rms_norm(x, x.shape[-1], eps=eps)
-    elif record.kind == "layer_norm":
+    elif record.kind == NormKind.LAYER:
         result = layer_norm(x, x.shape[-1], None, None, eps)
     else:
         raise ValueError(f"a tanh is fitted to a LayerNorm or an RMSNorm, not a {record.kind}")

@@ -36,6 +36,7 @@ from lnviz.norms import (
     layer_norm,
     rms_norm,
 )
+from lnviz.terms import Layout, NormKind
 
 __all__ = [
     "FAST_ABOVE",
@@ -70,9 +71,9 @@ __all__ = [
 
 #: The layouts a batch can have, and what each letter means to a learner.
 LAYOUTS = {
-    "NC": "(batch, features)",
-    "NLC": "(batch, sequence, features)",
-    "NCHW": "(batch, channels, height, width)",
+    Layout.NC: "(batch, features)",
+    Layout.NLC: "(batch, sequence, features)",
+    Layout.NCHW: "(batch, channels, height, width)",
 }
 
 
@@ -86,13 +87,14 @@ class Batch:
     """
 
     values: np.ndarray
-    layout: str
+    layout: Layout
     mask: np.ndarray | None = None
     row_labels: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {self.layout!r}")
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        object.__setattr__(self, "layout", Layout(self.layout))  # the term, however it came
         if self.values.ndim != len(self.layout):
             raise ValueError(
                 f"a {self.layout} batch {LAYOUTS[self.layout]} needs {len(self.layout)} dims, "
@@ -123,7 +125,7 @@ class NormSpec:
         gamma, beta: γ and β, one number for all features or one per feature.
     """
 
-    norm: str = "LayerNorm"
+    norm: NormKind = NormKind.LAYER
     dims: int = 1
     training: bool = True
     warmup_steps: int = 10
@@ -136,19 +138,20 @@ class NormSpec:
 
     def __post_init__(self) -> None:
         if self.norm not in NORMS:
-            raise ValueError(f"norm must be one of {list(NORMS)}, got {self.norm!r}")
+            raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
+        object.__setattr__(self, "norm", NormKind(self.norm))  # the term, however it came
         if not (self.eps >= 0 and math.isfinite(self.eps)):
             raise ValueError(f"ε must be a finite number ≥ 0, got {self.eps}")
 
 
 def channel_dim(layout: str) -> int:
     """The dim that holds features/channels: last for token sequences, 1 otherwise."""
-    return len(layout) - 1 if layout == "NLC" else 1
+    return len(layout) - 1 if layout == Layout.NLC else 1
 
 
 def channels_first(x: torch.Tensor, layout: str) -> torch.Tensor:
     """GroupNorm and InstanceNorm take torch's (N, C, *) layout; tokens are (N, L, C)."""
-    return x.transpose(1, 2) if layout == "NLC" else x
+    return x.transpose(1, 2) if layout == Layout.NLC else x
 
 
 # --- The one dispatcher: a norm's name -> everything the code needs to run it ------------------
@@ -272,7 +275,7 @@ def _check_trailing(shape: tuple[int, ...], layout: str, spec: NormSpec) -> None
 
 
 def _check_positions(shape: tuple[int, ...], layout: str, spec: NormSpec) -> None:
-    if layout == "NC":
+    if layout == Layout.NC:
         raise ValueError("InstanceNorm needs a sequence or spatial dim to take statistics over; "
                          "a (batch, features) table has none — choose a sequence or image batch")
 
@@ -300,7 +303,6 @@ class Norm:
         arguments: ``(x, spec, weight, bias)`` -> the arguments after the input.
         grouping: ``(shape, channel dim, spec)`` -> the :class:`Grouping`: which values share
             one μ and σ (see :func:`grouping`).
-        short: the lower-case name the timing table and ``python -m lnviz.bench`` use.
         trailing: statistics over the last ``spec.dims`` dims, with γ/β for each of their
             elements (LayerNorm, RMSNorm); otherwise one γ/β per channel.
         channels_first: the functions take torch's (N, C, *) layout, so tokens (N, L, C) are
@@ -316,7 +318,6 @@ class Norm:
     arguments: Callable[[torch.Tensor, NormSpec, torch.Tensor | None, torch.Tensor | None],
                         tuple[object, ...]]
     grouping: Callable[[tuple[int, ...], int, NormSpec], Grouping]
-    short: str
     trailing: bool = False
     channels_first: bool = False
     table: bool = False
@@ -327,7 +328,7 @@ class Norm:
             bias: torch.Tensor | None, mask: torch.Tensor | None = None,
             impl: str = "scratch") -> NormResult:
         """The lnviz norm on ``x`` with ``spec``'s settings and these γ and β."""
-        flip = self.channels_first and layout == "NLC"
+        flip = self.channels_first and layout == Layout.NLC
         xc = channels_first(x, layout) if flip else x
         result = self.lnviz(xc, *self.arguments(xc, spec, weight, bias), impl=impl)
         return _result_channels_last(result) if flip else result
@@ -336,7 +337,7 @@ class Norm:
                   weight: torch.Tensor | None, bias: torch.Tensor | None,
                   mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The same through ``torch.nn.functional``: (output, positions to compare or None)."""
-        flip = self.channels_first and layout == "NLC"
+        flip = self.channels_first and layout == Layout.NLC
         xc = channels_first(x, layout) if flip else x
         out = self.functional(xc, *self.arguments(xc, spec, weight, bias))
         return (out.transpose(1, 2) if flip else out), None
@@ -395,25 +396,25 @@ def _initial_running_stats(x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch
 
 
 #: Every norm by its name, in the order the Explorer offers them.
-NORM_TABLE: dict[str, Norm] = {
-    "BatchNorm": _BatchNorm(
+NORM_TABLE: dict[NormKind, Norm] = {
+    NormKind.BATCH: _BatchNorm(
         lnviz=batch_norm, functional=F.batch_norm, arguments=_batch_arguments,
-        grouping=_per_channel, short="batch", table=True),
-    "LayerNorm": Norm(
+        grouping=_per_channel, table=True),
+    NormKind.LAYER: Norm(
         lnviz=layer_norm, functional=F.layer_norm, arguments=_layer_arguments,
-        grouping=_per_sample, short="layer", trailing=True,
+        grouping=_per_sample, trailing=True,
         table=True, check=_check_trailing),
-    "RMSNorm": Norm(
+    NormKind.RMS: Norm(
         lnviz=rms_norm, functional=F.rms_norm, arguments=_rms_arguments,
-        grouping=_per_sample, short="rms", trailing=True,
+        grouping=_per_sample, trailing=True,
         table=True, centred=False, check=_check_trailing),
-    "GroupNorm": Norm(
+    NormKind.GROUP: Norm(
         lnviz=group_norm, functional=F.group_norm, arguments=_group_arguments,
-        grouping=_per_group, short="group",
+        grouping=_per_group,
         channels_first=True, check=_check_groups),
-    "InstanceNorm": Norm(
+    NormKind.INSTANCE: Norm(
         lnviz=instance_norm, functional=F.instance_norm, arguments=_instance_arguments,
-        grouping=_per_instance, short="instance",
+        grouping=_per_instance,
         channels_first=True, check=_check_positions),
 }
 
@@ -511,7 +512,7 @@ def _table(x: torch.Tensor, norm: str, eps: float) -> tuple[Norm, NormSpec]:
         raise ValueError(f"expected a (batch, features) table, (N, C), got shape "
                          f"{list(x.shape)}")
     if norm not in TABLE_NORMS:
-        raise ValueError(f"norm must be one of {list(TABLE_NORMS)}, got {norm!r}")
+        raise ValueError(f"norm must be one of {', '.join(TABLE_NORMS)}, got {norm!r}")
     return NORM_TABLE[norm], _table_spec(norm, eps)
 
 
@@ -599,7 +600,7 @@ def max_abs_difference(
 def to_grid(array: np.ndarray, layout: str) -> np.ndarray:
     """The tensor as a 2-D table: one row per sample (NC), token (NLC) or (sample, channel)
     image plane (NCHW), one column per feature (NC, NLC) or pixel (NCHW)."""
-    if layout == "NCHW":
+    if layout == Layout.NCHW:
         n, c, h, w = array.shape
         return array.reshape(n * c, h * w)
     return array.reshape(-1, array.shape[-1])
@@ -619,7 +620,7 @@ def grouped(x: torch.Tensor, layout: str, spec: NormSpec,
             mask: torch.Tensor | None = None) -> Grouped:
     """``x`` arranged for its groups' statistics (:meth:`Grouping.arrange`); ``mask`` leaves
     padding out where the norm uses one (masked BatchNorm)."""
-    kept = _mask(mask, spec) if spec.norm == "BatchNorm" else None
+    kept = _mask(mask, spec) if spec.norm == NormKind.BATCH else None
     return grouping(tuple(x.shape), layout, spec).arrange(x, kept)
 
 

@@ -50,7 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or mps (default: cpu)")
     parser.add_argument("--sizes", type=_parse_sizes, help="e.g. 1024x1024,16384x1024")
-    parser.add_argument("--norms", default=",".join(NORMS), help="comma-separated: layer,batch,rms")
+    parser.add_argument("--norms", default=",".join(NORMS),
+                        help="comma-separated: " + ",".join(NORMS)
+                             + " (or their functions' names: layer_norm, …)")
     parser.add_argument("--impls", default="numpy,scratch,fast,fused,torch,compiled",
                         help="comma-separated: " + ",".join(IMPLEMENTATIONS))
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per case (median)")

@@ -71,6 +71,7 @@ from lnviz.data.files import (
 )
 from lnviz.limits import MAX_ELEMENTS
 from lnviz.norms import NormResult, batch_norm, group_norm, instance_norm, layer_norm, rms_norm
+from lnviz.terms import NormKind
 
 __all__ = [
     "CAPTURE_FORMAT",
@@ -85,11 +86,15 @@ __all__ = [
 ]
 
 #: The kinds of normalization a record can have.
-KINDS = ("layer_norm", "rms_norm", "batch_norm", "group_norm", "instance_norm")
+KINDS = tuple(NormKind)
 #: The value of the ``"lnviz"`` metadata key in a file written by :meth:`Capture.save`; its
-#: ``"lnviz.version"`` is 1.
+#: ``"lnviz.version"`` is 2.
 CAPTURE_FORMAT = "capture"
-_VERSION = "1"
+_VERSION = "2"
+#: How each version of the format spells a record's kind: version 1 by the function's name
+#: ("layer_norm"), version 2 as :class:`lnviz.terms.NormKind` does ("LayerNorm"). Both are read.
+_KINDS_BY_VERSION = {"1": {kind.function: kind for kind in NormKind},
+                     "2": {kind.value: kind for kind in NormKind}}
 #: The tensors a record saves, in this order, each where it is not None.
 _ROLES = ("input", "output", "weight", "bias", "running_mean", "running_var")
 
@@ -106,22 +111,23 @@ class NormRecord:
     Attributes:
         name: the module's path, as ``model.named_modules()`` gives it ("" for the model itself).
         call: 0 for the module's first call in the forward, 1 for its second, ...
-        kind: one of :data:`KINDS`.
+        kind: one of :data:`KINDS`, the :class:`lnviz.terms.NormKind` ("LayerNorm", …); any
+            spelling :meth:`~lnviz.terms.NormKind.parse` reads is taken ("layer_norm").
         input, output: copies of the tensor the module received and of the one it returned.
         weight, bias: copies of γ and β at the call (None where the module has none).
         settings: JSON-ready values: ``module`` (the class's name), ``eps`` and, by kind,
-            ``normalized_shape`` (layer_norm, rms_norm), ``num_groups`` (group_norm), or
+            ``normalized_shape`` (LayerNorm, RMSNorm), ``num_groups`` (GroupNorm), or
             ``training`` (the module's flag), ``use_batch_stats`` (whether the batch's own
-            statistics normalized it, for batch_norm and instance_norm), ``momentum``,
-            ``track_running_stats``, ``num_batches_tracked`` (before the call; batch_norm) and
+            statistics normalized it, for BatchNorm and InstanceNorm), ``momentum``,
+            ``track_running_stats``, ``num_batches_tracked`` (before the call; BatchNorm) and
             ``batched`` (False for an InstanceNorm input without its batch dim).
         running_mean, running_var: copies of the running statistics as they were before the
-            call (batch_norm and instance_norm with ``track_running_stats``; else None).
+            call (BatchNorm and InstanceNorm with ``track_running_stats``; else None).
     """
 
     name: str
     call: int
-    kind: str
+    kind: NormKind
     input: torch.Tensor
     output: torch.Tensor
     weight: torch.Tensor | None
@@ -130,35 +136,38 @@ class NormRecord:
     running_mean: torch.Tensor | None = None
     running_var: torch.Tensor | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", NormKind.parse(self.kind))
+
     def replay(self, impl: str = "scratch") -> NormResult:
         """The layer computed again by :mod:`lnviz.norms` from :attr:`input` and the module's
         settings, with every intermediate (μ, σ², 1/√(σ² + ε), x̂). Nothing recorded changes:
         running statistics are passed as copies."""
         s = self.settings
         x = self.input
-        if self.kind == "layer_norm":
+        if self.kind == NormKind.LAYER:
             return layer_norm(x, s["normalized_shape"], self.weight, self.bias, s["eps"],
                               impl=impl)
-        if self.kind == "rms_norm":
+        if self.kind == NormKind.RMS:
             return rms_norm(x, s["normalized_shape"], self.weight, s["eps"], impl=impl)
-        if self.kind == "group_norm":
+        if self.kind == NormKind.GROUP:
             return group_norm(x, s["num_groups"], self.weight, self.bias, s["eps"], impl=impl)
         batch_stats = s["use_batch_stats"]
         # With the batch's statistics the running ones do not enter the output: none are passed,
         # so that nothing is updated; otherwise copies of the ones the layer used.
         mean = None if batch_stats else _copy(self.running_mean)
         var = None if batch_stats else _copy(self.running_var)
-        if self.kind == "batch_norm":
+        if self.kind == NormKind.BATCH:
             return batch_norm(x, mean, var, self.weight, self.bias, batch_stats, s["momentum"],
                               s["eps"], impl=impl)
-        if self.kind == "instance_norm":
+        if self.kind == NormKind.INSTANCE:
             if s["batched"]:
                 return instance_norm(x, mean, var, self.weight, self.bias, batch_stats,
                                      _momentum(s["momentum"]), s["eps"], impl=impl)
             result = instance_norm(x.unsqueeze(0), mean, var, self.weight, self.bias, batch_stats,
                                    _momentum(s["momentum"]), s["eps"], impl=impl)
             return _without_batch_dim(result)
-        raise ValueError(f"unknown kind {self.kind!r}; expected one of {KINDS}")
+        raise ValueError(f"unknown kind {self.kind!r}; expected one of {', '.join(KINDS)}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,7 +185,7 @@ class Capture:
         Each record's tensors are named ``"<name>[<call>].<role>"`` (``"layers.0.norm1[0].input"``;
         the model itself is ``"<model>"``), roles among input, output, weight, bias,
         running_mean and running_var. The metadata holds ``"lnviz": "capture"``,
-        ``"lnviz.version": "1"`` and ``"lnviz.records"``, a JSON list with each record's name,
+        ``"lnviz.version": "2"`` and ``"lnviz.records"``, a JSON list with each record's name,
         call, kind, settings, dtype and the names of its tensors; :func:`read_capture` reads it
         back. Tensors keep their dtype (bfloat16 stays bfloat16 in the file).
         """
@@ -214,26 +223,26 @@ class Capture:
         return tensors, metadata
 
 
-def norm_kind(module: nn.Module) -> str | None:
+def norm_kind(module: nn.Module) -> NormKind | None:
     """The kind of normalization `module` is (one of :data:`KINDS`), or None for any other
     module: torch's norm modules and their subclasses, and a model's own ``…LayerNorm`` and
     ``…RMSNorm`` classes with a ``weight`` tensor and an ``eps`` or ``variance_epsilon``."""
     if isinstance(module, nn.LayerNorm):
-        return "layer_norm"
+        return NormKind.LAYER
     if isinstance(module, nn.RMSNorm):
-        return "rms_norm"
+        return NormKind.RMS
     if isinstance(module, nn.modules.batchnorm._BatchNorm):
-        return "batch_norm"
+        return NormKind.BATCH
     if isinstance(module, nn.GroupNorm):
-        return "group_norm"
+        return NormKind.GROUP
     if isinstance(module, nn.modules.instancenorm._InstanceNorm):
-        return "instance_norm"
+        return NormKind.INSTANCE
     name = type(module).__name__
-    if not name.endswith(("LayerNorm", "RMSNorm")):
+    if not name.endswith((NormKind.LAYER, NormKind.RMS)):
         return None
     if not isinstance(getattr(module, "weight", None), torch.Tensor) or _own_eps(module) is None:
         return None
-    return "rms_norm" if name.endswith("RMSNorm") else "layer_norm"
+    return NormKind.RMS if name.endswith(NormKind.RMS) else NormKind.LAYER
 
 
 def capture(model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
@@ -260,7 +269,7 @@ def capture(model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
     # (another learner's run): only the calls made in this capture's own context count.
     mine = object()
 
-    def before(module: nn.Module, args: tuple, kwargs: dict, kind: str) -> None:
+    def before(module: nn.Module, args: tuple, kwargs: dict, kind: NormKind) -> None:
         if _CAPTURING.get() is not mine:
             return
         call = calls.get(id(module), 0)
@@ -269,7 +278,7 @@ def capture(model: nn.Module, *args: Any, **kwargs: Any) -> Capture:
         snapshot = _snapshot(module, kind, args, kwargs)
         under_way.setdefault(id(module), []).append((len(slots) - 1, call, snapshot))
 
-    def after(module: nn.Module, output: Any, name: str, kind: str) -> None:
+    def after(module: nn.Module, output: Any, name: str, kind: NormKind) -> None:
         if _CAPTURING.get() is not mine:
             return
         slot, call, snapshot = under_way[id(module)].pop()
@@ -430,7 +439,7 @@ class CapturedLayer:
 
     name: str
     call: int
-    kind: str
+    kind: NormKind
     settings: dict[str, Any]
     dtype: str
     arrays: dict[str, str]
@@ -467,14 +476,14 @@ def load_capture(source: _Source, *, max_elements: int = MAX_ELEMENTS) -> list[N
 # ---------------------------------------------------------------------------------------------
 
 
-def _snapshot(module: nn.Module, kind: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+def _snapshot(module: nn.Module, kind: NormKind, args: tuple, kwargs: dict) -> dict[str, Any]:
     """What the module is about to use, copied before the call changes any of it."""
     x = args[0] if args else next(iter(kwargs.values()), None)
     weight = getattr(module, "weight", None)
     bias = getattr(module, "bias", None)
     settings: dict[str, Any] = {"module": type(module).__name__}
     running_mean = running_var = None
-    if kind in ("layer_norm", "rms_norm"):
+    if kind in (NormKind.LAYER, NormKind.RMS):
         if isinstance(module, nn.LayerNorm | nn.RMSNorm):
             shape = list(module.normalized_shape)
             eps = module.eps
@@ -482,11 +491,11 @@ def _snapshot(module: nn.Module, kind: str, args: tuple, kwargs: dict) -> dict[s
             shape = list(weight.shape)
             eps = _own_eps(module)
         settings |= {"normalized_shape": shape, "eps": None if eps is None else float(eps)}
-    elif kind == "group_norm":
+    elif kind == NormKind.GROUP:
         settings |= {"num_groups": module.num_groups, "eps": float(module.eps)}
     else:  # batch_norm, instance_norm
         running_mean, running_var = module.running_mean, module.running_var
-        if kind == "batch_norm":
+        if kind == NormKind.BATCH:
             # nn.BatchNorm uses the batch's statistics in training, and in evaluation too when it
             # keeps no running ones (track_running_stats=False).
             use_batch = module.training or (running_mean is None and running_var is None)
@@ -500,7 +509,7 @@ def _snapshot(module: nn.Module, kind: str, args: tuple, kwargs: dict) -> dict[s
             "use_batch_stats": use_batch,
             "track_running_stats": module.track_running_stats,
         }
-        if kind == "batch_norm":
+        if kind == NormKind.BATCH:
             settings["num_batches_tracked"] = None if tracked is None else int(tracked)
         else:
             settings["batched"] = not (
@@ -516,7 +525,7 @@ def _snapshot(module: nn.Module, kind: str, args: tuple, kwargs: dict) -> dict[s
     }
 
 
-def _problem(kind: str, snapshot: dict[str, Any], output: Any) -> str | None:
+def _problem(kind: NormKind, snapshot: dict[str, Any], output: Any) -> str | None:
     """Why a call cannot be recorded (and replayed), or None."""
     x = snapshot["input"]
     if not isinstance(x, torch.Tensor):
@@ -531,7 +540,7 @@ def _problem(kind: str, snapshot: dict[str, Any], output: Any) -> str | None:
     if shape is not None and list(x.shape[len(x.shape) - len(shape):]) != shape:
         return (f"its input's shape {list(x.shape)} does not end in the weight's shape {shape} "
                 "(a norm over other dims, such as channels first)")
-    if kind == "rms_norm" and snapshot["bias"] is not None:
+    if kind == NormKind.RMS and snapshot["bias"] is not None:
         return "an RMSNorm with a bias, a term lnviz's rms_norm does not have"
     return None
 
@@ -597,17 +606,19 @@ def _read_layers(data: bytes, max_elements: int) -> list[CapturedLayer]:
             "this .safetensors file is not a capture (its metadata has no \"lnviz\": "
             "\"capture\"); write one with lnviz.capture(model, x).save(path)"
         )
-    if metadata.get("lnviz.version") != _VERSION:
+    version = metadata.get("lnviz.version")
+    if version not in _KINDS_BY_VERSION:
         raise TensorFileError(
-            f"capture format version {metadata.get('lnviz.version')!r} is not known to this "
-            f"lnviz, which reads version {_VERSION}"
+            f"capture format version {version!r} is not known to this lnviz, which reads "
+            f"versions {' and '.join(_KINDS_BY_VERSION)}"
         )
+    kinds = _KINDS_BY_VERSION[version]
     shapes = {entry.name: tuple(entry.shape) for entry in header.entries}
     try:
         described = json.loads(metadata.get("lnviz.records", ""))
         if not isinstance(described, list):
             raise TypeError(f"the records are a {type(described).__name__}, not a list")
-        layers = [_layer(item, shapes) for item in described]
+        layers = [_layer(item, shapes, kinds) for item in described]
         _check_distinct(layers)
     except (ValueError, TypeError, KeyError, RecursionError, ArithmeticError) as err:
         raise TensorFileError(
@@ -616,7 +627,8 @@ def _read_layers(data: bytes, max_elements: int) -> list[CapturedLayer]:
     return layers
 
 
-def _layer(item: Any, shapes: Mapping[str, tuple[int, ...]]) -> CapturedLayer:
+def _layer(item: Any, shapes: Mapping[str, tuple[int, ...]], kinds: Mapping[str, NormKind]
+           ) -> CapturedLayer:
     """One record of a capture's description, checked against what :meth:`Capture.save`
     writes and against the shapes of the file's tensors (a ValueError or TypeError says what
     does not fit): nothing a file declares reaches a page unchecked."""
@@ -628,8 +640,9 @@ def _layer(item: Any, shapes: Mapping[str, tuple[int, ...]]) -> CapturedLayer:
         raise TypeError("a record's name and dtype must be text (valid Unicode) and its call a "
                         "whole number")
     where = f"record {name!r}"
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in kinds:
         raise ValueError(f"{where}: unknown kind {kind!r}")
+    kind = kinds[kind]
     if not isinstance(settings, dict) or not isinstance(arrays, dict):
         raise TypeError(f"{where}: its settings and arrays must be objects")
     if not all(isinstance(v, str) and v in shapes for v in arrays.values()) \
@@ -656,9 +669,9 @@ def _check_settings(layer: CapturedLayer, shapes: dict[str, tuple[int, ...]]) ->
         raise fail("its module name is not text")
     eps = s.get("eps")
     if "eps" not in s or (
-            not (_real(eps) and eps >= 0) and not (kind == "rms_norm" and eps is None)):
+            not (_real(eps) and eps >= 0) and not (kind == NormKind.RMS and eps is None)):
         raise fail(f"ε = {eps!r} is not a number of at least 0")
-    if kind in ("layer_norm", "rms_norm"):
+    if kind in (NormKind.LAYER, NormKind.RMS):
         normalized = s.get("normalized_shape")
         if not (isinstance(normalized, list) and 1 <= len(normalized) <= len(x)
                 and all(_count(n) for n in normalized)
@@ -667,22 +680,22 @@ def _check_settings(layer: CapturedLayer, shapes: dict[str, tuple[int, ...]]) ->
                        f"{list(x)}")
         per_channel = tuple(normalized)
     else:
-        if kind != "instance_norm" and "batched" in s:
+        if kind != NormKind.INSTANCE and "batched" in s:
             raise fail(f"it says whether its input has a batch dim, which only an InstanceNorm "
                        f"record does (a {kind} always has one)")
-        if kind == "instance_norm" and "batched" not in s:
+        if kind == NormKind.INSTANCE and "batched" not in s:
             raise fail("it does not say whether its input has a batch dim (batched), which an "
                        "InstanceNorm record does")
         batched = s.get("batched", True)
-        if not isinstance(batched, bool) or len(x) < 2 + (kind == "instance_norm" and batched):
+        if not isinstance(batched, bool) or len(x) < 2 + (kind == NormKind.INSTANCE and batched):
             raise fail(f"its input of shape {list(x)} has no channel dim where a {kind} "
                        "expects one")
         per_channel = (x[1] if batched else x[0],)
-    if kind == "group_norm":
+    if kind == NormKind.GROUP:
         groups = s.get("num_groups")
         if not _count(groups) or groups == 0 or per_channel[0] % groups:
             raise fail(f"num_groups = {groups!r} does not divide its {per_channel[0]} channels")
-    if kind in ("batch_norm", "instance_norm"):
+    if kind in (NormKind.BATCH, NormKind.INSTANCE):
         flags = ("training", "use_batch_stats", "track_running_stats")
         momentum, tracked = s.get("momentum"), s.get("num_batches_tracked")
         if not all(isinstance(s.get(f), bool) for f in flags) or "momentum" not in s \

@@ -46,6 +46,7 @@ from lnviz.norms import (
     layer_norm,
     rms_norm,
 )
+from lnviz.terms import NormKind
 
 __all__ = ["ACTIVATIONS", "DYT_ALPHA", "FINAL_NORMED", "GATES", "MODELS", "MODEL_LABELS",
            "NORM_KINDS", "PLACEMENTS", "BatchNorm1d", "BatchNorm2d", "BatchNormLSTMCell", "DyT",
@@ -237,30 +238,30 @@ def feed_forward(x: torch.Tensor, params: dict[str, torch.Tensor],
 
 
 #: What a block's norms compute (:func:`_norm`): LayerNorm, RMSNorm, or Dynamic Tanh.
-NORM_KINDS = ("LayerNorm", "RMSNorm", "DyT")
+NORM_KINDS = (NormKind.LAYER, NormKind.RMS, "DyT")
 #: DyT's α at initialization (the DyT paper's default outside large language models).
 DYT_ALPHA = 0.5
 
 
 def _norm(x: torch.Tensor, params: dict[str, torch.Tensor] | None = None, name: str = "",
-          impl: str = "scratch", kind: str = "LayerNorm") -> torch.Tensor:
+          impl: str = "scratch", kind: str = NormKind.LAYER) -> torch.Tensor:
     """One of the block's norms over the last dim (``kind``, one of :data:`NORM_KINDS`), with
     γ and β ``params[name + "_weight"/"_bias"]`` when the block has them: lnviz's LayerNorm or
     RMSNorm (no β), or DyT, γ·tanh(αx) + β with α ``params[name + "_alpha"]``."""
     params = params or {}
     weight, bias = params.get(name + "_weight"), params.get(name + "_bias")
-    if kind == "RMSNorm":
+    if kind == NormKind.RMS:
         return rms_norm(x, x.shape[-1:], weight, impl=impl).output
     if kind == "DyT":
         return dyt(x, params[name + "_alpha"], weight, bias)
-    if kind != "LayerNorm":
+    if kind != NormKind.LAYER:
         raise ValueError(f"a norm is one of {list(NORM_KINDS)}, got {kind!r}")
     return layer_norm(x, x.shape[-1:], weight, bias, impl=impl).output
 
 
 def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
           activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu, *, impl: str = "scratch",
-          kind: str = "LayerNorm") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+          kind: str = NormKind.LAYER) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One transformer block: (new stream, what attention adds, what the FFN adds). The
     LayerNorms are lnviz's (``impl`` as in :func:`lnviz.layer_norm`), with γ, β from ``params``
     (``ln1_weight``, ``ln1_bias``, ``ln2_…``; Peri-LN's and OLMo-2's output norms ``ln1o_…``,
@@ -297,7 +298,7 @@ def block(x: torch.Tensor, params: dict[str, torch.Tensor], variant: str,
 
 
 def final_norm(x: torch.Tensor, variant: str, params: dict[str, torch.Tensor] | None = None,
-               *, impl: str = "scratch", kind: str = "LayerNorm") -> torch.Tensor:
+               *, impl: str = "scratch", kind: str = NormKind.LAYER) -> torch.Tensor:
     """What the head reads after the last block: the stream of the placements in
     :data:`FINAL_NORMED` goes through one more LayerNorm (GPT-2's ``ln_f``, γ and β
     ``params["lnf_weight"/"lnf_bias"]`` if given); post-LN's stream leaves its last block
@@ -305,7 +306,7 @@ def final_norm(x: torch.Tensor, variant: str, params: dict[str, torch.Tensor] | 
     return _norm(x, params, "lnf", impl, kind) if variant in FINAL_NORMED else x
 
 
-def norm_params(name: str, d_model: int, placement: str, kind: str = "LayerNorm",
+def norm_params(name: str, d_model: int, placement: str, kind: str = NormKind.LAYER,
                 dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """The parameters of the norm ``name`` (``ln1``, ``ln2``, ``ln1o``, ``ln2o``, ``lnf``) at
     their initial values: γ = 1 (``name_weight``), β = 0 (``name_bias``, not for an RMSNorm) and,
@@ -313,7 +314,7 @@ def norm_params(name: str, d_model: int, placement: str, kind: str = "LayerNorm"
     if placement == "none":
         return {}
     params = {name + "_weight": torch.ones(d_model, dtype=dtype)}
-    if kind != "RMSNorm":
+    if kind != NormKind.RMS:
         params[name + "_bias"] = torch.zeros(d_model, dtype=dtype)
     if kind == "DyT":
         params[name + "_alpha"] = torch.tensor(DYT_ALPHA, dtype=dtype)
@@ -336,7 +337,7 @@ class TransformerBlock(nn.Module):
     ``generator``; the norms' ``ln1_weight`` … from :func:`norm_params`). ``forward`` returns the
     new residual stream; :meth:`parts` also what attention and the feed-forward network add."""
 
-    def __init__(self, d_model: int, placement: str = "pre-LN", norm: str = "LayerNorm",
+    def __init__(self, d_model: int, placement: str = "pre-LN", norm: str = NormKind.LAYER,
                  activation: str = "GELU", *, gain: float = 1.0,
                  generator: torch.Generator | None = None,
                  dtype: torch.dtype = torch.float32) -> None:

@@ -61,7 +61,7 @@ from lnviz.nn import (
     make_model,
     norm_params,
 )
-from lnviz.words import listed
+from lnviz.terms import NormKind, listed
 
 __all__ = [
     "BLOCK_MATRICES",
@@ -132,10 +132,10 @@ RACE_SEQ_LEN, RACE_VOCAB = 8, 10
 SOLVED_ACCURACY, SOLVED_WINDOW = 0.9, 10
 #: The models a race can train, by name: where the norms sit (:data:`PLACEMENTS`) and what
 #: they compute (:data:`NORM_KINDS`). "no norm" has none at all.
-ENTRANTS = {"post-LN": ("post-LN", "LayerNorm"), "pre-LN": ("pre-LN", "LayerNorm"),
-            "Peri-LN": ("Peri-LN", "LayerNorm"),
-            "pre-RMSNorm": ("pre-LN", "RMSNorm"), "pre-DyT": ("pre-LN", "DyT"),
-            "no norm": ("none", "LayerNorm")}
+ENTRANTS = {"post-LN": ("post-LN", NormKind.LAYER), "pre-LN": ("pre-LN", NormKind.LAYER),
+            "Peri-LN": ("Peri-LN", NormKind.LAYER),
+            "pre-RMSNorm": ("pre-LN", NormKind.RMS), "pre-DyT": ("pre-LN", "DyT"),
+            "no norm": ("none", NormKind.LAYER)}
 #: The weight matrices of a block whose size :class:`Race` follows (``weight norm``).
 BLOCK_MATRICES = ("wq", "wk", "wv", "wo", "w1", "w2")
 #: What replaces LayerNorm, raced in the pre-norm position (the Beyond LayerNorm page's race).

@@ -289,8 +289,6 @@ def test_every_list_of_norms_is_drawn_from_the_table():
     assert scale_shift.AFFINE_NORMS == ("BatchNorm", "LayerNorm")
     assert gradients.GRAD_NORMS == ("LayerNorm", "BatchNorm")
     assert bn_vs_ln.CUBE_NORMS == ("BatchNorm", "LayerNorm", "InstanceNorm", "GroupNorm")
-    assert performance.NORMS == ("layer", "batch", "rms")
-    assert [NORM_TABLE[name].short for name in NORMS] == [
-        "batch", "layer", "rms", "group", "instance"]
+    assert performance.NORMS == ("LayerNorm", "BatchNorm", "RMSNorm")
     for name, norm in NORM_TABLE.items():  # lnviz mirrors torch.nn.functional, name for name
-        assert norm.lnviz.__name__ == norm.functional.__name__ == f"{norm.short}_norm", name
+        assert norm.lnviz.__name__ == norm.functional.__name__ == name.function, name

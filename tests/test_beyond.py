@@ -268,6 +268,10 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     intro = next(m.value for m in at.markdown if "How far does the sentence embedding" in m.value)
     assert defined("cosine similarity") in intro
     assert "Without the value of largest |x| (the largest, x = 223" in verdict
+    # the scatter's caption counts the values that make the bend, and their share of all
+    scatter = next(c.value for c in at.caption if "evenly spread in the order of x" in c.value)
+    assert (f"Here the {fit.bend:,} value{'s' * (fit.bend != 1)} of largest |x| (the crosses: "
+            f"{fit.bend / fit.x.size:.2%} of the {fit.x.size:,}) alone make the bend") in scatter
     assert "token 0's, [CLS]" in verdict
     at.radio(key="by_guess_2").set_value("a straight line").run()
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
@@ -304,8 +308,8 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     shapes = [shape_of(f) for f in fits]
     assert set(shapes) == {"straight", STRAIGHT_BUT_EXTREMES}  # every bend: a few values
     assert ("on this sentence in no LayerNorm does a bend outlast leaving out the top 1% of "
-            f"|x|; in {shapes.count(STRAIGHT_BUT_EXTREMES)} of the 13, a few squashed values"
-            ) in tested
+            f"|x|; in {shapes.count(STRAIGHT_BUT_EXTREMES)} of the 13, the squashed values of "
+            "largest |x| (at most 1% of them) alone make the bend") in tested
     # the replacement table, once section 3's question is answered (it compares the same
     # groups): the lesson's cosines for the same sentence
     assert not [d for d in at.dataframe if "replaced" in d.value.columns]

@@ -171,23 +171,23 @@ def images() -> torch.Tensor:
 # name, build, input, expected (name, call, kind) in call order
 MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], Any], list[tuple[str, int, str]]]] = {
     "transformer-post-ln": (lambda: transformer(False), seq, [
-        ("layers.0.norm1", 0, "layer_norm"), ("layers.0.norm2", 0, "layer_norm"),
-        ("layers.1.norm1", 0, "layer_norm"), ("layers.1.norm2", 0, "layer_norm"),
-        ("norm", 0, "layer_norm")]),
+        ("layers.0.norm1", 0, "LayerNorm"), ("layers.0.norm2", 0, "LayerNorm"),
+        ("layers.1.norm1", 0, "LayerNorm"), ("layers.1.norm2", 0, "LayerNorm"),
+        ("norm", 0, "LayerNorm")]),
     "transformer-pre-ln": (lambda: transformer(True), seq, [
-        ("layers.0.norm1", 0, "layer_norm"), ("layers.0.norm2", 0, "layer_norm"),
-        ("layers.1.norm1", 0, "layer_norm"), ("layers.1.norm2", 0, "layer_norm"),
-        ("norm", 0, "layer_norm")]),
+        ("layers.0.norm1", 0, "LayerNorm"), ("layers.0.norm2", 0, "LayerNorm"),
+        ("layers.1.norm1", 0, "LayerNorm"), ("layers.1.norm2", 0, "LayerNorm"),
+        ("norm", 0, "LayerNorm")]),
     "cnn": (SmallCNN, images, [
-        ("features.1", 0, "batch_norm"), ("features.4", 0, "group_norm"),
-        ("features.7", 0, "instance_norm"), ("head.1", 0, "batch_norm")]),
+        ("features.1", 0, "BatchNorm"), ("features.4", 0, "GroupNorm"),
+        ("features.7", 0, "InstanceNorm"), ("head.1", 0, "BatchNorm")]),
     "rms-norm": (RMSNormModel, lambda: seq().reshape(3, 4, D), [
-        ("pre", 0, "rms_norm"), ("post", 0, "rms_norm")]),
+        ("pre", 0, "RMSNorm"), ("post", 0, "RMSNorm")]),
     "llama-rms-norm": (TinyLlama, tokens, [
-        ("layers.0.input_layernorm", 0, "rms_norm"), ("layers.1.input_layernorm", 0, "rms_norm"),
-        ("norm", 0, "rms_norm")]),
+        ("layers.0.input_layernorm", 0, "RMSNorm"), ("layers.1.input_layernorm", 0, "RMSNorm"),
+        ("norm", 0, "RMSNorm")]),
     "shared-layer-norm": (SharedNorm, seq, [
-        ("norm", 0, "layer_norm"), ("norm", 1, "layer_norm")]),
+        ("norm", 0, "LayerNorm"), ("norm", 1, "LayerNorm")]),
 }
 
 
@@ -404,7 +404,7 @@ def test_llama_rms_norm_in_bfloat16_replays_to_bfloat16_rounding() -> None:
     """HF's RMSNorm rounds x̂ to bfloat16 before γ; lnviz rounds once: a bfloat16 step apart."""
     model = TinyLlama(dtype=torch.bfloat16)
     cap = lnviz.capture(model, TOKENS)
-    assert [r.kind for r in cap.records] == ["rms_norm"] * 3
+    assert [r.kind for r in cap.records] == ["RMSNorm"] * 3
     for record in cap.records:
         assert record.output.dtype == torch.bfloat16
         replayed = record.replay().output
@@ -434,12 +434,12 @@ def test_custom_classes_recognised_by_shape() -> None:
             x = (x - u) / torch.sqrt(s + self.eps)
             return self.weight[:, None, None] * x + self.bias[:, None, None]
 
-    assert norm_kind(MyLayerNorm()) == "layer_norm"
-    assert norm_kind(LlamaRMSNorm(D)) == "rms_norm"
+    assert norm_kind(MyLayerNorm()) == "LayerNorm"
+    assert norm_kind(LlamaRMSNorm(D)) == "RMSNorm"
     assert norm_kind(NoEpsLayerNorm()) is None
     assert norm_kind(nn.Linear(2, 2)) is None
     cap = lnviz.capture(MyLayerNorm(), seq())
-    assert [(r.name, r.kind) for r in cap.records] == [("", "layer_norm")]
+    assert [(r.name, r.kind) for r in cap.records] == [("", "LayerNorm")]
     torch.testing.assert_close(cap.records[0].replay().output, cap.output)
     assert cap.records[0].settings == {"module": "MyLayerNorm", "normalized_shape": [D],
                                        "eps": 1e-5}
@@ -477,8 +477,8 @@ def test_norms_called_by_keyword_and_lazy_norms() -> None:
 
     model = Block()
     cap = lnviz.capture(model, torch.randn(5, D))
-    assert [(r.name, r.kind) for r in cap.records] == [("input_layernorm", "rms_norm"),
-                                                       ("bn", "batch_norm")]
+    assert [(r.name, r.kind) for r in cap.records] == [("input_layernorm", "RMSNorm"),
+                                                       ("bn", "BatchNorm")]
     assert cap.records[1].weight.shape == (D,)
     for record in cap.records:
         torch.testing.assert_close(record.replay().output, record.output)

@@ -756,9 +756,9 @@ def test_an_answer_holds_for_the_question_it_was_given_to() -> None:
 
 
 @pytest.mark.parametrize(("eps", "option"), [(0.0, "all on one point"),
-                                             (1e-6, "on fewer points than vectors"),
-                                             (1e-5, "on fewer points than vectors"),
-                                             (1.0, "on fewer points than vectors")])
+                                             (1e-6, "on more than one point, fewer than vectors"),
+                                             (1e-5, "on more than one point, fewer than vectors"),
+                                             (1.0, "on more than one point, fewer than vectors")])
 def test_with_eps_only_the_two_sentences_vectors_of_equal_variance_share_a_point(eps, option):
     """The two sentences' vectors lie on one ray; at ε > 0 each lands at its own distance
     √H·√(σ²/(σ² + ε)), so only vectors of equal σ² share a point ("are" and "powerful", σ² 24),
@@ -784,12 +784,13 @@ def test_with_eps_only_the_two_sentences_vectors_of_equal_variance_share_a_point
 def test_a_tiny_eps_still_parts_vectors_of_unequal_variance(h, eps):
     """However small ε > 0 is, vectors of unequal σ² land at different distances: in float64
     the two sentences' x̂ are ~1e-12 apart at ε = 1e-12, hundreds of times its rounding, so
-    "on fewer points than vectors" ("are" and "powerful" share one) is right and nothing else
-    is; in float32 the same distances are below the rounding, and "one point" is right too."""
+    "on more than one point, fewer than vectors" ("are" and "powerful" share one) is right and
+    nothing else is; in float32 the same distances are below the rounding, and "one point" is
+    right too."""
     inputs = input_vectors("sentences", h)
     exact = geometry_view(inputs.values, inputs.labels, "LayerNorm", eps, dtype="float64")
     answer = landing_answer(exact)
-    assert answer.option == "on fewer points than vectors" and answer.accepted == ()
+    assert answer.option == "on more than one point, fewer than vectors" and answer.accepted == ()
     assert answer.reply("all on one point").startswith("**Not quite:**")
     apart = np.linalg.norm(exact.x_hat - exact.x_hat[0], axis=1).max()
     assert apart > 100 * exact.tolerance  # float64 shows them apart, far beyond its rounding
@@ -799,8 +800,8 @@ def test_a_tiny_eps_still_parts_vectors_of_unequal_variance(h, eps):
 
 def test_the_intro_leaves_where_two_features_land_to_the_question() -> None:
     """At H = 2 LayerNorm sends every vector to one of two points: for random vectors that is
-    the question's answer ("on fewer points than vectors"), so the paragraph above it names the
-    circle at H = 3 and not the two points."""
+    the question's answer ("on more than one point, fewer than vectors"), so the paragraph above
+    it names the circle at H = 3 and not the two points."""
     from pageutil import open_page, page_text
 
     at = open_page(PAGE, {"gm_src": "Random", "gm_h": "2"}, asked=True)
@@ -811,21 +812,19 @@ def test_the_intro_leaves_where_two_features_land_to_the_question() -> None:
     assert "two points" not in page_text(at)
     inputs = input_vectors("random", 2, count=8, seed=0)
     answer = landing_answer(geometry_view(inputs.values, inputs.labels, "LayerNorm", 0.0))
-    assert answer.option == "on fewer points than vectors"
+    assert answer.option == "on more than one point, fewer than vectors"
 
 
-@pytest.mark.parametrize("text", ["1, 2, 3; 2, 4, 6", "1, 2, 3; 3, 4, 5"])
-def test_with_two_vectors_on_one_point_fewer_points_is_right_too(text):
-    """Two vectors on one point are also on fewer points than vectors: both options are right
-    (at three or more vectors they differ, and only the exact one is)."""
+@pytest.mark.parametrize("text", ["1, 2, 3; 2, 4, 6", "1, 2, 3; 3, 4, 5",
+                                  "1, 2, 3; 2, 4, 6; 3, 6, 9; 0, 1, 2"])
+def test_the_landing_options_exclude_each_other(text):
+    """Vectors all on one point are on one point only: the middle option asks for more than
+    one point, so it is wrong there at any number of vectors (with two, it cannot happen)."""
     inputs = input_vectors("typed", 3, text=text)
     answer = landing_answer(geometry_view(inputs.values, inputs.labels, "LayerNorm", 0.0))
-    assert answer.option == "all on one point"
-    assert answer.reply("on fewer points than vectors").startswith("**Right:**")
-    assert answer.reply("each on a point of its own").startswith("**Not quite:**")
-    three = input_vectors("typed", 3, text=text + "; 5, 6, 7")
-    assert landing_answer(geometry_view(three.values, three.labels, "LayerNorm", 0.0)).accepted \
-        == ()
+    assert answer.option == "all on one point" and answer.accepted == ()
+    for other in LANDING_OPTIONS[1:]:
+        assert answer.reply(other).startswith("**Not quite:**")
 
 
 @pytest.mark.parametrize("zeros", [(), (0,), (1,), (0, 2), (0, 1, 2)])
@@ -846,5 +845,6 @@ def test_the_closeup_caption_names_what_gamma_zeros_leave_of_the_circle(zeros):
         assert f"γ{i} = 0 lays it in the plane y{i} = β{i}: still an ellipse" in caption
         np.testing.assert_allclose(image[:, zeros[0]], 0.0)
     assert ("squeezed to a segment" in caption) is (span == 1)
-    assert ("the point β" in caption) is (span == 0)
-    assert ("squeezed" in caption) is (span < 2)
+    # every γ at 0: y is β itself, with no ellipse to lie on or inside, at any ε
+    assert ("for every vector, at any ε" in caption) is (span == 0)
+    assert ("ellipse" in caption.split("y = γ⊙x̂ + β")[1]) is (span > 0)

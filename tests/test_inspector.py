@@ -354,7 +354,7 @@ def test_layer_view_of_batch_norm_and_group_norm_against_torch() -> None:
 
 def test_eval_batch_norm_says_it_used_running_statistics() -> None:
     model_file = open_model_file(EXAMPLE_CAPTURE.read_bytes())
-    layer = next(layer for layer in model_file.layers if layer.kind == "batch_norm")
+    layer = next(layer for layer in model_file.layers if layer.kind == "BatchNorm")
     view = layer_view(layer, model_file.arrays)
     assert any("evaluation mode" in note for note in view.notes)
 

@@ -344,3 +344,35 @@ def test_explorer_link_without_a_handed_batch_falls_back_to_the_presets() -> Non
     at = open_page("app_pages/explorer.py", {"src": "From Inside a real transformer"})
     assert at.segmented_control(key="src").value == "preset"
     assert "handed" not in at.segmented_control(key="src").options
+
+
+def test_the_layer_text_names_the_value_of_largest_size_with_its_sign(runs) -> None:
+    """The value the paragraph names is the largest |x| (at layer 4's feed-forward LayerNorm a
+    negative one), printed with its true minus sign; the output it names is the largest |y|,
+    called so."""
+    run = runs[tf.PRESETS[0]]
+    name = layer_norm_names()[10]
+    view = tf.layer_view(run, name)
+    text = tf.layer_text(run, view)
+    record = run.records[run.names.index(name)]
+    x = record.input[0].double()
+    token, feature = divmod(int(x.abs().argmax()), x.shape[1])
+    value = float(x[token, feature])
+    assert value < 0 and abs(value) == float(x.abs().max())  # the objection: not the largest x
+    assert f"the input value of largest size is **{tf.short(value, 4)}**" in text
+    assert "−" in tf.short(value, 4) and "largest input value" not in text
+    y = record.output[0].double()
+    assert f"Its largest output in size, |y|, is {float(y.abs().max()):.3g}." in text
+
+
+def test_the_run_without_specials_says_a_typed_special_token_stays(model) -> None:
+    """Leaving out the [CLS] and [SEP] the tokenizer adds keeps one typed in the text: the
+    sentence says so where the first token is one, and only there."""
+    typed = tf.first_word_run(model, "[CLS] [CLS] hi")
+    assert typed[0] == "[CLS]"
+    text = tf.first_word_text(typed, typed[1])
+    assert "the [CLS] and [SEP] the tokenizer adds around it" in text
+    assert "typed in the text itself, it stays" in text
+    plain = tf.first_word_run(model, tf.PRESETS[0])
+    assert plain[0] not in ("[CLS]", "[SEP]")
+    assert "typed in the text" not in tf.first_word_text(plain, plain[1])

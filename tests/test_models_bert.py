@@ -119,7 +119,7 @@ def test_matches_bertmodel(model, reference, text: str) -> None:
     assert [r.name for r in run.records] == list(seen)
     for record in run.records:
         x, y = seen[record.name]
-        assert record.kind == "layer_norm" and record.call == 0
+        assert record.kind == "LayerNorm" and record.call == 0
         named = dict(CLOSE, msg=lambda m, where=record.name: f"{where}: {m}")
         torch.testing.assert_close(record.input, x, **named)
         torch.testing.assert_close(record.output, y, **named)

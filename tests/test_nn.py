@@ -236,7 +236,7 @@ def test_capture_records_lnviz_modules_as_torchs() -> None:
                           nn.Unflatten(1, (6, 1)), lnn.BatchNorm1d(6)).eval()
     cap = lnviz.capture(model, torch.randn(5, 4))
     assert [(r.name, r.kind) for r in cap.records] == [
-        ("1", "layer_norm"), ("3", "rms_norm"), ("5", "batch_norm")]
+        ("1", "LayerNorm"), ("3", "RMSNorm"), ("5", "BatchNorm")]
     for record in cap.records:
         assert (record.replay().output - record.output).abs().max() < 1e-5
 

@@ -28,19 +28,19 @@ def test_every_implementation_computes_the_same_norm(norm):
 
 
 def test_run_reports_bandwidth_from_bytes_moved():
-    rows = performance.run([(64, 32)], ["layer"], ["fast", "torch"], repeats=3)
+    rows = performance.run([(64, 32)], ["LayerNorm"], ["fast", "torch"], repeats=3)
     assert [r.impl for r in rows] == ["fast", "torch"]
     for r in rows:
         assert r.seconds > 0
         assert r.gb_per_s == pytest.approx(2 * 64 * 32 * 4 / r.seconds / 1e9)
         assert r.copy_gb_per_s > 0 and r.roofline == pytest.approx(r.gb_per_s / r.copy_gb_per_s)
     ratios = performance.ratios(rows)
-    assert set(ratios) == {("layer", "fast", 64, 32)}
+    assert set(ratios) == {("LayerNorm", "fast", 64, 32)}
 
 
 def test_time_budget_stops_early_and_progress_is_reported():
     seen = []
-    rows = performance.run([(32, 32)] * 5, ["layer"], ["torch"], repeats=1, budget_s=0.0,
+    rows = performance.run([(32, 32)] * 5, ["LayerNorm"], ["torch"], repeats=1, budget_s=0.0,
                      progress=lambda f, m: seen.append(f))
     assert len(rows) <= 1 and seen[-1] == 1.0
 
@@ -51,6 +51,7 @@ def test_cli_writes_json(tmp_path):
                        "--repeats", "2", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert {r["impl"] for r in data["rows"]} == {"scratch", "torch"}
+    assert {r["norm"] for r in data["rows"]} == {"RMSNorm"}  # "rms" read, the one name written
     assert data["machine"]
 
 
@@ -59,8 +60,8 @@ def test_peak_extra_memory_of_fast_layer_norm_is_about_the_output():
     """fast allocates the output (1× the input) and small statistics, never the intermediates
     of the scratch code: at most 2× the input, as the performance target asks."""
     input_bytes = 16384 * 1024 * 4  # large enough to stand above the interpreter's own peak
-    fast = performance.peak_extra_memory("layer", "fast", 16384, 1024)
-    scratch = performance.peak_extra_memory("layer", "scratch", 16384, 1024)
+    fast = performance.peak_extra_memory("LayerNorm", "fast", 16384, 1024)
+    scratch = performance.peak_extra_memory("LayerNorm", "scratch", 16384, 1024)
     assert fast <= 2 * input_bytes
     assert scratch > fast
 
@@ -72,7 +73,7 @@ def test_performance_page_runs_a_small_benchmark():
     at.button(key="pf_run").click().run()
     assert not at.exception
     fig = figures(at)[0]
-    assert {t["name"] for t in fig["data"]} >= {"layer · fast", "layer · torch",
+    assert {t["name"] for t in fig["data"]} >= {"LayerNorm · fast", "LayerNorm · torch",
                                                 "copy (roofline)"}
 
 
@@ -193,10 +194,10 @@ def test_a_case_that_would_overrun_stops_after_its_first_call(slow):
     """Old code: every one of the 2 + 5 calls ran (2.1 s against a 1 s budget)."""
     slow.floor = 0.3
     skipped: list[performance.Skipped] = []
-    rows = performance.run([(8, 8)], ["layer"], ["torch"], repeats=5, budget_s=1.0,
+    rows = performance.run([(8, 8)], ["LayerNorm"], ["torch"], repeats=5, budget_s=1.0,
                      on_skip=skipped.append)
     assert rows == [] and slow.calls == {64: 1}
-    assert [(s.norm, s.impl, s.rows, s.cols) for s in skipped] == [("layer", "torch", 8, 8)]
+    assert [(s.norm, s.impl, s.rows, s.cols) for s in skipped] == [("LayerNorm", "torch", 8, 8)]
     # the 6 calls left take at least 6 × 0.3 s; a busy machine makes each call take longer
     needs = re.match(r"stopped after its first calls: it needs about ([\d.]+) s",
                      skipped[0].reason)
@@ -208,8 +209,8 @@ def test_a_larger_size_is_skipped_before_any_call_from_the_smaller_ones_pace(slo
     more than a 0.15 s budget leaves, so it is never called. Sizes run smallest first."""
     slow.per_value = 2e-7
     skipped: list[performance.Skipped] = []
-    rows = performance.run([(16384, 64), (64, 64)], ["layer"], ["torch"], repeats=5, budget_s=0.15,
-                     on_skip=skipped.append)
+    rows = performance.run([(16384, 64), (64, 64)], ["LayerNorm"], ["torch"], repeats=5,
+                           budget_s=0.15, on_skip=skipped.append)
     assert [(r.rows, r.cols) for r in rows] == [(64, 64)]
     assert slow.calls == {64 * 64: 7}
     assert len(skipped) == 1 and (skipped[0].rows, skipped[0].cols) == (16384, 64)
@@ -222,11 +223,11 @@ def test_a_larger_size_is_skipped_before_any_call_from_the_smaller_ones_pace(slo
 
 def test_after_the_budget_every_remaining_case_is_listed(slow):
     skipped: list[performance.Skipped] = []
-    rows = performance.run([(8, 8), (16, 8)], ["layer", "rms"], ["torch"], repeats=1, budget_s=0.0,
-                     on_skip=skipped.append)
+    rows = performance.run([(8, 8), (16, 8)], ["LayerNorm", "RMSNorm"], ["torch"], repeats=1,
+                           budget_s=0.0, on_skip=skipped.append)
     assert rows == [] and slow.calls == {}
-    assert [(s.norm, s.rows) for s in skipped] == [("layer", 8), ("rms", 8), ("layer", 16),
-                                                   ("rms", 16)]
+    assert [(s.norm, s.rows) for s in skipped] == [("LayerNorm", 8), ("RMSNorm", 8),
+                                                   ("LayerNorm", 16), ("RMSNorm", 16)]
     assert {s.reason for s in skipped} == {"the time budget was used up"}
 
 
@@ -234,8 +235,8 @@ def test_compile_time_counts_against_the_budget(no_compile_yet):
     """The report: "compiled" at 16384×1024 with a 5 s budget took 33 s, nearly all of it the
     first compile. Before any compile, one is assumed to take FIRST_COMPILE_S (30 s)."""
     skipped: list[performance.Skipped] = []
-    rows = performance.run([(256, 256)], ["layer"], ["compiled", "torch"], repeats=3, budget_s=5.0,
-                     on_skip=skipped.append)
+    rows = performance.run([(256, 256)], ["LayerNorm"], ["compiled", "torch"], repeats=3,
+                           budget_s=5.0, on_skip=skipped.append)
     assert [r.impl for r in rows] == ["torch"]
     assert [(s.impl, s.reason.split(",")[0]) for s in skipped] == [
         ("compiled", "compiling takes about 30 s the first time (it loads the compiler)")]
@@ -253,7 +254,7 @@ def test_the_compile_estimate_learns_from_the_compiles_seen(monkeypatch):
 def test_roofline_with_one_size_is_visible():
     """Old code drew the roofline as mode="lines": one size, one point, nothing to see, yet a
     legend entry."""
-    rows = [performance.Row("layer", "torch", 64, 64, "cpu", 1e-5, 3.2, 0.5)]
+    rows = [performance.Row("LayerNorm", "torch", 64, 64, "cpu", 1e-5, 3.2, 0.5)]
     fig = charts.performance.bench_figure(rows, {64 * 64: 6.4})
     roof = next(t for t in fig.data if t.name == "copy (roofline)")
     assert list(roof.y) == [6.4] and "markers" in roof.mode
@@ -271,13 +272,13 @@ def test_page_skips_compile_within_a_5_s_budget_and_lists_it(no_compile_yet):
     assert "1 of the chosen cases were not timed" in at.warning[0].value
     table = next(d.value for d in at.dataframe if "why" in d.value.columns)
     assert table[["norm", "implementation", "size"]].values.tolist() == [
-        ["layer", "compiled", "256×256"]]
+        ["LayerNorm", "compiled", "256×256"]]
     assert table["why"][0].startswith("compiling takes about 30 s the first time")
     assert any("its budget was 5 s" in c.value for c in at.caption)
     fig = figures(at)[0]
     roof = next(t for t in fig["data"] if t["name"] == "copy (roofline)")
     assert "markers" in roof["mode"]
-    assert {t["name"] for t in fig["data"]} == {"layer · torch", "copy (roofline)"}
+    assert {t["name"] for t in fig["data"]} == {"LayerNorm · torch", "copy (roofline)"}
 
 
 def test_a_disturbed_copy_is_retimed_and_a_row_above_it_is_flagged(monkeypatch):
@@ -292,14 +293,14 @@ def test_a_disturbed_copy_is_retimed_and_a_row_above_it_is_flagged(monkeypatch):
         return 1e-6 if len(calls) == 1 else real_copy(x, repeats, deadline)  # 1 kB/s, then real
 
     monkeypatch.setattr(performance, "copy_bandwidth", disturbed_first)
-    rows = performance.run([(256, 256)], ["layer"], ["torch"], repeats=3)
+    rows = performance.run([(256, 256)], ["LayerNorm"], ["torch"], repeats=3)
     assert calls == [3, 6]  # retimed, with twice the repeats
     # against the retimed copy, not the disturbed one (which puts the norm at about 10⁶ × copy);
     # how near the norm then comes to the copy is the machine's business (a busy one: 17×)
     assert rows[0].copy_gb_per_s > 0.01 and rows[0].roofline < 1e3
 
     monkeypatch.setattr(performance, "copy_bandwidth", lambda x, repeats=7, deadline=0: 1e-6)
-    rows = performance.run([(256, 256)], ["layer"], ["torch"], repeats=3)
+    rows = performance.run([(256, 256)], ["LayerNorm"], ["torch"], repeats=3)
     assert rows[0].roofline > 100 and "impossible" in rows[0].doubt
     assert "⚠" in performance.format_table(rows)
 
@@ -320,7 +321,7 @@ def test_the_recorded_gpu_run_backs_what_the_page_says_of_it():
     shapes = {(r.rows, r.cols) for r in run.rows}
     assert {(16384, 1024), (16384, 4096), (65536, 4096)} <= shapes
     doc = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text()
-    for norm in ("layer", "rms"):
+    for norm in ("LayerNorm", "RMSNorm"):
         for shape in shapes:
             fused, native = (performance.find_row(run.rows, norm, impl, shape)
                              for impl in ("fused", "torch"))
@@ -342,20 +343,24 @@ def test_the_page_shows_the_fused_kernel_and_the_gpu_run_without_a_gpu():
     at = open_page("app_pages/performance.py")
     assert not at.exception
     run = performance.recorded_gpu_run()
-    fused = performance.find_row(run.rows, "layer", "fused", (16384, 4096))
+    fused = performance.find_row(run.rows, "LayerNorm", "fused", (16384, 4096))
     text = " ".join(m.value for m in at.markdown)
     assert "The kernel needs a CUDA GPU, and this machine's device is cpu" in text
     assert f"moved {fused.gb_per_s:,.0f} GB/s at 16384×4096, {fused.roofline:.0%} of a copy" \
         in text
     assert [c.value for c in at.code][:2] == list(performance.kernel_sources())
     gpu = figures(at)[0]  # before any run, the only figure is the GPU run's
-    assert {t["name"] for t in gpu["data"]} >= {"layer · fused", "rms · fused", "layer · torch"}
+    assert {t["name"] for t in gpu["data"]} >= {"LayerNorm · fused", "RMSNorm · fused",
+                                                "LayerNorm · torch"}
 
 
 def test_the_cli_on_a_cpu_prints_what_the_gpu_run_measured(capsys):
+    """The norms go by any spelling (here the short one the recorded run's command used), and
+    come out by their name; the recorded file's "layer" rows read as LayerNorm's."""
     assert bench.main(["--sizes", "16x8", "--norms", "layer", "--impls", "fused,torch",
                        "--repeats", "2"]) == 0
     out, err = capsys.readouterr()
     assert "fused needs a CUDA GPU. On an NVIDIA H100" in out
-    assert "| layer | fused | 65536×4096 | cuda |" in out
-    assert "skipped layer fused 16×8: lnviz's fused kernels (Triton) run on a CUDA GPU" in err
+    assert "| LayerNorm | fused | 65536×4096 | cuda |" in out
+    assert "skipped LayerNorm fused 16×8: lnviz's fused kernels (Triton) run on a CUDA GPU" in err
+    assert "layer" not in out.replace("--norms layer", "")

@@ -257,6 +257,13 @@ def test_the_page_asks_before_it_shows_and_prints_the_lessons_numbers(model) -> 
     assert np.allclose(top, result.variance["pre-LN"], rtol=1e-6)
     findings = next(m.value for m in at.markdown if m.value.startswith("- **post-LN**"))
     assert findings == "\n".join(f"- {n}" for n in placement_findings(result, sensitivity))
+    # Peri-LN's growth: 2 per block for vectors unrelated to the stream, the rest their
+    # alignment, measured; the gain barely moves it, as the table measures (both steady)
+    low, high = normalized_adds(result)
+    caption = next(c.value for c in at.caption if "Post-LN's stream" in c.value)
+    assert (f"would grow by exactly 2 per block (two sublayers). Here it grows by {low:.2f} to "
+            f"{high:.2f}, the rest being how those vectors line up") in caption
+    assert "the gain barely moves it" in caption and "close to 2 at any gain" not in caption
     # QK-norm: the guess, then the curve and the two attentions at the chosen scale
     at.select_slider(key="pl_scale").set_value(16.0).run()
     at.radio(key="pl_qk_guess").set_value("piles onto fewer tokens").run()

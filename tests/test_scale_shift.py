@@ -277,6 +277,18 @@ def test_layer_norm_needs_per_sample_gamma_and_beta():
         recover_input(x, per="group")
 
 
+def test_every_recovery_is_computed_in_the_inputs_precision():
+    """The page's three recoveries side by side in float16: the per-sample one meets float16's
+    rounding (a few of its spacings at the largest |x|), as the layers of the other two do, not
+    float64's (about 1e-15)."""
+    x = feature_batch().to(torch.float16)
+    recoveries = {(norm, per): recover_input(x, norm, per=per)
+                  for norm, per in (("BatchNorm", "feature"), ("LayerNorm", "feature"),
+                                    ("LayerNorm", "sample"))}
+    spacing = float(np.spacing(np.float16(np.abs(x.numpy()).max())))
+    assert spacing / 64 < recoveries["LayerNorm", "sample"].max_error <= 8 * spacing
+
+
 @pytest.mark.parametrize("seed", [0, 3, 11])
 def test_batch_norms_recovering_gamma_and_beta_fit_one_batch_only(seed):
     """'Adding a norm never removes something the network could express' is false

@@ -176,7 +176,7 @@ def test_home_says_what_each_course_note_the_pages_quote_is() -> None:
 
 
 def test_lists_in_sentences_join_their_last_item_with_and_or_or() -> None:
-    from lnviz.words import listed
+    from lnviz.terms import listed
 
     assert listed([]) == ""
     assert listed(["LayerNorm"]) == "LayerNorm"

@@ -151,6 +151,16 @@ def test_batch_note_where_the_last_dims_include_the_batch():
     assert "depends" not in single  # "two words ×2"'s answer: its own question
     double = batch_note("two words ×2", 2)
     assert "With 2 samples, each sample's output depends on the others" in double
+    # γ and β take normalized_shape, batch dim and all: torch's layer then refuses another batch
+    assert ("γ and β take that shape too, (1, 3), batch dim included, so nn.LayerNorm((1, 3)) "
+            "accepts only batches of 1") in single
+    assert "the two-word notes' slip" in single and "shape (3,)" in single
+    layer = torch.nn.LayerNorm((1, 3))
+    assert layer.weight.shape == (1, 3) and layer(torch.randn(2, 1, 3)).shape == (2, 1, 3)
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        layer(torch.randn(2, 2, 3))
+    table = batch_note("2-D", 2)
+    assert "accepts only batches of 4" in table and "notes' slip" not in table
 
 
 def test_reshape_is_not_the_permute_the_notes_needed():

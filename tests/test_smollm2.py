@@ -459,3 +459,22 @@ def test_the_pieces_bytes_spell_the_prompt(model):
     assert b"".join(bytes(_BYTES[c] for c in p) for p in pieces).decode() == text
     shown = [bpe_piece(p) for p in pieces]
     assert "␣va" in shown and any("⟨" in p for p in shown)  # "ç" and 東京 come in bytes
+
+
+def test_the_sink_link_compares_first_tokens_that_differ(model):
+    """A prompt that opens as a preset does (the chat template's <|im_start|>) is not compared
+    with that preset, whose first row would match it trivially: every first token is another."""
+    from lnviz.lessons.smollm2 import sink_link
+
+    link = sink_link(model, "<|im_start|>")
+    assert link.firsts[0] == "<|im_start|>"
+    assert len(set(link.firsts)) == len(link.firsts) >= 3
+    assert len(link.texts) == len(link.firsts)
+
+
+def test_part_3_on_a_one_token_prompt_says_its_two_lines_are_one():
+    at = open_page(PAGE, {"sl_text": "Hi", "sl_part3": "true"}, timeout=300)
+    shown = " ".join(m.value for m in at.markdown)
+    assert "this prompt is one token, so the median token is the first one" in shown
+    at = open_page(PAGE, {"sl_text": "Hi there", "sl_part3": "true"}, timeout=300)
+    assert "this prompt is one token" not in " ".join(m.value for m in at.markdown)

@@ -29,6 +29,7 @@ from lnviz.batch import Batch, NormSpec, group_ids  # noqa: E402
 from lnviz.devices import to_numpy  # noqa: E402
 from lnviz.lessons.explorer import check_tolerance, explore  # noqa: E402
 from lnviz.norms import layer_norm  # noqa: E402
+from lnviz.terms import Layout, NormKind  # noqa: E402
 from lnviz.ui.live import element_indices  # noqa: E402
 
 #: Where the Node tests read the cases.
@@ -49,8 +50,8 @@ def batches() -> dict[str, Batch]:
     table[2] = 0.25  # a constant row: σ² = 0, so ε = 0 gives 0/0
     far = (10_000 + rng.normal(0.0, 1.0, (3, 5))).astype(np.float32)
     images = rng.normal(1.0, 2.0, (2, 4, 3, 3)).astype(np.float32)
-    return {"tokens": Batch(tokens, "NLC", mask), "table": Batch(table, "NC"),
-            "far": Batch(far, "NC"), "images": Batch(images, "NCHW")}
+    return {"tokens": Batch(tokens, Layout.NLC, mask), "table": Batch(table, Layout.NC),
+            "far": Batch(far, Layout.NC), "images": Batch(images, Layout.NCHW)}
 
 
 def cases() -> list[tuple[str, NormSpec]]:
@@ -60,29 +61,29 @@ def cases() -> list[tuple[str, NormSpec]]:
     per_feature_4 = dict(gamma=(-1.0, 2.0, 0.3, 1.0), beta=(0.5, -0.5, 0.0, 3.0))
     per_feature_5 = dict(gamma=(1.0, -1.0, 2.0, 0.1, -3.0), beta=(0.0, 0.0, 1.0, -1.0, 0.5))
     return [
-        ("tokens", NormSpec("LayerNorm", eps=1e-5, gamma=-1.3, beta=0.4)),
-        ("tokens", NormSpec("LayerNorm", dims=2, eps=0.0, **per_feature_6)),
-        ("tokens", NormSpec("RMSNorm", eps=0.0, gamma=2.0)),
-        ("tokens", NormSpec("RMSNorm", eps=1e-2, gamma=per_feature_6["gamma"])),
-        ("tokens", NormSpec("BatchNorm", eps=1e-5, gamma=-0.7, beta=2.0)),
-        ("tokens", NormSpec("BatchNorm", use_mask=False, eps=1.0, **per_feature_6)),
-        ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=10, eps=0.0, gamma=1.5,
+        ("tokens", NormSpec(NormKind.LAYER, eps=1e-5, gamma=-1.3, beta=0.4)),
+        ("tokens", NormSpec(NormKind.LAYER, dims=2, eps=0.0, **per_feature_6)),
+        ("tokens", NormSpec(NormKind.RMS, eps=0.0, gamma=2.0)),
+        ("tokens", NormSpec(NormKind.RMS, eps=1e-2, gamma=per_feature_6["gamma"])),
+        ("tokens", NormSpec(NormKind.BATCH, eps=1e-5, gamma=-0.7, beta=2.0)),
+        ("tokens", NormSpec(NormKind.BATCH, use_mask=False, eps=1.0, **per_feature_6)),
+        ("tokens", NormSpec(NormKind.BATCH, training=False, warmup_steps=10, eps=0.0, gamma=1.5,
                             beta=-1.0)),
-        ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=1, use_mask=False,
+        ("tokens", NormSpec(NormKind.BATCH, training=False, warmup_steps=1, use_mask=False,
                             eps=1e-3, **per_feature_6)),
-        ("tokens", NormSpec("GroupNorm", groups=3, eps=1e-5, **per_feature_6)),
-        ("tokens", NormSpec("InstanceNorm", eps=0.0, gamma=-2.5, beta=0.1)),
-        ("table", NormSpec("LayerNorm", eps=0.0, gamma=-1.0, beta=0.5)),
-        ("table", NormSpec("LayerNorm", eps=1e-12, **per_feature_4)),
-        ("table", NormSpec("BatchNorm", training=False, warmup_steps=100, eps=1e-8,
+        ("tokens", NormSpec(NormKind.GROUP, groups=3, eps=1e-5, **per_feature_6)),
+        ("tokens", NormSpec(NormKind.INSTANCE, eps=0.0, gamma=-2.5, beta=0.1)),
+        ("table", NormSpec(NormKind.LAYER, eps=0.0, gamma=-1.0, beta=0.5)),
+        ("table", NormSpec(NormKind.LAYER, eps=1e-12, **per_feature_4)),
+        ("table", NormSpec(NormKind.BATCH, training=False, warmup_steps=100, eps=1e-8,
                            **per_feature_4)),
-        ("table", NormSpec("RMSNorm", eps=1e-5, gamma=-3.0)),
-        ("far", NormSpec("LayerNorm", eps=1e-5, gamma=2.0, beta=-3.0)),
-        ("far", NormSpec("BatchNorm", eps=1e-5, **per_feature_5)),
-        ("images", NormSpec("GroupNorm", groups=2, eps=0.0, **per_feature_4)),
-        ("images", NormSpec("InstanceNorm", eps=1e-1, gamma=0.5, beta=-0.5)),
-        ("images", NormSpec("BatchNorm", training=False, warmup_steps=3, eps=1e-5, gamma=-1.0)),
-        ("images", NormSpec("LayerNorm", dims=3, eps=1e-5, gamma=1.0, beta=1.0)),
+        ("table", NormSpec(NormKind.RMS, eps=1e-5, gamma=-3.0)),
+        ("far", NormSpec(NormKind.LAYER, eps=1e-5, gamma=2.0, beta=-3.0)),
+        ("far", NormSpec(NormKind.BATCH, eps=1e-5, **per_feature_5)),
+        ("images", NormSpec(NormKind.GROUP, groups=2, eps=0.0, **per_feature_4)),
+        ("images", NormSpec(NormKind.INSTANCE, eps=1e-1, gamma=0.5, beta=-0.5)),
+        ("images", NormSpec(NormKind.BATCH, training=False, warmup_steps=3, eps=1e-5, gamma=-1.0)),
+        ("images", NormSpec(NormKind.LAYER, dims=3, eps=1e-5, gamma=1.0, beta=1.0)),
     ]
 
 
@@ -90,8 +91,8 @@ def grouped_in_the_browser(batch: Batch, spec: NormSpec) -> bool:
     """Whether norms.js groups the problem itself, as the panels that build a table in the
     browser need (a (rows, features) table under LayerNorm, RMSNorm or BatchNorm); every other
     problem is sent its groups by lnviz (lnviz.ui.live.element_indices)."""
-    return batch.layout == "NC" and spec.dims == 1 and spec.norm in (
-        "LayerNorm", "RMSNorm", "BatchNorm")
+    return batch.layout == Layout.NC and spec.dims == 1 and spec.norm in (
+        NormKind.LAYER, NormKind.RMS, NormKind.BATCH)
 
 
 def problem(batch: Batch, spec: NormSpec) -> dict[str, Any]:
@@ -195,16 +196,16 @@ def steps_cases() -> dict[str, Any]:
     from lnviz.ui.live import step_table_data
 
     all_batches = batches()
-    moves = [("table", NormSpec("LayerNorm", eps=1e-5), NormSpec("LayerNorm", eps=0.0), 2),
-             ("table", NormSpec("LayerNorm"), NormSpec("LayerNorm", eps=1e-1, gamma=-2.5,
+    moves = [("table", NormSpec(NormKind.LAYER, eps=1e-5), NormSpec(NormKind.LAYER, eps=0.0), 2),
+             ("table", NormSpec(NormKind.LAYER), NormSpec(NormKind.LAYER, eps=1e-1, gamma=-2.5,
                                                         beta=0.7), 1),
-             ("tokens", NormSpec("RMSNorm"), NormSpec("RMSNorm", eps=1.0, gamma=0.3), 3),
-             ("tokens", NormSpec("BatchNorm", training=False, warmup_steps=3),
-              NormSpec("BatchNorm", training=False, warmup_steps=3, eps=1e-2, gamma=2.0,
+             ("tokens", NormSpec(NormKind.RMS), NormSpec(NormKind.RMS, eps=1.0, gamma=0.3), 3),
+             ("tokens", NormSpec(NormKind.BATCH, training=False, warmup_steps=3),
+              NormSpec(NormKind.BATCH, training=False, warmup_steps=3, eps=1e-2, gamma=2.0,
                        beta=-1.0), 4),
-             ("images", NormSpec("GroupNorm", groups=2), NormSpec("GroupNorm", groups=2,
+             ("images", NormSpec(NormKind.GROUP, groups=2), NormSpec(NormKind.GROUP, groups=2,
                                                                   eps=1.0, beta=3.0), 1),
-             ("far", NormSpec("LayerNorm"), NormSpec("LayerNorm", gamma=0.0), 0)]
+             ("far", NormSpec(NormKind.LAYER), NormSpec(NormKind.LAYER, gamma=0.0), 0)]
     found = []
     for source, before, after, group in moves:
         batch = all_batches[source]

@@ -30,6 +30,7 @@ import plotly.io as pio
 from _plotly_utils.utils import convert_to_base64
 
 from lnviz.batch import GridView
+from lnviz.terms import Layout
 
 #: Okabe & Ito's palette, distinguishable with the common kinds of colour blindness.
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
@@ -445,18 +446,18 @@ def grid_labels(
     """Names for the rows and columns of :func:`lnviz.batch.to_grid`'s table; with ``view``, for
     its rows and columns only (a label takes about 60 bytes: naming every row or column of a
     large tensor would take more memory than the tensor)."""
-    n_rows = math.prod(shape[:2]) if layout == "NCHW" else math.prod(shape[:-1])
-    n_cols = math.prod(shape[2:]) if layout == "NCHW" else shape[-1]
+    n_rows = math.prod(shape[:2]) if layout == Layout.NCHW else math.prod(shape[:-1])
+    n_cols = math.prod(shape[2:]) if layout == Layout.NCHW else shape[-1]
     picked_rows = range(n_rows) if view is None else view.rows.tolist()
     picked_cols = range(n_cols) if view is None else view.cols.tolist()
     if row_labels is not None and len(row_labels) == n_rows:
         rows = [row_labels[i] for i in picked_rows]
-    elif layout == "NC":
+    elif layout == Layout.NC:
         rows = [f"sample {i}" for i in picked_rows]
     else:
-        word, inner = ("seq", "pos") if layout == "NLC" else ("image", "ch")
+        word, inner = ("seq", "pos") if layout == Layout.NLC else ("image", "ch")
         rows = [f"{word} {i // shape[1]} · {inner} {i % shape[1]}" for i in picked_rows]
-    if layout == "NCHW":
+    if layout == Layout.NCHW:
         cols = [f"({j // shape[3]}, {j % shape[3]})" for j in picked_cols]
     else:
         cols = [f"feature {j}" for j in picked_cols]

@@ -24,9 +24,10 @@ from lnviz.charts.base import (
     text_lines,
     wrap_text,
 )
+from lnviz.terms import NormKind
 
 #: One colour per norm on the BatchNorm-vs-LayerNorm page.
-COLORS = {"BatchNorm": OKABE_ITO[0], "LayerNorm": OKABE_ITO[1]}
+COLORS = {NormKind.BATCH: OKABE_ITO[0], NormKind.LAYER: OKABE_ITO[1]}
 
 
 
@@ -222,19 +223,19 @@ def redraws_figure(
     empty, where it refused), then LayerNorm's; the refusal is an annotation named "refusal",
     shown only then, with BatchNorm's axes hidden."""
 
-    layout, refs = panel_grid(["BatchNorm (training mode)", "LayerNorm"], gap=0.06)
+    layout, refs = panel_grid(["BatchNorm (training mode)", NormKind.LAYER], gap=0.06)
     layer_norm = np.asarray(layer_norm, dtype=np.float32)
     features = np.arange(layer_norm.shape[1])
     refused = batch_norm is None
     shown_bn = np.full(layer_norm.shape, np.nan, np.float32) if refused else batch_norm
     data = []
-    for (xref, yref), outputs, name in ((refs[0], shown_bn, "BatchNorm"),
-                                        (refs[1], layer_norm, "LayerNorm")):
+    for (xref, yref), outputs, name in ((refs[0], shown_bn, NormKind.BATCH),
+                                        (refs[1], layer_norm, NormKind.LAYER)):
         for r, row in enumerate(np.asarray(outputs, dtype=np.float32)):
             data.append(dict(
                 type="scatter", x=features, y=row, xaxis=xref, yaxis=yref, name=name,
                 mode="lines+markers", legendgroup=name, showlegend=r == 0, opacity=0.7,
-                visible=not (refused and name == "BatchNorm"),
+                visible=not (refused and name == NormKind.BATCH),
                 line=dict(color=COLORS[name], width=1.5), marker=dict(size=6),
                 hovertemplate=f"batch {r}<br>feature %{{x}}: %{{y:.4f}}<extra>{name}</extra>"))
     (x1, y1), (x2, y2) = axis_ids(refs)
@@ -264,7 +265,7 @@ def batch_sizes_figure(
     bn = np.asarray(batch_norm, dtype=np.float64)
     # A refused size is NaN in every re-draw, so its band is NaN too: a gap.
     low, high = bn.min(axis=1), bn.max(axis=1)
-    color = COLORS["BatchNorm"]
+    color = COLORS[NormKind.BATCH]
     data = [
         dict(type="scatter", x=sizes, y=high, mode="lines", line=dict(width=0),
              name="BatchNorm range", legendgroup="bn", showlegend=False, hoverinfo="skip"),
@@ -277,7 +278,7 @@ def batch_sizes_figure(
              hovertemplate="batch size %{x}: %{y:.4f}<extra>BatchNorm</extra>"),
         dict(type="scatter", x=sizes, y=np.asarray(layer_norm, dtype=np.float64).mean(axis=1),
              mode="lines+markers", name="LayerNorm (every re-draw)",
-             line=dict(color=COLORS["LayerNorm"], width=3), marker=dict(size=7),
+             line=dict(color=COLORS[NormKind.LAYER], width=3), marker=dict(size=7),
              hovertemplate="batch size %{x}: %{y:.4f}<extra>LayerNorm</extra>"),
     ]
     layout = dict(
@@ -343,11 +344,11 @@ def modes_figure(
     data = [
         dict(type="scatter", x=[-bound, bound], y=[-bound, bound], mode="lines",
              line=dict(color="#999999", dash="dot"), name="train = eval", hoverinfo="skip"),
-        dict(type="scatter", x=train, y=evaluated, mode="markers", name="BatchNorm",
-             marker=dict(color=COLORS["BatchNorm"], size=7, opacity=0.75),
+        dict(type="scatter", x=train, y=evaluated, mode="markers", name=NormKind.BATCH,
+             marker=dict(color=COLORS[NormKind.BATCH], size=7, opacity=0.75),
              hovertemplate="train %{x:.4f}<br>eval %{y:.4f}<extra>BatchNorm</extra>"),
-        dict(type="scatter", x=ln, y=ln, mode="markers", name="LayerNorm",
-             marker=dict(color=COLORS["LayerNorm"], size=6, symbol="diamond",
+        dict(type="scatter", x=ln, y=ln, mode="markers", name=NormKind.LAYER,
+             marker=dict(color=COLORS[NormKind.LAYER], size=6, symbol="diamond",
                          opacity=0.75),
              hovertemplate="train = eval = %{x:.4f}<extra>LayerNorm</extra>"),
     ]

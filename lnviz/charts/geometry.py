@@ -14,6 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lnviz.charts.base import AFTER, BEFORE, LEGEND_BELOW, OKABE_ITO, compact, figure
+from lnviz.terms import NormKind
 
 CENTRED, OUTPUT = OKABE_ITO[2], OKABE_ITO[5]
 PLANE, SPHERE, GUIDE = "#888888", "#BBBBBB", "#777777"
@@ -149,12 +150,12 @@ def path_figure(
     x − μ, x̂.
     """
     h = np.shape(inputs)[1]
-    centring = norm != "RMSNorm"
+    centring = norm != NormKind.RMS
     data = [_plane(plane)] if centring else []
     data.append(_sphere(sphere, faces, SPHERE if h == 3 else PLANE))
     if centring:
         data += [_circle(circle, "LayerNorm's circle" if h == 3 else "±(1, −1)", OKABE_ITO[7],
-                         "solid" if norm == "LayerNorm" else "dash"),
+                         "solid" if norm == NormKind.LAYER else "dash"),
                  _segments(inputs, centred, "− μ", "dot"),
                  _segments(centred, x_hat, "÷ √(σ² + ε)", "dash")]
     else:
@@ -187,16 +188,16 @@ def closeup_figure(
     """
     h = np.shape(x_hat)[1]
     data = []
-    if norm != "RMSNorm":
+    if norm != NormKind.RMS:
         data += [_plane(plane), _sphere(sphere, faces, SPHERE if h == 3 else PLANE)]
         data.append(_circle(circle, "LayerNorm's circle" if h == 3 else "±(1, −1)",
-                            OKABE_ITO[7], "solid" if norm == "LayerNorm" else "dash"))
+                            OKABE_ITO[7], "solid" if norm == NormKind.LAYER else "dash"))
     else:
         data.append(_sphere(sphere, faces, PLANE, 0.25))
     data.append(_points(x_hat, labels, "x̂", AFTER))
-    shown = [x_hat, sphere, plane if norm != "RMSNorm" else None]
+    shown = [x_hat, sphere, plane if norm != NormKind.RMS else None]
     if output is not None:
-        if norm == "RMSNorm":
+        if norm == NormKind.RMS:
             name = "γ⊙circle" if h == 2 else "γ⊙sphere"
             data.append(_sphere(sphere_out, faces, OUTPUT, 0.12, name))
             shown.append(sphere_out)
@@ -205,7 +206,7 @@ def closeup_figure(
             data.append(_marks(circle_out, name, OUTPUT) if h == 2
                         else _curve(circle_out, name, OUTPUT, "dash"))
             shown.append(circle_out)
-        data.append(_points(output, labels, "y = γ⊙x̂" if norm == "RMSNorm" else "y = γ⊙x̂ + β",
+        data.append(_points(output, labels, "y = γ⊙x̂" if norm == NormKind.RMS else "y = γ⊙x̂ + β",
                             OUTPUT, "diamond"))
         shown.append(output)
     return figure(data, _layout(h, _reach(*shown), 560 if h == 3 else 460, CLOSEUP_CAMERA))

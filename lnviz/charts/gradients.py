@@ -22,9 +22,10 @@ from lnviz.charts.base import (
     panel_grid,
     symmetric_range,
 )
+from lnviz.terms import NormKind
 
 #: One colour per norm on the gradients page, and one per placement of LayerNorm in a block.
-COLORS = {"LayerNorm": OKABE_ITO[0], "BatchNorm": OKABE_ITO[1]}
+COLORS = {NormKind.LAYER: OKABE_ITO[0], NormKind.BATCH: OKABE_ITO[1]}
 
 
 def heatmaps(panels: dict[str, np.ndarray]) -> go.Figure:

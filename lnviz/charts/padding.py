@@ -23,9 +23,10 @@ from lnviz.charts.base import (
     symmetric_range,
     true_runs,
 )
+from lnviz.terms import NormKind
 
 #: BatchNorm with the pads counted, masked BatchNorm and LayerNorm on the padding page.
-COLORS = {"counted": OKABE_ITO[5], "masked": OKABE_ITO[2], "LayerNorm": OKABE_ITO[1]}
+COLORS = {"counted": OKABE_ITO[5], "masked": OKABE_ITO[2], NormKind.LAYER: OKABE_ITO[1]}
 
 
 def feature_stats_figure(
@@ -135,7 +136,7 @@ def share_figure(
     x = np.asarray(fraction, dtype=np.float64)
     counted = ("BatchNorm, pads counted", COLORS["counted"], "solid", "circle")
     masked = ("BatchNorm, masked", COLORS["masked"], "dash", "square")
-    layer = ("LayerNorm", COLORS["LayerNorm"], "dot", "diamond-open")
+    layer = (NormKind.LAYER, COLORS[NormKind.LAYER], "dot", "diamond-open")
     series = ((0, mean_with_pad, counted), (0, mean_masked, masked),
               (1, std_with_pad, counted), (1, std_masked, masked),
               (2, drift_with_pad, counted), (2, drift_masked, masked),
@@ -176,7 +177,7 @@ def pad_row_figure(output: np.ndarray, beta: float) -> go.Figure:
                                 text="NaN: x − μ = 0 divided by √(0 + 0) = 0", font=ALERT_FONT,
                                 bgcolor=ALERT_BACKGROUND))
     data = [dict(type="bar", x=features, y=np.where(nan, 0.0, y), name="pad token's output",
-                 marker=dict(color=COLORS["LayerNorm"]), textposition="outside",
+                 marker=dict(color=COLORS[NormKind.LAYER]), textposition="outside",
                  text=["NaN" if v else f"{w:.4g}" for v, w in zip(nan, y, strict=True)],
                  cliponaxis=False)]
     layout = dict(height=300, margin=dict(t=30, b=10), showlegend=False,

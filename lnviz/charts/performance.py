@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from lnviz.charts.base import OKABE_ITO, each_axis, figure, log_ticks, panel_grid
+from lnviz.terms import NormKind
 
 
 def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) -> go.Figure:
@@ -20,7 +21,7 @@ def bench_figure(rows: Sequence, roofline_gbps: dict[int, float] | None = None) 
     for row in rows:
         series.setdefault((row.norm, row.impl), []).append(row)
     impls = sorted({impl for _, impl in series})
-    dashes = {"layer": "solid", "batch": "dash", "rms": "dot"}
+    dashes = {NormKind.LAYER: "solid", NormKind.BATCH: "dash", NormKind.RMS: "dot"}
     left = dict(xaxis=refs[0][0], yaxis=refs[0][1])
     right = dict(xaxis=refs[1][0], yaxis=refs[1][1])
     data = []

@@ -28,6 +28,7 @@ from lnviz.data.texts import PAIRS
 from lnviz.lessons.common import Paper
 from lnviz.models.bert import MiniLM, ModelRun, Replacement, indices_after, sublayer_of
 from lnviz.norms import rms_norm
+from lnviz.terms import NormKind
 
 __all__ = [
     "CAUTION",
@@ -81,7 +82,7 @@ CAUTION = Paper("A caution", "Verma", "When Does Removing LayerNorm Help? Activa
                 "as a Regime-Dependent Implicit Regularizer", "2604.23434")
 #: ImageNet-1K top-1 accuracy (%) of the ViT-B the DyT and Derf papers compare, as they report
 #: it (their repositories' tables).
-VIT_TOP1 = {"LayerNorm": 82.3, "DyT": 82.5, "Derf": 82.8}
+VIT_TOP1 = {NormKind.LAYER: 82.3, "DyT": 82.5, "Derf": 82.8}
 #: arXiv 2604.23434 on GPT-2 at 64M parameters: DyT's change of validation loss (%) against
 #: LayerNorm, by the tokens trained on (negative: better), and the model sizes it spans.
 CAUTION_LOSS = {"1M": -27.3, "118M": 18.8}
@@ -139,7 +140,7 @@ def shape_of(fit: TanhFit) -> str:
     (:attr:`TanhFit.straight`) or explains less than :data:`~lnviz.analysis.BENT` more of x̂'s
     variance than a line; :data:`STRAIGHT_BUT_EXTREMES` where it does, but no longer once a few
     of the values of largest |x| are left out (at most the :data:`~lnviz.analysis.TRIM` share,
-    :attr:`TanhFit.bend`): those few values alone make the bend; "S-shaped" where the bend
+    :attr:`TanhFit.bend`): those values alone make the bend; "S-shaped" where the bend
     outlasts leaving out that share (at least 0.05 more without it), else "slightly bent"."""
     if fit.straight or fit.bend == 0:
         return "straight"
@@ -250,7 +251,7 @@ LN_FREE_LOSS = {"GPT-2 small": 0.05, "GPT-2 XL": 0.03}
 def _scale_of(record: NormRecord, eps: float) -> torch.Tensor:
     """Each token's √(σ² + ε) (a LayerNorm) or √(mean x² + ε) (an RMSNorm), (T,)."""
     x = record.input.detach()[0].double()  # (T, C)
-    if record.kind == "rms_norm":
+    if record.kind == NormKind.RMS:
         return (x.square().mean(-1) + eps).sqrt()
     return (x.var(-1, unbiased=False) + eps).sqrt()
 
@@ -327,7 +328,7 @@ def frozen_sigma(model: MiniLM, text: str, original: ModelRun) -> Swaps:
 
 # --- RMSNorm: dropping the mean ----------------------------------------------------------------
 
-RMSNORM = Paper("RMSNorm", "Zhang and Sennrich", "Root Mean Square Layer Normalization",
+RMSNORM = Paper(NormKind.RMS, "Zhang and Sennrich", "Root Mean Square Layer Normalization",
                 "1910.07467", "NeurIPS 2019")
 #: The running time RMSNorm saves over LayerNorm in its paper's models (%, smallest and largest).
 RMSNORM_SAVING = (7, 64)
@@ -374,7 +375,8 @@ def kernel_savings(rows: Sequence, shapes: Sequence[tuple[int, int]]
 
     savings = []
     for shape in shapes:
-        times = [seconds(n, i, shape) for i in ("torch", "fused") for n in ("layer", "rms")]
+        times = [seconds(n, i, shape) for i in ("torch", "fused")
+                 for n in (NormKind.LAYER, NormKind.RMS)]
         if None not in times:
             savings.append((tuple(shape), 1 - times[1] / times[0], 1 - times[3] / times[2]))
     return savings

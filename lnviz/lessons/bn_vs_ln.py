@@ -37,6 +37,7 @@ from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer, Paper
 from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.norms import batch_norm, layer_norm
+from lnviz.terms import Layout, NormKind
 
 __all__ = [
     "CONVNEXT",
@@ -71,7 +72,7 @@ __all__ = [
 #: The four cubes (the norms that subtract μ), in the order of the Group Normalization paper's
 #: figure: GroupNorm last, after the two it lies between (G = 1: LayerNorm; G = C: InstanceNorm).
 CUBE_NORMS = tuple(sorted(norms_where(lambda norm: norm.centred),
-                          key=lambda name: name == "GroupNorm"))
+                          key=lambda name: name == NormKind.GROUP))
 
 #: Features of the generated batches differ in centre and width (see ``random_batch``), as the
 #: activations normalization is meant for do.
@@ -108,9 +109,9 @@ class SharingCube:
 
 def _to_cube(array: np.ndarray, layout: str) -> np.ndarray:
     """An (N, C), (N, L, C) or (N, C, H, W) array as (N, C, S)."""
-    if layout == "NC":
+    if layout == Layout.NC:
         return array[:, :, None]
-    if layout == "NLC":
+    if layout == Layout.NLC:
         return array.transpose(0, 2, 1)
     return array.reshape(array.shape[0], array.shape[1], -1)
 
@@ -127,33 +128,33 @@ def sharing_cubes(shape: Sequence[int], layout: str, groups: int = 1) -> list[Sh
     cube shows exactly which values one μ and σ of the lnviz norm were taken over.
     """
     shape = tuple(int(s) for s in shape)
-    if layout not in ("NC", "NLC", "NCHW") or len(shape) != len(layout):
+    if layout not in (Layout.NC, Layout.NLC, Layout.NCHW) or len(shape) != len(layout):
         raise ValueError(f"a shape for one of the layouts NC, NLC, NCHW is needed; got "
                          f"{list(shape)} with layout {layout!r}")
     if min(shape) < 1:
         raise ValueError(f"every dim needs at least one element, got {list(shape)}")
-    c = shape[-1] if layout == "NLC" else shape[1]
+    c = shape[-1] if layout == Layout.NLC else shape[1]
     if groups < 1 or c % groups:
         raise ValueError(f"GroupNorm needs a number of groups that divides the {c} channels; "
                          f"{groups} does not")
-    positions = "L" if layout == "NLC" else "H·W"
+    positions = "L" if layout == Layout.NLC else "H·W"
     cubes = []
     for norm in CUBE_NORMS:
-        if norm == "InstanceNorm" and layout == "NC":
+        if norm == NormKind.INSTANCE and layout == Layout.NC:
             cubes.append(SharingCube(norm, None, 0, 0, "not defined: an (N, C) table has no "
                                                        "positions to pool over"))
             continue
-        dims = 3 if (norm == "LayerNorm" and layout == "NCHW") else 1
+        dims = 3 if (norm == NormKind.LAYER and layout == Layout.NCHW) else 1
         ids = _to_cube(group_ids(shape, layout, NormSpec(norm=norm, dims=dims, groups=groups)),
                        layout)
         cells = ids == ids[0, 0, 0]
         m = int(cells.sum())
         statistics = int(np.unique(ids).size)
         pooled = {
-            "BatchNorm": "N" + ("" if layout == "NC" else f", {positions}"),
-            "LayerNorm": "C" + (f", {positions}" if layout == "NCHW" else ""),
-            "InstanceNorm": positions,
-            "GroupNorm": f"C/{groups}" + ("" if layout == "NC" else f", {positions}"),
+            NormKind.BATCH: "N" + ("" if layout == Layout.NC else f", {positions}"),
+            NormKind.LAYER: "C" + (f", {positions}" if layout == Layout.NCHW else ""),
+            NormKind.INSTANCE: positions,
+            NormKind.GROUP: f"C/{groups}" + ("" if layout == Layout.NC else f", {positions}"),
         }[norm]
         cubes.append(SharingCube(norm, cells, m, statistics,
                                  f"{statistics} μ/σ, each over {m} values ({pooled})"))
@@ -295,10 +296,10 @@ class BatchSizeSweep:
     batch_norm: np.ndarray
     layer_norm: np.ndarray
 
-    def spread(self, norm: str = "BatchNorm", feature: int | None = None) -> np.ndarray:
+    def spread(self, norm: str = NormKind.BATCH, feature: int | None = None) -> np.ndarray:
         """(S,) the largest change of the fixed sample's output across the re-draws at each
         batch size, for one ``feature`` or the largest over all of them (NaN where refused)."""
-        outputs = self.batch_norm if norm == "BatchNorm" else self.layer_norm
+        outputs = self.batch_norm if norm == NormKind.BATCH else self.layer_norm
         if feature is not None:
             outputs = outputs[:, :, feature : feature + 1]
         width = outputs.max(axis=1) - outputs.min(axis=1)  # (S, C); NaN stays NaN
@@ -323,8 +324,8 @@ def mates_answer(sweep: BatchSizeSweep) -> Answer:
         width = sweep.spread(norm)
         return bool(np.nanmax(width) > 1e-5), width
 
-    bn_moved, bn = moved("BatchNorm")
-    ln_moved, ln = moved("LayerNorm")
+    bn_moved, bn = moved(NormKind.BATCH)
+    ln_moved, ln = moved(NormKind.LAYER)
     option = MATES_OPTIONS[{(True, False): 0, (False, True): 1, (True, True): 2,
                             (False, False): 3}[bn_moved, ln_moved]]
     taken = np.flatnonzero(~np.isnan(bn))
@@ -371,7 +372,7 @@ def band_caption(sweep: BatchSizeSweep, feature: int) -> str:
 def batch_noise_text(sweep: BatchSizeSweep) -> str:
     """The formula tutorial's generalization claim against what is known, with the batch noise
     that the known part rests on measured in this page's sweep."""
-    bn, ln = sweep.spread("BatchNorm"), sweep.spread("LayerNorm")
+    bn, ln = sweep.spread(NormKind.BATCH), sweep.spread(NormKind.LAYER)
     small, large = sweep.at(4), len(sweep.batch_sizes) - 1
     return (
         "**Generalization.** The formula tutorial lists *improving generalization* among the "
@@ -612,7 +613,7 @@ print(gap)  # not 0
 
 # --- BatchNorm in practice: a cheat-sheet -----------------------------------------------------
 
-GROUP_NORM = Paper("GroupNorm", "Wu and He", "Group Normalization", "1803.08494", "ECCV 2018")
+GROUP_NORM = Paper(NormKind.GROUP, "Wu and He", "Group Normalization", "1803.08494", "ECCV 2018")
 #: Group Normalization's ImageNet ResNet-50 error at batch size 2, lower than BatchNorm's by
 #: this many percentage points, as its paper reports.
 GROUP_NORM_GAIN_AT_2 = 10.6
@@ -654,7 +655,7 @@ def cheat_sheet(sweep: BatchSizeSweep) -> list[CheatRow]:
     of part 2 (one sample's BatchNorm output across batches), a fold of eval-mode BatchNorm
     into an affine map, the values one statistic averages in a CNN and in a transformer, and
     the papers' reports."""
-    bn = sweep.spread("BatchNorm")
+    bn = sweep.spread(NormKind.BATCH)
     small, large = sweep.at(4), len(sweep.batch_sizes) - 1
     eight = sweep.at(8)
     n, h, w = CNN_EXAMPLE

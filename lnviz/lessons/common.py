@@ -22,6 +22,7 @@ from lnviz.batch import (
 )
 from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
+from lnviz.terms import Layout, NormKind
 
 __all__ = ["EPSILONS", "GLOSSARY", "SOURCES", "TOKEN_PLACES", "Answer", "Paper", "defined",
            "group_description", "short", "spread_name", "step_by_step", "token_place",
@@ -105,7 +106,7 @@ def step_by_step(
     var = at(result.var)
     mean = at(result.mean)
     note = ""
-    if result.mean is not None and not (spec.norm == "BatchNorm" and not spec.training):
+    if result.mean is not None and not (spec.norm == NormKind.BATCH and not spec.training):
         exact = _exact_group_mean(x, ids, group, layout, mask if spec.use_mask else None)
         # Only where the rounding of the stored μ shows in x̂: far from zero, or where x equals
         # the stored μ while x̂ is not 0 (the two-word notes' 0.2 − μ = −3e-08 × 1/√(σ²+ε)).
@@ -126,7 +127,7 @@ def step_by_step(
         "x": at(x),
     }
     if NORM_TABLE[spec.norm].centred:
-        prefix = "running " if spec.norm == "BatchNorm" and not spec.training else ""
+        prefix = "running " if spec.norm == NormKind.BATCH and not spec.training else ""
         table[f"{prefix}μ"] = mean
         table[f"{prefix}σ²"] = var
         table[f"√({prefix}σ²+ε)"] = np.sqrt(var + spec.eps)
@@ -227,18 +228,18 @@ def group_description(shape: tuple[int, ...], layout: str, spec: NormSpec) -> st
         what = "its RMS" if not NORM_TABLE[spec.norm].centred else "its μ and σ"
         if not lead:
             return f"the whole tensor, {what} over {_dims(trail)}"
-        if layout == "NLC" and spec.dims == 1:
+        if layout == Layout.NLC and spec.dims == 1:
             return f"one token, {what} over its features"
         if lead == ["batch"]:
             return f"one sample, {what} over its {_dims(trail)}"
         return f"one {_dims(lead)} position, {what} over its {_dims(trail)}"
     channel = names[c].removesuffix("s")
-    if spec.norm == "BatchNorm":
+    if spec.norm == NormKind.BATCH:
         if spec.training:
             return f"one {channel}, its μ and σ over {_dims(others)}"
         return (f"one {channel}, with the running μ and σ² that {spec.warmup_steps} training "
                 f"pass(es) over {_dims(others)} left")
-    if spec.norm == "GroupNorm":
+    if spec.norm == NormKind.GROUP:
         per = shape[c] // spec.groups
         return (f"one sample's block of {per} {names[c]}, its μ and σ over those and "
                 f"{_dims(spatial)}")

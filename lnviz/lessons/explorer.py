@@ -41,6 +41,7 @@ from lnviz.norms import (
     layer_norm,
     mean_and_var,
 )
+from lnviz.terms import Layout, NormKind
 
 __all__ = [
     "Exploration",
@@ -135,7 +136,7 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
         f"x = torch.from_numpy(np.load('input.npy')).to({device!r}, torch.{dtype})",
         f"gamma = {param(spec.gamma)}",
     ]
-    shifts = spec.norm != "RMSNorm"  # RMSNorm has no β
+    shifts = spec.norm != NormKind.RMS  # RMSNorm has no β
     if shifts:
         lines.append(f"beta = {param(spec.beta)}")
     if NORM_TABLE[spec.norm].trailing:
@@ -145,11 +146,11 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
             lines.append("gamma, beta = gamma.expand(normalized_shape), "
                          "beta.expand(normalized_shape)" if shifts
                          else "gamma = gamma.expand(normalized_shape)")
-        if spec.norm == "LayerNorm":
+        if spec.norm == NormKind.LAYER:
             lines.append(f"y = F.layer_norm(x, normalized_shape, gamma, beta, eps={spec.eps!r})")
         else:
             lines.append(f"y = F.rms_norm(x, normalized_shape, gamma, eps={spec.eps!r})")
-    elif spec.norm == "BatchNorm":
+    elif spec.norm == NormKind.BATCH:
         c = channel_dim(layout)
         move, back = (f".movedim({c}, 1)", f".movedim(1, {c})") if c != 1 else ("", "")
         batch = f"x{move}"
@@ -183,8 +184,8 @@ def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: 
                 f"training=False, eps={spec.eps!r}){back}",
             ]
     else:
-        move = ".transpose(1, 2)" if layout == "NLC" else ""
-        if spec.norm == "GroupNorm":
+        move = ".transpose(1, 2)" if layout == Layout.NLC else ""
+        if spec.norm == NormKind.GROUP:
             call = f"F.group_norm(x{move}, {spec.groups}, gamma, beta, eps={spec.eps!r})"
         else:
             call = f"F.instance_norm(x{move}, weight=gamma, bias=beta, eps={spec.eps!r})"
@@ -507,7 +508,7 @@ def explore(batch: Batch, spec: NormSpec, device: str = "cpu", dtype: str = "flo
         spread_in=spread_in, spread_out=spread_out,
         sizes=group_sizes(x, batch.layout, spec, mask),
         running=(to_numpy(result.mean).ravel(), np.sqrt(to_numpy(result.var).ravel()))
-        if spec.norm == "BatchNorm" and not spec.training else None,
+        if spec.norm == NormKind.BATCH and not spec.training else None,
     )
 
 
@@ -580,7 +581,7 @@ def stats_heading(spec: NormSpec) -> str:
     """The title over the figures: what the cells of one group share, for this norm and mode."""
     if not NORM_TABLE[spec.norm].centred:
         return "Which numbers share one root-mean-square"
-    if spec.norm == "BatchNorm" and not spec.training:
+    if spec.norm == NormKind.BATCH and not spec.training:
         return "Which numbers share one running mean and deviation"
     return "Which numbers share a mean and a deviation"
 
@@ -589,7 +590,7 @@ def shared_title(spec: NormSpec) -> str:
     """The title of the heatmap's middle panel: the cells that share one statistic."""
     if not NORM_TABLE[spec.norm].centred:
         return "cells sharing one RMS"
-    if spec.norm == "BatchNorm" and not spec.training:
+    if spec.norm == NormKind.BATCH and not spec.training:
         return "cells sharing one running μ, σ"
     return "cells sharing one μ, σ"
 
@@ -609,7 +610,7 @@ def statistics_note(ex: Exploration, spec: NormSpec) -> str:
                  if overflowed else "")
     means, spreads = _span(ex.mean_out[live]), _span(ex.spread_out[live])
     identity = _is_identity(spec)
-    if spec.norm == "BatchNorm" and not spec.training:
+    if spec.norm == NormKind.BATCH and not spec.training:
         m = int(ex.sizes.min()) if ex.sizes is not None and ex.sizes.size else 0
         share = 1 - (1 - spec.momentum) ** spec.warmup_steps
         far = "nearly all the way" if share > 0.995 else f"{share:.0%} of the way"
@@ -716,7 +717,7 @@ def explain(ex: Exploration, spec: NormSpec, dtype: str) -> list[str]:
     if ex.nonfinite_outputs and not ex.nonfinite_inputs and not ex.overflowed_groups:
         notes.append(f"{ex.nonfinite_outputs:,} output values are NaN or infinite. "
                      + _nonfinite_output_cause(ex, spec, dtype, largest))
-    if ex.smallest_group == 1 and centred and (spec.norm != "BatchNorm" or spec.training):
+    if ex.smallest_group == 1 and centred and (spec.norm != NormKind.BATCH or spec.training):
         notes.append(
             "Some groups hold a single value, so μ = x and σ² = 0 there: x − μ = 0 and the "
             "output is β (or NaN with ε = 0). Normalizing needs at least two values per group "
@@ -846,7 +847,7 @@ def shared_outputs(ex: Exploration, spec: NormSpec, batch: Batch) -> str | None:
     if counts[best] < 2:
         return None
     members = index[inverse.ravel() == best]
-    one = "token" if batch.layout == "NLC" else "row"
+    one = "token" if batch.layout == Layout.NLC else "row"
     noun = f"real {one}s" if batch.mask is not None else f"{one}s"
     labels = batch.row_labels if batch.row_labels and len(batch.row_labels) == len(rows) \
         else None

@@ -40,7 +40,7 @@ from lnviz.data.generators import check_whole
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer
 from lnviz.limits import GEOMETRY_MAX_MAGNITUDE, GEOMETRY_MAX_VECTORS
-from lnviz.words import listed
+from lnviz.terms import NormKind, listed
 
 __all__ = [
     "FEATURES",
@@ -67,7 +67,8 @@ __all__ = [
 ]
 
 #: The norms the page compares, in the order it offers them.
-GEOMETRY_NORMS = tuple(sorted(TABLE_NORMS, key=("LayerNorm", "RMSNorm", "BatchNorm").index))
+GEOMETRY_NORMS = tuple(sorted(TABLE_NORMS,
+                             key=(NormKind.LAYER, NormKind.RMS, NormKind.BATCH).index))
 #: Where the vectors come from.
 SOURCES = {"sentences": "The two sentences' tokens", "random": "Random", "typed": "Typed"}
 #: The vector lengths H that can be drawn.
@@ -77,8 +78,6 @@ CIRCLE_POINTS = 72
 SPHERE_GRID = (12, 24)
 #: The plane Σx = 0 is drawn as a regular polygon of this many corners around 0.
 PLANE_CORNERS = 12
-#: What the functions of torch.nn.functional the norms mirror are called.
-_FUNCTIONAL = {"LayerNorm": "layer_norm", "RMSNorm": "rms_norm", "BatchNorm": "batch_norm"}
 
 
 def _check_h(h: object) -> int:
@@ -89,7 +88,7 @@ def _check_h(h: object) -> int:
 
 def _check_norm(norm: object) -> str:
     if norm not in GEOMETRY_NORMS:
-        raise ValueError(f"norm must be one of {list(GEOMETRY_NORMS)}, got {norm!r}")
+        raise ValueError(f"norm must be one of {', '.join(GEOMETRY_NORMS)}, got {norm!r}")
     return str(norm)
 
 
@@ -304,10 +303,10 @@ class GeometryView:
         ε > 0 however small, they have the same σ² (mean square); under BatchNorm when their
         float64 x̂ are equal. Directions and spreads are compared within float64's rounding
         (:attr:`exact_tolerance`)."""
-        if self.norm == "BatchNorm":
+        if self.norm == NormKind.BATCH:
             return groups_of_equal(self.exact_x_hat, self.exact_tolerance)
         x = self.inputs.astype(np.float64)
-        centred = x - x.mean(axis=1, keepdims=True) if self.norm == "LayerNorm" else x
+        centred = x - x.mean(axis=1, keepdims=True) if self.norm == NormKind.LAYER else x
         length = np.linalg.norm(centred, axis=1, keepdims=True)
         direction = np.divide(centred, length, out=np.zeros_like(centred), where=length > 0)
         direction[~np.isfinite(self.exact_x_hat).all(axis=1)] = np.nan  # 0/0 at ε = 0
@@ -352,7 +351,7 @@ def _largest(*values: np.ndarray | float) -> float:
 def geometry_view(
     values: np.ndarray,
     labels: Sequence[str],
-    norm: str = "LayerNorm",
+    norm: str = NormKind.LAYER,
     eps: float = 1e-5,
     gamma: Sequence[float] | None = None,
     beta: Sequence[float] | None = None,
@@ -378,7 +377,7 @@ def geometry_view(
     n, h = values.shape
     affine = gamma is not None or beta is not None
     gammas = np.ones(h) if gamma is None else np.asarray(gamma, dtype=np.float64)
-    betas = np.zeros(h) if beta is None or norm == "RMSNorm" else np.asarray(beta, np.float64)
+    betas = np.zeros(h) if beta is None or norm == NormKind.RMS else np.asarray(beta, np.float64)
     if gammas.shape != (h,) or betas.shape != (h,):
         raise ValueError(f"γ and β need one value per feature ({h}), got {gammas.size} and "
                          f"{betas.size}")
@@ -386,7 +385,7 @@ def geometry_view(
     params = dict(dtype=torch.float64 if x.dtype == torch.float64 else torch.float32,
                   device=x.device)
     weight = torch.tensor(gammas, **params) if affine else None
-    bias = torch.tensor(betas, **params) if affine and norm != "RMSNorm" else None
+    bias = torch.tensor(betas, **params) if affine and norm != NormKind.RMS else None
     result = table_norm(x, norm, weight, bias, float(eps))
     try:
         reference = torch_table_norm(x, norm, weight, bias, float(eps))
@@ -400,7 +399,7 @@ def geometry_view(
     mean = None if result.mean is None else to_numpy(result.mean)
     var = to_numpy(result.var)
     with np.errstate(invalid="ignore", divide="ignore"):
-        expected = (None if norm == "BatchNorm"
+        expected = (None if norm == NormKind.BATCH
                     else math.sqrt(h) * np.sqrt(var / (var + eps)).reshape(n))
     return GeometryView(
         norm=norm,
@@ -530,23 +529,23 @@ def facts(view: GeometryView) -> list[str]:
         lines += _where_they_land(view)
     if finite.sum() > 1:
         lines.append(_collapse(view))
-    if view.norm == "LayerNorm" and h == 2:
+    if view.norm == NormKind.LAYER and h == 2:
         lines.append(_two_points(view))
     return lines
 
 
 #: The page's "Before you look" question: how many places the vectors' x̂ go to.
-LANDING_OPTIONS = ("all on one point", "on fewer points than vectors",
+LANDING_OPTIONS = ("all on one point", "on more than one point, fewer than vectors",
                    "each on a point of its own")
 #: What each norm keeps of a vector, which decides the vectors that share an x̂.
 _KEEPS = {
-    "LayerNorm": "LayerNorm keeps only the direction of x − μ·(1, …, 1) and, when ε > 0, how "
+    NormKind.LAYER: "LayerNorm keeps only the direction of x − μ·(1, …, 1) and, when ε > 0, how "
                  "large σ² is against ε: at ε = 0, vectors a·(1, …, 1) + b·v with one v and any "
                  "a and b > 0 share an x̂.",
-    "RMSNorm": "RMSNorm does not centre: it keeps the direction of x itself and, when ε > 0, "
+    NormKind.RMS: "RMSNorm does not centre: it keeps the direction of x itself and, when ε > 0, "
                "how large its mean square is against ε: at ε = 0 only positive multiples of one "
                "vector share an x̂.",
-    "BatchNorm": "BatchNorm takes each feature's μ and σ over all the vectors and applies the "
+    NormKind.BATCH: "BatchNorm takes each feature's μ and σ over all the vectors and applies the "
                  "same ones to each, so two vectors share an x̂ only if they are equal.",
 }
 
@@ -567,10 +566,6 @@ def landing_answer(view: GeometryView) -> Answer | None:
         return Answer(option, reason + (
             f" In {view.dtype} some of those distances are smaller than its rounding, so "
             f"“{shown}” is right too, as the numbers are stored."), (shown,))
-    if count == 2 and len(groups) == 1:  # one point is fewer points than two vectors
-        return Answer(option, reason + (
-            f" With two vectors, one point is also fewer points than vectors: "
-            f"“{LANDING_OPTIONS[1]}” is right too."), (LANDING_OPTIONS[1],))
     return Answer(option, reason)
 
 
@@ -579,11 +574,11 @@ def _instance(view: GeometryView, groups: list[list[int]]) -> str:
     a·(1, …, 1) + b·(its first) (RMSNorm: b·(its first)); "" where no two vectors share one or
     under BatchNorm."""
     shared = next((g for g in groups if len(g) > 1), None)
-    if shared is None or view.norm == "BatchNorm":
+    if shared is None or view.norm == NormKind.BATCH:
         return ""
     first, last = shared[0], shared[-1]
     x0, x1 = view.inputs[first].astype(np.float64), view.inputs[last].astype(np.float64)
-    if view.norm == "LayerNorm":
+    if view.norm == NormKind.LAYER:
         b = float(np.std(x1) / np.std(x0))
         a = float(x1.mean() - b * x0.mean())
         form = f"{a:.3g}·(1, …, 1) + {b:.3g}·“{view.labels[first]}”"
@@ -591,7 +586,7 @@ def _instance(view: GeometryView, groups: list[list[int]]) -> str:
         b = float(np.sqrt(np.mean(x1**2) / np.mean(x0**2)))
         form = f"{b:.3g}·“{view.labels[first]}”"
     if view.eps > 0 and len(groups) > 1:  # a shared point at ε > 0 takes the same spread too
-        stat = "σ²" if view.norm == "LayerNorm" else "mean square"
+        stat = "σ²" if view.norm == NormKind.LAYER else "mean square"
         return (f" With ε > 0, two vectors share a point only if they also have the same {stat}"
                 f": “{view.labels[last]}” = {_vector(x1)} = {form}, and “{view.labels[first]}”"
                 f" has the same {stat}.")
@@ -602,12 +597,12 @@ def _where_they_land(view: GeometryView) -> list[str]:
     """The law the finite x̂ follow: LayerNorm's plane and radius, RMSNorm's radius, or
     BatchNorm's per-feature statistics."""
     h, finite = view.h, view.finite
-    if view.norm == "LayerNorm":
+    if view.norm == NormKind.LAYER:
         plane = "line x₁ + x₂ = 0" if h == 2 else "plane Σx = 0"
         return [f"Every x̂ lies on the {plane} (largest |Σx̂|: "
                 f"{_g(np.abs(view.plane_sum[finite]).max())}) at distance √H·√(σ²/(σ² + ε)) "
                 f"from 0 (largest difference: {_g(_radius_error(view))})."]
-    if view.norm == "RMSNorm":
+    if view.norm == NormKind.RMS:
         sums = view.plane_sum[finite]
         return [f"Every x̂ lies at distance √H·√(ms/(ms + ε)) from 0, ms being the mean square "
                 f"(largest difference: {_g(_radius_error(view))}): on the "
@@ -621,12 +616,12 @@ def _no_spread(view: GeometryView) -> str:
     """What happens to vectors (BatchNorm: features) with no spread: 0/0 at ε = 0, else 0."""
     n, h = view.x_hat.shape
     count = int((view.var == 0).sum())
-    if view.norm == "BatchNorm":
+    if view.norm == NormKind.BATCH:
         what = (f"{count} of the {h} features {'has' if count == 1 else 'have'} σ² = 0 "
                 "across the vectors, so x − μ = 0 there")
         nan = "that coordinate of every x̂ is 0/0 = NaN and nothing is drawn"
     else:
-        stat, zero = ("ms", "x = 0") if view.norm == "RMSNorm" else ("σ²", "x − μ = 0")
+        stat, zero = ("ms", "x = 0") if view.norm == NormKind.RMS else ("σ²", "x − μ = 0")
         what = f"{count} of the {n} vectors {'has' if count == 1 else 'have'} {stat} = 0, so {zero}"
         nan = f"{'its' if count == 1 else 'their'} x̂ is 0/0 = NaN and is not drawn"
     if view.eps == 0:
@@ -678,7 +673,7 @@ def _collapse(view: GeometryView) -> str:
                      for i in points[0])
         return (f"All {count} x̂ land on one point, {_vector(view.x_hat[points[0][0]])} (they "
                 f"differ by at most {_g(spread)}).")
-    if view.norm == "BatchNorm":
+    if view.norm == NormKind.BATCH:
         return _shared(f"The {count} x̂ land on {len(points)} different points", points, view)
     radius = np.linalg.norm(view.exact_x_hat, axis=1)
     moved = finite & (radius > view.exact_tolerance)
@@ -718,7 +713,7 @@ def _two_points(view: GeometryView) -> str:
 
 def torch_check(view: GeometryView) -> str:
     """One sentence: does lnviz match torch.nn.functional here?"""
-    name = f"torch.nn.functional.{_FUNCTIONAL[view.norm]}"
+    name = f"torch.nn.functional.{NormKind(view.norm).function}"
     if view.torch_difference is None:
         return f"{name} refuses this setting ({view.torch_refusal}); lnviz computes it."
     return (f"lnviz matches {name} here: the largest difference in y is "
@@ -728,7 +723,7 @@ def torch_check(view: GeometryView) -> str:
 def path_caption(view: GeometryView) -> str:
     """What the path figure's lines mean, for this norm and H."""
     h = view.h
-    if view.norm == "LayerNorm":
+    if view.norm == NormKind.LAYER:
         diagonal, plane = ("(1, 1)", "line x₁ + x₂ = 0") if h == 2 else ("(1, 1, 1)",
                                                                          "plane Σx = 0")
         target = ("one of the two points ±(1, −1)" if h == 2
@@ -737,7 +732,7 @@ def path_caption(view: GeometryView) -> str:
                 f"onto the {plane} (green). Dashed: dividing by √(σ² + ε) slides it along its "
                 f"ray from 0 to {target} (orange; inside when ε > 0).")
     sphere = "circle of radius √2" if h == 2 else "sphere of radius √3"
-    if view.norm == "RMSNorm":
+    if view.norm == NormKind.RMS:
         return ("RMSNorm does not centre. Dashed: dividing by √(ms + ε) slides each input "
                 f"(blue) along its own ray from 0 onto the {sphere} (orange; inside when "
                 "ε > 0).")
@@ -751,12 +746,12 @@ def path_caption(view: GeometryView) -> str:
 def closeup_caption(view: GeometryView) -> str:
     """What the close-up shows, for this norm, H and γ/β."""
     h = view.h
-    if view.norm == "LayerNorm":
+    if view.norm == NormKind.LAYER:
         text = ("The circle of radius √2 and the line x₁ + x₂ = 0 meet in the two points "
                 "±(1, −1): LayerNorm's only outputs at ε = 0." if h == 2 else
                 "The sphere of radius √3 and the plane Σx = 0 meet in the circle where "
                 "LayerNorm puts x̂ at ε = 0.")
-    elif view.norm == "RMSNorm":
+    elif view.norm == NormKind.RMS:
         text = (f"RMSNorm puts x̂ on the {'circle' if h == 2 else 'sphere'} of radius √{h} at "
                 "ε = 0, anywhere on it.")
     else:
@@ -764,7 +759,13 @@ def closeup_caption(view: GeometryView) -> str:
                 "BatchNorm's x̂ are not held to it.")
     if not view.affine:
         return text
-    if view.norm == "RMSNorm":
+    if not view.gamma.any():  # nothing of x̂ is left: no ellipse to lie on or inside
+        return text + (f" With every γ at 0, y = γ⊙x̂ + β (vermillion) is β = "
+                       f"{_vector(view.beta)} for every vector, at any ε."
+                       if view.norm != NormKind.RMS else
+                       " With every γ at 0, y = γ⊙x̂ (vermillion) is 0 for every vector, at any "
+                       "ε.")
+    if view.norm == NormKind.RMS:
         shape = "ellipse" if h == 2 else "ellipsoid"
         return (text + f" y = γ⊙x̂ (vermillion; RMSNorm has no β) lies on the {shape} γ⊙"
                 f"{'circle' if h == 2 else 'sphere'} at ε = 0, inside it when ε > 0.")
@@ -772,7 +773,7 @@ def closeup_caption(view: GeometryView) -> str:
              f"{_vector(view.beta - view.gamma * [1, -1])}" if h == 2 else
              f"an ellipse centred at β = {_vector(view.beta)}: the circle stretched by γ along "
              "each axis" + _flattened(view.gamma))
-    if view.norm == "LayerNorm":
+    if view.norm == NormKind.LAYER:
         return (text + f" y = γ⊙x̂ + β (vermillion) maps the circle to {image}; y lies on "
                 "it at ε = 0, inside it when ε > 0.")
     return text + f" y = γ⊙x̂ + β (vermillion); the same map sends LayerNorm's set to {image}."
@@ -788,27 +789,25 @@ def _flattened(gamma: np.ndarray) -> str:
     if zeros.size == 1:
         i = "₁₂₃"[int(zeros[0])]
         return f" (γ{i} = 0 lays it in the plane y{i} = β{i}: still an ellipse, not a segment)"
-    if zeros.size == 2:
-        return " (squeezed to a segment: two γ are 0, so one coordinate alone still varies)"
-    return " (squeezed to the point β: every γ is 0)"
+    return " (squeezed to a segment: two γ are 0, so one coordinate alone still varies)"
 
 
 def vector_table(view: GeometryView) -> pd.DataFrame:
     """One row per vector, as text: x, its statistics, x̂, |x̂| (and the law it follows), Σx̂,
     the distance from LayerNorm's circle, and y when γ and β are on."""
     rows = {"vector": list(view.labels), "x": [_vector(v, 4) for v in view.inputs]}
-    if view.norm == "LayerNorm":
+    if view.norm == NormKind.LAYER:
         rows["μ"] = [_g(v, 4) for v in view.mean]
         rows["σ²"] = [_g(v, 4) for v in view.var]
-    elif view.norm == "RMSNorm":
+    elif view.norm == NormKind.RMS:
         rows["ms"] = [_g(v, 4) for v in view.var]
     rows["x̂"] = [_vector(v, 4) for v in view.x_hat]
     rows["|x̂|"] = [_g(v, 5) for v in view.radius]
     if view.expected_radius is not None:
-        law = "√H·√(σ²/(σ²+ε))" if view.norm == "LayerNorm" else "√H·√(ms/(ms+ε))"
+        law = "√H·√(σ²/(σ²+ε))" if view.norm == NormKind.LAYER else "√H·√(ms/(ms+ε))"
         rows[law] = [_g(v, 5) for v in view.expected_radius]
     rows["Σx̂"] = [_g(v, 2) for v in view.plane_sum]
-    circle = "±(1, −1)" if view.h == 2 else "the circle" if view.norm == "LayerNorm" else \
+    circle = "±(1, −1)" if view.h == 2 else "the circle" if view.norm == NormKind.LAYER else \
         "LayerNorm's circle"
     rows[f"from {circle}"] = [
         _g(v, 2) for v in view.circle_distance]
@@ -831,14 +830,14 @@ def geometry_snippet(values: np.ndarray, norm: str, eps: float,
     head = (f"import torch\nimport torch.nn.functional as F\n\n"
             f"x = torch.tensor([{rows}],\n                 dtype=torch.{dtype})  # {n} vectors, "
             f"H = {h}\neps = {eps!r}\n")
-    if norm == "LayerNorm":
+    if norm == NormKind.LAYER:
         body = (f"x_hat = F.layer_norm(x, ({h},), eps=eps)\n"
                 "var = x.double().var(dim=1, unbiased=False)\n"
                 f"print(x_hat.sum(dim=1))                     # ≈ 0: on the "
                 f"{'line' if h == 2 else 'plane'} Σx = 0\n"
                 "print(x_hat.double().norm(dim=1))           # |x̂| ...\n"
                 f"print(({h} * var / (var + eps)).sqrt())       # ... = √H·√(σ²/(σ² + ε))\n")
-    elif norm == "RMSNorm":
+    elif norm == NormKind.RMS:
         body = (f"x_hat = F.rms_norm(x, ({h},), eps=eps)\n"
                 "ms = x.double().square().mean(dim=1)\n"
                 "print(x_hat.double().norm(dim=1))           # |x̂| ...\n"
@@ -853,11 +852,11 @@ def geometry_snippet(values: np.ndarray, norm: str, eps: float,
         return head + body
     gammas = [1.0] * h if gamma is None else [float(g) for g in gamma]
     betas = [0.0] * h if beta is None else [float(b) for b in beta]
-    if norm == "RMSNorm":
+    if norm == NormKind.RMS:
         return (head + body + f"gamma = torch.tensor({gammas})\n"
                 f"y = F.rms_norm(x, ({h},), gamma, eps=eps)  # γ⊙x̂: RMSNorm has no β\n")
     args = f"gamma, beta = torch.tensor({gammas}), torch.tensor({betas})\n"
-    if norm == "LayerNorm":
+    if norm == NormKind.LAYER:
         call = f"y = F.layer_norm(x, ({h},), gamma, beta, eps=eps)  # γ⊙x̂ + β\n"
     else:
         call = "y = F.batch_norm(x, None, None, gamma, beta, training=True, eps=eps)\n"

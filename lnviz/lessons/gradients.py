@@ -33,6 +33,7 @@ from lnviz.batch import NORM_TABLE, norms_where, table_norm, torch_table_norm
 from lnviz.data import random_batch
 from lnviz.lessons.common import Answer
 from lnviz.limits import GRADIENTS_MAX_JACOBIAN
+from lnviz.terms import NormKind
 
 __all__ = [
     "GRAD_NORMS",
@@ -296,7 +297,7 @@ def gradient_report(x: torch.Tensor, grad_output: torch.Tensor, eps: float = 1e-
     by_norm, difference, compared = {}, 0.0, []
     for norm in GRAD_NORMS:
         by_norm[norm] = ours = norm_gradients(x, norm, grad_output, eps=eps)
-        if norm == "BatchNorm" and eps <= 0:
+        if norm == NormKind.BATCH and eps <= 0:
             continue  # torch refuses it; lnviz shows the true 0/0 where a feature is constant
         theirs = norm_gradients(x, norm, grad_output, eps=eps, implementation="torch")
         for field in ("output", "grad_input", "grad_weight", "grad_bias"):
@@ -339,8 +340,8 @@ def jacobian_caption(jacobians: dict[str, np.ndarray], batch: int) -> str:
     """Each Jacobian's :func:`cross_sample_share` and its structure (keys start with the norm's
     name), or "0 up to rounding" where every entry is — a share of rounding noise means
     nothing."""
-    structure = {"LayerNorm": "block-diagonal: samples do not touch",
-                 "BatchNorm": "ties each feature across the batch (in evaluation mode, with "
+    structure = {NormKind.LAYER: "block-diagonal: samples do not touch",
+                 NormKind.BATCH: "ties each feature across the batch (in evaluation mode, with "
                               "frozen running statistics, it would be diagonal)"}
     parts = []
     for name, jac in jacobians.items():
@@ -462,7 +463,7 @@ def weight_scale_gradient(x: torch.Tensor, weight: torch.Tensor, factor: float,
 
     def grad_norm(w: torch.Tensor) -> float:
         w = w.detach().clone().requires_grad_(True)
-        (norm_forward(x @ w.T, "LayerNorm", eps=0.0) * g).sum().backward()
+        (norm_forward(x @ w.T, NormKind.LAYER, eps=0.0) * g).sum().backward()
         return float(w.grad.norm())
 
     return WeightScale(factor, grad_norm(weight), grad_norm(factor * weight))
@@ -474,8 +475,8 @@ def probed_variances(x: torch.Tensor, weight: torch.Tensor, sample: int = 0, fea
     (LayerNorm) and the probed feature's samples (BatchNorm). ε is small beside σ² only when
     this is large; ε's share of a scaling probe grows as ε/σ² does."""
     h = x @ weight.T
-    return {"LayerNorm": float(h[sample].var(unbiased=False)),
-            "BatchNorm": float(h[:, feature].var(unbiased=False))}
+    return {NormKind.LAYER: float(h[sample].var(unbiased=False)),
+            NormKind.BATCH: float(h[:, feature].var(unbiased=False))}
 
 
 def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, float],
@@ -499,7 +500,8 @@ def invariance_caption(table: pd.DataFrame, eps: float, variances: dict[str, flo
                          f"{eps / variances[norm]:.2g} before and "
                          f"{eps / (variances[norm] * factor**2):.2g} after the rescaling for the "
                          f"probed {group} ({norm}'s group)"
-                         for norm, group in (("LayerNorm", "sample"), ("BatchNorm", "feature")))
+                         for norm, group in ((NormKind.LAYER, "sample"),
+                                             (NormKind.BATCH, "feature")))
                      + ".")
     elif eps == 0:
         parts.append("At ε = 0 no change is ε's doing: every invariance is exact.")
@@ -533,8 +535,8 @@ def gradients_try_this(batch: int, kind: str) -> str:
 def pair_note(batch: int, features: int) -> str | None:
     """A warning for groups of two values, where x̂ is ±1 (up to ε) whatever x is, so that the
     norm's output barely depends on its input; ``None`` when every group is larger."""
-    pairs = [f"{norm} (C = 2)" if norm == "LayerNorm" else f"{norm} (N = 2)"
-             for norm, size in (("LayerNorm", features), ("BatchNorm", batch)) if size == 2]
+    pairs = [f"{norm} (C = 2)" if norm == NormKind.LAYER else f"{norm} (N = 2)"
+             for norm, size in ((NormKind.LAYER, features), (NormKind.BATCH, batch)) if size == 2]
     if not pairs:
         return None
     subject = " and ".join(pairs)

@@ -28,10 +28,10 @@ from lnviz.capture import CAPTURE_FORMAT, CapturedLayer, read_capture
 from lnviz.data.files import TensorFileError, load_arrays, safetensors_metadata
 from lnviz.lessons.common import EPSILONS
 from lnviz.limits import INSPECTOR_MAX_NORM_CHANNELS, MAX_ELEMENTS
+from lnviz.terms import Layout, NormKind
 
 __all__ = [
     "DEFAULT_SIGMAS",
-    "KIND_NAMES",
     "SNIPPET",
     "ExplorerSetup",
     "GroupLabels",
@@ -61,9 +61,6 @@ cap = lnviz.capture(model, inputs)     # one forward pass; every norm layer reco
 cap.save("norms.safetensors")          # open this file here, in the Model inspector"""
 #: The default outlier threshold, in standard deviations of the value's own group.
 DEFAULT_SIGMAS = 6.0
-#: A capture's kinds as the Explorer (and torch) names the norms.
-KIND_NAMES = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm", "batch_norm": "BatchNorm",
-              "group_norm": "GroupNorm", "instance_norm": "InstanceNorm"}
 #: The most points the input-vs-output figure draws besides the outliers.
 SCATTER_POINTS = 4000
 #: The most outlier points drawn, and the most channels listed, per layer.
@@ -131,12 +128,12 @@ _BETA = ("bias", "beta")
 _RUNNING = ("running_mean", "running_var", "num_batches_tracked")
 #: (pattern on the module's own name, kind, how it was recognised), first match wins.
 _NAME_RULES = (
-    (re.compile(r"layer_?norm|^ln(_\w+|\d+)?$", re.IGNORECASE), "LayerNorm",
+    (re.compile(r"layer_?norm|^ln(_\w+|\d+)?$", re.IGNORECASE), NormKind.LAYER,
      "named like a LayerNorm ({name!r})"),
-    (re.compile(r"rms_?norm", re.IGNORECASE), "RMSNorm", "named like an RMSNorm ({name!r})"),
-    (re.compile(r"group_?norm|^gn\d*$", re.IGNORECASE), "GroupNorm",
+    (re.compile(r"rms_?norm", re.IGNORECASE), NormKind.RMS, "named like an RMSNorm ({name!r})"),
+    (re.compile(r"group_?norm|^gn\d*$", re.IGNORECASE), NormKind.GROUP,
      "named like a GroupNorm ({name!r})"),
-    (re.compile(r"batch_?norm|^bn\d*$", re.IGNORECASE), "BatchNorm",
+    (re.compile(r"batch_?norm|^bn\d*$", re.IGNORECASE), NormKind.BATCH,
      "named like a BatchNorm ({name!r})"),
     (re.compile(r"norm", re.IGNORECASE), "a norm", "its name contains 'norm' ({name!r})"),
 )
@@ -169,7 +166,7 @@ def find_norm_layers(arrays: dict[str, np.ndarray]) -> list[NormLayer]:
         beta = tensors.get(beta_key) if beta_key else None
         own_name = module.rpartition(".")[2]
         if "running_mean" in tensors and "running_var" in tensors:
-            kind, how = "BatchNorm", "holds running_mean and running_var"
+            kind, how = NormKind.BATCH, "holds running_mean and running_var"
         elif gamma is None or gamma.ndim != 1 or (beta is not None and beta.shape != gamma.shape):
             continue
         else:
@@ -395,7 +392,7 @@ def _grouped(x: np.ndarray, kind: str, settings: dict[str, Any]
     """``x`` as (groups, members), the channel of every element (same shape), a label per
     group, what one group is, and what its values are taken over."""
     shape = x.shape
-    if kind in ("layer_norm", "rms_norm"):
+    if kind in (NormKind.LAYER, NormKind.RMS):
         k = len(settings["normalized_shape"])
         lead, channels = shape[:len(shape) - k], shape[-1]
         grouped = x.reshape(int(np.prod(lead, dtype=np.int64)), -1)
@@ -405,14 +402,14 @@ def _grouped(x: np.ndarray, kind: str, settings: dict[str, Any]
                 else f"its last {k} dims {tuple(shape[-k:])}")
         return grouped, channel, labels, "token" if k == 1 and len(lead) >= 1 else "position", \
             over
-    if kind == "batch_norm":
+    if kind == NormKind.BATCH:
         moved = np.moveaxis(x, 1, 0)
         grouped = moved.reshape(shape[1], -1)
         channel = np.broadcast_to(np.arange(shape[1])[:, None], grouped.shape)
         over = "the batch" + (f" and its {int(np.prod(shape[2:]))} positions"
                               if len(shape) > 2 else "")
         return grouped, channel, GroupLabels((shape[1],)), "channel", over
-    if kind == "group_norm":
+    if kind == NormKind.GROUP:
         n, c = shape[0], shape[1]
         groups = settings["num_groups"]
         per = c // groups
@@ -476,7 +473,7 @@ def layer_view(layer: CapturedLayer, arrays: dict[str, np.ndarray],
     beta = None if bias is None else np.asarray(bias, np.float64).reshape(-1)
     # per element: γ and β have the normalized dims' shape for LayerNorm and RMSNorm (indexed
     # by the element's place in its group), one value per channel otherwise
-    by_member = layer.kind in ("layer_norm", "rms_norm")
+    by_member = layer.kind in (NormKind.LAYER, NormKind.RMS)
     # flat copies made once: a BatchNorm's groups are a strided view of its input, whose ravel()
     # copies the whole tensor, and once per outlier channel that cost minutes
     flat_x, flat_y, flat_zs, flat_z_out = (a.ravel() for a in (grouped, grouped_y, z, z_out))
@@ -522,7 +519,7 @@ def _outlier_note(kind: str, word: str) -> str:
     table = ("Per channel: how many of its values are outliers; the largest |z| = |x − μ|/σ "
              "among them and where; the input x there, the layer's output y, and y's own |z| "
              f"among its {word}'s outputs. ")
-    if kind in ("batch_norm", "instance_norm"):
+    if kind in (NormKind.BATCH, NormKind.INSTANCE):
         # one γ and β per channel, and a group here lies within one channel
         return table + (f"Within one {word} this layer multiplies every value by the same "
                         "number and adds the same number, so y's |z| equals x's (or is 0 where "
@@ -561,12 +558,12 @@ def _notes(layer: CapturedLayer, view: LayerView) -> list[str]:
             f"√{view.members - 1} ≈ {bound:.3g} σ from its mean: a threshold of "
             f"{view.sigmas:g} σ cannot find an outlier in this layer.")
     settings = layer.settings
-    if layer.kind in ("batch_norm", "instance_norm") and not settings.get("use_batch_stats"):
+    if layer.kind in (NormKind.BATCH, NormKind.INSTANCE) and not settings.get("use_batch_stats"):
         notes.append(
-            f"This {KIND_NAMES[layer.kind]} ran in evaluation mode: it normalized with its "
+            f"This {layer.kind} ran in evaluation mode: it normalized with its "
             "running statistics, not with the per-channel μ and σ shown here, which describe "
             "this batch.")
-    if layer.kind == "rms_norm":
+    if layer.kind == NormKind.RMS:
         notes.append("RMSNorm divides by the root mean square and does not subtract μ; the μ "
                      "and σ here describe its input.")
     return notes
@@ -580,7 +577,7 @@ def capture_overview(model_file: ModelFile, sigmas: float = DEFAULT_SIGMAS) -> p
         view = layer_view(layer, model_file.arrays, sigmas)
         channels = view.outliers["channel"].tolist()
         rows.append({
-            "layer": view.key, "kind": KIND_NAMES[layer.kind], "module": view.module,
+            "layer": view.key, "kind": layer.kind, "module": view.module,
             "input shape": str(view.shape),
             "groups": f"{len(view.mean)} × {view.group_word}",
             "μ min": float(view.mean.min()), "μ max": float(view.mean.max()),
@@ -637,13 +634,13 @@ def explorer_setup(layer: CapturedLayer, shape: tuple[int, ...],
     (more than 4 dims once it has a batch dim)."""
     settings, kind = layer.settings, layer.kind
     notes = []
-    add_batch = len(shape) == 1 or (kind == "instance_norm" and not settings.get("batched", True))
+    add_batch = len(shape) == 1 or (kind == NormKind.INSTANCE and not settings.get("batched", True))
     ndim = len(shape) + add_batch
     if ndim > 4:
         raise ValueError(f"{layer_key(layer)}'s input has shape {list(shape)}: the Explorer "
                          "shows tensors of up to 4 dims")
-    layouts = {2: "NC", 3: "NLC", 4: "NCHW"}
-    trailing = kind in ("layer_norm", "rms_norm")
+    layouts = {2: Layout.NC, 3: Layout.NLC, 4: Layout.NCHW}
+    trailing = kind in (NormKind.LAYER, NormKind.RMS)
     # Channels first in the model (N, C, L) are last in the Explorer's NLC layout.
     order = tuple(range(ndim)) if trailing or ndim != 3 else (0, 2, 1)
     dims = len(settings.get("normalized_shape", [1]))
@@ -665,19 +662,19 @@ def explorer_setup(layer: CapturedLayer, shape: tuple[int, ...],
         notes.append(f"γ and β have shape {list((gamma if gamma is not None else beta).shape)}; "
                      "the Explorer takes one γ and β per feature, so they start at 1 and 0.")
         gamma = beta = None
-    if kind in ("batch_norm", "instance_norm") and not settings.get("use_batch_stats", True):
+    if kind in (NormKind.BATCH, NormKind.INSTANCE) and not settings.get("use_batch_stats", True):
         notes.append(f"The layer normalized with its running statistics (evaluation mode); the "
-                     f"Explorer's {KIND_NAMES[kind]} uses this batch's own statistics, so its "
+                     f"Explorer's {kind} uses this batch's own statistics, so its "
                      "output differs from the layer's. The Model inspector shows the layer's "
                      "own output.")
-    if kind == "rms_norm" and beta is not None:
+    if kind == NormKind.RMS and beta is not None:
         beta = None
     if gamma is not None or beta is not None:
         size = (gamma if gamma is not None else beta).size
         gamma = np.ones(size) if gamma is None else gamma
         beta = np.zeros(size) if beta is None else beta
     return ExplorerSetup(
-        norm=KIND_NAMES[kind], layout=layouts[ndim], order=order, add_batch_dim=add_batch,
+        norm=kind, layout=layouts[ndim], order=order, add_batch_dim=add_batch,
         dims=dims if trailing else 1, groups=int(settings.get("num_groups", 1)), eps=eps,
         gamma=None if gamma is None else tuple(gamma.ravel().tolist()),
         beta=None if beta is None else tuple(beta.ravel().tolist()), notes=tuple(notes))

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 
 from lnviz.nn import MODEL_LABELS
 from lnviz.norms import layer_norm
+from lnviz.terms import listed
 from lnviz.train import TARGET_ACCURACY, LengthCheck, TrainingResult, setting_text
-from lnviz.words import listed
 
 __all__ = [
     "CUSTOM_LAYER_NORM_CODE",

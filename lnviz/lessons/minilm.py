@@ -39,7 +39,7 @@ from lnviz.lessons.common import Answer, short, token_place
 from lnviz.limits import MINILM_MAX_DRAWN_TOKENS, MODEL_MAX_CHARS
 from lnviz.models import MiniLM, ModelRun
 from lnviz.models.bert import indices_after, sublayer_of
-from lnviz.words import listed
+from lnviz.terms import Layout, listed
 
 __all__ = [
     "FIRST_FFN",
@@ -483,7 +483,7 @@ def explorer_batch(run: TransformerRun, name: str) -> Batch:
     """The input of LayerNorm ``name`` as an Explorer batch: one sequence (NLC), every token,
     384 features, rows labelled by token."""
     x = run.records[run.names.index(name)].input.numpy()  # (1, T, C)
-    return Batch(x.copy(), "NLC", row_labels=tuple(f"{i} {t}" for i, t in
+    return Batch(x.copy(), Layout.NLC, row_labels=tuple(f"{i} {t}" for i, t in
                                                    enumerate(run.tokens)))
 
 
@@ -501,11 +501,12 @@ def layer_text(run: TransformerRun, view: LayerView) -> str:
     value = float(run.records[k].input[0, token, feature])
     sigma = float(view.std[token])
     typical = float(np.median(view.std))
-    return (f"At this LayerNorm the largest input value is **{value:.4g}**, in feature "
+    return (f"At this LayerNorm the input value of largest size is **{short(value, 4)}**, in "
+            f"feature "
             f"{feature} of {_token(run, token)}: {run.peak[k] / run.median[k]:,.0f} times the "
             f"median |x| of {run.median[k]:.3g}. The LayerNorm divides each token's row by its "
             f"own σ: **{sigma:.3g}** for that token, against a median σ of {typical:.3g} over "
-            f"the {len(run.tokens)} tokens. Its largest output value is "
+            f"the {len(run.tokens)} tokens. Its largest output in size, |y|, is "
             f"{float(view.peak_out.max()):.3g}.")
 
 
@@ -529,13 +530,17 @@ def massive_text(run: TransformerRun) -> str:
 
 
 def first_word_text(found: tuple[str, int, float] | None, feature: int) -> str:
-    """What happens without [CLS] and [SEP]."""
+    """What happens without the [CLS] and [SEP] the tokenizer adds around the text (a special
+    token typed in the text itself stays)."""
     if found is None:
         return "Without [CLS] and [SEP] this text has no token left to run."
     token, f, value = found
     where = (f"the same feature, {f}," if f == feature else f"feature {f} (not {feature})")
-    return (f"Run the same text without [CLS] and [SEP], and the largest value at that "
-            f"LayerNorm is {value:.4g}, in {where} of “{token}”, now the first token.")
+    typed = (": typed in the text itself, it stays, and the tokenizer reads it as the special "
+             "token" if token in ("[CLS]", "[SEP]") else "")
+    return (f"Run the same text without the [CLS] and [SEP] the tokenizer adds around it, and "
+            f"the largest value at that LayerNorm is {value:.4g}, in {where} of “{token}”, now "
+            f"the first token{typed}.")
 
 
 def across_text(table: pd.DataFrame, feature: int) -> str:

@@ -40,6 +40,7 @@ from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer, short, step_by_step
 from lnviz.limits import PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 from lnviz.norms import NormResult, batch_norm, layer_norm
+from lnviz.terms import Layout, NormKind
 
 __all__ = [
     "MIN_REAL_TOKENS",
@@ -105,7 +106,7 @@ def check_lengths(lengths: Sequence[int], padded_length: int,
 
 
 def _check(batch: Batch) -> None:
-    if batch.layout != "NLC" or batch.mask is None:
+    if batch.layout != Layout.NLC or batch.mask is None:
         raise ValueError("a padded batch of token sequences (batch, sequence, features) with a "
                          "mask is needed")
     if not batch.mask.any():
@@ -265,12 +266,12 @@ def padding_outputs(
     mask = torch.as_tensor(batch.mask, device=x.device)
     specs = {}
     if batch.mask.size >= MIN_REAL_TOKENS:
-        specs["BatchNorm, pads counted"] = NormSpec(norm="BatchNorm", use_mask=False)
+        specs["BatchNorm, pads counted"] = NormSpec(norm=NormKind.BATCH, use_mask=False)
     if batch.mask.sum() >= MIN_REAL_TOKENS:
-        specs["BatchNorm, masked"] = NormSpec(norm="BatchNorm", use_mask=True)
-    specs["LayerNorm"] = NormSpec(norm="LayerNorm")
+        specs["BatchNorm, masked"] = NormSpec(norm=NormKind.BATCH, use_mask=True)
+    specs[NormKind.LAYER] = NormSpec(norm=NormKind.LAYER)
     outputs = {"input x": to_numpy(x)}
-    outputs.update({name: to_numpy(normalize(x, "NLC", spec, mask).output)
+    outputs.update({name: to_numpy(normalize(x, Layout.NLC, spec, mask).output)
                     for name, spec in specs.items()})
     return outputs
 
@@ -420,13 +421,13 @@ def pad_token_steps(
     _check(batch)
     if batch.mask.all():
         return None
-    spec = NormSpec(norm="LayerNorm", eps=eps, gamma=gamma, beta=beta)
+    spec = NormSpec(norm=NormKind.LAYER, eps=eps, gamma=gamma, beta=beta)
     x = to_tensor(batch.values, device, dtype)
     with torch.no_grad():
-        result = normalize(x, "NLC", spec)
+        result = normalize(x, Layout.NLC, spec)
     n, t = np.argwhere(~batch.mask)[0]
-    ids = group_ids(tuple(x.shape), "NLC", spec)
-    return step_by_step(x, result, spec, ids, int(ids[n, t, 0]), "NLC", mask=batch.mask)
+    ids = group_ids(tuple(x.shape), Layout.NLC, spec)
+    return step_by_step(x, result, spec, ids, int(ids[n, t, 0]), Layout.NLC, mask=batch.mask)
 
 
 def padding_snippet(batch: Batch, eps: float = 1e-5, gamma: float = 1.0, beta: float = 0.0,

@@ -40,6 +40,7 @@ import torch
 
 from lnviz import norms
 from lnviz.batch import NORM_TABLE, TABLE_NORMS, table_norm, torch_table_norm
+from lnviz.terms import NormKind
 
 __all__ = [
     "FIRST_COMPILE_S",
@@ -68,16 +69,14 @@ __all__ = [
 
 #: The norms timed, by their short names: those that run on a (rows, cols) table with nothing
 #: set but ε (:data:`lnviz.batch.TABLE_NORMS`), LayerNorm first.
-_NAMES = {NORM_TABLE[name].short: name
-          for name in sorted(TABLE_NORMS, key=lambda name: name != "LayerNorm")}
-NORMS = tuple(_NAMES)
+NORMS = tuple(sorted(TABLE_NORMS, key=lambda name: name != NormKind.LAYER))
 
 
 IMPLEMENTATIONS = ("numpy", "scratch", "fast", "fused", "torch", "compiled")
 
 
 #: The norms lnviz's own GPU kernels (impl="fused", :mod:`lnviz.fused`) exist for.
-FUSED_NORMS = ("layer", "rms")
+FUSED_NORMS = (NormKind.LAYER, NormKind.RMS)
 
 
 DEFAULT_SIZES = ((64, 64), (256, 256), (1024, 1024), (4096, 1024), (16384, 1024),
@@ -141,9 +140,17 @@ class BudgetExceeded(Exception):
         self.need_s, self.left_s = need_s, left_s
 
 
+def _timed(norm: str) -> NormKind:
+    """The norm ``norm`` names (any spelling :meth:`NormKind.parse` reads), if it is timed."""
+    kind = NormKind.parse(norm)
+    if kind not in NORMS:
+        raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {norm!r}")
+    return kind
+
+
 def _numpy_norm(norm: str) -> Callable[[torch.Tensor], torch.Tensor]:
     """Two-pass NumPy: μ, then the mean of the squared deviations (BatchNorm over axis 0)."""
-    entry = NORM_TABLE[_NAMES[norm]]
+    entry = NORM_TABLE[_timed(norm)]
     axis = -1 if entry.trailing else 0
 
     def run(x: torch.Tensor) -> torch.Tensor:
@@ -160,9 +167,7 @@ def _numpy_norm(norm: str) -> Callable[[torch.Tensor], torch.Tensor]:
 def implementations(norm: str, device: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     """The callables to time for ``norm`` on ``device`` (NumPy only on the CPU): lnviz's
     scratch and fast code and torch's own kernel, as :mod:`lnviz.batch` runs them on a table."""
-    if norm not in _NAMES:
-        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
-    name = _NAMES[norm]
+    name = _timed(norm)
 
     def lnviz_fn(x: torch.Tensor, impl: str) -> torch.Tensor:
         return table_norm(x, name, eps=EPS, impl=impl).output
@@ -186,7 +191,7 @@ def implementations(norm: str, device: str) -> dict[str, Callable[[torch.Tensor]
 def fused_unavailable(norm: str, device: str) -> str | None:
     """Why impl="fused" cannot be timed for ``norm`` on ``device``, in words; None if it can.
     Triton's interpreter is not timed: it runs the kernels on the CPU, value by value."""
-    if norm not in FUSED_NORMS:
+    if NormKind.parse(norm) not in FUSED_NORMS:
         return "lnviz's fused kernels exist for LayerNorm and RMSNorm only"
     if device != "cuda":
         return "lnviz's fused kernels (Triton) run on a CUDA GPU only"
@@ -343,7 +348,8 @@ def run(
     before each case (for a progress bar).
     """
     rows: list[Row] = []
-    cases = [(s, n, i) for s in sorted(sizes, key=math.prod) for n in norms for i in impls]
+    kinds = [_timed(norm) for norm in norms]
+    cases = [(s, n, i) for s in sorted(sizes, key=math.prod) for n in kinds for i in impls]
     deadline = time.perf_counter() + budget_s
     generator = torch.Generator().manual_seed(0)
     inputs: dict[tuple[int, int], torch.Tensor] = {}
@@ -547,7 +553,8 @@ def recorded_gpu_run(path: Path = GPU_RUN_FILE) -> RecordedRun:
     """The GPU run in ``path`` (written by ``python -m lnviz.bench --json`` on the GPU, with the
     date, device and command added)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    rows = tuple(Row(**row) for row in data["rows"])
+    # its rows name the norms as the benchmark then did ("layer"): read in today's terms
+    rows = tuple(Row(**dict(row, norm=NormKind.parse(row["norm"]))) for row in data["rows"])
     return RecordedRun(data["device"], data["date"], data["command"], data["machine"],
                        data["triton"], rows)
 
@@ -587,5 +594,6 @@ def one_shape_per_size(rows: Sequence[Row]) -> list[Row]:
 
 def find_row(rows: Sequence[Row], norm: str, impl: str, shape: tuple[int, int]) -> Row | None:
     """The row of ``norm`` by ``impl`` at ``shape``, if measured."""
-    return next((r for r in rows if (r.norm, r.impl, (r.rows, r.cols)) == (norm, impl, shape)),
+    kind = NormKind.parse(norm)
+    return next((r for r in rows if (r.norm, r.impl, (r.rows, r.cols)) == (kind, impl, shape)),
                 None)

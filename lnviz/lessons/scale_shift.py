@@ -29,6 +29,7 @@ from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer, short
 from lnviz.norms import batch_norm, layer_norm, mean_and_var
+from lnviz.terms import NormKind
 
 __all__ = [
     "AFFINE_NORMS",
@@ -230,7 +231,7 @@ def feature_caption(result: FeatureAffine) -> str:
     """How far each column landed from its target β_c ± |γ_c|, in the result's numbers."""
     lead = ("Blue dots: the output values of each feature. Green: where γ_c and β_c aim "
             "(β_c ± |γ_c|). Orange: where the column actually landed (mean ± std). ")
-    if result.norm == "BatchNorm":
+    if result.norm == NormKind.BATCH:
         return lead + ("Under BatchNorm each column lands on its target up to rounding and ε: "
                        f"the largest miss is {result.mean_miss.max():.2g} in mean and "
                        f"{result.std_miss.max():.2g} in standard deviation.")
@@ -250,7 +251,7 @@ def per_feature_affine(
     x: torch.Tensor,
     gamma: Sequence[float],
     beta: Sequence[float],
-    norm: str = "BatchNorm",
+    norm: str = NormKind.BATCH,
     eps: float = 1e-5,
 ) -> FeatureAffine:
     r"""Normalize the (N, C) batch ``x`` and apply y_{n,c} = γ_c·x̂_{n,c} + β_c.
@@ -310,7 +311,7 @@ class Recovery:
 
 
 def recover_input(
-    x: torch.Tensor, norm: str = "BatchNorm", eps: float = 1e-5, per: str = "feature"
+    x: torch.Tensor, norm: str = NormKind.BATCH, eps: float = 1e-5, per: str = "feature"
 ) -> Recovery:
     r"""Try to get x back out of norm(x) by choosing γ = √(σ² + ε) and β = μ.
 
@@ -328,13 +329,14 @@ def recover_input(
         raise ValueError(f"per must be 'feature' or 'sample', got {per!r}")
     result = table_norm(x, norm, eps=eps)
     if per == "sample":
-        if norm != "LayerNorm":
+        if norm != NormKind.LAYER:
             raise ValueError("per-sample γ and β undo LayerNorm; BatchNorm's statistics are "
                              "per feature — use per='feature'")
         gamma, beta = torch.sqrt(result.var + eps), result.mean  # (N, 1): one pair per sample
-        y = gamma * result.x_hat + beta
+        # in x's precision, as the layers of the other two recoveries compute
+        y = gamma.to(x.dtype) * result.x_hat.to(x.dtype) + beta.to(x.dtype)
     else:
-        if norm == "BatchNorm":
+        if norm == NormKind.BATCH:
             gamma, beta = torch.sqrt(result.var + eps).flatten(), result.mean.flatten()
         else:
             gamma, beta = best_feature_affine(x, result.x_hat)
@@ -382,10 +384,10 @@ def recover_next_batch(fitted: torch.Tensor, new: torch.Tensor, eps: float = 1e-
     fixed straight line per feature and the same γ_c, β_c give every batch back.
     """
     new64 = new.to(torch.float64)
-    own = table_norm(fitted, "BatchNorm", eps=eps)
+    own = table_norm(fitted, NormKind.BATCH, eps=eps)
     mean, var = own.mean.flatten(), own.var.flatten()
     gamma, beta = torch.sqrt(var + eps), mean
-    training = table_norm(new, "BatchNorm", gamma, beta, eps).output
+    training = table_norm(new, NormKind.BATCH, gamma, beta, eps).output
     frozen = batch_norm(new, mean.to(new.dtype), var.to(new.dtype), gamma.to(new.dtype),
                         beta.to(new.dtype), training=False, eps=eps).output
     return NextBatch(

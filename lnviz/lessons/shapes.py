@@ -53,8 +53,8 @@ from lnviz.batch import Batch, NormSpec, group_ids, normalize, to_grid
 from lnviz.data import get_preset, image_batch, random_batch
 from lnviz.lessons.common import Answer
 from lnviz.norms import layer_norm
+from lnviz.terms import Layout, NormKind, listed
 from lnviz.train import CHANCE_LOSS, RACE_VOCAB, SOLVED_ACCURACY, SOLVED_WINDOW, RaceResult
-from lnviz.words import listed
 
 __all__ = [
     "NOTES_SAMPLE",
@@ -115,16 +115,16 @@ def shape_example(name: str, seed: int = 0) -> Batch:
     token batch,
     or (2, 3, 4, 4) synthetic images."""
     if name == "two words":
-        return Batch(get_preset("two_words").values, "NLC", row_labels=_word_rows(2, 1))
+        return Batch(get_preset("two_words").values, Layout.NLC, row_labels=_word_rows(2, 1))
     if name == BATCH_OF_TWO:
-        return Batch(notes_batch_of_two().permuted, "NLC", row_labels=_word_rows(2, 2))
+        return Batch(notes_batch_of_two().permuted, Layout.NLC, row_labels=_word_rows(2, 2))
     if name == "2-D":
-        return Batch(random_batch((4, 6), feature_spread=0.5, seed=seed), "NC")
+        return Batch(random_batch((4, 6), feature_spread=0.5, seed=seed), Layout.NC)
     if name == "3-D":
         preset = get_preset("padded_tokens")
-        return Batch(preset.values, "NLC", row_labels=preset.labels)
+        return Batch(preset.values, Layout.NLC, row_labels=preset.labels)
     if name == "4-D":
-        return Batch(image_batch(2, 3, 4, 4, seed=seed), "NCHW")
+        return Batch(image_batch(2, 3, 4, 4, seed=seed), Layout.NCHW)
     raise ValueError(f"example must be one of {list(SHAPE_EXAMPLES)}, got {name!r}")
 
 
@@ -134,15 +134,23 @@ def batch_note(example: str, dims: int) -> str | None:
     names = SHAPE_EXAMPLES[example]
     if "batch" not in names[-dims:]:
         return None
-    size = shape_example(example).values.shape[names.index("batch")]
+    shape = shape_example(example).values.shape
+    size = shape[names.index("batch")]
     pooled = (f"The last {dims} dims, ({', '.join(names[-dims:])}), include the batch dim: "
               "every μ and σ² is taken across the samples of the batch.")
+    # γ and β take normalized_shape too: a layer built so holds the batch size in its weights
+    fixed = (f" γ and β take that shape too, {tuple(shape[-dims:])}, batch dim included, so "
+             f"nn.LayerNorm({tuple(shape[-dims:])}) accepts only batches of {size}: any other "
+             "batch size is an error."
+             + (" That is the two-word notes' slip: their inputs.size()[-2:] gives γ and β the "
+                f"batch dim; they belong to the features alone, shape ({shape[-1]},)."
+                if example in ("two words", BATCH_OF_TWO) else ""))
     if size == 1:
         return (pooled + " Here the batch holds one sample, so nothing is mixed and the result "
-                f"equals the last dim's. What a second sample does is the question of "
-                f"“{BATCH_OF_TWO}” over the same dims.")
+                "equals the last dim's." + fixed + " What a second sample does is the "
+                f"question of “{BATCH_OF_TWO}” over the same dims.")
     return (pooled + f" With {size} samples, each sample's output depends on the others: this "
-            "is no longer a per-sample norm.")
+            "is no longer a per-sample norm." + fixed)
 
 
 #: The normalized_shape question: does a sample's output depend on its batch-mates?
@@ -215,7 +223,7 @@ def layer_norm_shapes(batch: Batch, dims: int, eps: float = 1e-5) -> ShapeView:
     if not 1 <= dims < len(shape):
         raise ValueError(f"a {len(shape)}-D tensor can be layer-normalized over its last 1 to "
                          f"{len(shape) - 1} dims, not {dims}")
-    spec = NormSpec("LayerNorm", dims=dims, eps=eps)
+    spec = NormSpec(NormKind.LAYER, dims=dims, eps=eps)
     x = torch.from_numpy(batch.values)
     with torch.no_grad():
         result = normalize(x, batch.layout, spec)

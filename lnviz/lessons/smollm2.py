@@ -37,6 +37,7 @@ from lnviz.lessons.common import TOKEN_PLACES, Answer, short, token_place
 from lnviz.limits import SMOLLM2_MAX_TOKENS
 from lnviz.models.bert import sublayer_of
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
+from lnviz.terms import NormKind
 
 __all__ = [
     "BREAKS",
@@ -98,14 +99,14 @@ BREAKS = {
     "removed": "its input passes unchanged",
     "frozen RMS": "its input (times γ) divided by one number: the median token's RMS the same "
                   "norm saw on another text",
-    "LayerNorm": "LayerNorm with the same γ: the mean subtracted as well",
+    NormKind.LAYER: "LayerNorm with the same γ: the mean subtracted as well",
     "fitted DyT": "Dynamic Tanh, γ·s·tanh(αx), with α and s fitted to the values the same norm "
                   "saw on another text: no statistic at all",
 }
 
 #: How a sentence says a norm was broken, for each of :data:`BREAKS`: "with the norm …".
 BROKEN_AS = {"removed": "removed", "frozen RMS": "given a frozen RMS",
-             "LayerNorm": "turned into LayerNorm with the same γ",
+             NormKind.LAYER: "turned into LayerNorm with the same γ",
              "fitted DyT": "replaced by its fitted Dynamic Tanh"}
 
 
@@ -229,7 +230,8 @@ class SinkLink:
     Attributes:
         block, feature: the block, and the feature of its largest value.
         token: the prompt's token that holds it.
-        texts: the prompt, then the other presets; ``firsts`` their first tokens.
+        texts: the prompt, then the other presets that open with another token; ``firsts`` their
+            first tokens, all different.
         before: (C,) the prompt's first token entering the block's first RMSNorm.
         share: the share of that token's Σh² its one feature holds.
         after: (P, C) each text's first token leaving that RMSNorm.
@@ -268,9 +270,15 @@ def _cosines(rows: torch.Tensor) -> torch.Tensor:
 
 
 def sink_link(model: SmolLM2, text: str) -> SinkLink:
-    """:class:`SinkLink` for ``text``: its run and one run of each other preset."""
-    texts = (text, *[t for t in PRESETS if t != text])
-    runs = [model.run(t) for t in texts]
+    """:class:`SinkLink` for ``text``: its run and one run of each other preset whose first
+    token is another (a text opening as the prompt does would match it trivially)."""
+    runs = [model.run(text)]
+    texts = [text]
+    for other in PRESETS:
+        run = model.run(other)
+        if other != text and run.tokens[0] not in {r.tokens[0] for r in runs}:
+            texts.append(other)
+            runs.append(run)
     m = massive(runs[0], model.config.n_layer)
     block, feature = m.block, int(m.feature[m.block])
     name = f"model.layers.{block}.input_layernorm"
@@ -284,7 +292,7 @@ def sink_link(model: SmolLM2, text: str) -> SinkLink:
     column = runs[0].attention[block, :, 1:, 0].double().mean(dim=0)  # (T − 1,)
     count = len(runs[0].tokens)
     return SinkLink(
-        block=block, feature=feature, token=int(m.token[block]), texts=texts,
+        block=block, feature=feature, token=int(m.token[block]), texts=tuple(texts),
         firsts=tuple(run.tokens[0] for run in runs),
         before=records[0].input[0, 0].double().numpy(),
         share=float(records[0].input[0, 0, feature].double() ** 2
@@ -392,7 +400,7 @@ def _replacement(model: SmolLM2, name: str, how: str, frozen: DecoderRun | None 
     eps = model.config.eps
     if how == "removed":
         return lambda x: x
-    if how == "LayerNorm":
+    if how == NormKind.LAYER:
         return lambda x: F.layer_norm(x, (x.shape[-1],), weight, None, eps)
     if how not in BREAKS:
         raise ValueError(f"a norm can be broken as {', '.join(BREAKS)}, not {how!r}")

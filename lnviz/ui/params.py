@@ -14,18 +14,19 @@ from lnviz.batch import NORM_TABLE, NORMS, Batch, NormSpec, channel_dim, param_s
 from lnviz.data import parse_table
 from lnviz.lessons.common import EPSILONS, group_description
 from lnviz.limits import MAX_TABLE_FEATURES
+from lnviz.terms import NormKind
 from lnviz.ui.cache import fingerprint
 from lnviz.ui.state import keep_in_range
 
 #: The γ and β sliders' range and step (lnviz.ui.live's panel moves within the same).
 AFFINE_RANGE = (-3.0, 3.0, 0.1)
 _HELP = {
-    "BatchNorm": "one μ, σ per feature, taken across the batch (and sequence/space)",
-    "LayerNorm": "one μ, σ per position of the leading dims, taken across the trailing dims "
+    NormKind.BATCH: "one μ, σ per feature, taken across the batch (and sequence/space)",
+    NormKind.LAYER: "one μ, σ per position of the leading dims, taken across the trailing dims "
                  "(by default: per token, across its features)",
-    "RMSNorm": "LayerNorm without subtracting μ: only the root-mean-square is fixed",
-    "GroupNorm": "one μ, σ per sample and group of channels",
-    "InstanceNorm": "one μ, σ per sample and channel, across the sequence/space",
+    NormKind.RMS: "LayerNorm without subtracting μ: only the root-mean-square is fixed",
+    NormKind.GROUP: "one μ, σ per sample and group of channels",
+    NormKind.INSTANCE: "one μ, σ per sample and channel, across the sequence/space",
 }
 
 
@@ -185,7 +186,7 @@ def norm_controls(batch: Batch,
     from (where their number fits the chosen norm) instead of 1 and 0."""
     shape = batch.values.shape
     norm = st.segmented_control(
-        "Normalization", list(NORMS), default="LayerNorm", required=True, key="norm",
+        "Normalization", list(NORMS), default=NormKind.LAYER, required=True, key="norm",
         bind="query-params",
         help="Which statistics are shared: " + "; ".join(f"{k}: {v}" for k, v in _HELP.items()),
     )
@@ -201,7 +202,7 @@ def norm_controls(batch: Batch,
                  "token; last 2 of (words, batch, embedding) = the two-word notes' example.",
         )
         cols[1].caption(f"normalized_shape = {tuple(shape[-spec['dims']:])}")
-    elif norm == "BatchNorm":
+    elif norm == NormKind.BATCH:
         mode = cols[0].segmented_control(
             "Mode", ["train", "eval"], default="train", required=True, key="mode",
             bind="query-params",
@@ -222,7 +223,7 @@ def norm_controls(batch: Batch,
                 help="Masked BatchNorm: μ and σ per feature from the real tokens only, so pad "
                      "tokens do not drag the statistics.",
             )
-    elif norm == "GroupNorm":
+    elif norm == NormKind.GROUP:
         channels = shape[channel_dim(batch.layout)]
         divisors = [g for g in range(1, channels + 1) if channels % g == 0]
         keep_in_range("groups", divisors)
@@ -282,7 +283,7 @@ def _affine_controls(batch: Batch, spec: NormSpec,
                    f"{MAX_TABLE_FEATURES}); using one γ and β for all.")
         per_feature = False
     if not per_feature:
-        if spec.norm == "RMSNorm":
+        if spec.norm == NormKind.RMS:
             return {"gamma": values["gamma"]}, slot
         return {"gamma": values["gamma"], "beta": values["beta"]}, slot
     gamma, beta = start if start is not None else ([1.0] * n, [0.0] * n)

@@ -10,6 +10,7 @@ import streamlit as st
 
 from lnviz.data.presets import PRESETS
 from lnviz.lessons.start_here import OUTLINE, STACK, Outline, Question
+from lnviz.terms import Layout, NormKind
 
 #: The path's page, as the navigation knows it.
 PATH_PAGE = "app_pages/start_here.py"
@@ -41,7 +42,7 @@ PATH_LINKS: dict[int, tuple[Link, ...]] = {
     ),
     2: (
         Link("app_pages/explorer.py", "Explorer: “I” through LayerNorm, step by step",
-             {"preset": PRESETS["one_two_three"].name, "norm": "LayerNorm"}),
+             {"preset": PRESETS["one_two_three"].name, "norm": NormKind.LAYER}),
         Link("app_pages/gradients.py",
              "Gradients and invariances: what rescaling a token leaves unchanged"),
     ),
@@ -49,11 +50,11 @@ PATH_LINKS: dict[int, tuple[Link, ...]] = {
         Link("app_pages/explorer.py",
              "Explorer: the two-sentence batch through BatchNorm, pad counted, feature 0 step by "
              "step",
-             {"preset": PRESETS["padded_tokens"].name, "norm": "BatchNorm",
+             {"preset": PRESETS["padded_tokens"].name, "norm": NormKind.BATCH,
               "usemask": "false"}),
         Link("app_pages/bn_vs_ln.py",
              "BatchNorm vs LayerNorm: which values share one μ and σ, for tokens",
-             {"bl_layout": "NLC"}),
+             {"bl_layout": Layout.NLC}),
     ),
     4: (
         Link("app_pages/padding.py",

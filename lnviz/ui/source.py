@@ -27,7 +27,6 @@ from lnviz.batch import LAYOUTS, Batch
 from lnviz.capture import CapturedLayer
 from lnviz.data.files import TensorTooLargeError, load_arrays
 from lnviz.lessons.inspector import (
-    KIND_NAMES,
     ExplorerSetup,
     capture_layers,
     explorer_batch,
@@ -42,6 +41,7 @@ from lnviz.limits import (
     EXPLORER_MAX_SEQUENCES,
     current_limits,
 )
+from lnviz.terms import Layout
 from lnviz.ui.cache import Named, cached
 from lnviz.ui.messages import counted, plain, refusal
 from lnviz.ui.params import NORM_KEYS, number_table, set_norm_controls
@@ -188,7 +188,7 @@ def _apply_layer(setup: ExplorerSetup, applied: tuple[str, str]) -> None:
 
 
 def _layer_label(layer: CapturedLayer, shape: tuple[int, ...]) -> str:
-    return f"{layer_key(layer)} · {KIND_NAMES[layer.kind]} · input {tuple(shape)}"
+    return f"{layer_key(layer)} · {layer.kind} · input {tuple(shape)}"
 
 
 def _capture_source(from_link: bool = False) -> tuple[Batch, tuple] | None:
@@ -242,7 +242,7 @@ def _preset_source() -> tuple[Batch, tuple]:
     preset = data.get_preset(key)
     st.caption(f"{preset.description}" + (f" ({preset.source})" if preset.source else ""))
     values = preset.values if preset.values.ndim > 1 else preset.values[None, :]
-    layout = "NLC" if values.ndim == 3 else "NC"
+    layout = Layout.NLC if values.ndim == 3 else Layout.NC
     rows = values.size // max(values.shape[-1], 1)
     labels = preset.labels if preset.labels and len(preset.labels) == rows else None
     return Batch(values, layout, preset.mask, labels), ("preset", key)
@@ -259,11 +259,11 @@ def _random_source(seed: int) -> tuple[Batch, tuple]:
     c = cols[2].number_input("Features / channels", 1, 100_000, 6, key="rc",
                              bind="query-params", help="Features per token or channels (C).")
     shape: tuple[int, ...] = (n, c)
-    if layout == "NLC":
+    if layout == Layout.NLC:
         length = cols[3].number_input("Sequence length", 1, 100_000, 5, key="rl",
                                       bind="query-params", help="Tokens per sequence (L).")
         shape = (n, length, c)
-    elif layout == "NCHW":
+    elif layout == Layout.NCHW:
         side = cols[3].number_input("Image side", 1, 4096, 4, key="rhw", bind="query-params",
                                     help="Height = width of each image (H = W).")
         shape = (n, c, side, side)
@@ -353,7 +353,7 @@ def padded_sequences(seed: int, controls: PaddedControls) -> tuple[Batch, Padded
         values, mask = cached(data.padded_batch, recipe.batch_size, recipe.d_model,
                               lengths=recipe.lengths, max_len=recipe.max_len,
                               pad_value=recipe.pad_value, seed=recipe.seed)
-    return Batch(values, "NLC", mask), recipe
+    return Batch(values, Layout.NLC, mask), recipe
 
 
 def _padded_source(seed: int) -> tuple[Batch, tuple]:
@@ -376,7 +376,7 @@ def _image_source(seed: int) -> tuple[Batch, tuple]:
     with st.spinner("Generating images…"):
         values = cached(data.image_batch, int(n), int(c), int(side), int(side), seed=seed,
                         channel_spread=float(spread))
-    return Batch(values, "NCHW"), ("images", n, c, side, spread, seed)
+    return Batch(values, Layout.NCHW), ("images", n, c, side, spread, seed)
 
 
 def _typed_source() -> tuple[Batch, tuple] | None:
@@ -402,7 +402,7 @@ def _typed_source() -> tuple[Batch, tuple] | None:
     values = values if values.ndim > 1 else values[None, :]
     if values.ndim > 3:
         raise ValueError("typed numbers can have at most 3 dims (batch, sequence, features)")
-    return Batch(values, "NLC" if values.ndim == 3 else "NC"), key
+    return Batch(values, Layout.NLC if values.ndim == 3 else Layout.NC), key
 
 
 def _upload_source() -> tuple[Batch, tuple] | None:
@@ -479,9 +479,9 @@ def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str, tuple[int, ...]]
         raise ValueError(f"this array has shape {list(values.shape)}: there is nothing to "
                          "normalize; upload an array with at least one value along every axis")
     if values.ndim == 1:
-        return values[None, :], "NC", (0,)
+        return values[None, :], Layout.NC, (0,)
     if values.ndim == 2:
-        return values, "NC", (0, 1)
+        return values, Layout.NC, (0, 1)
     if values.ndim > 4:
         raise ValueError(f"this array has {values.ndim} dims {list(values.shape)}; the Explorer "
                          "shows 1-D to 4-D tensors — reshape or slice it before saving")
@@ -500,7 +500,7 @@ def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str, tuple[int, ...]]
         features = next(a for a in rest if a != seq)
         cols[2].caption(f"Features: {label(features)}")
         order = (batch, seq, features)
-        return np.ascontiguousarray(values.transpose(order)), "NLC", order
+        return np.ascontiguousarray(values.transpose(order)), Layout.NLC, order
     rest = [a for a in axes if a != batch]
     channel = cols[1].selectbox("Channel axis", rest, index=0, format_func=label, key="ax_ch",
                                 help="The axis that indexes channels; the other two are "
@@ -508,7 +508,7 @@ def _arrange_axes(values: np.ndarray) -> tuple[np.ndarray, str, tuple[int, ...]]
     h, w = [a for a in rest if a != channel]
     cols[2].caption(f"Height: {label(h)}, width: {label(w)}")
     order = (batch, channel, h, w)
-    return np.ascontiguousarray(values.transpose(order)), "NCHW", order
+    return np.ascontiguousarray(values.transpose(order)), Layout.NCHW, order
 
 
 def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str,
@@ -516,7 +516,7 @@ def _uploaded_mask(mask: np.ndarray | None, values: np.ndarray, layout: str,
     """An .npz member called ``mask`` marks real tokens of an NLC array: its axes are the file's
     batch and sequence axes, in the file's order, which ``order`` (the file's axes as batch,
     sequence, features) puts as the values were put (a square mask was once used unturned)."""
-    if mask is None or layout != "NLC":
+    if mask is None or layout != Layout.NLC:
         return None
     batch, seq = order[0], order[1]
     if batch > seq and mask.ndim == 2:

@@ -12,6 +12,7 @@ from typing import Any
 import streamlit as st
 
 from lnviz.limits import MAX_SHARED_TEXT, MAX_URL_NUMBER, MAX_URL_VALUE
+from lnviz.terms import NormKind
 from lnviz.ui.cache import forget_named
 
 
@@ -265,7 +266,7 @@ def minilm_sentence_and_layer(text_key: str, layer_key: str, verb: str) -> tuple
                                      "characters and the model their first 512 tokens.")
         keep_in_range(layer_key, range(len(names)), reset_to=names.index(FIRST_FFN))
         chosen = side.selectbox(
-            "LayerNorm", range(len(names)), index=names.index(FIRST_FFN), key=layer_key,
+            NormKind.LAYER, range(len(names)), index=names.index(FIRST_FFN), key=layer_key,
             bind="query-params", format_func=lambda k: f"{k}: {layer_label(names[k])}",
             help=f"Which of the 13 LayerNorms to {verb}: the embeddings' one, then per layer "
                  "the one after attention and the one after the feed-forward.")

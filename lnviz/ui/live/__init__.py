@@ -31,6 +31,7 @@ from lnviz.batch import Batch, NormSpec, channel_dim, grouping, param_ids
 from lnviz.lessons.bn_vs_ln import BatchDependence
 from lnviz.lessons.explorer import Exploration
 from lnviz.limits import BN_VS_LN_MAX_BATCH, LIVE_LIMIT, LIVE_MAX_SIDE
+from lnviz.terms import Layout, NormKind
 from lnviz.ui.params import EPSILONS, norm_control_help, settled_affine, settled_eps
 from lnviz.ui.static import plotly_js
 
@@ -161,7 +162,7 @@ def _param(value: float | tuple[float, ...]) -> float | list[float]:
 
 def _grid_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int]:
     """The rows and columns of :func:`lnviz.batch.to_grid`'s table for ``shape``."""
-    if layout == "NCHW":
+    if layout == Layout.NCHW:
         return math.prod(shape[:2]), math.prod(shape[2:])
     return math.prod(shape[:-1]), shape[-1]
 
@@ -220,7 +221,7 @@ def _note(spec: NormSpec, shape: tuple[int, ...], live: bool, drawable: bool = T
     parts = []
     if isinstance(spec.gamma, (tuple, list)):
         parts.append("γ and β are per feature: edit them in the table below.")
-    elif spec.norm == "RMSNorm":
+    elif spec.norm == NormKind.RMS:
         parts.append("RMSNorm has no β: it shifts nothing.")
     values = math.prod(shape)
     if not live and not drawable:
