@@ -385,7 +385,7 @@ def test_snippet_follows_the_chosen_vector_and_precision(vector, dtype):
     np.testing.assert_allclose(scope["y"].detach().double().numpy(), expected,
                                atol={"bfloat16": 2e-2}.get(dtype, 1e-5))
     at = open_page(PAGE, {"ep_vec": vector, "precision": dtype})
-    assert any(f"dtype=torch.{dtype}" in c.value for c in at.code)
+    assert any(f"dtype = torch.{dtype}\n" in c.value for c in at.code)
 
 
 # --- Every number the page prints follows the precision ------------------------------------------

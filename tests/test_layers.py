@@ -30,7 +30,7 @@ LAYERS = {
     "fused": 6.5,
     "kernels": 6.7,
     "data": 7,
-    "limits": 8, "devices": 8, "terms": 8,
+    "limits": 8, "devices": 8, "terms": 8, "snippets": 8,
 }
 #: Packages whose modules may import each other (they are one layer, not one module per lesson).
 WHOLE = ("ui", "data", "models")

@@ -33,6 +33,7 @@ from lnviz.data import get_preset
 from lnviz.devices import DTYPES, to_numpy, to_tensor
 from lnviz.lessons.common import Answer, short
 from lnviz.norms import centre, layer_norm, mean_and_var
+from lnviz.snippets import Code, snippet
 
 __all__ = [
     "CANCELLATION_OFFSET",
@@ -80,29 +81,15 @@ def stability_vector(name: str) -> np.ndarray:
 
 
 def epsilon_snippet(vector: str, eps: float, dtype: str = "float32") -> str:
-    """PyTorch code for the page's view: the chosen vector in the chosen dtype through
-    ``F.layer_norm`` at ``eps`` with its gradient, then the page's other three experiments."""
+    """PyTorch code for the page's view (``lnviz/snippets/epsilon.py``): the chosen vector in
+    the chosen dtype through ``F.layer_norm`` at ``eps`` with its gradient, then the page's
+    other three experiments."""
     values = [float(v) for v in stability_vector(vector)]
     variance = float(np.var(np.asarray(values, dtype=np.float64)))
     where = (f"ε = σ² = {variance:.3g} is where it bends" if variance > 0
              else "σ² = 0: every output is 0/√ε = 0 (NaN at ε = 0)")
-    n = len(values)
-    return f"""import torch
-import torch.nn.functional as F
-
-x = torch.tensor({values}, dtype=torch.{dtype}, requires_grad=True)
-y = F.layer_norm(x, ({n},), eps={eps!r})  # {where}
-(y * torch.randn({n}, dtype=torch.{dtype})).sum().backward()  # x.grad grows like 1/√(σ² + ε)
-
-F.layer_norm(torch.full((4,), 3.0), (4,), eps=0.0)   # tensor([nan, nan, nan, nan]): 0/0
-
-x64 = torch.randn(256, dtype=torch.float64) + 1000.0
-err = (F.layer_norm(x64.half().float(), (256,)) - F.layer_norm(x64, (256,))).abs().max()
-
-x32 = x64.float() + 9000.0
-naive = (x32 ** 2).mean() - x32.mean() ** 2    # one pass: E[x²] − E[x]²
-two_pass = x32.var(unbiased=False)            # subtracts the mean first
-"""
+    return snippet("epsilon", values=values, dtype=Code(f"torch.{dtype}"), eps=eps,
+                   notes={"where": where})
 
 
 def fixed_upstream_gradient(size: int, seed: int = 0) -> torch.Tensor:

@@ -40,6 +40,7 @@ from lnviz.data.generators import check_whole
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer
 from lnviz.limits import GEOMETRY_MAX_MAGNITUDE, GEOMETRY_MAX_VECTORS
+from lnviz.snippets import Code, snippet
 from lnviz.terms import NormKind, listed
 
 __all__ = [
@@ -819,45 +820,23 @@ def vector_table(view: GeometryView) -> pd.DataFrame:
 def geometry_snippet(values: np.ndarray, norm: str, eps: float,
                      gamma: Sequence[float] | None = None, beta: Sequence[float] | None = None,
                      dtype: str = "float32") -> str:
-    """Self-contained PyTorch code that computes the page's x̂ (``x_hat``) with
-    ``torch.nn.functional`` and prints what the page checks: Σx̂ and |x̂| against its law
-    (LayerNorm, RMSNorm) or each feature's mean (BatchNorm); with γ/β, ``y`` as well."""
+    """Self-contained PyTorch code (``lnviz/snippets/geometry.py``) that computes the page's x̂
+    (``x_hat``) with ``torch.nn.functional`` and prints what the page checks: Σx̂ and |x̂|
+    against its law (LayerNorm, RMSNorm) or each feature's mean (BatchNorm); with γ/β, ``y``
+    as well."""
     norm = _check_norm(norm)
     values = np.asarray(values, dtype=np.float64)
     n, h = values.shape
     rows = ",\n                  ".join("[" + ", ".join(repr(float(v)) for v in row) + "]"
                                         for row in values)
-    head = (f"import torch\nimport torch.nn.functional as F\n\n"
-            f"x = torch.tensor([{rows}],\n                 dtype=torch.{dtype})  # {n} vectors, "
-            f"H = {h}\neps = {eps!r}\n")
-    if norm == NormKind.LAYER:
-        body = (f"x_hat = F.layer_norm(x, ({h},), eps=eps)\n"
-                "var = x.double().var(dim=1, unbiased=False)\n"
-                f"print(x_hat.sum(dim=1))                     # ≈ 0: on the "
-                f"{'line' if h == 2 else 'plane'} Σx = 0\n"
-                "print(x_hat.double().norm(dim=1))           # |x̂| ...\n"
-                f"print(({h} * var / (var + eps)).sqrt())       # ... = √H·√(σ²/(σ² + ε))\n")
-    elif norm == NormKind.RMS:
-        body = (f"x_hat = F.rms_norm(x, ({h},), eps=eps)\n"
-                "ms = x.double().square().mean(dim=1)\n"
-                "print(x_hat.double().norm(dim=1))           # |x̂| ...\n"
-                f"print(({h} * ms / (ms + eps)).sqrt())         # ... = √H·√(ms/(ms + ε))\n")
-    else:
-        refuse = ("# torch refuses eps=0 in training mode: the next line raises ValueError\n"
-                  if eps == 0 else "")
-        body = (refuse + "x_hat = F.batch_norm(x, None, None, training=True, eps=eps)\n"
-                "print(x_hat.mean(dim=0))                    # ≈ 0: each feature centred\n"
-                "print(x_hat.double().square().sum(dim=1))  # |x̂|² of each vector\n")
-    if gamma is None and beta is None:
-        return head + body
-    gammas = [1.0] * h if gamma is None else [float(g) for g in gamma]
-    betas = [0.0] * h if beta is None else [float(b) for b in beta]
-    if norm == NormKind.RMS:
-        return (head + body + f"gamma = torch.tensor({gammas})\n"
-                f"y = F.rms_norm(x, ({h},), gamma, eps=eps)  # γ⊙x̂: RMSNorm has no β\n")
-    args = f"gamma, beta = torch.tensor({gammas}), torch.tensor({betas})\n"
-    if norm == NormKind.LAYER:
-        call = f"y = F.layer_norm(x, ({h},), gamma, beta, eps=eps)  # γ⊙x̂ + β\n"
-    else:
-        call = "y = F.batch_norm(x, None, None, gamma, beta, training=True, eps=eps)\n"
-    return head + body + args + call
+    keep = {norm} | ({"eps-zero"} if norm == NormKind.BATCH and eps == 0 else set())
+    affine = {}
+    if gamma is not None or beta is not None:
+        keep |= {"affine"} | ({"beta"} if norm != NormKind.RMS else set())
+        gammas = [1.0] * h if gamma is None else [float(g) for g in gamma]
+        betas = [0.0] * h if beta is None else [float(b) for b in beta]
+        affine = {"gamma": Code(f"torch.tensor({gammas})"),
+                  "beta": Code(f"torch.tensor({betas})")}
+    x = Code(f"torch.tensor([{rows}],\n                 dtype=torch.{dtype})")
+    return snippet("geometry", keep=keep, x=x, eps=eps, **affine,
+                   notes={"count": str(n), "h": str(h), "flat": "line" if h == 2 else "plane"})

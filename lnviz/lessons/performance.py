@@ -40,6 +40,7 @@ import torch
 
 from lnviz import norms
 from lnviz.batch import NORM_TABLE, TABLE_NORMS, table_norm, torch_table_norm
+from lnviz.snippets import snippet
 from lnviz.terms import NormKind
 
 __all__ = [
@@ -515,21 +516,11 @@ def ratios(rows: Sequence[Row]) -> dict[tuple[str, str, int, int], float]:
 
 
 def bandwidth_snippet(rows: int = 4096, cols: int = 1024) -> str:
-    """PyTorch code a learner can run to measure LayerNorm's bandwidth on their own machine:
-    the bytes that must move (read x, write y: 2 × 4 bytes per float32 value) over the time of
-    one call, as :func:`run` counts them. It leaves ``gb_per_s`` defined and prints it."""
-    return (
-        "import time\n\n"
-        "import torch\n"
-        "import torch.nn.functional as F\n\n"
-        f"x = torch.randn({rows}, {cols})\n"
-        "F.layer_norm(x, x.shape[-1:])  # a first call loads the kernel: not timed\n"
-        "start = time.perf_counter()\n"
-        "y = F.layer_norm(x, x.shape[-1:])\n"
-        "seconds = time.perf_counter() - start\n"
-        "gb_per_s = 2 * x.numel() * 4 / seconds / 1e9  # read x + write y, float32\n"
-        "print(f'{gb_per_s:.1f} GB/s')\n"
-    )
+    """PyTorch code a learner can run to measure LayerNorm's bandwidth on their own machine
+    (``lnviz/snippets/bandwidth.py``): the bytes that must move (read x, write y: 2 × 4 bytes
+    per float32 value) over the time of one call, as :func:`run` counts them. It leaves
+    ``gb_per_s`` defined and prints it."""
+    return snippet("bandwidth", rows=rows, cols=cols)
 
 
 #: A run of the benchmark on a lent GPU, kept so that a machine without one can show what the

@@ -1,0 +1,112 @@
+"""The code the pages show a learner, kept as real Python files that ruff lints and the tests run.
+
+Each file here (``lnviz/snippets/<name>.py``) runs as it stands, with its own example values.
+:func:`snippet` reads it and fills in the page's view, in three ways that keep the file valid:
+
+* **Values.** A top-level assignment ``NAME = <expression>`` whose NAME is passed gets the value
+  instead (``snippet("bandwidth", ROWS=64)``): Python literals as ``repr`` writes them (a float's
+  shortest exact form), or :class:`Code` for an expression written out (``torch.float16``).
+* **Notes.** ``«name»`` inside a comment becomes the text passed for it (a number the page
+  computed, a word that depends on the view).
+* **Sections.** Lines between ``# [name]`` and ``# [/name]`` stay only where ``name`` is in
+  ``keep`` (the markers go either way). A file holds every variant one after the other, so that
+  it runs them all as it stands, and each view keeps its own.
+
+The files import nothing of lnviz: what a learner copies runs with torch alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.resources import files
+
+__all__ = ["SNIPPETS", "Code", "snippet", "snippet_source"]
+
+#: The snippet files, by name (``lnviz/snippets/<name>.py``).
+SNIPPETS = tuple(sorted(p.name.removesuffix(".py") for p in files(__name__).iterdir()
+                        if p.name.endswith(".py") and not p.name.startswith("_")))
+_SECTION = re.compile(r"^\s*# \[(/?)([\w-]+)\]\s*$")
+_NOTE = re.compile(r"«(\w+)»")
+
+
+@dataclass(frozen=True)
+class Code:
+    """A value written out as this text (an expression such as ``torch.float16``)."""
+
+    text: str
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def snippet_source(name: str) -> str:
+    """The file of snippet ``name`` as it stands."""
+    if name not in SNIPPETS:
+        raise ValueError(f"no snippet {name!r}; there are {', '.join(SNIPPETS)}")
+    return files(__name__).joinpath(f"{name}.py").read_text(encoding="utf-8")
+
+
+def snippet(name: str, *, keep: Iterable[str] = (), notes: dict[str, str] | None = None,
+            **values: object) -> str:
+    """Snippet ``name`` for one view: its top-level ``NAME = …`` set to ``values``, the
+    sections in ``keep`` kept (the others dropped) and each ``«note»`` left written from
+    ``notes``. Raises ValueError for a value, section or note the file does not have, and for
+    a note left without its text, so that a file and its page cannot drift apart silently."""
+    source = snippet_source(name)
+    notes = notes or {}
+    unknown = set(notes) - set(_NOTE.findall(source))
+    source = _sections(_set_values(source, values, name), set(keep), name)
+    missing = set(_NOTE.findall(source)) - set(notes)
+    if unknown or missing:
+        raise ValueError(f"snippet {name!r}: notes given that it does not have "
+                         f"{sorted(unknown)}, notes its view needs {sorted(missing)}")
+    return _NOTE.sub(lambda m: notes[m.group(1)], source)
+
+
+def _set_values(source: str, values: dict[str, object], name: str) -> str:
+    lines = source.splitlines(keepends=True)
+    found = {}
+    for node in ast.parse(source).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id in values):
+            found[node.targets[0].id] = node.value
+    missing = set(values) - set(found)
+    if missing:
+        raise ValueError(f"snippet {name!r} sets no {', '.join(sorted(missing))}")
+    # from the last to the first, so that earlier positions stay valid
+    for key, node in sorted(found.items(), key=lambda kv: (kv[1].lineno, kv[1].col_offset),
+                            reverse=True):
+        first, last = node.lineno - 1, node.end_lineno - 1
+        text = "".join(lines[first:last + 1])
+        start = node.col_offset
+        end = len(text) - len(lines[last]) + node.end_col_offset
+        text = text[:start] + repr(values[key]) + text[end:]
+        lines[first:last + 1] = [text]
+    return "".join(lines)
+
+
+def _sections(source: str, keep: set[str], name: str) -> str:
+    out, open_sections, seen = [], [], set()
+    for line in source.splitlines(keepends=True):
+        marker = _SECTION.match(line)
+        if marker:
+            closing, section = marker.groups()
+            seen.add(section)
+            if closing:
+                if not open_sections or open_sections[-1] != section:
+                    raise ValueError(f"snippet {name!r}: # [/{section}] closes nothing")
+                open_sections.pop()
+            else:
+                open_sections.append(section)
+            continue
+        if all(s in keep for s in open_sections):
+            out.append(line)
+    if open_sections:
+        raise ValueError(f"snippet {name!r}: # [{open_sections[-1]}] is never closed")
+    unknown = keep - seen
+    if unknown:
+        raise ValueError(f"snippet {name!r} has no section {', '.join(sorted(unknown))}")
+    return re.sub(r"\n{3,}", "\n\n", "".join(out))
