@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from lnviz.nn import MODEL_LABELS
 from lnviz.norms import layer_norm
+from lnviz.snippets import snippet_source
 from lnviz.terms import listed
 from lnviz.train import TARGET_ACCURACY, LengthCheck, TrainingResult, setting_text
 
@@ -46,61 +47,15 @@ __all__ = [
 ]
 
 
-#: A self-contained LN-LSTM cell in plain PyTorch, shown on the training page; it computes what
-#: :class:`LayerNormLSTMCell` computes (the tests check it number by number).
-LN_LSTM_CELL_CODE = '''\
-import torch
-from torch import nn
-import torch.nn.functional as F
+#: A self-contained LN-LSTM cell in plain PyTorch (``lnviz/snippets/ln_lstm_cell.py``), shown on
+#: the training page; it computes what :class:`lnviz.nn.LayerNormLSTMCell` computes (the tests
+#: check it number by number).
+LN_LSTM_CELL_CODE = snippet_source("ln_lstm_cell")
 
-
-class LayerNormLSTMCell(nn.Module):
-    """LSTM cell with LayerNorm on W x, on U h and on the cell state (Ba et al., 2016)."""
-
-    def __init__(self, input_size, hidden_size):
-        super().__init__()
-        self.w_x = nn.Linear(input_size, 4 * hidden_size, bias=False)
-        self.w_h = nn.Linear(hidden_size, 4 * hidden_size, bias=False)
-        self.ln_x = nn.LayerNorm(4 * hidden_size)   # γ_x, β_x (and ε = 1e-5)
-        self.ln_h = nn.LayerNorm(4 * hidden_size)   # γ_h, β_h
-        self.ln_c = nn.LayerNorm(hidden_size)       # γ_c, β_c
-
-    def forward(self, x, state):
-        h, c = state
-        # Each projection is normalized on its own, over one sample's 4H summed inputs.
-        # No "+ b": β_x + β_h already add a learned bias to every gate.
-        z = self.ln_x(self.w_x(x)) + self.ln_h(self.w_h(h))
-        i, f, g, o = z.chunk(4, dim=-1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(self.ln_c(c))
-        return h, c
-'''
-
-#: The LN-LSTM walkthrough's LayerNorm written from scratch, as a module (its four lines of forward
-# are the
-#: seed's); the tests run it against ``torch.nn.LayerNorm`` and :func:`lnviz.layer_norm`.
-CUSTOM_LAYER_NORM_CODE = '''\
-import torch
-from torch import nn
-
-
-class CustomLayerNorm(nn.Module):
-    """LayerNorm over the last dim, from scratch."""
-
-    def __init__(self, normalized_shape, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.gamma = nn.Parameter(torch.ones(normalized_shape))   # starts as the identity
-        self.beta = nn.Parameter(torch.zeros(normalized_shape))
-
-    def forward(self, x):
-        mean = x.mean(dim=-1, keepdim=True)
-        # unbiased=False: divide by n, not n - 1 (torch.var's default)
-        var = x.var(dim=-1, keepdim=True, unbiased=False)
-        x_norm = (x - mean) / torch.sqrt(var + self.eps)
-        output = x_norm * self.gamma + self.beta
-        return output
-'''
+#: The LN-LSTM walkthrough's LayerNorm written from scratch, as a module
+#: (``lnviz/snippets/custom_layer_norm.py``; its four lines of forward are the walkthrough's);
+#: the tests run it against ``torch.nn.LayerNorm`` and :func:`lnviz.layer_norm`.
+CUSTOM_LAYER_NORM_CODE = snippet_source("custom_layer_norm")
 
 
 def custom_layer_norm(x: torch.Tensor, *, unbiased: bool = False, eps: float = 1e-5

@@ -29,6 +29,7 @@ from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer, short
 from lnviz.norms import batch_norm, layer_norm, mean_and_var
+from lnviz.snippets import snippet
 from lnviz.terms import NormKind
 
 __all__ = [
@@ -463,46 +464,13 @@ def two_betas(
 
 def scale_shift_snippet(gamma: float, beta: float, samples: int = 1000, batch: int = 16,
                         features: int = 4, hidden: int = 3) -> str:
-    """Self-contained PyTorch code for the page: ``samples`` N(0, 1) values through
-    ``nn.LayerNorm`` with every γ = ``gamma`` and β = ``beta`` (``y``, whose mean is β and whose
-    standard deviation is about |γ|); a ``batch`` × ``features`` batch that ``nn.BatchNorm1d``
-    gives back exactly with γ = √(σ² + ε) and β = μ (``recovered``: the largest difference), a
-    next batch that the same γ, β miss in training mode (``missed``) and give back in evaluation
-    mode with the first batch's statistics frozen (``kept``); and
-    an LN-LSTM step whose two LayerNorms share one bias after their sum (``gates``, 4 gates ×
-    ``hidden``)."""
-    gates = 4 * hidden
-    draw = f"x = torch.randn(1, {samples})".ljust(48)
-    norm = f"ln = nn.LayerNorm({samples})".ljust(48)
-    undo = f"bn = nn.BatchNorm1d({features})".ljust(48)
-    step = f"wx, uh, b = torch.randn(2, {gates}), torch.randn(2, {gates}), torch.randn({gates})"
-    return f"""import torch
-import torch.nn as nn
-
-{draw}# one row of N(0, 1) samples
-{norm}# γ = ln.weight (ones), β = ln.bias (zeros)
-with torch.no_grad():
-    ln.weight.fill_({gamma!r}); ln.bias.fill_({beta!r})
-y = ln(x)
-print(y.mean(), y.std(unbiased=False))          # the mean and standard deviation of y
-
-{undo}# undo BatchNorm with its own γ and β
-batch = torch.randn({batch}, {features}) * 5 + 3
-with torch.no_grad():
-    bn.weight.copy_((batch.var(0, unbiased=False) + bn.eps).sqrt())
-    bn.bias.copy_(batch.mean(0))
-recovered = (bn(batch) - batch).abs().max()
-print(recovered)                                # ≈ 0
-# ... but only this batch: in training mode the next one is normalized with its own μ, σ
-next_batch = torch.randn({batch}, {features}) * 5 + 3
-missed = (bn(next_batch) - next_batch).abs().max()
-bn.eval()                                       # evaluation mode: frozen statistics
-bn.running_mean.copy_(batch.mean(0)); bn.running_var.copy_(batch.var(0, unbiased=False))
-kept = (bn(next_batch) - next_batch).abs().max()
-print(missed, kept)                             # not 0, ≈ 0
-
-# LN-LSTM: two betas add up, so one bias after the sum is enough
-{step}   # W x, U h, bias
-ln_x, ln_h = nn.LayerNorm({gates}, bias=False), nn.LayerNorm({gates}, bias=False)
-gates = ln_x(wx) + ln_h(uh) + b                 # 4 gates × hidden {hidden}, before σ and tanh
-"""
+    """Self-contained PyTorch code for the page (``lnviz/snippets/scale_shift.py``):
+    ``samples`` N(0, 1) values through ``nn.LayerNorm`` with every γ = ``gamma`` and β =
+    ``beta`` (``y``, whose mean is β and whose standard deviation is about |γ|); a ``batch`` ×
+    ``features`` batch that ``nn.BatchNorm1d`` gives back exactly with γ = √(σ² + ε) and β = μ
+    (``recovered``: the largest difference), a next batch that the same γ, β miss in training
+    mode (``missed``) and give back in evaluation mode with the first batch's statistics frozen
+    (``kept``); and an LN-LSTM step whose two LayerNorms share one bias after their sum
+    (``gates``, 4 gates × ``hidden``)."""
+    return snippet("scale_shift", samples=samples, gamma=gamma, beta=beta, rows=batch,
+                   features=features, hidden=hidden)
