@@ -23,6 +23,7 @@ from lnviz.lessons.beyond import (
     RMSNORM_SAVING,
     STRAIGHT_BUT_EXTREMES,
     VIT_TOP1,
+    frozen_caption,
     frozen_sigma,
     kernel_savings,
     mean_shares,
@@ -109,7 +110,10 @@ else:
              "and gives x̂ = (x − μ)/√(σ² + ε). One point per value: (x, x̂).")
 if guess is not None:
     shape = shape_of(fit)
-    answer = {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
+    # an S flattens at both ends: values squashed at one end only make a line with a bent tip
+    ends = np.sign(fit.x[fit.extreme])
+    one_end = shape == STRAIGHT_BUT_EXTREMES and not (ends.min() < 0 < ends.max())
+    answer = GUESSES[0] if one_end else {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
     if not guess:
         verdict = f"LayerNorm {chosen}"
     elif guess == answer:
@@ -140,8 +144,12 @@ if guess is not None:
         + ("." if fit.bend == 0 else
            f". Without {left_out}: tanh R² = {fit.r2_tanh_trimmed:.3f}, line R² = "
            f"{fit.r2_line_trimmed:.3f}.")
-        + (" Over all the values it is an S, as the paper saw; without those few, a line: "
-           "both answers are half of it." if shape == STRAIGHT_BUT_EXTREMES else ""))
+        + (f" The tanh fits all the values better only because of {left_out.split(' (')[0]}, "
+           "squashed at one end: a line with a bent tip, not an S, which flattens at both "
+           "ends; without them, a line." if one_end else
+           " Over all the values it bends at both ends, an S as the paper saw in deeper "
+           "layers; without those few values, a line: both answers are half of it."
+           if shape == STRAIGHT_BUT_EXTREMES else ""))
     if len(original.tokens) <= 2:
         st.caption("The sentence is empty: the model reads only [CLS] and [SEP], so these are "
                    "the points of two tokens.")
@@ -286,22 +294,7 @@ if frozen_guess is not None:
                 [f"{i}: {layer_label(n)}" for i, n in enumerate(frozen.names)], frozen.alone,
                 frozen.measure, "largest token's √(σ² + ε) ÷ σ̄ (the median's)", key="by_frozen")
     rho = rank_correlation(frozen.measure, -frozen.alone)
-    st.caption(
-        "A frozen σ is wrong by the factor σ/σ̄ for each token: a token whose σ is 5× the "
-        "median's comes out 5× too large, one whose σ is half of it twice too small, and every "
-        "later layer reads them so. "
-        + (f"Across the 13, the larger that factor for the worst token, the lower the cosine "
-           f"({defined('rank correlation')} of the factor with the drop in cosine: {rho:.2f})"
-           ": what breaks is the tokens whose σ is "
-           "far from the rest"
-           + (" — here after the feed-forward, where the massive activation of *Inside a real "
-              "transformer* sits." if worst == "feed-forward" else ".")
-           if rho > 0.7 else
-           f"Across the 13 the factor for the worst token does not rank the damage well here "
-           f"({defined('rank correlation')} {rho:.2f}).")
-        + " The papers switch the LayerNorms off while fine-tuning, so that the weights learn "
-          "to work without a per-token σ; without fine-tuning, as here, the tokens far from σ̄ "
-          "are what breaks.")
+    st.caption(frozen_caption(rho, worst))
 
 # --- 4. Put DyT in its place -----------------------------------------------------------------
 st.subheader("4 · Replace LayerNorms by their fitted DyT")

@@ -5,7 +5,6 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.devices import to_numpy
-from lnviz.lessons.common import short
 from lnviz.lessons.gradients import (
     GRAD_NORMS,
     ONE_HOT,
@@ -25,6 +24,7 @@ from lnviz.lessons.gradients import (
     reach_answer,
     upstream_gradient,
     weight_scale_gradient,
+    weight_scale_text,
 )
 from lnviz.lessons.placement import INIT_SCALES
 from lnviz.limits import GRADIENTS_MAX_JACOBIAN
@@ -219,9 +219,7 @@ def invariances(n: int, c: int, eps: float, seed: int, answered: bool) -> None:
         "**Small weights, big steps?** The two-word notes say that after normalization \"with "
         "small values, we take big steps\". What holds is about the weights before a LayerNorm: "
         "the output does not depend on their overall size, so the gradient shrinks as they "
-        f"grow. Here, multiplying W by {scale.factor:g} multiplies ‖∂L/∂W‖ by "
-        f"{short(scale.ratio)} (= 1/{scale.factor:g}; {short(scale.grad)} → "
-        f"{short(scale.scaled_grad)}, at ε = 0). What that does to how fast a large W learns "
+        f"grow. {weight_scale_text(scale, c)} What that does to how fast a large W learns "
         "is a question of its own: Where the norm sits, part 3 (linked below), asks it. Small "
         "normalized *activations* make no step bigger."
     )

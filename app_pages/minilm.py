@@ -7,6 +7,7 @@ import streamlit as st
 from lnviz import charts
 from lnviz.lessons.common import TOKEN_PLACES, defined
 from lnviz.lessons.minilm import (
+    MIN_ORDINARY,
     TransformerRun,
     ablation,
     ablation_text,
@@ -144,9 +145,10 @@ if peak is not None:  # sections 4 to 7 name the first token too: after the answ
     st.caption("Outlier features: Kovaleva et al. 2021, “BERT Busters: Outlier Dimensions that "
                "Disrupt Transformers”.")
     st.markdown(outlier_text(run))
-    show_figure(charts.minilm.outlier_figure, [layer_label(n) for n in NAMES],
-                run.outliers.median, run.outliers.typical, view.gamma, run.outliers.feature,
-                massive.feature, layer_label(name), key="tf_outliers")
+    if run.outliers.ordinary >= MIN_ORDINARY:  # a median over too few tokens says nothing
+        show_figure(charts.minilm.outlier_figure, [layer_label(n) for n in NAMES],
+                    run.outliers.median, run.outliers.typical, view.gamma, run.outliers.feature,
+                    massive.feature, layer_label(name), key="tf_outliers")
 
 # --- Attention sink ---------------------------------------------------------------------------
 # Sections 5 and 6 are fragments: their controls rerun that section alone, not the model's run.
@@ -175,11 +177,12 @@ def ablation_section(model: MiniLM, text: str, feature_default: int) -> None:
     st.markdown("Set γ and β of one feature to 0 in all 13 LayerNorms: that feature then leaves "
                 "every LayerNorm as 0. Compare the sentence embedding with the original, and with "
                 "the same done to a control feature (the one whose |γ|, averaged over the 13 "
-                "LayerNorms, is the median of the 384).")
+                "LayerNorms, is the median of the 384; the next above it when you remove that "
+                "one).")
     feature = st.number_input("Feature to remove", 0, 383, feature_default, key="tf_feature",
                               bind="query-params",
                               help="γ and β of this feature are set to 0 in every LayerNorm.")
-    control = control_feature(model)
+    control = control_feature(model, int(feature))
     with st.spinner("Running the ablation…"):
         result = cached(ablation, Named(model, "minilm"), text, int(feature), control)
         pairs = cached(pair_similarities, Named(model, "minilm"), int(feature), control)

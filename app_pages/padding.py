@@ -113,7 +113,9 @@ st.markdown(f"**{count(n, 'sequence')} × {count(length, 'position')} × {count(
             f"({stats.pad_fraction:.1%}); {count(stats.real_tokens, 'real token')}.")
 # the two BatchNorm panels side by side show where the pads put μ, section 1's question: they
 # join the figure once it is answered
-asking = (stats.counted_ok and stats.masked_ok and answered("pd_guess") is None)
+# a batch without pads has nothing to ask: both BatchNorms pool the same values
+has_pads = not batch.mask.all()
+asking = (stats.counted_ok and stats.masked_ok and has_pads and answered("pd_guess") is None)
 if asking:
     outputs = {title: grid for title, grid in outputs.items() if NormKind.BATCH not in title}
 show_figure(charts.padding.tokens_figure,
@@ -156,16 +158,20 @@ guess = None
 if not stats.counted_ok:
     st.info("With a single position there are no BatchNorm statistics to show: see the note "
             "above.", icon=":material/info:")
+elif not has_pads:
+    st.info("This batch has no pads, so BatchNorm pools the same values with the mask or "
+            "without: the two μ and σ below are one. Type shorter lengths above to put pads "
+            "in the batch, and this section asks where they move μ.", icon=":material/info:")
 elif stats.masked_ok:
     guess = prediction(
         "counted with the pads, where does BatchNorm's μ of feature 0 land, against its μ over "
         "the real tokens alone?", PAD_MEAN_OPTIONS, key="pd_guess",
         what="both μ and σ, and what more padding does",
-        help="BatchNorm pools every position of a feature, pads included, unless it is given "
-             "the mask.")
+        help="Feature 0's μ, taken over the batch's positions twice: once with the pad "
+             "positions counted, once over the real tokens alone (the mask).")
     if guess is not None:
         st.markdown(pad_mean_answer(batch, stats).reply(guess))
-answered = guess is not None or not stats.masked_ok
+answered = guess is not None or not stats.masked_ok or not has_pads
 if stats.counted_ok and answered:
     show_figure(charts.padding.feature_stats_figure, stats.mean_with_pad, stats.mean_masked,
                 stats.std_with_pad, stats.std_masked, key="pd_stats")

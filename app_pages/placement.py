@@ -253,16 +253,19 @@ if scale_guess is not None:
     reference, plain = runs[labels[0]], runs[f"scale {init_scale:g}, no decay"]
     decayed = runs[labels[-1]]
     speed = learns(plain, reference)
+    same = plain is reference  # scale 1: the usual size, the very run it is compared with
     st.markdown(
-        f"**{'Right' if scale_guess == speed else 'Not quite'}:** "
-        + ("it is the same run. " if plain is reference else
-           f"{speed}, by its training loss: after {reference.config.steps} steps it is "
-           f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f} "
-           f"(test accuracy {plain.test_accuracy:.1%} against "
-           f"{reference.test_accuracy:.1%}). ")
-        + f"Its {defined('effective learning rate')} starts at {plain.effective_lr[0]:.3g} against "
-          f"{reference.effective_lr[0]:.3g} at scale 1: ‖W‖ starts {init_scale:g}× its usual "
-          f"size, and the rate goes with 1/‖W‖².")
+        ("**Right:** " if scale_guess == speed else f"**Not quite:** the answer is “{speed}”. ")
+        + (f"At scale 1 W starts at its usual size: it is the same run, and its "
+           f"{defined('effective learning rate')} η/‖W‖² the same, {plain.effective_lr[0]:.3g}. "
+           "Pick another scale to compare." if same else
+           f"{speed.capitalize()}, by its training loss: after {reference.config.steps} steps "
+           f"it is {plain.smoothed_loss()[-1]:.3f} against "
+           f"{reference.smoothed_loss()[-1]:.3f} (test accuracy {plain.test_accuracy:.1%} "
+           f"against {reference.test_accuracy:.1%}). Its "
+           f"{defined('effective learning rate')} starts at {plain.effective_lr[0]:.3g} "
+           f"against {reference.effective_lr[0]:.3g} at scale 1: ‖W‖ starts {init_scale:g}× "
+           "its usual size, and the rate goes with 1/‖W‖²."))
     st.markdown(
         "Why: since the output does not change along W, neither does the loss, and its "
         "gradient is orthogonal to W. A gradient step then moves W sideways, and sideways "

@@ -74,7 +74,7 @@ for tab, step in zip(tabs, steps, strict=True):
                          f"allows ±{TOLERANCE}). Press Enter to check.")
             answers[q.name] = value
             feedback = check(q, value, open_questions - {q.name})
-            said = " ".join([feedback.message, q.reveal]
+            said = " ".join([feedback.message, q.reveal, q.aside]
                             + ([q.table.to_string()] if q.table is not None else []))
             if feedback.verdict in ("right", "wrong") and any(a in said for a in open_answers):
                 verdict = "Right." if feedback.verdict == "right" else "Not quite."
@@ -92,6 +92,8 @@ for tab, step in zip(tabs, steps, strict=True):
             elif feedback.verdict == "invalid":
                 st.warning(plain(feedback.message), icon=ICONS["invalid"])
             answered.append(feedback.answered)
+            if q.aside and feedback.verdict in ("right", "wrong"):
+                st.info(q.aside, icon=":material/priority_high:")
             # a right answer earns the worked answer; a wrong one may ask for it, folded
             worked = (st.container() if feedback.verdict == "right" else
                       st.expander("Show the worked answer", icon=":material/visibility:")

@@ -105,6 +105,7 @@ __all__ = [
     "length_margins",
     "length_work",
     "main",
+    "output_gain",
     "race_logits",
     "race_stream",
     "race_targets",
@@ -141,9 +142,9 @@ BLOCK_MATRICES = ("wq", "wk", "wv", "wo", "w1", "w2")
 #: What replaces LayerNorm, raced in the pre-norm position (the Beyond LayerNorm page's race).
 NORM_RACE = ("pre-LN", "pre-RMSNorm", "pre-DyT", "no norm")
 #: What a race records at every step of every model: its loss and token accuracy on that step's
-#: batch, and before the step ‖W‖ (:func:`weight_norm`) and the mean square of the stream
-#: leaving the last block.
-RACE_CURVES = ("loss", "accuracy", "weight norm", "stream")
+#: batch, and before the step ‖W‖ (:func:`weight_norm`), the mean square of the stream leaving
+#: the last block and the output norms' γ (:func:`output_gain`).
+RACE_CURVES = ("loss", "accuracy", "weight norm", "stream", "output gain")
 #: The most seeds a race trains each model from.
 RACE_MAX_SEEDS = 5
 
@@ -263,6 +264,18 @@ def weight_norm(model: dict[str, object]) -> float:
                          for p in model["blocks"] for name in BLOCK_MATRICES))
 
 
+def output_gain(model: dict[str, object]) -> float:
+    """The RMS of γ of the norms on the sublayers' outputs (Peri-LN's and OLMo-2's ``ln1o``,
+    ``ln2o``), over every block: the size each normalized vector adds to the stream is
+    γ ⊙ (RMS 1) + β, so with β near 0 this is what γ alone lets it grow to (1 at the start).
+    NaN for a placement without such norms."""
+    gammas = [p[name] for p in model["blocks"] for name in ("ln1o_weight", "ln2o_weight")
+              if name in p]
+    if not gammas:
+        return math.nan
+    return math.sqrt(float(torch.cat([g.detach().double() for g in gammas]).square().mean()))
+
+
 def _parameters(model: dict[str, object]) -> list[torch.Tensor]:
     return [*model["top"].values(), *(t for p in model["blocks"] for t in p.values())]
 
@@ -282,6 +295,7 @@ class _Runner:
         # before each step: ‖W‖ and the mean square of the stream leaving the last block
         self.weight_norm: list[float] = []
         self.stream: list[float] = []
+        self.output_gain: list[float] = []  # before each step (output_gain)
 
     @property
     def step(self) -> int:
@@ -293,6 +307,7 @@ class _Runner:
         target = race_targets(tokens, config.task)
         stream = race_stream(self.model, tokens)
         self.weight_norm.append(weight_norm(self.model))
+        self.output_gain.append(output_gain(self.model))
         self.stream.append(float(stream.detach().double().square().mean()))
         logits = race_logits(self.model, tokens, stream)
         loss = F.cross_entropy(logits.reshape(-1, RACE_VOCAB), target.reshape(-1))
@@ -322,7 +337,8 @@ class RaceResult:
     Attributes:
         config: the settings it ran with.
         curves: {entrant: {"loss": per step, "accuracy": token accuracy per step, "weight
-            norm": ‖W‖ before each step, "stream": the stream's mean square before each step}}
+            norm": ‖W‖ before each step, "stream": the stream's mean square before each step,
+            "output gain": :func:`output_gain` before each step (NaN without output norms)}}
             (:data:`RACE_CURVES`), the mean over the seeds; each step's batch is fresh, so these
             are measured on sequences the model had not seen.
         steps_done: steps every model took.
@@ -419,7 +435,8 @@ class Race(Chunked):
     def seed_curves(self, steps: int | None = None) -> dict[str, list[dict[str, list[float]]]]:
         """Each entrant's curves, one per seed (the first ``steps`` steps of each)."""
         return {entrant: [{"loss": r.loss[:steps], "accuracy": r.accuracy[:steps],
-                           "weight norm": r.weight_norm[:steps], "stream": r.stream[:steps]}
+                           "weight norm": r.weight_norm[:steps], "stream": r.stream[:steps],
+                           "output gain": r.output_gain[:steps]}
                           for r in self.runners if r.entrant == entrant]
                 for entrant in self.config.entrants}
 

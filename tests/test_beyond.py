@@ -260,8 +260,13 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     fits = tanh_fits(model.run(PRESETS[0]))
     fit = fits[2]
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
-    assert verdict.startswith("**Partly:**") and f"**{STRAIGHT_BUT_EXTREMES}**" in verdict
-    assert "both answers are half of it" in verdict
+    # one value at one end makes the bend: a line with a bent tip, not an S (which flattens
+    # at both ends), so "a straight line" is the answer and "an S" is not half right
+    assert fit.extreme.size == 1 and fit.x[fit.extreme[0]] > 0
+    assert verdict.startswith("**Not quite:**") and f"**{STRAIGHT_BUT_EXTREMES}**" in verdict
+    assert ("The tanh fits all the values better only because of the value of largest |x|, "
+            "squashed at one end: a line with a bent tip, not an S") in verdict
+    assert "both answers are half of it" not in verdict
     assert f"{defined('R²')} = {fit.r2_tanh:.3f}" in verdict  # defined where first used
     for r2 in (fit.r2_line, fit.r2_tanh_trimmed, fit.r2_line_trimmed):
         assert f"R² = {r2:.3f}" in verdict
@@ -275,7 +280,7 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert "token 0's, [CLS]" in verdict
     at.radio(key="by_guess_2").set_value("a straight line").run()
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
-    assert verdict.startswith("**Partly:**")
+    assert verdict.startswith("**Right:**")
     at.radio(key="by_guess_2").set_value("a cloud with no shape").run()
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
     assert verdict.startswith("**Not quite:**")
@@ -583,3 +588,17 @@ def test_the_replaced_layer_norms_travel_in_the_link(model) -> None:
     fits = tanh_fits(original)
     expected = substitute(model, PRESETS[0], [fits[7], fits[9]], original).cosine
     assert at.metric[0].value == f"{expected:.4f}"
+
+
+def test_the_frozen_sigma_caption_says_what_breaks_only_where_the_numbers_rank_it() -> None:
+    """"The tokens far from σ̄ are what breaks" only where the worst token's σ/σ̄ ranks the
+    damage across the 13 (ρ > 0.7); otherwise the caption says this sentence does not show it."""
+    from lnviz.lessons.beyond import frozen_caption
+
+    ranked = frozen_caption(0.9, "feature")
+    assert "what breaks is the tokens whose σ is far from the rest." in ranked
+    assert ranked.endswith("the tokens far from σ̄ are what breaks.")
+    unranked = frozen_caption(0.51, "feed-forward")
+    assert "does not rank the damage well here" in unranked and "0.51" in unranked
+    assert "are what breaks" not in unranked
+    assert unranked.endswith("is not ranked by how far its worst token's σ lies from σ̄.")

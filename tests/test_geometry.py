@@ -848,3 +848,20 @@ def test_the_closeup_caption_names_what_gamma_zeros_leave_of_the_circle(zeros):
     # every γ at 0: y is β itself, with no ellipse to lie on or inside, at any ε
     assert ("for every vector, at any ε" in caption) is (span == 0)
     assert ("ellipse" in caption.split("y = γ⊙x̂ + β")[1]) is (span > 0)
+
+
+@pytest.mark.parametrize("text", ["1,1,1; 2,2,2; 1,2,3; 2,4,6",
+                                  "1,1,1; 2,2,2; 1,2,3; 2,4,6; 1,3,5"])
+def test_constant_vectors_share_x_hat_zero_and_no_nan_instance_is_written(text):
+    """At ε > 0 the constant vectors share x̂ = 0 because x − μ is 0; no a + b·v writes one
+    from another (that was nan·(1, …, 1) + nan·v). Where another group shares a point too,
+    the instance is that group's."""
+    inputs = input_vectors("typed", 3, text=text)
+    view = geometry_view(inputs.values, inputs.labels, "LayerNorm", 1e-2)
+    reason = landing_answer(view).reason
+    assert "nan" not in reason
+    varied = any(len(g) > 1 and np.std(view.inputs[g[0]]) > 0 for g in view.points)
+    if varied:
+        assert "With ε > 0, two vectors share a point only if they also have the same σ²" in reason
+    else:
+        assert "“v1” and “v2” share x̂ = 0 because they are constant vectors" in reason

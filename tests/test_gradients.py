@@ -636,6 +636,25 @@ def test_the_weights_gradient_scales_as_one_over_their_size_before_layer_norm(fa
     assert f"multiplying W by {factor:g} multiplies ‖∂L/∂W‖ by {short(1 / factor)}" in text
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_with_two_features_the_weights_gradient_is_zero_and_no_ratio_is_quoted(n):
+    """C = 2: LayerNorm's output is ±(1, −1) whatever W is, so ∂L/∂W is 0 at ε = 0 (torch's
+    own autograd leaves float64 rounding) and the 1/factor law has nothing to show: the page
+    says so instead of quoting a ratio of rounding."""
+    from lnviz.lessons.gradients import weight_scale_text
+
+    x, weight = probe_inputs(n, 2, seed=0)
+    scale = weight_scale_gradient(x, weight, 0.01)
+    w = weight.clone().requires_grad_(True)
+    g = torch.randn(n, 2, generator=torch.Generator().manual_seed(0), dtype=x.dtype)
+    (F.layer_norm(x @ w.T, (2,), eps=0.0) * g).sum().backward()
+    assert float(w.grad.abs().max()) < 1e-12 and scale.grad < 1e-12  # rounding alone
+    text = weight_scale_text(scale, 2)
+    assert "so ‖∂L/∂W‖ is 0 at ε = 0" in text and "multiplies ‖∂L/∂W‖ by" not in text
+    at = open_page(PAGE, {"gr_n": str(n), "gr_c": "2", "gr_factor": "0.01"})
+    assert text in " ".join(m.value for m in at.markdown)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("features", [2, 4, 8])
 @pytest.mark.parametrize("eps", [1e-12, 1e-9, 1e-5, 1.0])

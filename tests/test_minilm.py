@@ -376,3 +376,32 @@ def test_the_run_without_specials_says_a_typed_special_token_stays(model) -> Non
     plain = tf.first_word_run(model, tf.PRESETS[0])
     assert plain[0] not in ("[CLS]", "[SEP]")
     assert "typed in the text" not in tf.first_word_text(plain, plain[1])
+
+
+def test_the_outlier_feature_is_taken_over_ordinary_tokens_and_said_once(model) -> None:
+    """Typed special tokens are read as special ([CLS] [CLS] [SEP]): no ordinary tokens, so no
+    claim about "every token"; on the default sentence the median is over its ordinary tokens,
+    and where the outlier feature is the massive one its ranks are given once."""
+    typed = tf.analyze(model, "[CLS]")
+    assert typed.outliers.ordinary == 0
+    assert "too few for a median over every token" in tf.outlier_text(typed)
+    run = tf.analyze(model, tf.PRESETS[0])
+    ordinary = [t for t in run.tokens if t not in tf.SPECIAL_TOKENS]
+    assert run.outliers.ordinary == len(ordinary) >= tf.MIN_ORDINARY
+    text = tf.outlier_text(run)
+    assert f"over the {len(ordinary)} ordinary tokens" in text
+    if run.outliers.feature == run.massive.feature:
+        assert "the massive activation's feature too" in text
+        ranks = ", ".join(str(int(r)) for r in run.outliers.gamma_rank[:1])
+        assert text.count(f"ranks {ranks}") == 1
+
+
+def test_the_control_feature_is_never_the_removed_one(model) -> None:
+    """Removing the control feature itself is compared with the next typical feature, not with
+    itself (whose cosine would match by construction)."""
+    control = tf.control_feature(model)
+    other = tf.control_feature(model, control)
+    assert other != control and tf.control_feature(model, 99) == control
+    names = [n for n in model.weights if n.endswith("LayerNorm.weight")]
+    mean_gamma = torch.stack([model.weights[n].abs() for n in names]).mean(dim=0)
+    assert sorted(mean_gamma.tolist()).index(float(mean_gamma[other])) == 384 // 2 + 1

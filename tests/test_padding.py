@@ -697,3 +697,15 @@ def test_the_first_pad_widens_sigma_exactly_when_the_page_says(real, pad):
     assert (np.append(values, pad).var() > var) == (gap > var * (r + 1) / r)
     text = " ".join(m.value for m in open_page_once().markdown)
     assert "√((R + 1)/R)·σ for R real tokens, for the first pad to widen it" in text
+
+
+def test_a_batch_without_pads_is_not_asked_where_the_pads_move_mu():
+    """Full-length sequences have no pads: the question's premise is gone and its answer would
+    be on screen ("0 of 18 positions padding"), so the page says both BatchNorms are one and
+    shows them, and asks again once pads are typed."""
+    at = open_page(PAGE, {"pd_src": "Generated", "pd_lengths": "6,6,6"}, asked=True)
+    assert not [r for r in at.radio if r.key == "pd_guess"]
+    assert any("This batch has no pads" in i for i in alerts(at)["info"])
+    assert any("μ = " in m.value and "real tokens only" in m.value for m in at.markdown)
+    at.text_input(key="pd_lengths").set_value("6, 2, 3").run()
+    assert at.radio(key="pd_guess").value is None

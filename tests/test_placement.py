@@ -384,7 +384,7 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
     reference, plain, decayed = runs.values()
     verdict = next(m.value for m in at.markdown
                    if "effective learning rate" in m.value and "starts at" in m.value)
-    assert verdict.startswith("**Right:** slower")
+    assert verdict.startswith("**Right:** Slower, by its training loss")
     assert defined("effective learning rate") in verdict
     why = next(m.value for m in at.markdown if m.value.startswith("Why: "))
     assert "effective rate η/‖W‖²" in why
@@ -398,6 +398,13 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
         assert first != last and f"{norm_change(run.weight_norm)} at scale" in notes
     (chart,) = [f for f in figures(at) if len(f["data"]) == 9]  # 3 runs × 3 panels
     assert chart["data"][0]["name"] == "scale 1, no decay"
+    # at scale 1 the run is the reference itself: the reply names the answer and says so
+    at.select_slider(key="pl_wscale").set_value(1.0).run()
+    at.radio(key="pl_scale_guess").set_value("faster").run()
+    verdict = next(m.value for m in at.markdown if "effective learning rate" in m.value)
+    assert verdict.startswith("**Not quite:** the answer is “as fast”. At scale 1 W starts at "
+                              "its usual size: it is the same run")
+    assert "against" not in verdict
 
 
 @given(st.floats(0.01, 1e6), st.floats(-0.05, 0.05))
@@ -456,14 +463,17 @@ def test_a_peri_ln_race_records_the_weights_and_the_stream_as_they_are_before_ea
         assert curve["weight norm"][1] != curve["weight norm"][0]  # Adam moved the weights
 
 
-def _result(pre: tuple[float, float], peri: tuple[float, float], weights=(83.15, 85.6)):
-    """A finished two-step race's curves: the stream's mean square first and last."""
+def _result(pre: tuple[float, float], peri: tuple[float, float], weights=(83.15, 85.6),
+            gain=(1.0, 1.002)):
+    """A finished two-step race's curves: the stream's mean square first and last, and
+    Peri-LN's output norms' γ (pre-LN has none)."""
     from lnviz.lessons.placement import GROWTH_RACE
     from lnviz.train import RaceResult
 
     curves = {name: {"loss": [2.0, 1.0], "accuracy": [0.1, 0.9], "weight norm": list(weights),
-                     "stream": list(stream)} for name, stream in (("pre-LN", pre),
-                                                                  ("Peri-LN", peri))}
+                     "stream": list(stream), "output gain": list(gains)}
+              for name, stream, gains in (("pre-LN", pre, (math.nan, math.nan)),
+                                          ("Peri-LN", peri, gain))}
     return RaceResult(GROWTH_RACE, curves, 2, False, 1.0)
 
 
@@ -478,11 +488,33 @@ def test_the_growth_text_reads_the_race() -> None:
     assert "barely moved (at most 2.9%)" in text
     assert ("Peri-LN's stream grew less (3.67× against 14.9×) and ends smaller (105 against "
             "205), from a start above pre-LN's.") in text
-    assert "Peri-LN normalizes what each adds" in text
+    # Peri-LN's growth split: γ barely moved (the reviewed run: RMS 0.994-1.004), so the
+    # stream's 3.67× is the added vectors lining up, not γ
+    assert ("only its output norms' γ (RMS 1 → 1.002, at most 1× in the mean square) or those "
+            "added vectors lining up") in text
+    assert "the stream's 3.67× is nearly all that lining up" in text
     assert text.endswith("not a measurement of it.")
-    grown = growth_text(_result((10.0, 20.0), (10.0, 80.0), weights=(80.0, 120.0)))
+    grown = growth_text(_result((10.0, 20.0), (10.0, 80.0), weights=(80.0, 120.0),
+                                gain=(1.0, 2.0)))
     assert "The weights grew by up to 50%" in grown and "pre-LN's stream grew less" in grown
-    assert "Peri-LN normalizes" not in grown
+    assert "at most 4× in the mean square" in grown and "nearly all" not in grown
+
+
+def test_the_race_records_the_output_norms_gamma() -> None:
+    """Peri-LN's output norms start at γ = 1 (RMS 1) and move with training; pre-LN has none
+    (NaN); output_gain is the RMS of those γ, as computed here from the model."""
+    from lnviz.train import Race, RaceConfig, output_gain
+
+    race = Race(RaceConfig(entrants=("pre-LN", "Peri-LN"), depth=2, steps=6, seeds=1))
+    race.advance(6)
+    curves = race.curves()
+    assert all(math.isnan(g) for g in curves["pre-LN"]["output gain"])
+    gains = curves["Peri-LN"]["output gain"]
+    assert gains[0] == pytest.approx(1.0) and len(gains) == 6 and gains[-1] != gains[0]
+    model = next(r.model for r in race.runners if r.entrant == "Peri-LN")
+    gammas = torch.cat([p[k].detach().double() for p in model["blocks"]
+                        for k in ("ln1o_weight", "ln2o_weight")])
+    assert output_gain(model) == pytest.approx(float(gammas.square().mean().sqrt()))
 
 
 def test_the_page_trains_pre_ln_and_peri_ln_and_says_what_grew(monkeypatch) -> None:

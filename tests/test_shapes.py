@@ -721,13 +721,15 @@ def test_the_page_asks_whether_samples_share_statistics_before_it_shows_the_grou
     assert [d for d in at.dataframe if "max |change|" in d.value.columns]
 
 
-def test_one_sample_over_dims_that_pool_the_batch_takes_either_answer_and_settles_its_twin():
-    """"two words" over (batch, embedding): "no" (there is no other sample) and "yes" (these
-    dims pool the batch) are both right; that reply settles "two words ×2" over the same dims,
-    which then shows its reply unasked, and opens the batch-of-two part."""
+def test_one_sample_over_dims_that_pool_the_batch_depends_on_no_one_and_settles_its_twin():
+    """"two words" over (batch, embedding): "no", there is no other sample to depend on ("yes",
+    true only beside a second sample, is the twin's answer); that reply settles "two words ×2"
+    over the same dims, which then shows its reply unasked, and opens the batch-of-two part."""
     at = open_page(PAGE, {"sh_tensor": "two words", "sh_dims": "2"}, asked=True)
     assert "shape (2, 1, 3)" in at.radio(key="sh_guess_two words_2").label
     at.radio(key="sh_guess_two words_2").set_value("yes").run()
+    assert _reply(at).startswith("**Not quite:** the answer is “no”.")
+    at.radio(key="sh_guess_two words_2").set_value("no").run()
     assert _reply(at).startswith("**Right:**")
     at.segmented_control(key="sh_tensor").set_value("two words ×2").run()
     assert not [r for r in at.radio if r.key == "sh_guess_two words ×2_2"]

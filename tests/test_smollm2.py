@@ -472,6 +472,29 @@ def test_the_sink_link_compares_first_tokens_that_differ(model):
     assert len(link.texts) == len(link.firsts)
 
 
+def test_the_sink_link_says_the_norm_sets_lengths_not_directions(model):
+    """The first tokens point the same way before the RMSNorm already (one feature rules
+    them); the norm's division turns nothing, and what it changes is their length, from ~2e4
+    to ~2.8: the numbers the sentence quotes, computed here from the records. A prompt whose
+    first token draws an even share of attention is said to make no sink."""
+    from lnviz.lessons.smollm2 import sink_link, sink_link_text
+
+    link = sink_link(model, PRESETS[0])
+    name = f"model.layers.{link.block}.input_layernorm"
+    inputs = torch.stack([model.run(t).record(name).input[0, 0] for t in link.texts]).double()
+    unit = torch.nn.functional.normalize(inputs, dim=1)
+    assert link.before_cosine == pytest.approx(float((unit[1:] @ unit[0]).min()), abs=1e-9)
+    lengths = inputs.norm(dim=1)
+    assert link.lengths_before == pytest.approx((float(lengths.min()), float(lengths.max())))
+    assert link.lengths_before[0] > 1e3 > 10 > link.lengths_after[1]
+    text = sink_link_text(link)
+    assert "Dividing by the RMS turns no vector" in text and "no sink" not in text
+    assert f"at least {link.before_cosine:.5f} before the norm" in text
+    flat = sink_link(model, "the the the the the the")
+    assert flat.column.mean() < 1.5 * flat.uniform
+    assert "so here the spike and its fixed key make no sink" in sink_link_text(flat)
+
+
 def test_part_3_on_a_one_token_prompt_says_its_two_lines_are_one():
     at = open_page(PAGE, {"sl_text": "Hi", "sl_part3": "true"}, timeout=300)
     shown = " ".join(m.value for m in at.markdown)

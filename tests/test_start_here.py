@@ -295,7 +295,10 @@ def test_gamma_and_beta_undo_batchnorm_for_every_token_but_layernorm_only_for_on
     undone = F.batch_norm(x, None, None, torch.sqrt(var + 1e-5), mean, training=True)
     np.testing.assert_allclose(undone, x, atol=1e-9)
     gamma, beta = questions["undo"].expected
-    assert "“learning” would need γ = 3.27, β = 8" in questions["undo"].right
+    # said whatever the answer (a wrong one too), naming the formula tutorial's identity claim
+    assert "“learning” would need γ = 3.27, β = 8" in questions["undo"].aside
+    assert "The formula tutorial says this choice lets the layer learn the identity" in \
+        questions["undo"].aside
     assert (gamma, beta) != pytest.approx((math.sqrt(32 / 3), 8.0), abs=0.1)
 
 
@@ -630,3 +633,15 @@ def test_a_wrong_answer_that_is_another_questions_answer_is_named_once_that_one_
     answered = open_page("app_pages/start_here.py",
                          {**step3, "sp_bn_masked": typed(bn_masked.expected)})
     assert "step 4's masked BatchNorm" in text(answered)
+
+
+@pytest.mark.parametrize("undo", ["right", "0.67, 2"])
+def test_step_7_says_why_gamma_and_beta_undo_one_token_only_whatever_the_answer(questions, undo):
+    """The formula tutorial's identity claim is named, and why one γ, β cannot undo LayerNorm
+    for every token, open after a right answer and after a wrong one (σ² typed for σ)."""
+    answers = {answer_key(q): q.answer if q.is_choice else typed(q.expected)
+               for q in questions.values()}
+    if undo != "right":
+        answers[answer_key(questions["undo"])] = undo
+    at = open_page(PAGE, answers)
+    assert questions["undo"].aside in alerts(at)["info"]

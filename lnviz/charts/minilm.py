@@ -136,10 +136,10 @@ def massive_figure(values: np.ndarray, medians: np.ndarray, feature: int,
 def outlier_figure(labels: Sequence[str], median: np.ndarray, typical: np.ndarray,
                    gamma: np.ndarray, feature: int, massive_feature: int,
                    gamma_label: str) -> go.Figure:
-    """The outlier feature: its median |x| over the tokens after the first at each LN input
-    against all features' median; and |γ| of every feature in one LayerNorm, with the outlier
-    and the massive activation's features marked."""
-    layout, refs = panel_grid([f"median |x| of feature {feature} (tokens after the first)",
+    """The outlier feature: its median |x| over the ordinary tokens (no special token) at each
+    LN input against all features' median; and |γ| of every feature in one LayerNorm, with the
+    outlier and the massive activation's features marked."""
+    layout, refs = panel_grid([f"median |x| of feature {feature} (ordinary tokens)",
                                f"|γ| per feature, {gamma_label}"], rows=2, vgap=0.34)
     names = list(labels)
     g = np.abs(np.asarray(gamma, dtype=np.float64))

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from lnviz.analysis import TanhFit
 from lnviz.capture import NormRecord
 from lnviz.data.texts import PAIRS
-from lnviz.lessons.common import Paper
+from lnviz.lessons.common import Paper, defined
 from lnviz.models.bert import MiniLM, ModelRun, Replacement, indices_after, sublayer_of
 from lnviz.norms import rms_norm
 from lnviz.terms import NormKind
@@ -57,6 +57,7 @@ __all__ = [
     "Substitution",
     "Swaps",
     "freeze_sigma",
+    "frozen_caption",
     "frozen_sigma",
     "kernel_savings",
     "mean_shares",
@@ -393,3 +394,29 @@ def worst_sublayer(swaps: Swaps) -> str:
     """The group of LayerNorms (those after one of :data:`lnviz.models.bert.SUBLAYERS`)
     whose change, all of the group together, moves the embedding most."""
     return min(swaps.by_sublayer, key=swaps.by_sublayer.get)
+
+
+def frozen_caption(rho: float, worst: str) -> str:
+    """Section 3's caption: what a frozen σ does to each token, and, in the rank correlation
+    ``rho`` of the worst token's σ/σ̄ with the drop in cosine across the 13 LayerNorms, whether
+    the tokens far from σ̄ are what breaks here (only where ``rho`` > 0.7 is that said);
+    ``worst`` is the group of LayerNorms hurt most (:func:`worst_sublayer`)."""
+    return (
+        "A frozen σ is wrong by the factor σ/σ̄ for each token: a token whose σ is 5× the "
+        "median's comes out 5× too large, one whose σ is half of it twice too small, and every "
+        "later layer reads them so. "
+        + (f"Across the 13, the larger that factor for the worst token, the lower the cosine "
+           f"({defined('rank correlation')} of the factor with the drop in cosine: {rho:.2f})"
+           ": what breaks is the tokens whose σ is "
+           "far from the rest"
+           + (" — here after the feed-forward, where the massive activation of *Inside a real "
+              "transformer* sits." if worst == "feed-forward" else ".")
+           if rho > 0.7 else
+           f"Across the 13 the factor for the worst token does not rank the damage well here "
+           f"({defined('rank correlation')} {rho:.2f}).")
+        + " The papers switch the LayerNorms off while fine-tuning, so that the weights learn "
+          "to work without a per-token σ"
+        + ("; without fine-tuning, as here, the tokens far from σ̄ are what breaks."
+           if rho > 0.7 else
+           "; without fine-tuning, as here, this sentence's damage is not ranked by how far "
+           "its worst token's σ lies from σ̄."))

@@ -156,8 +156,13 @@ def sharing_cubes(shape: Sequence[int], layout: str, groups: int = 1) -> list[Sh
             NormKind.INSTANCE: positions,
             NormKind.GROUP: f"C/{groups}" + ("" if layout == Layout.NC else f", {positions}"),
         }[norm]
+        # one value per statistic has no spread: BatchNorm in training mode (torch's too)
+        # refuses it, the others give 0/√ε = 0
+        alone = ("; one value: BatchNorm in training mode refuses it" if norm == NormKind.BATCH
+                 else "; one value: x̂ = 0/√ε = 0") if m == 1 else ""
         cubes.append(SharingCube(norm, cells, m, statistics,
-                                 f"{statistics} μ/σ, each over {m} values ({pooled})"))
+                                 f"{statistics} μ/σ, each over {m} value{'s' * (m != 1)} "
+                                 f"({pooled}){alone}"))
     return cubes
 
 

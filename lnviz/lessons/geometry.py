@@ -574,10 +574,22 @@ def _instance(view: GeometryView, groups: list[list[int]]) -> str:
     """One shared x̂ worked out: the last vector of the first group of two or more written as
     a·(1, …, 1) + b·(its first) (RMSNorm: b·(its first)); "" where no two vectors share one or
     under BatchNorm."""
-    shared = next((g for g in groups if len(g) > 1), None)
-    if shared is None or view.norm == NormKind.BATCH:
+    if view.norm == NormKind.BATCH:
         return ""
-    first, last = shared[0], shared[-1]
+    shared = [g for g in groups if len(g) > 1]
+    # a group of constant vectors (RMSNorm: of zeros) shares x̂ = 0 only because there is
+    # nothing to scale: no a + b·x of one gives another; a group with a spread is the instance
+    spread = np.std if view.norm == NormKind.LAYER else (lambda v: np.sqrt(np.mean(v * v)))
+    varied = [g for g in shared if spread(view.inputs[g[0]].astype(np.float64)) > 0]
+    if not varied:
+        if not shared:
+            return ""
+        first, last = shared[0][0], shared[0][-1]
+        what = "constant" if view.norm == NormKind.LAYER else "zero"
+        return (f" “{view.labels[first]}” and “{view.labels[last]}” share x̂ = 0 because they "
+                f"are {what} vectors: {'x − μ' if view.norm == NormKind.LAYER else 'x'} is 0, "
+                "so x̂ = 0/√ε = 0.")
+    first, last = varied[0][0], varied[0][-1]
     x0, x1 = view.inputs[first].astype(np.float64), view.inputs[last].astype(np.float64)
     if view.norm == NormKind.LAYER:
         b = float(np.std(x1) / np.std(x0))
@@ -774,6 +786,9 @@ def closeup_caption(view: GeometryView) -> str:
              f"{_vector(view.beta - view.gamma * [1, -1])}" if h == 2 else
              f"an ellipse centred at β = {_vector(view.beta)}: the circle stretched by γ along "
              "each axis" + _flattened(view.gamma))
+    if view.norm == NormKind.LAYER and h == 2:
+        return (text + f" y = γ⊙x̂ + β (vermillion) maps those two points to {image}; y lies "
+                "on them at ε = 0, on the segment between them when ε > 0.")
     if view.norm == NormKind.LAYER:
         return (text + f" y = γ⊙x̂ + β (vermillion) maps the circle to {image}; y lies on "
                 "it at ε = 0, inside it when ε > 0.")

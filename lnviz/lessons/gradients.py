@@ -31,7 +31,7 @@ import torch
 
 from lnviz.batch import NORM_TABLE, norms_where, table_norm, torch_table_norm
 from lnviz.data import random_batch
-from lnviz.lessons.common import Answer
+from lnviz.lessons.common import Answer, short
 from lnviz.limits import GRADIENTS_MAX_JACOBIAN
 from lnviz.terms import NormKind
 
@@ -64,6 +64,7 @@ __all__ = [
     "upstream_gradient",
     "verdict",
     "weight_scale_gradient",
+    "weight_scale_text",
 ]
 
 #: The two norms that differ only in which values share μ and rstd on a table: LayerNorm (a
@@ -467,6 +468,23 @@ def weight_scale_gradient(x: torch.Tensor, weight: torch.Tensor, factor: float,
         return float(w.grad.norm())
 
     return WeightScale(factor, grad_norm(weight), grad_norm(factor * weight))
+
+
+def weight_scale_text(scale: WeightScale, features: int) -> str:
+    """What multiplying W by the factor did to ‖∂L/∂W‖, in the scale's numbers: 1/factor where
+    the gradient is real. With two features LayerNorm's output is ±(1, −1) whatever W is, so the
+    gradient is 0 at ε = 0 and what autograd returns is rounding (about 1e-15), whose ratio
+    is noise: the sentence says so instead of quoting it."""
+    if features == 2 or max(scale.grad, scale.scaled_grad) < 1e-12:
+        return (f"Here, with C = {features}, LayerNorm's output does not depend on W at all "
+                + ("(with two features it is ±(1, −1) whatever W is), "
+                   if features == 2 else "")
+                + f"so ‖∂L/∂W‖ is 0 at ε = 0: what autograd returns, {short(scale.grad)} and "
+                f"{short(scale.scaled_grad)}, is float64 rounding, and their ratio means "
+                "nothing. Raise C to 3 or more to see the gradient follow 1/factor.")
+    return (f"Here, multiplying W by {scale.factor:g} multiplies ‖∂L/∂W‖ by "
+            f"{short(scale.ratio)} (= 1/{scale.factor:g}; {short(scale.grad)} → "
+            f"{short(scale.scaled_grad)}, at ε = 0).")
 
 
 def probed_variances(x: torch.Tensor, weight: torch.Tensor, sample: int = 0, feature: int = 0

@@ -141,8 +141,9 @@ class Outliers:
     """The feature that is large in every token (not only the first), and LayerNorm's γ there.
 
     Attributes:
-        feature: the feature with the largest median |x| over the tokens after the first in the
-            most LayerNorm inputs.
+        feature: the feature with the largest median |x| over the ordinary tokens (no special
+            token such as [CLS] or [SEP], typed ones included) in the most LayerNorm inputs.
+        ordinary: how many such tokens the text has (the median needs :data:`MIN_ORDINARY`).
         median: its median |x| over those tokens at each LN input (13,).
         typical: the median |x| of all features over those tokens at each LN input (13,).
         gamma_rank: for each LN, the rank of |γ| at ``feature`` among the 384 (1 = largest).
@@ -150,6 +151,7 @@ class Outliers:
     """
 
     feature: int
+    ordinary: int
     median: np.ndarray
     typical: np.ndarray
     gamma_rank: np.ndarray
@@ -255,8 +257,16 @@ def _massive(run: ModelRun, grids: list[np.ndarray], names: list[str]) -> Massiv
                    float(x_hat[token, feature]))
 
 
+#: The special tokens of all-MiniLM-L6-v2's vocabulary: a typed "[CLS]" is read as one.
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]")
+#: The fewest ordinary tokens a median over "every token" is taken over.
+MIN_ORDINARY = 3
+
+
 def _outliers(run: ModelRun, grids: list[np.ndarray], massive_feature: int) -> Outliers:
-    rest = [np.abs(x[1:]) if len(x) > 1 else np.abs(x) for x in grids]
+    ordinary = [i for i, t in enumerate(run.tokens) if t not in SPECIAL_TOKENS]
+    rows = ordinary or list(range(min(1, len(run.tokens) - 1), len(run.tokens)))
+    rest = [np.abs(x[rows]) for x in grids]
     medians = [np.median(r, axis=0) for r in rest]  # (C,) per LN
     feature = Counter(int(m.argmax()) for m in medians).most_common(1)[0][0]
 
@@ -265,7 +275,7 @@ def _outliers(run: ModelRun, grids: list[np.ndarray], massive_feature: int) -> O
         return int((g > g[f]).sum()) + 1
 
     return Outliers(
-        feature=feature,
+        feature=feature, ordinary=len(ordinary),
         median=np.array([m[feature] for m in medians]),
         typical=np.array([float(np.median(r)) for r in rest]),
         gamma_rank=np.array([rank(r, feature) for r in run.records]),
@@ -383,13 +393,15 @@ class Ablation:
     control_cosine: float
 
 
-def control_feature(model: MiniLM) -> int:
+def control_feature(model: MiniLM, ablated: int | None = None) -> int:
     """A typical feature to compare an ablation with, the same for every sentence: the one whose
-    |γ|, averaged over the 13 LayerNorms, is the median of the 384 (ties: the lowest number)."""
+    |γ|, averaged over the 13 LayerNorms, is the median of the 384 (ties: the lowest number),
+    or the next above it where that is the ``ablated`` feature itself."""
     names = [n for n in model.weights if n.endswith("LayerNorm.weight")]
     mean_gamma = torch.stack([model.weights[n].abs() for n in names]).mean(dim=0)  # (C,)
     order = np.argsort(mean_gamma.numpy(), kind="stable")
-    return int(order[len(order) // 2])
+    median = len(order) // 2
+    return int(order[median + 1] if order[median] == ablated else order[median])
 
 
 def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -562,16 +574,25 @@ def outlier_text(run: TransformerRun) -> str:
     def ranks(indices: list[int], which: np.ndarray) -> str:
         return ", ".join(str(int(which[i])) for i in indices)
 
+    if o.ordinary < MIN_ORDINARY:
+        return (f"This text has {o.ordinary} ordinary token{'s' * (o.ordinary != 1)} (special "
+                f"tokens such as [CLS] and [SEP] aside, typed ones too): too few for a median "
+                f"over every token to say which feature is large in all of them. Type a text "
+                f"of {MIN_ORDINARY} words or more.")
+    same = o.feature == run.massive.feature
+    where = (f"feature {o.feature}, the massive activation's feature too, ranks "
+             f"{ranks(attn, o.gamma_rank)} (1 = largest); in the LayerNorms after the "
+             f"feed-forward it ranks {ranks(ffn, o.gamma_rank)}" if same else
+             f"feature {o.feature} ranks {ranks(attn, o.gamma_rank)} and feature "
+             f"{run.massive.feature} ranks {ranks(attn, o.massive_gamma_rank)} (1 = largest); "
+             f"in the LayerNorms after the feed-forward they rank {ranks(ffn, o.gamma_rank)} "
+             f"and {ranks(ffn, o.massive_gamma_rank)}")
     return (f"Feature **{o.feature}** is the largest in the most LayerNorm inputs, and not only "
-            f"in [CLS]: its median |x| over the tokens after the first grows from "
-            f"{o.median[0]:.2g} at the embeddings to {o.median[peak]:.3g} at "
+            f"in [CLS]: its median |x| over the {o.ordinary} ordinary tokens (special tokens "
+            f"aside) grows from {o.median[0]:.2g} at the embeddings to {o.median[peak]:.3g} at "
             f"{layer_label(names[peak])}, where all features' median is "
             f"{o.typical[peak]:.2g}. Where γ ranks it: among the 384 |γ| of each LayerNorm "
-            f"after attention (layers 0–5), feature {o.feature} ranks "
-            f"{ranks(attn, o.gamma_rank)} and feature {run.massive.feature} ranks "
-            f"{ranks(attn, o.massive_gamma_rank)} (1 = largest); in the LayerNorms after the "
-            f"feed-forward they rank {ranks(ffn, o.gamma_rank)} and "
-            f"{ranks(ffn, o.massive_gamma_rank)} (384 = smallest).")
+            f"after attention (layers 0–5), {where} (384 = smallest).")
 
 
 def sink_text(run: TransformerRun) -> str:

@@ -183,6 +183,24 @@ def growth_race(seed: int = 0) -> RaceConfig:
     return replace(GROWTH_RACE, seed=seed)
 
 
+def _peri_growth(curve: dict[str, list[float]], grew: float) -> str:
+    """Where Peri-LN's stream growth came from: each sublayer adds γ ⊙ (a vector of RMS 1) + β,
+    so its weights' size cannot grow it; its output norms' γ can, by their square at most in
+    the mean square, and the rest is the added vectors lining up with the stream and with each
+    other (their cross terms)."""
+    g0, g1 = curve["output gain"][0], curve["output gain"][-1]
+    by_gamma = (g1 / g0) ** 2
+    start, end = apart(g0, g1)
+    text = (f"Peri-LN normalizes what each sublayer adds, so its weights' size cannot grow it: "
+            f"only its output norms' γ (RMS {start} → {end}, at most "
+            f"{short(by_gamma)}× in the mean square) or those added vectors lining up with the "
+            "stream and with one another")
+    if by_gamma < 1.2 and grew > 1.5:
+        return text + (f". With γ near where it started, the stream's {short(grew)}× is "
+                       "nearly all that lining up. ")
+    return text + f": here the stream grew {short(grew)}×. "
+
+
 def growth_text(result: RaceResult) -> str:
     """What the race's ‖W‖ and stream did, per placement, first step against last, and what
     that has to do with the init gain above, in the race's numbers."""
@@ -217,8 +235,9 @@ def growth_text(result: RaceResult) -> str:
                  + f" {other}'s. ")
         if steadier == "Peri-LN":
             text += ("A larger init gain (above) and training do the same to pre-LN: its "
-                     "sublayers add more to the stream. Peri-LN normalizes what each adds, so "
-                     "only its learned γ lets that grow, whatever the weights. ")
+                     "sublayers add more to the stream. ")
+        if "Peri-LN" in first:
+            text += _peri_growth(result.curves["Peri-LN"], last["Peri-LN"] / first["Peri-LN"])
     return text + "One seed and one small task: a sketch of the effect, not a measurement of it."
 
 

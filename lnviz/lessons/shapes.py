@@ -172,11 +172,9 @@ def shares_answer(example: str, dims: int, view: ShapeView) -> Answer:
     note = batch_note(example, dims) or (
         "The batch dim is in front of them, so each sample gets statistics of its own and no "
         "other sample enters them.")
-    # one sample over dims that pool the batch: "no" (there is no other sample), and "yes" read
-    # as "it would, beside another" is as right
-    pooled_alone = "batch" in names[-dims:] and size == 1
-    return Answer(SHARES_OPTIONS[0 if mixed else 1], where + note,
-                  (SHARES_OPTIONS[0],) if pooled_alone else ())
+    # one sample over dims that pool the batch: "no", there is no other sample to depend on
+    # (what a second one would do is the "two words ×2" question)
+    return Answer(SHARES_OPTIONS[0 if mixed else 1], where + note)
 
 
 def twin_setting(example: str, dims: int) -> tuple[str, int] | None:

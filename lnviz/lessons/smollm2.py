@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.analysis import Recorded, fit_record
-from lnviz.lessons.common import TOKEN_PLACES, Answer, short, token_place
+from lnviz.lessons.common import TOKEN_PLACES, Answer, apart, short, token_place
 from lnviz.limits import SMOLLM2_MAX_TOKENS
 from lnviz.models.bert import sublayer_of
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
@@ -238,9 +238,13 @@ class SinkLink:
         keys: (P, K) each text's first token's key (every key head side by side; at position 0
             the rotary embedding turns nothing).
         gamma_ratio: γ at the feature over the median |γ| of the RMSNorm.
-        after_cosine, key_cosine: the smallest cosine similarity between the prompt's first
-            token and another text's, after the RMSNorm and as keys; ``second_cosine`` the same
-            for the texts' second tokens after the RMSNorm (NaN where a text has one token).
+        before_cosine, after_cosine, key_cosine: the smallest cosine similarity between the
+            prompt's first token and another text's, entering the RMSNorm, leaving it (dividing
+            by the RMS turns no vector; γ after it turns them a little) and as keys;
+            ``second_cosine`` the same for the texts' second tokens entering the RMSNorm (NaN
+            where a text has one token).
+        lengths_before, lengths_after: the smallest and largest ‖h‖ of the texts' first tokens
+            entering and leaving the RMSNorm: what the norm does to them.
         column: (T − 1,) the share of attention each later token of the prompt sends to the
             first in this block, the mean of the heads; ``uniform`` what an even spread over the
             tokens each one may see would give, on average.
@@ -256,6 +260,9 @@ class SinkLink:
     after: np.ndarray
     keys: np.ndarray
     gamma_ratio: float
+    before_cosine: float
+    lengths_before: tuple[float, float]
+    lengths_after: tuple[float, float]
     after_cosine: float
     key_cosine: float
     second_cosine: float
@@ -267,6 +274,10 @@ def _cosines(rows: torch.Tensor) -> torch.Tensor:
     """Cosine similarity of the first row with each of the others."""
     rows = F.normalize(rows.double(), dim=-1)
     return rows[1:] @ rows[0]
+
+
+def _extent(values: torch.Tensor) -> tuple[float, float]:
+    return float(values.min()), float(values.max())
 
 
 def sink_link(model: SmolLM2, text: str) -> SinkLink:
@@ -283,9 +294,10 @@ def sink_link(model: SmolLM2, text: str) -> SinkLink:
     block, feature = m.block, int(m.feature[m.block])
     name = f"model.layers.{block}.input_layernorm"
     records = [run.record(name) for run in runs]
+    before = torch.stack([r.input[0, 0] for r in records]).double()  # (P, C)
     after = torch.stack([r.output[0, 0] for r in records])  # (P, C)
     keys = model.module.get_submodule(f"model.layers.{block}.self_attn.k_proj")(after)  # (P, K)
-    seconds = [r.output[0, 1] for r in records if r.output.shape[1] > 1]
+    seconds = [r.input[0, 1] for r in records if r.input.shape[1] > 1]
     second = (float(_cosines(torch.stack(seconds)).min())
               if len(seconds) > 1 and records[0].output.shape[1] > 1 else float("nan"))
     gamma = records[0].weight.double()
@@ -299,6 +311,9 @@ def sink_link(model: SmolLM2, text: str) -> SinkLink:
                     / records[0].input[0, 0].double().square().sum()),
         after=after.double().numpy(), keys=keys.double().numpy(),
         gamma_ratio=float(gamma[feature].abs() / gamma.abs().median()),
+        before_cosine=float(_cosines(before).min()),
+        lengths_before=_extent(before.norm(dim=1)),
+        lengths_after=_extent(after.double().norm(dim=1)),
         after_cosine=float(_cosines(after).min()), key_cosine=float(_cosines(keys).min()),
         second_cosine=second, column=column.numpy(),
         uniform=even_share(count))
@@ -310,15 +325,20 @@ def sink_link_text(link: SinkLink, shown: Callable[[str], str] = str) -> str:
     where = ("" if link.token == 0 else
              f" (On this prompt the block's largest value is token {link.token}'s, not the "
              "first token's: the panels follow the first token, as the other texts do.)")
+    (b0, b1), (a0, a1) = apart(*link.lengths_before), apart(*link.lengths_after)
     text = (
         f"In block {link.block} the first token enters the RMSNorm with {link.share:.1%} of "
-        f"its Σh² in feature {link.feature}. Dividing by its RMS leaves nearly the same vector "
-        f"whatever that first token is ({firsts}): after the RMSNorm, the cosine similarity of "
-        f"the prompt's first token with each other text's is at least "
-        f"{link.after_cosine:.5f}")
+        f"its Σh² in feature {link.feature}, and whatever that first token is ({firsts}) it "
+        f"already points the same way: the cosine similarity of the prompt's first token "
+        f"with each other text's is at least {link.before_cosine:.5f} before the norm")
     if not np.isnan(link.second_cosine):
         text += (f", against as little as {short(link.second_cosine)} for the same texts' "
                  "second tokens")
+    text += (
+        ". Dividing by the RMS turns no vector (γ, multiplied in after it, turns them a "
+        f"little: cosine at least {link.after_cosine:.5f} leaving the norm); what the norm does "
+        f"is make their lengths alike too: ‖h‖ from {b0}–{b1} entering it to {a0}–{a1} "
+        "leaving it")
     text += (
         f". γ at feature {link.feature} is {short(link.gamma_ratio)} times the median |γ|, "
         + ("so the spike leaves scaled down but still the largest value. "
@@ -329,7 +349,10 @@ def sink_link_text(link: SinkLink, shown: Callable[[str], str] = str) -> str:
     if link.column.size:
         text += (f" The later tokens send the first {link.column.mean():.0%} of their attention "
                  f"in this block, on average over the heads and the tokens (an even spread "
-                 f"would give {link.uniform:.0%}).")
+                 f"would give {link.uniform:.0%})"
+                 + ("." if link.column.mean() >= 1.5 * link.uniform else
+                    ": on this prompt the first token draws no more than about an even share, "
+                    "so here the spike and its fixed key make no sink."))
     return text + where
 
 

@@ -128,13 +128,15 @@ class Question:
     ``mistakes`` the wrong formulas it is told apart from. Choice: ``options``, the right
     ``answer`` among them, and ``feedback`` for every other option. ``right`` is said to a right
     answer, ``hint`` to a wrong one nothing explains; ``reveal`` (markdown) and ``table`` show
-    why, once the learner has answered.
+    why, once the learner has answered (folded after a wrong answer); ``aside`` is said after
+    any answer, open: what a learner must not leave the step without, right or wrong.
     """
 
     name: str
     prompt: str
     right: str
     reveal: str = ""
+    aside: str = ""
     expected: tuple[float, ...] = ()
     mistakes: tuple[Mistake, ...] = ()
     hint: str = ""
@@ -773,14 +775,18 @@ def _scale_shift_step(numbers: PathNumbers) -> Step:
             placeholder="γ, β", normalized=False,
             hint="Not quite: x̂ = (x − μ)/σ. Solve for x: x = σ·x̂ + μ.",
             right=f"Right: γ = √(σ² + ε) = {gamma:.4f} undoes the division and β = μ = "
-                  f"{beta:g} the subtraction: γ·x̂ + β = x. But these fit “I” only: "
-                  f"“learning” would need γ = {gamma_l:.2f}, β = {beta_l:g}. LayerNorm's γ "
-                  "and β are per feature and shared by every token, so no one choice undoes "
-                  "it for all tokens at once. (BatchNorm's γ and β are per feature, as its "
-                  "statistics are, so γ = √(σ² + ε), β = μ of one batch recover that batch; in "
-                  "training mode the next batch brings its own μ and σ and is missed. Only in "
-                  "evaluation mode, with the running statistics frozen, does one γ and β undo "
-                  "BatchNorm for every input.)",
+                  f"{beta:g} the subtraction: γ·x̂ + β = x.",
+            # whatever the answer: the formula tutorial's identity claim, and why it fails
+            aside=f"These γ and β fit “I” only: “learning” would need γ = {gamma_l:.2f}, "
+                   f"β = {beta_l:g}. The formula tutorial says this choice lets the layer "
+                   "learn the identity, “turning off” the normalization; but LayerNorm's γ and "
+                   "β are per feature and shared by every token, while σ and μ are each "
+                   "token's own, so no one choice undoes it for all tokens at once. "
+                   "(BatchNorm's γ and β are per feature, as its statistics are, so γ = "
+                   "√(σ² + ε), β = μ of one batch recover that batch; in training mode the "
+                   "next batch brings its own μ and σ and is missed. Only in evaluation mode, "
+                   "with the running statistics frozen, does one γ and β undo BatchNorm for "
+                   "every input.)",
             table=_undo_table(numbers, gamma, beta)),
     ))
 
