@@ -281,8 +281,8 @@ def code_follows_both_fragments(page: Page) -> None:
     batch = fragment_control(page, FRAGMENT_CONTROLS["bn-vs-ln-batch-size"])
     # one code block, which both fragments redraw: never two
     code = page.locator('[data-testid="stCode"]', has_text="torch.nn.BatchNorm1d")
-    expect(code).to_contain_text("for _ in range(11):")
-    expect(code).to_contain_text("x = torch.randn(9, 6)")
+    expect(code).to_contain_text("steps = 11\n")
+    expect(code).to_contain_text("batch_size = 9\n")
 
     def step_right(control, written: str, *shown: str) -> None:
         control.focus()
@@ -293,6 +293,6 @@ def code_follows_both_fragments(page: Page) -> None:
         for text in shown:
             expect(code).to_contain_text(text)
 
-    step_right(steps, "bl_steps=12", "for _ in range(12):", "x = torch.randn(9, 6)")
-    step_right(batch, "bl_b=10", "x = torch.randn(10, 6)", "for _ in range(12):")
+    step_right(steps, "bl_steps=12", "steps = 12\n", "batch_size = 9\n")
+    step_right(batch, "bl_b=10", "batch_size = 10\n", "steps = 12\n")
     assert_no_exception(page)

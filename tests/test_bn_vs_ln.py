@@ -434,7 +434,7 @@ def test_default_page_draws_every_section(page):
     assert np.ptp(np.stack([_y(t) for t in bn]), axis=0).max() > 0.1
     assert any(r"\sqrt{\sigma^2 + \epsilon}" in latex.value for latex in page.latex)
     assert "Try this" in alerts(page)["info"][0]
-    assert "torch.nn.BatchNorm1d(6, momentum=0.1" in page.code[0].value
+    assert "features = 6\nbatch_size = 8\nmomentum = 0.1\n" in page.code[0].value
     tables = [d.value for d in page.dataframe if "batch μ" in d.value.columns]
     assert len(tables) == 1  # the variance table (the rest are the figures' data)
 
@@ -542,7 +542,7 @@ def test_url_restores_the_settings():
     assert _y(figs[3]["data"][1]).size == 5
     stats = running_statistics(4, 6, 8, None, seed=0)
     np.testing.assert_allclose(_y(figs[3]["data"][1]), stats.running_mean[:, 2], rtol=1e-6)
-    assert "momentum=None" in at.code[0].value
+    assert "momentum = None\n" in at.code[0].value
 
 
 # --- The PyTorch snippet: run, it says what the page shows ------------------------------------

@@ -252,7 +252,8 @@ def test_default_page_shows_the_two_sentences(page):
     assert any(r"\sqrt{0 + 10^{-5}}" in latex.value for latex in page.latex)  # the pad row
     assert any("(1 − 3.5)/2.29 ≈ −1.09" in m.value for m in page.markdown)
     assert "Try this" in alerts(page)["info"][0]
-    assert "F.layer_norm(x, (3,), gamma, beta, eps=1e-05)" in page.code[0].value
+    code = page.code[0].value
+    assert "eps = 1e-05\n" in code and "F.layer_norm(x, (d,), gamma, beta, eps=eps)" in code
 
 
 def test_generated_batch_and_its_controls():

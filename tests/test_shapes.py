@@ -634,7 +634,7 @@ def test_default_view_is_the_notes_and_a_48_block_stack():
     assert metrics[:4] == ["(2, 1, 3)", "(3,)", "(2, 1, 1)", "2 × 3"]
     np.testing.assert_allclose(stream(at, 0)[1:], 1.0, atol=1e-4)
     assert len(stream(at, 1)) == 49 and stream(at, 2)[-1] > 1e6
-    assert "nn.LayerNorm((3,))" in at.code[0].value
+    assert "normalized_shape = (3,)\n" in at.code[0].value
 
 
 def test_shape_controls_change_the_groups_and_the_output():

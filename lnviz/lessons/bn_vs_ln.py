@@ -37,6 +37,7 @@ from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer, Paper
 from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.norms import batch_norm, layer_norm
+from lnviz.snippets import snippet
 from lnviz.terms import Layout, NormKind
 
 __all__ = [
@@ -568,7 +569,6 @@ def bn_vs_ln_snippet(features: int, batch_size: int, steps: int, minibatch: int,
     A batch size of 1 is shown as 2: the re-drawing needs a batch-mate to re-draw.
     """
     shown_batch = max(batch_size, 2)
-    momentum_text = "None" if momentum is None else f"{momentum:g}"
     # what the first experiment prints, run here as the snippet runs it: with two samples
     # BatchNorm gives ±1 per feature, so a new batch-mate on the same side of sample 0 in every
     # feature leaves row 0 where it was
@@ -582,38 +582,11 @@ def bn_vs_ln_snippet(features: int, batch_size: int, steps: int, minibatch: int,
               "LayerNorm's row 0 stays; so does BatchNorm's here: with two samples it gives "
               "±1 per feature,\n# and the new batch-mate lies on the same side of sample 0 in "
               "every feature.")
-    population = f"{POPULATION_MEAN:g} + {math.sqrt(POPULATION_VAR):g} * "
-    return f"""import torch
-
-torch.manual_seed({seed})
-bn = torch.nn.BatchNorm1d({features}, momentum={momentum_text}, affine=False)
-ln = torch.nn.LayerNorm({features}, elementwise_affine=False)
-
-# One fixed sample, then re-draw its batch-mates: {header}
-x = torch.randn({shown_batch}, {features})
-bn_before, ln_before = bn(x)[0], ln(x)[0]
-x[1:] = torch.randn({shown_batch - 1}, {features})
-ln_same, bn_same = torch.equal(ln(x)[0], ln_before), torch.allclose(bn(x)[0], bn_before)
-print(ln_same, bn_same)  # True {not moves}
-
-# A batch of one: BatchNorm in training mode refuses, LayerNorm does not.
-try:
-    bn(x[:1])
-except ValueError as err:
-    refused = str(err)
-    print(refused)  # Expected more than 1 value per channel when training, ...
-
-# {steps} training mini-batches of {minibatch} update the running statistics ...
-bn.reset_running_stats()
-for _ in range({steps}):
-    batch = {population}torch.randn({minibatch}, {features})
-    out_train = bn(batch)  # normalized with the batch's biased variance
-print(bn.running_mean, bn.running_var)  # fed the unbiased variance
-# ... which evaluation mode uses instead of the batch's own statistics.
-bn.eval()
-gap = (bn(batch) - out_train).abs().max()
-print(gap)  # not 0
-"""
+    return snippet("bn_vs_ln", seed=seed, features=features, batch_size=shown_batch,
+                   momentum=momentum, steps=steps, minibatch=minibatch, mean=POPULATION_MEAN,
+                   std=math.sqrt(POPULATION_VAR),
+                   notes={"header": header, "bn_same": str(not moves), "steps": str(steps),
+                          "minibatch": str(minibatch)})
 
 
 # --- BatchNorm in practice: a cheat-sheet -----------------------------------------------------

@@ -33,6 +33,7 @@ from lnviz.batch import NORM_TABLE, norms_where, table_norm, torch_table_norm
 from lnviz.data import random_batch
 from lnviz.lessons.common import Answer, short
 from lnviz.limits import GRADIENTS_MAX_JACOBIAN
+from lnviz.snippets import snippet
 from lnviz.terms import NormKind
 
 __all__ = [
@@ -583,29 +584,7 @@ def probe_inputs(batch: int, features: int, inputs: int = 6, seed: int = 0
 
 def gradients_snippet(shape: tuple[int, int], kind: str, cell: tuple[int, int] = (0, 0),
                       eps: float = 1e-5) -> str:
-    """PyTorch code for the page's backward pass and Jacobian."""
+    """PyTorch code for the page's backward pass and Jacobian (``lnviz/snippets/gradients.py``),
+    with the upstream gradient of ``kind`` (one of :data:`UPSTREAM`)."""
     n, c = shape
-    upstream = {
-        "one-hot": f"g = torch.zeros(N, C, dtype=torch.float64)\ng[{cell[0]}, {cell[1]}] = 1.0",
-        "ones": "g = torch.ones(N, C, dtype=torch.float64)",
-        "random": "g = torch.randn(N, C, dtype=torch.float64)",
-    }[kind]
-    return f"""import torch
-import torch.nn.functional as F
-
-N, C = {n}, {c}
-x = torch.randn(N, C, dtype=torch.float64, requires_grad=True)
-gamma = torch.ones(C, dtype=torch.float64, requires_grad=True)
-beta = torch.zeros(C, dtype=torch.float64, requires_grad=True)
-{upstream}  # the upstream gradient ∂L/∂y
-
-y = F.layer_norm(x, (C,), gamma, beta, eps={eps!r})
-# BatchNorm in training mode instead:
-# y = F.batch_norm(x, None, None, gamma, beta, training=True, eps={eps!r})
-y.backward(g)
-print(x.grad, gamma.grad, beta.grad)
-
-# The Jacobian ∂y/∂x, flattened to (N·C) × (N·C)
-J = torch.autograd.functional.jacobian(lambda t: F.layer_norm(t, (C,), eps={eps!r}), x.detach())
-J = J.reshape(N * C, N * C)
-"""
+    return snippet("gradients", keep=[kind], N=n, C=c, eps=eps, cell=tuple(cell))

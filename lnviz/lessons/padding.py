@@ -40,6 +40,7 @@ from lnviz.devices import to_numpy, to_tensor
 from lnviz.lessons.common import Answer, short, step_by_step
 from lnviz.limits import PADDING_MAX_LENGTH, PADDING_MAX_SEQUENCES
 from lnviz.norms import NormResult, batch_norm, layer_norm
+from lnviz.snippets import Code, snippet
 from lnviz.terms import Layout, NormKind
 
 __all__ = [
@@ -442,38 +443,19 @@ def padding_snippet(batch: Batch, eps: float = 1e-5, gamma: float = 1.0, beta: f
     batch (one value per feature), a comment says so at the line that raises.
     """
     if recipe is None:
-        make_batch = (f"x = torch.tensor({batch.values.tolist()})\n"
-                      f"mask = torch.tensor({batch.mask.tolist()})")
+        keep = ["typed"]
+        values = {"x": Code(f"torch.tensor({batch.values.tolist()})"),
+                  "mask": Code(f"torch.tensor({batch.mask.tolist()})")}
     else:
-        make_batch = (
-            "from lnviz.data import padded_batch  # this page's generator\n\n"
-            f"values, mask = padded_batch({recipe.batch_size}, {recipe.d_model}, "
-            f"lengths={recipe.lengths}, max_len={recipe.max_len}, "
-            f"pad_value={float(recipe.pad_value)!r}, seed={recipe.seed})\n"
-            "x, mask = torch.from_numpy(values), torch.from_numpy(mask)")
-    refuses = ("" if batch.mask.size >= MIN_REAL_TOKENS else
-               "\n# With a single position torch raises here: one value.")
-    refuses_masked = ("" if batch.mask.sum() >= MIN_REAL_TOKENS else
-                      "\n# With one real token torch raises here: one value per channel.")
-    d = batch.values.shape[-1]
+        keep = ["generated"]
+        values = {"generated": Code(
+            f"padded_batch({recipe.batch_size}, {recipe.d_model}, lengths={recipe.lengths}, "
+            f"max_len={recipe.max_len}, pad_value={float(recipe.pad_value)!r}, "
+            f"seed={recipe.seed})")}
+    keep += (["one-position"] if batch.mask.size < MIN_REAL_TOKENS else []) + (
+        ["one-real"] if batch.mask.sum() < MIN_REAL_TOKENS else [])
     # a pad row is one value repeated: σ² = 0, so x̂ = 0/√ε = 0 and the output is β; at ε = 0, 0/0
     pad_row, pad_out = ("β", "β") if eps > 0 else ("NaN at eps=0 (0/0)", "nan")
-    return f"""import torch
-import torch.nn.functional as F
-
-# x: (batch, seq, features); mask: True = real token
-{make_batch}
-
-# BatchNorm over (batch, seq) per feature: torch wants (N, C, L), and counts the pads.{refuses}
-bn_with_pads = F.batch_norm(x.transpose(1, 2), None, None, training=True).transpose(1, 2)
-# Masked BatchNorm: torch has no mask argument, so normalize the real tokens alone.{refuses_masked}
-bn_masked = torch.zeros_like(x)
-bn_masked[mask] = F.batch_norm(x[mask], None, None, training=True)
-mean_real, mean_all = x[mask].mean(0), x.reshape(-1, x.shape[-1]).mean(0)
-print(mean_real, mean_all)  # μ without / with the pads
-
-# LayerNorm per token: the pads cannot reach a real token; a pad row itself gives {pad_row}.
-gamma, beta = torch.full(({d},), {gamma!r}), torch.full(({d},), {beta!r})
-ln = F.layer_norm(x, ({d},), gamma, beta, eps={eps!r})
-print(ln[~mask])  # every pad token: {pad_out}
-"""
+    return snippet("padding", keep=keep, eps=eps, gamma=Code(f"torch.full((d,), {gamma!r})"),
+                   beta=Code(f"torch.full((d,), {beta!r})"), **values,
+                   notes={"pad_row": pad_row, "pad_out": pad_out})

@@ -53,6 +53,7 @@ from lnviz.batch import Batch, NormSpec, group_ids, normalize, to_grid
 from lnviz.data import get_preset, image_batch, random_batch
 from lnviz.lessons.common import Answer
 from lnviz.norms import layer_norm
+from lnviz.snippets import Code, snippet
 from lnviz.terms import Layout, NormKind, listed
 from lnviz.train import CHANCE_LOSS, RACE_VOCAB, SOLVED_ACCURACY, SOLVED_WINDOW, RaceResult
 
@@ -238,19 +239,13 @@ def layer_norm_shapes(batch: Batch, dims: int, eps: float = 1e-5) -> ShapeView:
 
 
 def layer_norm_snippet(view: ShapeView) -> str:
-    """PyTorch code that builds the same LayerNorm and shows its shapes."""
-    return "\n".join([
-        "import torch",
-        "",
-        f"x = torch.randn{view.shape}",
-        f"ln = torch.nn.LayerNorm({view.normalized_shape})  # normalized_shape",
-        f"print(ln.weight.shape, ln.bias.shape)  # γ, β: torch.Size({list(view.normalized_shape)})",
-        "y = ln(x)",
-        f"dims = tuple(range(-{len(view.normalized_shape)}, 0))  # the trailing dims",
-        "mu = x.mean(dim=dims, keepdim=True)",
-        f"print(mu.shape)  # torch.Size({list(view.stats_shape)}): {view.groups} groups "
-        f"of {view.group_size} values",
-    ]) + "\n"
+    """PyTorch code that builds the same LayerNorm and shows its shapes
+    (``lnviz/snippets/shapes.py``)."""
+    return snippet("shapes", shape=tuple(view.shape),
+                   normalized_shape=tuple(view.normalized_shape),
+                   notes={"params": str(list(view.normalized_shape)),
+                          "stats": str(list(view.stats_shape)), "groups": str(view.groups),
+                          "size": str(view.group_size)})
 
 
 # --- The two words with a batch of two
@@ -400,24 +395,9 @@ def _values(row: np.ndarray) -> str:
 
 def batch_of_two_snippet(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE) -> str:
     """PyTorch code that repeats the two-word notes' steps with a batch of two and shows both
-    slips."""
-    return f'''import torch
-import torch.nn.functional as F
-
-# (batch, words, embedding) = (2, 2, 3): the notes' sample, then a second one
-inputs = torch.tensor([{[list(w) for w in NOTES_SAMPLE]}, {[list(w) for w in second]}])
-batch_size, sequence_size, embedding_size = inputs.shape
-reshaped = inputs.reshape(sequence_size, batch_size, embedding_size)  # the notes' line
-permuted = inputs.permute(1, 0, 2)  # what it meant: (words, batch, embedding)
-print(torch.equal(reshaped, permuted))  # False: reshape only relabels memory
-print(reshaped[0, 1].tolist())  # sample 0's word 1, filed as word 0 of sample 1
-
-alone = F.layer_norm(inputs[:1].permute(1, 0, 2), (1, 3))[:, 0]  # the notes: batch of one
-pooled = F.layer_norm(permuted, (2, 3))[:, 0]  # dims=(-2, -1): sample 0 beside sample 1
-per_word = F.layer_norm(permuted, (3,))[:, 0]  # dims=-1: one μ per word of each sample
-print((pooled - alone).abs().max().item() > 0.1)  # True: sample 1 moved sample 0's output
-print(torch.allclose(per_word, alone))  # True: over the last dim alone, nothing is shared
-'''
+    slips (``lnviz/snippets/batch_of_two.py``)."""
+    return snippet("batch_of_two", notes_sample=[list(w) for w in NOTES_SAMPLE],
+                   second_sample=[list(w) for w in second])
 
 
 # --- A stack of transformer blocks -------------------------------------------------------------
@@ -585,41 +565,7 @@ def _ranking(finals: dict[str, list[float]]) -> str:
 
 
 def block_snippet(d_model: int, activation: str = "GELU") -> str:
-    """PyTorch code for the two placements of LayerNorm in a block, with nn.LayerNorm."""
+    """PyTorch code for the two placements of LayerNorm in a block, with nn.LayerNorm
+    (``lnviz/snippets/block.py``)."""
     act = {"GELU": "F.gelu", "ReLU": "F.relu"}[activation]
-    return f'''import math
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-d = {d_model}
-ln1, ln2 = nn.LayerNorm(d), nn.LayerNorm(d)  # γ = 1, β = 0 at initialisation
-ln_f = nn.LayerNorm(d)  # pre-LN's final LayerNorm, after the last block
-wq, wk, wv, wo = (torch.randn(d, d) / math.sqrt(d) for _ in range(4))
-w1, w2 = torch.randn(4 * d, d) / math.sqrt(d), torch.randn(d, 4 * d) / math.sqrt(4 * d)
-
-
-def attn(x):  # one head, (batch, seq, d)
-    q, k, v = x @ wq.T, x @ wk.T, x @ wv.T
-    return ((q @ k.transpose(-2, -1)) / math.sqrt(d)).softmax(-1) @ v @ wo.T
-
-
-def ffn(x):
-    return {act}(x @ w1.T) @ w2.T
-
-
-def post_ln(x):  # the original transformer
-    x = ln1(x + attn(x))
-    return ln2(x + ffn(x))
-
-
-def pre_ln(x):  # GPT-2 and most models since
-    x = x + attn(ln1(x))
-    return x + ffn(ln2(x))
-
-
-def pre_ln_stack(x, depth):  # one block repeated, for brevity; the head reads ln_f(x)
-    for _ in range(depth):
-        x = pre_ln(x)
-    return ln_f(x)
-'''
+    return snippet("block", d=d_model, activation=Code(act))

@@ -12,7 +12,8 @@ Each file here (``lnviz/snippets/<name>.py``) runs as it stands, with its own ex
   ``keep`` (the markers go either way). A file holds every variant one after the other, so that
   it runs them all as it stands, and each view keeps its own.
 
-The files import nothing of lnviz: what a learner copies runs with torch alone.
+The files import nothing of lnviz, so what a learner copies runs with torch alone, but for the
+Padding page's generator, with which its snippet rebuilds a generated batch.
 """
 
 from __future__ import annotations
