@@ -159,8 +159,8 @@ def sharing_cubes(shape: Sequence[int], layout: str, groups: int = 1) -> list[Sh
         }[norm]
         # one value per statistic has no spread: BatchNorm in training mode (torch's too)
         # refuses it, the others give 0/√ε = 0
-        alone = ("; one value: BatchNorm in training mode refuses it" if norm == NormKind.BATCH
-                 else "; one value: x̂ = 0/√ε = 0") if m == 1 else ""
+        alone = ("; refused in training" if norm == NormKind.BATCH else "; x̂ = 0") \
+            if m == 1 else ""
         cubes.append(SharingCube(norm, cells, m, statistics,
                                  f"{statistics} μ/σ, each over {m} value{'s' * (m != 1)} "
                                  f"({pooled}){alone}"))
