@@ -208,7 +208,7 @@ NARROWING = [
     ("app_pages/bn_vs_ln.py", {"bl_c": "16", "bl_groups": "8"},
      ("slider", "bl_c", 12, "12"), ["bl_groups"]),
     ("app_pages/explorer.py", {"src": "Image batch", "dims": "3"},
-     ("segmented_control", "src", "preset", "Seed examples"), ["dims"]),
+     ("segmented_control", "src", "preset", "Course examples"), ["dims"]),
     ("app_pages/explorer.py", {"src": "Image batch", "norm": "GroupNorm", "ic": "8", "groups": "8"},
      ("number_input", "ic", 6, "6"), ["groups"]),
     ("app_pages/padding.py", {"pd_src": "Generated", "pd_d": "8", "pd_feat": "6"},

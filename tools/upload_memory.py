@@ -4,7 +4,7 @@
 
 Runs the Explorer with Streamlit's AppTest in this process, uploads FILE, moves ε, switches to
 float64 and to BatchNorm (so that the session keeps two results, the larger in float64), then
-switches the source to the seed examples and then to another page. Prints the process's
+switches the source to the course examples and then to another page. Prints the process's
 resident size (VmRSS) and its high-water mark (VmHWM, reset before each step) in MB after each
 step, and the largest rise over the size before the upload. Used to measure what an upload
 costs the server (lnviz.limits.EXPLORER_BYTES_PER_VALUE, docs/deploy.md; issue 11).
@@ -67,7 +67,8 @@ def main() -> None:
         step("ε = 0.1", lambda: at.select_slider(key="eps").set_value(0.1).run())
         step("precision: float64", lambda: at.selectbox(key="precision").set_value("float64").run())
         step("BatchNorm", lambda: at.segmented_control(key="norm").set_value("BatchNorm").run())
-    step("source: seed examples", lambda: at.segmented_control(key="src").set_value("preset").run())
+    step("source: course examples",
+         lambda: at.segmented_control(key="src").set_value("preset").run())
     step("page: home", lambda: at.switch_page("app_pages/home.py").run())
     print(f"largest rise over the size before the upload: {highest - base:.0f} MB")
 

@@ -1,5 +1,5 @@
-"""Where a batch comes from: the seeds' presets, seeded generators, numbers typed by hand, and
-tensor files read safely.
+"""Where a batch comes from: the course notes' presets, seeded generators, numbers typed by hand,
+and tensor files read safely.
 
 - :mod:`~lnviz.data.presets`: the worked examples of the source material, by name.
 - :mod:`~lnviz.data.generators`: random batches, padded token sequences and images.

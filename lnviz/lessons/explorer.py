@@ -791,7 +791,7 @@ def histogram(values: np.ndarray, bins: int = 60) -> tuple[np.ndarray, np.ndarra
     return (edges[:-1] / 2 + edges[1:] / 2) * scale, counts
 
 
-# --- Rows that normalize alike, and the seeds' numbers checked -----------------------------------
+# --- Rows that normalize alike, and the course notes' numbers checked ---------------------------
 
 
 def _vector(values: np.ndarray) -> str:
@@ -893,7 +893,7 @@ def shared_outputs(ex: Exploration, spec: NormSpec, batch: Batch) -> str | None:
 
 @dataclass(frozen=True)
 class WorkedCheck:
-    """A seed's worked numbers for one preset, recomputed by lnviz: ``table`` has one row per
+    """A course note's worked numbers for one preset, recomputed by lnviz: ``table`` has one row per
     claim ("step", "the source writes", "lnviz computes", "verdict"); ``note`` says how."""
 
     title: str
@@ -982,7 +982,7 @@ def _notes_check() -> WorkedCheck:
     one_two_three = float(layer_norm(torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64), 3,
                                      eps=eps).x_hat[0, 2])
     no_eps = float(layer_norm(exact, (1, 3), eps=0.0).x_hat[0, 0, 2])
-    # The seed's own float32 steps: μ = (1/m)·Σx, then (x − μ)/√(σ² + ε).
+    # The note's own float32 steps: μ = (1/m)·Σx, then (x − μ)/√(σ² + ε).
     mu = (1 / m) * words.sum(dim=-1, keepdim=True)
     sigma2 = (1 / m) * ((words - mu) ** 2).sum(dim=(-2, -1), keepdim=True)
     notes_first = float(((words - mu) / torch.sqrt(sigma2 + eps))[0, 0, 0])

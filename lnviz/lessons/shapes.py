@@ -331,8 +331,8 @@ def notes_batch_of_two(second: tuple[tuple[float, ...], ...] = SECOND_SAMPLE
 
 
 def reshape_table(view: NotesBatchOfTwo) -> pd.DataFrame:
-    """The seed's ``reshape`` beside the ``permute`` it needed: for each (word, batch) position,
-    which word of which sample it holds and its values."""
+    """The two-word notes' ``reshape`` beside the ``permute`` it needed: for each (word, batch)
+    position, which word of which sample it holds and its values."""
     rows = []
     words, batch = view.permuted.shape[:2]
     for w in range(words):

@@ -48,7 +48,7 @@ from lnviz.ui.params import NORM_KEYS, number_table, set_norm_controls
 from lnviz.ui.state import CAPTURE_KEY, UPLOAD_KEY, release_upload, url_text
 
 SOURCES = {
-    "preset": "Seed examples",
+    "preset": "Course examples",
     "random": "Random batch",
     "padded": "Padded sequences",
     "images": "Image batch",
