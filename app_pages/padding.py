@@ -282,10 +282,14 @@ def pad_token_section(box: DeltaGenerator, code: DeltaGenerator, batch: Batch,
 article = cached(pad_pull, ARTICLE_BATCH, cached(feature_stats, ARTICLE_BATCH))
 if answered:
     st.info(
-        "**Try this.** Compare the “pads counted” and “masked” bars for feature 0 with the "
-        f"transformer article's numbers (μ {short(article.mean_with_pad)}, σ "
-        f"{short(article.std_with_pad)} with the pad against {short(article.mean_real)} and "
-        f"{short(article.std_real)} without). Then choose *Generated*, type lengths like 6, 1, 1 "
+        "**Try this.** "
+        # the article's numbers are the two sentences' bars, masked ones included
+        + ("Compare the “pads counted” and “masked” bars for feature 0 with the transformer "
+           f"article's numbers (μ {short(article.mean_with_pad)}, σ "
+           f"{short(article.std_with_pad)} with the pad against {short(article.mean_real)} and "
+           f"{short(article.std_real)} without). Then choose *Generated*, type"
+           if source == "Two sentences" and stats.masked_ok else "On *Generated*, type")
+        + " lengths like 6, 1, 1 "
         "and watch the padded share jump and BatchNorm's statistics slide, while LayerNorm's "
         "drift stays at 0. Finally set ε to 0 and see the pad token's LayerNorm output turn "
         "into NaN.", icon=":material/science:")

@@ -34,6 +34,7 @@ from lnviz.lessons.bn_vs_ln import (
     sharing_cubes,
     variance_table,
 )
+from lnviz.lessons.common import short
 from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.norms import batch_norm
 
@@ -662,9 +663,9 @@ def test_eval_mode_batch_norm_folds_into_an_affine_map_and_the_sheet_quotes_the_
     assert [r.topic for r in rows] == ["small batches", "evaluation mode", "frozen statistics",
                                        "padding", "CNN or transformer"]
     bn = sweep.spread("BatchNorm")
-    assert f"up to {bn[sweep.at(4)]:.2g} across batches of 4" in rows[0].why
+    assert f"up to {short(bn[sweep.at(4)])} across batches of 4" in rows[0].why
     assert bn[sweep.at(2)] <= 2 + 1e-6  # ±1 at batch size 2, as the row says
-    assert f"up to {bn[sweep.at(8)]:.2g} across batches of 8" in rows[1].why
+    assert f"up to {short(bn[sweep.at(8)])} across batches of 8" in rows[1].why  # as part 2
     assert "100,352" in rows[4].why  # 32 × 56 × 56
 
 

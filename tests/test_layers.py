@@ -36,7 +36,7 @@ LAYERS = {
     "snippets": 6.9,
 }
 #: Packages whose modules may import each other (they are one layer, not one module per lesson).
-WHOLE = ("ui", "data", "models")
+WHOLE = ("ui", "data", "models", "snippets")
 #: What every lesson may import beside the layers below: the words and formats they share.
 SHARED = {"lessons": "common", "charts": "base"}
 #: Imports against the direction that remain, each with why: the fewer the better.

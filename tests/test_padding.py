@@ -710,3 +710,14 @@ def test_a_batch_without_pads_is_not_asked_where_the_pads_move_mu():
     assert any("μ = " in m.value and "real tokens only" in m.value for m in at.markdown)
     at.text_input(key="pd_lengths").set_value("6, 2, 3").run()
     assert at.radio(key="pd_guess").value is None
+
+
+def test_the_try_this_quotes_the_articles_numbers_only_beside_its_batch():
+    """The article's μ and σ are the two sentences' bars: on a generated batch, or one without
+    masked statistics (one real token), the "Try this" starts from what can be done there."""
+    at = open_page(PAGE)
+    assert any("with the transformer article's numbers" in i for i in alerts(at)["info"])
+    at = open_page(PAGE, {"pd_src": "Generated", "pd_lengths": "1", "pd_len": "4"})
+    tried = next(i for i in alerts(at)["info"] if i.startswith("**Try this.**"))
+    assert "article's numbers" not in tried
+    assert tried.startswith("**Try this.** On *Generated*, type lengths like 6, 1, 1")

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from lnviz.batch import NormSpec, group_ids, norms_where
 from lnviz.data import random_batch
 from lnviz.devices import to_numpy, to_tensor
-from lnviz.lessons.common import Answer, Paper
+from lnviz.lessons.common import Answer, Paper, short
 from lnviz.limits import BN_VS_LN_MAX_BATCH
 from lnviz.norms import batch_norm, layer_norm
 from lnviz.snippets import snippet
@@ -641,7 +641,7 @@ def cheat_sheet(sweep: BatchSizeSweep) -> list[CheatRow]:
         CheatRow(
             "small batches", "Batches of a few samples per device: use GroupNorm or LayerNorm.",
             f"BatchNorm's μ and σ² then come from a few samples: in part 2 one sample's output "
-            f"moved by up to {bn[small]:.2g} across batches of 4 and {bn[large]:.2g} across "
+            f"moved by up to {short(bn[small])} across batches of 4 and {short(bn[large])} across "
             f"batches of {int(sweep.batch_sizes[large])}. (At 2 it cannot move by more than 2: "
             "BatchNorm then answers ±1 in every feature, whatever the two values are.) "
             f"{GROUP_NORM.cited} reports "
@@ -651,7 +651,7 @@ def cheat_sheet(sweep: BatchSizeSweep) -> list[CheatRow]:
             "evaluation mode", "Call model.eval() before evaluating or serving.",
             "In training mode BatchNorm normalizes each sample with its batch-mates' "
             f"statistics, so a prediction depends on what it is batched with (in part 2, up to "
-            f"{bn[eight]:.2g} across batches of 8); in evaluation mode it uses the running "
+            f"{short(bn[eight])} across batches of 8); in evaluation mode it uses the running "
             "averages, and each sample's output is its own. LayerNorm has no modes."),
         CheatRow(
             "frozen statistics", "Fine-tuning with small batches or on little data: keep "

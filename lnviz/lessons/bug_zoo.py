@@ -31,6 +31,16 @@ import pandas as pd
 import torch
 
 from lnviz.data import get_preset
+from lnviz.snippets import Code, snippet
+from lnviz.snippets.zoo_functions import (
+    layer_norm_a,
+    layer_norm_b,
+    layer_norm_c,
+    layer_norm_d,
+    layer_norm_e,
+    layer_norm_f,
+    layer_norm_g,
+)
 
 __all__ = [
     "ATOL",
@@ -57,54 +67,7 @@ __all__ = [
 ]
 
 
-# --- The implementations: shown to the learner exactly as written here ------------------------
-# Plain code as it is found in the wild: no comment gives a slip away (the feedback does).
-
-
-def layer_norm_a(x, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def layer_norm_b(x, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-    return (x - mean) / (torch.sqrt(var) + eps)
-
-
-def layer_norm_c(x, eps=1e-5):
-    mean = x.mean(dim=0, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def layer_norm_d(x, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def layer_norm_e(x, eps=1e-5):
-    dims = (-2, -1)
-    mean = x.mean(dim=dims, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def layer_norm_f(x, eps=1e-5):
-    seq, batch, emb = x.shape
-    tokens = x.reshape(emb, seq * batch)  # one column per token
-    mean = tokens.mean(dim=0, keepdim=True)
-    var = ((tokens - mean) ** 2).mean(dim=0, keepdim=True)
-    y = (tokens - mean) / torch.sqrt(var + eps)
-    return y.reshape(seq, batch, emb)
-
-
-def layer_norm_g(x, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = (x * x).mean(dim=-1, keepdim=True) - mean * mean
-    return (x - mean) / torch.sqrt(var + eps)
+# --- The implementations: lnviz/snippets/zoo_functions.py, shown as written there ------------
 
 
 @dataclass(frozen=True)
@@ -520,34 +483,15 @@ def zoo_snippet(name: str = "I", shape: Sequence[int] = (4, 2, 8), offset: float
     """PyTorch code that builds the page's input and prints each implementation's max |diff|
     from ``torch.nn.LayerNorm`` and whether ``torch.testing.assert_close`` lets it pass (run it
     after the seven functions). It names no letter: what it prints is the question's answer."""
-    if name == "random":
-        make = (f"x = torch.randn({tuple(shape)}, generator=torch.Generator()"
-                f".manual_seed({seed}))")
-    else:
-        values = zoo_input(name).values.tolist()
-        make = f"x = torch.tensor({values})  # (seq, batch, emb)"
-    if offset:
-        make += f"\nx = x + {offset!r}"
-    names = [f"layer_norm_{k.lower()}" for k in VARIANTS]
-    half = (len(names) + 1) // 2
-    letters = ", ".join(names[:half]) + ",\n                   " + ", ".join(names[half:])
     x = zoo_input(name, shape, offset, seed).values
-    atol = ATOL + float(rounding_allowance(x, eps).max())
-    check = ("torch.testing.assert_close(y, expected)" if offset == 0 else
-             f"torch.testing.assert_close(y, expected, rtol={RTOL!r}, atol={atol:.2g})"
-             "  # far from zero, float32 rounding needs a wider atol")
-    return f"""import torch
-
-{make}
-eps = {eps!r}
-expected = torch.nn.LayerNorm(x.shape[-1], eps=eps)(x).detach()
-implementations = [{letters}]
-for layer_norm in implementations:
-    y = layer_norm(x, eps)
-    try:
-        {check}
-        verdict = "matches"
-    except AssertionError:
-        verdict = "differs"
-    print(layer_norm.__name__, (y - expected).abs().max().item(), verdict)
-"""
+    if name == "random":
+        keep, values = ["random"], {"shape": tuple(shape), "seed": seed}
+    else:
+        keep, values = ["typed"], {"values": zoo_input(name).values.tolist()}
+    if offset:  # far from zero, float32 rounding needs a wider atol
+        atol = ATOL + float(rounding_allowance(x, eps).max())
+        keep += ["offset", "wide"]
+        values |= {"offset": offset, "rtol": RTOL, "atol": Code(f"{atol:.2g}")}
+    else:
+        keep.append("exact")
+    return snippet("bug_zoo", keep=keep, eps=eps, **values)

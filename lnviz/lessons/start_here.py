@@ -376,8 +376,9 @@ def _why_step() -> Step:
     return Step(OUTLINE[0], (
         "As the early layers of a network learn, the numbers they hand to later layers drift in "
         "size; a normalization layer brings each group of them back to a fixed scale — mean 0 "
-        "and variance 1 for BatchNorm and LayerNorm, a root mean square of 1 for RMSNorm — "
-        "then lets the network choose its own scale with γ and β. Ioffe & Szegedy (2015) "
+        "and variance 1 for BatchNorm and LayerNorm, a root mean square of 1 for RMSNorm (up "
+        "to ε, which step 6 is about) — then lets the network choose its own scale with γ and "
+        "β. Ioffe & Szegedy (2015) "
         "introduced BatchNorm to reduce that drift, which they called *internal covariate "
         "shift*, and Santurkar et al. (2018) put that explanation to a test."), (
         Question(

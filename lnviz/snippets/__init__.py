@@ -13,7 +13,9 @@ Each file here (``lnviz/snippets/<name>.py``) runs as it stands, with its own ex
   it runs them all as it stands, and each view keeps its own.
 
 The files import nothing of lnviz, so what a learner copies runs with torch alone, but for the
-Padding page's generator, with which its snippet rebuilds a generated batch.
+Padding page's generator, with which its snippet rebuilds a generated batch, and, as the file
+stands, the Bug zoo's seven functions (:mod:`lnviz.snippets.zoo_functions`, which the page shows
+apart and its view of the snippet leaves out).
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def _set_values(source: str, values: dict[str, object], name: str) -> str:
     for node in ast.parse(source).body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in values):
+            if node.targets[0].id in found:  # which one the view means would be a guess
+                raise ValueError(f"snippet {name!r} sets {node.targets[0].id} more than once")
             found[node.targets[0].id] = node.value
     missing = set(values) - set(found)
     if missing:
