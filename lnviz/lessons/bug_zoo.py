@@ -3,11 +3,11 @@ and the tutorials this app follows make, each checked against ``torch.nn.LayerNo
 input the learner picks.
 
 The formula tutorial's first exercise is "implement LayerNorm and verify it against a library";
-this lesson
-hands the learner the implementations and lets them do the verifying. Every implementation is a
-plain function below (``layer_norm_a`` … ``layer_norm_g``) taking a (seq, batch, emb) tensor and
-an ε; the page shows :attr:`Variant.code`, the function's own source, so the code on screen is
-the code that ran (the tests also run that text on its own, with nothing but ``torch``).
+this lesson hands the learner the implementations and lets them do the verifying. Every
+implementation is a plain function of :mod:`lnviz.snippets.zoo_functions` (``layer_norm_a`` …
+``layer_norm_g``) taking a (seq, batch, emb) tensor and an ε; the page shows
+:attr:`Variant.code`, the function's own source, so the code on screen is the code that ran
+(the tests also run that text on its own, with nothing but ``torch``).
 
 * :func:`zoo_input` — the inputs: the transformer article's "I" = [1, 2, 3], the two-word notes'
 two words, the transformer article's
@@ -31,16 +31,7 @@ import pandas as pd
 import torch
 
 from lnviz.data import get_preset
-from lnviz.snippets import Code, snippet
-from lnviz.snippets.zoo_functions import (
-    layer_norm_a,
-    layer_norm_b,
-    layer_norm_c,
-    layer_norm_d,
-    layer_norm_e,
-    layer_norm_f,
-    layer_norm_g,
-)
+from lnviz.snippets import Code, snippet, zoo_functions
 
 __all__ = [
     "ATOL",
@@ -94,30 +85,30 @@ class Variant:
 
 
 VARIANTS: dict[str, Variant] = {v.letter: v for v in (
-    Variant("A", layer_norm_a, "unbiased variance",
+    Variant("A", zoo_functions.layer_norm_a, "unbiased variance",
             "x.var() divides by H − 1 (unbiased, torch's default for var and std); LayerNorm "
             "divides by H, as the formula tutorial's np.var does."),
-    Variant("B", layer_norm_b, "ε added to the standard deviation",
+    Variant("B", zoo_functions.layer_norm_b, "ε added to the standard deviation",
             "It divides by σ + ε instead of √(σ² + ε), as the two-word notes suggest and "
             "the "
             "Annotated Transformer does."),
-    Variant("C", layer_norm_c, "statistics over dim=0",
+    Variant("C", zoo_functions.layer_norm_c, "statistics over dim=0",
             "dim=0 of (seq, batch, emb) is the sequence: each feature is normalized across "
             "positions, not each token across its features. A draft in the two-word notes sums "
             "over "
             "dim=0 too."),
-    Variant("D", layer_norm_d, "",
+    Variant("D", zoo_functions.layer_norm_d, "",
             "LayerNorm as torch defines it: the biased σ² over the last dim, ε under the root."),
-    Variant("E", layer_norm_e, "statistics over dims (−2, −1)",
+    Variant("E", zoo_functions.layer_norm_e, "statistics over dims (−2, −1)",
             "Dims (−2, −1) are the batch and the features: each position pools every sample "
             "of the batch. The two-word notes did this with a batch of 1, where it is harmless."),
-    Variant("F", layer_norm_f, "reshape where a permute was meant",
+    Variant("F", zoo_functions.layer_norm_f, "reshape where a permute was meant",
             "reshape(emb, seq·batch) moves no axis, it refills rows in memory order: a 'token "
             "column' mixes features of different tokens. permute(2, 0, 1) was meant. The two-word "
             "notes' "
             "reshape of (batch, seq, emb) to (seq, batch, emb) is the same slip, harmless only "
             "at batch 1."),
-    Variant("G", layer_norm_g, "E[x²] − E[x]² in float32",
+    Variant("G", zoo_functions.layer_norm_g, "E[x²] − E[x]² in float32",
             "Far from zero both terms are about μ², and float32 keeps 7 digits of each: their "
             "difference loses σ² to rounding, even below zero (then √ gives NaN). Subtract μ "
             "first, as D does."),
