@@ -296,7 +296,7 @@ def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
 
 def _rmsnorm_link_restored(page: Page) -> None:
     """What a link with norm=RMSNorm and eps=1e-3 (ε as the app writes 0.001) opens: RMSNorm
-    chosen and drawn, its captions, the live ε at 1e-3 and no β, and the code with eps=0.001."""
+    chosen and drawn, its captions, the live ε at 1e-3 and no β, and the code with eps = 0.001."""
     expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
     expect(norm_option(page, "RMSNorm")).to_be_checked()
     expect(norm_option(page, "LayerNorm")).not_to_be_checked()
@@ -306,7 +306,7 @@ def _rmsnorm_link_restored(page: Page) -> None:
     expect(page.locator(".lv-root [data-show=eps]")).to_have_text("1e-3")  # the live ε
     expect(page.locator(".lv-root [data-control-box=beta]")).to_be_hidden()
     expect(page.locator('[data-testid="stCode"]')
-           .filter(has_text="F.rms_norm(")).to_contain_text("eps=0.001")
+           .filter(has_text="F.rms_norm(")).to_contain_text("eps = 0.001")
     expect(page).to_have_url(re.compile(r"[?&]norm=RMSNorm(&|$)"))
     expect(page).to_have_url(re.compile(r"[?&]eps=1e-3(&|$)"))
     assert_no_exception(page)

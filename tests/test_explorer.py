@@ -249,7 +249,8 @@ def test_downloads_and_snippet(explorer):
     assert {"output.npy", "intermediates.npz", "input.npy", "output.csv", "mask.npy"} <= \
         set(downloads(explorer))
     code = explorer.code[0].value
-    assert "F.layer_norm(x, normalized_shape, gamma, beta, eps=1e-05)" in code
+    assert "eps = 1e-05\n" in code
+    assert "F.layer_norm(x, normalized_shape, gamma, beta, eps=eps)" in code
 
 
 def test_demo_mode_caps_uploads_and_generated_tensors(monkeypatch):

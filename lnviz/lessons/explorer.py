@@ -41,6 +41,7 @@ from lnviz.norms import (
     layer_norm,
     mean_and_var,
 )
+from lnviz.snippets import Code, snippet
 from lnviz.terms import Layout, NormKind
 
 __all__ = [
@@ -113,84 +114,46 @@ def padding_grid(batch: Batch, view: GridView) -> np.ndarray | None:
 
 def pytorch_snippet(shape: tuple[int, ...], layout: str, spec: NormSpec, dtype: str = "float32",
                     device: str = "cpu", has_mask: bool = False) -> str:
-    """PyTorch code that reproduces the current computation from the downloaded input.npy."""
+    """PyTorch code that reproduces the current computation from the downloaded input.npy
+    (``lnviz/snippets/explorer.py``, the view's sections kept)."""
     n = param_size(shape, layout, spec)
     masked = has_mask and spec.use_mask
+    norm = NORM_TABLE[spec.norm]
 
-    # γ, β and running statistics in x's dtype (float32 for half inputs, as torch's kernels
-    # take them), on x's device: torch refuses float32 parameters with a float64 input.
-    where = f"dtype=torch.{'float64' if dtype == 'float64' else 'float32'}, device={device!r}"
-
-    def param(value: float | tuple[float, ...]) -> str:
+    def param(value: float | tuple[float, ...]) -> Code:
+        # γ, β and running statistics in x's dtype (float32 for half inputs, as torch's
+        # kernels take them), on x's device: torch refuses float32 parameters with float64
         if isinstance(value, (tuple, list)):
-            return f"torch.tensor({[float(v) for v in value]}, {where})"
-        return f"torch.full(({n},), {float(value)!r}, {where})"
+            return Code(f"torch.tensor({[float(v) for v in value]}, dtype=param_dtype, "
+                        "device=device)")
+        return Code(f"torch.full((n,), {float(value)!r}, dtype=param_dtype, device=device)")
 
-    lines = [
-        "import numpy as np",
-        "import torch",
-        "import torch.nn.functional as F",
-        "",
-        f"# input.npy: the Explorer's input, shape {tuple(shape)}, layout {layout} "
-        f"{LAYOUTS[layout]}",
-        f"x = torch.from_numpy(np.load('input.npy')).to({device!r}, torch.{dtype})",
-        f"gamma = {param(spec.gamma)}",
-    ]
-    shifts = spec.norm != NormKind.RMS  # RMSNorm has no β
-    if shifts:
-        lines.append(f"beta = {param(spec.beta)}")
-    if NORM_TABLE[spec.norm].trailing:
-        dims = tuple(shape[-spec.dims:])
-        lines.append(f"normalized_shape = {dims}")
+    keep = {spec.norm}
+    values: dict[str, object] = {
+        "device": device, "dtype": Code(f"torch.{dtype}"),
+        "param_dtype": Code(f"torch.{'float64' if dtype == 'float64' else 'float32'}"),
+        "n": n, "gamma": param(spec.gamma), "beta": param(spec.beta), "eps": spec.eps}
+    if spec.norm != NormKind.RMS:  # RMSNorm has no β
+        keep.add("beta")
+    if norm.trailing:
+        keep.add("trailing")
+        values["normalized_shape"] = tuple(shape[-spec.dims:])
         if spec.dims > 1:
-            lines.append("gamma, beta = gamma.expand(normalized_shape), "
-                         "beta.expand(normalized_shape)" if shifts
-                         else "gamma = gamma.expand(normalized_shape)")
-        if spec.norm == NormKind.LAYER:
-            lines.append(f"y = F.layer_norm(x, normalized_shape, gamma, beta, eps={spec.eps!r})")
-        else:
-            lines.append(f"y = F.rms_norm(x, normalized_shape, gamma, eps={spec.eps!r})")
-    elif spec.norm == NormKind.BATCH:
-        c = channel_dim(layout)
-        move, back = (f".movedim({c}, 1)", f".movedim(1, {c})") if c != 1 else ("", "")
-        batch = f"x{move}"
-        if masked:
-            lines += [
-                "# mask.npy: True at real tokens; torch has no mask, so take statistics from",
-                "# the real tokens alone: x[mask] is (real tokens, features)",
-                f"mask = torch.from_numpy(np.load('mask.npy')).to({device!r}, torch.bool)",
-            ]
-            batch = "x[mask]"
-        if spec.training and spec.eps == 0:
-            lines.append("# torch refuses eps=0 in training mode: the next line raises "
-                         "ValueError (lnviz computes it)")
-        if spec.training and masked:
-            lines += [
-                "y = torch.zeros_like(x)",
-                f"y[mask] = F.batch_norm(x[mask], None, None, gamma, beta, training=True, "
-                f"eps={spec.eps!r})",
-            ]
-        elif spec.training:
-            lines.append(f"y = F.batch_norm(x{move}, None, None, gamma, beta, training=True, "
-                         f"eps={spec.eps!r}){back}")
-        else:
-            lines += [
-                f"running_mean, running_var = torch.zeros({n}, {where}), "
-                f"torch.ones({n}, {where})",
-                f"for _ in range({spec.warmup_steps}):  # training passes build the running stats",
-                f"    F.batch_norm({batch}, running_mean, running_var, training=True, "
-                f"momentum={spec.momentum!r}, eps={spec.eps!r})",
-                f"y = F.batch_norm(x{move}, running_mean, running_var, gamma, beta, "
-                f"training=False, eps={spec.eps!r}){back}",
-            ]
+            keep.add("expand")
     else:
-        move = ".transpose(1, 2)" if layout == Layout.NLC else ""
-        if spec.norm == NormKind.GROUP:
-            call = f"F.group_norm(x{move}, {spec.groups}, gamma, beta, eps={spec.eps!r})"
-        else:
-            call = f"F.instance_norm(x{move}, weight=gamma, bias=beta, eps={spec.eps!r})"
-        lines.append(f"y = {call}{move}")
-    return "\n".join(lines) + "\n"
+        keep.add("channels")
+        values["c"] = channel_dim(layout)
+    if spec.norm == NormKind.BATCH:
+        keep |= {"mask"} if masked else {"all"}
+        keep.add("training" if spec.training else "evaluation")
+        if spec.training and spec.eps == 0:
+            keep.add("eps-zero")
+        values |= {"warmup_steps": spec.warmup_steps, "momentum": spec.momentum}
+    elif spec.norm == NormKind.GROUP:
+        values["groups"] = spec.groups
+    return snippet("explorer", keep=keep, **values,
+                   notes={"shape": str(tuple(shape)), "layout": str(layout),
+                          "meaning": LAYOUTS[layout]})
 
 
 #: How many unit roundoffs of error a correct implementation may show, per unit of conditioning.

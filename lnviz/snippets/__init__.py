@@ -75,9 +75,12 @@ def _set_values(source: str, values: dict[str, object], name: str) -> str:
     for node in ast.parse(source).body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in values):
-            if node.targets[0].id in found:  # which one the view means would be a guess
-                raise ValueError(f"snippet {name!r} sets {node.targets[0].id} more than once")
-            found[node.targets[0].id] = node.value
+            target = node.targets[0].id
+            if any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(node.value)):
+                continue  # an update of the value (gamma = gamma.expand(…)), not a setting
+            if target in found:  # which one the view means would be a guess
+                raise ValueError(f"snippet {name!r} sets {target} more than once")
+            found[target] = node.value
     missing = set(values) - set(found)
     if missing:
         raise ValueError(f"snippet {name!r} sets no {', '.join(sorted(missing))}")
