@@ -340,7 +340,8 @@ else:
                               "cosine with the model's embedding": [s.cosine for _, s in standard]})
         st.dataframe(table, hide_index=True, key="by_standard")
         st.caption(
-            "For scale, this sentence's embedding against other sentences', nearest first: "
+            "For scale, cosines between sentence embeddings, highest first: this sentence's "
+            "against other sentences', and one pair of two other sentences with one meaning: "
             + "; ".join(f"{a.kind}, “{a.text if len(a.text) <= 80 else a.text[:79] + '…'}”: "
                         f"{a.cosine:.2f}" for a in anchors)
             + f". Replacing all 13 gives {standard[-1][1].cosine:.2f}: "

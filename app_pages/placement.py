@@ -7,7 +7,7 @@ import streamlit as st
 from lnviz import charts
 from lnviz.analysis import StackConfig
 from lnviz.lessons.beyond import run_sentence
-from lnviz.lessons.common import apart, defined
+from lnviz.lessons.common import apart, defined, short
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
@@ -46,7 +46,13 @@ from lnviz.ui.figures import show_figure
 from lnviz.ui.messages import refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.race import race_panel
-from lnviz.ui.state import current_settings, model_text, prediction, run_stop_buttons
+from lnviz.ui.state import (
+    answered,
+    current_settings,
+    model_text,
+    prediction,
+    run_stop_buttons,
+)
 
 settings = current_settings()
 
@@ -194,9 +200,10 @@ if qk_guess is not None:
         run = cached(run_sentence, Named(model, "minilm"), text)
         scaling = attention_scaling(model, run, int(layer), int(head), float(scale))
     without, with_norm = scaling.entropy["without"], scaling.entropy["with"]
-    verdict = "Right" if qk_guess == "piles onto fewer tokens" else "Not quite"
+    verdict = ("**Right:**" if qk_guess == "piles onto fewer tokens" else
+               "**Not quite:** the answer is “piles onto fewer tokens”.")
     st.markdown(
-        f"**{verdict}:** multiplying every logit by c² sharpens each softmax row, so its "
+        f"{verdict} Multiplying every logit by c² sharpens each softmax row, so its "
         f"entropy only falls as c grows. For this head, over the curve's range, it goes from "
         f"{without[0]:.3f} {defined('nats')} at c = {QK_SCALES[0]:g} to {without[-1]:.3f} at "
         f"c = {QK_SCALES[-1]:g} (uniform over "
@@ -277,9 +284,12 @@ if scale_guess is not None:
         "into a norm, nothing in between (a bias added after W breaks LN(c·Wx) = LN(Wx)), and "
         "for the whole matrix scaled at once. It covers W_q and W_k under QK-norm (section 2), "
         "and W_o and the feed-forward's W_down under OLMo 2's reordered norm, which normalizes "
-        "each sublayer's output before the residual sum. It does not cover pre-LN's W_o and "
-        "W_down: their outputs are added to the residual stream, and a larger W_o makes a "
-        "larger stream.")
+        "each sublayer's output before the residual sum."
+        # what it does not cover is section 1's answer (the weights' scale reaches pre-LN's
+        # stream): said once that question is answered
+        + (" It does not cover pre-LN's W_o and W_down: their outputs are added to the "
+           "residual stream, and a larger W_o makes a larger stream."
+           if answered("pl_guess") is not None else ""))
     show_figure(charts.placement.scale_figure, labels, [r.weight_norm for r in runs.values()],
                 [r.effective_lr for r in runs.values()],
                 [r.smoothed_loss() for r in runs.values()], key="pl_scale_runs")
@@ -295,11 +305,11 @@ if scale_guess is not None:
                            for r in undecayed) + "."]
     if decayed.config.weight_decay > 0:
         gain = decayed.effective_lr[-1] / plain.effective_lr[-1]
+        start, end = apart(decayed.weight_norm[0], decayed.weight_norm[-1])
         notes.append(
-            f"Weight decay {decayed.config.weight_decay:g} takes ‖W‖ from "
-            "{} to {}, so the effective ".format(*apart(decayed.weight_norm[0],
-                                                       decayed.weight_norm[-1]))
-            + f"learning rate ends {gain:.3g}× what it is without decay, and the loss ends at "
+            f"With weight decay {decayed.config.weight_decay:g}, ‖W‖ goes from {start} to "
+            f"{end} ({short(plain.weight_norm[-1])} without decay), so the effective "
+            f"learning rate ends {gain:.3g}× what it is without decay, and the loss ends at "
             f"{decayed.smoothed_loss()[-1]:.3f} against {plain.smoothed_loss()[-1]:.3f}. The "
             "function cannot feel W's size, so the decay regularizes nothing here: it acts "
             "through the learning rate.")

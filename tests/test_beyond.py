@@ -338,6 +338,9 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert table.iloc[-1, 1] == pytest.approx(expected, abs=1e-6)
     # the yardstick beside it, anchored at both ends, and where "all 13" falls on it
     scale = next(c.value for c in at.caption if c.value.startswith("For scale"))
+    # the pair of two other sentences is said to be a pair, not this sentence against others
+    assert scale.startswith("For scale, cosines between sentence embeddings, highest first: this "
+                            "sentence's against other sentences', and one pair of two other")
     ladder = yardstick(model, original)
     anchors = {a.kind: a for a in ladder}
     assert (f"{PARAPHRASE}, “{NEIGHBOURS[PRESETS[0]][0]}”: {anchors[PARAPHRASE].cosine:.2f}"

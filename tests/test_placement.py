@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from lnviz.analysis import StackConfig
 from lnviz.lessons.beyond import run_sentence
-from lnviz.lessons.common import apart, defined
+from lnviz.lessons.common import apart, defined, short
 from lnviz.lessons.minilm import PRESETS
 from lnviz.lessons.placement import (
     GAINS,
@@ -284,7 +284,7 @@ def test_the_page_takes_another_head_and_a_sentence_of_its_own(model) -> None:
     at.radio(key="pl_qk_guess").set_value("stays as it is").run()
     assert not at.exception, at.exception
     verdict = next(m.value for m in at.markdown if "entropy only falls" in m.value)
-    assert verdict.startswith("**Not quite:**")
+    assert verdict.startswith("**Not quite:** the answer is “piles onto fewer tokens”.")
     assert len(figures(at)) == 2  # the placements still wait for their guess
     scaling = attention_scaling(model, model.run("Queries and keys."), 5, 11, 1.0)
     caption = next(c.value for c in at.caption if "largest |logit|" in c.value)
@@ -389,10 +389,17 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
     why = next(m.value for m in at.markdown if m.value.startswith("Why: "))
     assert "effective rate η/‖W‖²" in why
     scope = next(c.value for c in at.caption if "Where this holds" in c.value)
-    assert "a bias added after W breaks" in scope and "does not cover pre-LN's W_o" in scope
+    # what it does not cover answers section 1's question: said once that one is answered
+    assert "a bias added after W breaks" in scope and "does not cover pre-LN's W_o" not in scope
+    at.radio(key="pl_guess").set_value("Peri-LN's").run()
+    scope = next(c.value for c in at.caption if "Where this holds" in c.value)
+    assert "does not cover pre-LN's W_o" in scope
     assert f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f}" in verdict
     notes = next(m.value for m in at.markdown if m.value.startswith("- The gradient"))
-    assert "from {} to {}".format(*apart(decayed.weight_norm[0], decayed.weight_norm[-1])) in notes
+    # the decayed run's ‖W‖ beside the undecayed one's: decay makes it grow less, not grow
+    assert ("With weight decay 0.01, ‖W‖ goes from {} to {}".format(
+        *apart(decayed.weight_norm[0], decayed.weight_norm[-1]))
+        + f" ({short(plain.weight_norm[-1])} without decay)") in notes
     for run in (reference, plain):  # without decay: ‖W‖'s growth, in digits that show it
         first, last = norm_change(run.weight_norm).split(" (")[0].split(" → ")
         assert first != last and f"{norm_change(run.weight_norm)} at scale" in notes

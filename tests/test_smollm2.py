@@ -501,3 +501,22 @@ def test_part_3_on_a_one_token_prompt_says_its_two_lines_are_one():
     assert "this prompt is one token, so the median token is the first one" in shown
     at = open_page(PAGE, {"sl_text": "Hi there", "sl_part3": "true"}, timeout=300)
     assert "this prompt is one token" not in " ".join(m.value for m in at.markdown)
+
+
+def test_tokens_that_tie_for_the_massive_value_each_hold_it(model):
+    """A repeated first token ("\\n\\n…") has the same hidden state as the one before it: both
+    tie for the largest value, and the answer takes either place, saying why."""
+    from lnviz.lessons.smollm2 import TIE, analyze, massive_answer
+
+    seen = analyze(model, "\n\nHello world")
+    m = seen.massive
+    assert m.tied[:2] == (0, 1)
+    x = model.run("\n\nHello world").record(f"model.layers.{m.block}.input_layernorm").input[0]
+    peaks = x.double().abs().max(dim=1).values
+    assert abs(float(peaks[1] / peaks[0]) - 1) < TIE
+    answer = massive_answer(seen)
+    assert answer.option == "the first token"
+    assert answer.reply("a token in between").startswith("**Right:**")
+    assert "Tokens 0 and 1 tie for it" in answer.reason
+    alone = massive_answer(analyze(model, "The cat sat on the mat."))
+    assert alone.accepted == () and "tie for it" not in alone.reason

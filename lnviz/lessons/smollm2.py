@@ -37,7 +37,7 @@ from lnviz.lessons.common import TOKEN_PLACES, Answer, apart, short, token_place
 from lnviz.limits import SMOLLM2_MAX_TOKENS
 from lnviz.models.bert import sublayer_of
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
-from lnviz.terms import NormKind
+from lnviz.terms import NormKind, listed
 
 __all__ = [
     "BREAKS",
@@ -163,6 +163,8 @@ class Massive:
         rms: that token's RMS there, √(mean h²): what its RMSNorm divides by.
         output: the RMSNorm's output at that feature; ``gamma`` its γ there.
         share: the share of that token's Σh² the one feature holds.
+        tied: the tokens that tie with it for that largest value in that block (:data:`TIE`),
+            itself first: a token repeating the one before it has the same hidden state.
     """
 
     largest: np.ndarray
@@ -175,6 +177,7 @@ class Massive:
     output: float
     gamma: float
     share: float
+    tied: tuple[int, ...] = ()
 
 
 #: Tokens whose largest |h| lie within this relative distance of each other tie: a token that
@@ -186,11 +189,13 @@ TIE = 1e-5
 def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
     """:class:`Massive` of ``run``. Where tokens tie for the largest value (:data:`TIE`), the
     first of them holds it."""
-    largest, token, feature, median = [], [], [], []
+    largest, token, feature, median, ties = [], [], [], [], []
     for i in range(n_layer):
         x = run.record(f"model.layers.{i}.input_layernorm").input[0].double()  # (T, C)
         per_token = x.abs().max(dim=1).values  # (T,)
-        t = int(torch.nonzero(per_token >= per_token.max() * (1 - TIE))[0])
+        tied = [int(k) for k in torch.nonzero(per_token >= per_token.max() * (1 - TIE))[:, 0]]
+        ties.append(tuple(tied))
+        t = tied[0]
         f = int(x[t].abs().argmax())
         largest.append(float(x.abs().max()))
         token.append(t)
@@ -203,7 +208,7 @@ def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
     return Massive(np.array(largest), np.array(token), np.array(feature), np.array(median), block,
                    float(row[f]), float(row.square().mean().sqrt()),
                    float(record.output[0, t, f]), float(record.weight[f]),
-                   float(row[f] ** 2 / row.square().sum()))
+                   float(row[f] ** 2 / row.square().sum()), ties[block])
 
 
 def even_share(count: int) -> float:
@@ -572,9 +577,18 @@ def massive_answer(run: Analysis, shown: Callable[[str], str] = str) -> Answer:
            f"; the token's RMS is {short(m.rms, 4)}, and RMSNorm divides the whole token by "
            f"it: feature {feature} leaves as {short(m.output, 4)} (γ = {short(m.gamma, 3)} "
            "there)."))
-    # with one token the first is also the last: both places are right
-    accepted = (TOKEN_PLACES[2],) if len(run.tokens) == 1 else ()
-    return Answer(token_place(token, len(run.tokens)), reason, accepted)
+    # with one token the first is also the last; tokens that tie for the value (a repeated
+    # token, the same hidden state) hold it alike: each place is right
+    count = len(run.tokens)
+    place = token_place(token, count)
+    accepted = tuple(dict.fromkeys(
+        [TOKEN_PLACES[2]] * (count == 1)
+        + [token_place(k, count) for k in m.tied if token_place(k, count) != place]))
+    if len(m.tied) > 1:
+        reason += (f" Tokens {listed([str(k) for k in m.tied])} tie for it (to a relative "
+                   f"{TIE:g}): a token repeating the one before it has the same hidden state, "
+                   "so each of their places is right.")
+    return Answer(place, reason, accepted)
 
 
 def survives_answer(broken: Broken, shown: Callable[[str], str] = str, *,
