@@ -65,15 +65,20 @@ __all__ = [
 class Variant:
     """One hand-written LayerNorm of the zoo.
 
+    ``letter`` names its function (``layer_norm_a`` … of :mod:`lnviz.snippets.zoo_functions`);
     ``slip`` names its mistake ("" for the correct one); ``explanation`` says what the code does
     instead of LayerNorm, true for every input (numbers that depend on ε are added by
     :func:`feedback`).
     """
 
     letter: str
-    function: Callable[[torch.Tensor, float], torch.Tensor]
     slip: str
     explanation: str
+
+    @property
+    def function(self) -> Callable[[torch.Tensor, float], torch.Tensor]:
+        """The implementation: ``layer_norm_<letter>`` of the zoo's functions."""
+        return getattr(zoo_functions, f"layer_norm_{self.letter.lower()}")
 
     @property
     def code(self) -> str:
@@ -85,30 +90,27 @@ class Variant:
 
 
 VARIANTS: dict[str, Variant] = {v.letter: v for v in (
-    Variant("A", zoo_functions.layer_norm_a, "unbiased variance",
+    Variant("A", "unbiased variance",
             "x.var() divides by H − 1 (unbiased, torch's default for var and std); LayerNorm "
             "divides by H, as the formula tutorial's np.var does."),
-    Variant("B", zoo_functions.layer_norm_b, "ε added to the standard deviation",
-            "It divides by σ + ε instead of √(σ² + ε), as the two-word notes suggest and "
-            "the "
+    Variant("B", "ε added to the standard deviation",
+            "It divides by σ + ε instead of √(σ² + ε), as the two-word notes suggest and the "
             "Annotated Transformer does."),
-    Variant("C", zoo_functions.layer_norm_c, "statistics over dim=0",
+    Variant("C", "statistics over dim=0",
             "dim=0 of (seq, batch, emb) is the sequence: each feature is normalized across "
-            "positions, not each token across its features. A draft in the two-word notes sums "
-            "over "
-            "dim=0 too."),
-    Variant("D", zoo_functions.layer_norm_d, "",
+            "positions, not each token across its features. A draft in the two-word notes "
+            "sums over dim=0 too."),
+    Variant("D", "",
             "LayerNorm as torch defines it: the biased σ² over the last dim, ε under the root."),
-    Variant("E", zoo_functions.layer_norm_e, "statistics over dims (−2, −1)",
-            "Dims (−2, −1) are the batch and the features: each position pools every sample "
-            "of the batch. The two-word notes did this with a batch of 1, where it is harmless."),
-    Variant("F", zoo_functions.layer_norm_f, "reshape where a permute was meant",
+    Variant("E", "statistics over dims (−2, −1)",
+            "Dims (−2, −1) are the batch and the features: each position pools every sample of "
+            "the batch. The two-word notes did this with a batch of 1, where it is harmless."),
+    Variant("F", "reshape where a permute was meant",
             "reshape(emb, seq·batch) moves no axis, it refills rows in memory order: a 'token "
-            "column' mixes features of different tokens. permute(2, 0, 1) was meant. The two-word "
-            "notes' "
-            "reshape of (batch, seq, emb) to (seq, batch, emb) is the same slip, harmless only "
-            "at batch 1."),
-    Variant("G", zoo_functions.layer_norm_g, "E[x²] − E[x]² in float32",
+            "column' mixes features of different tokens. permute(2, 0, 1) was meant. The "
+            "two-word notes' reshape of (batch, seq, emb) to (seq, batch, emb) is the same "
+            "slip, harmless only at batch 1."),
+    Variant("G", "E[x²] − E[x]² in float32",
             "Far from zero both terms are about μ², and float32 keeps 7 digits of each: their "
             "difference loses σ² to rounding, even below zero (then √ gives NaN). Subtract μ "
             "first, as D does."),
