@@ -228,9 +228,8 @@ def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature:
                      device: str, dtype: str) -> None:
     code = code.empty()  # the code's place first: a refusal below ends the run before it
     if answered("bl_guess") is None:  # training mode's use of the batch: part 2's
-        box.info("This part shows what BatchNorm does with its batch in training mode, which "
-                 "answers part 2's question: answer it first (open “2 · One sample, many "
-                 "batches”).", icon=":material/quiz:")
+        box.info("This part waits for part 2's question: answer it first (open “2 · One "
+                 "sample, many batches”).", icon=":material/quiz:")
         show_snippet(code, c)
         return
     with box:

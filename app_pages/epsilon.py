@@ -43,6 +43,10 @@ def _vector(name: str) -> str:
     return "[" + ", ".join(f"{v:g}" for v in stability_vector(name).astype(np.float64)) + "]"
 
 
+#: The ε the formula tutorial's example adds.
+TUTORIAL_EPS = 1e-8
+
+
 def _tiny(eps: float) -> float:
     """The tiny vector's largest |x̂| at ``eps``, in float64 (the sentence's numbers)."""
     return cached(epsilon_steps, stability_vector("tiny"), eps, dtype="float64").max_output
@@ -146,6 +150,13 @@ def sweep_section(box: DeltaGenerator, code: DeltaGenerator, seed: int, device: 
                     "prints:")
         st.code(cell.printed, language="text")
         st.caption(cell.explain())
+        if vector == "tiny":  # the tutorial's own fix, named: its ε outweighs its example's σ²
+            var = _variance("tiny")
+            st.markdown(
+                f"Its fix, ε = {short(TUTORIAL_EPS)}, is {TUTORIAL_EPS / var:.3g} times its own "
+                f"example's σ² = {short(var)}: the largest |x̂| falls from {short(_tiny(0.0))} "
+                f"to {short(_tiny(TUTORIAL_EPS))}, so ε, not the data, sets the output's scale. "
+                "ε leaves x̂ as it is only while it is small beside σ².")
     code.code(epsilon_snippet(vector, eps, dtype), language="python")
 
 
@@ -235,8 +246,9 @@ cancellation_section(settings.seed)
 st.info(
     "**Try this.** On the tiny vector, slide ε from 1e-12 up to 1 and watch the table: the "
     f"largest |x̂| stays near {short(_tiny(1e-12))} until ε approaches σ² = "
-    f"{short(_variance('tiny'))}, then shrinks (at the formula tutorial's ε = 1e-8 it is "
-    f"{short(_tiny(1e-8))}). Choose the constant vector and set ε to 0 to see the 0/0. "
+    f"{short(_variance('tiny'))}, then shrinks (at the formula tutorial's ε = "
+    f"{short(TUTORIAL_EPS)} it is {short(_tiny(TUTORIAL_EPS))}). Choose the constant vector "
+    "and set ε to 0 to see the 0/0. "
     "Switch the sidebar's precision to float16 and compare the gradient sizes."
     # part 3's "Try this" names its answer (the naive variance fails): it waits for the guess
     + (" In part 3, change the row length: does the offset where the naive variance first fails "

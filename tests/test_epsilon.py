@@ -530,3 +530,17 @@ def test_the_constant_vector_names_the_seeds_meaningful_outputs_claim(eps: str) 
     factor = (x.grad / (g - g.mean())).numpy()
     np.testing.assert_allclose(factor, factor[0], rtol=1e-9)
     assert f"{factor[0]:.3g}× it at ε = {float(eps):g}" in text
+
+
+def test_the_formula_tutorials_own_epsilon_is_named_larger_than_its_example():
+    """The tutorial's fix, ε = 1e-8, is 2.5 times its example's σ² = 4e-9: the largest |x̂|
+    falls from 1.58 to 0.845 (float64), which the page says under the tutorial's cell."""
+    tiny = stability_vector("tiny")
+    var = float(np.var(tiny.astype(np.float64)))
+    assert 1e-8 / var == pytest.approx(2.5, rel=1e-3)
+    at = open_page(PAGE)
+    shown = " ".join(m.value for m in at.markdown)
+    full = epsilon_steps(tiny, 0.0, dtype="float64").max_output
+    fixed = epsilon_steps(tiny, 1e-8, dtype="float64").max_output
+    assert (f"Its fix, ε = 1e-8, is 2.5 times its own example's σ² = {short(var)}: the largest "
+            f"|x̂| falls from {short(full)} to {short(fixed)}") in shown

@@ -38,7 +38,6 @@ TYPED: dict[tuple[str, str], tuple[str, bool]] = {
     ("bug_zoo.py", "1e-5"): ("torch's default ε", True),
     ("bug_zoo.py", "1e-08"): ("the colour scale's floor, a setting of the figure", True),
     ("epsilon.py", "1e-12"): ("the ε slider's smallest value", True),
-    ("epsilon.py", "1e-8"): ("the formula tutorial's ε, a setting", True),
     ("epsilon.py", "1e-05"): ("torch's default ε", True),
     ("epsilon.py", "0.01"): ("the smallest offset the cancellation sweep offers", True),
     ("epsilon.py", "0.71"): ("1/√2", f"{1 / math.sqrt(2):.2f}" == "0.71"),

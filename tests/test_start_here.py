@@ -645,3 +645,13 @@ def test_step_7_says_why_gamma_and_beta_undo_one_token_only_whatever_the_answer(
         answers[answer_key(questions["undo"])] = undo
     at = open_page(PAGE, answers)
     assert questions["undo"].aside in alerts(at)["info"]
+
+
+def test_step_3_names_the_articles_rounding_slip_on_its_last_line(questions):
+    """The transformer article's (7 − 3.5)/2.29 = 1.52: 3.5/2.2913 is 1.5275, which rounds to
+    1.53 (the pad counted), as torch's batch_norm gives."""
+    x = SEED.reshape(-1, 3)[:, :1]
+    top = float(F.batch_norm(x, None, None, training=True, eps=1e-5).max())
+    assert top == pytest.approx(1.5275, abs=1e-4)
+    reveal = questions["bn_seed"].reveal
+    assert f"= 1.52, slips in the rounding: 3.5/2.2913 = {top:.4f}, so 1.53." in reveal

@@ -68,6 +68,9 @@ EPS = 1e-5
 _NEAR_PAIR = 2 * math.sqrt(EPS) * (1 - TOLERANCE) / math.sqrt(1 - (1 - TOLERANCE) ** 2)
 #: What the transformer article prints for “I”: σ cut to 0.81, and the ends 1/0.81 cut to 1.23.
 ARTICLE_SIGMA, ARTICLE_ENDS = 0.81, 1.23
+#: What the transformer article prints for BatchNorm's feature 0 of its largest value (7): its
+#: (7 − 3.5)/2.29, whose quotient rounds to 1.53.
+ARTICLE_TOP = 1.52
 #: The transformer stack of step 8: as deep as BERT-base or GPT-2 small, narrow enough to be
 #: computed in a blink; the Shapes page shows the same stack with these settings.
 STACK = StackConfig(depth=12, d_model=32, seed=0)
@@ -528,6 +531,8 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
     real = x[..., 0][mask]
     mu, var = float(numbers.bn.mean[0, 0, 0]), float(numbers.bn.var[0, 0, 0])
     expected = float(numbers.bn.output[0, 0, 0])
+    top = float(column.max())  # the article's last line: its largest value
+    top_out = (top - mu) / math.sqrt(var + EPS)
     sentence = x[0, :, 0]
     values = ", ".join(format_numbers([float(v)]) for v in column)
     return Step(OUTLINE[2], (
@@ -569,7 +574,10 @@ def _batch_norm_step(numbers: PathNumbers) -> Step:
                   "the transformer article has it.",
             reveal="Every token's feature 0 moved by the same μ and σ. “I” is now "
                    f"{format_numbers([expected])} because of the other seven values: in "
-                   "another batch it would be something else.",
+                   "another batch it would be something else. (The transformer article's "
+                   f"last line, ({top:g} − {mu:g})/{math.sqrt(var):.2f} = {ARTICLE_TOP}, slips "
+                   f"in the rounding: {top - mu:g}/{math.sqrt(var):.4f} = {top_out:.4f}, so "
+                   f"{top_out:.2f}.)",
             table=_feature_table(numbers)),
     ))
 
