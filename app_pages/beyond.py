@@ -434,9 +434,14 @@ st.markdown(
     f"Per token, RMSNorm's x/√(mean x²) is LayerNorm's x̂ scaled by 1/√(1 + (μ/σ)²) plus "
     f"μ/√(σ² + μ²) in every feature. In MiniLM, on this sentence, |μ|/σ is at most "
     f"{largest.max():.3f} (median over tokens {means.min():.3f} to {means.max():.3f} per "
-    f"LayerNorm), so each LayerNorm turned into an RMSNorm (with its own γ and β) alone leaves "
-    f"a cosine of at least "
-    f"{swapped.alone.min():.4f}; all 13 together give {swapped.together:.3f}."
+    f"LayerNorm). Each LayerNorm turned into an RMSNorm (with its own γ and β) alone leaves "
+    f"a cosine of at least {swapped.alone.min():.4f}; all 13 together give "
+    f"{swapped.together:.3f}."
+    # which LayerNorm a swap hurts most hints at section 3's answer: named once it is answered
+    + (f" The largest |μ|/σ is LayerNorm {int(np.argmax(largest))}'s, the worst single swap "
+       f"LayerNorm {int(np.argmin(swapped.alone))}'s: how large the means are is not the "
+       "whole story." if frozen_guess is not None
+       and int(np.argmax(largest)) != int(np.argmin(swapped.alone)) else "")
     + (f" On section 4's yardstick (this sentence against others), all 13 as RMSNorms fall "
        f"{placed(swapped.together, anchors)}." if anchors else
        " How far that is needs a scale: section 4 draws one (this sentence against others) "

@@ -20,6 +20,7 @@ from lnviz.lessons.minilm import (
     first_word_run,
     first_word_text,
     int8_errors,
+    int8_input_text,
     int8_text,
     layer_label,
     layer_text,
@@ -200,9 +201,13 @@ if peak is not None:
     st.subheader("7 · Why it matters for int8")
     st.caption("Dettmers et al. 2022, “LLM.int8(): 8-bit Matrix Multiplication for Transformers at "
                "Scale”.")
-    table, outliers = cached(int8_errors, run.records[chosen].input[0].numpy())
-    st.markdown(f"The input of LayerNorm {chosen} ({layer_label(name)}) rounded to int8 with "
-                f"{defined('absmax')}, three ways. " + int8_text(table, outliers))
+    # what the next layer's matmuls read: the LayerNorm's output (post-LN), not its input
+    table, outliers = cached(int8_errors, run.records[chosen].output[0].numpy())
+    inputs, _ = cached(int8_errors, run.records[chosen].input[0].numpy())
+    st.markdown(f"LLM.int8() rounds what a matrix multiplication reads. Here that is the output "
+                f"of LayerNorm {chosen} ({layer_label(name)}): the next layer's Q, K, V and "
+                f"feed-forward read it. Rounded to int8 with {defined('absmax')}, three ways: "
+                + int8_text(table, outliers) + int8_input_text(inputs, table))
     show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),
                 table["values turned to 0"].to_numpy(),
                 table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")

@@ -542,6 +542,14 @@ def test_the_page_freezes_sigma_after_a_guess_and_prints_the_lessons_numbers(mod
     means = next(m.value for m in at.markdown if "turned into an RMSNorm" in m.value)
     assert f"at least {swapped.alone.min():.4f}" in means
     assert f"{swapped.together:.3f}" in means
+    # the largest mean is not the worst swap (the reviewed sentence: LayerNorm 11 and 2), said
+    # without a "so" that would make the small means the reason
+    table = next(d.value for d in at.dataframe if "largest |μ|/σ" in d.value.columns)
+    worst_mean = int(table["largest |μ|/σ"].to_numpy().argmax())
+    worst_swap = int(np.argmin(swapped.alone))
+    assert worst_mean != worst_swap and ", so each LayerNorm" not in means
+    assert (f"The largest |μ|/σ is LayerNorm {worst_mean}'s, the worst single swap LayerNorm "
+            f"{worst_swap}'s") in means
 
 
 def test_an_rms_norms_fit_is_of_x_over_its_rms() -> None:

@@ -277,7 +277,9 @@ def test_page_shows_every_finding_from_its_run() -> None:
     assert "Feature **223** is the largest" in shown
     assert "Layers 1, 2, 3 and 4 send at least half" in shown
     assert "keeps a cosine of **0.621**" in shown
-    assert "turns **86%** of the values into 0" in shown
+    # int8: the LayerNorm output the matmuls read, then its input, whose massive value zeroes most
+    assert "turns **13%** of the values into 0" in shown
+    assert "would lose far more with one scale: 86% of its values turned into 0" in shown
     captions = " ".join(c.value for c in at.caption)
     for paper in ("Sun et al. 2024", "Kovaleva et al. 2021", "Xiao et al. 2024",
                   "Dettmers et al. 2022"):
@@ -405,3 +407,19 @@ def test_the_control_feature_is_never_the_removed_one(model) -> None:
     names = [n for n in model.weights if n.endswith("LayerNorm.weight")]
     mean_gamma = torch.stack([model.weights[n].abs() for n in names]).mean(dim=0)
     assert sorted(mean_gamma.tolist()).index(float(mean_gamma[other])) == 384 // 2 + 1
+
+
+def test_int8_rounds_what_the_matmuls_read_the_layer_norms_output(runs) -> None:
+    """Post-LN: the next layer's matmuls read the LayerNorm's output (largest |y| about 8), so
+    one int8 scale costs little there; the input with its massive activation would lose most
+    of its values, which the page says of it, and no matmul reads it."""
+    run = runs[tf.PRESETS[0]]
+    k = layer_norm_names().index(tf.FIRST_FFN)
+    outputs, _ = tf.int8_errors(run.records[k].output[0].double().numpy())
+    inputs, _ = tf.int8_errors(run.records[k].input[0].double().numpy())
+    rel = "relative error (tokens after the first)"
+    assert outputs[rel].iloc[0] < 0.1 < 0.4 < inputs[rel].iloc[0]
+    assert outputs["values turned to 0"].iloc[0] < 0.3 < inputs["values turned to 0"].iloc[0]
+    text = tf.int8_input_text(inputs, outputs)
+    assert "would lose far more with one scale" in text and "No matmul reads it" in text
+    assert f"a relative error of {inputs[rel].iloc[0]:.0%}" in text

@@ -520,3 +520,23 @@ def test_tokens_that_tie_for_the_massive_value_each_hold_it(model):
     assert "Tokens 0 and 1 tie for it" in answer.reason
     alone = massive_answer(analyze(model, "The cat sat on the mat."))
     assert alone.accepted == () and "tie for it" not in alone.reason
+
+
+def test_tokens_close_behind_the_massive_value_are_named(model):
+    """"the the the …": the largest value is token 1's, and every other token holds one within
+    5% in the same feature (20,184 against 20,598 for the first): the reply names them, so the
+    massive activation is not read as having left the first token."""
+    from lnviz.lessons.smollm2 import NEAR, analyze, massive_answer
+
+    seen = analyze(model, "the the the the the the")
+    m = seen.massive
+    x = model.run("the the the the the the").record(
+        f"model.layers.{m.block}.input_layernorm").input[0].double()
+    peaks = x.abs().max(dim=1).values
+    feature = int(m.feature[m.block])
+    expected = [k for k in range(len(peaks)) if peaks[k] >= peaks.max() * (1 - NEAR)
+                and k not in m.tied]
+    assert 0 in expected and [k for k, _ in m.near] == expected
+    reason = massive_answer(seen).reason
+    assert f"token 0's {short(float(x[0, feature]), 4)}" in reason
+    assert "the massive activation sits on more than one token here" in reason

@@ -620,6 +620,22 @@ def ablation_text(result: Ablation, pairs: pd.DataFrame) -> str:
             f"{np.abs(control).max():.3f}.")
 
 
+def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame) -> str:
+    """The LayerNorm's input (the residual sum, with the massive activation) rounded the same
+    way, beside its output: in this post-LN model no matrix multiplication reads the input,
+    and the LayerNorm is what stands between the massive activation and the int8 matmuls."""
+    zero_in = inputs["values turned to 0"].iloc[0]
+    rel_in = inputs["relative error (tokens after the first)"].iloc[0]
+    rel_out = outputs["relative error (tokens after the first)"].iloc[0]
+    worse = ("far more" if rel_in > 2 * rel_out else "more" if rel_in > rel_out else
+             "no more")
+    return (f" The LayerNorm's input, the residual sum with the massive activation, would lose "
+            f"{worse} with one scale: {zero_in:.0%} of its values turned into 0, a relative "
+            f"error of {rel_in:.0%}. No matmul reads it in this post-LN model: the LayerNorm "
+            "stands between the massive activation and the int8 matmuls. (In a pre-norm model, "
+            "too, the stream is read only through a norm.)")
+
+
 def int8_text(table: pd.DataFrame, outliers: list[int]) -> str:
     rows = table.set_index("int8 scheme")
     zero = rows["values turned to 0"]
@@ -627,7 +643,8 @@ def int8_text(table: pd.DataFrame, outliers: list[int]) -> str:
     kept = (f"keeping feature{'s' if len(outliers) != 1 else ''} "
             f"{listed([str(f) for f in outliers])} in float"
             if outliers else "with no feature beyond the threshold, nothing is kept in float")
-    return (f"One scale for the whole tensor (its largest |x| / 127 = {rows.iloc[0]['scale']}) "
+    return (f"One scale for the whole tensor (its largest value in size / 127 = "
+            f"{rows.iloc[0]['scale']}) "
             f"turns **{zero.iloc[0]:.0%}** of the values into 0, and the tokens after the first "
             f"come back with a relative error of **{rel.iloc[0]:.0%}**. A scale per token: "
             f"{zero.iloc[1]:.0%} zeros, {rel.iloc[1]:.1%} error. One scale, {kept}: "

@@ -165,6 +165,8 @@ class Massive:
         share: the share of that token's Σh² the one feature holds.
         tied: the tokens that tie with it for that largest value in that block (:data:`TIE`),
             itself first: a token repeating the one before it has the same hidden state.
+        near: the other tokens whose largest |h| in that block comes within :data:`NEAR` of
+            it, with their value in the same feature: (token, value) pairs.
     """
 
     largest: np.ndarray
@@ -178,12 +180,15 @@ class Massive:
     gamma: float
     share: float
     tied: tuple[int, ...] = ()
+    near: tuple[tuple[int, float], ...] = ()
 
 
 #: Tokens whose largest |h| lie within this relative distance of each other tie: a token that
 #: repeats the one before it at the start of a prompt (two "↵") has the same hidden state up to
 #: float32 rounding (1e-7 relative here), and its larger value is rounding's choice.
 TIE = 1e-5
+#: Tokens whose largest value comes this close to the peak (relatively) are named beside it.
+NEAR = 0.05
 
 
 def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
@@ -205,10 +210,14 @@ def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
     record = run.record(f"model.layers.{block}.input_layernorm")
     t, f = token[block], feature[block]
     row = record.input[0, t].double()  # (C,)
+    x = record.input[0].double()
+    peaks = x.abs().max(dim=1).values
+    close = torch.nonzero(peaks >= peaks.max() * (1 - NEAR))[:, 0].tolist()
+    near = tuple((k, float(x[k, f])) for k in close if k not in ties[block])
     return Massive(np.array(largest), np.array(token), np.array(feature), np.array(median), block,
                    float(row[f]), float(row.square().mean().sqrt()),
                    float(record.output[0, t, f]), float(record.weight[f]),
-                   float(row[f] ** 2 / row.square().sum()), ties[block])
+                   float(row[f] ** 2 / row.square().sum()), ties[block], near)
 
 
 def even_share(count: int) -> float:
@@ -588,6 +597,11 @@ def massive_answer(run: Analysis, shown: Callable[[str], str] = str) -> Answer:
         reason += (f" Tokens {listed([str(k) for k in m.tied])} tie for it (to a relative "
                    f"{TIE:g}): a token repeating the one before it has the same hidden state, "
                    "so each of their places is right.")
+    if m.near:
+        reason += (f" Close behind, within {NEAR:.0%}: "
+                   + listed([f"token {k}'s {short(v, 4)}" for k, v in m.near])
+                   + f" in the same feature {feature}: the massive activation sits on more than "
+                     "one token here.")
     return Answer(place, reason, accepted)
 
 
