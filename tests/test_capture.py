@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -607,3 +608,34 @@ def test_read_capture_refuses_what_is_not_a_capture(tmp_path: Path) -> None:
     future = damaged | {"lnviz.version": "99"}
     with pytest.raises(TensorFileError, match="version '99'"):
         read_capture(save({"w": torch.ones(1)}, future))
+
+
+@pytest.mark.parametrize(("version", "kind", "reads"), [
+    ("2", "LayerNorm", True), ("1", "layer_norm", True),  # each version's own spelling
+    ("2", "layer_norm", False), ("1", "LayerNorm", False),  # the other's: refused
+    ("2", "layer", False), ("2", ["LayerNorm"], False), ("2", 7, False)])
+def test_a_captures_kinds_are_read_as_its_version_spells_them(version, kind, reads) -> None:
+    """Version 2 files (written now) spell a kind as lnviz.terms.NormKind does, version 1 files
+    by the function's name; each is read as a NormKind, anything else is refused with a
+    message, never a traceback."""
+    from safetensors.torch import save
+
+    from lnviz.terms import NormKind
+
+    written = lnviz.capture(nn.LayerNorm(3), torch.randn(2, 3)).to_bytes()
+    header = json.loads(written[8:8 + int.from_bytes(written[:8], "little")])["__metadata__"]
+    assert header["lnviz.version"] == "2"
+    assert json.loads(header["lnviz.records"])[0]["kind"] == "LayerNorm"
+    record = {"name": "", "call": 0, "kind": kind, "dtype": "float32",
+              "settings": {"module": "LayerNorm", "eps": 1e-5, "normalized_shape": [3]},
+              "arrays": {"input": "x", "output": "y", "weight": "w", "bias": "b"}}
+    data = save({"x": torch.zeros(2, 3), "y": torch.zeros(2, 3), "w": torch.ones(3),
+                 "b": torch.zeros(3)},
+                {"lnviz": "capture", "lnviz.version": version,
+                 "lnviz.records": json.dumps([record])})
+    if reads:
+        (layer,) = read_capture(data)
+        assert layer.kind is NormKind.LAYER
+    else:
+        with pytest.raises(TensorFileError, match="unknown kind"):
+            read_capture(data)
