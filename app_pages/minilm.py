@@ -21,6 +21,7 @@ from lnviz.lessons.minilm import (
     first_word_text,
     int8_errors,
     int8_input_text,
+    int8_reader,
     int8_text,
     layer_label,
     layer_text,
@@ -204,10 +205,12 @@ if peak is not None:
     # what the next layer's matmuls read: the LayerNorm's output (post-LN), not its input
     table, outliers = cached(int8_errors, run.records[chosen].output[0].numpy())
     inputs, _ = cached(int8_errors, run.records[chosen].input[0].numpy())
+    ratio = run.peak[chosen] / run.median[chosen]  # the input's largest |x| over its median
     st.markdown(f"LLM.int8() rounds what a matrix multiplication reads. Here that is the output "
-                f"of LayerNorm {chosen} ({layer_label(name)}): the next layer's Q, K, V and "
-                f"feed-forward read it. Rounded to int8 with {defined('absmax')}, three ways: "
-                + int8_text(table, outliers) + int8_input_text(inputs, table))
+                f"of LayerNorm {chosen} ({layer_label(name)}): "
+                f"{int8_reader(NAMES, chosen)}. Rounded to int8 with {defined('absmax')}, "
+                "three ways: " + int8_text(table, outliers)
+                + int8_input_text(inputs, table, ratio))
     show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),
                 table["values turned to 0"].to_numpy(),
                 table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")

@@ -192,7 +192,8 @@ def test_int8_without_outliers_keeps_nothing() -> None:
     x = np.array([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]])
     table, outliers = tf.int8_errors(x)
     assert outliers == []
-    assert "nothing is kept in float" in tf.int8_text(table, outliers)
+    assert "none passes the threshold here, so it is the whole-tensor scale again" in \
+        tf.int8_text(table, outliers)
 
 
 # --- The run's records, the Explorer and capture files -------------------------------------------
@@ -279,7 +280,8 @@ def test_page_shows_every_finding_from_its_run() -> None:
     assert "keeps a cosine of **0.621**" in shown
     # int8: the LayerNorm output the matmuls read, then its input, whose massive value zeroes most
     assert "turns **13%** of the values into 0" in shown
-    assert "would lose far more with one scale: 86% of its values turned into 0" in shown
+    assert "with one scale: 86% of its values turned into 0" in shown
+    assert "the next layer's Q, K and V read it" in shown
     captions = " ".join(c.value for c in at.caption)
     for paper in ("Sun et al. 2024", "Kovaleva et al. 2021", "Xiao et al. 2024",
                   "Dettmers et al. 2022"):
@@ -420,6 +422,28 @@ def test_int8_rounds_what_the_matmuls_read_the_layer_norms_output(runs) -> None:
     rel = "relative error (tokens after the first)"
     assert outputs[rel].iloc[0] < 0.1 < 0.4 < inputs[rel].iloc[0]
     assert outputs["values turned to 0"].iloc[0] < 0.3 < inputs["values turned to 0"].iloc[0]
-    text = tf.int8_input_text(inputs, outputs)
-    assert "would lose far more with one scale" in text and "No matmul reads it" in text
+    ratio = run.peak[k] / run.median[k]
+    assert ratio > tf.MASSIVE_RATIO
+    text = tf.int8_input_text(inputs, outputs, ratio)
+    assert "a massive activation" in text and "the LayerNorm keeps it out of" in text
     assert f"a relative error of {inputs[rel].iloc[0]:.0%}" in text
+    # who reads each LayerNorm's output in this post-LN encoder
+    names = layer_norm_names()
+    assert tf.int8_reader(names, k) == "the next layer's Q, K and V read it"
+    assert tf.int8_reader(names, 1) == "this layer's feed-forward reads it"  # after attention
+    assert tf.int8_reader(names, 0) == "layer 0's Q, K and V read it"  # the embeddings'
+    assert tf.int8_reader(names, 12).startswith("no matrix multiplication reads it")
+
+
+def test_int8_after_attention_says_gamma_makes_the_outlier(runs) -> None:
+    """LayerNorm 3 (layer 1 · after attention): its input holds no massive activation, and γ
+    makes the output the harder one to round; the sentence says so and claims nothing of a
+    massive activation there."""
+    run = runs[tf.PRESETS[0]]
+    outputs, _ = tf.int8_errors(run.records[3].output[0].double().numpy())
+    inputs, _ = tf.int8_errors(run.records[3].input[0].double().numpy())
+    rel = "relative error (tokens after the first)"
+    ratio = run.peak[3] / run.median[3]
+    assert ratio < tf.MASSIVE_RATIO and outputs[rel].iloc[0] > inputs[rel].iloc[0]
+    text = tf.int8_input_text(inputs, outputs, ratio)
+    assert "γ, not the input, makes its outlier" in text and "massive" not in text

@@ -540,3 +540,5 @@ def test_tokens_close_behind_the_massive_value_are_named(model):
     reason = massive_answer(seen).reason
     assert f"token 0's {short(float(x[0, feature]), 4)}" in reason
     assert "the massive activation sits on more than one token here" in reason
+    # each place the reply lists close behind is right too: the first token's, 2% short
+    assert massive_answer(seen).reply("the first token").startswith("**Right:**")

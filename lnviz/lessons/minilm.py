@@ -620,20 +620,41 @@ def ablation_text(result: Ablation, pairs: pd.DataFrame) -> str:
             f"{np.abs(control).max():.3f}.")
 
 
-def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame) -> str:
-    """The LayerNorm's input (the residual sum, with the massive activation) rounded the same
-    way, beside its output: in this post-LN model no matrix multiplication reads the input,
-    and the LayerNorm is what stands between the massive activation and the int8 matmuls."""
+#: How many times the median |x| a LayerNorm input's largest value must be to be called a
+#: massive activation (layer 0's feed-forward LayerNorm holds about 600 times).
+MASSIVE_RATIO = 100
+
+
+def int8_reader(names: Sequence[str], k: int) -> str:
+    """What reads LayerNorm ``k``'s output in this post-LN encoder: the next attention's Q, K
+    and V after the embeddings or a feed-forward, the same layer's feed-forward after
+    attention, and no matrix multiplication after the last feed-forward (the output is
+    pooled into the sentence embedding)."""
+    if sublayer_of(names[k]) == "attention":
+        return "this layer's feed-forward reads it"
+    if k == len(names) - 1:
+        return "no matrix multiplication reads it: it is pooled into the sentence embedding"
+    return ("layer 0's Q, K and V read it" if k == 0 else "the next layer's Q, K and V read it")
+
+
+def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame, ratio: float) -> str:
+    """The LayerNorm's input rounded the same way, beside its output, and what that says: where
+    the input holds a massive activation (``ratio``, its largest |x| over the median, at
+    least :data:`MASSIVE_RATIO`), the LayerNorm keeps it out of the matmuls, which read its
+    output; where the output is the harder one to round, γ made its outlier."""
     zero_in = inputs["values turned to 0"].iloc[0]
     rel_in = inputs["relative error (tokens after the first)"].iloc[0]
     rel_out = outputs["relative error (tokens after the first)"].iloc[0]
-    worse = ("far more" if rel_in > 2 * rel_out else "more" if rel_in > rel_out else
-             "no more")
-    return (f" The LayerNorm's input, the residual sum with the massive activation, would lose "
-            f"{worse} with one scale: {zero_in:.0%} of its values turned into 0, a relative "
-            f"error of {rel_in:.0%}. No matmul reads it in this post-LN model: the LayerNorm "
-            "stands between the massive activation and the int8 matmuls. (In a pre-norm model, "
-            "too, the stream is read only through a norm.)")
+    text = (f" The LayerNorm's input, rounded the same way with one scale: {zero_in:.0%} of its "
+            f"values turned into 0, a relative error of {rel_in:.0%}.")
+    if ratio >= MASSIVE_RATIO and rel_in > rel_out:
+        return text + (f" Its largest value is {ratio:,.0f} times the median |x|, a massive "
+                       "activation, and no matrix multiplication reads this input in the "
+                       "post-LN model: the LayerNorm keeps it out of the int8 matmuls.")
+    if rel_out > rel_in:
+        return text + (" Here the output is the harder one to round: γ, not the input, makes "
+                       "its outlier.")
+    return text
 
 
 def int8_text(table: pd.DataFrame, outliers: list[int]) -> str:
@@ -642,7 +663,8 @@ def int8_text(table: pd.DataFrame, outliers: list[int]) -> str:
     rel = rows["relative error (tokens after the first)"]
     kept = (f"keeping feature{'s' if len(outliers) != 1 else ''} "
             f"{listed([str(f) for f in outliers])} in float"
-            if outliers else "with no feature beyond the threshold, nothing is kept in float")
+            if outliers else "outlier features kept in float (none passes the threshold here, "
+                             "so it is the whole-tensor scale again)")
     return (f"One scale for the whole tensor (its largest value in size / 127 = "
             f"{rows.iloc[0]['scale']}) "
             f"turns **{zero.iloc[0]:.0%}** of the values into 0, and the tokens after the first "

@@ -592,16 +592,17 @@ def massive_answer(run: Analysis, shown: Callable[[str], str] = str) -> Answer:
     place = token_place(token, count)
     accepted = tuple(dict.fromkeys(
         [TOKEN_PLACES[2]] * (count == 1)
-        + [token_place(k, count) for k in m.tied if token_place(k, count) != place]))
+        + [token_place(k, count) for k in (*m.tied, *(k for k, _ in m.near))
+           if token_place(k, count) != place]))
     if len(m.tied) > 1:
         reason += (f" Tokens {listed([str(k) for k in m.tied])} tie for it (to a relative "
-                   f"{TIE:g}): a token repeating the one before it has the same hidden state, "
-                   "so each of their places is right.")
+                   f"{TIE:g}): a token that only repeats the tokens before it has the same "
+                   "hidden state, so each of their places is right.")
     if m.near:
         reason += (f" Close behind, within {NEAR:.0%}: "
                    + listed([f"token {k}'s {short(v, 4)}" for k, v in m.near])
                    + f" in the same feature {feature}: the massive activation sits on more than "
-                     "one token here.")
+                     "one token here, and each of their places is right too.")
     return Answer(place, reason, accepted)
 
 
