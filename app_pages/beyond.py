@@ -257,13 +257,13 @@ st.markdown(
     "loss; "
     f"{LN_FREE.cited} did the same up to GPT-2 XL "
     f"({LN_FREE_LOSS['GPT-2 XL']:+.2f}). Their released checkpoints keep the LayerNorm modules "
-    "but switch them off: ε is set to 10¹² and every γ to 10⁶ (their model cards say so). "
-    "√(σ² + 10¹²) ≈ 10⁶ for any σ the model produces, so the layer computes "
-    "10⁶·(x − μ)/10⁶ + β: it only subtracts each token's mean and adds β, with σ frozen at one "
-    "number for every token. Here is the same thing without the "
-    "fine-tuning: each LayerNorm's σ frozen at σ̄, the median over this sentence's tokens of "
-    "their own √(σ² + ε), so that the median token is untouched and one token's massive "
-    "activation does not set σ̄.")
+    "but switch them off: in the blocks ε is set to 10¹², every γ to 10⁶ and β to 0, while "
+    "the final LayerNorm keeps its own γ and β (their model cards say so). √(σ² + 10¹²) ≈ 10⁶ "
+    "for any σ the model produces, so a block's layer computes 10⁶·(x − μ)/10⁶: it only "
+    "subtracts each token's mean, with σ frozen at one number for every token. Here is the "
+    "same thing without the fine-tuning: each LayerNorm's σ frozen at σ̄, the median over this "
+    "sentence's tokens of their own √(σ² + ε), so that the median token is untouched and one "
+    "token's massive activation does not set σ̄.")
 frozen_guess = prediction(
     "freezing σ in which LayerNorms moves the embedding most?",
     ["the embeddings' one", "those after attention", "those after the feed-forward"],

@@ -297,8 +297,10 @@ if part.open:
             st.markdown(
                 f"With one norm {BROKEN_AS[how]}, the prompt's most likely next token stays in "
                 f"{int(gone.same_top.sum())} of {len(gone.names)} cases, and the reference "
-                "texts' mean loss is at most 10% worse than "
-                f"{short(gone.loss_before.mean(), 3)} in {gone.at_most_worse(0.1)}. The "
+                "texts' mean loss (over the "
+                f"{len(REFERENCE_TEXTS)}: {short(gone.loss_before.mean(), 3)} with every norm in "
+                f"place) is at most 10% worse in {gone.at_most_worse(0.1)} of the "
+                f"{len(gone.names)}. The "
                 f"costliest is {code_span(gone.names[worst])} ({norm_label(gone.names[worst])}):"
                 f" mean loss {short(gone.mean_loss[worst], 3)}, from {short(low, 3)} to "
                 f"{short(high, 3)} over the {len(REFERENCE_TEXTS)} texts.")

@@ -247,6 +247,10 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     at = open_page(PAGE, {"by_ln": "2: layer 0 · after feed-forward"}, timeout=120)
     assert not figures(at)  # nothing to see before a guess
     assert any("Pick an answer" in c.value for c in at.caption)
+    # the LN-free checkpoints as their model cards describe them: blocks' γ 1e6 and β 0, the
+    # final LayerNorm kept
+    assert any("every γ to 10⁶ and β to 0, while the final LayerNorm keeps its own γ and β"
+               in m.value for m in at.markdown)
     tested = next(m.value for m in at.markdown if "Tested on this page" in m.value)
     assert "answer section 1's question" in tested and "outlasts" not in tested
     # section 4 puts section 1's fitted curves in place: it waits for section 1's answer
