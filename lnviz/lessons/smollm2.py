@@ -164,7 +164,8 @@ class Massive:
         output: the RMSNorm's output at that feature; ``gamma`` its γ there.
         share: the share of that token's Σh² the one feature holds.
         tied: the tokens that tie with it for that largest value in that block (:data:`TIE`),
-            itself first: a token repeating the one before it has the same hidden state.
+            itself first: a token that only repeats the tokens before it has the same hidden
+            state.
         near: the other tokens whose largest |h| in that block comes within :data:`NEAR` of
             it, with their value in the same feature: (token, value) pairs.
     """
@@ -194,10 +195,11 @@ NEAR = 0.05
 def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
     """:class:`Massive` of ``run``. Where tokens tie for the largest value (:data:`TIE`), the
     first of them holds it."""
-    largest, token, feature, median, ties = [], [], [], [], []
+    largest, token, feature, median, ties, peaks = [], [], [], [], [], []
     for i in range(n_layer):
         x = run.record(f"model.layers.{i}.input_layernorm").input[0].double()  # (T, C)
         per_token = x.abs().max(dim=1).values  # (T,)
+        peaks.append(per_token)
         tied = [int(k) for k in torch.nonzero(per_token >= per_token.max() * (1 - TIE))[:, 0]]
         ties.append(tuple(tied))
         t = tied[0]
@@ -210,10 +212,9 @@ def massive(run: DecoderRun, n_layer: int = 30) -> Massive:
     record = run.record(f"model.layers.{block}.input_layernorm")
     t, f = token[block], feature[block]
     row = record.input[0, t].double()  # (C,)
-    x = record.input[0].double()
-    peaks = x.abs().max(dim=1).values
-    close = torch.nonzero(peaks >= peaks.max() * (1 - NEAR))[:, 0].tolist()
-    near = tuple((k, float(x[k, f])) for k in close if k not in ties[block])
+    top = peaks[block]  # each token's largest |h| in that block, from the loop above
+    close = torch.nonzero(top >= top.max() * (1 - NEAR))[:, 0].tolist()
+    near = tuple((k, float(record.input[0, k, f])) for k in close if k not in ties[block])
     return Massive(np.array(largest), np.array(token), np.array(feature), np.array(median), block,
                    float(row[f]), float(row.square().mean().sqrt()),
                    float(record.output[0, t, f]), float(record.weight[f]),
@@ -299,9 +300,9 @@ def sink_link(model: SmolLM2, text: str) -> SinkLink:
     token is another (a text opening as the prompt does would match it trivially)."""
     runs = [model.run(text)]
     texts = [text]
-    for other in PRESETS:
+    for other in (t for t in PRESETS if t != text):  # the prompt is run once, above
         run = model.run(other)
-        if other != text and run.tokens[0] not in {r.tokens[0] for r in runs}:
+        if run.tokens[0] not in {r.tokens[0] for r in runs}:
             texts.append(other)
             runs.append(run)
     m = massive(runs[0], model.config.n_layer)

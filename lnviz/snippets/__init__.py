@@ -21,6 +21,7 @@ apart and its view of the snippet leaves out).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class Code:
         return self.text
 
 
+@functools.cache  # the files do not change while the app runs: read once, not every rerun
 def snippet_source(name: str) -> str:
     """The file of snippet ``name`` as it stands."""
     if name not in SNIPPETS:
