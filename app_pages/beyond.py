@@ -162,10 +162,13 @@ if guess is not None:
                 key="by_scatter")
     low, median, high = fit.sigmas
     bound = (fit_width - 1) ** 0.5
-    why = (f"Within one token, x̂ = (x − μ)/σ is a straight line in x (slope 1/σ, through "
-           f"x = μ): each colour is one token's line, and the points bend only because tokens "
-           f"differ in μ and σ, here σ from {low:.3g} to {high:.3g} (the largest "
-           f"{high / median:.1f} times the median). ")
+    # how far the tokens' σ spread is section 3's answer in part: it waits for that question
+    frozen_seen = answered("by_frozen_guess", text) is not None
+    why = ("Within one token, x̂ = (x − μ)/σ is a straight line in x (slope 1/σ, through "
+           "x = μ): each colour is one token's line, and the points bend only because tokens "
+           "differ in μ and σ"
+           + (f", here σ from {low:.3g} to {high:.3g} (the largest {high / median:.1f} times "
+              "the median). " if frozen_seen else ". "))
     if shape == "straight":
         why += (f"Here their lines are close enough for one straight line to explain "
                 f"R² = {fit.r2_line:.3f} of x̂.")
@@ -220,7 +223,12 @@ if guess is not None:
         lines.append(f"- **{label.capitalize()}** ({len(members)} LayerNorms): "
                      f"{spans(members)}; "
                      + ", ".join(f"{n} {shape}" for shape, n in sorted(counts.items())) + ".")
-    st.markdown("On this sentence:\n" + "\n".join(lines))
+    if frozen_seen:
+        st.markdown("On this sentence:\n" + "\n".join(lines))
+    else:  # which group bends through its extremes points at section 3's answer
+        st.caption("The fits by group (the embeddings', after attention, after the "
+                   "feed-forward) and how far the tokens' σ spread join this part once "
+                   "section 3's question is answered: they point at its answer.")
     # after a feed-forward, where the bend is only its extremes: whose value is the largest
     tops = [(int(fits[k].tokens[fits[k].extreme[-1]]), int(fits[k].extreme[-1]) % fit_width,
              float(fits[k].x[fits[k].extreme[-1]]))
@@ -294,7 +302,7 @@ if frozen_guess is not None:
                 [f"{i}: {layer_label(n)}" for i, n in enumerate(frozen.names)], frozen.alone,
                 frozen.measure, "largest token's √(σ² + ε) ÷ σ̄ (the median's)", key="by_frozen")
     rho = rank_correlation(frozen.measure, -frozen.alone)
-    st.caption(frozen_caption(rho, worst))
+    st.caption(frozen_caption(rho, worst, massive_seen=guess is not None))
 
 # --- 4. Put DyT in its place -----------------------------------------------------------------
 st.subheader("4 · Replace LayerNorms by their fitted DyT")

@@ -290,6 +290,11 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert verdict.startswith("**Not quite:**")
     why = next(c.value for c in at.caption if "Within one token" in c.value)
     assert "alone make the bend" in why and "each colour is one token's line" in why
+    # how far σ spreads, and the fits by group, are section 3's answer in part: held back
+    assert "times the median" not in why
+    assert not any(m.value.startswith("On this sentence:") for m in at.markdown)
+    assert any("join this part once section 3's question is answered" in c.value
+               for c in at.caption)
     scatter, quality = figures(at)
     # the values by token, the left-out ones apart (4, drawn whatever the sample), two fits
     left_out = decode(scatter["data"][1]["x"])  # the one value that makes the bend
@@ -333,6 +338,11 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert "for the 6 after attention" in reply and "for the 6 after a feed-forward" in reply
     caption = next(c.value for c in at.caption if "The paper's plots" in c.value)
     assert massive_line in caption
+    why = next(c.value for c in at.caption if "Within one token" in c.value)
+    low, median, high = fit.sigmas
+    assert f"σ from {low:.3g} to {high:.3g} (the largest {high / median:.1f} times" in why
+    groups = next(m.value for m in at.markdown if m.value.startswith("On this sentence:"))
+    assert "**After the feed-forward** (6 LayerNorms)" in groups
     assert "cosine, this one as RMSNorm" in table_with(at, "median |μ|/σ").value.columns
     table = table_with(at, "replaced").value
     original = model.run(PRESETS[0])
@@ -387,6 +397,10 @@ def test_an_after_attention_layer_norm_is_called_straight_and_explained_so(model
     assert not [r for r in at.radio if r.key == "by_guess_2"]
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
     assert verdict.startswith("**LayerNorm 2:** this LayerNorm is")
+    assert "times the median" not in why  # how far σ spreads: held for section 3's answer
+    at.radio(key="by_frozen_guess").set_value("those after attention").run()
+    at.selectbox(key="by_ln").set_value(1).run()
+    why = next(c.value for c in at.caption if "Within one token" in c.value)
     assert f"from {fit.sigmas[0]:.3g} to {fit.sigmas[2]:.3g}" in why
 
 
@@ -396,6 +410,7 @@ def test_the_summary_gives_both_fits_and_an_empty_sentence_says_so(model) -> Non
     fits = tanh_fits(model.run(PRESETS[0]))
     at = open_page(PAGE, {"by_ln": "12: layer 5 · after feed-forward"}, timeout=120)
     at.radio(key="by_guess_12").set_value("a straight line").run()
+    at.radio(key="by_frozen_guess").set_value("those after attention").run()  # opens the list
     summary = next(m.value for m in at.markdown if "On this sentence" in m.value)
     assert f"tanh R² {fits[0].r2_tanh:.2f}, line R² {fits[0].r2_line:.2f}" in summary
     assert (f"tanh {fits[0].r2_tanh_trimmed:.2f}, line {fits[0].r2_line_trimmed:.2f}; "
@@ -539,6 +554,13 @@ def test_the_page_freezes_sigma_after_a_guess_and_prints_the_lessons_numbers(mod
     frozen = frozen_sigma(model, PRESETS[0], original)
     verdict = next(m.value for m in at.markdown if "frozen in each group together" in m.value)
     assert verdict.startswith("**Right:**") and f"all 13 together: {frozen.together:.3f}" in verdict
+    # where the massive activation sits is section 1's answer: named once that is answered
+    ranked = next(c.value for c in at.caption if "A frozen σ is wrong by" in c.value)
+    assert "what breaks is the tokens whose σ is far from the rest." in ranked
+    assert "massive activation" not in ranked
+    at.radio(key="by_guess_2").set_value("a straight line").run()
+    ranked = next(c.value for c in at.caption if "A frozen σ is wrong by" in c.value)
+    assert "here after the feed-forward, where the massive activation" in ranked
     for sublayer, cosine in frozen.by_sublayer.items():
         assert f"{cosine:.3f}" in verdict, sublayer
     assert any(len(f["data"]) == 2 and f["data"][0]["type"] == "bar" for f in figures(at))

@@ -396,11 +396,13 @@ def worst_sublayer(swaps: Swaps) -> str:
     return min(swaps.by_sublayer, key=swaps.by_sublayer.get)
 
 
-def frozen_caption(rho: float, worst: str) -> str:
+def frozen_caption(rho: float, worst: str, massive_seen: bool = True) -> str:
     """Section 3's caption: what a frozen σ does to each token, and, in the rank correlation
     ``rho`` of the worst token's σ/σ̄ with the drop in cosine across the 13 LayerNorms, whether
     the tokens far from σ̄ are what breaks here (only where ``rho`` > 0.7 is that said);
-    ``worst`` is the group of LayerNorms hurt most (:func:`worst_sublayer`)."""
+    ``worst`` is the group of LayerNorms hurt most (:func:`worst_sublayer`). Where the massive
+    activation sits is named only when ``massive_seen`` (section 1's question, whose answer it
+    gives, was answered)."""
     return (
         "A frozen σ is wrong by the factor σ/σ̄ for each token: a token whose σ is 5× the "
         "median's comes out 5× too large, one whose σ is half of it twice too small, and every "
@@ -410,7 +412,7 @@ def frozen_caption(rho: float, worst: str) -> str:
            ": what breaks is the tokens whose σ is "
            "far from the rest"
            + (" — here after the feed-forward, where the massive activation of *Inside a real "
-              "transformer* sits." if worst == "feed-forward" else ".")
+              "transformer* sits." if worst == "feed-forward" and massive_seen else ".")
            if rho > 0.7 else
            f"Across the 13 the factor for the worst token does not rank the damage well here "
            f"({defined('rank correlation')} {rho:.2f}).")
