@@ -141,6 +141,15 @@ def shared_smollm2():
 
 
 @pytest.fixture(scope="session")
+def shared_gemma3():
+    """Gemma 3 270M as the app holds it: loaded once per test process (about 9 s here)."""
+    from lnviz.models import gemma3
+    from lnviz.ui.cache import shared
+
+    return shared(gemma3)
+
+
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     """Headless Debian Chromium through Playwright, one for the whole run."""
     from browserutil import missing

