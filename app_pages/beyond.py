@@ -50,7 +50,7 @@ from lnviz.train import NORM_RACE, RACE_MAX_SEEDS, RACE_TASKS, RaceConfig
 from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
-from lnviz.ui.messages import refusal
+from lnviz.ui.messages import counted, refusal
 from lnviz.ui.pages import page_title
 from lnviz.ui.race import race_panel
 from lnviz.ui.state import (
@@ -181,9 +181,10 @@ if guess is not None:
                 + (": squashed near that edge, as a tanh squashes it. "
                    if abs(top_hat) >= 0.8 * bound else ", well inside that edge. "))
         why += (f"Here the {fit.bend:,} value{'s' * (fit.bend != 1)} of largest |x| (the "
-                f"crosses: {fit.bend / fit.x.size:.2%} of the {fit.x.size:,}) alone make the "
-                "bend: without them a line fits as well as the tanh, and within each token the "
-                "mapping is straight."
+                f"crosses: {fit.bend / fit.x.size:.2%} of the {fit.x.size:,}) alone "
+                f"make{'s' * (fit.bend == 1)} the bend: without "
+                f"{'it' if fit.bend == 1 else 'them'} a line fits as well as the tanh, and "
+                "within each token the mapping is straight."
                 if shape == STRAIGHT_BUT_EXTREMES else
                 f"Here the bend outlasts leaving out the top {TRIM:.0%} of the values of "
                 "largest |x| (the crosses).")
@@ -194,11 +195,12 @@ if guess is not None:
     # --- 2. All thirteen ---------------------------------------------------------------------
     st.subheader("2 · All 13 LayerNorms")
     trimmed_title = "without the few values of largest |x| that make each bend"
-    show_figure(charts.beyond.fit_quality_figure, [f"{k}: {layer_label(n)}"
-                                                   for k, n in enumerate(NAMES)],
-                [f.r2_tanh for f in fits], [f.r2_line for f in fits],
-                [f.r2_tanh_trimmed for f in fits], [f.r2_line_trimmed for f in fits],
-                trimmed_title, key="by_quality")
+    if frozen_seen:  # which of them bend, by sublayer, points at section 3's answer
+        show_figure(charts.beyond.fit_quality_figure, [f"{k}: {layer_label(n)}"
+                                                       for k, n in enumerate(NAMES)],
+                    [f.r2_tanh for f in fits], [f.r2_line for f in fits],
+                    [f.r2_tanh_trimmed for f in fits], [f.r2_line_trimmed for f in fits],
+                    trimmed_title, key="by_quality")
     groups = {"after the feed-forward": [f for f in fits
                                          if sublayer_of(f.name) == "feed-forward"],
               "after attention": [f for f in fits if sublayer_of(f.name) == "attention"]}
@@ -226,9 +228,12 @@ if guess is not None:
     if frozen_seen:
         st.markdown("On this sentence:\n" + "\n".join(lines))
     else:  # which group bends through its extremes points at section 3's answer
-        st.caption("The fits by group (the embeddings', after attention, after the "
-                   "feed-forward) and how far the tokens' σ spread join this part once "
-                   "section 3's question is answered: they point at its answer.")
+        st.caption("The 13 fits side by side and by group (the embeddings', after attention, "
+                   "after the feed-forward), and how far the tokens' σ spread, join this part "
+                   "once section 3's question is answered: which LayerNorms bend points at its "
+                   "answer.")
+    bends = [fits[k].bend for k in extreme_only]  # how many values make each of those bends
+    least, most = (min(bends), max(bends)) if bends else (0, 0)
     # after a feed-forward, where the bend is only its extremes: whose value is the largest
     tops = [(int(fits[k].tokens[fits[k].extreme[-1]]), int(fits[k].extreme[-1]) % fit_width,
              float(fits[k].x[fits[k].extreme[-1]]))
@@ -242,10 +247,9 @@ if guess is not None:
         "The paper's plots (ViT, wav2vec 2.0, DiT) show mostly straight mappings in early "
         "layers and S-curves deeper. "
         + (f"Here {len(extreme_only)} of the 13 bend only through their extremes: leave out "
-           f"{min(fits[k].bend for k in extreme_only)} to "
-           f"{max(fits[k].bend for k in extreme_only)} values of largest |x| (of "
-           f"{fit.x.size:,}) and a straight line fits as well as the tanh. "
-           if extreme_only else "")
+           + (f"{least} to {most} values" if least != most else counted(most, "value"))
+           + f" of largest |x| (of {fit.x.size:,}) and a straight line fits as well as the "
+             "tanh. " if extreme_only else "")
         # where the massive activation sits points at section 3's answer: after it is given
         + (f"Of those {len(tops)} after a feed-forward, in {len(same)} the largest is the "
            f"same value: token {massive[0]}'s ({original.tokens[massive[0]]}) feature "
@@ -254,7 +258,7 @@ if guess is not None:
            if same and answered("by_frozen_guess", text) else "")
         + (f"The bend outlasts that in LayerNorm {', '.join(map(str, s_shaped))}. "
            if s_shaped else "No LayerNorm stays S-shaped without its extremes. ")
-        + "Compare the two rows of bars.")
+        + ("Compare the two rows of bars." if frozen_seen else ""))
 
 # --- 3. Remove the norm: σ frozen --------------------------------------------------------------
 st.subheader("3 · Remove the norm: freeze σ")

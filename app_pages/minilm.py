@@ -31,6 +31,7 @@ from lnviz.lessons.minilm import (
     pair_similarities,
     peak_answer,
     sink_text,
+    token_lead,
     truncation_note,
 )
 from lnviz.limits import MINILM_MAX_DRAWN_TOKENS
@@ -210,7 +211,7 @@ if peak is not None:
                 f"of LayerNorm {chosen} ({layer_label(name)}): "
                 f"{int8_reader(NAMES, chosen)}. Rounded to int8 with {defined('absmax')}, "
                 "three ways: " + int8_text(table, outliers)
-                + int8_input_text(inputs, table, ratio))
+                + int8_input_text(inputs, table, ratio, token_lead(run, name)))
     show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),
                 table["values turned to 0"].to_numpy(),
                 table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")

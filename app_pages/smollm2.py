@@ -31,6 +31,7 @@ from lnviz.lessons.smollm2 import (
     removals,
     sink_link,
     sink_link_text,
+    sink_summary,
     sureness_answer,
     survives_answer,
     sweep_table,
@@ -324,11 +325,5 @@ elif part.open:
         else:
             uniform = even_share(len(seen.tokens))
             show_figure(charts.smollm2.sink_figure, shares, uniform, key="sl_sinks")
-            top = int(np.nanargmax(shares))
-            above = int((shares >= 0.5).sum())
-            st.markdown(
-                f"An {defined('attention sink')}. In {above} of 30 blocks the tokens after the "
-                "first send, on average over them and over the heads, at least half of their "
-                f"attention to the first token, {shown(seen.tokens[0])}; block {top} sends "
-                f"it {shares[top]:.0%}. Spread evenly over the tokens each one may see, it "
-                f"would get {uniform:.0%} on average.")
+            st.markdown(f"Is the first token an {defined('attention sink')}? "
+                        + sink_summary(shares, len(seen.tokens), shown(seen.tokens[0])))

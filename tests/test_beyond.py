@@ -280,7 +280,8 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     # the scatter's caption counts the values that make the bend, and their share of all
     scatter = next(c.value for c in at.caption if "evenly spread in the order of x" in c.value)
     assert (f"Here the {fit.bend:,} value{'s' * (fit.bend != 1)} of largest |x| (the crosses: "
-            f"{fit.bend / fit.x.size:.2%} of the {fit.x.size:,}) alone make the bend") in scatter
+            f"{fit.bend / fit.x.size:.2%} of the {fit.x.size:,}) alone makes the bend: "
+            "without it a line") in scatter  # one value: "makes", "it"
     assert "token 0's, [CLS]" in verdict
     at.radio(key="by_guess_2").set_value("a straight line").run()
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
@@ -289,21 +290,17 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     verdict = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
     assert verdict.startswith("**Not quite:**")
     why = next(c.value for c in at.caption if "Within one token" in c.value)
-    assert "alone make the bend" in why and "each colour is one token's line" in why
+    assert "alone makes the bend" in why and "each colour is one token's line" in why
     # how far σ spreads, and the fits by group, are section 3's answer in part: held back
     assert "times the median" not in why
     assert not any(m.value.startswith("On this sentence:") for m in at.markdown)
     assert any("join this part once section 3's question is answered" in c.value
                for c in at.caption)
-    scatter, quality = figures(at)
+    (scatter,) = figures(at)  # section 2's bars wait for section 3's answer (by sublayer)
     # the values by token, the left-out ones apart (4, drawn whatever the sample), two fits
     left_out = decode(scatter["data"][1]["x"])  # the one value that makes the bend
     assert len(scatter["data"]) == 4
     np.testing.assert_allclose(np.sort(left_out), np.sort(fit.x[fit.extreme]), rtol=1e-6)
-    # every LayerNorm's R², with every value and without its extremes
-    assert len(quality["data"]) == 4 and all(len(bars["x"]) == 13 for bars in quality["data"])
-    assert np.allclose(decode(quality["data"][2]["y"]), [f.r2_tanh_trimmed for f in fits],
-                       atol=1e-6)
     # §2: the bend that is only extremes, after a feed-forward, is one value: the massive
     # activation Inside a real transformer follows (layer 0's feed-forward LayerNorm's largest)
     from lnviz.lessons.minilm import analyze
@@ -338,6 +335,14 @@ def test_the_page_asks_before_it_shows_and_its_numbers_are_the_lessons(model) ->
     assert "for the 6 after attention" in reply and "for the 6 after a feed-forward" in reply
     caption = next(c.value for c in at.caption if "The paper's plots" in c.value)
     assert massive_line in caption
+    bends = sorted({f.bend for f in fits if shape_of(f) == STRAIGHT_BUT_EXTREMES})
+    assert (f"leave out {bends[0]} value{'s' * (bends[0] > 1)} of largest |x|" if len(bends) == 1
+            else f"leave out {bends[0]} to {bends[-1]} values") in caption
+    # every LayerNorm's R², with every value and without its extremes
+    quality = figures(at)[1]
+    assert len(quality["data"]) == 4 and all(len(bars["x"]) == 13 for bars in quality["data"])
+    assert np.allclose(decode(quality["data"][2]["y"]), [f.r2_tanh_trimmed for f in fits],
+                       atol=1e-6)
     why = next(c.value for c in at.caption if "Within one token" in c.value)
     low, median, high = fit.sigmas
     assert f"σ from {low:.3g} to {high:.3g} (the largest {high / median:.1f} times" in why

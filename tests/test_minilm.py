@@ -423,9 +423,22 @@ def test_int8_rounds_what_the_matmuls_read_the_layer_norms_output(runs) -> None:
     assert outputs[rel].iloc[0] < 0.1 < 0.4 < inputs[rel].iloc[0]
     assert outputs["values turned to 0"].iloc[0] < 0.3 < inputs["values turned to 0"].iloc[0]
     ratio = run.peak[k] / run.median[k]
-    assert ratio > tf.MASSIVE_RATIO
-    text = tf.int8_input_text(inputs, outputs, ratio)
+    lead = tf.token_lead(run, tf.FIRST_FFN)
+    assert ratio > tf.MASSIVE_RATIO and lead > tf.MASSIVE_LEAD
+    assert lead == pytest.approx(float(tf.peak_answer(run, tf.FIRST_FFN).reason.split(
+        ", ")[-1].split(" times")[0]), rel=0.01)  # the reply's "… times smaller"
+    text = tf.int8_input_text(inputs, outputs, ratio, lead)
     assert "a massive activation" in text and "the LayerNorm keeps it out of" in text
+    # the embeddings' largest |x| is 100 times the median |x| but only ~3 times the other
+    # tokens' largest: an outlier, not one token's massive activation (the 27th review)
+    first = layer_norm_names()[0]
+    inputs0, _ = tf.int8_errors(run.records[0].input[0].double().numpy())
+    outputs0, _ = tf.int8_errors(run.records[0].output[0].double().numpy())
+    ratio0, lead0 = run.peak[0] / run.median[0], tf.token_lead(run, first)
+    assert ratio0 > tf.MASSIVE_RATIO and 1.5 < lead0 < tf.MASSIVE_LEAD
+    text0 = tf.int8_input_text(inputs0, outputs0, ratio0, lead0)
+    assert "massive activation" not in text0.replace("not one token's massive activation", "")
+    assert f"but only {tf.short(lead0)} times the other tokens' largest" in text0
     assert f"a relative error of {inputs[rel].iloc[0]:.0%}" in text
     # who reads each LayerNorm's output in this post-LN encoder
     names = layer_norm_names()
@@ -445,5 +458,5 @@ def test_int8_after_attention_says_gamma_makes_the_outlier(runs) -> None:
     rel = "relative error (tokens after the first)"
     ratio = run.peak[3] / run.median[3]
     assert ratio < tf.MASSIVE_RATIO and outputs[rel].iloc[0] > inputs[rel].iloc[0]
-    text = tf.int8_input_text(inputs, outputs, ratio)
+    text = tf.int8_input_text(inputs, outputs, ratio, tf.token_lead(run, layer_norm_names()[3]))
     assert "γ, not the input, makes its outlier" in text and "massive" not in text

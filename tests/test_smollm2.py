@@ -257,9 +257,9 @@ def test_the_page_asks_before_each_of_its_three_answers(model):
     at = asks_first(PAGE, "sl_massive_guess", seen.option, {"sl_part2": "true",
                                                              "sl_part3": "true",
                                                              "sl_part5": "true"},
-                    hidden=("The first token's jumps to", "attention to the first token"))
+                    hidden=("The first token's jumps to", "they send it at least"))
     assert any("The first token's jumps to" in m.value for m in at.markdown)
-    assert any("attention to the first token" in m.value for m in at.markdown)
+    assert any("they send it at least" in m.value for m in at.markdown)
     name = "model.layers.3.input_layernorm"
     removed = break_norm(model, PRESETS[0], name, "removed")
     # part 4's question names the top token only once part 1's question is answered
@@ -564,3 +564,33 @@ def test_tokens_close_behind_the_massive_value_are_named(model):
     assert "the massive activation sits on more than one token here" in reason
     # each place the reply lists close behind is right too: the first token's, 2% short
     assert massive_answer(seen).reply("the first token").startswith("**Right:**")
+
+
+def test_part_5_calls_a_sink_only_above_half_and_the_even_share():
+    """A block makes the first token a sink where the later tokens send it at least half of
+    their attention and at least 1.5 times an even spread's share: for two tokens half alone
+    is the even share (the 27th review). Part 5 says so, and says when no block does."""
+    from lnviz.lessons.smollm2 import even_share, sink_summary
+
+    assert even_share(2) == 0.5
+    two = sink_summary(np.full(30, 0.6), 2, "`a`")
+    assert "would get 50% of the later tokens' attention" in two
+    assert "In 0 of 30 blocks they send it at least 75%" in two
+    assert two.endswith("On this prompt no block makes the first token a sink.")
+    shares = np.linspace(0.1, 0.9, 30)
+    many = sink_summary(shares, 10, "`The`")  # even share 0.31: the bar is half
+    assert f"In {int((shares >= 0.5).sum())} of 30 blocks they send it at least 50%" in many
+    assert "block 29 sends the first token, `The`, 90%" in many
+    assert many.endswith("the first token is an attention sink.")
+
+
+def test_part_5_on_a_prompt_without_a_sink_says_so(model):
+    at = open_page(PAGE, {"sl_text": "the the the the the the", "sl_part2": "true",
+                          "sl_part5": "true"}, timeout=300)
+    said = next(m.value for m in at.markdown if m.value.startswith("Is the first token an"))
+    shares = model.run("the the the the the the")
+    from lnviz.lessons.smollm2 import even_share, sink_shares
+
+    top = sink_shares(shares).max()
+    assert top < 1.5 * even_share(len(shares.tokens))  # the reviewed prompt: 29% against 29%
+    assert said.endswith("On this prompt no block makes the first token a sink.")

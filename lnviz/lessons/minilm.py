@@ -343,9 +343,19 @@ def peak_answer(run: TransformerRun, name: str) -> Answer:
         median = float(np.median(others))
         reason += (f" The other {others.size} tokens' largest |x| have a median of "
                    f"{short(median)}"
-                   + (f", {short(magnitude[token, feature] / median)} times smaller."
-                      if median > 0 else "."))
+                   + (f", {short(token_lead(run, name))} times smaller." if median > 0 else "."))
     return Answer(token_place(token, len(x)), reason)
+
+
+def token_lead(run: TransformerRun, name: str) -> float:
+    """How many times the median of the other tokens' largest |x| the largest |x| of the
+    LayerNorm ``name``'s input is (inf where there are no other tokens, or their largest are
+    all 0): a massive activation belongs to one token, so it leads the others by far."""
+    magnitude = np.abs(_grid(run.records[run.names.index(name)].input))
+    peaks = magnitude.max(axis=1)  # (T,): each token's largest |x|
+    others = np.delete(peaks, int(peaks.argmax()))
+    median = float(np.median(others)) if others.size else 0.0
+    return float(peaks.max()) / median if median > 0 else float("inf")
 
 
 def truncation_note(run: TransformerRun) -> str | None:
@@ -621,8 +631,11 @@ def ablation_text(result: Ablation, pairs: pd.DataFrame) -> str:
 
 
 #: How many times the median |x| a LayerNorm input's largest value must be to be called a
-#: massive activation (layer 0's feed-forward LayerNorm holds about 600 times).
+#: massive activation (layer 0's feed-forward LayerNorm holds about 600 times) ...
 MASSIVE_RATIO = 100
+#: ... and how many times the other tokens' largest |x| (their median): it is one token's
+#: (layer 0's feed-forward LayerNorm: about 31 times; the embeddings' largest, about 3).
+MASSIVE_LEAD = 10
 
 
 def int8_reader(names: Sequence[str], k: int) -> str:
@@ -637,20 +650,28 @@ def int8_reader(names: Sequence[str], k: int) -> str:
     return ("layer 0's Q, K and V read it" if k == 0 else "the next layer's Q, K and V read it")
 
 
-def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame, ratio: float) -> str:
+def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame, ratio: float,
+                    lead: float) -> str:
     """The LayerNorm's input rounded the same way, beside its output, and what that says: where
-    the input holds a massive activation (``ratio``, its largest |x| over the median, at
-    least :data:`MASSIVE_RATIO`), the LayerNorm keeps it out of the matmuls, which read its
-    output; where the output is the harder one to round, γ made its outlier."""
+    the input is the harder one to round, the LayerNorm keeps its outlier out of the matmuls,
+    which read its output; the outlier is called a massive activation only where it is one
+    (``ratio``, its largest |x| over the median |x|, at least :data:`MASSIVE_RATIO`, and
+    ``lead``, over the other tokens' largest (:func:`token_lead`), at least
+    :data:`MASSIVE_LEAD`); where the output is the harder one to round, γ made its outlier."""
     zero_in = inputs["values turned to 0"].iloc[0]
     rel_in = inputs["relative error (tokens after the first)"].iloc[0]
     rel_out = outputs["relative error (tokens after the first)"].iloc[0]
     text = (f" The LayerNorm's input, rounded the same way with one scale: {zero_in:.0%} of its "
             f"values turned into 0, a relative error of {rel_in:.0%}.")
-    if ratio >= MASSIVE_RATIO and rel_in > rel_out:
-        return text + (f" Its largest value is {ratio:,.0f} times the median |x|, a massive "
-                       "activation, and no matrix multiplication reads this input in the "
-                       "post-LN model: the LayerNorm keeps it out of the int8 matmuls.")
+    if rel_in > rel_out:
+        massive = ratio >= MASSIVE_RATIO and lead >= MASSIVE_LEAD
+        return text + (
+            f" Its largest value is {ratio:,.0f} times the median |x|"
+            + (", a massive activation" if massive else
+               f" but only {short(lead)} times the other tokens' largest (their median): an "
+               "outlier, not one token's massive activation")
+            + ", and no matrix multiplication reads this input in the post-LN model: the "
+              "LayerNorm keeps it out of the int8 matmuls.")
     if rel_out > rel_in:
         return text + (" Here the output is the harder one to round: γ, not the input, makes "
                        "its outlier.")

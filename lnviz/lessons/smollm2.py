@@ -68,6 +68,7 @@ __all__ = [
     "sink_link",
     "sink_link_text",
     "sink_shares",
+    "sink_summary",
     "stream_rms",
     "sureness_answer",
     "survives_answer",
@@ -228,6 +229,31 @@ def even_share(count: int) -> float:
     return float(np.mean([1 / (t + 1) for t in range(1, count)])) if count > 1 else 1.0
 
 
+#: How many times the even share (:func:`even_share`) a first token's share must be for a
+#: block to make it a sink (the sink link's reply uses the same bar).
+SINK_OVER_EVEN = 1.5
+
+
+def sink_summary(shares: np.ndarray, tokens: int, first: str) -> str:
+    """Part 5's reading of its figure: per block ``shares`` (:func:`sink_shares` of a prompt of
+    ``tokens`` tokens, at least two), in how many blocks the first token (``first``, as the page
+    shows it) draws at least half of the later tokens' attention and at least
+    :data:`SINK_OVER_EVEN` times the even share (half alone is an even share for two tokens),
+    the block it draws most in, and, where no block reaches that, that it makes no sink."""
+    count = len(shares)
+    uniform = even_share(tokens)
+    bar = max(0.5, SINK_OVER_EVEN * uniform)
+    top = int(np.nanargmax(shares))
+    above = int((shares >= bar).sum())
+    return (f"Spread evenly over the tokens each one may see, the first token would get "
+            f"{uniform:.0%} of the later tokens' attention on average. In {above} of {count} "
+            f"blocks they send it at least {bar:.0%} (half, and at least {SINK_OVER_EVEN:g} "
+            f"times that even share), on average over them and over the heads; block {top} "
+            f"sends the first token, {first}, {shares[top]:.0%}."
+            + (" On this prompt the first token is an attention sink." if above else
+               " On this prompt no block makes the first token a sink."))
+
+
 def sink_shares(run: DecoderRun) -> np.ndarray:
     """Per block, the share of attention the tokens after the first send to the first token,
     averaged over heads and over those tokens: (n_layer,). NaN for a one-token prompt."""
@@ -365,7 +391,7 @@ def sink_link_text(link: SinkLink, shown: Callable[[str], str] = str) -> str:
         text += (f" The later tokens send the first {link.column.mean():.0%} of their attention "
                  f"in this block, on average over the heads and the tokens (an even spread "
                  f"would give {link.uniform:.0%})"
-                 + ("." if link.column.mean() >= 1.5 * link.uniform else
+                 + ("." if link.column.mean() >= SINK_OVER_EVEN * link.uniform else
                     ": on this prompt the first token draws no more than about an even share, "
                     "so here the spike and its fixed key make no sink."))
     return text + where
