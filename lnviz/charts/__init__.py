@@ -17,6 +17,7 @@ from lnviz.charts import (
     bug_zoo,
     epsilon,
     explorer,
+    gemma,
     geometry,
     gradients,
     inspector,
@@ -31,6 +32,6 @@ from lnviz.charts import (
     start_here,
 )
 
-__all__ = ["base", "beyond", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "geometry", "gradients",
-           "inspector", "ln_lstm", "minilm", "padding", "performance", "placement", "scale_shift",
-           "shapes", "smollm2", "start_here"]
+__all__ = ["base", "beyond", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "gemma", "geometry",
+           "gradients", "inspector", "ln_lstm", "minilm", "padding", "performance", "placement",
+           "scale_shift", "shapes", "smollm2", "start_here"]

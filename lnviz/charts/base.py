@@ -109,6 +109,15 @@ def bpe_piece(token: str) -> str:
                    "␣" if c == " " else "↵" if c == "\n" else c for c in text)
 
 
+def sentencepiece_piece(token: str) -> str:
+    """A SentencePiece piece (Gemma's) as a reader sees it: "▁" (a space) as "␣", a newline as
+    "↵", a tab as "⇥", and a byte the vocabulary lacks (<0xE6>, part of a character split
+    across pieces) as ⟨E6⟩, as :func:`bpe_piece` writes one."""
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        return f"⟨{token[3:5]}⟩"
+    return token.replace("▁", "␣").replace("\n", "↵").replace("\t", "⇥")
+
+
 def token_labels(tokens: Sequence[str]) -> list[str]:
     """Distinct axis labels for tokens, which repeat ("the" twice): "0 [CLS]", "1 the", …"""
     return [f"{i} {t}" for i, t in enumerate(tokens)]

@@ -24,7 +24,8 @@ from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
 from lnviz.terms import Layout, NormKind
 
-__all__ = ["EPSILONS", "GLOSSARY", "SOURCES", "TOKEN_PLACES", "Answer", "Paper", "defined",
+__all__ = ["EPSILONS", "FROZEN_TEXT", "GEMMA3", "GLOSSARY", "OLMO2", "PERI_LN", "REFERENCE_TEXT",
+           "REFERENCE_TEXTS", "SOURCES", "TOKEN_PLACES", "VIT22B", "Answer", "Paper", "defined",
            "group_description", "short", "spread_name", "step_by_step", "token_place",
            "worked_example_latex"]
 
@@ -45,6 +46,16 @@ class Paper:
         where = ", ".join(v for v in (self.venue, f"arXiv {self.arxiv}") if v)
         who = f"{self.authors}, " if self.authors else ""
         return f"{who}*{self.title}* ({where})"
+
+
+#: Papers more than one page cites, each checked before it is quoted.
+PERI_LN = Paper("Peri-LN", "Kim et al.",
+                "Peri-LN: Revisiting Normalization Layer in the Transformer Architecture",
+                "2502.02732", "ICML 2025")
+OLMO2 = Paper("OLMo 2", "OLMo Team", "2 OLMo 2 Furious", "2501.00656")
+VIT22B = Paper("ViT-22B", "Dehghani et al.", "Scaling Vision Transformers to 22 Billion "
+               "Parameters", "2302.05442", "ICML 2023")
+GEMMA3 = Paper("Gemma 3", "Gemma Team", "Gemma 3 Technical Report", "2503.19786")
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,20 @@ TOKEN_PLACES = ("the first token", "a token in between", "the last token")
 def token_place(index: int, count: int) -> str:
     """Which of :data:`TOKEN_PLACES` token ``index`` of ``count`` is (the first, with one)."""
     return TOKEN_PLACES[0 if index == 0 else 2 if index == count - 1 else 1]
+
+
+#: The text whose loss measures what breaking a norm of a language model costs (a plain English
+#: sentence), on each model page that breaks one.
+REFERENCE_TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home."
+#: The texts a norm sweep measures the loss on: the reference text and two more of other
+#: kinds, so that one sentence does not decide (a sweep reports the mean and the range).
+REFERENCE_TEXTS = (REFERENCE_TEXT,
+                   "In 1905 Albert Einstein published four papers that changed how physicists "
+                   "think about light, time and matter.",
+                   "To make the soup, chop two onions, fry them in butter until soft, then add "
+                   "the stock and simmer for twenty minutes.")
+#: The text a frozen RMS is taken from: neither a default prompt nor a reference text.
+FROZEN_TEXT = "Rain fell on the old town all night, and by morning the river had risen."
 
 
 #: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.

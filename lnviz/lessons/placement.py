@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from lnviz.analysis import StackConfig, depth_profiles, gradient_norms
 from lnviz.devices import to_numpy
-from lnviz.lessons.common import Paper, apart, short
+from lnviz.lessons.common import OLMO2, PERI_LN, VIT22B, Paper, apart, short
 from lnviz.models.bert import MiniLM, ModelRun
 from lnviz.nn import PLACEMENTS
 from lnviz.norms import layer_norm
@@ -68,14 +68,8 @@ __all__ = [
     "steady_placements",
 ]
 
-PERI_LN = Paper("Peri-LN", "Kim et al.",
-                "Peri-LN: Revisiting Normalization Layer in the Transformer Architecture",
-                "2502.02732", "ICML 2025")
 #: The largest models the Peri-LN paper trains.
 PERI_LN_SIZE = "3.2B"
-OLMO2 = Paper("OLMo 2", "OLMo Team", "2 OLMo 2 Furious", "2501.00656")
-VIT22B = Paper("ViT-22B", "Dehghani et al.", "Scaling Vision Transformers to 22 Billion "
-               "Parameters", "2302.05442", "ICML 2023")
 #: The size at which ViT-22B's authors saw training diverge without QK-norm.
 VIT22B_DIVERGED = "8B"
 XIONG = Paper("Xiong et al.", "Xiong et al.",

@@ -32,11 +32,20 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lnviz.analysis import Recorded, fit_record
-from lnviz.lessons.common import TOKEN_PLACES, Answer, apart, short, token_place
+from lnviz.analysis import Recorded, fit_record, next_token_loss, token_rms
+from lnviz.lessons.common import (
+    FROZEN_TEXT,
+    REFERENCE_TEXT,
+    REFERENCE_TEXTS,
+    TOKEN_PLACES,
+    Answer,
+    apart,
+    short,
+    token_place,
+)
 from lnviz.limits import SMOLLM2_MAX_TOKENS
-from lnviz.models.bert import sublayer_of
-from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names
+from lnviz.models.bert import stream_names as encoder_stream_names
+from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names, stream_names
 from lnviz.terms import NormKind, listed
 
 __all__ = [
@@ -84,17 +93,6 @@ PRESETS = (
     "<|im_start|>user\nWhat is the largest planet?<|im_end|>\n<|im_start|>assistant\n",
     "Layer normalization rescales every token so that",
 )
-#: The text whose loss measures what breaking a norm costs (a plain English sentence).
-REFERENCE_TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home."
-#: The texts the norm sweep measures the loss on: the reference text and two more of other
-#: kinds, so that one sentence does not decide (the sweep reports the mean and the range).
-REFERENCE_TEXTS = (REFERENCE_TEXT,
-                   "In 1905 Albert Einstein published four papers that changed how physicists "
-                   "think about light, time and matter.",
-                   "To make the soup, chop two onions, fry them in butter until soft, then add "
-                   "the stock and simmer for twenty minutes.")
-#: The text a frozen RMS is taken from: neither the default prompt nor the reference text.
-FROZEN_TEXT = "Rain fell on the old town all night, and by morning the river had risen."
 #: How a norm can be broken (:func:`break_norm`): the page's option, and what it does.
 BREAKS = {
     "removed": "its input passes unchanged",
@@ -136,19 +134,14 @@ def prediction(run: DecoderRun, k: int = 5) -> Prediction:
 def encoder_stream_rms(run: Recorded) -> np.ndarray:
     """all-MiniLM-L6-v2's residual stream (post-LN: the output of the LayerNorm that ends each
     layer, after the embeddings' one): the median token's RMS, (n_layer + 1,)."""
-    stream = [r for r in run.records if r.name == "embeddings.LayerNorm"
-              or sublayer_of(r.name) == "feed-forward"]
-    return np.array([float(r.output[0].double().square().mean(-1).sqrt().median())
-                     for r in stream])
+    return np.median(token_rms(run, encoder_stream_names(), side="output"), axis=1)
 
 
 def stream_rms(run: DecoderRun) -> tuple[np.ndarray, np.ndarray]:
     """The residual stream's per-token RMS where each block's first RMSNorm reads it, then where
     the final one does: (the median token's, the first token's), each (n_layer + 1,). The first
     token carries the massive activation, so an RMS over all tokens would be its alone."""
-    names = [n for n in rms_norm_names() if not n.endswith("post_attention_layernorm")]
-    per_token = np.stack([run.record(n).input[0].double().square().mean(-1).sqrt().numpy()
-                          for n in names])  # (n_layer + 1, T)
+    per_token = token_rms(run, stream_names())  # (n_layer + 1, T)
     return np.median(per_token, axis=1), per_token[:, 0]
 
 
@@ -477,13 +470,6 @@ def _replacement(model: SmolLM2, name: str, how: str, frozen: DecoderRun | None 
     return fit_record(seen, eps).replacement(weight, None)
 
 
-def _loss(run: DecoderRun, logits: torch.Tensor | None = None) -> float:
-    """Mean cross-entropy of the run's predictions of its own next tokens, in nats (of
-    ``logits`` instead of the run's where given: a rerun's)."""
-    logits = run.logits if logits is None else logits
-    return float(F.cross_entropy(logits[:-1].double(), run.ids[1:]))
-
-
 def break_norm(model: SmolLM2, text: str, name: str, how: str) -> Broken:
     """:class:`Broken` for norm ``name`` replaced as ``how`` says (:data:`BREAKS`)."""
     replace = {name: _replacement(model, name, how)}
@@ -493,8 +479,8 @@ def break_norm(model: SmolLM2, text: str, name: str, how: str) -> Broken:
     kl = float((p.exp() * (p - q)).sum())
     return Broken(name, how, prediction(plain), prediction(broken), kl,
                   int(p.argmax()) == int(q.argmax()),
-                  _loss(model.run(REFERENCE_TEXT)),
-                  _loss(model.run(REFERENCE_TEXT, replace=replace)))
+                  next_token_loss(model.run(REFERENCE_TEXT)),
+                  next_token_loss(model.run(REFERENCE_TEXT, replace=replace)))
 
 
 def perplexity(loss: float) -> float:
@@ -523,7 +509,7 @@ class Removals:
     loss_before: np.ndarray
 
     @property
-    def mean_loss(self) -> np.ndarray:
+    def meannext_token_loss(self) -> np.ndarray:
         """(N,) the loss with each norm broken, the mean over the reference texts."""
         return self.loss.mean(axis=1)
 
@@ -699,8 +685,8 @@ def removals(model: SmolLM2, text: str, names: tuple[str, ...] | None = None,
         broken = model.rerun(prompt, replace)[-1].double().log_softmax(-1)
         kl.append(float((plain.exp() * (plain - broken)).sum()))
         same.append(int(plain.argmax()) == int(broken.argmax()))
-        loss.append([_loss(run, model.rerun(run, replace)) for run in texts])
+        loss.append([next_token_loss(run, model.rerun(run, replace)) for run in texts])
     if progress is not None:
         progress(1.0, "done")
     return Removals(how, names, np.array(kl), np.array(same), np.array(loss),
-                    np.array([_loss(run) for run in texts]))
+                    np.array([next_token_loss(run) for run in texts]))

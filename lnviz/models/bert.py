@@ -148,6 +148,13 @@ def layer_norm_names(n_layer: int = MiniLMConfig.n_layer) -> list[str]:
     return names
 
 
+def stream_names(n_layer: int = MiniLMConfig.n_layer) -> list[str]:
+    """The LayerNorms whose *outputs* are the residual stream (post-LN): the embeddings' one,
+    then the one that ends each layer (after its feed-forward)."""
+    return ["embeddings.LayerNorm", *(f"encoder.layer.{i}.output.LayerNorm"
+                                      for i in range(n_layer))]
+
+
 #: Where a LayerNorm sits (:func:`sublayer_of`): after the embeddings, after attention, or
 #: after the feed-forward network.
 SUBLAYERS = ("embeddings", "attention", "feed-forward")

