@@ -146,7 +146,7 @@ if guess is not None:
            f"{fit.r2_line_trimmed:.3f}.")
         + (f" The tanh fits all the values better only because of {left_out.split(' (')[0]}, "
            "squashed at one end: a line with a bent tip, not an S, which flattens at both "
-           "ends; without them, a line." if one_end else
+           f"ends; without {'it' if count == 1 else 'them'}, a line." if one_end else
            " Over all the values it bends at both ends, an S as the paper saw in deeper "
            "layers; without those few values, a line: both answers are half of it."
            if shape == STRAIGHT_BUT_EXTREMES else ""))
@@ -174,12 +174,18 @@ if guess is not None:
                 f"R² = {fit.r2_line:.3f} of x̂.")
     else:
         top_x, top_hat = float(fit.x[largest]), float(fit.x_hat[largest])
-        why += (f"A value far from its token's mean forces a large σ on that token "
-                f"(σ ≥ |x − μ|/√(C − 1)), so no x̂ can pass √(C − 1) = {bound:.1f} "
-                f"(C = {fit_width} features): the farther a token's value, the flatter that "
-                f"token's line. Here the largest, x = {top_x:.3g}, lands at x̂ = {top_hat:.3g}"
-                + (": squashed near that edge, as a tanh squashes it. "
-                   if abs(top_hat) >= 0.8 * bound else ", well inside that edge. "))
+        if frozen_seen:  # a value that sets its token's σ: section 3's answer in part
+            why += (f"A value far from its token's mean forces a large σ on that token "
+                    f"(σ ≥ |x − μ|/√(C − 1)), so no x̂ can pass √(C − 1) = {bound:.1f} "
+                    f"(C = {fit_width} features): the farther a token's value, the flatter "
+                    f"that token's line. Here the largest, x = {top_x:.3g}, lands at "
+                    f"x̂ = {top_hat:.3g}"
+                    + (": squashed near that edge, as a tanh squashes it. "
+                       if abs(top_hat) >= 0.8 * bound else ", well inside that edge. "))
+        else:
+            why += (f"Here the largest, x = {top_x:.3g}, lands at x̂ = {top_hat:.3g} (how far "
+                    "any x̂ can go, and why, joins this caption once section 3's question is "
+                    "answered: it points at that answer). ")
         why += (f"Here the {fit.bend:,} value{'s' * (fit.bend != 1)} of largest |x| (the "
                 f"crosses: {fit.bend / fit.x.size:.2%} of the {fit.x.size:,}) alone "
                 f"make{'s' * (fit.bend == 1)} the bend: without "
@@ -454,9 +460,9 @@ st.markdown(
        f"LayerNorm {int(np.argmin(swapped.alone))}'s: how large the means are is not the "
        "whole story." if frozen_guess is not None
        and int(np.argmax(largest)) != int(np.argmin(swapped.alone)) else "")
-    + (f" On section 4's yardstick (this sentence against others), all 13 as RMSNorms fall "
+    + (f" On section 4's yardstick, all 13 as RMSNorms fall "
        f"{placed(swapped.together, anchors)}." if anchors else
-       " How far that is needs a scale: section 4 draws one (this sentence against others) "
+       " How far that is needs a scale: section 4 draws one "
        "once section 3's question is answered.")
     + (" The means are small next to σ here; this model was trained with them subtracted."
        if largest.max() < 0.2 else ""))

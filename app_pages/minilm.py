@@ -21,7 +21,7 @@ from lnviz.lessons.minilm import (
     first_word_text,
     int8_errors,
     int8_input_text,
-    int8_reader,
+    int8_intro,
     int8_text,
     layer_label,
     layer_text,
@@ -207,9 +207,7 @@ if peak is not None:
     table, outliers = cached(int8_errors, run.records[chosen].output[0].numpy())
     inputs, _ = cached(int8_errors, run.records[chosen].input[0].numpy())
     ratio = run.peak[chosen] / run.median[chosen]  # the input's largest |x| over its median
-    st.markdown(f"LLM.int8() rounds what a matrix multiplication reads. Here that is the output "
-                f"of LayerNorm {chosen} ({layer_label(name)}): "
-                f"{int8_reader(NAMES, chosen)}. Rounded to int8 with {defined('absmax')}, "
+    st.markdown(f"{int8_intro(NAMES, chosen)} Rounded to int8 with {defined('absmax')}, "
                 "three ways: " + int8_text(table, outliers)
                 + int8_input_text(inputs, table, ratio, token_lead(run, name)))
     show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),

@@ -231,9 +231,13 @@ if qk_guess is not None:
 
 # --- 3. Before a norm: the weight's scale ------------------------------------------------------
 st.subheader("3 · Before a norm: the weight's scale and the learning rate")
+# that a norm removes the scale of the weight before it is section 1's answer in part (which
+# placement's stream the weights' scale reaches): stated once that question is answered
 st.markdown(
-    "A weight matrix W followed by a norm cannot change the network's output by changing its "
-    "size: LN(c·Wx) = LN(Wx) for every c > 0 (up to ε). Here is such a W in a small "
+    ("A weight matrix W followed by a norm cannot change the network's output by changing its "
+     "size: LN(c·Wx) = LN(Wx) for every c > 0 (up to ε). Here is such a W"
+     if answered("pl_guess") is not None else "Here is a weight matrix W followed by a norm")
+    + " in a small "
     "classifier of scikit-learn's handwritten digits, W·x → LayerNorm → ReLU → a linear head, "
     f"trained with plain SGD (η = {ScaleConfig.lr:g}, batches of {ScaleConfig.batch}, "
     f"{ScaleConfig.steps} steps).")
@@ -242,17 +246,22 @@ with st.container(border=True):
     init_scale = cols[0].select_slider(
         "W's initial scale", list(INIT_SCALES), value=10.0, key="pl_wscale",
         bind="query-params",
-        help="W's first draw multiplied by this: the same function at step 0, since the "
-             "LayerNorm after W removes its scale.")
+        help="W's first draw multiplied by this: the network's output at step 0 does not "
+             "change.")
     decay = cols[1].select_slider(
         "Weight decay on W", list(WEIGHT_DECAYS), value=1e-2, key="pl_decay",
         bind="query-params", format_func=lambda v: f"{v:g}",
         help="λ: each step also takes η·λ·W off W, which shrinks it.")
-scale_guess = prediction(
-    f"W starts {init_scale:g}× its usual size, and the network's output at step 0 is the "
-    "same. Without weight decay, does it learn…", ["as fast", "faster", "slower"],
-    key="pl_scale_guess", what="the runs",
-    help="Compare with W at its usual scale (1), the same batches, the same η.")
+if init_scale == 1:  # the very run it would be compared with: nothing to predict
+    st.caption("At scale 1 W starts at its usual size: the run the other scales are compared "
+               "with, so there is nothing to predict. Pick another scale to be asked.")
+    scale_guess = ""
+else:
+    scale_guess = prediction(
+        f"W starts {init_scale:g}× its usual size, and the network's output at step 0 is the "
+        "same. Without weight decay, does it learn…", ["as fast", "faster", "slower"],
+        key="pl_scale_guess", what="the runs",
+        help="Compare with W at its usual scale (1), the same batches, the same η.")
 if scale_guess is not None:
     with refusal(), st.spinner("Training the classifier three ways…"):
         runs = cached(scale_runs, float(init_scale), float(decay), int(settings.seed))
@@ -262,7 +271,8 @@ if scale_guess is not None:
     speed = learns(plain, reference)
     same = plain is reference  # scale 1: the usual size, the very run it is compared with
     st.markdown(
-        ("**Right:** " if scale_guess == speed else f"**Not quite:** the answer is “{speed}”. ")
+        ("" if not scale_guess else "**Right:** " if scale_guess == speed else
+         f"**Not quite:** the answer is “{speed}”. ")
         + (f"At scale 1 W starts at its usual size: it is the same run, and its "
            f"{defined('effective learning rate')} η/‖W‖² the same, {plain.effective_lr[0]:.3g}. "
            "Pick another scale to compare." if same else
@@ -282,14 +292,15 @@ if scale_guess is not None:
     st.caption(
         "Where this holds in a real transformer: only for a weight whose output goes straight "
         "into a norm, nothing in between (a bias added after W breaks LN(c·Wx) = LN(Wx)), and "
-        "for the whole matrix scaled at once. It covers W_q and W_k under QK-norm (section 2), "
-        "and W_o and the feed-forward's W_down under OLMo 2's reordered norm, which normalizes "
-        "each sublayer's output before the residual sum."
-        # what it does not cover is section 1's answer (the weights' scale reaches pre-LN's
-        # stream): said once that question is answered
-        + (" It does not cover pre-LN's W_o and W_down: their outputs are added to the "
-           "residual stream, and a larger W_o makes a larger stream."
-           if answered("pl_guess") is not None else ""))
+        "for the whole matrix scaled at once. It covers W_q and W_k under QK-norm (section 2)"
+        # which output weights it covers and which not is section 1's answer (the weights'
+        # scale reaches pre-LN's stream, not Peri-LN's): said once that question is answered
+        + (", and W_o and the feed-forward's W_down under OLMo 2's reordered norm, which "
+           "normalizes each sublayer's output before the residual sum. It does not cover "
+           "pre-LN's W_o and W_down: their outputs are added to the residual stream, and a "
+           "larger W_o makes a larger stream." if answered("pl_guess") is not None else
+           "; which other weights it covers joins this caption once section 1's question is "
+           "answered."))
     show_figure(charts.placement.scale_figure, labels, [r.weight_norm for r in runs.values()],
                 [r.effective_lr for r in runs.values()],
                 [r.smoothed_loss() for r in runs.values()], key="pl_scale_runs")

@@ -20,6 +20,8 @@ import lnviz
 from lnviz.analysis import BENT, bend_size, extremes, fit_line, fit_record, fit_tanh, tanh_fits
 from lnviz.capture import NormRecord
 from lnviz.lessons.beyond import (
+    ADDED_STOP,
+    FIRST_LEFT_OUT,
     NEIGHBOURS,
     ONE_MEANING,
     OTHER_TOPICS,
@@ -213,10 +215,15 @@ def test_the_cosine_yardstick_is_anchored_at_both_ends(model) -> None:
     # any sentence gets two other sentences of one meaning (the near end) and other topics
     pair = by_kind[ONE_MEANING]
     assert 0.5 < pair.cosine < 0.9 and "Someone plays an instrument." in pair.text
+    # every text gets a near end of its own (the 28th review: "!!!" had none): one word, a
+    # full stop added; past 512 tokens, where the model reads the same text without its last
+    # word, the first word left out
     lone = yardstick(model, model.run("Hello"))
-    assert {a.kind for a in lone} == {UNRELATED, ONE_MEANING}
-    # past 512 tokens the model reads the same text without its last word: no small edit
-    assert SMALL_EDIT not in {a.kind for a in yardstick(model, model.run("word " * 600))}
+    assert {a.kind for a in lone} == {ADDED_STOP, UNRELATED, ONE_MEANING}
+    assert next(a for a in lone if a.kind == ADDED_STOP).text == "Hello."
+    assert max(a.cosine for a in lone) == next(a.cosine for a in lone if a.kind == ADDED_STOP)
+    long = yardstick(model, model.run("word " * 600))
+    assert {a.kind for a in long} == {FIRST_LEFT_OUT, UNRELATED, ONE_MEANING}
 
 
 def test_substituting_dyt_moves_the_embedding_and_more_layers_move_it_further(model,

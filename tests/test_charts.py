@@ -325,6 +325,17 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
             [np.linspace(2.3, 0.07, 4), np.linspace(2.3, 0.3, 4)])),
         (c.placement.attention_pair_figure, c.placement.attention_pair_figure(
             ["[CLS]", "the", "cat", "[SEP]"], np.eye(4), np.full((4, 4), 0.25), 16.0)),
+        (c.gemma.sandwich_figure, c.gemma.sandwich_figure(
+            {"attention": np.linspace(6, 0.5, 18), "feed-forward": np.linspace(0.7, 0.07, 18)},
+            {"attention": np.linspace(5, 42, 18), "feed-forward": np.linspace(3, 208, 18)},
+            {"attention": np.linspace(6, 50, 18), "feed-forward": np.linspace(4, 200, 18)})),
+        (c.gemma.designs_figure, c.gemma.designs_figure(
+            {"post-LN": np.full(7, 0.36), "pre-norm": np.geomspace(0.1, 26, 31),
+             "sandwich": np.geomspace(1.0, 1240, 19)})),
+        (c.gemma.qk_figure, c.gemma.qk_figure(np.full(18, 14.0), np.geomspace(4480, 10, 18))),
+        (c.gemma.final_gamma_figure, c.gemma.final_gamma_figure(
+            np.r_[0.188, np.linspace(1, 301, 639)], np.r_[66_095.0, np.linspace(10, 700, 639)],
+            [0])),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(
             ["ĠParis", "Ġthe", "Ċ"], [0.77, 0.06, 0.01])),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(

@@ -446,6 +446,12 @@ def test_int8_rounds_what_the_matmuls_read_the_layer_norms_output(runs) -> None:
     assert tf.int8_reader(names, 1) == "this layer's feed-forward reads it"  # after attention
     assert tf.int8_reader(names, 0) == "layer 0's Q, K and V read it"  # the embeddings'
     assert tf.int8_reader(names, 12).startswith("no matrix multiplication reads it")
+    # the page's opening says so without calling it what a matmul reads (the 28th review)
+    assert tf.int8_intro(names, 12).startswith("LLM.int8() rounds what a matrix "
+                                               "multiplication reads. No matrix multiplication "
+                                               "reads the output of LayerNorm 12")
+    assert "Here that is" not in tf.int8_intro(names, 12)
+    assert tf.int8_intro(names, k).endswith(": the next layer's Q, K and V read it.")
 
 
 def test_int8_after_attention_says_gamma_makes_the_outlier(runs) -> None:

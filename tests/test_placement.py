@@ -375,9 +375,10 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
 
     at = open_page(PAGE, {"pl_wscale": "10.0", "pl_decay": "0.01"}, timeout=120)
     assert any("Pick an answer to see the runs" in c.value for c in at.caption)
-    # the set-up gives LN(c·Wx) = LN(Wx); the effective rate η/‖W‖², the answer, comes after
+    # the effective rate η/‖W‖², the answer, comes after; LN(c·Wx) = LN(Wx), section 1's
+    # answer in part (the 28th review), once section 1's question is answered
     shown = " ".join(e.value for e in [*at.markdown, *at.caption])
-    assert "LN(c·Wx) = LN(Wx)" in shown and "η/‖W‖²" not in shown
+    assert "LN(c·Wx) = LN(Wx)" not in shown and "η/‖W‖²" not in shown
     at.radio(key="pl_scale_guess").set_value("slower").run()
     assert not at.exception, at.exception
     runs = scale_runs(10.0, 0.01)
@@ -391,9 +392,11 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
     scope = next(c.value for c in at.caption if "Where this holds" in c.value)
     # what it does not cover answers section 1's question: said once that one is answered
     assert "a bias added after W breaks" in scope and "does not cover pre-LN's W_o" not in scope
+    assert "OLMo 2" not in scope  # Peri-LN's output norm too: section 1's answer
     at.radio(key="pl_guess").set_value("Peri-LN's").run()
     scope = next(c.value for c in at.caption if "Where this holds" in c.value)
-    assert "does not cover pre-LN's W_o" in scope
+    assert "does not cover pre-LN's W_o" in scope and "under OLMo 2's reordered norm" in scope
+    assert any("LN(c·Wx) = LN(Wx) for every c > 0" in m.value for m in at.markdown)
     assert f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f}" in verdict
     notes = next(m.value for m in at.markdown if m.value.startswith("- The gradient"))
     # the decayed run's ‖W‖ beside the undecayed one's: decay makes it grow less, not grow
@@ -405,12 +408,13 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
         assert first != last and f"{norm_change(run.weight_norm)} at scale" in notes
     (chart,) = [f for f in figures(at) if len(f["data"]) == 9]  # 3 runs × 3 panels
     assert chart["data"][0]["name"] == "scale 1, no decay"
-    # at scale 1 the run is the reference itself: the reply names the answer and says so
+    # at scale 1 the run is the reference itself: nothing to predict, so no question (the
+    # 28th review), and the text says it is the same run
     at.select_slider(key="pl_wscale").set_value(1.0).run()
-    at.radio(key="pl_scale_guess").set_value("faster").run()
+    assert not [r for r in at.radio if r.key == "pl_scale_guess"]
+    assert any("nothing to predict" in c.value for c in at.caption)
     verdict = next(m.value for m in at.markdown if "effective learning rate" in m.value)
-    assert verdict.startswith("**Not quite:** the answer is “as fast”. At scale 1 W starts at "
-                              "its usual size: it is the same run")
+    assert verdict.startswith("At scale 1 W starts at its usual size: it is the same run")
     assert "against" not in verdict
 
 
@@ -497,8 +501,8 @@ def test_the_growth_text_reads_the_race() -> None:
             "205), from a start above pre-LN's.") in text
     # Peri-LN's growth split: γ barely moved (the reviewed run: RMS 0.994-1.004), so the
     # stream's 3.67× is the added vectors lining up, not γ
-    assert ("only its output norms' γ (RMS 1 → 1.002, at most 1× in the mean square) or those "
-            "added vectors lining up") in text
+    assert ("only its output norms' γ (RMS 1 → 1.002, at most 1× in the mean square) and β, "
+            "or those added vectors lining up") in text
     assert "the stream's 3.67× is nearly all that lining up" in text
     assert text.endswith("not a measurement of it.")
     grown = growth_text(_result((10.0, 20.0), (10.0, 80.0), weights=(80.0, 120.0),

@@ -962,8 +962,9 @@ def test_the_norm_races_findings_rank_the_models_and_say_when_seeds_overlap():
     text = race_findings(RaceResult(config, curves, 20, False, 1.0, seeds))
     assert "2 seeds, 0 to 1, averaged" in text[0]
     assert any(t.startswith("pre-DyT") and "(seeds: 50% to 95%)" in t for t in text)
-    assert any(t.startswith("no norm") and "confident wrong predictions, worse than guessing"
-               in t for t in text)  # a loss of 30 against ln 10 = 2.30
+    assert any(t.startswith("no norm")
+               and "confident wrong predictions, worse than guessing in loss" in t
+               for t in text)  # a loss of 30 against ln 10 = 2.30
     assert text[-1] == ("By final accuracy: pre-LN and pre-RMSNorm tie at 95%; pre-DyT 72%; "
                         "no norm 10%.")
     # a clear leader, its seeds against the runner-up's; one seed: a caveat; too few steps

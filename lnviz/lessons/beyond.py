@@ -31,12 +31,14 @@ from lnviz.norms import rms_norm
 from lnviz.terms import NormKind
 
 __all__ = [
+    "ADDED_STOP",
     "CAUTION",
     "CAUTION_LOSS",
     "CAUTION_SIZES",
     "DERF",
     "DYISRU",
     "DYT",
+    "FIRST_LEFT_OUT",
     "HEIMERSHEIM",
     "KERNEL_SHAPES",
     "LN_FREE",
@@ -180,6 +182,10 @@ NEIGHBOURS = {
 }
 #: The yardstick's kinds of sentence, from the nearest meaning to none.
 SMALL_EDIT = "the same sentence, its last word left out"
+#: ... where the text is one word: the same word and a full stop; past the 512 tokens the model
+#: reads: the same text without its first word.
+ADDED_STOP = "the same text, a full stop added"
+FIRST_LEFT_OUT = "the same text, its first word left out"
 PARAPHRASE = "the same meaning in other words"
 SAME_FRAME = "the same frame, another meaning"
 UNRELATED = "a sentence on another topic"
@@ -204,15 +210,19 @@ class Anchor:
 def yardstick(model: MiniLM, original: ModelRun, unrelated: Iterable[str] = OTHER_TOPICS
               ) -> list[Anchor]:
     """What a cosine between sentence embeddings means, anchored at both ends: ``original``'s
-    sentence against a small edit of itself (its last word left out, where it has two or
-    more), for an example sentence its paraphrase and a sentence of the same frame with another
-    meaning (:data:`NEIGHBOURS`), and the ``unrelated`` sentences (others than itself), nearest
-    first."""
+    sentence against a small edit of itself (its last word left out where it has two or more,
+    a full stop added to one word, its first word left out where the model reads only its
+    first 512 tokens), for an example sentence its paraphrase and a sentence of the same frame
+    with another meaning (:data:`NEIGHBOURS`), and the ``unrelated`` sentences (others than
+    itself), nearest first. Every text gets a small edit: the near end of its own."""
     text = original.text
     words = text.split()
-    # a small edit, where the model reads the whole text (past 512 tokens it reads the same)
-    kinds = ([(SMALL_EDIT, " ".join(words[:-1]))]
-             if len(words) >= 2 and not original.truncated else [])
+    if original.truncated:  # the model reads the first 512 tokens: an edit the model sees
+        kinds = [(FIRST_LEFT_OUT, " ".join(words[1:]))]
+    elif len(words) >= 2:
+        kinds = [(SMALL_EDIT, " ".join(words[:-1]))]
+    else:  # one word, or nothing but [CLS] and [SEP]
+        kinds = [(ADDED_STOP, f"{text.strip()}.")]
     if text in NEIGHBOURS:
         paraphrase, frame = NEIGHBOURS[text]
         kinds += [(PARAPHRASE, paraphrase), (SAME_FRAME, frame)]

@@ -650,6 +650,20 @@ def int8_reader(names: Sequence[str], k: int) -> str:
     return ("layer 0's Q, K and V read it" if k == 0 else "the next layer's Q, K and V read it")
 
 
+def int8_intro(names: Sequence[str], k: int) -> str:
+    """The int8 section's opening: what LLM.int8() rounds, and what reads LayerNorm ``k``'s
+    output (:func:`int8_reader`); the last one's output no matmul reads, so it is rounded for
+    comparison only."""
+    reader = int8_reader(names, k)
+    label = f"LayerNorm {k} ({layer_label(names[k])})"
+    if reader.startswith("no matrix multiplication"):
+        return ("LLM.int8() rounds what a matrix multiplication reads. No matrix "
+                f"multiplication reads the output of {label}: it is pooled into the sentence "
+                "embedding, and it is rounded here only for comparison with the others.")
+    return (f"LLM.int8() rounds what a matrix multiplication reads. Here that is the output of "
+            f"{label}: {reader}.")
+
+
 def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame, ratio: float,
                     lead: float) -> str:
     """The LayerNorm's input rounded the same way, beside its output, and what that says: where

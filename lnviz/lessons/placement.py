@@ -187,8 +187,8 @@ def _peri_growth(curve: dict[str, list[float]], grew: float) -> str:
     start, end = apart(g0, g1)
     text = (f"Peri-LN normalizes what each sublayer adds, so its weights' size cannot grow it: "
             f"only its output norms' γ (RMS {start} → {end}, at most "
-            f"{short(by_gamma)}× in the mean square) or those added vectors lining up with the "
-            "stream and with one another")
+            f"{short(by_gamma)}× in the mean square) and β, or those added vectors lining up "
+            "with the stream and with one another")
     if by_gamma < 1.2 and grew > 1.5:
         return text + (f". With γ near where it started, the stream's {short(grew)}× is "
                        "nearly all that lining up. ")

@@ -519,7 +519,7 @@ def race_findings(result: RaceResult) -> list[str]:
         guessing = f"guessing's (ln {RACE_VOCAB} = {CHANCE_LOSS:.2f})"
         if loss >= 2 * CHANCE_LOSS:
             line += (f"; that loss is far above {guessing}: the model makes confident wrong "
-                     "predictions, worse than guessing")
+                     "predictions, worse than guessing in loss")
         elif loss >= 0.95 * CHANCE_LOSS and result.final_accuracy(variant) < 2 / RACE_VOCAB:
             line += (f", no better than guessing (ln {RACE_VOCAB} = {CHANCE_LOSS:.2f}): it "
                      "learned nothing")
