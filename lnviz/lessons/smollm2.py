@@ -509,7 +509,7 @@ class Removals:
     loss_before: np.ndarray
 
     @property
-    def meannext_token_loss(self) -> np.ndarray:
+    def mean_loss(self) -> np.ndarray:
         """(N,) the loss with each norm broken, the mean over the reference texts."""
         return self.loss.mean(axis=1)
 
