@@ -4,20 +4,26 @@ import streamlit as st
 
 from lnviz import charts
 from lnviz.charts.base import sentencepiece_piece
-from lnviz.lessons.common import GEMMA3, PERI_LN, REFERENCE_TEXT
+from lnviz.lessons.common import FROZEN_TEXT, GEMMA3, PERI_LN, REFERENCE_TEXT
 from lnviz.lessons.gemma import (
     GROWTH_OPTIONS,
+    LADDER_OPTIONS,
     OFFSET_OPTIONS,
     OFFSETS,
     PRESETS,
     QK_OPTIONS,
     SIZE_OPTIONS,
+    SUBLAYERS,
     TOKEN_RUNS,
     WHERE_OPTIONS,
     analyze,
     design_streams,
     final_gamma,
     growth_answer,
+    ladder,
+    ladder_answer,
+    ladder_table,
+    ladder_work,
     offset_answer,
     offset_runs,
     qk_answer,
@@ -154,7 +160,7 @@ if part.open:
                     Named(model, "gemma3"), text)
             st.markdown(qk_answer(qk, shown).reply(grows))
             show_figure(charts.gemma.qk_figure, qk.trained, qk.without, key="g3_qk")
-            st.caption(f"The reference text: “{REFERENCE_TEXT}”. Blocks 5, 11 and 17 see the "
+            st.caption(f"The reference text: “{REFERENCE_TEXT}” Blocks 5, 11 and 17 see the "
                        "whole text; the others the last 512 tokens, which a prompt of this "
                        "page never passes.")
 
@@ -206,3 +212,43 @@ if part.open:
             st.markdown(where_answer(final, shown).reply(where))
             show_figure(charts.gemma.final_gamma_figure, final.gamma, final.peak,
                         [final.smallest], key="g3_final")
+
+# --- 6. Break a norm before or after a sublayer -------------------------------------------------
+part = folded("6 · Break the norm before a sublayer, or the one after", "g3_part6", lazy=True)
+if part.open:
+    with part:
+        st.markdown(
+            "Inside a real LLM breaks SmolLM2's norms four ways: removed, given one frozen RMS "
+            "for every token, turned into LayerNorm with the same γ, or replaced by a Dynamic "
+            "Tanh fitted to what the norm saw. Gemma has two norms around each sublayer: here "
+            "both are broken, one at a time, each of the four ways.")
+        cols = st.columns(2)
+        block = cols[0].selectbox(
+            "Block", list(range(model.config.n_layer)), index=ASKED_BLOCK, key="g3_block",
+            bind="query-params", help="Which of the 18 blocks; 5, 11 and 17 see the whole "
+                                      "text, the others a sliding window.")
+        sublayer = cols[1].radio(
+            "Sublayer", list(SUBLAYERS), key="g3_sublayer", bind="query-params",
+            horizontal=True, help="The norms around it: before attention (input_layernorm) "
+                                  "and after it, or before and after the feed-forward.")
+        harm = prediction(
+            f"which of block {block}'s two norms around its {sublayer} can be broken with "
+            "less harm to the next token?", LADDER_OPTIONS,
+            key=f"g3_ladder_guess_{block}_{sublayer}", what="the eight breaks", context=text,
+            help="Less harm: a smaller KL divergence of the next-token distribution, "
+                 "typically over the four ways of breaking it (their geometric mean).")
+        if harm is not None:
+            frozen_tokens = len(model.tokenize(FROZEN_TEXT)[0])
+            with st.spinner("Breaking the two norms eight ways…"):
+                broken = jobs.heavy_cached(
+                    "the eight breaks", TOKEN_RUNS,
+                    ladder_work(tokens, len(model.tokenize(REFERENCE_TEXT)[0]), frozen_tokens),
+                    ladder, Named(model, "gemma3"), text, int(block), sublayer)
+            st.markdown(ladder_answer(broken).reply(harm))
+            st.dataframe(ladder_table(broken), hide_index=True, key="g3_ladder",
+                         column_config={"KL (nats)": st.column_config.NumberColumn(
+                             format="%.3g"), "reference loss (nats per token)":
+                             st.column_config.NumberColumn(format="%.3f")})
+            st.caption(f"A frozen RMS and the fitted DyT read what the norm saw on “"
+                       f"{FROZEN_TEXT}”; the loss is on “{REFERENCE_TEXT}”.")
+

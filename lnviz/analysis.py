@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -34,19 +34,24 @@ from lnviz.terms import NormKind
 __all__ = [
     "ALPHA_GRID",
     "BENT",
+    "BREAK_KINDS",
     "COMPARED",
     "GRADIENT_DEPTHS",
     "HEAD_CLASSES",
     "SEARCH_POINTS",
     "TRIM",
     "VARIANTS",
+    "Broken",
     "DepthProfile",
     "DepthSweep",
+    "LanguageModel",
+    "Prediction",
     "Recorded",
     "StackConfig",
     "TanhFit",
     "TokenRun",
     "bend_size",
+    "broken_norm",
     "depth_profiles",
     "depth_sweep",
     "extremes",
@@ -56,6 +61,8 @@ __all__ = [
     "fit_tanh",
     "gradient_norms",
     "next_token_loss",
+    "norm_replacement",
+    "prediction",
     "rms",
     "tanh_fits",
     "token_rms",
@@ -344,6 +351,98 @@ class TokenRun(Protocol):
 
     ids: torch.Tensor
     logits: torch.Tensor
+
+
+class LanguageModel(Protocol):
+    """A language model of lnviz.models (SmolLM2, Gemma 3): its weights by name, its norms' ε,
+    and runs of a text, with norms replaced by name."""
+
+    weights: Any
+    config: Any
+
+    def run(self, text: str, *, replace: Any = None) -> Any: ...
+
+
+#: The ways a norm can be broken (:func:`norm_replacement`), as the pages offer them.
+BREAK_KINDS = ("removed", "frozen RMS", NormKind.LAYER, "fitted DyT")
+
+
+def norm_replacement(model: LanguageModel, name: str, how: str, frozen: Any = None
+                     ) -> Replacement:
+    """What norm ``name`` computes broken as ``how`` says (:data:`BREAK_KINDS`), with the norm's
+    own weight (the multiplier it applies): its input unchanged; its input times γ over one
+    number, the median token's RMS the norm saw in ``frozen`` (a run of another text: a median,
+    so that one token's massive value does not set it); LayerNorm with the same γ; or Dynamic
+    Tanh fitted to what the norm saw in ``frozen``."""
+    weight = model.weights[f"{name}.weight"]
+    eps = model.config.eps
+    if how == "removed":
+        return lambda x: x
+    if how == NormKind.LAYER:
+        return lambda x: F.layer_norm(x, (x.shape[-1],), weight, None, eps)
+    if how not in BREAK_KINDS:
+        raise ValueError(f"a norm can be broken as {', '.join(BREAK_KINDS)}, not {how!r}")
+    if frozen is None:
+        raise ValueError(f"breaking a norm as {how!r} reads a run of another text: none given")
+    seen = frozen.record(name)
+    if how == "frozen RMS":
+        rms = float(seen.input[0].double().square().mean(-1).sqrt().median())
+        return lambda x: x / rms * weight
+    return fit_record(seen, eps).replacement(weight, None)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The most likely next tokens after a prompt: pieces and probabilities, largest first."""
+
+    tokens: tuple[str, ...]
+    probabilities: tuple[float, ...]
+
+
+def prediction(run: Any, k: int = 5) -> Prediction:
+    """The ``k`` most likely next tokens of a language model's ``run``."""
+    top = run.top(k)
+    return Prediction(tuple(t for t, _ in top), tuple(p for _, p in top))
+
+
+@dataclass(frozen=True)
+class Broken:
+    """One norm broken (:data:`BREAK_KINDS`) on a prompt and on a reference text.
+
+    Attributes:
+        name, how: which norm, and how it was broken.
+        before, after: the top next tokens without and with the break.
+        kl: KL(before ‖ after) of the next-token distributions, in nats.
+        same_top: whether the most likely next token stayed the same.
+        loss_before, loss_after: mean cross-entropy (nats per token) of the model's predictions
+            of the reference text's tokens, without and with the break.
+    """
+
+    name: str
+    how: str
+    before: Prediction
+    after: Prediction
+    kl: float
+    same_top: bool
+    loss_before: float
+    loss_after: float
+
+
+def broken_norm(model: LanguageModel, text: str, name: str, how: str, *, reference: str,
+                frozen: str) -> Broken:
+    """:class:`Broken` for norm ``name`` replaced as ``how`` says on ``text`` and on the text
+    ``reference``; a frozen RMS and a fitted DyT read what the norm saw on the text
+    ``frozen``."""
+    seen = model.run(frozen) if how in ("frozen RMS", "fitted DyT") else None
+    replace = {name: norm_replacement(model, name, how, seen)}
+    plain, broken = model.run(text), model.run(text, replace=replace)
+    p = plain.logits[-1].double().log_softmax(-1)
+    q = broken.logits[-1].double().log_softmax(-1)
+    kl = float((p.exp() * (p - q)).sum())
+    return Broken(name, how, prediction(plain), prediction(broken), kl,
+                  int(p.argmax()) == int(q.argmax()),
+                  next_token_loss(model.run(reference)),
+                  next_token_loss(model.run(reference, replace=replace)))
 
 
 def next_token_loss(run: TokenRun, logits: torch.Tensor | None = None) -> float:

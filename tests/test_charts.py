@@ -803,3 +803,17 @@ def test_every_byte_of_the_byte_level_alphabet_comes_back():
 
     assert sorted(_BYTES.values()) == list(range(256)) and len(_BYTES) == 256
     assert _BYTES["Ġ"] == 0x20 and _BYTES["Ċ"] == 0x0A and _BYTES["A"] == 0x41
+
+
+def test_a_sentencepiece_piece_reads_as_the_reader_sees_it():
+    """Gemma's pieces: ▁ a space (␣), a byte the vocabulary lacks as ⟨E6⟩, a character that
+    shows nothing by its code point (the zero-width non-joiner and the soft hyphen Gemma 3
+    predicts once its norms are read wrongly)."""
+    from lnviz.charts.base import sentencepiece_piece
+
+    assert sentencepiece_piece("▁Paris") == "␣Paris"
+    assert sentencepiece_piece("<0xE6>") == "⟨E6⟩"
+    assert sentencepiece_piece("\u200c") == "⟨U+200C⟩"
+    assert sentencepiece_piece("\xad") == "⟨U+00AD⟩"
+    assert sentencepiece_piece("a\n\tb") == "a↵⇥b"
+    assert sentencepiece_piece("<bos>") == "<bos>"

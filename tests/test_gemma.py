@@ -227,3 +227,47 @@ def test_without_the_model_packages_the_page_says_how_to_install_them(monkeypatc
     finally:
         monkeypatch.undo()
         st.cache_resource.clear()
+
+
+def test_the_ladder_breaks_each_norm_four_ways_as_worked_by_hand(model):
+    """Part 6: block 10's norms around attention, each broken four ways. The frozen RMS, by
+    hand: the norm's input times its weight over the median token's RMS it saw on the frozen
+    text; its KL from the two runs' last logits. The norm after attention is the one broken
+    with less harm, by far (typically 0.0008 nats against 0.09 before it)."""
+    from lnviz.analysis import BREAK_KINDS
+    from lnviz.lessons.common import BREAKS, FROZEN_TEXT
+
+    assert tuple(BREAKS) == BREAK_KINDS  # one spelling of the four ways
+    ladder = lesson.ladder(model, TEXT, 10, "attention")
+    assert ladder.names == ("model.layers.10.input_layernorm",
+                            "model.layers.10.post_attention_layernorm")
+    name = ladder.names[1]
+    seen = model.run(FROZEN_TEXT).record(name).input[0].double()
+    rms = float(seen.square().mean(-1).sqrt().median())
+    weight = model.weights[f"{name}.weight"]
+    by_hand = model.run(TEXT, replace={name: lambda x: x / rms * weight})
+    p = model.run(TEXT).logits[-1].double().log_softmax(-1)
+    q = by_hand.logits[-1].double().log_softmax(-1)
+    frozen = ladder.broken[name]["frozen RMS"]
+    assert frozen.kl == pytest.approx(float((p.exp() * (p - q)).sum()), rel=1e-6, abs=1e-12)
+    before, after = (ladder.typical_kl(n) for n in ladder.names)
+    assert before > 30 * after
+    answer = lesson.ladder_answer(ladder)
+    assert answer.option == "the norm after it"
+    assert f"{lesson.short(before)} nats before against {lesson.short(after)} after" in (
+        answer.reason)
+    table = lesson.ladder_table(ladder)
+    assert len(table) == 8 and list(table["broken"][:4]) == list(BREAK_KINDS)
+    assert table["KL (nats)"].tolist()[5] == frozen.kl
+
+
+def test_the_ladder_waits_for_its_question(model):
+    at = open_page(PAGE, {"g3_part6": "true", "g3_block": "3", "g3_sublayer": "feed-forward"},
+                   asked=True, timeout=600)
+    key = "g3_ladder_guess_3_feed-forward"
+    assert at.radio(key=key).value is None and not at.dataframe
+    at.radio(key=key).set_value("about the same (within 3×)").run(timeout=600)
+    right = lesson.ladder_answer(lesson.ladder(model, TEXT, 3, "feed-forward"))
+    reply = next(m.value for m in at.markdown if "KL divergence of the next-token" in m.value)
+    assert reply == right.reply("about the same (within 3×)")
+    assert len(at.dataframe[0].value) == 8

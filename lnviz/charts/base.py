@@ -17,6 +17,7 @@ import functools
 import html
 import math
 import textwrap
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -111,11 +112,15 @@ def bpe_piece(token: str) -> str:
 
 def sentencepiece_piece(token: str) -> str:
     """A SentencePiece piece (Gemma's) as a reader sees it: "▁" (a space) as "␣", a newline as
-    "↵", a tab as "⇥", and a byte the vocabulary lacks (<0xE6>, part of a character split
-    across pieces) as ⟨E6⟩, as :func:`bpe_piece` writes one."""
+    "↵", a tab as "⇥", a byte the vocabulary lacks (<0xE6>, part of a character split across
+    pieces) as ⟨E6⟩, as :func:`bpe_piece` writes one, and a character that shows nothing (a
+    zero-width non-joiner, a soft hyphen, another kind of space) by its code point, ⟨U+200C⟩."""
     if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
         return f"⟨{token[3:5]}⟩"
-    return token.replace("▁", "␣").replace("\n", "↵").replace("\t", "⇥")
+    shown = token.replace("▁", "␣").replace("\n", "↵").replace("\t", "⇥")
+    # a character that shows nothing (a zero-width joiner, a soft hyphen) by its code point
+    return "".join(f"⟨U+{ord(c):04X}⟩" if unicodedata.category(c) in ("Cf", "Cc", "Zs")
+                   else c for c in shown)
 
 
 def token_labels(tokens: Sequence[str]) -> list[str]:

@@ -24,10 +24,10 @@ from lnviz.devices import to_numpy
 from lnviz.norms import NormResult
 from lnviz.terms import Layout, NormKind
 
-__all__ = ["EPSILONS", "FROZEN_TEXT", "GEMMA3", "GLOSSARY", "OLMO2", "PERI_LN", "REFERENCE_TEXT",
-           "REFERENCE_TEXTS", "SOURCES", "TOKEN_PLACES", "VIT22B", "Answer", "Paper", "defined",
-           "group_description", "short", "spread_name", "step_by_step", "token_place",
-           "worked_example_latex"]
+__all__ = ["BREAKS", "BROKEN_AS", "EPSILONS", "FROZEN_TEXT", "GEMMA3", "GLOSSARY", "OLMO2",
+           "PERI_LN", "REFERENCE_TEXT", "REFERENCE_TEXTS", "SOURCES", "TOKEN_PLACES", "VIT22B",
+           "Answer", "Paper", "defined", "group_description", "short", "spread_name",
+           "step_by_step", "token_place", "worked_example_latex"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,22 @@ REFERENCE_TEXTS = (REFERENCE_TEXT,
                    "the stock and simmer for twenty minutes.")
 #: The text a frozen RMS is taken from: neither a default prompt nor a reference text.
 FROZEN_TEXT = "Rain fell on the old town all night, and by morning the river had risen."
+
+
+#: How a norm can be broken (lnviz.analysis.norm_replacement): the pages' option, and what it
+#: does.
+BREAKS = {
+    "removed": "its input passes unchanged",
+    "frozen RMS": "its input (times γ) divided by one number: the median token's RMS the same "
+                  "norm saw on another text",
+    NormKind.LAYER: "LayerNorm with the same γ: the mean subtracted as well",
+    "fitted DyT": "Dynamic Tanh, γ·s·tanh(αx), with α and s fitted to the values the same norm "
+                  "saw on another text: no statistic at all",
+}
+#: How a sentence says a norm was broken, for each of :data:`BREAKS`: "with the norm …".
+BROKEN_AS = {"removed": "removed", "frozen RMS": "given a frozen RMS",
+             NormKind.LAYER: "turned into LayerNorm with the same γ",
+             "fitted DyT": "replaced by its fitted Dynamic Tanh"}
 
 
 #: The ε the Explorer offers: powers of ten, plus 0 to see what ε protects against.

@@ -21,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lnviz.analysis import next_token_loss, token_rms
-from lnviz.lessons.common import REFERENCE_TEXT, Answer, short
+from lnviz.analysis import BREAK_KINDS, Broken, broken_norm, next_token_loss, token_rms
+from lnviz.lessons.common import BROKEN_AS, FROZEN_TEXT, REFERENCE_TEXT, Answer, short
 from lnviz.limits import GEMMA3_MAX_TOKENS
 from lnviz.models.bert import MiniLM
 from lnviz.models.bert import stream_names as encoder_stream_names
@@ -36,6 +37,7 @@ from lnviz.terms import listed
 __all__ = [
     "DESIGNS",
     "GROWTH_OPTIONS",
+    "LADDER_OPTIONS",
     "OFFSETS",
     "OFFSET_OPTIONS",
     "PRESETS",
@@ -46,6 +48,7 @@ __all__ = [
     "WHERE_OPTIONS",
     "Analysis",
     "FinalGamma",
+    "Ladder",
     "Offset",
     "QKNorm",
     "Sandwich",
@@ -55,6 +58,10 @@ __all__ = [
     "design_streams",
     "final_gamma",
     "growth_answer",
+    "ladder",
+    "ladder_answer",
+    "ladder_table",
+    "ladder_work",
     "logit_peaks",
     "norm_label",
     "offset_answer",
@@ -473,4 +480,100 @@ def where_answer(g: FinalGamma, shown: Callable[[str], str] = str) -> Answer:
           + (": dividing by the RMS shrinks the whole vector alike, so after the norm that "
              "feature is still the token's largest by far, and only its small γ keeps it from "
              "deciding the logits." if g.share >= 0.5 else "."))
+    return Answer(option, reason)
+
+
+# --- 6. Breaking the norms on both sides of a sublayer ----------------------------------------
+
+#: Each sublayer's norm before it and after it.
+_AROUND = {"attention": ("input_layernorm", "post_attention_layernorm"),
+           "feed-forward": ("pre_feedforward_layernorm", "post_feedforward_layernorm")}
+
+
+@dataclass(frozen=True, eq=False)
+class Ladder:
+    """The norm before a sublayer and the norm after it, each broken the four ways of
+    :data:`lnviz.analysis.BREAK_KINDS`, one at a time.
+
+    Attributes:
+        block, sublayer: where.
+        names: (the norm before, the norm after).
+        broken: {name: {how: :class:`lnviz.analysis.Broken`}}.
+    """
+
+    block: int
+    sublayer: str
+    names: tuple[str, str]
+    broken: dict[str, dict[str, Broken]]
+
+    def typical_kl(self, name: str) -> float:
+        """The geometric mean of the four breaks' KL divergences: how much breaking this norm
+        moves the prediction, typically, with no one way deciding it (a floor of 1e-9 nats
+        keeps an exact 0 from zeroing it)."""
+        kls = [max(b.kl, 1e-9) for b in self.broken[name].values()]
+        return float(np.exp(np.mean(np.log(kls))))
+
+
+def ladder(model: Gemma3, text: str, block: int, sublayer: str) -> Ladder:
+    """:class:`Ladder` of ``sublayer`` in ``block`` on ``text``: 8 breaks, each run on the
+    prompt and :data:`REFERENCE_TEXT` (a frozen RMS and a fitted DyT read off
+    :data:`FROZEN_TEXT`)."""
+    names = tuple(f"model.layers.{block}.{norm}" for norm in _AROUND[sublayer])
+    return Ladder(block, sublayer, names, {
+        name: {how: broken_norm(model, text, name, how, reference=REFERENCE_TEXT,
+                                frozen=FROZEN_TEXT) for how in BREAK_KINDS}
+        for name in names})
+
+
+def ladder_work(prompt_tokens: int, reference_tokens: int, frozen_tokens: int) -> int:
+    """:func:`ladder`'s work in tokens through the model: per break, the prompt and the
+    reference text with and without it, and the frozen text."""
+    return 2 * len(BREAK_KINDS) * (2 * (prompt_tokens + reference_tokens) + frozen_tokens)
+
+
+def ladder_table(ladder: Ladder) -> pd.DataFrame:
+    """The eight breaks, one row each: which norm, how, the KL, whether the top token stays,
+    and the reference text's loss."""
+    rows = []
+    for place, name in zip(("before", "after"), ladder.names, strict=True):
+        for how, b in ladder.broken[name].items():
+            rows.append({"norm": f"{place}: {name.split('.', 3)[-1]}", "broken": how,
+                         "KL (nats)": b.kl, "top token stays": b.same_top,
+                         "reference loss (nats per token)": b.loss_after})
+    return pd.DataFrame(rows)
+
+
+#: Which of a sublayer's two norms is broken with less harm (part 6's question).
+LADDER_OPTIONS = ("the norm before it", "the norm after it", "about the same (within 3×)")
+
+
+def ladder_answer(ladder: Ladder) -> Answer:
+    """Which of the two norms the four breaks hurt less, typically (:meth:`Ladder.typical_kl`,
+    within 3× of each other: about the same), with each way's numbers."""
+    before, after = (ladder.typical_kl(n) for n in ladder.names)
+    ratio = before / after
+    option = LADDER_OPTIONS[2 if 1 / 3 <= ratio <= 3 else 1 if ratio > 3 else 0]
+
+    def ways(name: str) -> str:
+        return "; ".join(f"{BROKEN_AS[how]}, {short(b.kl)}"
+                         + ("" if b.same_top else " (the top token changes)")
+                         for how, b in ladder.broken[name].items())
+
+    base = next(iter(ladder.broken[ladder.names[0]].values())).loss_before
+    after_breaks = ladder.broken[ladder.names[1]]
+    removed = after_breaks["removed"].kl
+    kept = [b.kl for how, b in after_breaks.items() if how != "removed"]
+    reason = (
+        f"KL divergence of the next-token distribution, by way of breaking it — the norm before "
+        f"block {ladder.block}'s {ladder.sublayer}: {ways(ladder.names[0])}; the norm after "
+        f"it: {ways(ladder.names[1])}. Typically (the geometric mean of the four), "
+        f"{short(before)} nats before against {short(after)} after. The table has the "
+        f"reference text's loss for each (the model's own: {short(base, 3)}). "
+        "After the sublayer, the norm makes what the block adds γ times a vector of RMS 1; a "
+        "frozen RMS, LayerNorm and DyT each divide by some size too, and here move the "
+        f"prediction by {short(min(kept))} to {short(max(kept))} nats, while removing the "
+        f"norm adds the raw output at its own size ({short(removed)}). Before the sublayer, "
+        "each token is read at the size the norm gives it: the feed-forward is not linear, "
+        "and attention's values are not normalized, so a change of scale there changes what "
+        "the sublayer computes.")
     return Answer(option, reason)

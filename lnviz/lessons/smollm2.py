@@ -32,8 +32,19 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lnviz.analysis import Recorded, fit_record, next_token_loss, token_rms
+from lnviz.analysis import (
+    Broken,
+    Prediction,
+    Recorded,
+    broken_norm,
+    next_token_loss,
+    norm_replacement,
+    prediction,
+    token_rms,
+)
 from lnviz.lessons.common import (
+    BREAKS,
+    BROKEN_AS,
     FROZEN_TEXT,
     REFERENCE_TEXT,
     REFERENCE_TEXTS,
@@ -46,7 +57,7 @@ from lnviz.lessons.common import (
 from lnviz.limits import SMOLLM2_MAX_TOKENS
 from lnviz.models.bert import stream_names as encoder_stream_names
 from lnviz.models.llama import DecoderRun, SmolLM2, rms_norm_names, stream_names
-from lnviz.terms import NormKind, listed
+from lnviz.terms import listed
 
 __all__ = [
     "BREAKS",
@@ -93,22 +104,6 @@ PRESETS = (
     "<|im_start|>user\nWhat is the largest planet?<|im_end|>\n<|im_start|>assistant\n",
     "Layer normalization rescales every token so that",
 )
-#: How a norm can be broken (:func:`break_norm`): the page's option, and what it does.
-BREAKS = {
-    "removed": "its input passes unchanged",
-    "frozen RMS": "its input (times γ) divided by one number: the median token's RMS the same "
-                  "norm saw on another text",
-    NormKind.LAYER: "LayerNorm with the same γ: the mean subtracted as well",
-    "fitted DyT": "Dynamic Tanh, γ·s·tanh(αx), with α and s fitted to the values the same norm "
-                  "saw on another text: no statistic at all",
-}
-
-#: How a sentence says a norm was broken, for each of :data:`BREAKS`: "with the norm …".
-BROKEN_AS = {"removed": "removed", "frozen RMS": "given a frozen RMS",
-             NormKind.LAYER: "turned into LayerNorm with the same γ",
-             "fitted DyT": "replaced by its fitted Dynamic Tanh"}
-
-
 def norm_label(name: str) -> str:
     """"block 3, before attention" for "model.layers.3.input_layernorm"."""
     if name == "model.norm":
@@ -116,19 +111,6 @@ def norm_label(name: str) -> str:
     _, _, i, part = name.split(".")
     where = "before attention" if part == "input_layernorm" else "before the feed-forward"
     return f"block {i}, {where}"
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """The most likely next tokens after the prompt: pieces and probabilities, largest first."""
-
-    tokens: tuple[str, ...]
-    probabilities: tuple[float, ...]
-
-
-def prediction(run: DecoderRun, k: int = 5) -> Prediction:
-    top = run.top(k)
-    return Prediction(tuple(t for t, _ in top), tuple(p for _, p in top))
 
 
 def encoder_stream_rms(run: Recorded) -> np.ndarray:
@@ -425,62 +407,11 @@ def analyze(model: SmolLM2, text: str) -> Analysis:
                     sink_shares(run))
 
 
-@dataclass(frozen=True)
-class Broken:
-    """One RMSNorm broken (:data:`BREAKS`) on the prompt and on :data:`REFERENCE_TEXT`.
-
-    Attributes:
-        name, how: which norm, and how it was broken.
-        before, after: the top next tokens without and with the break.
-        kl: KL(before ‖ after) of the next-token distributions, in nats.
-        same_top: whether the most likely next token stayed the same.
-        loss_before, loss_after: mean cross-entropy (nats per token) of the model's predictions
-            of the reference text's tokens, without and with the break.
-    """
-
-    name: str
-    how: str
-    before: Prediction
-    after: Prediction
-    kl: float
-    same_top: bool
-    loss_before: float
-    loss_after: float
-
-
-def _replacement(model: SmolLM2, name: str, how: str, frozen: DecoderRun | None = None
-                 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """What norm ``name`` computes broken as ``how`` says; the frozen RMS and the fitted DyT
-    read what the norm saw in ``frozen``, a run of :data:`FROZEN_TEXT` (run here if not given:
-    a sweep runs it once for all its norms)."""
-    weight = model.weights[f"{name}.weight"]
-    eps = model.config.eps
-    if how == "removed":
-        return lambda x: x
-    if how == NormKind.LAYER:
-        return lambda x: F.layer_norm(x, (x.shape[-1],), weight, None, eps)
-    if how not in BREAKS:
-        raise ValueError(f"a norm can be broken as {', '.join(BREAKS)}, not {how!r}")
-    seen = (frozen or model.run(FROZEN_TEXT)).record(name)
-    if how == "frozen RMS":
-        # the median token's RMS this norm saw on another text: one number, frozen (a median,
-        # so that the first token's massive value does not set it)
-        rms = float(seen.input[0].double().square().mean(-1).sqrt().median())
-        return lambda x: x / rms * weight
-    return fit_record(seen, eps).replacement(weight, None)
-
-
 def break_norm(model: SmolLM2, text: str, name: str, how: str) -> Broken:
-    """:class:`Broken` for norm ``name`` replaced as ``how`` says (:data:`BREAKS`)."""
-    replace = {name: _replacement(model, name, how)}
-    plain, broken = model.run(text), model.run(text, replace=replace)
-    p = plain.logits[-1].double().log_softmax(-1)
-    q = broken.logits[-1].double().log_softmax(-1)
-    kl = float((p.exp() * (p - q)).sum())
-    return Broken(name, how, prediction(plain), prediction(broken), kl,
-                  int(p.argmax()) == int(q.argmax()),
-                  next_token_loss(model.run(REFERENCE_TEXT)),
-                  next_token_loss(model.run(REFERENCE_TEXT, replace=replace)))
+    """:class:`lnviz.analysis.Broken` for norm ``name`` replaced as ``how`` says
+    (:data:`lnviz.lessons.common.BREAKS`), on ``text`` and :data:`REFERENCE_TEXT`, a frozen
+    RMS and a fitted DyT read off :data:`FROZEN_TEXT`."""
+    return broken_norm(model, text, name, how, reference=REFERENCE_TEXT, frozen=FROZEN_TEXT)
 
 
 def perplexity(loss: float) -> float:
@@ -681,7 +612,7 @@ def removals(model: SmolLM2, text: str, names: tuple[str, ...] | None = None,
             progress(k / len(names), f"{norm_label(name)}: {BROKEN_AS[how]}")
         # each break run from the norm's block on (SmolLM2.rerun): the blocks before it
         # compute what they computed in the runs above
-        replace = {name: _replacement(model, name, how, frozen)}
+        replace = {name: norm_replacement(model, name, how, frozen)}
         broken = model.rerun(prompt, replace)[-1].double().log_softmax(-1)
         kl.append(float((plain.exp() * (plain - broken)).sum()))
         same.append(int(plain.argmax()) == int(broken.argmax()))

@@ -70,7 +70,7 @@ PAGES: dict[str, list[PageInfo]] = {
                  "Type a prompt into Gemma 3 270M, whose norms sit on both sides of every "
                  "sublayer and on each head's queries and keys: what the norm after a sublayer "
                  "decides, the stream in three designs, QK-norm removed, 1 + γ read wrongly, "
-                 "and the final norm's γ."),
+                 "the final norm's γ, and the norms before and after a sublayer broken."),
         PageInfo("app_pages/beyond.py", "Beyond LayerNorm", ":material/trending_flat:",
                  "What recent models do instead, checked on a real one: do all-MiniLM-L6-v2's "
                  "LayerNorms bend like tanh, as Dynamic Tanh assumes? What replacing them "
