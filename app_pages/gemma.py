@@ -96,15 +96,14 @@ st.subheader("1 · A norm after each sublayer")
 s = seen.sandwich
 st.markdown(
     f"In block {ASKED_BLOCK} the feed-forward's raw output has an RMS of "
-    f"{s.raw['feed-forward'][ASKED_BLOCK]:.3g} (the median token). Its post-norm divides each "
-    "token by its own RMS and multiplies it, feature by feature, by the learned 1 + γ.")
+    f"{s.raw['feed-forward'][ASKED_BLOCK]:.3g} (the median token). Between it and the stream "
+    "sits its post-norm, an RMSNorm with its own learned weights.")
 size = prediction(
-    f"what sets the size of what block {ASKED_BLOCK}'s feed-forward adds to the stream?",
-    SIZE_OPTIONS, key="g3_size_guess", what="each block's sizes", context=text,
-    help="Compare, once you have answered, the RMS of what is added with the raw output's, "
-         "the post-norm's 1 + γ and the stream's.")
+    f"how large is what block {ASKED_BLOCK}'s feed-forward adds to the stream (its RMS, the "
+    "median token)?", SIZE_OPTIONS, key="g3_size_guess", what="each block's sizes",
+    context=text, help="What is added is the post-norm's output.")
 if size is not None:
-    st.markdown(sandwich_answer(s, ASKED_BLOCK).reply(size))
+    st.markdown(sandwich_answer(s, ASKED_BLOCK, eps=model.config.eps).reply(size))
     show_figure(charts.gemma.sandwich_figure, s.raw, s.added, s.gamma, key="g3_sandwich")
     st.caption(sandwich_caption(s, model.config.eps))
 

@@ -163,6 +163,9 @@ if guess is not None:
 st.page_link("app_pages/shapes.py", icon=":material/view_in_ar:",
              label="Shapes and transformer blocks: post-LN against pre-LN in more detail, "
                    "and a training race")
+st.page_link("app_pages/gemma.py", icon=":material/layers:",
+             label="Inside Gemma 3: Peri-LN's norms on both sides of each sublayer in a real "
+                   "checkpoint, with QK-norm")
 
 # --- 2. Inside attention: QK-norm ------------------------------------------------------------
 st.subheader("2 · Inside attention: QK-norm")

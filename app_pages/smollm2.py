@@ -170,6 +170,9 @@ elif part.open:
                 + "Every sublayer reads the stream rescaled by its norm to "
                 "RMS 1 (up to ε), then multiplied by γ, however large the stream has grown.")
 
+st.page_link("app_pages/gemma.py", icon=":material/layers:",
+             label="Inside Gemma 3: a third design, with a norm after each sublayer as well")
+
 # --- 4. Break a norm --------------------------------------------------------------------------
 part = folded("4 · Break a norm, watch the prediction", "sl_part4", lazy=True)
 if part.open:

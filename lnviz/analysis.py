@@ -360,7 +360,7 @@ class LanguageModel(Protocol):
     weights: Any
     config: Any
 
-    def run(self, text: str, *, replace: Any = None) -> Any: ...
+    def run(self, text: str, *, replace: Any = None, last_only: bool = False) -> Any: ...
 
 
 #: The ways a norm can be broken (:func:`norm_replacement`), as the pages offer them.
@@ -435,7 +435,8 @@ def broken_norm(model: LanguageModel, text: str, name: str, how: str, *, referen
     ``frozen``."""
     seen = model.run(frozen) if how in ("frozen RMS", "fitted DyT") else None
     replace = {name: norm_replacement(model, name, how, seen)}
-    plain, broken = model.run(text), model.run(text, replace=replace)
+    plain = model.run(text, last_only=True)  # the next token reads the last position alone
+    broken = model.run(text, replace=replace, last_only=True)
     p = plain.logits[-1].double().log_softmax(-1)
     q = broken.logits[-1].double().log_softmax(-1)
     kl = float((p.exp() * (p - q)).sum())

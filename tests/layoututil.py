@@ -55,6 +55,7 @@ GUESSED: dict[str, tuple[list[str | Guess], int | None]] = {
     "gradients": ([Guess("one feature's column", "one sample's row")], None),
     "shapes": ([Guess("no", "yes")], None),
     "minilm": ([Guess("the first token", "the last token")], None),
+    "gemma": ([Guess("over 2", "under 0.5")], None),
 }
 #: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
 SLACK = 1.0

@@ -41,7 +41,7 @@ ANSWERS: dict[str, dict[str, str]] = {
     "app_pages/smollm2.py": {"sl_next_guess": "over 75%", "sl_massive_guess": "the first token",
                              **{f"sl_stays_guess_{name}_{how}": "it changes"
                                 for name in rms_norm_names() for how in BREAKS}},
-    "app_pages/gemma.py": {"g3_size_guess": "the sublayer's raw output",
+    "app_pages/gemma.py": {"g3_size_guess": "under 0.5",
                            "g3_growth_guess": "post-LN (all-MiniLM-L6-v2)",
                            "g3_qk_guess": "in every block",
                            "g3_offset_guess": "about the same (within 10%)",

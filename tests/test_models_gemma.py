@@ -88,12 +88,14 @@ def reference(gguf_path, gguf_reader):
     return tokenizer, net.eval()
 
 
-def _reference_run(reference, text: str, replaced: tuple[str, ...] = ()):
+def _reference_run(reference, text: str, replaced: tuple[str, ...] = (), *,
+                   attentions: bool = False):
     """transformers' ids, every RMSNorm's (input, output) by module name, and logits; each
-    norm in ``replaced`` gives its input as its output."""
+    norm in ``replaced`` gives its input as its output. With ``attentions``, also every block's
+    attention probabilities, from its eager attention (a fourth item)."""
     tokenizer, net = reference
     ids = tokenizer(text, return_tensors="pt").input_ids
-    seen = {}
+    seen, kept = {}, net.config._attn_implementation
 
     def hook(module, args, output, name):
         seen[name] = (args[0], output)
@@ -102,13 +104,18 @@ def _reference_run(reference, text: str, replaced: tuple[str, ...] = ()):
     names = set(rms_norm_names())
     handles = [m.register_forward_hook(lambda m, a, o, n=n: hook(m, a, o, n))
                for n, m in net.named_modules() if n in names]
+    if attentions:
+        net.set_attn_implementation("eager")
     try:
         with torch.no_grad():
-            logits = net(ids).logits[0]
+            out = net(ids, output_attentions=attentions)
     finally:
+        net.set_attn_implementation(kept)
         for handle in handles:
             handle.remove()
-    return ids[0], seen, logits
+    if attentions:
+        return ids[0], seen, out.logits[0], out.attentions
+    return ids[0], seen, out.logits[0]
 
 
 def _close_to(ours: torch.Tensor, theirs: torch.Tensor, bound: float) -> bool:
@@ -121,7 +128,8 @@ def _close_to(ours: torch.Tensor, theirs: torch.Tensor, bound: float) -> bool:
 def test_every_norm_and_the_logits_match_transformers(model, reference, prompt):
     text = PROMPTS[prompt]
     run = model.run(text)
-    ids, seen, logits = _reference_run(reference, text)
+    ids, seen, logits, *attentions = _reference_run(reference, text,
+                                                    attentions=prompt == "long")
     assert run.ids.tolist() == ids.tolist()
     assert run.tokens == reference[0].convert_ids_to_tokens(ids)
     assert [r.name for r in run.records] == rms_norm_names() and len(run.records) == 109
@@ -132,8 +140,8 @@ def test_every_norm_and_the_logits_match_transformers(model, reference, prompt):
         assert _close_to(record.output, y, 1e-3), record.name
     assert _close_to(run.logits, logits, 1e-3)
     assert int(run.logits[-1].argmax()) == int(logits[-1].argmax())
-    if prompt == "long":
-        assert len(run.tokens) > model.config.sliding_window + 50
+    if prompt == "long":  # every block's attention, the sliding window included
+        _windows_match(run, attentions[0])
 
 
 def test_the_tokenizer_gives_transformers_tokens(model, reference):
@@ -283,23 +291,14 @@ def test_a_changed_piece_and_a_missing_package_are_refused(monkeypatch, tmp_path
         monkeypatch.undo()
 
 
-def test_the_attention_probabilities_are_transformers(model, reference):
-    """Every block's attention probabilities (the sliding window included: a long prompt) as
-    Gemma3ForCausalLM's eager attention gives them."""
-    tokenizer, net = reference
-    text = PROMPTS["long"]
-    run = model.run(text)
-    before = net.config._attn_implementation
-    net.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            out = net(tokenizer(text, return_tensors="pt").input_ids, output_attentions=True)
-    finally:
-        net.set_attn_implementation(before)
+def _windows_match(run, theirs) -> None:
+    """Every block's attention probabilities as Gemma3ForCausalLM's eager attention gives them
+    on a prompt past the sliding window: a sliding-window block's last token sees only itself
+    and the 511 before it, block 5 sees them all."""
     last = len(run.tokens) - 1
-    assert len(out.attentions) == 18 and run.attention.shape == (18, 4, last + 1, last + 1)
-    for block, theirs in enumerate(out.attentions):
-        assert float((run.attention[block] - theirs[0]).abs().max()) < 1e-4, block
+    assert len(theirs) == 18 and run.attention.shape == (18, 4, last + 1, last + 1)
+    for block, probabilities in enumerate(theirs):
+        assert float((run.attention[block] - probabilities[0]).abs().max()) < 1e-4, block
     # a sliding-window block's last token sees only itself and the 511 before it; block 5
     # sees them all
     first_seen = last - 511
@@ -307,3 +306,17 @@ def test_the_attention_probabilities_are_transformers(model, reference):
     assert float(run.attention[0, :, last, :first_seen].max()) == 0.0
     assert float(run.attention[0, :, last, first_seen].min()) > 0.0
     assert float(run.attention[5, :, last, :first_seen].sum()) > 0.0
+
+
+@pytest.mark.parametrize("which", ["gemma3", "smollm2"])
+def test_a_run_of_the_last_position_alone_is_the_last_row(model, shared_smollm2, which):
+    """run(last_only=True): the logits of the last position alone, (1, vocab), the last row of
+    the whole run's, and the same records (the page's prompt runs: 1 MB of logits a position
+    for Gemma 3)."""
+    lm = model if which == "gemma3" else shared_smollm2
+    whole, last = lm.run(PROMPTS["code"]), lm.run(PROMPTS["code"], last_only=True)
+    assert last.logits.shape == (1, whole.logits.shape[1])
+    torch.testing.assert_close(last.logits, whole.logits[-1:], rtol=1e-5, atol=1e-4)
+    assert torch.equal(last.records[-1].output, whole.records[-1].output)
+    assert last.top(1)[0][0] == whole.top(1)[0][0]
+

@@ -1,7 +1,8 @@
 """What one learner's tab keeps in a real server's memory: after two inputs at the caps on each
 model page, and after a visit to every page.
 
-    python tools/session_memory.py [--full] [--only pages|every] [--page beyond|minilm|smollm2]
+    python tools/session_memory.py [--full] [--only pages|every]
+                                   [--page beyond|minilm|smollm2|gemma]
 
 Starts ``streamlit run app.py`` (the demo's limits, LNVIZ_DEMO=1, unless --full) on a free
 local port and one headless Chromium. A first tab opens every page once, so that the models are
@@ -74,14 +75,17 @@ def type_into(tab, text: str) -> None:
 
 def long_inputs() -> dict[str, tuple[str, str]]:
     """Two inputs at each model page's cap: one-digit words (a token each in both tokenizers)."""
-    from lnviz.limits import SMOLLM2_MAX_TOKENS
+    from lnviz.limits import GEMMA3_MAX_TOKENS, SMOLLM2_MAX_TOKENS
 
     minilm = [" ".join(str((k * 7 + j) % 10) for k in range(600)) for j in (1, 2)]
     # SmolLM2 reads " 3" as two tokens (the space, the digit): half as many words
     smollm2 = [" ".join(str((k * 3 + j) % 10) for k in range(SMOLLM2_MAX_TOKENS // 2))
                for j in (1, 2)]
+    # Gemma 3 reads "3 1 4" as <bos> and a token a digit (the space goes with the digit)
+    gemma = [" ".join(str((k * 3 + j) % 10) for k in range(GEMMA3_MAX_TOKENS - 1))
+             for j in (1, 2)]
     return {"beyond": ("by_text", *minilm), "minilm": ("tf_text", *minilm),
-            "smollm2": ("sl_text", *smollm2)}
+            "smollm2": ("sl_text", *smollm2), "gemma": ("g3_text", *gemma)}
 
 
 def main() -> None:
@@ -89,7 +93,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the laptop's limits, not the demo's")
     parser.add_argument("--only", choices=["pages", "every"],
                         help="only the model pages one at a time, or only the visit to every page")
-    parser.add_argument("--page", choices=["beyond", "minilm", "smollm2"],
+    parser.add_argument("--page", choices=["beyond", "minilm", "smollm2", "gemma"],
                         help="only this model page (the warm-up opens it alone): on a fresh "
                              "server, no other page's closed session is let go meanwhile")
     args = parser.parse_args()

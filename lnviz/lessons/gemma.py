@@ -30,7 +30,7 @@ from lnviz.lessons.common import BROKEN_AS, FROZEN_TEXT, REFERENCE_TEXT, Answer,
 from lnviz.limits import GEMMA3_MAX_TOKENS
 from lnviz.models.bert import MiniLM
 from lnviz.models.bert import stream_names as encoder_stream_names
-from lnviz.models.gemma import Gemma3
+from lnviz.models.gemma import Gemma3, Gemma3Config
 from lnviz.models.llama import DecoderRun, SmolLM2, rope, stream_names
 from lnviz.terms import listed
 
@@ -170,9 +170,36 @@ def analyze(model: Gemma3, text: str) -> Analysis:
     """The prompt through the model once, and what the page reads of the run (at most
     :data:`lnviz.limits.GEMMA3_MAX_TOKENS` tokens, :func:`checked_tokens`)."""
     checked_tokens(model, text)
-    run = model.run(text)
+    run = model.run(text, last_only=True)
     return Analysis(tuple(run.tokens), run.top(5), sandwich(model, run))
 
+
+
+#: How large what a sublayer adds to the stream is (part 1's question): its RMS, binned.
+SIZE_OPTIONS = ("under 0.5", "between 0.5 and 2", "over 2")
+
+
+def sandwich_answer(s: Sandwich, block: int, sublayer: str = "feed-forward",
+                    eps: float = Gemma3Config.eps) -> Answer:
+    """Which of :data:`SIZE_OPTIONS` the RMS of what ``sublayer`` adds to the stream in
+    ``block`` falls in, and why: the post-norm divides each token by its own RMS, so the raw
+    output's size drops out (up to ε), and multiplies feature by feature by 1 + γ, so what is
+    added is γ's RMS times a factor set by how the raw output's direction meets γ."""
+    added = s.added[sublayer][block]
+    raw, gamma = s.raw[sublayer][block], s.gamma[sublayer][block]
+    option = SIZE_OPTIONS[0 if added < 0.5 else 1 if added <= 2 else 2]
+    reason = (
+        f"In block {block} what the {sublayer} adds to the stream has an RMS of {short(added)} "
+        f"(median token), {short(added / raw)} times its raw output's {short(raw)}. The "
+        "post-norm divides each token by the token's own RMS, so the raw output's size drops "
+        f"out (twice the raw output would add the same, wherever its RMS is well above "
+        f"√ε = {short(eps ** 0.5)}), and then multiplies feature "
+        f"by feature by its 1 + γ, whose RMS is {short(gamma)}. What is added is γ's RMS times "
+        "a factor set by how the raw output's direction meets γ (large multipliers on the "
+        f"features it uses make it larger): here {short(added / gamma)}. γ reshapes the "
+        "direction too, feature by feature: the raw output gives the norm a direction, and "
+        "the post-norm's 1 + γ decides, with it, what the block writes.")
+    return Answer(option, reason)
 
 
 def sandwich_caption(s: Sandwich, eps: float) -> str:
@@ -183,42 +210,18 @@ def sandwich_caption(s: Sandwich, eps: float) -> str:
     ratios = np.concatenate([s.added[k] / s.raw[k] for k in SUBLAYERS])
     worst = float(max(ratios.max(), 1 / ratios.min()))
     near = sorted({i for k in SUBLAYERS for i in np.flatnonzero(s.raw[k] < 10 * eps ** 0.5)})
+    follows = np.concatenate([s.added[k] / s.gamma[k] for k in SUBLAYERS])
     return (
         "Dotted: each sublayer's raw output; solid: what its post-norm adds to the stream; "
         "dashed: the RMS of that post-norm's 1 + γ (the same for every prompt). A pre-norm "
-        "block adds its raw output as it is; here the raw output gives the direction of what "
-        "is added, and the post-norm's γ its size"
-        + (f" (in block{'s' * (len(near) > 1)} {listed([str(i) for i in near])} the raw "
-           f"output's RMS is within 10 times "
-           f"√ε = {short(eps ** 0.5)}, where ε keeps the norm from scaling it all the way up)"
-           if near else "")
-        + ". So “the attention output” of a sandwich model means what its post-norm puts out: "
-          f"the raw output's size misjudges it here by up to {short(worst)} times.")
-
-
-#: What might set the size of what a sublayer adds to the stream (part 1's question).
-SIZE_OPTIONS = ("the sublayer's raw output", "the post-norm's γ", "the stream it is added to")
-
-
-def sandwich_answer(s: Sandwich, block: int, sublayer: str = "feed-forward") -> Answer:
-    """Which of :data:`SIZE_OPTIONS` is closest in size (by ratio) to what ``sublayer`` adds to
-    the stream in ``block``, with the numbers, and across all blocks how far what it adds
-    follows its post-norm's γ and how far its raw output ranges."""
-    added = s.added[sublayer][block]
-    sizes = (s.raw[sublayer][block], s.gamma[sublayer][block], s.stream[block])
-    closest = int(np.argmin([abs(np.log(added / size)) for size in sizes]))
-    follows = s.added[sublayer] / s.gamma[sublayer]
-    raw = s.raw[sublayer]
-    reason = (
-        f"In block {block} the {sublayer}'s raw output has an RMS of {short(sizes[0])} "
-        f"(median token). Its post-norm scales every token to RMS 1 (up to ε), then multiplies "
-        f"by its 1 + γ, whose RMS is {short(sizes[1])}; what it adds to the stream has an RMS "
-        f"of {short(added)}, {short(added / sizes[0])} times the raw output's, into a stream "
-        f"of RMS {short(sizes[2])}. Across the {len(raw)} blocks the raw output's RMS runs "
-        f"from {short(raw.min())} to {short(raw.max())}, while what is added stays within "
-        f"{short(follows.min())} to {short(follows.max())} times the post-norm γ's RMS: the "
-        "norm after the sublayer, not the sublayer, decides how much each block writes.")
-    return Answer(SIZE_OPTIONS[closest], reason)
+        "block adds its raw output as it is. Here the raw output's size drops out"
+        + (f" (but in block{'s' * (len(near) > 1)} {listed([str(i) for i in near])}, where "
+           f"its RMS is within 10 times √ε = {short(eps ** 0.5)} and ε keeps the norm from "
+           "scaling it all the way up)" if near else "")
+        + f", and what is added is {short(follows.min())} to {short(follows.max())} times "
+          "the post-norm γ's RMS, by how the raw output's direction meets γ. So “the "
+          "attention output” of a sandwich model means what its post-norm puts out: the raw "
+          f"output's size misjudges it here by up to {short(worst)} times.")
 
 
 # --- 2. Three designs ---------------------------------------------------------------------------
@@ -237,7 +240,7 @@ def design_streams(minilm: MiniLM, smollm2: SmolLM2, gemma: Gemma3, text: str
                                                side="output"), axis=1)}
     for design, model in ((DESIGNS[1], smollm2), (DESIGNS[2], gemma)):
         names = stream_names(model.config.n_layer)
-        streams[design] = np.median(token_rms(model.run(text), names), axis=1)
+        streams[design] = np.median(token_rms(model.run(text, last_only=True), names), axis=1)
     return streams
 
 
@@ -251,9 +254,9 @@ def growth_answer(streams: dict[str, np.ndarray]) -> Answer:
               + ". Post-LN normalizes the stream itself after every layer, so its size is "
                 "whatever that LayerNorm's γ and β make it, layer after layer. A pre-norm "
                 "decoder normalizes only what each sublayer reads, and the sums pile up. The "
-                "sandwich normalizes what each sublayer writes as well, but each post-norm's γ "
-                "sets how much that is (part 1), and nothing but the final norm normalizes the "
-                "stream itself.")
+                "sandwich normalizes what each sublayer writes as well, but never the stream "
+                "itself: each block adds what its post-norms put out, and nothing but the final "
+                "norm rescales the sum.")
     return Answer(most, reason)
 
 
@@ -311,8 +314,8 @@ def _identity_qk(model: Gemma3) -> dict[str, Callable[[torch.Tensor], torch.Tens
 def qk_norm_removed(model: Gemma3, text: str) -> QKNorm:
     """:class:`QKNorm` of ``text`` (four runs: the prompt and :data:`REFERENCE_TEXT`, each
     with and without QK-norm)."""
-    plain = model.run(text)
-    bare = model.run(text, replace=_identity_qk(model))
+    plain = model.run(text, last_only=True)
+    bare = model.run(text, replace=_identity_qk(model), last_only=True)
     return QKNorm(logit_peaks(model, plain), logit_peaks(model, bare), plain.top(3),
                   bare.top(3), next_token_loss(model.run(REFERENCE_TEXT)),
                   next_token_loss(model.run(REFERENCE_TEXT, replace=_identity_qk(model))))
@@ -382,7 +385,7 @@ def offset_runs(model: Gemma3, text: str) -> list[Offset]:
     out = []
     for how, offset in OFFSETS.items():
         replace = _shifted(model, offset) if offset else None
-        out.append(Offset(how, model.run(text, replace=replace).top(3),
+        out.append(Offset(how, model.run(text, replace=replace, last_only=True).top(3),
                           next_token_loss(model.run(REFERENCE_TEXT, replace=replace))))
     return out
 
@@ -427,6 +430,9 @@ class FinalGamma:
         share: that feature's share of the last token's Σx² entering the norm.
         top_after, loss_before, loss_after: the next tokens and the reference loss with every
             multiplier set to their median, against the model's own loss.
+        top_one, loss_one: the same with only the smallest multiplier raised to the median.
+        top_rest, loss_rest: ... with every other multiplier set to the median, the smallest
+            kept: which of the two changes does the damage.
     """
 
     gamma: np.ndarray
@@ -437,22 +443,36 @@ class FinalGamma:
     top_after: list[tuple[str, float]]
     loss_before: float
     loss_after: float
+    top_one: list[tuple[str, float]]
+    loss_one: float
+    top_rest: list[tuple[str, float]]
+    loss_rest: float
 
 
 def final_gamma(model: Gemma3, text: str) -> FinalGamma:
-    """:class:`FinalGamma` of ``text``."""
-    run = model.run(text)
+    """:class:`FinalGamma` of ``text``: three runs with the final norm's multiplier changed
+    (all to the median; the smallest alone raised to it; all others but the smallest), each on
+    the prompt and :data:`REFERENCE_TEXT`."""
+    run = model.run(text, last_only=True)
     gamma = model.weights["model.norm.weight"]
     x = run.record("model.norm").input[0].double()  # (T, C)
     peak = x.abs().amax(dim=0).numpy()
     smallest = int(gamma.argmin())
     share = float(x[-1, smallest].square() / x[-1].square().sum())
-    flat = torch.full_like(gamma, float(gamma.median()))
-    replace = {"model.norm": lambda x: F.rms_norm(x, (x.shape[-1],), flat, model.config.eps)}
-    return FinalGamma(
-        gamma.double().numpy(), peak, smallest, int((peak > peak[smallest]).sum()), share,
-        model.run(text, replace=replace).top(3), next_token_loss(model.run(REFERENCE_TEXT)),
-        next_token_loss(model.run(REFERENCE_TEXT, replace=replace)))
+    median = float(gamma.median())
+    one = gamma.clone()
+    one[smallest] = median
+    rest = torch.full_like(gamma, median)
+    rest[smallest] = gamma[smallest]
+    changed = []
+    for weight in (torch.full_like(gamma, median), one, rest):
+        replace = {"model.norm": (lambda w: lambda x: F.rms_norm(x, (x.shape[-1],), w,
+                                                                 model.config.eps))(weight)}
+        changed += [model.run(text, replace=replace, last_only=True).top(3),
+                    next_token_loss(model.run(REFERENCE_TEXT, replace=replace))]
+    return FinalGamma(gamma.double().numpy(), peak, smallest, int((peak > peak[smallest]).sum()),
+                      share, changed[0], next_token_loss(model.run(REFERENCE_TEXT)), changed[1],
+                      *changed[2:])
 
 
 #: Where the final norm's multiplier is smallest (part 5's question).
@@ -471,15 +491,19 @@ def where_answer(g: FinalGamma, shown: Callable[[str], str] = str) -> Answer:
         f"smallest (the median is {short(median)}, the largest {short(g.gamma.max())}). "
         f"Feature {g.smallest}'s largest |x| entering the norm is {short(g.peak[g.smallest])}, "
         + ("the largest of all 640 features'" if g.rank == 0 else
-           f"{g.rank + 1}th of the 640 features'")
-        + f" (their median is {short(float(np.median(g.peak)))}). Set every multiplier to "
-          f"the median and the next token becomes {_tops(g.top_after, shown)}; the reference "
-          f"text costs {short(g.loss_after, 3)} nats per token instead of "
-          f"{short(g.loss_before, 3)}. In the last token, the one whose next token is "
+           f"number {g.rank + 1} by size of the 640 features'")
+        + f" (their median is {short(float(np.median(g.peak)))}). The reference text costs "
+          f"{short(g.loss_before, 3)} nats per token as trained. Set every multiplier to the "
+          f"median: {short(g.loss_after, 3)}, and the next token becomes "
+          f"{_tops(g.top_after, shown)}. Raise feature {g.smallest}'s alone to the median: "
+          f"{short(g.loss_one, 3)} ({_tops(g.top_one, shown)}). Set every other one to the "
+          f"median and keep feature {g.smallest}'s: {short(g.loss_rest, 3)} "
+          f"({_tops(g.top_rest, shown)}). In the last token, the one whose next token is "
           f"predicted, feature {g.smallest} holds {g.share:.1%} of Σx² entering the norm"
           + (": dividing by the RMS shrinks the whole vector alike, so after the norm that "
-             "feature is still the token's largest by far, and only its small γ keeps it from "
-             "deciding the logits." if g.share >= 0.5 else "."))
+             "feature is still the token's largest by far, and its small multiplier is what "
+             "keeps it from deciding the logits." if g.share >= 0.5
+             and g.loss_one > 2 * g.loss_before and g.loss_rest < g.loss_one / 2 else "."))
     return Answer(option, reason)
 
 
@@ -569,11 +593,15 @@ def ladder_answer(ladder: Ladder) -> Answer:
         f"it: {ways(ladder.names[1])}. Typically (the geometric mean of the four), "
         f"{short(before)} nats before against {short(after)} after. The table has the "
         f"reference text's loss for each (the model's own: {short(base, 3)}). "
-        "After the sublayer, the norm makes what the block adds γ times a vector of RMS 1; a "
-        "frozen RMS, LayerNorm and DyT each divide by some size too, and here move the "
-        f"prediction by {short(min(kept))} to {short(max(kept))} nats, while removing the "
-        f"norm adds the raw output at its own size ({short(removed)}). Before the sublayer, "
-        "each token is read at the size the norm gives it: the feed-forward is not linear, "
-        "and attention's values are not normalized, so a change of scale there changes what "
-        "the sublayer computes.")
+        + (f"After the sublayer, a frozen RMS, LayerNorm and DyT each still divide by some "
+           f"size, and move the prediction by {short(min(kept))} to {short(max(kept))} nats, "
+           f"while removing the norm adds the raw output at its own size ({short(removed)}). "
+           "Before it, each token is read at the size the norm gives it: the feed-forward is "
+           "not linear, and attention's values are not normalized, so a change of scale "
+           "there can change what the sublayer computes." if option == LADDER_OPTIONS[1] else
+           f"Here the norm before the {ladder.sublayer} is the one broken with less harm: "
+           "what the norm after it puts out is what the block adds to the stream, so any "
+           "change there is added as it is." if option == LADDER_OPTIONS[0] else
+           "Here neither side is clearly the gentler (typically within 3× of each other): the "
+           "table shows what each way of breaking costs on each side."))
     return Answer(option, reason)

@@ -408,18 +408,23 @@ class Gemma3Module(nn.Module):
         self.config = config
         self.model = Decoder(config)
 
-    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, ids: torch.Tensor, last_only: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         # the embedding times √C, the factor rounded to float32 first as transformers does
         scale = torch.tensor(self.config.n_embd ** 0.5, dtype=torch.float32)
-        return self.from_block(0, self.model.embed_tokens(ids) * scale)  # x: (B, T, C)
+        return self.from_block(0, self.model.embed_tokens(ids) * scale, last_only)
 
-    def from_block(self, first: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The logits and the attention of blocks ``first`` on, from the residual stream ``x``
-        (B, T, C) entering block ``first``."""
+    def from_block(self, first: int, x: torch.Tensor, last_only: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logits (of the last position alone with ``last_only``) and the attention of
+        blocks ``first`` on, from the residual stream ``x`` (B, T, C) entering block
+        ``first``."""
         attention = []
         for layer in self.model.layers[first:]:
             x, att = layer(x)  # (B, T, C), (B, nh, T, T)
             attention.append(att)
         x = self.model.norm(x)  # (B, T, C)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, C)
         logits = self.model.embed_tokens.logits(x)  # (B, T, vocab)
         return logits, torch.stack(attention) if attention else x.new_empty(0)

@@ -100,7 +100,8 @@ class DecoderRun:
         records: the 61 RMSNorms in forward order (:class:`lnviz.NormRecord`, inputs and outputs
             (1, T, 576)), named as transformers' LlamaForCausalLM names them; a replaced norm's
             record holds the output that was used.
-        logits: the next-token logits at every position, (T, vocab).
+        logits: the next-token logits at every position, (T, vocab); of the last alone,
+            (1, vocab), for a run with ``last_only``.
         attention: each block's attention probabilities, (n_layer, n_head, T, T); row t is where
             token t looks (never ahead of itself).
         replaced: the names of the norms whose output was replaced.
@@ -262,7 +263,8 @@ class CausalLM:
         return pieces, torch.tensor(ids, dtype=torch.long)
 
     @torch.no_grad()
-    def run(self, text: str, *, replace: Mapping[str, Replacement] | None = None) -> DecoderRun:
+    def run(self, text: str, *, replace: Mapping[str, Replacement] | None = None,
+            last_only: bool = False) -> DecoderRun:
         """Tokenize ``text`` and run the decoder on it, its RMSNorms recorded by
         :func:`lnviz.capture`.
 
@@ -270,6 +272,9 @@ class CausalLM:
             text: the prompt (at most ``config.max_tokens`` tokens).
             replace: norms whose output is replaced by ``fn(input)`` (the identity, a frozen
                 scale, a curve…), by name (:attr:`norm_names`), through :func:`lnviz.patch`.
+            last_only: compute the logits of the last position alone, (1, vocab): all a
+                prediction of the next token reads (Gemma 3's 262,144 logits a position are 1 MB
+                each; a loss over the text needs them all).
         """
         replace = self._replacements(replace)
         tokens, ids = self.tokenize(text)
@@ -279,7 +284,7 @@ class CausalLM:
             raise ValueError(f"{len(tokens):,} tokens: the model reads at most "
                              f"{self.config.max_tokens:,}")
         with patch(self.module, replace):
-            cap = capture(self.module, ids[None])
+            cap = capture(self.module, ids[None], last_only=last_only)
         logits, attention = cap.output
         return DecoderRun(text, tokens, ids, cap.records, logits[0], attention[:, 0],
                           tuple(sorted(replace)), self.vocabulary)
@@ -449,16 +454,21 @@ class SmolLM2Module(nn.Module):
         super().__init__()
         self.model = Decoder(config)
 
-    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.from_block(0, self.model.embed_tokens.weight[ids])  # x: (B, T, C)
+    def forward(self, ids: torch.Tensor, last_only: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.from_block(0, self.model.embed_tokens.weight[ids], last_only)  # x: (B, T, C)
 
-    def from_block(self, first: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The logits and the attention of blocks ``first`` on, from the residual stream ``x``
-        (B, T, C) entering block ``first``."""
+    def from_block(self, first: int, x: torch.Tensor, last_only: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logits (of the last position alone with ``last_only``) and the attention of
+        blocks ``first`` on, from the residual stream ``x`` (B, T, C) entering block
+        ``first``."""
         attention = []
         for layer in self.model.layers[first:]:
             x, att = layer(x)  # (B, T, C), (B, nh, T, T)
             attention.append(att)
         x = self.model.norm(x)  # (B, T, C)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, C)
         logits = x @ self.model.embed_tokens.weight.T  # (B, T, vocab)
         return logits, torch.stack(attention) if attention else x.new_empty(0)
