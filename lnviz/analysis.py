@@ -52,6 +52,7 @@ __all__ = [
     "TokenRun",
     "bend_size",
     "broken_norm",
+    "broken_norms",
     "depth_profiles",
     "depth_sweep",
     "extremes",
@@ -433,17 +434,30 @@ def broken_norm(model: LanguageModel, text: str, name: str, how: str, *, referen
     """:class:`Broken` for norm ``name`` replaced as ``how`` says on ``text`` and on the text
     ``reference``; a frozen RMS and a fitted DyT read what the norm saw on the text
     ``frozen``."""
-    seen = model.run(frozen) if how in ("frozen RMS", "fitted DyT") else None
-    replace = {name: norm_replacement(model, name, how, seen)}
+    return broken_norms(model, text, [name], [how], reference=reference, frozen=frozen)[name][how]
+
+
+def broken_norms(model: LanguageModel, text: str, names: Sequence[str], hows: Sequence[str], *,
+                 reference: str, frozen: str) -> dict[str, dict[str, Broken]]:
+    """:func:`broken_norm` for every norm of ``names`` broken every way of ``hows``, one at a
+    time, as {name: {how: Broken}}: the model's own runs of ``text``, ``reference`` and
+    ``frozen`` are made once for all of them."""
     plain = model.run(text, last_only=True)  # the next token reads the last position alone
-    broken = model.run(text, replace=replace, last_only=True)
     p = plain.logits[-1].double().log_softmax(-1)
-    q = broken.logits[-1].double().log_softmax(-1)
-    kl = float((p.exp() * (p - q)).sum())
-    return Broken(name, how, prediction(plain), prediction(broken), kl,
-                  int(p.argmax()) == int(q.argmax()),
-                  next_token_loss(model.run(reference)),
-                  next_token_loss(model.run(reference, replace=replace)))
+    loss_before = next_token_loss(model.run(reference))
+    seen = model.run(frozen) if {"frozen RMS", "fitted DyT"} & set(hows) else None
+    out: dict[str, dict[str, Broken]] = {}
+    for name in names:
+        out[name] = {}
+        for how in hows:
+            replace = {name: norm_replacement(model, name, how, seen)}
+            broken = model.run(text, replace=replace, last_only=True)
+            q = broken.logits[-1].double().log_softmax(-1)
+            out[name][how] = Broken(
+                name, how, prediction(plain), prediction(broken),
+                float((p.exp() * (p - q)).sum()), int(p.argmax()) == int(q.argmax()),
+                loss_before, next_token_loss(model.run(reference, replace=replace)))
+    return out
 
 
 def next_token_loss(run: TokenRun, logits: torch.Tensor | None = None) -> float:

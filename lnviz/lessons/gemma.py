@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from lnviz.analysis import BREAK_KINDS, Broken, broken_norm, next_token_loss, token_rms
+from lnviz.analysis import BREAK_KINDS, Broken, broken_norms, next_token_loss, token_rms
 from lnviz.lessons.common import BROKEN_AS, FROZEN_TEXT, REFERENCE_TEXT, Answer, short
 from lnviz.limits import GEMMA3_MAX_TOKENS
 from lnviz.models.bert import MiniLM
@@ -543,16 +543,14 @@ def ladder(model: Gemma3, text: str, block: int, sublayer: str) -> Ladder:
     prompt and :data:`REFERENCE_TEXT` (a frozen RMS and a fitted DyT read off
     :data:`FROZEN_TEXT`)."""
     names = tuple(f"model.layers.{block}.{norm}" for norm in _AROUND[sublayer])
-    return Ladder(block, sublayer, names, {
-        name: {how: broken_norm(model, text, name, how, reference=REFERENCE_TEXT,
-                                frozen=FROZEN_TEXT) for how in BREAK_KINDS}
-        for name in names})
+    return Ladder(block, sublayer, names, broken_norms(
+        model, text, names, BREAK_KINDS, reference=REFERENCE_TEXT, frozen=FROZEN_TEXT))
 
 
 def ladder_work(prompt_tokens: int, reference_tokens: int, frozen_tokens: int) -> int:
-    """:func:`ladder`'s work in tokens through the model: per break, the prompt and the
-    reference text with and without it, and the frozen text."""
-    return 2 * len(BREAK_KINDS) * (2 * (prompt_tokens + reference_tokens) + frozen_tokens)
+    """:func:`ladder`'s work in tokens through the model: the prompt, the reference text and
+    the frozen text once, then the prompt and the reference text with each of the 8 breaks."""
+    return (1 + 2 * len(BREAK_KINDS)) * (prompt_tokens + reference_tokens) + frozen_tokens
 
 
 def ladder_table(ladder: Ladder) -> pd.DataFrame:

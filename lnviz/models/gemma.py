@@ -55,7 +55,7 @@ from torch import nn
 import lnviz.nn as lnn
 from lnviz.models.bert import ModelFileError
 from lnviz.models.gguf_file import field, package_file, read
-from lnviz.models.llama import CausalLM, rope
+from lnviz.models.llama import MLP, CausalLM, rope
 
 __all__ = [
     "GGUF_FILE",
@@ -353,19 +353,9 @@ class SelfAttention(nn.Module):
         return self.o_proj(y), att
 
 
-class MLP(nn.Module):
-    """GeGLU: down(gelu_tanh(gate(x)) ⊙ up(x))."""
-
-    def __init__(self, config: Gemma3Config) -> None:
-        super().__init__()
-        C, inner = config.n_embd, config.n_inner
-        self.gate_proj = nn.Linear(C, inner, bias=False)
-        self.up_proj = nn.Linear(C, inner, bias=False)
-        self.down_proj = nn.Linear(inner, C, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = F.gelu(self.gate_proj(x), approximate="tanh")  # (B, T, inner)
-        return self.down_proj(gate * self.up_proj(x))  # (B, T, C)
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU with its tanh approximation, as Gemma's GeGLU gates with it."""
+    return F.gelu(x, approximate="tanh")
 
 
 class DecoderLayer(nn.Module):
@@ -376,7 +366,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         C = config.n_embd
         self.self_attn = SelfAttention(config, layer)
-        self.mlp = MLP(config)
+        self.mlp = MLP(config, gelu_tanh)  # GeGLU
         self.input_layernorm = lnn.RMSNorm(C, eps=config.eps)
         self.post_attention_layernorm = lnn.RMSNorm(C, eps=config.eps)
         self.pre_feedforward_layernorm = lnn.RMSNorm(C, eps=config.eps)

@@ -30,7 +30,7 @@ hs = 64.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -401,17 +401,20 @@ class SelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) ⊙ up(x))."""
+    """A gated feed-forward: down(act(gate(x)) ⊙ up(x)); SwiGLU with SiLU (Llama's, SmolLM2's),
+    GeGLU with the tanh-approximated GELU (Gemma's)."""
 
-    def __init__(self, config: SmolLM2Config) -> None:
+    def __init__(self, config: SmolLM2Config,
+                 act: Callable[[torch.Tensor], torch.Tensor] = F.silu) -> None:
         super().__init__()
         C, inner = config.n_embd, config.n_inner
+        self.act = act
         self.gate_proj = nn.Linear(C, inner, bias=False)
         self.up_proj = nn.Linear(C, inner, bias=False)
         self.down_proj = nn.Linear(inner, C, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = F.silu(self.gate_proj(x))  # (B, T, 4C·2/3)
+        gate = self.act(self.gate_proj(x))  # (B, T, inner)
         return self.down_proj(gate * self.up_proj(x))  # (B, T, C)
 
 
