@@ -116,6 +116,8 @@ if guess is not None:
     answer = GUESSES[0] if one_end else {"straight": GUESSES[0], "S-shaped": GUESSES[1]}.get(shape)
     if not guess:
         verdict = f"LayerNorm {chosen}"
+    elif one_end and guess == answer:  # a line once those values are left out, not over all
+        verdict = "Partly"
     elif guess == answer:
         verdict = "Right"
     elif answer is None and guess != GUESSES[2]:  # a line and a curve, each partly

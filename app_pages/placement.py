@@ -214,8 +214,11 @@ if qk_guess is not None:
         + (f"at {with_norm.mean():.3f} (it moves by {np.ptp(with_norm):.1e})"
            if np.ptp(with_norm) < 5e-4 else
            f"between {with_norm.min():.3f} and {with_norm.max():.3f}")
-        + ": LN(c·q) = LN(q) for any c > 0, up to ε. This is what ViT-22B's authors saw "
-          "before their fix: attention nearly one-hot, its entropy near 0.")
+        # that a norm removes the scale of what feeds it is section 1's answer in part
+        + (": LN(c·q) = LN(q) for any c > 0, up to ε" if answered("pl_guess") is not None
+           else "")
+        + ". This is what ViT-22B's authors saw before their fix: attention nearly one-hot, "
+          "its entropy near 0.")
     show_figure(charts.placement.entropy_figure, scaling.scales, without, with_norm,
                 scaling.uniform, scaling.scale, key="pl_entropy")
     show_figure(charts.placement.attention_pair_figure, scaling.tokens,
@@ -226,7 +229,9 @@ if qk_guess is not None:
         f"{scaling.largest_logit['without']:.3g} without QK-norm and "
         f"{scaling.largest_logit['with']:.3g} with it. With γ = 1, QK-norm's q̂ and k̂ each "
         f"have length √32, so no logit q̂·k̂/√32 can pass √32 = {scaling.bound:.2f} in size "
-        "at any c: the logits cannot grow with W_q and W_k. A trained model's QK-norm has "
+        + ("at any c: the logits cannot grow with W_q and W_k. "
+           if answered("pl_guess") is not None else "here. ")
+        + "A trained model's QK-norm has "
         "its own γ, which can still scale the logits, but only as the model learns to, not "
         "as a side effect of W_q and W_k growing. MiniLM was trained without QK-norm, so "
         "the normalized head is not the model's own head even at c = 1: what to read is "

@@ -289,7 +289,9 @@ def fit_record(record: NormRecord, eps: float) -> TanhFit:
         extreme = extremes(xs, bend if bend else max(1, math.ceil(TRIM * xs.size)))
     return TanhFit(record.name, alpha, scale, r2_tanh, slope, intercept, r2_line, xs, ys,
                    int(x.shape[-1]), extreme, bend, r2_tanh_trimmed, r2_line_trimmed,
-                   (float(sigma.min()), float(np.median(sigma)), float(sigma.max())))
+                   # the lower middle token with an even count, as σ̄ is taken (torch's median)
+                   (float(sigma.min()), float(np.sort(sigma)[(sigma.size - 1) // 2]),
+                    float(sigma.max())))
 
 
 def tanh_fits(run: Recorded, eps: float = 1e-12) -> list[TanhFit]:

@@ -286,6 +286,14 @@ def test_the_page_takes_another_head_and_a_sentence_of_its_own(model) -> None:
     verdict = next(m.value for m in at.markdown if "entropy only falls" in m.value)
     assert verdict.startswith("**Not quite:** the answer is “piles onto fewer tokens”.")
     assert len(figures(at)) == 2  # the placements still wait for their guess
+    # that a norm removes the scale of what feeds it is section 1's answer in part (the 30th
+    # review): said in section 2 once section 1 is answered
+    caption = next(c.value for c in at.caption if "largest |logit|" in c.value)
+    assert "LN(c·q) = LN(q)" not in verdict and "cannot grow with W_q" not in caption
+    at.radio(key="pl_guess").set_value("pre-LN's").run()
+    verdict = next(m.value for m in at.markdown if "entropy only falls" in m.value)
+    caption = next(c.value for c in at.caption if "largest |logit|" in c.value)
+    assert "LN(c·q) = LN(q) for any c > 0" in verdict and "cannot grow with W_q" in caption
     scaling = attention_scaling(model, model.run("Queries and keys."), 5, 11, 1.0)
     caption = next(c.value for c in at.caption if "largest |logit|" in c.value)
     assert f"{scaling.largest_logit['without']:.3g} without QK-norm" in caption

@@ -275,6 +275,7 @@ def test_the_page_asks_before_each_of_its_three_answers(model):
         assert reply.startswith("**Right:**" if option == right else
                                 f"**Not quite:** the answer is “{right}”."), reply
         assert "%" not in reply
+        assert top not in reply  # part 1's figure names it: "the most likely next token"
         assert any("wait for part 1's question" in c.value for c in at.caption)
         assert len(figures(at)) == 0
     at.radio(key="sl_next_guess").set_value("over 75%").run()

@@ -557,9 +557,9 @@ def survives_answer(broken: Broken, shown: Callable[[str], str] = str, *,
     ``probabilities`` is False: how likely the token was is part 1's question, still open)."""
     before, after = broken.before, broken.after
     top, as_ = shown(before.tokens[0]), f"with the norm {BROKEN_AS[broken.how]}"
-    if not probabilities:
-        reason = (f"{top} stays the most likely next token {as_}." if broken.same_top else
-                  f"{top} gives way to {shown(after.tokens[0])} {as_}.")
+    if not probabilities:  # part 1's figure names the token too: "the most likely next token"
+        reason = (f"The most likely next token stays {as_}." if broken.same_top else
+                  f"The most likely next token gives way to {shown(after.tokens[0])} {as_}.")
     elif broken.same_top:
         reason = (f"{top} stays the most likely next token: {before.probabilities[0]:.0%} "
                   f"before, {after.probabilities[0]:.0%} {as_}.")
