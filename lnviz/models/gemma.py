@@ -55,7 +55,7 @@ from torch import nn
 import lnviz.nn as lnn
 from lnviz.models.bert import ModelFileError
 from lnviz.models.gguf_file import field, package_file, read
-from lnviz.models.llama import MLP, CausalLM, rope
+from lnviz.models.llama import MLP, CausalLM, DecoderModule, rope
 
 __all__ = [
     "GGUF_FILE",
@@ -387,34 +387,20 @@ class Decoder(nn.Module):
         self.norm = lnn.RMSNorm(config.n_embd, eps=config.eps)
 
 
-class Gemma3Module(nn.Module):
-    """Gemma 3 270M's decoder: token ids (B, T) to next-token logits (B, T, vocab) and every
-    block's attention probabilities (n_layer, B, nh, T, T). Its 109 RMSNorms are
+class Gemma3Module(DecoderModule):
+    """Gemma 3 270M's decoder (:class:`lnviz.models.llama.DecoderModule`). Its 109 RMSNorms are
     :class:`lnviz.nn.RMSNorm` modules, named as in transformers' Gemma3ForCausalLM; the output
-    head is the token embedding (tied)."""
+    head is the token embedding (tied), held as its Q8_0 codes."""
 
     def __init__(self, config: Gemma3Config) -> None:
         super().__init__()
         self.config = config
         self.model = Decoder(config)
 
-    def forward(self, ids: torch.Tensor, last_only: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
         # the embedding times √C, the factor rounded to float32 first as transformers does
         scale = torch.tensor(self.config.n_embd ** 0.5, dtype=torch.float32)
-        return self.from_block(0, self.model.embed_tokens(ids) * scale, last_only)
+        return self.model.embed_tokens(ids) * scale  # (B, T, C)
 
-    def from_block(self, first: int, x: torch.Tensor, last_only: bool = False
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The logits (of the last position alone with ``last_only``) and the attention of
-        blocks ``first`` on, from the residual stream ``x`` (B, T, C) entering block
-        ``first``."""
-        attention = []
-        for layer in self.model.layers[first:]:
-            x, att = layer(x)  # (B, T, C), (B, nh, T, T)
-            attention.append(att)
-        x = self.model.norm(x)  # (B, T, C)
-        if last_only:
-            x = x[:, -1:]  # (B, 1, C)
-        logits = self.model.embed_tokens.logits(x)  # (B, T, vocab)
-        return logits, torch.stack(attention) if attention else x.new_empty(0)
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model.embed_tokens.logits(x)  # (B, T, vocab)

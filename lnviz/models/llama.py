@@ -50,6 +50,7 @@ __all__ = [
     "GGUF_SHA256",
     "PACKAGE",
     "CausalLM",
+    "DecoderModule",
     "DecoderRun",
     "SmolLM2",
     "SmolLM2Config",
@@ -447,19 +448,23 @@ class Decoder(nn.Module):
         self.norm = lnn.RMSNorm(config.n_embd, eps=config.eps)
 
 
-class SmolLM2Module(nn.Module):
-    """SmolLM2-135M-Instruct's decoder: token ids (B, T) to next-token logits (B, T, vocab) and
-    every block's attention probabilities (n_layer, B, nh, T, T). Its 61 RMSNorms are
-    :class:`lnviz.nn.RMSNorm` modules, named as in transformers' LlamaForCausalLM; the output
-    head is the token embedding (tied)."""
+class DecoderModule(nn.Module):
+    """A decoder's forward, named as transformers names its parts (``model.layers``,
+    ``model.norm``): token ids (B, T) to next-token logits (B, T, vocab) and every block's
+    attention probabilities (n_layer, B, nh, T, T). A model says how tokens go in
+    (:meth:`embed`) and how logits come out (:meth:`head`)."""
 
-    def __init__(self, config: SmolLM2Config) -> None:
-        super().__init__()
-        self.model = Decoder(config)
+    model: nn.Module
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
 
     def forward(self, ids: torch.Tensor, last_only: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.from_block(0, self.model.embed_tokens.weight[ids], last_only)  # x: (B, T, C)
+        return self.from_block(0, self.embed(ids), last_only)  # x: (B, T, C)
 
     def from_block(self, first: int, x: torch.Tensor, last_only: bool = False
                    ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -473,5 +478,20 @@ class SmolLM2Module(nn.Module):
         x = self.model.norm(x)  # (B, T, C)
         if last_only:
             x = x[:, -1:]  # (B, 1, C)
-        logits = x @ self.model.embed_tokens.weight.T  # (B, T, vocab)
-        return logits, torch.stack(attention) if attention else x.new_empty(0)
+        return self.head(x), torch.stack(attention) if attention else x.new_empty(0)
+
+
+class SmolLM2Module(DecoderModule):
+    """SmolLM2-135M-Instruct's decoder (:class:`DecoderModule`). Its 61 RMSNorms are
+    :class:`lnviz.nn.RMSNorm` modules, named as in transformers' LlamaForCausalLM; the output
+    head is the token embedding (tied)."""
+
+    def __init__(self, config: SmolLM2Config) -> None:
+        super().__init__()
+        self.model = Decoder(config)
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model.embed_tokens.weight[ids]  # (B, T, C)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.model.embed_tokens.weight.T  # (B, T, vocab)
