@@ -13,8 +13,10 @@ from lnviz.lessons.beyond import (
     DERF,
     DYISRU,
     DYT,
+    FAN,
     HEIMERSHEIM,
     KERNEL_SHAPES,
+    LINE_FITS,
     LN_FREE,
     LN_FREE_LOSS,
     MINILM_TOKEN_RUNS,
@@ -118,6 +120,8 @@ if guess is not None:
         verdict = f"LayerNorm {chosen}"
     elif one_end and guess == answer:  # a line once those values are left out, not over all
         verdict = "Partly"
+    elif shape == FAN:  # a line per token, and no shape over all of them: each partly
+        verdict = "Partly" if guess != GUESSES[1] else "Not quite"
     elif guess == answer:
         verdict = "Right"
     elif answer is None and guess != GUESSES[2]:  # a line and a curve, each partly
@@ -151,7 +155,11 @@ if guess is not None:
            f"ends; without {'it' if count == 1 else 'them'}, a line." if one_end else
            " Over all the values it bends at both ends, an S as the paper saw in deeper "
            "layers; without those few values, a line: both answers are half of it."
-           if shape == STRAIGHT_BUT_EXTREMES else ""))
+           if shape == STRAIGHT_BUT_EXTREMES else
+           f" Neither curve fits well (a line needs R² ≥ {LINE_FITS:g} to be called one here): "
+           "each token's values lie on a line of their own, and the tokens' lines fan apart, "
+           "so “a straight line” holds token by token and “no shape” over all of them: both "
+           "are half of it." if shape == FAN else ""))
     if len(original.tokens) <= 2:
         st.caption("The sentence is empty: the model reads only [CLS] and [SEP], so these are "
                    "the points of two tokens.")
@@ -174,6 +182,10 @@ if guess is not None:
     if shape == "straight":
         why += (f"Here their lines are close enough for one straight line to explain "
                 f"R² = {fit.r2_line:.3f} of x̂.")
+    elif shape == FAN:
+        why += (f"Here they differ too much for one curve: the best line explains "
+                f"R² = {fit.r2_line:.3f} of x̂ with every value, {fit.r2_line_trimmed:.3f} "
+                "without the crosses.")
     else:
         top_x, top_hat = float(fit.x[largest]), float(fit.x_hat[largest])
         if frozen_seen:  # a value that sets its token's σ: section 3's answer in part

@@ -665,3 +665,26 @@ def test_the_frozen_sigma_caption_says_what_breaks_only_where_the_numbers_rank_i
     assert "does not rank the damage well here" in unranked and "0.51" in unranked
     assert "are what breaks" not in unranked
     assert unranked.endswith("is not ranked by how far its worst token's σ lies from σ̄.")
+
+
+def test_a_mapping_no_line_fits_is_a_fan_of_per_token_lines(model) -> None:
+    """Eight "dog"s, LayerNorm 12: without its extremes a line explains only 64% of x̂ (the
+    31st review), so it is not called straight but a fan of per-token lines; the page grades a
+    line and no shape as partly right, an S not, and says why."""
+    from pageutil import open_page
+
+    from lnviz.lessons.beyond import FAN, LINE_FITS
+
+    text = "dog dog dog dog dog dog dog dog"
+    fit = tanh_fits(model.run(text))[12]
+    assert fit.r2_line_trimmed < LINE_FITS and shape_of(fit) == FAN
+    at = open_page(PAGE, {"by_text": text, "by_ln": "12: layer 5 · after feed-forward"},
+                   asked=True, timeout=120)
+    for guess, verdict in (("a straight line", "Partly"), ("a cloud with no shape", "Partly"),
+                           ("an S-shaped curve", "Not quite")):
+        at.radio(key="by_guess_12").set_value(guess).run()
+        reply = next(m.value for m in at.markdown if "this LayerNorm is" in m.value)
+        assert reply.startswith(f"**{verdict}:** this LayerNorm is **{FAN}**"), reply
+        assert "the tokens' lines fan apart" in reply
+    # the default sentence's LayerNorms stay lines (the worst, 0.877 without its extremes)
+    assert FAN not in {shape_of(f) for f in tanh_fits(model.run(PRESETS[0]))}

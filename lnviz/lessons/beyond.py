@@ -38,9 +38,11 @@ __all__ = [
     "DERF",
     "DYISRU",
     "DYT",
+    "FAN",
     "FIRST_LEFT_OUT",
     "HEIMERSHEIM",
     "KERNEL_SHAPES",
+    "LINE_FITS",
     "LN_FREE",
     "LN_FREE_LOSS",
     "MINILM_TOKEN_RUNS",
@@ -136,6 +138,12 @@ def run_sentence(model: MiniLM, text: str) -> ModelRun:
 
 #: What :func:`shape_of` calls a mapping that a line fits once its extremes are left out.
 STRAIGHT_BUT_EXTREMES = "straight but for its extremes"
+#: ... and where no one line (nor tanh) explains the points well: each token's values lie on a
+#: line of their own (slope 1/σ), and the tokens' lines spread apart.
+FAN = "a fan of per-token lines"
+#: The R² a line must reach (with every value where the mapping is straight, without the
+#: extremes where they alone make the bend) for the mapping to be called a line.
+LINE_FITS = 0.85
 
 
 def shape_of(fit: TanhFit) -> str:
@@ -144,11 +152,13 @@ def shape_of(fit: TanhFit) -> str:
     variance than a line; :data:`STRAIGHT_BUT_EXTREMES` where it does, but no longer once a few
     of the values of largest |x| are left out (at most the :data:`~lnviz.analysis.TRIM` share,
     :attr:`TanhFit.bend`): those values alone make the bend; "S-shaped" where the bend
-    outlasts leaving out that share (at least 0.05 more without it), else "slightly bent"."""
+    outlasts leaving out that share (at least 0.05 more without it), else "slightly bent".
+    Where that line explains less than :data:`LINE_FITS` of x̂'s variance, :data:`FAN`: the
+    tokens' lines spread too far apart for one line (the 31st review: 0.64 on eight "dog"s)."""
     if fit.straight or fit.bend == 0:
-        return "straight"
+        return "straight" if fit.r2_line >= LINE_FITS else FAN
     if fit.bend is not None:
-        return STRAIGHT_BUT_EXTREMES
+        return STRAIGHT_BUT_EXTREMES if fit.r2_line_trimmed >= LINE_FITS else FAN
     return "S-shaped" if fit.r2_tanh_trimmed - fit.r2_line_trimmed >= 0.05 else "slightly bent"
 
 

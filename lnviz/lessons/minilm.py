@@ -676,7 +676,7 @@ def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame, ratio: float,
     rel_in = inputs["relative error (tokens after the first)"].iloc[0]
     rel_out = outputs["relative error (tokens after the first)"].iloc[0]
     text = (f" The LayerNorm's input, rounded the same way with one scale: {zero_in:.0%} of its "
-            f"values turned into 0, a relative error of {rel_in:.0%}.")
+            f"values turned into 0, a relative error of {rel_in:.1%}.")
     if rel_in > rel_out:
         massive = ratio >= MASSIVE_RATIO and lead >= MASSIVE_LEAD
         return text + (
