@@ -491,8 +491,8 @@ st.markdown(
        if int(np.argmax(torch_saving)) == 0 else "")
     + ". With lnviz's fused kernels, which read x once and write y once for both, RMSNorm is "
     + (f"within 5% of LayerNorm (from {-min(fused_saving):.1%} slower to "
-       f"{max(fused_saving):.1%} faster, one timing each, so how much of that is noise "
-       "was not measured)"
+       f"{max(fused_saving):.1%} faster, each the median of 30 runs whose spread was not "
+       "recorded, so how much of that is noise is not known)"
        if max(abs(v) for v in fused_saving) < 0.05 else
        f"between {-min(fused_saving):.1%} slower and {max(fused_saving):.1%} faster"
        if min(fused_saving) < 0 else

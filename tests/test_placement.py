@@ -509,14 +509,14 @@ def test_the_growth_text_reads_the_race() -> None:
             "205), from a start above pre-LN's.") in text
     # Peri-LN's growth split: γ barely moved (the reviewed run: RMS 0.994-1.004), so the
     # stream's 3.67× is the added vectors lining up, not γ
-    assert ("only its output norms' γ (RMS 1 → 1.002, at most 1× in the mean square) and β, "
+    assert ("only its output norms' γ (RMS 1 → 1.002, about 1× in the mean square) and β, "
             "or those added vectors lining up") in text
     assert "the stream's 3.67× is nearly all that lining up" in text
     assert text.endswith("not a measurement of it.")
     grown = growth_text(_result((10.0, 20.0), (10.0, 80.0), weights=(80.0, 120.0),
                                 gain=(1.0, 2.0)))
     assert "The weights grew by up to 50%" in grown and "pre-LN's stream grew less" in grown
-    assert "at most 4× in the mean square" in grown and "nearly all" not in grown
+    assert "about 4× in the mean square" in grown and "nearly all" not in grown
 
 
 def test_the_race_records_the_output_norms_gamma() -> None:

@@ -179,14 +179,16 @@ def growth_race(seed: int = 0) -> RaceConfig:
 
 def _peri_growth(curve: dict[str, list[float]], grew: float) -> str:
     """Where Peri-LN's stream growth came from: each sublayer adds γ ⊙ (a vector of RMS 1) + β,
-    so its weights' size cannot grow it; its output norms' γ can, by their square at most in
-    the mean square, and the rest is the added vectors lining up with the stream and with each
+    so its weights' size cannot grow it; its output norms' γ can, by about the square of their
+    RMS's change in the mean square (exactly where the normalized vector spreads evenly over
+    the features; max γ² bounds it), and the rest is the added vectors lining up with the
+    stream and with each
     other (their cross terms)."""
     g0, g1 = curve["output gain"][0], curve["output gain"][-1]
     by_gamma = (g1 / g0) ** 2
     start, end = apart(g0, g1)
     text = (f"Peri-LN normalizes what each sublayer adds, so its weights' size cannot grow it: "
-            f"only its output norms' γ (RMS {start} → {end}, at most "
+            f"only its output norms' γ (RMS {start} → {end}, about "
             f"{short(by_gamma)}× in the mean square) and β, or those added vectors lining up "
             "with the stream and with one another")
     if by_gamma < 1.2 and grew > 1.5:
