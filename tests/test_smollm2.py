@@ -595,3 +595,19 @@ def test_part_5_on_a_prompt_without_a_sink_says_so(model):
     top = sink_shares(shares).max()
     assert top < 1.5 * even_share(len(shares.tokens))  # the reviewed prompt: 29% against 29%
     assert said.endswith("On this prompt no block makes the first token a sink.")
+
+
+def test_the_median_token_of_two_is_one_token_not_half_the_massive_one(model):
+    """On "Hello world" the median token's RMS through depth is one token's (the lower middle
+    one), not the mean of the first token's massive value and the other's (the 32nd review:
+    118 at the end, half of it the first token's)."""
+    from lnviz.analysis import token_rms
+    from lnviz.lessons.smollm2 import stream_rms
+    from lnviz.models.llama import stream_names
+
+    run = model.run("Hello world")
+    per_token = token_rms(run, stream_names())
+    typical, first = stream_rms(run)
+    assert per_token.shape[1] == 2
+    np.testing.assert_allclose(typical, per_token.min(axis=1))
+    assert typical[12] < first[12] / 10  # the first token carries the spike alone

@@ -124,7 +124,10 @@ def stream_rms(run: DecoderRun) -> tuple[np.ndarray, np.ndarray]:
     the final one does: (the median token's, the first token's), each (n_layer + 1,). The first
     token carries the massive activation, so an RMS over all tokens would be its alone."""
     per_token = token_rms(run, stream_names())  # (n_layer + 1, T)
-    return np.median(per_token, axis=1), per_token[:, 0]
+    # the median token: one token's RMS, the lower middle one with an even count (the mean of
+    # two would carry half the first token's massive value on a two-token prompt)
+    typical = np.sort(per_token, axis=1)[:, (per_token.shape[1] - 1) // 2]
+    return typical, per_token[:, 0]
 
 
 @dataclass(frozen=True)
