@@ -254,13 +254,16 @@ with st.container(border=True):
     init_scale = cols[0].select_slider(
         "W's initial scale", list(INIT_SCALES), value=10.0, key="pl_wscale",
         bind="query-params",
-        help="W's first draw multiplied by this: the network's output at step 0 does not "
-             "change.")
+        help="W's first draw multiplied by this.")
     decay = cols[1].select_slider(
         "Weight decay on W", list(WEIGHT_DECAYS), value=1e-2, key="pl_decay",
         bind="query-params", format_func=lambda v: f"{v:g}",
         help="λ: each step also takes η·λ·W off W, which shrinks it.")
-if init_scale == 1:  # the very run it would be compared with: nothing to predict
+if answered("pl_guess") is None:  # its premise, the output unchanged, is section 1's answer
+    st.caption("This part's question waits for section 1's: that the output does not change "
+               "with the scale of a weight before a norm is part of section 1's answer.")
+    scale_guess = None
+elif init_scale == 1:  # the very run it would be compared with: nothing to predict
     st.caption("At scale 1 W starts at its usual size: the run the other scales are compared "
                "with, so there is nothing to predict. Pick another scale to be asked.")
     scale_guess = ""

@@ -382,11 +382,15 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
     from lnviz.lessons.placement import scale_runs
 
     at = open_page(PAGE, {"pl_wscale": "10.0", "pl_decay": "0.01"}, timeout=120)
+    # its premise (the output does not change with W's scale) is section 1's answer in part:
+    # the question waits for section 1's (the 32nd review)
+    assert not [r for r in at.radio if r.key == "pl_scale_guess"]
+    assert any("This part's question waits for section 1's" in c.value for c in at.caption)
+    at.radio(key="pl_guess").set_value("Peri-LN's").run()
     assert any("Pick an answer to see the runs" in c.value for c in at.caption)
-    # the effective rate η/‖W‖², the answer, comes after; LN(c·Wx) = LN(Wx), section 1's
-    # answer in part (the 28th review), once section 1's question is answered
+    # the effective rate η/‖W‖², the answer, comes after
     shown = " ".join(e.value for e in [*at.markdown, *at.caption])
-    assert "LN(c·Wx) = LN(Wx)" not in shown and "η/‖W‖²" not in shown
+    assert "η/‖W‖²" not in shown
     at.radio(key="pl_scale_guess").set_value("slower").run()
     assert not at.exception, at.exception
     runs = scale_runs(10.0, 0.01)
@@ -398,11 +402,7 @@ def test_the_page_trains_after_a_guess_and_prints_the_runs_numbers() -> None:
     why = next(m.value for m in at.markdown if m.value.startswith("Why: "))
     assert "effective rate η/‖W‖²" in why
     scope = next(c.value for c in at.caption if "Where this holds" in c.value)
-    # what it does not cover answers section 1's question: said once that one is answered
-    assert "a bias added after W breaks" in scope and "does not cover pre-LN's W_o" not in scope
-    assert "OLMo 2" not in scope  # Peri-LN's output norm too: section 1's answer
-    at.radio(key="pl_guess").set_value("Peri-LN's").run()
-    scope = next(c.value for c in at.caption if "Where this holds" in c.value)
+    assert "a bias added after W breaks" in scope
     assert "does not cover pre-LN's W_o" in scope and "under OLMo 2's reordered norm" in scope
     assert any("LN(c·Wx) = LN(Wx) for every c > 0" in m.value for m in at.markdown)
     assert f"{plain.smoothed_loss()[-1]:.3f} against {reference.smoothed_loss()[-1]:.3f}" in verdict
