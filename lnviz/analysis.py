@@ -446,6 +446,7 @@ def broken_norms(model: LanguageModel, text: str, names: Sequence[str], hows: Se
     ``frozen`` are made once for all of them."""
     plain = model.run(text, last_only=True)  # the next token reads the last position alone
     p = plain.logits[-1].double().log_softmax(-1)
+    before = prediction(plain)
     loss_before = next_token_loss(model.run(reference))
     seen = model.run(frozen) if {"frozen RMS", "fitted DyT"} & set(hows) else None
     out: dict[str, dict[str, Broken]] = {}
@@ -456,7 +457,7 @@ def broken_norms(model: LanguageModel, text: str, names: Sequence[str], hows: Se
             broken = model.run(text, replace=replace, last_only=True)
             q = broken.logits[-1].double().log_softmax(-1)
             out[name][how] = Broken(
-                name, how, prediction(plain), prediction(broken),
+                name, how, before, prediction(broken),
                 float((p.exp() * (p - q)).sum()), int(p.argmax()) == int(q.argmax()),
                 loss_before, next_token_loss(model.run(reference, replace=replace)))
     return out

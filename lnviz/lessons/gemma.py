@@ -314,11 +314,12 @@ def _identity_qk(model: Gemma3) -> dict[str, Callable[[torch.Tensor], torch.Tens
 def qk_norm_removed(model: Gemma3, text: str) -> QKNorm:
     """:class:`QKNorm` of ``text`` (four runs: the prompt and :data:`REFERENCE_TEXT`, each
     with and without QK-norm)."""
+    identity = _identity_qk(model)
     plain = model.run(text, last_only=True)
-    bare = model.run(text, replace=_identity_qk(model), last_only=True)
+    bare = model.run(text, replace=identity, last_only=True)
     return QKNorm(logit_peaks(model, plain), logit_peaks(model, bare), plain.top(3),
                   bare.top(3), next_token_loss(model.run(REFERENCE_TEXT)),
-                  next_token_loss(model.run(REFERENCE_TEXT, replace=_identity_qk(model))))
+                  next_token_loss(model.run(REFERENCE_TEXT, replace=identity)))
 
 
 #: In how many blocks the largest attention logit grows without QK-norm (part 3's question).
