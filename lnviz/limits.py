@@ -23,6 +23,8 @@ __all__ = [
     "GEOMETRY_MAX_MAGNITUDE",
     "GEOMETRY_MAX_VECTORS",
     "GRADIENTS_MAX_JACOBIAN",
+    "IMAGE_MAX_BYTES",
+    "IMAGE_MAX_PIXELS",
     "INSPECTOR_BYTES_PER_VALUE",
     "INSPECTOR_MAX_NORM_CHANNELS",
     "LIVE_LIMIT",
@@ -137,6 +139,11 @@ SMOLLM2_MAX_TOKENS = 256
 #: norms' inputs and outputs, 218 × T × 640 floats (143 MB at 256 tokens), and every block's
 #: attention, 18 × 4 × T² (19 MB).
 GEMMA3_MAX_TOKENS = 256
+#: An uploaded picture (lnviz.data.files.load_image): at most this many bytes, and this many
+#: pixels, read from its header before it is decoded: 40 M (a 7,700 × 5,200 photo) decodes to
+#: 120 MB of RGB; the picture is then cropped and resized to 224 × 224.
+IMAGE_MAX_BYTES = 20 * 2**20
+IMAGE_MAX_PIXELS = 40_000_000
 #: The most channels one normalization layer of a checkpoint may have: four times the widest
 #: published model's (Llama 3.1 405B, 16,384). A file can hold one γ of millions of values
 #: (1.5 KB of torch.save, a stored value repeated): it is refused, not tabulated.

@@ -1841,3 +1841,92 @@ def test_torch_reads_the_archive_that_was_checked() -> None:
             tracemalloc.stop()
         np.testing.assert_array_equal(loaded["w"], np.zeros(4, np.float32))
         assert peak < 50 * 2**20
+
+
+# --- Pictures (load_image) -----------------------------------------------------------------------
+
+
+def _picture_bytes(mode: str, size: tuple[int, int], fmt: str = "PNG", **save: Any) -> bytes:
+    from PIL import Image
+
+    generator = np.random.default_rng(0)
+    image = Image.new(mode, size)
+    if mode in ("RGB", "RGBA", "L"):
+        bands = len(mode)
+        array = generator.integers(0, 256, (size[1], size[0], bands), dtype=np.uint8)
+        image = Image.fromarray(array[..., 0] if bands == 1 else array, mode)
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **save)
+    return buffer.getvalue()
+
+
+def test_load_image_reads_png_and_jpeg_as_rgb_uint8():
+    from PIL import Image
+
+    from lnviz.data.files import load_image
+
+    png = _picture_bytes("RGB", (30, 20))
+    picture = load_image(png)
+    assert picture.shape == (20, 30, 3) and picture.dtype == np.uint8
+    assert np.array_equal(picture, np.asarray(Image.open(io.BytesIO(png))))
+    # grey, transparent and palette pictures become three equal or converted channels
+    grey = load_image(_picture_bytes("L", (8, 6)))
+    assert grey.shape == (6, 8, 3) and np.array_equal(grey[..., 0], grey[..., 2])
+    assert load_image(_picture_bytes("RGBA", (8, 6))).shape == (6, 8, 3)
+    assert load_image(_picture_bytes("P", (8, 6))).shape == (6, 8, 3)
+    jpeg = load_image(_picture_bytes("RGB", (40, 24), "JPEG", quality=95))
+    assert jpeg.shape == (24, 40, 3)
+
+
+def test_load_image_turns_a_picture_upright_by_its_exif_orientation():
+    from PIL import Image
+
+    from lnviz.data.files import load_image
+
+    array = np.zeros((20, 40, 3), dtype=np.uint8)
+    array[:, :20] = 255  # left half white, stored 40 wide and 20 high
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° clockwise to view"
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, "JPEG", quality=95, exif=exif.tobytes())
+    upright = load_image(buffer.getvalue())
+    assert upright.shape == (40, 20, 3)
+    # turned clockwise, the white left half is now the top half
+    assert upright[:18].mean() > 230 and upright[22:].mean() < 25
+
+
+def _png_declaring(width: int, height: int) -> bytes:
+    """A PNG whose header declares width × height pixels and holds none (a few dozen bytes)."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("data, message", [
+    (_png_declaring(100_000, 100_000), "more pixels than the 40,000,000 accepted"),
+    (_png_declaring(8_000, 6_000), "8000 × 6000 pixels, more than the 40,000,000"),
+    (b"", "empty"),
+    (b"GIF89a" + b"\x00" * 50, "not a PNG or JPEG"),
+    (b"%PDF-1.4 hello", "not a PNG or JPEG"),
+    (_png_declaring(64, 64), "cannot be decoded"),
+])
+def test_load_image_refuses_bombs_and_broken_files_with_a_reason(data, message):
+    from lnviz.data.files import ImageFileError, load_image
+
+    with pytest.raises(ImageFileError, match=message):
+        load_image(data)
+
+
+def test_load_image_refuses_a_cut_jpeg_and_a_file_over_its_byte_cap():
+    from lnviz.data.files import ImageFileError, load_image
+
+    jpeg = _picture_bytes("RGB", (64, 64), "JPEG")
+    with pytest.raises(ImageFileError, match="damaged or cut short"):
+        load_image(jpeg[: len(jpeg) // 2])
+    with pytest.raises(ImageFileError, match="larger than"):
+        load_image(io.BytesIO(jpeg), max_bytes=100)
+    with pytest.raises(ImageFileError, match="more than the 100 accepted"):
+        load_image(jpeg, max_pixels=100)

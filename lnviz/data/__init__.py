@@ -5,13 +5,15 @@ and tensor files read safely.
 - :mod:`~lnviz.data.generators`: random batches, padded token sequences and images.
 - :mod:`~lnviz.data.parser`: numbers typed as rows or as nested brackets.
 - :mod:`~lnviz.data.files`: readers of .npy, .npz, .safetensors and torch.save files that never
-  run code from them, and writers for downloads.
+  run code from them, writers for downloads, and a PNG/JPEG reader.
 """
 
 from lnviz.data.files import (
+    ImageFileError,
     TensorFileError,
     TensorTooLargeError,
     load_arrays,
+    load_image,
     nonfinite_report,
     safetensors_metadata,
     to_csv_text,
@@ -35,6 +37,7 @@ __all__ = [
     "MAX_ELEMENTS",
     "MAX_TEXT_CHARS",
     "PRESETS",
+    "ImageFileError",
     "Preset",
     "TensorFileError",
     "TensorTooLargeError",
@@ -42,6 +45,7 @@ __all__ = [
     "get_preset",
     "image_batch",
     "load_arrays",
+    "load_image",
     "nonfinite_report",
     "padded_batch",
     "parse_lengths",

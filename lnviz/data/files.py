@@ -3,9 +3,10 @@
 `load_arrays` turns a .npy, .npz, .safetensors or torch.save file (bytes, a path, or an uploaded
 file object) into float arrays without ever running code from the file and without allocating
 more than its caps allow, so a hostile or broken upload can only ever produce a `TensorFileError`
-with a message saying what was wrong. `safetensors_metadata` reads a .safetensors file's metadata
-(a capture's description of its layers) without loading its tensors. `to_npy_bytes`,
-`to_npz_bytes` and `to_csv_text` write results back out for download.
+with a message saying what was wrong. `load_image` decodes a PNG or JPEG into an (H, W, 3) uint8
+picture, its size checked from the header before a pixel is decoded. `safetensors_metadata`
+reads a .safetensors file's metadata (a capture's description of its layers) without loading its
+tensors. `to_npy_bytes`, `to_npz_bytes` and `to_csv_text` write results back out for download.
 
 Caps, checked on what the file declares before memory is set aside for it:
 
@@ -52,13 +53,14 @@ from lnviz.data.torch_pickle import (
     check_tensor_pickle,
     pickle_globals,
 )
-from lnviz.limits import MAX_ELEMENTS
+from lnviz.limits import IMAGE_MAX_BYTES, IMAGE_MAX_PIXELS, MAX_ELEMENTS
 
 __all__ = [
     "MAX_ARRAYS",
     "MAX_NPZ_MEMBERS",
     "MAX_PICKLE_BYTES",
     "MAX_SAFETENSORS_HEADER_BYTES",
+    "ImageFileError",
     "TensorFileError",
     "TensorTooLargeError",
     "load_arrays",
@@ -134,6 +136,63 @@ _READ_CHUNK = 1024 * 1024
 
 class TensorFileError(ValueError):
     """A file that cannot be loaded as arrays; the message says what was wrong and what works."""
+
+
+class ImageFileError(ValueError):
+    """A file that cannot be decoded as a picture; the message says what was wrong."""
+
+
+def load_image(
+    source: bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO,
+    *,
+    max_bytes: int = IMAGE_MAX_BYTES,
+    max_pixels: int = IMAGE_MAX_PIXELS,
+) -> np.ndarray:
+    """Decode a PNG or JPEG file into an (H, W, 3) uint8 RGB array.
+
+    The file is read no further than ``max_bytes``; its width × height, read from the header,
+    must be at most ``max_pixels`` before anything is decoded (a small file can declare a huge
+    picture: Pillow's decompression-bomb guard is kept too, as an error). The picture is turned
+    upright as its EXIF orientation says (phone photos are often stored sideways), and grey,
+    palette, 16-bit and transparent pictures become plain RGB (transparency dropped). Only the
+    first frame of an animated PNG is read. Anything else is an :class:`ImageFileError`.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        data = _read_source(source, max_bytes)
+    except TensorTooLargeError as err:
+        raise ImageFileError(f"the picture's file is larger than {max_bytes / 2**20:.0f} MB; "
+                             "save it smaller (a JPEG of a few MB is plenty)") from err
+    except TensorFileError as err:
+        raise ImageFileError(str(err)) from err
+    if not data:
+        raise ImageFileError("the file is empty (0 bytes)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            with Image.open(io.BytesIO(data), formats=("PNG", "JPEG")) as image:
+                width, height = image.size
+                if width * height > max_pixels:
+                    raise ImageFileError(
+                        f"the picture is {width} × {height} pixels, more than the "
+                        f"{max_pixels:,} accepted; scale it down first")
+                if width < 1 or height < 1:
+                    raise ImageFileError("the picture has no pixels")
+                upright = ImageOps.exif_transpose(image)
+                return np.asarray(upright.convert("RGB"), dtype=np.uint8).copy()
+        except ImageFileError:
+            raise
+        except UnidentifiedImageError as err:
+            raise ImageFileError("the file is not a PNG or JPEG picture") from err
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+            raise ImageFileError(f"the picture declares more pixels than the {max_pixels:,} "
+                                 f"accepted ({err}); scale it down first") from err
+        except MemoryError:
+            raise
+        except Exception as err:  # Pillow's decoders raise many kinds on a damaged file
+            raise ImageFileError(f"the picture cannot be decoded, the file is damaged or "
+                                 f"cut short ({type(err).__name__}: {_short(str(err))})") from err
 
 
 class TensorTooLargeError(TensorFileError):
