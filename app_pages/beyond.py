@@ -208,9 +208,11 @@ if guess is not None:
                 if shape == STRAIGHT_BUT_EXTREMES else
                 f"Here the bend outlasts leaving out the top {TRIM:.0%} of the values of "
                 "largest |x| (the crosses).")
-    st.caption(f"{drawn.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the "
-               "order of x so that the extremes are always among them; the fits use all of "
-               "them (drag a box on the figure to zoom into the crowd). " + why)
+    drawn_text = (f"All {fit.x.size:,} points are drawn" if drawn.size == fit.x.size else
+                  f"{drawn.size:,} of the {fit.x.size:,} points are drawn, evenly spread in the "
+                  "order of x so that the extremes are always among them; the fits use all of "
+                  "them")
+    st.caption(f"{drawn_text} (drag a box on the figure to zoom into the crowd). {why}")
 
     # --- 2. All thirteen ---------------------------------------------------------------------
     st.subheader("2 · All 13 LayerNorms")

@@ -206,10 +206,11 @@ if peak is not None:
     # what the next layer's matmuls read: the LayerNorm's output (post-LN), not its input
     table, outliers = cached(int8_errors, run.records[chosen].output[0].numpy())
     inputs, _ = cached(int8_errors, run.records[chosen].input[0].numpy())
+    normalized, _ = cached(int8_errors, run.records[chosen].replay().x_hat[0].numpy())
     ratio = run.peak[chosen] / run.median[chosen]  # the input's largest |x| over its median
     st.markdown(f"{int8_intro(NAMES, chosen)} Rounded to int8 with {defined('absmax')}, "
                 "three ways: " + int8_text(table, outliers)
-                + int8_input_text(inputs, table, ratio, token_lead(run, name)))
+                + int8_input_text(inputs, table, ratio, token_lead(run, name), normalized))
     show_figure(charts.minilm.int8_figure, table["int8 scheme"].tolist(),
                 table["values turned to 0"].to_numpy(),
                 table["relative error (tokens after the first)"].to_numpy(), key="tf_int8")

@@ -404,6 +404,11 @@ def test_the_page_with_nothing_replaced_and_a_sentence_of_its_own(model) -> None
     at.text_area(key="by_text").set_value("   ").run()
     assert not at.exception, at.exception
     assert not at.error
+    # two tokens' 768 values are all drawn: the caption says so, and nothing of a sample
+    # (the 33rd review)
+    next(r for r in at.radio if r.key.startswith("by_guess_")).set_value("a straight line").run()
+    scatter = next(c.value for c in at.caption if "(drag a box on the figure" in c.value)
+    assert scatter.startswith("All 768 points are drawn (drag") and "evenly" not in scatter
 
 
 def test_an_after_attention_layer_norm_is_called_straight_and_explained_so(model) -> None:

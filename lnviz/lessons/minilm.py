@@ -665,16 +665,19 @@ def int8_intro(names: Sequence[str], k: int) -> str:
 
 
 def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame, ratio: float,
-                    lead: float) -> str:
+                    lead: float, normalized: pd.DataFrame) -> str:
     """The LayerNorm's input rounded the same way, beside its output, and what that says: where
     the input is the harder one to round, the LayerNorm keeps its outlier out of the matmuls,
     which read its output; the outlier is called a massive activation only where it is one
     (``ratio``, its largest |x| over the median |x|, at least :data:`MASSIVE_RATIO`, and
     ``lead``, over the other tokens' largest (:func:`token_lead`), at least
-    :data:`MASSIVE_LEAD`); where the output is the harder one to round, γ made its outlier."""
+    :data:`MASSIVE_LEAD`). Where the output is the harder one to round, ``normalized`` (x̂,
+    before γ and β, rounded the same way) says which step made it so: the normalization, or γ
+    (the 33rd review: a [CLS] spike the normalization keeps at x̂ ≈ 18 is the input's, which γ
+    only enlarges)."""
+    rel = "relative error (tokens after the first)"
     zero_in = inputs["values turned to 0"].iloc[0]
-    rel_in = inputs["relative error (tokens after the first)"].iloc[0]
-    rel_out = outputs["relative error (tokens after the first)"].iloc[0]
+    rel_in, rel_out, rel_hat = (t[rel].iloc[0] for t in (inputs, outputs, normalized))
     text = (f" The LayerNorm's input, rounded the same way with one scale: {zero_in:.0%} of its "
             f"values turned into 0, a relative error of {rel_in:.1%}.")
     if rel_in > rel_out:
@@ -687,8 +690,13 @@ def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame, ratio: float,
             + ", and no matrix multiplication reads this input in the post-LN model: the "
               "LayerNorm keeps it out of the int8 matmuls.")
     if rel_out > rel_in:
-        return text + (" Here the output is the harder one to round: γ, not the input, makes "
-                       "its outlier.")
+        steps = (f" Here the output is the harder one to round. x̂, the normalized values "
+                 f"before γ and β, rounds with a relative error of {rel_hat:.1%}")
+        if rel_hat <= rel_in:
+            return text + steps + (f", no worse than the input: multiplying by γ takes it to "
+                                   f"{rel_out:.1%}.")
+        return text + steps + (f": normalizing alone makes it harder to round than the "
+                               f"input, and γ and β take it to {rel_out:.1%}.")
     return text
 
 
