@@ -26,6 +26,7 @@ from lnviz.lessons.gemma import (
     ladder_work,
     offset_answer,
     offset_runs,
+    post_norm_scale,
     qk_answer,
     qk_norm_removed,
     sandwich_answer,
@@ -115,13 +116,17 @@ if part.open:
         st.markdown(
             "The same text through three real models: all-MiniLM-L6-v2 normalizes the stream "
             "after each sublayer (post-LN), SmolLM2 before each (pre-norm), Gemma 3 before and "
-            "after (sandwich). The size of a median token in each stream, from the first block "
-            "to the last.")
+            "after (sandwich). The size of the median ordinary token in each stream, from the "
+            "first block to the last: the first token ([CLS], <bos>, SmolLM2's first word), "
+            "which carries the massive activations, is left out, and so is MiniLM's closing "
+            "[SEP].")
         growth = prediction(
             "whose stream grows the most from its first block to its last?", GROWTH_OPTIONS,
             key="g3_growth_guess", what="the three streams", context=text,
             help="Growth: the last RMS divided by the first.")
-        if growth is not None:
+        if growth is not None and size is None:  # Gemma's curve shows part 1's answer
+            st.caption("Answer part 1's question first: this figure shows its answer too.")
+        elif growth is not None:
             with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
                 if len(shared(smollm2).tokenize(text)[0]) > SMOLLM2_MAX_TOKENS:
                     raise ValueError(f"SmolLM2 reads this text as more than "
@@ -132,7 +137,7 @@ if part.open:
                         "the three models' runs", TOKEN_RUNS, 3 * tokens, design_streams,
                         Named(shared(minilm), "minilm"), Named(shared(smollm2), "smollm2"),
                         Named(model, "gemma3"), text)
-                st.markdown(growth_answer(streams).reply(growth))
+                st.markdown(growth_answer(streams, post_norm_scale(model)).reply(growth))
                 show_figure(charts.gemma.designs_figure, streams, key="g3_designs")
 
 # --- 3. QK-norm -------------------------------------------------------------------------------
@@ -232,10 +237,12 @@ if part.open:
                                   "and after it, or before and after the feed-forward.")
         harm = prediction(
             f"which of block {block}'s two norms around its {sublayer} can be broken with "
-            "less harm to the next token?", LADDER_OPTIONS,
+            "less harm?", LADDER_OPTIONS,
             key=f"g3_ladder_guess_{block}_{sublayer}", what="the eight breaks", context=text,
-            help="Less harm: a smaller KL divergence of the next-token distribution, "
-                 "typically over the four ways of breaking it (their geometric mean).")
+            help="Less harm, by two measures: the next token's distribution moves less (a "
+                 "smaller KL divergence, typically over the four ways of breaking it: their "
+                 "geometric mean), and a reference text's loss rises less (on average over "
+                 "the four). Where the two disagree, either answer is accepted.")
         if harm is not None:
             frozen_tokens = len(model.tokenize(FROZEN_TEXT)[0])
             with st.spinner("Breaking the two norms eight ways…"):

@@ -76,7 +76,7 @@ def test_the_sandwich_is_each_post_norms_input_and_output(model, run):
 def test_what_a_feed_forward_adds_is_far_more_than_its_raw_output(model, text):
     """Part 1's answer on four prompts: in block 10 what is added has an RMS over 2 (tens of
     times that: the post-norm's 1 + γ has an RMS of 75), hundreds of times the raw output's
-    (below 1); the reply gives γ's RMS and the factor the raw output's direction sets."""
+    (below 1); the reply gives the RMS of 1 + γ and the factor the raw output's direction sets."""
     s = lesson.analyze(model, text).sandwich
     answer = lesson.sandwich_answer(s, 10)
     added, raw, gamma = (s.added["feed-forward"][10], s.raw["feed-forward"][10],
@@ -189,22 +189,35 @@ def test_the_final_gamma_is_smallest_where_the_stream_peaks(model, run):
 def test_growth_is_the_last_rms_over_the_first():
     streams = {lesson.DESIGNS[0]: np.array([0.4, 0.38]), lesson.DESIGNS[1]: np.array([0.1, 25]),
                lesson.DESIGNS[2]: np.array([1.0, 1200.0])}
-    answer = lesson.growth_answer(streams)
+    answer = lesson.growth_answer(streams, 75.0)
     assert answer.option == lesson.DESIGNS[2]
     assert "from 0.1 to 25 in pre-norm (SmolLM2) (×250)" in answer.reason
+    # what sets the sandwich's growth, and what three different models cannot say (the 34th
+    # review)
+    assert "scales it by the post-norm's 1 + γ (their median RMS here: 75)" in answer.reason
+    assert "not the placement alone" in answer.reason and "Peri-LN" in answer.reason
     streams[lesson.DESIGNS[1]] = np.array([0.01, 25])  # ×2500 beats ×1200
-    assert lesson.growth_answer(streams).option == lesson.DESIGNS[1]
+    assert lesson.growth_answer(streams, 75.0).option == lesson.DESIGNS[1]
 
 
 def test_three_designs_on_one_text(model, shared_smollm2):
+    """The median ordinary token: each model's first token left out (and MiniLM's [SEP]), so
+    that a short text's median is not the token with the massive activations."""
+    from lnviz.analysis import token_rms
     from lnviz.models import minilm
+    from lnviz.models.llama import stream_names
     from lnviz.ui.cache import shared
 
     streams = lesson.design_streams(shared(minilm), shared_smollm2, model, TEXT)
     assert [len(s) for s in streams.values()] == [7, 31, 19]
     gemma = streams[lesson.DESIGNS[2]]
-    np.testing.assert_allclose(gemma, lesson.analyze(model, TEXT).sandwich.stream, rtol=1e-9)
+    rms = token_rms(model.run(TEXT, last_only=True), stream_names(model.config.n_layer))
+    np.testing.assert_allclose(gemma, np.median(rms[:, 1:], axis=1), rtol=1e-9)
     assert gemma[-1] > 100 * gemma[0]  # the sandwich's stream: 1 → ~1,200
+    assert 0.3 < lesson.post_norm_scale(model) < 300
+    # "Hello" is one token to SmolLM2: nothing ordinary to compare, so it is refused
+    with pytest.raises(ValueError, match="pre-norm \\(SmolLM2\\) reads this text as no token"):
+        lesson.design_streams(shared(minilm), shared_smollm2, model, "Hello")
 
 
 def test_the_page_asks_before_each_answer(model):
@@ -293,6 +306,12 @@ def test_the_ladder_breaks_each_norm_four_ways_as_worked_by_hand(model, ladder10
     assert answer.option == "the norm after it"
     assert f"{lesson.short(before)} nats before against {lesson.short(after)} after" in (
         answer.reason)
+    # by the reference text's loss the two sides are within 3× (the 34th review): either
+    # answer is right, and the reply says the measures disagree
+    loss_before, loss_after = (ladder.typical_loss(n) for n in ladder.names)
+    assert 1 / 3 < loss_before / loss_after < 3
+    assert answer.accepted == ("about the same (within 3×)",)
+    assert f"by {loss_before:+.3g} before against {loss_after:+.3g} after" in answer.reason
     table = lesson.ladder_table(ladder)
     assert len(table) == 8 and list(table["broken"][:4]) == list(BREAK_KINDS)
     assert table["KL (nats)"].tolist()[5] == frozen.kl
@@ -303,7 +322,7 @@ def test_the_ladder_waits_for_its_question(model, ladder10):
                    asked=True, timeout=600)
     key = "g3_ladder_guess_10_attention"
     assert at.radio(key=key).value is None and not at.dataframe
-    at.radio(key=key).set_value("about the same (within 3×)").run(timeout=600)
+    at.radio(key=key).set_value("the norm before it").run(timeout=600)
     reply = next(m.value for m in at.markdown if "KL divergence of the next-token" in m.value)
     assert reply.startswith("**Not quite:** the answer is “the norm after it”.")
     # the page's numbers are the lesson's, to rounding (the page's run is its own)
@@ -311,5 +330,31 @@ def test_the_ladder_waits_for_its_question(model, ladder10):
     assert len(table) == 8
     expected = [b.kl for ways in ladder10.broken.values() for b in ways.values()]
     assert table["KL (nats)"].tolist() == pytest.approx(expected, rel=1e-3, abs=1e-9)
-    # the explanation follows the side the numbers favour: here the norm after attention
-    assert "After the sublayer, a frozen RMS, LayerNorm and DyT" in reply
+    # the next token favours the norm after attention, the reference loss neither: the reply
+    # says the two disagree and explains neither side as a rule (the 34th review)
+    assert "The two measures disagree here: by this prompt's next token, “the norm after " in reply
+    assert "After the sublayer" not in reply
+
+
+def test_the_ladder_reads_breaks_that_change_nothing_as_nothing(ladder10):
+    """The 34th review: in block 0 two of the four breaks before attention moved the
+    prediction by ~1e-9 nats, float32 rounding, and their geometric mean alone called that norm
+    the gentler. Under KL_FLOOR a break counts as the floor, and the reply says it changed
+    nothing measurable."""
+    import dataclasses
+
+    before, after = ladder10.names
+    tiny = {how: dataclasses.replace(b, kl=kl) for (how, b), kl in zip(
+        ladder10.broken[before].items(), (0.58, 2e-9, 5e-9, 7e-9), strict=True)}
+    flat = {how: dataclasses.replace(b, kl=0.01, loss_after=b.loss_before + 0.02)
+            for how, b in ladder10.broken[after].items()}
+    tiny = {how: dataclasses.replace(b, loss_after=b.loss_before + 0.02)
+            for how, b in tiny.items()}
+    ladder = dataclasses.replace(ladder10, broken={before: tiny, after: flat})
+    assert ladder.typical_kl(before) == pytest.approx(
+        (0.58 * lesson.KL_FLOOR ** 3) ** 0.25, rel=1e-9)
+    answer = lesson.ladder_answer(ladder)
+    # 0.58 and three floors: 2.8e-5 nats against 0.01 after; the losses tie
+    assert answer.option == "the norm before it"
+    assert answer.accepted == ("about the same (within 3×)",)
+    assert f"under {lesson.short(lesson.KL_FLOOR)} (nothing measurable)" in answer.reason

@@ -42,8 +42,9 @@ def sandwich_figure(raw: dict[str, np.ndarray], added: dict[str, np.ndarray],
 
 
 def designs_figure(streams: dict[str, np.ndarray]) -> go.Figure:
-    """Each design's residual stream through depth (median token's RMS, log axis), against
-    the share of the model's depth, so that 6 layers, 30 and 18 blocks line up."""
+    """Each design's residual stream through depth (the median ordinary token's RMS, log
+    axis), against the share of the model's depth, so that 6 layers, 30 and 18 blocks line
+    up."""
     data = [dict(type="scatter", mode="lines+markers", x=np.linspace(0, 1, len(values)),
                  y=compact(values), name=design, line=dict(color=color, width=2),
                  marker=dict(size=6), customdata=np.arange(len(values)),
@@ -53,7 +54,7 @@ def designs_figure(streams: dict[str, np.ndarray]) -> go.Figure:
                   xaxis=dict(title=dict(text="depth (share of the model's blocks)"),
                              tickformat=".0%"),
                   yaxis=dict(log_ticks(*streams.values()),
-                             title=dict(text="RMS of the median token in the stream")))
+                             title=dict(text="RMS of the median ordinary token")))
     return figure(data, layout)
 
 

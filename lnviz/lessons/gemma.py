@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.analysis import BREAK_KINDS, Broken, broken_norms, next_token_loss, token_rms
-from lnviz.lessons.common import BROKEN_AS, FROZEN_TEXT, REFERENCE_TEXT, Answer, short
+from lnviz.lessons.common import BROKEN_AS, FROZEN_TEXT, PERI_LN, REFERENCE_TEXT, Answer, short
 from lnviz.limits import GEMMA3_MAX_TOKENS
 from lnviz.models.bert import MiniLM
 from lnviz.models.bert import stream_names as encoder_stream_names
@@ -37,6 +37,7 @@ from lnviz.terms import listed
 __all__ = [
     "DESIGNS",
     "GROWTH_OPTIONS",
+    "KL_FLOOR",
     "LADDER_OPTIONS",
     "OFFSETS",
     "OFFSET_OPTIONS",
@@ -184,7 +185,7 @@ def sandwich_answer(s: Sandwich, block: int, sublayer: str = "feed-forward",
     """Which of :data:`SIZE_OPTIONS` the RMS of what ``sublayer`` adds to the stream in
     ``block`` falls in, and why: the post-norm divides each token by its own RMS, so the raw
     output's size drops out (up to ε), and multiplies feature by feature by 1 + γ, so what is
-    added is γ's RMS times a factor set by how the raw output's direction meets γ."""
+    added is the RMS of 1 + γ times a factor set by how the raw output's direction meets it."""
     added = s.added[sublayer][block]
     raw, gamma = s.raw[sublayer][block], s.gamma[sublayer][block]
     option = SIZE_OPTIONS[0 if added < 0.5 else 1 if added <= 2 else 2]
@@ -194,9 +195,10 @@ def sandwich_answer(s: Sandwich, block: int, sublayer: str = "feed-forward",
         "post-norm divides each token by the token's own RMS, so the raw output's size drops "
         f"out (twice the raw output would add the same, wherever its RMS is well above "
         f"√ε = {short(eps ** 0.5)}), and then multiplies feature "
-        f"by feature by its 1 + γ, whose RMS is {short(gamma)}. What is added is γ's RMS times "
-        "a factor set by how the raw output's direction meets γ (large multipliers on the "
-        f"features it uses make it larger): here {short(added / gamma)}. γ reshapes the "
+        f"by feature by its 1 + γ, whose RMS is {short(gamma)}. What is added is that RMS of "
+        "1 + γ times a factor set by how the raw output's direction meets 1 + γ (large "
+        f"multipliers on the features it uses make it larger): here {short(added / gamma)}. "
+        "1 + γ reshapes the "
         "direction too, feature by feature: the raw output gives the norm a direction, and "
         "the post-norm's 1 + γ decides, with it, what the block writes.")
     return Answer(option, reason)
@@ -219,7 +221,8 @@ def sandwich_caption(s: Sandwich, eps: float) -> str:
            f"its RMS is within 10 times √ε = {short(eps ** 0.5)} and ε keeps the norm from "
            "scaling it all the way up)" if near else "")
         + f", and what is added is {short(follows.min())} to {short(follows.max())} times "
-          "the post-norm γ's RMS, by how the raw output's direction meets γ. So “the "
+          "the RMS of the post-norm's 1 + γ, by how the raw output's direction meets 1 + γ. "
+          "So “the "
           "attention output” of a sandwich model means what its post-norm puts out: the raw "
           f"output's size misjudges it here by up to {short(worst)} times.")
 
@@ -233,30 +236,58 @@ GROWTH_OPTIONS = DESIGNS
 
 def design_streams(minilm: MiniLM, smollm2: SmolLM2, gemma: Gemma3, text: str
                    ) -> dict[str, np.ndarray]:
-    """The median token's RMS in each design's residual stream through depth on ``text``, by
-    :data:`DESIGNS`: MiniLM's after each LayerNorm that writes it (post-LN), the decoders'
-    where each block's first norm reads it, then where the final norm does."""
-    streams = {DESIGNS[0]: np.median(token_rms(minilm.run(text), encoder_stream_names(),
-                                               side="output"), axis=1)}
+    """The median ordinary token's RMS in each design's residual stream through depth on
+    ``text``, by :data:`DESIGNS`: MiniLM's after each LayerNorm that writes it (post-LN), the
+    decoders' where each block's first norm reads it, then where the final norm does.
+
+    Ordinary: the tokens after the first, and before MiniLM's closing [SEP]. A model's first
+    token ([CLS], <bos>, or SmolLM2's first word) carries the massive activations, and in a
+    one- or two-token text it would be the median (the 34th review: "Hello" made SmolLM2's
+    "median token" its first, whose stream ends ten times above the others'). A text with no
+    ordinary token in some model is refused."""
+    runs = {DESIGNS[0]: token_rms(minilm.run(text), encoder_stream_names(),
+                                  side="output")[:, 1:-1]}
     for design, model in ((DESIGNS[1], smollm2), (DESIGNS[2], gemma)):
         names = stream_names(model.config.n_layer)
-        streams[design] = np.median(token_rms(model.run(text, last_only=True), names), axis=1)
-    return streams
+        runs[design] = token_rms(model.run(text, last_only=True), names)[:, 1:]
+    empty = [design for design, rms in runs.items() if rms.shape[1] == 0]
+    if empty:
+        raise ValueError(f"{listed(empty)} read{'s' * (len(empty) == 1)} this text as no "
+                         "token besides the first: type a few more words to compare the three")
+    return {design: np.median(rms, axis=1) for design, rms in runs.items()}
 
 
-def growth_answer(streams: dict[str, np.ndarray]) -> Answer:
-    """Which design's stream grows most from its first point to its last (by ratio)."""
+def post_norm_scale(gemma: Gemma3) -> float:
+    """The median RMS of the 36 post-norms' 1 + γ (after attention and after the feed-forward,
+    in every block): the size each sandwich block's additions are scaled to."""
+    return float(np.median([
+        float(gemma.weights[f"model.layers.{i}.{norm}.weight"].double().square().mean().sqrt())
+        for i in range(gemma.config.n_layer)
+        for norm in ("post_attention_layernorm", "post_feedforward_layernorm")]))
+
+
+def growth_answer(streams: dict[str, np.ndarray], post_scale: float) -> Answer:
+    """Which design's stream grows most from its first point to its last (by ratio), on this
+    text; why each design sets its size where it does, and what the comparison cannot say
+    (three models trained differently, not one placement changed)."""
     growth = {design: float(s[-1] / s[0]) for design, s in streams.items()}
     most = max(growth, key=growth.get)
-    reason = ("From the first point to the last, the median token's RMS goes "
+    reason = ("From the first point to the last, the median ordinary token's RMS (the first "
+              "token left out) goes "
               + "; ".join(f"from {short(streams[d][0])} to {short(streams[d][-1])} in {d} "
                           f"(×{short(growth[d])})" for d in DESIGNS)
-              + ". Post-LN normalizes the stream itself after every layer, so its size is "
-                "whatever that LayerNorm's γ and β make it, layer after layer. A pre-norm "
-                "decoder normalizes only what each sublayer reads, and the sums pile up. The "
-                "sandwich normalizes what each sublayer writes as well, but never the stream "
-                "itself: each block adds what its post-norms put out, and nothing but the final "
-                "norm rescales the sum.")
+              + ". Which grows most depends on the text (repeated words, for one, swell "
+                "SmolLM2's stream); what each design fixes is where the size is set. Post-LN "
+                "normalizes the stream itself after every layer, so its size is whatever that "
+                "LayerNorm's γ and β make it, layer after layer. A pre-norm decoder normalizes "
+                "only what each sublayer reads, and the sums pile up at whatever size the "
+                "sublayers write. The sandwich normalizes what each sublayer writes as well, "
+                "then scales it by the post-norm's 1 + γ (their median RMS here: "
+                f"{short(post_scale)}), and never normalizes the stream itself. So Gemma's "
+                "growth is what training set those weights to, not the placement alone: "
+                f"{PERI_LN.cited} trains the placements side by side and finds norms on both "
+                "sides keep the stream's variance growth more balanced than pre-norm. These "
+                "are three different models, each as trained.")
     return Answer(most, reason)
 
 
@@ -340,9 +371,10 @@ def qk_answer(qk: QKNorm, shown: Callable[[str], str] = str) -> Answer:
         f"{short(qk.without[most])} ({short(ratio[most])}×)"
         + (f", while in block {least} it falls from {short(qk.trained[least])} to "
            f"{short(qk.without[least])}" if ratio[least] < 1 else "")
-        + ". Each head's query and key leave their norm at RMS 1 times a learned γ, so a "
-          "logit is at most 256 × max|γ_q| × max|γ_k| / 16 whatever the input; without the "
-          "norms it is whatever the projections make of the stream, larger or smaller. "
+        + ". Each head's query and key leave their norm with RMS 1 times a learned 1 + γ, "
+          "so a logit is at most 256 × max|1 + γ_q| × max|1 + γ_k| / 16 whatever the input; "
+          "without the norms it is whatever the projections make of the stream, larger or "
+          "smaller. "
         + f"The next token goes from {_tops(qk.top_before, shown)} to "
           f"{_tops(qk.top_after, shown)}, and the "
           f"reference text's loss from {short(qk.loss_before, 3)} to "
@@ -533,10 +565,26 @@ class Ladder:
 
     def typical_kl(self, name: str) -> float:
         """The geometric mean of the four breaks' KL divergences: how much breaking this norm
-        moves the prediction, typically, with no one way deciding it (a floor of 1e-9 nats
-        keeps an exact 0 from zeroing it)."""
-        kls = [max(b.kl, 1e-9) for b in self.broken[name].values()]
+        moves the prediction, typically, with no one way deciding it. A KL under
+        :data:`KL_FLOOR` counts as the floor (the 34th review: two breaks that changed nothing
+        but float32 rounding, 1e-9 nats, set a geometric mean on their own)."""
+        kls = [max(b.kl, KL_FLOOR) for b in self.broken[name].values()]
         return float(np.exp(np.mean(np.log(kls))))
+
+    def typical_loss(self, name: str) -> float:
+        """The mean change of the reference text's loss over the four breaks of this norm
+        (nats per token; below 0 where the breaks help on average)."""
+        return float(np.mean([b.loss_after - b.loss_before for b in self.broken[name].values()]))
+
+
+#: Below this KL (nats) a break changes nothing measurable: the same run repeated differs by
+#: float32 rounding, about 1e-9 nats here, and the smallest changes a learner could read in
+#: the top tokens' percentages are far above it.
+KL_FLOOR = 1e-6
+#: Two sides whose typical harm is within this factor of each other are "about the same", and
+#: so are reference-loss changes both smaller than :data:`LOSS_FLOOR` nats per token.
+SAME_WITHIN = 3.0
+LOSS_FLOOR = 0.01
 
 
 def ladder(model: Gemma3, text: str, block: int, sublayer: str) -> Ladder:
@@ -570,37 +618,61 @@ def ladder_table(ladder: Ladder) -> pd.DataFrame:
 LADDER_OPTIONS = ("the norm before it", "the norm after it", "about the same (within 3×)")
 
 
-def ladder_answer(ladder: Ladder) -> Answer:
-    """Which of the two norms the four breaks hurt less, typically (:meth:`Ladder.typical_kl`,
-    within 3× of each other: about the same), with each way's numbers."""
-    before, after = (ladder.typical_kl(n) for n in ladder.names)
+def _side(before: float, after: float, floor: float) -> str:
+    """Which of :data:`LADDER_OPTIONS` a harm measured on each side makes right: the smaller
+    side, unless the two are within :data:`SAME_WITHIN` of each other or both under
+    ``floor``."""
+    before, after = max(before, floor), max(after, floor)
     ratio = before / after
-    option = LADDER_OPTIONS[2 if 1 / 3 <= ratio <= 3 else 1 if ratio > 3 else 0]
+    return LADDER_OPTIONS[2 if 1 / SAME_WITHIN <= ratio <= SAME_WITHIN else
+                          1 if ratio > SAME_WITHIN else 0]
+
+
+def ladder_answer(ladder: Ladder) -> Answer:
+    """Which of the two norms the four breaks hurt less, by two measures: the next token
+    (:meth:`Ladder.typical_kl`) and the reference text's loss (:meth:`Ladder.typical_loss`),
+    each "about the same" within :data:`SAME_WITHIN`. Where the two disagree, both answers are
+    accepted and the reply says so (the 34th review: one prompt's next token ranked the norms
+    one way, the table's loss the other)."""
+    before, after = (ladder.typical_kl(n) for n in ladder.names)
+    by_kl = _side(before, after, KL_FLOOR)
+    loss_before, loss_after = (ladder.typical_loss(n) for n in ladder.names)
+    by_loss = _side(loss_before, loss_after, LOSS_FLOOR)
+
+    def kl(value: float) -> str:
+        return f"under {short(KL_FLOOR)} (nothing measurable)" if value < KL_FLOOR else short(value)
 
     def ways(name: str) -> str:
-        return "; ".join(f"{BROKEN_AS[how]}, {short(b.kl)}"
+        return "; ".join(f"{BROKEN_AS[how]}, {kl(b.kl)}"
                          + ("" if b.same_top else " (the top token changes)")
                          for how, b in ladder.broken[name].items())
 
     base = next(iter(ladder.broken[ladder.names[0]].values())).loss_before
-    after_breaks = ladder.broken[ladder.names[1]]
-    removed = after_breaks["removed"].kl
-    kept = [b.kl for how, b in after_breaks.items() if how != "removed"]
+    removed = ladder.broken[ladder.names[1]]["removed"].kl
     reason = (
         f"KL divergence of the next-token distribution, by way of breaking it — the norm before "
         f"block {ladder.block}'s {ladder.sublayer}: {ways(ladder.names[0])}; the norm after "
         f"it: {ways(ladder.names[1])}. Typically (the geometric mean of the four), "
-        f"{short(before)} nats before against {short(after)} after. The table has the "
-        f"reference text's loss for each (the model's own: {short(base, 3)}). "
-        + (f"After the sublayer, a frozen RMS, LayerNorm and DyT each still divide by some "
-           f"size, and move the prediction by {short(min(kept))} to {short(max(kept))} nats, "
-           f"while removing the norm adds the raw output at its own size ({short(removed)}). "
-           "Before it, each token is read at the size the norm gives it: the feed-forward is "
-           "not linear, and attention's values are not normalized, so a change of scale "
-           "there can change what the sublayer computes." if option == LADDER_OPTIONS[1] else
-           f"Here the norm before the {ladder.sublayer} is the one broken with less harm: "
-           "what the norm after it puts out is what the block adds to the stream, so any "
-           "change there is added as it is." if option == LADDER_OPTIONS[0] else
-           "Here neither side is clearly the gentler (typically within 3× of each other): the "
-           "table shows what each way of breaking costs on each side."))
-    return Answer(option, reason)
+        f"{kl(before)} nats before against {kl(after)} after. On the reference text the four "
+        f"breaks change the loss (the model's own: {short(base, 3)} nats per token) by "
+        f"{loss_before:+.3g} before against {loss_after:+.3g} after, on average; the table has "
+        "each. ")
+    if by_kl != by_loss:
+        return Answer(by_kl, reason + (
+            f"The two measures disagree here: by this prompt's next token, “{by_kl}”; by the "
+            f"reference text's loss, “{by_loss}”. Either answer is accepted: which norm is "
+            "gentler depends on what is asked of the model."), accepted=(by_loss,))
+    return Answer(by_kl, reason + (
+        "Both measures agree. After the sublayer, a frozen RMS and LayerNorm still divide what "
+        "is added by a size, and DyT squashes it, so it stays near the scale the block was "
+        f"trained to add; removing the norm adds the raw output at its own size ({kl(removed)} "
+        "nats). Before it, a break changes each token's size relative to the others (one "
+        "frozen RMS for all, say), which changes what the sublayer computes: the feed-forward "
+        "is not linear, and attention mixes the tokens' values at their sizes. A change of "
+        "scale shared by every token would cancel in q_norm, k_norm and the post-norm."
+        if by_kl == LADDER_OPTIONS[1] else
+        f"Both measures agree. Here the norm before the {ladder.sublayer} is the one broken "
+        "with less harm: what the norm after it puts out is what the block adds to the "
+        "stream, so any change there is added as it is." if by_kl == LADDER_OPTIONS[0] else
+        f"Here neither side is clearly the gentler by either measure (within "
+        f"{SAME_WITHIN:.0f}× of each other, or both too small to tell)."))
