@@ -56,6 +56,8 @@ GUESSED: dict[str, tuple[list[str | Guess], int | None]] = {
     "shapes": ([Guess("no", "yes")], None),
     "minilm": ([Guess("the first token", "the last token")], None),
     "gemma": ([Guess("over 2", "under 0.5")], None),
+    "efficientnet": ([Guess("the class is lost: another one comes first",
+                            "about as sure as in eval mode")], None),
 }
 #: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
 SLACK = 1.0

@@ -71,6 +71,8 @@ def _agree(run, reference_module, x: torch.Tensor) -> None:
         torch.testing.assert_close(ours.input, theirs.input, **CLOSE, msg=ours.name)
         torch.testing.assert_close(ours.output, theirs.output, **CLOSE, msg=ours.name)
     torch.testing.assert_close(run.logits, cap.output, **CLOSE)
+    # the features are what the classifier reads
+    torch.testing.assert_close(reference_module._fc(run.features), cap.output, **CLOSE)
 
 
 def test_the_network_has_49_batchnorms_named_by_the_state_dict(model, reference):
@@ -190,7 +192,7 @@ def test_the_weights_expect_pixels_mapped_by_127_and_128(model, photos):
 
 
 def test_preprocess_crops_the_centre_and_maps_the_pixels():
-    m = eff.EfficientNetLite0.__new__(eff.EfficientNetLite0)  # preprocess reads no weights
+    m = eff  # preprocess reads no weights: the module's function
     # 400 × 600: the central square is 350 (0.875 × 400), columns 125 to 474; white inside it,
     # black outside, so the resized square is all white: (255 − 127) / 128 = 1
     picture = np.zeros((400, 600, 3), dtype=np.uint8)

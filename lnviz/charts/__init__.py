@@ -15,6 +15,7 @@ from lnviz.charts import (
     beyond,
     bn_vs_ln,
     bug_zoo,
+    efficientnet,
     epsilon,
     explorer,
     gemma,
@@ -32,6 +33,6 @@ from lnviz.charts import (
     start_here,
 )
 
-__all__ = ["base", "beyond", "bn_vs_ln", "bug_zoo", "epsilon", "explorer", "gemma", "geometry",
-           "gradients", "inspector", "ln_lstm", "minilm", "padding", "performance", "placement",
-           "scale_shift", "shapes", "smollm2", "start_here"]
+__all__ = ["base", "beyond", "bn_vs_ln", "bug_zoo", "efficientnet", "epsilon", "explorer",
+           "gemma", "geometry", "gradients", "inspector", "ln_lstm", "minilm", "padding",
+           "performance", "placement", "scale_shift", "shapes", "smollm2", "start_here"]

