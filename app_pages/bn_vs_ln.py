@@ -245,6 +245,9 @@ def training_section(box: DeltaGenerator, code: DeltaGenerator, c: int, feature:
             "The batch of one that fails is in training mode, where each value is its own "
             "mean and torch refuses it.)"
         )
+        st.page_link("app_pages/efficientnet.py", icon=":material/photo_camera:",
+                     label="The same in a real image network: a photo alone in training mode, "
+                           "and its batch-mates (BatchNorm in a real network)")
         st.latex(r"\hat\mu \leftarrow (1-\alpha)\,\hat\mu + \alpha\,\mu_B \qquad "
                  r"\hat\sigma^2 \leftarrow (1-\alpha)\,\hat\sigma^2 "
                  r"+ \alpha\,\frac{m}{m-1}\,\sigma_B^2"
@@ -328,12 +331,21 @@ with folded("5 · BatchNorm in practice: a cheat-sheet", "bl_part5"):
                                "BN-LSTM against LN-LSTM at batch "
                                f"{', '.join(map(str, SWEEP_DEFAULTS['batch_size']))}",
                                {"tr_models": [MODEL_LABELS["bn-lstm"], MODEL_LABELS["ln-lstm"]],
-                                "tr_sweep": SWEEPS["batch_size"]})],
+                                "tr_sweep": SWEEPS["batch_size"]}),
+                              ("app_pages/efficientnet.py",
+                               "BatchNorm in a real network: how many batch-mates a photo needs",
+                               {"en_part2": "true"})],
             "evaluation mode": [("app_pages/bn_vs_ln.py",
                                  "Part 3: training against evaluation mode",
-                                 {"bl_part3": "true"})],
+                                 {"bl_part3": "true"}),
+                                ("app_pages/efficientnet.py",
+                                 "BatchNorm in a real network: a photo alone in training mode",
+                                 {})],
             "frozen statistics": [("app_pages/scale_shift.py",
-                                   "Scale and shift: frozen statistics", {})],
+                                   "Scale and shift: frozen statistics", {}),
+                                  ("app_pages/efficientnet.py",
+                                   "BatchNorm in a real network: 49 BatchNorms folded into "
+                                   "their convolutions", {"en_part4": "true"})],
             "padding": [("app_pages/padding.py",
                          "Padding and sequences: pad tokens and the mask",
                          {})],

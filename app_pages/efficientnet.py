@@ -52,9 +52,13 @@ from lnviz.ui.state import prediction
 OWN = "a picture of your own (PNG or JPEG)"
 
 page_title("app_pages/efficientnet.py")
-st.caption("EfficientNet-Lite0, an image classifier trained on ImageNet's 1,000 classes (4.65 M "
-           "parameters, 49 BatchNorms), runs on this server from its published weights "
-           "(Apache-2.0): every number below is that network's, computed now.")
+with refusal(icon=":material/block:", errors=(ValueError, ModelFileError, PhotoFileError)):
+    model = shared(efficientnet_lite0)
+    pool = shared(photo_pool)
+st.caption(f"EfficientNet-Lite0, an image classifier trained on ImageNet's 1,000 classes "
+           f"({model.parameters / 1e6:.2f} M parameters, 49 BatchNorms), runs on this server "
+           "from its published weights (Apache-2.0): every number below is that network's, "
+           "computed now.")
 st.markdown(
     "BatchNorm vs LayerNorm showed the rule on a small batch: in **train mode** a BatchNorm "
     "normalizes each channel with the mean and variance of the batch in front of it, over "
@@ -64,10 +68,6 @@ st.markdown(
     "checked in the tests against the reference implementation on the same weights. Pick a "
     "picture; the network sees its central square at 224 × 224, pixels mapped by "
     "(x − 127)/128, as the weights expect.")
-
-with refusal(icon=":material/block:", errors=(ValueError, ModelFileError, PhotoFileError)):
-    model = shared(efficientnet_lite0)
-    pool = shared(photo_pool)
 
 choice = st.selectbox(
     "Picture", [p.name for p in PHOTOS] + [OWN], key="en_photo", bind="query-params",

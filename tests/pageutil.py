@@ -47,7 +47,7 @@ ANSWERS: dict[str, dict[str, str]] = {
                            "g3_offset_guess": "about the same (within 10%)",
                            "g3_where_guess": "at no feature in particular"},
     "app_pages/efficientnet.py": {"en_alone_guess": "about as sure as in eval mode",
-                                  "en_mates_guess": "by 4 pictures",
+                                  "en_mates_guess": "with 2 to 4 pictures",
                                   "en_gap_guess": "in the first third of the 49",
                                   "en_fold_guess": "not at all: bit for bit",
                                   "en_shift_guess": "re-estimating all 49",

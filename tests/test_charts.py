@@ -336,6 +336,18 @@ def _builder_samples() -> list[tuple[Callable[..., go.Figure], go.Figure]]:
         (c.gemma.final_gamma_figure, c.gemma.final_gamma_figure(
             np.r_[0.188, np.linspace(1, 301, 639)], np.r_[66_095.0, np.linspace(10, 700, 639)],
             [0])),
+        (c.efficientnet.alone_figure, c.efficientnet.alone_figure(
+            [("palace", 0.41), ("bell tower", 0.2), ("lakeshore", 0.07), ("castle", 0.05),
+             ("monastery", 0.03)],
+            [("lampshade", 0.0018), ("umbrella", 0.0017), ("miniskirt", 0.0016),
+             ("palace", 0.0012), ("tench", 0.001)])),
+        (c.efficientnet.mates_figure, c.efficientnet.mates_figure(
+            (1, 2, 4, 8, 16, 31), np.geomspace(0.001, 0.12, 18).reshape(3, 6), 0.41)),
+        (c.efficientnet.gaps_figure, c.efficientnet.gaps_figure(
+            [f"bn{i}" for i in range(49)], np.linspace(0.001, 0.6, 49),
+            np.linspace(0.05, 0.5, 49))),
+        (c.efficientnet.spread_figure, c.efficientnet.spread_figure(
+            [f"bn{i}" for i in range(49)], np.geomspace(2, 195, 49))),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(
             ["ĠParis", "Ġthe", "Ċ"], [0.77, 0.06, 0.01])),
         (c.smollm2.prediction_figure, c.smollm2.prediction_figure(

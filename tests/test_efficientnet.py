@@ -142,13 +142,13 @@ def test_mates_answer_names_the_first_size_most_draws_bring_back():
                      np.array([0.02, 0.03, 0.04]))
     assert lesson.first_size_back(m) == 4
     answer = lesson.mates_answer(m, "palace")
-    assert answer.option == "by 4 pictures"
+    assert answer.option == "with 2 to 4 pictures"
     assert "from a batch of 4" in answer.reason
     assert "At 8 pictures its probability is 10.0%," in answer.reason  # one value: all equal
     assert "do worse than any draw of others" in answer.reason
     never = dataclasses.replace(m, top=np.zeros((3, 4), dtype=bool), own_p=0.05)
     answer = lesson.mates_answer(never, "palace")
-    assert answer.option == "only at 31, or not even then"
+    assert answer.option == "only with 31, or not even then"
     assert "do worse" not in answer.reason
 
 

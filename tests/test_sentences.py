@@ -34,6 +34,7 @@ _SIGMOID = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
 TYPED: dict[tuple[str, str], tuple[str, bool]] = {
     ("beyond.py", "2.0"): ("a model's name the DyT paper plots: wav2vec 2.0", True),
     ("bn_vs_ln.py", "0.01"): ("a momentum the learner can choose", True),
+    ("efficientnet.py", "2.0"): ("a licence's name: Apache-2.0", True),
     ("bn_vs_ln.py", "0.1"): ("torch's default momentum", True),
     ("bug_zoo.py", "1e-5"): ("torch's default ε", True),
     ("bug_zoo.py", "1e-08"): ("the colour scale's floor, a setting of the figure", True),

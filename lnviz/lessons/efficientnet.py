@@ -229,7 +229,7 @@ def alone_answer(a: Alone) -> Answer:
 # --- 2. Batch-mates -----------------------------------------------------------------------------
 
 #: At what batch size train mode gives back the eval-mode top class (most draws).
-MATES_OPTIONS = ("by 4 pictures", "by 16", "only at 31, or not even then")
+MATES_OPTIONS = ("with 2 to 4 pictures", "with 8 to 16", "only with 31, or not even then")
 
 
 @dataclass(frozen=True)

@@ -336,6 +336,8 @@ class EfficientNetLite0:
         self.class_names = tuple(class_names)
         #: The weights by the state dict's names, the module's own tensors (no copy).
         self.weights: Mapping[str, torch.Tensor] = MappingProxyType(dict(module.state_dict()))
+        #: How many parameters the network has (the running statistics are not parameters).
+        self.parameters = sum(p.numel() for p in module.parameters())
         with torch.device("meta"):
             view = EfficientNetLite0Module(config, norms="batch")
         view.load_state_dict({name: self.weights[name] for name in view.state_dict()},

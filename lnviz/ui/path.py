@@ -63,6 +63,9 @@ PATH_LINKS: dict[int, tuple[Link, ...]] = {
     5: (
         Link("app_pages/bn_vs_ln.py",
              "BatchNorm vs LayerNorm: one sample in many batches of 2", {"bl_b": "2"}),
+        Link("app_pages/efficientnet.py",
+             "BatchNorm in a real network: a photo alone in its batch, and its batch-mates",
+             {"en_part2": "true"}),
     ),
     6: (
         Link("app_pages/epsilon.py",
