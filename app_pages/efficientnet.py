@@ -34,6 +34,7 @@ from lnviz.lessons.efficientnet import (
     shifted,
     shifted_answer,
     shown_picture,
+    source_of,
     swap_answer,
     swap_table,
     swapped,
@@ -66,8 +67,8 @@ st.markdown(
     "during training. Here are the 49 BatchNorms of a real network, one after each "
     "convolution, written out in plain PyTorch (`lnviz.models.efficientnet_lite0()`) and "
     "checked in the tests against the reference implementation on the same weights. Pick a "
-    "picture; the network sees its central square at 224 × 224, pixels mapped by "
-    "(x − 127)/128, as the weights expect.")
+    "picture; the network sees a central square of it, 87.5% of the shorter side, resized to "
+    "224 × 224, pixels mapped by (x − 127)/128, as the weights expect.")
 
 choice = st.selectbox(
     "Picture", [p.name for p in PHOTOS] + [OWN], key="en_photo", bind="query-params",
@@ -84,15 +85,17 @@ if choice == OWN:
                 icon=":material/add_photo_alternate:")
         st.stop()
     _, file_id, data = files[0]
-    name, source = ("en_upload", file_id), None
+    name = ("en_upload", file_id)
     with refusal(icon=":material/block:"):
         picture = cached(load_image, Named(data, name), max_bytes=IMAGE_MAX_BYTES,
                          max_pixels=IMAGE_MAX_PIXELS)
 else:
-    name, source = ("en_photo", choice), choice
+    name = ("en_photo", choice)
     with refusal(icon=":material/block:", errors=(ValueError, PhotoFileError)):
         picture = cached(photo, choice)
 image = cached(preprocess, Named(picture, name))
+# an upload of one of the page's photos draws its batch-mates from the others, as the photo does
+source = cached(source_of, Named(pool, "pool"), Named(image, name))
 
 with st.spinner("Running the network…"):
     single = cached(alone, Named(model, "efficientnet"), Named(image, name),
@@ -118,18 +121,23 @@ if guess is not None:
                 key="en_alone")
 
 # --- 2. Batch-mates ---------------------------------------------------------------------------
-part = folded("2 · How many batch-mates bring the class back?", "en_part2", lazy=True)
+part = folded("2 · Batch-mates in train mode", "en_part2", lazy=True)
 if part.open:
     with part:
         st.markdown(
             f"Now the picture shares its batch, still in train mode, with pictures drawn from "
             f"the page's other photos and their crops ({DRAWS} draws of mates; batches of "
-            f"{', '.join(str(s) for s in BATCH_SIZES[:-1])} and {BATCH_SIZES[-1]}).")
+            f"{', '.join(str(s) for s in BATCH_SIZES[:-1])} and {BATCH_SIZES[-1]}"
+            + (", the last with all the other photos' pictures as mates: one batch, whatever "
+               "the draw" if len(pool.others(source)) + 1 == BATCH_SIZES[-1] else "") + ").")
         back = prediction(
-            f"from what batch size does train mode put “{single.label}” first again?",
-            MATES_OPTIONS, key="en_mates_guess", what="the probability against the batch size",
-            context=name, help="In most of the draws of batch-mates.")
-        if back is not None:
+            f"from what batch size does train mode put “{single.label}” first, as eval mode "
+            "does?", MATES_OPTIONS, key="en_mates_guess",
+            what="the probability against the batch size", context=name,
+            help="In most of the draws of batch-mates.")
+        if back is not None and guess is None:  # its answer tells part 1's
+            st.caption("Answer part 1's question first: this part's answer tells it.")
+        elif back is not None:
             crops = cached(own_crops, Named(picture, name))
             with st.spinner("Running the batches…"):
                 mates = jobs.heavy_cached(
@@ -151,10 +159,10 @@ if part.open:
             "mean and variance, the other 48 their running ones; how far do the predictions "
             "move?")
         where = prediction(
-            "where in the network does one BatchNorm in train mode move the predictions most?",
-            GAP_OPTIONS, key="en_gap_guess", what="every BatchNorm's cost",
+            "where does the BatchNorm sit that, alone in train mode, moves the predictions "
+            "most?", GAP_OPTIONS, key="en_gap_guess", what="every BatchNorm's cost",
             help="Cost: the KL divergence of each picture's predicted distribution from its "
-                 "eval-mode one, averaged over the batch and over each third of the 49.")
+                 "eval-mode one, averaged over the batch. The 49 in forward order, in thirds.")
         if where is not None:
             with st.spinner("Running the batch 49 times…"):
                 gaps = jobs.heavy_cached("the 49 runs of part 3", IMAGE_RUNS, 50 * GAP_BATCH,

@@ -139,17 +139,31 @@ def test_mates_answer_names_the_first_size_most_draws_bring_back():
     top = np.array([[False, False, True, True], [False, True, True, True],
                     [False, False, False, True]])
     m = lesson.Mates((1, 2, 4, 8), np.full((3, 4), 0.1), top, 0.5, 0.001,
-                     np.array([0.02, 0.03, 0.04]))
+                     np.array([0.02, 0.03, 0.04]), mates=20)
     assert lesson.first_size_back(m) == 4
     answer = lesson.mates_answer(m, "palace")
     assert answer.option == "with 2 to 4 pictures"
     assert "from a batch of 4" in answer.reason
-    assert "At 8 pictures its probability is 10.0%," in answer.reason  # one value: all equal
+    assert "At 8 pictures its probability is 10%, against 50% in eval mode." in answer.reason
     assert "do worse than any draw of others" in answer.reason
     never = dataclasses.replace(m, top=np.zeros((3, 4), dtype=bool), own_p=0.05)
     answer = lesson.mates_answer(never, "palace")
     assert answer.option == "only with 31, or not even then"
     assert "do worse" not in answer.reason
+    # the 35th review: the last size holding every other picture is one batch, said once;
+    # "worse" only where the printed numbers differ; a near-uniform eval class is named so
+    whole = dataclasses.replace(m, mates=7, eval_p=0.0012, own_p=0.0012,
+                                other_p=np.array([0.0012, 0.0015, 0.002]))
+    answer = lesson.mates_answer(whole, "megalith")
+    assert "with all 7 others as mates (one batch, whatever the draw), 10%" in answer.reason
+    assert "close to a uniform guess's 0.1%" in answer.reason
+    assert "do worse" not in answer.reason and "it gets 0.12%, against 0.12%" in answer.reason
+
+
+def test_an_upload_of_a_page_photo_is_that_photo(pool):
+    cat = photo_module.photo("a cat")
+    assert lesson.source_of(pool, preprocess(cat)) == "a cat"
+    assert lesson.source_of(pool, preprocess(cat[:, ::-1].copy())) is None
 
 
 def test_one_batchnorm_in_train_mode_at_a_time(model, small):
@@ -178,16 +192,28 @@ def test_one_batchnorm_in_train_mode_at_a_time(model, small):
     assert (g.cost >= -1e-9).all() and (g.gap >= 0).all()
 
 
-def test_gaps_answer_is_the_costliest_third():
-    # np.array_split's thirds of 49: 17, 16, 16
-    cost = np.r_[np.full(17, 0.01), np.full(16, 0.02), np.full(16, 0.3)]
-    gap = np.r_[np.full(17, 0.3), np.full(16, 0.1), np.full(16, 0.2)]
-    g = lesson.LayerGaps(batch_norm_names(), gap=gap, cost=cost, pictures=14)
+def test_gaps_answer_is_where_the_costliest_batchnorm_sits():
+    """The 35th review: a mean over a third is the few costly layers' alone; the answer is
+    where the single costliest sits, with each third's median beside it."""
+    names = batch_norm_names()
+    cost = np.full(49, 0.02)
+    cost[[45, 46, 47, 48]] = [0.38, 0.6, 0.17, 0.25]
+    gap = np.full(49, 0.1)
+    gap[46] = 0.56
+    g = lesson.LayerGaps(names, gap=gap, cost=cost, pictures=14)
     answer = lesson.gaps_answer(g)
     assert answer.option == "in the last third"
-    assert "The cost is not where the statistics differ most" in answer.reason
-    agreeing = dataclasses.replace(g, gap=np.r_[np.full(33, 0.1), np.full(16, 0.3)])
-    assert "is the one whose statistics are furthest" in lesson.gaps_answer(agreeing).reason
+    assert f"{names[46]} moves the predictions most: a mean KL divergence of 0.6 nats" in (
+        answer.reason)
+    assert f"next come {names[45]} (0.38) and {names[48]} (0.25)" in answer.reason
+    assert "the median over each third of the 49 (first, middle, last) is 0.02, 0.02 and " \
+           "0.02 nats" in answer.reason
+    assert "is also the one whose batch variance is furthest" in answer.reason
+    early = dataclasses.replace(g, cost=np.r_[0.9, cost[1:]])
+    answer = lesson.gaps_answer(early)
+    assert answer.option == "in the first third of the 49"
+    assert "a layer's cost depends on how the layers after it" in answer.reason
+    assert "The classifier reads" not in answer.reason
 
 
 def test_folding_moves_the_logits_by_rounding(model, small):
@@ -271,6 +297,16 @@ def test_per_sample_norms_in_batchnorms_place(model, small):
                                     model.module.get_submodule(n).bias,
                                     model.module.get_submodule(n).eps)) for n in names})
     assert w.kept[list(lesson.SWAPS)[1]] == int((run.logits.argmax(1) == clean).sum())
+    # InstanceNorm in every BatchNorm's place is train mode on a batch of one, picture by
+    # picture (part 6's reply says so)
+    instance = model.run(small.images[:2], record=False, replace={n: (
+        lambda x, n=n: F.instance_norm(x, weight=model.module.get_submodule(n).weight,
+                                       bias=model.module.get_submodule(n).bias,
+                                       eps=model.module.get_submodule(n).eps))
+        for n in names}).logits
+    alone = torch.cat([model.run(small.images[i:i + 1], training=True, record=False).logits
+                       for i in range(2)])
+    torch.testing.assert_close(instance, alone, rtol=1e-4, atol=1e-4)
     # none of the three keeps most pictures; the spread by hand for one layer
     assert all(2 * k <= w.pictures for k in w.kept.values())
     var = model.module.get_submodule("_blocks.2._bn0").running_var
@@ -287,6 +323,8 @@ def test_swap_answer_counts():
     w = dataclasses.replace(w, kept={k: 20 for k in lesson.SWAPS})
     assert lesson.swap_answer(w).option == "most (over half)"
     assert "up to ×200 (in _bn1" in lesson.swap_answer(w).reason
+    # InstanceNorm is part 1's batch of one, not a scale mismatch (the 35th review)
+    assert "it is part 1's train mode with a batch of one" in lesson.swap_answer(w).reason
 
 
 def test_the_page_asks_before_each_answer(model, pool):
@@ -302,6 +340,11 @@ def test_the_page_asks_before_each_answer(model, pool):
     for hidden in ("comes first again", "Mean KL divergence", "fewer parameters",
                    "keep their clean top class", "keep their top class;"):
         assert hidden not in text
+    # part 2's answer tells part 1's: it waits, and its title does not say it (35th review)
+    at.radio(key="en_mates_guess").set_value(lesson.MATES_OPTIONS[0]).run(timeout=300)
+    assert not figures(at)
+    assert any("Answer part 1's question first" in c.value for c in at.caption)
+    assert "2 · Batch-mates in train mode" in [e.label for e in at.expander]
     # part 4 answered on the page: the lesson's answer to the page's pool
     at.radio(key="en_fold_guess").set_value(lesson.FOLD_OPTIONS[2]).run(timeout=300)
     reply = next(m.value for m in at.markdown if "The largest logit change" in m.value)

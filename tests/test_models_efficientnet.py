@@ -241,3 +241,12 @@ def test_changed_weights_and_missing_packages_are_clear_errors(monkeypatch, tmp_
     monkeypatch.setattr(eff, "package_file", lambda module, package, relative: names)
     with pytest.raises(ModelFileError, match="1,000 class names"):
         eff._class_names()
+
+
+def test_every_class_has_a_name_of_its_own(model):
+    """The curated list names two pairs of classes alike (the 35th review: a rocket was
+    "missile" and "missile"); the original names tell them apart."""
+    names = model.class_names
+    assert len(set(names)) == len(names) == 1000
+    assert (names[657], names[744]) == ("missile", "projectile, missile")
+    assert names[836] == "sunglass" and names[0] == "tench"

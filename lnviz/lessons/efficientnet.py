@@ -36,6 +36,7 @@ from lnviz.models.efficientnet import (
     INPUT_MEAN,
     INPUT_STD,
     EfficientNetLite0,
+    EfficientNetLite0Config,
     batch_norm_names,
     preprocess,
 )
@@ -76,11 +77,13 @@ __all__ = [
     "layer_gaps",
     "mates_answer",
     "own_crops",
+    "percent",
     "photo_pool",
     "shift",
     "shifted",
     "shifted_answer",
     "shown_picture",
+    "source_of",
     "swap_answer",
     "swap_table",
     "swapped",
@@ -158,6 +161,21 @@ def own_crops(picture: np.ndarray) -> torch.Tensor:
     return images[1:]
 
 
+def percent(p: float) -> str:
+    """A probability as a percentage with two significant digits ("0.12%", "41%"), so that
+    two numbers a sentence compares are printed alike."""
+    return f"{100 * p:.2g}%"
+
+
+def source_of(pool: Pool, image: torch.Tensor) -> str | None:
+    """The pool's photo that ``image`` (1, 3, 224, 224) is, preprocessed (a learner's upload
+    of one of the page's photos), or None."""
+    for i, label in enumerate(pool.labels):
+        if label == pool.sources[i] and torch.equal(pool.images[i], image[0]):
+            return label
+    return None
+
+
 # --- 1. A batch of one --------------------------------------------------------------------------
 
 #: How sure train mode is, alone in its batch, of the picture's eval-mode class.
@@ -217,9 +235,11 @@ def alone_answer(a: Alone) -> Answer:
         f"class is “{a.train_top[0][0]}” at {a.train_top[0][1]:.2%}. In train mode each "
         "BatchNorm normalizes a channel with the batch's own mean and variance, over every "
         "picture and position in the batch. With one picture that is over its positions "
-        "alone, so every channel of every layer comes out with the same mean and spread (β and "
-        "|γ|) whatever the picture: what made this picture's channels differ from another's "
-        "is divided out. The classifier reads 1,280 averages of the last layer; for two different "
+        "alone, so every channel of every layer comes out with the same mean, β, whatever the "
+        "picture, and the same spread, |γ|, wherever the channel varies well beyond "
+        f"ε = {EfficientNetLite0Config.eps:g}: what made this picture's channels differ from "
+        "another's is divided out. "
+        "The classifier reads 1,280 averages of the last layer; for two different "
         f"photos they point the same way (median cosine {a.cos_train:.2f}, against "
         f"{a.cos_eval:.2f} in eval mode). This is what a forgotten model.eval() does to a "
         "single prediction.")
@@ -244,6 +264,7 @@ class Mates:
         eval_p: its probability in eval mode.
         own_p: in a batch of itself and :data:`CROPS` crops of itself.
         other_p: in batches of the same size with mates from other photos, one per draw.
+        mates: how many pictures the mates were drawn from.
     """
 
     sizes: tuple[int, ...]
@@ -252,6 +273,12 @@ class Mates:
     eval_p: float
     own_p: float
     other_p: np.ndarray
+    mates: int
+
+
+#: Below this probability in eval mode, the picture's top class is itself nearly a uniform
+#: guess (1 in 1,000), and part 2 says so.
+NEAR_UNIFORM = 0.005
 
 
 def batch_mates(model: EfficientNetLite0, image: torch.Tensor, crops: torch.Tensor,
@@ -277,7 +304,8 @@ def batch_mates(model: EfficientNetLite0, image: torch.Tensor, crops: torch.Tens
     other_p = np.array([float(model.run(
         torch.cat([image, pool.images[np.random.default_rng(d).permutation(others)[:size - 1]]]),
         training=True, record=False).probabilities[0, label]) for d in range(DRAWS)])
-    return Mates(sizes, p, top, eval_p, float(own.probabilities[0, label]), other_p)
+    return Mates(sizes, p, top, eval_p, float(own.probabilities[0, label]), other_p,
+                 len(others))
 
 
 def first_size_back(m: Mates) -> int | None:
@@ -298,23 +326,30 @@ def mates_answer(m: Mates, label: str) -> Answer:
     when = (f"“{label}” comes first again in most draws from a batch of {back}"
             if back is not None else
             f"“{label}” does not come first in most draws at any size up to {m.sizes[-1]}")
-    at_last = (f"{last[0]:.1%}" if np.ptp(last) == 0 else listed([f"{v:.1%}" for v in last]))
+    printed = [percent(v) for v in last]
+    one_batch = m.sizes[-1] == m.mates + 1
+    at_last = (f"with all {m.mates} others as mates (one batch, whatever the draw), "
+               f"{printed[0]}" if one_batch else
+               f"{printed[0]}" if len(set(printed)) == 1 else listed(printed))
+    near_uniform = ("" if m.eval_p >= NEAR_UNIFORM else
+                    f" (In eval mode “{label}” itself has only {percent(m.eval_p)}, close to a "
+                    "uniform guess's 0.1%: there is little to bring back.)")
     reason = (
         f"Over {DRAWS} draws of batch-mates, {when}. At {m.sizes[-1]} pictures its probability "
-        f"is {at_last}, against {m.eval_p:.1%} in eval mode: the "
+        f"is {at_last}, against {percent(m.eval_p)} in eval mode.{near_uniform} The "
         "batch's statistics stand in for the running ones only as well as the batch stands "
         "in for the training data, and these pictures are a few scenes, not ImageNet's "
         "thousand classes. The same picture scores differently with different mates (the "
         "band): its prediction depends on who else is in the batch. "
         + (f"Mates cut from the picture itself do worse than any draw of others: in a batch "
-           f"of {1 + CROPS} with {CROPS} crops of itself it gets {m.own_p:.2%}, against "
-           f"{listed([f'{v:.1%}' for v in m.other_p])} with mates from other photos. In the "
+           f"of {1 + CROPS} with {CROPS} crops of itself it gets {percent(m.own_p)}, against "
+           f"{listed([percent(v) for v in m.other_p])} with mates from other photos. In the "
            "deep layers a channel answers to what is in the picture; when every picture of "
            "the batch shows the same thing, the batch mean holds that answer, and "
            "subtracting it removes the evidence."
-           if m.own_p < m.other_p.min() else
-           f"With {CROPS} crops of itself as mates it gets {m.own_p:.2%}, against "
-           f"{listed([f'{v:.1%}' for v in m.other_p])} with mates from other photos."))
+           if percent(m.own_p) != percent(m.other_p.min()) and m.own_p < m.other_p.min() else
+           f"With {CROPS} crops of itself as mates it gets {percent(m.own_p)}, against "
+           f"{listed([percent(v) for v in m.other_p])} with mates from other photos."))
     return Answer(option, reason)
 
 
@@ -378,30 +413,34 @@ def layer_gaps(model: EfficientNetLite0, pool: Pool) -> LayerGaps:
 
 
 def gaps_answer(g: LayerGaps) -> Answer:
-    """Which third of the 49 BatchNorms costs the predictions most in train mode, one at a
-    time, beside how far its statistics are from the running ones: the gap is small
-    everywhere, the cost is not."""
-    thirds = [(float(c.mean()), float(v.mean())) for c, v in zip(
-        np.array_split(g.cost, 3), np.array_split(g.gap, 3), strict=True)]
-    option = GAP_OPTIONS[int(np.argmax([c for c, _ in thirds]))]
+    """Where the one BatchNorm sits that, alone in train mode, moves the predictions most (its
+    third of the 49), with the next ones, each third's median cost (most cost little wherever
+    they sit: a mean would be the few costly ones' alone, the 35th review) and whether the
+    costliest is also the one whose statistics differ most."""
+    thirds = np.array_split(np.arange(len(g.names)), 3)
     worst = int(np.argmax(g.cost))
-    gap_third = int(np.argmax([v for _, v in thirds]))
-    cost_third = int(np.argmax([c for c, _ in thirds]))
-    largest_gap = int(np.argmax(g.gap))
+    option = GAP_OPTIONS[next(k for k, t in enumerate(thirds) if worst in t)]
+    order = np.argsort(g.cost)[::-1]
+    medians = [short(float(np.median(g.cost[t]))) for t in thirds]
+    widest = int(np.argmax(g.gap))
     reason = (
-        f"Mean KL divergence from the eval-mode predictions of the {g.pictures} pictures, one "
-        "BatchNorm at a time in train mode, averaged over each third of the 49 (first, "
-        f"middle, last): {listed([short(c) for c, _ in thirds])} nats. The most costly alone "
-        f"is {g.names[worst]}, {short(float(g.cost[worst]))} nats. The batch's variance "
-        "against the running one, the median factor over the channels, averaged the same "
-        f"way: {listed([f'×{np.exp(v):.2f}' for _, v in thirds])}; the largest is "
-        f"{g.names[largest_gap]}'s, ×{np.exp(g.gap[largest_gap]):.2f}. "
-        + ("The third that costs most is the one whose statistics are furthest from the "
-           "running ones: this batch differs from the training data most in what those "
-           "layers answer to." if gap_third == cost_third else
-           "The cost is not where the statistics differ most: an error in one layer counts "
-           "by how the layers after it carry it to the class scores, as well as by its size.")
-        + " The classifier reads the last layer's channels, averaged, directly.")
+        f"Alone in train mode on this batch of {g.pictures}, {g.names[worst]} moves the "
+        f"predictions most: a mean KL divergence of {short(float(g.cost[worst]))} nats from "
+        "their eval-mode ones; next come "
+        + listed([f"{g.names[k]} ({short(float(g.cost[k]))})" for k in order[1:3]])
+        + f". Most BatchNorms cost far less wherever they sit: the median over each third of "
+          f"the 49 (first, middle, last) is {listed(medians)} nats. "
+        + (f"{g.names[worst]} is also the one whose batch variance is furthest from its "
+           f"running one (a median factor of ×{np.exp(g.gap[worst]):.2f} over its channels): "
+           "this batch of a few scenes differs from ImageNet's photos most in what that layer "
+           "answers to." if widest == worst else
+           f"Its batch variance is ×{np.exp(g.gap[worst]):.2f} its running one (the median "
+           f"over its channels), while the furthest, {g.names[widest]}'s, is "
+           f"×{np.exp(g.gap[widest]):.2f}: a layer's cost depends on how the layers after it "
+           "carry its error to the class scores, not only on the error's size.")
+        + (" The classifier reads the last layer's channels, averaged, directly."
+           if option == GAP_OPTIONS[2] else "")
+        + " These are one batch's numbers; another batch of pictures gives others.")
     return Answer(option, reason)
 
 
@@ -651,13 +690,17 @@ def swap_answer(s: Swapped) -> Answer:
         f"With {first} in every BatchNorm's place, {k} of {s.pictures} pictures keep their "
         f"top class; the other two: "
         + "; ".join(f"{how}, {s.kept[how]}" for how in list(SWAPS)[1:])
-        + f". The median top probability falls to {s.top_p[first]:.1%}. Each BatchNorm "
-          "learned its γ and β for inputs divided by its own channel's running standard "
-          "deviation, and those differ from channel to channel by up to "
+        + f". The median top probability falls to {percent(s.top_p[first])}. Each "
+          "BatchNorm learned its γ and β for inputs divided by its own channel's running "
+          "standard deviation, and those differ from channel to channel by up to "
           f"×{short(float(s.spread[widest]))} (in {s.names[widest]}; a median of "
-          f"×{short(float(np.median(s.spread)))} over the 49). A per-sample norm divides every "
-          "channel it pools by one σ, so each channel reaches γ and β at another scale than "
-          "the one they were trained for, and the network's arithmetic no longer fits. A "
+          f"×{short(float(np.median(s.spread)))} over the 49). LayerNorm and GroupNorm with "
+          "one group divide all the channels they pool by one σ, so each channel reaches γ "
+          "and β at another scale than the one they were trained for. InstanceNorm gives "
+          "each channel its own σ but takes it, and the mean, from the picture alone: it is "
+          "part 1's train mode with a batch of one, and fails the same way, each picture's "
+          "own channel means subtracted. Either way the network's arithmetic no longer fits. "
+          "A "
           "network meant for small or single-picture batches (LayerNorm in ConvNeXt, GroupNorm "
           "in some detection models) is trained with that norm from the start.")
     return Answer(option, reason)

