@@ -4,8 +4,7 @@ picture of your own."""
 import streamlit as st
 
 from lnviz import charts
-from lnviz.data.files import load_image
-from lnviz.data.photos import PHOTOS, PhotoFileError, photo
+from lnviz.data.photos import PHOTOS, PhotoFileError
 from lnviz.lessons.efficientnet import (
     ALONE_OPTIONS,
     BATCH_SIZES,
@@ -29,8 +28,9 @@ from lnviz.lessons.efficientnet import (
     gaps_answer,
     layer_gaps,
     mates_answer,
-    own_crops,
     photo_pool,
+    prepared_photo,
+    prepared_upload,
     shifted,
     shifted_answer,
     shown_picture,
@@ -39,9 +39,8 @@ from lnviz.lessons.efficientnet import (
     swap_table,
     swapped,
 )
-from lnviz.limits import IMAGE_MAX_BYTES, IMAGE_MAX_PIXELS
+from lnviz.limits import IMAGE_MAX_BYTES, current_limits
 from lnviz.models import ModelFileError, efficientnet_lite0
-from lnviz.models.efficientnet import preprocess
 from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
@@ -73,12 +72,13 @@ st.markdown(
 choice = st.selectbox(
     "Picture", [p.name for p in PHOTOS] + [OWN], key="en_photo", bind="query-params",
     help="Seven photographs that scikit-learn and scikit-image ship (credits at the foot of "
-         "the page), or one of yours. The pictures are run on this server and not kept.")
+         "the page), or one of yours, run on this server and kept for your session only.")
 if choice == OWN:
+    max_pixels = current_limits().image_pixels
     files = uploaded_files(
         "Your picture", key="en_upload", name="en_upload", type=["png", "jpg", "jpeg"],
         help=f"A PNG or JPEG of up to {IMAGE_MAX_BYTES // 2**20} MB and "
-             f"{IMAGE_MAX_PIXELS // 1_000_000} million pixels; turned upright as its EXIF "
+             f"{max_pixels // 1_000_000} million pixels; turned upright as its EXIF "
              "says. Only this session sees it.")
     if not files:
         st.info("Upload a picture to run it through the network.",
@@ -87,13 +87,12 @@ if choice == OWN:
     _, file_id, data = files[0]
     name = ("en_upload", file_id)
     with refusal(icon=":material/block:"):
-        picture = cached(load_image, Named(data, name), max_bytes=IMAGE_MAX_BYTES,
-                         max_pixels=IMAGE_MAX_PIXELS)
+        image, crops = cached(prepared_upload, Named(data, name), max_bytes=IMAGE_MAX_BYTES,
+                              max_pixels=max_pixels)
 else:
     name = ("en_photo", choice)
     with refusal(icon=":material/block:", errors=(ValueError, PhotoFileError)):
-        picture = cached(photo, choice)
-image = cached(preprocess, Named(picture, name))
+        image, crops = cached(prepared_photo, choice)
 # an upload of one of the page's photos draws its batch-mates from the others, as the photo does
 source = cached(source_of, Named(pool, "pool"), Named(image, name))
 
@@ -138,7 +137,6 @@ if part.open:
         if back is not None and guess is None:  # its answer tells part 1's
             st.caption("Answer part 1's question first: this part's answer tells it.")
         elif back is not None:
-            crops = cached(own_crops, Named(picture, name))
             with st.spinner("Running the batches…"):
                 mates = jobs.heavy_cached(
                     "the batches of part 2", IMAGE_RUNS,

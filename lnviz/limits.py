@@ -141,7 +141,8 @@ SMOLLM2_MAX_TOKENS = 256
 GEMMA3_MAX_TOKENS = 256
 #: An uploaded picture (lnviz.data.files.load_image): at most this many bytes, and this many
 #: pixels, read from its header before it is decoded: 40 M (a 7,700 × 5,200 photo) decodes to
-#: 120 MB of RGB; the picture is then cropped and resized to 224 × 224.
+#: 120 MB of RGB, for the moment it takes to crop and resize it to 224 × 224 (the page keeps
+#: only that). The demo takes fewer (:attr:`Limits.image_pixels`).
 IMAGE_MAX_BYTES = 20 * 2**20
 IMAGE_MAX_PIXELS = 40_000_000
 #: The most channels one normalization layer of a checkpoint may have: four times the widest
@@ -199,6 +200,9 @@ class Limits:
     benchmark_values: int
     benchmark_s: int
     benchmark_compile: bool
+    #: the most pixels of a picture uploaded to the EfficientNet page: full, IMAGE_MAX_PIXELS;
+    #: demo, 12 M (a phone's photo, 36 MB decoded, for a moment)
+    image_pixels: int = IMAGE_MAX_PIXELS
 
     @property
     def tensor_values(self) -> int:
@@ -224,7 +228,8 @@ FULL_LIMITS = Limits(upload_mb=200, max_elements=MAX_ELEMENTS, max_training_step
 DEMO_LIMITS = Limits(upload_mb=20, max_elements=2_000_000, max_training_steps=500,
                      max_training_work=1e12, tensor_mb=64, training_values=8_000_000,
                      cache_mb=96, heavy_jobs=1, sweep_tokens=64, race_work=12_000,
-                     benchmark_values=4096 * 1024, benchmark_s=30, benchmark_compile=False)
+                     benchmark_values=4096 * 1024, benchmark_s=30, benchmark_compile=False,
+                     image_pixels=12_000_000)
 
 
 def current_limits() -> Limits:

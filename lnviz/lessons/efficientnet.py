@@ -30,7 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from lnviz.capture import Replacement
-from lnviz.data.photos import PHOTOS, photos
+from lnviz.data.files import load_image
+from lnviz.data.photos import PHOTOS, photo, photos
 from lnviz.lessons.common import Answer, Paper, short
 from lnviz.models.efficientnet import (
     INPUT_MEAN,
@@ -79,6 +80,9 @@ __all__ = [
     "own_crops",
     "percent",
     "photo_pool",
+    "prepared",
+    "prepared_photo",
+    "prepared_upload",
     "shift",
     "shifted",
     "shifted_answer",
@@ -146,6 +150,24 @@ def photo_pool() -> Pool:
     with ``lnviz.ui.cache.shared``)."""
     pictures = photos()
     return Pool(*_pooled(list(pictures.values()), list(pictures), seed=0))
+
+
+def prepared(picture: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """A picture as the page keeps it: preprocessed (1, 3, 224, 224), and :data:`CROPS` crops
+    of it (:func:`own_crops`); the picture itself is not kept."""
+    return preprocess(picture), own_crops(picture)
+
+
+def prepared_photo(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`prepared` of the page's photo ``name``."""
+    return prepared(photo(name))
+
+
+def prepared_upload(data: bytes, *, max_bytes: int, max_pixels: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`prepared` of an uploaded PNG or JPEG, decoded by
+    :func:`lnviz.data.files.load_image` within ``max_bytes`` and ``max_pixels``."""
+    return prepared(load_image(data, max_bytes=max_bytes, max_pixels=max_pixels))
 
 
 def shown_picture(image: torch.Tensor) -> np.ndarray:
