@@ -179,6 +179,18 @@ class Capture:
     records: list[NormRecord]
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
+    def record(self, name: str) -> NormRecord:
+        """The (first) record of the module named ``name``; a KeyError naming the first and
+        last records' names where there is none."""
+        for record in self.records:
+            if record.name == name:
+                return record
+        known = ("none" if not self.records else
+                 ", ".join(repr(r.name) for r in self.records[:2])
+                 + (f", …, {self.records[-1].name!r}" if len(self.records) > 2 else ""))
+        raise KeyError(f"no norm named {name!r} in this run; its {len(self.records)} are "
+                       f"{known}")
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the records to a .safetensors file that :func:`lnviz.load_arrays` opens.
 

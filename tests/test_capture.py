@@ -639,3 +639,13 @@ def test_a_captures_kinds_are_read_as_its_version_spells_them(version, kind, rea
     else:
         with pytest.raises(TensorFileError, match="unknown kind"):
             read_capture(data)
+
+
+def test_a_capture_finds_a_record_by_name_and_names_the_others_when_it_cannot():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4),
+                                torch.nn.LayerNorm(4), torch.nn.LayerNorm(4))
+    cap = lnviz.capture(model, torch.randn(2, 4))
+    assert cap.record("2") is cap.records[1]
+    with pytest.raises(KeyError, match=r"no norm named '9' in this run; its 3 are '1', '2', "
+                                       r"…, '3'"):
+        cap.record("9")

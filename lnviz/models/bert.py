@@ -125,10 +125,7 @@ class ModelRun:
 
     def record(self, name: str) -> NormRecord:
         """The LayerNorm record named ``name`` ("encoder.layer.0.output.LayerNorm")."""
-        for record in self.records:
-            if record.name == name:
-                return record
-        raise KeyError(f"no LayerNorm named {name!r}; the names are {layer_norm_names()}")
+        return self.capture().record(name)
 
     def capture(self) -> Capture:
         """The run as a :class:`lnviz.capture.Capture`: its 13 records, the last layer's token

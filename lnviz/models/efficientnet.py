@@ -163,10 +163,7 @@ class ImageRun:
 
     def record(self, name: str) -> NormRecord:
         """The BatchNorm record named ``name`` ("_blocks.3._bn1")."""
-        for record in self.records:
-            if record.name == name:
-                return record
-        raise KeyError(f"no BatchNorm named {name!r}; the names are {batch_norm_names()}")
+        return self.capture().record(name)
 
     def capture(self) -> Capture:
         """The run as a :class:`lnviz.capture.Capture` (the logits as output); ``.save(path)``

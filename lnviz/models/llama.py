@@ -119,12 +119,7 @@ class DecoderRun:
 
     def record(self, name: str) -> NormRecord:
         """The RMSNorm record named ``name`` ("model.layers.0.input_layernorm")."""
-        for record in self.records:
-            if record.name == name:
-                return record
-        raise KeyError(f"no RMSNorm named {name!r}; this run's {len(self.records)} are named "
-                       f"{', '.join(r.name for r in self.records[:2])}, …, "
-                       f"{self.records[-1].name}")
+        return self.capture().record(name)
 
     def capture(self) -> Capture:
         """The run as a :class:`lnviz.capture.Capture`: its 61 records, the logits as output;
