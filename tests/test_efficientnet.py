@@ -379,3 +379,29 @@ def test_a_picture_decodes_and_runs(model):
         preprocess(photo_module.photo("a flower")), ("a flower",), ("a flower",)))
     assert len(a.eval_top) == 5 and 0 < a.eval_p <= 1
     assert lesson.own_crops(picture).shape == (lesson.CROPS, 3, 224, 224)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 500), (500, 1), (2, 3000), (3, 7), (9000, 2)])
+def test_slivers_and_specks_are_prepared_like_any_picture(shape):
+    """The 36th review: a crop one pixel wide, mirrored, has a negative stride torch refused
+    (part 2 crashed), and a side over 8,192 pixels was refused outside any message."""
+    picture = np.random.default_rng(0).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    image, crops = lesson.prepared(picture)
+    assert image.shape == (1, 3, 224, 224) and crops.shape == (lesson.CROPS, 3, 224, 224)
+    assert torch.isfinite(crops).all()
+
+
+def test_an_upload_is_decoded_small_and_turned_upright():
+    import io
+
+    from PIL import Image
+
+    array = np.zeros((1200, 3000, 3), dtype=np.uint8)
+    array[:, :1500] = 255  # left half white
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° clockwise to view": the white half ends on top
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, "JPEG", quality=90, exif=exif.tobytes())
+    image, _ = lesson.prepared_upload(buffer.getvalue(), max_bytes=2**24, max_pixels=10**7)
+    picture = lesson.shown_picture(image)
+    assert picture[:100].mean() > 200 and picture[-100:].mean() < 50

@@ -1905,8 +1905,23 @@ def _png_declaring(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")
 
 
+def _png_chunks(width: int, height: int, *chunks: tuple[bytes, bytes],
+                bad_crc: bool = False) -> bytes:
+    """A PNG of ``width`` × ``height`` grey pixels (all 0) with ``chunks`` before its data."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", crc ^ (1 if bad_crc and kind != b"IHDR" else 0)))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    rows = zlib.compress(b"".join(b"\x00" + bytes(width) for _ in range(height)))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + b"".join(chunk(kind, body) for kind, body in chunks)
+            + chunk(b"IDAT", rows) + chunk(b"IEND", b""))
+
+
 @pytest.mark.parametrize("data, message", [
-    (_png_declaring(100_000, 100_000), "more pixels than the 40,000,000 accepted"),
+    (_png_declaring(100_000, 100_000), "more pixels than the 40,000,000 accepted; scale"),
     (_png_declaring(8_000, 6_000), "8000 × 6000 pixels, more than the 40,000,000"),
     (b"", "empty"),
     (b"GIF89a" + b"\x00" * 50, "not a PNG or JPEG"),
@@ -1930,3 +1945,59 @@ def test_load_image_refuses_a_cut_jpeg_and_a_file_over_its_byte_cap():
         load_image(io.BytesIO(jpeg), max_bytes=100)
     with pytest.raises(ImageFileError, match="more than the 100 accepted"):
         load_image(jpeg, max_pixels=100)
+
+
+def test_load_image_takes_panoramas_and_slivers_within_the_pixel_cap():
+    """The 36th review: a picture longer than 8,192 pixels on one side crashed the page."""
+    from lnviz.data.files import load_image
+
+    assert load_image(_picture_bytes("RGB", (9000, 2))).shape == (2, 9000, 3)
+    assert load_image(_picture_bytes("L", (1, 20000))).shape == (20000, 1, 3)
+
+
+def test_load_image_refuses_a_jpeg_of_many_scans_before_decoding():
+    """The 36th review: a progressive JPEG's last scan repeated 20,000 times (1.3 MB) took
+    minutes of CPU; the scans are counted first."""
+    from lnviz.data.files import MAX_JPEG_SCANS, ImageFileError, load_image
+
+    jpeg = _picture_bytes("RGB", (64, 64), "JPEG", progressive=True)
+    assert 2 <= jpeg.count(b"\xff\xda") <= 20  # a real progressive JPEG's scans
+    load_image(jpeg)
+    last = jpeg.rindex(b"\xff\xda")
+    repeated = jpeg[:last] + jpeg[last:-2] * (MAX_JPEG_SCANS + 1) + jpeg[-2:]
+    start = time.perf_counter()
+    with pytest.raises(ImageFileError, match=f"more than the {MAX_JPEG_SCANS} a picture needs"):
+        load_image(repeated)
+    assert time.perf_counter() - start < 5  # refused without decoding: generous on any machine
+
+
+def test_load_image_decodes_a_large_picture_at_a_reduced_scale():
+    """With max_side, a JPEG is decoded at a scale of libjpeg's (1/2, 1/4, 1/8) and a PNG
+    reduced by a whole factor, the shorter side kept at least max_side: little more than the
+    decoded file is held (the 36th review measured 600 MB held for a 36 M-pixel picture)."""
+    from lnviz.data.files import load_image
+
+    jpeg = _picture_bytes("RGB", (2400, 1600), "JPEG")
+    small = load_image(jpeg, max_side=300)
+    assert small.shape == (400, 600, 3)  # 1/4: the largest scale that keeps 1600 / k ≥ 300
+    full = load_image(jpeg)
+    assert full.shape == (1600, 2400, 3)
+    # the same picture, a quarter of the size: close to the full decode averaged 4 × 4
+    pooled = full.reshape(400, 4, 600, 4, 3).mean(axis=(1, 3))
+    assert np.abs(pooled - small).mean() < 8
+    png = _picture_bytes("RGB", (1300, 900))
+    assert load_image(png, max_side=300).shape == (300, 434, 3)  # reduced by 3 (ceil)
+    assert load_image(png, max_side=1000).shape == (900, 1300, 3)  # already small enough
+
+
+def test_load_image_keeps_good_pixels_under_a_broken_exif_and_names_damage():
+    """The 36th review: a PNG whose eXIf chunk is garbage was refused though its pixels were
+    good; a damaged PNG or JPEG was called "not a PNG or JPEG"."""
+    from lnviz.data.files import ImageFileError, load_image
+
+    picture = load_image(_png_chunks(6, 4, (b"eXIf", b"garbage, not a TIFF header")))
+    assert picture.shape == (4, 6, 3) and not picture.any()
+    with pytest.raises(ImageFileError, match="the file starts as a PNG but is damaged"):
+        load_image(_png_chunks(6, 4, (b"tEXt", b"key\x00value"), bad_crc=True))
+    with pytest.raises(ImageFileError, match="the file starts as a PNG but is damaged"):
+        load_image(_png_declaring(0, 10))

@@ -208,7 +208,7 @@ def test_preprocess_crops_the_centre_and_maps_the_pixels():
     (np.zeros((10, 10), dtype=np.uint8), "uint8 of shape"),
     (np.zeros((10, 10, 4), dtype=np.uint8), "uint8 of shape"),
     (np.zeros((10, 10, 3), dtype=np.float32), "uint8 of shape"),
-    (np.zeros((0, 10, 3), dtype=np.uint8), "sides must be"),
+    (np.zeros((0, 10, 3), dtype=np.uint8), "must have pixels"),
     ([], "no image"),
     (torch.zeros(2, 1, 8, 8), "float \\(N, 3, H, W\\)"),
     (torch.zeros(0, 3, 8, 8), "no image"),

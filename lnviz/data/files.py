@@ -142,22 +142,38 @@ class ImageFileError(ValueError):
     """A file that cannot be decoded as a picture; the message says what was wrong."""
 
 
+#: The most scans a JPEG may hold. A progressive JPEG has about ten, and each is decoded over
+#: the whole picture, so one of thousands of scans (a small file) takes minutes of CPU.
+MAX_JPEG_SCANS = 100
+_PNG_MAGIC, _JPEG_MAGIC = b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff"
+#: EXIF orientation → the turn that makes the picture upright (as ImageOps.exif_transpose).
+_UPRIGHT = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE",
+            6: "ROTATE_270", 7: "TRANSVERSE", 8: "ROTATE_90"}
+
+
 def load_image(
     source: bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO,
     *,
     max_bytes: int = IMAGE_MAX_BYTES,
     max_pixels: int = IMAGE_MAX_PIXELS,
+    max_side: int | None = None,
 ) -> np.ndarray:
     """Decode a PNG or JPEG file into an (H, W, 3) uint8 RGB array.
 
     The file is read no further than ``max_bytes``; its width × height, read from the header,
     must be at most ``max_pixels`` before anything is decoded (a small file can declare a huge
-    picture: Pillow's decompression-bomb guard is kept too, as an error). The picture is turned
-    upright as its EXIF orientation says (phone photos are often stored sideways), and grey,
-    palette, 16-bit and transparent pictures become plain RGB (transparency dropped). Only the
-    first frame of an animated PNG is read. Anything else is an :class:`ImageFileError`.
+    picture: Pillow's decompression-bomb guard is kept too, as an error), and a JPEG may hold
+    at most :data:`MAX_JPEG_SCANS` scans. The picture is turned upright as its EXIF
+    orientation says (phone photos are often stored sideways; an unreadable EXIF block is
+    ignored), and grey, palette, 16-bit and transparent pictures become plain RGB
+    (transparency dropped). Only the first frame of an animated PNG is read.
+
+    With ``max_side``, a picture whose shorter side is longer is scaled down on the way in, by
+    a whole factor that keeps that side at least ``max_side``: a JPEG is decoded at that scale
+    directly (libjpeg's DCT scaling), a PNG reduced right after decoding, so that little more
+    than the decoded file is ever held. Anything else is an :class:`ImageFileError`.
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
 
     try:
         data = _read_source(source, max_bytes)
@@ -168,10 +184,18 @@ def load_image(
         raise ImageFileError(str(err)) from err
     if not data:
         raise ImageFileError("the file is empty (0 bytes)")
+    kind = ("PNG" if data.startswith(_PNG_MAGIC) else
+            "JPEG" if data.startswith(_JPEG_MAGIC) else None)
+    if kind is None:
+        raise ImageFileError("the file is not a PNG or JPEG picture")
+    scans = data.count(b"\xff\xda") if kind == "JPEG" else 0  # start-of-scan markers
+    if scans > MAX_JPEG_SCANS:
+        raise ImageFileError(f"the JPEG holds {scans:,} scans, more than the "
+                             f"{MAX_JPEG_SCANS} a picture needs; save it again as a plain JPEG")
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            with Image.open(io.BytesIO(data), formats=("PNG", "JPEG")) as image:
+            with Image.open(io.BytesIO(data), formats=(kind,)) as image:
                 width, height = image.size
                 if width * height > max_pixels:
                     raise ImageFileError(
@@ -179,20 +203,46 @@ def load_image(
                         f"{max_pixels:,} accepted; scale it down first")
                 if width < 1 or height < 1:
                     raise ImageFileError("the picture has no pixels")
-                upright = ImageOps.exif_transpose(image)
-                return np.asarray(upright.convert("RGB"), dtype=np.uint8).copy()
+                turn = _UPRIGHT.get(_orientation(image))
+                if max_side and kind == "JPEG" and min(width, height) > max_side:
+                    scale = max_side / min(width, height)  # the decoder keeps at least this
+                    image.draft("RGB", (math.ceil(width * scale), math.ceil(height * scale)))
+                image.load()
+                picture = image if image.mode in _REDUCIBLE else image.convert("RGB")
+                factor = min(picture.size) // max_side if max_side else 1
+                if factor >= 2:
+                    picture = picture.reduce(factor)
+                if turn is not None:
+                    picture = picture.transpose(getattr(Image.Transpose, turn))
+                if picture.mode != "RGB":
+                    picture = picture.convert("RGB")
+                array = np.asarray(picture)
+                return array if array.flags.writeable else array.copy()
         except ImageFileError:
             raise
         except UnidentifiedImageError as err:
-            raise ImageFileError("the file is not a PNG or JPEG picture") from err
+            raise ImageFileError(f"the file starts as a {kind} but is damaged: Pillow cannot "
+                                 "read its header") from err
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
             raise ImageFileError(f"the picture declares more pixels than the {max_pixels:,} "
-                                 f"accepted ({err}); scale it down first") from err
+                                 "accepted; scale it down first") from err
         except MemoryError:
             raise
         except Exception as err:  # Pillow's decoders raise many kinds on a damaged file
             raise ImageFileError(f"the picture cannot be decoded, the file is damaged or "
                                  f"cut short ({type(err).__name__}: {_short(str(err))})") from err
+
+
+#: Modes Image.reduce works in; others become RGB first.
+_REDUCIBLE = ("RGB", "RGBA", "L", "LA", "I", "F")
+
+
+def _orientation(image: Any) -> int:
+    """The picture's EXIF orientation (1: as stored), 1 where the EXIF block is unreadable."""
+    try:
+        return int(image.getexif().get(0x0112, 1))
+    except Exception:  # a damaged EXIF block: the pixels are still good
+        return 1
 
 
 class TensorTooLargeError(TensorFileError):

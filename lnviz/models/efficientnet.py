@@ -102,8 +102,6 @@ IMAGE_SIZE = 224
 CROP_FRACTION = 0.875
 #: What may follow each convolution (:class:`EfficientNetLite0Module`).
 NORMS = ("running", "batch", "folded")
-#: A picture's longest side, at most (a larger one is refused before it is resized).
-MAX_SIDE = 8192
 
 
 @dataclass(frozen=True)
@@ -309,13 +307,13 @@ def preprocess(images: np.ndarray | Sequence[np.ndarray]) -> torch.Tensor:
             raise ValueError(f"a picture must be uint8 of shape (H, W, 3), got "
                              f"{array.dtype} {list(array.shape)}")
         height, width = array.shape[:2]
-        if min(height, width) < 1 or max(height, width) > MAX_SIDE:
-            raise ValueError(f"a picture's sides must be 1 to {MAX_SIDE} pixels, got "
-                             f"{height} × {width}")
+        if min(height, width) < 1:
+            raise ValueError(f"a picture must have pixels, got {height} × {width}")
         side = max(1, round(CROP_FRACTION * min(height, width)))
         top, left = (height - side) // 2, (width - side) // 2
-        square = torch.from_numpy(np.ascontiguousarray(
-            array[top:top + side, left:left + side])).permute(2, 0, 1)  # (3, s, s)
+        # a copy: torch takes no negative strides (a mirrored array's), even one pixel wide
+        square = torch.from_numpy(
+            array[top:top + side, left:left + side].copy()).permute(2, 0, 1)  # (3, s, s)
         resized = F.interpolate(square[None].float(), size=(IMAGE_SIZE, IMAGE_SIZE),
                                 mode="bilinear", antialias=True,
                                 align_corners=False)  # (1, 3, 224, 224)
