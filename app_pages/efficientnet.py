@@ -41,6 +41,7 @@ from lnviz.lessons.efficientnet import (
 )
 from lnviz.limits import IMAGE_MAX_BYTES, current_limits
 from lnviz.models import ModelFileError, efficientnet_lite0
+from lnviz.models.efficientnet import CROP_FRACTION
 from lnviz.ui import jobs
 from lnviz.ui.cache import Named, cached, shared
 from lnviz.ui.figures import show_figure
@@ -66,8 +67,8 @@ st.markdown(
     "during training. Here are the 49 BatchNorms of a real network, one after each "
     "convolution, written out in plain PyTorch (`lnviz.models.efficientnet_lite0()`) and "
     "checked in the tests against the reference implementation on the same weights. Pick a "
-    "picture; the network sees a central square of it, 87.5% of the shorter side, resized to "
-    "224 × 224, pixels mapped by (x − 127)/128, as the weights expect.")
+    f"picture; the network sees a central square of it, {CROP_FRACTION:.1%} of the shorter "
+    "side, resized to 224 × 224, pixels mapped by (x − 127)/128, as the weights expect.")
 
 choice = st.selectbox(
     "Picture", [p.name for p in PHOTOS] + [OWN], key="en_photo", bind="query-params",

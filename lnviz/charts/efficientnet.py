@@ -14,25 +14,23 @@ _EVAL, _TRAIN = OKABE_ITO[0], OKABE_ITO[5]
 
 def alone_figure(eval_top: Sequence[tuple[str, float]],
                  train_top: Sequence[tuple[str, float]]) -> go.Figure:
-    """The five most likely classes in eval mode and in train mode alone in the batch (one
-    probability axis, log scale, so that 1 in 1,000 shows beside 40%)."""
-    data = []
-    for top, mode, color in ((eval_top, "eval mode", _EVAL),
-                             (train_top, "train mode, a batch of one", _TRAIN)):
-        names = [f"{name} ({mode.split(',')[0]})" for name, _ in top]
-        data.append(dict(type="bar", orientation="h", y=names[::-1],
-                         x=compact([p for _, p in top][::-1]), name=mode,
-                         marker=dict(color=color),
-                         hovertemplate=f"%{{y}}: %{{x:.3%}}<extra>{mode}</extra>"))
+    """The five most likely classes in eval mode and in train mode alone in the batch, side by
+    side where a class is in both (one probability axis, log scale, ticks at the powers of
+    ten, so that 1 in 1,000 shows beside 40% on a phone too)."""
+    data = [dict(type="bar", orientation="h", y=[name for name, _ in top][::-1],
+                 x=compact([p for _, p in top][::-1]), name=mode, marker=dict(color=color),
+                 hovertemplate=f"%{{y}}: %{{x:.3%}}<extra>{mode}</extra>")
+            for top, mode, color in ((eval_top, "eval mode", _EVAL),
+                                     (train_top, "train mode, a batch of one", _TRAIN))]
     values = [p for top in (eval_top, train_top) for _, p in top] + [1e-3]
-    layout = dict(height=400, margin=dict(t=20, b=10), legend=LEGEND_BELOW,
-                  xaxis=dict(log_ticks(values), title=dict(text="probability (log scale)")),
+    layout = dict(height=420, margin=dict(t=20, b=10), legend=LEGEND_BELOW, barmode="group",
+                  xaxis=dict(log_ticks(values, most=5), title=dict(text="probability")),
                   yaxis=dict(automargin=True),
                   shapes=[dict(type="line", xref="x", x0=1e-3, x1=1e-3, yref="paper", y0=0,
                                y1=1, line=dict(color="#555555", dash="dot", width=1.5))],
                   annotations=[dict(xref="x", x=np.log10(1e-3), yref="paper", y=1,
                                     text="1 in 1,000", showarrow=False, yanchor="bottom",
-                                    font=dict(size=11, color="#555555"))])
+                                    xanchor="left", font=dict(size=11, color="#555555"))])
     return figure(data, layout)
 
 
