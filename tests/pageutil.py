@@ -46,12 +46,9 @@ ANSWERS: dict[str, dict[str, str]] = {
                            "g3_qk_guess": "in every block",
                            "g3_offset_guess": "about the same (within 10%)",
                            "g3_where_guess": "at no feature in particular"},
-    "app_pages/efficientnet.py": {"en_alone_guess": "about as sure as in eval mode",
-                                  "en_mates_guess": "with 2 to 4 pictures",
-                                  "en_gap_guess": "in the first third of the 49",
-                                  "en_fold_guess": "not at all: bit for bit",
-                                  "en_shift_guess": "re-estimating all 49",
-                                  "en_swap_guess": "most (over half)"},
+    # EfficientNet's part 1 alone: its folded parts each run the network dozens of times, and
+    # its tests answer them where they ask
+    "app_pages/efficientnet.py": {"en_alone_guess": "about as sure as in eval mode"},
     "app_pages/bn_vs_ln.py": {"bl_guess": "BatchNorm's only"},
     "app_pages/scale_shift.py": {"ss_guess": "mean β, standard deviation |γ|"},
     "app_pages/geometry.py": {f"gm_guess_{norm}": "all on one point"
