@@ -48,6 +48,14 @@ def small(pool):
                        tuple(pool.labels[i] for i in keep))
 
 
+@pytest.fixture(scope="module")
+def tiny(pool):
+    """The first photo and its crops: 5 pictures, for the parts that run the network most."""
+    keep = list(range(1 + lesson.CROPS))
+    return lesson.Pool(pool.images[keep], tuple(pool.sources[i] for i in keep),
+                       tuple(pool.labels[i] for i in keep))
+
+
 def _kl(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     p, q = p.log_softmax(-1), q.log_softmax(-1)
     return (p.exp() * (p - q)).sum(-1)
@@ -166,12 +174,12 @@ def test_an_upload_of_a_page_photo_is_that_photo(pool):
     assert lesson.source_of(pool, preprocess(cat[:, ::-1].copy())) is None
 
 
-def test_one_batchnorm_in_train_mode_at_a_time(model, small):
-    g = lesson.layer_gaps(model, small)
+def test_one_batchnorm_in_train_mode_at_a_time(model, tiny):
+    g = lesson.layer_gaps(model, tiny)
     names = batch_norm_names()
     assert g.names == names and g.cost.shape == g.gap.shape == (49,)
-    images = lesson.gap_batch(small)
-    assert g.pictures == len(images) == 4
+    images = lesson.gap_batch(tiny)
+    assert g.pictures == len(images) == 2
     # one layer by hand: _blocks.15._bn1 with the batch's statistics, by torch's batch_norm
     name = "_blocks.15._bn1"
     bn = model.module.get_submodule(name)
@@ -216,10 +224,10 @@ def test_gaps_answer_is_where_the_costliest_batchnorm_sits():
     assert "The classifier reads" not in answer.reason
 
 
-def test_folding_moves_the_logits_by_rounding(model, small):
-    f = lesson.fold(model, small)
+def test_folding_moves_the_logits_by_rounding(model, tiny):
+    f = lesson.fold(model, tiny)
     assert 0 <= f.max_change < 1e-3 < f.largest
-    assert f.same_top == f.pictures == 10
+    assert f.same_top == f.pictures == 5
     channels = sum(model.module.get_submodule(n).num_features for n in batch_norm_names())
     assert f.parameters - f.folded_parameters == channels == 21_008
     assert f.buffers == 2 * channels
@@ -245,11 +253,11 @@ def test_the_shifts_on_pixels():
                                ramp.mean(), atol=0.02, rtol=0)
 
 
-def test_shifted_pictures_and_the_statistics_re_estimated(model, small):
+def test_shifted_pictures_and_the_statistics_re_estimated(model, tiny):
     how = "darker (pixels × 0.4)"
-    s = lesson.shifted(model, small, how)
-    clean = model.run(small.images, record=False).logits.argmax(1)
-    images = lesson.shift(small.images, how)
+    s = lesson.shifted(model, tiny, how)
+    clean = model.run(tiny.images, record=False).logits.argmax(1)
+    images = lesson.shift(tiny.images, how)
     assert s.kept == int((model.run(images, record=False).logits.argmax(1) == clean).sum())
     # the first BatchNorm's statistics by hand: torch's mean and biased variance of its input
     stem = model.module._conv_stem(images)
@@ -258,7 +266,7 @@ def test_shifted_pictures_and_the_statistics_re_estimated(model, small):
     first = model.run(images, record=False, replace={"_bn0": lambda x: F.batch_norm(
         x, mean, var, bn.weight, bn.bias, False, 0.0, bn.eps)})
     assert s.kept_first == int((first.logits.argmax(1) == clean).sum())
-    assert all(0 <= k <= s.pictures == 10 for k in (s.kept, s.kept_first, s.kept_all,
+    assert all(0 <= k <= s.pictures == 5 for k in (s.kept, s.kept_first, s.kept_all,
                                                      s.kept_clean_all))
 
 
