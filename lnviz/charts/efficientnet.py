@@ -80,7 +80,8 @@ def gaps_figure(names: Sequence[str], cost: np.ndarray, gap: np.ndarray) -> go.F
                   yaxis=dict(title=dict(text="mean KL from eval mode (nats)"),
                              rangemode="tozero"),
                   yaxis2=dict(title=dict(text="variance factor"), overlaying="y",
-                              side="right", showgrid=False, rangemode="tozero"))
+                              side="right", showgrid=False, rangemode="tozero",
+                              tickmode="linear", tick0=0, dtick=0.5))
     return figure(data, layout)
 
 
