@@ -315,26 +315,27 @@ def batch_mates(model: EfficientNetLite0, image: torch.Tensor, crops: torch.Tens
     """:class:`Mates` for ``image`` (1, 3, 224, 224), its mates drawn from the pool's photos
     other than ``source`` (all of them for the learner's own picture), and ``crops`` of the
     picture itself for the batch of its own."""
-    label = int(model.run(image, record=False).logits[0].argmax())
-    eval_p = float(model.run(image, record=False).probabilities[0, label])
+    seen = model.run(image, record=False)
+    label = int(seen.logits[0].argmax())
     others = pool.others(source)
     sizes = tuple(s for s in BATCH_SIZES if s <= len(others) + 1)
+
+    def with_mates(mates: torch.Tensor) -> torch.Tensor:
+        """The picture's probabilities in train mode, batched with ``mates``."""
+        return model.run(torch.cat([image, mates]), training=True,
+                         record=False).probabilities[0]
+
     p = np.zeros((DRAWS, len(sizes)))
     top = np.zeros((DRAWS, len(sizes)), dtype=bool)
+    other_p = np.zeros(DRAWS)
     for draw in range(DRAWS):
         order = np.random.default_rng(draw).permutation(others)
         for j, size in enumerate(sizes):
-            batch = torch.cat([image, pool.images[order[:size - 1]]])
-            run = model.run(batch, training=True, record=False)
-            p[draw, j] = float(run.probabilities[0, label])
-            top[draw, j] = int(run.logits[0].argmax()) == label
-    own = model.run(torch.cat([image, crops]), training=True, record=False)
-    size = 1 + len(crops)
-    other_p = np.array([float(model.run(
-        torch.cat([image, pool.images[np.random.default_rng(d).permutation(others)[:size - 1]]]),
-        training=True, record=False).probabilities[0, label]) for d in range(DRAWS)])
-    return Mates(sizes, p, top, eval_p, float(own.probabilities[0, label]), other_p,
-                 len(others))
+            q = with_mates(pool.images[order[:size - 1]])
+            p[draw, j], top[draw, j] = float(q[label]), int(q.argmax()) == label
+        other_p[draw] = float(with_mates(pool.images[order[:len(crops)]])[label])
+    return Mates(sizes, p, top, float(seen.probabilities[0, label]),
+                 float(with_mates(crops)[label]), other_p, len(others))
 
 
 def first_size_back(m: Mates) -> int | None:

