@@ -481,7 +481,7 @@ def test_int8_after_attention_says_which_step_makes_the_output_harder(runs) -> N
         assert f"relative error of {hat[rel].iloc[0]:.1%}" in text
         assert f"to {outputs[rel].iloc[0]:.1%}" in text
         if hat[rel].iloc[0] <= inputs[rel].iloc[0]:
-            assert "no worse than the input: multiplying by γ takes it to" in text
+            assert "no worse than the input: γ and β take it to" in text
         else:
             assert "normalizing alone makes it harder to round than the input" in text
     assert checked >= 3

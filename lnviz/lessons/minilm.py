@@ -693,7 +693,7 @@ def int8_input_text(inputs: pd.DataFrame, outputs: pd.DataFrame, ratio: float,
         steps = (f" Here the output is the harder one to round. x̂, the normalized values "
                  f"before γ and β, rounds with a relative error of {rel_hat:.1%}")
         if rel_hat <= rel_in:
-            return text + steps + (f", no worse than the input: multiplying by γ takes it to "
+            return text + steps + (f", no worse than the input: γ and β take it to "
                                    f"{rel_out:.1%}.")
         return text + steps + (f": normalizing alone makes it harder to round than the "
                                f"input, and γ and β take it to {rel_out:.1%}.")
