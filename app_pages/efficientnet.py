@@ -97,10 +97,11 @@ else:
 # an upload of one of the page's photos draws its batch-mates from the others, as the photo does
 source = cached(source_of, Named(pool, "pool"), Named(image, name))
 
-with st.spinner("Running the network…"):  # the picture, and each photo alone: 10 runs
-    single = jobs.heavy_cached("part 1's runs", IMAGE_RUNS, 2 + 2 * len(PHOTOS), alone,
-                               Named(model, "efficientnet"), Named(image, name),
-                               Named(pool, "pool"))
+# part 1 (about half a second) is the page's first view: it runs at once, as a page's rerun
+# does; the server's line (lnviz.ui.jobs) is for the parts that hold a core for seconds
+with st.spinner("Running the network…"):
+    single = cached(alone, Named(model, "efficientnet"), Named(image, name),
+                    Named(pool, "pool"))
 cols = st.columns([1, 2])
 cols[0].image(cached(shown_picture, Named(image, name)), width=224,
               caption="What the network sees: 224 × 224.")
