@@ -19,6 +19,8 @@ from lnviz.lessons.efficientnet import (
     SHIFTS,
     SWAP_OPTIONS,
     SWAPS,
+    TIMED,
+    TIMED_BATCH,
     alone,
     alone_answer,
     batch_mates,
@@ -188,7 +190,8 @@ if part.open:
         if moved is not None:
             with st.spinner("Folding and timing…"):
                 folding = jobs.heavy_cached("folding and timing", IMAGE_RUNS,
-                                            2 * len(pool.labels) + 12 * 8, fold,
+                                            2 * len(pool.labels)
+                                            + 2 * (TIMED + 1) * TIMED_BATCH, fold,
                                             Named(model, "efficientnet"), Named(pool, "pool"))
             st.markdown(fold_answer(folding).reply(moved))
 

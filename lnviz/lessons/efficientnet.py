@@ -488,7 +488,8 @@ class Fold:
     Attributes:
         max_change: the largest |logit change|; largest: the largest |logit|.
         same_top: how many pictures keep their top class (of ``pictures``).
-        ms, folded_ms: a batch of 8, the median of :data:`TIMED` runs each (measured now).
+        ms, folded_ms: a batch of :data:`TIMED_BATCH`, the median of :data:`TIMED` runs each
+            (measured now).
         parameters, folded_parameters: the networks' parameter counts.
         buffers: the running means and variances the folded network no longer keeps.
     """
@@ -504,8 +505,10 @@ class Fold:
     buffers: int
 
 
-#: Runs of each network the timing takes the median of.
+#: Runs of each network the timing takes the median of, after one that sets up the kernels ...
 TIMED = 5
+#: ... each a batch of the pool's first this many pictures.
+TIMED_BATCH = 8
 
 
 def _median_ms(forward: Callable[[], object]) -> float:
@@ -520,11 +523,11 @@ def _median_ms(forward: Callable[[], object]) -> float:
 
 @torch.no_grad()
 def fold(model: EfficientNetLite0, pool: Pool) -> Fold:
-    """:class:`Fold` on the pool, timed on its first 8 pictures."""
+    """:class:`Fold` on the pool, timed on its first :data:`TIMED_BATCH` pictures."""
     folded = model.folded()
     logits = model.run(pool.images, record=False).logits
     folded_logits = folded(pool.images)
-    batch = pool.images[:8]
+    batch = pool.images[:TIMED_BATCH]
     ms = _median_ms(lambda: model.module(batch))
     folded_ms = _median_ms(lambda: folded(batch))
     buffers = sum(2 * model.module.get_submodule(n).num_features for n in batch_norm_names())
@@ -546,9 +549,10 @@ def fold_answer(f: Fold) -> Answer:
         "the float arithmetic changes, so the logits move by rounding. The folded network has "
         f"{saved:,} fewer parameters ({f.parameters:,} → {f.folded_parameters:,}: each "
         f"channel's γ and β become one bias) and no {f.buffers:,} running statistics; here a "
-        f"batch of 8 took {f.ms:.0f} ms with the BatchNorms and {f.folded_ms:.0f} ms folded "
-        "(measured now, on this server: times vary from run to run). Folding needs the "
-        "statistics fixed: in train mode they come from each batch and cannot be folded.")
+        f"batch of {TIMED_BATCH} took {f.ms:.0f} ms with the BatchNorms and "
+        f"{f.folded_ms:.0f} ms folded (measured now, on this server: times vary from run to "
+        "run). Folding needs the statistics fixed: in train mode they come from each batch "
+        "and cannot be folded.")
     return Answer(option, reason)
 
 
