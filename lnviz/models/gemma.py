@@ -53,9 +53,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import lnviz.nn as lnn
-from lnviz.models.bert import ModelFileError
-from lnviz.models.gguf_file import field, package_file, read
+from lnviz.models.gguf_file import field, read
 from lnviz.models.llama import MLP, CausalLM, DecoderModule, rope
+from lnviz.models.packaged import ModelFileError, package_file
 
 __all__ = [
     "GGUF_FILE",

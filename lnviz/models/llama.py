@@ -42,8 +42,8 @@ from torch import nn
 
 import lnviz.nn as lnn
 from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
-from lnviz.models.bert import ModelFileError
-from lnviz.models.gguf_file import field, package_file, read
+from lnviz.models.gguf_file import field, read
+from lnviz.models.packaged import ModelFileError, package_file
 
 __all__ = [
     "GGUF_FILE",
