@@ -22,6 +22,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The app servers the tests start run one heavy job at a time, as the demo does
 # (lnviz.ui.jobs): test_browser_ln_lstm checks that a second training waits its turn.
 os.environ.setdefault("LNVIZ_HEAVY_JOBS", "1")
+# The app's collector of closed sessions' reference cycles (lnviz.ui.memory) runs a full
+# collection every 15 s. A test process holds far more objects than a server (transformers,
+# hypothesis, a test module's fixtures): each collection took about 0.5 s there, 16 CPU-s per
+# worker over a run, to free sessions that end with the process anyway. The app servers the tests
+# start inherit it too; tests/test_browser_memory.py starts its own with a 2 s interval, and
+# tests/test_memory.py checks the collector itself.
+os.environ.setdefault("LNVIZ_GC_EVERY_S", "600")
 
 import torch
 
@@ -49,6 +56,57 @@ def _scan_manifests_once() -> None:
 
 
 _scan_manifests_once()
+
+
+def _compile_scripts_once() -> None:
+    """AppTest compiles app.py and the page it runs afresh on every run (a new script cache
+    each time, magic's rewriting of the syntax tree included): 11.8 s of a run of the tests
+    without a browser in one process. The app's scripts do not change while the tests run, and
+    the cache is keyed by the script's path (a test's own script has a path of its own), so one
+    cache per test process answers for all, as one does in a server. The cache is Streamlit's
+    internal; if it moves, AppTest compiles as before, only slower."""
+    try:
+        from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+        from streamlit.testing.v1 import app_test
+    except ImportError:
+        return
+    if getattr(app_test, "ScriptCache", None) is ScriptCache:
+        cache = ScriptCache()
+        app_test.ScriptCache = lambda: cache
+
+
+def _wait_for_runs_without_spinning() -> None:
+    """AppTest waits for a run to end by waking every millisecond to look: that thread took
+    the interpreter's lock from the script it waits for about a thousand times a second (17.6 s
+    of a run of the tests without a browser in one process, and the script's own time with it).
+    The run's thread ends when the run does, so waiting for the thread to end wakes once. The
+    waiting function and the runner's thread are Streamlit's internals; without them AppTest
+    waits as before, only slower."""
+    try:
+        from streamlit.testing.v1 import local_script_runner
+    except ImportError:
+        return
+    spinning = getattr(local_script_runner, "require_widgets_deltas", None)
+    if spinning is None or getattr(spinning, "joins", False):
+        return
+
+    def require_widgets_deltas(runner, timeout: float = 3) -> None:
+        thread = getattr(runner, "_script_thread", None)
+        if thread is None:
+            return spinning(runner, timeout)
+        thread.join(timeout)
+        if thread.is_alive():  # as AppTest does: stop the script, then say so
+            runner.request_stop()
+            runner.join()
+            raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+        spinning(runner, 0.5)  # the run has ended and said so: this looks once
+
+    require_widgets_deltas.joins = True
+    local_script_runner.require_widgets_deltas = require_widgets_deltas
+
+
+_compile_scripts_once()
+_wait_for_runs_without_spinning()
 
 try:
     from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
