@@ -41,7 +41,7 @@ from lnviz.lessons.beyond import (
     yardstick,
 )
 from lnviz.lessons.common import Answer, defined
-from lnviz.lessons.minilm import FIRST_FFN, layer_label
+from lnviz.lessons.minilm import FIRST_FFN, PRESETS, layer_label
 from lnviz.lessons.performance import recorded_gpu_run
 from lnviz.lessons.shapes import race_findings
 from lnviz.models import ModelFileError, minilm
@@ -84,10 +84,13 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
 
 text, chosen = minilm_sentence_and_layer("by_text", "by_ln", "plot")
 name = NAMES[chosen]
+# the page's own sentences are everyone's: what the model makes of them is computed once for the
+# whole server (for_all, lnviz.ui.cache); a typed sentence's results stay the learner's
+everyones = text in PRESETS
 
 with refusal(icon=":material/block:"), st.spinner("Running the model and fitting…"):
-    original = cached(run_sentence, Named(model, "minilm"), text)
-    fits = cached(tanh_fits, Named(original, ("by", text)))
+    original = cached(run_sentence, Named(model, "minilm"), text, for_all=everyones)
+    fits = cached(tanh_fits, Named(original, ("by", text)), for_all=everyones)
 fit = fits[chosen]
 #: the LayerNorms by what is left of their bend without their extremes, on this sentence
 s_shaped = [k for k, f in enumerate(fits) if shape_of(f) == "S-shaped"]
@@ -307,7 +310,7 @@ if frozen_guess is not None:
     with st.spinner("Running the model with σ frozen…"):
         frozen = jobs.heavy_cached(
             "the frozen-σ runs", MINILM_TOKEN_RUNS, swap_runs(len(NAMES)) * tokens, frozen_sigma,
-            Named(model, "minilm"), text, Named(original, ("by", text)))
+            Named(model, "minilm"), text, Named(original, ("by", text)), for_all=everyones)
     worst = worst_sublayer(frozen)
     answer = {"embeddings": "the embeddings' one", "attention": "those after attention",
               "feed-forward": "those after the feed-forward"}[worst]
@@ -351,7 +354,7 @@ else:
     by_name = {f.name: f for f in fits}
     with st.spinner("Running the model with DyT in place…"):
         mine = cached(substitute, Named(model, "minilm"), text, [by_name[n] for n in replaced],
-                      Named(original, ("by", text)))
+                      Named(original, ("by", text)), for_all=everyones)
     if replaced:
         st.metric("Cosine with the model's own embedding", f"{mine.cosine:.4f}",
                   help="The cosine similarity of the sentence embeddings with and without the "
@@ -368,8 +371,10 @@ else:
             standard = jobs.heavy_cached(
                 "the four replacements' runs", MINILM_TOKEN_RUNS, 4 * tokens,
                 standard_substitutions, Named(model, "minilm"), text,
-                Named(fits, ("by fits", text)), Named(original, ("by", text)))
-            anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
+                Named(fits, ("by fits", text)), Named(original, ("by", text)),
+                for_all=everyones)
+            anchors = cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)),
+                             for_all=everyones)
         table = pd.DataFrame({"replaced": [label for label, _ in standard],
                               "cosine with the model's embedding": [s.cosine for _, s in standard]})
         st.dataframe(table, hide_index=True, key="by_standard")
@@ -445,12 +450,13 @@ st.markdown(
 means, largest = mean_shares(original.records)
 # the yardstick that sets a cosine on a scale is drawn in section 4 once section 3's question
 # is answered (its groups' cosines, beside it, would hint at that answer): this one waits too
-anchors = (cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)))
+anchors = (cached(yardstick, Named(model, "minilm"), Named(original, ("by", text)),
+                  for_all=everyones)
            if frozen_guess is not None else [])
 with st.spinner("Running the model with RMSNorm in place of LayerNorm…"):
     swapped = jobs.heavy_cached(
         "the RMSNorm runs", MINILM_TOKEN_RUNS, swap_runs(len(NAMES)) * tokens, rms_instead,
-        Named(model, "minilm"), text, Named(original, ("by", text)))
+        Named(model, "minilm"), text, Named(original, ("by", text)), for_all=everyones)
 table = pd.DataFrame({
     NormKind.LAYER: [f"{i}: {layer_label(n)}" for i, n in enumerate(swapped.names)],
     "median |μ|/σ": means, "largest |μ|/σ": largest,

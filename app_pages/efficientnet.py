@@ -96,6 +96,9 @@ else:
     name = ("en_photo", choice)
     with refusal(icon=":material/block:", errors=(ValueError, PhotoFileError)):
         image, crops = cached(prepared_photo, choice)
+# the page's own photos are everyone's: what the network makes of them is computed once for the
+# whole server (for_all: lnviz.ui.cache.cached); an upload's results stay the learner's
+everyones = name[0] == "en_photo"
 # an upload of one of the page's photos draws its batch-mates from the others, as the photo does
 source = cached(source_of, Named(pool, "pool"), Named(image, name))
 
@@ -103,7 +106,7 @@ source = cached(source_of, Named(pool, "pool"), Named(image, name))
 # does; the server's line (lnviz.ui.jobs) is for the parts that hold a core for seconds
 with st.spinner("Running the network…"):
     single = cached(alone, Named(model, "efficientnet"), Named(image, name),
-                    Named(pool, "pool"))
+                    Named(pool, "pool"), for_all=everyones)
 cols = st.columns([1, 2])
 cols[0].image(cached(shown_picture, Named(image, name)), width=224,
               caption="What the network sees: 224 × 224.")
@@ -147,7 +150,7 @@ if part.open:
                     "the batches of part 2", IMAGE_RUNS,
                     DRAWS * (sum(BATCH_SIZES) + 1 + CROPS) + 1 + CROPS, batch_mates,
                     Named(model, "efficientnet"), Named(image, name), Named(crops, name),
-                    Named(pool, "pool"), source)
+                    Named(pool, "pool"), source, for_all=everyones)
             st.markdown(mates_answer(mates, single.label).reply(back))
             show_figure(charts.efficientnet.mates_figure, mates.sizes, mates.p, mates.eval_p,
                         key="en_mates")
@@ -170,7 +173,7 @@ if part.open:
             with st.spinner("Running the batch 49 times…"):
                 gaps = jobs.heavy_cached("the 49 runs of part 3", IMAGE_RUNS, 50 * GAP_BATCH,
                                          layer_gaps, Named(model, "efficientnet"),
-                                         Named(pool, "pool"))
+                                         Named(pool, "pool"), for_all=True)
             st.markdown(gaps_answer(gaps).reply(where))
             show_figure(charts.efficientnet.gaps_figure, gaps.names, gaps.cost, gaps.gap,
                         key="en_gaps")
@@ -192,7 +195,8 @@ if part.open:
                 folding = jobs.heavy_cached("folding and timing", IMAGE_RUNS,
                                             2 * len(pool.labels)
                                             + 2 * (TIMED + 1) * TIMED_BATCH, fold,
-                                            Named(model, "efficientnet"), Named(pool, "pool"))
+                                            Named(model, "efficientnet"), Named(pool, "pool"),
+                                            for_all=True)
             st.markdown(fold_answer(folding).reply(moved))
 
 # --- 5. Shifted pictures ----------------------------------------------------------------------
@@ -216,7 +220,8 @@ if part.open:
             with st.spinner("Running the shifted pictures…"):
                 shift_result = jobs.heavy_cached(
                     "the shifted pictures", IMAGE_RUNS, 6 * len(pool.labels), shifted,
-                    Named(model, "efficientnet"), Named(pool, "pool"), how)
+                    Named(model, "efficientnet"), Named(pool, "pool"), how,
+                    for_all=True)
             st.markdown(shifted_answer(shift_result).reply(better))
 
 # --- 6. A per-sample norm in BatchNorm's place ------------------------------------------------
@@ -236,7 +241,8 @@ if part.open:
             with st.spinner("Running the network with per-sample norms…"):
                 swap = jobs.heavy_cached("the per-sample norms", IMAGE_RUNS,
                                          4 * len(pool.labels), swapped,
-                                         Named(model, "efficientnet"), Named(pool, "pool"))
+                                         Named(model, "efficientnet"), Named(pool, "pool"),
+                                         for_all=True)
             st.markdown(swap_answer(swap).reply(survive))
             st.dataframe(swap_table(swap), hide_index=True, key="en_swap_table",
                          column_config={"median top probability":

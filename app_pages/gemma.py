@@ -84,8 +84,11 @@ with box:
                               "characters. Chat turns use <start_of_turn>user … "
                               "<end_of_turn>.")
 
+# the page's own prompts are everyone's: what the model makes of them is computed once for the
+# whole server (for_all, lnviz.ui.cache); a typed prompt's results stay the learner's
+everyones = text in PRESETS
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
-    seen = cached(analyze, Named(model, "gemma3"), text)
+    seen = cached(analyze, Named(model, "gemma3"), text, for_all=everyones)
 tokens = len(seen.tokens)
 st.markdown(token_line([sentencepiece_piece(t) for t in seen.tokens]))
 st.caption("␣ is a space; <bos> is the token the model reads before every text. The most "
@@ -136,7 +139,7 @@ if part.open:
                     streams = jobs.heavy_cached(
                         "the three models' runs", TOKEN_RUNS, 3 * tokens, design_streams,
                         Named(shared(minilm), "minilm"), Named(shared(smollm2), "smollm2"),
-                        Named(model, "gemma3"), text)
+                        Named(model, "gemma3"), text, for_all=everyones)
                 st.markdown(growth_answer(streams, post_norm_scale(model)).reply(growth))
                 show_figure(charts.gemma.designs_figure, streams, key="g3_designs")
 
@@ -161,7 +164,7 @@ if part.open:
                 qk = jobs.heavy_cached(
                     "the runs without QK-norm", TOKEN_RUNS,
                     2 * (tokens + len(model.tokenize(REFERENCE_TEXT)[0])), qk_norm_removed,
-                    Named(model, "gemma3"), text)
+                    Named(model, "gemma3"), text, for_all=everyones)
             st.markdown(qk_answer(qk, shown).reply(grows))
             show_figure(charts.gemma.qk_figure, qk.trained, qk.without, key="g3_qk")
             st.caption(f"The reference text: “{REFERENCE_TEXT}” Blocks 5, 11 and 17 see the "
@@ -190,7 +193,7 @@ if part.open:
                 runs = jobs.heavy_cached(
                     "the runs with each reading of γ", TOKEN_RUNS,
                     len(OFFSETS) * (tokens + len(model.tokenize(REFERENCE_TEXT)[0])),
-                    offset_runs, Named(model, "gemma3"), text)
+                    offset_runs, Named(model, "gemma3"), text, for_all=everyones)
             st.markdown(offset_answer(runs, shown).reply(offset))
 
 # --- 5. The final norm's γ --------------------------------------------------------------------
@@ -212,7 +215,7 @@ if part.open:
                 final = jobs.heavy_cached(
                     "the runs with the final γ evened out", TOKEN_RUNS,
                     2 * tokens + 2 * len(model.tokenize(REFERENCE_TEXT)[0]), final_gamma,
-                    Named(model, "gemma3"), text)
+                    Named(model, "gemma3"), text, for_all=everyones)
             st.markdown(where_answer(final, shown).reply(where))
             show_figure(charts.gemma.final_gamma_figure, final.gamma, final.peak,
                         [final.smallest], key="g3_final")
@@ -249,7 +252,8 @@ if part.open:
                 broken = jobs.heavy_cached(
                     "the eight breaks", TOKEN_RUNS,
                     ladder_work(tokens, len(model.tokenize(REFERENCE_TEXT)[0]), frozen_tokens),
-                    ladder, Named(model, "gemma3"), text, int(block), sublayer)
+                    ladder, Named(model, "gemma3"), text, int(block), sublayer,
+                    for_all=everyones)
             st.markdown(ladder_answer(broken).reply(harm))
             st.dataframe(ladder_table(broken), hide_index=True, key="g3_ladder",
                          column_config={"KL (nats)": st.column_config.NumberColumn(

@@ -8,6 +8,7 @@ from lnviz import charts
 from lnviz.lessons.common import TOKEN_PLACES, defined
 from lnviz.lessons.minilm import (
     MIN_ORDINARY,
+    PRESETS,
     TransformerRun,
     ablation,
     ablation_text,
@@ -66,10 +67,13 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
 # --- Controls ---------------------------------------------------------------------------------
 text, chosen = minilm_sentence_and_layer("tf_text", "tf_ln", "open")
 name = NAMES[chosen]
+# the page's own sentences are everyone's: what the model makes of them is computed once for the
+# whole server (for_all, lnviz.ui.cache); a typed sentence's results stay the learner's
+everyones = text in PRESETS
 
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
-    run = cached(analyze, Named(model, "minilm"), text)
-    view = cached(layer_view, Named(run, ("tf", text)), name)
+    run = cached(analyze, Named(model, "minilm"), text, for_all=everyones)
+    view = cached(layer_view, Named(run, ("tf", text)), name, for_all=everyones)
 note = truncation_note(run)
 if note:
     st.warning(note, icon=":material/content_cut:")
@@ -136,8 +140,8 @@ if peak is not None:
     show_figure(charts.minilm.massive_figure, massive.per_layer, massive.per_layer_median,
                 massive.feature, run.tokens[massive.token], key="tf_massive")
     with st.spinner("Running the examples…"):
-        across = cached(across_sentences, Named(model, "minilm"), massive.feature)
-        first_word = cached(first_word_run, Named(model, "minilm"), text)
+        across = cached(across_sentences, Named(model, "minilm"), massive.feature, for_all=True)
+        first_word = cached(first_word_run, Named(model, "minilm"), text, for_all=everyones)
     st.markdown(across_text(across, massive.feature) + " "
                 + first_word_text(first_word, massive.feature))
     st.dataframe(across, hide_index=True, key="tf_across")
@@ -187,8 +191,10 @@ def ablation_section(model: MiniLM, text: str, feature_default: int) -> None:
                               help="γ and β of this feature are set to 0 in every LayerNorm.")
     control = control_feature(model, int(feature))
     with st.spinner("Running the ablation…"):
-        result = cached(ablation, Named(model, "minilm"), text, int(feature), control)
-        pairs = cached(pair_similarities, Named(model, "minilm"), int(feature), control)
+        result = cached(ablation, Named(model, "minilm"), text, int(feature), control,
+                        for_all=everyones)
+        pairs = cached(pair_similarities, Named(model, "minilm"), int(feature), control,
+                       for_all=True)
     st.markdown(ablation_text(result, pairs))
     show_figure(charts.minilm.ablation_figure, result.feature, result.control, result.cosine,
                 result.control_cosine, key="tf_ablation")
@@ -204,9 +210,11 @@ if peak is not None:
     st.caption("Dettmers et al. 2022, “LLM.int8(): 8-bit Matrix Multiplication for Transformers at "
                "Scale”.")
     # what the next layer's matmuls read: the LayerNorm's output (post-LN), not its input
-    table, outliers = cached(int8_errors, run.records[chosen].output[0].numpy())
-    inputs, _ = cached(int8_errors, run.records[chosen].input[0].numpy())
-    normalized, _ = cached(int8_errors, run.records[chosen].replay().x_hat[0].numpy())
+    table, outliers = cached(int8_errors, run.records[chosen].output[0].numpy(),
+                             for_all=everyones)
+    inputs, _ = cached(int8_errors, run.records[chosen].input[0].numpy(), for_all=everyones)
+    normalized, _ = cached(int8_errors, run.records[chosen].replay().x_hat[0].numpy(),
+                           for_all=everyones)
     ratio = run.peak[chosen] / run.median[chosen]  # the input's largest |x| over its median
     st.markdown(f"{int8_intro(NAMES, chosen)} Rounded to int8 with {defined('absmax')}, "
                 "three ways: " + int8_text(table, outliers)

@@ -212,7 +212,7 @@ with folded("LayerNorm in a transformer block", "sh_part3"):
         # Always the deepest stack: a shallower one is its first blocks, so the depth slider only
         # slices the cached result.
         with st.spinner("Sending the batch through the stack…"):
-            deepest = cached(depth_profiles, stack)
+            deepest = cached(depth_profiles, stack, for_all=True)
         profiles = first_blocks(deepest, depth)
     show_figure(charts.shapes.depth_figure,
                 {v: profiles[v].stream for v in VARIANTS},
@@ -243,11 +243,11 @@ with folded("Gradients at initialization", "sh_part4"):
         "‖∂L/∂θ‖ over all of that block's weights. The right panel repeats it for stacks of "
         "1 to 48 blocks (the first blocks of the same stack).")
     with refusal(), st.spinner("Backpropagating through the stack…"):
-        sweep = cached(depth_sweep, stack)
+        sweep = cached(depth_sweep, stack, for_all=True)
         # the sweep holds the stacks of its depths block by block: the default 48 among them
         norms = sweep.blocks.get(depth) or cached(
             gradient_norms, StackConfig(depth=depth, d_model=d_model, activation=activation,
-                                        init_gain=gain, seed=settings.seed))
+                                        init_gain=gain, seed=settings.seed), for_all=True)
     show_figure(charts.shapes.gradient_figure, norms, sweep.depths, sweep.first, sweep.last,
                 key="sh_grad_chart")
     st.markdown("\n".join(f"- {line}" for line in gradient_findings(norms, sweep)))

@@ -80,8 +80,11 @@ with box:
                          help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
                               "characters. Chat turns use <|im_start|>user … <|im_end|>.")
 
+# the page's own prompts are everyone's: what the model makes of them is computed once for the
+# whole server (for_all, lnviz.ui.cache); a typed prompt's results stay the learner's
+everyones = text in PRESETS
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
-    seen = cached(analyze, Named(model, "smollm2"), text)
+    seen = cached(analyze, Named(model, "smollm2"), text, for_all=everyones)
 reference_tokens = len(model.tokenize(REFERENCE_TEXT)[0])
 st.markdown(token_line([bpe_piece(t) for t in seen.tokens]))  # "␣" a space, as the figures
 if any("⟨" in bpe_piece(t) for t in seen.tokens):
@@ -122,7 +125,8 @@ if part.open:
             link_work = len(seen.tokens) + sum(len(model.tokenize(t)[0]) for t in PRESETS)
             with st.spinner("Running the other example texts…"):
                 link = jobs.heavy_cached("the first tokens' runs", TOKEN_RUNS, link_work,
-                                         sink_link, Named(model, "smollm2"), text)
+                                         sink_link, Named(model, "smollm2"), text,
+                                         for_all=everyones)
             st.markdown(f"**The massive activation and the {defined('attention sink')}.** "
                         "Follow the first token through the block where the stream peaks, on "
                         "this prompt and on the other example texts:")
@@ -146,7 +150,8 @@ elif part.open:
         # without all-MiniLM-L6-v2 installed, this part says so and the rest of the page goes on
         with refusal(icon=":material/block:", errors=(ValueError, ModelFileError), stop=False):
             encoder_model = shared(minilm)
-            sentence = cached(analyze_sentence, Named(encoder_model, "minilm"), SENTENCES[0])
+            sentence = cached(analyze_sentence, Named(encoder_model, "minilm"), SENTENCES[0],
+                              for_all=True)
             encoder = encoder_stream_rms(sentence)
             show_figure(charts.smollm2.stream_figure, typical, first, encoder, key="sl_stream")
             st.markdown(
@@ -194,7 +199,7 @@ if part.open:
                 return jobs.heavy_cached(
                     "the broken norm's runs", TOKEN_RUNS,
                     break_work(len(seen.tokens), reference_tokens), break_norm,
-                    Named(model, "smollm2"), text, name, how)
+                    Named(model, "smollm2"), text, name, how, for_all=everyones)
 
         # the "which moves least" reply below ranks all four ways of breaking this norm: once
         # it was given, the other ways' question is settled and shows its reply unasked

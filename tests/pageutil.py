@@ -80,6 +80,16 @@ def load_afresh(monkeypatch) -> None:
     monkeypatch.setattr(cache, "shared", lambda load: load())
 
 
+def held_result(at: AppTest, computation: str) -> tuple[tuple, object]:
+    """The result of ``computation`` ("lnviz.lessons.minilm.analyze") the session used last,
+    and its slot in the session's cache (lnviz.ui.cache)."""
+    from lnviz.ui.cache import STORE_KEY
+
+    *_, (slot, entry) = [((c, k), e) for (c, k), e in at.session_state[STORE_KEY].items()
+                         if c == computation]
+    return slot, entry.value
+
+
 def figures(at: AppTest) -> list[dict]:
     """Every Plotly figure on the page, as its JSON spec, in page order: those st.plotly_chart
     draws and those drawn in the browser to follow a live control (lnviz.ui.live.live_figure,

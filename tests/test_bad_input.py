@@ -208,6 +208,18 @@ def test_every_page_survives_junk_in_every_url_parameter(page):
         at = open_with_query(page, query)
         assert not at.exception, (page, query, at.exception)
         assert at.title and at.title[0].value
+    # what a learner typed is theirs: no result kept for every session was computed from it
+    from lnviz.ui import cache
+
+    typed = {"abc", "<script>", "Random+batch", "9" * 40}
+    assert not [slot for slot in cache._FOR_ALL if typed & set(_strings(slot))], page
+
+
+def _strings(key) -> list[str]:
+    """The strings in a cache key (lnviz.ui.cache.fingerprint keeps text as it is)."""
+    if isinstance(key, str):
+        return [key]
+    return [text for part in key for text in _strings(part)] if isinstance(key, tuple) else []
 
 
 @pytest.mark.parametrize(("value", "kept"), [

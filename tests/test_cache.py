@@ -14,16 +14,19 @@ import torch
 
 from lnviz.batch import Batch, NormSpec
 from lnviz.limits import DEMO_LIMITS
+from lnviz.ui import cache
 from lnviz.ui.cache import (
     ENTRIES,
     PAGE_KEY,
     STORE_KEY,
     Named,
     cached,
+    cached_through,
     enter_page,
     fingerprint,
     forget_named,
     held_bytes,
+    held_for_all_bytes,
     names_in,
     nbytes,
     shared,
@@ -43,14 +46,21 @@ def total(values: np.ndarray) -> float:
 
 
 @pytest.fixture(autouse=True)
-def empty_store():
-    """Outside a script run Streamlit keeps one session state for the whole process."""
+def empty_store(monkeypatch: pytest.MonkeyPatch):
+    """Outside a script run Streamlit keeps one session state for the whole process; the
+    results kept for every session start empty too (the app's own are put back after)."""
     for key in (STORE_KEY, PAGE_KEY):
         st.session_state.pop(key, None)
+    monkeypatch.setattr(cache, "_FOR_ALL", {})
     CALLS.clear()
     yield
     for key in (STORE_KEY, PAGE_KEY):
         st.session_state.pop(key, None)
+
+
+def another_learner() -> None:
+    """The next calls are another session's: its own store, empty."""
+    st.session_state.pop(STORE_KEY, None)
 
 
 def test_a_hit_returns_the_very_object_computed_once():
@@ -96,6 +106,56 @@ def test_a_named_argument_is_passed_as_its_value_and_keyed_by_its_name():
     (key,) = [k for computation, k in st.session_state[STORE_KEY]
               if computation == f"{__name__}.total" and ("upload", "file-1") in names_in(k)]
     assert list(names_in(key)) == [("upload", "file-1")]
+
+
+def test_the_apps_own_views_are_computed_once_for_every_session():
+    first = cached(square, 4.0, for_all=True)
+    another_learner()
+    assert cached(square, 4.0, for_all=True) is first  # not computed again, not a copy
+    assert CALLS == [(4.0, 0.0)]
+    # the second learner's store holds it too, counted in their budget
+    assert [c for c, _ in st.session_state[STORE_KEY]] == [f"{__name__}.square"]
+    assert held_bytes() == nbytes(first) == held_for_all_bytes() > 0
+    # a plain result (an upload's, typed text's) is never another session's
+    another_learner()
+    assert cached(square, 5.0) == [25.0]
+    another_learner()
+    assert cached(square, 5.0) == [25.0]
+    assert CALLS == [(4.0, 0.0), (5.0, 0.0), (5.0, 0.0)]
+    assert [c for c, _ in cache._FOR_ALL] == [f"{__name__}.square"]
+    assert held_for_all_bytes() == nbytes(first)
+
+
+def test_another_learners_result_does_not_wait_in_line():
+    lines = []
+
+    def in_line(compute):
+        lines.append("waited")
+        return compute()
+
+    first = cached_through(in_line, square, 6.0, for_all=True)
+    another_learner()
+    assert cached_through(in_line, square, 6.0, for_all=True) is first
+    assert lines == ["waited"] and CALLS == [(6.0, 0.0)]
+
+
+def test_the_results_kept_for_everyone_hold_one_sessions_budget(budget_mb):
+    third = budget_mb // 3 - 1
+    for block in (block_a, block_b, block_c):
+        cached(block, third, for_all=True)
+        another_learner()
+    assert budget_mb * 2**20 * 0.9 < held_for_all_bytes() <= budget_mb * 2**20
+    cached(block_a, third, for_all=True)  # used again by another learner: the most recent
+    another_learner()
+    cached(block_d, third, for_all=True)  # over: the least recently used (b) goes
+    assert sorted(c.rsplit(".", 1)[-1] for c, _ in cache._FOR_ALL) == [
+        "block_a", "block_c", "block_d"]
+    CALLS.clear()
+    another_learner()
+    cached(block_b, third, for_all=True)  # computed again; c goes now
+    cached(block_a, third, for_all=True)
+    assert list(CALLS) == [("b", third)]
+    assert held_for_all_bytes() <= budget_mb * 2**20
 
 
 def test_forget_named_drops_only_results_of_the_matching_names():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from pageutil import asks_first, figures, open_page, page_text
+from pageutil import asks_first, figures, held_result, open_page, page_text
 
 from lnviz.capture import patch
 from lnviz.data import photos as photo_module
@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 PAGE = "app_pages/efficientnet.py"
 PARTS = {f"en_part{k}": "true" for k in range(2, 7)}
 OWN = "a picture of your own (PNG or JPEG)"
+ALONE = "lnviz.lessons.efficientnet.alone"
 
 
 @pytest.fixture(scope="module")
@@ -370,6 +371,36 @@ def test_the_picture_choice_reruns_part_one(model, pool):
     at.selectbox(key="en_photo").set_value(OWN).run(timeout=300)
     assert not at.exception
     assert any("Upload a picture" in i.value for i in at.info)
+
+
+def test_learners_share_what_the_network_makes_of_a_photo_and_keep_their_uploads(model, pool):
+    """A class opening the page runs part 1 on a photo once for the whole server; a learner's
+    upload is run in their session and kept nowhere else."""
+    import io
+
+    from PIL import Image
+
+    from lnviz.ui import cache
+
+    coffee = {"en_photo": "a cup of coffee"}
+    first = held_result(open_page(PAGE, coffee, timeout=300), ALONE)[1]
+    at = open_page(PAGE, coffee, timeout=300)  # another learner
+    slot, again = held_result(at, ALONE)
+    assert again is first and cache._for_all_kept(slot).value is first
+    # the same learner uploads a picture of their own
+    buffer = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (300, 400, 3), np.uint8)).save(
+        buffer, "PNG")
+    at.selectbox(key="en_photo").set_value(OWN).run(timeout=300)
+    at.file_uploader(key="en_upload").upload("mine.png", buffer.getvalue()).run(timeout=300)
+    assert not at.exception
+    slot, own = held_result(at, ALONE)
+    assert own is not first and own.label
+    assert any(name[0] == "en_upload" for name in cache.names_in(slot[1]))
+    assert cache._for_all_kept(slot) is None
+    assert not [slot for slot in cache._FOR_ALL
+                if any(name[0] == "en_upload" for name in cache.names_in(slot[1])
+                       if isinstance(name, tuple))]
 
 
 def test_a_picture_decodes_and_runs(model):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from pageutil import alerts, asks_first, figures, open_page, shown_text
+from pageutil import alerts, asks_first, figures, held_result, open_page, shown_text
 
 import lnviz
 from lnviz.capture import load_capture, read_capture
@@ -300,6 +300,25 @@ def test_page_follows_a_typed_sentence_and_warns_when_it_truncates() -> None:
     (warning,) = alerts(at)["warning"]
     assert "802 tokens" in warning and "512" in warning
     assert "**512 tokens:**" in markdown(at)
+
+
+def test_learners_share_the_runs_of_the_pages_sentences_and_keep_their_own() -> None:
+    """What the model makes of the page's example sentences is computed once for the server
+    (lnviz.ui.cache, for_all); a typed sentence's run is the learner's alone."""
+    from lnviz.ui import cache
+
+    analyze = "lnviz.lessons.minilm.analyze"
+    first = held_result(open_page(PAGE, timeout=120), analyze)[1]
+    at = open_page(PAGE, timeout=120)  # another learner, on the same sentence
+    slot, again = held_result(at, analyze)
+    assert again is first and cache._for_all_kept(slot).value is first
+    typed = "my own words, typed here"
+    assert typed not in tf.PRESETS
+    at.text_area(key="tf_text").input(typed).run(timeout=120)
+    slot, own = held_result(at, analyze)
+    assert typed in slot[1][0] and own.tokens[1:3] == ["my", "own"]
+    assert not [s for s in cache._FOR_ALL if typed in str(s)]
+    assert cache._for_all_kept(slot) is None
 
 
 def test_a_text_longer_than_the_page_reads_is_cut_with_a_word() -> None:

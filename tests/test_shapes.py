@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pageutil import alerts, asks_first, figures, open_page, table_with, trace_data
+from pageutil import alerts, asks_first, figures, held_result, open_page, table_with, trace_data
 
 from lnviz.analysis import (
     COMPARED,
@@ -635,6 +635,17 @@ def test_default_view_is_the_notes_and_a_48_block_stack():
     np.testing.assert_allclose(stream(at, 0)[1:], 1.0, atol=1e-4)
     assert len(stream(at, 1)) == 49 and stream(at, 2)[-1] > 1e6
     assert "normalized_shape = (3,)\n" in at.code[0].value
+
+
+def test_learners_share_the_stack_at_the_same_settings():
+    """The stack and its gradients depend on the page's controls alone: computed once for the
+    server (lnviz.ui.cache, for_all), whoever opens the page at those settings."""
+    sweep = "lnviz.analysis.depth_sweep"
+    first = held_result(open_page(PAGE), sweep)[1]
+    again = open_page(PAGE)  # another learner
+    assert held_result(again, sweep)[1] is first
+    again.select_slider(key="sh_gain").set_value(2.0).run()
+    assert held_result(again, sweep)[1] is not first
 
 
 def test_shape_controls_change_the_groups_and_the_output():

@@ -7,11 +7,9 @@ steps, Scale and shift's 16-sample demos) are made directly: keying them would c
 much as they do. The policy, and why:
 
 - **Per session.** Results live in the learner's ``st.session_state``: nobody sees anything
-  computed from anyone else's upload, and everything goes when the session ends. Sharing
-  between learners would save only a learner's first visit to a view (the heaviest, Shapes'
-  48-block stack with its gradients at seven depths, takes about 1 s here, once per visit),
-  and a shared cache cannot let go of one
-  learner's upload when they move on, which :func:`forget_named` does.
+  computed from anyone else's upload, and everything goes when the session ends. A cache
+  shared by everyone could not let go of one learner's upload when they move on, which
+  :func:`forget_named` does (the app's own views are the exception below).
 - **Bounded per computation and per session.** Each computation (a library function, a figure
   builder) keeps at most its last :data:`ENTRIES` results, so that a page's computations never
   push each other out and the Explorer's memory budget
@@ -30,6 +28,15 @@ much as they do. The policy, and why:
   are read-only and the same for everyone: :func:`shared` loads them once per server, with
   ``st.cache_resource``, and every session uses that one copy. Results computed *from* them are
   per session again, through :func:`cached`.
+- **And the app's own views, once per server.** A real model's page opens on the app's own
+  input (EfficientNet's photos, Shapes' stack at the page's settings): its first view took
+  1.5 s of a core per learner on EfficientNet, so a class of thirty opening the page at once
+  queued 45 CPU-seconds for thirty copies of one result. A page computes such a result with
+  ``cached(..., for_all=True)``: one copy for the whole server, within one
+  session's budget (:func:`session_budget`), least recently used first. Only where every input
+  is the app's own (a shared model, the app's own pictures and texts, a control's value);
+  never an upload or text a learner typed, whose results stay theirs and go with their session.
+  Each session's store holds the same object, counted in its budget as before.
 - **Keyed by content.** Arguments are fingerprinted by value (arrays and tensors by a hash of
   their bytes), so a key cannot miss a setting the computation depends on. An input too large to
   hash on every rerun is passed as :class:`Named`: the data source's own name for it stands in
@@ -42,6 +49,7 @@ import dataclasses
 import hashlib
 import importlib
 import sys
+import threading
 import types
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -51,9 +59,9 @@ import streamlit as st
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["ENTRIES", "Entry", "Named", "cached", "cached_through", "enter_page", "fingerprint",
-           "forget_named", "held_bytes", "names_in", "nbytes", "remember", "session_budget",
-           "shared"]
+__all__ = ["ENTRIES", "Entry", "Named", "cached", "cached_through", "enter_page",
+           "fingerprint", "forget_named", "held_bytes", "held_for_all_bytes", "names_in",
+           "nbytes", "remember", "session_budget", "shared"]
 
 T = TypeVar("T")
 #: Results kept per computation and session (the Explorer's memory budget counts two).
@@ -138,33 +146,80 @@ def enter_page(page: str) -> None:
         del store[slot]
 
 
-def cached(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def cached(func: Callable[..., T], *args: Any, for_all: bool = False, **kwargs: Any) -> T:
     """``func(*args, **kwargs)`` through the session's cache (see the module docstring).
 
     The key is the arguments' :func:`fingerprint`; a :class:`Named` argument is passed to
-    ``func`` as its value and keyed by its name.
+    ``func`` as its value and keyed by its name. ``for_all``: the result is also kept once for
+    every session of the server, for a computation whose every input is the app's own (see the
+    module docstring); never for one from an upload or a learner's typed text.
     """
-    return cached_through(lambda compute: compute(), func, *args, **kwargs)
+    return cached_through(_directly, func, *args, for_all=for_all, **kwargs)
+
+
+def _directly(compute: Callable[[], T]) -> T:
+    return compute()
 
 
 def cached_through(through: Callable[[Callable[[], T]], T], func: Callable[..., T], *args: Any,
-                   **kwargs: Any) -> T:
+                   for_all: bool = False, **kwargs: Any) -> T:
     """:func:`cached`, with a miss computed as ``through(compute)``: a heavy computation waits
     its turn in the server's line (:func:`lnviz.ui.jobs.heavy_cached`); a hit waits for
-    nothing."""
+    nothing. ``for_all``: as for :func:`cached`."""
     if "<" in func.__qualname__:  # two lambdas (or local functions) could share a name
         raise TypeError(f"cached takes a module-level function, not {func.__qualname__}")
     computation, key = f"{func.__module__}.{func.__qualname__}", (fingerprint(args),
                                                                  fingerprint(kwargs))
+    slot = (computation, key)
 
     def compute() -> T:
-        # an earlier run of this session may have computed it while this one waited
-        done = _store().get((computation, key))
+        # an earlier run of this session, or another learner, may have computed it while this
+        # one waited
+        done = _store().get(slot) or (_for_all_kept(slot) if for_all else None)
         if done is not None:
             return done.value
-        return func(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+        value = func(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+        if for_all:
+            _keep_for_all(slot, value)
+        return value
 
+    kept = _for_all_kept(slot) if for_all and slot not in _store() else None
+    if kept is not None:  # another learner computed it: this session holds the same object
+        return remember(computation, key, lambda: kept.value)
     return remember(computation, key, lambda: through(compute))
+
+
+#: The results kept for every session (``cached(..., for_all=True)``), most recently used last.
+_FOR_ALL: dict[tuple[str, Hashable], Entry] = {}
+_FOR_ALL_LOCK = threading.Lock()
+
+
+def _for_all_kept(slot: tuple[str, Hashable]) -> Entry | None:
+    with _FOR_ALL_LOCK:
+        entry = _FOR_ALL.pop(slot, None)
+        if entry is not None:
+            _FOR_ALL[slot] = entry  # most recently used goes last
+        return entry
+
+
+def _keep_for_all(slot: tuple[str, Hashable], value: Any) -> None:
+    """Keep ``value`` for every session, within one session's budget: the least recently used
+    go first, never the one just kept."""
+    entry, budget = Entry(value, nbytes(value), None), session_budget()
+    with _FOR_ALL_LOCK:
+        _FOR_ALL.pop(slot, None)
+        _FOR_ALL[slot] = entry
+        held = sum(kept.nbytes for kept in _FOR_ALL.values())
+        for old in list(_FOR_ALL)[:-1]:
+            if held <= budget:
+                break
+            held -= _FOR_ALL.pop(old).nbytes
+
+
+def held_for_all_bytes() -> int:
+    """What the results kept for every session hold, in bytes (:func:`nbytes` of each)."""
+    with _FOR_ALL_LOCK:
+        return sum(entry.nbytes for entry in _FOR_ALL.values())
 
 
 def _unwrap(value: Any) -> Any:

@@ -407,9 +407,11 @@ def heavy(what: str, show: Callable[[str], None], *, kind: str, units: float,
 
 
 def heavy_cached(what: str, kind: str, units: float, func: Callable[..., T], *args: Any,
-                 **kwargs: Any) -> T:
+                 for_all: bool = False, **kwargs: Any) -> T:
     """``cached(func, *args, **kwargs)`` where a miss takes its turn in the server's line
-    (:func:`heavy`) with a note of its place; a hit is immediate."""
+    (:func:`heavy`) with a note of its place; a hit is immediate. ``for_all``: the result is
+    kept for every session (:func:`lnviz.ui.cache.cached`), only where every input is the
+    app's own."""
     def in_line(compute: Callable[[], T]) -> T:
         note = st.empty()
         with heavy(what, lambda text: note.info(text, icon=":material/hourglass_top:"),
@@ -418,4 +420,4 @@ def heavy_cached(what: str, kind: str, units: float, func: Callable[..., T], *ar
         note.empty()
         return value
 
-    return cached_through(in_line, func, *args, **kwargs)
+    return cached_through(in_line, func, *args, for_all=for_all, **kwargs)
