@@ -195,8 +195,7 @@ if part.open:
                 folding = jobs.heavy_cached("folding and timing", IMAGE_RUNS,
                                             2 * len(pool.labels)
                                             + 2 * (TIMED + 1) * TIMED_BATCH, fold,
-                                            Named(model, "efficientnet"), Named(pool, "pool"),
-                                            for_all=True)
+                                            Named(model, "efficientnet"), Named(pool, "pool"))
             st.markdown(fold_answer(folding).reply(moved))
 
 # --- 5. Shifted pictures ----------------------------------------------------------------------

@@ -140,7 +140,8 @@ if peak is not None:
     show_figure(charts.minilm.massive_figure, massive.per_layer, massive.per_layer_median,
                 massive.feature, run.tokens[massive.token], key="tf_massive")
     with st.spinner("Running the examples…"):
-        across = cached(across_sentences, Named(model, "minilm"), massive.feature, for_all=True)
+        across = cached(across_sentences, Named(model, "minilm"), massive.feature,
+                        for_all=everyones)  # the feature where a typed sentence peaks
         first_word = cached(first_word_run, Named(model, "minilm"), text, for_all=everyones)
     st.markdown(across_text(across, massive.feature) + " "
                 + first_word_text(first_word, massive.feature))

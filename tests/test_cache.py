@@ -4,6 +4,8 @@ bytes per session, never copied."""
 from __future__ import annotations
 
 import math
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,6 +139,37 @@ def test_another_learners_result_does_not_wait_in_line():
     another_learner()
     assert cached_through(in_line, square, 6.0, for_all=True) is first
     assert lines == ["waited"] and CALLS == [(6.0, 0.0)]
+
+
+def slow_square(x: float) -> list[float]:
+    CALLS.append(("slow", x))
+    time.sleep(0.3)
+    return [x * x]
+
+
+def test_learners_asking_at_once_wait_for_the_first_and_say_they_computed_nothing():
+    """Two learners ask for the same view for everyone at once: one computes, the other waits
+    for it and reports that it computed nothing (so its time in the line sets no pace)."""
+    computed, results = [], []
+
+    def in_line(compute):
+        value = compute()
+        computed.append(compute.computed)
+        return value
+
+    def learner():
+        results.append(cached_through(in_line, slow_square, 7.0, for_all=True))
+
+    first = threading.Thread(target=learner)
+    first.start()
+    deadline = time.monotonic() + 30
+    while not CALLS and time.monotonic() < deadline:  # the first is computing
+        time.sleep(0.005)
+    another_learner()
+    learner()  # asks while the first computes
+    first.join(timeout=30)
+    assert CALLS == [("slow", 7.0)]
+    assert sorted(computed) == [False, True] and results[0] is results[1]
 
 
 def test_the_results_kept_for_everyone_hold_one_sessions_budget(budget_mb):

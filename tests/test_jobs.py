@@ -209,6 +209,20 @@ def test_a_failed_job_leaves_the_line_and_its_pace_is_not_recorded(monkeypatch):
     assert jobs.estimate_s("sweep", 100) == pytest.approx(100 * jobs.estimate_s("sweep", 1))
 
 
+def test_a_turn_that_computed_nothing_sets_no_pace(monkeypatch):
+    """A learner whose turn comes when another learner's result is already there
+    (lnviz.ui.cache, for_all) computed nothing: its near-zero time must not make the next jobs
+    of its kind look quick and skip the line."""
+    monkeypatch.setattr(jobs, "_scheduler", Scheduler(1))
+    monkeypatch.setattr(jobs, "_paces", {"runs": 0.01})
+    with jobs.heavy("the runs", print, kind="runs", units=1000) as turn:
+        turn.measured = False  # what heavy_cached says when the result was there
+    assert jobs.estimate_s("runs", 1000) == pytest.approx(10.0)
+    with jobs.heavy("the runs", print, kind="runs", units=1000):
+        pass  # computed, and quickly
+    assert jobs.estimate_s("runs", 1000) < 1.0
+
+
 def test_the_waiting_learner_reads_their_place_and_the_wait():
     assert waiting_text(1, 42.4, "the norm sweep") == (
         "Waiting for the server: the norm sweep starts after 1 other learner's job in line — "

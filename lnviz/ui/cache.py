@@ -27,16 +27,18 @@ much as they do. The policy, and why:
 - **One exception: shared resources.** A pretrained model's weights (90 MB for all-MiniLM-L6-v2)
   are read-only and the same for everyone: :func:`shared` loads them once per server, with
   ``st.cache_resource``, and every session uses that one copy. Results computed *from* them are
-  per session again, through :func:`cached`.
-- **And the app's own views, once per server.** A real model's page opens on the app's own
-  input (EfficientNet's photos, Shapes' stack at the page's settings): its first view took
-  1.5 s of a core per learner on EfficientNet, so a class of thirty opening the page at once
-  queued 45 CPU-seconds for thirty copies of one result. A page computes such a result with
-  ``cached(..., for_all=True)``: one copy for the whole server, within one
-  session's budget (:func:`session_budget`), least recently used first. Only where every input
-  is the app's own (a shared model, the app's own pictures and texts, a control's value);
-  never an upload or text a learner typed, whose results stay theirs and go with their session.
-  Each session's store holds the same object, counted in its budget as before.
+  per session again, through :func:`cached`, but for the app's own views:
+- **The app's own views, once per server.** A real model's page opens on the app's own input
+  (EfficientNet's photos, an example sentence, Shapes' stack at the page's settings): its first
+  view cost each learner 2.6 CPU-seconds on EfficientNet (tools/shared_views.py), so a class of
+  thirty opening the page cost the server thirty copies of one result. A page computes such a
+  result with ``cached(..., for_all=True)``: one copy for the whole server, computed by the
+  first learner to ask while the others asking at once wait for it, and kept within one
+  session's budget (:func:`session_budget`; least recently used first, the newest kept even
+  when larger). Only where every input is the app's own (a shared model, the app's own pictures
+  and texts, a control's value); never an upload or text a learner typed, whose results stay
+  theirs and go with their session, nor a measurement that says it was taken now. Each
+  session's store holds the same object, counted in its budget as before.
 - **Keyed by content.** Arguments are fingerprinted by value (arrays and tensors by a hash of
   their bytes), so a key cannot miss a setting the computation depends on. An input too large to
   hash on every rerun is passed as :class:`Named`: the data source's own name for it stands in
@@ -165,33 +167,56 @@ def cached_through(through: Callable[[Callable[[], T]], T], func: Callable[..., 
                    for_all: bool = False, **kwargs: Any) -> T:
     """:func:`cached`, with a miss computed as ``through(compute)``: a heavy computation waits
     its turn in the server's line (:func:`lnviz.ui.jobs.heavy_cached`); a hit waits for
-    nothing. ``for_all``: as for :func:`cached`."""
+    nothing. After ``compute()``, ``compute.computed`` says whether it ran ``func`` (False: the
+    result was there when its turn came). ``for_all``: as for :func:`cached`."""
     if "<" in func.__qualname__:  # two lambdas (or local functions) could share a name
         raise TypeError(f"cached takes a module-level function, not {func.__qualname__}")
     computation, key = f"{func.__module__}.{func.__qualname__}", (fingerprint(args),
                                                                  fingerprint(kwargs))
     slot = (computation, key)
 
-    def compute() -> T:
-        # an earlier run of this session, or another learner, may have computed it while this
-        # one waited
-        done = _store().get(slot) or (_for_all_kept(slot) if for_all else None)
-        if done is not None:
-            return done.value
-        value = func(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
-        if for_all:
-            _keep_for_all(slot, value)
-        return value
+    def run() -> T:
+        return func(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
 
+    compute = _Computation(slot, run, for_all)
     kept = _for_all_kept(slot) if for_all and slot not in _store() else None
     if kept is not None:  # another learner computed it: this session holds the same object
         return remember(computation, key, lambda: kept.value)
     return remember(computation, key, lambda: through(compute))
 
 
+class _Computation:
+    """A miss of :func:`cached_through`, computed when called: unless an earlier run of this
+    session, or (``for_all``) another learner, computed it meanwhile (while this one waited in
+    the server's line). ``computed``: whether this call ran it."""
+
+    def __init__(self, slot: tuple[str, Hashable], run: Callable[[], Any], for_all: bool):
+        self.slot, self.run, self.for_all, self.computed = slot, run, for_all, False
+
+    def __call__(self) -> Any:
+        done = _store().get(self.slot)
+        if done is not None:
+            return done.value
+        if not self.for_all:
+            self.computed = True
+            return self.run()
+        # learners asking at once for what nobody has yet: the first computes, the others wait
+        # for it (a slot's lock is one of a few: two computations sharing one only wait longer)
+        with _SLOT_LOCKS[hash(self.slot) % len(_SLOT_LOCKS)]:
+            done = _for_all_kept(self.slot)
+            if done is not None:
+                return done.value
+            self.computed = True
+            value = self.run()
+            _keep_for_all(self.slot, value)
+            return value
+
+
 #: The results kept for every session (``cached(..., for_all=True)``), most recently used last.
 _FOR_ALL: dict[tuple[str, Hashable], Entry] = {}
 _FOR_ALL_LOCK = threading.Lock()
+#: One computation of a slot for everyone at a time (:class:`_Computation`).
+_SLOT_LOCKS = [threading.Lock() for _ in range(16)]
 
 
 def _for_all_kept(slot: tuple[str, Hashable]) -> Entry | None:

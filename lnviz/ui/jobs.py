@@ -377,9 +377,18 @@ def estimate_s(kind: str, units: float) -> float | None:
     return None if pace is None else pace * units
 
 
+@dataclass
+class Turn:
+    """A turn in the line, as the body of :func:`heavy` sees it: ``measured`` False when the
+    body computed nothing (another learner's result was there when the turn came), so that its
+    time sets no pace."""
+
+    measured: bool = True
+
+
 @contextlib.contextmanager
 def heavy(what: str, show: Callable[[str], None], *, kind: str, units: float,
-          stop: bool = False) -> Iterator[None]:
+          stop: bool = False) -> Iterator[Turn]:
     """Take a turn in the server's line for a one-piece heavy computation of ``units`` of work
     of ``kind`` (the norm sweep: token-runs of the model): wait for it, showing the place with
     ``show`` (``stop``: the page has a Stop button for it); run the body with bounded threads
@@ -396,10 +405,10 @@ def heavy(what: str, show: Callable[[str], None], *, kind: str, units: float,
     try:
         if ticket is not None:
             wait_turn(ticket, show, stop=stop)
-        started = time.monotonic()
+        started, turn = time.monotonic(), Turn()
         with bounded_threads():
-            yield
-        if units > 0:
+            yield turn
+        if units > 0 and turn.measured:
             _paces[kind] = (time.monotonic() - started) / units
     finally:
         if ticket is not None:
@@ -415,8 +424,9 @@ def heavy_cached(what: str, kind: str, units: float, func: Callable[..., T], *ar
     def in_line(compute: Callable[[], T]) -> T:
         note = st.empty()
         with heavy(what, lambda text: note.info(text, icon=":material/hourglass_top:"),
-                   kind=kind, units=units):
+                   kind=kind, units=units) as turn:
             value = compute()
+            turn.measured = getattr(compute, "computed", True)
         note.empty()
         return value
 
