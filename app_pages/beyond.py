@@ -84,9 +84,7 @@ with refusal(icon=":material/block:", errors=(ValueError, ModelFileError)):
 
 text, chosen = minilm_sentence_and_layer("by_text", "by_ln", "plot")
 name = NAMES[chosen]
-# the page's own sentences are everyone's: what the model makes of them is computed once for the
-# whole server (for_all, lnviz.ui.cache); a typed sentence's results stay the learner's
-everyones = text in PRESETS
+everyones = text in PRESETS  # the app's own sentences: for_all (lnviz.ui.cache)
 
 with refusal(icon=":material/block:"), st.spinner("Running the model and fitting…"):
     original = cached(run_sentence, Named(model, "minilm"), text, for_all=everyones)

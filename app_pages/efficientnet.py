@@ -96,9 +96,7 @@ else:
     name = ("en_photo", choice)
     with refusal(icon=":material/block:", errors=(ValueError, PhotoFileError)):
         image, crops = cached(prepared_photo, choice)
-# the page's own photos are everyone's: what the network makes of them is computed once for the
-# whole server (for_all: lnviz.ui.cache.cached); an upload's results stay the learner's
-everyones = name[0] == "en_photo"
+everyones = name[0] == "en_photo"  # the app's own photos: for_all (lnviz.ui.cache)
 # an upload of one of the page's photos draws its batch-mates from the others, as the photo does
 source = cached(source_of, Named(pool, "pool"), Named(image, name))
 

@@ -84,9 +84,7 @@ with box:
                               "characters. Chat turns use <start_of_turn>user … "
                               "<end_of_turn>.")
 
-# the page's own prompts are everyone's: what the model makes of them is computed once for the
-# whole server (for_all, lnviz.ui.cache); a typed prompt's results stay the learner's
-everyones = text in PRESETS
+everyones = text in PRESETS  # the app's own prompts: for_all (lnviz.ui.cache)
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
     seen = cached(analyze, Named(model, "gemma3"), text, for_all=everyones)
 tokens = len(seen.tokens)

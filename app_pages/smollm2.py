@@ -80,9 +80,7 @@ with box:
                          help=f"Any text; the page reads its first {MODEL_MAX_CHARS:,} "
                               "characters. Chat turns use <|im_start|>user … <|im_end|>.")
 
-# the page's own prompts are everyone's: what the model makes of them is computed once for the
-# whole server (for_all, lnviz.ui.cache); a typed prompt's results stay the learner's
-everyones = text in PRESETS
+everyones = text in PRESETS  # the app's own prompts: for_all (lnviz.ui.cache)
 with refusal(icon=":material/block:"), st.spinner("Running the model…"):
     seen = cached(analyze, Named(model, "smollm2"), text, for_all=everyones)
 reference_tokens = len(model.tokenize(REFERENCE_TEXT)[0])

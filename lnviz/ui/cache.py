@@ -30,7 +30,7 @@ much as they do. The policy, and why:
   per session again, through :func:`cached`, but for the app's own views:
 - **The app's own views, once per server.** A real model's page opens on the app's own input
   (EfficientNet's photos, an example sentence, Shapes' stack at the page's settings): its first
-  view cost each learner 2.6 CPU-seconds on EfficientNet (tools/shared_views.py), so a class of
+  view cost each learner 2.3 CPU-seconds on EfficientNet (tools/shared_views.py), so a class of
   thirty opening the page cost the server thirty copies of one result. A page computes such a
   result with ``cached(..., for_all=True)``: one copy for the whole server, computed by the
   first learner to ask while the others asking at once wait for it, and kept within one
