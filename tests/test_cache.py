@@ -179,6 +179,10 @@ def test_the_results_kept_for_everyone_hold_one_sessions_budget(budget_mb):
         another_learner()
     assert budget_mb * 2**20 * 0.9 < held_for_all_bytes() <= budget_mb * 2**20
     cached(block_a, third, for_all=True)  # used again by another learner: the most recent
+    cached(block_c, third, for_all=True)  # then c
+    assert [c[-1] for c, _ in cache._FOR_ALL] == ["b", "a", "c"]
+    cached(block_a, third, for_all=True)  # a again, from that learner's own store: it counts
+    assert [c[-1] for c, _ in cache._FOR_ALL] == ["b", "c", "a"]
     another_learner()
     cached(block_d, third, for_all=True)  # over: the least recently used (b) goes
     assert sorted(c.rsplit(".", 1)[-1] for c, _ in cache._FOR_ALL) == [

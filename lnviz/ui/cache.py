@@ -179,9 +179,9 @@ def cached_through(through: Callable[[Callable[[], T]], T], func: Callable[..., 
         return func(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
 
     compute = _Computation(slot, run, for_all)
-    kept = _for_all_kept(slot) if for_all and slot not in _store() else None
-    if kept is not None:  # another learner computed it: this session holds the same object
-        return remember(computation, key, lambda: kept.value)
+    kept = _for_all_kept(slot) if for_all else None  # (a use keeps it there longest)
+    if kept is not None and slot not in _store():  # another learner computed it: this
+        return remember(computation, key, lambda: kept.value)  # session holds the same object
     return remember(computation, key, lambda: through(compute))
 
 
