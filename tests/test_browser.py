@@ -112,7 +112,8 @@ def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
 
 def _explorer_shows_its_figures_and_check(page: Page) -> None:
     charts = page.locator(CHARTS)
-    assert charts.count() >= 3
+    # its three figures: the first page a tab draws with Plotly may show one before the others
+    expect(charts.nth(2)).to_be_visible()
     expect(page.locator(f"{CHARTS} .js-plotly-plot").nth(2)).to_be_visible()
     expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
     expect(page.locator(ALERT).filter(has_text=CHECK_BADGE).first).to_be_visible()
