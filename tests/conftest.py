@@ -309,9 +309,27 @@ def desktop_tabs(desktop: BrowserContext) -> Tabs:
 
 @pytest.fixture
 def page(desktop_tabs: Tabs, server: str) -> Iterator[Page]:
-    """A page of its own (a session of its own on the server) per test, in the worker's one
+    """A page of its own (a session of its own on the server) per test, in the worker's first
     reused tab."""
     try:
         yield desktop_tabs.take()
     finally:
         desktop_tabs.give_back()
+
+
+@pytest.fixture(scope="session")
+def second_tabs(desktop: BrowserContext) -> Tabs:
+    """The worker's second reused tab of the same context, for a test with two tabs open at
+    once (a second learner) or a phone's screen (its window narrowed before a page loads): a
+    new browser context cost Chromium about 9 CPU-s for its first page, a new tab about 4.5, a
+    page in a reused one about 1.3 (docs/benchmarks.md §7)."""
+    return Tabs(desktop)
+
+
+@pytest.fixture
+def second_page(second_tabs: Tabs, server: str) -> Iterator[Page]:
+    """A second page at once, a session of its own, in the worker's second reused tab."""
+    try:
+        yield second_tabs.take()
+    finally:
+        second_tabs.give_back()

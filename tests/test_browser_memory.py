@@ -17,9 +17,9 @@ checks the RSS after one more visitor has come and gone. Before lnviz.ui.memory 
 mmap threshold, the freed results stayed in the process: 761 MB after, against a baseline of
 402 MB (822 MB at the peak).
 
-The learners are two tabs, each leaving by going to about:blank (which ends its session on the
-server as closing the tab does) and coming back as the next learner: a new tab costs Chromium
-about 4.5 CPU-s here (tests/conftest.py's ``Tabs``).
+The learners are the worker's two reused tabs, each leaving by going to about:blank (which ends
+its session on the server as closing the tab does) and coming back as the next learner: a new tab
+costs Chromium about 4.5 CPU-s here (tests/conftest.py's ``Tabs``).
 """
 
 from __future__ import annotations
@@ -39,13 +39,14 @@ from browserutil import (
     serve,
     wait_idle,
 )
+from conftest import Tabs
 
 from tools.loadtest import tree_rss_mb
 
 try:
-    from playwright.sync_api import BrowserContext, Page, expect
+    from playwright.sync_api import Page, expect
 except ImportError:  # the browser fixture skips (or fails) the tests
-    BrowserContext = Page = None
+    Page = None
 
 pytestmark = pytest.mark.browser
 
@@ -177,17 +178,18 @@ def _settled_rss(pid: int, ceiling: float, wait_s: float) -> float:
 
 
 def test_a_cold_servers_first_visit_and_memory_that_comes_back_after_everyone_leaves(
-        desktop: BrowserContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        desktop_tabs: Tabs, second_tabs: Tabs, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     upload = tmp_path / "acts.npy"
     np.save(upload, np.random.default_rng(0).standard_normal((1000, 100), dtype=np.float32))
     monkeypatch.setenv("LNVIZ_GC_EVERY_S", str(GC_EVERY_S))  # the server's own collector
-    tabs = [desktop.new_page() for _ in range(LEARNERS)]
+    learners = [desktop_tabs, second_tabs]  # LEARNERS of them
     try:
         with serve(tmp_path, "--server.disconnectedSessionTTL", str(GRACE_S)) as base:
-            _check_memory(tabs, base, upload)
+            _check_memory([tabs.take() for tabs in learners], base, upload)
     finally:
-        for tab in tabs:
-            tab.close()
+        for tabs in learners:
+            tabs.give_back()
 
 
 def _check_memory(tabs: list[Page], base: str, upload: Path) -> None:

@@ -7,7 +7,9 @@ The pages the navigation lists are checked at the desktop's width where the navi
 tests/test_browser.py opens them (one page load instead of two); here they are checked on the
 phone (with the figures behind a guess, once answered), and the pages no link opens as they are
 (a captured layer) on both screens. With LNVIZ_SCREENSHOTS=1, screenshots of every figure go to
-``screenshots/narrow-*.png``. Uses the server, browser and desktop tab of tests/conftest.py.
+``screenshots/narrow-*.png``. Uses the server and the two reused tabs of tests/conftest.py, the
+second narrowed to a phone's window before its pages load (a context of the phone's own cost
+Chromium about 9 CPU-s for its first page).
 """
 
 from __future__ import annotations
@@ -17,47 +19,45 @@ from collections.abc import Iterator
 
 import pytest
 from browserutil import CHARTS, TIMEOUT_MS, assert_no_exception, open_by_link, wait_idle
-from conftest import Tabs, new_context
+from conftest import Tabs
 from layoututil import GUESSED, LAID_OUT, NOT_IN_NAVIGATION, chart_problems, guessed_problems
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
-    from playwright.sync_api import Browser, Page, expect
+    from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
 
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="module")
-def phone_tabs(browser: Browser) -> Iterator[Tabs]:
-    """A phone-sized (390 px) browser context's reused tab (conftest.Tabs)."""
-    context = new_context(browser, PHONE, device_scale_factor=1)
+@contextlib.contextmanager
+def _narrowed(tabs: Tabs) -> Iterator[Page]:
+    """The reused tab of ``tabs`` with its window a phone's, before any page loads in it (the
+    tab's window is widened back after, by Tabs.give_back)."""
     try:
-        yield Tabs(context)
+        tab = tabs.take()
+        tab.set_viewport_size(PHONE)
+        yield tab
     finally:
-        context.close()
-
-
-def _screens(tabs: dict[str, Tabs]) -> Iterator[dict[str, Page]]:
-    """A page in each screen's reused tab, by the screen's width."""
-    try:
-        yield {width: t.take() for width, t in tabs.items()}
-    finally:
-        for t in tabs.values():
-            t.give_back()
+        tabs.give_back()
 
 
 @pytest.fixture
-def phone(phone_tabs: Tabs) -> Iterator[dict[str, Page]]:
-    """A page on a phone-sized screen, in its reused tab."""
-    yield from _screens({"390px": phone_tabs})
+def phone(second_tabs: Tabs, server: str) -> Iterator[dict[str, Page]]:
+    """A page on a phone-sized screen: the worker's second reused tab, narrowed."""
+    with _narrowed(second_tabs) as tab:
+        yield {"390px": tab}
 
 
 @pytest.fixture
-def screens(phone_tabs: Tabs, desktop_tabs: Tabs) -> Iterator[dict[str, Page]]:
-    """A page on a phone-sized and one on a desktop-sized screen, each in its screen's reused
-    tab."""
-    yield from _screens({"390px": phone_tabs, "1280px": desktop_tabs})
+def screens(second_tabs: Tabs, desktop_tabs: Tabs, server: str) -> Iterator[dict[str, Page]]:
+    """A page on a phone-sized and one on a desktop-sized screen: the worker's two reused tabs,
+    the second narrowed."""
+    with _narrowed(second_tabs) as tab:
+        try:
+            yield {"390px": tab, "1280px": desktop_tabs.take()}
+        finally:
+            desktop_tabs.give_back()
 
 
 def _figure_problems(page: Page, width: str, name: str) -> list[str]:

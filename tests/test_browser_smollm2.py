@@ -1,7 +1,7 @@
 """Inside a real LLM in a real browser: a prompt typed in one tab and another in a second tab (two
 sessions of one server, which loads the model once for both); the prediction follows the prompt.
 
-Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
+Uses the server and the two reused tabs of tests/conftest.py (one server for the whole run).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from browserutil import (
     shot,
     wait_idle,
 )
-from conftest import new_context
 
 try:
-    from playwright.sync_api import Browser, Page, expect
+    from playwright.sync_api import Page, expect
 except ImportError:  # the browser fixture skips (or fails) the tests
-    Page = Browser = None
+    Page = None
 
 pytestmark = pytest.mark.browser
 
@@ -42,22 +41,20 @@ def _open(page: Page, url: str) -> None:
 
 
 def test_two_sessions_share_the_model_and_each_follows_its_prompt(
-        browser: Browser, page: Page, server: str) -> None:
+        page: Page, second_page: Page, server: str) -> None:
     _open(page, f"{server}/smollm2")
     main = page.locator('[data-testid="stMain"]')
     expect(main.get_by_text("The most likely next token is ␣Paris")).to_be_visible()
 
-    other = new_context(browser).new_page()  # a second learner: a session of its own
-    try:
-        # part 2 opened by the link: its question too, the figures after the answer
-        _open(other, f"{server}/smollm2?sl_text=One%2C+two%2C+three%2C+four%2C&sl_part2=true")
-        expect(other.locator('[data-testid="stMain"]')
-               .get_by_text("The most likely next token is ␣five")).to_be_visible()
-        answer_both_ways(other, "largest value", "a token in between")
-        expect(other.locator(CHARTS)).to_have_count(3, timeout=TIMEOUT_MS)  # and the sink's
-        assert_no_exception(other)
-    finally:
-        other.context.close()
+    other = second_page  # a second learner: a session of its own
+    # part 2 opened by the link: its question too, the figures after the answer
+    _open(other, f"{server}/smollm2?sl_text=One%2C+two%2C+three%2C+four%2C&sl_part2=true")
+    expect(other.locator('[data-testid="stMain"]')
+           .get_by_text("The most likely next token is ␣five")).to_be_visible()
+    answer_both_ways(other, "largest value", "a token in between")
+    expect(other.locator(CHARTS)).to_have_count(3, timeout=TIMEOUT_MS)  # and the sink's
+    assert_no_exception(other)
+    other.goto("about:blank")  # the second learner leaves
 
     box = page.get_by_role("textbox", name="Prompt")
     box.fill("One, two, three, four,")
