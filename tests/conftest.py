@@ -182,6 +182,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 
+#: Tests that load the same large model, run by one worker: each test process that loads Gemma 3
+#: pays about 9 s of CPU, SmolLM2 about 3, and each app server the same for its pages
+#: (docs/benchmarks.md §7). A group is the files named (whole) and the cases of the page-by-page
+#: walks on the pages named; every other file is a unit of its own (``--dist loadfile``).
+ONE_WORKER: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "the language models": (
+        ("tests/test_gemma.py", "tests/test_models_gemma.py", "tests/test_smollm2.py",
+         "tests/test_models_llama.py"),
+        ("app_pages/gemma.py", "app_pages/smollm2.py")),
+    # their server opens every page, Gemma 3's and SmolLM2's typed into, MiniLM's
+    "the model pages in a browser": (
+        ("tests/test_browser.py", "tests/test_browser_models.py",
+         "tests/test_browser_smollm2.py", "tests/test_browser_minilm.py"), ()),
+}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test is handed out in to a worker: its file, or its group of
+    :data:`ONE_WORKER`."""
+    path = nodeid.split("::", 1)[0]
+    for group, (files, pages) in ONE_WORKER.items():
+        if path in files or any(f"[{page}" in nodeid for page in pages):
+            return group
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # -> xdist's scheduler
+    """xdist's ``--dist loadfile`` (pyproject.toml's), with the groups of :data:`ONE_WORKER` as
+    units; another ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByFileAndModel(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByFileAndModel(config, log)
+
 @pytest.fixture(scope="session", params=DEVICE_PARAMS)
 def device(request: pytest.FixtureRequest) -> str:
     """Each device to run a test on: the CPU, and every GPU that is present."""
