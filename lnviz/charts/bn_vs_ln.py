@@ -205,8 +205,9 @@ def sharing_figure(
         height=int(np.clip((top_edge + 0.22 - bottom) * unit_px + 50, 300, 900)),
         margin=dict(t=10, b=10, l=10, r=10), plot_bgcolor="white",
         annotations=annotations, legend=LEGEND_BELOW,
-        xaxis=dict(range=[-0.2, span - 0.2], visible=False),
-        yaxis=dict(range=[bottom, top_edge + 0.22], visible=False, scaleanchor="x"),
+        xaxis=dict(range=[-0.2, span - 0.2], visible=False, constrain="domain"),
+        yaxis=dict(range=[bottom, top_edge + 0.22], visible=False, scaleanchor="x",
+                   constrain="domain"),
     )
     return figure(data, layout)
 
