@@ -245,24 +245,6 @@ def _switched(page: Page, link, path: str | None) -> None:
     assert_no_exception(page)
 
 
-def open_by_link(page: Page, path: str) -> None:
-    """Switch the app in ``page`` to its page ``path`` by the navigation's link, as a learner
-    does (the sidebar opened first where it is folded away, as on a phone, and its "View more"
-    pressed where the link is behind it); wait for the page's run; check it for errors. The
-    page is redrawn without loading the app's scripts again, and in the same session."""
-    link = page.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]')
-    if not page.locator(NAV_LINKS).first.is_visible():
-        page.locator('[data-testid="stExpandSidebarButton"]').click()
-        expect(page.locator(NAV_LINKS).first).to_be_visible()
-    if link.count() == 0:
-        page.locator('[data-testid="stSidebarNavViewButton"]').dispatch_event("click")
-    page.evaluate(WATCH_RUNS)
-    # dispatched, not clicked: Playwright finds a phone's sliding sidebar "outside of the
-    # viewport" while it shows the link
-    link.dispatch_event("click")
-    _switched(page, link, path)
-
-
 #: What has the keyboard's focus, described for a test.
 FOCUSED = """() => {
   let e = document.activeElement;

@@ -359,9 +359,8 @@ def page(desktop_tabs: Tabs, server: str) -> Iterator[Page]:
 @pytest.fixture(scope="session")
 def second_tabs(desktop: BrowserContext) -> Tabs:
     """The worker's second reused tab of the same context, for a test with two tabs open at
-    once (a second learner) or a phone's screen (its window narrowed before a page loads): a
-    new browser context cost Chromium about 9 CPU-s for its first page, a new tab about 4.5, a
-    page in a reused one about 1.3 (docs/benchmarks.md §7)."""
+    once (a second learner): a new tab cost Chromium about 4.5 CPU-s, a page in a reused one
+    about 1.3 (docs/benchmarks.md §7)."""
     return Tabs(desktop)
 
 

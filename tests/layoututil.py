@@ -1,8 +1,9 @@
 """Where Plotly drew what, read from the DOM of a rendered chart: panel titles and other
 annotations that overlap, a colorbar on a plot area, tick labels or annotations cut off by the
-figure's edge, values written into heatmap cells that run together. The phone-width checks are
-tests/test_browser_narrow.py's; the desktop-width ones ride on the navigation test of
-tests/test_browser.py, which opens those pages anyway."""
+figure's edge, values written into heatmap cells that run together. The checks ride on the
+navigation test of tests/test_browser.py, which opens those pages anyway: each at the desktop's
+width, then narrowed to a phone's (:func:`phone_problems`); tests/test_browser_narrow.py checks
+the page no link opens."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from browserutil import (
 )
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import Page, expect
 
 #: Every page with a figure of more than one panel, a colorbar or values written into cells.
@@ -41,8 +43,9 @@ class Guess(NamedTuple):
 
 #: Pages whose figures appear after a guess: the answers to click, in order, and how many
 #: figures the page then shows (None: more than before), checked where the navigation opens
-#: them, on both screens. A :class:`Guess` is answered right on the desktop and wrong on the
-#: phone, and its reply checked (lnviz.lessons.common.Answer); a plain answer is only clicked.
+#: them, on both screens. A :class:`Guess` is answered right on every other page and wrong on
+#: the rest (:func:`answered_right`), and its reply checked (lnviz.lessons.common.Answer); a
+#: plain answer is only clicked.
 GUESSED: dict[str, tuple[list[str | Guess], int | None]] = {
     "placement": (["Peri-LN's", "piles onto fewer tokens", "slower"], 4),
     "beyond": (["an S-shaped curve", "those after the feed-forward"], 3),
@@ -59,6 +62,16 @@ GUESSED: dict[str, tuple[list[str | Guess], int | None]] = {
     "efficientnet": ([Guess("the class is lost: another one comes first",
                             "about as sure as in eval mode")], None),
 }
+
+
+def answered_right(name: str) -> bool:
+    """Whether the navigation test answers the guesses of the page ``name`` right: every other
+    page of GUESSED, so that the browser shows both kinds of reply."""
+    return list(GUESSED).index(name) % 2 == 0
+
+
+#: A phone held upright (an iPhone 12–15), in CSS pixels.
+PHONE = {"width": 390, "height": 844}
 #: Pixels two boxes may share before they count as overlapping (anti-aliased glyph edges).
 SLACK = 1.0
 #: ... and two tick labels of one axis: a text's box is a line taller than its glyphs, so rows
@@ -161,6 +174,55 @@ def layout_problems(geometry: dict) -> list[str]:
     return problems
 
 
+#: Open the page's closed parts that hold figures (a figure in a closed part keeps the width it
+#: was drawn at until the part opens, when it is drawn again for the page's width): their
+#: summaries, clicked. The parts that build their content only while open hold no figures then,
+#: and stay closed.
+_OPEN_FOLDED_FIGURES = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const closed = Array.from(main.querySelectorAll('details:not([open])'))
+                      .filter((d) => d.querySelector('.js-plotly-plot'));
+  closed.forEach((d) => d.querySelector('summary').click());
+  return closed.length;
+}"""
+#: Whether every figure of the page is drawn within the page's main column: after the window
+#: narrows, once Plotly has drawn them again for the new width.
+_FIT = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const svgs = Array.from(main.querySelectorAll('.js-plotly-plot svg.main-svg'));
+  return svgs.length > 0
+    && svgs.every((svg) => svg.getBoundingClientRect().width <= main.clientWidth);
+}"""
+_WIDTHS = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot'))
+  .map((plot) => Math.round(plot.querySelector('svg.main-svg').getBoundingClientRect().width))"""
+
+
+def phone_problems(page: Page, name: str) -> list[str]:
+    """What is wrong with the layout of the figures of the page ``page`` shows once its window
+    is narrowed to a phone's (:data:`PHONE`) and the figures are drawn again for it, as on a
+    tablet turned upright or a window made narrow: the page is not loaded again (measured:
+    0.3-0.4 CPU-s of Chromium for a page's figures, against about 3 for the page opened on a
+    phone's screen of its own). Its closed parts that hold figures are opened first. The window
+    is widened back after (the navigation unfolds again)."""
+    wide = page.viewport_size
+    page.set_viewport_size(PHONE)
+    try:
+        if page.evaluate(_OPEN_FOLDED_FIGURES):
+            wait_idle(page)
+        try:
+            page.wait_for_function(_FIT, polling=100, timeout=TIMEOUT_MS)
+        except PlaywrightError as err:  # a figure wider than a phone's screen, or none drawn
+            raise AssertionError(f"{name} on a {PHONE['width']}-px phone: figures "
+                                 f"{page.evaluate(_WIDTHS)} px wide") from err
+        assert_no_exception(page)
+        return chart_problems(page.locator(CHARTS), f"{PHONE['width']}px", name)
+    finally:
+        page.set_viewport_size(wide)
+        # the navigation, folded away on the phone, unfolds again by itself
+        expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute(
+            "data-collapsed", "false")
+
+
 def chart_problems(charts, width: str, name: str) -> list[str]:
     """:func:`layout_problems` of every chart in ``charts`` (a locator), each scrolled into
     view first (and saved as a screenshot with LNVIZ_SCREENSHOTS=1)."""
@@ -173,7 +235,7 @@ def chart_problems(charts, width: str, name: str) -> list[str]:
         if SAVE_SCREENSHOTS:
             SCREENSHOTS.mkdir(exist_ok=True)
             chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
-        problems += [f"{width}, figure {k}: {p}"
+        problems += [f"{name} at {width}, figure {k}: {p}"
                      for p in layout_problems(plot.evaluate(_GEOMETRY))]
     return problems
 

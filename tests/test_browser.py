@@ -42,8 +42,18 @@ from browserutil import (
     tab_to,
     wait_idle,
 )
+from conftest import DESKTOP_VIEWPORT
 from fragmentutil import RIDDEN, check_fragment_controls
-from layoututil import GUESSED, LAID_OUT, NOT_IN_NAVIGATION, chart_problems, guessed_problems
+from layoututil import (
+    GUESSED,
+    LAID_OUT,
+    NOT_IN_NAVIGATION,
+    PHONE,
+    answered_right,
+    chart_problems,
+    guessed_problems,
+    phone_problems,
+)
 from pageutil import ALL_PAGES
 
 pytestmark = pytest.mark.browser
@@ -55,10 +65,10 @@ RIDES = [path for path, (_, test) in RIDDEN.items()
 
 def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
     """Every link of the navigation opens its page without an error; on the way, the figures
-    of the pages tests/layoututil.py lists are checked for their layout at the desktop's width
-    (the phone's is tests/test_browser_narrow.py's), the Explorer shows its figures and its
-    check against torch, and the fragment controls of RIDES's pages are moved (after their
-    layout was checked)."""
+    of the pages tests/layoututil.py lists are checked for their layout at the desktop's width,
+    the Explorer shows its figures and its check against torch, the fragment controls of
+    RIDES's pages are moved, and then the figures are checked again with the window narrowed
+    to a phone's (where the navigation folds away behind its button)."""
     page.goto(server)
     links = page.locator(NAV_LINKS)
     expect(links.first).to_be_visible(timeout=TIMEOUT_MS)
@@ -72,7 +82,7 @@ def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
     targets = [(links.nth(i).get_attribute("href"), links.nth(i).inner_text().split("\n")[-1])
                for i in range(links.count())]
 
-    problems, laid_out, ridden = [], [], []
+    problems, laid_out, ridden, phoned = [], [], [], []
     # the default page (first link) is open already: visit it last, so every click changes page
     for number in [*range(1, len(targets)), 0]:
         href, label = targets[number]
@@ -91,23 +101,43 @@ def test_every_page_opens_from_the_navigation(page: Page, server: str) -> None:
                     _explorer_shows_its_figures_and_check(page)
                 problems += chart_problems(charts, "1280px", path)
                 laid_out.append(path)
-            if path in GUESSED:  # its figures, once its guesses are answered (right)
-                problems += guessed_problems(page, "1280px", path, right=True)
+            if path in GUESSED:  # its figures, once its guesses are answered
+                problems += guessed_problems(page, "1280px", path, answered_right(path))
                 laid_out.append(path)
             if f"/{path}" in RIDES:  # after its layout: its fragment controls
                 check_fragment_controls(page, f"/{path}")
                 ridden.append(f"/{path}")
+            if laid_out and laid_out[-1] == path:  # its figures on a phone
+                if len(laid_out) == 1:
+                    _a_phone_folds_the_navigation_away(page)
+                problems += phone_problems(page, path)
+                phoned.append(path)
         except (AssertionError, PlaywrightError) as err:
             shot(page, f"{name}-FAILED")
             raise AssertionError(f"page {label!r} ({href}) from the navigation: {err}\n"
                                  f"script runs: {page.evaluate(RUN_REPORT)}") from err
         shot(page, name)
         print(f"{label}: {time.monotonic() - started:.1f} s")
-    # every page of LAID_OUT that a link opens was checked (the rest: test_browser_narrow.py)
+    # every page of LAID_OUT that a link opens was checked, on both screens (the rest:
+    # test_browser_narrow.py)
     assert set(LAID_OUT) - set(laid_out) == set(NOT_IN_NAVIGATION), laid_out
+    assert phoned == laid_out, phoned
     assert set(GUESSED) <= set(laid_out), laid_out
     assert sorted(ridden) == sorted(RIDES), ridden
     assert problems == [], "\n".join(problems)
+
+
+def _a_phone_folds_the_navigation_away(page: Page) -> None:
+    """On a phone's screen the navigation is folded away, and its button unfolds it."""
+    page.set_viewport_size(PHONE)
+    try:
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        expect(sidebar).to_have_attribute("data-collapsed", "true")
+        page.locator('[data-testid="stExpandSidebarButton"]').click()
+        expect(sidebar).to_have_attribute("data-collapsed", "false")
+        expect(page.locator(NAV_LINKS).first).to_be_in_viewport()
+    finally:
+        page.set_viewport_size(DESKTOP_VIEWPORT)
 
 
 def _explorer_shows_its_figures_and_check(page: Page) -> None:
