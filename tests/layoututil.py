@@ -232,7 +232,7 @@ def chart_problems(charts, width: str, name: str) -> list[str]:
         chart.scroll_into_view_if_needed()
         plot = chart.locator(".js-plotly-plot")
         expect(plot.locator(".draglayer").first).to_be_attached()
-        if SAVE_SCREENSHOTS:
+        if SAVE_SCREENSHOTS and chart.is_visible():  # (not one in a closed part)
             SCREENSHOTS.mkdir(exist_ok=True)
             chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
         problems += [f"{name} at {width}, figure {k}: {p}"
