@@ -181,7 +181,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: weight[item.path])
 
 
-
 #: Tests that load the same large model, run by one worker: each test process that loads Gemma 3
 #: pays about 9 s of CPU, SmolLM2 about 3, and each app server the same for its pages
 #: (docs/benchmarks.md §7). A group is the files named (whole) and the cases of the page-by-page
@@ -220,6 +219,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # -> xdist's sched
             return work_unit(nodeid)
 
     return ByFileAndModel(config, log)
+
 
 @pytest.fixture(scope="session", params=DEVICE_PARAMS)
 def device(request: pytest.FixtureRequest) -> str:
