@@ -207,6 +207,7 @@ def work_unit(nodeid: str) -> str:
     return path
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: no error where xdist is absent or off
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # -> xdist's scheduler
     """xdist's ``--dist loadfile`` (pyproject.toml's), with the groups of :data:`ONE_WORKER` as
     units; another ``--dist`` is xdist's own."""

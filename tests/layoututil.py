@@ -185,14 +185,20 @@ _OPEN_FOLDED_FIGURES = """() => {
   closed.forEach((d) => d.querySelector('summary').click());
   return closed.length;
 }"""
-#: Whether every figure of the page is drawn within the page's main column: after the window
-#: narrows, once Plotly has drawn them again for the new width.
+#: Whether every figure of the page has been drawn again for the page's width after the window
+#: narrowed: each drawn as wide as its place (a figure not yet redrawn keeps its old width in a
+#: narrower place), none of them empty or wider than the main column.
 _FIT = """() => {
   const main = document.querySelector('[data-testid="stMain"]');
-  const svgs = Array.from(main.querySelectorAll('.js-plotly-plot svg.main-svg'));
-  return svgs.length > 0
-    && svgs.every((svg) => svg.getBoundingClientRect().width <= main.clientWidth);
+  const plots = Array.from(main.querySelectorAll('.js-plotly-plot'));
+  return plots.length > 0 && plots.every((plot) => {
+    const drawn = plot.querySelector('svg.main-svg').getBoundingClientRect().width;
+    const place = plot.getBoundingClientRect().width;
+    return drawn > 0 && Math.abs(drawn - place) <= 1 && drawn <= main.clientWidth;
+  });
 }"""
+#: The page's closed parts that hold figures.
+_CLOSED_WITH_FIGURES = '[data-testid="stMain"] details:not([open]):has(.js-plotly-plot)'
 _WIDTHS = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot'))
   .map((plot) => Math.round(plot.querySelector('svg.main-svg').getBoundingClientRect().width))"""
 
@@ -208,6 +214,7 @@ def phone_problems(page: Page, name: str) -> list[str]:
     page.set_viewport_size(PHONE)
     try:
         if page.evaluate(_OPEN_FOLDED_FIGURES):
+            expect(page.locator(_CLOSED_WITH_FIGURES)).to_have_count(0)
             wait_idle(page)
         try:
             page.wait_for_function(_FIT, polling=100, timeout=TIMEOUT_MS)
@@ -215,12 +222,12 @@ def phone_problems(page: Page, name: str) -> list[str]:
             raise AssertionError(f"{name} on a {PHONE['width']}-px phone: figures "
                                  f"{page.evaluate(_WIDTHS)} px wide") from err
         assert_no_exception(page)
-        return chart_problems(page.locator(CHARTS), f"{PHONE['width']}px", name)
+        problems = chart_problems(page.locator(CHARTS), f"{PHONE['width']}px", name)
     finally:
         page.set_viewport_size(wide)
-        # the navigation, folded away on the phone, unfolds again by itself
-        expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute(
-            "data-collapsed", "false")
+    # the navigation, folded away on the phone, unfolds again by itself
+    expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute("data-collapsed", "false")
+    return problems
 
 
 def chart_problems(charts, width: str, name: str) -> list[str]:
