@@ -246,6 +246,12 @@ def test_a_changed_file_and_a_missing_package_are_refused(monkeypatch, tmp_path)
     monkeypatch.setattr(llama_module, "model_file", lambda: copy)
     with pytest.raises(ModelFileError, match="is refused"):
         smollm2()
+    # a damaged header is refused for its hash too: the bytes are checked before gguf parses
+    # them (gguf's reader said "GGUF magic invalid" here, and a header can say worse)
+    with copy.open("r+b") as f:
+        f.write(b"XXXX")
+    with pytest.raises(ModelFileError, match=r"its sha256 is [0-9a-f]{64}.*is refused"):
+        smollm2()
     monkeypatch.undo()
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

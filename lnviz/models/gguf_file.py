@@ -22,9 +22,9 @@ def read(source: Path | Sequence[Path], *, sha256: str,
          packages: Sequence[str]):  # -> gguf.GGUFReader
     """The GGUF file ``source``, or the file whose consecutive pieces are ``source``, read by
     gguf's reader once its bytes matched ``sha256`` (the hash is taken over the very bytes the
-    weights are read from). A whole file is memory-mapped; pieces are read, in order, into one
-    buffer (nothing is written to disk). ``packages`` ship the file (the first pins its hash):
-    the messages say to reinstall them.
+    weights are read from, before any of them is parsed). A whole file is memory-mapped; pieces
+    are read, in order, into one buffer (nothing is written to disk). ``packages`` ship the file
+    (the first pins its hash): the messages say to reinstall them.
 
     gguf's reader slices its ``numpy.memmap`` once per value of the metadata (a tokenizer's
     tens of thousands of tokens and merges), and each slice of a memmap goes through Python-level
@@ -40,8 +40,12 @@ def read(source: Path | Sequence[Path], *, sha256: str,
     if missing:
         raise ModelFileError(f"the model's file is incomplete ({', '.join(missing)} is missing): "
                              f"{again}")
-    given = None
-    if len(pieces) > 1:
+    if len(pieces) == 1:  # mapped, not read: the weights are copied out of it once
+        try:
+            given = np.asarray(np.memmap(pieces[0], dtype=np.uint8, mode="r"))
+        except (OSError, ValueError) as err:
+            raise ModelFileError(f"cannot read the model's file ({err}): {again}") from err
+    else:
         sizes = [p.stat().st_size for p in pieces]
         given = np.empty(sum(sizes), dtype=np.uint8)
         start = 0
@@ -50,11 +54,15 @@ def read(source: Path | Sequence[Path], *, sha256: str,
                 if file.readinto(memoryview(given)[start:start + size]) != size:
                     raise ModelFileError(f"{piece} changed while it was read: {again}")
             start += size
+    # the hash before the parse: a damaged file is refused as such, whatever its header says
+    what = pieces[0] if len(pieces) == 1 else f"the file made of {len(pieces)} pieces"
+    check_sha256(memoryview(given), sha256, f"{what} is not {packages[0]}'s model file", packages)
 
     class PlainReader(GGUFReader):
-        """gguf's reader over a plain ndarray: the file's mapping seen without its memmap class
-        (no copy: the array's base keeps the mapping open), or the pieces' buffer (gguf maps
-        the first piece on its way in; that mapping is dropped unread)."""
+        """gguf's reader over the checked bytes as a plain ndarray (the file's mapping seen
+        without its memmap class, no copy: the array's base keeps the mapping open; or the
+        pieces' buffer): gguf maps the first piece on its way in, and that mapping is dropped
+        unread."""
 
         @property
         def data(self) -> np.ndarray:
@@ -62,15 +70,12 @@ def read(source: Path | Sequence[Path], *, sha256: str,
 
         @data.setter
         def data(self, mapping: np.ndarray) -> None:
-            self._plain = given if given is not None else np.asarray(mapping)
+            self._plain = given
 
     try:
         reader = PlainReader(pieces[0])
     except (OSError, ValueError) as err:
         raise ModelFileError(f"cannot read the model's file ({err}): {again}") from err
-    what = pieces[0] if len(pieces) == 1 else f"the file made of {len(pieces)} pieces"
-    check_sha256(memoryview(reader.data), sha256, f"{what} is not {packages[0]}'s model file",
-                 packages)
     return reader
 
 
