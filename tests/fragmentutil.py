@@ -86,9 +86,11 @@ FRAGMENT_CONTROLS = {
                                            r"bl_b=9", 9),
     "bn-vs-ln-steps": FragmentControl(BN_VS_LN, "slider", "Training steps k", "11",
                                       r"bl_steps=11", 11),
-    # a live control (lnviz.ui.live): it announces its value as "γ = 1.6"
-    "scale-shift-gamma": FragmentControl(SCALE_SHIFT, "slider", "γ (scale)", "γ = 1.6",
-                                         r"ss_gamma=1\.6", 1.6, guess=SCALE_SHIFT_ANSWER),
+    # a live control (lnviz.ui.live): it announces its value as "γ = 0.3". Moved on the page
+    # test_browser_live's histogram test opens with γ between the slider's steps (0.15, on steps
+    # of 0.1): one step right lands on the grid, at 0.3
+    "scale-shift-gamma": FragmentControl(SCALE_SHIFT, "slider", "γ (scale)", "γ = 0.3",
+                                         r"ss_gamma=0\.3", 0.3, guess=SCALE_SHIFT_ANSWER),
     # a live control (lnviz.ui.live): it announces its value as "ε = 1e-4"
     "epsilon-eps": FragmentControl("/epsilon", "slider", "ε (epsilon)", "ε = 1e-4",
                                    r"ep_eps=1e-4", 1e-4),
@@ -200,6 +202,7 @@ RIDDEN = {
     "/bn_vs_ln": ("test_browser_live",
                   "test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it_reports"),
     "/epsilon": ("test_browser_live", "test_the_epsilon_sweeps_marker_follows_a_drag"),
+    "/scale_shift": ("test_browser_live", "test_the_scale_and_shift_histogram_follows_a_drag"),
     "/minilm": ("test_browser_minilm",
                 "test_typed_text_redraws_the_figures_and_a_norms_input_opens_in_the_explorer"),
     "/inspector": ("test_browser_inspector",

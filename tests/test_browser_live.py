@@ -480,10 +480,11 @@ _AFFINE_DRAG = """async (root, [name, value]) => {
 
 def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -> None:
     """A hand-edited link puts γ and β between the sliders' steps (0.15 and −0.05): the page
-    and the panel take them as they are, and the first key step moves from the slider's grid.
-    Then γ from 1.5 down to −1.5 and β from 0.5 to −3: the page's own histogram (no second one)
-    is redrawn at every step from the browser's numbers, which are lnviz's; let go, and the URL
-    and the figure settle on lnviz's."""
+    and the panel take them as they are, and the first key step moves from the slider's grid
+    (with the page's other fragment controls: ``check_fragment_controls``). Then γ from 1.5
+    down to −1.5 and β from 0.5 to −3: the page's own histogram (no second one) is redrawn at
+    every step from the browser's numbers, which are lnviz's; let go, and the URL and the
+    figure settle on lnviz's."""
     from lnviz.lessons.scale_shift import scale_shift_grid
 
     page.goto(f"{server}{SCALE_SHIFT}&ss_gamma=0.15&ss_beta=-0.05")
@@ -497,12 +498,11 @@ def test_the_scale_and_shift_histogram_follows_a_drag(page: Page, server: str) -
     expect(page.locator(".lv-figure text", has_text="γ = 0.15, β = -0.05 → mean -0.050, "
                         "std 0.150")).to_have_count(1)
     assert panel.evaluate("(root) => [root.__lv.last.gamma, root.__lv.last.beta]") == [0.15, -0.05]
-    page.get_by_role("slider", name="γ (scale)").focus()
-    page.keyboard.press("ArrowRight")
+    # the page's fragment controls, γ's one step right among them: from 0.15 to 0.3, written
+    # into the URL by a run of its fragment alone (fragmentutil's "scale-shift-gamma")
+    check_fragment_controls(page, "/scale_shift")
     expect(panel.locator("[data-show=gamma]")).to_have_text("0.3")
-    expect(page).to_have_url(re.compile(r"[?&]ss_gamma=0\.3(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server", timeout=TIMEOUT_MS)
-    wait_idle(page)
     assert page.locator(".lv-affine svg").count() == 0  # the controls only: one histogram
     expect(page.locator(".lv-figure[data-ready='1']")).to_have_count(1, timeout=TIMEOUT_MS)
     page.locator(".lv-figure").scroll_into_view_if_needed()  # off screen, it waits to redraw
