@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import lnviz.nn as lnn
-from lnviz.models.gguf_file import field, read
+from lnviz.models.gguf_file import GGUFFile, field, read
 from lnviz.models.llama import MLP, CausalLM, DecoderModule, rope
 from lnviz.models.packaged import ModelFileError, package_file
 
@@ -127,7 +127,7 @@ def model_pieces() -> list[Path]:
 # --- Reading the file --------------------------------------------------------------------------
 
 
-def _reader(pieces: list[Path]):  # -> gguf.GGUFReader
+def _reader(pieces: list[Path]) -> GGUFFile:
     """The file made of ``pieces``, after its bytes matched :data:`GGUF_SHA256`."""
     return read(pieces, sha256=GGUF_SHA256,
                 packages=[PACKAGE, *(f"{PACKAGE}-part{k}" for k in range(1, _PIECES + 1))])
@@ -144,7 +144,7 @@ def _q8_0(tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(codes), torch.from_numpy(scales)
 
 
-def _weights(reader) -> dict[str, torch.Tensor]:
+def _weights(reader: GGUFFile) -> dict[str, torch.Tensor]:
     """Every tensor named as transformers names it: the matrices dequantized to float32, the
     norms' weights as stored (1 + γ), the embedding as its Q8_0 codes and scales."""
     from gguf import GGMLQuantizationType
@@ -193,7 +193,7 @@ def _merges(tokens: list[str]) -> list[tuple[str, str]]:
     return [(left, right) for left, right, _ in ranked]
 
 
-def _tokenizer(reader):  # -> tokenizers.Tokenizer
+def _tokenizer(reader: GGUFFile):  # -> tokenizers.Tokenizer
     """Gemma's SentencePiece-style BPE as the file describes it: spaces written ▁, no space
     put before the text, bytes as <0x..> pieces for what the vocabulary lacks, control and
     user-defined tokens never split. A token of spaces only is stored with real spaces and
@@ -219,7 +219,7 @@ def _tokenizer(reader):  # -> tokenizers.Tokenizer
     return tokenizer
 
 
-def _config(reader) -> Gemma3Config:
+def _config(reader: GGUFFile) -> Gemma3Config:
     """The architecture the file declares, checked against the one this module is written for."""
     declared = {"general.architecture": field(reader, "general.architecture"),
                 "n_layer": field(reader, "gemma3.block_count"),
@@ -229,7 +229,7 @@ def _config(reader) -> Gemma3Config:
                 "n_kv_head": field(reader, "gemma3.attention.head_count_kv"),
                 "head_size": field(reader, "gemma3.attention.key_length"),
                 "sliding_window": field(reader, "gemma3.attention.sliding_window"),
-                "vocab_size": len(reader.fields["tokenizer.ggml.tokens"].data)}
+                "vocab_size": len(field(reader, "tokenizer.ggml.tokens"))}
     config = Gemma3Config(eps=float(field(reader, "gemma3.attention.layer_norm_rms_epsilon")),
                           rope_theta=float(field(reader, "gemma3.rope.freq_base")))
     expected = {"general.architecture": "gemma3", "n_layer": config.n_layer,

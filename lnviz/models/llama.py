@@ -42,7 +42,7 @@ from torch import nn
 
 import lnviz.nn as lnn
 from lnviz.capture import Capture, NormRecord, Replacement, capture, patch
-from lnviz.models.gguf_file import field, read
+from lnviz.models.gguf_file import GGUFFile, field, read
 from lnviz.models.packaged import ModelFileError, package_file
 
 __all__ = [
@@ -156,7 +156,7 @@ def model_file() -> Path:
 # --- Reading the file --------------------------------------------------------------------------
 
 
-def _reader(path: Path):  # -> gguf.GGUFReader
+def _reader(path: Path) -> GGUFFile:
     """The file, memory-mapped, after its bytes matched :data:`GGUF_SHA256`
     (:func:`lnviz.models.gguf_file.read`)."""
     return read(path, sha256=GGUF_SHA256, packages=[PACKAGE])
@@ -170,7 +170,7 @@ def _unpermute(w: torch.Tensor, heads: int) -> torch.Tensor:
     return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def _weights(reader, config: SmolLM2Config) -> dict[str, torch.Tensor]:
+def _weights(reader: GGUFFile, config: SmolLM2Config) -> dict[str, torch.Tensor]:
     """Every tensor, dequantized to float32 and named as transformers names it."""
     from gguf.quants import dequantize
 
@@ -196,7 +196,7 @@ def _weights(reader, config: SmolLM2Config) -> dict[str, torch.Tensor]:
     return weights
 
 
-def _tokenizer(reader):  # -> tokenizers.Tokenizer
+def _tokenizer(reader: GGUFFile):  # -> tokenizers.Tokenizer
     """The byte-level BPE tokenizer the file describes: its vocabulary, merges and control
     tokens (which are never split)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
@@ -213,7 +213,7 @@ def _tokenizer(reader):  # -> tokenizers.Tokenizer
     return tokenizer
 
 
-def _config(reader) -> SmolLM2Config:
+def _config(reader: GGUFFile) -> SmolLM2Config:
     """The architecture the file declares, checked against the one this module is written for."""
     declared = {"general.architecture": field(reader, "general.architecture"),
                 "n_layer": field(reader, "llama.block_count"),
