@@ -1,7 +1,7 @@
 """End to end on the LN-LSTM page: two learners' large trainings share the one heavy-job place,
-closing a tab ends its training, Stop ends one promptly, and the server goes quiet.
+leaving a page ends its training, Stop ends one promptly, and the server goes quiet.
 
-Uses the server, browser and page fixtures of tests/conftest.py.
+Uses the server, browser, page and second_page fixtures of tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -86,13 +86,15 @@ def _step_shown(text: str) -> int:
 
 
 def test_a_training_waits_its_turn_ends_with_its_tab_and_stops_on_request(
-        page, server: str) -> None:
+        page, second_page, server: str) -> None:
     """The tests' servers run one heavy job at a time (LNVIZ_HEAVY_JOBS=1, tests/conftest.py,
     as the demo does): a second learner's training waits in line and says so with its place;
-    when the first learner closes their tab, their training ends and the second one starts;
-    Stop ends that one within its chunk, and then nothing trains behind the pages (one test,
-    two trainings: each of the three it once was started its own)."""
-    first = page.context.new_page()
+    when the first learner leaves, their training ends and the second one starts; Stop ends
+    that one within its chunk, and then nothing trains behind the pages (one test, two
+    trainings: each of the three it once was started its own). The first learner is the
+    worker's second reused tab (tests/conftest.py's ``second_page``), and leaves by going to
+    about:blank, which ends their session on the server as closing the tab does."""
+    first = second_page
     try:
         first_progress = _start_large_run(first, server, FIRST)
         page.goto(f"{server}/ln_lstm?{LARGE}")
@@ -120,7 +122,8 @@ def test_a_training_waits_its_turn_ends_with_its_tab_and_stops_on_request(
             has_text=re.compile(r"Step \d+ of 5000"))).to_be_visible()
         assert waiting.count() == 1
     finally:
-        first.close()  # the first learner leaves: their training ends, the second one starts
+        first.goto("about:blank")  # the first learner leaves: their training ends, the second
+        # one starts
     closed = time.monotonic()
     started = progress.filter(has_text=re.compile(r"Step [1-9]\d* of 5000"))
     expect(started).to_be_visible(timeout=TIMEOUT_MS)
@@ -143,10 +146,10 @@ def test_a_training_waits_its_turn_ends_with_its_tab_and_stops_on_request(
     # the live progress bar is gone: no run is training
     expect(page.locator('[data-testid="stProgress"]')).to_have_count(0)
 
-    # nothing trains on behind the pages: neither the stopped run nor the closed tab's
+    # nothing trains on behind the pages: neither the stopped run nor the one left behind
     waited, busy = _wait_quiet(server)
     print(f"first progress {first_progress:.1f} s; the second training started "
-          f"{to_start:.1f} s after the first tab closed; Stop at step {step_at_stop} -> "
+          f"{to_start:.1f} s after the first learner left; Stop at step {step_at_stop} -> "
           f"stopped after {steps_done} steps in {to_stopped:.1f} s; server quiet "
           f"{waited:.1f} s later")
     assert busy < 0.5 * QUIET_WINDOW_S, f"the server still uses {busy:.1f} CPU-s every 3 s " \

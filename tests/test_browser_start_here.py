@@ -1,9 +1,10 @@
 """The Start-here path in a real browser: from the default page "/", every check of every step
 answered right, the first of each kind (a choice, typed numbers; with the mouse, with the
 keyboard) wrong first, with the feedback each answer should get (every wrong answer's feedback
-is tests/test_start_here.py's, without a browser); steps 2 and 5 with the keyboard alone; the
-answers kept by a reload and by a trip to a concept page and back; a teacher's link to one
-step. A screenshot of every step goes to screenshots/.
+is tests/test_start_here.py's, without a browser); steps 2 and 5 with the keyboard alone (step 2
+by the steps' tabs and their arrow keys, step 5 by the previous step's button); the answers kept
+by a reload, which opens the step the link names (as a teacher's link to one step does), and by
+a trip to a concept page and back. A screenshot of every step goes to screenshots/.
 
 Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
 """
@@ -110,10 +111,20 @@ def shot_of_step(page: Page, step: Step) -> None:
     page.set_viewport_size(DESKTOP_VIEWPORT)
 
 
-def open_step(page: Page, step: Step, keyboard: bool) -> None:
-    """Move on to ``step`` with the previous step's "Step … →" button."""
+def open_step(page: Page, step: Step, keyboard: bool, *, by_tab: bool = False) -> None:
+    """Move on to ``step`` with the previous step's "Step … →" button, or (``by_tab``, from
+    the previous step) with the keyboard on the steps' tabs: Tab to the previous step's tab,
+    the right arrow to this one's, Enter."""
     name = f"Step {step.outline.tab} →"
-    if keyboard:
+    if by_tab:
+        before = STEPS[step.number - 2].outline.tab
+        tab_to(page, lambda f: f["role"] == "tab" and f["text"] == before,
+               f"the tab of {before}")
+        page.keyboard.press("ArrowRight")
+        focused = page.evaluate(FOCUSED)
+        assert focused["text"] == step.outline.tab, focused
+        page.keyboard.press("Enter")
+    elif keyboard:
         tab_to(page, lambda f: f["tag"] == "BUTTON" and f["text"] == name, f"the {name} button")
         page.keyboard.press("Enter")
     else:
@@ -135,7 +146,7 @@ def test_the_whole_path_from_the_default_page(page: Page, server: str) -> None:
     for step in STEPS:
         keyboard = step.number in keyboard_steps
         if step.number > 1:
-            open_step(page, step, keyboard)
+            open_step(page, step, keyboard, by_tab=step.number == 2)
         for q in step.questions:
             act = answer_with_keyboard if keyboard else answer_with_mouse
             wrong, right = wrong_answer(q), right_answer(q)
@@ -154,32 +165,30 @@ def test_the_whole_path_from_the_default_page(page: Page, server: str) -> None:
     expect(page.locator(PROGRESS).get_by_text("11 of 11 checks right", exact=True)).to_be_visible()
     expect(page.get_by_text("End of the path: 11 of 11 checks right")).to_be_visible()
 
-    # a reload keeps every answer: they are in the URL
+    # a reload keeps every answer: they are in the URL, with the step on screen, which the
+    # reloaded page opens (as a teacher's link to one step does)
     page.reload()
     expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
+    last = STEPS[-1]
+    expect(page.locator(PANEL).get_by_role(
+        "heading", name=re.compile(rf"^Step {last.number} of 8"))).to_be_visible()
+    expect(page.get_by_role("tab", name=last.outline.tab)).to_have_attribute(
+        "aria-selected", "true")
     wait_idle(page)  # the title can show before the rest of the page on a loaded machine
     expect(page.locator(PROGRESS).get_by_text("11 of 11 checks right", exact=True)).to_be_visible()
     assert_no_exception(page)
     shot(page, "start-here-reloaded")
+    _trip_to_the_explorer_and_back(page)
 
 
-def test_a_teachers_link_opens_its_step_and_a_trip_to_a_concept_page_keeps_the_answers(
-        page: Page, server: str) -> None:
-    """A teacher's link to step 3 opens that step; a right answer there, a trip to the
-    Explorer through the step's link and back by the Explorer's own link to the path keep the
-    answer and the progress."""
-    q = STEPS[2].questions[0]
-    page.goto(f"{server}/?{urllib.parse.urlencode({STEP_KEY: STEPS[2].outline.tab})}")
-    expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
+def _trip_to_the_explorer_and_back(page: Page) -> None:
+    """Step 3's link to the Explorer, and back by the Explorer's own link to the path: the
+    answers and the progress are kept."""
+    step = STEPS[2]
+    page.get_by_role("tab", name=step.outline.tab).click()
     expect(page.locator(PANEL).get_by_role("heading", name=re.compile("^Step 3 of 8")))\
-        .to_be_visible(timeout=TIMEOUT_MS)
-    expect(page.get_by_role("tab", name=STEPS[2].outline.tab)).to_have_attribute(
-        "aria-selected", "true")
-    wait_idle(page)
-    assert_no_exception(page)
-    answer_with_mouse(page, q, right_answer(q))
-    expect_feedback(page, q, right_answer(q), "right")
-    link = links_of(STEPS[2].outline)[0]
+        .to_be_visible()
+    link = links_of(step.outline)[0]
     page.locator(PANEL).get_by_role("link", name=link.label).click()
     expect(page.locator(TITLE)).to_have_text("Explorer", timeout=TIMEOUT_MS)
     expect(page).to_have_url(re.compile(r"/explorer\?.*norm=BatchNorm"))
@@ -197,22 +206,8 @@ def test_a_teachers_link_opens_its_step_and_a_trip_to_a_concept_page_keeps_the_a
         .to_be_visible()
     wait_idle(page)
     # step 2 sent the learner to the Explorer first; step 3's answer is still there
-    page.get_by_role("tab", name=STEPS[2].outline.tab).click()
+    page.get_by_role("tab", name=step.outline.tab).click()
+    q = step.questions[0]
     expect(alert(page, q.right)).to_be_visible()
-    expect(page.locator(PROGRESS).get_by_text("1 of 11 checks right", exact=True)).to_be_visible()
-
-
-def test_the_steps_are_tabs_the_arrow_keys_move_between(page: Page, server: str) -> None:
-    page.goto(server)
-    expect(page.locator(TITLE)).to_have_text("Start here", timeout=TIMEOUT_MS)
-    wait_idle(page)
-    tab_to(page, lambda f: f["role"] == "tab" and f["text"] == STEPS[0].outline.tab,
-            "the first step's tab")
-    page.keyboard.press("ArrowRight")
-    focused = page.evaluate(FOCUSED)
-    assert focused["text"] == STEPS[1].outline.tab, focused
-    page.keyboard.press("Enter")
-    expect(page.locator(PANEL).get_by_role("heading", name=re.compile("^Step 2 of 8")))\
-        .to_be_visible()
-    expect(page).to_have_url(re.compile(rf"[?&]{STEP_KEY}=2\+LayerNorm(&|$)"))
-    wait_idle(page)
+    expect(page.locator(PROGRESS).get_by_text("11 of 11 checks right", exact=True)).to_be_visible()
+    assert_no_exception(page)
