@@ -7,6 +7,7 @@ too), so that an import a test run never executes is checked as well."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,7 @@ SHARED = {"lessons": "common", "charts": "base"}
 REMAINING: dict[tuple[str, str], str] = {}
 
 
+@functools.cache
 def _modules() -> dict[str, Path]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -52,7 +54,8 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(path: Path, name: str) -> set[str]:
+@functools.cache  # each module is read by several tests: parsed once per process
+def _imports(path: Path, name: str) -> frozenset[str]:
     """The lnviz modules ``path`` imports, a ``from`` import naming the module it takes a name
     from, or the submodule it names, and "streamlit" if it imports Streamlit."""
     modules = _modules()
@@ -75,7 +78,7 @@ def _imports(path: Path, name: str) -> set[str]:
                 found.add("streamlit")
             elif target.startswith("lnviz.") and target != name:
                 found.add(target)
-    return found
+    return frozenset(found)
 
 
 def _layer(module: str) -> tuple[str, float] | None:
