@@ -71,28 +71,38 @@ def snippet(name: str, *, keep: Iterable[str] = (), notes: dict[str, str] | None
     return _NOTE.sub(lambda m: notes[m.group(1)], source)
 
 
+@functools.cache  # parsed once per snippet, not on every rerun of its page
+def _settings(name: str) -> dict[str, list[tuple[int, int, int, int]]]:
+    """Where snippet ``name`` sets each top-level name (``NAME = …``): the value's first and
+    last line (0-based) and columns, for every such assignment (an update of the value, such as
+    ``gamma = gamma.expand(…)``, is not a setting)."""
+    found: dict[str, list[tuple[int, int, int, int]]] = {}
+    for node in ast.parse(snippet_source(name)).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            target, value = node.targets[0].id, node.value
+            if any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(value)):
+                continue
+            found.setdefault(target, []).append(
+                (value.lineno - 1, value.col_offset, value.end_lineno - 1, value.end_col_offset))
+    return found
+
+
 def _set_values(source: str, values: dict[str, object], name: str) -> str:
     lines = source.splitlines(keepends=True)
-    found = {}
-    for node in ast.parse(source).body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name) and node.targets[0].id in values):
-            target = node.targets[0].id
-            if any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(node.value)):
-                continue  # an update of the value (gamma = gamma.expand(…)), not a setting
-            if target in found:  # which one the view means would be a guess
-                raise ValueError(f"snippet {name!r} sets {target} more than once")
-            found[target] = node.value
-    missing = set(values) - set(found)
+    settings = _settings(name)
+    missing = set(values) - set(settings)
     if missing:
         raise ValueError(f"snippet {name!r} sets no {', '.join(sorted(missing))}")
+    twice = sorted(key for key in values if len(settings[key]) > 1)
+    if twice:  # which one the view means would be a guess
+        raise ValueError(f"snippet {name!r} sets {twice[0]} more than once")
     # from the last to the first, so that earlier positions stay valid
-    for key, node in sorted(found.items(), key=lambda kv: (kv[1].lineno, kv[1].col_offset),
-                            reverse=True):
-        first, last = node.lineno - 1, node.end_lineno - 1
+    for key, (first, start, last, end_col) in sorted(
+            ((key, settings[key][0]) for key in values), key=lambda kv: kv[1][:2],
+            reverse=True):
         text = "".join(lines[first:last + 1])
-        start = node.col_offset
-        end = len(text) - len(lines[last]) + node.end_col_offset
+        end = len(text) - len(lines[last]) + end_col
         text = text[:start] + repr(values[key]) + text[end:]
         lines[first:last + 1] = [text]
     return "".join(lines)
