@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import ONE_WORKER, work_unit
+from conftest import MOSTLY_WAITING, ONE_WORKER, work_unit
 from pageutil import ALL_PAGES
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_every_file_and_page_a_group_names_exists() -> None:
-    """A renamed file or page would silently leave its group (and load its model twice)."""
+    """A renamed file or page would silently leave its group (and load its model twice), or
+    its place in the order."""
     for files, pages in ONE_WORKER.values():
         assert files and all((REPO / f).is_file() for f in files), files
         assert all(p in ALL_PAGES for p in pages), pages
+    # and a renamed file that mostly waits would run beside the other browser files again
+    assert all((REPO / f).is_file() for f in MOSTLY_WAITING), MOSTLY_WAITING
 
 
 def test_a_test_is_handed_out_with_its_file_or_its_models_group() -> None:
