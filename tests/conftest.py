@@ -173,23 +173,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # the long browser files last), a long browser file collected last leaves one worker
     # running it alone at the end. The
     # files with browser tests go first, then those with page tests, then the rest, each group
-    # in its own order (measured: the fresh suite's tail was minutes of browser files). The
-    # browser files that mostly wait (MOSTLY_WAITING) go last of the browser files, when the
-    # other worker is on to the page tests, which keep a core busy.
+    # in its own order (measured: the fresh suite's tail was minutes of browser files). Of the
+    # browser files that mostly wait (MOSTLY_WAITING), one goes first and one last of the
+    # browser files: each beside the other worker's busy files, never the two together.
     weight = {}
     for item in items:
-        waits = item.nodeid.split("::")[0] in MOSTLY_WAITING
-        rank = (0.5 if waits else 0) if "browser" in item.keywords else \
-            1 if "slow" in item.keywords else 2
+        rank = MOSTLY_WAITING.get(item.nodeid.split("::")[0], 0) \
+            if "browser" in item.keywords else 1 if "slow" in item.keywords else 2
         weight[item.path] = min(weight.get(item.path, 2), rank)
     items.sort(key=lambda item: weight[item.path])
 
 
 #: Browser files that spend most of their time waiting on the server's clock (a grace period
 #: for closed tabs, a place in the heavy-job line given up after jobs.TICKET_TTL_S, a server
-#: going quiet): in the first half of the suite, where both workers run browser files, the
-#: machine's two cores were busy only 55-83% while they ran (docs/benchmarks.md §7).
-MOSTLY_WAITING = ("tests/test_browser_memory.py", "tests/test_browser_ln_lstm.py")
+#: going quiet), and their rank among the browser files (0): while the two ran together, or
+#: beside SmolLM2's two sessions, the machine's two cores were busy only 55-83%
+#: (docs/benchmarks.md §7).
+MOSTLY_WAITING = {"tests/test_browser_memory.py": -1, "tests/test_browser_ln_lstm.py": 0.5}
 
 
 #: Tests that load the same large model, run by one worker: each test process that loads Gemma 3
