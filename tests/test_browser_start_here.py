@@ -118,6 +118,8 @@ def open_step(page: Page, step: Step, keyboard: bool, *, by_tab: bool = False) -
     name = f"Step {step.outline.tab} →"
     if by_tab:
         before = STEPS[step.number - 2].outline.tab
+        # from the page's title, as after a click on it: the steps' tabs come next
+        page.locator(TITLE).click()
         tab_to(page, lambda f: f["role"] == "tab" and f["text"] == before,
                f"the tab of {before}")
         page.keyboard.press("ArrowRight")
