@@ -173,10 +173,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # the long browser files last), a long browser file collected last leaves one worker
     # running it alone at the end. The
     # files with browser tests go first, then those with page tests, then the rest, each group
-    # in its own order (measured: the fresh suite's tail was minutes of browser files). Of the
-    # browser files that mostly wait (MOSTLY_WAITING), one goes last of the browser files and
-    # one after the page tests: each beside the other worker's busy files, not the two
-    # together.
+    # in its own order (measured: the fresh suite's tail was minutes of browser files). The
+    # browser files that mostly wait (MOSTLY_WAITING) go last of the browser files.
     weight = {}
     for item in items:
         rank = MOSTLY_WAITING.get(item.nodeid.split("::")[0], 0) \
@@ -187,10 +185,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 #: Browser files that spend most of their time waiting on the server's clock (a grace period
 #: for closed tabs, a place in the heavy-job line given up after jobs.TICKET_TTL_S, a server
-#: going quiet), and their rank (the other browser files 0, the page tests 1, the rest 2):
-#: while the two ran together, or beside SmolLM2's two sessions, the machine's two cores were
-#: busy only 55-83% (docs/benchmarks.md §7).
-MOSTLY_WAITING = {"tests/test_browser_memory.py": 0.5, "tests/test_browser_ln_lstm.py": 1.5}
+#: going quiet), and their rank (the other browser files 0, the page tests 1, the rest 2).
+#: In their places in the alphabet, beside SmolLM2's two sessions and the live panels, the two
+#: cores were busy 55-83% for minutes; last of the browser files, the suite took 416 s against
+#: 439 (first and last: 427; the LN-LSTM queue after the page tests, where it ended the run:
+#: 436; single runs, which vary by about 10 s: docs/benchmarks.md §7).
+MOSTLY_WAITING = {"tests/test_browser_memory.py": 0.5, "tests/test_browser_ln_lstm.py": 0.5}
 
 
 #: Tests that load the same large model, run by one worker: each test process that loads Gemma 3

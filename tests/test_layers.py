@@ -97,7 +97,7 @@ def test_every_module_of_the_package_has_a_layer() -> None:
         _layer(name)  # raises for a module no entry of LAYERS covers
 
 
-def _against(name: str, imports: set[str]) -> list[str]:
+def _against(name: str, imports: frozenset[str]) -> list[str]:
     """The imports of module ``name`` that run against the layers."""
     own, rank = _layer(name)
     against = []
