@@ -5,9 +5,10 @@ this module's caller pins before any of them is used (:mod:`lnviz.models.package
 parses the checked bytes itself (:func:`read`): the metadata as Python values and each tensor as
 an array over the bytes, shaped as gguf's own reader shapes it, with gguf's table of quantized
 types (tests/test_models_llama.py and tests/test_models_gemma.py compare the two readers field by
-field and tensor by tensor). gguf's reader makes a numpy view of every value of the metadata, a
-tokenizer's 262,144 tokens each one: 3.5 s of Gemma 3's 9-second load here, against 0.3 for
-these loops (docs/benchmarks.md §7).
+field and tensor by tensor; tests/test_gguf_file.py reads files gguf's writer wrote, and damaged
+ones). gguf's reader makes a numpy view of every value of the metadata, a tokenizer's 262,144
+tokens each one: 3.5 s of Gemma 3's 9-second load here, against 0.2-0.3 s for these loops
+(docs/benchmarks.md §7).
 """
 
 from __future__ import annotations
