@@ -194,7 +194,7 @@ MOSTLY_WAITING = {"tests/test_browser_memory.py": 0.5, "tests/test_browser_ln_ls
 
 
 #: Tests that load the same large model, run by one worker: each test process that loads Gemma 3
-#: pays about 9 s of CPU, SmolLM2 about 3, and each app server the same for its pages
+#: pays about 4 s of CPU, SmolLM2 about 1.3, and each app server the same for its pages
 #: (docs/benchmarks.md §7). A group is the files named (whole) and the cases of the page-by-page
 #: walks on the pages named; every other file is a unit of its own (``--dist loadfile``).
 ONE_WORKER: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -242,8 +242,8 @@ def device(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def shared_smollm2():
-    """SmolLM2-135M-Instruct as the app holds it: loaded once per test process (9-11 s of
-    dequantizing here) for every module and page test that reads it."""
+    """SmolLM2-135M-Instruct as the app holds it: loaded once per test process (about
+    1.3 s here) for every module and page test that reads it."""
     from lnviz.models import smollm2
     from lnviz.ui.cache import shared
 
@@ -252,7 +252,7 @@ def shared_smollm2():
 
 @pytest.fixture(scope="session")
 def shared_gemma3():
-    """Gemma 3 270M as the app holds it: loaded once per test process (about 9 s here)."""
+    """Gemma 3 270M as the app holds it: loaded once per test process (about 4 s here)."""
     from lnviz.models import gemma3
     from lnviz.ui.cache import shared
 

@@ -74,7 +74,7 @@ def load_afresh(monkeypatch) -> None:
     """For one test, pages load their models themselves (``lnviz.ui.cache.shared`` calls the
     loader) instead of taking the copy this process holds: a test of what a page says when a
     model's package is missing, without ``st.cache_resource.clear()``, which dropped the copy
-    and made every later test of the process load the model again (9 s for Gemma 3)."""
+    and made every later test of the process load the model again (9 s for Gemma 3 then)."""
     from lnviz.ui import cache
 
     monkeypatch.setattr(cache, "shared", lambda load: load())
