@@ -177,20 +177,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # browser files that mostly wait (MOSTLY_WAITING) go last of the browser files.
     weight = {}
     for item in items:
-        rank = MOSTLY_WAITING.get(item.nodeid.split("::")[0], 0) \
-            if "browser" in item.keywords else 1 if "slow" in item.keywords else 2
+        waits = item.nodeid.split("::")[0] in MOSTLY_WAITING
+        rank = (0.5 if waits else 0) if "browser" in item.keywords else \
+            1 if "slow" in item.keywords else 2
         weight[item.path] = min(weight.get(item.path, 2), rank)
     items.sort(key=lambda item: weight[item.path])
 
 
 #: Browser files that spend most of their time waiting on the server's clock (a grace period
 #: for closed tabs, a place in the heavy-job line given up after jobs.TICKET_TTL_S, a server
-#: going quiet), and their rank (the other browser files 0, the page tests 1, the rest 2).
-#: In their places in the alphabet, beside SmolLM2's two sessions and the live panels, the two
-#: cores were busy 55-83% for minutes; last of the browser files, the suite took 416 s against
-#: 439 (first and last: 427; the LN-LSTM queue after the page tests, where it ended the run:
-#: 436; single runs, which vary by about 10 s: docs/benchmarks.md §7).
-MOSTLY_WAITING = {"tests/test_browser_memory.py": 0.5, "tests/test_browser_ln_lstm.py": 0.5}
+#: going quiet). In their places in the alphabet, beside SmolLM2's two sessions and the live
+#: panels, the two cores were busy 55-83% for minutes; last of the browser files, the suite
+#: took 416 s against 439 (first and last: 427; the LN-LSTM queue after the page tests, where
+#: it ended the run: 436; single runs, which vary by about 10 s: docs/benchmarks.md §7).
+MOSTLY_WAITING = ("tests/test_browser_memory.py", "tests/test_browser_ln_lstm.py")
 
 
 #: Tests that load the same large model, run by one worker: each test process that loads Gemma 3
