@@ -242,31 +242,13 @@ def _drag(panel, name: str, values: list[float]) -> int:
     return changed
 
 
-#: The running app on each way the page hands the panel its settings: a scalar γ and β, and
-#: RMSNorm without β (per-feature γ and β, the third, have a test of their own:
-#: test_per_feature_gamma_and_beta_come_from_the_table).
-#: Every norm and layout, constant rows and ε = 0 included, is checked without a browser, by
-#: Node on lnviz's numbers (tests/js/norms.test.mjs, tools/live_fixtures.py).
-QUERIES = {
-    "layernorm": "",
-    # a link's settings (ε as the app writes it) restored on the page: checked below
-    "rmsnorm": "?norm=RMSNorm&eps=1e-3",
-}
-
-
-@pytest.mark.parametrize("case", list(QUERIES))
-def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
-                                                      case: str) -> None:
-    """Every step of a γ, β and ε drag redraws the page's figures and its step-by-step table,
-    in the browser alone (no script run), and at each setting the browser's numbers equal
-    lnviz's: ε down to 0, γ negative."""
-    open_explorer(page, server, QUERIES[case])
-    if case == "rmsnorm":
-        _rmsnorm_link_restored(page)
-    panel = _panel(page)
+def _drags_follow_lnviz(page: Page, panel) -> None:
+    """Every step of a γ, β (where the norm has one) and ε drag of the Explorer's panel redraws
+    the page's figures and its step-by-step table, in the browser alone (no script run), and at
+    each setting the browser's numbers equal lnviz's: ε down to 0, γ negative."""
     state = panel.evaluate(_PANEL_STATE)
     data = state["data"]
-    _compare(state["js"], *_from_panel(data, state["js"]))  # as the page opened
+    _compare(state["js"], *_from_panel(data, state["js"]))  # before the drags
 
     gammas = [round(1.0 - 0.4 * k, 1) for k in range(7)]  # 1.0 down to −1.4
     changed = _drag(panel, "gamma", gammas)
@@ -291,7 +273,21 @@ def test_the_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str,
     assert state["js"]["eps"] == 0.0
     _compare(state["js"], *_from_panel(data, state["js"]))
     assert_no_exception(page)
-    shot(page, f"live-{case}")
+
+
+def test_an_rmsnorm_link_opens_and_the_panel_follows_a_drag_with_lnvizs_numbers(
+        page: Page, server: str) -> None:
+    """The running app on the way a link hands the panel its settings: RMSNorm without β, ε as
+    the app writes it (``_rmsnorm_link_restored``); then γ and ε dragged (``_drags_follow_lnviz``).
+    A scalar γ and β on LayerNorm is dragged at the end of the keyboard's test (one page load),
+    and per-feature γ and β have a test of their own
+    (test_per_feature_gamma_and_beta_come_from_the_table). Every norm and layout, constant rows
+    and ε = 0 included, is checked without a browser, by Node on lnviz's numbers
+    (tests/js/norms.test.mjs, tools/live_fixtures.py)."""
+    open_explorer(page, server, "?norm=RMSNorm&eps=1e-3")
+    _rmsnorm_link_restored(page)
+    _drags_follow_lnviz(page, _panel(page))
+    shot(page, "live-rmsnorm")
 
 
 def _rmsnorm_link_restored(page: Page) -> None:
@@ -424,7 +420,9 @@ def test_the_panel_works_with_the_keyboard_and_the_server_corrects_what_it_repor
       by the server, and the control follows the server, not the browser;
     - a burst of ArrowLeft presses settles once, where the keys stopped (``_burst``);
     - the Group control, inside the panel's fragment, writes the URL, and the step-by-step
-      table (drawn in the browser, lnviz/ui/live/table.js) shows that group."""
+      table (drawn in the browser, lnviz/ui/live/table.js) shows that group;
+    - then γ, β and ε dragged, the browser's numbers lnviz's at every step
+      (``_drags_follow_lnviz``)."""
     open_explorer(page, server)
     panel = _panel(page)
     _there_and_back(page, panel, KEY_CASES["explorer-gamma"])
@@ -456,6 +454,10 @@ def test_the_panel_works_with_the_keyboard_and_the_server_corrects_what_it_repor
     expect(page.locator(".lv-steps tbody tr").first.locator("td").first).to_have_text(
         "(0, 2, 0)")
     assert_no_exception(page)
+
+    # last, on the same page load: LayerNorm's γ, β and ε dragged (the heatmaps back in view)
+    _drags_follow_lnviz(page, _panel(page))
+    shot(page, "live-layernorm")
 
 
 # --- Scale and shift: the γ, β histogram ----------------------------------------------------------
