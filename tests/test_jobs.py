@@ -203,10 +203,22 @@ def test_a_failed_job_leaves_the_line_and_its_pace_is_not_recorded(monkeypatch):
     with pytest.raises(RuntimeError), jobs.heavy("the sweep", print, kind="sweep", units=10):
         raise RuntimeError("out of memory")
     assert jobs.scheduler().waiting() == [] and jobs.estimate_s("sweep", 10) is None
+    # the job's clock, moved by hand: a pace per unit, not per job (a pace per job, 0.05 s,
+    # passed a bound on the real clock loose enough for a busy machine)
+    now = [100.0]
+
+    class Clock:
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        def monotonic(self) -> float:
+            return now[0]
+
+    monkeypatch.setattr(jobs, "time", Clock())
     with jobs.heavy("the sweep", print, kind="sweep", units=10):
-        time.sleep(0.05)
-    assert 0.005 <= jobs.estimate_s("sweep", 1) < 1.0  # 0.05 s over 10 units, and then some
-    assert jobs.estimate_s("sweep", 100) == pytest.approx(100 * jobs.estimate_s("sweep", 1))
+        now[0] += 0.05
+    assert jobs.estimate_s("sweep", 1) == pytest.approx(0.005)  # 0.05 s over 10 units
+    assert jobs.estimate_s("sweep", 100) == pytest.approx(0.5)
 
 
 def test_a_turn_that_computed_nothing_sets_no_pace(monkeypatch):
