@@ -58,12 +58,14 @@ def test_cli_writes_json(tmp_path):
 @pytest.mark.slow  # a fresh process of its own
 def test_peak_extra_memory_of_fast_layer_norm_is_about_the_output():
     """fast allocates the output (1× the input) and small statistics, never the intermediates
-    of the scratch code: at most 2× the input, as the performance target asks."""
+    of the scratch code (the performance target asks at most 2× the input). Measured 1.00× and
+    2.00× on the machine's kernels, the portable ones and two threads: a bar at the target
+    passed one extra full-size copy, so the bars sit between one copy and two."""
     input_bytes = 16384 * 1024 * 4  # large enough to stand above the interpreter's own peak
     fast = performance.peak_extra_memory("LayerNorm", "fast", 16384, 1024)
     scratch = performance.peak_extra_memory("LayerNorm", "scratch", 16384, 1024)
-    assert fast <= 2 * input_bytes
-    assert scratch > fast
+    assert fast <= 1.25 * input_bytes, fast / input_bytes
+    assert scratch >= 1.5 * fast, (scratch / input_bytes, fast / input_bytes)
 
 
 def test_performance_page_runs_a_small_benchmark():
