@@ -8,6 +8,8 @@ the numbers show.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -413,10 +415,20 @@ def test_the_outlier_feature_is_taken_over_ordinary_tokens_and_said_once(model) 
     assert run.outliers.ordinary == len(ordinary) >= tf.MIN_ORDINARY
     text = tf.outlier_text(run)
     assert f"over the {len(ordinary)} ordinary tokens" in text
-    if run.outliers.feature == run.massive.feature:
-        assert "the massive activation's feature too" in text
-        ranks = ", ".join(str(int(r)) for r in run.outliers.gamma_rank[:1])
-        assert text.count(f"ranks {ranks}") == 1
+    # on the default sentence the two features differ (223 and 99): both are ranked
+    assert run.outliers.feature != run.massive.feature
+    assert "the massive activation's feature too" not in text
+    assert f"feature {run.outliers.feature} ranks " in text
+    assert f"and feature {run.massive.feature} ranks " in text
+    # where they are one feature (a run made so), it is named once and its ranks given once
+    same = dataclasses.replace(run, massive=dataclasses.replace(
+        run.massive, feature=run.outliers.feature))
+    text = tf.outlier_text(same)
+    assert f"feature {run.outliers.feature}, the massive activation's feature too, ranks " in text
+    assert "and feature" not in text
+    attn = tf.indices_after(run.names, "attention")
+    ranks = ", ".join(str(int(run.outliers.gamma_rank[i])) for i in attn)
+    assert text.count(f"ranks {ranks}") == 1
 
 
 def test_the_control_feature_is_never_the_removed_one(model) -> None:
