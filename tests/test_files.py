@@ -1612,7 +1612,10 @@ def test_mutated_files_load_or_are_refused(data: bytes, max_elements: int) -> No
 # ---------------------------------------------------------------------------------------------
 
 
-def test_a_float64_file_kept_as_float64_allocates_under_3x_its_size(tmp_path: Path) -> None:
+def test_a_float64_file_kept_as_float64_allocates_under_1_5x_its_size(tmp_path: Path) -> None:
+    """The upload's bytes are in memory before the tracing starts: what the loading adds is the
+    array (1.00× measured), never a second copy of the file (a needless copy of the bytes made
+    it 2.0×)."""
     path = tmp_path / "big64.npy"
     np.save(path, np.linspace(-1.0, 1.0, 4_000_000).reshape(2000, 2000))  # 32 MB of float64
     size = path.stat().st_size
@@ -1623,7 +1626,7 @@ def test_a_float64_file_kept_as_float64_allocates_under_3x_its_size(tmp_path: Pa
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 3 * size
+    assert peak < 1.5 * size, peak / size
     assert result["array"].dtype == np.float64 and result["array"][-1, -1] == 1.0
 
 
@@ -1955,9 +1958,14 @@ def test_load_image_takes_panoramas_and_slivers_within_the_pixel_cap():
     assert load_image(_picture_bytes("L", (1, 20000))).shape == (20000, 1, 3)
 
 
-def test_load_image_refuses_a_jpeg_of_many_scans_before_decoding():
+def test_load_image_refuses_a_jpeg_of_many_scans_before_decoding(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The 36th review: a progressive JPEG's last scan repeated 20,000 times (1.3 MB) took
-    minutes of CPU; the scans are counted first."""
+    minutes of CPU; the scans are counted first. Counted first, not merely refused: Pillow's
+    decoding is made to fail the test (a 64 × 64 picture of 101 scans decodes in 2 ms, far
+    under any bound on time)."""
+    from PIL import ImageFile
+
     from lnviz.data.files import MAX_JPEG_SCANS, ImageFileError, load_image
 
     jpeg = _picture_bytes("RGB", (64, 64), "JPEG", progressive=True)
@@ -1965,10 +1973,13 @@ def test_load_image_refuses_a_jpeg_of_many_scans_before_decoding():
     load_image(jpeg)
     last = jpeg.rindex(b"\xff\xda")
     repeated = jpeg[:last] + jpeg[last:-2] * (MAX_JPEG_SCANS + 1) + jpeg[-2:]
-    start = time.perf_counter()
+
+    def decoded(*args, **kwargs):
+        pytest.fail("the JPEG was decoded before its scans were counted")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", decoded)
     with pytest.raises(ImageFileError, match=f"more than the {MAX_JPEG_SCANS} a picture needs"):
         load_image(repeated)
-    assert time.perf_counter() - start < 5  # refused without decoding: generous on any machine
 
 
 def test_load_image_decodes_a_large_picture_at_a_reduced_scale():
