@@ -214,7 +214,15 @@ def test_three_designs_on_one_text(model, shared_smollm2):
     rms = token_rms(model.run(TEXT, last_only=True), stream_names(model.config.n_layer))
     np.testing.assert_allclose(gemma, np.median(rms[:, 1:], axis=1), rtol=1e-9)
     assert gemma[-1] > 100 * gemma[0]  # the sandwich's stream: 1 → ~1,200
-    assert 0.3 < lesson.post_norm_scale(model) < 300
+    # the median RMS of the 36 post-norms' multipliers, from the module's own norms: 36.9 for
+    # the pinned file (the pre-norms' would be 19.7, the RMS of γ alone 36.4, a mean 21.8)
+    norms = [m for name, m in model.module.named_modules()
+             if name.endswith(("post_attention_layernorm", "post_feedforward_layernorm"))]
+    assert len(norms) == 36
+    by_hand = np.median([np.sqrt(np.mean(n.weight.detach().double().numpy() ** 2))
+                         for n in norms])
+    assert lesson.post_norm_scale(model) == pytest.approx(by_hand, rel=1e-12)
+    assert by_hand == pytest.approx(36.915, rel=2e-3)
     # "Hello" is one token to SmolLM2: nothing ordinary to compare, so it is refused
     with pytest.raises(ValueError, match="pre-norm \\(SmolLM2\\) reads this text as no token"):
         lesson.design_streams(shared(minilm), shared_smollm2, model, "Hello")
