@@ -150,7 +150,8 @@ def test_a_training_waits_its_turn_ends_with_its_tab_and_stops_on_request(
     assert_no_exception(page)
     shot(page, "training-stopped")
     steps_done = int(re.search(r"Stopped after (\d+)", stopped.inner_text()).group(1))
-    # within the chunk Stop came in, and the one the page had not shown yet (a Stop that
+    # within the chunk Stop came in, and the one the page had not shown yet, counted in the
+    # first training's chunks, which hold at least as many steps as this one's (a Stop that
     # took effect 15 s late still passed a bound of the 5000 steps)
     assert step_at_stop <= steps_done <= step_at_stop + 2 * chunk_steps + 1, (
         f"Stop at step {step_at_stop}, stopped after {steps_done}; chunks of at most "

@@ -8,14 +8,14 @@ mounted the whole page afresh (the cold start's notice had moved every element o
 
 Then memory: the baseline is the server's RSS after the first learner has opened the pages
 below and left: everything imported, nobody connected. Then several learners at once each explore
-a large random batch and upload a file (their sessions hold about 90 MB each above the baseline),
-and leave. Streamlit drops a closed session lazily (at the next write to its store of closed
-sessions, when the next tab closes), so once one more visitor has come and gone, at most 15%
-of what the learners held may still be in the server (a bar on what they held, not on the
-baseline: a multiple of the baseline passed whatever came back, since two learners held less
-than half of it). Rounds of closed transformer tabs (whose state sits in reference cycles) then
-add next to nothing. Before lnviz.ui.memory fixed glibc's mmap threshold, the freed results
-stayed in the process: 761 MB after, against a baseline of 402 MB (822 MB at the peak).
+a large random batch, half of them also uploading a file (their sessions hold about 90 MB each
+above the baseline), and leave. Streamlit drops a closed session lazily (at the next write to
+its store of closed sessions, when the next tab closes), so once one more visitor has come and
+gone, at most 15% of what the learners held may still be in the server (a bar on what they held,
+not on the baseline: a multiple of the baseline passed whatever came back, since two learners
+held less than half of it). Rounds of closed transformer tabs (whose state sits in reference
+cycles) then add next to nothing. Before lnviz.ui.memory fixed glibc's mmap threshold, the freed
+results stayed in the process: 761 MB after, against a baseline of 402 MB (822 MB at the peak).
 
 The learners are the worker's two reused tabs, each leaving by going to about:blank (which ends
 its session on the server as closing the tab does) and coming back as the next learner: a new tab
@@ -70,8 +70,8 @@ PAGES = ["/explorer?src=Random+batch&rlayout=NC&rn=4000&rc=500", "/minilm"]
 HELD_MB = 50
 #: Once every learner has left and a later visitor has come and gone (Streamlit has dropped the
 #: expired sessions), at most this share of what the learners held is still in the server
-#: (measured: 3 MB of 187; 92 MB of it, half, before the later visitor; without
-#: lnviz.ui.memory.return_freed_memory, 274 MB of 457).
+#: (measured: 3 MB of 187; about 95 MB of it, half, before the later visitor; without
+#: lnviz.ui.memory.return_freed_memory, 274 MB of 457 in one run, 268 of 420 in another).
 KEPT = 0.15
 #: Rounds of closed transformer tabs: each closed session kept about 25 MB in reference cycles
 #: before the periodic collection (474 → 559 → 645 → 730 MB over three rounds of three), so one

@@ -215,7 +215,8 @@ def test_three_designs_on_one_text(model, shared_smollm2):
     np.testing.assert_allclose(gemma, np.median(rms[:, 1:], axis=1), rtol=1e-9)
     assert gemma[-1] > 100 * gemma[0]  # the sandwich's stream: 1 → ~1,200
     # the median RMS of the 36 post-norms' multipliers, from the module's own norms: 36.9 for
-    # the pinned file (the pre-norms' would be 19.7, the RMS of γ alone 36.4, a mean 21.8)
+    # the pinned file (the pre-norms' would be 19.7, the RMS of γ alone 36.4, the median of
+    # their means 21.8)
     norms = [m for name, m in model.module.named_modules()
              if name.endswith(("post_attention_layernorm", "post_feedforward_layernorm"))]
     assert len(norms) == 36

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 
 import pytest
 
@@ -205,18 +206,10 @@ def test_a_failed_job_leaves_the_line_and_its_pace_is_not_recorded(monkeypatch):
     assert jobs.scheduler().waiting() == [] and jobs.estimate_s("sweep", 10) is None
     # the job's clock, moved by hand: a pace per unit, not per job (a pace per job, 0.05 s,
     # passed a bound on the real clock loose enough for a busy machine)
-    now = [100.0]
-
-    class Clock:
-        def __getattr__(self, name):
-            return getattr(time, name)
-
-        def monotonic(self) -> float:
-            return now[0]
-
-    monkeypatch.setattr(jobs, "time", Clock())
+    clock = Clock()
+    monkeypatch.setattr(jobs, "time", types.SimpleNamespace(monotonic=clock, sleep=time.sleep))
     with jobs.heavy("the sweep", print, kind="sweep", units=10):
-        now[0] += 0.05
+        clock.now += 0.05
     assert jobs.estimate_s("sweep", 1) == pytest.approx(0.005)  # 0.05 s over 10 units
     assert jobs.estimate_s("sweep", 100) == pytest.approx(0.5)
 
