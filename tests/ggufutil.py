@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 
 def ggufs_reader(path: Path):  # -> gguf.GGUFReader
@@ -25,6 +26,32 @@ def ggufs_reader(path: Path):  # -> gguf.GGUFReader
             self._plain = np.asarray(mapping)
 
     return PlainReader(path)
+
+
+def transformers_reference(path: Path, reader, model_class):  # -> (tokenizer, model)
+    """transformers' tokenizer and ``model_class`` (its ``…ForCausalLM``) from the GGUF file at
+    ``path``, in float32 and evaluation mode. transformers reads the file with gguf's reader
+    once for the tokenizer, the configuration and the weights each, and builds gguf's
+    tensor-name map once per submodule: while they load, the reader it asks for is ``reader``
+    (gguf's, read once by the caller), and the name map is built once per architecture and
+    depth (both pure functions of their arguments)."""
+    import functools
+
+    import gguf
+    import torch
+    from transformers import AutoTokenizer
+
+    def read(at, *args, **kwargs):
+        same = Path(at).resolve() == path.resolve() and not args and not kwargs
+        return reader if same else gguf.GGUFReader(at, *args, **kwargs)
+
+    folder = str(path.parent)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gguf, "GGUFReader", read)
+        patch.setattr(gguf, "get_tensor_name_map", functools.cache(gguf.get_tensor_name_map))
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=path.name)
+        net = model_class.from_pretrained(folder, gguf_file=path.name, dtype=torch.float32)
+    return tokenizer, net.eval()
 
 
 def _same(ours, theirs) -> bool:

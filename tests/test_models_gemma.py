@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from ggufutil import assert_reads_as_gguf, ggufs_reader
+from ggufutil import assert_reads_as_gguf, ggufs_reader, transformers_reference
 
 from lnviz.models import ModelFileError
 from lnviz.models import gemma as gemma_module
@@ -67,25 +67,10 @@ def gguf_reader(gguf_path):
 
 @pytest.fixture(scope="module")
 def reference(gguf_path, gguf_reader):
-    """transformers' tokenizer and Gemma3ForCausalLM from the whole file. While they load, the
-    reader they ask for is the one read above, and gguf's tensor-name map is built once per
-    architecture and depth (both pure functions of their arguments), as for SmolLM2."""
-    import functools
+    """transformers' tokenizer and Gemma3ForCausalLM from the whole file (tests/ggufutil.py)."""
+    from transformers import Gemma3ForCausalLM
 
-    import gguf
-    from transformers import AutoTokenizer, Gemma3ForCausalLM
-
-    def reader(at, *args, **kwargs):
-        same = Path(at).resolve() == gguf_path.resolve() and not args and not kwargs
-        return gguf_reader if same else gguf.GGUFReader(at, *args, **kwargs)
-
-    folder = str(gguf_path.parent)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gguf, "GGUFReader", reader)
-        patch.setattr(gguf, "get_tensor_name_map", functools.cache(gguf.get_tensor_name_map))
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-        net = Gemma3ForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
-    return tokenizer, net.eval()
+    return transformers_reference(gguf_path, gguf_reader, Gemma3ForCausalLM)
 
 
 def _reference_run(reference, text: str, replaced: tuple[str, ...] = (), *,

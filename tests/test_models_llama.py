@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from ggufutil import assert_reads_as_gguf
+from ggufutil import assert_reads_as_gguf, transformers_reference
 
 import lnviz
 from lnviz.models import ModelFileError
@@ -51,29 +51,12 @@ def gguf_reader():
 
 @pytest.fixture(scope="module")
 def reference(gguf_reader):
-    """transformers' tokenizer and LlamaForCausalLM from the package's GGUF file. transformers
-    reads the file with gguf's reader three times (tokenizer, configuration, weights) and builds
-    gguf's tensor-name map once per submodule (397 times): 31 s here, of which those repeats are
-    about 20. While it loads, the reader it asks for is the one read above, and the name map is
-    built once per architecture and depth (both pure functions of their arguments)."""
-    import functools
+    """transformers' tokenizer and LlamaForCausalLM from the package's GGUF file
+    (tests/ggufutil.py): 31 s here with gguf's reader read three times and its tensor-name map
+    built 397 times, of which those repeats were about 20."""
+    from transformers import LlamaForCausalLM
 
-    import gguf
-    from transformers import AutoTokenizer, LlamaForCausalLM
-
-    path = llama_module.model_file()
-
-    def reader(at, *args, **kwargs):
-        same = Path(at).resolve() == path.resolve() and not args and not kwargs
-        return gguf_reader if same else gguf.GGUFReader(at, *args, **kwargs)
-
-    folder = str(path.parent)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gguf, "GGUFReader", reader)
-        patch.setattr(gguf, "get_tensor_name_map", functools.cache(gguf.get_tensor_name_map))
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-        net = LlamaForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
-    return tokenizer, net.eval()
+    return transformers_reference(llama_module.model_file(), gguf_reader, LlamaForCausalLM)
 
 
 def test_lnvizs_reader_reads_what_ggufs_reads(gguf_reader):

@@ -63,7 +63,7 @@ def snippet(name: str, *, keep: Iterable[str] = (), notes: dict[str, str] | None
     source = snippet_source(name)
     notes = notes or {}
     unknown = set(notes) - set(_NOTE.findall(source))
-    source = _sections(_set_values(source, values, name), set(keep), name)
+    source = _sections(_set_values(name, values), set(keep), name)
     missing = set(_NOTE.findall(source)) - set(notes)
     if unknown or missing:
         raise ValueError(f"snippet {name!r}: notes given that it does not have "
@@ -88,8 +88,9 @@ def _settings(name: str) -> dict[str, list[tuple[int, int, int, int]]]:
     return found
 
 
-def _set_values(source: str, values: dict[str, object], name: str) -> str:
-    lines = source.splitlines(keepends=True)
+def _set_values(name: str, values: dict[str, object]) -> str:
+    """Snippet ``name``'s source with each of its settings in ``values`` written out."""
+    lines = snippet_source(name).splitlines(keepends=True)
     settings = _settings(name)
     missing = set(values) - set(settings)
     if missing:
