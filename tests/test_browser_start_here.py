@@ -92,7 +92,12 @@ def answer_with_keyboard(page: Page, q: Question, answer: str) -> None:
                                   " || document.activeElement.getAttribute('aria-label')")
             if label and label.strip() == answer:
                 break
+            # an arrow key picks the next option, and each pick is a run: the next press once
+            # it has ended, as a learner reading each option presses (presses milliseconds
+            # apart once left the server on an earlier option, its feedback shown, while the
+            # browser showed the later one picked: a Streamlit race left alone)
             page.keyboard.press("ArrowDown")
+            wait_idle(page)
         page.keyboard.press("Space")
     else:
         tab_to(page, lambda f: f["tag"] == "INPUT" and f["label"] == q.prompt,
