@@ -10,11 +10,8 @@ download is not used). Where either is missing the tests are skipped — or fail
 
 from __future__ import annotations
 
-import re
 import time
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 try:
@@ -27,19 +24,14 @@ from browserutil import (
     ALERT,
     CHARTS,
     CHECK_BADGE,
-    FOCUSED,
     NAV_LINKS,
     RUN_REPORT,
     TIMEOUT_MS,
     TITLE,
-    WATCH_RUNS,
     assert_no_exception,
-    chart_title,
-    norm_option,
     open_from_navigation,
     shot,
     slug,
-    tab_to,
     wait_idle,
 )
 from conftest import DESKTOP_VIEWPORT
@@ -151,108 +143,3 @@ def _explorer_shows_its_figures_and_check(page: Page) -> None:
     shot(page, "explorer-default")
 
 
-def test_the_explorer_works_with_the_keyboard_alone(page: Page, server: str,
-                                                    tmp_path: Path) -> None:
-    """Navigation, a choice (BatchNorm: its figures, captions, URL and check), a slider and a
-    figure's data table, without touching the mouse; then back to LayerNorm with the mouse, and
-    a file uploaded (one page load for the Explorer's journey)."""
-    page.goto(server)
-    expect(page.locator(TITLE)).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-
-    tab_to(page, lambda f: f["testid"] == "stSidebarNavLink" and f["text"].endswith("Explorer"),
-            "the Explorer's navigation link")
-    page.evaluate(WATCH_RUNS)
-    page.keyboard.press("Enter")
-    expect(page).to_have_url(re.compile(r"/explorer/?(\?.*)?$"))
-    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-    expect(norm_option(page, "LayerNorm")).to_be_checked()  # the default
-
-    # the Normalization choice is one tab stop; arrow keys move within it, Space picks
-    focused = tab_to(page, lambda f: f["role"] == "radio" and f["group"] == "Normalization",
-                      "the Normalization choice")
-    for _ in range(6):
-        if focused["text"] == "BatchNorm":
-            break
-        page.keyboard.press("ArrowRight")
-        focused = page.evaluate(FOCUSED)
-    assert focused["text"] == "BatchNorm", focused
-    page.keyboard.press("Space")
-    captions = page.locator('[data-testid="stCaptionContainer"]')
-    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible()
-    expect(page).to_have_url(re.compile(r"[?&]norm=BatchNorm(&|$)"))
-    expect(norm_option(page, "BatchNorm")).to_be_checked()
-    expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_be_visible()
-    expect(chart_title(page, "output y (LayerNorm)")).to_have_count(0)
-    wait_idle(page)
-    assert_no_exception(page)
-    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
-    shot(page, "explorer-batchnorm")
-
-    tab_to(page, lambda f: f["label"] == "γ (scale)", "the γ slider")
-    page.keyboard.press("ArrowRight")
-    expect(page).to_have_url(re.compile(r"[?&]gamma=1\.1(&|$)"))
-    expect(page.locator(".lv-root [data-show=gamma]")).to_have_text("1.1")
-    wait_idle(page)
-
-    tab_to(page, lambda f: f["tag"] == "SUMMARY" and "Data behind this figure" in f["text"],
-            "a figure's data expander")
-    page.keyboard.press("Enter")
-    table = page.locator('[data-testid="stExpander"] [data-testid="stDataFrame"]').first
-    expect(table).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-    assert_no_exception(page)
-    shot(page, "explorer-keyboard")
-
-    # and back to LayerNorm with the mouse: the figures, captions and check follow
-    norm_option(page, "LayerNorm").click()
-    expect(chart_title(page, "output y (LayerNorm)")).to_be_visible()
-    expect(norm_option(page, "LayerNorm")).to_be_checked()
-    expect(captions.filter(has_text="LayerNorm: one μ, σ per position")).to_be_visible()
-    expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_have_count(0)
-    expect(chart_title(page, "output y (BatchNorm)")).to_have_count(0)
-    wait_idle(page)
-    assert_no_exception(page)
-    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
-    shot(page, "explorer-layernorm")
-    _uploads_through_the_dropzone(page, tmp_path)
-
-
-def _uploads_through_the_dropzone(page: Page, tmp_path: Path) -> None:
-    """The Explorer's upload: it waits for a file, draws a good .npy, and says what is wrong
-    with a bad one (no figures)."""
-    good = tmp_path / "acts.npy"
-    np.save(good, (np.arange(30, dtype=np.float32).reshape(6, 5) - 14.5) / 4)
-    bad = tmp_path / "bad.npy"
-    # junk: random bytes behind a prefix that is neither .npy, zip (.npz) nor pickle magic
-    bad.write_bytes(b"junk" + np.random.default_rng(0).bytes(252))
-
-    sources = page.get_by_role("radiogroup", name="Data source")
-    expect(sources).to_be_visible(timeout=TIMEOUT_MS)
-    wait_idle(page)
-    sources.get_by_role("radio", name="Upload a file", exact=True).click()
-    dropzone = page.locator('[data-testid="stFileUploaderDropzoneInput"], '
-                            '[data-testid="stFileUploader"] input[type=file]').first
-    expect(dropzone).to_be_attached()
-    expect(page.locator(ALERT).filter(
-        has_text="Upload a .npy, .npz, .safetensors, .pt or .pth file")).to_be_visible()
-    expect(page.locator(CHARTS)).to_have_count(0)  # no data yet: the page waits for a file
-    wait_idle(page)
-    shot(page, "upload-empty")
-
-    dropzone.set_input_files(str(good))
-    expect(page.get_by_text("Tensor (6, 5) in layout NC")).to_be_visible()
-    expect(page.locator(CHARTS).nth(2)).to_be_visible()
-    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
-    wait_idle(page)
-    assert_no_exception(page)
-    shot(page, "upload-good")
-
-    dropzone.set_input_files(str(bad))
-    error = page.locator(ALERT).filter(has_text="not a .npy or .npz file")
-    expect(error.first).to_be_visible()
-    expect(page.locator(CHARTS)).to_have_count(0)
-    wait_idle(page)
-    assert_no_exception(page)
-    shot(page, "upload-bad")

@@ -141,6 +141,28 @@ def test_each_learner_stays_on_one_replica_and_learners_spread(learners: list[Le
         expect(learner.page.get_by_text(CHECK_BADGE)).to_be_visible()
     homes = [learner.cookie() for learner in learners]
     assert set(homes) == names, f"{LEARNERS} learners over {REPLICAS} replicas landed on {homes}"
+    _rmsnorm_link_restored(next(learner.page for learner in learners
+                                if learner.view == "?norm=RMSNorm&eps=1e-3"))
+
+
+def _rmsnorm_link_restored(page: Page) -> None:
+    """What a link with norm=RMSNorm and eps=1e-3 (ε as the app writes 0.001) opens: RMSNorm
+    chosen and drawn, its captions, the live ε at 1e-3 and no β box in the panel, and the code
+    with eps = 0.001 (checked on the learner whose view it is: no page load of its own)."""
+    expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
+    expect(norm_option(page, "RMSNorm")).to_be_checked()
+    expect(norm_option(page, "LayerNorm")).not_to_be_checked()
+    expect(page.locator('[data-testid="stCaptionContainer"]')
+           .filter(has_text="RMSNorm: LayerNorm without subtracting μ")).to_be_visible()
+    expect(page.get_by_text("RMSNorm has no β: it shifts nothing.")).to_be_visible()
+    expect(page.locator(".lv-root [data-show=eps]")).to_have_text("1e-3")  # the live ε
+    expect(page.locator(".lv-root [data-control-box=beta]")).to_be_hidden()
+    expect(page.locator('[data-testid="stCode"]')
+           .filter(has_text="F.rms_norm(")).to_contain_text("eps = 0.001")
+    expect(page).to_have_url(re.compile(r"[?&]norm=RMSNorm(&|$)"))
+    expect(page).to_have_url(re.compile(r"[?&]eps=1e-3(&|$)"))
+    assert_no_exception(page)
+    shot(page, "explorer-url-rmsnorm")
 
 
 def _dropzone(page: Page):

@@ -22,14 +22,20 @@ import pytest
 from browserutil import (
     ALERT,
     BN_VS_LN,
+    CHARTS,
+    CHECK_BADGE,
+    FOCUSED,
     SCALE_SHIFT,
     TIMEOUT_MS,
+    TITLE,
+    WATCH_RUNS,
     assert_no_exception,
     chart_title,
     norm_option,
     open_explorer,
     question,
     shot,
+    tab_to,
     type_first_gamma,
     wait_idle,
 )
@@ -243,9 +249,12 @@ def _drag(panel, name: str, values: list[float]) -> int:
 
 
 def _drags_follow_lnviz(page: Page, panel) -> None:
-    """Every step of a γ, β (where the norm has one) and ε drag of the Explorer's panel redraws
-    the page's figures and its step-by-step table, in the browser alone (no script run), and at
-    each setting the browser's numbers equal lnviz's: ε down to 0, γ negative."""
+    """Every step of a γ, β and ε drag of the Explorer's panel (a LayerNorm's) redraws the page's
+    figures and its step-by-step table, in the browser alone (no script run), and at each
+    setting the browser's numbers equal lnviz's: ε down to 0, γ negative. Every norm and
+    layout, constant rows and ε = 0 included, is checked without a browser, by Node on lnviz's
+    numbers (tests/js/norms.test.mjs, tools/live_fixtures.py); per-feature γ and β have a test
+    of their own (test_per_feature_gamma_and_beta_come_from_the_table)."""
     state = panel.evaluate(_PANEL_STATE)
     data = state["data"]
     _compare(state["js"], *_from_panel(data, state["js"]))  # before the drags
@@ -258,10 +267,9 @@ def _drags_follow_lnviz(page: Page, panel) -> None:
     assert state["js"]["gamma"] == -1.4
     _compare(state["js"], *_from_panel(data, state["js"]))
 
-    if data["norm"] != "RMSNorm":
-        betas = [round(-0.35 * k, 2) for k in range(5)]  # 0 down to −1.4
-        changed = _drag(panel, "beta", betas)
-        assert changed >= 0.8 * (len(betas) - 1), f"β drag changed the picture {changed} times"
+    betas = [round(-0.35 * k, 2) for k in range(5)]  # 0 down to −1.4
+    changed = _drag(panel, "beta", betas)
+    assert changed >= 0.8 * (len(betas) - 1), f"β drag changed the picture {changed} times"
 
     # ε from 1 down to 0: each of the large ones (they change the picture), then a few small
     last = len(EPSILONS) - 1
@@ -273,40 +281,6 @@ def _drags_follow_lnviz(page: Page, panel) -> None:
     assert state["js"]["eps"] == 0.0
     _compare(state["js"], *_from_panel(data, state["js"]))
     assert_no_exception(page)
-
-
-def test_an_rmsnorm_link_opens_and_the_panel_follows_a_drag_with_lnvizs_numbers(
-        page: Page, server: str) -> None:
-    """The running app on the way a link hands the panel its settings: RMSNorm without β, ε as
-    the app writes it (``_rmsnorm_link_restored``); then γ and ε dragged (``_drags_follow_lnviz``).
-    A scalar γ and β on LayerNorm is dragged at the end of the keyboard's test (one page load),
-    and per-feature γ and β have a test of their own
-    (test_per_feature_gamma_and_beta_come_from_the_table). Every norm and layout, constant rows
-    and ε = 0 included, is checked without a browser, by Node on lnviz's numbers
-    (tests/js/norms.test.mjs, tools/live_fixtures.py)."""
-    open_explorer(page, server, "?norm=RMSNorm&eps=1e-3")
-    _rmsnorm_link_restored(page)
-    _drags_follow_lnviz(page, _panel(page))
-    shot(page, "live-rmsnorm")
-
-
-def _rmsnorm_link_restored(page: Page) -> None:
-    """What a link with norm=RMSNorm and eps=1e-3 (ε as the app writes 0.001) opens: RMSNorm
-    chosen and drawn, its captions, the live ε at 1e-3 and no β, and the code with eps = 0.001."""
-    expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
-    expect(norm_option(page, "RMSNorm")).to_be_checked()
-    expect(norm_option(page, "LayerNorm")).not_to_be_checked()
-    expect(page.locator('[data-testid="stCaptionContainer"]')
-           .filter(has_text="RMSNorm: LayerNorm without subtracting μ")).to_be_visible()
-    expect(page.get_by_text("RMSNorm has no β: it shifts nothing.")).to_be_visible()
-    expect(page.locator(".lv-root [data-show=eps]")).to_have_text("1e-3")  # the live ε
-    expect(page.locator(".lv-root [data-control-box=beta]")).to_be_hidden()
-    expect(page.locator('[data-testid="stCode"]')
-           .filter(has_text="F.rms_norm(")).to_contain_text("eps = 0.001")
-    expect(page).to_have_url(re.compile(r"[?&]norm=RMSNorm(&|$)"))
-    expect(page).to_have_url(re.compile(r"[?&]eps=1e-3(&|$)"))
-    assert_no_exception(page)
-    shot(page, "explorer-url-rmsnorm")
 
 
 def test_release_settles_on_lnviz_and_moves_the_page(page: Page, server: str) -> None:
@@ -410,12 +384,15 @@ def _decode_figure_array(value: dict | list) -> np.ndarray:
     return np.asarray(value, np.float64).ravel()
 
 
-def test_the_panel_works_with_the_keyboard_and_the_server_corrects_what_it_reports(
+def test_the_explorer_works_with_the_keyboard_and_the_server_corrects_what_its_panel_reports(
         page: Page, server: str) -> None:
-    """One page load for the keyboard on the Explorer's panel:
+    """One page load for the Explorer's journey, with the keyboard:
 
+    - from the navigation, a choice (BatchNorm: its figures, captions, URL and check), the γ
+      slider one step right (announced, the URL follows, the panel settles on the server's
+      numbers) and a figure's data table, without touching the mouse; then back to LayerNorm
+      with the mouse;
     - one step of γ and one back sends nothing (``_there_and_back``);
-    - ArrowRight moves γ; its value is announced; letting go of the key settles;
     - a value outside the control's range (a tampered page, a stale control) is moved into it
       by the server, and the control follows the server, not the browser;
     - a burst of ArrowLeft presses settles once, where the keys stopped (``_burst``);
@@ -423,24 +400,76 @@ def test_the_panel_works_with_the_keyboard_and_the_server_corrects_what_it_repor
       table (drawn in the browser, lnviz/ui/live/table.js) shows that group;
     - then γ, β and ε dragged, the browser's numbers lnviz's at every step
       (``_drags_follow_lnviz``)."""
-    open_explorer(page, server)
-    panel = _panel(page)
-    _there_and_back(page, panel, KEY_CASES["explorer-gamma"])
+    page.goto(server)
+    expect(page.locator(TITLE)).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
 
-    gamma = page.get_by_role("slider", name="γ (scale)")
-    gamma.focus()
+    tab_to(page, lambda f: f["testid"] == "stSidebarNavLink" and f["text"].endswith("Explorer"),
+            "the Explorer's navigation link")
+    page.evaluate(WATCH_RUNS)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/explorer/?(\?.*)?$"))
+    expect(page.locator(CHARTS).nth(2)).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    expect(norm_option(page, "LayerNorm")).to_be_checked()  # the default
+
+    # the Normalization choice is one tab stop; arrow keys move within it, Space picks
+    focused = tab_to(page, lambda f: f["role"] == "radio" and f["group"] == "Normalization",
+                      "the Normalization choice")
+    for _ in range(6):
+        if focused["text"] == "BatchNorm":
+            break
+        page.keyboard.press("ArrowRight")
+        focused = page.evaluate(FOCUSED)
+    assert focused["text"] == "BatchNorm", focused
+    page.keyboard.press("Space")
+    captions = page.locator('[data-testid="stCaptionContainer"]')
+    expect(chart_title(page, "output y (BatchNorm)")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"[?&]norm=BatchNorm(&|$)"))
+    expect(norm_option(page, "BatchNorm")).to_be_checked()
+    expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_be_visible()
+    expect(chart_title(page, "output y (LayerNorm)")).to_have_count(0)
+    wait_idle(page)
+    assert_no_exception(page)
+    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
+    shot(page, "explorer-batchnorm")
+
+    tab_to(page, lambda f: f["label"] == "γ (scale)", "the γ slider")
     page.keyboard.press("ArrowRight")
+    gamma = page.get_by_role("slider", name="γ (scale)")
     expect(gamma).to_have_attribute("aria-valuetext", "γ = 1.1")
     expect(page).to_have_url(re.compile(r"[?&]gamma=1\.1(&|$)"), timeout=TIMEOUT_MS)
+    expect(page.locator(".lv-root [data-show=gamma]")).to_have_text("1.1")
+    panel = _panel(page)
     expect(panel).to_have_attribute("data-shown", "server")
     wait_idle(page)
+    assert math.isclose(float(panel.evaluate(_PANEL_STATE)["js"]["gamma"]), 1.1)
     eps = page.get_by_role("slider", name="ε (epsilon)")
     expect(eps).to_have_attribute("aria-valuetext", "ε = 1e-5")
-    # each figure's numbers stay readable as tables (screen readers, keyboard users)
-    expect(page.get_by_text("Data behind this figure").first).to_be_visible()
-    assert math.isclose(float(panel.evaluate(_PANEL_STATE)["js"]["gamma"]), 1.1)
-    assert_no_exception(page)
 
+    tab_to(page, lambda f: f["tag"] == "SUMMARY" and "Data behind this figure" in f["text"],
+            "a figure's data expander")
+    page.keyboard.press("Enter")
+    table = page.locator('[data-testid="stExpander"] [data-testid="stDataFrame"]').first
+    expect(table).to_be_visible(timeout=TIMEOUT_MS)
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "explorer-keyboard")
+
+    # and back to LayerNorm with the mouse: the figures, captions and check follow
+    norm_option(page, "LayerNorm").click()
+    expect(chart_title(page, "output y (LayerNorm)")).to_be_visible()
+    expect(norm_option(page, "LayerNorm")).to_be_checked()
+    expect(captions.filter(has_text="LayerNorm: one μ, σ per position")).to_be_visible()
+    expect(captions.filter(has_text="BatchNorm: one μ, σ per feature")).to_have_count(0)
+    expect(chart_title(page, "output y (BatchNorm)")).to_have_count(0)
+    wait_idle(page)
+    assert_no_exception(page)
+    expect(page.get_by_text(CHECK_BADGE)).to_be_visible()
+    shot(page, "explorer-layernorm")
+
+    # the panel, with the keyboard, on the same page load (γ at 1.1 with LayerNorm)
+    _there_and_back(page, panel, KEY_CASES["explorer-gamma"])
     _tampered(page, panel, "beta", 42, r"beta=3(\.0)?", "3")
 
     _burst(page, panel, KEY_CASES["explorer-gamma"])

@@ -54,26 +54,29 @@ _SMUGGLED = """() => {
   };
 }"""
 
+#: A link's text that markdown, Streamlit's directives or HTML would turn into a link, an image
+#: (which the browser would fetch), markup, an icon, colour or a formula, given to the Padding
+#: page as its lengths (no comma: one item, refused as a whole, and shown whole: at most 100
+#: characters). Each page's own messages are checked as text without a browser
+#: (tests/test_state.py's hostile strings, the Explorer's typed numbers among them); here the
+#: browser shows that text is all that arrives.
 HOSTILE_LINKS = {
-    "padding-link": ("/padding?pd_src=Generated&pd_lengths=",
-                     "**IMPORTANT** [download the fixed notebook](https://evil.example/x.ipynb)"),
-    "typed-image": ("/explorer?src=Type+numbers&tmode=text&ttext=",
-                    "1,x![img](http://evil.example/pixel.png)"),
-    "directives": ("/padding?pd_src=Generated&pd_lengths=",
-                   "<b>b</b> :material/warning: :red[red] :smile: $x^2$ `c` ~~s~~ "
-                   "www.evil.example"),
+    "link-and-image": "**IMPORTANT** [the fix](https://evil.example/x.ipynb) "
+                      "x![img](http://evil.example/pixel.png)",
+    "directives": "<b>b</b> :material/warning: :red[red] :smile: $x^2$ `c` ~~s~~ www.evil.example",
 }
 
 
 @pytest.mark.parametrize("case", list(HOSTILE_LINKS))
 def test_a_links_text_is_shown_as_text(page: Page, server: str, case: str) -> None:
-    path, text = HOSTILE_LINKS[case]
+    text = HOSTILE_LINKS[case]
     requested: list[str] = []
     def note(request) -> None:
         requested.append(request.url)
 
     page.on("request", note)  # removed below: the tab serves the next test
-    page.goto(server + path + urllib.parse.quote(text, safe=""))
+    page.goto(f"{server}/padding?pd_src=Generated&pd_lengths="
+              + urllib.parse.quote(text, safe=""))
     alert = page.locator(ALERT).filter(has_text="item")
     expect(alert.first).to_be_visible(timeout=TIMEOUT_MS)
     wait_idle(page)
@@ -81,9 +84,8 @@ def test_a_links_text_is_shown_as_text(page: Page, server: str, case: str) -> No
     shot(page, f"url-hostile-{case}")
     found = page.evaluate(_SMUGGLED)
     assert found["links"] == [] and found["media"] == [] and found["markup"] == [], found
-    # the literal characters are on the screen (the typed case shows its bad item, quoted)
-    shown = text if "pd_" in path else text.split(",", 1)[1]
-    assert shown in found["text"].replace("\u2060", ""), found["text"]
+    # the literal characters are on the screen
+    assert text in found["text"].replace("\u2060", ""), found["text"]
     page.remove_listener("request", note)
     assert not [url for url in requested if urllib.parse.urlsplit(url).hostname != "127.0.0.1"]
 
