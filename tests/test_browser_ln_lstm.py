@@ -19,6 +19,7 @@ from browserutil import (
     TIMEOUT_MS,
     assert_no_exception,
     shot,
+    to_front,
     wait_idle,
 )
 
@@ -132,6 +133,7 @@ def test_a_training_waits_its_turn_ends_with_its_tab_and_stops_on_request(
     finally:
         first.goto("about:blank")  # the first learner leaves: their training ends, the second
         # one starts
+        to_front(page)
     closed = time.monotonic()
     started = progress.filter(has_text=re.compile(r"Step [1-9]\d* of 5000"))
     expect(started).to_be_visible(timeout=TIMEOUT_MS)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from browserutil import CHARTS, assert_no_exception, wait_idle
+from browserutil import CHARTS, assert_no_exception, to_front, wait_idle
 from layoututil import NOT_IN_NAVIGATION, PHONE, chart_problems, phone_problems
 
 with contextlib.suppress(ImportError):  # the ``browser`` fixture skips or fails without it
@@ -42,6 +42,6 @@ def test_figures_no_link_opens_are_laid_out_for_the_screen(page: Page, second_pa
     second_page.set_viewport_size(PHONE)
     for tab in (page, second_page):  # both load at once
         tab.goto(f"{server}/{name}", wait_until="commit")
-    problems = _drawn_problems(page, "1280px", name) + phone_problems(page, name)
-    problems += _drawn_problems(second_page, f"{PHONE['width']}px (loaded)", name)
+    problems = _drawn_problems(to_front(page), "1280px", name) + phone_problems(page, name)
+    problems += _drawn_problems(to_front(second_page), f"{PHONE['width']}px (loaded)", name)
     assert problems == [], f"{name}:\n" + "\n".join(problems)

@@ -18,6 +18,7 @@ from browserutil import (
     assert_no_exception,
     question,
     shot,
+    to_front,
     wait_idle,
 )
 
@@ -61,7 +62,8 @@ def test_two_sessions_share_the_model_and_each_follows_its_prompt(
     # writes the link; its question comes, and nothing of its answer (breaking a norm runs the
     # model through the server's heavy-job line: tests/test_smollm2.py answers it in AppTest).
     # A typed prompt is the MiniLM page's browser test (the same text area and its link).
-    page.locator('[data-testid="stExpander"] summary', has_text="4 · Break a norm").click()
+    to_front(page).locator('[data-testid="stExpander"] summary',
+                           has_text="4 · Break a norm").click()
     wait_idle(page)
     expect(question(page, "does the most likely next token")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page).to_have_url(re.compile(r"[?&]sl_part4=true(&|$)"))
