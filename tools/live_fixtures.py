@@ -186,6 +186,40 @@ def plot_cases() -> dict[str, Any]:
             "redraws": redraws_cases(), "steps": steps_cases()}
 
 
+def batch_number_cases() -> list[dict[str, Any]]:
+    """BatchNorm vs LayerNorm's batch panel (lnviz/ui/live/batches.js): what the page sends it
+    (lnviz.ui.live.batches_payload: the fixed sample and every re-draw's batch-mates, float32),
+    and lnviz's batch_dependence at each batch size a drag passes, from the refusal at 1 to
+    the largest: the browser must build the same batches and get lnviz's numbers. Two features
+    (LayerNorm answers ±1), the page's default size and its largest."""
+    import base64
+
+    from lnviz.lessons.bn_vs_ln import batch_dependence, batch_mates, fixed_sample
+    from lnviz.limits import BN_VS_LN_MAX_BATCH
+    from lnviz.ui.live import batches_payload
+
+    def decoded(text: str, dtype: str) -> np.ndarray:
+        return np.frombuffer(base64.b64decode(text), dtype=dtype).astype(np.float64)
+
+    found = []
+    for features, redraws, seed in ((2, 2, 123), (6, 8, 0), (32, 20, 7)):
+        sample = fixed_sample(features, seed)
+        refused = batch_dependence(sample, 1, 1, seed)
+        data = batches_payload(sample, batch_mates(features, redraws, seed),
+                               batch_dependence(sample, 8, redraws, seed), refused, help="")
+        sizes = sorted({1, 2, 3, 8, 9, 16, 17, 32, 33, BN_VS_LN_MAX_BATCH})
+        found.append({
+            "name": f"{redraws} re-draws of {features} features, seed {seed}",
+            "data": {k: data[k] for k in ("redraws", "features", "mateCount", "eps")},
+            "sample": decoded(data["sample"], "<f8"), "mates": decoded(data["mates"], "<f4"),
+            "sizes": [{"size": size, "batchNorm": None if dep.batch_norm is None
+                       else dep.batch_norm.ravel(), "layerNorm": dep.layer_norm.ravel(),
+                       "bnSpread": dep.batch_norm_spread}
+                      for size in sizes
+                      for dep in [batch_dependence(sample, size, redraws, seed)]]})
+    return found
+
+
 def steps_cases() -> dict[str, Any]:
     """The Explorer's step-by-step table (lnviz.lessons.common.step_by_step) as the server
     sends it at one setting (``table``: lnviz.ui.live.step_table_data) and as lnviz computes it
@@ -324,14 +358,15 @@ def _plain(value: Any) -> Any:
 
 
 def fixtures() -> dict[str, Any]:
-    """Every case Node's tests run: the norms (``norms``), the ε sweep (``sweep``) and what the
-    live figures recompute (``plots``)."""
+    """Every case Node's tests run: the norms (``norms``), the ε sweep (``sweep``), what the
+    live figures recompute (``plots``) and the batch panel's numbers (``batches``)."""
     all_batches = batches()
     norms = [{"name": f"{source}-{spec.norm}-{k}",
               "problem": problem(all_batches[source], spec),
               "expected": expected(all_batches[source], spec)}
              for k, (source, spec) in enumerate(cases())]
-    return _plain({"norms": norms, "sweep": sweep_cases(), "plots": plot_cases()})
+    return _plain({"norms": norms, "sweep": sweep_cases(), "plots": plot_cases(),
+                   "batches": batch_number_cases()})
 
 
 def write(path: Path = CASES_PATH) -> Path:

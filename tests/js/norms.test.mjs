@@ -65,9 +65,40 @@ for (const {name, x, g, eps, xHat, grad} of cases.sweep) {
   });
 }
 
+// BatchNorm vs LayerNorm's batch panel (batches.js, as the page loads it: plain functions; its
+// entry point, the module's default export, is left out): at every batch size a drag passes,
+// the fixed sample's BatchNorm output in each re-draw's batch and its LayerNorm output equal
+// lnviz's batch_dependence (lnviz in float32, the browser in float64 from the same float32
+// mates), and at a batch of one BatchNorm refuses.
+const batchesSource = readFileSync(join(live, "batches.js"), "utf8")
+  .replace(/\nexport default function[\s\S]*$/, "\n");
+vm.runInThisContext(batchesSource, {filename: "batches.js"});
+const F32_ATOL = 2e-5;
+for (const c of cases.batches) {
+  test(`the batch panel's numbers equal lnviz's: ${c.name}`, () => {
+    const state = {data: c.data, sample: Float64Array.from(c.sample),
+                   mates: Float32Array.from(c.mates)};
+    for (const want of c.sizes) {
+      const got = batchNumbers(state, want.size);
+      const where = `batch size ${want.size}`;
+      assert.equal(got.batch, want.size);
+      close(got.layerNorm, want.layerNorm, () => F32_ATOL, `LayerNorm, ${where}`);
+      assert.equal(got.lnSpread, 0, `LayerNorm's change across re-draws, ${where}`);
+      if (want.batchNorm === null) {
+        assert.equal(got.batchNorm, null, `BatchNorm refuses, ${where}`);
+        assert.ok(Number.isNaN(got.bnSpread));
+      } else {
+        close(got.batchNorm, want.batchNorm, () => F32_ATOL, `BatchNorm, ${where}`);
+        assert.ok(Math.abs(got.bnSpread - number(want.bnSpread)) <= 2 * F32_ATOL, where);
+      }
+    }
+  });
+}
+
 test("the cases cover every norm and the sweep", () => {
   const norms = new Set(cases.norms.map((c) => c.problem.norm));
   assert.deepEqual([...norms].sort(),
                    ["BatchNorm", "GroupNorm", "InstanceNorm", "LayerNorm", "RMSNorm"]);
   assert.ok(cases.sweep.length >= 6);
+  assert.ok(cases.batches.some((c) => c.sizes.some((s) => s.batchNorm === null)));
 });
