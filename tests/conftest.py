@@ -202,7 +202,7 @@ ONE_WORKER: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("tests/test_gemma.py", "tests/test_models_gemma.py", "tests/test_smollm2.py",
          "tests/test_models_llama.py"),
         ("app_pages/gemma.py", "app_pages/smollm2.py")),
-    # their server opens every page, Gemma 3's and SmolLM2's typed into, MiniLM's
+    # their server opens every page, and MiniLM's and SmolLM2's for their own journeys
     "the model pages in a browser": (
         ("tests/test_browser.py", "tests/test_browser_models.py",
          "tests/test_browser_smollm2.py", "tests/test_browser_minilm.py"), ()),

@@ -3,9 +3,11 @@ behind HAProxy (tools/balancer.py), learners in separate Chromium contexts.
 
 Each learner's page, static files, uploads and WebSocket stay on one replica (the
 ``X-Lnviz-Replica`` header HAProxy adds to every response, the WebSocket's handshake included,
-and the ``lnviz_replica`` cookie agree); the learners spread over the replicas; uploads work
-through the balancer; and when a learner's replica is killed, the tab reconnects to another one
-and its URL restores the view, while the page says what only the lost server held.
+and the ``lnviz_replica`` cookie agree); the learners spread over the replicas; a learner's
+RMSNorm link opens the view it names (checked here, on the page it opened: the Explorer's only
+check of that link in a browser); uploads work through the balancer; and when a learner's
+replica is killed, the tab reconnects to another one and its URL restores the view, while the
+page says what only the lost server held.
 
 Needs what the other browser tests need, plus Debian's ``haproxy``.
 """
@@ -141,6 +143,10 @@ def test_each_learner_stays_on_one_replica_and_learners_spread(learners: list[Le
         expect(learner.page.get_by_text(CHECK_BADGE)).to_be_visible()
     homes = [learner.cookie() for learner in learners]
     assert set(homes) == names, f"{LEARNERS} learners over {REPLICAS} replicas landed on {homes}"
+
+
+def test_a_link_to_rmsnorm_opens_its_view(learners: list[Learner]) -> None:
+    """The RMSNorm learner's link, checked on the page it opened (no page load of its own)."""
     _rmsnorm_link_restored(next(learner.page for learner in learners
                                 if learner.view == "?norm=RMSNorm&eps=1e-3"))
 
@@ -148,7 +154,7 @@ def test_each_learner_stays_on_one_replica_and_learners_spread(learners: list[Le
 def _rmsnorm_link_restored(page: Page) -> None:
     """What a link with norm=RMSNorm and eps=1e-3 (ε as the app writes 0.001) opens: RMSNorm
     chosen and drawn, its captions, the live ε at 1e-3 and no β box in the panel, and the code
-    with eps = 0.001 (checked on the learner whose view it is: no page load of its own)."""
+    with eps = 0.001."""
     expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
     expect(norm_option(page, "RMSNorm")).to_be_checked()
     expect(norm_option(page, "LayerNorm")).not_to_be_checked()

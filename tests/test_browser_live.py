@@ -1,10 +1,13 @@
 """The Explorer's live ε, γ and β in a real browser: the page's figures follow them at every
 step of a drag, the numbers the browser computes equal lnviz's (and are the ones the figures
 draw), and on release the page settles on lnviz's numbers and the URL follows (also when the
-server corrects the value).
+server corrects the value). The Explorer's journey with the keyboard, from the navigation on,
+shares its page load with the panel's keyboard checks.
 
 The panel on the running app: its numbers against lnviz's, its controls, the value protocol and
-the keyboard. norms.js's arithmetic alone is tested with Node (tests/js/, tests/test_live.py).
+the keyboard; so too the ε page's sweep, Scale and shift's histogram and BatchNorm vs
+LayerNorm's batch panel. The arithmetic alone (norms.js, and batches.js's re-drawn batches) is
+tested with Node (tests/js/, tests/test_live.py).
 Uses the fixtures of tests/conftest.py (one server for the whole run).
 """
 
@@ -867,7 +870,7 @@ class KeyCase(NamedTuple):
 
 
 KEY_CASES = {
-    # 26 presses from γ = 1.1, where the Explorer's keyboard test has put it
+    # 26 presses from γ = 1.1, where the Explorer's keyboard journey (the same test) put it
     "explorer-gamma": KeyCase("/explorer", ".lv-root", "γ (scale)", "ArrowLeft", 26,
                               r"gamma=-1\.5", "gamma", -1.5),
     # 14 presses from ε = 1e-4 (the 10th of EPSILONS, where the page's fragment controls leave

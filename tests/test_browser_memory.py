@@ -220,7 +220,7 @@ def _check_memory(tabs: list[Page], base: str, upload: Path) -> None:
     _first_visit(tabs[0], f"{base}/explorer")
     _arrive(tabs[0], base, PAGES, upload)
     _leave(tabs[0])
-    time.sleep(GRACE_S + 1)  # the session expires, its results are freed
+    time.sleep(GRACE_S + 1)  # the first learner's session expires; the server settles
     baseline = _steady_rss(pid)
 
     # at once, each with their own batch; half of them also upload a file

@@ -198,13 +198,22 @@ def test_typed_text_and_its_errors(explorer):
     assert "line 2" in alerts(explorer)["error"][0]
 
 
-def test_upload_a_good_npy(explorer):
+def test_upload_a_good_npy_then_a_bad_one(explorer):
     explorer.segmented_control(key="src").set_value("upload").run()
+    # no file yet: the page says what to upload and draws nothing
+    assert any(i.startswith("Upload a .npy, .npz, .safetensors, .pt or .pth file")
+               for i in alerts(explorer)["info"]), alerts(explorer)
+    assert not figures(explorer)
     values = np.arange(12, dtype=np.float32).reshape(3, 4)
     explorer.file_uploader(key="upload").upload("acts.npy", npy_bytes(values)).run()
     assert not explorer.exception
     np.testing.assert_allclose(trace_data(explorer, 0, 0), values)
     assert "matches" in alerts(explorer)["success"][0]
+    # a damaged file next: its message, and the last file's figures gone
+    explorer.file_uploader(key="upload").upload("bad.npy", b"junk" * 64).run()
+    assert not explorer.exception
+    assert any("not a .npy or .npz file" in e for e in alerts(explorer)["error"])
+    assert not figures(explorer) and not alerts(explorer)["success"]
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -11,8 +11,10 @@ import torch.nn.functional as F
 from pageutil import asks_first, figures, open_page
 
 from lnviz.analysis import next_token_loss
+from lnviz.charts.base import sentencepiece_piece
 from lnviz.lessons import gemma as lesson
 from lnviz.lessons.common import REFERENCE_TEXT
+from lnviz.ui.messages import code_span
 
 pytestmark = pytest.mark.slow
 
@@ -252,6 +254,12 @@ def test_the_page_asks_before_each_answer(model):
 def test_the_page_with_every_part_open_and_answered(model):
     at = open_page(PAGE, PARTS, timeout=600)
     assert len(figures(at)) == 4
+    # the prompt's three most likely next tokens, the run's, as the page writes tokens
+    said = next(c.value for c in at.caption if "The most likely next token: " in c.value)
+    assert said.endswith("The most likely next token: " + ", ".join(
+        f"{code_span(sentencepiece_piece(t))} ({p:.0%})" for t, p in model.run(TEXT).top(3))
+        + ".")
+    assert "`␣Paris`" in said
     replies = [m.value for m in at.markdown if m.value.startswith(("**Right", "**Not quite"))]
     assert len(replies) == 5
     assert any("“more than twice as bad”" in r for r in replies)

@@ -337,8 +337,9 @@ def test_the_trivial_yardstick_draws_the_paragraphs_it_is_asked_for():
 
 def test_the_live_javascript_passes_its_node_tests(tmp_path: Path) -> None:
     """norms.js's arithmetic equals lnviz's on every case tools/live_fixtures.py writes (every
-    norm and layout, ε = 0, eval-mode BatchNorm, masks, the ε sweep's gradient), checked by
-    Node's own test runner on lnviz's numbers computed here and now."""
+    norm and layout, ε = 0, eval-mode BatchNorm, masks, the ε sweep's gradient, the batch
+    panel's re-drawn batches), checked by Node's own test runner on lnviz's numbers computed
+    here and now."""
     from tools.live_fixtures import write
 
     node = shutil.which("node")

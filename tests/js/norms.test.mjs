@@ -1,7 +1,8 @@
 // lnviz.ui.live's arithmetic (norms.js) against the numbers lnviz computes for the same problems.
 // The cases come from tools/live_fixtures.py (tests/test_live.py writes them afresh and runs this
 // file): every norm and layout, ε = 0, negative and per-feature γ and β, BatchNorm in eval mode
-// and with its mask, and the ε page's sweep (x̂ and ∂L/∂x of one vector).
+// and with its mask, the ε page's sweep (x̂ and ∂L/∂x of one vector), and the batch panel's
+// re-drawn batches (batches.js).
 import assert from "node:assert/strict";
 import {readFileSync} from "node:fs";
 import {dirname, join} from "node:path";
