@@ -1,7 +1,7 @@
-"""BatchNorm in a real network in a real browser: a photograph chosen, a picture of the learner's
-own uploaded, a damaged one refused with a message. (Inside Gemma 3 opens in the navigation test
-of tests/test_browser.py, its question answered there; a typed prompt is the MiniLM page's test,
-and a lazy part opened by its fold SmolLM2's.)
+"""BatchNorm in a real network in a real browser: the own-picture choice opened by its link, a
+picture of the learner's own uploaded through the dropzone, a damaged one refused with a message.
+(Inside Gemma 3 opens in the navigation test of tests/test_browser.py, its question answered
+there; a typed prompt is the MiniLM page's test, and a lazy part opened by its fold SmolLM2's.)
 
 Uses the server, browser and page fixtures of tests/conftest.py (one server for the whole run).
 """
