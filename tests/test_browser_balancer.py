@@ -146,15 +146,11 @@ def test_each_learner_stays_on_one_replica_and_learners_spread(learners: list[Le
 
 
 def test_a_link_to_rmsnorm_opens_its_view(learners: list[Learner]) -> None:
-    """The RMSNorm learner's link, checked on the page it opened (no page load of its own)."""
-    _rmsnorm_link_restored(next(learner.page for learner in learners
-                                if learner.view == "?norm=RMSNorm&eps=1e-3"))
-
-
-def _rmsnorm_link_restored(page: Page) -> None:
-    """What a link with norm=RMSNorm and eps=1e-3 (ε as the app writes 0.001) opens: RMSNorm
-    chosen and drawn, its captions, the live ε at 1e-3 and no β box in the panel, and the code
-    with eps = 0.001."""
+    """The RMSNorm learner's link (norm=RMSNorm, eps=1e-3: ε as the app writes 0.001), checked
+    on the page it opened (no page load of its own): RMSNorm chosen and drawn, its captions, the
+    live ε at 1e-3 and no β box in the panel, and the code with eps = 0.001."""
+    page = next(learner.page for learner in learners
+                if learner.view == "?norm=RMSNorm&eps=1e-3")
     expect(chart_title(page, "output y (RMSNorm)")).to_be_visible()
     expect(norm_option(page, "RMSNorm")).to_be_checked()
     expect(norm_option(page, "LayerNorm")).not_to_be_checked()
