@@ -753,56 +753,44 @@ def _check_batch(now: dict, size: int, redraws: int, features: int, seed: int = 
         assert now["refusal"] is None
 
 
-#: The largest batch, 40,960 values at 64: the drag and the figure in the browser. The panel's
-#: arithmetic at every size a drag passes, for two features (LayerNorm answers ±1), the default
-#: and this largest, is Node's to check on lnviz's numbers (tools/live_fixtures.py's batch
-#: cases, tests/js/norms.test.mjs).
-@pytest.mark.parametrize(("query", "redraws", "features", "seed"), [
-    ("?bl_r=20&bl_c=32&bl_feat=31&seed=7", 20, 32, 7),
-])
-def test_the_batch_panel_follows_a_drag_with_lnvizs_numbers(page: Page, server: str, query: str,
-                                                            redraws: int, features: int,
-                                                            seed: int) -> None:
-    """The batch size from 8 down to 1 and up to 64: every step redraws the page's re-draws
-    figure in the browser, and the fixed sample's BatchNorm and LayerNorm outputs in every
-    re-drawn batch equal lnviz's (float32); at 1 the figure and the control say lnviz's and
-    torch's refusal."""
-    panel = _open_batches(page, server, query)
-    assert page.locator(".lv-batches svg").count() == 0  # the control only: one figure
-    figure = page.locator(".lv-figure")
-    expect(figure).to_have_attribute("data-ready", "1", timeout=TIMEOUT_MS)
-    figure.scroll_into_view_if_needed()  # off screen, it waits to redraw
-    # down to the refusal at 1 and back up to the largest, 64, through either side of 16 and 32
-    sizes = [8, 6, 4, 2, 1, 2, 3, 9, 16, 17, 32, 33, 64]
-    before, changed = None, 0
-    for size in sizes:
-        now = panel.evaluate(_BATCH_DRAG, size)
-        changed += before is not None and now["frame"] != before
-        before = now["frame"]
-        _check_batch(now, size, redraws, features, seed)
-    assert changed >= 0.9 * (len(sizes) - 1), f"the figure moved {changed} times"
-    assert_no_exception(page)
+#: The batch test's page: BatchNorm vs LayerNorm as it opens, 8 re-drawn batches of 6 features
+#: (its batch size, re-draws, features and seed; bl_layout=NC: as its first fragment control's
+#: link opens it). The panel's arithmetic at every size a drag passes is Node's to check on
+#: lnviz's numbers, for two features (LayerNorm answers ±1), these six and the largest batch,
+#: 40,960 values at 64 (tools/live_fixtures.py's batch cases, tests/js/norms.test.mjs);
+#: tools/livebench.py times the largest in the browser.
+BATCH_PAGE = ("?bl_layout=NC", 8, 8, 6, 0)
+#: The batch test's drag, from the largest size the server settled on: down through either side
+#: of 32 and 16 to the refusal at 1, then up to 5, where it is let go.
+DRAGGED = [33, 32, 17, 16, 9, 8, 4, 3, 2, 1, 2, 6, 5]
 
 
 def test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it_reports(
         page: Page, server: str) -> None:
-    """One page load for BatchNorm vs LayerNorm's fragments and the batch size's control:
+    """One page load for BatchNorm vs LayerNorm's fragments and the batch size's control
+    (:data:`BATCH_PAGE`):
 
     - the page's fragment controls (tests/fragmentutil.py: the batch size among them, one step
       right with the keyboard) and the code two of those fragments draw;
     - the batch size, moved to 10 with the keyboard, is announced "batch size = 10" and settles;
     - 150 reported by a tampered control: the server settles on 64, and so does the panel;
-    - let go at 5 after a drag: the URL follows, the page's metric shows lnviz's number, and
-      the control and the figure show lnviz's numbers, equal to what the browser had; let go
-      at 1: the page's alert says the refusal, once."""
+    - dragged from 64 down to 1 and up to 5 (:data:`DRAGGED`): every step redraws the page's
+      re-draws figure in the browser, and the fixed sample's BatchNorm and LayerNorm outputs in
+      every re-drawn batch equal lnviz's (float32); at 1 the figure and the control say lnviz's
+      and torch's refusal;
+    - let go at 5: the URL follows, the page's metric shows lnviz's number, and the control and
+      the figure show lnviz's numbers, equal to what the browser had; let go at 1: the page's
+      alert says the refusal, once."""
     from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
 
-    panel = _open_batches(page, server, "?bl_layout=NC")  # as its first fragment control's link
+    query, batch, redraws, features, seed = BATCH_PAGE
+    panel = _open_batches(page, server, query)
+    assert page.locator(".lv-batches svg").count() == 0  # the control only: one figure
     # each figure's own fold, by its label (a folded part of the page holds some of them)
     tables = page.locator('[data-testid="stExpander"] summary', has_text="Data behind this figure")
     expect(tables).to_have_count(4)  # the figures of sections 2 and 3 (the cubes have none)
     control = page.get_by_role("slider", name="Batch size", exact=True)
-    expect(control).to_have_attribute("aria-valuetext", "batch size = 8")
+    expect(control).to_have_attribute("aria-valuetext", f"batch size = {batch}")
     check_fragment_controls(page, "/bn_vs_ln")
     code_follows_both_fragments(page)  # the batch size is 10 after it
     expect(control).to_have_attribute("aria-valuetext", "batch size = 10")
@@ -820,8 +808,17 @@ def test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it
     _tampered(page, panel, "batch", 150, r"bl_b=64", "64")
     expect(page.locator('input[type=range][aria-label="Batch size"]')).to_have_value("64")
 
-    for size in (8, 6, 5):
+    figure = page.locator(".lv-figure")
+    expect(figure).to_have_attribute("data-ready", "1")
+    figure.scroll_into_view_if_needed()  # off screen, it waits to redraw
+    before, changed = figure.get_attribute("data-frame"), 0
+    for size in DRAGGED:
         dragged = panel.evaluate(_BATCH_DRAG, size)
+        changed += dragged["frame"] != before
+        before = dragged["frame"]
+        _check_batch(dragged, size, redraws, features, seed)
+    assert changed >= 0.9 * len(DRAGGED), f"the figure moved {changed} times"
+    assert_no_exception(page)
     panel.evaluate(_RELEASE, "batch")
     expect(page).to_have_url(re.compile(r"[?&]bl_b=5(&|$)"), timeout=TIMEOUT_MS)
     expect(panel).to_have_attribute("data-shown", "server")
@@ -833,13 +830,13 @@ def test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it
     assert data["server"]["batch"] == 5
     np.testing.assert_allclose(dragged["batchNorm"], _decode(data["server"]["batchNorm"]),
                                atol=F32_ATOL)
-    spread = batch_dependence(fixed_sample(6, 0), 5, 8, 0).batch_norm_spread
+    spread = batch_dependence(fixed_sample(features, seed), 5, redraws, seed).batch_norm_spread
     metric = page.locator('[data-testid="stMetric"]', has_text="BatchNorm: largest change")
     expect(metric).to_contain_text(f"{spread:.3g}")
     # the panel's table prints it as the page does
     assert panel.locator("tbody td").nth(1).text_content() == f"{spread:.3g}"
     code = page.locator('[data-testid="stCode"]').last.text_content()
-    assert "features = 6\n" in code and "batch_size = 5\n" in code
+    assert f"features = {features}\n" in code and "batch_size = 5\n" in code
 
     panel.evaluate(_BATCH_DRAG, 1)
     panel.evaluate(_RELEASE, "batch")
