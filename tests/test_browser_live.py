@@ -710,7 +710,7 @@ _BATCH_DRAG = """async (root, size) => {
 F32_ATOL = 2e-5
 
 
-def _open_batches(page: Page, server: str, query: str = ""):
+def _open_batches(page: Page, server: str, query: str):
     """BatchNorm vs LayerNorm with part 2 open, its question answered (the batch size's views
     wait for it: tests/layoututil.py's GUESSED checks the replies), and its batch panel."""
     case = KEY_CASES["bn-vs-ln-batch"]
@@ -723,7 +723,7 @@ def _open_batches(page: Page, server: str, query: str = ""):
     return panel
 
 
-def _check_batch(now: dict, size: int, redraws: int, features: int, seed: int = 0) -> None:
+def _check_batch(now: dict, size: int, redraws: int, features: int, seed: int) -> None:
     """The browser's numbers at batch size ``size`` against lnviz's batch_dependence."""
     from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
 
@@ -753,13 +753,15 @@ def _check_batch(now: dict, size: int, redraws: int, features: int, seed: int = 
         assert now["refusal"] is None
 
 
-#: The batch test's page: BatchNorm vs LayerNorm as it opens, 8 re-drawn batches of 6 features
-#: (its batch size, re-draws, features and seed; bl_layout=NC: as its first fragment control's
-#: link opens it). The panel's arithmetic at every size a drag passes is Node's to check on
-#: lnviz's numbers, for two features (LayerNorm answers ±1), these six and the largest batch,
-#: 40,960 values at 64 (tools/live_fixtures.py's batch cases, tests/js/norms.test.mjs);
-#: tools/livebench.py times the largest in the browser.
-BATCH_PAGE = ("?bl_layout=NC", 8, 8, 6, 0)
+#: The batch test's page: its link's query (bl_layout=NC: as its first fragment control's link
+#: opens it), then the batch size, re-draws, features and seed it shows. BatchNorm vs LayerNorm
+#: at its default sizes, 8 re-drawn batches of 6 features, and seed 7, not the default 0, so
+#: that the batch-mates the panel is sent are seen to follow the seed. The panel's arithmetic
+#: at every size this test's drags pass is Node's to check on lnviz's numbers too, for two
+#: features (LayerNorm answers ±1), these six and the largest batch, 40,960 values at 64
+#: (tools/live_fixtures.py's batch cases, tests/js/norms.test.mjs); tools/livebench.py times a
+#: drag at the largest.
+BATCH_PAGE = ("?bl_layout=NC&seed=7", 8, 8, 6, 7)
 #: The batch test's drag, from the largest size the server settled on: down through either side
 #: of 32 and 16 to the refusal at 1, then up to 5, where it is let go.
 DRAGGED = [33, 32, 17, 16, 9, 8, 4, 3, 2, 1, 2, 6, 5]
@@ -779,8 +781,9 @@ def test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it
       every re-drawn batch equal lnviz's (float32); at 1 the figure and the control say lnviz's
       and torch's refusal;
     - let go at 5: the URL follows, the page's metric shows lnviz's number, and the control and
-      the figure show lnviz's numbers, equal to what the browser had; let go at 1: the page's
-      alert says the refusal, once."""
+      the figure show lnviz's numbers, equal to what the browser had;
+    - dragged to 64, the largest, the browser's numbers are lnviz's there too; let go at 1: the
+      page's alert says the refusal, once."""
     from lnviz.lessons.bn_vs_ln import batch_dependence, fixed_sample
 
     query, batch, redraws, features, seed = BATCH_PAGE
@@ -838,6 +841,9 @@ def test_the_batch_panel_works_with_the_keyboard_and_the_server_corrects_what_it
     code = page.locator('[data-testid="stCode"]').last.text_content()
     assert f"features = {features}\n" in code and "batch_size = 5\n" in code
 
+    # the largest batch, worked out in the browser (the server has 5)
+    figure.scroll_into_view_if_needed()
+    _check_batch(panel.evaluate(_BATCH_DRAG, 64), 64, redraws, features, seed)
     panel.evaluate(_BATCH_DRAG, 1)
     panel.evaluate(_RELEASE, "batch")
     expect(page).to_have_url(re.compile(r"[?&]bl_b=1(&|$)"), timeout=TIMEOUT_MS)
@@ -879,7 +885,7 @@ KEY_CASES = {
 }
 # The keys are handled by the code every panel shares (lnviz/ui/live/common.js): two panels'
 # arrow keys are pressed (``_there_and_back``, ``_burst``), the Explorer's and the ε page's,
-# whose presses run into the end of the range; "bn-vs-ln-batch" gives the batch tests their page.
+# whose presses run into the end of the range; "bn-vs-ln-batch" gives the batch test its page.
 
 
 def _open_panel(page: Page, server: str, case: KeyCase, query: str = ""):

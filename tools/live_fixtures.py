@@ -207,7 +207,7 @@ def batch_number_cases() -> list[dict[str, Any]]:
         refused = batch_dependence(sample, 1, 1, seed)
         data = batches_payload(sample, batch_mates(features, redraws, seed),
                                batch_dependence(sample, 8, redraws, seed), refused, help="")
-        sizes = sorted({1, 2, 3, 8, 9, 16, 17, 32, 33, BN_VS_LN_MAX_BATCH})
+        sizes = sorted({1, 2, 3, 4, 5, 6, 8, 9, 10, 16, 17, 32, 33, BN_VS_LN_MAX_BATCH})
         found.append({
             "name": f"{redraws} re-draws of {features} features, seed {seed}",
             "data": {k: data[k] for k in ("redraws", "features", "mateCount", "eps")},
