@@ -259,10 +259,27 @@ except ImportError:  # run() says so when it imports playwright
     PlaywrightTimeout = TimeoutError
 
 
+#: A "Before you look" question (lnviz.ui.state.prediction) not answered yet: the views it
+#: holds back (BatchNorm vs LayerNorm's batch panel, Scale and shift's nine panels, ...) appear
+#: once it is, whatever the answer.
+_UNANSWERED = ('[data-testid="stRadio"]:has-text("Before you look")'
+               ':not(:has(input[type=radio]:checked))')
+
+
 def _open(page, url: str) -> None:
+    """Open ``url`` and wait for its run; then answer each of its "Before you look" questions
+    with their first option, as a learner would before using what they hold back."""
     page.goto(url)
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=120_000)
     page.wait_for_function(_IDLE, polling=50, timeout=120_000)
+    page.wait_for_timeout(500)  # the page's title can come before the end of its run
+    page.wait_for_function(_IDLE, polling=50, timeout=120_000)
+    asked = page.locator(_UNANSWERED)
+    for _ in range(asked.count()):
+        first = asked.first.locator('[role="radiogroup"] label').first.inner_text().strip()
+        asked.first.get_by_text(first, exact=True).click()  # (a click on the label misses)
+        page.wait_for_timeout(300)  # the run the answer starts
+        page.wait_for_function(_IDLE, polling=50, timeout=120_000)
     page.wait_for_timeout(500)
 
 
