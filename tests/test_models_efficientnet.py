@@ -223,6 +223,35 @@ def test_an_unknown_batchnorm_name_is_refused(model):
         model.run(torch.zeros(1, 3, 32, 32), replace={"_bn9": lambda x: x})
 
 
+def test_each_replaced_is_the_whole_run_with_that_norm_replaced(model, photos):
+    """One BatchNorm replaced at a time, each run from its norm's block on: the logits of the
+    whole run with that norm replaced, for the stem's norm, the head's and blocks' between
+    (asked for in any order, answered in forward order); each replacement runs once, on its
+    norm's input."""
+    x = model.preprocess(photos)
+    asked = ["_bn1", "_blocks.15._bn2", "_bn0", "_blocks.7._bn0", "_blocks.0._bn1",
+             "_blocks.7._bn2"]
+    calls = []
+
+    def squashed(name):
+        def fn(t):
+            calls.append(name)
+            return torch.tanh(t)
+        return fn
+
+    out = model.each_replaced(x, {name: squashed(name) for name in asked})
+    order = [n for n in eff.batch_norm_names() if n in asked]
+    assert list(out) == order and calls == order
+    clean = model.run(x, record=False).logits
+    for name in order:
+        whole = model.run(x, replace={name: lambda t: torch.tanh(t)}, record=False).logits
+        assert out[name].shape == (2, 1000)
+        torch.testing.assert_close(out[name], whole, rtol=1e-5, atol=1e-5)
+        assert (out[name] - clean).abs().max() > 0.1, name  # the replacement took effect
+    with pytest.raises(ValueError, match="no BatchNorm named '_bn9'"):
+        model.each_replaced(x, {"_bn9": lambda t: t})
+
+
 def test_changed_weights_and_missing_packages_are_clear_errors(monkeypatch, tmp_path):
     path = eff.package_file(eff._MODULE, eff.PACKAGE, eff._WEIGHTS)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == eff.WEIGHTS_SHA256

@@ -419,27 +419,30 @@ def gap_batch(pool: Pool) -> torch.Tensor:
 
 
 def layer_gaps(model: EfficientNetLite0, pool: Pool) -> LayerGaps:
-    """:class:`LayerGaps` on :func:`gap_batch`: 49 runs of the batch."""
+    """:class:`LayerGaps` on :func:`gap_batch`: 49 runs of the batch, each from its norm's
+    block on (:meth:`~lnviz.models.efficientnet.EfficientNetLite0.each_replaced`)."""
     images = gap_batch(pool)
     p = model.run(images, record=False).logits.log_softmax(-1)
-    names, gaps, costs = batch_norm_names(), [], []
-    for name in names:
-        bn = model.module.get_submodule(name)
-        seen: list[float] = []
+    names, seen = batch_norm_names(), {}
 
-        def own_statistics(x: torch.Tensor, bn=bn, seen=seen) -> torch.Tensor:
+    def own_statistics(name: str) -> Replacement:
+        bn = model.module.get_submodule(name)
+
+        def normalize(x: torch.Tensor) -> torch.Tensor:
             result = batch_norm(x, None, None, bn.weight, bn.bias, True, eps=bn.eps,
                                 impl="fast")
             live = bn.running_var > 0
             ratio = (result.var.flatten() + bn.eps) / (bn.running_var + bn.eps)
-            seen.append(float(ratio.log().abs()[live].median()))
+            seen[name] = float(ratio.log().abs()[live].median())
             return result.output
 
-        q = model.run(images, replace={name: own_statistics}, record=False).logits
-        q = q.log_softmax(-1)
-        gaps.append(seen[0])
-        costs.append(float((p.exp() * (p - q)).sum(-1).mean()))
-    return LayerGaps(names, np.array(gaps), np.array(costs), len(images))
+        return normalize
+
+    logits = model.each_replaced(images, {name: own_statistics(name) for name in names})
+    costs = [float((p.exp() * (p - logits[name].log_softmax(-1))).sum(-1).mean())
+             for name in names]
+    return LayerGaps(names, np.array([seen[name] for name in names]), np.array(costs),
+                     len(images))
 
 
 def gaps_answer(g: LayerGaps) -> Answer:

@@ -295,7 +295,13 @@ class EfficientNetLite0Module(nn.Module):
         """The logits, (N, 1000); with ``with_features``, (logits, features): the features
         are the 1,280 averages the classifier reads, (N, 1280)."""
         h = F.relu6(self._bn0(self._conv_stem(x)))  # (N, 32, H/2, W/2)
-        for block in self._blocks:
+        return self.from_block(0, h, with_features)
+
+    def from_block(self, first: int, h: torch.Tensor, with_features: bool = False
+                   ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` from block ``first`` on, given what enters it (``h``, after the
+        stem and the blocks before); ``first`` = 16 runs the head alone."""
+        for block in self._blocks[first:]:
             h = block(h)  # (N, 320, H/32, W/32) after the last
         h = F.relu6(self._bn1(self._conv_head(h)))  # (N, 1280, H/32, W/32)
         features = h.mean(dim=(2, 3))  # (N, 1280)
@@ -388,11 +394,7 @@ class EfficientNetLite0:
                 read and write 6.7 M values at 224 × 224, 54 MB of copies.
         """
         x = self.images(images)
-        replace = dict(replace or {})
-        unknown = sorted(set(replace) - set(batch_norm_names(self.config)))
-        if unknown:
-            raise ValueError(f"no BatchNorm named {unknown[0]!r}: the names are _bn0, "
-                             "_blocks.{i}._bn0/_bn1/_bn2 and _bn1")
+        replace = self._replacements(replace)
         module = self.train_view if training else self.module
         with patch(module, replace):
             if record:
@@ -402,6 +404,44 @@ class EfficientNetLite0:
                 (logits, features), records = module(x, with_features=True), []
         return ImageRun(x, logits, features, records, training, self.class_names,
                         tuple(sorted(replace)))
+
+    @torch.no_grad()
+    def each_replaced(self, images: torch.Tensor | np.ndarray | Sequence[np.ndarray],
+                      replace: Mapping[str, Replacement]) -> dict[str, torch.Tensor]:
+        """For each BatchNorm in ``replace``, the logits (N, 1000) of ``run(images,
+        replace={name: replace[name]}, record=False)`` (evaluation mode): one norm replaced
+        at a time, in forward order. Each run starts at the replaced norm's block, from what
+        enters it in the run without replacements, since the stem and the blocks before it
+        compute the same either way: the same numbers (the same operations on the same
+        tensors) in about half the time over all 49."""
+        x = self.images(images)
+        replace = self._replacements(replace)
+        module, blocks = self.module, len(self.module._blocks)
+        out: dict[str, torch.Tensor] = {}
+        h, at = None, 0  # what enters block `at` without replacements
+        for name in (n for n in batch_norm_names(self.config) if n in replace):
+            if name == "_bn0":  # the stem's: the whole network
+                with patch(module, {name: replace[name]}):
+                    out[name] = module(x)
+                continue
+            first = int(name.split(".")[1]) if name.startswith("_blocks.") else blocks
+            if h is None:
+                h = F.relu6(module._bn0(module._conv_stem(x)))
+            for block in module._blocks[at:first]:
+                h = block(h)
+            at = max(at, first)
+            with patch(module, {name: replace[name]}):
+                out[name] = module.from_block(first, h)
+        return out
+
+    def _replacements(self, replace: Mapping[str, Replacement] | None
+                      ) -> dict[str, Replacement]:
+        replace = dict(replace or {})
+        unknown = sorted(set(replace) - set(batch_norm_names(self.config)))
+        if unknown:
+            raise ValueError(f"no BatchNorm named {unknown[0]!r}: the names are _bn0, "
+                             "_blocks.{i}._bn0/_bn1/_bn2 and _bn1")
+        return replace
 
     @torch.no_grad()
     def batch_statistics(self, images: torch.Tensor | np.ndarray | Sequence[np.ndarray]
