@@ -8,6 +8,7 @@ from lnviz.data.photos import PHOTOS, PhotoFileError
 from lnviz.lessons.efficientnet import (
     ALONE_OPTIONS,
     BATCH_SIZES,
+    BLOCK_RUNS,
     CROPS,
     DRAWS,
     FOLD_OPTIONS,
@@ -169,7 +170,7 @@ if part.open:
                  "eval-mode one, averaged over the batch. The 49 in forward order, in thirds.")
         if where is not None:
             with st.spinner("Running the batch 49 times…"):
-                gaps = jobs.heavy_cached("the 49 runs of part 3", IMAGE_RUNS, 50 * GAP_BATCH,
+                gaps = jobs.heavy_cached("the 49 runs of part 3", BLOCK_RUNS, 50 * GAP_BATCH,
                                          layer_gaps, Named(model, "efficientnet"),
                                          Named(pool, "pool"), for_all=True)
             st.markdown(gaps_answer(gaps).reply(where))

@@ -47,6 +47,7 @@ from lnviz.terms import listed
 __all__ = [
     "ALONE_OPTIONS",
     "BATCH_SIZES",
+    "BLOCK_RUNS",
     "CROPS",
     "DECODE_SIDE",
     "DRAWS",
@@ -96,6 +97,10 @@ __all__ = [
 
 #: The queue's unit for this page's runs (lnviz.ui.jobs): pictures through the network.
 IMAGE_RUNS = "EfficientNet image-runs"
+#: The same count for part 3 (:func:`layer_gaps`), paced apart: its runs start at their norm's
+#: block, a third of a whole run's time on average, so a pace measured on one would misjudge
+#: the other about three times over.
+BLOCK_RUNS = "EfficientNet image-runs from a norm's block"
 #: Crops of each photo in the pool, besides the whole photo.
 CROPS = 4
 #: The batch sizes part 2 tries, and how many draws of batch-mates at each.
