@@ -365,6 +365,12 @@ class LanguageModel(Protocol):
 
     def run(self, text: str, *, replace: Any = None, last_only: bool = False) -> Any: ...
 
+    def reruns(self, run: Any, replaces: Any, *, last_only: bool = False) -> Any: ...
+
+
+#: Rows of logits one batched output head computes at most in :func:`broken_norms` (Gemma 3's
+#: are 1 MB each).
+HEAD_ROWS = 64
 
 #: The ways a norm can be broken (:func:`norm_replacement`), as the pages offer them.
 BREAK_KINDS = ("removed", "frozen RMS", NormKind.LAYER, "fitted DyT")
@@ -402,9 +408,10 @@ class Prediction:
     probabilities: tuple[float, ...]
 
 
-def prediction(run: Any, k: int = 5) -> Prediction:
-    """The ``k`` most likely next tokens of a language model's ``run``."""
-    top = run.top(k)
+def prediction(run: Any, k: int = 5, logits: Any = None) -> Prediction:
+    """The ``k`` most likely next tokens of a language model's ``run`` (by ``logits`` instead
+    of the run's where given: a rerun's)."""
+    top = run.top(k) if logits is None else run.top(k, logits)
     return Prediction(tuple(t for t, _ in top), tuple(p for _, p in top))
 
 
@@ -443,23 +450,30 @@ def broken_norms(model: LanguageModel, text: str, names: Sequence[str], hows: Se
                  reference: str, frozen: str) -> dict[str, dict[str, Broken]]:
     """:func:`broken_norm` for every norm of ``names`` broken every way of ``hows``, one at a
     time, as {name: {how: Broken}}: the model's own runs of ``text``, ``reference`` and
-    ``frozen`` are made once for all of them."""
+    ``frozen`` are made once for all of them, and each break's runs start at its norm's block
+    (the model's ``rerun``: the blocks before compute the same with or without it)."""
     plain = model.run(text, last_only=True)  # the next token reads the last position alone
     p = plain.logits[-1].double().log_softmax(-1)
     before = prediction(plain)
-    loss_before = next_token_loss(model.run(reference))
+    reference_run = model.run(reference)
+    loss_before = next_token_loss(reference_run)
     seen = model.run(frozen) if {"frozen RMS", "fitted DyT"} & set(hows) else None
-    out: dict[str, dict[str, Broken]] = {}
-    for name in names:
-        out[name] = {}
-        for how in hows:
-            replace = {name: norm_replacement(model, name, how, seen)}
-            broken = model.run(text, replace=replace, last_only=True)
-            q = broken.logits[-1].double().log_softmax(-1)
-            out[name][how] = Broken(
-                name, how, before, prediction(broken),
-                float((p.exp() * (p - q)).sum()), int(p.argmax()) == int(q.argmax()),
-                loss_before, next_token_loss(model.run(reference, replace=replace)))
+    breaks = [(name, how) for name in names for how in hows]
+    replaces = [{name: norm_replacement(model, name, how, seen)} for name, how in breaks]
+    # the output heads batched (the model's ``reruns``): the prompt's last rows all at once,
+    # the reference text's in groups of at most HEAD_ROWS rows
+    lasts = model.reruns(plain, replaces, last_only=True)  # (1, vocab) each
+    group = max(1, HEAD_ROWS // len(reference_run.ids))
+    losses = [next_token_loss(reference_run, logits)
+              for start in range(0, len(replaces), group)
+              for logits in model.reruns(reference_run, replaces[start:start + group])]
+    out: dict[str, dict[str, Broken]] = {name: {} for name in names}
+    for (name, how), logits, loss in zip(breaks, lasts, losses, strict=True):
+        q = logits[-1].double().log_softmax(-1)
+        out[name][how] = Broken(
+            name, how, before, prediction(plain, logits=logits),
+            float((p.exp() * (p - q)).sum()), int(p.argmax()) == int(q.argmax()),
+            loss_before, loss)
     return out
 
 

@@ -110,6 +110,36 @@ def test_breaking_a_norm_is_a_replaced_run(model, how):
         assert fit.r2_tanh > fit.r2_line  # the curve explains more than a line
 
 
+def test_breaks_batched_are_each_their_own_whole_run(model):
+    """analysis.broken_norms runs each break from its norm's block on and batches the output
+    heads (the prompt's last rows all at once, the reference text's in groups of HEAD_ROWS
+    rows): each break's KL, top tokens and reference loss are still those of the whole run
+    with that norm replaced (six breaks, in more than one group)."""
+    from lnviz.analysis import HEAD_ROWS, broken_norms, next_token_loss, norm_replacement
+    from lnviz.lessons.smollm2 import FROZEN_TEXT
+
+    names = ("model.layers.2.input_layernorm", "model.layers.25.post_attention_layernorm")
+    hows = ("removed", "frozen RMS", "LayerNorm")
+    assert HEAD_ROWS // len(model.tokenize(REFERENCE_TEXT)[0]) < len(names) * len(hows)
+    out = broken_norms(model, PRESETS[0], names, hows, reference=REFERENCE_TEXT,
+                       frozen=FROZEN_TEXT)
+    frozen = model.run(FROZEN_TEXT)
+    p = model.run(PRESETS[0]).logits[-1].double().log_softmax(-1)
+    losses = []
+    for name in names:
+        for how in hows:
+            replace = {name: norm_replacement(model, name, how, frozen)}
+            whole = model.run(PRESETS[0], replace=replace)
+            q = whole.logits[-1].double().log_softmax(-1)
+            broken = out[name][how]
+            assert broken.kl == pytest.approx(float((p.exp() * (p - q)).sum()), rel=1e-3)
+            assert broken.after.tokens == prediction(whole).tokens
+            losses.append(next_token_loss(model.run(REFERENCE_TEXT, replace=replace)))
+            assert broken.loss_after == pytest.approx(losses[-1], rel=1e-5)
+    # six different losses: a break given another's numbers would show
+    assert min(np.diff(sorted(losses))) > 1e-3
+
+
 def test_norm_labels():
     assert norm_label("model.layers.3.input_layernorm") == "block 3, before attention"
     assert norm_label("model.layers.0.post_attention_layernorm") == "block 0, before the " \
@@ -300,8 +330,9 @@ def test_the_page_asks_before_each_of_its_three_answers(model):
 @pytest.mark.parametrize("how", ["removed", "frozen RMS"])
 def test_breaking_norms_one_at_a_time_matches_single_replaced_runs(model, how):
     """The sweep's numbers (each norm's run from its block on, the frozen text run once for all
-    the norms) are break_norm's (whole runs, the frozen text run for the one norm): the KL, the
-    top token and the first reference text's loss (break_norm's reference)."""
+    the norms) are break_norm's (the frozen text run for the one norm; its runs are checked
+    against whole runs above): the KL, the top token and the first reference text's loss
+    (break_norm's reference)."""
     from lnviz.lessons.smollm2 import REFERENCE_TEXTS, removals
 
     names = ("model.layers.3.input_layernorm", "model.layers.20.post_attention_layernorm",

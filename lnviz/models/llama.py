@@ -30,7 +30,7 @@ hs = 64.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -126,9 +126,11 @@ class DecoderRun:
         ``run.capture().save(path)`` writes the file the app's Model inspector opens."""
         return Capture(output=self.logits, records=self.records)
 
-    def top(self, k: int = 5) -> list[tuple[str, float]]:
-        """The ``k`` most likely next tokens after the text, with their probabilities."""
-        probabilities = self.logits[-1].double().softmax(dim=-1)
+    def top(self, k: int = 5, logits: torch.Tensor | None = None) -> list[tuple[str, float]]:
+        """The ``k`` most likely next tokens after the text, with their probabilities (by
+        ``logits`` instead of the run's where given: a rerun's, :meth:`CausalLM.rerun`)."""
+        logits = self.logits if logits is None else logits
+        probabilities = logits[-1].double().softmax(dim=-1)
         values, indices = probabilities.topk(k)
         return [(self.vocabulary[int(i)], float(p)) for p, i in zip(values, indices, strict=True)]
 
@@ -286,7 +288,8 @@ class CausalLM:
                           tuple(sorted(replace)), self.vocabulary)
 
     @torch.no_grad()
-    def rerun(self, run: DecoderRun, replace: Mapping[str, Replacement]) -> torch.Tensor:
+    def rerun(self, run: DecoderRun, replace: Mapping[str, Replacement], *,
+              last_only: bool = False) -> torch.Tensor:
         """The logits (T, vocab) of ``self.run(run.text, replace=replace)``, computed from the
         first block that holds a replaced norm on: the residual stream entering it is the one
         ``run`` recorded, since the blocks before compute the same with or without the
@@ -294,22 +297,38 @@ class CausalLM:
         same operations on the same tensors).
 
         Args:
-            run: a run of this model without replacements.
+            run: a run of this model without replacements (one with ``last_only`` too: it
+                records the whole stream).
             replace: as :meth:`run`'s.
+            last_only: as :meth:`run`'s: the logits of the last position alone, (1, vocab).
         """
-        replace = self._replacements(replace)
+        return self.reruns(run, [replace], last_only=last_only)[0]
+
+    @torch.no_grad()
+    def reruns(self, run: DecoderRun, replaces: Sequence[Mapping[str, Replacement]], *,
+               last_only: bool = False) -> list[torch.Tensor]:
+        """:meth:`rerun` for each of ``replaces``, the output head applied once to all of
+        them: Gemma 3's head expands its whole 262,144-row table on every call, which costs
+        more than a rerun of a few tokens through the blocks. The logits of all of them are
+        held at once (the caller chooses how many: 1 MB a row for Gemma 3)."""
         if run.replaced:
             raise ValueError("rerun starts from a run without replacements, not one with "
                              f"{', '.join(run.replaced)} replaced")
-        layers = self.config.n_layer
-        first = min((int(name.split(".")[2]) if name.startswith("model.layers.") else layers
-                     for name in replace), default=layers)
-        if first == layers:  # only the final norm: the stream it reads
-            x = run.record("model.norm").input
-        else:  # (1, T, C): the stream entering block `first`
-            x = run.record(f"model.layers.{first}.input_layernorm").input
-        with patch(self.module, replace):
-            return self.module.from_block(first, x)[0][0]  # (T, vocab)
+        layers, states = self.config.n_layer, []
+        for replace in replaces:
+            replace = self._replacements(replace)
+            first = min((int(name.split(".")[2]) if name.startswith("model.layers.")
+                         else layers for name in replace), default=layers)
+            if first == layers:  # only the final norm: the stream it reads
+                x = run.record("model.norm").input
+            else:  # (1, T, C): the stream entering block `first`
+                x = run.record(f"model.layers.{first}.input_layernorm").input
+            with patch(self.module, replace):
+                states.append(self.module.stream_from(first, x, last_only)[0][0])  # (T or 1, C)
+        if not states:
+            return []
+        logits = self.module.head(torch.cat(states))  # (Σ T, vocab)
+        return list(logits.split([len(state) for state in states]))
 
     def _replacements(self, replace: Mapping[str, Replacement] | None
                       ) -> dict[str, Replacement]:
@@ -466,6 +485,13 @@ class DecoderModule(nn.Module):
         """The logits (of the last position alone with ``last_only``) and the attention of
         blocks ``first`` on, from the residual stream ``x`` (B, T, C) entering block
         ``first``."""
+        x, attention = self.stream_from(first, x, last_only)
+        return self.head(x), attention
+
+    def stream_from(self, first: int, x: torch.Tensor, last_only: bool = False
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`from_block` without the head: the final norm's output (B, T, C) (of the last
+        position alone with ``last_only``, (B, 1, C)) and the attention."""
         attention = []
         for layer in self.model.layers[first:]:
             x, att = layer(x)  # (B, T, C), (B, nh, T, T)
@@ -473,7 +499,7 @@ class DecoderModule(nn.Module):
         x = self.model.norm(x)  # (B, T, C)
         if last_only:
             x = x[:, -1:]  # (B, 1, C)
-        return self.head(x), torch.stack(attention) if attention else x.new_empty(0)
+        return x, torch.stack(attention) if attention else x.new_empty(0)
 
 
 class SmolLM2Module(DecoderModule):
