@@ -451,7 +451,7 @@ def broken_norms(model: LanguageModel, text: str, names: Sequence[str], hows: Se
     """:func:`broken_norm` for every norm of ``names`` broken every way of ``hows``, one at a
     time, as {name: {how: Broken}}: the model's own runs of ``text``, ``reference`` and
     ``frozen`` are made once for all of them, and each break's runs start at its norm's block
-    (the model's ``rerun``: the blocks before compute the same with or without it)."""
+    (the model's ``reruns``: the blocks before compute the same with or without it)."""
     plain = model.run(text, last_only=True)  # the next token reads the last position alone
     p = plain.logits[-1].double().log_softmax(-1)
     before = prediction(plain)
