@@ -605,7 +605,7 @@ def removals(model: SmolLM2, text: str, names: tuple[str, ...] | None = None,
     one run of the prompt and of each of ``references`` per norm. ``progress(fraction,
     message)`` is called before each norm."""
     names = tuple(names or rms_norm_names(model.config.n_layer))
-    prompt = model.run(text)
+    prompt = model.run(text, last_only=True)  # the next token reads the last position alone
     texts = [model.run(reference) for reference in references]
     frozen = model.run(FROZEN_TEXT) if how in ("frozen RMS", "fitted DyT") else None
     plain = prompt.logits[-1].double().log_softmax(-1)
@@ -616,7 +616,7 @@ def removals(model: SmolLM2, text: str, names: tuple[str, ...] | None = None,
         # each break run from the norm's block on (SmolLM2.rerun): the blocks before it
         # compute what they computed in the runs above
         replace = {name: norm_replacement(model, name, how, frozen)}
-        broken = model.rerun(prompt, replace)[-1].double().log_softmax(-1)
+        broken = model.rerun(prompt, replace, last_only=True)[-1].double().log_softmax(-1)
         kl.append(float((plain.exp() * (plain - broken)).sum()))
         same.append(int(plain.argmax()) == int(broken.argmax()))
         loss.append([next_token_loss(run, model.rerun(run, replace)) for run in texts])
