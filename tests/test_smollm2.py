@@ -343,8 +343,7 @@ def test_breaking_norms_one_at_a_time_matches_single_replaced_runs(model, how):
     assert gone.loss.shape == (3, len(REFERENCE_TEXTS)) and gone.how == how
     for k, name in enumerate(names):
         one = break_norm(model, PRESETS[0], name, how)
-        # both read the last position's logits alone; break_norm's head is batched with the
-        # other breaks' (analysis.broken_norms): the same numbers summed in another order
+        # both read the last position's logits alone, each from the norm's block on
         assert gone.kl[k] == pytest.approx(one.kl, rel=1e-4, abs=1e-8)
         assert gone.loss[k, 0] == pytest.approx(one.loss_after, rel=1e-6)
         assert gone.loss_before[0] == pytest.approx(one.loss_before, rel=1e-9)
