@@ -302,14 +302,14 @@ class Q8Embedding(nn.Module):
         vocab, C = self.codes.shape
         rows = x.reshape(-1, C)  # (N, C)
         table = rows.new_empty(self.SLICE, C // 32, 32)  # one slice of the table, reused
-        out = []
+        out = rows.new_empty(len(rows), vocab)  # filled slice by slice: no second copy
         for start in range(0, vocab, self.SLICE):
             end = min(start + self.SLICE, vocab)
             part = table[:end - start]
             part.copy_(self.codes[start:end].unflatten(-1, (-1, 32)))  # int8 → float32
             part.mul_(self.scales[start:end, :, None])  # × each block's scale: exact
-            out.append(rows @ part.flatten(-2).T)  # (N, end − start)
-        return torch.cat(out, dim=-1).reshape(*x.shape[:-1], vocab)
+            out[:, start:end] = rows @ part.flatten(-2).T  # (N, end − start)
+        return out.reshape(*x.shape[:-1], vocab)
 
 
 class SelfAttention(nn.Module):
