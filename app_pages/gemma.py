@@ -6,6 +6,7 @@ from lnviz import charts
 from lnviz.charts.base import sentencepiece_piece
 from lnviz.lessons.common import FROZEN_TEXT, GEMMA3, PERI_LN, REFERENCE_TEXT
 from lnviz.lessons.gemma import (
+    BREAK_TOKEN_RUNS,
     GROWTH_OPTIONS,
     LADDER_OPTIONS,
     OFFSET_OPTIONS,
@@ -248,7 +249,7 @@ if part.open:
             frozen_tokens = len(model.tokenize(FROZEN_TEXT)[0])
             with st.spinner("Breaking the two norms eight ways…"):
                 broken = jobs.heavy_cached(
-                    "the eight breaks", TOKEN_RUNS,
+                    "the eight breaks", BREAK_TOKEN_RUNS,
                     ladder_work(tokens, len(model.tokenize(REFERENCE_TEXT)[0]), frozen_tokens),
                     ladder, Named(model, "gemma3"), text, int(block), sublayer,
                     for_all=everyones)

@@ -10,6 +10,7 @@ from lnviz.lessons.common import TOKEN_PLACES, defined, short
 from lnviz.lessons.minilm import PRESETS as SENTENCES
 from lnviz.lessons.minilm import analyze as analyze_sentence
 from lnviz.lessons.smollm2 import (
+    BREAK_TOKEN_RUNS,
     BREAKS,
     BROKEN_AS,
     PRESETS,
@@ -195,7 +196,7 @@ if part.open:
             """The chosen norm broken as ``how`` says, on the prompt and the reference text."""
             with st.spinner("Running the model with the norm broken…"):
                 return jobs.heavy_cached(
-                    "the broken norm's runs", TOKEN_RUNS,
+                    "the broken norm's runs", BREAK_TOKEN_RUNS,
                     break_work(len(seen.tokens), reference_tokens), break_norm,
                     Named(model, "smollm2"), text, name, how, for_all=everyones)
 

@@ -466,10 +466,11 @@ def broken_norms(model: LanguageModel, text: str, names: Sequence[str], hows: Se
     # the output heads batched (the model's ``reruns``): the prompt's last rows all at once,
     # the reference text's in groups of at most HEAD_ROWS rows
     lasts = model.reruns(plain, replaces, last_only=True)  # (1, vocab) each
-    group = max(1, HEAD_ROWS // len(reference_run.ids))
-    losses = [next_token_loss(reference_run, logits)
-              for start in range(0, len(replaces), group)
-              for logits in model.reruns(reference_run, replaces[start:start + group])]
+    group, losses = max(1, HEAD_ROWS // len(reference_run.ids)), []
+    for start in range(0, len(replaces), group):
+        batch = model.reruns(reference_run, replaces[start:start + group])
+        losses += [next_token_loss(reference_run, logits) for logits in batch]
+        del batch  # one group's logits at a time
     out: dict[str, dict[str, Broken]] = {name: {} for name in names}
     for (name, how), logits, loss in zip(breaks, lasts, losses, strict=True):
         q = logits[-1].double().log_softmax(-1)

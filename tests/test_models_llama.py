@@ -173,6 +173,10 @@ def test_a_rerun_from_the_replaced_norms_block_is_the_whole_run(model, name):
     torch.testing.assert_close(model.rerun(run, halve), whole)
     assert float((whole - run.logits).abs().max()) > 0.1  # the replacement mattered
     torch.testing.assert_close(model.rerun(run, {}), run.logits)
+    # two norms at once: from the earlier one's block
+    both = {**halve, "model.layers.5.post_attention_layernorm": lambda x: 0.5 * x}
+    torch.testing.assert_close(model.rerun(run, both),
+                               model.run(PROMPTS["code"], replace=both).logits)
     with pytest.raises(ValueError, match="without replacements"):
         model.rerun(model.run("x", replace=halve), halve)
     with pytest.raises(ValueError, match="no RMSNorm named"):

@@ -35,6 +35,7 @@ from lnviz.models.llama import DecoderRun, SmolLM2, rope, stream_names
 from lnviz.terms import listed
 
 __all__ = [
+    "BREAK_TOKEN_RUNS",
     "DESIGNS",
     "GROWTH_OPTIONS",
     "KL_FLOOR",
@@ -85,6 +86,10 @@ PRESETS = (
 )
 #: The queue's unit for this page's runs (lnviz.ui.jobs): tokens through the model.
 TOKEN_RUNS = "Gemma 3 token-runs"
+#: The same count for part 6's breaks (:func:`ladder_work`), paced apart: their runs start at
+#: the norm's block and share their output heads (:func:`lnviz.analysis.broken_norms`), about
+#: half the time of as many whole runs, so a pace measured on one would misjudge the other.
+BREAK_TOKEN_RUNS = "Gemma 3 token-runs of broken norms"
 #: The two sublayers of a block, as the page names them.
 SUBLAYERS = ("attention", "feed-forward")
 _POST = {"attention": "post_attention_layernorm", "feed-forward": "post_feedforward_layernorm"}
@@ -598,7 +603,9 @@ def ladder(model: Gemma3, text: str, block: int, sublayer: str) -> Ladder:
 
 def ladder_work(prompt_tokens: int, reference_tokens: int, frozen_tokens: int) -> int:
     """:func:`ladder`'s work in tokens through the model: the prompt, the reference text and
-    the frozen text once, then the prompt and the reference text with each of the 8 breaks."""
+    the frozen text once, then the prompt and the reference text with each of the 8 breaks
+    (counted whole, though each starts at its norm's block: :data:`BREAK_TOKEN_RUNS` is paced
+    apart)."""
     return (1 + 2 * len(BREAK_KINDS)) * (prompt_tokens + reference_tokens) + frozen_tokens
 
 

@@ -61,6 +61,7 @@ from lnviz.terms import listed
 
 __all__ = [
     "BREAKS",
+    "BREAK_TOKEN_RUNS",
     "FROZEN_TEXT",
     "PRESETS",
     "REFERENCE_TEXT",
@@ -457,9 +458,13 @@ class Removals:
         return [int(i) for i in np.argsort(-self.mean_loss, kind="stable")[:k]]
 
 
-#: What a broken norm's place in the server's line counts: tokens through the model, all runs
-#: together (:func:`break_work`).
+#: What a place in the server's line counts for whole runs of the model (the first tokens'
+#: runs): tokens through the model, all runs together.
 TOKEN_RUNS = "SmolLM2 token-runs"
+#: The same count for a broken norm (:func:`break_work`), paced apart: its runs with the break
+#: start at the norm's block (:func:`lnviz.analysis.broken_norms`), about half a whole run's
+#: work on average, so a pace measured on one would misjudge the other about two times over.
+BREAK_TOKEN_RUNS = "SmolLM2 token-runs of a broken norm"
 #: The same count for the norm sweep (:func:`sweep_work`), paced apart: a sweep's 124 runs of a
 #: few tokens each are dominated by each run's fixed cost, which a broken norm's four runs do not
 #: show, so a pace measured on one would misjudge the other several times over.
@@ -594,7 +599,8 @@ def gentlest_answer(ladder: dict[str, Broken], kept_shown: Collection[str] = BRE
 
 def break_work(prompt_tokens: int, reference_tokens: int) -> int:
     """One broken norm's work (:func:`break_norm`), in tokens through the model: the prompt and
-    the reference text, each with and without the break."""
+    the reference text, each with and without the break (a run with the break counted whole,
+    though it starts at the norm's block: :data:`BREAK_TOKEN_RUNS` is paced apart)."""
     return 2 * (prompt_tokens + reference_tokens)
 
 
