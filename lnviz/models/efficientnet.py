@@ -294,8 +294,12 @@ class EfficientNetLite0Module(nn.Module):
                 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The logits, (N, 1000); with ``with_features``, (logits, features): the features
         are the 1,280 averages the classifier reads, (N, 1280)."""
-        h = F.relu6(self._bn0(self._conv_stem(x)))  # (N, 32, H/2, W/2)
-        return self.from_block(0, h, with_features)
+        return self.from_block(0, self.stem(x), with_features)
+
+    def stem(self, x: torch.Tensor) -> torch.Tensor:
+        """What enters block 0: the stem's convolution, its BatchNorm and ReLU6,
+        (N, 32, H/2, W/2)."""
+        return F.relu6(self._bn0(self._conv_stem(x)))
 
     def from_block(self, first: int, h: torch.Tensor, with_features: bool = False
                    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -427,7 +431,7 @@ class EfficientNetLite0:
                 continue
             first = int(name.split(".")[1]) if name.startswith("_blocks.") else blocks
             if h is None:
-                h = F.relu6(module._bn0(module._conv_stem(x)))
+                h = module.stem(x)
             for block in module._blocks[at:first]:
                 h = block(h)
             at = max(at, first)
