@@ -3,7 +3,7 @@ start, share at most ``--cpus`` cores' worth of CPU time (a Linux control group'
 
     python tools/slow_machine.py --cpus 1 -- python -m pytest
 
-Machines of this project's kind (two cores) differ in speed by about two times, and the suite
+Machines of this project's kind (two cores) differ in speed by two times or more, and the suite
 must stay within 10 minutes on the slowest (docs/benchmarks.md §7). The suite is bound by CPU,
 so its time on a machine that does half the work a second is about its time here under a quota
 of one core: this shows how long it would take there and whether it still passes (its browser
