@@ -432,9 +432,9 @@ class EfficientNetLite0:
             first = int(name.split(".")[1]) if name.startswith("_blocks.") else blocks
             if h is None:
                 h = module.stem(x)
-            for block in module._blocks[at:first]:
+            for block in module._blocks[at:first]:  # forward order: first >= at
                 h = block(h)
-            at = max(at, first)
+            at = first
             with patch(module, {name: replace[name]}):
                 out[name] = module.from_block(first, h)
         return out
