@@ -225,20 +225,24 @@ def phone_problems(page: Page, name: str) -> list[str]:
 
 
 def chart_problems(charts, width: str, name: str) -> list[str]:
-    """:func:`layout_problems` of every chart in ``charts`` (a locator), each scrolled into
-    view first (and saved as a screenshot with LNVIZ_SCREENSHOTS=1)."""
-    problems = []
-    for k in range(charts.count()):
+    """:func:`layout_problems` of every chart in ``charts`` (a locator), once Plotly has drawn
+    each, read in one call where they are (each saved as a screenshot with
+    LNVIZ_SCREENSHOTS=1, scrolled into view for it). Boxes are measured on the laid-out page
+    whether on screen or not: scrolling each chart into view and reading it in a call of its
+    own cost Chromium about 5 CPU-s more in the navigation test (docs/benchmarks.md §7)."""
+    count = charts.count()
+    for k in range(count):
         chart = charts.nth(k)
-        chart.scroll_into_view_if_needed()
-        plot = chart.locator(".js-plotly-plot")
-        expect(plot.locator(".draglayer").first).to_be_attached()
+        expect(chart.locator(".js-plotly-plot .draglayer").first).to_be_attached()
         if SAVE_SCREENSHOTS and chart.is_visible():  # (not one in a closed part)
             SCREENSHOTS.mkdir(exist_ok=True)
+            chart.scroll_into_view_if_needed()
             chart.screenshot(path=str(SCREENSHOTS / f"narrow-{width}-{slug(name)}-{k}.png"))
-        problems += [f"{name} at {width}, figure {k}: {p}"
-                     for p in layout_problems(plot.evaluate(_GEOMETRY))]
-    return problems
+    drawn = charts.locator(".js-plotly-plot").evaluate_all(
+        f"(plots) => plots.map({_GEOMETRY})")
+    assert len(drawn) == count, (name, width, len(drawn), count)
+    return [f"{name} at {width}, figure {k}: {p}"
+            for k, geometry in enumerate(drawn) for p in layout_problems(geometry)]
 
 
 def guessed_problems(page: Page, width: str, name: str, right: bool = True) -> list[str]:

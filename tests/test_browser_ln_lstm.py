@@ -118,7 +118,7 @@ def test_a_training_waits_its_turn_ends_with_its_tab_and_stops_on_request(
         seed.first.fill("5")
         seed.first.press("Enter")
         expect(page).to_have_url(re.compile(r"[?&]seed=5"), timeout=TIMEOUT_MS)
-        page.wait_for_timeout(3000)  # several looks at the line later
+        page.wait_for_timeout(1500)  # three looks at the line later (jobs.WAIT_POLL_S)
         expect(waiting).to_be_visible(timeout=TIMEOUT_MS)
         assert_no_exception(page)
         # the first learner's training goes on meanwhile, and this one has not started
